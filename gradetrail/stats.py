@@ -1,0 +1,466 @@
+"""Error bars, paired intervals and power for eval scores.
+
+Everything here works on plain sequences: one score per sample (epochs already averaged,
+see `sample_means`), no file I/O. Importing this module does not import scipy; the few
+functions that need it (`paired_t`, `tango_interval`, `mcnemar_exact`) import it when
+called, so the run summary (`summarize`) stays pure Python.
+
+Sources, cited by equation in each docstring:
+
+- Miller, "Adding Error Bars to Evals: A Statistical Approach to Language Model
+  Evaluations", arXiv 2411.00640 (2024). Eq. 1-2: the mean and its standard error over
+  samples; eq. 4: the clustered standard error; eq. 7-8: the paired difference and its
+  standard error; eq. 9-10: power (sample size and minimum detectable effect).
+- Tango, "Equivalence test and confidence interval for the difference in proportions for
+  the paired-sample design", Statistics in Medicine 17:891-908 (1998): the score interval
+  for the difference of paired binary proportions.
+
+Words: a *baseline* and a *candidate* score the same samples; the paired difference is
+d_i = candidate_i - baseline_i, so a positive mean difference means the candidate is better.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+__all__ = [
+    "Interval",
+    "ScoreSummary",
+    "clustered_standard_error",
+    "correlation",
+    "design_effect",
+    "difference_variance",
+    "discordant_counts",
+    "is_binary",
+    "mcnemar_exact",
+    "minimum_detectable_effect",
+    "normal_quantile",
+    "paired_differences",
+    "paired_t",
+    "paired_z",
+    "sample_means",
+    "sample_size",
+    "sample_size_for_half_width",
+    "standard_error",
+    "summarize",
+    "tango_interval",
+]
+
+_NORMAL = NormalDist()
+
+
+@dataclass(frozen=True)
+class ScoreSummary:
+    """The mean score over samples with its standard error and confidence interval.
+
+    `n` counts samples (not rows: epochs are averaged first). `n_clusters` is None when no
+    clusters were given. With n == 0 every float is NaN; with n == 1 the mean is defined
+    but the standard error and interval are NaN.
+    """
+
+    n: int
+    mean: float
+    se: float
+    ci_low: float
+    ci_high: float
+    n_clusters: int | None = None
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval for the mean paired difference (candidate - baseline).
+
+    `method` is "z", "t" or "tango"; `df` is the t distribution's degrees of freedom (None
+    for z and tango); `n_clusters` is None when the interval ignores clusters.
+    """
+
+    delta: float
+    lo: float
+    hi: float
+    se: float
+    method: str
+    df: int | None = None
+    n_clusters: int | None = None
+
+
+def normal_quantile(confidence: float) -> float:
+    """Two-sided standard normal quantile: z with P(|Z| <= z) = confidence (1.96 at 0.95)."""
+    _check_open_unit(confidence, "confidence")
+    return _NORMAL.inv_cdf(0.5 + confidence / 2)
+
+
+def sample_means(rows: Iterable[tuple[str, int, float]]) -> dict[str, float]:
+    """Average each sample's epochs: (sample_id, epoch, score) rows -> {sample_id: mean}.
+
+    Epochs are repeats of one sample, not new samples, so they are averaged per sample
+    before any standard error is taken (Miller §3: resampling reduces the within-sample
+    variance; it never multiplies n). Order follows each sample's first row. A repeated
+    (sample_id, epoch) pair raises ValueError rather than being counted twice.
+    """
+    totals: dict[str, list[float]] = {}
+    seen: set[tuple[str, int]] = set()
+    for sample_id, epoch, score in rows:
+        if (sample_id, epoch) in seen:
+            raise ValueError(f"sample {sample_id!r} has epoch {epoch} twice")
+        seen.add((sample_id, epoch))
+        totals.setdefault(sample_id, []).append(float(score))
+    return {sample_id: math.fsum(scores) / len(scores) for sample_id, scores in totals.items()}
+
+
+def standard_error(values: Sequence[float]) -> float:
+    """Standard error of the mean, Miller eq. 2: sqrt(sum((s_i - mean)^2) / (n - 1) / n).
+
+    `values` holds one score per sample. NaN when n < 2.
+    """
+    n = len(values)
+    if n < 2:
+        return math.nan
+    mean = math.fsum(values) / n
+    ss = math.fsum((v - mean) ** 2 for v in values)
+    return math.sqrt(ss / (n - 1) / n)
+
+
+def clustered_standard_error(
+    values: Sequence[float], clusters: Sequence[Hashable | None]
+) -> tuple[float, int]:
+    """Clustered standard error of the mean, Miller eq. 4, and the number of clusters.
+
+    SE_clustered^2 = SE_CLT^2 + (1/n^2) * sum_c sum_i sum_{j != i} (s_ic - mean)(s_jc - mean),
+    where SE_CLT is eq. 2 and the double sum runs over pairs of distinct samples in the same
+    cluster c. The pair sum of cluster c equals (sum_i e_ic)^2 - sum_i e_ic^2 (e = s - mean),
+    which is how it is computed. A None cluster is a cluster of its own sample, so with
+    every cluster a singleton the result equals eq. 2. `values` and `clusters` are
+    parallel, one entry per sample. Returns (NaN, clusters) when n < 2.
+    """
+    if len(values) != len(clusters):
+        raise ValueError(f"{len(values)} values but {len(clusters)} clusters")
+    n = len(values)
+    keys = [(0, c) if c is not None else (1, i) for i, c in enumerate(clusters)]
+    n_clusters = len(set(keys))
+    if n < 2:
+        return math.nan, n_clusters
+    mean = math.fsum(values) / n
+    sums: dict[tuple[int, Hashable], float] = {}
+    squares = 0.0
+    for key, v in zip(keys, values, strict=True):
+        e = v - mean
+        sums[key] = sums.get(key, 0.0) + e
+        squares += e * e
+    cross = math.fsum(s * s for s in sums.values()) - squares
+    return math.sqrt(squares / (n - 1) / n + cross / n**2), n_clusters
+
+
+def summarize(
+    scores: Sequence[float],
+    clusters: Sequence[Hashable | None] | None = None,
+    confidence: float = 0.95,
+) -> ScoreSummary:
+    """Mean, standard error and normal confidence interval of per-sample scores.
+
+    `scores` holds one score per sample (average epochs first with `sample_means`). The
+    mean is Miller eq. 1, the standard error eq. 2, or eq. 4 when `clusters` (parallel to
+    `scores`) is given; the interval is mean +- z * SE with z the normal quantile.
+    Pure Python and O(n): the run summary calls it for every run.
+    """
+    z = normal_quantile(confidence)
+    n = len(scores)
+    if n == 0:
+        return ScoreSummary(0, math.nan, math.nan, math.nan, math.nan, None)
+    mean = math.fsum(scores) / n
+    n_clusters = None
+    if clusters is None:
+        se = standard_error(scores)
+    else:
+        se, n_clusters = clustered_standard_error(scores, clusters)
+    return ScoreSummary(n, mean, se, mean - z * se, mean + z * se, n_clusters)
+
+
+def paired_differences(baseline: Sequence[float], candidate: Sequence[float]) -> list[float]:
+    """Per-sample differences d_i = candidate_i - baseline_i (Miller eq. 7), same order."""
+    if len(baseline) != len(candidate):
+        raise ValueError(f"{len(baseline)} baseline scores but {len(candidate)} candidate scores")
+    return [c - b for b, c in zip(baseline, candidate, strict=True)]
+
+
+def _paired_se(
+    diffs: Sequence[float], clusters: Sequence[Hashable | None] | None
+) -> tuple[float, int | None]:
+    if clusters is None:
+        return standard_error(diffs), None
+    return clustered_standard_error(diffs, clusters)
+
+
+def paired_z(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    clusters: Sequence[Hashable | None] | None = None,
+    confidence: float = 0.95,
+) -> Interval:
+    """Paired z interval for the mean difference, Miller eq. 7-8 (the seed formula).
+
+    The mean of d_i = candidate_i - baseline_i, with the standard error of the paired
+    difference sqrt(Var(d) / n) (Var with n - 1). This equals Miller eq. 8,
+    sqrt(SE_A^2 + SE_B^2 - 2 Cov(s_A, s_B) / n), computed directly from the differences.
+    With `clusters`, the standard error of d is clustered (eq. 4). Interval: delta +- z * SE.
+    Inputs are parallel sequences of per-sample scores.
+    """
+    diffs = paired_differences(baseline, candidate)
+    _require_samples(len(diffs), 2)
+    delta = math.fsum(diffs) / len(diffs)
+    se, n_clusters = _paired_se(diffs, clusters)
+    z = normal_quantile(confidence)
+    return Interval(delta, delta - z * se, delta + z * se, se, "z", None, n_clusters)
+
+
+def paired_t(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    clusters: Sequence[Hashable | None] | None = None,
+    confidence: float = 0.95,
+) -> Interval:
+    """Paired t interval for the mean difference: Miller eq. 7-8 with a t quantile.
+
+    The standard error is that of `paired_z` (clustered, eq. 4, when `clusters` is given);
+    the quantile is Student's t with n - 1 degrees of freedom, or G - 1 with G clusters,
+    the usual small-sample reference for a clustered mean.
+    """
+    from scipy.stats import t as student_t
+
+    diffs = paired_differences(baseline, candidate)
+    _require_samples(len(diffs), 2)
+    delta = math.fsum(diffs) / len(diffs)
+    se, n_clusters = _paired_se(diffs, clusters)
+    df = (n_clusters if n_clusters is not None else len(diffs)) - 1
+    if df < 1:
+        raise ValueError("a clustered t interval needs at least 2 clusters")
+    q = float(student_t.ppf(0.5 + confidence / 2, df))
+    return Interval(delta, delta - q * se, delta + q * se, se, "t", df, n_clusters)
+
+
+def is_binary(values: Iterable[float]) -> bool:
+    """True when every value is exactly 0 or 1 (a pass/fail score)."""
+    return all(v in (0.0, 1.0) for v in values)
+
+
+def discordant_counts(baseline: Sequence[float], candidate: Sequence[float]) -> tuple[int, int]:
+    """Counts of (only baseline passed, only candidate passed) over paired binary scores."""
+    if not (is_binary(baseline) and is_binary(candidate)):
+        raise ValueError("discordant counts need binary (0/1) scores")
+    pairs = list(zip(baseline, candidate, strict=True))
+    return sum(b > c for b, c in pairs), sum(c > b for b, c in pairs)
+
+
+def _tango_score(delta: float, only_baseline: int, only_candidate: int, n: int) -> float:
+    """Tango (1998) score statistic for H0: p_candidate - p_baseline = delta.
+
+    With x12 = only_candidate and x21 = only_baseline, the constrained maximum-likelihood
+    estimate of p21 is q = (sqrt(W^2 + 8 n x21 delta (1 - delta)) - W) / (4 n), where
+    W = -x12 - x21 + (2 n - x12 + x21) delta, and
+    Z(delta) = (x12 - x21 - n delta) / sqrt(n (2 q + delta (1 - delta))).
+    """
+    x12, x21 = only_candidate, only_baseline
+    numerator = x12 - x21 - n * delta
+    if numerator == 0:
+        return 0.0
+    w = -x12 - x21 + (2 * n - x12 + x21) * delta
+    q = (math.sqrt(max(0.0, w * w + 8 * n * x21 * delta * (1 - delta))) - w) / (4 * n)
+    variance = n * (2 * q + delta * (1 - delta))
+    if variance <= 0:
+        return math.copysign(math.inf, numerator)
+    return numerator / math.sqrt(variance)
+
+
+def tango_interval(
+    only_baseline: int, only_candidate: int, n: int, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Tango (1998) score interval for p_candidate - p_baseline over n paired binary samples.
+
+    `only_baseline` and `only_candidate` are the discordant counts (samples only that run
+    passed). The interval is {delta : |Z(delta)| <= z}, Z the score statistic of
+    `_tango_score`; each bound is the root of Z(delta) = +-z, found with
+    scipy.optimize.brentq between the point estimate and -1 or 1. Unlike the Wald interval
+    it does not collapse to a point when there are no discordant pairs: with n = 100 and
+    none, it is +-z^2 / (n + z^2) = +-0.037.
+    """
+    from scipy.optimize import brentq
+
+    if not 0 <= only_baseline + only_candidate <= n or min(only_baseline, only_candidate) < 0:
+        raise ValueError(f"discordant counts {only_baseline}, {only_candidate} do not fit n={n}")
+    _require_samples(n, 1)
+    z = normal_quantile(confidence)
+    estimate = (only_candidate - only_baseline) / n
+    edge = 1e-12
+
+    def score(delta: float) -> float:
+        return _tango_score(delta, only_baseline, only_candidate, n)
+
+    lo, hi = -1.0, 1.0
+    if estimate > -1 and score(-1 + edge) > z:
+        lo = brentq(lambda d: score(d) - z, -1 + edge, estimate, xtol=1e-12)
+    if estimate < 1 and score(1 - edge) < -z:
+        hi = brentq(lambda d: score(d) + z, estimate, 1 - edge, xtol=1e-12)
+    return lo, hi
+
+
+def mcnemar_exact(only_baseline: int, only_candidate: int) -> float:
+    """Exact two-sided McNemar p-value: a binomial test of the discordant pairs at p = 1/2.
+
+    Uses scipy.stats.binomtest; 1.0 when there are no discordant pairs.
+    """
+    from scipy.stats import binomtest
+
+    discordant = only_baseline + only_candidate
+    if discordant == 0:
+        return 1.0
+    return float(binomtest(only_candidate, discordant, 0.5).pvalue)
+
+
+def correlation(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson correlation of paired per-sample scores; None when either is constant or n < 2."""
+    n = len(x)
+    if n != len(y):
+        raise ValueError(f"{n} and {len(y)} scores are not paired")
+    if n < 2:
+        return None
+    mx, my = math.fsum(x) / n, math.fsum(y) / n
+    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
+    sxx = math.fsum((a - mx) ** 2 for a in x)
+    syy = math.fsum((b - my) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+# --- power (Miller eq. 9-10) -------------------------------------------------------------
+
+
+def difference_variance(
+    variance: float, correlation: float = 0.0, candidate_variance: float | None = None
+) -> float:
+    """omega^2, the variance of the per-sample difference, from each model's score variance.
+
+    omega^2 = Var(x_A) + Var(x_B) - 2 rho sd(x_A) sd(x_B), the quantity Miller's eq. 9-10
+    take as input: a correlated pair of models (rho > 0) needs fewer samples. `variance` is
+    the baseline's variance of per-sample scores (p (1 - p) for a pass rate p);
+    `candidate_variance` defaults to the same.
+    """
+    other = variance if candidate_variance is None else candidate_variance
+    if variance < 0 or other < 0:
+        raise ValueError("variances must be >= 0")
+    if not -1 <= correlation <= 1:
+        raise ValueError("correlation must be in [-1, 1]")
+    return max(0.0, variance + other - 2 * correlation * math.sqrt(variance * other))
+
+
+def design_effect(cluster_size: float, icc: float) -> float:
+    """Variance inflation from clustering, 1 + (m - 1) * icc (Kish's design effect).
+
+    `cluster_size` is the mean number of samples per cluster, `icc` the intra-cluster
+    correlation of the per-sample differences. It multiplies omega^2 in the power formulas,
+    which is the power-analysis counterpart of Miller's clustered standard error (eq. 4).
+    """
+    if cluster_size < 1:
+        raise ValueError("cluster_size must be >= 1")
+    if not -1 <= icc <= 1:
+        raise ValueError("icc must be in [-1, 1]")
+    return 1 + (cluster_size - 1) * icc
+
+
+def _comparison_variance(omega2: float, within_variance: float, epochs: int, deff: float) -> float:
+    """Variance of one sample's paired difference: deff * omega^2 + 2 sigma^2 / K (eq. 9)."""
+    if omega2 < 0 or within_variance < 0:
+        raise ValueError("omega2 and within_variance must be >= 0")
+    if epochs < 1:
+        raise ValueError("epochs must be >= 1")
+    if deff <= 0:
+        raise ValueError("design_effect must be > 0")
+    return deff * omega2 + 2 * within_variance / epochs
+
+
+def _z_alpha_beta(alpha: float, power: float) -> float:
+    _check_open_unit(alpha, "alpha")
+    _check_open_unit(power, "power")
+    return _NORMAL.inv_cdf(1 - alpha / 2) + _NORMAL.inv_cdf(power)
+
+
+def _ceil(x: float) -> int:
+    # Rounding noise must not add a sample: 968.9999999 means 969, not 970.
+    return max(1, math.ceil(x - 1e-9))
+
+
+def sample_size(
+    delta: float,
+    omega2: float,
+    *,
+    within_variance: float = 0.0,
+    epochs: int = 1,
+    design_effect: float = 1.0,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> int:
+    """Samples needed to detect a mean difference `delta`, Miller eq. 9.
+
+    n = (z_{alpha/2} + z_beta)^2 * (deff * omega^2 + 2 sigma^2 / K) / delta^2, rounded up:
+    omega^2 is the variance of the per-sample difference in expected scores (see
+    `difference_variance`), sigma^2 = `within_variance` each model's expected variance of
+    one epoch's score around its per-sample mean, K = `epochs`, deff the clustering
+    `design_effect`. A two-sided test at `alpha` with the given `power`. Miller's example:
+    omega^2 = 1/9, delta = 0.03 -> 969. For the gate, delta is margin + the true difference.
+    """
+    if delta == 0:
+        raise ValueError("delta must be non-zero")
+    variance = _comparison_variance(omega2, within_variance, epochs, design_effect)
+    return _ceil(_z_alpha_beta(alpha, power) ** 2 * variance / delta**2)
+
+
+def minimum_detectable_effect(
+    n: int,
+    omega2: float,
+    *,
+    within_variance: float = 0.0,
+    epochs: int = 1,
+    design_effect: float = 1.0,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> float:
+    """Smallest mean difference n samples detect, Miller eq. 10 (eq. 9 solved for delta).
+
+    MDE = (z_{alpha/2} + z_beta) * sqrt((deff * omega^2 + 2 sigma^2 / K) / n); parameters
+    as in `sample_size`.
+    """
+    _require_samples(n, 1)
+    variance = _comparison_variance(omega2, within_variance, epochs, design_effect)
+    return _z_alpha_beta(alpha, power) * math.sqrt(variance / n)
+
+
+def sample_size_for_half_width(
+    half_width: float,
+    omega2: float,
+    *,
+    within_variance: float = 0.0,
+    epochs: int = 1,
+    design_effect: float = 1.0,
+    confidence: float = 0.95,
+) -> int:
+    """Samples needed for the paired interval's half-width to be at most `half_width`.
+
+    n = z^2 * (deff * omega^2 + 2 sigma^2 / K) / h^2, rounded up: the half-width of Miller's
+    paired interval (eq. 8) is z * sqrt(variance / n); parameters as in `sample_size`.
+    """
+    if half_width <= 0:
+        raise ValueError("half_width must be > 0")
+    variance = _comparison_variance(omega2, within_variance, epochs, design_effect)
+    return _ceil(normal_quantile(confidence) ** 2 * variance / half_width**2)
+
+
+def _check_open_unit(value: float, name: str) -> None:
+    if not 0 < value < 1:
+        raise ValueError(f"{name} must be strictly between 0 and 1, got {value}")
+
+
+def _require_samples(n: int, minimum: int) -> None:
+    if n < minimum:
+        raise ValueError(f"need at least {minimum} paired samples, got {n}")
