@@ -1,0 +1,255 @@
+"""Tests for gradetrail.stats: error bars, paired intervals, McNemar and power."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradetrail import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# --- error bars over samples (Miller eq. 1-2, 4) ---------------------------------------------
+
+
+def test_summarize_uses_n_minus_1_standard_error() -> None:
+    """The mean's standard error is the sample standard deviation (n - 1) over sqrt(n)."""
+    scores = [0.0, 0.5, 1.0, 1.0, 0.25]
+    summary = stats.summarize(scores)
+    expected_se = statistics.stdev(scores) / math.sqrt(len(scores))
+    assert summary.n == 5
+    assert summary.mean == pytest.approx(0.55)
+    assert summary.se == pytest.approx(expected_se)
+    assert summary.ci_low == pytest.approx(0.55 - 1.959964 * expected_se, abs=1e-6)
+    assert summary.ci_high == pytest.approx(0.55 + 1.959964 * expected_se, abs=1e-6)
+    assert summary.n_clusters is None
+
+
+def test_clustered_standard_error_matches_hand_computation() -> None:
+    """Miller eq. 4 on six samples in three clusters equals the value worked by hand.
+
+    scores 1, 0 | 1, 1 | 0, 0 in clusters a | b | c; mean 0.5, residuals e = s - mean:
+    +.5, -.5 | +.5, +.5 | -.5, -.5.
+    SE_CLT^2 = sum(e^2) / (n - 1) / n = 1.5 / 5 / 6 = 0.05.
+    Cross terms sum_c sum_{i != j} e_i e_j: a: 2(.5)(-.5) = -0.5; b: 2(.5)(.5) = 0.5;
+    c: 2(-.5)(-.5) = 0.5; total 0.5, divided by n^2 = 36: 0.013889.
+    SE^2 = 0.05 + 0.013889 = 0.063889, SE = 0.252763.
+    """
+    summary = stats.summarize([1, 0, 1, 1, 0, 0], ["a", "a", "b", "b", "c", "c"])
+    assert summary.se == pytest.approx(math.sqrt(0.05 + 0.5 / 36))
+    assert summary.se == pytest.approx(0.252763, abs=1e-6)
+    assert summary.n_clusters == 3
+
+
+def test_singleton_clusters_reduce_to_the_plain_standard_error() -> None:
+    """Every sample in its own cluster (or None) gives exactly Miller eq. 2."""
+    scores = [0.1, 0.9, 0.4, 0.7]
+    plain = stats.summarize(scores).se
+    assert stats.summarize(scores, ["w", "x", "y", "z"]).se == pytest.approx(plain)
+    summary = stats.summarize(scores, [None, None, None, None])
+    assert summary.se == pytest.approx(plain)
+    assert summary.n_clusters == 4
+
+
+def test_summarize_degenerate_sizes_are_nan_not_errors() -> None:
+    """No samples gives NaN everywhere; one sample has a mean but no standard error."""
+    empty = stats.summarize([])
+    assert empty.n == 0 and math.isnan(empty.mean) and math.isnan(empty.se)
+    one = stats.summarize([0.5])
+    assert one.mean == 0.5 and math.isnan(one.se) and math.isnan(one.ci_low)
+
+
+def test_importing_stats_and_summarizing_does_not_import_scipy() -> None:
+    """The run summary path stays pure Python: scipy is imported lazily, never at import."""
+    code = (
+        "import sys; from gradetrail import stats; "
+        "stats.summarize([1.0, 0.0, 1.0] * 440, ['c'] * 1320); "
+        "assert 'scipy' not in sys.modules, 'scipy imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_sample_means_average_epochs_per_sample_first() -> None:
+    """Epochs are averaged within a sample, in first-seen order, never pooled as samples."""
+    rows = [("a", 1, 1.0), ("b", 1, 0.0), ("a", 2, 0.0), ("b", 2, 0.0), ("a", 3, 1.0)]
+    assert stats.sample_means(rows) == {"a": pytest.approx(2 / 3), "b": 0.0}
+    assert list(stats.sample_means(rows)) == ["a", "b"]
+
+
+def test_sample_means_refuse_a_repeated_epoch() -> None:
+    """The same (sample, epoch) twice is an error, not a silently double-counted score."""
+    with pytest.raises(ValueError, match="epoch 1 twice"):
+        stats.sample_means([("a", 1, 1.0), ("a", 1, 0.0)])
+
+
+# --- paired intervals (Miller eq. 7-8) -----------------------------------------------------
+
+BASELINE_100 = [1.0] * 100
+CANDIDATE_99 = [1.0] * 99 + [0.0]
+
+
+def test_paired_z_seed_vector() -> None:
+    """Baseline 100/100, candidate 99/100: delta -0.01, SE 0.01, lower bound -0.0296."""
+    interval = stats.paired_z(BASELINE_100, CANDIDATE_99)
+    assert interval.delta == pytest.approx(-0.01)
+    assert interval.se == pytest.approx(0.01)
+    assert interval.lo == pytest.approx(-0.0296, abs=5e-5)
+    assert interval.method == "z"
+
+
+def test_paired_z_equals_miller_eq8_covariance_form() -> None:
+    """sqrt(Var(d)/n) equals sqrt(SE_A^2 + SE_B^2 - 2 Cov(A, B) / n) (Miller eq. 8)."""
+    a = [0.2, 0.9, 0.4, 0.4, 1.0, 0.0]
+    b = [0.3, 0.7, 0.5, 0.1, 1.0, 0.2]
+    n = len(a)
+    cov = statistics.covariance(a, b)
+    eq8 = math.sqrt(stats.standard_error(a) ** 2 + stats.standard_error(b) ** 2 - 2 * cov / n)
+    assert stats.paired_z(a, b).se == pytest.approx(eq8)
+
+
+def test_paired_t_matches_scipy_ttest_rel() -> None:
+    """The paired t interval equals scipy's ttest_rel confidence interval."""
+    from scipy.stats import ttest_rel
+
+    a = [0.2, 0.9, 0.4, 0.4, 1.0, 0.0, 0.6]
+    b = [0.3, 0.7, 0.5, 0.1, 1.0, 0.2, 0.9]
+    interval = stats.paired_t(a, b, confidence=0.9)
+    ci = ttest_rel(b, a).confidence_interval(0.9)
+    assert (interval.lo, interval.hi) == pytest.approx((ci.low, ci.high))
+    assert interval.df == 6
+
+
+def test_clustered_paired_t_uses_clustered_se_and_cluster_df() -> None:
+    """With clusters the paired t uses eq. 4 on the differences and G - 1 degrees of freedom.
+
+    Differences d = c - b = 1, 0 | 1, 1 | 0, 0 (the hand-computed case above): SE 0.252763;
+    three clusters -> df 2, t_{0.975, 2} = 4.302653; half-width 1.087546.
+    """
+    base = [0.0] * 6
+    cand = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    interval = stats.paired_t(base, cand, ["a", "a", "b", "b", "c", "c"])
+    assert interval.se == pytest.approx(0.252763, abs=1e-6)
+    assert interval.df == 2 and interval.n_clusters == 3
+    assert interval.hi - interval.delta == pytest.approx(4.302653 * 0.252763, abs=1e-5)
+
+
+# --- Tango score interval (Tango 1998) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("only_baseline", "only_candidate", "n", "expected", "tol"),
+    [
+        # The issue's seed: baseline 100/100, candidate 99/100.
+        (1, 0, 100, (-0.054486, 0.027363), 1e-6),
+        # n = 20 with one failure.
+        (1, 0, 20, (-0.2361, 0.1192), 1e-4),
+        # 100 samples all passing in both runs: +-z^2 / (n + z^2), not (0, 0).
+        (0, 0, 100, (-0.037, 0.037), 5e-4),
+        # Published: Fagerland, Lydersen & Laake 2014 (Stat Med 33:2850), Table II (airway
+        # hyper-responsiveness, a=1 b=1 c=7 d=12), Tango interval as printed by R
+        # ratesci::pairbinci(skew = FALSE, bcf = FALSE): (-0.517232, -0.026003).
+        (7, 1, 21, (-0.517232, -0.026003), 1e-6),
+    ],
+)
+def test_tango_interval_hits_known_values(
+    only_baseline: int, only_candidate: int, n: int, expected: tuple[float, float], tol: float
+) -> None:
+    """The Tango interval reproduces the issue's values and a published example."""
+    assert stats.tango_interval(only_baseline, only_candidate, n) == pytest.approx(
+        expected, abs=tol
+    )
+
+
+def test_tango_bounds_solve_the_score_equation() -> None:
+    """At each bound the score statistic equals -+z (the interval's definition)."""
+    lo, hi = stats.tango_interval(360, 76, 1319)
+    z = stats.normal_quantile(0.95)
+    assert stats._tango_score(lo, 360, 76, 1319) == pytest.approx(z, abs=1e-8)
+    assert stats._tango_score(hi, 360, 76, 1319) == pytest.approx(-z, abs=1e-8)
+
+
+def test_tango_interval_is_antisymmetric_and_reaches_the_edges() -> None:
+    """Swapping the runs negates the interval; all-discordant tables reach -1 or 1."""
+    lo, hi = stats.tango_interval(3, 11, 40)
+    assert stats.tango_interval(11, 3, 40) == pytest.approx((-hi, -lo))
+    assert stats.tango_interval(10, 0, 10)[0] == -1.0
+    assert stats.tango_interval(0, 10, 10)[1] == 1.0
+
+
+def test_tango_interval_refuses_impossible_counts() -> None:
+    """Discordant counts larger than n are a caller error."""
+    with pytest.raises(ValueError):
+        stats.tango_interval(5, 6, 10)
+
+
+# --- McNemar, discordance, correlation -----------------------------------------------------
+
+
+def test_mcnemar_exact_is_a_binomial_test_of_discordant_pairs() -> None:
+    """Exact McNemar p: 1 discordant pair gives 1.0; 0 of 6 gives 2 / 2^6."""
+    assert stats.mcnemar_exact(1, 0) == 1.0
+    assert stats.mcnemar_exact(0, 0) == 1.0
+    assert stats.mcnemar_exact(6, 0) == pytest.approx(2 / 2**6)
+
+
+def test_discordant_counts_and_binary_detection() -> None:
+    """Discordant counts are (only baseline passed, only candidate passed)."""
+    assert stats.discordant_counts([1, 1, 0, 0, 1], [1, 0, 1, 0, 0]) == (2, 1)
+    assert stats.is_binary([0.0, 1.0, 1]) and not stats.is_binary([0.0, 0.5])
+    with pytest.raises(ValueError):
+        stats.discordant_counts([0.5], [1.0])
+
+
+def test_correlation_matches_statistics_and_is_none_when_constant() -> None:
+    """Pearson correlation of paired scores; undefined (None) when one run is constant."""
+    a, b = [0.1, 0.5, 0.9, 0.3], [0.2, 0.4, 1.0, 0.1]
+    assert stats.correlation(a, b) == pytest.approx(statistics.correlation(a, b))
+    assert stats.correlation([1, 1, 1], [0, 1, 0]) is None
+
+
+# --- power (Miller eq. 9-10) ---------------------------------------------------------------
+
+
+def test_sample_size_reproduces_millers_example() -> None:
+    """omega^2 = 1/9, delta 0.03, alpha 0.05, power 0.8 -> n = 969 (Miller's example)."""
+    assert stats.sample_size(0.03, 1 / 9, alpha=0.05, power=0.8) == 969
+
+
+def test_minimum_detectable_effect_inverts_sample_size() -> None:
+    """At Miller's n = 969 the minimum detectable effect is 0.03."""
+    assert stats.minimum_detectable_effect(969, 1 / 9) == pytest.approx(0.03, abs=1e-6)
+
+
+def test_power_accounts_for_correlation_epochs_and_clusters() -> None:
+    """Correlation shrinks omega^2; epochs shrink the within-sample term; clusters inflate."""
+    assert stats.difference_variance(1 / 9, correlation=0.5) == pytest.approx(1 / 9)
+    assert stats.difference_variance(0.25, correlation=0.0) == pytest.approx(0.5)
+    noisy = stats.sample_size(0.03, 1 / 9, within_variance=0.1, epochs=1)
+    resampled = stats.sample_size(0.03, 1 / 9, within_variance=0.1, epochs=10)
+    assert noisy > resampled > 969
+    deff = stats.design_effect(cluster_size=5, icc=0.25)
+    assert deff == 2.0
+    assert stats.sample_size(0.03, 1 / 9, design_effect=deff) == 1938
+
+
+def test_sample_size_for_half_width() -> None:
+    """n for a half-width h is z^2 omega^2 / h^2: 1/9 at h = 0.02 needs 1068 samples."""
+    n = stats.sample_size_for_half_width(0.02, 1 / 9)
+    assert n == math.ceil(1.959964**2 / 9 / 0.02**2)
+    assert n == 1068
+
+
+def test_power_rejects_nonsense_inputs() -> None:
+    """Zero delta, alpha outside (0, 1) and epochs < 1 are errors."""
+    with pytest.raises(ValueError):
+        stats.sample_size(0.0, 0.1)
+    with pytest.raises(ValueError):
+        stats.sample_size(0.03, 0.1, alpha=1.5)
+    with pytest.raises(ValueError):
+        stats.minimum_detectable_effect(100, 0.1, epochs=0)
