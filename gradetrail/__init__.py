@@ -1,0 +1,59 @@
+"""gradetrail: LLM evals that behave like tests: declarative, cached, reproducible.
+
+The public Python API; everything the CLI does goes through these names::
+
+    import gradetrail
+
+    spec = gradetrail.load_spec("examples/gsm8k.yaml", overrides=["model.name=175b_finetuning"])
+    result = gradetrail.run_eval(spec, results_root="results")
+    rows = gradetrail.read_results(result.run_dir)
+"""
+
+from gradetrail.cache import ResponseCache, default_cache_path
+from gradetrail.errors import (
+    CacheError,
+    DatasetError,
+    GradetrailError,
+    JudgeError,
+    ProviderError,
+    RunError,
+    SpecError,
+    UsageError,
+)
+from gradetrail.providers.base import Provider, Request, Response
+from gradetrail.results import SampleResult, read_manifest, read_results
+from gradetrail.runner import RunPlan, RunResult, plan_run, run_eval
+from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CacheError",
+    "DatasetError",
+    "EvalSpec",
+    "GradetrailError",
+    "JudgeError",
+    "Provider",
+    "ProviderError",
+    "Request",
+    "Response",
+    "ResponseCache",
+    "RunError",
+    "RunPlan",
+    "RunResult",
+    "SampleResult",
+    "Score",
+    "ScoreInput",
+    "Scorer",
+    "SpecError",
+    "UsageError",
+    "__version__",
+    "default_cache_path",
+    "load_spec",
+    "plan_run",
+    "read_manifest",
+    "read_results",
+    "run_eval",
+    "spec_json_schema",
+]

@@ -1,0 +1,50 @@
+"""The command line: thin wiring of the public API; no business logic here.
+
+Exit codes: 0 success (at least one sample scored; gate passed), 1 failure (no sample
+scored; gate failed; a provider or cache error that stops a run), 2 bad spec or usage
+(and gate: cannot compare), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from gradetrail.errors import GradetrailError
+
+app = typer.Typer(
+    name="gradetrail",
+    help="LLM evals that behave like tests: declarative, cached, reproducible.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def fail(error: GradetrailError) -> typer.Exit:
+    """Print a gradetrail error as one line (per problem) on stderr; return the Exit to
+    raise with its exit code."""
+    for line in str(error).splitlines() or [type(error).__name__]:
+        print(f"error: {line}", file=sys.stderr)
+    return typer.Exit(error.exit_code)
+
+
+def _register() -> None:
+    from gradetrail.cli import cache, run
+
+    run.register(app)
+    cache.register(app)
+    try:
+        from gradetrail.cli import gate
+    except ImportError:  # pragma: no cover - during development only
+        return
+    gate.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Entry point of the ``gradetrail`` command."""
+    app()

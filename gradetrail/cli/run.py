@@ -1,0 +1,85 @@
+"""``gradetrail run`` and ``gradetrail schema``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gradetrail.errors import GradetrailError
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``run`` and ``schema`` to ``app``."""
+    app.command("run")(run)
+    app.command("schema")(schema)
+
+
+def run(
+    spec: Annotated[Path, typer.Argument(help="The eval spec (YAML).")],
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a spec field: dotted.key=value (repeatable)."),
+    ] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="Cache file (default: $GRADETRAIL_CACHE or ~/.cache/gradetrail)."),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    results_root: Annotated[
+        Path, typer.Option("--results-root", help="Where run directories are written.")
+    ] = Path("results"),
+    executor: Annotated[str, typer.Option(help="Where provider calls run: local.")] = "local",
+    json_out: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Run an eval: call the model for every sample (cached), score, write results."""
+    from gradetrail.cli import fail
+    from gradetrail.cli.progress import RunProgress
+    from gradetrail.cli.report import print_summary
+    from gradetrail.runner import run_eval
+    from gradetrail.spec import load_spec
+
+    if executor != "local":
+        raise typer.BadParameter(f"unknown executor {executor!r}; use local", param_hint="--executor")
+    overrides = list(set_ or [])
+    progress: RunProgress | None = None
+
+    def on_start(plan, run_dir) -> None:  # noqa: ANN001 - typer-free callback
+        nonlocal progress
+        progress = RunProgress(len(plan.prepared)).__enter__()
+
+    try:
+        loaded = load_spec(spec, overrides)
+        try:
+            result = run_eval(
+                loaded,
+                results_root=results_root,
+                cache_path=cache,
+                use_cache=not no_cache,
+                overrides=overrides,
+                on_start=on_start,
+                on_row=lambda row, tally: progress.update(row, tally) if progress else None,
+            )
+        finally:
+            if progress is not None:
+                progress.__exit__(None, None, None)
+    except GradetrailError as exc:
+        raise fail(exc) from None
+    if json_out:
+        print(result.manifest.model_dump_json(indent=2))
+    else:
+        print_summary(result)
+    if result.manifest.status == "interrupted":
+        raise typer.Exit(130)
+    raise typer.Exit(0 if result.tally.counts["scored"] else 1)
+
+
+def schema() -> None:
+    """Print the JSON Schema of spec files (for editor completion and checking)."""
+    from gradetrail.spec import spec_json_schema
+
+    print(json.dumps(spec_json_schema(), indent=2))

@@ -1,0 +1,151 @@
+"""The exceptions gradetrail raises to its users.
+
+Every error a user can see derives from :class:`GradetrailError`, carries a one-line
+message that says what to fix, and an ``exit_code`` the CLI returns::
+
+    GradetrailError                 exit 1
+    ├── SpecError                   exit 2   a spec file or override is invalid
+    ├── DatasetError                exit 2   a dataset file is missing or malformed
+    ├── UsageError                  exit 2   a bad command-line argument or run directory
+    ├── CacheError                  exit 1   the response cache cannot be opened or read
+    ├── RunError                    exit 1   a run cannot proceed (fail-fast, unsafe output path)
+    └── ProviderError               exit 1   one model call failed (recorded per sample)
+        ├── ProviderTimeout                  no answer within the per-attempt or per-sample ceiling
+        ├── ProviderConnectionError          the endpoint could not be reached
+        ├── RateLimited                      429 / rate limit (transient unless quota is exhausted)
+        ├── ServerError                      5xx / overloaded
+        ├── AuthError                        401 / 403 / missing API key
+        ├── BadRequest                       400 / 404 / 422 / content filter
+        └── InvalidResponse                  an error body under 200, or an unparseable body
+    JudgeError                      exit 1   a judge call failed or its reply could not be parsed
+
+Provider modules translate SDK exceptions into these classes at the boundary, so no
+code above a provider imports an SDK. A :class:`ProviderError` says whether retrying may
+help (``transient``) and how long the server asked to wait (``retry_after``, seconds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class GradetrailError(Exception):
+    """Base of every error gradetrail raises on purpose.
+
+    Attributes:
+        exit_code: the process exit code the CLI uses for this error.
+    """
+
+    exit_code: int = 1
+
+
+class SpecError(GradetrailError):
+    """The spec (a YAML file or a ``--set`` override) is invalid; the message names
+    the file, the field and the fix."""
+
+    exit_code = 2
+
+
+class DatasetError(GradetrailError):
+    """A dataset or recordings file is missing, unreadable or malformed."""
+
+    exit_code = 2
+
+
+class UsageError(GradetrailError):
+    """A command-line argument, path or run directory cannot be used as given."""
+
+    exit_code = 2
+
+
+class CacheError(GradetrailError):
+    """The response cache database cannot be opened, read or written."""
+
+
+class RunError(GradetrailError):
+    """A run cannot start or continue (for example: fail-fast stopped it)."""
+
+
+class ProviderError(GradetrailError):
+    """One model call failed.
+
+    Attributes:
+        transient: True when retrying the same request may succeed (timeouts,
+            connection errors, 408/409/429, 5xx, overloaded).
+        retry_after: seconds the server asked to wait before retrying, or None.
+        status: the HTTP status code, when there was one.
+        error_type: the provider's own error type (e.g. ``rate_limit_error``).
+        code: the provider's own error code (e.g. ``insufficient_quota``).
+    """
+
+    transient: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        transient: bool | None = None,
+        retry_after: float | None = None,
+        status: int | None = None,
+        error_type: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        if transient is not None:
+            self.transient = transient
+        self.retry_after = retry_after
+        self.status = status
+        self.error_type = error_type
+        self.code = code
+
+    def detail(self) -> dict[str, Any]:
+        """The error as a JSON-ready dict for a result row: ``kind``, ``message``,
+        ``status``, ``error_type``, ``code``."""
+        return {
+            "kind": type(self).__name__,
+            "message": str(self),
+            "status": self.status,
+            "error_type": self.error_type,
+            "code": self.code,
+        }
+
+
+class ProviderTimeout(ProviderError):
+    """No response within the per-attempt timeout or the per-sample wall-clock ceiling."""
+
+    transient = True
+
+
+class ProviderConnectionError(ProviderError):
+    """The endpoint could not be reached (refused, reset, DNS failure)."""
+
+    transient = True
+
+
+class RateLimited(ProviderError):
+    """The provider refused the call for rate (429); transient unless the quota is
+    exhausted, in which case ``transient`` is False."""
+
+    transient = True
+
+
+class ServerError(ProviderError):
+    """The provider failed on its side (5xx, overloaded)."""
+
+    transient = True
+
+
+class AuthError(ProviderError):
+    """The credentials are missing, invalid or not allowed (401, 403)."""
+
+
+class BadRequest(ProviderError):
+    """The provider rejected the request itself (400, 404, 422, content filter)."""
+
+
+class InvalidResponse(ProviderError):
+    """The provider answered 200 with an error body, or a body that cannot be parsed."""
+
+
+class JudgeError(GradetrailError):
+    """A judge call failed, or its reply could not be parsed into a verdict."""

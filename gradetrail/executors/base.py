@@ -1,0 +1,29 @@
+"""The executor interface: decides *where* ``provider.complete`` runs, nothing else.
+
+Cache reads and writes, scoring and result writing stay in the driver process
+(:mod:`gradetrail.pipeline`), so every executor shares one per-sample pipeline.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from gradetrail.providers.base import Request
+from gradetrail.retry import CallOutcome
+
+__all__ = ["Executor"]
+
+
+class Executor(ABC):
+    """Runs provider calls under the run's retry policy and concurrency bound."""
+
+    #: requests the driver keeps in flight at most
+    concurrency: int
+
+    @abstractmethod
+    async def complete(self, request: Request) -> CallOutcome:
+        """Serve one request with retries; never raises a ProviderError (it is in the
+        outcome)."""
+
+    async def aclose(self) -> None:
+        """Release the executor's resources (and its provider's)."""

@@ -1,0 +1,191 @@
+"""The per-sample pipeline, shared by every executor: render, cache, complete, score.
+
+Stages are plain functions: :func:`prepare` renders one (sample, epoch) into a
+:class:`Prepared` request (before any model call, so template errors stop the run early);
+:func:`process` takes it through the cache, the executor (which decides only *where*
+``provider.complete`` runs) and the scorer, and returns the :class:`SampleResult` row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from gradetrail.datasets import Sample
+from gradetrail.errors import DatasetError, ProviderError
+from gradetrail.providers.base import Request, Response
+from gradetrail.results import SampleResult
+from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.spec import EvalSpec
+from gradetrail.templates import Template, compile_template
+
+if TYPE_CHECKING:
+    from gradetrail.cache import ResponseCache
+    from gradetrail.executors.base import Executor
+
+__all__ = ["Prepared", "Renderer", "SampleContext", "prepare", "process"]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One (sample, epoch), rendered and keyed.
+
+    Attributes:
+        sample: the dataset sample.
+        epoch: 1-based epoch index.
+        request: the rendered request.
+        key: the request's cache key.
+        target: the rendered target, or None.
+    """
+
+    sample: Sample
+    epoch: int
+    request: Request
+    key: str
+    target: str | None
+
+
+class Renderer:
+    """The spec's templates, compiled once, and the request fields every sample shares.
+
+    Args:
+        spec: the validated spec.
+        identity: the provider's cache-key material (:meth:`Provider.identity`).
+    """
+
+    def __init__(self, spec: EvalSpec, identity: dict[str, Any]) -> None:
+        where = spec.source
+        self.prompt = compile_template(spec.prompt, f"{where}: prompt")
+        self.system = compile_template(spec.system, f"{where}: system") if spec.system else None
+        self.target = compile_template(spec.target, f"{where}: target") if spec.target else None
+        self.model = spec.model
+        self.params = spec.model.params.model_dump(exclude_none=True)
+        if not self.params.get("extra"):
+            self.params.pop("extra", None)
+        self.identity = identity
+
+    def templates(self) -> list[Template]:
+        """The templates this renderer applies to every row."""
+        return [t for t in (self.prompt, self.system, self.target) if t is not None]
+
+    def check(self, row: dict[str, Any]) -> None:
+        """Check every template against the first row. Raises SpecError."""
+        for template in self.templates():
+            template.check(row)
+
+
+def _render(template: Template, sample: Sample) -> str:
+    try:
+        return template.render(sample.row)
+    except jinja2.UndefinedError as exc:
+        raise DatasetError(
+            f"{template.where}: sample {sample.id!r} (line {sample.line}): {exc.message}; "
+            "fix the template or the row"
+        ) from None
+    except Exception as exc:  # a template expression failing on one row's data
+        raise DatasetError(
+            f"{template.where}: sample {sample.id!r} (line {sample.line}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+
+
+def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
+    """Render one (sample, epoch) into a keyed request.
+
+    Raises:
+        DatasetError: a template fails on this row (naming the sample id and line).
+    """
+    system = _render(renderer.system, sample) if renderer.system else None
+    request = Request(
+        provider=renderer.model.provider,
+        model=renderer.model.name,
+        base_url=renderer.model.base_url,
+        system=system,
+        messages=({"role": "user", "content": _render(renderer.prompt, sample)},),
+        params=renderer.params,
+        epoch=epoch,
+        sample_id=sample.id,
+        identity=renderer.identity,
+    )
+    target = _render(renderer.target, sample) if renderer.target else None
+    return Prepared(sample, epoch, request, request.key(), target)
+
+
+@dataclass(slots=True)
+class SampleContext:
+    """What :func:`process` needs besides the sample: shared by all samples of a run.
+
+    Attributes:
+        cache: the response cache, or None with ``--no-cache``.
+        executor: where provider calls run.
+        scorer: the run's scorer.
+    """
+
+    cache: ResponseCache | None
+    executor: Executor
+    scorer: Scorer
+
+
+async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
+    """Take one prepared (sample, epoch) to its result row: cache lookup, provider call
+    on a miss (through the executor's retry policy), cache write on success, scoring."""
+    response = ctx.cache.get(item.key) if ctx.cache is not None else None
+    cached = response is not None
+    attempts = 0
+    if response is None:
+        outcome = await ctx.executor.complete(item.request)
+        attempts = outcome.attempts
+        if outcome.response is None:
+            return _error_row(item, outcome.error, attempts)
+        response = outcome.response
+        if ctx.cache is not None:
+            ctx.cache.put(item.key, item.request, response)
+    score = await ctx.scorer.ascore(
+        ScoreInput(
+            item.sample, item.epoch, item.request.prompt, item.request.system, item.target,
+            response.text,
+        )
+    )
+    return _scored_row(item, response, score, cached, attempts)
+
+
+def _scored_row(
+    item: Prepared, response: Response, score: Score, cached: bool, attempts: int
+) -> SampleResult:
+    return SampleResult(
+        sample_id=item.sample.id,
+        epoch=item.epoch,
+        state="scored" if score.error is None else "judge_error",
+        score=score.value if score.error is None else None,
+        target=item.target,
+        response=response.text,
+        stop_reason=response.stop_reason,
+        raw_stop_reason=response.raw_stop_reason,
+        truncated=response.truncated,
+        served_model=response.served_model,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        cached_input_tokens=response.cached_input_tokens,
+        cost_usd=response.cost_usd,
+        cached=cached,
+        latency_s=response.latency_s,
+        attempts=attempts,
+        error=score.error,
+        scorer=score.detail,
+        cluster=item.sample.cluster,
+    )
+
+
+def _error_row(item: Prepared, error: ProviderError | None, attempts: int) -> SampleResult:
+    detail = error.detail() if error is not None else {"kind": "ProviderError", "message": "?"}
+    return SampleResult(
+        sample_id=item.sample.id,
+        epoch=item.epoch,
+        state="provider_error",
+        target=item.target,
+        attempts=attempts,
+        error=detail,
+        cluster=item.sample.cluster,
+    )

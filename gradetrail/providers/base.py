@@ -1,0 +1,155 @@
+"""The provider interface, and the request and response every provider speaks.
+
+A provider turns one :class:`Request` into one :class:`Response`, or raises a
+:class:`~gradetrail.errors.ProviderError` subclass that says whether a retry may help.
+It never retries itself: :mod:`gradetrail.retry` owns the loop, and the cache and
+scoring live above it (see ARCHITECTURE.md, "One sample's path").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from gradetrail.spec import ModelSpec
+
+__all__ = ["Provider", "Request", "Response", "canonical_json"]
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no whitespace: the same value always gives the same text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One model call, fully rendered.
+
+    Attributes:
+        provider: provider name (``replay``, ``openai``, ...).
+        model: the requested model name.
+        base_url: the endpoint, or None for the provider's default.
+        system: the rendered system prompt, or None.
+        messages: chat messages, each ``{"role": ..., "content": ...}``.
+        params: sampling parameters that were set (None values dropped).
+        epoch: 1-based epoch index; part of the key so k epochs are k distinct calls.
+        sample_id: the sample this request is for (NOT part of the key: two samples with
+            the same rendered prompt share a response).
+        identity: provider-specific material that decides the response besides the above
+            (e.g. the replay file's content hash); part of the key.
+    """
+
+    provider: str
+    model: str
+    base_url: str | None
+    system: str | None
+    messages: tuple[dict[str, str], ...]
+    params: dict[str, Any]
+    epoch: int = 1
+    sample_id: str = ""
+    identity: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> str:
+        """The cache key: SHA-256 hex of canonical JSON over everything that decides the
+        response (provider, model, base_url, system, messages, params, epoch, identity)."""
+        payload = {
+            "provider": self.provider,
+            "model": self.model,
+            "base_url": self.base_url,
+            "system": self.system,
+            "messages": self.messages,
+            "params": self.params,
+            "epoch": self.epoch,
+            "identity": self.identity,
+        }
+        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+    @property
+    def prompt(self) -> str:
+        """The last user message's text."""
+        return self.messages[-1]["content"] if self.messages else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A successful model response.
+
+    Attributes:
+        text: the completion text.
+        stop_reason: normalized stop reason: ``end_turn``, ``max_tokens``,
+            ``stop_sequence``, ``tool_use``, ``content_filter`` or None when unknown.
+        raw_stop_reason: the provider's own value (e.g. OpenAI's ``length``).
+        served_model: the model the provider says served the request.
+        input_tokens: prompt tokens, excluding cached input tokens.
+        output_tokens: completion tokens.
+        cached_input_tokens: prompt tokens read from the provider's prompt cache.
+        latency_s: seconds from sending the request to the full response.
+        cost_usd: the call's price in USD, or None when unknown.
+    """
+
+    text: str
+    stop_reason: str | None = None
+    raw_stop_reason: str | None = None
+    served_model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float | None = None
+
+    def to_json(self) -> str:
+        """Serialize for the cache."""
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Response:
+        """Inverse of :meth:`to_json`."""
+        return cls(**json.loads(text))
+
+    @property
+    def truncated(self) -> bool:
+        """True when the response stopped at max_tokens."""
+        return self.stop_reason == "max_tokens"
+
+
+class Provider(ABC):
+    """Base class of every provider.
+
+    Subclasses set ``name``, implement :meth:`complete`, and may override
+    :meth:`identity` (extra cache-key material), :meth:`check_ready` (fail before any call,
+    e.g. a missing API key) and :meth:`aclose`.
+
+    Args:
+        model: the spec's model section.
+        base_dir: directory that relative paths in the spec resolve against.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, model: ModelSpec, base_dir: Path) -> None:
+        self.model = model
+        self.base_dir = base_dir
+
+    def identity(self) -> dict[str, Any]:
+        """Provider-specific material that decides responses, beyond the request; enters
+        every request's cache key. Default: nothing."""
+        return {}
+
+    def check_ready(self) -> None:
+        """Raise a GradetrailError when the provider cannot serve any request (missing key,
+        missing file, unimportable function). Called once before the first call."""
+
+    @abstractmethod
+    async def complete(self, request: Request) -> Response:
+        """Serve one request.
+
+        Raises:
+            ProviderError: a subclass that classifies the failure (transient or not).
+        """
+
+    async def aclose(self) -> None:
+        """Release connections. Called once at the end of the run."""

@@ -1,0 +1,95 @@
+"""The ``python`` provider: evaluate your own application through the same pipeline.
+
+``model.function: "package.module:function"`` names a callable, sync or async, that takes
+the rendered :class:`~gradetrail.providers.base.Request` and returns the response text
+(a ``str``), or a :class:`~gradetrail.providers.base.Response` for full detail. Sync
+functions run in a worker thread so they do not block other samples. The module is
+imported with the spec's directory and the working directory on ``sys.path``.
+
+To signal a transient failure that should be retried, raise a
+:class:`~gradetrail.errors.ProviderError` subclass such as ``ServerError``; any other
+exception is recorded as a permanent ``provider_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gradetrail.errors import BadRequest, ProviderError, SpecError
+from gradetrail.providers.base import Provider, Request, Response
+
+__all__ = ["PythonProvider"]
+
+
+class PythonProvider(Provider):
+    """Calls a user's function for every request."""
+
+    name = "python"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fn: Callable[[Request], Any] | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """The function's import path (change it, or ``model.name``, to miss the cache)."""
+        return {"function": self.model.function}
+
+    def check_ready(self) -> None:
+        """Import the function now, so a typo stops the run before any sample.
+
+        Raises:
+            SpecError: the module or attribute cannot be imported, or is not callable.
+        """
+        self._resolve()
+
+    def _resolve(self) -> Callable[[Request], Any]:
+        if self._fn is not None:
+            return self._fn
+        target = self.model.function or ""
+        module_name, _, attr = target.partition(":")
+        for extra in (str(self.base_dir), "."):
+            if extra not in sys.path:
+                sys.path.insert(0, extra)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise SpecError(f"model.function: cannot import {module_name!r} ({exc})") from None
+        fn = getattr(module, attr, None)
+        if not callable(fn):
+            raise SpecError(f"model.function: {module_name!r} has no callable {attr!r}")
+        self._fn = fn
+        return fn
+
+    async def complete(self, request: Request) -> Response:
+        """Call the function; wrap a plain string as a Response.
+
+        Raises:
+            ProviderError: what the function raised (a ProviderError passes through; any
+                other exception becomes a permanent BadRequest naming its type).
+        """
+        fn = self._resolve()
+        start = time.perf_counter()
+        try:
+            if inspect.iscoroutinefunction(fn):
+                out = await fn(request)
+            else:
+                out = await asyncio.to_thread(fn, request)
+        except ProviderError:
+            raise
+        except Exception as exc:  # the user's code: record, never crash the run
+            raise BadRequest(f"{type(exc).__name__}: {exc}", error_type="function_error") from exc
+        latency = time.perf_counter() - start
+        if isinstance(out, Response):
+            return out
+        if not isinstance(out, str):
+            raise BadRequest(
+                f"model.function returned {type(out).__name__}; return str or Response",
+                error_type="function_error",
+            )
+        return Response(text=out, served_model=self.model.name, latency_s=latency)

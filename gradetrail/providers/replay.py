@@ -1,0 +1,77 @@
+"""The ``replay`` provider: completions recorded elsewhere, matched to samples by id.
+
+A recordings file is JSONL; each row's id follows the dataset rule (``id_field``, else
+the 1-based line number) and ``response_field`` is a dotted path to the text, in which
+``{model}`` stands for ``model.name`` (so one file can hold several models' outputs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradetrail.datasets import file_sha256, iter_jsonl
+from gradetrail.errors import BadRequest, DatasetError
+from gradetrail.providers.base import Provider, Request, Response
+
+__all__ = ["ReplayProvider"]
+
+
+class ReplayProvider(Provider):
+    """Serves recorded completions; a sample with no recording is a ``BadRequest``
+    (a ``provider_error`` row naming the id), never a crash."""
+
+    name = "replay"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        assert self.model.recordings is not None  # the spec validator guarantees it
+        self.source = self.model.recordings
+        self.path = self.base_dir / self.source.path
+        self.field_path = self.source.response_field.replace("{model}", self.model.name).split(".")
+        self._texts: dict[str, str | None] | None = None
+        self._hash: str | None = None
+
+    def check_ready(self) -> None:
+        """Raises DatasetError when the recordings file is missing."""
+        if not self.path.is_file():
+            raise DatasetError(
+                f"model.recordings.path: {self.path} not found; check the path in the spec"
+            )
+
+    def identity(self) -> dict[str, Any]:
+        """The recordings file's content hash and the response field: a changed file or
+        field misses the cache."""
+        if self._hash is None:
+            self._hash = file_sha256(self.path)
+        return {"recordings_sha256": self._hash, "response_field": ".".join(self.field_path)}
+
+    def _load(self) -> dict[str, str | None]:
+        texts: dict[str, str | None] = {}
+        for sample_id, _, row in iter_jsonl(self.path, self.source.id_field):
+            value: Any = row
+            for part in self.field_path:
+                value = value.get(part) if isinstance(value, dict) else None
+            texts[sample_id] = value if isinstance(value, str) else None
+        return texts
+
+    async def complete(self, request: Request) -> Response:
+        """Return the recording for ``request.sample_id``.
+
+        Raises:
+            BadRequest: no recording for the id, or no text at ``response_field``.
+        """
+        if self._texts is None:
+            self._texts = self._load()
+        if request.sample_id not in self._texts:
+            raise BadRequest(
+                f"no recording for sample id {request.sample_id!r} in {self.source.path}",
+                error_type="missing_recording",
+            )
+        text = self._texts[request.sample_id]
+        if text is None:
+            field = ".".join(self.field_path)
+            raise BadRequest(
+                f"recording for sample id {request.sample_id!r} has no text at '{field}'",
+                error_type="missing_recording",
+            )
+        return Response(text=text, served_model=self.model.name)

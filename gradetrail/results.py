@@ -1,0 +1,146 @@
+"""Result rows: the :class:`SampleResult` model, the run directory's files, and reading
+them back.
+
+A run directory holds ``results.jsonl`` (one :class:`SampleResult` a line, one per
+(sample, epoch), in input order once the run ends) and ``manifest.json``. While a run is
+going, rows are appended as samples finish (flushed, so a crash keeps them); at the end
+the file is rewritten in input order through a temporary file and an atomic rename.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gradetrail.errors import RunError, UsageError
+
+__all__ = [
+    "RESULTS_FILE",
+    "SampleResult",
+    "SampleState",
+    "ResultsWriter",
+    "iter_results",
+    "read_manifest",
+    "read_results",
+]
+
+RESULTS_FILE = "results.jsonl"
+MANIFEST_FILE = "manifest.json"
+
+SampleState = Literal["scored", "provider_error", "judge_error"]
+
+
+class SampleResult(BaseModel):
+    """One (sample, epoch) of a run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    sample_id: str = Field(description="The stable sample id.")
+    epoch: int = Field(1, description="1-based epoch index.")
+    state: SampleState = Field(description="scored, provider_error or judge_error.")
+    score: float | None = Field(None, description="Score in [0, 1]; null unless scored.")
+    target: str | None = Field(None, description="The rendered target.")
+    response: str | None = Field(None, description="The response text; null on provider_error.")
+    stop_reason: str | None = Field(None, description="Normalized stop reason.")
+    raw_stop_reason: str | None = Field(None, description="The provider's own stop reason.")
+    truncated: bool = Field(False, description="The response stopped at max_tokens.")
+    served_model: str | None = Field(None, description="The model that served the request.")
+    input_tokens: int = Field(0, description="Prompt tokens, excluding cached input tokens.")
+    output_tokens: int = Field(0, description="Completion tokens.")
+    cached_input_tokens: int = Field(0, description="Prompt tokens read from a prompt cache.")
+    cost_usd: float | None = Field(None, description="Price of the response in USD; null if unknown.")
+    cached: bool = Field(False, description="The response came from gradetrail's cache.")
+    latency_s: float | None = Field(None, description="Seconds the call took (the original call's "
+                                    "latency when cached).")
+    attempts: int = Field(0, description="Calls made this run (0 on a cache hit).")
+    error: dict[str, Any] | None = Field(None, description="kind, message, status, error_type, code.")
+    scorer: dict[str, Any] = Field(default_factory=dict, description="What the scorer saw and extracted.")
+    cluster: str | None = Field(None, description="The sample's cluster, when the spec names one.")
+
+
+class ResultsWriter:
+    """Appends rows to a run directory's ``results.jsonl`` and rewrites it in input order.
+
+    Args:
+        run_dir: the run directory (must already exist).
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / RESULTS_FILE
+        self._lines: dict[tuple[int, int], str] = {}
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
+        self._file = os.fdopen(fd, "w", encoding="utf-8")
+
+    def append(self, order: tuple[int, int], row: SampleResult) -> None:
+        """Write one row now (flushed); ``order`` is ``(sample index, epoch)``."""
+        line = row.model_dump_json() + "\n"
+        self._lines[order] = line
+        self._file.write(line)
+        self._file.flush()
+
+    def finalize(self) -> None:
+        """Rewrite the file in input order, atomically (temporary file, then rename)."""
+        self._file.close()
+        tmp = self.path.with_name(RESULTS_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(self._lines[k] for k in sorted(self._lines))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def close(self) -> None:
+        """Close without reordering (the rows written so far stay on disk)."""
+        if not self._file.closed:
+            self._file.close()
+
+
+def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the rows of a run directory's ``results.jsonl`` as dicts.
+
+    A torn last line (from a killed process) is skipped, never merged into another row.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    path = Path(run_dir) / RESULTS_FILE
+    try:
+        f = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})") from None
+    with f:
+        for line in f:
+            if not line.endswith("\n"):
+                break  # torn write
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
+
+
+def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
+    """All rows of a run as dicts (see :class:`SampleResult` for the fields)."""
+    return list(iter_results(run_dir))
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """A run's ``manifest.json`` as a dict (see :class:`gradetrail.manifest.Manifest`).
+
+    Raises:
+        UsageError: missing or unreadable manifest.
+    """
+    path = Path(run_dir) / MANIFEST_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None

@@ -1,0 +1,109 @@
+"""The one retry policy, shared by every provider and by judge calls.
+
+A provider classifies each failure (a :class:`~gradetrail.errors.ProviderError` with
+``transient`` and ``retry_after``); this module owns the loop: exponential backoff with
+full jitter ("Exponential Backoff And Jitter", AWS Architecture Blog, 2015), honouring
+the server's ``Retry-After``, bounded by ``max_retries`` and by a per-sample wall-clock
+ceiling over all attempts. Time and sleep are injected so tests need not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from gradetrail.errors import ProviderError, ProviderTimeout
+from gradetrail.providers.base import Response
+
+__all__ = ["CallOutcome", "RetryPolicy", "call_with_retry"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How failed calls are retried.
+
+    Attributes:
+        max_retries: retries after the first attempt (so at most ``max_retries + 1`` calls).
+        timeout_s: per-attempt timeout, seconds.
+        sample_timeout_s: wall-clock ceiling over all attempts and sleeps, seconds (None:
+            no ceiling beyond the attempts' own timeouts).
+        base_delay_s: backoff before the first retry; doubles each retry, seconds.
+        max_delay_s: cap on one backoff, seconds.
+    """
+
+    max_retries: int = 5
+    timeout_s: float = 120.0
+    sample_timeout_s: float | None = None
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+
+    def backoff(self, retry: int, retry_after: float | None, rand: Callable[[], float]) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based): the server's
+        ``retry_after`` when given, else full jitter over ``base * 2**retry`` capped at
+        ``max_delay_s``."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_delay_s * 10)
+        return rand() * min(self.max_delay_s, self.base_delay_s * (2**retry))
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """The end of one request's attempts: a response or the last error.
+
+    Attributes:
+        response: the response, or None when every attempt failed.
+        error: the last error, or None on success.
+        attempts: calls made (1 or more).
+        slept_s: total backoff slept, seconds.
+    """
+
+    response: Response | None
+    error: ProviderError | None
+    attempts: int
+    slept_s: float
+
+
+async def call_with_retry(
+    call: Callable[[], Awaitable[Response]],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    rand: Callable[[], float] = random.random,
+) -> CallOutcome:
+    """Call ``call`` until it succeeds, fails permanently, or the policy's bounds end it.
+
+    Never raises a ProviderError: failures are returned in the outcome.
+    """
+    deadline = None if policy.sample_timeout_s is None else clock() + policy.sample_timeout_s
+    attempts = 0
+    slept = 0.0
+    while True:
+        attempts += 1
+        timeout = policy.timeout_s
+        if deadline is not None:
+            timeout = min(timeout, max(deadline - clock(), 0.0))
+        try:
+            response = await asyncio.wait_for(call(), timeout)
+            return CallOutcome(response, None, attempts, slept)
+        except TimeoutError:
+            error: ProviderError = ProviderTimeout(f"no response within {timeout:.3g} s")
+        except ProviderError as exc:
+            error = exc
+        if not error.transient or attempts > policy.max_retries:
+            return CallOutcome(None, error, attempts, slept)
+        delay = policy.backoff(attempts - 1, error.retry_after, rand)
+        if deadline is not None and clock() + delay >= deadline:
+            ceiling = ProviderTimeout(
+                f"sample ceiling of {policy.sample_timeout_s:g} s reached after {attempts} "
+                f"attempts; last error: {error}",
+                status=error.status,
+                error_type=error.error_type,
+                code=error.code,
+            )
+            return CallOutcome(None, ceiling, attempts, slept)
+        await sleep(delay)
+        slept += delay

@@ -1,0 +1,27 @@
+"""Scorers, built from a spec's ``scorer`` section by :func:`make_scorer`."""
+
+from __future__ import annotations
+
+from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.exact import ExactScorer
+from gradetrail.scorers.numeric import NumericScorer
+from gradetrail.scorers.regex import RegexScorer
+from gradetrail.spec import EvalSpec, ExactScorerSpec, NumericScorerSpec, RegexScorerSpec
+
+__all__ = ["Score", "ScoreInput", "Scorer", "make_scorer"]
+
+
+def make_scorer(spec: EvalSpec) -> Scorer:
+    """Build the scorer a spec names.
+
+    Raises:
+        SpecError: a scorer template does not compile.
+    """
+    s = spec.scorer
+    if isinstance(s, ExactScorerSpec):
+        return ExactScorer(s)
+    if isinstance(s, RegexScorerSpec):
+        return RegexScorer(s, where=spec.source)
+    if isinstance(s, NumericScorerSpec):
+        return NumericScorer(s)
+    raise TypeError(f"unknown scorer spec {type(s).__name__}")

@@ -1,0 +1,69 @@
+"""The scorer interface: a response (and the sample's target) in, a :class:`Score` out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradetrail.datasets import Sample
+
+__all__ = ["Score", "ScoreInput", "Scorer"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreInput:
+    """What a scorer sees for one (sample, epoch).
+
+    Attributes:
+        sample: the dataset row and its id.
+        epoch: 1-based epoch index.
+        prompt: the rendered user message.
+        system: the rendered system prompt, or None.
+        target: the rendered target, or None when the spec has none.
+        response: the model's response text.
+    """
+
+    sample: Sample
+    epoch: int
+    prompt: str
+    system: str | None
+    target: str | None
+    response: str
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """A scorer's verdict.
+
+    Attributes:
+        value: the score in [0, 1], or None when scoring failed (see ``error``).
+        detail: what the scorer saw and extracted, JSON-ready, so a failure can be audited
+            without re-running (e.g. ``{"extracted": "18", "target": "18"}``).
+        error: why no score could be given (a ``judge_error`` row), or None.
+    """
+
+    value: float | None
+    detail: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+
+class Scorer:
+    """Base class of scorers. Override :meth:`score` (sync) or :meth:`ascore` (async, for
+    scorers that call a model)."""
+
+    def score(self, item: ScoreInput) -> Score:
+        """Score one response."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither score nor ascore")
+
+    async def ascore(self, item: ScoreInput) -> Score:
+        """Score one response; the pipeline awaits this. Default: :meth:`score`."""
+        return self.score(item)
+
+    def check(self, first: ScoreInput) -> None:
+        """Validate the scorer against the first sample before any model call (e.g. render
+        and compile a pattern). Raises SpecError."""
+
+    def identity(self) -> dict[str, Any]:
+        """Material beyond the spec that decides scores (e.g. a judge file's hash); enters
+        the run's identity hash."""
+        return {}

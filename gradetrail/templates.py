@@ -1,0 +1,89 @@
+"""Jinja2 templates: one strict environment, compiled once per template string.
+
+Templates render over a row's fields with ``StrictUndefined``, so a name the row lacks
+is an error, never an empty string. Regex templates use an environment whose
+``finalize`` escapes every rendered value, so a target like ``2.5`` cannot match ``2x5``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from jinja2 import meta
+
+from gradetrail.errors import SpecError
+
+__all__ = ["Template", "compile_template"]
+
+
+def _finalize_regex(value: Any) -> str:
+    return re.escape(str(value))
+
+
+_ENV = jinja2.Environment(
+    undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
+)
+_REGEX_ENV = jinja2.Environment(
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,
+    finalize=_finalize_regex,
+)
+
+
+class Template:
+    """A compiled template and the top-level names it reads.
+
+    Attributes:
+        source: the template text.
+        names: the undeclared top-level variables the template reads (row fields).
+    """
+
+    __slots__ = ("source", "names", "_template", "where")
+
+    def __init__(self, source: str, where: str, *, regex: bool = False) -> None:
+        env = _REGEX_ENV if regex else _ENV
+        try:
+            ast = env.parse(source)
+            self._template = env.from_string(source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise SpecError(
+                f"{where}: template syntax error on line {exc.lineno}: {exc.message}"
+            ) from None
+        self.source = source
+        self.where = where
+        self.names = frozenset(meta.find_undeclared_variables(ast))
+
+    def render(self, context: Mapping[str, Any]) -> str:
+        """Render over ``context``.
+
+        Raises:
+            jinja2.UndefinedError: a name the context lacks (callers add the sample id).
+        """
+        return self._template.render(context)
+
+    def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
+        """Check that ``row`` (plus ``extra`` names provided at render time) has every
+        field the template reads.
+
+        Raises:
+            SpecError: naming the missing fields and those the row has.
+        """
+        missing = sorted(self.names - set(row) - extra)
+        if missing:
+            have = ", ".join(sorted(row)) or "(none)"
+            raise SpecError(
+                f"{self.where}: template uses {', '.join(missing)} but the first row has "
+                f"only {have}; fix the template or the dataset"
+            )
+
+
+@lru_cache(maxsize=256)
+def compile_template(source: str, where: str, regex: bool = False) -> Template:
+    """Compile (once) a template string; ``where`` names it in errors (e.g. ``spec.yaml:
+    prompt``). Raises SpecError on a syntax error."""
+    return Template(source, where, regex=regex)
