@@ -1,0 +1,1585 @@
+"""Local OpenAI / Anthropic protocol server for gradetrail tests and benchmarks.
+
+A real HTTP server (starlette + uvicorn, 127.0.0.1 only) that answers GSM8K questions
+with the completions recorded by the GSM8K authors, in the wire format of the real APIs,
+and that can inject the faults a harness must survive. The real ``openai`` and
+``anthropic`` SDKs can talk to it unchanged.
+
+Start it
+--------
+::
+
+    python tests/protocol_server.py --port 0 --latency 0.1
+    # prints exactly one line on stdout:  listening on http://127.0.0.1:PORT
+
+Point the SDKs at it::
+
+    openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="test", max_retries=0)
+    anthropic.AsyncAnthropic(base_url=url, api_key="test", max_retries=0)
+
+From Python (tests, benches), :func:`running_server` starts it in a *subprocess* (so its
+CPU does not share the caller's GIL) and stops it on exit::
+
+    with running_server(latency=0.1) as srv:      # same keys as /_control/config
+        srv.base_url                              # "http://127.0.0.1:PORT"
+        srv.openai_base_url                       # base_url + "/v1"
+        srv.configure(faults=[{"kind": "rate_limit", "first": 2, "retry_after": 3}])
+        srv.stats()                               # dict, see "Stats" below
+        srv.reset()                               # clear stats and faults
+
+pytest fixtures (this module does not touch conftest.py; conftest can do)::
+
+    from protocol_server import protocol_server_fixture, fresh_protocol_server_fixture
+    protocol_server = protocol_server_fixture(scope="session", latency=0.0)
+    fresh_protocol_server = fresh_protocol_server_fixture("protocol_server")  # reset per test
+
+Endpoints
+---------
+- ``POST /v1/chat/completions`` (OpenAI, non-streaming; ``n``, ``stop``, ``max_tokens`` /
+  ``max_completion_tokens`` honoured) and ``GET /v1/models`` (OpenAI list shape, or the
+  Anthropic shape when the request carries an ``anthropic-version`` header).
+- ``POST /v1/messages`` (Anthropic Messages, non-streaming; ``stop_sequences`` and
+  ``max_tokens`` honoured). ``stream: true`` is answered with a 400: streaming is not
+  implemented.
+- ``POST /_control/config`` (JSON, merged into the current config; ``faults`` replaces the
+  fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
+  ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
+  ``GET /_control/health``. Control requests are not counted in the stats.
+
+Answers
+-------
+The requested ``model`` picks the recorded completion: ``6b_finetuning``,
+``6b_verification``, ``175b_finetuning`` or ``175b_verification`` (extra names are accepted
+through the ``models`` key, ``"*"`` accepts any). Any other model gets a 404 in the
+protocol's error shape (OpenAI ``code: model_not_found``; Anthropic ``not_found_error``).
+The question is looked up in the *last user message*: exact text, then stripped, then
+whitespace-normalised, then a word-window index (the question may be wrapped in any
+template), then a plain substring scan (cached). If several known questions occur in the
+message, the one that appears last wins.
+
+Unknown question (decision): by default the server answers 200 with ``default_reply``
+(``"I don't know."``) and counts it in ``stats()["unmatched"]``, so smoke tests with
+arbitrary prompts work and a test can still assert that every prompt matched. With
+``unknown_question: "error"`` it answers 400 ``invalid_request_error`` instead.
+
+Scripted replies (``--script FILE`` or the ``script`` key, checked before GSM8K): a JSON
+object mapping substrings to replies (``{"Grade the answer": "GRADE: C"}``), or a list of
+rules ``{"contains"|"regex": ..., "reply": ..., "model": optional}``, or
+``{"rules": [...], "models": [...]}`` (``models`` extends the accepted model names). Rules
+are matched in order against the whole prompt (system text and every message, joined by
+newlines); ``regex`` uses ``re.search`` with DOTALL.
+
+Token counts are whitespace-split word counts: ``prompt_tokens`` / ``input_tokens`` count
+every message (and the system prompt); ``cache_read_tokens`` (config) reports that many of
+them as cached (OpenAI ``prompt_tokens_details.cached_tokens``, included in
+``prompt_tokens``; Anthropic ``cache_read_input_tokens``, excluded from ``input_tokens`` as
+the real API does). If ``max_tokens`` is smaller than the reply's word count, the reply is
+cut after that many words and ``finish_reason`` is ``"length"`` / ``stop_reason`` is
+``"max_tokens"``.
+
+Config keys (CLI flag / ``/_control/config`` key / ``running_server`` keyword)
+------------------------------------------------------------------------------
+``latency``           seconds (``0.1``), ``"uniform:LOW,HIGH"``, ``"lognormal:MEAN,SIGMA"``
+                      (MEAN is the mean in seconds, SIGMA that of the underlying normal) or
+                      ``{"dist": "uniform", "low": .., "high": ..}`` /
+                      ``{"dist": "lognormal", "mean": .., "sigma": ..}``. Applied with
+                      ``asyncio.sleep`` to every inference answer except rate-limit 429s.
+``latency_seed``      seed for the latency distribution (default 0).
+``script``            path to a script file, or the script itself (see above).
+``default_reply``     text for unknown questions (default ``"I don't know."``).
+``unknown_question``  ``"reply"`` (default) or ``"error"`` (400).
+``models``            extra accepted model names (``"*"`` = any).
+``cache_read_tokens`` prompt tokens reported as cache reads (default 0).
+``api_key``           if set, requests must carry it (``Authorization: Bearer`` for OpenAI,
+                      ``x-api-key`` for Anthropic) or get a 401.
+``rate_limit``        at most this many accepted requests per ``rate_limit_window`` seconds
+                      (sliding window, default window 1.0); beyond it a 429 with
+                      ``retry-after`` (whole seconds, rounded up) and ``retry-after-ms``.
+``faults``            list of fault rules (below); ``add_faults`` appends to it.
+
+Fault rules
+-----------
+``{"kind": KIND, <targeting>, <parameters>}``. Kinds:
+
+- ``rate_limit`` (alias ``429``): 429, OpenAI ``code: rate_limit_exceeded`` / Anthropic
+  ``rate_limit_error``, header ``retry-after`` (param ``retry_after``, default 1; ``null``
+  omits it) and ``retry-after-ms`` (param ``retry_after_ms``, default omitted).
+- ``quota`` (alias ``insufficient_quota``): OpenAI 429 ``insufficient_quota``; Anthropic
+  400 ``invalid_request_error`` "Your credit balance is too low ..." (what the real API
+  sends; ``status: 429`` makes it a 429).
+- ``server_error`` (alias ``500``): OpenAI 500 ``server_error`` / Anthropic 500
+  ``api_error``.
+- ``overloaded`` (aliases ``529``, ``503``): Anthropic 529 ``overloaded_error`` / OpenAI
+  503.
+- ``error``: any status, params ``status`` (required), ``type``, ``message``, ``code``.
+- ``error_200``: the protocol's error body under status 200.
+- ``garbage_200``: an unparseable body (param ``body``) under status 200, JSON content type.
+- ``stall``: sleep ``seconds`` (default 600) before answering normally; ends early, without
+  answering, when the client disconnects (so a client timeout frees the server).
+- ``drop``: abort the TCP connection without sending any response.
+- ``no_usage``: (modifier) omit ``usage`` from a successful answer.
+- ``alias``: (modifier) answer with ``model`` = requested + ``suffix`` (default
+  ``"-20250101"``), or = ``served_model`` if given.
+
+Every error kind also takes ``retry_after``, ``retry_after_ms``, ``headers`` (extra response
+headers, e.g. ``{"x-should-retry": "false"}``), ``message`` and ``status``.
+
+Targeting (all given selectors must hold; none = every request): ``contains`` / ``regex``
+(on the whole prompt), ``model``, ``protocol`` (``"openai"`` / ``"anthropic"``) pick the
+*candidate* requests; then ``first: N`` (the first N candidates), ``every: K`` (the K-th,
+2K-th, ... candidate), ``p`` with ``seed`` (each candidate with probability p, from a
+``random.Random(seed)`` per rule) and ``times`` (fire at most this often). Counters are per
+rule and count candidates in arrival order; every rule sees every request, the first
+matching *error* kind answers, ``stall`` rules delay, modifier kinds apply on top.
+Unknown keys are rejected with a 400 so typos do not silently disable a fault.
+
+On the command line a rule is JSON or ``KIND[:key=value,...]`` (values parsed as JSON when
+possible): ``--fault 'rate_limit:first=3,retry_after=2' --fault drop:every=10``. Shortcuts:
+``--no-usage``, ``--served-model-suffix -20250101``, ``--served-model NAME``.
+
+``reset`` clears the stats, removes every fault rule and the rate limit, and restores the
+other keys to their startup values.
+
+Stats (``GET /_control/stats``)
+-------------------------------
+``total`` (non-control requests), ``paths`` (count per path), ``statuses`` (count per status
+code; ``"dropped"`` / ``"disconnected"`` for aborted ones), ``models``, ``faults`` (count
+per kind injected), ``rate_limited``, ``unmatched``, ``fingerprints`` (sha256 of the
+canonical JSON body -> count), ``repeated`` (how many fingerprints were seen more than
+once) and ``max_repeat``, ``in_flight`` and ``max_in_flight``, ``arrivals`` (``time.time()``
+of each request arrival, in order), ``since`` (when the stats were last cleared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import math
+import queue
+import random
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA_DIR = REPO_ROOT / "examples" / "data" / "gsm8k"
+GSM8K_MODELS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+HOST = "127.0.0.1"
+LISTEN_PREFIX = "listening on "
+DEFAULT_REPLY = "I don't know."
+OPENAI = "openai"
+ANTHROPIC = "anthropic"
+
+# --------------------------------------------------------------------------------------
+# GSM8K data and question lookup
+# --------------------------------------------------------------------------------------
+
+
+class QuestionIndex:
+    """Finds which known question a prompt contains, cheaply for the common cases."""
+
+    WINDOW = 4
+
+    def __init__(self, questions: list[str]) -> None:
+        """Index ``questions`` by exact text, normalised text and their first words."""
+        self.questions = questions
+        self.exact: dict[str, int] = {q: i for i, q in enumerate(questions)}
+        self.normalised: dict[str, int] = {" ".join(q.split()): i for i, q in enumerate(questions)}
+        self.words: list[list[str]] = [q.split() for q in questions]
+        self.heads: dict[tuple[str, ...], list[int]] = {}
+        self.short: list[int] = []
+        for i, words in enumerate(self.words):
+            if len(words) >= self.WINDOW:
+                self.heads.setdefault(tuple(words[: self.WINDOW]), []).append(i)
+            else:
+                self.short.append(i)
+        self._slow_cache: dict[str, int | None] = {}
+
+    def find(self, text: str) -> int | None:
+        """Return the index of the (last occurring) known question in ``text``, or None."""
+        hit = self.exact.get(text)
+        if hit is not None:
+            return hit
+        stripped = text.strip()
+        hit = self.exact.get(stripped)
+        if hit is not None:
+            return hit
+        words = text.split()
+        hit = self.normalised.get(" ".join(words))
+        if hit is not None:
+            return hit
+        window = self.WINDOW
+        heads = self.heads
+        qwords = self.words
+        for pos in range(len(words) - window, -1, -1):
+            candidates = heads.get(tuple(words[pos : pos + window]))
+            if candidates:
+                for cand in candidates:
+                    qw = qwords[cand]
+                    if words[pos : pos + len(qw)] == qw:
+                        return cand
+        for cand in self.short:
+            if self.questions[cand] in text:
+                return cand
+        return self._slow_find(text)
+
+    def _slow_find(self, text: str) -> int | None:
+        """Substring scan over every question (for glued punctuation); results are cached."""
+        if text in self._slow_cache:
+            return self._slow_cache[text]
+        best: int | None = None
+        best_pos = -1
+        for i, q in enumerate(self.questions):
+            pos = text.rfind(q)
+            if pos > best_pos:
+                best, best_pos = i, pos
+        if len(self._slow_cache) > 4096:
+            self._slow_cache.clear()
+        self._slow_cache[text] = best
+        return best
+
+
+@dataclass
+class Gsm8kData:
+    """The GSM8K test questions, their reference answers and the recorded solutions."""
+
+    questions: list[str]
+    answers: list[str]
+    solutions: dict[str, list[str]]
+    index: QuestionIndex
+
+    @classmethod
+    def load(cls, data_dir: Path) -> Gsm8kData:
+        """Read ``test.jsonl`` and ``example_model_solutions.jsonl`` from ``data_dir``."""
+        questions: list[str] = []
+        answers: list[str] = []
+        with open(data_dir / "test.jsonl", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    questions.append(row["question"])
+                    answers.append(row["answer"])
+        solutions: dict[str, list[str]] = {m: [] for m in GSM8K_MODELS}
+        with open(data_dir / "example_model_solutions.jsonl", encoding="utf-8") as fh:
+            for i, line in enumerate(fh):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if i < len(questions) and row.get("question", questions[i]) != questions[i]:
+                    raise ValueError(f"example_model_solutions.jsonl line {i + 1} is out of order")
+                for model in GSM8K_MODELS:
+                    solutions[model].append(row[model]["solution"])
+        if any(len(v) != len(questions) for v in solutions.values()):
+            raise ValueError("test.jsonl and example_model_solutions.jsonl differ in length")
+        return cls(questions, answers, solutions, QuestionIndex(questions))
+
+
+def load_gsm8k(data_dir: Path | str | None = None) -> Gsm8kData:
+    """Load the GSM8K data the server answers from (default: ``examples/data/gsm8k``)."""
+    return Gsm8kData.load(Path(data_dir) if data_dir else DEFAULT_DATA_DIR)
+
+
+# --------------------------------------------------------------------------------------
+# Configuration: latency, script, fault rules
+# --------------------------------------------------------------------------------------
+
+
+class ConfigError(ValueError):
+    """A control or CLI configuration that cannot be applied."""
+
+
+def parse_latency(spec: Any, seed: int = 0) -> Callable[[], float]:
+    """Return a sampler of latency seconds for a number, string or dict ``spec``."""
+    if spec is None or spec == 0 or spec == "":
+        return lambda: 0.0
+    if isinstance(spec, int | float) and not isinstance(spec, bool):
+        value = float(spec)
+        if value < 0:
+            raise ConfigError("latency must be >= 0")
+        return lambda: value
+    if isinstance(spec, str):
+        name, _, args = spec.partition(":")
+        if not args:
+            try:
+                return parse_latency(float(name), seed)
+            except ValueError:
+                raise ConfigError(f"bad latency {spec!r}") from None
+        try:
+            nums = [float(x) for x in args.split(",")]
+        except ValueError:
+            raise ConfigError(f"bad latency {spec!r}") from None
+        if name == "uniform" and len(nums) == 2:
+            return parse_latency({"dist": "uniform", "low": nums[0], "high": nums[1]}, seed)
+        if name == "lognormal" and len(nums) == 2:
+            return parse_latency({"dist": "lognormal", "mean": nums[0], "sigma": nums[1]}, seed)
+        raise ConfigError(f"bad latency {spec!r}")
+    if isinstance(spec, dict):
+        rng = random.Random(seed)
+        dist = spec.get("dist")
+        try:
+            if dist == "fixed":
+                return parse_latency(float(spec["seconds"]), seed)
+            if dist == "uniform":
+                low, high = float(spec["low"]), float(spec["high"])
+                if not 0 <= low <= high:
+                    raise ConfigError("uniform latency needs 0 <= low <= high")
+                return lambda: rng.uniform(low, high)
+            if dist == "lognormal":
+                mean, sigma = float(spec["mean"]), float(spec["sigma"])
+                if mean <= 0 or sigma < 0:
+                    raise ConfigError("lognormal latency needs mean > 0 and sigma >= 0")
+                mu = math.log(mean) - sigma * sigma / 2
+                return lambda: rng.lognormvariate(mu, sigma)
+        except KeyError as exc:
+            raise ConfigError(f"latency {dist} needs {exc}") from None
+    raise ConfigError(f"bad latency {spec!r}")
+
+
+@dataclass
+class ScriptRule:
+    """One scripted reply: a substring or regex of the prompt, and the reply text."""
+
+    reply: str
+    contains: str | None = None
+    regex: re.Pattern[str] | None = None
+    model: str | None = None
+
+    def matches(self, prompt: str, model: str) -> bool:
+        """Whether this rule answers ``prompt`` sent to ``model``."""
+        if self.model is not None and self.model != model:
+            return False
+        if self.contains is not None and self.contains not in prompt:
+            return False
+        return self.regex is None or self.regex.search(prompt) is not None
+
+
+def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
+    """Parse a script (path, mapping, list of rules or ``{"rules", "models"}``)."""
+    if spec is None:
+        return [], []
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(Path(spec).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read script {spec!r}: {exc}") from None
+    models: list[str] = []
+    if isinstance(spec, dict) and "rules" in spec:
+        models = list(spec.get("models", []))
+        extra = set(spec) - {"rules", "models"}
+        if extra:
+            raise ConfigError(f"unknown script keys {sorted(extra)}")
+        spec = spec["rules"]
+    if isinstance(spec, dict):
+        spec = [{"contains": k, "reply": v} for k, v in spec.items()]
+    if not isinstance(spec, list):
+        raise ConfigError("script must be a mapping, a list of rules or {'rules': [...]}")
+    rules: list[ScriptRule] = []
+    for raw in spec:
+        if not isinstance(raw, dict) or "reply" not in raw:
+            raise ConfigError(f"script rule needs a 'reply': {raw!r}")
+        extra = set(raw) - {"contains", "regex", "reply", "model"}
+        if extra:
+            raise ConfigError(f"unknown script rule keys {sorted(extra)}")
+        try:
+            regex = re.compile(raw["regex"], re.DOTALL) if raw.get("regex") else None
+        except re.error as exc:
+            raise ConfigError(f"bad script regex {raw['regex']!r}: {exc}") from None
+        rules.append(ScriptRule(str(raw["reply"]), raw.get("contains"), regex, raw.get("model")))
+    models.extend(r.model for r in rules if r.model)
+    return rules, models
+
+
+ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
+ERROR_KINDS |= {"garbage_200", "drop"}
+MODIFIER_KINDS = {"no_usage", "alias"}
+FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall"}
+KIND_ALIASES = {
+    "429": "rate_limit",
+    "insufficient_quota": "quota",
+    "500": "server_error",
+    "503": "overloaded",
+    "529": "overloaded",
+}
+_SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "every", "p", "seed", "times"}
+_PARAM_KEYS = {"retry_after", "retry_after_ms", "headers", "message", "status", "type", "code"}
+_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model"}
+
+
+@dataclass
+class FaultRule:
+    """A fault kind with its targeting, parameters and per-rule counters."""
+
+    kind: str
+    params: dict[str, Any]
+    contains: str | None = None
+    regex: re.Pattern[str] | None = None
+    model: str | None = None
+    protocol: str | None = None
+    first: int | None = None
+    every: int | None = None
+    p: float | None = None
+    times: int | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    seen: int = 0
+    fired: int = 0
+
+    @classmethod
+    def parse(cls, raw: Any) -> FaultRule:
+        """Build a rule from its JSON form (or the ``KIND[:k=v,...]`` string form)."""
+        if isinstance(raw, str):
+            raw = parse_fault_string(raw)
+        if not isinstance(raw, dict) or "kind" not in raw:
+            raise ConfigError(f"fault rule needs a 'kind': {raw!r}")
+        kind = KIND_ALIASES.get(str(raw["kind"]), str(raw["kind"]))
+        if kind not in FAULT_KINDS:
+            raise ConfigError(f"unknown fault kind {raw['kind']!r}; known: {sorted(FAULT_KINDS)}")
+        extra = set(raw) - _SELECTOR_KEYS - _PARAM_KEYS - {"kind"}
+        if extra:
+            raise ConfigError(f"unknown fault rule keys {sorted(extra)}")
+        if kind == "error" and "status" not in raw:
+            raise ConfigError("fault kind 'error' needs a 'status'")
+        if raw.get("protocol") not in (None, OPENAI, ANTHROPIC):
+            raise ConfigError("fault 'protocol' must be 'openai' or 'anthropic'")
+        for key in ("first", "every", "times"):
+            if raw.get(key) is not None and (not isinstance(raw[key], int) or raw[key] < 0):
+                raise ConfigError(f"fault {key!r} must be a non-negative integer")
+        if raw.get("every") == 0:
+            raise ConfigError("fault 'every' must be >= 1")
+        try:
+            regex = re.compile(raw["regex"], re.DOTALL) if raw.get("regex") else None
+        except re.error as exc:
+            raise ConfigError(f"bad fault regex: {exc}") from None
+        params = {k: v for k, v in raw.items() if k in _PARAM_KEYS}
+        if kind == "rate_limit":
+            params.setdefault("retry_after", 1)
+        return cls(
+            kind=kind,
+            params=params,
+            contains=raw.get("contains"),
+            regex=regex,
+            model=raw.get("model"),
+            protocol=raw.get("protocol"),
+            first=raw.get("first"),
+            every=raw.get("every"),
+            p=None if raw.get("p") is None else float(raw["p"]),
+            times=raw.get("times"),
+            rng=random.Random(raw.get("seed", 0)),
+        )
+
+    def check(self, prompt: str, model: str, protocol: str) -> bool:
+        """Advance this rule's counters for one request; return whether it fires."""
+        if self.protocol is not None and self.protocol != protocol:
+            return False
+        if self.model is not None and self.model != model:
+            return False
+        if self.contains is not None and self.contains not in prompt:
+            return False
+        if self.regex is not None and self.regex.search(prompt) is None:
+            return False
+        self.seen += 1
+        hit = True
+        if self.first is not None and self.seen > self.first:
+            hit = False
+        if self.every is not None and self.seen % self.every:
+            hit = False
+        if self.p is not None and self.rng.random() >= self.p:
+            hit = False
+        if self.times is not None and self.fired >= self.times:
+            hit = False
+        if hit:
+            self.fired += 1
+        return hit
+
+
+def parse_fault_string(text: str) -> dict[str, Any]:
+    """Parse ``KIND[:key=value,...]`` (or a JSON object) into a fault rule dict."""
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            return dict(json.loads(text))
+        except ValueError as exc:
+            raise ConfigError(f"bad fault JSON {text!r}: {exc}") from None
+    kind, _, rest = text.partition(":")
+    rule: dict[str, Any] = {"kind": kind}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"bad fault parameter {item!r} in {text!r}")
+        try:
+            rule[key.strip()] = json.loads(value)
+        except ValueError:
+            rule[key.strip()] = value
+    return rule
+
+
+CONFIG_KEYS = {
+    "latency",
+    "latency_seed",
+    "script",
+    "default_reply",
+    "unknown_question",
+    "models",
+    "cache_read_tokens",
+    "api_key",
+    "rate_limit",
+    "rate_limit_window",
+    "faults",
+}
+FAULT_CONFIG_KEYS = {"faults", "rate_limit", "rate_limit_window"}
+
+
+@dataclass
+class Settings:
+    """The parsed form of a config dict."""
+
+    latency: Callable[[], float]
+    has_latency: bool
+    script: list[ScriptRule]
+    default_reply: str
+    unknown_is_error: bool
+    models: frozenset[str]
+    any_model: bool
+    cache_read_tokens: int
+    api_key: str | None
+    rate_limit: float | None
+    rate_limit_window: float
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Settings:
+        """Validate and parse a config dict (see the module docstring for its keys)."""
+        unknown = set(raw) - CONFIG_KEYS
+        if unknown:
+            raise ConfigError(
+                f"unknown config keys {sorted(unknown)}; known: {sorted(CONFIG_KEYS)}"
+            )
+        script, script_models = parse_script(raw.get("script"))
+        models = set(GSM8K_MODELS) | set(raw.get("models") or []) | set(script_models)
+        unknown_question = raw.get("unknown_question", "reply")
+        if unknown_question not in ("reply", "error"):
+            raise ConfigError("unknown_question must be 'reply' or 'error'")
+        rate_limit = raw.get("rate_limit")
+        window = float(raw.get("rate_limit_window") or 1.0)
+        if rate_limit is not None and (float(rate_limit) <= 0 or window <= 0):
+            raise ConfigError("rate_limit and rate_limit_window must be > 0")
+        latency = raw.get("latency")
+        return cls(
+            latency=parse_latency(latency, int(raw.get("latency_seed") or 0)),
+            has_latency=bool(latency),
+            script=script,
+            default_reply=str(raw.get("default_reply", DEFAULT_REPLY)),
+            unknown_is_error=unknown_question == "error",
+            models=frozenset(models),
+            any_model="*" in models,
+            cache_read_tokens=int(raw.get("cache_read_tokens") or 0),
+            api_key=raw.get("api_key"),
+            rate_limit=None if rate_limit is None else float(rate_limit),
+            rate_limit_window=window,
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Stats
+# --------------------------------------------------------------------------------------
+
+
+class Stats:
+    """Counters the control endpoint reports; cleared by ``/_control/reset``."""
+
+    def __init__(self) -> None:
+        """Start with empty counters."""
+        self.in_flight = 0
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything except the number of requests currently in flight."""
+        self.since = time.time()
+        self.total = 0
+        self.paths: dict[str, int] = {}
+        self.statuses: dict[str, int] = {}
+        self.models: dict[str, int] = {}
+        self.faults: dict[str, int] = {}
+        self.fingerprints: dict[str, int] = {}
+        self.arrivals: list[float] = []
+        self.unmatched = 0
+        self.rate_limited = 0
+        self.max_in_flight = self.in_flight
+
+    def arrive(self, path: str) -> None:
+        """Count a request arriving at ``path``."""
+        self.total += 1
+        self.paths[path] = self.paths.get(path, 0) + 1
+        self.arrivals.append(time.time())
+        self.in_flight += 1
+        if self.in_flight > self.max_in_flight:
+            self.max_in_flight = self.in_flight
+
+    def leave(self, status: int | str) -> None:
+        """Count a request leaving with ``status``."""
+        self.in_flight -= 1
+        key = str(status)
+        self.statuses[key] = self.statuses.get(key, 0) + 1
+
+    def bump(self, table: dict[str, int], key: str) -> None:
+        """Increment ``table[key]``."""
+        table[key] = table.get(key, 0) + 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return the stats as a JSON-able dict."""
+        counts = self.fingerprints.values()
+        return {
+            "total": self.total,
+            "paths": dict(self.paths),
+            "statuses": dict(self.statuses),
+            "models": dict(self.models),
+            "faults": dict(self.faults),
+            "rate_limited": self.rate_limited,
+            "unmatched": self.unmatched,
+            "fingerprints": dict(self.fingerprints),
+            "repeated": sum(1 for c in counts if c > 1),
+            "max_repeat": max(counts, default=0),
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "arrivals": list(self.arrivals),
+            "since": self.since,
+        }
+
+
+# --------------------------------------------------------------------------------------
+# Protocol details
+# --------------------------------------------------------------------------------------
+
+_WORD = re.compile(r"\S+")
+
+# (status, openai type, openai code, openai message, anthropic status, anthropic type, message)
+_ERRORS: dict[str, tuple[int, str, str | None, str, int, str, str]] = {
+    "rate_limit": (
+        429,
+        "requests",
+        "rate_limit_exceeded",
+        "Rate limit reached for requests. Please try again later.",
+        429,
+        "rate_limit_error",
+        "This request would exceed your organization's rate limit. Please try again later.",
+    ),
+    "quota": (
+        429,
+        "insufficient_quota",
+        "insufficient_quota",
+        "You exceeded your current quota, please check your plan and billing details.",
+        400,
+        "invalid_request_error",
+        "Your credit balance is too low to access the Anthropic API. "
+        "Please go to Plans & Billing to upgrade or purchase credits.",
+    ),
+    "server_error": (
+        500,
+        "server_error",
+        None,
+        "The server had an error while processing your request. Sorry about that!",
+        500,
+        "api_error",
+        "Internal server error",
+    ),
+    "overloaded": (
+        503,
+        "server_error",
+        None,
+        "The engine is currently overloaded, please try again later.",
+        529,
+        "overloaded_error",
+        "Overloaded",
+    ),
+    "error_200": (
+        200,
+        "server_error",
+        None,
+        "The server had an error while processing your request. Sorry about that!",
+        200,
+        "overloaded_error",
+        "Overloaded",
+    ),
+}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "requests",
+}
+
+
+def _content_text(content: Any) -> str:
+    """Text of a message ``content`` (a string or a list of content blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+    return ""
+
+
+def _truncate_words(text: str, limit: int) -> str:
+    """Cut ``text`` right after its ``limit``-th whitespace-separated word."""
+    if limit <= 0:
+        return ""
+    for count, match in enumerate(_WORD.finditer(text), start=1):
+        if count == limit:
+            return text[: match.end()]
+    return text
+
+
+def _cut_at_stop(text: str, stops: list[str]) -> tuple[str, str | None]:
+    """Cut ``text`` before the earliest stop sequence; return the text and the sequence."""
+    best: tuple[int, str] | None = None
+    for stop in stops:
+        if stop:
+            pos = text.find(stop)
+            if pos >= 0 and (best is None or pos < best[0]):
+                best = (pos, stop)
+    return (text, None) if best is None else (text[: best[0]], best[1])
+
+
+def _dumps(obj: Any) -> bytes:
+    """Compact JSON bytes."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass
+class ParsedRequest:
+    """What the handlers need from an inference request body."""
+
+    protocol: str
+    body: dict[str, Any]
+    model: str
+    prompt: str
+    last_user: str
+    max_tokens: int | None
+    stops: list[str]
+
+
+def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
+    """Pull the fields out of a chat completions body, or return an error message."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty array"
+    texts: list[str] = []
+    last_user = ""
+    for msg in messages:
+        if not isinstance(msg, dict):
+            return "each message must be an object"
+        text = _content_text(msg.get("content"))
+        texts.append(text)
+        if msg.get("role") == "user":
+            last_user = text
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    return ParsedRequest(
+        OPENAI, body, str(body.get("model", "")), "\n".join(texts), last_user, max_tokens, stops
+    )
+
+
+def _parse_anthropic(body: dict[str, Any]) -> ParsedRequest | str:
+    """Pull the fields out of a messages body, or return an error message."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: Field required"
+    if not isinstance(body.get("max_tokens"), int):
+        return "max_tokens: Field required"
+    texts: list[str] = []
+    system = body.get("system")
+    if system:
+        texts.append(_content_text(system))
+    last_user = ""
+    for msg in messages:
+        if not isinstance(msg, dict):
+            return "messages: each message must be an object"
+        text = _content_text(msg.get("content"))
+        texts.append(text)
+        if msg.get("role") == "user":
+            last_user = text
+    stops = list(body.get("stop_sequences") or [])
+    return ParsedRequest(
+        ANTHROPIC,
+        body,
+        str(body.get("model", "")),
+        "\n".join(texts),
+        last_user,
+        body["max_tokens"],
+        stops,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------
+
+
+class ProtocolServer:
+    """State and request handling; :meth:`app` returns the ASGI application."""
+
+    def __init__(self, data: Gsm8kData, startup: dict[str, Any] | None = None) -> None:
+        """Serve ``data`` with the ``startup`` config (restored, minus faults, on reset)."""
+        self.data = data
+        self.startup = dict(startup or {})
+        self.raw: dict[str, Any] = {}
+        self.settings = Settings.parse({})
+        self.rules: list[FaultRule] = []
+        self.window: deque[float] = deque()
+        self.stats = Stats()
+        self._ids = itertools.count(1)
+        self.apply(self.startup)
+
+    # -- configuration ---------------------------------------------------------------
+
+    def apply(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``update`` into the config (``faults`` replaces, ``add_faults`` appends)."""
+        update = dict(update)
+        add = update.pop("add_faults", None)
+        raw = {**self.raw, **update}
+        rules = self.rules
+        if "faults" in update or add:
+            fault_list = list(raw.get("faults") or []) + list(add or [])
+            if add:
+                raw["faults"] = fault_list
+            rules = [FaultRule.parse(r) for r in fault_list]
+            if "faults" not in update:  # keep the counters of the existing rules
+                rules = self.rules + rules[len(self.rules) :]
+        settings = Settings.parse(raw)
+        self.raw, self.settings, self.rules = raw, settings, rules
+        if "rate_limit" in update or "rate_limit_window" in update:
+            self.window.clear()
+        return self.config()
+
+    def config(self) -> dict[str, Any]:
+        """The current config dict."""
+        return dict(self.raw)
+
+    def reset(self, config: bool = True) -> None:
+        """Clear the stats; with ``config``, drop faults and restore the startup config."""
+        self.stats.clear()
+        if config:
+            base = {k: v for k, v in self.startup.items() if k not in FAULT_CONFIG_KEYS}
+            self.raw, self.rules = {}, []
+            self.window.clear()
+            self.apply(base)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _error(
+        self,
+        protocol: str,
+        status: int,
+        etype: str,
+        message: str,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        """An error response in ``protocol``'s body shape."""
+        from starlette.responses import Response
+
+        rid = f"req_gt{next(self._ids):012d}"
+        if protocol == ANTHROPIC:
+            body = {
+                "type": "error",
+                "error": {"type": etype, "message": message},
+                "request_id": rid,
+            }
+            hdrs = {"request-id": rid}
+        else:
+            body = {"error": {"message": message, "type": etype, "param": None, "code": code}}
+            hdrs = {"x-request-id": rid}
+        if headers:
+            hdrs.update(headers)
+        return Response(_dumps(body), status, hdrs, media_type="application/json")
+
+    def _fault_response(self, rule: FaultRule, protocol: str) -> Response:
+        """The response for an error-kind fault rule."""
+        from starlette.responses import Response
+
+        params = rule.params
+        headers = {str(k): str(v) for k, v in (params.get("headers") or {}).items()}
+        if params.get("retry_after") is not None:
+            headers["retry-after"] = str(params["retry_after"])
+        if params.get("retry_after_ms") is not None:
+            headers["retry-after-ms"] = str(params["retry_after_ms"])
+        if rule.kind == "garbage_200":
+            default = '{"id": "chatcmpl-gt' if protocol == OPENAI else '{"id": "msg_gt'
+            body = str(params.get("body", default)).encode()
+            status = int(params.get("status", 200))
+            return Response(body, status, headers, media_type="application/json")
+        if rule.kind == "error":
+            status = int(params["status"])
+            types = _ANTHROPIC_TYPES if protocol == ANTHROPIC else _OPENAI_TYPES
+            etype = params.get("type") or types.get(status, "api_error")
+            message = params.get("message") or f"Injected error with status {status}"
+            return self._error(protocol, status, etype, message, params.get("code"), headers)
+        spec = _ERRORS[rule.kind]
+        if protocol == ANTHROPIC:
+            status, etype, code, message = spec[4], spec[5], None, spec[6]
+        else:
+            status, etype, code, message = spec[0], spec[1], spec[2], spec[3]
+        status = int(params.get("status", status))
+        etype = params.get("type", etype)
+        code = params.get("code", code)
+        message = params.get("message", message)
+        return self._error(protocol, status, etype, message, code, headers)
+
+    async def _abort(self, request: Request) -> None:
+        """Close the client's TCP connection without sending a response."""
+        send = request.scope.get("gradetrail.send")
+        cycle = getattr(send, "__self__", None)
+        transport = getattr(cycle, "transport", None)
+        if transport is None:
+            raise ConnectionAbortedError("no transport to abort")
+        transport.abort()
+        for _ in range(200):  # let connection_lost mark the cycle disconnected
+            if getattr(cycle, "disconnected", True):
+                return
+            await asyncio.sleep(0.001)
+
+    async def _stall(self, request: Request, seconds: float) -> bool:
+        """Sleep ``seconds``; return True early if the client disconnects meanwhile."""
+        receive = request.receive
+
+        async def wait_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        try:
+            await asyncio.wait_for(wait_disconnect(), timeout=seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    def _reply_text(self, req: ParsedRequest) -> str | None:
+        """The completion for a request: scripted, recorded, default, or None (-> 400)."""
+        for rule in self.settings.script:
+            if rule.matches(req.prompt, req.model):
+                return rule.reply
+        solutions = self.data.solutions.get(req.model)
+        if solutions is not None:
+            idx = self.data.index.find(req.last_user)
+            if idx is not None:
+                return solutions[idx]
+        self.stats.unmatched += 1
+        return None if self.settings.unknown_is_error else self.settings.default_reply
+
+    def _authorised(self, request: Request, protocol: str) -> bool:
+        """Whether the request carries the configured API key (always, if none is set)."""
+        key = self.settings.api_key
+        if key is None:
+            return True
+        if protocol == ANTHROPIC:
+            return request.headers.get("x-api-key") == key
+        return request.headers.get("authorization") == f"Bearer {key}"
+
+    def _rate_limited(self) -> float | None:
+        """Seconds until a slot frees, if the sliding window is full; else take a slot."""
+        limit = self.settings.rate_limit
+        if limit is None:
+            return None
+        now = time.monotonic()
+        window, span = self.window, self.settings.rate_limit_window
+        while window and window[0] <= now - span:
+            window.popleft()
+        if len(window) >= limit:
+            return max(window[0] + span - now, 0.001)
+        window.append(now)
+        return None
+
+    # -- inference -------------------------------------------------------------------
+
+    async def chat_completions(self, request: Request) -> Response:
+        """``POST /v1/chat/completions``."""
+        return await self._inference(request, OPENAI)
+
+    async def messages(self, request: Request) -> Response:
+        """``POST /v1/messages``."""
+        return await self._inference(request, ANTHROPIC)
+
+    async def _inference(self, request: Request, protocol: str) -> Response:
+        """Count the request, run it, and count how it left."""
+        stats = self.stats
+        stats.arrive(request.url.path)
+        outcome: int | str = 500
+        try:
+            response, outcome = await self._handle(request, protocol)
+            return response
+        finally:
+            stats.leave(outcome)
+
+    async def _handle(self, request: Request, protocol: str) -> tuple[Response, int | str]:
+        """The inference pipeline: parse, check, inject faults, wait, answer."""
+        from starlette.responses import Response
+
+        stats = self.stats
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            stats.bump(stats.fingerprints, hashlib.sha256(raw).hexdigest())
+            err = self._error(protocol, 400, "invalid_request_error", "Body is not valid JSON")
+            return err, 400
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        stats.bump(stats.fingerprints, hashlib.sha256(canonical.encode()).hexdigest())
+
+        parsed = _parse_openai(body) if protocol == OPENAI else _parse_anthropic(body)
+        if isinstance(parsed, str):
+            return self._error(protocol, 400, "invalid_request_error", parsed), 400
+        stats.bump(stats.models, parsed.model)
+        if not self._authorised(request, protocol):
+            if protocol == ANTHROPIC:
+                return self._error(protocol, 401, "authentication_error", "invalid x-api-key"), 401
+            msg = "Incorrect API key provided."
+            return self._error(protocol, 401, "invalid_request_error", msg, "invalid_api_key"), 401
+        settings = self.settings
+        if parsed.model not in settings.models and not settings.any_model:
+            if protocol == ANTHROPIC:
+                msg = f"model: {parsed.model}"
+                return self._error(protocol, 404, "not_found_error", msg), 404
+            msg = f"The model `{parsed.model}` does not exist or you do not have access to it."
+            return self._error(protocol, 404, "invalid_request_error", msg, "model_not_found"), 404
+        if body.get("stream"):
+            msg = "stream: streaming is not supported by the gradetrail test server"
+            return self._error(protocol, 400, "invalid_request_error", msg), 400
+
+        error_rule: FaultRule | None = None
+        modifiers: list[FaultRule] = []
+        stall = 0.0
+        for rule in self.rules:
+            if rule.check(parsed.prompt, parsed.model, protocol):
+                if rule.kind in MODIFIER_KINDS:
+                    modifiers.append(rule)
+                elif rule.kind == "stall":
+                    stall = max(stall, float(rule.params.get("seconds", 600)))
+                elif error_rule is None:
+                    error_rule = rule
+        if error_rule is None:
+            wait = self._rate_limited()
+            if wait is not None:
+                stats.rate_limited += 1
+                headers = {
+                    "retry-after": str(math.ceil(wait)),
+                    "retry-after-ms": str(math.ceil(wait * 1000)),
+                }
+                spec = _ERRORS["rate_limit"]
+                if protocol == ANTHROPIC:
+                    err = self._error(protocol, 429, spec[5], spec[6], None, headers)
+                else:
+                    err = self._error(protocol, 429, spec[1], spec[3], spec[2], headers)
+                return err, 429
+
+        if settings.has_latency:
+            await asyncio.sleep(settings.latency())
+        if stall:
+            stats.bump(stats.faults, "stall")
+            if await self._stall(request, stall):
+                return Response(b"", 499), "disconnected"
+        if error_rule is not None:
+            stats.bump(stats.faults, error_rule.kind)
+            if error_rule.kind == "drop":
+                await self._abort(request)
+                return Response(b"", 499), "dropped"
+            response = self._fault_response(error_rule, protocol)
+            return response, response.status_code
+
+        text = self._reply_text(parsed)
+        if text is None:
+            msg = "No recorded answer for this prompt (unknown_question is 'error')"
+            return self._error(protocol, 400, "invalid_request_error", msg), 400
+        text, stop_seq = _cut_at_stop(text, parsed.stops)
+        finish = "stop"
+        completion_tokens = len(text.split())
+        if parsed.max_tokens is not None and completion_tokens > parsed.max_tokens:
+            text = _truncate_words(text, parsed.max_tokens)
+            completion_tokens = max(parsed.max_tokens, 0)
+            finish, stop_seq = "length", None
+
+        served = parsed.model
+        include_usage = True
+        for rule in modifiers:
+            stats.bump(stats.faults, rule.kind)
+            if rule.kind == "no_usage":
+                include_usage = False
+            elif rule.params.get("served_model"):
+                served = str(rule.params["served_model"])
+            else:
+                served = parsed.model + str(rule.params.get("suffix", "-20250101"))
+
+        prompt_tokens = len(parsed.prompt.split())
+        cached = min(settings.cache_read_tokens, prompt_tokens)
+        seq = next(self._ids)
+        if protocol == OPENAI:
+            n = body.get("n") or 1
+            message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+            choice = {"message": message, "logprobs": None, "finish_reason": finish}
+            out: dict[str, Any] = {
+                "id": f"chatcmpl-gt{seq:012d}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": served,
+                "choices": [{"index": i, **choice} for i in range(n)],
+                "service_tier": "default",
+                "system_fingerprint": "fp_gradetrail",
+            }
+            if include_usage:
+                completion_total = completion_tokens * n
+                out["usage"] = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_total,
+                    "total_tokens": prompt_tokens + completion_total,
+                    "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+                    "completion_tokens_details": {
+                        "reasoning_tokens": 0,
+                        "audio_tokens": 0,
+                        "accepted_prediction_tokens": 0,
+                        "rejected_prediction_tokens": 0,
+                    },
+                }
+            headers = {"x-request-id": f"req_gt{seq:012d}"}
+        else:
+            if finish == "length":
+                stop_reason = "max_tokens"
+            else:
+                stop_reason = "stop_sequence" if stop_seq else "end_turn"
+            out = {
+                "id": f"msg_gt{seq:018d}",
+                "type": "message",
+                "role": "assistant",
+                "model": served,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": stop_reason,
+                "stop_sequence": stop_seq,
+            }
+            if include_usage:
+                out["usage"] = {
+                    "input_tokens": prompt_tokens - cached,
+                    "output_tokens": completion_tokens,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": cached,
+                    "service_tier": "standard",
+                }
+            headers = {"request-id": f"req_gt{seq:012d}"}
+        return Response(_dumps(out), 200, headers, media_type="application/json"), 200
+
+    # -- models and control ----------------------------------------------------------
+
+    async def list_models(self, request: Request) -> Response:
+        """``GET /v1/models`` in the OpenAI or (with ``anthropic-version``) Anthropic shape."""
+        from starlette.responses import JSONResponse
+
+        self.stats.arrive(request.url.path)
+        names = sorted(self.settings.models - {"*"})
+        if "anthropic-version" in request.headers:
+            data = [
+                {
+                    "type": "model",
+                    "id": m,
+                    "display_name": m,
+                    "created_at": "2025-01-01T00:00:00Z",
+                }
+                for m in names
+            ]
+            body: dict[str, Any] = {
+                "data": data,
+                "has_more": False,
+                "first_id": names[0] if names else None,
+                "last_id": names[-1] if names else None,
+            }
+        else:
+            data = [
+                {"id": m, "object": "model", "created": 1735689600, "owned_by": "gradetrail"}
+                for m in names
+            ]
+            body = {"object": "list", "data": data}
+        self.stats.leave(200)
+        return JSONResponse(body)
+
+    async def control_config(self, request: Request) -> Response:
+        """``GET``/``POST /_control/config``."""
+        from starlette.responses import JSONResponse
+
+        if request.method == "GET":
+            return JSONResponse(self.config())
+        try:
+            update = json.loads(await request.body() or b"{}")
+            if not isinstance(update, dict):
+                raise ConfigError("config must be a JSON object")
+            return JSONResponse(self.apply(update))
+        except (ConfigError, ValueError, TypeError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+
+    async def control_stats(self, request: Request) -> Response:
+        """``GET /_control/stats``."""
+        from starlette.responses import JSONResponse
+
+        return JSONResponse(self.stats.snapshot())
+
+    async def control_reset(self, request: Request) -> Response:
+        """``POST /_control/reset``."""
+        from starlette.responses import JSONResponse
+
+        raw = await request.body()
+        options = json.loads(raw) if raw.strip() else {}
+        self.reset(config=bool(options.get("config", True)))
+        return JSONResponse({"ok": True, "config": self.config()})
+
+    async def control_health(self, request: Request) -> Response:
+        """``GET /_control/health``."""
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"ok": True})
+
+    def app(self) -> Callable[..., Any]:
+        """The ASGI application (a Starlette app behind a thin wrapper)."""
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        routes = [
+            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/v1/models", self.list_models, methods=["GET"]),
+            Route("/_control/config", self.control_config, methods=["GET", "POST"]),
+            Route("/_control/stats", self.control_stats, methods=["GET"]),
+            Route("/_control/reset", self.control_reset, methods=["POST"]),
+            Route("/_control/health", self.control_health, methods=["GET"]),
+        ]
+        inner = Starlette(routes=routes)
+
+        async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            # Keep the server's own ``send`` so the drop fault can reach the transport.
+            if scope["type"] == "http":
+                scope["gradetrail.send"] = send
+            await inner(scope, receive, send)
+
+        return asgi
+
+
+# --------------------------------------------------------------------------------------
+# Running it
+# --------------------------------------------------------------------------------------
+
+
+def serve(
+    config: dict[str, Any],
+    *,
+    port: int = 0,
+    data_dir: Path | str | None = None,
+    exit_on_stdin_eof: bool = False,
+) -> None:
+    """Run the server on 127.0.0.1:``port`` until SIGINT/SIGTERM (or stdin EOF)."""
+    import uvicorn
+
+    server_state = ProtocolServer(load_gsm8k(data_dir), config)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((HOST, port))
+    sock.listen(4096)
+    sock.setblocking(False)
+    bound_port = sock.getsockname()[1]
+
+    def have(module: str) -> bool:
+        try:
+            __import__(module)
+        except ImportError:
+            return False
+        return True
+
+    uv_config = uvicorn.Config(
+        server_state.app(),
+        host=HOST,
+        port=bound_port,
+        loop="uvloop" if have("uvloop") else "asyncio",
+        http="httptools" if have("httptools") else "h11",
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+        backlog=4096,
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=1,
+    )
+
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if not self.should_exit:
+                print(f"{LISTEN_PREFIX}http://{HOST}:{bound_port}", flush=True)
+
+    server = _Server(uv_config)
+    if exit_on_stdin_eof:
+
+        def watch_stdin() -> None:
+            with contextlib.suppress(Exception):
+                while sys.stdin.buffer.read(65536):
+                    pass
+            server.should_exit = True
+
+        threading.Thread(target=watch_stdin, daemon=True).start()
+    server.run(sockets=[sock])
+
+
+def _build_arg_parser() -> argparse.ArgumentParser:
+    """The command line (see the module docstring)."""
+    ap = argparse.ArgumentParser(
+        description="OpenAI/Anthropic protocol server with recorded GSM8K answers and faults."
+    )
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--data-dir", default=None, help=f"default: {DEFAULT_DATA_DIR}")
+    ap.add_argument("--latency", default=None, help="0.1 | uniform:A,B | lognormal:MEAN,SIGMA")
+    ap.add_argument("--latency-seed", type=int, default=None)
+    ap.add_argument("--script", default=None, help="JSON file of scripted replies")
+    ap.add_argument("--default-reply", default=None)
+    ap.add_argument("--unknown-question", choices=["reply", "error"], default=None)
+    ap.add_argument("--model", dest="models", action="append", default=None, help="extra model")
+    ap.add_argument("--cache-read-tokens", type=int, default=None)
+    ap.add_argument("--api-key", default=None)
+    ap.add_argument("--rate-limit", type=float, default=None, help="requests per window")
+    ap.add_argument("--rate-limit-window", type=float, default=None, help="seconds (1.0)")
+    ap.add_argument("--fault", action="append", default=[], help="JSON or KIND[:k=v,...]")
+    ap.add_argument("--no-usage", action="store_true", help="omit usage from answers")
+    ap.add_argument("--served-model-suffix", default=None, help="e.g. -20250101")
+    ap.add_argument("--served-model", default=None, help="answer with this model name")
+    ap.add_argument("--config-json", default=None, help="a whole config object as JSON")
+    ap.add_argument("--exit-on-stdin-eof", action="store_true", help=argparse.SUPPRESS)
+    return ap
+
+
+def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Turn parsed command-line arguments into a config dict."""
+    config: dict[str, Any] = json.loads(args.config_json) if args.config_json else {}
+    latency = args.latency
+    if latency is not None:
+        with contextlib.suppress(ValueError):
+            latency = float(latency)
+        config["latency"] = latency
+    for key in (
+        "latency_seed",
+        "script",
+        "default_reply",
+        "unknown_question",
+        "models",
+        "cache_read_tokens",
+        "api_key",
+        "rate_limit",
+        "rate_limit_window",
+    ):
+        value = getattr(args, key)
+        if value is not None:
+            config[key] = value
+    faults = list(config.get("faults") or [])
+    faults += [parse_fault_string(spec) for spec in args.fault]
+    if args.no_usage:
+        faults.append({"kind": "no_usage"})
+    if args.served_model_suffix:
+        faults.append({"kind": "alias", "suffix": args.served_model_suffix})
+    if args.served_model:
+        faults.append({"kind": "alias", "served_model": args.served_model})
+    if faults:
+        config["faults"] = faults
+    Settings.parse(config)
+    for rule in faults:
+        FaultRule.parse(rule)
+    return config
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    args = _build_arg_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        raise SystemExit(f"protocol_server: {exc}") from None
+    serve(config, port=args.port, data_dir=args.data_dir, exit_on_stdin_eof=args.exit_on_stdin_eof)
+
+
+# --------------------------------------------------------------------------------------
+# Client-side helpers for tests and benchmarks
+# --------------------------------------------------------------------------------------
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class ServerHandle:
+    """A running protocol server: its URLs and its control endpoints."""
+
+    def __init__(self, base_url: str, process: subprocess.Popen[bytes] | None = None) -> None:
+        """Wrap the server at ``base_url`` (started as ``process``, if we started it)."""
+        self.base_url = base_url
+        self.process = process
+
+    @property
+    def port(self) -> int:
+        """The TCP port."""
+        return int(self.base_url.rsplit(":", 1)[1])
+
+    @property
+    def openai_base_url(self) -> str:
+        """``base_url`` for ``openai.OpenAI`` (ends in ``/v1``)."""
+        return self.base_url + "/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """``base_url`` for ``anthropic.Anthropic`` (the SDK appends ``/v1/messages``)."""
+        return self.base_url
+
+    def _call(self, method: str, path: str, payload: Any = None) -> Any:
+        """Call a control endpoint and decode its JSON answer."""
+        data = None if payload is None else json.dumps(payload).encode()
+        req = urllib.request.Request(
+            self.base_url + path,
+            data=data,
+            method=method,
+            headers={"content-type": "application/json"},
+        )
+        try:
+            with _NO_PROXY.open(req, timeout=30) as resp:
+                return json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            raise ConfigError(f"{method} {path} -> {exc.code}: {detail}") from None
+
+    def configure(self, **config: Any) -> dict[str, Any]:
+        """Merge config keys (``latency=``, ``faults=[...]``, ...); return the new config."""
+        return self._call("POST", "/_control/config", config)
+
+    def add_fault(self, kind: str, **rule: Any) -> dict[str, Any]:
+        """Append one fault rule, e.g. ``add_fault("drop", first=1)``."""
+        return self.configure(add_faults=[{"kind": kind, **rule}])
+
+    def config(self) -> dict[str, Any]:
+        """The current config."""
+        return self._call("GET", "/_control/config")
+
+    def stats(self) -> dict[str, Any]:
+        """The stats (see the module docstring)."""
+        return self._call("GET", "/_control/stats")
+
+    def reset(self, *, config: bool = True) -> None:
+        """Clear the stats and (unless ``config=False``) the faults."""
+        self._call("POST", "/_control/reset", {"config": config})
+
+
+@contextlib.contextmanager
+def running_server(
+    *,
+    data_dir: Path | str | None = None,
+    port: int = 0,
+    startup_timeout: float = 30.0,
+    python: str | None = None,
+    **config: Any,
+) -> Iterator[ServerHandle]:
+    """Start the server in a subprocess with ``config``; yield its handle; stop it on exit.
+
+    ``config`` takes the ``/_control/config`` keys (``latency``, ``faults``, ``script``,
+    ``rate_limit``, ...). Server errors go to this process's stderr.
+    """
+    cmd = [python or sys.executable, str(Path(__file__).resolve()), "--port", str(port)]
+    cmd += ["--exit-on-stdin-eof"]
+    if data_dir is not None:
+        cmd += ["--data-dir", str(data_dir)]
+    if config:
+        cmd += ["--config-json", json.dumps(config)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    lines: queue.Queue[bytes] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(b"")
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        deadline = time.monotonic() + startup_timeout
+        base_url = None
+        while base_url is None:
+            try:
+                line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                raise TimeoutError(f"protocol server did not start in {startup_timeout}s") from None
+            text = line.decode(errors="replace").strip()
+            if not line:
+                raise RuntimeError(f"protocol server exited with {proc.wait()} before listening")
+            if text.startswith(LISTEN_PREFIX):
+                base_url = text[len(LISTEN_PREFIX) :]
+        yield ServerHandle(base_url, proc)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+def protocol_server_fixture(
+    scope: str = "session", name: str = "protocol_server", **config: Any
+) -> Any:
+    """Return a pytest fixture named ``name`` yielding a :class:`ServerHandle`.
+
+    In conftest.py: ``protocol_server = protocol_server_fixture(scope="session")``.
+    """
+    import pytest
+
+    @pytest.fixture(scope=scope, name=name)  # type: ignore[call-overload]
+    def _fixture() -> Iterator[ServerHandle]:
+        with running_server(**config) as handle:
+            yield handle
+
+    return _fixture
+
+
+def fresh_protocol_server_fixture(
+    server_fixture: str = "protocol_server", name: str = "fresh_protocol_server"
+) -> Any:
+    """Return a function-scoped fixture: the ``server_fixture`` handle, reset before use."""
+    import pytest
+
+    @pytest.fixture(name=name)
+    def _fixture(request: Any) -> ServerHandle:
+        handle: ServerHandle = request.getfixturevalue(server_fixture)
+        handle.reset()
+        return handle
+
+    return _fixture
+
+
+if __name__ == "__main__":
+    main()
