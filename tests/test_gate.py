@@ -1,0 +1,330 @@
+"""Tests for gradetrail.gate: pairing two runs, the non-inferiority verdict, cannot-compare."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gradetrail.gate import GateError, regression_gate
+
+ROOT = Path(__file__).resolve().parents[1]
+GSM8K_SOLUTIONS = [
+    ROOT / "examples/data/gsm8k/example_model_solutions.jsonl",
+    ROOT.parent / "shared/data/gsm8k/example_model_solutions.jsonl",
+]
+
+
+def write_run(
+    run_dir: Path,
+    scores: Sequence[float | None | Sequence[float | None]],
+    *,
+    ids: Sequence[str] | None = None,
+    clusters: Sequence[str | None] | None = None,
+    states: dict[tuple[str, int], str] | None = None,
+    dataset_hash: str = "dataset-1",
+    status: str = "complete",
+) -> Path:
+    """Write a run directory: one row per (sample, epoch), as `gradetrail run` would.
+
+    `scores[i]` is a float (one epoch) or a list (one entry per epoch); `states` marks
+    (sample_id, epoch) rows as an error state (their score is written as null).
+    """
+    run_dir.mkdir(parents=True)
+    ids = list(ids) if ids is not None else [f"s{i}" for i in range(len(scores))]
+    states = states or {}
+    rows: list[dict[str, Any]] = []
+    epochs = 1
+    for i, (sample_id, sample_scores) in enumerate(zip(ids, scores, strict=True)):
+        per_epoch = sample_scores if isinstance(sample_scores, Sequence) else [sample_scores]
+        epochs = max(epochs, len(per_epoch))
+        for epoch, score in enumerate(per_epoch, start=1):
+            state = states.get((sample_id, epoch), "scored")
+            rows.append(
+                {
+                    "sample_id": sample_id,
+                    "epoch": epoch,
+                    "state": state,
+                    "score": score if state == "scored" else None,
+                    "cluster": clusters[i] if clusters else None,
+                }
+            )
+    (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = {
+        "name": run_dir.name,
+        "identity_hash": f"id-{run_dir.name}",
+        "dataset_hash": dataset_hash,
+        "epochs": epochs,
+        "status": status,
+    }
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    return run_dir
+
+
+def passes(n_pass: int, n: int = 100) -> list[float]:
+    """n binary scores, the first n_pass passing."""
+    return [1.0] * n_pass + [0.0] * (n - n_pass)
+
+
+@pytest.fixture
+def seed_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """The issue's seed: baseline 100/100, candidate 99/100."""
+    return (
+        write_run(tmp_path / "baseline", passes(100)),
+        write_run(tmp_path / "candidate", passes(99)),
+    )
+
+
+# --- the seed vectors ----------------------------------------------------------------------
+
+
+def test_z_seed_vector_fails_at_002_and_passes_at_005(seed_runs: tuple[Path, Path]) -> None:
+    """z method, 100/100 vs 99/100: delta -0.01, lower bound -0.0296; fail 0.02, pass 0.05."""
+    strict = regression_gate(*seed_runs, margin=0.02, method="z")
+    assert strict.delta == pytest.approx(-0.01)
+    assert strict.lo == pytest.approx(-0.0296, abs=5e-5)
+    assert strict.method == "z" and not strict.passed
+    assert regression_gate(*seed_runs, margin=0.05, method="z").passed
+
+
+def test_z_twenty_failures_fail_at_005(tmp_path: Path) -> None:
+    """A candidate with 20 failures (80/100) against 100/100 fails even at margin 0.05."""
+    base = write_run(tmp_path / "b", passes(100))
+    cand = write_run(tmp_path / "c", passes(80))
+    result = regression_gate(base, cand, margin=0.05, method="z")
+    assert result.delta == pytest.approx(-0.2) and not result.passed
+
+
+def test_z_better_candidate_passes(tmp_path: Path) -> None:
+    """A candidate better than its baseline (90 -> 100) passes."""
+    base = write_run(tmp_path / "b", passes(90))
+    cand = write_run(tmp_path / "c", passes(100))
+    result = regression_gate(base, cand, method="z")
+    assert result.delta == pytest.approx(0.1) and result.passed
+
+
+def test_auto_uses_tango_for_binary_single_epoch(seed_runs: tuple[Path, Path]) -> None:
+    """Binary scores, one epoch, no clusters: Tango's interval (-0.054486, 0.027363)."""
+    result = regression_gate(*seed_runs)
+    assert result.method == "tango"
+    assert (result.lo, result.hi) == pytest.approx((-0.054486, 0.027363), abs=1e-6)
+    assert (result.only_baseline, result.only_candidate) == (1, 0)
+    assert result.mcnemar_p == 1.0
+    assert not result.passed
+
+
+def test_tango_twenty_samples_one_failure(tmp_path: Path) -> None:
+    """n = 20 with one candidate failure: Tango (-0.2361, 0.1192)."""
+    base = write_run(tmp_path / "b", passes(20, 20))
+    cand = write_run(tmp_path / "c", passes(19, 20))
+    result = regression_gate(base, cand, method="tango")
+    assert (result.lo, result.hi) == pytest.approx((-0.2361, 0.1192), abs=1e-4)
+
+
+def test_tango_does_not_collapse_when_both_runs_pass_everything(tmp_path: Path) -> None:
+    """100/100 in both runs: (-0.037, 0.037), so 100 samples cannot show a 0.02 margin."""
+    base = write_run(tmp_path / "b", passes(100))
+    cand = write_run(tmp_path / "c", passes(100))
+    result = regression_gate(base, cand)
+    assert (result.lo, result.hi) == pytest.approx((-0.037, 0.037), abs=5e-4)
+    assert not result.passed
+    assert regression_gate(base, cand, margin=0.05).passed
+
+
+# --- real data: GSM8K labels of two 175B models --------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gsm8k_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Run directories built from the GSM8K authors' is_correct labels (1,319 problems)."""
+    source = next((p for p in GSM8K_SOLUTIONS if p.exists()), None)
+    if source is None:
+        pytest.skip("GSM8K example_model_solutions.jsonl not found")
+    problems = [json.loads(line) for line in source.read_text().splitlines()]
+    ids = [f"gsm8k-{i}" for i in range(len(problems))]
+    root = tmp_path_factory.mktemp("gsm8k")
+    return {
+        model: write_run(
+            root / model,
+            [1.0 if p[model]["is_correct"] else 0.0 for p in problems],
+            ids=ids,
+        )
+        for model in ("175b_verification", "175b_finetuning")
+    }
+
+
+def test_gsm8k_finetuning_candidate_fails_against_verification(
+    gsm8k_runs: dict[str, Path],
+) -> None:
+    """175b_verification baseline vs 175b_finetuning candidate (360 vs 76 discordant) fails."""
+    result = regression_gate(gsm8k_runs["175b_verification"], gsm8k_runs["175b_finetuning"])
+    assert result.n == 1319 and result.method == "tango"
+    assert (result.only_baseline, result.only_candidate) == (360, 76)
+    assert result.baseline_mean == pytest.approx(742 / 1319)
+    assert result.candidate_mean == pytest.approx(458 / 1319)
+    assert result.delta == pytest.approx(-284 / 1319)
+    assert (result.lo, result.hi) == pytest.approx((-0.244225, -0.186615), abs=1e-6)
+    assert result.mcnemar_p < 1e-40
+    assert not result.passed
+
+
+def test_gsm8k_reverse_passes(gsm8k_runs: dict[str, Path]) -> None:
+    """The reverse comparison (finetuning baseline, verification candidate) passes."""
+    result = regression_gate(gsm8k_runs["175b_finetuning"], gsm8k_runs["175b_verification"])
+    assert (result.lo, result.hi) == pytest.approx((0.186615, 0.244225), abs=1e-6)
+    assert result.passed
+
+
+def test_gsm8k_run_against_itself_passes(gsm8k_runs: dict[str, Path]) -> None:
+    """A run gated against itself passes: Tango gives +-0.0029 at n = 1319."""
+    run = gsm8k_runs["175b_verification"]
+    result = regression_gate(run, run)
+    assert result.delta == 0 and result.correlation == pytest.approx(1.0)
+    assert result.lo == pytest.approx(-0.002904, abs=1e-6)
+    assert result.passed
+
+
+# --- epochs and clusters -------------------------------------------------------------------
+
+
+def test_epochs_are_averaged_per_sample_and_use_paired_t(tmp_path: Path) -> None:
+    """Several epochs: per-sample means are paired (n counts samples) and auto picks t."""
+    base = write_run(tmp_path / "b", [[1.0, 1.0], [0.0, 1.0], [1.0, 0.0], [0.0, 0.0]])
+    cand = write_run(tmp_path / "c", [[1.0, 0.0], [1.0, 1.0], [1.0, 1.0], [0.0, 1.0]])
+    result = regression_gate(base, cand)
+    assert result.n == 4 and result.epochs == (2, 2)
+    assert result.method == "t"
+    assert result.baseline_mean == pytest.approx(0.5)
+    assert result.candidate_mean == pytest.approx(0.75)
+    assert result.delta == pytest.approx(0.25)
+    assert result.only_baseline is None and result.mcnemar_p is None
+
+
+def test_clusters_give_a_clustered_paired_t(tmp_path: Path) -> None:
+    """With a cluster per row, auto picks the clustered t and reports the cluster count.
+
+    d = 1, 0 | 1, 1 | 0, 0 over clusters a | b | c: clustered SE 0.252763 (see test_stats).
+    """
+    clusters = ["a", "a", "b", "b", "c", "c"]
+    base = write_run(tmp_path / "b", [0.0] * 6, clusters=clusters)
+    cand = write_run(tmp_path / "c", [1.0, 0.0, 1.0, 1.0, 0.0, 0.0], clusters=clusters)
+    result = regression_gate(base, cand)
+    assert result.method == "t" and result.n_clusters == 3
+    assert result.se == pytest.approx(0.252763, abs=1e-6)
+
+
+def test_tango_on_request_refuses_clusters(tmp_path: Path) -> None:
+    """--method tango with clusters cannot compare (Tango assumes independent pairs)."""
+    base = write_run(tmp_path / "b", passes(4, 4), clusters=["a", "a", "b", "b"])
+    cand = write_run(tmp_path / "c", passes(3, 4), clusters=["a", "a", "b", "b"])
+    with pytest.raises(GateError, match="clusters"):
+        regression_gate(base, cand, method="tango")
+
+
+# --- samples present in one run, errors ----------------------------------------------------
+
+
+def test_samples_in_only_one_run_are_counted_and_named(tmp_path: Path) -> None:
+    """Samples missing from a run are excluded from n but listed by id, never dropped silently."""
+    base = write_run(tmp_path / "b", [1.0, 1.0, 0.0, 1.0], ids=["a", "b", "c", "d"])
+    cand = write_run(tmp_path / "c", [1.0, 0.0, 1.0, 1.0], ids=["b", "c", "d", "e"])
+    result = regression_gate(base, cand, method="z")
+    assert result.n == 3
+    assert result.missing_in_candidate == ("a",)
+    assert result.missing_in_baseline == ("e",)
+
+
+def test_error_rows_refuse_by_default(tmp_path: Path) -> None:
+    """An error row in either run stops the gate with a message naming the fix."""
+    base = write_run(tmp_path / "b", passes(3, 4))
+    cand = write_run(tmp_path / "c", passes(4, 4), states={("s1", 1): "provider_error"})
+    with pytest.raises(GateError) as info:
+        regression_gate(base, cand)
+    message = str(info.value)
+    assert "candidate has 1 provider_error" in message and "--errors as-fail" in message
+    assert "\n" not in message and info.value.exit_code == 2
+
+
+def test_errors_as_fail_score_zero_and_are_counted(tmp_path: Path) -> None:
+    """--errors as-fail scores the errored epoch 0 and counts the sample."""
+    base = write_run(tmp_path / "b", passes(4, 4))
+    cand = write_run(tmp_path / "c", passes(4, 4), states={("s1", 1): "judge_error"})
+    result = regression_gate(base, cand, errors="as-fail", method="z")
+    assert result.candidate_mean == pytest.approx(0.75)
+    assert result.n == 4 and result.n_errors_handled == 1
+    assert result.errored_samples == ("s1",)
+
+
+def test_errors_exclude_drops_the_sample_from_both_runs(tmp_path: Path) -> None:
+    """--errors exclude removes an errored sample from both runs and counts it."""
+    base = write_run(tmp_path / "b", passes(4, 4), states={("s0", 1): "provider_error"})
+    cand = write_run(tmp_path / "c", passes(3, 4))
+    result = regression_gate(base, cand, errors="exclude", method="z")
+    assert result.n == 3 and result.n_errors_handled == 1
+    assert result.errored_samples == ("s0",)
+    assert result.missing_in_baseline == () and result.missing_in_candidate == ()
+
+
+# --- cannot compare ------------------------------------------------------------------------
+
+
+def test_different_datasets_cannot_compare_unless_allowed(tmp_path: Path) -> None:
+    """Different dataset content hashes refuse, unless allow_different_data is set."""
+    base = write_run(tmp_path / "b", passes(4, 4), dataset_hash="aaa")
+    cand = write_run(tmp_path / "c", passes(4, 4), dataset_hash="bbb")
+    with pytest.raises(GateError, match="--allow-different-data"):
+        regression_gate(base, cand)
+    assert regression_gate(base, cand, allow_different_data=True, margin=0.5).passed
+
+
+def test_no_shared_sample_ids_cannot_compare(tmp_path: Path) -> None:
+    """Runs with disjoint sample ids cannot be compared."""
+    base = write_run(tmp_path / "b", [1.0, 0.0], ids=["a", "b"])
+    cand = write_run(tmp_path / "c", [1.0, 0.0], ids=["x", "y"])
+    with pytest.raises(GateError, match="share no sample ids"):
+        regression_gate(base, cand)
+
+
+@pytest.mark.parametrize("missing", ["results.jsonl", "manifest.json"])
+def test_run_directory_missing_a_file_cannot_compare(tmp_path: Path, missing: str) -> None:
+    """A run directory without its results or manifest is a cannot-compare error."""
+    base = write_run(tmp_path / "b", passes(2, 2))
+    cand = write_run(tmp_path / "c", passes(2, 2))
+    (cand / missing).unlink()
+    with pytest.raises(GateError, match=f"candidate .*{missing}") as info:
+        regression_gate(base, cand)
+    assert info.value.exit_code == 2
+
+
+def test_t_with_one_shared_sample_cannot_compare(tmp_path: Path) -> None:
+    """A t interval from a single paired sample is refused, not reported as (nan, nan)."""
+    base = write_run(tmp_path / "b", [0.5])
+    cand = write_run(tmp_path / "c", [0.7])
+    with pytest.raises(GateError, match="at least 2"):
+        regression_gate(base, cand)
+
+
+# --- the result ----------------------------------------------------------------------------
+
+
+def test_result_is_frozen_and_serializes_to_json(seed_runs: tuple[Path, Path]) -> None:
+    """GateResult cannot be mutated, and to_dict() is plain JSON."""
+    result = regression_gate(*seed_runs)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.passed = True  # type: ignore[misc]
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["passed"] is False and data["method"] == "tango"
+    assert data["epochs"] == [1, 1] and data["missing_in_baseline"] == []
+
+
+def test_incomplete_runs_are_flagged(tmp_path: Path) -> None:
+    """An interrupted run is compared on what it has, with a warning in the result."""
+    base = write_run(tmp_path / "b", passes(3, 3))
+    cand = write_run(tmp_path / "c", passes(2, 2), status="interrupted")
+    result = regression_gate(base, cand, margin=1.0)
+    assert result.missing_in_candidate == ("s2",)
+    assert any("interrupted" in w for w in result.warnings)
