@@ -1,0 +1,32 @@
+# Two commands do all set-up:
+#   make example   install gradetrail in .venv and run the bundled GSM8K eval
+#   make test      install gradetrail with its test dependencies and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: example test lint bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed
+
+example: $(VENV)/.installed
+	$(BIN)/gradetrail run examples/gsm8k.yaml
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/bench_rescore.py

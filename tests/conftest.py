@@ -1,0 +1,69 @@
+"""Shared fixtures: an isolated cache and results root per test, the bundled example,
+and an in-process CLI runner."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gradetrail.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+GSM8K_SPEC = EXAMPLES / "gsm8k.yaml"
+GSM8K_DATA = EXAMPLES / "data" / "gsm8k"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own default cache, so nothing leaks between tests or from the
+    developer's real cache."""
+    path = tmp_path / "cache.sqlite"
+    monkeypatch.setenv("GRADETRAIL_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def cache_path(_isolated_cache: Path) -> Path:
+    """The test's cache file (also the default via GRADETRAIL_CACHE)."""
+    return _isolated_cache
+
+
+@dataclass
+class CliResult:
+    """Exit code and captured output of one CLI invocation."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Callable[..., CliResult]:
+    """Run ``gradetrail ARGS`` in-process; results go under tmp_path/results unless the
+    arguments say otherwise."""
+    runner = CliRunner()
+
+    def invoke(*args: str, results: bool = True) -> CliResult:
+        argv = list(args)
+        if results and argv and argv[0] == "run" and "--results-root" not in argv:
+            argv += ["--results-root", str(tmp_path / "results")]
+        out = runner.invoke(app, argv, catch_exceptions=False)
+        return CliResult(out.exit_code, out.stdout, out.stderr)
+
+    return invoke
+
+
+@pytest.fixture
+def gsm8k_copy(tmp_path: Path) -> Path:
+    """A private copy of the bundled GSM8K example (spec and data), safe to edit."""
+    dest = tmp_path / "example"
+    (dest / "data").mkdir(parents=True)
+    shutil.copy(GSM8K_SPEC, dest / "gsm8k.yaml")
+    shutil.copytree(GSM8K_DATA, dest / "data" / "gsm8k")
+    return dest / "gsm8k.yaml"
