@@ -84,7 +84,9 @@ class ResponseCache:
     def get(self, key: str) -> Response | None:
         """The cached response for ``key``, or None."""
         try:
-            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+            row = self._db.execute(
+                "SELECT response FROM responses WHERE key = ?", (key,)
+            ).fetchone()
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path}: read failed ({exc})") from None
         return Response.from_json(row[0]) if row else None
@@ -105,11 +107,7 @@ class ResponseCache:
             "SELECT provider, model, COUNT(*) FROM responses GROUP BY provider, model "
             "ORDER BY 3 DESC"
         ).fetchall()
-        size = sum(
-            p.stat().st_size
-            for p in (self.path, Path(f"{self.path}-wal"))
-            if p.exists()
-        )
+        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
         return CacheStats(self.path, sum(r[2] for r in rows), size, [tuple(r) for r in rows])
 
     def clear(self, model: str | None = None) -> int:

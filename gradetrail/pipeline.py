@@ -144,7 +144,11 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
             ctx.cache.put(item.key, item.request, response)
     score = await ctx.scorer.ascore(
         ScoreInput(
-            item.sample, item.epoch, item.request.prompt, item.request.system, item.target,
+            item.sample,
+            item.epoch,
+            item.request.prompt,
+            item.request.system,
+            item.target,
             response.text,
         )
     )

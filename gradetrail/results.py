@@ -53,13 +53,20 @@ class SampleResult(BaseModel):
     input_tokens: int = Field(0, description="Prompt tokens, excluding cached input tokens.")
     output_tokens: int = Field(0, description="Completion tokens.")
     cached_input_tokens: int = Field(0, description="Prompt tokens read from a prompt cache.")
-    cost_usd: float | None = Field(None, description="Price of the response in USD; null if unknown.")
+    cost_usd: float | None = Field(
+        None, description="Price of the response in USD; null if unknown."
+    )
     cached: bool = Field(False, description="The response came from gradetrail's cache.")
-    latency_s: float | None = Field(None, description="Seconds the call took (the original call's "
-                                    "latency when cached).")
+    latency_s: float | None = Field(
+        None, description="Seconds the call took (the original call's latency when cached)."
+    )
     attempts: int = Field(0, description="Calls made this run (0 on a cache hit).")
-    error: dict[str, Any] | None = Field(None, description="kind, message, status, error_type, code.")
-    scorer: dict[str, Any] = Field(default_factory=dict, description="What the scorer saw and extracted.")
+    error: dict[str, Any] | None = Field(
+        None, description="kind, message, status, error_type, code."
+    )
+    scorer: dict[str, Any] = Field(
+        default_factory=dict, description="What the scorer saw and extracted."
+    )
     cluster: str | None = Field(None, description="The sample's cluster, when the spec names one.")
 
 

@@ -167,7 +167,11 @@ def run_eval(
     """
     plan = plan_run(spec)
     run_dir = _make_run_dir(plan.run_dir(Path(results_root)))
-    cache = ResponseCache(Path(cache_path) if cache_path else default_cache_path()) if use_cache else None
+    cache = (
+        ResponseCache(Path(cache_path) if cache_path else default_cache_path())
+        if use_cache
+        else None
+    )
     if executor is None:
         policy = RetryPolicy(
             max_retries=spec.run.max_retries,

@@ -29,7 +29,9 @@ def run(
         Path | None,
         typer.Option(help="Cache file (default: $GRADETRAIL_CACHE or ~/.cache/gradetrail)."),
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
+    ] = False,
     results_root: Annotated[
         Path, typer.Option("--results-root", help="Where run directories are written.")
     ] = Path("results"),
@@ -44,7 +46,9 @@ def run(
     from gradetrail.spec import load_spec
 
     if executor != "local":
-        raise typer.BadParameter(f"unknown executor {executor!r}; use local", param_hint="--executor")
+        raise typer.BadParameter(
+            f"unknown executor {executor!r}; use local", param_hint="--executor"
+        )
     overrides = list(set_ or [])
     progress: RunProgress | None = None
 

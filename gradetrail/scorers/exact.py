@@ -39,4 +39,6 @@ class ExactScorer(Scorer):
         """Compare response and target; the detail records both normalized strings."""
         target = self.normalize(item.target or "")
         seen = self.normalize(item.response)
-        return Score(float(seen == target), {"normalized_response": seen, "normalized_target": target})
+        return Score(
+            float(seen == target), {"normalized_response": seen, "normalized_target": target}
+        )
