@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 __all__ = [
     "Interval",
+    "PowerPlan",
     "ScoreSummary",
     "clustered_standard_error",
     "correlation",
@@ -41,6 +42,7 @@ __all__ = [
     "paired_differences",
     "paired_t",
     "paired_z",
+    "plan_power",
     "sample_means",
     "sample_size",
     "sample_size_for_half_width",
@@ -454,6 +456,61 @@ def sample_size_for_half_width(
         raise ValueError("half_width must be > 0")
     variance = _comparison_variance(omega2, within_variance, epochs, design_effect)
     return _ceil(normal_quantile(confidence) ** 2 * variance / half_width**2)
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """One answer of `plan_power`, with the assumptions it was computed from.
+
+    `solved_for` is "n" (samples needed to detect `delta`, or to reach `half_width`) or
+    "delta" (the minimum detectable effect of `n` samples). `power` is None for half-width
+    planning, which involves no test.
+    """
+
+    solved_for: str
+    n: int
+    delta: float | None
+    half_width: float | None
+    omega2: float
+    within_variance: float
+    epochs: int
+    design_effect: float
+    alpha: float
+    power: float | None
+
+
+def plan_power(
+    omega2: float,
+    *,
+    delta: float | None = None,
+    n: int | None = None,
+    half_width: float | None = None,
+    within_variance: float = 0.0,
+    epochs: int = 1,
+    design_effect: float = 1.0,
+    alpha: float = 0.05,
+    power: float = 0.8,
+) -> PowerPlan:
+    """Answer one planning question (exactly one of `delta`, `n`, `half_width` given).
+
+    `delta` -> `sample_size` (eq. 9); `n` -> `minimum_detectable_effect` (eq. 10);
+    `half_width` -> `sample_size_for_half_width` at confidence 1 - alpha.
+    """
+    if sum(v is not None for v in (delta, n, half_width)) != 1:
+        raise ValueError("give exactly one of delta, n or half_width")
+    common = {"within_variance": within_variance, "epochs": epochs, "design_effect": design_effect}
+    plan = PowerPlan(
+        "n", 0, delta, half_width, omega2, within_variance, epochs, design_effect, alpha, power
+    )
+    if delta is not None:
+        size = sample_size(delta, omega2, alpha=alpha, power=power, **common)
+        return replace(plan, n=size)
+    if n is not None:
+        mde = minimum_detectable_effect(n, omega2, alpha=alpha, power=power, **common)
+        return replace(plan, solved_for="delta", n=n, delta=mde)
+    assert half_width is not None
+    size = sample_size_for_half_width(half_width, omega2, confidence=1 - alpha, **common)
+    return replace(plan, n=size, power=None)
 
 
 def _check_open_unit(value: float, name: str) -> None:

@@ -1,0 +1,142 @@
+"""Tests for the `gate` and `power` commands, on a Typer app built with `register(app)`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from gradetrail.cli.gate import register
+from tests.test_gate import passes, write_run
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    """A fresh Typer app with only the gate and power commands."""
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    """A CLI runner (stdout and stderr kept apart)."""
+    return CliRunner()
+
+
+def test_gate_failing_candidate_exits_1_with_a_table(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """100/100 vs 99/100 at the default margin: a table with the Tango interval, exit 1."""
+    base = write_run(tmp_path / "b", passes(100))
+    cand = write_run(tmp_path / "c", passes(99))
+    result = runner.invoke(app, ["gate", str(base), str(cand)])
+    assert result.exit_code == 1, result.output
+    for text in ("only baseline passed", "-0.0545", "+0.0274", "Tango", "FAIL"):
+        assert text in result.stdout
+
+
+def test_gate_passing_candidate_exits_0(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """The z method at margin 0.05 passes the seed vector: exit 0."""
+    base = write_run(tmp_path / "b", passes(100))
+    cand = write_run(tmp_path / "c", passes(99))
+    args = ["gate", str(base), str(cand), "--margin", "0.05", "--method", "z"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.stdout and "-0.0296" in result.stdout
+
+
+def test_gate_json_prints_one_object(app: typer.Typer, runner: CliRunner, tmp_path: Path) -> None:
+    """--json prints exactly one JSON object with the verdict and the interval."""
+    base = write_run(tmp_path / "b", passes(90))
+    cand = write_run(tmp_path / "c", passes(100))
+    result = runner.invoke(app, ["gate", str(base), str(cand), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["passed"] is True and data["method"] == "tango"
+    assert data["delta"] == pytest.approx(0.1)
+    assert (data["only_baseline"], data["only_candidate"]) == (0, 10)
+
+
+def test_gate_cannot_compare_exits_2_with_one_line_on_stderr(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """Different datasets: exit 2, one line on stderr naming the fix, nothing on stdout."""
+    base = write_run(tmp_path / "b", passes(4, 4), dataset_hash="aaa")
+    cand = write_run(tmp_path / "c", passes(4, 4), dataset_hash="bbb")
+    result = runner.invoke(app, ["gate", str(base), str(cand)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "--allow-different-data" in result.stderr
+
+
+def test_gate_errors_option_counts_handled_samples(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """--errors exclude reports the excluded sample by id in the table."""
+    base = write_run(tmp_path / "b", passes(4, 4))
+    cand = write_run(tmp_path / "c", passes(4, 4), states={("s2", 1): "provider_error"})
+    refused = runner.invoke(app, ["gate", str(base), str(cand)])
+    assert refused.exit_code == 2 and "--errors" in refused.stderr
+    args = ["gate", str(base), str(cand), "--errors", "exclude", "--margin", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "1: s2 (excluded from both runs)" in result.stdout
+
+
+def test_gate_names_samples_present_in_one_run(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """A sample only the baseline has is named in the table."""
+    base = write_run(tmp_path / "b", [1.0, 1.0, 1.0], ids=["a", "b", "lost"])
+    cand = write_run(tmp_path / "c", [1.0, 1.0], ids=["a", "b"])
+    result = runner.invoke(app, ["gate", str(base), str(cand), "--margin", "1"])
+    assert result.exit_code == 0, result.output
+    assert "only in baseline" in result.stdout and "lost" in result.stdout
+
+
+def test_gate_rejects_an_unknown_method(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """An unknown --method is a usage error (exit 2)."""
+    base = write_run(tmp_path / "b", passes(4, 4))
+    result = runner.invoke(app, ["gate", str(base), str(base), "--method", "bootstrap"])
+    assert result.exit_code == 2
+
+
+def test_power_sample_size_reproduces_miller(app: typer.Typer, runner: CliRunner) -> None:
+    """omega^2 = 1/9, delta 0.03 -> n = 969, whether given as omega^2 or variance + rho."""
+    direct = runner.invoke(app, ["power", "--omega2", str(1 / 9), "--delta", "0.03"])
+    assert direct.exit_code == 0, direct.output
+    assert "n = 969 samples" in direct.stdout
+    args = ["power", "--variance", str(1 / 9), "--correlation", "0.5", "--delta", "0.03"]
+    via_rho = runner.invoke(app, [*args, "--json"])
+    assert json.loads(via_rho.stdout)["n"] == 969
+
+
+def test_power_minimum_detectable_effect(app: typer.Typer, runner: CliRunner) -> None:
+    """--n prints the minimum detectable effect (0.0300 at Miller's n = 969)."""
+    result = runner.invoke(app, ["power", "--omega2", str(1 / 9), "--n", "969"])
+    assert result.exit_code == 0, result.output
+    assert "minimum detectable effect with n = 969: 0.0300" in result.stdout
+
+
+def test_power_half_width(app: typer.Typer, runner: CliRunner) -> None:
+    """--half-width prints the samples for that interval half-width."""
+    result = runner.invoke(app, ["power", "--omega2", str(1 / 9), "--half-width", "0.02"])
+    assert result.exit_code == 0, result.output
+    assert "n = 1068 samples" in result.stdout
+
+
+def test_power_needs_exactly_one_question(app: typer.Typer, runner: CliRunner) -> None:
+    """Neither or both of --delta/--n, or no variance, is a usage error (exit 2)."""
+    assert runner.invoke(app, ["power", "--omega2", "0.1"]).exit_code == 2
+    both = ["power", "--omega2", "0.1", "--delta", "0.03", "--n", "100"]
+    assert runner.invoke(app, both).exit_code == 2
+    assert runner.invoke(app, ["power", "--delta", "0.03"]).exit_code == 2
