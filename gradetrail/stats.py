@@ -98,7 +98,7 @@ def sample_means(rows: Iterable[tuple[str, int, float]]) -> dict[str, float]:
     """Average each sample's epochs: (sample_id, epoch, score) rows -> {sample_id: mean}.
 
     Epochs are repeats of one sample, not new samples, so they are averaged per sample
-    before any standard error is taken (Miller §3: resampling reduces the within-sample
+    before any standard error is taken (Miller, on resampling: it reduces the within-sample
     variance; it never multiplies n). Order follows each sample's first row. A repeated
     (sample_id, epoch) pair raises ValueError rather than being counted twice.
     """
