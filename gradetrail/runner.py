@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, file_sha256, load_samples
-from gradetrail.errors import DatasetError, RunError
+from gradetrail.errors import DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.manifest import (
@@ -103,7 +103,10 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         cluster_field=spec.dataset.cluster_field,
     )
     provider = make_provider(spec.model, spec.base_dir)
-    provider.check_ready()
+    try:
+        provider.check_ready()
+    except (SpecError, DatasetError) as exc:
+        raise type(exc)(f"{spec.source}: {exc}") from None
     renderer = Renderer(spec, provider.identity())
     renderer.check(samples[0].row)
     scorer = make_scorer(spec)

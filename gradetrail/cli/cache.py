@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
             c.close()
         except GradetrailError as exc:
             raise fail(exc) from None
-        console = Console()
+        console = Console(soft_wrap=True, highlight=False)
         console.print(f"cache {s.path}: {s.entries} entries, {s.size_bytes / 1e6:.2f} MB")
         if s.by_model:
             table = Table("provider", "model", "entries")

@@ -1,0 +1,133 @@
+"""The response cache: keys, persistence, stats and clear, and its CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gradetrail.cache import ResponseCache, default_cache_path
+from gradetrail.providers.base import Request, Response
+
+BASE = Request(
+    provider="openai",
+    model="gpt-x",
+    base_url=None,
+    system="be brief",
+    messages=({"role": "user", "content": "2+2?"},),
+    params={"temperature": 0.0, "max_tokens": 16},
+)
+
+
+def _with(**changes: object) -> Request:
+    fields = {f: getattr(BASE, f) for f in BASE.__dataclass_fields__}
+    return Request(**{**fields, **changes})
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"provider": "anthropic"},
+        {"model": "gpt-y"},
+        {"base_url": "http://127.0.0.1:1/v1"},
+        {"system": "be long"},
+        {"messages": ({"role": "user", "content": "2+3?"},)},
+        {"params": {"temperature": 0.5, "max_tokens": 16}},
+        {"params": {"temperature": 0.0, "max_tokens": 16, "seed": 1}},
+        {"epoch": 2},
+        {"identity": {"recordings_sha256": "ab"}},
+    ],
+)
+def test_everything_that_decides_the_response_changes_the_key(changed: dict) -> None:
+    """Provider, model, base_url, system, messages, params, epoch, identity: each misses."""
+    assert _with(**changed).key() != BASE.key()
+
+
+def test_sample_id_and_param_order_do_not_change_the_key() -> None:
+    """The key is canonical JSON: dict order is irrelevant, and the sample id is not in it."""
+    same = _with(sample_id="other", params={"max_tokens": 16, "temperature": 0.0})
+    assert same.key() == BASE.key()
+    assert len(BASE.key()) == 64
+
+
+def test_put_get_roundtrip_persists_across_connections(tmp_path: Path) -> None:
+    """A stored response is read back intact by a new connection."""
+    path = tmp_path / "c.sqlite"
+    response = Response("4", "end_turn", "stop", "gpt-x-2025", 10, 1, 2, 0.25, 0.001)
+    cache = ResponseCache(path)
+    cache.put(BASE.key(), BASE, response)
+    cache.close()
+    again = ResponseCache(path)
+    assert again.get(BASE.key()) == response
+    assert again.get(_with(model="m2").key()) is None
+    assert again._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_stats_and_clear(tmp_path: Path) -> None:
+    """stats counts per model; clear by model or all."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    for i in range(3):
+        cache.put(_with(epoch=i + 1).key(), BASE, Response(str(i)))
+    other = _with(model="m2")
+    cache.put(other.key(), other, Response("x"))
+    stats = cache.stats()
+    assert stats.entries == 4
+    assert stats.by_model == [("openai", "gpt-x", 3), ("openai", "m2", 1)]
+    assert cache.clear("m2") == 1
+    assert cache.clear() == 3
+    assert cache.stats().entries == 0
+
+
+def test_default_location_env_override(monkeypatch, tmp_path: Path) -> None:
+    """GRADETRAIL_CACHE overrides the XDG default."""
+    monkeypatch.setenv("GRADETRAIL_CACHE", str(tmp_path / "x.sqlite"))
+    assert default_cache_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv("GRADETRAIL_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_path() == tmp_path / "xdg" / "gradetrail" / "cache.sqlite"
+
+
+def test_unopenable_cache_is_a_clear_error(cli, tmp_path: Path) -> None:
+    """A cache path that is a directory fails with a one-line fix, exit 1."""
+    from tests.conftest import GSM8K_SPEC
+
+    out = cli("run", str(GSM8K_SPEC), "--cache", str(tmp_path))
+    assert out.exit_code == 1
+    assert "cannot open" in out.stderr and "--no-cache" in out.stderr
+
+
+def test_cache_cli_stats_and_clear(cli, cache_path: Path) -> None:
+    """`cache stats` and `cache clear --yes` report on the default cache."""
+    from tests.conftest import GSM8K_SPEC
+
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5").exit_code == 0
+    out = cli("cache", "stats")
+    assert out.exit_code == 0
+    assert "5 entries" in out.stdout and "175b_verification" in out.stdout
+    out = cli("cache", "clear", "--yes")
+    assert out.exit_code == 0 and "deleted 5 entries" in out.stdout
+    explicit = cli("cache", "stats", "--cache", str(cache_path))
+    assert "0 entries" in explicit.stdout
+
+
+def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
+    """A sample with no recording is a provider_error and leaves nothing in the cache."""
+    from tests.conftest import GSM8K_DATA
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"q": "1"}) + "\n" + json.dumps({"q": "2"}) + "\n")
+    rec = tmp_path / "rec.jsonl"
+    rec.write_text(json.dumps({"m": "A: 1"}) + "\n")  # only sample 1 is recorded
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: t\ndataset: {path: d.jsonl}\nprompt: '{{ q }}'\ntarget: '{{ q }}'\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl}}\n"
+        "scorer: {type: numeric, marker: 'A:'}\n"
+    )
+    assert GSM8K_DATA.exists()
+    out = cli("run", str(spec), "--json")
+    assert out.exit_code == 0
+    m = json.loads(out.stdout)
+    assert m["counts"] == {"scored": 1, "provider_error": 1}
+    assert ResponseCache(Path(__import__("os").environ["GRADETRAIL_CACHE"])).stats().entries == 1

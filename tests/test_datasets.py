@@ -1,0 +1,76 @@
+"""Dataset loading: stable ids, shuffle, limit, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gradetrail.datasets import load_samples
+from gradetrail.errors import DatasetError
+
+
+def _write(path: Path, rows: list[dict], blank_after: int | None = None) -> Path:
+    lines = [json.dumps(r) for r in rows]
+    if blank_after is not None:
+        lines.insert(blank_after, "")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_ids_default_to_line_numbers(tmp_path: Path) -> None:
+    """Without an id field, the 1-based line number is the id (blank lines still count)."""
+    path = _write(tmp_path / "d.jsonl", [{"q": "a"}, {"q": "b"}, {"q": "c"}], blank_after=1)
+    assert [s.id for s in load_samples(path)] == ["1", "3", "4"]
+
+
+def test_id_field_is_used_when_present(tmp_path: Path) -> None:
+    """The id field's value, as a string, is the id."""
+    path = _write(tmp_path / "d.jsonl", [{"uid": 7}, {"uid": "x"}])
+    assert [s.id for s in load_samples(path, id_field="uid")] == ["7", "x"]
+
+
+def test_ids_do_not_depend_on_seed_or_limit(tmp_path: Path) -> None:
+    """Shuffle and limit reorder and cut samples but never change their ids."""
+    rows = [{"q": str(i)} for i in range(50)]
+    path = _write(tmp_path / "d.jsonl", rows)
+    by_id = {s.id: s.row for s in load_samples(path)}
+    shuffled = load_samples(path, shuffle_seed=3, limit=10)
+    assert len(shuffled) == 10
+    assert [s.index for s in shuffled] == list(range(10))
+    assert [s.id for s in shuffled] != [str(i) for i in range(1, 11)]
+    for s in shuffled:
+        assert by_id[s.id] == s.row
+    assert [s.id for s in load_samples(path, shuffle_seed=3, limit=10)] == [s.id for s in shuffled]
+
+
+def test_duplicate_ids_are_an_error(tmp_path: Path) -> None:
+    """Two rows with one id name the line and the id."""
+    path = _write(tmp_path / "d.jsonl", [{"id": 1}, {"id": 1}])
+    with pytest.raises(DatasetError, match=r"d.jsonl:2: duplicate sample id '1'"):
+        load_samples(path)
+
+
+def test_non_object_line_is_an_error(tmp_path: Path) -> None:
+    """Each line must be a JSON object."""
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"a": 1}\n[1, 2]\n')
+    with pytest.raises(DatasetError, match=r"d.jsonl:2: each line must be a JSON object"):
+        load_samples(path)
+
+
+def test_empty_dataset_is_an_error(tmp_path: Path) -> None:
+    """A dataset with no rows cannot run."""
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n")
+    with pytest.raises(DatasetError, match="no rows"):
+        load_samples(path)
+
+
+def test_cluster_field(tmp_path: Path) -> None:
+    """cluster_field reads each row's cluster; a row without it is an error."""
+    path = _write(tmp_path / "d.jsonl", [{"p": 1}, {"p": 1}, {"p": 2}])
+    assert [s.cluster for s in load_samples(path, cluster_field="p")] == ["1", "1", "2"]
+    with pytest.raises(DatasetError, match="no cluster field 'passage'"):
+        load_samples(path, cluster_field="passage")

@@ -1,0 +1,161 @@
+"""The exact, regex and numeric scorers, checked on hand cases and on the GSM8K labels."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gradetrail.datasets import Sample
+from gradetrail.errors import SpecError
+from gradetrail.scorers.base import ScoreInput
+from gradetrail.scorers.exact import ExactScorer
+from gradetrail.scorers.numeric import NumericScorer, extract_number
+from gradetrail.scorers.regex import RegexScorer
+from gradetrail.spec import ExactScorerSpec, NumericScorerSpec, RegexScorerSpec
+from tests.conftest import GSM8K_DATA
+
+
+def _item(response: str, target: str | None = None, **row: object) -> ScoreInput:
+    return ScoreInput(Sample(0, "s1", dict(row), 1), 1, "prompt", None, target, response)
+
+
+def exact(response: str, target: str, **opts: bool) -> float:
+    return ExactScorer(ExactScorerSpec(type="exact", **opts)).score(_item(response, target)).value
+
+
+def test_exact_strips_by_default() -> None:
+    """Surrounding whitespace is ignored unless strip is off."""
+    assert exact("  Paris\n", "Paris") == 1.0
+    assert exact("  Paris\n", "Paris", strip=False) == 0.0
+
+
+def test_exact_is_never_substring() -> None:
+    """A response containing the target is not a match."""
+    assert exact("The answer is Paris", "Paris") == 0.0
+
+
+def test_exact_normalizations() -> None:
+    """Case fold, whitespace collapse and NFKC apply only when asked."""
+    assert exact("PARIS", "paris") == 0.0
+    assert exact("PARIS", "paris", case_fold=True) == 1.0
+    assert exact("New   York", "New York") == 0.0
+    assert exact("New \t York", "New York", collapse_whitespace=True) == 1.0
+    assert exact("ﬁve", "five") == 0.0  # U+FB01 ligature
+    assert exact("ﬁve", "five", nfkc=True) == 1.0
+
+
+def test_exact_records_what_it_compared() -> None:
+    """The detail holds both normalized strings."""
+    s = ExactScorer(ExactScorerSpec(type="exact", case_fold=True)).score(_item(" A ", "a"))
+    assert s.detail == {"normalized_response": "a", "normalized_target": "a"}
+
+
+def regex(pattern: str, response: str, target: str | None = None, **kw: object) -> float:
+    scorer = RegexScorer(RegexScorerSpec(type="regex", pattern=pattern, **kw))
+    return scorer.score(_item(response, target, answer=target)).value
+
+
+def test_regex_escapes_rendered_values() -> None:
+    """A target of 2.5 cannot match 2x5: rendered values are regex-escaped."""
+    assert regex(r"\b{{ answer }}\b", "it is 2x5", "2.5") == 0.0
+    assert regex(r"\b{{ answer }}\b", "it is 2.5", "2.5") == 1.0
+    assert regex("^{{ answer }}$", "a+b", "a+b", match="fullmatch") == 1.0
+
+
+def test_regex_literal_pattern_text_is_a_regex() -> None:
+    """Template text outside {{ }} keeps its regex meaning."""
+    assert regex(r"A:\s*{{ answer }}\s*$", "work...\nA:   42", "42") == 1.0
+    assert regex(r"A:\s*{{ answer }}\s*$", "A: 42 apples", "42") == 0.0
+
+
+def test_regex_fullmatch_and_ignore_case() -> None:
+    """fullmatch needs the whole stripped response; ignore_case folds case."""
+    assert regex("{{ answer }}", "yes, Paris", "Paris", match="fullmatch") == 0.0
+    assert regex("{{ answer }}", " paris ", "Paris", match="fullmatch", ignore_case=True) == 1.0
+
+
+def test_regex_records_pattern_and_match() -> None:
+    """The detail holds the rendered pattern and the matched text."""
+    scorer = RegexScorer(RegexScorerSpec(type="regex", pattern=r"A: {{ answer }}"))
+    s = scorer.score(_item("A: 1.5", "1.5", answer="1.5"))
+    assert s.detail == {"pattern": r"A: 1\.5", "matched": "A: 1.5"}
+
+
+def test_regex_invalid_pattern_is_a_spec_error() -> None:
+    """check() compiles the first sample's pattern."""
+    scorer = RegexScorer(RegexScorerSpec(type="regex", pattern="([a-"))
+    with pytest.raises(SpecError, match="invalid regex"):
+        scorer.check(_item("", None))
+
+
+@pytest.mark.parametrize(
+    ("text", "marker", "value"),
+    [
+        ("so the answer is 18", None, 18.0),
+        ("A: $1,234.50", "A:", 1234.5),
+        ("She makes $18.", None, 18.0),
+        ("A: 18.0", "A:", 18.0),
+        ("A: -7", "A:", -7.0),
+        ("A: \u221212", "A:", -12.0),
+        ("16 - 3 = 13 eggs\nA: 13", "A:", 13.0),
+        ("first 5 then 7", None, 7.0),
+        ("#### 70,000", "####", 70000.0),
+        ("Answer: 3 apples and 4 pears", "Answer:", 3.0),
+        ("no marker here, 12 then 9", "Answer:", 9.0),
+        ("x-5", None, 5.0),
+        ("nothing", None, None),
+        ("value .5", None, 0.5),
+    ],
+)
+def test_extract_number(text: str, marker: str | None, value: float | None) -> None:
+    """Numbers are read after the marker (else the last), with $, commas, sign, decimals."""
+    assert extract_number(text, marker)[0] == value
+
+
+def numeric(response: str, target: str, **kw: object) -> float:
+    return NumericScorer(NumericScorerSpec(type="numeric", **kw)).score(_item(response, target))
+
+
+def test_numeric_compares_values_not_strings() -> None:
+    """18.0 equals 18; a sign is kept; tolerance is optional."""
+    assert numeric("A: 18.0", "18", marker="A:").value == 1.0
+    assert numeric("A: -18", "18", marker="A:").value == 0.0
+    assert numeric("A: 3.14", "3.1416", marker="A:").value == 0.0
+    assert numeric("A: 3.14", "3.1416", marker="A:", abs_tol=0.01).value == 1.0
+    assert numeric("A: 101", "100", rel_tol=0.02).value == 1.0
+
+
+def test_numeric_records_extraction() -> None:
+    """The detail says what was extracted from response and target, and if the marker was seen."""
+    s = numeric("steps 1, 2\nA: $1,000", "1000", marker="A:")
+    assert s.detail == {
+        "extracted": "$1,000",
+        "extracted_value": 1000.0,
+        "target": "1000",
+        "target_value": 1000.0,
+        "marker_found": True,
+    }
+
+
+def test_numeric_no_number_scores_zero() -> None:
+    """A response with no number scores 0 and says so."""
+    s = numeric("I don't know", "5")
+    assert s.value == 0.0 and s.detail["extracted"] is None
+
+
+@pytest.mark.parametrize(
+    "model", ["6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"]
+)
+def test_numeric_agrees_with_every_gsm8k_label(model: str) -> None:
+    """On all 1,319 problems the numeric scorer reproduces the authors' is_correct label."""
+    scorer = NumericScorer(NumericScorerSpec(type="numeric", marker="A:"))
+    tests = [json.loads(x) for x in (GSM8K_DATA / "test.jsonl").open()]
+    solutions = [json.loads(x) for x in (GSM8K_DATA / "example_model_solutions.jsonl").open()]
+    disagreements = [
+        i
+        for i, (t, s) in enumerate(zip(tests, solutions, strict=True))
+        if (scorer.score(_item(s[model]["solution"], t["answer"].split("####")[-1])).value == 1.0)
+        != s[model]["is_correct"]
+    ]
+    assert disagreements == []

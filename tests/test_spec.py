@@ -1,0 +1,209 @@
+"""Spec loading and validation: every bad input is one line naming file, field and fix,
+exit code 2, before any model call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import gradetrail
+from gradetrail.errors import SpecError
+from gradetrail.spec import apply_overrides, load_spec
+
+GOOD = {
+    "name": "t",
+    "dataset": {"path": "data.jsonl"},
+    "prompt": "Q: {{ question }}",
+    "target": "{{ answer }}",
+    "model": {"provider": "python", "name": "echo", "function": "echo_app:answer"},
+    "scorer": {"type": "exact"},
+}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A directory with a two-row dataset and an echo application."""
+    rows = [{"question": "1+1?", "answer": "2"}, {"question": "2+2?", "answer": "4"}]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "echo_app.py").write_text(
+        "CALLS = []\n"
+        "def answer(request):\n"
+        "    CALLS.append(request.prompt)\n"
+        "    return '2' if '1+1' in request.prompt else '5'\n"
+    )
+    return tmp_path
+
+
+def _write(workdir: Path, spec: dict, name: str = "spec.yaml") -> Path:
+    path = workdir / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _error(cli, path: Path, *extra: str) -> str:
+    out = cli("run", str(path), *extra)
+    assert out.exit_code == 2, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_good_spec_runs(cli, workdir: Path) -> None:
+    """The reference spec runs and scores one of two samples correct."""
+    out = cli("run", str(_write(workdir, GOOD)), "--json")
+    assert out.exit_code == 0, out.stderr
+    assert json.loads(out.stdout)["score"]["mean"] == 0.5
+
+
+def test_unknown_key_suggests_the_close_one(cli, workdir: Path) -> None:
+    """A typo'd key is named with a 'did you mean'."""
+    spec = {**GOOD, "scorer": {"type": "exact", "case_flod": True}}
+    line = _error(cli, _write(workdir, spec))
+    assert "spec.yaml" in line and "scorer.case_flod" in line
+    assert "did you mean 'case_fold'?" in line
+
+
+def test_unknown_top_level_key(cli, workdir: Path) -> None:
+    """An unknown top-level key is named with its closest field."""
+    line = _error(cli, _write(workdir, {**GOOD, "promt": "x"}))
+    assert "promt: unknown key; did you mean 'prompt'?" in line
+
+
+def test_unknown_nested_model_param(cli, workdir: Path) -> None:
+    """Unknown sampling params are caught, not silently sent."""
+    spec = {**GOOD, "model": {**GOOD["model"], "params": {"temprature": 0}}}
+    line = _error(cli, _write(workdir, spec))
+    assert "model.params.temprature" in line and "temperature" in line
+
+
+def test_missing_required_field(cli, workdir: Path) -> None:
+    """A missing field says to add it."""
+    spec = {k: v for k, v in GOOD.items() if k != "prompt"}
+    line = _error(cli, _write(workdir, spec))
+    assert "prompt: required field is missing" in line
+
+
+def test_unknown_scorer_type(cli, workdir: Path) -> None:
+    """An unknown scorer type lists the known ones."""
+    line = _error(cli, _write(workdir, {**GOOD, "scorer": {"type": "fuzzy"}}))
+    assert "scorer.type" in line and "'exact'" in line
+
+
+def test_template_field_missing_from_first_row(cli, workdir: Path) -> None:
+    """A template naming a field the rows lack fails before any call."""
+    spec = {**GOOD, "prompt": "Q: {{ questoin }}"}
+    line = _error(cli, _write(workdir, spec))
+    assert "prompt" in line and "questoin" in line and "answer, question" in line
+    assert "CALLS" not in line
+
+
+def test_template_syntax_error(cli, workdir: Path) -> None:
+    """A Jinja2 syntax error names the template and line."""
+    line = _error(cli, _write(workdir, {**GOOD, "target": "{{ answer "}))
+    assert "target: template syntax error on line 1" in line
+
+
+def test_invalid_regex(cli, workdir: Path) -> None:
+    """An invalid regex pattern is caught before any call."""
+    spec = {**GOOD, "scorer": {"type": "regex", "pattern": "(unclosed {{ answer }}"}}
+    line = _error(cli, _write(workdir, spec))
+    assert "scorer.pattern: invalid regex" in line
+
+
+def test_regex_pattern_field_missing(cli, workdir: Path) -> None:
+    """A pattern naming a missing field is caught against the first row."""
+    spec = {**GOOD, "scorer": {"type": "regex", "pattern": "{{ nope }}"}}
+    line = _error(cli, _write(workdir, spec))
+    assert "scorer.pattern" in line and "nope" in line
+
+
+def test_missing_dataset_file(cli, workdir: Path) -> None:
+    """A missing dataset names the resolved path."""
+    spec = {**GOOD, "dataset": {"path": "nowhere.jsonl"}}
+    line = _error(cli, _write(workdir, spec))
+    assert "nowhere.jsonl not found" in line
+
+
+def test_missing_spec_file(cli, tmp_path: Path) -> None:
+    """A missing spec file is a usage error."""
+    line = _error(cli, tmp_path / "nope.yaml")
+    assert "spec file not found" in line
+
+
+def test_invalid_yaml(cli, workdir: Path) -> None:
+    """Broken YAML names the line."""
+    path = workdir / "bad.yaml"
+    path.write_text("name: t\nprompt: [unclosed\n")
+    line = _error(cli, path)
+    assert "bad.yaml" in line and "line" in line
+
+
+def test_malformed_dataset_line(cli, workdir: Path) -> None:
+    """A dataset line that is not JSON names the file and line."""
+    (workdir / "data.jsonl").write_text('{"question": "a", "answer": "1"}\n{broken\n')
+    line = _error(cli, _write(workdir, GOOD))
+    assert "data.jsonl:2: not valid JSON" in line
+
+
+def test_python_function_not_importable(cli, workdir: Path) -> None:
+    """A wrong module:function stops the run before any sample."""
+    spec = {**GOOD, "model": {**GOOD["model"], "function": "echo_app:nope"}}
+    line = _error(cli, _write(workdir, spec))
+    assert "model.function" in line and "'nope'" in line
+
+
+def test_bad_set_override(cli, workdir: Path) -> None:
+    """--set without '=' says the expected form."""
+    line = _error(cli, _write(workdir, GOOD), "--set", "model.name")
+    assert "expected dotted.key=value" in line
+
+
+def test_set_override_of_unknown_field_is_validated(cli, workdir: Path) -> None:
+    """An override is validated like the file (did you mean)."""
+    line = _error(cli, _write(workdir, GOOD), "--set", "run.concurency=4")
+    assert "run.concurency: unknown key; did you mean 'concurrency'?" in line
+
+
+def test_invalid_value_names_field_and_input(cli, workdir: Path) -> None:
+    """A wrong-typed value names the field."""
+    line = _error(cli, _write(workdir, GOOD), "--set", "run.concurrency=0")
+    assert "run.concurrency" in line and "greater than or equal to 1" in line
+
+
+def test_override_values_parse_as_yaml() -> None:
+    """--set values are YAML: ints, lists, mappings."""
+    out = apply_overrides(
+        {"run": {}}, ["run.concurrency=8", "model.params.stop=['A:']", "x.y=hello"], "s"
+    )
+    assert out == {
+        "run": {"concurrency": 8},
+        "model": {"params": {"stop": ["A:"]}},
+        "x": {"y": "hello"},
+    }
+
+
+def test_override_into_scalar_is_an_error() -> None:
+    """--set cannot descend into a scalar."""
+    with pytest.raises(SpecError, match="name is not a mapping"):
+        apply_overrides({"name": "t"}, ["name.x=1"], "s")
+
+
+def test_relative_paths_resolve_against_spec_dir(workdir: Path, monkeypatch) -> None:
+    """dataset.path is relative to the spec file, not the working directory."""
+    monkeypatch.chdir("/")
+    spec = load_spec(_write(workdir, GOOD))
+    assert spec.resolve(spec.dataset.path) == workdir / "data.jsonl"
+
+
+def test_schema_command_prints_json_schema(cli) -> None:
+    """`gradetrail schema` prints a JSON Schema covering every spec section."""
+    out = cli("schema")
+    assert out.exit_code == 0
+    schema = json.loads(out.stdout)
+    assert set(schema["properties"]) >= {"name", "dataset", "prompt", "model", "scorer", "run"}
+    assert schema["additionalProperties"] is False
+    assert schema == gradetrail.spec_json_schema()
