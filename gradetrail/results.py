@@ -2,9 +2,13 @@
 them back.
 
 A run directory holds ``results.jsonl`` (one :class:`SampleResult` a line, one per
-(sample, epoch), in input order once the run ends) and ``manifest.json``. While a run is
+(sample, epoch), in input order once the run ends), ``samples.jsonl`` (one
+:class:`SampleScore` a line: each sample's epochs reduced to one score, in input order),
+``manifest.json`` and ``log.jsonl`` (every provider and judge call). While a run is
 going, rows are appended as samples finish (flushed, so a crash keeps them); at the end
 the file is rewritten in input order through a temporary file and an atomic rename.
+Every file is written through :class:`~gradetrail.rundir.RunDir`, never through a
+symlink.
 """
 
 from __future__ import annotations
@@ -21,16 +25,32 @@ from gradetrail.errors import RunError, UsageError
 
 __all__ = [
     "RESULTS_FILE",
+    "SAMPLES_FILE",
     "SampleResult",
+    "SampleScore",
     "SampleState",
     "ResultsWriter",
     "iter_results",
     "read_manifest",
     "read_results",
+    "read_samples",
 ]
 
 RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
+SAMPLES_FILE = "samples.jsonl"
+LOG_FILE = "log.jsonl"
+#: every name a run writes in its run directory (checked for planted symlinks up front)
+OUTPUT_FILES = (
+    RESULTS_FILE,
+    RESULTS_FILE + ".tmp",
+    SAMPLES_FILE,
+    SAMPLES_FILE + ".tmp",
+    MANIFEST_FILE,
+    MANIFEST_FILE + ".tmp",
+    LOG_FILE,
+    ".lock",
+)
 
 SampleState = Literal["scored", "provider_error", "judge_error"]
 
@@ -70,8 +90,27 @@ class SampleResult(BaseModel):
     cluster: str | None = Field(None, description="The sample's cluster, when the spec names one.")
 
 
+class SampleScore(BaseModel):
+    """One sample of a run: its epochs reduced to one score (a line of ``samples.jsonl``)."""
+
+    sample_id: str = Field(description="The stable sample id.")
+    score: float | None = Field(
+        description="The reduced score in [0, 1] (run.reducer over the scored epochs); null "
+        "when no epoch was scored, or fewer than k for pass_at_k."
+    )
+    epochs: int = Field(description="Epochs with a row (scored or not).")
+    scored: int = Field(description="Epochs in state scored; the reducer's n.")
+    scores: list[float | None] = Field(
+        description="Each epoch's score in epoch order; null for an epoch in an error state."
+    )
+    cluster: str | None = Field(None, description="The sample's cluster, when the spec names one.")
+
+
 class ResultsWriter:
     """Appends rows to a run directory's ``results.jsonl`` and rewrites it in input order.
+
+    Only each row's offset and length are kept in memory (not the row), so memory stays
+    flat in the dataset's size; :meth:`finalize` copies the rows into input order.
 
     Args:
         run_dir: the run directory (must already exist).
@@ -79,35 +118,39 @@ class ResultsWriter:
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / RESULTS_FILE
-        self._lines: dict[tuple[int, int], str] = {}
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        self._spans: dict[tuple[int, int], tuple[int, int]] = {}
+        self._offset = 0
+        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
         try:
-            fd = os.open(self.path, flags, 0o644)
+            self._fd = os.open(self.path, flags, 0o644)
         except OSError as exc:
             raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
-        self._file = os.fdopen(fd, "w", encoding="utf-8")
 
     def append(self, order: tuple[int, int], row: SampleResult) -> None:
-        """Write one row now (flushed); ``order`` is ``(sample index, epoch)``."""
-        line = row.model_dump_json() + "\n"
-        self._lines[order] = line
-        self._file.write(line)
-        self._file.flush()
+        """Write one row now (unbuffered, so a crash keeps it); ``order`` is
+        ``(sample index, epoch)``."""
+        data = (row.model_dump_json() + "\n").encode()
+        os.write(self._fd, data)
+        self._spans[order] = (self._offset, len(data))
+        self._offset += len(data)
 
     def finalize(self) -> None:
         """Rewrite the file in input order, atomically (temporary file, then rename)."""
-        self._file.close()
         tmp = self.path.with_name(RESULTS_FILE + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.writelines(self._lines[k] for k in sorted(self._lines))
+        with open(tmp, "wb") as f:
+            for key in sorted(self._spans):
+                offset, length = self._spans[key]
+                f.write(os.pread(self._fd, length, offset))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self.close()
 
     def close(self) -> None:
         """Close without reordering (the rows written so far stay on disk)."""
-        if not self._file.closed:
-            self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:
@@ -136,6 +179,21 @@ def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:
 def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
     """All rows of a run as dicts (see :class:`SampleResult` for the fields)."""
     return list(iter_results(run_dir))
+
+
+def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run's ``samples.jsonl`` as dicts (see :class:`SampleScore`), in input order.
+
+    Raises:
+        UsageError: the directory has no samples file (a run from before reducers, or one
+            killed before it ended).
+    """
+    path = Path(run_dir) / SAMPLES_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{run_dir}: no {SAMPLES_FILE}; re-run the spec to write it") from None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:

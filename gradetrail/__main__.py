@@ -1,0 +1,5 @@
+"""``python -m gradetrail`` runs the CLI."""
+
+from gradetrail.cli import main
+
+main()
