@@ -9,7 +9,6 @@ files). Two runs are comparable exactly when their identity hashes match.
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import subprocess
 from datetime import UTC, datetime
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gradetrail.providers.base import canonical_json
+from gradetrail.rundir import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
 
 __all__ = ["Manifest", "git_state", "identity_hash", "spec_hash", "write_manifest"]
@@ -70,10 +70,11 @@ def git_state(cwd: Path | None = None) -> tuple[str | None, bool | None]:
 
 
 class ScoreStats(BaseModel):
-    """Mean score over samples (epochs averaged per sample first) with its error bars."""
+    """Mean score over samples (each sample's epochs reduced to one score first, by
+    run.reducer) with its error bars; the standard error is over samples, not rows."""
 
-    n: int = Field(description="Samples with at least one scored epoch.")
-    mean: float | None = Field(description="Mean of per-sample scores.")
+    n: int = Field(description="Samples with a reduced score (at least one scored epoch).")
+    mean: float | None = Field(description="Mean of per-sample (reduced) scores.")
     se: float | None = Field(description="Standard error of the mean (clustered if clusters).")
     ci_low: float | None = Field(description="Lower bound of the 95% confidence interval.")
     ci_high: float | None = Field(description="Upper bound of the 95% confidence interval.")
@@ -127,9 +128,16 @@ def runtime_versions() -> tuple[str, str]:
     return __version__, platform.python_version()
 
 
-def write_manifest(run_dir: Path, manifest: Manifest) -> None:
-    """Write ``manifest.json`` atomically (temporary file, then rename)."""
-    path = run_dir / "manifest.json"
-    tmp = run_dir / "manifest.json.tmp"
-    tmp.write_text(manifest.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+def write_manifest(run_dir: RunDir | Path, manifest: Manifest) -> None:
+    """Write ``manifest.json`` atomically (temporary file, then rename), never through a
+    symlink (see :class:`~gradetrail.rundir.RunDir`).
+
+    Raises:
+        RunError: the run directory or the manifest is a symlink, or cannot be written.
+    """
+    text = manifest.model_dump_json(indent=2) + "\n"
+    if isinstance(run_dir, RunDir):
+        run_dir.write_atomic("manifest.json", text)
+        return
+    with RunDir.create(run_dir) as opened:
+        opened.write_atomic("manifest.json", text)

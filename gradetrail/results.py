@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gradetrail.errors import RunError, UsageError
+from gradetrail.errors import UsageError
+from gradetrail.rundir import RunDir
 
 __all__ = [
     "RESULTS_FILE",
@@ -112,19 +113,27 @@ class ResultsWriter:
     Only each row's offset and length are kept in memory (not the row), so memory stays
     flat in the dataset's size; :meth:`finalize` copies the rows into input order.
 
+    Opening truncates the file: a re-run of a killed run writes every row again, from the
+    cache. That loses nothing paid for, because the pipeline commits each response to the
+    cache *before* its row is appended here, so every row on disk (a torn last line
+    included) has its response in the cache; ``results.jsonl`` is derived data, and
+    rebuilding it cannot merge a torn line into the next row or duplicate one. (With
+    ``--no-cache`` nothing is kept between runs, by request.)
+
     Args:
-        run_dir: the run directory (must already exist).
+        run_dir: the open run directory, or its path (must already exist).
+
+    Raises:
+        RunError: ``results.jsonl`` is a symlink or cannot be written.
     """
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / RESULTS_FILE
+    def __init__(self, run_dir: RunDir | Path) -> None:
+        self._own = not isinstance(run_dir, RunDir)
+        self._dir = RunDir.create(run_dir) if self._own else run_dir
+        self.path = self._dir.path / RESULTS_FILE
         self._spans: dict[tuple[int, int], tuple[int, int]] = {}
         self._offset = 0
-        flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-        try:
-            self._fd = os.open(self.path, flags, 0o644)
-        except OSError as exc:
-            raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
+        self._fd = self._dir.open_fd(RESULTS_FILE, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
 
     def append(self, order: tuple[int, int], row: SampleResult) -> None:
         """Write one row now (unbuffered, so a crash keeps it); ``order`` is
@@ -136,14 +145,10 @@ class ResultsWriter:
 
     def finalize(self) -> None:
         """Rewrite the file in input order, atomically (temporary file, then rename)."""
-        tmp = self.path.with_name(RESULTS_FILE + ".tmp")
-        with open(tmp, "wb") as f:
-            for key in sorted(self._spans):
-                offset, length = self._spans[key]
-                f.write(os.pread(self._fd, length, offset))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        spans = (self._spans[key] for key in sorted(self._spans))
+        self._dir.write_atomic(
+            RESULTS_FILE, (os.pread(self._fd, length, offset) for offset, length in spans)
+        )
         self.close()
 
     def close(self) -> None:
@@ -151,6 +156,9 @@ class ResultsWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._own:
+            self._dir.close()
+            self._own = False
 
 
 def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:

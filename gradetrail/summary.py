@@ -7,9 +7,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gradetrail.datasets import Sample
 from gradetrail.manifest import ScoreStats
-from gradetrail.results import SampleResult
-from gradetrail.stats import sample_means, summarize
+from gradetrail.reducers import ReducerName, reduce_scores
+from gradetrail.results import SampleResult, SampleScore
+from gradetrail.stats import summarize
 
 __all__ = ["Tally"]
 
@@ -31,6 +33,9 @@ class Tally:
         cost_usd: USD paid this run (rows not from the cache), None while nothing is priced.
         cost_usd_cached: USD the cache hits once cost.
         served_models: served model -> rows.
+        reducer: how a sample's scored epochs become its score (see
+            :mod:`gradetrail.reducers`).
+        pass_k: the k of reducer ``pass_at_k``.
     """
 
     rows: int = 0
@@ -43,7 +48,10 @@ class Tally:
     cost_usd: float | None = None
     cost_usd_cached: float | None = None
     served_models: Counter[str] = field(default_factory=Counter)
-    _scores: list[tuple[str, int, float]] = field(default_factory=list)
+    reducer: ReducerName = "mean"
+    pass_k: int = 1
+    #: sample id -> {epoch: score, or None for an error row}
+    _epochs: dict[str, dict[int, float | None]] = field(default_factory=dict)
     _clusters: dict[str, str | None] = field(default_factory=dict)
 
     def add(self, row: SampleResult) -> None:
@@ -62,21 +70,56 @@ class Tally:
                 self.cost_usd_cached = (self.cost_usd_cached or 0.0) + row.cost_usd
             else:
                 self.cost_usd = (self.cost_usd or 0.0) + row.cost_usd
-        if row.state == "scored" and row.score is not None:
-            self._scores.append((row.sample_id, row.epoch, row.score))
+        epochs = self._epochs.get(row.sample_id)
+        if epochs is None:
+            epochs = self._epochs[row.sample_id] = {}
             self._clusters[row.sample_id] = row.cluster
+        epochs[row.epoch] = row.score if row.state == "scored" else None
 
     @property
     def errors(self) -> int:
         """Rows in an error state."""
         return self.rows - self.counts["scored"]
 
+    def reduced(self) -> dict[str, float | None]:
+        """Each sample's score: its scored epochs reduced by :attr:`reducer` (None when
+        there is nothing to reduce), in the order samples were first seen."""
+        return {
+            sample_id: reduce_scores(
+                [v for v in epochs.values() if v is not None], self.reducer, self.pass_k
+            )
+            for sample_id, epochs in self._epochs.items()
+        }
+
+    def sample_scores(self, samples: list[Sample]) -> list[SampleScore]:
+        """The ``samples.jsonl`` lines: one per sample with at least one row, in the
+        order of ``samples`` (the run's input order)."""
+        reduced = self.reduced()
+        out = []
+        for sample in samples:
+            epochs = self._epochs.get(sample.id)
+            if epochs is None:
+                continue
+            scores = [epochs[e] for e in sorted(epochs)]
+            out.append(
+                SampleScore(
+                    sample_id=sample.id,
+                    score=reduced[sample.id],
+                    epochs=len(scores),
+                    scored=sum(v is not None for v in scores),
+                    scores=scores,
+                    cluster=sample.cluster,
+                )
+            )
+        return out
+
     def score_stats(self, clustered: bool = False) -> ScoreStats:
-        """Mean of per-sample scores (epochs averaged first) with SE and 95% CI; clustered
+        """Mean over samples of their reduced scores (:meth:`reduced`; samples without a
+        score left out) with standard error and 95% CI over samples, not rows; clustered
         standard error when ``clustered``."""
-        means = sample_means(self._scores)
-        values = list(means.values())
-        clusters = [self._clusters[s] for s in means] if clustered else None
+        reduced = {k: v for k, v in self.reduced().items() if v is not None}
+        values = list(reduced.values())
+        clusters = [self._clusters[s] for s in reduced] if clustered else None
         s = summarize(values, clusters)
         return ScoreStats(
             n=s.n,

@@ -1,0 +1,264 @@
+"""The run directory on disk: created and written without following planted symlinks.
+
+A results directory may be shared, or come from a cloned repository, so a symlink
+planted where gradetrail writes (the run directory itself, ``results.jsonl``,
+``manifest.json``, ``log.jsonl``, ...) could redirect a write onto any file the user can
+write. :class:`RunDir` closes that hole:
+
+- the run directory is opened once with ``O_DIRECTORY | O_NOFOLLOW`` and every file in it
+  is opened relative to that descriptor (``dir_fd``) with ``O_NOFOLLOW``, so swapping the
+  directory for a link after the check changes nothing;
+- :meth:`RunDir.check_outputs` refuses a symlink (or anything but a regular file) at any
+  output name before the first model call, so a run is never refused after paying;
+- temporary files are created with ``O_EXCL`` after removing a stale one (``unlink``
+  removes a link itself, never its target) and renamed into place atomically;
+- an exclusive lock (``flock`` on ``.lock``) keeps two processes from writing one run
+  directory at once (the second is refused; the kernel drops the lock if the holder dies,
+  so a ``kill -9`` never leaves a stale lock).
+
+Sample ids come from datasets and may hold ``/``, ``..`` or control characters; a file
+named after a sample goes through :func:`sample_file_name`, never the id as-is.
+
+Windows has neither ``O_NOFOLLOW`` nor ``dir_fd``; there each name is checked with
+``lstat`` right before it is opened (a narrower guarantee).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO
+
+from gradetrail.errors import RunError
+
+__all__ = ["RunDir", "sample_file_name"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_DIR_FD = os.open in os.supports_dir_fd and os.replace in os.supports_dir_fd and bool(_NOFOLLOW)
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_LOCK = ".lock"
+
+
+def sample_file_name(sample_id: str, suffix: str = "") -> str:
+    """A file name for a sample that is safe on every filesystem, and distinct per id.
+
+    The id's letters, digits, ``.``, ``_`` and ``-`` are kept (at most 64 of them, for
+    reading), every other run of characters becomes ``_``, and the first 12 hex digits of
+    the id's SHA-256 are appended, so ids that differ only in unsafe characters or in
+    case (``A`` and ``a`` on a case-insensitive disk) never share a file. The result
+    never starts with ``.`` and never contains a path separator.
+
+    Args:
+        sample_id: the sample id, any string.
+        suffix: appended verbatim (e.g. ``".json"``).
+
+    Returns:
+        e.g. ``"gsm8k_12-9f86d081884c"`` for ``"gsm8k/12"``.
+    """
+    readable = "_".join(_SAFE_NAME.findall(sample_id))[:64].lstrip(".") or "sample"
+    digest = hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{readable}-{digest}{suffix}"
+
+
+def _refuse(path: Path, what: str) -> RunError:
+    return RunError(
+        f"{path}: {what}; refusing to write results through it (remove it, or pass "
+        "--results-root with another directory)"
+    )
+
+
+class RunDir:
+    """An open run directory: files are created in it without following symlinks.
+
+    Use :meth:`create`; close with :meth:`close` (or as a context manager).
+
+    Attributes:
+        path: the run directory.
+    """
+
+    def __init__(self, path: Path, fd: int | None) -> None:
+        self.path = path
+        self._fd = fd
+        self._lock: int | None = None
+
+    @classmethod
+    def create(cls, path: str | Path) -> RunDir:
+        """Create (or reuse) the run directory ``path`` and open it.
+
+        The parent (the results root) is created if missing; the run directory must not be
+        a symlink, and neither may the parent's last component.
+
+        Raises:
+            RunError: a symlink or a non-directory in the way, or the directory cannot be
+                created or opened.
+        """
+        path = Path(path)
+        parent = path.parent
+        if parent.is_symlink():
+            raise _refuse(parent, "the results directory is a symlink")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise RunError(f"{path}: cannot create the run directory ({exc.strerror})") from None
+        if path.is_symlink():
+            raise _refuse(path, "the run directory is a symlink")
+        if not _DIR_FD:
+            if not path.is_dir():
+                raise _refuse(path, "not a directory")
+            return cls(path, None)
+        try:
+            fd = os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _refuse(path, "not a plain directory") from None
+            raise RunError(f"{path}: cannot open the run directory ({exc.strerror})") from None
+        return cls(path, fd)
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ low level
+
+    def _open(self, name: str, flags: int, mode: int = 0o644) -> int:
+        if "/" in name or os.sep in name or name in ("", ".", ".."):
+            raise ValueError(f"{name!r} is not a plain file name")
+        try:
+            if self._fd is not None:
+                return os.open(name, flags | _NOFOLLOW, mode, dir_fd=self._fd)
+            target = self.path / name
+            if target.is_symlink():
+                raise OSError(errno.ELOOP, "is a symlink")
+            return os.open(target, flags, mode)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _refuse(self.path / name, "is a symlink") from None
+            raise RunError(f"{self.path / name}: cannot write ({exc.strerror})") from None
+
+    def _unlink(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name if self._fd is not None else self.path / name, dir_fd=self._fd)
+
+    def _replace(self, src: str, dst: str) -> None:
+        if self._fd is not None:
+            os.replace(src, dst, src_dir_fd=self._fd, dst_dir_fd=self._fd)
+        else:
+            os.replace(self.path / src, self.path / dst)
+
+    # ------------------------------------------------------------------ public
+
+    def check_outputs(self, names: tuple[str, ...] | list[str]) -> None:
+        """Refuse before any model call when an output name is taken by a symlink or by
+        anything but a regular file (a missing name is fine).
+
+        Raises:
+            RunError: naming the first offending path.
+        """
+        for name in names:
+            try:
+                if self._fd is not None:
+                    st = os.stat(name, dir_fd=self._fd, follow_symlinks=False)
+                else:
+                    st = os.lstat(self.path / name)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                raise _refuse(self.path / name, "is a symlink")
+            if not stat.S_ISREG(st.st_mode):
+                raise _refuse(self.path / name, "is not a regular file")
+
+    def open_text(self, name: str, *, append: bool = False, buffering: int = -1) -> IO[str]:
+        """Open ``name`` for writing text (UTF-8): truncated, or appended to.
+
+        Args:
+            name: a plain file name in the run directory.
+            append: append (``O_APPEND``) instead of truncating.
+            buffering: as for :func:`open` (1: flush every line).
+
+        Raises:
+            RunError: the name is a symlink, or the file cannot be opened.
+        """
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+        fd = self._open(name, flags)
+        return os.fdopen(fd, "w", buffering=buffering, encoding="utf-8")
+
+    def open_fd(self, name: str, flags: int) -> int:
+        """``os.open`` of ``name`` in the run directory with ``O_NOFOLLOW`` added; the
+        caller closes the descriptor.
+
+        Raises:
+            RunError: the name is a symlink, or the file cannot be opened.
+        """
+        return self._open(name, flags)
+
+    def write_atomic(self, name: str, content: str | bytes | Iterable[bytes]) -> None:
+        """Replace ``name`` atomically: a temporary file (``name.tmp``, created
+        exclusively) is written, flushed and fsynced, then renamed over ``name``, so a
+        reader sees the old file or the new one, never a mix.
+
+        Args:
+            name: a plain file name in the run directory.
+            content: text (written as UTF-8), bytes, or chunks of bytes written in turn.
+
+        Raises:
+            RunError: see :meth:`open_text`.
+        """
+        tmp = name + ".tmp"
+        self._unlink(tmp)
+        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(content, str):
+                f.write(content.encode("utf-8"))
+            elif isinstance(content, bytes):
+                f.write(content)
+            else:
+                for chunk in content:
+                    f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        self._replace(tmp, name)
+
+    def lock(self) -> None:
+        """Take the run directory's exclusive lock for this process (no-op on Windows).
+
+        Raises:
+            RunError: another process holds it (naming its pid).
+        """
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            return
+        fd = self._open(_LOCK, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise RunError(
+                f"{self.path}: another gradetrail run (pid {holder}) is writing this run "
+                "directory; wait for it to finish or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock = fd
+
+    def close(self) -> None:
+        """Release the lock and the directory descriptor."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
