@@ -53,9 +53,13 @@ class Renderer:
     Args:
         spec: the validated spec.
         identity: the provider's cache-key material (:meth:`Provider.identity`).
+        keyed_by_sample: put the sample id into every request's identity (and so its key),
+            for providers whose response depends on the sample (replay).
     """
 
-    def __init__(self, spec: EvalSpec, identity: dict[str, Any]) -> None:
+    def __init__(
+        self, spec: EvalSpec, identity: dict[str, Any], keyed_by_sample: bool = False
+    ) -> None:
         where = spec.source
         self.prompt = compile_template(spec.prompt, f"{where}: prompt")
         self.system = compile_template(spec.system, f"{where}: system") if spec.system else None
@@ -65,6 +69,7 @@ class Renderer:
         if not self.params.get("extra"):
             self.params.pop("extra", None)
         self.identity = identity
+        self.keyed_by_sample = keyed_by_sample
 
     def templates(self) -> list[Template]:
         """The templates this renderer applies to every row."""
@@ -107,7 +112,11 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
         params=renderer.params,
         epoch=epoch,
         sample_id=sample.id,
-        identity=renderer.identity,
+        identity=(
+            {**renderer.identity, "sample_id": sample.id}
+            if renderer.keyed_by_sample
+            else renderer.identity
+        ),
     )
     target = _render(renderer.target, sample) if renderer.target else None
     return Prepared(sample, epoch, request, request.key(), target)

@@ -107,7 +107,7 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         provider.check_ready()
     except (SpecError, DatasetError) as exc:
         raise type(exc)(f"{spec.source}: {exc}") from None
-    renderer = Renderer(spec, provider.identity())
+    renderer = Renderer(spec, provider.identity(), provider.keyed_by_sample)
     renderer.check(samples[0].row)
     scorer = make_scorer(spec)
     first = prepare(samples[0], 1, renderer)

@@ -129,6 +129,9 @@ class Provider(ABC):
     """
 
     name: ClassVar[str]
+    #: True when the response depends on the sample itself, not only on the rendered
+    #: request (replay): the sample id then enters the cache key
+    keyed_by_sample: ClassVar[bool] = False
 
     def __init__(self, model: ModelSpec, base_dir: Path) -> None:
         self.model = model

@@ -21,6 +21,7 @@ class ReplayProvider(Provider):
     (a ``provider_error`` row naming the id), never a crash."""
 
     name = "replay"
+    keyed_by_sample = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -1,0 +1,153 @@
+"""The replay and python providers, through the whole run pipeline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gradetrail
+
+APP = """
+import asyncio, json, os
+from gradetrail import Response
+from gradetrail.errors import ServerError
+
+def _log(request):
+    with open(os.environ["ECHO_LOG"], "a") as f:
+        f.write(json.dumps({"sample": request.sample_id, "prompt": request.prompt}) + "\\n")
+
+def sync_app(request):
+    _log(request)
+    return request.prompt.split("=")[-1].strip()
+
+async def async_app(request):
+    _log(request)
+    await asyncio.sleep(0.001)
+    return Response(text="A: 7", stop_reason="end_turn", served_model="app-v2",
+                    input_tokens=3, output_tokens=2)
+
+def broken(request):
+    _log(request)
+    raise KeyError("db down")
+
+def flaky(request):
+    _log(request)
+    n = sum(1 for _ in open(os.environ["ECHO_LOG"]))
+    if n % 2:
+        raise ServerError("try again", status=503)
+    return "7"
+
+def wrong_type(request):
+    return 7
+"""
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A dataset of three sums and a module of application functions."""
+    rows = [{"id": f"q{i}", "expr": f"{3 + i}+{4 - i}={7 if i != 2 else 8}"} for i in range(3)]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "myapp.py").write_text(APP)
+    monkeypatch.setenv("ECHO_LOG", str(tmp_path / "calls.jsonl"))
+    return tmp_path
+
+
+def _spec(app_dir: Path, function: str, **run: object) -> gradetrail.EvalSpec:
+    text = (
+        "name: app\ndataset: {path: data.jsonl}\nprompt: '{{ expr }}'\ntarget: '7'\n"
+        f"model: {{provider: python, name: myapp, function: 'myapp:{function}'}}\n"
+        "scorer: {type: numeric}\n"
+        f"run: {json.dumps({'concurrency': 2, 'max_retries': 0, **run})}\n"
+    )
+    (app_dir / "s.yaml").write_text(text)
+    return gradetrail.load_spec(app_dir / "s.yaml")
+
+
+def _calls(app_dir: Path) -> list[dict]:
+    path = app_dir / "calls.jsonl"
+    return [json.loads(x) for x in path.open()] if path.exists() else []
+
+
+def _rows(result: gradetrail.RunResult) -> list[dict]:
+    return gradetrail.read_results(result.run_dir)
+
+
+def test_sync_function_is_called_once_per_sample_then_cached(app_dir: Path) -> None:
+    """A sync function sees the rendered request; a re-run makes no call."""
+    result = gradetrail.run_eval(_spec(app_dir, "sync_app"), results_root=app_dir / "r")
+    assert [r["score"] for r in _rows(result)] == [1.0, 1.0, 0.0]
+    assert sorted(c["sample"] for c in _calls(app_dir)) == ["q0", "q1", "q2"]
+    again = gradetrail.run_eval(_spec(app_dir, "sync_app"), results_root=app_dir / "r")
+    assert again.manifest.cache_hits == 3
+    assert len(_calls(app_dir)) == 3
+
+
+def test_async_function_returning_response_keeps_detail(app_dir: Path) -> None:
+    """An async function may return a Response: tokens, stop reason and served model flow."""
+    result = gradetrail.run_eval(_spec(app_dir, "async_app"), results_root=app_dir / "r")
+    row = _rows(result)[0]
+    assert row["response"] == "A: 7" and row["score"] == 1.0
+    assert row["served_model"] == "app-v2" and row["stop_reason"] == "end_turn"
+    assert (row["input_tokens"], row["output_tokens"]) == (3, 2)
+    assert result.manifest.input_tokens == 9
+
+
+def test_function_exception_is_a_provider_error_row(app_dir: Path) -> None:
+    """An exception in the user's code is a provider_error naming it; nothing is cached."""
+    result = gradetrail.run_eval(_spec(app_dir, "broken"), results_root=app_dir / "r")
+    rows = _rows(result)
+    assert [r["state"] for r in rows] == ["provider_error"] * 3
+    assert rows[0]["error"]["message"] == "KeyError: 'db down'"
+    assert rows[0]["score"] is None and rows[0]["response"] is None
+    assert result.manifest.counts == {"provider_error": 3}
+    gradetrail.run_eval(_spec(app_dir, "broken"), results_root=app_dir / "r")
+    assert len(_calls(app_dir)) == 6  # errors are never cached: called again
+
+
+def test_transient_error_from_function_is_retried(app_dir: Path) -> None:
+    """A ProviderError marked transient is retried by the shared policy."""
+    spec = _spec(app_dir, "flaky", max_retries=3, concurrency=1)
+    result = gradetrail.run_eval(spec, results_root=app_dir / "r")
+    rows = _rows(result)
+    assert [r["state"] for r in rows] == ["scored"] * 3
+    assert [r["attempts"] for r in rows] == [2, 2, 2]
+
+
+def test_non_string_return_is_a_clear_error(app_dir: Path) -> None:
+    """Returning something other than str or Response is a provider_error saying so."""
+    result = gradetrail.run_eval(_spec(app_dir, "wrong_type"), results_root=app_dir / "r")
+    assert "return str or Response" in _rows(result)[0]["error"]["message"]
+
+
+def test_replay_keys_on_sample_id(tmp_path: Path) -> None:
+    """Two samples with the same prompt get their own recordings (replay keys on the id)."""
+    (tmp_path / "d.jsonl").write_text('{"q": "same"}\n{"q": "same"}\n')
+    (tmp_path / "rec.jsonl").write_text('{"m": "1"}\n{"m": "2"}\n')
+    (tmp_path / "s.yaml").write_text(
+        "name: r\ndataset: {path: d.jsonl}\nprompt: '{{ q }}'\ntarget: '2'\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl}}\n"
+        "scorer: {type: exact}\n"
+    )
+    for _ in range(2):  # cold, then from the cache
+        result = gradetrail.run_eval(
+            gradetrail.load_spec(tmp_path / "s.yaml"), results_root=tmp_path
+        )
+        assert [r["response"] for r in gradetrail.read_results(result.run_dir)] == ["1", "2"]
+
+
+def test_replay_missing_recording_names_the_sample(tmp_path: Path) -> None:
+    """A sample with no recording is a provider_error naming its id, not a crash."""
+    (tmp_path / "d.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n')
+    (tmp_path / "rec.jsonl").write_text('{"id": "a", "out": {"text": "x"}}\n{"id": "b"}\n')
+    (tmp_path / "s.yaml").write_text(
+        "name: r\ndataset: {path: d.jsonl}\nprompt: '{{ id }}'\ntarget: x\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl, "
+        "response_field: out.text}}\nscorer: {type: exact}\n"
+    )
+    result = gradetrail.run_eval(gradetrail.load_spec(tmp_path / "s.yaml"), results_root=tmp_path)
+    rows = gradetrail.read_results(result.run_dir)
+    assert rows[0]["state"] == "scored" and rows[0]["score"] == 1.0
+    assert rows[1]["state"] == "provider_error"
+    assert rows[1]["error"]["message"] == "recording for sample id 'b' has no text at 'out.text'"
