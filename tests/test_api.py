@@ -1,0 +1,38 @@
+"""The public API: what `gradetrail` exports is what `__all__` says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import gradetrail
+
+
+def test_all_names_exist_and_are_documented() -> None:
+    """Every name in __all__ is importable from the package and has a docstring."""
+    for name in gradetrail.__all__:
+        obj = getattr(gradetrail, name)
+        if callable(obj):
+            assert obj.__doc__, f"{name} has no docstring"
+
+
+def test_all_lists_every_public_name() -> None:
+    """No public name is exported without being in __all__ (modules aside)."""
+    import types
+
+    public = {
+        n
+        for n, v in vars(gradetrail).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType)
+    }
+    assert public == set(gradetrail.__all__) - {"__version__"}
+
+
+def test_import_does_not_load_sdks_or_scipy() -> None:
+    """Importing gradetrail (and running the CLI module) stays lean: no SDK, no scipy."""
+    code = (
+        "import sys, gradetrail, gradetrail.cli, gradetrail.runner;"
+        "print(sorted(m for m in ('openai','anthropic','scipy','ray') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
