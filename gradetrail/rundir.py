@@ -41,7 +41,8 @@ __all__ = ["RunDir", "sample_file_name"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_DIR_FD = os.open in os.supports_dir_fd and os.replace in os.supports_dir_fd and bool(_NOFOLLOW)
+# os.replace takes the same dir_fd arguments as os.rename (it is not listed separately)
+_DIR_FD = bool(_NOFOLLOW) and {os.open, os.rename, os.unlink, os.stat} <= os.supports_dir_fd
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _LOCK = ".lock"
 
@@ -229,6 +230,13 @@ class RunDir:
             f.flush()
             os.fsync(f.fileno())
         self._replace(tmp, name)
+
+    def rotate(self, name: str, older: tuple[str, ...] | list[str]) -> None:
+        """Shift ``name`` to ``older[0]``, ``older[0]`` to ``older[1]``, ...; the last of
+        ``older`` is dropped. Missing files are skipped; renames never follow links."""
+        for src, dst in zip(reversed([name, *older[:-1]]), reversed(older), strict=True):
+            with contextlib.suppress(FileNotFoundError):
+                self._replace(src, dst)
 
     def lock(self) -> None:
         """Take the run directory's exclusive lock for this process (no-op on Windows).

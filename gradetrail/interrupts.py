@@ -1,0 +1,85 @@
+"""Stopping a run cleanly: Ctrl-C (SIGINT) and SIGTERM on the run's event loop.
+
+- The first Ctrl-C *drains*: no new (sample, epoch) is started, the requests in flight
+  finish and their rows land, and the run ends with manifest status ``interrupted``.
+- A second Ctrl-C, or SIGTERM (what CI runners and ``timeout`` send before a kill),
+  *aborts*: the requests in flight are cancelled at once (a response that already
+  arrived is in the cache; its row is not written) and the run ends ``interrupted``.
+- A third Ctrl-C meets Python's default handler again (``KeyboardInterrupt``), so a run
+  that hangs while closing can still be stopped.
+
+Handlers are installed only in the main thread and only over the default handlers, so an
+application that set its own keeps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+from collections.abc import Callable
+from typing import Literal
+
+__all__ = ["Interrupts", "StopKind"]
+
+StopKind = Literal["drain", "abort"]
+
+
+class Interrupts:
+    """Signal handling for one run (install on the run's loop, uninstall at its end).
+
+    Args:
+        on_signal: called with ``("drain" | "abort", signal name)`` when a signal arrives
+            (the CLI prints what happens next).
+
+    Attributes:
+        stopping: True once a signal asked the run to stop starting new samples.
+        signal_name: ``"SIGINT"`` or ``"SIGTERM"``: the last signal received, or None.
+    """
+
+    def __init__(self, on_signal: Callable[[StopKind, str], None] | None = None) -> None:
+        self.on_signal = on_signal
+        self.stopping = False
+        self.signal_name: str | None = None
+        self._task: asyncio.Task[object] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._installed: list[signal.Signals] = []
+
+    def install(self, task: asyncio.Task[object]) -> None:
+        """Route SIGINT and SIGTERM to this run; ``task`` is cancelled on abort. A no-op
+        outside the main thread or where a non-default handler is set."""
+        self._task = task
+        self._loop = task.get_loop()
+        if threading.current_thread() is not threading.main_thread():
+            return
+        defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+        for sig, default in defaults.items():
+            if signal.getsignal(sig) is not default:
+                continue
+            try:
+                self._loop.add_signal_handler(sig, self._received, sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # Windows: no loop handlers
+                signal.signal(sig, lambda s, _f: self._loop.call_soon_threadsafe(self._received, s))
+            self._installed.append(sig)
+
+    def uninstall(self) -> None:
+        """Restore the default handlers this object replaced (idempotent)."""
+        while self._installed:
+            sig = self._installed.pop()
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                if self._loop is not None and self._loop.remove_signal_handler(sig):
+                    continue
+            default = signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL
+            signal.signal(sig, default)
+
+    def _received(self, sig: int) -> None:
+        self.signal_name = signal.Signals(sig).name
+        kind: StopKind = "abort" if self.stopping or sig == signal.SIGTERM else "drain"
+        self.stopping = True
+        if kind == "abort":
+            self.uninstall()
+            if self._task is not None:
+                self._task.cancel()
+        if self.on_signal is not None:
+            self.on_signal(kind, self.signal_name)

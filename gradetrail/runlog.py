@@ -1,0 +1,195 @@
+"""The run's structured log: ``log.jsonl`` in the run directory, one JSON object a line.
+
+Written with structlog (imported only when a log is opened, so commands that do not run
+an eval never pay for it). Every line has ``ts`` (ISO 8601, UTC), ``level`` and
+``event``. Events:
+
+- ``run_start``: run directory, identity hash, rows to produce, pid, cache path.
+- ``provider_call`` and ``judge_call``: one per request served, from the cache or not:
+  ``sample_id``, ``epoch``, ``model`` (requested), ``served_model``, ``latency_ms``,
+  ``input_tokens``, ``output_tokens``, ``cached_input_tokens``, ``cost_usd``, ``cached``,
+  ``attempt`` (calls made for it this run: 0 on a cache hit), ``outcome`` (``ok`` or
+  ``error``), and on error ``error`` (the error class, e.g. ``RateLimited``), ``status``
+  and ``message``. ``latency_ms`` is the answering call's latency (the original call's
+  on a cache hit); on error, the wall time over all attempts.
+- ``interrupt`` (a Ctrl-C or SIGTERM arrived, with ``in_flight``), ``run_end`` (status,
+  counts, wall time).
+
+Each line is written whole and flushed (line buffering), so ``tail -f`` follows a run
+and a killed process leaves every finished line. Each ``gradetrail run`` starts a fresh
+``log.jsonl``; the previous invocations' logs are kept as ``log.1.jsonl`` (the latest) to
+``log.3.jsonl``, so a killed run's log survives its resume. JSON escapes every control
+character, so echoing lines to a terminal (``-v``) cannot inject escape sequences.
+
+A judge (or any code running inside a run) logs through :func:`current`::
+
+    log = gradetrail.runlog.current()
+    if log is not None:
+        log.call("judge", sample_id=..., epoch=..., model=..., cached=False, attempt=1,
+                 outcome="ok", latency_ms=812.0, input_tokens=350, output_tokens=12)
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+import time
+from typing import IO, Any, Literal
+
+from gradetrail.results import LOG_FILE
+from gradetrail.rundir import RunDir
+
+__all__ = ["LOG_FILE", "LOG_KEEP", "RunLog", "current", "rotated_names"]
+
+#: previous invocations' logs kept beside log.jsonl (log.1.jsonl ... log.3.jsonl)
+LOG_KEEP = 3
+_MESSAGE_CHARS = 500
+
+_current: contextvars.ContextVar[RunLog | None] = contextvars.ContextVar(
+    "gradetrail_run_log", default=None
+)
+
+
+def current() -> RunLog | None:
+    """The log of the run this code runs inside (set by :func:`gradetrail.run_eval` for
+    the duration of the run), or None outside a run."""
+    return _current.get()
+
+
+def rotated_names(keep: int = LOG_KEEP) -> tuple[str, ...]:
+    """``log.1.jsonl`` ... the names older logs are kept under."""
+    stem, dot, ext = LOG_FILE.partition(".")
+    return tuple(f"{stem}.{i}{dot}{ext}" for i in range(1, keep + 1))
+
+
+_second: list[Any] = [-1, ""]
+
+
+def _now_iso() -> str:
+    """The current UTC time, ISO 8601 with microseconds (the date part formatted once a
+    second: this runs for every call logged)."""
+    now = time.time()
+    sec = int(now)
+    if sec != _second[0]:
+        _second[:] = [sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))]
+    return f"{_second[1]}.{int((now - sec) * 1e6):06d}Z"
+
+
+def _frame(_logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """structlog processor: ``ts``, ``level`` and ``event`` first on each line."""
+    return {"ts": _now_iso(), "level": method, "event": event.pop("event"), **event}
+
+
+class _Sink:
+    """structlog's logger: writes each rendered line to the file, and to stderr when
+    echoing (``sys.stderr`` looked up per line, so a live progress bar that redirects it
+    prints the line above the bar)."""
+
+    def __init__(self, file: IO[str], echo: bool) -> None:
+        self.file = file
+        self.echo = echo
+
+    def msg(self, message: str) -> None:
+        line = message + "\n"
+        self.file.write(line)
+        if self.echo:
+            sys.stderr.write(line)
+
+    info = warning = error = msg
+
+
+class RunLog:
+    """The structured log of one run (see the module docstring for the events).
+
+    Args:
+        run_dir: the open run directory; ``log.jsonl`` is rotated and opened in it.
+        echo: also write every line to stderr (``gradetrail run -v``).
+
+    Raises:
+        RunError: ``log.jsonl`` (or a rotated log) is a symlink or cannot be written.
+    """
+
+    def __init__(self, run_dir: RunDir, *, echo: bool = False) -> None:
+        import structlog
+
+        run_dir.rotate(LOG_FILE, rotated_names())
+        self._file = run_dir.open_text(LOG_FILE, append=True)
+        self.path = run_dir.path / LOG_FILE
+        self._log = structlog.wrap_logger(
+            _Sink(self._file, echo),
+            processors=[_frame, structlog.processors.JSONRenderer(separators=(",", ":"))],
+            wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        ).bind()  # the bound logger itself, not a lazy proxy that re-binds on every call
+        self._token: contextvars.Token[RunLog | None] | None = None
+
+    def __enter__(self) -> RunLog:
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+        self.close()
+
+    def event(self, event: str, **fields: Any) -> None:
+        """Log one event (level info) with JSON-ready fields; written through at once."""
+        self._log.info(event, **fields)
+        self._file.flush()
+
+    def call(
+        self,
+        kind: Literal["provider", "judge"],
+        *,
+        sample_id: str,
+        epoch: int,
+        model: str,
+        cached: bool,
+        attempt: int,
+        outcome: Literal["ok", "error"],
+        latency_ms: float | None,
+        served_model: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cached_input_tokens: int = 0,
+        cost_usd: float | None = None,
+        error: str | None = None,
+        status: int | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Log one provider or judge call (event ``provider_call`` / ``judge_call``; level
+        warning on error). ``latency_ms`` in milliseconds; ``message`` is cut to 500
+        characters.
+
+        A call made this run (``cached=False``) is written through at once, so a killed
+        run's log shows every call it paid for; cache hits are buffered (a few KB) so a
+        warm re-score does not pay a write per line."""
+        fields: dict[str, Any] = {
+            "sample_id": sample_id,
+            "epoch": epoch,
+            "model": model,
+            "served_model": served_model,
+            "latency_ms": None if latency_ms is None else round(latency_ms, 1),
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "cached_input_tokens": cached_input_tokens,
+            "cost_usd": cost_usd,
+            "cached": cached,
+            "attempt": attempt,
+            "outcome": outcome,
+        }
+        if outcome == "error":
+            fields["error"] = error
+            fields["status"] = status
+            fields["message"] = None if message is None else message[:_MESSAGE_CHARS]
+            self._log.warning(f"{kind}_call", **fields)
+        else:
+            self._log.info(f"{kind}_call", **fields)
+        if not cached:
+            self._file.flush()
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if not self._file.closed:
+            self._file.close()
