@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from gradetrail.agreement import AgreementStats
+from gradetrail.judge_stats import JudgeStats
 from gradetrail.providers.base import canonical_json
 from gradetrail.rundir import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
@@ -37,7 +39,7 @@ def identity_hash(spec: EvalSpec, file_hashes: dict[str, str]) -> str:
     Args:
         spec: the validated spec.
         file_hashes: role -> SHA-256 of each file the run reads (``dataset``,
-            ``recordings``, ``judge:<path>``...).
+            ``recordings``, ``judge``, ``baseline``...).
     """
     body = spec.model_dump(mode="json")
     for key in EXECUTION_ONLY:
@@ -45,6 +47,9 @@ def identity_hash(spec: EvalSpec, file_hashes: dict[str, str]) -> str:
     body["dataset"].pop("path", None)
     if body["model"].get("recordings"):
         body["model"]["recordings"].pop("path", None)
+    # judge file and baseline enter through their content hashes, not their paths
+    body["scorer"].pop("file", None)
+    body["scorer"].pop("baseline", None)
     payload = {"spec": body, "files": file_hashes}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
@@ -85,7 +90,13 @@ class Manifest(BaseModel):
     """What a run was, how it went, and what it cost (``manifest.json``)."""
 
     name: str
-    status: RunStatus = Field(description="running, complete, interrupted or failed.")
+    status: RunStatus = Field(
+        description="running (or killed: nothing ended it), complete, interrupted (Ctrl-C or "
+        "SIGTERM) or failed (an error stopped it). Only complete means every row is there."
+    )
+    stop_signal: str | None = Field(
+        None, description="SIGINT or SIGTERM when a signal ended the run, else null."
+    )
     identity_hash: str
     spec_hash: str
     dataset_hash: str = Field(description="SHA-256 of the dataset file.")
@@ -114,6 +125,12 @@ class Manifest(BaseModel):
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cache_hits: int = 0
     score: ScoreStats | None = None
+    judge: JudgeStats | None = Field(
+        None, description="Judge calls, cache hits, tokens, cost and errors per reason."
+    )
+    agreement: AgreementStats | None = Field(
+        None, description="Agreement with dataset.label_field: accuracy, Cohen's kappa, confusion."
+    )
 
 
 def now_iso() -> str:

@@ -8,11 +8,13 @@ Stages are plain functions: :func:`prepare` renders one (sample, epoch) into a
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from gradetrail.agreement import LabelReader
 from gradetrail.datasets import Sample
 from gradetrail.errors import DatasetError, ProviderError
 from gradetrail.providers.base import Request, Response
@@ -24,6 +26,7 @@ from gradetrail.templates import Template, compile_template
 if TYPE_CHECKING:
     from gradetrail.cache import ResponseCache
     from gradetrail.executors.base import Executor
+    from gradetrail.runlog import RunLog
 
 __all__ = ["Prepared", "Renderer", "SampleContext", "prepare", "process"]
 
@@ -38,6 +41,7 @@ class Prepared:
         request: the rendered request.
         key: the request's cache key.
         target: the rendered target, or None.
+        label: the sample's human label as a score (``dataset.label_field``), or None.
     """
 
     sample: Sample
@@ -45,6 +49,7 @@ class Prepared:
     request: Request
     key: str
     target: str | None
+    label: float | None = None
 
 
 class Renderer:
@@ -70,15 +75,23 @@ class Renderer:
             self.params.pop("extra", None)
         self.identity = identity
         self.keyed_by_sample = keyed_by_sample
+        self.label = (
+            LabelReader(spec.dataset.label_field, spec.model.name, spec.dataset.label_map, where)
+            if spec.dataset.label_field
+            else None
+        )
 
     def templates(self) -> list[Template]:
         """The templates this renderer applies to every row."""
         return [t for t in (self.prompt, self.system, self.target) if t is not None]
 
     def check(self, row: dict[str, Any]) -> None:
-        """Check every template against the first row. Raises SpecError."""
+        """Check every template (and the label field) against the first row. Raises
+        SpecError."""
         for template in self.templates():
             template.check(row)
+        if self.label is not None:
+            self.label.check(row)
 
 
 def _render(template: Template, sample: Sample) -> str:
@@ -119,7 +132,8 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
         ),
     )
     target = _render(renderer.target, sample) if renderer.target else None
-    return Prepared(sample, epoch, request, request.key(), target)
+    label = renderer.label.read(sample.row, sample.id) if renderer.label else None
+    return Prepared(sample, epoch, request, request.key(), target, label)
 
 
 @dataclass(slots=True)
@@ -130,11 +144,13 @@ class SampleContext:
         cache: the response cache, or None with ``--no-cache``.
         executor: where provider calls run.
         scorer: the run's scorer.
+        log: the run's structured log (``log.jsonl``), or None to log nothing.
     """
 
     cache: ResponseCache | None
     executor: Executor
     scorer: Scorer
+    log: RunLog | None = None
 
 
 async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
@@ -144,13 +160,18 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
     cached = response is not None
     attempts = 0
     if response is None:
+        started = time.perf_counter()
         outcome = await ctx.executor.complete(item.request)
         attempts = outcome.attempts
         if outcome.response is None:
+            if ctx.log is not None:
+                _log_error(ctx.log, item, outcome.error, attempts, time.perf_counter() - started)
             return _error_row(item, outcome.error, attempts)
         response = outcome.response
         if ctx.cache is not None:
             ctx.cache.put(item.key, item.request, response)
+    if ctx.log is not None:
+        _log_response(ctx.log, item, response, cached, attempts)
     score = await ctx.scorer.ascore(
         ScoreInput(
             item.sample,
@@ -188,6 +209,46 @@ def _scored_row(
         error=score.error,
         scorer=score.detail,
         cluster=item.sample.cluster,
+        label=item.label,
+        judge=score.judge,
+    )
+
+
+def _log_response(
+    log: RunLog, item: Prepared, response: Response, cached: bool, attempts: int
+) -> None:
+    log.call(
+        "provider",
+        sample_id=item.sample.id,
+        epoch=item.epoch,
+        model=item.request.model,
+        served_model=response.served_model,
+        latency_ms=response.latency_s * 1000.0,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        cached_input_tokens=response.cached_input_tokens,
+        cost_usd=response.cost_usd,
+        cached=cached,
+        attempt=attempts,
+        outcome="ok",
+    )
+
+
+def _log_error(
+    log: RunLog, item: Prepared, error: ProviderError | None, attempts: int, wall_s: float
+) -> None:
+    log.call(
+        "provider",
+        sample_id=item.sample.id,
+        epoch=item.epoch,
+        model=item.request.model,
+        latency_ms=wall_s * 1000.0,
+        cached=False,
+        attempt=attempts,
+        outcome="error",
+        error=type(error).__name__ if error is not None else "ProviderError",
+        status=getattr(error, "status", None),
+        message=str(error) if error is not None else None,
     )
 
 
@@ -201,4 +262,5 @@ def _error_row(item: Prepared, error: ProviderError | None, attempts: int) -> Sa
         attempts=attempts,
         error=detail,
         cluster=item.sample.cluster,
+        label=item.label,
     )

@@ -27,6 +27,7 @@ from gradetrail.rundir import RunDir
 __all__ = [
     "RESULTS_FILE",
     "SAMPLES_FILE",
+    "JudgeRecord",
     "SampleResult",
     "SampleScore",
     "SampleState",
@@ -54,6 +55,30 @@ OUTPUT_FILES = (
 )
 
 SampleState = Literal["scored", "provider_error", "judge_error"]
+
+
+class JudgeRecord(BaseModel):
+    """The judge calls behind one row's score (``SampleResult.judge``)."""
+
+    requests: int = Field(0, description="Judge requests made (samples x orders).")
+    calls: int = Field(0, description="Requests sent to the judge this run (cache misses).")
+    attempts: int = Field(0, description="Attempts over those calls, retries included.")
+    cache_hits: int = Field(0, description="Requests answered from gradetrail's cache.")
+    verdicts: int = Field(0, description="Replies a verdict was read from.")
+    truncated: int = Field(0, description="Replies that stopped at the judge's max_tokens.")
+    input_tokens: int = Field(
+        0,
+        description="Judge prompt tokens, excluding provider prompt-cache reads (cache hits "
+        "included).",
+    )
+    output_tokens: int = Field(0, description="Judge completion tokens (cache hits included).")
+    cost_usd: float | None = Field(None, description="USD paid for calls made this run.")
+    cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
+    outcome: Literal["win", "tie", "loss", "split"] | None = Field(
+        None,
+        description="Pairwise only: the same verdict in both orders (win, tie, loss), or "
+        "split when the two orders disagree.",
+    )
 
 
 class SampleResult(BaseModel):
@@ -89,6 +114,12 @@ class SampleResult(BaseModel):
         default_factory=dict, description="What the scorer saw and extracted."
     )
     cluster: str | None = Field(None, description="The sample's cluster, when the spec names one.")
+    label: float | None = Field(
+        None, description="The sample's human label as a score (dataset.label_field), or null."
+    )
+    judge: JudgeRecord | None = Field(
+        None, description="What the judge calls for this row did and cost; null without a judge."
+    )
 
 
 class SampleScore(BaseModel):

@@ -11,18 +11,22 @@ The Python API behind ``gradetrail run``::
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gradetrail.agreement import label_field_of
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, file_sha256, load_samples
-from gradetrail.errors import DatasetError, RunError, SpecError
+from gradetrail.errors import DatasetError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
+from gradetrail.interrupts import Interrupts, StopKind
 from gradetrail.manifest import (
     Manifest,
+    RunStatus,
     git_state,
     identity_hash,
     now_iso,
@@ -32,8 +36,10 @@ from gradetrail.manifest import (
 )
 from gradetrail.pipeline import Prepared, Renderer, SampleContext, prepare, process
 from gradetrail.providers import Provider, make_provider
-from gradetrail.results import ResultsWriter, SampleResult
+from gradetrail.results import OUTPUT_FILES, SAMPLES_FILE, ResultsWriter, SampleResult
 from gradetrail.retry import RetryPolicy
+from gradetrail.rundir import RunDir
+from gradetrail.runlog import RunLog, rotated_names
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
 from gradetrail.spec import EvalSpec
@@ -129,15 +135,6 @@ def plan_run(spec: EvalSpec) -> RunPlan:
     )
 
 
-def _make_run_dir(path: Path) -> Path:
-    """Create the run directory, refusing symlinks (planted links could redirect writes)."""
-    for p in (path.parent, path):
-        if p.is_symlink():
-            raise RunError(f"{p}: is a symlink; refusing to write results through it")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def run_eval(
     spec: EvalSpec,
     *,
@@ -148,8 +145,19 @@ def run_eval(
     executor: Executor | None = None,
     on_row: Callable[[SampleResult, Tally], None] | None = None,
     on_start: Callable[[RunPlan, Path], None] | None = None,
+    on_interrupt: Callable[[StopKind, str, int], None] | None = None,
+    echo_log: bool = False,
 ) -> RunResult:
     """Run an eval end to end.
+
+    Everything that can refuse the run (spec, dataset, provider, a symlink planted in the
+    run directory, another process writing it, the cache) is checked before the first
+    model call. Re-running the same spec after a crash or an interrupt finishes the run:
+    responses already cached are not requested again.
+
+    Ctrl-C (SIGINT) stops starting new samples and lets the requests in flight land; a
+    second Ctrl-C or SIGTERM cancels them (see :mod:`gradetrail.interrupts`). Either way
+    the run returns normally with ``manifest.status == "interrupted"``.
 
     Args:
         spec: a validated spec (see :func:`gradetrail.load_spec`).
@@ -160,72 +168,170 @@ def run_eval(
         executor: where provider calls run (default: a :class:`LocalExecutor`).
         on_row: called with each result row and the running tally (for progress).
         on_start: called once the plan is checked, with the plan and the run directory.
+        on_interrupt: called when a signal arrives, with ``"drain"`` or ``"abort"``, the
+            signal's name and the number of requests in flight.
+        echo_log: also write the structured log's lines to stderr.
 
     Returns:
-        The run directory, manifest and tally.
+        The run directory, manifest and tally (also for an interrupted run).
 
     Raises:
         SpecError, DatasetError: before any model call.
-        CacheError, RunError: the cache or results directory cannot be used.
+        CacheError, RunError: the cache or results directory cannot be used (before any
+            call), or the cache fails mid-run (the manifest then says ``failed``).
     """
     plan = plan_run(spec)
-    run_dir = _make_run_dir(plan.run_dir(Path(results_root)))
-    cache = (
-        ResponseCache(Path(cache_path) if cache_path else default_cache_path())
-        if use_cache
-        else None
-    )
-    if executor is None:
-        policy = RetryPolicy(
-            max_retries=spec.run.max_retries,
-            timeout_s=spec.run.timeout_s,
-            sample_timeout_s=spec.run.sample_timeout_s,
+    with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
+        run_dir.lock()
+        run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
+        cache = (
+            ResponseCache(Path(cache_path) if cache_path else default_cache_path())
+            if use_cache
+            else None
         )
-        executor = LocalExecutor(plan.provider, policy, spec.run.concurrency)
-    manifest = _initial_manifest(plan, list(overrides))
-    write_manifest(run_dir, manifest)
-    if on_start is not None:
-        on_start(plan, run_dir)
-    writer = ResultsWriter(run_dir)
-    tally = Tally()
-    ctx = SampleContext(cache, executor, plan.scorer)
-    start = time.perf_counter()
-    status = "interrupted"
-    try:
-        asyncio.run(_drive(plan.prepared, ctx, writer, tally, on_row))
-        writer.finalize()
-        status = "complete"
-    finally:
-        writer.close()
-        if cache is not None:
-            cache.close()
-        manifest = _final_manifest(manifest, plan, tally, status, time.perf_counter() - start)
-        write_manifest(run_dir, manifest)
-    return RunResult(run_dir, manifest, tally)
+        try:
+            if executor is None:
+                policy = RetryPolicy(
+                    max_retries=spec.run.max_retries,
+                    timeout_s=spec.run.timeout_s,
+                    sample_timeout_s=spec.run.sample_timeout_s,
+                )
+                executor = LocalExecutor(plan.provider, policy, spec.run.concurrency)
+            manifest = _initial_manifest(plan, list(overrides))
+            write_manifest(run_dir, manifest)
+            writer = ResultsWriter(run_dir)
+            try:
+                with RunLog(run_dir, echo=echo_log) as log:
+                    log.event(
+                        "run_start",
+                        run_dir=str(run_dir.path),
+                        identity_hash=plan.identity_hash,
+                        rows=len(plan.prepared),
+                        samples=len(plan.samples),
+                        epochs=spec.run.epochs,
+                        cache=str(cache.path) if cache is not None else None,
+                        pid=os.getpid(),
+                    )
+                    if on_start is not None:
+                        on_start(plan, run_dir.path)
+                    run = _Run(plan, run_dir, SampleContext(cache, executor, plan.scorer, log))
+                    return run.execute(manifest, writer, on_row, on_interrupt)
+            finally:
+                writer.close()
+        finally:
+            if cache is not None:
+                cache.close()
 
 
-async def _drive(
-    prepared: list[Prepared],
-    ctx: SampleContext,
-    writer: ResultsWriter,
-    tally: Tally,
-    on_row: Callable[[SampleResult, Tally], None] | None,
-) -> None:
-    items = iter(prepared)
+class _Run:
+    """One execution of a plan: drive the pipeline, then write what it produced."""
 
-    async def worker() -> None:
-        for item in items:  # one shared iterator: each item is taken by exactly one worker
-            row = await process(item, ctx)
-            writer.append((item.sample.index, item.epoch), row)
-            tally.add(row)
-            if on_row is not None:
-                on_row(row, tally)
+    def __init__(self, plan: RunPlan, run_dir: RunDir, ctx: SampleContext) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.ctx = ctx
+        self.log: RunLog = ctx.log  # type: ignore[assignment]
+        spec = plan.spec
+        self.tally = Tally(reducer=spec.run.reducer, pass_k=spec.run.pass_k or 1)
+        self.in_flight = 0
 
-    try:
-        workers = min(ctx.executor.concurrency, len(prepared)) or 1
-        await asyncio.gather(*(worker() for _ in range(workers)))
-    finally:
-        await ctx.executor.aclose()
+    def execute(
+        self,
+        manifest: Manifest,
+        writer: ResultsWriter,
+        on_row: Callable[[SampleResult, Tally], None] | None,
+        on_interrupt: Callable[[StopKind, str, int], None] | None,
+    ) -> RunResult:
+        def signalled(kind: StopKind, name: str) -> None:
+            self.log.event("interrupt", kind=kind, signal=name, in_flight=self.in_flight)
+            if on_interrupt is not None:
+                on_interrupt(kind, name, self.in_flight)
+
+        stop = Interrupts(signalled)
+        start = time.perf_counter()
+        status: RunStatus = "failed"
+        try:
+            asyncio.run(self._main(writer, on_row, stop))
+            status = "interrupted" if stop.stopping else "complete"
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            status = "interrupted"
+        finally:
+            # an interrupted or failed run keeps its rows too, in input order
+            self._write_outputs(writer, status)
+            manifest = _final_manifest(
+                manifest, self.plan, self.tally, status, time.perf_counter() - start
+            )
+            if stop.signal_name is not None:
+                manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
+            write_manifest(self.run_dir, manifest)
+            self.log.event(
+                "run_end",
+                status=status,
+                counts=dict(self.tally.counts),
+                cache_hits=self.tally.cache_hits,
+                cost_usd=self.tally.cost_usd,
+                wall_s=manifest.wall_time_s,
+            )
+        return RunResult(self.run_dir.path, manifest, self.tally)
+
+    def _write_outputs(self, writer: ResultsWriter, status: RunStatus) -> None:
+        try:
+            writer.finalize()
+            lines = self.tally.sample_scores(self.plan.samples)
+            self.run_dir.write_atomic(
+                SAMPLES_FILE, (s.model_dump_json().encode() + b"\n" for s in lines)
+            )
+        except Exception:
+            if status == "complete":
+                raise
+            # already failing or interrupted: the rows appended so far stay on disk as they are
+
+    async def _main(
+        self,
+        writer: ResultsWriter,
+        on_row: Callable[[SampleResult, Tally], None] | None,
+        stop: Interrupts,
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        stop.install(task)
+        try:
+            await self._drive(writer, on_row, stop)
+        finally:
+            stop.uninstall()
+
+    async def _drive(
+        self,
+        writer: ResultsWriter,
+        on_row: Callable[[SampleResult, Tally], None] | None,
+        stop: Interrupts,
+    ) -> None:
+        prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
+        items = iter(prepared)
+
+        async def worker() -> None:
+            for item in items:  # one shared iterator: each item is taken by exactly one worker
+                if stop.stopping:
+                    return  # Ctrl-C: start nothing new; rows in flight still land
+                self.in_flight += 1
+                try:
+                    row = await process(item, ctx)
+                finally:
+                    self.in_flight -= 1
+                writer.append((item.sample.index, item.epoch), row)
+                tally.add(row)
+                if on_row is not None:
+                    on_row(row, tally)
+
+        try:
+            await ctx.scorer.bind(ctx.cache, ctx.executor)  # judges share cache and retries
+            workers = min(ctx.executor.concurrency, len(prepared)) or 1
+            await asyncio.gather(*(worker() for _ in range(workers)))
+        finally:
+            try:
+                await ctx.scorer.aclose()
+            finally:
+                await ctx.executor.aclose()
 
 
 def _initial_manifest(plan: RunPlan, overrides: list[str]) -> Manifest:
@@ -272,5 +378,7 @@ def _final_manifest(
             "cost_usd_cached": tally.cost_usd_cached,
             "cache_hits": tally.cache_hits,
             "score": tally.score_stats(clustered=plan.spec.dataset.cluster_field is not None),
+            "judge": tally.judge_stats(),
+            "agreement": tally.agreement_stats(label_field_of(plan.spec)),
         }
     )

@@ -18,22 +18,39 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gradetrail.errors import SpecError
+from gradetrail.reducers import ReducerName
 
 __all__ = [
     "DatasetSpec",
     "EvalSpec",
     "ExactScorerSpec",
+    "GradeParse",
+    "JsonParse",
+    "JudgeScorerSpec",
     "ModelSpec",
+    "NumericParse",
     "NumericScorerSpec",
+    "PairwiseParse",
+    "PairwiseScorerSpec",
     "RegexScorerSpec",
     "ReplaySource",
     "RunSettings",
     "SamplingParams",
     "ScorerSpec",
     "apply_overrides",
+    "label_text",
     "load_spec",
     "spec_json_schema",
 ]
@@ -59,6 +76,43 @@ class DatasetSpec(_Strict):
         description="Row field grouping samples that are not independent (e.g. several "
         "questions about one passage); enables clustered standard errors.",
     )
+    label_field: str | None = Field(
+        None,
+        description="Dotted path to the row's human label (e.g. '{model}.is_correct'; "
+        "'{model}' is replaced by model.name). When set, the summary and manifest report "
+        "the scorer's agreement with it: accuracy, Cohen's kappa and confusion counts.",
+    )
+    label_map: dict[str, float] | None = Field(
+        None,
+        description="Label value -> score in [0, 1], keyed by the label's text (true, false, "
+        "'correct', '3'). Default: true -> 1, false -> 0, numbers in [0, 1] as they are.",
+    )
+
+    @field_validator("label_map", mode="before")
+    @classmethod
+    def _label_keys_as_text(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {label_text(k): v for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _label_fields(self) -> DatasetSpec:
+        if self.label_map is not None and self.label_field is None:
+            raise ValueError("label_map needs label_field; name the row field holding the label")
+        for key, score in (self.label_map or {}).items():
+            if not 0.0 <= score <= 1.0:
+                raise ValueError(f"label_map[{key!r}] is {score}; map labels to scores in [0, 1]")
+        return self
+
+
+def label_text(value: Any) -> str:
+    """The text a label value is looked up by in ``label_map``: JSON's spelling for
+    booleans and null (``true``, ``false``, ``null``), ``3`` for ``3.0``, else ``str``."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 class SamplingParams(_Strict):
@@ -157,13 +211,189 @@ class NumericScorerSpec(_Strict):
     rel_tol: float = Field(0.0, ge=0, description="Relative tolerance.")
 
 
+_DEFAULT_GRADES = {"C": 1.0, "P": 0.5, "I": 0.0}
+
+
+def _check_grades(grades: dict[str, float]) -> None:
+    folded = [g.casefold() for g in grades]
+    if len(set(folded)) != len(folded):
+        raise ValueError("grades differ only in case; they are read case-insensitively")
+    for grade, score in grades.items():
+        if not grade.strip():
+            raise ValueError("an empty grade cannot be read; name each grade")
+        if not 0.0 <= score <= 1.0:
+            raise ValueError(f"grade {grade!r} maps to {score}; use a score in [0, 1]")
+
+
+def _check_pattern(pattern: str | None) -> None:
+    if pattern is None:
+        return
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}; fix the pattern") from None
+    if groups != 1:
+        raise ValueError(f"pattern {pattern!r} has {groups} groups; capture the verdict in one")
+
+
+class GradeParse(_Strict):
+    """Read a grade: the last whole-token ``MARKER: GRADE`` in the judge reply, matched
+    case-insensitively (``GRADE: C`` but not ``UPGRADE: C`` or ``GRADE: Correct``)."""
+
+    kind: Literal["grade"] = "grade"
+    marker: str = Field("GRADE", min_length=1, description="The word before the colon.")
+    grades: dict[str, float] = Field(
+        default_factory=lambda: dict(_DEFAULT_GRADES),
+        description="Grade -> score in [0, 1]; default C (correct) 1, P (partial) 0.5, "
+        "I (incorrect) 0.",
+    )
+    pattern: str | None = Field(
+        None,
+        description="A Python regex with one group capturing the grade, instead of "
+        "'MARKER: GRADE'; matched case-insensitively, last match wins.",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> GradeParse:
+        _check_grades(self.grades)
+        _check_pattern(self.pattern)
+        return self
+
+
+class NumericParse(_Strict):
+    """Read a number on a scale and normalize it to [0, 1]: the last ``MARKER: 7`` or
+    ``MARKER: 7/10`` in the reply, else a reply that is only ``7/10`` (or ``7``), else
+    the last ``N/MAX`` fraction whose denominator is ``max``."""
+
+    kind: Literal["numeric"]
+    marker: str = Field("SCORE", min_length=1, description="The word before the colon.")
+    min: float = Field(0.0, description="The lowest score on the judge's scale.")
+    max: float = Field(10.0, description="The highest score on the judge's scale.")
+
+    @model_validator(mode="after")
+    def _valid(self) -> NumericParse:
+        if self.max <= self.min:
+            raise ValueError(f"max {self.max:g} must exceed min {self.min:g}")
+        return self
+
+
+class JsonParse(_Strict):
+    """Read a JSON object from the reply (the last fenced code block that parses, else
+    the whole reply, else the last ``{...}`` object that parses) and take one field: a
+    number (normalized from ``min``..``max``), a boolean (true 1, false 0) or a grade."""
+
+    kind: Literal["json"]
+    field: str = Field("score", min_length=1, description="Dotted path to the verdict.")
+    min: float = Field(0.0, description="The lowest numeric score.")
+    max: float = Field(1.0, description="The highest numeric score.")
+    grades: dict[str, float] = Field(
+        default_factory=lambda: dict(_DEFAULT_GRADES),
+        description="String verdict -> score in [0, 1] (case-insensitive).",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> JsonParse:
+        if self.max <= self.min:
+            raise ValueError(f"max {self.max:g} must exceed min {self.min:g}")
+        _check_grades(self.grades)
+        return self
+
+
+def _parse_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("kind", "grade"))
+    return getattr(value, "kind", "grade")
+
+
+ParseSpec = Annotated[
+    Annotated[GradeParse, Tag("grade")]
+    | Annotated[NumericParse, Tag("numeric")]
+    | Annotated[JsonParse, Tag("json")],
+    Discriminator(_parse_kind),
+]
+
+
+class _JudgeBase(_Strict):
+    file: str = Field(
+        description="The judge file: a Jinja2 template of the judge prompt, relative to the "
+        "spec file. Its content hash enters the run's identity hash."
+    )
+    model: ModelSpec = Field(description="The judge model, with its own params.")
+    samples: int = Field(
+        1, ge=1, le=64, description="Ask the judge this many times (distinct cache entries)."
+    )
+    reduce: Literal["mean", "majority"] = Field(
+        "mean",
+        description="How the verdicts of one sample become its score: mean, or majority "
+        "(the most frequent verdict; a tie goes to the lowest tied score).",
+    )
+
+
+class JudgeScorerSpec(_JudgeBase):
+    """An LLM judge grades each response. The judge file sees the row's fields and
+    ``prompt``, ``system``, ``response``, ``target``."""
+
+    type: Literal["judge"]
+    parse: ParseSpec = Field(
+        default_factory=GradeParse, description="How a verdict is read from the judge reply."
+    )
+
+
+_DEFAULT_VERDICTS: dict[str, Literal["first", "second", "tie"]] = {
+    "A": "first",
+    "B": "second",
+    "TIE": "tie",
+}
+
+
+class PairwiseParse(_Strict):
+    """Read a pairwise verdict: the last whole-token ``MARKER: LABEL`` in the reply,
+    matched case-insensitively."""
+
+    marker: str = Field("WINNER", min_length=1, description="The word before the colon.")
+    verdicts: dict[str, Literal["first", "second", "tie"]] = Field(
+        default_factory=lambda: dict(_DEFAULT_VERDICTS),
+        description="Label -> first (response_a wins), second (response_b wins) or tie.",
+    )
+    pattern: str | None = Field(
+        None, description="A Python regex with one group capturing the label, instead."
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> PairwiseParse:
+        _check_grades(dict.fromkeys(self.verdicts, 0.0))
+        missing = {"first", "second"} - set(self.verdicts.values())
+        if missing:
+            raise ValueError(f"verdicts name no label for {', '.join(sorted(missing))}")
+        _check_pattern(self.pattern)
+        return self
+
+
+class PairwiseScorerSpec(_JudgeBase):
+    """An LLM judge compares each response with a baseline run's response to the same
+    sample, in both orders; win 1, tie 0.5, loss 0, the two orders averaged. The judge
+    file sees the row's fields and ``prompt``, ``system``, ``target``, ``response_a``,
+    ``response_b``."""
+
+    type: Literal["pairwise"]
+    baseline: str = Field(
+        description="The baseline's run directory (holding results.jsonl), relative to the "
+        "spec file. Rows are joined on sample id (same epoch, else the baseline's epoch 1)."
+    )
+    parse: PairwiseParse = Field(
+        default_factory=PairwiseParse, description="How a verdict is read from the reply."
+    )
+
+
 ScorerSpec = Annotated[
-    ExactScorerSpec | RegexScorerSpec | NumericScorerSpec, Field(discriminator="type")
+    ExactScorerSpec | RegexScorerSpec | NumericScorerSpec | JudgeScorerSpec | PairwiseScorerSpec,
+    Field(discriminator="type"),
 ]
 
 
 class RunSettings(_Strict):
-    """How the run executes. Only ``epochs`` enters the identity hash."""
+    """How the run executes. ``epochs``, ``reducer`` and ``pass_k`` decide the numbers and
+    enter the identity hash; the rest are execution-only."""
 
     concurrency: int = Field(16, ge=1, description="Requests in flight at most.")
     max_retries: int = Field(5, ge=0, description="Retries of a transient error per request.")
@@ -172,6 +402,25 @@ class RunSettings(_Strict):
         None, gt=0, description="Wall-clock ceiling over all attempts of one request, seconds."
     )
     epochs: int = Field(1, ge=1, description="Times every sample is run.")
+    reducer: ReducerName = Field(
+        "mean",
+        description="How a sample's epoch scores become its one score: mean, max, majority "
+        "(ties go to the lowest score) or pass_at_k (unbiased estimator, Chen et al. 2021).",
+    )
+    pass_k: int | None = Field(
+        None, ge=1, description="The k of reducer pass_at_k (default 1); at most run.epochs."
+    )
+
+    @model_validator(mode="after")
+    def _reducer_fields(self) -> RunSettings:
+        if self.pass_k is not None and self.reducer != "pass_at_k":
+            raise ValueError("pass_k applies only to reducer: pass_at_k; remove it or set that")
+        if self.reducer == "pass_at_k" and (self.pass_k or 1) > self.epochs:
+            raise ValueError(
+                f"pass_k {self.pass_k} is more than epochs {self.epochs}; pass@k needs at "
+                "least k epochs per sample, so raise run.epochs or lower run.pass_k"
+            )
+        return self
 
 
 #: run settings that do not change any number, so they stay out of the identity hash
@@ -338,7 +587,8 @@ def _format_error(source: str, err: Any) -> str:
         return f"{source}: {where}: required field is missing; add it"
     if kind == "union_tag_invalid":
         expected = err.get("ctx", {}).get("expected_tags", "")
-        return f"{source}: {where}.type: unknown type; use one of {expected}"
+        tag = "kind" if field_path and field_path[-1] == "parse" else "type"
+        return f"{source}: {where}.{tag}: unknown {tag}; use one of {expected}"
     if kind == "union_tag_not_found":
         return f"{source}: {where}: missing 'type'; add type: exact, regex, numeric, ..."
     msg = err["msg"]
@@ -386,6 +636,8 @@ def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
 def _union_members_by_tag(path: list[str]) -> dict[str, type[BaseModel]]:
     if path and path[-1] == "scorer":
         return _scorer_classes()
+    if path and path[-1] == "parse":
+        return {"grade": GradeParse, "numeric": NumericParse, "json": JsonParse}
     return {}
 
 

@@ -7,7 +7,9 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
+from gradetrail.agreement import AgreementStats, AgreementTally
 from gradetrail.datasets import Sample
+from gradetrail.judge_stats import JudgeStats, JudgeTally
 from gradetrail.manifest import ScoreStats
 from gradetrail.reducers import ReducerName, reduce_scores
 from gradetrail.results import SampleResult, SampleScore
@@ -36,6 +38,8 @@ class Tally:
         reducer: how a sample's scored epochs become its score (see
             :mod:`gradetrail.reducers`).
         pass_k: the k of reducer ``pass_at_k``.
+        judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
+        agreement: (label, score) pairs of labelled rows, for judge agreement.
     """
 
     rows: int = 0
@@ -50,6 +54,8 @@ class Tally:
     served_models: Counter[str] = field(default_factory=Counter)
     reducer: ReducerName = "mean"
     pass_k: int = 1
+    judge: JudgeTally = field(default_factory=JudgeTally)
+    agreement: AgreementTally = field(default_factory=AgreementTally)
     #: sample id -> {epoch: score, or None for an error row}
     _epochs: dict[str, dict[int, float | None]] = field(default_factory=dict)
     _clusters: dict[str, str | None] = field(default_factory=dict)
@@ -75,6 +81,9 @@ class Tally:
             epochs = self._epochs[row.sample_id] = {}
             self._clusters[row.sample_id] = row.cluster
         epochs[row.epoch] = row.score if row.state == "scored" else None
+        if row.judge is not None:
+            self.judge.add(row)
+        self.agreement.add(row.state, row.label, row.score)
 
     @property
     def errors(self) -> int:
@@ -129,3 +138,11 @@ class Tally:
             ci_high=_finite(s.ci_high),
             n_clusters=s.n_clusters,
         )
+
+    def judge_stats(self) -> JudgeStats | None:
+        """The judge's totals (None when no row had a judge)."""
+        return self.judge.stats()
+
+    def agreement_stats(self, label_field: str | None) -> AgreementStats | None:
+        """Agreement of the scores with the labels (None when the spec names no label)."""
+        return None if label_field is None else self.agreement.stats(label_field)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from gradetrail.providers.base import Request
+from gradetrail.errors import RunError
+from gradetrail.providers.base import Provider, Request
 from gradetrail.retry import CallOutcome
 
 __all__ = ["Executor"]
@@ -24,6 +25,15 @@ class Executor(ABC):
     async def complete(self, request: Request) -> CallOutcome:
         """Serve one request with retries; never raises a ProviderError (it is in the
         outcome)."""
+
+    def for_provider(self, provider: Provider) -> Executor:
+        """An executor of the same kind, retry policy and concurrency bound that calls
+        ``provider`` instead (judges call their own model through this).
+
+        Raises:
+            RunError: this executor cannot serve another provider.
+        """
+        raise RunError(f"the {type(self).__name__} cannot call a judge model; use --executor local")
 
     async def aclose(self) -> None:
         """Release the executor's resources (and its provider's)."""

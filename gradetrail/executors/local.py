@@ -54,6 +54,18 @@ class LocalExecutor(Executor):
                 rand=self._rand,
             )
 
+    def for_provider(self, provider: Provider) -> LocalExecutor:
+        """A local executor for ``provider`` with this one's policy, concurrency bound and
+        injected sleep, clock and randomness."""
+        return LocalExecutor(
+            provider,
+            self.policy,
+            self.concurrency,
+            sleep=self._sleep,
+            clock=self._clock,
+            rand=self._rand,
+        )
+
     async def aclose(self) -> None:
         """Close the provider."""
         await self.provider.aclose()

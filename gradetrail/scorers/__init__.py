@@ -15,7 +15,8 @@ def make_scorer(spec: EvalSpec) -> Scorer:
     """Build the scorer a spec names.
 
     Raises:
-        SpecError: a scorer template does not compile.
+        SpecError: a scorer template does not compile; a judge file or baseline run
+            directory cannot be read.
     """
     s = spec.scorer
     if isinstance(s, ExactScorerSpec):
@@ -24,4 +25,12 @@ def make_scorer(spec: EvalSpec) -> Scorer:
         return RegexScorer(s, where=spec.source)
     if isinstance(s, NumericScorerSpec):
         return NumericScorer(s)
+    if s.type == "judge":  # judges imported only when used
+        from gradetrail.scorers.judge import JudgeScorer
+
+        return JudgeScorer(spec)
+    if s.type == "pairwise":
+        from gradetrail.scorers.pairwise import PairwiseScorer
+
+        return PairwiseScorer(spec)
     raise TypeError(f"unknown scorer spec {type(s).__name__}")

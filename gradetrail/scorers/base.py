@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gradetrail.datasets import Sample
+
+if TYPE_CHECKING:
+    from gradetrail.cache import ResponseCache
+    from gradetrail.executors.base import Executor
+    from gradetrail.results import JudgeRecord
 
 __all__ = ["Score", "ScoreInput", "Scorer"]
 
@@ -40,11 +45,14 @@ class Score:
         detail: what the scorer saw and extracted, JSON-ready, so a failure can be audited
             without re-running (e.g. ``{"extracted": "18", "target": "18"}``).
         error: why no score could be given (a ``judge_error`` row), or None.
+        judge: what the judge calls behind this score did and cost, or None for scorers
+            that call no model.
     """
 
     value: float | None
     detail: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
+    judge: JudgeRecord | None = None
 
 
 class Scorer:
@@ -67,3 +75,13 @@ class Scorer:
         """Material beyond the spec that decides scores (e.g. a judge file's hash); enters
         the run's identity hash."""
         return {}
+
+    async def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
+        """Receive the run's services before the first :meth:`ascore`: the response cache
+        (None with ``--no-cache``) and the run's executor, whose
+        :meth:`~gradetrail.executors.base.Executor.for_provider` gives model-calling
+        scorers the run's retry policy and concurrency bound. Called once per run by the
+        runner, on the run's event loop. Default: nothing."""
+
+    async def aclose(self) -> None:
+        """Release what :meth:`bind` set up. Called once at the end of the run."""

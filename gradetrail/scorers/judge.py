@@ -1,0 +1,458 @@
+"""The ``judge`` scorer: an LLM grades each response, through the run's cache and retries.
+
+The judge prompt is a Jinja2 template in its own file (the judge file), rendered per
+sample over the row's fields plus ``prompt``, ``system``, ``response``, ``target``,
+``sample_id`` and ``row`` (these names win over row fields of the same name). The
+rendered prompt is one user message to the judge model; that request is the cache key,
+so it holds the response, the judge file's text, the judge model and its params. With
+``samples: k`` the judge is asked k times, the j-th request carrying ``epoch = j`` so the
+k requests are distinct cache entries; the k verdicts are reduced by ``reduce``.
+
+Failures are rows in state ``judge_error``, never scores of 0. ``error.reason`` is one of
+``unparseable`` (no verdict in the reply; a truncated copy is in ``error.reply``),
+``truncated`` (the reply stopped at the judge's max_tokens before a verdict) or
+``provider_error`` (the judge could not be reached or refused; ``error.provider_error``
+holds the classified error). If any of the k verdicts fails the row is a judge_error
+(the other verdicts are still recorded, and cached).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from gradetrail import runlog
+from gradetrail.datasets import file_sha256
+from gradetrail.errors import DatasetError, GradetrailError, ProviderError, RunError, SpecError
+from gradetrail.providers import make_provider
+from gradetrail.providers.base import Request, Response
+from gradetrail.results import JudgeRecord
+from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.verdicts import (
+    Verdict,
+    VerdictError,
+    VerdictParser,
+    make_parser,
+    reduce_verdicts,
+    truncate_reply,
+)
+from gradetrail.spec import EvalSpec, JudgeScorerSpec, ModelSpec
+from gradetrail.templates import Template, compile_template
+
+if TYPE_CHECKING:
+    from gradetrail.cache import ResponseCache
+    from gradetrail.executors.base import Executor
+
+__all__ = [
+    "JudgeCaller",
+    "JudgeFile",
+    "JudgeReply",
+    "JudgeScorer",
+    "failure",
+    "judge_record",
+    "template_failure",
+]
+
+#: template variables every judge file may use besides the row's fields
+JUDGE_NAMES = frozenset({"prompt", "system", "response", "target", "sample_id", "row"})
+
+
+class JudgeFile:
+    """A judge file, read and compiled once.
+
+    Args:
+        spec: the eval spec (its directory anchors ``path``).
+        path: the judge file's path as written in the spec.
+
+    Raises:
+        SpecError: the file is missing, unreadable or not a valid template.
+    """
+
+    def __init__(self, spec: EvalSpec, path: str) -> None:
+        self.path = spec.resolve(path)
+        where = f"{spec.source}: scorer.file"
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SpecError(f"{where}: {self.path} not found; check the path in the spec") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{where}: cannot read {self.path} ({exc})") from None
+        self.sha256 = file_sha256(self.path)
+        self.template: Template = compile_template(text, f"{where} ({path})")
+
+    def check(self, row: dict[str, Any], names: frozenset[str]) -> None:
+        """Check that the first row plus ``names`` has every variable the file reads.
+
+        Raises:
+            SpecError: naming the missing variables.
+        """
+        self.template.check(row, extra=names)
+
+    def render(self, context: dict[str, Any], sample_id: str) -> str:
+        """Render for one sample.
+
+        Raises:
+            DatasetError: the template fails on this sample's data (naming the sample).
+        """
+        try:
+            return self.template.render(context)
+        except jinja2.UndefinedError as exc:
+            raise DatasetError(
+                f"{self.template.where}: sample {sample_id!r}: {exc.message}; fix the judge file"
+            ) from None
+        except Exception as exc:  # a template expression failing on one row's data
+            raise DatasetError(
+                f"{self.template.where}: sample {sample_id!r}: {type(exc).__name__}: {exc}"
+            ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeReply:
+    """One judge request's end: a parsed verdict, or why there is none.
+
+    Attributes:
+        index: the judge sample index, 1-based (the request's ``epoch``).
+        verdict: the parsed verdict, or None on failure.
+        reason: None, or ``unparseable``, ``truncated``, ``provider_error``.
+        message: what went wrong, one line (None on success).
+        response: the judge's response, or None when it could not be reached.
+        provider_error: the classified provider error, or None.
+        cached: the response came from the cache.
+        attempts: calls made this run (0 on a cache hit).
+    """
+
+    index: int
+    verdict: Verdict | None
+    reason: str | None
+    message: str | None
+    response: Response | None
+    provider_error: ProviderError | None
+    cached: bool
+    attempts: int
+
+    def detail(self) -> dict[str, Any]:
+        """The verdict as recorded in a row: index, grade and value (or the error), the
+        stop reason, whether the reply was cut at max_tokens or cached, the reply
+        (truncated to head and tail)."""
+        out: dict[str, Any] = {"sample": self.index}
+        if self.verdict is not None:
+            out["grade"] = self.verdict.grade
+            out["value"] = self.verdict.value
+        else:
+            out["error"] = self.reason
+            out["message"] = self.message
+        if self.response is not None:
+            out["truncated"] = self.response.truncated
+            out["stop_reason"] = self.response.stop_reason
+            out["cached"] = self.cached
+            out["reply"] = truncate_reply(self.response.text)
+        return out
+
+
+class JudgeCaller:
+    """One judge model, called through the run's cache and retry policy.
+
+    Args:
+        model: the judge's model section (provider, name, params).
+        base_dir: the spec's directory (for the provider's relative paths).
+        where: names the spec file in errors.
+    """
+
+    def __init__(self, model: ModelSpec, base_dir: Path, where: str = "spec") -> None:
+        self.model = model
+        self.where = where
+        self.name = f"{model.provider}:{model.name}"
+        try:
+            self.provider = make_provider(model, base_dir)
+        except SpecError as exc:  # its message names model.provider: say which model
+            raise SpecError(f"{where}: scorer.{exc}") from None
+        params = model.params.model_dump(exclude_none=True)
+        if not params.get("extra"):
+            params.pop("extra", None)
+        self.params = params
+        self._identity: dict[str, Any] | None = None
+        self._cache: ResponseCache | None = None
+        self._executor: Executor | None = None
+
+    def check_ready(self) -> None:
+        """Fail before any call when the judge cannot serve (missing key, file, function).
+
+        Raises:
+            GradetrailError: what the judge's provider reports, naming the judge.
+        """
+        try:
+            self.provider.check_ready()
+        except GradetrailError as exc:
+            raise type(exc)(f"{self.where}: judge {self.name}: {exc}") from None
+        self._identity = self.provider.identity()
+
+    def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
+        """Use the run's cache, and an executor like the run's for the judge's provider."""
+        self._cache = cache
+        self._executor = executor.for_provider(self.provider)
+
+    async def aclose(self) -> None:
+        """Close the judge's executor and provider."""
+        if self._executor is not None:
+            await self._executor.aclose()
+            self._executor = None
+
+    def request(self, prompt: str, sample_id: str, index: int) -> Request:
+        """The judge request for one rendered judge prompt; ``index`` (1-based judge
+        sample) is its ``epoch``, so k judge samples are k distinct cache entries."""
+        if self._identity is None:
+            self._identity = self.provider.identity()
+        return Request(
+            provider=self.model.provider,
+            model=self.model.name,
+            base_url=self.model.base_url,
+            system=None,
+            messages=({"role": "user", "content": prompt},),
+            params=self.params,
+            epoch=index,
+            sample_id=sample_id,
+            identity=self._identity,
+        )
+
+    async def ask(self, request: Request, parser: VerdictParser, epoch: int = 1) -> JudgeReply:
+        """Serve one judge request (cache, else the executor with retries; successful
+        responses are cached at once, parseable or not), read its verdict, and log the
+        call in the run's log (``judge_call``, for the row's sample id and ``epoch``).
+
+        Raises:
+            RunError: the scorer was not bound to the run (a bug in the caller).
+        """
+        key = request.key()
+        response = self._cache.get(key) if self._cache is not None else None
+        cached, attempts = response is not None, 0
+        if response is None:
+            if self._executor is None:
+                raise RunError("the judge was used before the run bound it; call bind() first")
+            started = time.perf_counter()
+            outcome = await self._executor.complete(request)
+            attempts = outcome.attempts
+            if outcome.response is None:
+                error = outcome.error or ProviderError("no response and no error")
+                _log_error(request, epoch, error, attempts, time.perf_counter() - started)
+                message = f"judge {self.name}: {type(error).__name__}: {error}"
+                message += f" (after {attempts} attempt{'s' * (attempts != 1)})"
+                return JudgeReply(
+                    request.epoch, None, "provider_error", message, None, error, False, attempts
+                )
+            response = outcome.response
+            if self._cache is not None:
+                self._cache.put(key, request, response)
+        _log_response(request, epoch, response, cached, attempts)
+        return _read(request.epoch, response, parser, cached, attempts, self.model)
+
+
+def _log_response(
+    request: Request, epoch: int, response: Response, cached: bool, attempts: int
+) -> None:
+    log = runlog.current()
+    if log is None:
+        return
+    log.call(
+        "judge",
+        sample_id=request.sample_id,
+        epoch=epoch,
+        model=request.model,
+        served_model=response.served_model,
+        latency_ms=response.latency_s * 1000.0,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        cached_input_tokens=response.cached_input_tokens,
+        cost_usd=response.cost_usd,
+        cached=cached,
+        attempt=attempts,
+        outcome="ok",
+    )
+
+
+def _log_error(
+    request: Request, epoch: int, error: ProviderError, attempts: int, wall_s: float
+) -> None:
+    log = runlog.current()
+    if log is None:
+        return
+    log.call(
+        "judge",
+        sample_id=request.sample_id,
+        epoch=epoch,
+        model=request.model,
+        latency_ms=wall_s * 1000.0,
+        cached=False,
+        attempt=attempts,
+        outcome="error",
+        error=type(error).__name__,
+        status=error.status,
+        message=str(error),
+    )
+
+
+def _read(
+    index: int,
+    response: Response,
+    parser: VerdictParser,
+    cached: bool,
+    attempts: int,
+    model: ModelSpec,
+) -> JudgeReply:
+    try:
+        verdict = parser(response.text)
+    except VerdictError as exc:
+        if response.truncated:
+            limit = model.params.max_tokens
+            at = f" ({limit} tokens)" if limit else ""
+            message = (
+                f"judge reply {index} was cut at max_tokens{at} before a verdict ({exc}); "
+                "raise scorer.model.params.max_tokens"
+            )
+            return JudgeReply(index, None, "truncated", message, response, None, cached, attempts)
+        message = f"judge reply {index} holds no verdict: {exc}; see error.reply"
+        return JudgeReply(index, None, "unparseable", message, response, None, cached, attempts)
+    return JudgeReply(index, verdict, None, None, response, None, cached, attempts)
+
+
+def _add(total: float | None, value: float | None) -> float | None:
+    if value is None:
+        return total
+    return (total or 0.0) + value
+
+
+def judge_record(replies: list[JudgeReply], outcome: str | None = None) -> JudgeRecord:
+    """Totals of a row's judge replies: requests, calls, cache hits, tokens, cost."""
+    record = JudgeRecord(requests=len(replies), outcome=outcome)
+    for reply in replies:
+        record.calls += not reply.cached
+        record.attempts += reply.attempts
+        record.cache_hits += reply.cached
+        record.verdicts += reply.verdict is not None
+        response = reply.response
+        if response is None:
+            continue
+        record.truncated += response.truncated
+        record.input_tokens += response.input_tokens
+        record.output_tokens += response.output_tokens
+        if reply.cached:
+            record.cost_usd_cached = _add(record.cost_usd_cached, response.cost_usd)
+        else:
+            record.cost_usd = _add(record.cost_usd, response.cost_usd)
+    return record
+
+
+def failure(replies: list[JudgeReply], judge: str) -> dict[str, Any] | None:
+    """The row's ``error`` for the first failed reply (None when all succeeded): kind
+    ``JudgeError``, ``reason``, one-line ``message``, the judge, how many replies failed,
+    the truncated ``reply`` when there was one and the ``provider_error`` when there was
+    one."""
+    failed = [r for r in replies if r.verdict is None]
+    if not failed:
+        return None
+    first = failed[0]
+    error: dict[str, Any] = {
+        "kind": "JudgeError",
+        "reason": first.reason,
+        "message": first.message,
+        "judge": judge,
+        "failed": len(failed),
+        "of": len(replies),
+    }
+    if first.response is not None:
+        error["reply"] = truncate_reply(first.response.text)
+        error["truncated"] = first.response.truncated
+    if first.provider_error is not None:
+        error["provider_error"] = first.provider_error.detail()
+    return error
+
+
+def template_failure(exc: DatasetError, judge: str) -> Score:
+    """The judge_error score of a judge file that fails on one sample's data."""
+    error = {"kind": "JudgeError", "reason": "template_error", "message": str(exc)}
+    return Score(None, {"judge": judge}, {**error, "judge": judge}, JudgeRecord())
+
+
+class JudgeScorer(Scorer):
+    """Grades each response with a judge model (see the module docstring).
+
+    Args:
+        spec: the eval spec, whose ``scorer`` is a :class:`JudgeScorerSpec`.
+
+    Raises:
+        SpecError: the judge file is missing or invalid, or the judge's provider unknown.
+    """
+
+    def __init__(self, spec: EvalSpec) -> None:
+        assert isinstance(spec.scorer, JudgeScorerSpec)
+        self.spec = spec.scorer
+        self.file = JudgeFile(spec, self.spec.file)
+        self.caller = JudgeCaller(self.spec.model, spec.base_dir, spec.source)
+        self.parser = make_parser(self.spec.parse)
+
+    def identity(self) -> dict[str, Any]:
+        """The judge file's content hash, as ``{"judge": sha256}``."""
+        return {"judge": self.file.sha256}
+
+    def context(self, item: ScoreInput) -> dict[str, Any]:
+        """The judge file's variables for one response."""
+        return {
+            **item.sample.row,
+            "row": item.sample.row,
+            "sample_id": item.sample.id,
+            "prompt": item.prompt,
+            "system": item.system,
+            "response": item.response,
+            "target": item.target,
+        }
+
+    def check(self, first: ScoreInput) -> None:
+        """Check the judge file against the first sample (render it) and the judge's
+        provider (keys, files), before any call.
+
+        Raises:
+            SpecError, DatasetError, GradetrailError: what would stop every judge call.
+        """
+        self.file.check(first.sample.row, JUDGE_NAMES)
+        self.file.render(self.context(first), first.sample.id)
+        self.caller.check_ready()
+
+    async def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
+        """Call the judge through the run's cache and an executor like the run's."""
+        self.caller.bind(cache, executor)
+
+    async def aclose(self) -> None:
+        """Close the judge's connections."""
+        await self.caller.aclose()
+
+    async def ascore(self, item: ScoreInput) -> Score:
+        """Ask the judge ``samples`` times (concurrently, within the run's concurrency
+        bound) and reduce the verdicts; the detail records every verdict.
+
+        A judge file that fails on this sample's data is a judge_error (reason
+        ``template_error``), not a crash of the run.
+        """
+        try:
+            prompt = self.file.render(self.context(item), item.sample.id)
+        except DatasetError as exc:
+            return template_failure(exc, self.caller.name)
+        requests = [
+            self.caller.request(prompt, item.sample.id, j) for j in range(1, self.spec.samples + 1)
+        ]
+        asks = (self.caller.ask(r, self.parser, item.epoch) for r in requests)
+        replies = list(await asyncio.gather(*asks))
+        detail: dict[str, Any] = {
+            "judge": self.caller.name,
+            "verdicts": [r.detail() for r in replies],
+            "reduce": self.spec.reduce,
+        }
+        record = judge_record(replies)
+        error = failure(replies, self.caller.name)
+        if error is not None:
+            return Score(None, detail, error, record)
+        values = [r.verdict.value for r in replies if r.verdict is not None]
+        return Score(reduce_verdicts(values, self.spec.reduce), detail, None, record)

@@ -1,0 +1,223 @@
+"""The ``pairwise`` scorer: a judge compares each response with a frozen baseline's.
+
+The baseline is another run's directory; its ``results.jsonl`` is read once, before any
+call, and joined on sample id (the same epoch when the baseline has it, else its epoch
+1). The judge file sees the row's fields plus ``prompt``, ``system``, ``target``,
+``sample_id``, ``row``, ``response_a`` and ``response_b``, and is asked in both orders:
+the candidate as ``response_a`` with the baseline as ``response_b``, then swapped, so a
+judge that favours one position cancels out. Each verdict gives the candidate win 1,
+tie 0.5, loss 0; each order's verdicts are reduced (``samples``, ``reduce``), and the
+score is the mean of the two orders, so the run's mean score is the candidate's win rate
+against the baseline, with its confidence interval.
+
+``judge.outcome`` records win, tie or loss when both orders agree, and ``split`` when
+they do not (evidence of position bias). A sample missing from the baseline, or whose
+baseline row has no response, is a ``judge_error`` naming it (reason
+``missing_baseline`` or ``baseline_error``), never skipped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gradetrail.datasets import file_sha256
+from gradetrail.errors import DatasetError, SpecError, UsageError
+from gradetrail.results import RESULTS_FILE, JudgeRecord, iter_results
+from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.judge import (
+    JudgeCaller,
+    JudgeFile,
+    JudgeReply,
+    failure,
+    judge_record,
+    template_failure,
+)
+from gradetrail.scorers.verdicts import pairwise_parser, reduce_verdicts
+from gradetrail.spec import EvalSpec, PairwiseScorerSpec
+
+if TYPE_CHECKING:
+    from gradetrail.cache import ResponseCache
+    from gradetrail.executors.base import Executor
+
+__all__ = ["PairwiseScorer", "load_baseline"]
+
+#: template variables every pairwise judge file may use besides the row's fields
+PAIRWISE_NAMES = frozenset(
+    {"prompt", "system", "target", "sample_id", "row", "response_a", "response_b"}
+)
+
+
+def load_baseline(run_dir: Path, where: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """A baseline run's rows, keyed by ``(sample id, epoch)``, each ``{"state",
+    "response"}``.
+
+    Raises:
+        SpecError: the directory holds no results (naming it and the fix).
+    """
+    try:
+        rows = list(iter_results(run_dir))
+    except UsageError:
+        raise SpecError(
+            f"{where}: scorer.baseline: {run_dir} is not a run directory (no {RESULTS_FILE}); "
+            "run the baseline first or fix the path"
+        ) from None
+    if not rows:
+        raise SpecError(f"{where}: scorer.baseline: {run_dir}/{RESULTS_FILE} has no rows")
+    return {
+        (str(r["sample_id"]), int(r.get("epoch", 1))): {
+            "state": r.get("state"),
+            "response": r.get("response"),
+        }
+        for r in rows
+    }
+
+
+def _outcome(first: float, second: float) -> str:
+    if first != second:
+        return "split"
+    return "win" if first > 0.5 else "loss" if first < 0.5 else "tie"
+
+
+class PairwiseScorer(Scorer):
+    """Compares each response with the baseline run's, in both orders (see the module
+    docstring).
+
+    Args:
+        spec: the eval spec, whose ``scorer`` is a :class:`PairwiseScorerSpec`.
+
+    Raises:
+        SpecError: the judge file or the baseline run directory cannot be used.
+    """
+
+    def __init__(self, spec: EvalSpec) -> None:
+        assert isinstance(spec.scorer, PairwiseScorerSpec)
+        self.spec = spec.scorer
+        self.file = JudgeFile(spec, self.spec.file)
+        self.caller = JudgeCaller(self.spec.model, spec.base_dir, spec.source)
+        self.parser = pairwise_parser(self.spec.parse)
+        self.baseline_dir = spec.resolve(self.spec.baseline)
+        self.baseline = load_baseline(self.baseline_dir, spec.source)
+        self.baseline_sha256 = file_sha256(self.baseline_dir / RESULTS_FILE)
+
+    def identity(self) -> dict[str, Any]:
+        """The judge file's and the baseline results' content hashes."""
+        return {"judge": self.file.sha256, "baseline": self.baseline_sha256}
+
+    def context(self, item: ScoreInput, a: str, b: str) -> dict[str, Any]:
+        """The judge file's variables for one order (``a`` shown first)."""
+        return {
+            **item.sample.row,
+            "row": item.sample.row,
+            "sample_id": item.sample.id,
+            "prompt": item.prompt,
+            "system": item.system,
+            "target": item.target,
+            "response_a": a,
+            "response_b": b,
+        }
+
+    def check(self, first: ScoreInput) -> None:
+        """Check the judge file against the first sample and the judge's provider, before
+        any call.
+
+        Raises:
+            SpecError, DatasetError, GradetrailError: what would stop every judge call.
+        """
+        self.file.check(first.sample.row, PAIRWISE_NAMES)
+        self.file.render(self.context(first, "", ""), first.sample.id)
+        self.caller.check_ready()
+
+    async def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
+        """Call the judge through the run's cache and an executor like the run's."""
+        self.caller.bind(cache, executor)
+
+    async def aclose(self) -> None:
+        """Close the judge's connections."""
+        await self.caller.aclose()
+
+    def _baseline_for(self, item: ScoreInput) -> tuple[int, str] | dict[str, Any]:
+        """``(baseline epoch, baseline response)``, or the row's error."""
+        sid = item.sample.id
+        epoch = item.epoch if (sid, item.epoch) in self.baseline else 1
+        row = self.baseline.get((sid, epoch))
+        if row is None:
+            return {
+                "kind": "JudgeError",
+                "reason": "missing_baseline",
+                "message": f"sample {sid!r} is missing from the baseline run "
+                f"{self.baseline_dir}; re-run the baseline on this dataset",
+            }
+        if not isinstance(row["response"], str):
+            return {
+                "kind": "JudgeError",
+                "reason": "baseline_error",
+                "message": f"the baseline has no response for sample {sid!r} (epoch {epoch}, "
+                f"state {row['state']}); re-run the baseline to complete it",
+            }
+        return epoch, row["response"]
+
+    async def ascore(self, item: ScoreInput) -> Score:
+        """Judge the candidate against the baseline in both orders; the detail records
+        each order's verdicts (values in candidate terms) and the outcome."""
+        found = self._baseline_for(item)
+        if isinstance(found, dict):
+            detail = {"judge": self.caller.name, "baseline": str(self.baseline_dir)}
+            return Score(None, detail, {**found, "judge": self.caller.name}, JudgeRecord())
+        epoch, baseline = found
+        try:
+            prompts = [
+                self.file.render(self.context(item, item.response, baseline), item.sample.id),
+                self.file.render(self.context(item, baseline, item.response), item.sample.id),
+            ]
+        except DatasetError as exc:
+            return template_failure(exc, self.caller.name)
+        k = self.spec.samples
+        requests = [
+            self.caller.request(prompt, item.sample.id, j)
+            for prompt in prompts
+            for j in range(1, k + 1)
+        ]
+        asks = (self.caller.ask(r, self.parser, item.epoch) for r in requests)
+        replies = list(await asyncio.gather(*asks))
+        orders = [replies[:k], replies[k:]]
+        detail: dict[str, Any] = {
+            "judge": self.caller.name,
+            "baseline": str(self.baseline_dir),
+            "baseline_epoch": epoch,
+            "reduce": self.spec.reduce,
+            "orders": [
+                _order_detail("A", orders[0], swapped=False),
+                _order_detail("B", orders[1], swapped=True),
+            ],
+        }
+        error = failure(replies, self.caller.name)
+        if error is not None:
+            return Score(None, detail, error, judge_record(replies))
+        values = [
+            reduce_verdicts(_candidate_values(replies, swapped), self.spec.reduce)
+            for replies, swapped in ((orders[0], False), (orders[1], True))
+        ]
+        for order, value in zip(detail["orders"], values, strict=True):
+            order["value"] = value
+        outcome = _outcome(*values)
+        detail["outcome"] = outcome
+        return Score((values[0] + values[1]) / 2, detail, None, judge_record(replies, outcome))
+
+
+def _candidate_values(replies: list[JudgeReply], swapped: bool) -> list[float]:
+    """The candidate's score from each verdict: the first position's value, or its
+    complement when the candidate was shown second."""
+    values = [r.verdict.value for r in replies if r.verdict is not None]
+    return [1.0 - v for v in values] if swapped else values
+
+
+def _order_detail(position: str, replies: list[JudgeReply], swapped: bool) -> dict[str, Any]:
+    verdicts = []
+    for reply in replies:
+        d = reply.detail()
+        if reply.verdict is not None:
+            d["value"] = 1.0 - reply.verdict.value if swapped else reply.verdict.value
+        verdicts.append(d)
+    return {"candidate": position, "verdicts": verdicts}

@@ -1,0 +1,262 @@
+"""Reading a judge's verdict from its reply, and reducing several verdicts to one score.
+
+Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
+
+- ``grade``: the last whole-token ``GRADE: C`` (marker and grades configurable, matched
+  case-insensitively; markdown bold around the marker or grade is allowed), mapped through
+  ``grades`` (default C 1, P 0.5, I 0).
+- ``numeric``: the last ``SCORE: 7`` or ``SCORE: 7/10``; else a reply that is only a
+  number or fraction; else the last fraction whose denominator is the scale's ``max``.
+  ``x`` on a ``min``..``max`` scale becomes ``(x - min) / (max - min)``; a fraction
+  ``x/d`` is read on the scale ``min``..``d``. Out-of-scale numbers are failures, never
+  clipped.
+- ``json``: the last fenced code block that parses as a JSON object, else the whole reply,
+  else the last ``{...}`` object in the text that parses; then the ``field`` path: a
+  number (normalized like ``numeric``), a boolean, or a string looked up in ``grades``.
+
+A reply no rule can read raises :class:`VerdictError`; the judge scorer records it as a
+``judge_error`` with a truncated copy of the reply, never as a score of 0.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gradetrail.reducers import reduce_scores
+from gradetrail.spec import GradeParse, JsonParse, NumericParse, PairwiseParse
+
+__all__ = [
+    "Verdict",
+    "VerdictError",
+    "VerdictParser",
+    "make_parser",
+    "pairwise_parser",
+    "reduce_verdicts",
+    "truncate_reply",
+]
+
+#: characters of a judge reply kept in result rows (head and tail)
+REPLY_LIMIT = 2000
+
+_NUM = r"[-+]?\d+(?:\.\d+)?"
+_BOLD = r"[*_]{0,2}"
+
+
+class VerdictError(ValueError):
+    """A judge reply holds no verdict the parse rule can read; the message says what was
+    expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One parsed verdict.
+
+    Attributes:
+        value: the score in [0, 1].
+        grade: the verdict as the judge wrote it (``C``, ``7/10``, ``true``...).
+    """
+
+    value: float
+    grade: str
+
+
+#: reply text -> verdict; raises VerdictError
+VerdictParser = Callable[[str], Verdict]
+
+
+def truncate_reply(text: str, limit: int = REPLY_LIMIT) -> str:
+    """``text`` if it has at most ``limit`` characters, else its head and tail (where
+    verdicts usually are) around a marker naming how many characters were left out."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
+
+
+def _token_regex(marker: str, tokens: list[str]) -> re.Pattern[str]:
+    alternatives = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
+    return re.compile(
+        rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}\s*:\s*{_BOLD}\s*({alternatives})(?!\w)",
+        re.IGNORECASE,
+    )
+
+
+def _last_match(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
+    last = None
+    for last in regex.finditer(text):  # noqa: B007 - the last match wins
+        pass
+    return last
+
+
+def _lookup_parser(
+    marker: str, table: dict[str, float], pattern: str | None, what: str
+) -> VerdictParser:
+    folded = {k.casefold(): v for k, v in table.items()}
+    regex = re.compile(pattern, re.IGNORECASE) if pattern else _token_regex(marker, list(table))
+    expected = pattern or f"{marker}: {'|'.join(table)}"
+
+    def parse(text: str) -> Verdict:
+        m = _last_match(regex, text)
+        if m is None:
+            raise VerdictError(f"no {what} matching {expected!r} in the judge reply")
+        token = (m.group(1) or "").strip()
+        if token.casefold() not in folded:
+            known = ", ".join(table)
+            raise VerdictError(f"{what} {token!r} is not one of {known}")
+        return Verdict(folded[token.casefold()], token)
+
+    return parse
+
+
+def _normalize(x: float, low: float, high: float, shown: str) -> float:
+    if not low <= x <= high:
+        raise VerdictError(f"score {shown} is outside the scale {low:g}..{high:g}")
+    return (x - low) / (high - low)
+
+
+def _numeric_parser(spec: NumericParse) -> VerdictParser:
+    marked = re.compile(
+        rf"(?<!\w){_BOLD}{re.escape(spec.marker)}{_BOLD}\s*:\s*{_BOLD}\s*"
+        rf"({_NUM})(?:\s*/\s*({_NUM}))?(?!\w|\.\d)",
+        re.IGNORECASE,
+    )
+    alone = re.compile(rf"\s*({_NUM})(?:\s*/\s*({_NUM}))?\s*\.?\s*")
+    fraction = re.compile(rf"(?<![\w./])({_NUM})\s*/\s*({_NUM})(?![\w/])")
+
+    def read(m: re.Match[str]) -> Verdict:
+        x = float(m.group(1))
+        high = spec.max if m.group(2) is None else float(m.group(2))
+        if high <= spec.min:
+            raise VerdictError(f"scale {m.group(0).strip()!r} ends at or below min {spec.min:g}")
+        grade = m.group(1) if m.group(2) is None else f"{m.group(1)}/{m.group(2)}"
+        return Verdict(_normalize(x, spec.min, high, grade), grade)
+
+    def parse(text: str) -> Verdict:
+        m = _last_match(marked, text) or alone.fullmatch(text)
+        if m is not None:
+            return read(m)
+        for m in reversed(list(fraction.finditer(text))):
+            if float(m.group(2)) == spec.max:
+                return read(m)
+        raise VerdictError(
+            f"no score matching '{spec.marker}: N' or 'N/{spec.max:g}' in the judge reply"
+        )
+
+    return parse
+
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def _json_objects(text: str) -> list[dict[str, Any]]:
+    """Candidate JSON objects in reading order of preference: fenced blocks (last first),
+    the whole reply, then ``{...}`` objects found in the text (last first)."""
+    found: list[dict[str, Any]] = []
+    for m in reversed(list(_FENCE.finditer(text))):
+        try:
+            value = json.loads(m.group(2))
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict):
+        found.append(whole)
+    decoder = json.JSONDecoder()
+    inline: list[dict[str, Any]] = []
+    pos = text.find("{")
+    while pos >= 0:
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(value, dict):
+            inline.append(value)
+        pos = text.find("{", end)
+    found.extend(reversed(inline))
+    return found
+
+
+def _json_parser(spec: JsonParse) -> VerdictParser:
+    path = spec.field.split(".")
+    folded = {k.casefold(): v for k, v in spec.grades.items()}
+
+    def field_of(obj: dict[str, Any]) -> tuple[bool, Any]:
+        value: Any = obj
+        for part in path:
+            if not isinstance(value, dict) or part not in value:
+                return False, None
+            value = value[part]
+        return True, value
+
+    def parse(text: str) -> Verdict:
+        objects = _json_objects(text)
+        if not objects:
+            raise VerdictError("no JSON object in the judge reply")
+        for obj in objects:
+            present, value = field_of(obj)
+            if present:
+                return _json_value(value, spec, folded)
+        raise VerdictError(f"no JSON object in the judge reply has the field {spec.field!r}")
+
+    return parse
+
+
+def _json_value(value: Any, spec: JsonParse, folded: dict[str, float]) -> Verdict:
+    if isinstance(value, bool):
+        return Verdict(float(value), "true" if value else "false")
+    if isinstance(value, int | float):
+        return Verdict(_normalize(float(value), spec.min, spec.max, f"{value:g}"), f"{value:g}")
+    if isinstance(value, str) and value.strip().casefold() in folded:
+        return Verdict(folded[value.strip().casefold()], value.strip())
+    known = ", ".join(spec.grades)
+    raise VerdictError(
+        f"JSON field {spec.field!r} is {value!r}; expected a number, a boolean or one of {known}"
+    )
+
+
+def make_parser(spec: GradeParse | NumericParse | JsonParse) -> VerdictParser:
+    """The verdict parser a judge scorer's ``parse`` section describes.
+
+    Returns:
+        A function reply text -> :class:`Verdict` (value in [0, 1]) that raises
+        :class:`VerdictError` when the reply holds no readable verdict.
+    """
+    if isinstance(spec, NumericParse):
+        return _numeric_parser(spec)
+    if isinstance(spec, JsonParse):
+        return _json_parser(spec)
+    return _lookup_parser(spec.marker, spec.grades, spec.pattern, "grade")
+
+
+#: a pairwise verdict's value: the probability that the *first* shown response wins
+_POSITION_VALUE = {"first": 1.0, "tie": 0.5, "second": 0.0}
+
+
+def pairwise_parser(spec: PairwiseParse) -> VerdictParser:
+    """The parser of pairwise verdicts: value 1 when the first shown response
+    (``response_a``) wins, 0.5 for a tie, 0 when the second wins."""
+    table = {label: _POSITION_VALUE[which] for label, which in spec.verdicts.items()}
+    return _lookup_parser(spec.marker, table, spec.pattern, "verdict")
+
+
+def reduce_verdicts(values: list[float], how: Literal["mean", "majority"]) -> float:
+    """One score from a sample's k verdicts: their mean, or the majority verdict (a tie
+    goes to the lowest tied score, as :func:`gradetrail.reducers.reduce_scores`).
+
+    Raises:
+        ValueError: no verdicts.
+    """
+    if not values:
+        raise ValueError("no verdicts to reduce")
+    reduced = reduce_scores(values, how)
+    assert reduced is not None  # non-empty input always reduces
+    return reduced

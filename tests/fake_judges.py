@@ -1,0 +1,77 @@
+"""Scripted judges and candidates for the ``python`` provider in judge tests.
+
+A test's judge file embeds what the judge must answer between ``<<SCRIPT>>`` and
+``<<END>>`` (a JSON list, one entry per judge sample: the j-th request, ``epoch = j``,
+gets entry ``(j - 1) % len``). An entry is a reply string, or an object:
+``{"text": ..., "stop_reason": "max_tokens"}`` for a reply cut at max_tokens,
+``{"raise": "ServerError" | "AuthError" | ...}`` for a failed call. Every call is
+recorded in :data:`CALLS`, so tests count judge calls at the boundary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+from gradetrail import errors
+from gradetrail.providers.base import Request, Response
+
+#: every request the fake judges served, in arrival order
+CALLS: list[Request] = []
+_LOCK = threading.Lock()
+_SCRIPT = re.compile(r"<<SCRIPT>>(.*?)<<END>>", re.DOTALL)
+_PAIR = re.compile(r"<<A>>(.*?)<<B>>(.*?)<<END_PAIR>>", re.DOTALL)
+
+
+def _record(request: Request) -> None:
+    with _LOCK:
+        CALLS.append(request)
+
+
+def echo(request: Request) -> str:
+    """Candidate: answers with its prompt."""
+    return request.prompt
+
+
+def scripted(request: Request) -> Response:
+    """Judge: answers the script embedded in the prompt (see the module docstring)."""
+    _record(request)
+    m = _SCRIPT.search(request.prompt)
+    if m is None:
+        return Response(text="no script in the prompt", served_model="fake-judge")
+    entries = json.loads(m.group(1))
+    entry = entries[(request.epoch - 1) % len(entries)]
+    if isinstance(entry, str):
+        entry = {"text": entry}
+    if "raise" in entry:
+        cls = getattr(errors, entry["raise"])
+        raise cls(entry.get("message", "scripted failure"), status=entry.get("status"))
+    return Response(
+        text=entry["text"],
+        stop_reason=entry.get("stop_reason", "end_turn"),
+        served_model="fake-judge",
+        input_tokens=len(request.prompt.split()),
+        output_tokens=len(entry["text"].split()),
+        cost_usd=0.001,
+    )
+
+
+def pairwise(request: Request) -> str:
+    """Pairwise judge: ``WINNER: A`` or ``B`` for the response holding ``GOOD``, ``TIE``
+    when both or neither do; with ``POSITION-BIASED`` in the prompt, always ``A``."""
+    _record(request)
+    if "POSITION-BIASED" in request.prompt:
+        return "The first one reads better.\nWINNER: A"
+    m = _PAIR.search(request.prompt)
+    assert m is not None, "pairwise judge file must show <<A>>..<<B>>..<<END_PAIR>>"
+    a, b = ("GOOD" in m.group(1)), ("GOOD" in m.group(2))
+    winner = "TIE" if a == b else "A" if a else "B"
+    return f"Compared both.\nWINNER: {winner}"
+
+
+def flaky(request: Request) -> str:
+    """Candidate: answers with its prompt, but fails permanently when it holds FAIL."""
+    if "FAIL" in request.prompt:
+        raise errors.BadRequest("scripted candidate failure")
+    return request.prompt

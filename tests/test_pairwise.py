@@ -1,0 +1,149 @@
+"""The pairwise scorer: both orders, win/tie/loss, win rate with its interval, missing
+baseline samples named, through the cache (scripted judge, python provider)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fake_judges
+import pytest
+import yaml
+from judge_evals import run, write_eval
+
+import gradetrail
+from gradetrail.cli.report import summary_lines
+from gradetrail.errors import SpecError
+from gradetrail.stats import summarize
+
+PAIR_JUDGE = (
+    "Which response answers better?\n<<A>>{{ response_a }}<<B>>{{ response_b }}<<END_PAIR>>\n"
+    "{% if biased %}POSITION-BIASED{% endif %}\n"
+)
+ROWS = [
+    {"id": "s1", "base": "bad s1", "cand": "GOOD s1", "biased": False},
+    {"id": "s2", "base": "GOOD s2", "cand": "bad s2", "biased": False},
+    {"id": "s3", "base": "GOOD s3", "cand": "GOOD s3 too", "biased": False},
+    {"id": "s4", "base": "bad s4", "cand": "GOOD s4", "biased": True},
+]
+PAIR_MODEL = {"provider": "python", "name": "pair-judge", "function": "fake_judges:pairwise"}
+
+
+def _baseline(root: Path, rows: list[dict], *overrides: str, candidate: str = "echo") -> Path:
+    """Run the baseline eval (prompt = each row's ``base``) and return its run directory."""
+    spec = write_eval(root / "baseline", rows, scorer={"type": "exact"}, name="baseline")
+    raw = yaml.safe_load(spec.read_text())
+    raw["prompt"] = "{{ base }}"
+    raw["model"]["function"] = f"fake_judges:{candidate}"
+    for key in ("file", "model"):
+        raw["scorer"].pop(key)
+    spec.write_text(yaml.safe_dump(raw))
+    result = gradetrail.run_eval(
+        gradetrail.load_spec(spec, list(overrides)), results_root=root / "results"
+    )
+    return result.run_dir
+
+
+def _pairwise(root: Path, rows: list[dict], baseline: Path, **scorer) -> Path:
+    spec = write_eval(
+        root / "candidate",
+        rows,
+        judge_text=PAIR_JUDGE,
+        scorer={"type": "pairwise", "baseline": str(baseline), "model": PAIR_MODEL, **scorer},
+        name="candidate",
+    )
+    raw = yaml.safe_load(spec.read_text())
+    raw["prompt"] = "{{ cand }}"
+    spec.write_text(yaml.safe_dump(raw))
+    return spec
+
+
+def test_both_orders_cancel_position_bias(tmp_path: Path) -> None:
+    """The judge sees each pair in both orders; win 1, loss 0, tie 0.5, and a judge that
+    always picks the first position scores a split 0.5 rather than a win."""
+    baseline = _baseline(tmp_path, ROWS)
+    result, rows = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
+    assert [r["score"] for r in rows] == [1.0, 0.0, 0.5, 0.5]
+    assert [r["judge"]["outcome"] for r in rows] == ["win", "loss", "tie", "split"]
+    shown = sorted(r.prompt.split("\n")[1] for r in fake_judges.CALLS if r.sample_id == "s1")
+    assert shown == ["<<A>>GOOD s1<<B>>bad s1<<END_PAIR>>", "<<A>>bad s1<<B>>GOOD s1<<END_PAIR>>"]
+    orders = rows[3]["scorer"]["orders"]
+    assert [o["candidate"] for o in orders] == ["A", "B"]
+    assert [o["verdicts"][0]["grade"] for o in orders] == ["A", "A"]
+    assert [o["value"] for o in orders] == [1.0, 0.0]
+    assert rows[0]["scorer"]["baseline_epoch"] == 1
+    assert result.manifest.judge.outcomes == {"win": 1, "tie": 1, "loss": 1, "split": 1}
+    assert result.manifest.judge.requests == 8 and result.manifest.judge.calls == 8
+
+
+def test_win_rate_has_its_confidence_interval(tmp_path: Path) -> None:
+    """The run's score is the win rate over samples, with summarize's SE and 95% CI, and
+    the summary calls it a win rate."""
+    baseline = _baseline(tmp_path, ROWS)
+    result, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
+    expected = summarize([1.0, 0.0, 0.5, 0.5])
+    s = result.manifest.score
+    assert (s.n, s.mean) == (4, 0.5)
+    assert (s.se, s.ci_low, s.ci_high) == pytest.approx(
+        (expected.se, expected.ci_low, expected.ci_high), abs=1e-12
+    )
+    lines = dict(summary_lines(result))
+    assert lines["win rate"].startswith("0.5000 ± 0.2041 SE, 95% CI [0.0999, 0.9001]")
+    assert lines["outcomes"] == "1 win, 1 tie, 1 loss, 1 split (the two orders disagreed)"
+
+
+def test_sample_missing_from_the_baseline_is_named(tmp_path: Path) -> None:
+    """A sample the baseline lacks is a judge_error naming it, never skipped."""
+    baseline = _baseline(tmp_path, ROWS, "dataset.limit=3")
+    result, rows = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
+    missing = rows[3]
+    assert missing["state"] == "judge_error"
+    assert missing["error"]["reason"] == "missing_baseline"
+    assert missing["error"]["message"] == (
+        f"sample 's4' is missing from the baseline run {baseline}; re-run the baseline on "
+        "this dataset"
+    )
+    assert result.manifest.counts == {"scored": 3, "judge_error": 1}
+    assert result.manifest.judge.errors == {"missing_baseline": 1}
+    assert not any(r.sample_id == "s4" for r in fake_judges.CALLS)
+
+
+def test_baseline_row_without_response_is_a_judge_error(tmp_path: Path) -> None:
+    """A baseline row in provider_error has no response to compare: a judge_error."""
+    rows = [dict(ROWS[0]), {**ROWS[1], "base": "FAIL s2"}]
+    baseline = _baseline(tmp_path, rows, candidate="flaky")
+    _, out = run(_pairwise(tmp_path, rows, baseline), tmp_path / "results")
+    assert out[0]["state"] == "scored"
+    assert out[1]["error"]["reason"] == "baseline_error"
+    message = out[1]["error"]["message"]
+    assert "no response for sample 's2' (epoch 1, state provider_error)" in message
+
+
+def test_rerun_makes_zero_judge_calls_and_k_samples_per_order(tmp_path: Path) -> None:
+    """samples: 2 asks 2 x 2 orders per sample; a re-run answers all from the cache."""
+    baseline = _baseline(tmp_path, ROWS[:2])
+    spec = _pairwise(tmp_path, ROWS[:2], baseline, samples=2)
+    first, _ = run(spec, tmp_path / "results")
+    assert len(fake_judges.CALLS) == 8
+    assert len({r.key() for r in fake_judges.CALLS}) == 8
+    second, rows = run(spec, tmp_path / "results")
+    assert fake_judges.CALLS == []
+    assert second.manifest.judge.cache_hits == 8
+    assert [r["score"] for r in rows] == [1.0, 0.0]
+
+
+def test_baseline_enters_the_identity_through_its_results_hash(tmp_path: Path) -> None:
+    """The baseline's results.jsonl hash is in file_hashes and the identity hash."""
+    import hashlib
+
+    baseline = _baseline(tmp_path, ROWS)
+    result, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
+    digest = hashlib.sha256((baseline / "results.jsonl").read_bytes()).hexdigest()
+    assert result.manifest.file_hashes["baseline"] == digest
+
+
+def test_baseline_that_is_not_a_run_directory_stops_the_run(tmp_path: Path) -> None:
+    """A baseline path without results.jsonl is a one-line SpecError before any call."""
+    (tmp_path / "empty").mkdir()
+    spec = _pairwise(tmp_path, ROWS, tmp_path / "empty")
+    with pytest.raises(SpecError, match=r"scorer\.baseline: .*empty is not a run directory"):
+        gradetrail.plan_run(gradetrail.load_spec(spec))
