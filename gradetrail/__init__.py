@@ -9,6 +9,7 @@ The public Python API; everything the CLI does goes through these names::
     rows = gradetrail.read_results(result.run_dir)
 """
 
+from gradetrail.agreement import cohen_kappa, measure_agreement
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.errors import (
     CacheError,
@@ -21,7 +22,8 @@ from gradetrail.errors import (
     UsageError,
 )
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.results import SampleResult, read_manifest, read_results
+from gradetrail.reducers import pass_at_k
+from gradetrail.results import SampleResult, SampleScore, read_manifest, read_results, read_samples
 from gradetrail.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
@@ -43,17 +45,22 @@ __all__ = [
     "RunPlan",
     "RunResult",
     "SampleResult",
+    "SampleScore",
     "Score",
     "ScoreInput",
     "Scorer",
     "SpecError",
     "UsageError",
     "__version__",
+    "cohen_kappa",
     "default_cache_path",
     "load_spec",
+    "measure_agreement",
+    "pass_at_k",
     "plan_run",
     "read_manifest",
     "read_results",
+    "read_samples",
     "run_eval",
     "spec_json_schema",
 ]

@@ -75,3 +75,19 @@ def flaky(request: Request) -> str:
     if "FAIL" in request.prompt:
         raise errors.BadRequest("scripted candidate failure")
     return request.prompt
+
+
+#: in the GSM8K judge file: the reference's last line, then the student's last line
+_FINAL_ANSWERS = re.compile(
+    r"\nA: ([^\n]*)\n\nStudent solution:\n(?:.*\n)?A: ([^\n]*)\n\nDecide", re.DOTALL
+)
+
+
+def gsm8k_final_answer(request: Request) -> str:
+    """GSM8K judge with known verdicts: ``GRADE: C`` exactly when the student's last line
+    ``A: x`` repeats the reference's ``A: x`` character for character, else ``GRADE: I``
+    (so "18.00" against "18" is graded incorrect)."""
+    _record(request)
+    m = _FINAL_ANSWERS.search(request.prompt)
+    same = m is not None and m.group(1).strip() == m.group(2).strip()
+    return f"The final answers {'match' if same else 'differ'}.\nGRADE: {'C' if same else 'I'}"

@@ -261,3 +261,23 @@ def _judge() -> dict:
     from judge_evals import FAKE_JUDGE
 
     return dict(FAKE_JUDGE)
+
+
+def test_replayed_verdicts_are_matched_by_sample_id(tmp_path: Path) -> None:
+    """A replay judge serves verdicts recorded elsewhere, one per sample id, even when two
+    samples render the same judge prompt."""
+    rows = [
+        {"id": "a", "answer": "same", "script": []},
+        {"id": "b", "answer": "same", "script": []},
+    ]
+    (tmp_path / "verdicts.jsonl").write_text(
+        '{"id": "a", "judge": {"reply": "GRADE: C"}}\n{"id": "b", "judge": {"reply": "GRADE: I"}}\n'
+    )
+    replay = {
+        "provider": "replay",
+        "name": "judge",
+        "recordings": {"path": "verdicts.jsonl", "response_field": "{model}.reply"},
+    }
+    spec = write_eval(tmp_path, rows, scorer={"model": replay})
+    _, out = run(spec, tmp_path / "results")
+    assert [r["score"] for r in out] == [1.0, 0.0]

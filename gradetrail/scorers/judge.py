@@ -216,7 +216,11 @@ class JudgeCaller:
             params=self.params,
             epoch=index,
             sample_id=sample_id,
-            identity=self._identity,
+            identity=(
+                {**self._identity, "sample_id": sample_id}
+                if self.provider.keyed_by_sample  # replayed verdicts depend on the sample
+                else self._identity
+            ),
         )
 
     async def ask(self, request: Request, parser: VerdictParser, epoch: int = 1) -> JudgeReply:

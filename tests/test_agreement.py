@@ -1,0 +1,201 @@
+"""Agreement with human labels: Cohen's kappa and its standard error against published
+and independently computed values, label reading, and the figures a run reports."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import fake_judges
+import pytest
+from judge_evals import run, write_eval
+
+import gradetrail
+from gradetrail.agreement import LabelReader, cohen_kappa, measure_agreement
+from gradetrail.cli.report import summary_lines
+from gradetrail.errors import DatasetError, SpecError
+from tests.conftest import EXAMPLES, GSM8K_DATA
+
+#: (table, kappa, standard error) from statsmodels 0.15.0
+#: ``inter_rater.cohens_kappa(table, return_results=True)`` (``kappa``, ``std_kappa``), an
+#: independent implementation of Cohen (1960) and Fleiss, Cohen & Everitt (1969)
+STATSMODELS = [
+    ([[75, 1, 4], [5, 4, 1], [0, 0, 10]], 0.676470588235294, 0.08770295347521254),
+    ([[4, 1], [1, 4]], 0.6000000000000001, 0.2529822128134703),
+    ([[40, 9], [6, 45]], 0.6995192307692307, 0.07139360269998822),
+    ([[700, 42], [20, 557]], 0.9048980227887493, 0.011783405455944536),
+    ([[10, 0, 3], [2, 0, 0], [0, 0, 5]], 0.5098039215686274, 0.1723684103918485),
+    ([[577, 0], [5, 737]], 0.992305385763272, 0.0034345059836226512),
+]
+
+
+@pytest.mark.parametrize(("table", "kappa", "se"), STATSMODELS)
+def test_kappa_and_its_standard_error_match_statsmodels(table, kappa, se) -> None:
+    """cohen_kappa gives statsmodels' kappa and non-null standard error to 1e-12."""
+    result = cohen_kappa(table)
+    assert result.kappa == pytest.approx(kappa, abs=1e-12)
+    assert result.se == pytest.approx(se, abs=1e-12)
+
+
+def test_kappa_of_the_fleiss_diagnosis_example() -> None:
+    """Fleiss (1981) three-category example (proportions x 100): p_o 0.89, p_e 0.66,
+    kappa 0.23 / 0.34 = 0.676."""
+    result = cohen_kappa([[75, 1, 4], [5, 4, 1], [0, 0, 10]])
+    assert (result.p_observed, result.p_expected) == pytest.approx((0.89, 0.66))
+    assert result.kappa == pytest.approx(0.23 / 0.34, abs=1e-12)
+
+
+def test_kappa_by_hand_on_a_symmetric_table() -> None:
+    """[[4,1],[1,4]]: p_o 0.8, p_e 0.5, kappa 0.6; variance (0.288 + 0.032 - 0.16) / 2.5."""
+    result = cohen_kappa([[4, 1], [1, 4]])
+    assert result.kappa == pytest.approx(0.6)
+    assert result.se == pytest.approx(math.sqrt(0.16 / 2.5))
+
+
+def test_kappa_is_undefined_when_both_raters_use_one_category() -> None:
+    """Chance agreement 1 leaves kappa undefined (NaN), not 0 or 1."""
+    result = cohen_kappa([[5, 0], [0, 0]])
+    assert math.isnan(result.kappa) and result.p_observed == 1.0
+
+
+def test_kappa_rejects_bad_tables() -> None:
+    """A non-square, negative or empty table is a ValueError."""
+    for table in ([[1, 2]], [[1, -1], [0, 1]], [[0, 0], [0, 0]]):
+        with pytest.raises(ValueError):
+            cohen_kappa(table)
+
+
+def test_measure_agreement_counts_categories_both_raters_used() -> None:
+    """A judge's partial grade (0.5) is its own category: it counts against accuracy and
+    enters kappa's table as a column the labels never use."""
+    pairs = [(1.0, 1.0)] * 3 + [(1.0, 0.5)] + [(0.0, 0.0)] * 3 + [(0.0, 1.0)]
+    stats = measure_agreement(pairs, "is_correct", unlabelled=2, not_scored=1)
+    assert stats.n == 8 and stats.accuracy == 0.75
+    assert stats.categories == [0.0, 0.5, 1.0]
+    assert stats.confusion == {"0": {"0": 3, "1": 1}, "1": {"0.5": 1, "1": 3}}
+    expected = cohen_kappa([[3, 0, 1], [0, 0, 0], [0, 1, 3]])
+    assert stats.kappa == pytest.approx(expected.kappa)
+    assert (stats.unlabelled, stats.not_scored) == (2, 1)
+
+
+def test_measure_agreement_without_pairs_has_no_figures() -> None:
+    """No labelled row: every figure is None, nothing is invented."""
+    stats = measure_agreement([], "label")
+    assert (stats.n, stats.accuracy, stats.kappa, stats.confusion) == (0, None, None, {})
+
+
+def test_label_reader_defaults_map_and_errors() -> None:
+    """Booleans and numbers in [0, 1] read as scores; label_map maps text; a missing
+    label is None; an unmapped label is a DatasetError; a first row without it a
+    SpecError."""
+    reader = LabelReader("{model}.ok", "m1", None, "spec.yaml")
+    assert reader.read({"m1": {"ok": True}}, "a") == 1.0
+    assert reader.read({"m1": {"ok": 0}}, "a") == 0.0
+    assert reader.read({"m1": {}}, "a") is None
+    assert reader.read({"m1": {"ok": None}}, "a") is None
+    with pytest.raises(DatasetError, match="label 'yes' has no score; map it with"):
+        reader.read({"m1": {"ok": "yes"}}, "a")
+    with pytest.raises(SpecError, match=r"dataset\.label_field: the first row has no 'm1\.ok'"):
+        reader.check({"m2": {"ok": True}})
+    mapped = LabelReader("grade", "m", {"good": 1.0, "meh": 0.5, "true": 1.0}, "spec.yaml")
+    assert mapped.read({"grade": "meh"}, "a") == 0.5
+    assert mapped.read({"grade": True}, "a") == 1.0
+    with pytest.raises(DatasetError, match=r"label 'bad' is not in dataset\.label_map"):
+        mapped.read({"grade": "bad"}, "x")
+
+
+def test_run_reports_agreement_of_a_scripted_judge_with_known_verdicts(tmp_path: Path) -> None:
+    """Ten samples, the judge right on 8 (4 correct, 4 incorrect) and wrong on 2: the
+    manifest and summary report accuracy 0.8, kappa 0.6 with its SE, and the confusion."""
+    labels = [True] * 5 + [False] * 5
+    grades = ["C", "C", "C", "C", "I", "I", "I", "I", "I", "C"]
+    rows = [
+        {"id": f"s{i}", "answer": "x", "human": {"ok": label}, "script": [f"GRADE: {g}"]}
+        for i, (label, g) in enumerate(zip(labels, grades, strict=True))
+    ]
+    rows.append({"id": "unlabelled", "answer": "x", "human": {}, "script": ["GRADE: C"]})
+    rows.append({"id": "broken", "answer": "x", "human": {"ok": True}, "script": ["?"]})
+    spec = write_eval(tmp_path, rows, dataset={"label_field": "human.ok"})
+    result, out = run(spec, tmp_path / "results")
+    assert [r["label"] for r in out] == [1.0] * 5 + [0.0] * 5 + [None, 1.0]
+    a = result.manifest.agreement
+    assert (a.n, a.unlabelled, a.not_scored) == (10, 1, 1)
+    assert a.accuracy == pytest.approx(0.8)
+    assert a.kappa == pytest.approx(0.6)
+    assert a.kappa_se == pytest.approx(0.2529822128134703, abs=1e-12)
+    assert a.kappa_ci_low == pytest.approx(0.6 - 1.959963984540054 * 0.2529822128134703)
+    assert a.confusion == {"0": {"0": 4, "1": 1}, "1": {"0": 1, "1": 4}}
+    on_disk = json.loads((result.run_dir / "manifest.json").read_text())["agreement"]
+    assert on_disk["kappa"] == pytest.approx(0.6) and on_disk["label_field"] == "human.ok"
+    lines = dict(summary_lines(result))
+    assert lines["agreement"] == (
+        "accuracy 0.8000 ± 0.1333 SE, 95% CI [0.5387, 1.0613]; Cohen's kappa 0.6000 ± "
+        "0.2530 SE, 95% CI [0.1042, 1.0958]; over 10 labelled rows (human.ok); left out: "
+        "1 unlabelled, 1 labelled but not scored"
+    )
+    assert lines["confusion"] == "label 1: score 0 x1, score 1 x4; label 0: score 0 x4, score 1 x1"
+
+
+def test_label_map_maps_text_labels(tmp_path: Path) -> None:
+    """dataset.label_map turns text labels into scores for agreement."""
+    rows = [
+        {"id": "a", "answer": "x", "verdict": "right", "script": ["GRADE: C"]},
+        {"id": "b", "answer": "x", "verdict": "wrong", "script": ["GRADE: C"]},
+    ]
+    spec = write_eval(
+        tmp_path, rows, dataset={"label_field": "verdict", "label_map": {"right": 1, "wrong": 0}}
+    )
+    result, _ = run(spec, tmp_path / "results")
+    assert result.manifest.agreement.confusion == {"0": {"1": 1}, "1": {"1": 1}}
+    assert result.manifest.agreement.accuracy == 0.5
+
+
+def _final_answer_verdicts(model: str) -> Counter:
+    """The scripted GSM8K judge's confusion, computed straight from the data file."""
+    counts: Counter = Counter()
+    for line in (GSM8K_DATA / "example_model_solutions.jsonl").open():
+        row = json.loads(line)
+        reference = row["ground_truth"].split("\n")[-1]
+        student = row[model]["solution"].split("\n")[-1]
+        same = student.startswith("A: ") and student[3:].strip() == reference[3:].strip()
+        counts[(row[model]["is_correct"], same)] += 1
+    return counts
+
+
+@pytest.mark.parametrize(
+    ("model", "confusion"),
+    [
+        ("175b_verification", {"1": {"1": 737, "0": 5}, "0": {"0": 577}}),
+        ("6b_finetuning", {"1": {"1": 284, "0": 2}, "0": {"0": 1033}}),
+    ],
+)
+def test_gsm8k_judge_example_reports_agreement_with_author_labels(
+    tmp_path: Path, model: str, confusion: dict
+) -> None:
+    """The shipped judge example, its judge swapped for a scripted one that grades C when
+    the final answer lines are identical, reproduces the confusion counted from the data
+    file against the authors' is_correct labels, and the kappa statsmodels gives."""
+    spec = gradetrail.load_spec(
+        EXAMPLES / "gsm8k-judge.yaml",
+        [
+            f"model.name={model}",
+            "scorer.model.provider=python",
+            "scorer.model.function=fake_judges:gsm8k_final_answer",
+        ],
+    )
+    fake_judges.CALLS.clear()
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert len(fake_judges.CALLS) == 1319
+    a = result.manifest.agreement
+    assert a.label_field == f"{model}.is_correct"
+    assert a.n == 1319 and a.confusion == confusion
+    counted = _final_answer_verdicts(model)
+    assert a.confusion["1"]["0"] == counted[(True, False)]
+    assert a.confusion["0"]["0"] == counted[(False, False)]
+    assert a.accuracy == pytest.approx((counted[(True, True)] + counted[(False, False)]) / 1319)
+    if model == "175b_verification":
+        assert a.kappa == pytest.approx(0.992305385763272, abs=1e-12)
+        assert a.kappa_se == pytest.approx(0.0034345059836226512, abs=1e-12)
+    assert result.manifest.counts == {"scored": 1319}
