@@ -144,10 +144,11 @@ Stats (``GET /_control/stats``)
 -------------------------------
 ``total`` (non-control requests), ``paths`` (count per path), ``statuses`` (count per status
 code; ``"dropped"`` / ``"disconnected"`` for aborted ones), ``models``, ``faults`` (count
-per kind injected), ``rate_limited``, ``unmatched``, ``fingerprints`` (sha256 of the
-canonical JSON body -> count), ``repeated`` (how many fingerprints were seen more than
-once) and ``max_repeat``, ``in_flight`` and ``max_in_flight``, ``arrivals`` (``time.time()``
-of each request arrival, in order), ``since`` (when the stats were last cleared).
+per kind injected), ``rate_limited``, ``unmatched``, ``fingerprints`` (sha256 of the path
+and the canonical JSON body, keys sorted -> count), ``repeated`` (how many fingerprints
+were seen more than once) and ``max_repeat``, ``in_flight`` and ``max_in_flight``,
+``arrivals`` (``time.time()`` of each request arrival, in order), ``since`` (when the stats
+were last cleared).
 """
 
 from __future__ import annotations
@@ -765,6 +766,11 @@ def _cut_at_stop(text: str, stops: list[str]) -> tuple[str, str | None]:
     return (text, None) if best is None else (text[: best[0]], best[1])
 
 
+def _fingerprint(path: str, body: bytes) -> str:
+    """sha256 of the path and the (canonical JSON) body: equal requests collide."""
+    return hashlib.sha256(path.encode() + b"\n" + body).hexdigest()
+
+
 def _dumps(obj: Any) -> bytes:
     """Compact JSON bytes."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
@@ -1046,11 +1052,11 @@ class ProtocolServer:
             if not isinstance(body, dict):
                 raise ValueError("not an object")
         except ValueError:
-            stats.bump(stats.fingerprints, hashlib.sha256(raw).hexdigest())
+            stats.bump(stats.fingerprints, _fingerprint(request.url.path, raw))
             err = self._error(protocol, 400, "invalid_request_error", "Body is not valid JSON")
             return err, 400
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        stats.bump(stats.fingerprints, hashlib.sha256(canonical.encode()).hexdigest())
+        stats.bump(stats.fingerprints, _fingerprint(request.url.path, canonical.encode()))
 
         parsed = _parse_openai(body) if protocol == OPENAI else _parse_anthropic(body)
         if isinstance(parsed, str):
