@@ -8,8 +8,9 @@
 - A third Ctrl-C meets Python's default handler again (``KeyboardInterrupt``), so a run
   that hangs while closing can still be stopped.
 
-Handlers are installed only in the main thread and only over the default handlers, so an
-application that set its own keeps it.
+Handlers are installed only in the main thread and only over the default handlers (as
+they were when the :class:`Interrupts` was made, before ``asyncio.run`` put its own
+SIGINT handler in), so an application that set its own keeps it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ StopKind = Literal["drain", "abort"]
 class Interrupts:
     """Signal handling for one run (install on the run's loop, uninstall at its end).
 
+    Make it before ``asyncio.run`` (it notes which handlers are still the defaults), then
+    :meth:`install` inside the loop.
+
     Args:
         on_signal: called with ``("drain" | "abort", signal name)`` when a signal arrives
             (the CLI prints what happens next).
@@ -45,18 +49,17 @@ class Interrupts:
         self._task: asyncio.Task[object] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._installed: list[signal.Signals] = []
+        self._eligible: list[signal.Signals] = []
+        if threading.current_thread() is threading.main_thread():
+            defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+            self._eligible = [s for s, d in defaults.items() if signal.getsignal(s) is d]
 
     def install(self, task: asyncio.Task[object]) -> None:
         """Route SIGINT and SIGTERM to this run; ``task`` is cancelled on abort. A no-op
-        outside the main thread or where a non-default handler is set."""
+        outside the main thread or where a non-default handler was set."""
         self._task = task
         self._loop = task.get_loop()
-        if threading.current_thread() is not threading.main_thread():
-            return
-        defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
-        for sig, default in defaults.items():
-            if signal.getsignal(sig) is not default:
-                continue
+        for sig in self._eligible:
             try:
                 self._loop.add_signal_handler(sig, self._received, sig)
             except (NotImplementedError, RuntimeError, ValueError):  # Windows: no loop handlers

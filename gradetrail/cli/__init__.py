@@ -2,7 +2,7 @@
 
 Exit codes: 0 success (at least one sample scored; gate passed), 1 failure (no sample
 scored; gate failed; a provider or cache error that stops a run), 2 bad spec or usage
-(and gate: cannot compare), 130 interrupted.
+(and gate: cannot compare), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ app = typer.Typer(
 
 
 def fail(error: GradetrailError) -> typer.Exit:
-    """Print a gradetrail error as one line (per problem) on stderr; return the Exit to
-    raise with its exit code."""
-    for line in str(error).splitlines() or [type(error).__name__]:
+    """Print a gradetrail error as one line (per problem) on stderr, terminal escape
+    sequences stripped (messages can quote dataset rows and provider replies); return the
+    Exit to raise with its exit code."""
+    from gradetrail.terminal import clean
+
+    for line in clean(str(error)).splitlines() or [type(error).__name__]:
         print(f"error: {line}", file=sys.stderr)
     return typer.Exit(error.exit_code)
 

@@ -1,20 +1,61 @@
 """Live progress of a run: a rich bar on a terminal, a plain line every few seconds
-elsewhere (CI logs)."""
+elsewhere (CI logs).
+
+Both show done/total, the rate over the last 30 seconds (so a resume that starts with a
+burst of cache hits does not promise a wrong ETA), the ETA, cache hits, errors so far and
+the cost so far. Output problems (a closed pipe, ``gradetrail run 2>&1 | head``) switch
+the progress off; they never stop the run.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import TextIO
 
 from gradetrail.results import SampleResult
 from gradetrail.summary import Tally
+from gradetrail.terminal import clean
 
-__all__ = ["RunProgress"]
+__all__ = ["RunProgress", "format_duration"]
 
 
 def _cost(tally: Tally) -> str:
     return "n/a" if tally.cost_usd is None else f"${tally.cost_usd:.4f}"
+
+
+def format_duration(seconds: float | None) -> str:
+    """``"42s"``, ``"3m05s"``, ``"2h07m"``; ``"?"`` when unknown (None or infinite)."""
+    if seconds is None or seconds != seconds or seconds == float("inf"):
+        return "?"
+    s = max(int(round(seconds)), 0)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class _Rate:
+    """Rows per second over a sliding window of (time, rows done) points."""
+
+    def __init__(self, start: float, window_s: float) -> None:
+        self.window_s = window_s
+        self.start = start
+        self.points: deque[tuple[float, int]] = deque([(start, 0)])
+
+    def add(self, now: float, done: int) -> None:
+        if now - self.points[-1][0] >= 0.25:
+            self.points.append((now, done))
+        while len(self.points) > 2 and now - self.points[1][0] >= self.window_s:
+            self.points.popleft()
+
+    def per_s(self, now: float, done: int) -> float:
+        t0, d0 = self.points[0]
+        span = now - t0
+        return (done - d0) / span if span > 0 else 0.0
 
 
 class RunProgress:
@@ -24,17 +65,32 @@ class RunProgress:
         total: rows the run will produce.
         stream: where to write (stderr by default).
         interval_s: seconds between plain lines off a terminal.
+        clock: monotonic seconds (injected for tests).
+        window_s: seconds of history the rate and ETA are computed over.
     """
 
-    def __init__(self, total: int, stream: TextIO | None = None, interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO | None = None,
+        interval_s: float = 5.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        window_s: float = 30.0,
+    ) -> None:
         self.total = total
         self.stream = stream or sys.stderr
         self.interval_s = interval_s
-        self.tty = self.stream.isatty()
-        self._start = time.monotonic()
+        self.clock = clock
+        self.tty = _isatty(self.stream)
+        self._start = clock()
         self._last = self._start
+        self._rate = _Rate(self._start, window_s)
+        self._tally: Tally | None = None
         self._bar = None
         self._task = None
+        self._broken = False
+        self._printed = 0  # rows shown by the last plain line
 
     def __enter__(self) -> RunProgress:
         if self.tty:
@@ -45,7 +101,6 @@ class RunProgress:
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
-                TimeRemainingColumn,
             )
 
             self._bar = Progress(
@@ -54,39 +109,92 @@ class RunProgress:
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[rate]}/s"),
                 TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
+                TextColumn("eta {task.fields[eta]}"),
                 TextColumn("{task.fields[info]}"),
                 console=Console(file=self.stream),
                 transient=True,
             )
-            self._bar.start()
-            self._task = self._bar.add_task("run", total=self.total, rate="0", info="")
+            self._guard(self._bar.start)
+            self._task = self._bar.add_task("run", total=self.total, rate="0.0", eta="?", info="")
+        else:
+            self._write(f"progress 0/{self.total} rows")
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
-            self._bar.stop()
+            self._guard(self._bar.stop)
+        elif self._tally is not None and self._tally.rows != self._printed:
+            self._write(self.line(self._tally, self.clock()))
+
+    def line(self, tally: Tally, now: float) -> str:
+        """The plain progress line, e.g. ``progress 120/1319 (9%, 40.1/s, eta 30s) cache
+        hits 100 errors 2 cost $0.0123``."""
+        rate = self._rate.per_s(now, tally.rows)
+        pct = 100 * tally.rows / self.total if self.total else 100.0
+        return (
+            f"progress {tally.rows}/{self.total} ({pct:.0f}%, {rate:.1f}/s, "
+            f"eta {format_duration(self._eta(tally, rate))}) cache hits {tally.cache_hits} "
+            f"errors {tally.errors} cost {_cost(tally)}"
+        )
+
+    def _eta(self, tally: Tally, rate: float) -> float | None:
+        remaining = self.total - tally.rows
+        if remaining <= 0:
+            return 0.0
+        return remaining / rate if rate > 0 else None
 
     def update(self, row: SampleResult, tally: Tally) -> None:
-        """Count one finished row."""
-        now = time.monotonic()
-        elapsed = max(now - self._start, 1e-9)
+        """Count one finished row (cheap: redraws at most 10 times a second)."""
+        now = self.clock()
+        self._tally = tally
+        self._rate.add(now, tally.rows)
+        if self._broken:
+            return
         if self._bar is not None:
             if now - self._last < 0.1 and tally.rows < self.total:
                 return
             self._last = now
-            info = f"cache {tally.cache_hits}  errors {tally.errors}  cost {_cost(tally)}"
-            self._bar.update(
-                self._task, completed=tally.rows, rate=f"{tally.rows / elapsed:.1f}", info=info
+            rate = self._rate.per_s(now, tally.rows)
+            info = f"cache hits {tally.cache_hits}  errors {tally.errors}  cost {_cost(tally)}"
+            self._guard(
+                self._bar.update,
+                self._task,
+                completed=tally.rows,
+                rate=f"{rate:.1f}",
+                eta=format_duration(self._eta(tally, rate)),
+                info=info,
             )
         elif now - self._last >= self.interval_s:
             self._last = now
-            rate = tally.rows / elapsed
-            eta = (self.total - tally.rows) / rate if rate > 0 else float("inf")
-            print(
-                f"progress {tally.rows}/{self.total} ({rate:.1f}/s, eta {eta:.0f}s) "
-                f"cache hits {tally.cache_hits} errors {tally.errors} cost {_cost(tally)}",
-                file=self.stream,
-                flush=True,
-            )
+            self._write(self.line(tally, now))
+            self._printed = tally.rows
+
+    def note(self, text: str) -> None:
+        """Print a message (above the bar on a terminal); escape sequences are stripped."""
+        if self._bar is not None:
+            self._guard(self._bar.console.print, clean(text), markup=False, highlight=False)
+        else:
+            self._write(clean(text))
+
+    def _write(self, text: str) -> None:
+        if self._broken:
+            return
+        try:
+            print(text, file=self.stream, flush=True)
+        except (OSError, ValueError):  # closed pipe or stream: stop showing progress
+            self._broken = True
+
+    def _guard(self, fn: Callable[..., object], *args: object, **kwargs: object) -> None:
+        if self._broken:
+            return
+        try:
+            fn(*args, **kwargs)
+        except (OSError, ValueError):
+            self._broken = True
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

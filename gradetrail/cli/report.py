@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from gradetrail.cli.report_judge import agreement_lines, judge_lines
 from gradetrail.runner import RunResult
 
 __all__ = ["print_summary", "summary_lines"]
@@ -25,6 +26,7 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
     epochs = "epoch" if m.epochs == 1 else "epochs"
     lines = [("rows", f"{t.rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
     s = m.score
+    what = "win rate" if m.spec.get("scorer", {}).get("type") == "pairwise" else "mean score"
     if s and s.mean is not None:
         score = f"{s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI [{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]"
         score += f", over {s.n} scored samples"
@@ -32,9 +34,10 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
             score += f" in {s.n_clusters} clusters"
         if t.errors:
             score += f"; {t.errors} error rows are not in it"
-        lines.append(("mean score", score))
+        lines.append((what, score))
     else:
-        lines.append(("mean score", "n/a (no sample scored)"))
+        lines.append((what, "n/a (no sample scored)"))
+    lines += judge_lines(m) + agreement_lines(m)
     if t.truncated:
         lines.append(("truncated", f"{t.truncated} responses stopped at max_tokens"))
     lines.append(
@@ -49,15 +52,26 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
     lines.append(("cost", cost))
     lines.append(("cache hits", f"{t.cache_hits}/{t.rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
-    lines.append(("status", m.status))
+    status = m.status
+    if m.status == "interrupted":
+        signal = f" by {m.stop_signal}" if m.stop_signal else ""
+        done = f"{t.rows} of {m.n_samples * m.epochs} rows"
+        status += f"{signal} ({done}); run the same command again to finish from the cache"
+    lines.append(("status", status))
     lines.append(("results", str(result.run_dir)))
     return lines
 
 
 def print_summary(result: RunResult, console: Console | None = None) -> None:
-    """Print :func:`summary_lines` under a title naming the eval and model."""
+    """Print :func:`summary_lines` under a title naming the eval and model (terminal
+    escape sequences stripped: the lines can quote model and dataset text)."""
+    from rich.markup import escape
+
+    from gradetrail.terminal import clean
+
     console = console or Console(highlight=False, soft_wrap=True)
     m = result.manifest
-    console.print(f"[bold]{m.name}[/bold]  {m.provider}:{m.requested_model}", markup=True)
+    model = escape(clean(f"{m.provider}:{m.requested_model}"))
+    console.print(f"[bold]{m.name}[/bold]  {model}", markup=True)
     for label, text in summary_lines(result):
-        console.print(f"  {label:<11} {text}", markup=False)
+        console.print(f"  {label:<11} {clean(text)}", markup=False)

@@ -37,8 +37,17 @@ def run(
     ] = Path("results"),
     executor: Annotated[str, typer.Option(help="Where provider calls run: local.")] = "local",
     json_out: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Also show the run's log (log.jsonl) on stderr."),
+    ] = False,
 ) -> None:
-    """Run an eval: call the model for every sample (cached), score, write results."""
+    """Run an eval: call the model for every sample (cached), score, write results.
+
+    Ctrl-C stops starting new samples and waits for those in flight; a second Ctrl-C
+    stops at once. Re-running the same command finishes the run from the cache.
+    Exit codes: 0 scored, 1 nothing scored, 2 bad spec, 130 Ctrl-C, 143 SIGTERM.
+    """
     from gradetrail.cli import fail
     from gradetrail.cli.progress import RunProgress
     from gradetrail.cli.report import print_summary
@@ -56,6 +65,17 @@ def run(
         nonlocal progress
         progress = RunProgress(len(plan.prepared)).__enter__()
 
+    def on_interrupt(kind: str, signal_name: str, in_flight: int) -> None:
+        if progress is None:
+            return
+        if kind == "drain":
+            progress.note(
+                f"{signal_name}: starting no new samples; waiting for {in_flight} in flight "
+                "(Ctrl-C again to stop now)"
+            )
+        else:
+            progress.note(f"{signal_name}: stopping now; cancelling {in_flight} in flight")
+
     try:
         loaded = load_spec(spec, overrides)
         try:
@@ -67,18 +87,22 @@ def run(
                 overrides=overrides,
                 on_start=on_start,
                 on_row=lambda row, tally: progress.update(row, tally) if progress else None,
+                on_interrupt=on_interrupt,
+                echo_log=verbose,
             )
         finally:
             if progress is not None:
                 progress.__exit__(None, None, None)
     except GradetrailError as exc:
         raise fail(exc) from None
+    except KeyboardInterrupt:  # a third Ctrl-C, while the run was closing
+        raise typer.Exit(130) from None
     if json_out:
         print(result.manifest.model_dump_json(indent=2))
     else:
         print_summary(result)
     if result.manifest.status == "interrupted":
-        raise typer.Exit(130)
+        raise typer.Exit(143 if result.manifest.stop_signal == "SIGTERM" else 130)
     raise typer.Exit(0 if result.tally.counts["scored"] else 1)
 
 

@@ -1,0 +1,41 @@
+"""Text for the terminal: strip what could drive the terminal instead of being read.
+
+Responses, dataset fields, sample ids and provider error bodies are untrusted text. Printed
+as-is, an escape sequence in them can recolour or clear the screen, move the cursor to
+overwrite earlier lines (a failing run shown as passing), set the window title, write
+hyperlinks or, on some terminals, the clipboard (OSC 52). :func:`clean` removes:
+
+- ANSI/ECMA-48 escape sequences: CSI (``ESC [`` ... or the 8-bit ``0x9b``), OSC, DCS, SOS,
+  PM and APC strings (up to their terminator, or to the end of the line when it is
+  missing), and two-character ``ESC x`` sequences;
+- every other C0 and C1 control character except newline and tab (so ``\\r`` cannot
+  return to the start of a line and overwrite it, and ``\\b`` cannot erase);
+- Unicode bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can
+  make text display in an order other than the one it has ("Trojan Source", CVE-2021-42574).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["clean"]
+
+_SEQUENCES = re.compile(
+    r"""
+    (?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?      # CSI ... final byte
+    | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])                 # OSC, DCS, SOS, PM, APC ...
+      [^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|\Z)                  # ... to BEL, ST or EOL
+    | \x1b[\x20-\x2f]*[\x30-\x7e]?                            # ESC x (and a lone ESC)
+    | [\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]  # other controls, bidi
+    """,
+    re.VERBOSE,
+)
+_HARMLESS = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*")
+
+
+def clean(text: str) -> str:
+    """``text`` without terminal escape sequences, control characters (newline and tab
+    kept) or bidirectional overrides; plain text comes back unchanged (and fast)."""
+    if _HARMLESS.fullmatch(text):
+        return text
+    return _SEQUENCES.sub("", text)
