@@ -1301,8 +1301,14 @@ def serve(
     port: int = 0,
     data_dir: Path | str | None = None,
     exit_on_stdin_eof: bool = False,
+    http: str = "auto",
+    loop: str = "auto",
 ) -> None:
-    """Run the server on 127.0.0.1:``port`` until SIGINT/SIGTERM (or stdin EOF)."""
+    """Run the server on 127.0.0.1:``port`` until SIGINT/SIGTERM (or stdin EOF).
+
+    ``http`` / ``loop`` pick uvicorn's HTTP parser and event loop; ``auto`` takes httptools
+    and uvloop when installed (the cheapest per request), else h11 and asyncio.
+    """
     import uvicorn
 
     server_state = ProtocolServer(load_gsm8k(data_dir), config)
@@ -1324,8 +1330,8 @@ def serve(
         server_state.app(),
         host=HOST,
         port=bound_port,
-        loop="uvloop" if have("uvloop") else "asyncio",
-        http="httptools" if have("httptools") else "h11",
+        loop=("uvloop" if have("uvloop") else "asyncio") if loop == "auto" else loop,
+        http=("httptools" if have("httptools") else "h11") if http == "auto" else http,
         lifespan="off",
         access_log=False,
         log_level="warning",
@@ -1378,6 +1384,8 @@ def _build_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--served-model-suffix", default=None, help="e.g. -20250101")
     ap.add_argument("--served-model", default=None, help="answer with this model name")
     ap.add_argument("--config-json", default=None, help="a whole config object as JSON")
+    ap.add_argument("--http", choices=["auto", "httptools", "h11"], default="auto")
+    ap.add_argument("--loop", choices=["auto", "uvloop", "asyncio"], default="auto")
     ap.add_argument("--exit-on-stdin-eof", action="store_true", help=argparse.SUPPRESS)
     return ap
 
@@ -1427,7 +1435,14 @@ def main(argv: list[str] | None = None) -> None:
         config = config_from_args(args)
     except ConfigError as exc:
         raise SystemExit(f"protocol_server: {exc}") from None
-    serve(config, port=args.port, data_dir=args.data_dir, exit_on_stdin_eof=args.exit_on_stdin_eof)
+    serve(
+        config,
+        port=args.port,
+        data_dir=args.data_dir,
+        exit_on_stdin_eof=args.exit_on_stdin_eof,
+        http=args.http,
+        loop=args.loop,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -1504,12 +1519,14 @@ def running_server(
     port: int = 0,
     startup_timeout: float = 30.0,
     python: str | None = None,
+    server_args: list[str] | None = None,
     **config: Any,
 ) -> Iterator[ServerHandle]:
     """Start the server in a subprocess with ``config``; yield its handle; stop it on exit.
 
     ``config`` takes the ``/_control/config`` keys (``latency``, ``faults``, ``script``,
-    ``rate_limit``, ...). Server errors go to this process's stderr.
+    ``rate_limit``, ...); ``server_args`` adds command-line flags (e.g.
+    ``["--http", "h11"]``). Server errors go to this process's stderr.
     """
     cmd = [python or sys.executable, str(Path(__file__).resolve()), "--port", str(port)]
     cmd += ["--exit-on-stdin-eof"]
@@ -1517,6 +1534,7 @@ def running_server(
         cmd += ["--data-dir", str(data_dir)]
     if config:
         cmd += ["--config-json", json.dumps(config)]
+    cmd += server_args or []
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     lines: queue.Queue[bytes] = queue.Queue()
 

@@ -26,6 +26,7 @@ try:
         load_gsm8k,
         parse_latency,
         protocol_server_fixture,
+        running_server,
     )
 except ImportError:  # tests/ is a package
     from tests.protocol_server import (
@@ -39,6 +40,7 @@ except ImportError:  # tests/ is a package
         load_gsm8k,
         parse_latency,
         protocol_server_fixture,
+        running_server,
     )
 
 server = protocol_server_fixture(scope="module", name="server")
@@ -594,3 +596,11 @@ def test_listens_on_loopback_only(srv: ServerHandle) -> None:
     """The server binds 127.0.0.1 and reports it in base_url."""
     assert srv.base_url.startswith("http://127.0.0.1:") and srv.port > 0
     assert srv.process is not None and srv.process.poll() is None
+
+
+def test_bad_startup_config_fails_fast() -> None:
+    """running_server raises at once when the server rejects its startup config."""
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited"), running_server(latency="gamma:1"):
+        pass
+    assert time.monotonic() - t0 < 10
