@@ -10,9 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 import gradetrail
 from gradetrail.cache import ResponseCache
+from tests.conftest import GSM8K_DATA
+from tests.protocol_server import running_server
 from tests.run_support import (
     app_env,
     count_lines,
@@ -85,6 +88,82 @@ def test_kill_9_then_rerun_finishes_without_requesting_cached_responses(tmp_path
     assert manifest["status"] == "complete"
     assert manifest["cache_hits"] == len(cached)
     assert manifest["counts"] == {"scored": samples * epochs}
+
+
+def _http_spec(directory: Path, base_url: str, samples: int, epochs: int) -> Path:
+    """The GSM8K example against an OpenAI-compatible server (the local protocol server)."""
+    directory.mkdir(parents=True)
+    spec = {
+        "name": "gsm8k-http",
+        "dataset": {"path": str(GSM8K_DATA / "test.jsonl"), "limit": samples},
+        "prompt": 'Solve the math word problem. End with a line "A: <answer>".\n\n'
+        "Q: {{ question }}",
+        "target": "{{ answer.split('####')[-1] | trim }}",
+        "model": {
+            "provider": "openai_compatible",
+            "name": "175b_verification",
+            "base_url": base_url,
+            "api_key_required": False,
+        },
+        "scorer": {"type": "numeric", "marker": "A:"},
+        "run": {"epochs": epochs, "concurrency": 8},
+    }
+    path = directory / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_kill_9_against_the_http_server_then_rerun_pays_only_for_what_was_not_cached(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of a real run against the protocol server (100 ms latency), then a re-run:
+    every (sample, epoch) once in input order, and the server receives exactly one request
+    per response that was not cached, none for a cached one."""
+    samples, epochs = 80, 2
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    with running_server(latency=0.1) as srv:
+        spec = _http_spec(tmp_path / "eval", srv.openai_base_url, samples, epochs)
+        proc = start_run(spec, cache, results, dict(app_env(tmp_path / "unused")))
+        wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
+        run_dir = only_run_dir(results)
+        wait_until(lambda: count_lines(run_dir / "results.jsonl") >= 50, proc=proc)
+        send(proc, signal.SIGKILL)
+        proc.wait(timeout=10)
+        # requests the killed process had sent may still be in the server: let them finish
+        wait_until(lambda: srv.stats()["in_flight"] == 0, what="server idle")
+        first = srv.stats()
+        before = Counter(first["fingerprints"])
+        cached = _keys_cached(spec, cache)
+        per_sample_missing = Counter(sid for sid, e in _all_pairs(spec) if (sid, e) not in cached)
+
+        code, _, err = run_to_end(spec, cache, results, dict(app_env(tmp_path / "unused")))
+        after = srv.stats()
+
+    assert code == 0, err
+    assert 50 <= len(cached) < samples * epochs
+    delta = Counter(after["fingerprints"]) - before
+    assert after["total"] - first["total"] == samples * epochs - len(cached)
+    assert sorted(delta.values()) == sorted(per_sample_missing.values())
+    assert after["unmatched"] == 0
+    rows = _rows(run_dir)
+    pairs = [(r["sample_id"], r["epoch"]) for r in rows]
+    assert pairs == _all_pairs(spec)
+    assert {(r["sample_id"], r["epoch"]) for r in rows if r["cached"]} == cached
+    assert all(r["state"] == "scored" for r in rows)
+    by_sample: dict[str, set] = {}
+    for r in rows:  # the server is deterministic: both epochs of a sample score alike
+        by_sample.setdefault(r["sample_id"], set()).add(r["score"])
+    assert all(len(v) == 1 for v in by_sample.values())
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "complete"
+
+
+def _all_pairs(spec: Path) -> list[tuple[str, int]]:
+    """Every (sample id, epoch) of the spec in input order."""
+    plan = gradetrail.plan_run(gradetrail.load_spec(spec))
+    return sorted(
+        ((p.sample.id, p.epoch) for p in plan.prepared),
+        key=lambda k: (int(k[0]), k[1]),
+    )
 
 
 def test_sigint_lets_in_flight_rows_land_and_exits_130(tmp_path: Path) -> None:
