@@ -5,7 +5,8 @@ every call it receives (the "server side" count), and process helpers.
 The application (``slow_app.answer``) is an async function that appends
 ``"<sample_id> <epoch>"`` to the file named by ``GT_CALLS`` when a call arrives, sleeps
 ``GT_DELAY`` seconds, and answers ``A: <answer>``; with ``GT_WRONG_EPOCHS`` set (a JSON
-object sample id -> list of epochs) it answers ``A: -1`` on those epochs.
+object sample id -> list of epochs) it answers ``A: -1`` on those epochs, and with
+``GT_FAIL_EPOCHS`` (same shape) it raises, which the run records as a provider_error.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ async def answer(request):
     with open(os.environ["GT_CALLS"], "a") as f:
         f.write(f"{request.sample_id} {request.epoch}\\n")
     await asyncio.sleep(float(os.environ.get("GT_DELAY", "0")))
+    failing = json.loads(os.environ.get("GT_FAIL_EPOCHS", "{}"))
+    if request.epoch in failing.get(request.sample_id, []):
+        raise RuntimeError("application failed on purpose")
     wrong = json.loads(os.environ.get("GT_WRONG_EPOCHS", "{}"))
     if request.epoch in wrong.get(request.sample_id, []):
         return "A: -1"
@@ -70,11 +74,14 @@ def write_eval(
     return path
 
 
-def app_env(calls: Path, delay: float = 0.0, wrong: dict | None = None) -> dict[str, str]:
-    """Environment for the application: where it records calls, its delay, wrong epochs."""
+def app_env(
+    calls: Path, delay: float = 0.0, wrong: dict | None = None, fail: dict | None = None
+) -> dict[str, str]:
+    """Environment for the application: where it records calls, its delay, the epochs it
+    answers wrongly and those it fails on."""
     env = {**os.environ, "GT_CALLS": str(calls), "GT_DELAY": str(delay)}
-    if wrong:
-        env["GT_WRONG_EPOCHS"] = json.dumps(wrong)
+    env["GT_WRONG_EPOCHS"] = json.dumps(wrong or {})
+    env["GT_FAIL_EPOCHS"] = json.dumps(fail or {})
     return env
 
 
