@@ -6,14 +6,18 @@ sample over the row's fields plus ``prompt``, ``system``, ``response``, ``target
 rendered prompt is one user message to the judge model; that request is the cache key,
 so it holds the response, the judge file's text, the judge model and its params. With
 ``samples: k`` the judge is asked k times, the j-th request carrying ``epoch = j`` so the
-k requests are distinct cache entries; the k verdicts are reduced by ``reduce``.
+k requests are distinct cache entries; the k verdicts are reduced by ``reduce``. (The
+judge request's ``epoch`` is the judge sample, not the run's epoch: the same response in
+two run epochs is the same judge request, and gets the same cached verdict.)
 
 Failures are rows in state ``judge_error``, never scores of 0. ``error.reason`` is one of
 ``unparseable`` (no verdict in the reply; a truncated copy is in ``error.reply``),
-``truncated`` (the reply stopped at the judge's max_tokens before a verdict) or
+``truncated`` (the reply stopped at the judge's max_tokens before a verdict),
 ``provider_error`` (the judge could not be reached or refused; ``error.provider_error``
-holds the classified error). If any of the k verdicts fails the row is a judge_error
-(the other verdicts are still recorded, and cached).
+holds the classified error) or ``template_error`` (the judge file failed on this row's
+data). If any of the k verdicts fails the row is a judge_error (the other verdicts are
+still recorded, and cached, so a re-run asks only for the failed ones). A reply cut at
+max_tokens *after* its verdict is scored, and counted in ``judge.truncated``.
 """
 
 from __future__ import annotations
