@@ -206,10 +206,12 @@ class QuestionIndex:
         self.normalised: dict[str, int] = {" ".join(q.split()): i for i, q in enumerate(questions)}
         self.words: list[list[str]] = [q.split() for q in questions]
         self.heads: dict[tuple[str, ...], list[int]] = {}
+        self.tails: dict[tuple[str, ...], list[int]] = {}
         self.short: list[int] = []
         for i, words in enumerate(self.words):
             if len(words) >= self.WINDOW:
                 self.heads.setdefault(tuple(words[: self.WINDOW]), []).append(i)
+                self.tails.setdefault(tuple(words[-self.WINDOW :]), []).append(i)
             else:
                 self.short.append(i)
         self._slow_cache: dict[str, int | None] = {}
@@ -228,8 +230,19 @@ class QuestionIndex:
         if hit is not None:
             return hit
         window = self.WINDOW
-        heads = self.heads
         qwords = self.words
+        # Word windows, from the end of the text: a template usually puts little after the
+        # question, so matching on the question's last words finds it in a few steps.
+        tails = self.tails
+        for end in range(len(words), window - 1, -1):
+            candidates = tails.get(tuple(words[end - window : end]))
+            if candidates:
+                for cand in candidates:
+                    qw = qwords[cand]
+                    if end >= len(qw) and words[end - len(qw) : end] == qw:
+                        return cand
+        # The question's last word may be glued to what follows; try its first words.
+        heads = self.heads
         for pos in range(len(words) - window, -1, -1):
             candidates = heads.get(tuple(words[pos : pos + window]))
             if candidates:
@@ -1033,7 +1046,7 @@ class ProtocolServer:
     async def _inference(self, request: Request, protocol: str) -> Response:
         """Count the request, run it, and count how it left."""
         stats = self.stats
-        stats.arrive(request.url.path)
+        stats.arrive(request.scope["path"])
         outcome: int | str = 500
         try:
             response, outcome = await self._handle(request, protocol)
@@ -1052,11 +1065,11 @@ class ProtocolServer:
             if not isinstance(body, dict):
                 raise ValueError("not an object")
         except ValueError:
-            stats.bump(stats.fingerprints, _fingerprint(request.url.path, raw))
+            stats.bump(stats.fingerprints, _fingerprint(request.scope["path"], raw))
             err = self._error(protocol, 400, "invalid_request_error", "Body is not valid JSON")
             return err, 400
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        stats.bump(stats.fingerprints, _fingerprint(request.url.path, canonical.encode()))
+        stats.bump(stats.fingerprints, _fingerprint(request.scope["path"], canonical.encode()))
 
         parsed = _parse_openai(body) if protocol == OPENAI else _parse_anthropic(body)
         if isinstance(parsed, str):
@@ -1203,7 +1216,7 @@ class ProtocolServer:
         """``GET /v1/models`` in the OpenAI or (with ``anthropic-version``) Anthropic shape."""
         from starlette.responses import JSONResponse
 
-        self.stats.arrive(request.url.path)
+        self.stats.arrive(request.scope["path"])
         names = sorted(self.settings.models - {"*"})
         if "anthropic-version" in request.headers:
             data = [

@@ -196,7 +196,9 @@ def test_question_index_variants(gsm8k: Gsm8kData) -> None:
     assert index.find(f"  {q1}\n") == 1
     assert index.find(" ".join(q1.split())) == 1  # double spaces collapsed
     assert index.find(prompt(q2)) == 1000
-    assert index.find(f'Question:"{q2}"') == 1000  # glued to punctuation: slow path
+    assert index.find(f"Q:{q2}\nA:") == 1000  # glued start: found by its last words
+    assert index.find(f"{q2}Answer:") == 1000  # glued end: found by its first words
+    assert index.find(f'Question:"{q2}"') == 1000  # glued at both ends: substring scan
     assert index.find(f"Example: {q1}\nA: 3\n\nNow: {q2}") == 1000  # the last one wins
     assert index.find("What is 2 + 2?") is None
 
