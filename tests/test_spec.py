@@ -207,3 +207,74 @@ def test_schema_command_prints_json_schema(cli) -> None:
     assert set(schema["properties"]) >= {"name", "dataset", "prompt", "model", "scorer", "run"}
     assert schema["additionalProperties"] is False
     assert schema == gradetrail.spec_json_schema()
+
+
+JUDGE = {
+    "type": "judge",
+    "file": "judge.j2",
+    "model": {"provider": "python", "name": "j", "function": "echo_app:answer"},
+}
+
+
+@pytest.mark.parametrize(
+    ("scorer", "expected"),
+    [
+        (
+            {**JUDGE, "parse": {"kind": "numeric", "maxx": 5}},
+            "scorer.parse.maxx: unknown key; did you mean 'max'?",
+        ),
+        (
+            {**JUDGE, "parse": {"kind": "stars"}},
+            "scorer.parse.kind: unknown kind; use one of 'grade', 'numeric', 'json'",
+        ),
+        (
+            {**JUDGE, "parse": {"grades": {"C": 2}}},
+            "scorer.parse: grade 'C' maps to 2.0; use a score in [0, 1]",
+        ),
+        (
+            {**JUDGE, "parse": {"pattern": "(G)(C)"}},
+            "scorer.parse: pattern '(G)(C)' has 2 groups; capture the verdict in one",
+        ),
+        (
+            {**JUDGE, "parse": {"kind": "numeric", "min": 10, "max": 1}},
+            "scorer.parse: max 1 must exceed min 10",
+        ),
+        ({**JUDGE, "sampels": 3}, "scorer.sampels: unknown key; did you mean 'samples'?"),
+        ({**JUDGE, "reduce": "median"}, "scorer.reduce: use 'mean' or 'majority'"),
+        ({**JUDGE, "type": "pairwise"}, "scorer.baseline: required field is missing; add it"),
+        (
+            {**JUDGE, "type": "pairwise", "baseline": "b", "parse": {"verdicts": {"X": "first"}}},
+            "scorer.parse: verdicts name no label for second",
+        ),
+    ],
+)
+def test_judge_scorer_fields_are_validated(cli, workdir: Path, scorer: dict, expected: str) -> None:
+    """Judge and pairwise sections are checked field by field, one line per error."""
+    line = _error(cli, _write(workdir, {**GOOD, "scorer": scorer}))
+    assert expected in line
+
+
+def test_label_map_needs_label_field_and_unit_scores(cli, workdir: Path) -> None:
+    """label_map without label_field, or mapping to a score outside [0, 1], is refused."""
+    line = _error(
+        cli, _write(workdir, {**GOOD, "dataset": {"path": "data.jsonl", "label_map": {"yes": 1}}})
+    )
+    assert "dataset: label_map needs label_field" in line
+    spec = {
+        **GOOD,
+        "dataset": {"path": "data.jsonl", "label_field": "answer", "label_map": {"2": 3}},
+    }
+    assert "label_map['2'] is 3.0; map labels to scores in [0, 1]" in _error(
+        cli, _write(workdir, spec)
+    )
+
+
+def test_label_map_keys_read_yaml_booleans_as_json_text(workdir: Path) -> None:
+    """YAML true/false/3 keys of label_map become the label texts 'true', 'false', '3'."""
+    text = yaml.safe_dump(GOOD).replace(
+        "  path: data.jsonl\n",
+        "  path: data.jsonl\n  label_field: answer\n  label_map: {true: 1, false: 0, 3: 0.5}\n",
+    )
+    path = workdir / "spec.yaml"
+    path.write_text(text)
+    assert load_spec(path).dataset.label_map == {"true": 1.0, "false": 0.0, "3": 0.5}
