@@ -83,7 +83,9 @@ Config keys (CLI flag / ``/_control/config`` key / ``running_server`` keyword)
                       (MEAN is the mean in seconds, SIGMA that of the underlying normal) or
                       ``{"dist": "uniform", "low": .., "high": ..}`` /
                       ``{"dist": "lognormal", "mean": .., "sigma": ..}``. Applied with
-                      ``asyncio.sleep`` to every inference answer except rate-limit 429s.
+                      ``asyncio.sleep`` to every inference request that passes validation
+                      (body, API key, model), injected faults included, but not to
+                      rate-limit 429s (a real limiter answers those at once).
 ``latency_seed``      seed for the latency distribution (default 0).
 ``script``            path to a script file, or the script itself (see above).
 ``default_reply``     text for unknown questions (default ``"I don't know."``).
@@ -817,6 +819,11 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
         if msg.get("role") == "user":
             last_user = text
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and not isinstance(max_tokens, int):
+        return "'max_tokens' must be an integer"
+    n = body.get("n")
+    if n is not None and (not isinstance(n, int) or n < 1):
+        return "'n' must be a positive integer"
     stop = body.get("stop")
     stops = [stop] if isinstance(stop, str) else list(stop or [])
     return ParsedRequest(
