@@ -126,6 +126,17 @@ Fault rules
 Every error kind also takes ``retry_after``, ``retry_after_ms``, ``headers`` (extra response
 headers, e.g. ``{"x-should-retry": "false"}``), ``message`` and ``status``.
 
+What the real SDKs (openai 3.57, anthropic 2.14, ``max_retries=0``) make of each kind:
+``rate_limit`` -> ``RateLimitError`` (``.response.headers["retry-after"]``); ``quota`` ->
+``openai.RateLimitError`` with ``.code == "insufficient_quota"`` /
+``anthropic.BadRequestError``; ``server_error`` / ``overloaded`` -> ``InternalServerError``
+(``.status_code`` 500 / 503 / 529); ``error_200`` -> *no exception*: a response object
+whose fields are all None (``choices is None`` / ``content is None``) with the error under
+``.error``; ``garbage_200`` -> a bare ``json.JSONDecodeError`` (not an SDK exception);
+``stall`` with a shorter client timeout -> ``APITimeoutError``; ``drop`` ->
+``APIConnectionError`` (cause: "Server disconnected without sending a response");
+``no_usage`` -> ``usage is None``.
+
 Targeting (all given selectors must hold; none = every request): ``contains`` / ``regex``
 (on the whole prompt), ``model``, ``protocol`` (``"openai"`` / ``"anthropic"``) pick the
 *candidate* requests; then ``first: N`` (the first N candidates), ``every: K`` (the K-th,
