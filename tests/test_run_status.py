@@ -1,0 +1,58 @@
+"""The manifest always says whether a run is complete: running while it goes, complete,
+interrupted (see test_resume.py), or failed when an error stops it, with the rows that
+landed kept in input order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gradetrail
+from gradetrail.errors import CacheError
+from gradetrail.executors.base import Executor
+from gradetrail.providers.base import Request, Response
+from gradetrail.retry import CallOutcome
+from tests.run_support import write_eval
+
+
+class BreaksAfter(Executor):
+    """An executor that answers ``n`` requests, then fails the run with a CacheError (as
+    a full disk would), and records the manifest status it saw while running."""
+
+    concurrency = 1
+
+    def __init__(self, n: int, manifest: Path) -> None:
+        self.n = n
+        self.manifest = manifest
+        self.seen: list[str] = []
+
+    async def complete(self, request: Request) -> CallOutcome:
+        """Answer correctly, or raise once ``n`` requests were answered."""
+        self.seen.append(json.loads(self.manifest.read_text())["status"])
+        if len(self.seen) > self.n:
+            raise CacheError("cache /x: write failed (disk full)")
+        answer = request.prompt.rsplit("=", 1)[1].strip()
+        return CallOutcome(Response(text=f"A: {answer}"), None, 1, 0.0)
+
+
+def test_an_error_mid_run_leaves_status_failed_and_the_rows_in_order(tmp_path: Path) -> None:
+    """A run stopped by an error raises it, and its manifest says failed (not running,
+    not complete) while the rows that landed stay on disk in input order."""
+    spec_path = write_eval(tmp_path / "eval", samples=10, epochs=2)
+    spec = gradetrail.load_spec(spec_path)
+    run_dir = gradetrail.plan_run(spec).run_dir(tmp_path / "results")
+    executor = BreaksAfter(13, run_dir / "manifest.json")
+    with pytest.raises(CacheError, match="disk full"):
+        gradetrail.run_eval(spec, results_root=tmp_path / "results", executor=executor)
+
+    assert set(executor.seen) == {"running"}
+    manifest = gradetrail.read_manifest(run_dir)
+    assert manifest["status"] == "failed" and manifest["counts"] == {"scored": 13}
+    rows = gradetrail.read_results(run_dir)
+    pairs = [(r["sample_id"], r["epoch"]) for r in rows]
+    assert pairs == sorted(pairs, key=lambda p: (int(p[0][1:]), p[1])) and len(pairs) == 13
+    events = [json.loads(x)["event"] for x in (run_dir / "log.jsonl").read_text().splitlines()]
+    assert events[-1] == "run_end"
+    assert json.loads((run_dir / "log.jsonl").read_text().splitlines()[-1])["status"] == "failed"
