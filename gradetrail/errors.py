@@ -100,13 +100,16 @@ class ProviderError(GradetrailError):
 
     def detail(self) -> dict[str, Any]:
         """The error as a JSON-ready dict for a result row: ``kind``, ``message``,
-        ``status``, ``error_type``, ``code``."""
+        ``status``, ``error_type``, ``code``, ``transient`` (whether a retry could have
+        helped) and ``retry_after`` (seconds the server asked to wait, or None)."""
         return {
             "kind": type(self).__name__,
             "message": str(self),
             "status": self.status,
             "error_type": self.error_type,
             "code": self.code,
+            "transient": self.transient,
+            "retry_after": self.retry_after,
         }
 
 

@@ -14,11 +14,12 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.providers.base import Response
 
-__all__ = ["CallOutcome", "RetryPolicy", "call_with_retry"]
+__all__ = ["CallOutcome", "Gate", "RetryPolicy", "call_with_retry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,19 @@ class CallOutcome:
     slept_s: float
 
 
+class Gate(Protocol):
+    """What an executor puts around each attempt: admission before it (in-flight slots,
+    rate caps, a server's Retry-After pause) and feedback after it (success or 429)."""
+
+    async def acquire(self) -> object:
+        """Wait until the attempt may start; return a ticket for :meth:`release`."""
+        ...
+
+    def release(self, ticket: object, response: Response | None, error: Exception | None) -> None:
+        """The attempt ended with ``response`` or ``error`` (None for both: cancelled)."""
+        ...
+
+
 async def call_with_retry(
     call: Callable[[], Awaitable[Response]],
     policy: RetryPolicy,
@@ -73,37 +87,62 @@ async def call_with_retry(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
     rand: Callable[[], float] = random.random,
+    gate: Gate | None = None,
 ) -> CallOutcome:
     """Call ``call`` until it succeeds, fails permanently, or the policy's bounds end it.
 
+    Each attempt waits for ``gate`` (when given) outside its own timeout. The per-sample
+    ceiling (``policy.sample_timeout_s``) starts when the first attempt is admitted, so
+    time queued behind other samples before that does not count, and covers every later
+    wait, attempt and backoff.
+
     Never raises a ProviderError: failures are returned in the outcome.
     """
-    deadline = None if policy.sample_timeout_s is None else clock() + policy.sample_timeout_s
+    deadline: float | None = None
     attempts = 0
     slept = 0.0
     while True:
+        ticket: object = None
+        if gate is not None:
+            try:
+                async with asyncio.timeout(None if deadline is None else deadline - clock()):
+                    ticket = await gate.acquire()
+            except TimeoutError:
+                return CallOutcome(None, _ceiling(policy, attempts, None), attempts, slept)
+        if deadline is None and policy.sample_timeout_s is not None:
+            deadline = clock() + policy.sample_timeout_s
         attempts += 1
         timeout = policy.timeout_s
         if deadline is not None:
             timeout = min(timeout, max(deadline - clock(), 0.0))
+        response: Response | None = None
+        error: ProviderError | None = None
         try:
-            response = await asyncio.wait_for(call(), timeout)
-            return CallOutcome(response, None, attempts, slept)
+            async with asyncio.timeout(timeout):
+                response = await call()
         except TimeoutError:
-            error: ProviderError = ProviderTimeout(f"no response within {timeout:.3g} s")
+            error = ProviderTimeout(f"no response within {timeout:.3g} s")
         except ProviderError as exc:
             error = exc
+        finally:
+            if gate is not None:
+                gate.release(ticket, response, error)
+        if error is None:
+            return CallOutcome(response, None, attempts, slept)
         if not error.transient or attempts > policy.max_retries:
             return CallOutcome(None, error, attempts, slept)
         delay = policy.backoff(attempts - 1, error.retry_after, rand)
         if deadline is not None and clock() + delay >= deadline:
-            ceiling = ProviderTimeout(
-                f"sample ceiling of {policy.sample_timeout_s:g} s reached after {attempts} "
-                f"attempts; last error: {error}",
-                status=error.status,
-                error_type=error.error_type,
-                code=error.code,
-            )
-            return CallOutcome(None, ceiling, attempts, slept)
+            return CallOutcome(None, _ceiling(policy, attempts, error), attempts, slept)
         await sleep(delay)
         slept += delay
+
+
+def _ceiling(policy: RetryPolicy, attempts: int, error: ProviderError | None) -> ProviderTimeout:
+    last = f"; last error: {error}" if error is not None else ""
+    return ProviderTimeout(
+        f"sample ceiling of {policy.sample_timeout_s:g} s reached after {attempts} attempts{last}",
+        status=error.status if error else None,
+        error_type=error.error_type if error else None,
+        code=error.code if error else None,
+    )

@@ -196,7 +196,14 @@ def run_eval(
                     timeout_s=spec.run.timeout_s,
                     sample_timeout_s=spec.run.sample_timeout_s,
                 )
-                executor = LocalExecutor(plan.provider, policy, spec.run.concurrency)
+                executor = LocalExecutor(
+                    plan.provider,
+                    policy,
+                    spec.run.concurrency,
+                    requests_per_minute=spec.run.requests_per_minute,
+                    tokens_per_minute=spec.run.tokens_per_minute,
+                    adaptive=spec.run.adaptive_concurrency,
+                )
             manifest = _initial_manifest(plan, list(overrides))
             write_manifest(run_dir, manifest)
             writer = ResultsWriter(run_dir)

@@ -44,6 +44,7 @@ __all__ = [
     "NumericScorerSpec",
     "PairwiseParse",
     "PairwiseScorerSpec",
+    "PriceSpec",
     "RegexScorerSpec",
     "ReplaySource",
     "RunSettings",
@@ -148,6 +149,22 @@ class ReplaySource(_Strict):
 ProviderName = Literal["replay", "python", "anthropic", "openai", "openai_compatible"]
 
 
+class PriceSpec(_Strict):
+    """Prices in USD per million tokens (MTok), overriding the bundled price table."""
+
+    input_per_mtok: float = Field(ge=0, description="Input tokens not read from a prompt cache.")
+    output_per_mtok: float = Field(ge=0, description="Output tokens.")
+    cached_input_per_mtok: float | None = Field(
+        None, ge=0, description="Input tokens read from the prompt cache (default: input price)."
+    )
+    cache_write_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="Input tokens written to the prompt cache (Anthropic "
+        "cache_creation_input_tokens; default: input price).",
+    )
+
+
 class ModelSpec(_Strict):
     """The model (or application) under evaluation."""
 
@@ -161,11 +178,42 @@ class ModelSpec(_Strict):
         description="'module:function' for provider 'python'; called with the rendered request.",
     )
     api_key_env: str | None = Field(
-        None, description="Environment variable holding the API key (default per provider)."
+        None,
+        description="Environment variable holding the API key (default ANTHROPIC_API_KEY or "
+        "OPENAI_API_KEY; openai_compatible has no default, so a key meant for OpenAI is never "
+        "sent to another server).",
+    )
+    api_key_required: bool = Field(
+        True,
+        description="openai_compatible only: false sends a placeholder key when no api_key_env "
+        "is named or the variable is unset (local vLLM / llama.cpp servers check none).",
+    )
+    price: PriceSpec | None = Field(
+        None, description="USD per million tokens, overriding the bundled price table."
+    )
+    require_served_model: bool = Field(
+        False,
+        description="Make a response served by another model than model.name a provider_error "
+        "(the alias-to-dated-snapshot form, 'foo' served as 'foo-20250101', is accepted).",
     )
 
     @model_validator(mode="after")
     def _provider_fields(self) -> ModelSpec:
+        http = self.provider in ("anthropic", "openai", "openai_compatible")
+        if not self.api_key_required and self.provider != "openai_compatible":
+            raise ValueError(
+                f"api_key_required: false applies only to openai_compatible; the {self.provider} "
+                "provider always needs a key"
+            )
+        if self.provider == "openai_compatible" and self.api_key_required and not self.api_key_env:
+            raise ValueError(
+                "provider 'openai_compatible' needs model.api_key_env naming the variable that "
+                "holds the key, or model.api_key_required: false for a server that checks none"
+            )
+        if not http and (self.price is not None or self.require_served_model):
+            raise ValueError(
+                f"price and require_served_model apply to HTTP providers, not {self.provider!r}"
+            )
         if self.provider == "replay" and self.recordings is None:
             raise ValueError("provider 'replay' needs model.recordings.path")
         if self.provider == "python" and not self.function:
@@ -401,6 +449,26 @@ class RunSettings(_Strict):
     sample_timeout_s: float | None = Field(
         None, gt=0, description="Wall-clock ceiling over all attempts of one request, seconds."
     )
+    requests_per_minute: float | None = Field(
+        None, gt=0, description="Cap on requests started per minute (all attempts count)."
+    )
+    tokens_per_minute: float | None = Field(
+        None,
+        gt=0,
+        description="Cap on tokens per minute: each request reserves its estimated prompt "
+        "tokens (characters / 4) plus max_tokens, corrected to the reported usage.",
+    )
+    adaptive_concurrency: bool = Field(
+        True,
+        description="On 429s, lower the requests in flight (x0.75); add one back per window of "
+        "successes, up to concurrency (AIMD), so a run settles at the provider's real limit.",
+    )
+    fail_fast: int = Field(
+        5,
+        ge=0,
+        description="Stop the run when the first N completed samples all fail with the same "
+        "permanent error and none succeeded (0: never).",
+    )
     epochs: int = Field(1, ge=1, description="Times every sample is run.")
     reducer: ReducerName = Field(
         "mean",
@@ -424,7 +492,16 @@ class RunSettings(_Strict):
 
 
 #: run settings that do not change any number, so they stay out of the identity hash
-EXECUTION_ONLY = ("concurrency", "max_retries", "timeout_s", "sample_timeout_s")
+EXECUTION_ONLY = (
+    "concurrency",
+    "max_retries",
+    "timeout_s",
+    "sample_timeout_s",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "adaptive_concurrency",
+    "fail_fast",
+)
 
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 

@@ -6,8 +6,10 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from gradetrail.executors.base import Executor
+from gradetrail.executors.limits import Throttle
 from gradetrail.providers.base import Provider, Request
 from gradetrail.retry import CallOutcome, RetryPolicy, call_with_retry
 
@@ -15,12 +17,16 @@ __all__ = ["LocalExecutor"]
 
 
 class LocalExecutor(Executor):
-    """Calls the provider in-process, at most ``concurrency`` requests in flight.
+    """Calls the provider in-process, at most ``concurrency`` attempts in flight, through a
+    :class:`~gradetrail.executors.limits.Throttle` (AIMD in-flight limit on 429s, optional
+    rate caps, the server's Retry-After pause). Backoff sleeps hold no slot.
 
     Args:
-        provider: the run's provider.
+        provider: the run's provider (its connection pools are sized to ``concurrency``).
         policy: the retry policy.
-        concurrency: requests in flight at most.
+        concurrency: attempts in flight at most.
+        requests_per_minute, tokens_per_minute: optional rate caps.
+        adaptive: lower the in-flight limit on 429s and raise it again as calls succeed.
         sleep, clock, rand: injected for tests (defaults: asyncio.sleep, time.monotonic,
             random.random).
     """
@@ -31,6 +37,9 @@ class LocalExecutor(Executor):
         policy: RetryPolicy,
         concurrency: int,
         *,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        adaptive: bool = True,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         rand: Callable[[], float] = random.random,
@@ -38,29 +47,53 @@ class LocalExecutor(Executor):
         self.provider = provider
         self.policy = policy
         self.concurrency = concurrency
+        self.requests_per_minute = requests_per_minute
+        self.tokens_per_minute = tokens_per_minute
+        self.adaptive = adaptive
         self._sleep, self._clock, self._rand = sleep, clock, rand
-        self._slots: asyncio.Semaphore | None = None
+        self._throttle: Throttle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        provider.size_pool(concurrency)
+
+    @property
+    def throttle(self) -> Throttle:
+        """The admission control of this executor on the running event loop."""
+        loop = asyncio.get_running_loop()
+        if self._throttle is None or self._loop is not loop:
+            self._loop = loop
+            self._throttle = Throttle(
+                self.concurrency,
+                adaptive=self.adaptive,
+                requests_per_minute=self.requests_per_minute,
+                tokens_per_minute=self.tokens_per_minute,
+                clock=self._clock,
+                sleep=self._sleep,
+            )
+        return self._throttle
 
     async def complete(self, request: Request) -> CallOutcome:
-        """Call the provider with retries, holding one of ``concurrency`` slots."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.concurrency)
-        async with self._slots:
-            return await call_with_retry(
-                lambda: self.provider.complete(request),
-                self.policy,
-                sleep=self._sleep,
-                clock=self._clock,
-                rand=self._rand,
-            )
+        """Call the provider with retries; each attempt passes the throttle."""
+        provider = self.provider
+        return await call_with_retry(
+            partial(provider.complete, request),
+            self.policy,
+            sleep=self._sleep,
+            clock=self._clock,
+            rand=self._rand,
+            gate=self.throttle.gate(request),
+        )
 
     def for_provider(self, provider: Provider) -> LocalExecutor:
-        """A local executor for ``provider`` with this one's policy, concurrency bound and
-        injected sleep, clock and randomness."""
+        """A local executor for ``provider`` with this one's policy, concurrency bound, rate
+        caps and injected sleep, clock and randomness (its own throttle: another model has
+        its own limits)."""
         return LocalExecutor(
             provider,
             self.policy,
             self.concurrency,
+            requests_per_minute=self.requests_per_minute,
+            tokens_per_minute=self.tokens_per_minute,
+            adaptive=self.adaptive,
             sleep=self._sleep,
             clock=self._clock,
             rand=self._rand,

@@ -15,6 +15,9 @@ __all__ = ["PROVIDERS", "Provider", "Request", "Response", "make_provider"]
 PROVIDERS: dict[str, str] = {
     "replay": "gradetrail.providers.replay:ReplayProvider",
     "python": "gradetrail.providers.python:PythonProvider",
+    "anthropic": "gradetrail.providers.anthropic:AnthropicProvider",
+    "openai": "gradetrail.providers.openai:OpenAIProvider",
+    "openai_compatible": "gradetrail.providers.openai:OpenAIProvider",
 }
 
 

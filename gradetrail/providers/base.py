@@ -146,6 +146,10 @@ class Provider(ABC):
         """Raise a GradetrailError when the provider cannot serve any request (missing key,
         missing file, unimportable function). Called once before the first call."""
 
+    def size_pool(self, concurrency: int) -> None:
+        """Size connection pools for ``concurrency`` requests in flight. Called by the
+        executor before the first call. Default: nothing."""
+
     @abstractmethod
     async def complete(self, request: Request) -> Response:
         """Serve one request.

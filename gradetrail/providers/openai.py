@@ -1,0 +1,146 @@
+"""The ``openai`` and ``openai_compatible`` providers: Chat Completions through the
+official ``openai`` SDK (``AsyncOpenAI``).
+
+- ``openai``: the OpenAI API (``base_url`` defaults to ``https://api.openai.com/v1``; the
+  ``OPENAI_BASE_URL`` variable is ignored, so the cache key always names the endpoint).
+  The key comes from ``OPENAI_API_KEY`` or ``model.api_key_env``. ``max_tokens`` is sent as
+  ``max_completion_tokens``, the field every current OpenAI model accepts.
+- ``openai_compatible``: any server that speaks the protocol (vLLM, llama.cpp server,
+  gateways), at the required ``model.base_url`` (ending in ``/v1``). It never reads
+  ``OPENAI_API_KEY``, so an OpenAI key is never sent to another server: the spec names
+  the key's variable in ``model.api_key_env``, or sets ``model.api_key_required: false``
+  for a server that checks none (a placeholder key ``EMPTY`` is then sent).
+  ``max_tokens`` is sent as ``max_tokens``, which such servers expect. Prices are unknown
+  unless the spec gives ``model.price``.
+
+Stop reasons: ``stop`` -> ``end_turn`` (``stop_sequence`` when the server names the
+matched stop string, as vLLM does), ``length`` -> ``max_tokens`` (the sample is flagged
+truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; ``content_filter`` is a
+permanent ``BadRequest`` (the provider withheld the answer). Tokens: ``prompt_tokens``
+includes the prompt-cache reads (``prompt_tokens_details.cached_tokens``), which are
+subtracted so input and cached input are never counted twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gradetrail.errors import BadRequest, InvalidResponse, ProviderError
+from gradetrail.providers._http import HttpProvider, translate_sdk_error, usage_int
+from gradetrail.providers.base import Request, Response
+
+__all__ = ["OpenAIProvider"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+_STOP = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "content_filter",
+}
+_PASSED = ("temperature", "top_p", "stop", "seed")
+
+
+class OpenAIProvider(HttpProvider):
+    """Chat Completions for ``openai`` and ``openai_compatible``."""
+
+    name = "openai"
+    sdk = "openai"
+    path = "/chat/completions"
+
+    @property
+    def default_key_env(self) -> str | None:  # type: ignore[override]
+        """``OPENAI_API_KEY`` for ``openai``; none for ``openai_compatible``."""
+        return "OPENAI_API_KEY" if self.model.provider == "openai" else None
+
+    @property
+    def price_provider(self) -> str:  # type: ignore[override]
+        """Bundled prices exist for ``openai`` only."""
+        return self.model.provider
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint requests go to."""
+        return self.model.base_url or OPENAI_BASE_URL
+
+    def make_client(self, key: str, http_client: Any) -> Any:
+        """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
+        import openai
+
+        return openai.AsyncOpenAI(
+            api_key=key, base_url=self.base_url, max_retries=0, http_client=http_client
+        )
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The Chat Completions body: system prompt first, sampling params, ``extra``."""
+        messages: list[dict[str, str]] = list(request.messages)
+        if request.system is not None:
+            messages.insert(0, {"role": "system", "content": request.system})
+        body: dict[str, Any] = {"model": request.model, "messages": messages}
+        params = request.params
+        for name in _PASSED:
+            if name in params:
+                body[name] = params[name]
+        if "max_tokens" in params:
+            field = "max_completion_tokens" if self.model.provider == "openai" else "max_tokens"
+            body[field] = params["max_tokens"]
+        extra = params.get("extra")
+        if extra:
+            body.update(extra)
+        return body
+
+    def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
+        """Text, stop reason, served model and usage of a Chat Completions answer."""
+        if data.get("error"):
+            raise self.error_under_200(data)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise InvalidResponse("200 answer has no choices", status=200)
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        text = message.get("content")
+        if isinstance(text, list):  # content parts
+            text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
+        if text is None:
+            text = message.get("refusal") or ""
+        raw_stop = choice.get("finish_reason")
+        stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
+        if stop == "end_turn" and isinstance(choice.get("stop_reason"), str):
+            stop = "stop_sequence"
+        if stop == "content_filter":
+            raise BadRequest(
+                "the provider's content filter withheld the response (finish_reason "
+                "content_filter)",
+                status=200,
+                error_type="content_filter",
+                code=raw_stop,
+            )
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            prompt = usage_int(usage, "prompt_tokens")
+            cached = usage_int(usage, "prompt_tokens_details", "cached_tokens")
+            output = usage_int(usage, "completion_tokens")
+        else:
+            self.usage_missing(str(data.get("model") or self.model.name))
+            prompt = cached = output = 0
+        served = data.get("model")
+        response = Response(
+            text=str(text),
+            stop_reason=stop,
+            raw_stop_reason=raw_stop if isinstance(raw_stop, str) else None,
+            served_model=served if isinstance(served, str) else None,
+            input_tokens=max(prompt - cached, 0),
+            output_tokens=output,
+            cached_input_tokens=cached,
+            latency_s=latency_s,
+        )
+        return response, 0
+
+    def translate(self, exc: Exception) -> ProviderError | None:
+        """Map an ``openai`` SDK exception to the gradetrail error tree."""
+        import openai
+
+        hint = f"; check the key in {self.key_env}" if self.key_env else ""
+        return translate_sdk_error(exc, openai, self.base_url, key=self._key, hint=hint)
