@@ -50,17 +50,16 @@ def _feed(progress: RunProgress, tally: Tally, clock: Clock, rows: list, dt: flo
 
 
 def test_plain_lines_every_interval_with_counts_rate_eta_and_cost() -> None:
-    """Off a terminal: a start line, then one line per interval with done/total, percent,
-    rate, ETA, cache hits, errors and cost paid this run; the final state when it ends."""
+    """Off a terminal: one line per interval with done/total, percent, rate, ETA, cache
+    hits, errors and cost paid this run, and the final state when it ends."""
     stream, clock, tally = io.StringIO(), Clock(), Tally()
     with RunProgress(100, stream, interval_s=5.0, clock=clock) as progress:
         _feed(progress, tally, clock, [_row()] * 9, dt=0.5)  # 4.5 s: no line yet
-        assert stream.getvalue() == "progress 0/100 rows\n"
+        assert stream.getvalue() == ""
         _feed(progress, tally, clock, [_row(cached=True), _row(error=True)], dt=0.5)
         _feed(progress, tally, clock, [_row()] * 4, dt=0.5)
     lines = stream.getvalue().splitlines()
     assert lines == [
-        "progress 0/100 rows",
         "progress 10/100 (10%, 2.0/s, eta 45s) cache hits 1 errors 0 cost $0.0090",
         "progress 15/100 (15%, 2.0/s, eta 42s) cache hits 1 errors 1 cost $0.0130",
     ]
@@ -75,6 +74,14 @@ def test_rate_and_eta_follow_recent_rows_not_the_cache_burst() -> None:
     _feed(progress, tally, clock, [_row()] * 60, dt=1.0)  # then 1 row per second
     line = progress.line(tally, clock.now)
     assert "progress 560/1000 (56%, 1.0/s, eta 7m20s)" in line
+
+
+def test_a_run_shorter_than_the_interval_prints_nothing() -> None:
+    """A quick run (a warm re-score) adds no progress lines to a CI log."""
+    stream, clock, tally = io.StringIO(), Clock(), Tally()
+    with RunProgress(50, stream, interval_s=5.0, clock=clock) as progress:
+        _feed(progress, tally, clock, [_row(cached=True)] * 50, dt=0.001)
+    assert stream.getvalue() == ""
 
 
 def test_unknown_eta_and_durations() -> None:
@@ -112,7 +119,9 @@ def test_terminal_bar_shows_counts_and_notes_without_escapes(
         shown = stream.getvalue()
         progress.note("sample \x1b[2Jq1\x1b]0;owned\x07 failed")
     assert "3/20" in shown and "cache hits 1" in shown and "errors 1" in shown
-    assert "cost $0.0010" in shown  # paid this run: the cache hit cost nothing and "eta" in shown and "/s" in shown
+    assert (
+        "cost $0.0010" in shown
+    )  # paid this run: the cache hit cost nothing and "eta" in shown and "/s" in shown
     text = stream.getvalue()
     assert "sample q1 failed" in text
     assert "\x1b[2J" not in text and "owned" not in text

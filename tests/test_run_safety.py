@@ -101,12 +101,15 @@ def test_printed_errors_carry_no_escape_sequences() -> None:
 def test_verbose_log_on_stderr_carries_no_escape_sequences(
     tmp_path: Path, calls: Path, cli
 ) -> None:  # noqa: ANN001
-    """Sample ids with escape sequences reach stderr (-v) JSON-escaped, never raw."""
+    """Sample ids with escape sequences reach stderr (-v) stripped of them, never raw;
+    log.jsonl keeps them JSON-escaped."""
     spec = write_eval(tmp_path / "eval", ids=["ok", "evil\x1b]0;owned\x07\x1b[2J"])
     out = cli("run", str(spec), "-v")
     assert out.exit_code == 0, out.stderr
     assert "\x1b" not in out.stderr and "\x1b" not in out.stdout
-    assert "\\u001b]0;owned" in out.stderr
+    assert "sample_id=evil " in out.stderr and "owned" not in out.stderr
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert "evil\\u001b]0;owned" in (run_dir / "log.jsonl").read_text()
 
 
 def test_run_files_are_created_private_to_the_umask(tmp_path: Path, calls: Path) -> None:

@@ -143,11 +143,16 @@ def test_control_characters_from_data_are_escaped_in_the_log(tmp_path: Path) -> 
 
 
 def test_verbose_shows_the_log_on_stderr(tmp_path: Path, env: None, cli) -> None:  # noqa: ANN001
-    """gradetrail run -v writes each log line to stderr as well as to log.jsonl."""
+    """gradetrail run -v shows each event on stderr (structlog's console rendering) as
+    well as writing it to log.jsonl; without -v stderr has none."""
     spec = write_eval(tmp_path / "eval", samples=2)
     out = cli("run", str(spec), "-v")
     assert out.exit_code == 0, out.stderr
-    echoed = [json.loads(x) for x in out.stderr.splitlines() if x.startswith("{")]
-    assert [e["event"] for e in echoed].count("provider_call") == 2
+    shown = sorted(x for x in out.stderr.splitlines() if "provider_call" in x)
+    assert len(shown) == 2
+    assert all("cached=False" in x and "model=slow" in x for x in shown)
+    assert "[info" in shown[0] and "sample_id=q0" in shown[0]
+    assert "[warning" in shown[1] and "error=BadRequest" in shown[1] and "sample_id=q1" in shown[1]
+    assert any("run_start" in x for x in out.stderr.splitlines())
     quiet = cli("run", str(spec))
-    assert not [x for x in quiet.stderr.splitlines() if x.startswith("{")]
+    assert "provider_call" not in quiet.stderr

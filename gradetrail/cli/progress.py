@@ -116,14 +116,13 @@ class RunProgress:
             )
             self._guard(self._bar.start)
             self._task = self._bar.add_task("run", total=self.total, rate="0.0", eta="?", info="")
-        else:
-            self._write(f"progress 0/{self.total} rows")
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._guard(self._bar.stop)
-        elif self._tally is not None and self._tally.rows != self._printed:
+        elif self._printed and self._tally is not None and self._tally.rows != self._printed:
+            # a run long enough to have shown progress also shows where it ended
             self._write(self.line(self._tally, self.clock()))
 
     def line(self, tally: Tally, now: float) -> str:
