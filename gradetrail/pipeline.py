@@ -26,6 +26,7 @@ from gradetrail.templates import Template, compile_template
 if TYPE_CHECKING:
     from gradetrail.cache import ResponseCache
     from gradetrail.executors.base import Executor
+    from gradetrail.retry import RetriedAttempt
     from gradetrail.runlog import RunLog
 
 __all__ = ["Prepared", "Renderer", "SampleContext", "prepare", "process"]
@@ -163,6 +164,8 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
         started = time.perf_counter()
         outcome = await ctx.executor.complete(item.request)
         attempts = outcome.attempts
+        if ctx.log is not None and outcome.retried:
+            _log_retried(ctx.log, item, outcome.retried)
         if outcome.response is None:
             if ctx.log is not None:
                 _log_error(ctx.log, item, outcome.error, attempts, time.perf_counter() - started)
@@ -232,6 +235,24 @@ def _log_response(
         attempt=attempts,
         outcome="ok",
     )
+
+
+def _log_retried(log: RunLog, item: Prepared, retried: tuple[RetriedAttempt, ...]) -> None:
+    for number, attempt in enumerate(retried, start=1):
+        log.call(
+            "provider",
+            sample_id=item.sample.id,
+            epoch=item.epoch,
+            model=item.request.model,
+            latency_ms=attempt.latency_s * 1000.0,
+            cached=False,
+            attempt=number,
+            outcome="error",
+            error=type(attempt.error).__name__,
+            status=attempt.error.status,
+            message=str(attempt.error),
+            retry_in_s=attempt.backoff_s,
+        )
 
 
 def _log_error(

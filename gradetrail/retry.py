@@ -19,7 +19,7 @@ from typing import Protocol
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.providers.base import Response
 
-__all__ = ["CallOutcome", "Gate", "RetryPolicy", "call_with_retry"]
+__all__ = ["CallOutcome", "Gate", "RetriedAttempt", "RetryPolicy", "call_with_retry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,21 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class RetriedAttempt:
+    """An attempt that failed with a transient error and was retried.
+
+    Attributes:
+        error: what it failed with.
+        latency_s: seconds the attempt took.
+        backoff_s: seconds waited before the next attempt.
+    """
+
+    error: ProviderError
+    latency_s: float
+    backoff_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class CallOutcome:
     """The end of one request's attempts: a response or the last error.
 
@@ -59,12 +74,15 @@ class CallOutcome:
         error: the last error, or None on success.
         attempts: calls made (1 or more).
         slept_s: total backoff slept, seconds.
+        retried: the attempts before the last that failed and were retried, in order
+            (for the run log: every call is logged, not just the last).
     """
 
     response: Response | None
     error: ProviderError | None
     attempts: int
     slept_s: float
+    retried: tuple[RetriedAttempt, ...] = ()
 
 
 class Gate(Protocol):
@@ -101,6 +119,7 @@ async def call_with_retry(
     deadline: float | None = None
     attempts = 0
     slept = 0.0
+    retried: list[RetriedAttempt] = []
     while True:
         ticket: object = None
         if gate is not None:
@@ -108,7 +127,8 @@ async def call_with_retry(
                 async with asyncio.timeout(None if deadline is None else deadline - clock()):
                     ticket = await gate.acquire()
             except TimeoutError:
-                return CallOutcome(None, _ceiling(policy, attempts, None), attempts, slept)
+                ceiling = _ceiling(policy, attempts, None)
+                return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
         if deadline is None and policy.sample_timeout_s is not None:
             deadline = clock() + policy.sample_timeout_s
         attempts += 1
@@ -117,6 +137,7 @@ async def call_with_retry(
             timeout = min(timeout, max(deadline - clock(), 0.0))
         response: Response | None = None
         error: ProviderError | None = None
+        started = clock()
         try:
             async with asyncio.timeout(timeout):
                 response = await call()
@@ -128,12 +149,14 @@ async def call_with_retry(
             if gate is not None:
                 gate.release(ticket, response, error)
         if error is None:
-            return CallOutcome(response, None, attempts, slept)
+            return CallOutcome(response, None, attempts, slept, tuple(retried))
         if not error.transient or attempts > policy.max_retries:
-            return CallOutcome(None, error, attempts, slept)
+            return CallOutcome(None, error, attempts, slept, tuple(retried))
         delay = policy.backoff(attempts - 1, error.retry_after, rand)
         if deadline is not None and clock() + delay >= deadline:
-            return CallOutcome(None, _ceiling(policy, attempts, error), attempts, slept)
+            ceiling = _ceiling(policy, attempts, error)
+            return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
+        retried.append(RetriedAttempt(error, clock() - started, delay))
         await sleep(delay)
         slept += delay
 

@@ -10,13 +10,15 @@ imports structlog and shows the same event dicts on stderr through its
 sequences. Events:
 
 - ``run_start``: run directory, identity hash, rows to produce, pid, cache path.
-- ``provider_call`` and ``judge_call``: one per request served, from the cache or not:
-  ``sample_id``, ``epoch``, ``model`` (requested), ``served_model``, ``latency_ms``,
-  ``input_tokens``, ``output_tokens``, ``cached_input_tokens``, ``cost_usd``, ``cached``,
-  ``attempt`` (calls made for it this run: 0 on a cache hit), ``outcome`` (``ok`` or
-  ``error``), and on error ``error`` (the error class, e.g. ``RateLimited``), ``status``
-  and ``message``. ``latency_ms`` is the answering call's latency (the original call's
-  on a cache hit); on error, the wall time over all attempts.
+- ``provider_call`` and ``judge_call``: one per attempt, and one per request served from
+  the cache: ``sample_id``, ``epoch``, ``model`` (requested), ``served_model``,
+  ``latency_ms``, ``input_tokens``, ``output_tokens``, ``cached_input_tokens``,
+  ``cost_usd``, ``cached``, ``attempt`` (1, 2, ... for this request this run; 0 on a cache
+  hit), ``outcome`` (``ok`` or ``error``), and on error ``error`` (the error class, e.g.
+  ``RateLimited``), ``status`` and ``message``, plus ``retry_in_s`` (the backoff before
+  the next attempt) when the attempt was retried. ``latency_ms`` is the attempt's own
+  latency (the original call's on a cache hit); on a request's final error, the wall time
+  over all its attempts.
 - ``interrupt`` (a Ctrl-C or SIGTERM arrived, with ``in_flight``), ``run_end`` (status,
   counts, wall time).
 
@@ -168,10 +170,11 @@ class RunLog:
         error: str | None = None,
         status: int | None = None,
         message: str | None = None,
+        retry_in_s: float | None = None,
     ) -> None:
         """Log one provider or judge call (event ``provider_call`` / ``judge_call``; level
         warning on error). ``latency_ms`` in milliseconds; ``message`` is cut to 500
-        characters.
+        characters; ``retry_in_s`` (seconds) marks an attempt that is retried.
 
         A call made this run (``cached=False``) is written through at once, so a killed
         run's log shows every call it paid for; cache hits are buffered (a few KB) so a
@@ -194,6 +197,8 @@ class RunLog:
             fields["error"] = error
             fields["status"] = status
             fields["message"] = None if message is None else message[:_MESSAGE_CHARS]
+            if retry_in_s is not None:
+                fields["retry_in_s"] = round(retry_in_s, 3)
             self._emit("warning", f"{kind}_call", fields, flush=True)
         else:
             self._emit("info", f"{kind}_call", fields, flush=not cached)

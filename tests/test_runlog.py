@@ -1,5 +1,6 @@
-"""The structured run log (log.jsonl): every provider call with its fields, errors as
-warnings, judge calls through runlog.current(), rotation, and -v on stderr."""
+"""The structured run log (log.jsonl): every provider call (each retried attempt too)
+with its fields, errors as warnings, judge calls through runlog.current(), rotation, and
+-v on stderr."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 import gradetrail
 from gradetrail import runlog
 from gradetrail.rundir import RunDir
+from tests.conftest import GSM8K_DATA
+from tests.protocol_server import running_server
 from tests.run_support import app_env, write_eval
 
 CALL_FIELDS = {
@@ -156,3 +160,40 @@ def test_verbose_shows_the_log_on_stderr(tmp_path: Path, env: None, cli) -> None
     assert any("run_start" in x for x in out.stderr.splitlines())
     quiet = cli("run", str(spec))
     assert "provider_call" not in quiet.stderr
+
+
+def test_each_retried_attempt_against_the_http_server_is_a_line(tmp_path: Path) -> None:
+    """Two 429s then an answer from the protocol server are three provider_call lines:
+    attempts 1 and 2 as RateLimited warnings with status 429 and their backoff, then
+    attempt 3 ok."""
+    with running_server(latency=0.0) as srv:
+        srv.configure(faults=[{"kind": "rate_limit", "first": 2, "retry_after": 0}])
+        spec = tmp_path / "spec.yaml"
+        spec.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "gsm8k-http",
+                    "dataset": {"path": str(GSM8K_DATA / "test.jsonl"), "limit": 1},
+                    "prompt": "Q: {{ question }}",
+                    "target": "{{ answer.split('####')[-1] | trim }}",
+                    "model": {
+                        "provider": "openai_compatible",
+                        "name": "175b_verification",
+                        "base_url": srv.openai_base_url,
+                        "api_key_required": False,
+                    },
+                    "scorer": {"type": "numeric"},
+                }
+            )
+        )
+        run_dir = _run(spec, tmp_path)
+        assert srv.stats()["statuses"] == {"429": 2, "200": 1}
+    calls = [c for c in _lines(run_dir / "log.jsonl") if c["event"] == "provider_call"]
+    assert [(c["attempt"], c["outcome"], c.get("error"), c.get("status")) for c in calls] == [
+        (1, "error", "RateLimited", 429),
+        (2, "error", "RateLimited", 429),
+        (3, "ok", None, None),
+    ]
+    assert [c.get("retry_in_s") for c in calls] == [0.0, 0.0, None]
+    assert all(c["latency_ms"] >= 0 and c["sample_id"] == "1" for c in calls)
+    assert calls[2]["output_tokens"] > 0 and calls[2]["served_model"] == "175b_verification"
