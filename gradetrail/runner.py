@@ -23,6 +23,7 @@ from gradetrail.datasets import Sample, file_sha256, load_samples
 from gradetrail.errors import DatasetError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
+from gradetrail.failfast import FailFast
 from gradetrail.interrupts import Interrupts, StopKind
 from gradetrail.manifest import (
     Manifest,
@@ -315,6 +316,7 @@ class _Run:
     ) -> None:
         prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
         items = iter(prepared)
+        fail_fast = FailFast(self.plan.spec.run.fail_fast)
 
         async def worker() -> None:
             for item in items:  # one shared iterator: each item is taken by exactly one worker
@@ -329,11 +331,18 @@ class _Run:
                 tally.add(row)
                 if on_row is not None:
                     on_row(row, tally)
+                fail_fast.observe(row)  # raises RunError: the same permanent error, N times
 
         try:
             await ctx.scorer.bind(ctx.cache, ctx.executor)  # judges share cache and retries
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
-            await asyncio.gather(*(worker() for _ in range(workers)))
+            tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
+            try:
+                await asyncio.gather(*tasks)
+            finally:  # one worker failed (fail-fast, cache error): stop the others first
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             try:
                 await ctx.scorer.aclose()

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from gradetrail.executors.base import Executor
-from gradetrail.executors.limits import Throttle
+from gradetrail.executors.limits import Throttle, ThrottleStats
 from gradetrail.providers.base import Provider, Request
 from gradetrail.retry import CallOutcome, RetryPolicy, call_with_retry
 
@@ -70,6 +70,11 @@ class LocalExecutor(Executor):
                 sleep=self._sleep,
             )
         return self._throttle
+
+    def throttle_stats(self) -> ThrottleStats | None:
+        """How admission went in the last run (in-flight limit, 429s, pauses), or None
+        before any call."""
+        return self._throttle.stats() if self._throttle is not None else None
 
     async def complete(self, request: Request) -> CallOutcome:
         """Call the provider with retries; each attempt passes the throttle."""

@@ -1,0 +1,121 @@
+"""Fail fast: the first samples all failing the same permanent way stop the run with that
+one error; anything else lets it go on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from http_support import gsm8k_spec
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+from gradetrail.errors import AuthError, RunError, ServerError
+from gradetrail.failfast import FailFast
+from gradetrail.results import SampleResult
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+AUTH = AuthError("401 authentication_error: invalid x-api-key", status=401)
+
+
+def failed(error: Exception, sample: str = "1") -> SampleResult:
+    return SampleResult(sample_id=sample, state="provider_error", error=error.detail())
+
+
+def scored(sample: str = "1") -> SampleResult:
+    return SampleResult(sample_id=sample, state="scored", score=1.0)
+
+
+def test_five_identical_permanent_errors_stop_the_run() -> None:
+    """The fifth identical AuthError raises one RunError naming it; the first four don't."""
+    watch = FailFast(5)
+    for i in range(4):
+        watch.observe(failed(AUTH, str(i)))
+    with pytest.raises(RunError) as info:
+        watch.observe(failed(AUTH, "5"))
+    assert str(info.value) == (
+        "stopped after the first 5 samples all failed with the same error (run.fail_fast): "
+        "AuthError: 401 authentication_error: invalid x-api-key"
+    )
+    assert info.value.exit_code == 1
+
+
+@pytest.mark.parametrize(
+    "breaker",
+    [
+        scored(),
+        failed(ServerError("500 boom", status=500)),
+        failed(AuthError("401 authentication_error: another message", status=401)),
+    ],
+    ids=["a success", "a transient error", "a different message"],
+)
+def test_anything_else_among_the_first_disarms_it(breaker: SampleResult) -> None:
+    """A success, a transient error or a different error among the first N: no stop."""
+    watch = FailFast(3)
+    watch.observe(failed(AUTH))
+    watch.observe(breaker)
+    for _ in range(10):
+        watch.observe(failed(AUTH))
+    assert watch.armed is False
+
+
+def test_zero_disables_it() -> None:
+    """run.fail_fast: 0 never stops a run."""
+    watch = FailFast(0)
+    for _ in range(10):
+        watch.observe(failed(AUTH))
+
+
+def test_a_judge_provider_error_counts_like_the_models() -> None:
+    """judge_error rows carrying the same permanent provider error stop the run too."""
+    watch = FailFast(2)
+    row = SampleResult(
+        sample_id="1",
+        state="judge_error",
+        error={"reason": "provider_error", "provider_error": AUTH.detail(), "message": "x"},
+    )
+    watch.observe(row)
+    with pytest.raises(RunError):
+        watch.observe(row)
+
+
+def test_wrong_key_stops_the_run_after_five_samples(srv, tmp_path: Path, monkeypatch) -> None:
+    """A rejected key: `gradetrail run` exits 1 with one line instead of 1,319 error rows;
+    the manifest says failed and only the samples already in flight reached the server."""
+    from typer.testing import CliRunner
+
+    from gradetrail.cli import app
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")
+    srv.configure(api_key="the-right-key")
+    spec = gsm8k_spec(tmp_path, srv, "anthropic", limit=None, run={"concurrency": 4})
+    results = tmp_path / "results"
+    out = CliRunner().invoke(
+        app, ["run", spec.source, "--no-cache", "--results-root", str(results)]
+    )
+    assert out.exit_code == 1
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: stopped after the first 5 samples all failed with the same error "
+        "(run.fail_fast): AuthError: 401 authentication_error: invalid x-api-key; check "
+        "the key in ANTHROPIC_API_KEY"
+    ]
+    requests = srv.stats()["total"]
+    assert 5 <= requests <= 5 + 4
+    (run_dir,) = results.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert 5 <= manifest["counts"]["provider_error"] < 1319
+
+
+def test_disabled_fail_fast_records_every_row(srv, tmp_path: Path, monkeypatch) -> None:
+    """run.fail_fast: 0 runs every sample and records each error."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")
+    srv.configure(api_key="the-right-key")
+    spec = gsm8k_spec(tmp_path, srv, "anthropic", limit=12, run={"fail_fast": 0})
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    assert result.manifest.counts == {"provider_error": 12}
+    assert result.manifest.status == "complete"

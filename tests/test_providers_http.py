@@ -1,0 +1,423 @@
+"""The HTTP providers at the HTTP boundary: the real ``openai`` and ``anthropic`` SDKs
+against the local protocol server, one test per fault class, through both protocols.
+
+Each test checks the row's state, its attempts and error detail, what the retry engine
+slept (on an injected clock) and what the cache holds (never an error)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from http_support import PROTOCOLS, ROOT, SECRET_KEY, gsm8k_spec, run_http
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+from gradetrail.providers._http import parse_retry_after, served_model_matches
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both SDKs find a key; the value is one no output may ever contain."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+# --------------------------------------------------------------------------------------
+# 429 and quota
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_rate_limit_retry_after_is_honoured_and_only_the_answer_cached(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """Two 429s with Retry-After: 3 are waited out exactly (3 s each), the third attempt
+    is scored, and the cache holds that one answer."""
+    srv.configure(faults=[{"kind": "rate_limit", "first": 2, "retry_after": 3}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    assert out.row["state"] == "scored" and out.row["score"] == 1.0
+    assert out.row["attempts"] == 3
+    assert out.slept == [3.0, 3.0]
+    assert out.cached == 1
+    assert srv.stats()["statuses"] == {"429": 2, "200": 1}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_retry_after_ms_wins_over_retry_after(srv, tmp_path: Path, protocol: str) -> None:
+    """retry-after-ms: 1500 is more precise than retry-after: 3, so 1.5 s is waited."""
+    srv.configure(faults=[{"kind": "429", "first": 1, "retry_after": 3, "retry_after_ms": 1500}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    assert out.row["attempts"] == 2 and out.slept == [1.5]
+
+
+def test_exhausted_quota_429_is_permanent(srv, tmp_path: Path) -> None:
+    """OpenAI's 429 insufficient_quota is recorded at once with the provider's type and
+    code, nothing slept, nothing cached."""
+    srv.configure(faults=[{"kind": "quota"}])
+    out = run_http(gsm8k_spec(tmp_path, srv, "openai_compatible"), tmp_path)
+    assert out.row["state"] == "provider_error" and out.row["attempts"] == 1
+    error = out.row["error"]
+    assert error["kind"] == "RateLimited" and error["status"] == 429
+    assert error["error_type"] == "insufficient_quota" and error["code"] == "insufficient_quota"
+    assert error["transient"] is False
+    assert error["message"].startswith("429 insufficient_quota: You exceeded your current quota")
+    assert out.slept == [] and out.cached == 0
+
+
+@pytest.mark.parametrize(("status", "kind"), [(400, "BadRequest"), (429, "RateLimited")])
+def test_anthropic_credit_exhausted_is_permanent(
+    srv, tmp_path: Path, status: int, kind: str
+) -> None:
+    """Anthropic's "credit balance is too low" (a 400, or a 429) is never retried."""
+    srv.configure(faults=[{"kind": "quota", "status": status}])
+    out = run_http(gsm8k_spec(tmp_path, srv, "anthropic"), tmp_path)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["transient"]) == (kind, status, False)
+    assert error["error_type"] == "invalid_request_error"
+    assert "credit balance is too low" in error["message"]
+    assert out.row["attempts"] == 1 and out.slept == [] and out.cached == 0
+
+
+# --------------------------------------------------------------------------------------
+# 5xx and overloaded
+
+
+@pytest.mark.parametrize(
+    ("protocol", "error_type"), [("openai_compatible", "server_error"), ("anthropic", "api_error")]
+)
+def test_server_errors_back_off_then_are_recorded(
+    srv, tmp_path: Path, protocol: str, error_type: str
+) -> None:
+    """A 500 on every attempt: max_retries + 1 attempts with exponential full-jitter
+    waits (draw 0.5: 0.5, 1, 2 s), then a ServerError row; nothing cached."""
+    srv.configure(faults=[{"kind": "server_error"}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    assert out.row["state"] == "provider_error" and out.row["attempts"] == 4
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["error_type"]) == ("ServerError", 500, error_type)
+    assert error["transient"] is True
+    assert out.slept == [0.5, 1.0, 2.0]
+    assert out.cached == 0
+
+
+@pytest.mark.parametrize(("protocol", "status"), [("openai_compatible", 503), ("anthropic", 529)])
+def test_overloaded_is_retried_and_lowers_the_in_flight_limit(
+    srv, tmp_path: Path, protocol: str, status: int
+) -> None:
+    """An overloaded answer (OpenAI 503, Anthropic 529 overloaded_error) is retried; the
+    second attempt is scored."""
+    srv.configure(faults=[{"kind": "overloaded", "first": 1}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert out.slept == [0.5] and out.cached == 1
+    assert srv.stats()["statuses"] == {str(status): 1, "200": 1}
+
+
+# --------------------------------------------------------------------------------------
+# bodies that are not answers
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_error_body_under_200_is_retried_never_cached(srv, tmp_path: Path, protocol: str) -> None:
+    """An error body under 200 whose type says the server failed is an InvalidResponse
+    that is retried; only the real answer is cached."""
+    srv.configure(faults=[{"kind": "error_200", "first": 1}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert out.slept == [0.5] and out.cached == 1
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_permanent_error_body_under_200_is_recorded(srv, tmp_path: Path, protocol: str) -> None:
+    """An invalid_request_error body under 200 is a permanent InvalidResponse keeping the
+    provider's error type."""
+    srv.configure(faults=[{"kind": "error_200", "type": "invalid_request_error"}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["error_type"]) == (
+        "InvalidResponse",
+        200,
+        "invalid_request_error",
+    )
+    assert error["message"].startswith("200 answer is an error: invalid_request_error: ")
+    assert out.row["attempts"] == 1 and out.cached == 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_unparseable_body_is_an_invalid_response(srv, tmp_path: Path, protocol: str) -> None:
+    """A 200 whose body is not JSON is recorded as InvalidResponse quoting its start."""
+    srv.configure(faults=[{"kind": "garbage_200", "body": "<html>gateway page"}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    error = out.row["error"]
+    assert error["kind"] == "InvalidResponse" and error["transient"] is False
+    assert error["message"] == "200 answer is not JSON: '<html>gateway page'"
+    assert out.row["attempts"] == 1 and out.slept == [] and out.cached == 0
+
+
+# --------------------------------------------------------------------------------------
+# stalls, drops, dead endpoints
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_stalled_attempt_times_out_and_is_retried(srv, tmp_path: Path, protocol: str) -> None:
+    """A server that accepts and stalls is cut at timeout_s; the retry is scored."""
+    srv.configure(faults=[{"kind": "stall", "seconds": 30, "first": 1}])
+    spec = gsm8k_spec(tmp_path, srv, protocol, run={"timeout_s": 0.3})
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert out.slept == [0.5] and out.cached == 1
+
+
+def test_sample_ceiling_bounds_a_stalling_server_in_wall_clock_time(srv, tmp_path: Path) -> None:
+    """With every attempt stalling, the per-sample ceiling (0.6 s) ends the sample as a
+    ProviderTimeout after about that long, however many attempts remain."""
+    srv.configure(faults=[{"kind": "stall", "seconds": 30}])
+    spec = gsm8k_spec(
+        tmp_path,
+        srv,
+        "openai_compatible",
+        run={"timeout_s": 0.25, "sample_timeout_s": 0.6, "max_retries": 10},
+    )
+    import gradetrail
+
+    start = time.perf_counter()
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
+    elapsed = time.perf_counter() - start
+    row = gradetrail.read_results(result.run_dir)[0]
+    assert row["state"] == "provider_error" and row["error"]["kind"] == "ProviderTimeout"
+    assert row["error"]["message"].startswith("sample ceiling of 0.6 s reached after ")
+    assert 1 <= row["attempts"] <= 4  # backoff draws are random here
+    assert 0.25 <= elapsed < 2.0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_dropped_connection_is_a_retried_connection_error(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """A connection dropped without an answer is retried; when it keeps happening, the
+    row names the endpoint and that the server disconnected."""
+    srv.configure(faults=[{"kind": "drop"}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol, run={"max_retries": 1}), tmp_path)
+    error = out.row["error"]
+    assert error["kind"] == "ProviderConnectionError" and error["transient"] is True
+    assert error["message"].startswith(f"cannot reach {srv.base_url}")
+    assert "disconnected" in error["message"].lower()
+    assert out.row["attempts"] == 2 and out.slept == [0.5] and out.cached == 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_dead_base_url_ends_in_rows_naming_the_connection_error(
+    tmp_path: Path, protocol: str
+) -> None:
+    """Nobody listening: every sample is a provider_error row naming the URL and the
+    refused connection (transient, so retried, never fail-fast)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}" + ("/v1" if protocol == "openai_compatible" else "")
+    spec = gsm8k_spec(tmp_path, None, protocol, limit=6, base_url=url, run={"concurrency": 2})
+    out = run_http(spec, tmp_path)
+    assert [r["state"] for r in out.rows] == ["provider_error"] * 6
+    for row in out.rows:
+        assert row["error"]["kind"] == "ProviderConnectionError"
+        assert row["error"]["message"].startswith(f"cannot reach {url}: ")
+        assert "connect" in row["error"]["message"].lower()
+        assert row["attempts"] == 4
+    assert out.result.manifest.status == "complete"
+
+
+# --------------------------------------------------------------------------------------
+# keys, auth, bad requests
+
+
+@pytest.mark.parametrize(("protocol", "env"), [("anthropic", "ANTHROPIC_API_KEY")])
+def test_rejected_key_is_an_auth_error_naming_the_variable(
+    srv, tmp_path: Path, protocol: str, env: str
+) -> None:
+    """A 401 is a permanent AuthError whose message says which variable holds the key."""
+    srv.configure(api_key="the-right-key")
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["transient"]) == ("AuthError", 401, False)
+    assert error["message"] == (
+        f"401 authentication_error: invalid x-api-key; check the key in {env}"
+    )
+    assert out.row["attempts"] == 1 and out.cached == 0
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_key_never_reaches_results_manifest_log_or_cache(
+    srv, tmp_path: Path, protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even when the server echoes the key in its error, no file the run writes holds it
+    (results, samples, manifest, log, cache)."""
+    monkeypatch.setenv("PROBE_KEY", SECRET_KEY)
+    srv.configure(
+        faults=[
+            {"kind": "error", "status": 401, "message": f"Incorrect API key provided: {SECRET_KEY}"}
+        ]
+    )
+    spec = gsm8k_spec(tmp_path, srv, protocol, limit=2, api_key_env="PROBE_KEY")
+    out = run_http(spec, tmp_path)
+    assert out.row["error"]["message"].startswith("401 ")
+    assert "Incorrect API key provided: ***" in out.row["error"]["message"]
+    srv.reset()
+    run_http(gsm8k_spec(tmp_path / "ok", srv, protocol, limit=2, api_key_env="PROBE_KEY"), tmp_path)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    names = {p.name for p in written}
+    assert "log.jsonl" in names and "cache.sqlite" in names
+    for path in written:
+        assert SECRET_KEY.encode() not in path.read_bytes(), path
+        assert b"SECRET" not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize(
+    ("protocol", "error_type", "code"),
+    [
+        ("openai_compatible", "invalid_request_error", "model_not_found"),
+        ("anthropic", "not_found_error", None),
+    ],
+)
+def test_unknown_model_is_a_permanent_bad_request(
+    srv, tmp_path: Path, protocol: str, error_type: str, code: str | None
+) -> None:
+    """A 404 for a model the server does not know is a BadRequest with the provider's own
+    error type and code, after one attempt."""
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol, model="no-such-model"), tmp_path)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["error_type"], error["code"]) == (
+        "BadRequest",
+        404,
+        error_type,
+        code,
+    )
+    assert out.row["attempts"] == 1 and out.slept == [] and out.cached == 0
+
+
+def test_422_is_permanent_and_x_should_retry_overrides_the_status(srv, tmp_path: Path) -> None:
+    """A 422 is recorded at once; the same 422 sent with x-should-retry: true is retried."""
+    srv.configure(faults=[{"kind": "error", "status": 422, "times": 1}])
+    out = run_http(gsm8k_spec(tmp_path / "a", srv, "openai_compatible"), tmp_path / "a")
+    assert out.row["error"]["kind"] == "BadRequest" and out.row["error"]["status"] == 422
+    assert out.row["attempts"] == 1
+    srv.reset()
+    retry = {"kind": "error", "status": 422, "times": 1, "headers": {"x-should-retry": "true"}}
+    srv.configure(faults=[retry])
+    out = run_http(gsm8k_spec(tmp_path / "b", srv, "openai_compatible"), tmp_path / "b")
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+
+
+def test_missing_key_fails_in_under_a_second_with_one_line(tmp_path: Path) -> None:
+    """`gradetrail run` without the key's variable exits 1 before any call, printing one
+    line that names the variable, in under a second (the SDK is not even imported)."""
+    spec = gsm8k_spec(tmp_path, None, "anthropic", base_url="http://127.0.0.1:9")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradetrail", "run", spec.source, "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=30,
+    )
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "error: ANTHROPIC_API_KEY is not set; export ANTHROPIC_API_KEY=<your API key> "
+        "(or name another variable in model.api_key_env)"
+    ]
+    assert proc.stdout == ""
+    assert elapsed < 1.0, elapsed
+    assert not (tmp_path / "results").exists()
+
+
+# --------------------------------------------------------------------------------------
+# what a response carries
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_missing_usage_counts_zero_tokens_with_a_warning(
+    srv, tmp_path: Path, protocol: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answer without usage is scored with zero tokens and a logged warning (stderr
+    and the run's log), not an error."""
+    srv.configure(faults=[{"kind": "no_usage"}])
+    with caplog.at_level(logging.WARNING, logger="gradetrail.providers"):
+        out = run_http(gsm8k_spec(tmp_path, srv, protocol, limit=3), tmp_path)
+    assert [r["state"] for r in out.rows] == ["scored"] * 3
+    assert all(r["input_tokens"] == r["output_tokens"] == 0 for r in out.rows)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "gradetrail.providers"]
+    assert len(warnings) == 1 and "carried no usage" in warnings[0]
+    log = (out.result.run_dir / "log.jsonl").read_text()
+    assert '"event":"missing_usage"' in log and '"responses":3' in log
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_served_model_alias_is_recorded_and_accepted(srv, tmp_path: Path, protocol: str) -> None:
+    """A dated snapshot served for its alias is recorded per row and in the manifest, and
+    passes require_served_model."""
+    srv.configure(faults=[{"kind": "alias", "suffix": "-20250101"}])
+    spec = gsm8k_spec(tmp_path, srv, protocol, limit=2, require_served_model=True)
+    out = run_http(spec, tmp_path)
+    assert [r["served_model"] for r in out.rows] == ["175b_verification-20250101"] * 2
+    assert [r["state"] for r in out.rows] == ["scored"] * 2
+    assert out.result.manifest.served_models == {"175b_verification-20250101": 2}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_served_model_mismatch_is_an_error_when_required(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """Another model than the requested one (or its snapshot) is a permanent BadRequest
+    under require_served_model, never cached; without the flag it is only recorded."""
+    srv.configure(faults=[{"kind": "alias", "served_model": "6b_finetuning"}])
+    strict = run_http(
+        gsm8k_spec(tmp_path / "s", srv, protocol, require_served_model=True), tmp_path / "s"
+    )
+    error = strict.row["error"]
+    assert (error["kind"], error["error_type"], error["code"]) == (
+        "BadRequest",
+        "served_model_mismatch",
+        "6b_finetuning",
+    )
+    assert strict.row["attempts"] == 1 and strict.cached == 0
+    lax = run_http(gsm8k_spec(tmp_path / "l", srv, protocol), tmp_path / "l")
+    assert lax.row["state"] == "scored" and lax.row["served_model"] == "6b_finetuning"
+
+
+def test_served_model_rule() -> None:
+    """Exact names and the documented alias-to-snapshot forms match; other models don't."""
+    assert served_model_matches("gpt-4o", "gpt-4o")
+    assert served_model_matches("gpt-4o", "gpt-4o-2024-08-06")
+    assert served_model_matches("claude-sonnet-4-5", "claude-sonnet-4-5-20250929")
+    assert served_model_matches("claude-3-5-sonnet-latest", "claude-3-5-sonnet-20241022")
+    assert served_model_matches("claude-sonnet-4-0", "claude-sonnet-4-20250514")
+    assert not served_model_matches("gpt-4o", "gpt-4o-mini")
+    assert not served_model_matches("gpt-4o", "gpt-4o-mini-2024-07-18")
+    assert not served_model_matches("gpt-4o", None)
+
+
+def test_retry_after_header_forms() -> None:
+    """retry-after-ms (ms), retry-after in seconds or as an HTTP date; junk is None."""
+    assert parse_retry_after({"retry-after-ms": "250"}) == 0.25
+    assert parse_retry_after({"retry-after": "7"}) == 7.0
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"
+    assert parse_retry_after({"retry-after": date}, now=1445412470.0) == 10.0
+    assert parse_retry_after({"retry-after": date}, now=1445412490.0) == 0.0
+    assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_an_installed_run_finds_its_price_table() -> None:
+    """The wheel that hatch builds ships gradetrail/data/prices.json."""
+    config = (ROOT / "pyproject.toml").read_text()
+    assert 'packages = ["gradetrail"]' in config
+    assert (ROOT / "gradetrail" / "data" / "prices.json").is_file()

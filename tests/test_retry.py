@@ -1,0 +1,159 @@
+"""The one retry policy: backoff with full jitter, Retry-After, bounds, the per-sample
+ceiling and the per-attempt gate, on an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gradetrail.errors import BadRequest, ProviderError, ProviderTimeout, RateLimited, ServerError
+from gradetrail.providers.base import Response
+from gradetrail.retry import RetryPolicy, call_with_retry
+from gradetrail.testing import FakeClock
+
+OK = Response(text="fine")
+
+
+def scripted(*outcomes: Response | ProviderError):
+    """A call that fails or answers as scripted, one outcome per attempt."""
+    queue = list(outcomes)
+
+    async def call() -> Response:
+        outcome = queue.pop(0)
+        if isinstance(outcome, ProviderError):
+            raise outcome
+        return outcome
+
+    return call
+
+
+def run(call, policy: RetryPolicy, clock: FakeClock, rand=lambda: 1.0, gate=None):
+    return asyncio.run(
+        call_with_retry(call, policy, sleep=clock.sleep, clock=clock.now, rand=rand, gate=gate)
+    )
+
+
+def test_transient_errors_back_off_exponentially_with_full_jitter_up_to_the_cap() -> None:
+    """Each retry waits rand() x min(max_delay, base x 2^retry): 1, 2, 4, then capped at 5."""
+    clock = FakeClock()
+    errors = [ServerError("500 boom", status=500) for _ in range(5)]
+    policy = RetryPolicy(max_retries=4, base_delay_s=1.0, max_delay_s=5.0)
+    outcome = run(scripted(*errors), policy, clock)
+    assert outcome.response is None
+    assert outcome.attempts == 5
+    assert clock.slept == [1.0, 2.0, 4.0, 5.0]
+    assert outcome.slept_s == 12.0
+    assert isinstance(outcome.error, ServerError)
+
+
+def test_jitter_scales_each_wait_by_the_random_draw() -> None:
+    """Full jitter: a draw of 0.25 waits a quarter of the exponential step."""
+    clock = FakeClock()
+    errors = [ServerError("503", status=503), ServerError("503", status=503)]
+    outcome = run(scripted(*errors, OK), RetryPolicy(base_delay_s=2.0), clock, rand=lambda: 0.25)
+    assert outcome.response == OK and outcome.attempts == 3
+    assert clock.slept == [0.5, 1.0]
+
+
+def test_retry_after_is_honoured_exactly_instead_of_backoff() -> None:
+    """A 429 with Retry-After: 3 waits exactly 3 s, whatever the jitter draw."""
+    clock = FakeClock()
+    limited = RateLimited("429 rate_limit_error", status=429, retry_after=3.0)
+    outcome = run(scripted(limited, limited, OK), RetryPolicy(), clock, rand=lambda: 0.1)
+    assert outcome.response == OK
+    assert outcome.attempts == 3
+    assert clock.slept == [3.0, 3.0]
+
+
+def test_permanent_error_is_returned_at_once_without_sleeping() -> None:
+    """A 400 is recorded after one attempt; nothing is slept."""
+    clock = FakeClock()
+    outcome = run(scripted(BadRequest("400 bad", status=400)), RetryPolicy(), clock)
+    assert outcome.attempts == 1 and clock.slept == []
+    assert isinstance(outcome.error, BadRequest) and outcome.error.status == 400
+
+
+def test_exhausted_quota_429_is_permanent() -> None:
+    """A 429 whose transient flag is off (quota exhausted) is not retried."""
+    clock = FakeClock()
+    quota = RateLimited("429 insufficient_quota", transient=False, status=429, retry_after=1.0)
+    outcome = run(scripted(quota), RetryPolicy(), clock)
+    assert outcome.attempts == 1 and clock.slept == []
+
+
+def test_max_retries_zero_means_one_attempt() -> None:
+    """max_retries counts retries after the first attempt."""
+    clock = FakeClock()
+    outcome = run(scripted(ServerError("500", status=500)), RetryPolicy(max_retries=0), clock)
+    assert outcome.attempts == 1 and clock.slept == []
+
+
+def test_attempt_timeout_is_a_transient_provider_timeout() -> None:
+    """An attempt that does not answer within timeout_s is cut and retried."""
+    clock = FakeClock()
+    calls = []
+
+    async def call() -> Response:
+        calls.append(1)
+        if len(calls) == 1:
+            await asyncio.sleep(10)
+        return OK
+
+    outcome = run(call, RetryPolicy(timeout_s=0.05), clock, rand=lambda: 0.0)
+    assert outcome.response == OK and outcome.attempts == 2
+    assert clock.slept == [0.0]
+
+
+def test_sample_ceiling_stops_a_wait_that_would_pass_it() -> None:
+    """A Retry-After longer than what is left of the ceiling ends the sample now, as a
+    ProviderTimeout naming the ceiling and the last error."""
+    clock = FakeClock()
+    limited = RateLimited("429 rate_limit_error", status=429, retry_after=30.0)
+    policy = RetryPolicy(sample_timeout_s=10.0)
+    outcome = run(scripted(limited, OK), policy, clock)
+    assert outcome.attempts == 1 and clock.slept == []
+    assert isinstance(outcome.error, ProviderTimeout)
+    assert str(outcome.error) == (
+        "sample ceiling of 10 s reached after 1 attempts; last error: 429 rate_limit_error"
+    )
+    assert outcome.error.status == 429
+
+
+class RecordingGate:
+    """A gate that records admissions and releases; admission takes ``wait`` fake s."""
+
+    def __init__(self, clock: FakeClock, wait: float = 0.0) -> None:
+        self.clock, self.wait = clock, wait
+        self.events: list[tuple[str, object]] = []
+
+    async def acquire(self) -> object:
+        await self.clock.sleep(self.wait)
+        self.events.append(("acquire", len(self.events)))
+        return len(self.events)
+
+    def release(self, ticket, response, error) -> None:
+        self.events.append(("release", type(error).__name__ if error else response.text))
+
+
+def test_gate_admits_each_attempt_and_hears_how_it_went() -> None:
+    """Every attempt passes the gate and reports its outcome; backoff happens outside it."""
+    clock = FakeClock()
+    gate = RecordingGate(clock)
+    limited = RateLimited("429", status=429, retry_after=2.0)
+    outcome = run(scripted(limited, OK), RetryPolicy(), clock, gate=gate)
+    assert outcome.attempts == 2
+    assert gate.events == [
+        ("acquire", 0),
+        ("release", "RateLimited"),
+        ("acquire", 2),
+        ("release", "fine"),
+    ]
+    assert clock.slept == [0.0, 2.0, 0.0]
+
+
+def test_ceiling_starts_when_the_first_attempt_is_admitted() -> None:
+    """Time queued behind other samples before the first admission does not count against
+    the per-sample ceiling."""
+    clock = FakeClock()
+    gate = RecordingGate(clock, wait=100.0)
+    outcome = run(scripted(OK), RetryPolicy(sample_timeout_s=10.0), clock, gate=gate)
+    assert outcome.response == OK and outcome.attempts == 1
