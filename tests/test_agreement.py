@@ -152,10 +152,13 @@ def test_label_map_maps_text_labels(tmp_path: Path) -> None:
     assert result.manifest.agreement.accuracy == 0.5
 
 
-def _final_answer_verdicts(model: str) -> Counter:
-    """The scripted GSM8K judge's confusion, computed straight from the data file."""
+def _final_answer_verdicts(model: str, lines: set[int] | None = None) -> Counter:
+    """The scripted GSM8K judge's confusion, computed straight from the data file (only
+    the given 1-based line numbers, when given)."""
     counts: Counter = Counter()
-    for line in (GSM8K_DATA / "example_model_solutions.jsonl").open():
+    for number, line in enumerate((GSM8K_DATA / "example_model_solutions.jsonl").open(), 1):
+        if lines is not None and number not in lines:
+            continue
         row = json.loads(line)
         reference = row["ground_truth"].split("\n")[-1]
         student = row[model]["solution"].split("\n")[-1]
@@ -199,3 +202,62 @@ def test_gsm8k_judge_example_reports_agreement_with_author_labels(
         assert a.kappa == pytest.approx(0.992305385763272, abs=1e-12)
         assert a.kappa_se == pytest.approx(0.0034345059836226512, abs=1e-12)
     assert result.manifest.counts == {"scored": 1319}
+
+
+# --------------------------------------------------------------------------------------
+# The shipped example as shipped, its judge reached over HTTP (the real SDK against the
+# local protocol server, scripted); only the endpoint and the key differ.
+
+from protocol_server import running_server  # noqa: E402
+
+#: scripted GSM8K judge: C when the student's last line repeats the reference's
+GSM8K_SCRIPT = {
+    "rules": [
+        {
+            "regex": r"\nA: ([^\n]*)\n\nStudent solution:\n(?:.*\n)?A: \1\n\nDecide",
+            "reply": "The final answers match.\nGRADE: C",
+        },
+        {"contains": "Student solution:", "reply": "The final answers differ.\nGRADE: I"},
+    ],
+    "models": ["claude-3-5-haiku-latest"],
+}
+
+
+def test_gsm8k_judge_example_over_http_reports_agreement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/gsm8k-judge.yaml with its anthropic judge pointed at the protocol server
+    (300 problems drawn with seed 3, to stay fast): one judge call a sample through the
+    anthropic SDK, the confusion exactly as counted from the data file for those samples,
+    and a re-run that sends no request."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    with running_server(script=GSM8K_SCRIPT) as srv:
+        spec = gradetrail.load_spec(
+            EXAMPLES / "gsm8k-judge.yaml",
+            [
+                f"scorer.model.base_url={srv.anthropic_base_url}",
+                "dataset.shuffle_seed=3",
+                "dataset.limit=300",
+            ],
+        )
+        result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+        ids = {int(r["sample_id"]) for r in gradetrail.read_results(result.run_dir)}
+        assert srv.stats()["paths"] == {"/v1/messages": 300}
+        srv.reset(config=False)
+        again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+        assert srv.stats()["total"] == 0
+    a = result.manifest.agreement
+    assert a.label_field == "175b_verification.is_correct"
+    counted = _final_answer_verdicts("175b_verification", lines=ids)
+    assert a.confusion == {
+        "1": {"1": counted[(True, True)], "0": counted[(True, False)]},
+        "0": {"0": counted[(False, False)]},
+    }
+    right, missed, wrong = counted[(True, True)], counted[(True, False)], counted[(False, False)]
+    assert missed == 3 and right + missed + wrong == 300
+    expected = cohen_kappa([[wrong, 0], [missed, right]])
+    assert a.kappa == pytest.approx(expected.kappa, abs=1e-12)
+    assert a.accuracy == pytest.approx(297 / 300)
+    assert result.manifest.judge.calls == 300 and result.manifest.judge.output_tokens > 0
+    assert again.manifest.agreement == a
+    assert again.manifest.judge.cache_hits == 300

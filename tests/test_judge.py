@@ -281,3 +281,226 @@ def test_replayed_verdicts_are_matched_by_sample_id(tmp_path: Path) -> None:
     spec = write_eval(tmp_path, rows, scorer={"model": replay})
     _, out = run(spec, tmp_path / "results")
     assert [r["score"] for r in out] == [1.0, 0.0]
+
+
+# --------------------------------------------------------------------------------------
+# At the HTTP boundary: the openai_compatible judge, the real openai SDK, the local
+# protocol server in scripted mode.
+
+from protocol_server import (  # noqa: E402
+    fresh_protocol_server_fixture,
+    protocol_server_fixture,
+)
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+CASE_JUDGE = "Grade the response.\nCase {{ case }}\nResponse: {{ response }}\n"
+
+
+def _http_judge(handle, **extra) -> dict:
+    return {
+        "provider": "openai_compatible",
+        "name": "judge-model",
+        "base_url": handle.openai_base_url,
+        "api_key_required": False,
+        **extra,
+    }
+
+
+def _case_rows(*cases: str) -> list[dict]:
+    return [{"id": c, "answer": f"answer to {c}", "case": c} for c in cases]
+
+
+@pytest.mark.parametrize(
+    ("parse", "replies", "expected"),
+    [
+        (
+            {"kind": "grade"},
+            ["Looks right.\nGRADE: C", "Partly there.\ngrade: P", "**GRADE:** I"],
+            [1.0, 0.5, 0.0],
+        ),
+        (
+            {"kind": "numeric"},
+            ["Good work.\nSCORE: 8", "Overall 3/10.", "SCORE: 10/10"],
+            [0.8, 0.3, 1.0],
+        ),
+        (
+            {"kind": "json"},
+            ['```json\n{"score": 0.75}\n```', '{"score": false}', 'Verdict: {"score": "P"}'],
+            [0.75, 0.0, 0.5],
+        ),
+    ],
+)
+def test_http_judge_parse_forms(srv, tmp_path: Path, parse, replies, expected) -> None:
+    """Scripted judge replies over HTTP are read by each parse rule into [0, 1]."""
+    cases = [f"CASE-{i}" for i in range(len(replies))]
+    srv.configure(
+        script=dict(zip([f"Case {c}\n" for c in cases], replies, strict=True)),
+        models=["judge-model"],
+    )
+    spec = write_eval(
+        tmp_path,
+        _case_rows(*cases),
+        judge_text=CASE_JUDGE,
+        scorer={"model": _http_judge(srv), "parse": parse},
+    )
+    result, rows = run(spec, tmp_path / "results")
+    assert [r["score"] for r in rows] == pytest.approx(expected)
+    assert srv.stats()["models"] == {"judge-model": 3}
+    assert result.manifest.judge.input_tokens > 0 and result.manifest.judge.output_tokens > 0
+
+
+def test_http_judge_failure_forms(srv, tmp_path: Path) -> None:
+    """Over HTTP: an unparseable reply, a reply cut at max_tokens and a refused call are
+    judge_errors with their reasons; a 429 is retried under the run's policy."""
+    srv.configure(
+        script={
+            "Case CASE-U\n": "I cannot decide this one.",
+            "Case CASE-T\n": "Let me think about this carefully first. GRADE: C",
+            "Case CASE-R\n": "Fine.\nGRADE: C",
+            "Case CASE-A\n": "GRADE: C",
+        },
+        models=["judge-model"],
+        faults=[
+            {"kind": "rate_limit", "contains": "Case CASE-R\n", "first": 1, "retry_after": 0},
+            {"kind": "error", "status": 401, "contains": "Case CASE-A\n", "type": "auth"},
+        ],
+    )
+    spec = write_eval(
+        tmp_path,
+        _case_rows("CASE-U", "CASE-T", "CASE-R", "CASE-A"),
+        judge_text=CASE_JUDGE,
+        scorer={"model": _http_judge(srv, params={"max_tokens": 6})},
+        run={"max_retries": 2},
+    )
+    result, rows = run(spec, tmp_path / "results")
+    by_id = {r["sample_id"]: r for r in rows}
+    unparseable = by_id["CASE-U"]["error"]
+    assert unparseable["reason"] == "unparseable"
+    assert unparseable["reply"] == "I cannot decide this one."
+    assert unparseable["truncated"] is False
+    cut = by_id["CASE-T"]["error"]
+    assert cut["reason"] == "truncated" and cut["truncated"] is True
+    assert cut["reply"] == "Let me think about this carefully"
+    assert "cut at max_tokens (6 tokens) before a verdict" in cut["message"]
+    assert by_id["CASE-R"]["state"] == "scored" and by_id["CASE-R"]["judge"]["attempts"] == 2
+    log = [json.loads(line) for line in (result.run_dir / "log.jsonl").open()]
+    judged_r = [e for e in log if e["event"] == "judge_call" and e["sample_id"] == "CASE-R"]
+    assert [(e["outcome"], e.get("error")) for e in judged_r] == [
+        ("error", "RateLimited"),
+        ("ok", None),
+    ]
+    refused = by_id["CASE-A"]["error"]
+    assert refused["reason"] == "provider_error"
+    assert refused["provider_error"]["kind"] == "AuthError"
+    assert refused["provider_error"]["status"] == 401
+    assert refused["message"].startswith("judge openai_compatible:judge-model: AuthError: ")
+    assert refused["message"].endswith("(after 1 attempt)")
+    assert result.manifest.judge.errors == {
+        "provider_error": 1,
+        "truncated": 1,
+        "unparseable": 1,
+    }
+    assert result.manifest.counts == {"judge_error": 3, "scored": 1}
+
+
+def test_http_unreachable_judge_names_the_connection_error(tmp_path: Path) -> None:
+    """A judge endpoint nobody listens on is a judge_error naming the connection error,
+    after the policy's attempts."""
+    import socket
+
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    judge = {
+        "provider": "openai_compatible",
+        "name": "judge-model",
+        "base_url": f"http://127.0.0.1:{port}/v1",
+        "api_key_required": False,
+    }
+    spec = write_eval(
+        tmp_path, _case_rows("CASE-X"), judge_text=CASE_JUDGE, scorer={"model": judge}
+    )
+    result, rows = run(spec, tmp_path / "results")
+    error = rows[0]["error"]
+    assert error["reason"] == "provider_error"
+    assert error["provider_error"]["kind"] == "ProviderConnectionError"
+    assert error["message"].startswith(
+        "judge openai_compatible:judge-model: ProviderConnectionError: "
+    )
+    assert result.manifest.judge.errors == {"provider_error": 1}
+
+
+def test_http_k_samples_make_k_distinct_calls(srv, tmp_path: Path) -> None:
+    """samples: 3 sends three judge requests per sample (distinct cache entries); a re-run
+    sends none."""
+    srv.configure(script={"Case CASE-K\n": "GRADE: C"}, models=["judge-model"])
+    spec = write_eval(
+        tmp_path,
+        _case_rows("CASE-K"),
+        judge_text=CASE_JUDGE,
+        scorer={"model": _http_judge(srv), "samples": 3},
+    )
+    result, rows = run(spec, tmp_path / "results")
+    assert srv.stats()["total"] == 3
+    assert [v["grade"] for v in rows[0]["scorer"]["verdicts"]] == ["C", "C", "C"]
+    srv.reset(config=False)
+    again, _ = run(spec, tmp_path / "results")
+    assert srv.stats()["total"] == 0 and again.manifest.judge.cache_hits == 3
+
+
+#: a scripted GSM8K judge: C when the student's last line repeats the reference's
+GSM8K_SCRIPT = {
+    "rules": [
+        {
+            "regex": r"\nA: ([^\n]*)\n\nStudent solution:\n(?:.*\n)?A: \1\n\nDecide",
+            "reply": "The final answers match.\nGRADE: C",
+        },
+        {"contains": "Student solution:", "reply": "The final answers differ.\nGRADE: I"},
+    ],
+    "models": ["judge-model"],
+}
+
+
+def _example_copy(root: Path) -> Path:
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    root.mkdir()
+    shutil.copy(EXAMPLES / "gsm8k-judge.yaml", root / "gsm8k-judge.yaml")
+    shutil.copytree(EXAMPLES / "judges", root / "judges")
+    (root / "data").mkdir()
+    shutil.copytree(EXAMPLES / "data" / "gsm8k", root / "data" / "gsm8k")
+    return root / "gsm8k-judge.yaml"
+
+
+def test_http_second_run_and_judge_file_edit(srv, tmp_path: Path) -> None:
+    """With the model and the judge both over HTTP: a second run sends no request at all;
+    after an edit of the judge file, only the judge is asked again, once per sample."""
+    srv.configure(script=GSM8K_SCRIPT)
+    spec = _example_copy(tmp_path / "example")
+    overrides = [
+        "dataset.limit=20",
+        "model={provider: openai_compatible, name: 175b_verification, "
+        f"base_url: '{srv.openai_base_url}', api_key_required: false}}",
+        f"scorer.model={{provider: openai_compatible, name: judge-model, "
+        f"base_url: '{srv.openai_base_url}', api_key_required: false}}",
+    ]
+    first, rows = run(spec, tmp_path / "results", *overrides)
+    assert srv.stats()["models"] == {"175b_verification": 20, "judge-model": 20}
+    assert first.manifest.counts == {"scored": 20}
+    assert [r["score"] for r in rows[:4]] == [1.0, 1.0, 0.0, 1.0]
+    srv.reset(config=False)
+    second, _ = run(spec, tmp_path / "results", *overrides)
+    assert srv.stats()["total"] == 0
+    assert second.manifest.cache_hits == 20 and second.manifest.judge.cache_hits == 20
+    judge_file = spec.parent / "judges" / "gsm8k_correctness.j2"
+    judge_file.write_text(judge_file.read_text() + "\nBe strict.\n")
+    srv.reset(config=False)
+    third, _ = run(spec, tmp_path / "results", *overrides)
+    assert srv.stats()["models"] == {"judge-model": 20}
+    assert third.manifest.cache_hits == 20  # every model response from the cache
+    assert third.manifest.judge.calls == 20 and third.manifest.judge.cache_hits == 0
+    assert third.manifest.identity_hash != second.manifest.identity_hash

@@ -3,6 +3,7 @@ baseline samples named, through the cache (scripted judge, python provider)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import fake_judges
@@ -147,3 +148,109 @@ def test_baseline_that_is_not_a_run_directory_stops_the_run(tmp_path: Path) -> N
     spec = _pairwise(tmp_path, ROWS, tmp_path / "empty")
     with pytest.raises(SpecError, match=r"scorer\.baseline: .*empty is not a run directory"):
         gradetrail.plan_run(gradetrail.load_spec(spec))
+
+
+# --------------------------------------------------------------------------------------
+# At the HTTP boundary: model, baseline and judge over the openai SDK and the local
+# protocol server; the judge is scripted to prefer the response reaching the reference.
+
+from protocol_server import protocol_server_fixture  # noqa: E402
+
+from tests.conftest import GSM8K_DATA  # noqa: E402
+
+server = protocol_server_fixture(scope="module", name="server")
+
+HTTP_PAIR_JUDGE = """Reference answer: {{ answer.split('####')[-1] | trim }}
+
+Response A:
+{{ response_a }}
+
+Response B:
+{{ response_b }}
+
+Which response reaches the reference answer? End with "WINNER: A", "WINNER: B" or "WINNER: TIE".
+"""
+_REF = r"Reference answer: ([^\n]*)\n\nResponse A:\n"
+_A_RIGHT = r"(?:.*\n)?A: \1\n\nResponse B:\n"
+_B_RIGHT = r"(?:.*\n)?A: \1\n\nWhich"
+CORRECTNESS_SCRIPT = {
+    "rules": [
+        {"regex": _REF + _A_RIGHT + _B_RIGHT, "reply": "Both reach it.\nWINNER: TIE"},
+        {"regex": _REF + _A_RIGHT, "reply": "Only A reaches it.\nWINNER: A"},
+        {"regex": _REF + r".*\n\nResponse B:\n" + _B_RIGHT, "reply": "Only B.\nWINNER: B"},
+        {"contains": "Response B:", "reply": "Neither reaches it.\nWINNER: TIE"},
+    ],
+    "models": ["judge-model"],
+}
+
+
+def _gsm8k_spec(root: Path, name: str, model: str, url: str, scorer: dict) -> Path:
+    root.mkdir(parents=True)
+    spec = {
+        "name": name,
+        "dataset": {"path": str(GSM8K_DATA / "test.jsonl"), "limit": 100},
+        "prompt": 'Solve the math word problem. End with a line "A: <answer>".\n\n'
+        "Q: {{ question }}\n",
+        "target": "{{ answer.split('####')[-1] | trim }}",
+        "model": {
+            "provider": "openai_compatible",
+            "name": model,
+            "base_url": url,
+            "api_key_required": False,
+        },
+        "scorer": scorer,
+        "run": {"max_retries": 0},
+    }
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return root / "spec.yaml"
+
+
+def test_http_pairwise_win_rate_against_a_baseline_run(server, tmp_path: Path) -> None:
+    """175b_verification against a 175b_finetuning baseline, both served over HTTP: the
+    judge is asked in both orders (2 distinct requests a sample), never splits, and the
+    win rate is what the solutions' final lines imply."""
+    server.reset()
+    server.configure(script=CORRECTNESS_SCRIPT)
+    url = server.openai_base_url
+    base_spec = _gsm8k_spec(tmp_path / "b", "base", "175b_finetuning", url, {"type": "exact"})
+    baseline = gradetrail.run_eval(
+        gradetrail.load_spec(base_spec), results_root=tmp_path / "results"
+    )
+    judge = {
+        "provider": "openai_compatible",
+        "name": "judge-model",
+        "base_url": url,
+        "api_key_required": False,
+    }
+    scorer = {
+        "type": "pairwise",
+        "file": "pair.j2",
+        "model": judge,
+        "baseline": str(baseline.run_dir),
+    }
+    spec_path = _gsm8k_spec(tmp_path / "c", "cand", "175b_verification", url, scorer)
+    spec_path.parent.joinpath("pair.j2").write_text(HTTP_PAIR_JUDGE)
+    server.reset(config=False)
+    result, rows = run(spec_path, tmp_path / "results")
+    stats = server.stats()
+    assert stats["models"] == {"175b_verification": 100, "judge-model": 200}
+    assert stats["repeated"] == 0  # the two orders are two different prompts
+
+    expected = []
+    for line in (GSM8K_DATA / "example_model_solutions.jsonl").open().readlines()[:100]:
+        row = json.loads(line)
+        target = row["ground_truth"].split("A:")[-1].strip()
+        ok = {m: row[m]["solution"].split("\n")[-1] == f"A: {target}" for m in MODELS}
+        cand, base = ok["175b_verification"], ok["175b_finetuning"]
+        expected.append(0.5 if cand == base else 1.0 if cand else 0.0)
+    assert [r["score"] for r in rows] == expected
+    assert result.manifest.judge.outcomes == {
+        "win": expected.count(1.0),
+        "tie": expected.count(0.5),
+        "loss": expected.count(0.0),
+    }
+    assert result.manifest.score.mean == pytest.approx(sum(expected) / 100)
+    assert expected.count(1.0) > expected.count(0.0) > 0
+
+
+MODELS = ("175b_verification", "175b_finetuning")

@@ -36,6 +36,7 @@ from gradetrail.errors import DatasetError, GradetrailError, ProviderError, RunE
 from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
 from gradetrail.results import JudgeRecord
+from gradetrail.retry import RetriedAttempt
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.verdicts import (
     Verdict,
@@ -244,6 +245,7 @@ class JudgeCaller:
             started = time.perf_counter()
             outcome = await self._executor.complete(request)
             attempts = outcome.attempts
+            _log_retried(request, epoch, outcome.retried)
             if outcome.response is None:
                 error = outcome.error or ProviderError("no response and no error")
                 _log_error(request, epoch, error, attempts, time.perf_counter() - started)
@@ -280,6 +282,27 @@ def _log_response(
         attempt=attempts,
         outcome="ok",
     )
+
+
+def _log_retried(request: Request, epoch: int, retried: tuple[RetriedAttempt, ...]) -> None:
+    log = runlog.current()
+    if log is None:
+        return
+    for number, attempt in enumerate(retried, start=1):
+        log.call(
+            "judge",
+            sample_id=request.sample_id,
+            epoch=epoch,
+            model=request.model,
+            latency_ms=attempt.latency_s * 1000.0,
+            cached=False,
+            attempt=number,
+            outcome="error",
+            error=type(attempt.error).__name__,
+            status=attempt.error.status,
+            message=str(attempt.error),
+            retry_in_s=attempt.backoff_s,
+        )
 
 
 def _log_error(
