@@ -219,7 +219,7 @@ GSM8K_SCRIPT = {
         },
         {"contains": "Student solution:", "reply": "The final answers differ.\nGRADE: I"},
     ],
-    "models": ["claude-3-5-haiku-latest"],
+    "models": ["claude-haiku-4-5"],
 }
 
 
