@@ -504,3 +504,22 @@ def test_http_second_run_and_judge_file_edit(srv, tmp_path: Path) -> None:
     assert third.manifest.cache_hits == 20  # every model response from the cache
     assert third.manifest.judge.calls == 20 and third.manifest.judge.cache_hits == 0
     assert third.manifest.identity_hash != second.manifest.identity_hash
+
+
+def test_http_judge_with_a_rejected_key_stops_the_run(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge whose key the server rejects fails every sample the same way: fail-fast
+    stops the run after five samples with one line naming the judge's error."""
+    srv.configure(script={"Case ": "GRADE: C"}, models=["judge-model"], api_key="right-key")
+    monkeypatch.setenv("JUDGE_KEY", "wrong-key")
+    spec = write_eval(
+        tmp_path,
+        _case_rows(*(f"CASE-{i}" for i in range(40))),
+        judge_text=CASE_JUDGE,
+        scorer={"model": {**_http_judge(srv), "api_key_env": "JUDGE_KEY"}},
+        run={"concurrency": 2},
+    )
+    with pytest.raises(gradetrail.RunError, match=r"first 5 samples all failed .*AuthError"):
+        run(spec, tmp_path / "results")
+    assert srv.stats()["total"] < 40
