@@ -68,14 +68,23 @@ class AdaptiveLimit:
         adaptive: False keeps the limit fixed.
     """
 
-    def __init__(self, maximum: int, *, adaptive: bool = True) -> None:
+    def __init__(
+        self,
+        maximum: int,
+        *,
+        adaptive: bool = True,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.maximum = maximum
         self.adaptive = adaptive
         self.limit = float(maximum)
         self.in_flight = 0
         self.lowest = float(maximum)
         self.decreases = 0
+        self.rtt: float | None = None
         self._round = 0
+        self._last_cut = -math.inf
+        self._clock = clock
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> int:
@@ -94,18 +103,43 @@ class AdaptiveLimit:
             raise
         return self._round
 
-    def release(self, admitted_round: int, throttled: bool, succeeded: bool) -> None:
-        """Free a slot; adapt the limit to how the attempt went."""
+    def release(
+        self,
+        admitted_round: int,
+        throttled: bool,
+        succeeded: bool,
+        duration_s: float | None = None,
+    ) -> None:
+        """Free a slot; adapt the limit to how the attempt went.
+
+        A rate-limit answer lowers the limit only if its attempt was admitted after the
+        last decrease and, once successes have given a round-trip time (an average of
+        their ``duration_s``), at least that long after it: rejections come back at once,
+        so without the time rule one full window would be cut to 1 in a burst.
+        """
         self.in_flight -= 1
         if self.adaptive:
-            if throttled and admitted_round == self._round:
+            if throttled and admitted_round == self._round and self._cut_allowed():
                 self.limit = max(1.0, math.floor(self.limit * DECREASE))
                 self.lowest = min(self.lowest, self.limit)
                 self.decreases += 1
                 self._round += 1
-            elif succeeded and self.limit < self.maximum:
-                self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
+            elif succeeded:
+                if duration_s is not None:
+                    rtt = self.rtt
+                    self.rtt = duration_s if rtt is None else 0.8 * rtt + 0.2 * duration_s
+                if self.limit < self.maximum:
+                    self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
         self._wake()
+
+    def _cut_allowed(self) -> bool:
+        if self.rtt is None or self._clock is None:
+            return True
+        now = self._clock()
+        if now - self._last_cut < self.rtt:
+            return False
+        self._last_cut = now
+        return True
 
     def _wake(self) -> None:
         waiters = self._waiters
@@ -208,7 +242,7 @@ class Throttle:
         clock: Callable[[], float],
         sleep: Callable[[float], Awaitable[None]],
     ) -> None:
-        self.slots = AdaptiveLimit(concurrency, adaptive=adaptive)
+        self.slots = AdaptiveLimit(concurrency, adaptive=adaptive, clock=clock)
         self.rpm = RateBucket(requests_per_minute, clock, sleep) if requests_per_minute else None
         self.tpm = RateBucket(tokens_per_minute, clock, sleep) if tokens_per_minute else None
         self._clock, self._sleep = clock, sleep
@@ -220,8 +254,9 @@ class Throttle:
         """The :class:`~gradetrail.retry.Gate` for one request's attempts."""
         return RequestGate(self, estimate_tokens(request) if self.tpm is not None else 0)
 
-    async def acquire(self, tokens: int) -> int:
-        """Wait out a Retry-After pause, then for a slot and the rate caps."""
+    async def acquire(self, tokens: int) -> tuple[int, float]:
+        """Wait out a Retry-After pause, then for a slot and the rate caps; return the
+        ticket for :meth:`release` (the admission round and time)."""
         hold = self._hold_until - self._clock()
         if hold > 0:
             await self._sleep(hold)
@@ -234,10 +269,14 @@ class Throttle:
         except BaseException:
             self.slots.release(admitted, False, False)
             raise
-        return admitted
+        return admitted, self._clock()
 
     def release(
-        self, admitted: int, tokens: int, response: Response | None, error: Exception | None
+        self,
+        ticket: tuple[int, float],
+        tokens: int,
+        response: Response | None,
+        error: Exception | None,
     ) -> None:
         """Free the slot, adapt the limit, start a pause if the server asked for one, and
         correct the token reservation."""
@@ -250,7 +289,9 @@ class Throttle:
                 if until > self._hold_until:
                     self._paused += until - max(self._hold_until, self._clock())
                     self._hold_until = until
-        self.slots.release(admitted, throttled, response is not None)
+        admitted, started = ticket
+        duration = self._clock() - started
+        self.slots.release(admitted, throttled, response is not None, duration)
         if self.tpm is not None and response is not None:
             used = response.input_tokens + response.cached_input_tokens + response.output_tokens
             self.tpm.refund(tokens - used)

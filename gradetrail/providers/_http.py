@@ -258,8 +258,10 @@ class HttpProvider(Provider):
     sdk: ClassVar[str]
     #: environment variable read when the spec names none (None: the spec must name one)
     default_key_env: ClassVar[str | None]
-    #: the endpoint's path, relative to the SDK's base URL
+    #: the endpoint's path, relative to the base URL
     path: ClassVar[str]
+    #: the API's base URL when the spec gives none
+    default_base_url: ClassVar[str]
     #: provider name prices are looked up under
     price_provider: ClassVar[str]
 
@@ -275,6 +277,11 @@ class HttpProvider(Provider):
         self._prices: dict[str | None, Price | None] = {}
 
     # -- readiness ---------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The endpoint requests go to (``model.base_url``, else the API's own)."""
+        return self.model.base_url or self.default_base_url
 
     @property
     def key_env(self) -> str | None:
@@ -372,6 +379,8 @@ class HttpProvider(Provider):
             make, per_client = self._client_factory(key)
             self._pool = ClientPool(make, self._pool_size, per_client)
             self._raw_type = http_module().Response
+            # absolute: spares the SDK merging the path into the base URL on every call
+            self._url = self.base_url.rstrip("/") + self.path
         return self._pool
 
     # -- one call ------------------------------------------------------------------------
@@ -389,7 +398,7 @@ class HttpProvider(Provider):
         start = time.perf_counter()
         try:
             raw = await pool.clients[i].post(
-                self.path, body=self.body(request), cast_to=self._raw_type
+                self._url, body=self.body(request), cast_to=self._raw_type
             )
         except ProviderError:
             raise

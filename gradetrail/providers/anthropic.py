@@ -49,11 +49,7 @@ class AnthropicProvider(HttpProvider):
     default_key_env = "ANTHROPIC_API_KEY"
     path = "/v1/messages"
     price_provider = "anthropic"
-
-    @property
-    def base_url(self) -> str:
-        """The endpoint requests go to."""
-        return self.model.base_url or ANTHROPIC_BASE_URL
+    default_base_url = ANTHROPIC_BASE_URL
 
     def check_ready(self) -> None:
         """See :meth:`HttpProvider.check_ready`; also refuses ``params.seed``.

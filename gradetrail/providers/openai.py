@@ -49,6 +49,7 @@ class OpenAIProvider(HttpProvider):
     name = "openai"
     sdk = "openai"
     path = "/chat/completions"
+    default_base_url = OPENAI_BASE_URL
 
     @property
     def default_key_env(self) -> str | None:  # type: ignore[override]
@@ -59,11 +60,6 @@ class OpenAIProvider(HttpProvider):
     def price_provider(self) -> str:  # type: ignore[override]
         """Bundled prices exist for ``openai`` only."""
         return self.model.provider
-
-    @property
-    def base_url(self) -> str:
-        """The endpoint requests go to."""
-        return self.model.base_url or OPENAI_BASE_URL
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
