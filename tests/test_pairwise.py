@@ -132,14 +132,20 @@ def test_rerun_makes_zero_judge_calls_and_k_samples_per_order(tmp_path: Path) ->
     assert [r["score"] for r in rows] == [1.0, 0.0]
 
 
-def test_baseline_enters_the_identity_through_its_results_hash(tmp_path: Path) -> None:
-    """The baseline's results.jsonl hash is in file_hashes and the identity hash."""
-    import hashlib
-
+def test_baseline_enters_the_identity_through_its_responses(tmp_path: Path) -> None:
+    """The baseline's responses enter file_hashes and the identity hash: re-running the
+    baseline from the cache keeps the identity, a changed baseline response changes it."""
     baseline = _baseline(tmp_path, ROWS)
-    result, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
-    digest = hashlib.sha256((baseline / "results.jsonl").read_bytes()).hexdigest()
-    assert result.manifest.file_hashes["baseline"] == digest
+    first, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
+    rerun = _baseline(tmp_path, ROWS)  # from the cache: new latencies and cache flags
+    assert rerun == baseline
+    same, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
+    assert same.manifest.identity_hash == first.manifest.identity_hash
+    changed = [{**ROWS[0], "base": "GOOD now"}, *ROWS[1:]]
+    changed_dir = _baseline(tmp_path, changed)
+    moved, _ = run(_pairwise(tmp_path, ROWS, changed_dir), tmp_path / "results")
+    assert moved.manifest.file_hashes["baseline"] != first.manifest.file_hashes["baseline"]
+    assert moved.manifest.identity_hash != first.manifest.identity_hash
 
 
 def test_baseline_that_is_not_a_run_directory_stops_the_run(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 The baseline is another run's directory; its ``results.jsonl`` is read once, before any
 call, and joined on sample id (the same epoch when the baseline has it, else its epoch
-1). The judge file sees the row's fields plus ``prompt``, ``system``, ``target``,
+1); the baseline enters the identity hash (and ``manifest.file_hashes["baseline"]``)
+through a hash of the responses it contributes, not of the file. The judge file sees
+the row's fields plus ``prompt``, ``system``, ``target``,
 ``sample_id``, ``row``, ``response_a`` and ``response_b``, and is asked in both orders:
 the candidate as ``response_a`` with the baseline as ``response_b``, then swapped, so a
 judge that favours one position cancels out. Each verdict gives the candidate win 1,
@@ -19,11 +21,12 @@ baseline row has no response, is a ``judge_error`` naming it (reason
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gradetrail.datasets import file_sha256
 from gradetrail.errors import DatasetError, SpecError, UsageError
+from gradetrail.providers.base import canonical_json
 from gradetrail.results import RESULTS_FILE, JudgeRecord, iter_results
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.judge import (
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from gradetrail.cache import ResponseCache
     from gradetrail.executors.base import Executor
 
-__all__ = ["PairwiseScorer", "load_baseline"]
+__all__ = ["PairwiseScorer", "baseline_hash", "load_baseline"]
 
 #: template variables every pairwise judge file may use besides the row's fields
 PAIRWISE_NAMES = frozenset(
@@ -74,6 +77,16 @@ def load_baseline(run_dir: Path, where: str) -> dict[tuple[str, int], dict[str, 
     }
 
 
+def baseline_hash(baseline: dict[tuple[str, int], dict[str, Any]]) -> str:
+    """SHA-256 of canonical JSON of the baseline's ``[sample id, epoch, state, response]``
+    rows, sorted: what the comparison reads, and nothing else, so re-running the baseline
+    from the cache (new latencies, cache flags, timestamps) keeps the identity hash."""
+    rows = sorted(
+        [sid, epoch, row["state"], row["response"]] for (sid, epoch), row in baseline.items()
+    )
+    return hashlib.sha256(canonical_json(rows).encode()).hexdigest()
+
+
 def _outcome(first: float, second: float) -> str:
     if first != second:
         return "split"
@@ -99,10 +112,10 @@ class PairwiseScorer(Scorer):
         self.parser = pairwise_parser(self.spec.parse)
         self.baseline_dir = spec.resolve(self.spec.baseline)
         self.baseline = load_baseline(self.baseline_dir, spec.source)
-        self.baseline_sha256 = file_sha256(self.baseline_dir / RESULTS_FILE)
+        self.baseline_sha256 = baseline_hash(self.baseline)
 
     def identity(self) -> dict[str, Any]:
-        """The judge file's and the baseline results' content hashes."""
+        """The judge file's content hash and the baseline's (:func:`baseline_hash`)."""
         return {"judge": self.file.sha256, "baseline": self.baseline_sha256}
 
     def context(self, item: ScoreInput, a: str, b: str) -> dict[str, Any]:
