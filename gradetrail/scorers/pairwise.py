@@ -4,10 +4,10 @@ The baseline is another run's directory; its ``results.jsonl`` is read once, bef
 call, and joined on sample id (the same epoch when the baseline has it, else its epoch
 1); the baseline enters the identity hash (and ``manifest.file_hashes["baseline"]``)
 through a hash of the responses it contributes, not of the file. The judge file sees
-the row's fields plus ``prompt``, ``system``, ``target``,
-``sample_id``, ``row``, ``response_a`` and ``response_b``, and is asked in both orders:
-the candidate as ``response_a`` with the baseline as ``response_b``, then swapped, so a
-judge that favours one position cancels out. Each verdict gives the candidate win 1,
+the row's fields plus ``prompt``, ``system``, ``target``, ``sample_id``, ``row``,
+``response_a`` and ``response_b``, and is asked in both orders: the candidate as
+``response_a`` with the baseline as ``response_b``, then swapped, so a judge that
+favours one position cancels out. Each verdict gives the candidate win 1,
 tie 0.5, loss 0; each order's verdicts are reduced (``samples``, ``reduce``), and the
 score is the mean of the two orders, so the run's mean score is the candidate's win rate
 against the baseline, with its confidence interval.
