@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from gradetrail.agreement import AgreementStats, AgreementTally
 from gradetrail.datasets import Sample
@@ -16,6 +18,14 @@ from gradetrail.results import SampleResult, SampleScore
 from gradetrail.stats import summarize
 
 __all__ = ["Tally"]
+
+
+_NO_ROW = object()
+
+
+def _scored(epochs: list[Any]) -> list[float]:
+    """The scores of a sample's scored epochs."""
+    return [v for v in epochs if v is not None and v is not _NO_ROW]
 
 
 def _finite(x: float) -> float | None:
@@ -56,8 +66,9 @@ class Tally:
     pass_k: int = 1
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
-    #: sample id -> {epoch: score, or None for an error row}
-    _epochs: dict[str, dict[int, float | None]] = field(default_factory=dict)
+    #: sample id -> [epoch 1's score, epoch 2's, ...]: None for an error row, _NO_ROW
+    #: for an epoch with no row yet (a list: a third of a dict's memory per sample)
+    _epochs: dict[str, list[Any]] = field(default_factory=dict)
     _clusters: dict[str, str | None] = field(default_factory=dict)
 
     def add(self, row: SampleResult) -> None:
@@ -78,9 +89,11 @@ class Tally:
                 self.cost_usd = (self.cost_usd or 0.0) + row.cost_usd
         epochs = self._epochs.get(row.sample_id)
         if epochs is None:
-            epochs = self._epochs[row.sample_id] = {}
+            epochs = self._epochs[row.sample_id] = []
             self._clusters[row.sample_id] = row.cluster
-        epochs[row.epoch] = row.score if row.state == "scored" else None
+        if len(epochs) < row.epoch:
+            epochs.extend([_NO_ROW] * (row.epoch - len(epochs)))
+        epochs[row.epoch - 1] = row.score if row.state == "scored" else None
         if row.judge is not None:
             self.judge.add(row)
         self.agreement.add(row.state, row.label, row.score)
@@ -94,33 +107,28 @@ class Tally:
         """Each sample's score: its scored epochs reduced by :attr:`reducer` (None when
         there is nothing to reduce), in the order samples were first seen."""
         return {
-            sample_id: reduce_scores(
-                [v for v in epochs.values() if v is not None], self.reducer, self.pass_k
-            )
+            sample_id: reduce_scores(_scored(epochs), self.reducer, self.pass_k)
             for sample_id, epochs in self._epochs.items()
         }
 
-    def sample_scores(self, samples: list[Sample]) -> list[SampleScore]:
+    def sample_scores(self, samples: list[Sample]) -> Iterator[SampleScore]:
         """The ``samples.jsonl`` lines: one per sample with at least one row, in the
-        order of ``samples`` (the run's input order)."""
-        reduced = self.reduced()
-        out = []
+        order of ``samples`` (the run's input order), made one at a time (a list of
+        100,000 of them would cost ~100 MB)."""
         for sample in samples:
             epochs = self._epochs.get(sample.id)
             if epochs is None:
                 continue
-            scores = [epochs[e] for e in sorted(epochs)]
-            out.append(
-                SampleScore(
-                    sample_id=sample.id,
-                    score=reduced[sample.id],
-                    epochs=len(scores),
-                    scored=sum(v is not None for v in scores),
-                    scores=scores,
-                    cluster=sample.cluster,
-                )
+            scores = [v for v in epochs if v is not _NO_ROW]
+            scored = _scored(epochs)
+            yield SampleScore(
+                sample_id=sample.id,
+                score=reduce_scores(scored, self.reducer, self.pass_k),
+                epochs=len(scores),
+                scored=len(scored),
+                scores=scores,
+                cluster=sample.cluster,
             )
-        return out
 
     def score_stats(self, clustered: bool = False) -> ScoreStats:
         """Mean over samples of their reduced scores (:meth:`reduced`; samples without a
