@@ -416,8 +416,13 @@ def test_retry_after_header_forms() -> None:
     assert parse_retry_after({}) is None
 
 
-def test_an_installed_run_finds_its_price_table() -> None:
-    """The wheel that hatch builds ships gradetrail/data/prices.json."""
+def test_the_price_table_is_packaged() -> None:
+    """prices.json is tracked and not git-ignored inside the package directory, so hatch's
+    wheel target (packages = ["gradetrail"]) ships it (a built wheel lists it)."""
     config = (ROOT / "pyproject.toml").read_text()
     assert 'packages = ["gradetrail"]' in config
-    assert (ROOT / "gradetrail" / "data" / "prices.json").is_file()
+    path = "gradetrail/data/prices.json"
+    ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT)
+    assert ignored.returncode == 1
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path], cwd=ROOT)
+    assert tracked.returncode == 0

@@ -404,8 +404,9 @@ class HttpProvider(Provider):
             raise
         except Exception as exc:
             error = self.translate(exc)
-            if error is None:
-                raise
+            if error is None:  # not an SDK error: record it (fail-fast catches a pattern)
+                text = redact(f"{type(exc).__name__}: {exc}", self._key)
+                error = ProviderError(f"unexpected error calling {self.base_url}: {text}")
             raise error from None
         finally:
             pool.give(i)
