@@ -426,3 +426,27 @@ def test_the_price_table_is_packaged() -> None:
     assert ignored.returncode == 1
     tracked = subprocess.run(["git", "ls-files", "--error-unmatch", path], cwd=ROOT)
     assert tracked.returncode == 0
+
+
+def test_requests_per_minute_cap_paces_the_run(srv, tmp_path: Path) -> None:
+    """run.requests_per_minute: 60 starts one request a second after the first: four
+    samples wait 1 s three times (on the injected clock), all scored."""
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", limit=4, run={"concurrency": 4})
+    out = run_http(spec, tmp_path, requests_per_minute=60)
+    assert [r["state"] for r in out.rows] == ["scored"] * 4
+    assert out.slept == [1.0, 1.0, 1.0]
+    assert srv.stats()["total"] == 4
+
+
+def test_spec_rate_cap_reaches_the_default_executor(srv, tmp_path: Path) -> None:
+    """run.requests_per_minute: 300 in the spec (5 a second, bursts of at most one
+    second's worth): of 8 requests the server sees 5 at once, then one every 0.2 s."""
+    import gradetrail
+
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", limit=8, run={"requests_per_minute": 300})
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
+    assert result.manifest.counts == {"scored": 8}
+    arrivals = srv.stats()["arrivals"]
+    assert arrivals[4] - arrivals[0] < 0.15
+    gaps = [b - a for a, b in zip(arrivals[4:], arrivals[5:], strict=False)]
+    assert all(0.15 < gap < 0.4 for gap in gaps), gaps
