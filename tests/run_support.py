@@ -96,18 +96,18 @@ def read_calls(calls: Path) -> Counter[tuple[str, int]]:
     return out
 
 
-def start_run(spec: Path, cache: Path, results: Path, env: dict, *args: str) -> subprocess.Popen:
-    """Start ``python -m gradetrail run`` as a child process (stdout and stderr piped)."""
+def start_run(
+    spec: Path, cache: Path, results: Path, env: dict, *args: str, stdio: int | None = None
+) -> subprocess.Popen:
+    """Start ``python -m gradetrail run`` as a child process: stdout and stderr piped, or
+    all three on the file descriptor ``stdio`` (a pseudo-terminal)."""
     cmd = [sys.executable, "-m", "gradetrail", "run", str(spec), "--cache", str(cache)]
     cmd += ["--results-root", str(results), *args]
-    return subprocess.Popen(
-        cmd,
-        cwd=spec.parent,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    if stdio is not None:
+        streams = {"stdin": stdio, "stdout": stdio, "stderr": stdio}
+    else:
+        streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    return subprocess.Popen(cmd, cwd=spec.parent, env={**env, "PYTHONPATH": str(ROOT)}, **streams)
 
 
 def run_to_end(spec: Path, cache: Path, results: Path, env: dict, *args: str) -> tuple:

@@ -270,3 +270,47 @@ def test_a_second_process_on_the_same_run_directory_is_refused(tmp_path: Path) -
     finally:
         send(first, signal.SIGKILL)
         first.wait(timeout=10)
+
+
+def test_on_a_terminal_the_bar_shows_progress_and_ctrl_c_drains(tmp_path: Path) -> None:
+    """In a pseudo-terminal: a rich bar with done/total, rate, ETA, cache hits, errors
+    and cost; Ctrl-C prints what happens next above it, and the run exits 130."""
+    import os
+    import pty
+    import select
+    import time
+
+    spec = write_eval(tmp_path / "eval", samples=30, concurrency=4)
+    cache, results, calls = tmp_path / "cache.sqlite", tmp_path / "results", tmp_path / "c"
+    master, slave = pty.openpty()
+    env = {**app_env(calls, delay=0.2), "COLUMNS": "160"}
+    proc = start_run(spec, cache, results, env, stdio=slave)
+    os.close(slave)
+    out = bytearray()
+
+    def pump(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    out.extend(os.read(master, 65536))
+                except OSError:  # the child closed the terminal
+                    return
+
+    try:
+        deadline = time.monotonic() + 20
+        while len(read_calls(calls)) < 8:  # keep reading: a full terminal blocks the run
+            assert time.monotonic() < deadline and proc.poll() is None, out.decode()
+            pump(0.05)
+        pump(0.3)
+        send(proc, signal.SIGINT)
+        pump(3.0)
+        assert proc.wait(timeout=10) == 130
+    finally:
+        os.close(master)
+    text = out.decode(errors="replace")
+    assert "/30" in text and "/s" in text and "eta" in text
+    assert "cache hits 0" in text and "errors 0" in text and "cost n/a" in text
+    assert "SIGINT: starting no new samples" in text
+    assert "interrupted by SIGINT" in text
