@@ -188,3 +188,13 @@ def test_reducer_is_part_of_the_run_identity(tmp_path: Path) -> None:
         gradetrail.plan_run(gradetrail.load_spec(p)).identity_hash for p in (base, other, faster)
     ]
     assert ids[0] != ids[1] and ids[0] == ids[2]
+
+
+def test_summary_names_the_reducer(tmp_path: Path, app: Path, cli) -> None:  # noqa: ANN001
+    """The printed summary says how epochs were reduced (pass@k with its k)."""
+    run = {"reducer": "pass_at_k", "pass_k": 2}
+    spec = write_eval(tmp_path / "eval", samples=4, epochs=3, run=run)
+    out = cli("run", str(spec))
+    assert out.exit_code == 0, out.stderr
+    assert "over 4 scored samples (epochs reduced by pass@2)" in out.stdout
+    assert "12 (4 samples x 3 epochs)" in out.stdout

@@ -30,6 +30,12 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
     if s and s.mean is not None:
         score = f"{s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI [{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]"
         score += f", over {s.n} scored samples"
+        run = m.spec.get("run", {})
+        if m.epochs > 1 or run.get("reducer", "mean") != "mean":
+            reducer = run.get("reducer", "mean")
+            if reducer == "pass_at_k":
+                reducer = f"pass@{run.get('pass_k') or 1}"
+            score += f" (epochs reduced by {reducer})"
         if s.n_clusters is not None:
             score += f" in {s.n_clusters} clusters"
         if t.errors:
