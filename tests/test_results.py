@@ -1,0 +1,64 @@
+"""The run directory's result files: rows on disk as soon as they are appended, rewritten
+in input order at the end, a torn last line isolated, samples.jsonl read back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gradetrail.errors import UsageError
+from gradetrail.results import ResultsWriter, SampleResult, read_results, read_samples
+
+
+def _row(sample_id: str, epoch: int = 1) -> SampleResult:
+    return SampleResult(sample_id=sample_id, epoch=epoch, state="scored", score=1.0)
+
+
+def test_appended_rows_are_on_disk_before_the_run_ends(tmp_path: Path) -> None:
+    """Each append reaches the file at once (a kill -9 after it keeps the row)."""
+    writer = ResultsWriter(tmp_path)
+    writer.append((1, 1), _row("b"))
+    writer.append((0, 2), _row("a", 2))
+    on_disk = [json.loads(x)["sample_id"] for x in (tmp_path / "results.jsonl").open()]
+    assert on_disk == ["b", "a"]
+    writer.close()
+
+
+def test_finalize_rewrites_in_input_order(tmp_path: Path) -> None:
+    """finalize orders rows by (sample index, epoch) and leaves no temporary file."""
+    writer = ResultsWriter(tmp_path)
+    for order, sid in (((2, 1), "c"), ((0, 2), "a"), ((1, 1), "b"), ((0, 1), "a")):
+        writer.append(order, _row(sid, order[1]))
+    writer.finalize()
+    assert [(r["sample_id"], r["epoch"]) for r in read_results(tmp_path)] == [
+        ("a", 1),
+        ("a", 2),
+        ("b", 1),
+        ("c", 1),
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl"]
+
+
+def test_a_torn_last_line_is_skipped_never_merged(tmp_path: Path) -> None:
+    """A line cut by a crash (no newline) is not read, and the rows before it are."""
+    good = [_row("a").model_dump_json(), _row("b").model_dump_json()]
+    (tmp_path / "results.jsonl").write_text("\n".join(good) + '\n{"sample_id": "c", "sta')
+    assert [r["sample_id"] for r in read_results(tmp_path)] == ["a", "b"]
+
+
+def test_a_new_writer_starts_the_file_afresh(tmp_path: Path) -> None:
+    """Opening a writer truncates: a re-run rebuilds results.jsonl (from the cache), so a
+    torn line from a killed run cannot end up inside the new file."""
+    (tmp_path / "results.jsonl").write_text('{"sample_id": "old"}\n{"sample_id": "to')
+    writer = ResultsWriter(tmp_path)
+    writer.append((0, 1), _row("new"))
+    writer.finalize()
+    assert (tmp_path / "results.jsonl").read_text() == _row("new").model_dump_json() + "\n"
+
+
+def test_read_samples_names_the_fix_when_missing(tmp_path: Path) -> None:
+    """A run directory without samples.jsonl is a UsageError saying to re-run."""
+    with pytest.raises(UsageError, match="no samples.jsonl; re-run the spec to write it"):
+        read_samples(tmp_path)
