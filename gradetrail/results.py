@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gradetrail.errors import UsageError
+from gradetrail.errors import RunError, UsageError
 from gradetrail.rundir import RunDir
 
 __all__ = [
@@ -168,9 +168,16 @@ class ResultsWriter:
 
     def append(self, order: tuple[int, int], row: SampleResult) -> None:
         """Write one row now (unbuffered, so a crash keeps it); ``order`` is
-        ``(sample index, epoch)``."""
+        ``(sample index, epoch)``.
+
+        Raises:
+            RunError: the row cannot be written (e.g. the disk is full).
+        """
         data = (row.model_dump_json() + "\n").encode()
-        os.write(self._fd, data)
+        try:
+            os.write(self._fd, data)
+        except OSError as exc:
+            raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
         self._spans[order] = (self._offset, len(data))
         self._offset += len(data)
 

@@ -214,22 +214,26 @@ class RunDir:
             content: text (written as UTF-8), bytes, or chunks of bytes written in turn.
 
         Raises:
-            RunError: see :meth:`open_text`.
+            RunError: the name is a symlink, or the file cannot be written (a full disk,
+                something else in the way), naming the path.
         """
         tmp = name + ".tmp"
-        self._unlink(tmp)
-        fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with os.fdopen(fd, "wb") as f:
-            if isinstance(content, str):
-                f.write(content.encode("utf-8"))
-            elif isinstance(content, bytes):
-                f.write(content)
-            else:
-                for chunk in content:
-                    f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        self._replace(tmp, name)
+        try:
+            self._unlink(tmp)
+            fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            with os.fdopen(fd, "wb") as f:
+                if isinstance(content, str):
+                    f.write(content.encode("utf-8"))
+                elif isinstance(content, bytes):
+                    f.write(content)
+                else:
+                    for chunk in content:
+                        f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            self._replace(tmp, name)
+        except OSError as exc:
+            raise RunError(f"{self.path / name}: cannot write ({exc.strerror})") from None
 
     def rotate(self, name: str, older: tuple[str, ...] | list[str]) -> None:
         """Shift ``name`` to ``older[0]``, ``older[0]`` to ``older[1]``, ...; the last of

@@ -258,6 +258,7 @@ class _Run:
         stop = Interrupts(signalled)
         start = time.perf_counter()
         status: RunStatus = "failed"
+        unwritten: Exception | None = None
         try:
             asyncio.run(self._main(writer, on_row, stop))
             status = "interrupted" if stop.stopping else "complete"
@@ -265,7 +266,11 @@ class _Run:
             status = "interrupted"
         finally:
             # an interrupted or failed run keeps its rows too, in input order
-            self._write_outputs(writer, status)
+            try:
+                self._write_outputs(writer)
+            except Exception as exc:  # e.g. a full disk: never leave the status "running"
+                if status == "complete":
+                    status, unwritten = "failed", exc
             manifest = _final_manifest(
                 manifest, self.plan, self.tally, status, time.perf_counter() - start
             )
@@ -280,19 +285,18 @@ class _Run:
                 cost_usd=self.tally.cost_usd,
                 wall_s=manifest.wall_time_s,
             )
+        if unwritten is not None:
+            raise unwritten
         return RunResult(self.run_dir.path, manifest, self.tally)
 
-    def _write_outputs(self, writer: ResultsWriter, status: RunStatus) -> None:
-        try:
-            writer.finalize()
-            lines = self.tally.sample_scores(self.plan.samples)
-            self.run_dir.write_atomic(
-                SAMPLES_FILE, (s.model_dump_json().encode() + b"\n" for s in lines)
-            )
-        except Exception:
-            if status == "complete":
-                raise
-            # already failing or interrupted: the rows appended so far stay on disk as they are
+    def _write_outputs(self, writer: ResultsWriter) -> None:
+        """results.jsonl in input order, then samples.jsonl. If this fails, the rows
+        appended so far stay on disk as they are."""
+        writer.finalize()
+        lines = self.tally.sample_scores(self.plan.samples)
+        self.run_dir.write_atomic(
+            SAMPLES_FILE, (s.model_dump_json().encode() + b"\n" for s in lines)
+        )
 
     async def _main(
         self,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import gradetrail
-from gradetrail.errors import CacheError
+from gradetrail.errors import CacheError, RunError
 from gradetrail.executors.base import Executor
 from gradetrail.providers.base import Request, Response
 from gradetrail.retry import CallOutcome
@@ -56,3 +56,36 @@ def test_an_error_mid_run_leaves_status_failed_and_the_rows_in_order(tmp_path: P
     events = [json.loads(x)["event"] for x in (run_dir / "log.jsonl").read_text().splitlines()]
     assert events[-1] == "run_end"
     assert json.loads((run_dir / "log.jsonl").read_text().splitlines()[-1])["status"] == "failed"
+
+
+class Answers(Executor):
+    """An executor that answers every request correctly and runs ``hook`` on each."""
+
+    concurrency = 1
+
+    def __init__(self, hook) -> None:  # noqa: ANN001
+        self.hook = hook
+
+    async def complete(self, request: Request) -> CallOutcome:
+        """Answer correctly after calling the hook."""
+        self.hook()
+        answer = request.prompt.rsplit("=", 1)[1].strip()
+        return CallOutcome(Response(text=f"A: {answer}"), None, 1, 0.0)
+
+
+def test_a_failure_writing_the_outputs_says_failed_not_running(tmp_path: Path) -> None:
+    """When samples.jsonl cannot be written at the end (here a directory is in the way),
+    the error is raised and the manifest says failed; results.jsonl is complete."""
+    spec_path = write_eval(tmp_path / "eval", samples=4)
+    spec = gradetrail.load_spec(spec_path)
+    run_dir = gradetrail.plan_run(spec).run_dir(tmp_path / "results")
+
+    def block_samples_file() -> None:
+        (run_dir / "samples.jsonl.tmp").mkdir(exist_ok=True)
+
+    with pytest.raises(RunError, match=r"samples.jsonl: cannot write \(Is a directory\)"):
+        gradetrail.run_eval(
+            spec, results_root=tmp_path / "results", executor=Answers(block_samples_file)
+        )
+    assert gradetrail.read_manifest(run_dir)["status"] == "failed"
+    assert [r["sample_id"] for r in gradetrail.read_results(run_dir)] == ["q0", "q1", "q2", "q3"]
