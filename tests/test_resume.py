@@ -5,6 +5,7 @@ receives, so "nothing paid for is requested again" is checked on the serving sid
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections import Counter
 from pathlib import Path
@@ -123,7 +124,7 @@ def test_kill_9_against_the_http_server_then_rerun_pays_only_for_what_was_not_ca
     cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
     with running_server(latency=0.1) as srv:
         spec = _http_spec(tmp_path / "eval", srv.openai_base_url, samples, epochs)
-        proc = start_run(spec, cache, results, dict(app_env(tmp_path / "unused")))
+        proc = start_run(spec, cache, results, dict(os.environ))
         wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
         run_dir = only_run_dir(results)
         wait_until(lambda: count_lines(run_dir / "results.jsonl") >= 50, proc=proc)
@@ -136,7 +137,7 @@ def test_kill_9_against_the_http_server_then_rerun_pays_only_for_what_was_not_ca
         cached = _keys_cached(spec, cache)
         per_sample_missing = Counter(sid for sid, e in _all_pairs(spec) if (sid, e) not in cached)
 
-        code, _, err = run_to_end(spec, cache, results, dict(app_env(tmp_path / "unused")))
+        code, _, err = run_to_end(spec, cache, results, dict(os.environ))
         after = srv.stats()
 
     assert code == 0, err
@@ -275,7 +276,6 @@ def test_a_second_process_on_the_same_run_directory_is_refused(tmp_path: Path) -
 def test_on_a_terminal_the_bar_shows_progress_and_ctrl_c_drains(tmp_path: Path) -> None:
     """In a pseudo-terminal: a rich bar with done/total, rate, ETA, cache hits, errors
     and cost; Ctrl-C prints what happens next above it, and the run exits 130."""
-    import os
     import pty
     import select
     import time
