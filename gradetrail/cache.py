@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +91,21 @@ class ResponseCache:
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path}: read failed ({exc})") from None
         return Response.from_json(row[0]) if row else None
+
+    def any_missing(self, keys: Sequence[str]) -> bool:
+        """True when at least one of ``keys`` has no cached response (500 keys a query)."""
+        try:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                (found,) = self._db.execute(
+                    f"SELECT COUNT(*) FROM responses WHERE key IN ({marks})", chunk
+                ).fetchone()
+                if found < len(set(chunk)):
+                    return True
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+        return False
 
     def put(self, key: str, request: Request, response: Response) -> None:
         """Store a successful response (committed at once)."""

@@ -191,6 +191,8 @@ def run_eval(
             else None
         )
         try:
+            if cache is None or cache.any_missing([p.key for p in plan.prepared]):
+                plan.provider.warm_up()
             if executor is None:
                 policy = RetryPolicy(
                     max_retries=spec.run.max_retries,

@@ -9,14 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from paths import GSM8K_DATA, GSM8K_SPEC
 from typer.testing import CliRunner
 
 from gradetrail.cli import app
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
-GSM8K_SPEC = EXAMPLES / "gsm8k.yaml"
-GSM8K_DATA = EXAMPLES / "data" / "gsm8k"
 
 
 @pytest.fixture(autouse=True)

@@ -90,7 +90,7 @@ def test_default_location_env_override(monkeypatch, tmp_path: Path) -> None:
 
 def test_unopenable_cache_is_a_clear_error(cli, tmp_path: Path) -> None:
     """A cache path that is a directory fails with a one-line fix, exit 1."""
-    from tests.conftest import GSM8K_SPEC
+    from paths import GSM8K_SPEC
 
     out = cli("run", str(GSM8K_SPEC), "--cache", str(tmp_path))
     assert out.exit_code == 1
@@ -99,7 +99,7 @@ def test_unopenable_cache_is_a_clear_error(cli, tmp_path: Path) -> None:
 
 def test_cache_cli_stats_and_clear(cli, cache_path: Path) -> None:
     """`cache stats` and `cache clear --yes` report on the default cache."""
-    from tests.conftest import GSM8K_SPEC
+    from paths import GSM8K_SPEC
 
     assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5").exit_code == 0
     out = cli("cache", "stats")
@@ -113,7 +113,7 @@ def test_cache_cli_stats_and_clear(cli, cache_path: Path) -> None:
 
 def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
     """A sample with no recording is a provider_error and leaves nothing in the cache."""
-    from tests.conftest import GSM8K_DATA
+    from paths import GSM8K_DATA
 
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"q": "1"}) + "\n" + json.dumps({"q": "2"}) + "\n")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import typer
+from test_gate import passes, write_run
 from typer.testing import CliRunner
 
 from gradetrail.cli.gate import register
-from tests.test_gate import passes, write_run
 
 
 @pytest.fixture

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import GSM8K_SPEC
+from paths import GSM8K_SPEC
 
 
 @pytest.fixture

@@ -466,7 +466,7 @@ GSM8K_SCRIPT = {
 def _example_copy(root: Path) -> Path:
     import shutil
 
-    from tests.conftest import EXAMPLES
+    from paths import EXAMPLES
 
     root.mkdir()
     shutil.copy(EXAMPLES / "gsm8k-judge.yaml", root / "gsm8k-judge.yaml")

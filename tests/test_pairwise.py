@@ -160,9 +160,8 @@ def test_baseline_that_is_not_a_run_directory_stops_the_run(tmp_path: Path) -> N
 # At the HTTP boundary: model, baseline and judge over the openai SDK and the local
 # protocol server; the judge is scripted to prefer the response reaching the reference.
 
+from paths import GSM8K_DATA  # noqa: E402
 from protocol_server import protocol_server_fixture  # noqa: E402
-
-from tests.conftest import GSM8K_DATA  # noqa: E402
 
 server = protocol_server_fixture(scope="module", name="server")
 

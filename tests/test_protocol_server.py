@@ -29,7 +29,7 @@ try:
         running_server,
     )
 except ImportError:  # tests/ is a package
-    from tests.protocol_server import (
+    from protocol_server import (
         ConfigError,
         Gsm8kData,
         QuestionIndex,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from http_support import SECRET_KEY, gsm8k_spec, replay_accuracy, run_http
+from paths import GSM8K_SPEC
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
-from tests.conftest import GSM8K_SPEC
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")

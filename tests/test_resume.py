@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-import gradetrail
-from gradetrail.cache import ResponseCache
-from tests.conftest import GSM8K_DATA
-from tests.protocol_server import running_server
-from tests.run_support import (
+from paths import GSM8K_DATA
+from protocol_server import running_server
+from run_support import (
     app_env,
     count_lines,
     only_run_dir,
@@ -28,6 +25,9 @@ from tests.run_support import (
     wait_until,
     write_eval,
 )
+
+import gradetrail
+from gradetrail.cache import ResponseCache
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")
 

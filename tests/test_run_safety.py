@@ -9,11 +9,11 @@ from contextlib import redirect_stderr
 from pathlib import Path
 
 import pytest
+from run_support import app_env, read_calls, write_eval
 
 import gradetrail
 from gradetrail.cli import fail
 from gradetrail.errors import DatasetError, RunError
-from tests.run_support import app_env, read_calls, write_eval
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from run_support import write_eval
 
 import gradetrail
 from gradetrail.errors import CacheError, RunError
 from gradetrail.executors.base import Executor
 from gradetrail.providers.base import Request, Response
 from gradetrail.retry import CallOutcome
-from tests.run_support import write_eval
 
 
 class BreaksAfter(Executor):

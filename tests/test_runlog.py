@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from paths import GSM8K_DATA
+from protocol_server import running_server
+from run_support import app_env, write_eval
 
 import gradetrail
 from gradetrail import runlog
 from gradetrail.rundir import RunDir
-from tests.conftest import GSM8K_DATA
-from tests.protocol_server import running_server
-from tests.run_support import app_env, write_eval
 
 CALL_FIELDS = {
     "ts",

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from paths import GSM8K_SPEC
 
 import gradetrail
-from tests.conftest import GSM8K_SPEC
 
 #: the dataset authors' is_correct counts (examples/data/gsm8k/README.md)
 AUTHOR_LABELS = {

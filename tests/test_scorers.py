@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from paths import GSM8K_DATA
 
 from gradetrail.datasets import Sample
 from gradetrail.errors import SpecError
@@ -13,7 +14,6 @@ from gradetrail.scorers.exact import ExactScorer
 from gradetrail.scorers.numeric import NumericScorer, extract_number
 from gradetrail.scorers.regex import RegexScorer
 from gradetrail.spec import ExactScorerSpec, NumericScorerSpec, RegexScorerSpec
-from tests.conftest import GSM8K_DATA
 
 
 def _item(response: str, target: str | None = None, **row: object) -> ScoreInput:

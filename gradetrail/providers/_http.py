@@ -289,10 +289,9 @@ class HttpProvider(Provider):
         return self.model.api_key_env or self.default_key_env
 
     def check_ready(self) -> None:
-        """Check that the SDK is installed and the API key is set (in milliseconds: the
-        SDK is only found, not imported, until both checks pass), then import the SDK, so
-        its import time (up to a second) is paid before the run starts, not by its first
-        samples.
+        """Check that the SDK is installed and the API key is set, in milliseconds: the
+        SDK is only found, not imported (a fully cached run never imports it; see
+        :meth:`warm_up`).
 
         Raises:
             SpecError: the SDK is not installed (the message names the pip command).
@@ -304,6 +303,9 @@ class HttpProvider(Provider):
                 f"pip install 'gradetrail[{self.sdk}]'"
             )
         self._key = self._read_key()
+
+    def warm_up(self) -> None:
+        """Import the SDK (up to a second), so the run's first samples do not pay it."""
         importlib.import_module(self.sdk)
 
     def _read_key(self) -> str:

@@ -162,5 +162,10 @@ class Provider(ABC):
             ProviderError: a subclass that classifies the failure (transient or not).
         """
 
+    def warm_up(self) -> None:
+        """Load what the first call needs (an SDK import, say) ahead of time. The runner
+        calls it before the run's clock starts, only when some request is not cached, so
+        a fully cached run never pays for it. Default: nothing."""
+
     async def aclose(self) -> None:
         """Release connections. Called once at the end of the run."""
