@@ -8,13 +8,13 @@ Stages are plain functions: :func:`prepare` renders one (sample, epoch) into a
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from gradetrail.agreement import LabelReader
+from gradetrail.calls import cached_call
 from gradetrail.datasets import Sample
 from gradetrail.errors import DatasetError, ProviderError
 from gradetrail.providers.base import Request, Response
@@ -26,7 +26,6 @@ from gradetrail.templates import Template, compile_template
 if TYPE_CHECKING:
     from gradetrail.cache import ResponseCache
     from gradetrail.executors.base import Executor
-    from gradetrail.retry import RetriedAttempt
     from gradetrail.runlog import RunLog
 
 __all__ = ["Prepared", "Renderer", "SampleContext", "prepare", "process"]
@@ -155,26 +154,13 @@ class SampleContext:
 
 
 async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
-    """Take one prepared (sample, epoch) to its result row: cache lookup, provider call
-    on a miss (through the executor's retry policy), cache write on success, scoring."""
-    response = ctx.cache.get(item.key) if ctx.cache is not None else None
-    cached = response is not None
-    attempts = 0
-    if response is None:
-        started = time.perf_counter()
-        outcome = await ctx.executor.complete(item.request)
-        attempts = outcome.attempts
-        if ctx.log is not None and outcome.retried:
-            _log_retried(ctx.log, item, outcome.retried)
-        if outcome.response is None:
-            if ctx.log is not None:
-                _log_error(ctx.log, item, outcome.error, attempts, time.perf_counter() - started)
-            return _error_row(item, outcome.error, attempts)
-        response = outcome.response
-        if ctx.cache is not None:
-            ctx.cache.put(item.key, item.request, response)
-    if ctx.log is not None:
-        _log_response(ctx.log, item, response, cached, attempts)
+    """Take one prepared (sample, epoch) to its result row: the response from the cache,
+    else from the executor (with the run's retry policy, cached on success), then scored."""
+    call = await cached_call(
+        item.request, item.key, ctx.cache, ctx.executor, ctx.log, kind="provider", epoch=item.epoch
+    )
+    if call.response is None:
+        return _error_row(item, call.error, call.attempts)
     score = await ctx.scorer.ascore(
         ScoreInput(
             item.sample,
@@ -182,10 +168,10 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
             item.request.prompt,
             item.request.system,
             item.target,
-            response.text,
+            call.response.text,
         )
     )
-    return _scored_row(item, response, score, cached, attempts)
+    return _scored_row(item, call.response, score, call.cached, call.attempts)
 
 
 def _scored_row(
@@ -214,62 +200,6 @@ def _scored_row(
         cluster=item.sample.cluster,
         label=item.label,
         judge=score.judge,
-    )
-
-
-def _log_response(
-    log: RunLog, item: Prepared, response: Response, cached: bool, attempts: int
-) -> None:
-    log.call(
-        "provider",
-        sample_id=item.sample.id,
-        epoch=item.epoch,
-        model=item.request.model,
-        served_model=response.served_model,
-        latency_ms=response.latency_s * 1000.0,
-        input_tokens=response.input_tokens,
-        output_tokens=response.output_tokens,
-        cached_input_tokens=response.cached_input_tokens,
-        cost_usd=response.cost_usd,
-        cached=cached,
-        attempt=attempts,
-        outcome="ok",
-    )
-
-
-def _log_retried(log: RunLog, item: Prepared, retried: tuple[RetriedAttempt, ...]) -> None:
-    for number, attempt in enumerate(retried, start=1):
-        log.call(
-            "provider",
-            sample_id=item.sample.id,
-            epoch=item.epoch,
-            model=item.request.model,
-            latency_ms=attempt.latency_s * 1000.0,
-            cached=False,
-            attempt=number,
-            outcome="error",
-            error=type(attempt.error).__name__,
-            status=attempt.error.status,
-            message=str(attempt.error),
-            retry_in_s=attempt.backoff_s,
-        )
-
-
-def _log_error(
-    log: RunLog, item: Prepared, error: ProviderError | None, attempts: int, wall_s: float
-) -> None:
-    log.call(
-        "provider",
-        sample_id=item.sample.id,
-        epoch=item.epoch,
-        model=item.request.model,
-        latency_ms=wall_s * 1000.0,
-        cached=False,
-        attempt=attempts,
-        outcome="error",
-        error=type(error).__name__ if error is not None else "ProviderError",
-        status=getattr(error, "status", None),
-        message=str(error) if error is not None else None,
     )
 
 

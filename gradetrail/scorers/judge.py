@@ -23,7 +23,7 @@ max_tokens *after* its verdict is scored, and counted in ``judge.truncated``.
 from __future__ import annotations
 
 import asyncio
-import time
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from gradetrail import runlog
+from gradetrail.calls import cached_call
 from gradetrail.datasets import file_sha256
-from gradetrail.errors import DatasetError, GradetrailError, ProviderError, RunError, SpecError
+from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
 from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
 from gradetrail.results import JudgeRecord
-from gradetrail.retry import RetriedAttempt
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.verdicts import (
     Verdict,
@@ -193,7 +193,9 @@ class JudgeCaller:
         try:
             self.provider.check_ready()
         except GradetrailError as exc:
-            raise type(exc)(f"{self.where}: judge {self.name}: {exc}") from None
+            # the provider names its own spec fields (model.*); the judge's live under scorer.
+            message = re.sub(r"(?<![\w.])model\.", "scorer.model.", str(exc))
+            raise type(exc)(f"{self.where}: judge {self.name}: {message}") from None
         self._identity = self.provider.identity()
 
     def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
@@ -236,94 +238,23 @@ class JudgeCaller:
         Raises:
             RunError: the scorer was not bound to the run (a bug in the caller).
         """
-        key = request.key()
-        response = self._cache.get(key) if self._cache is not None else None
-        cached, attempts = response is not None, 0
-        if response is None:
-            if self._executor is None:
-                raise RunError("the judge was used before the run bound it; call bind() first")
-            started = time.perf_counter()
-            outcome = await self._executor.complete(request)
-            attempts = outcome.attempts
-            _log_retried(request, epoch, outcome.retried)
-            if outcome.response is None:
-                error = outcome.error or ProviderError("no response and no error")
-                _log_error(request, epoch, error, attempts, time.perf_counter() - started)
-                message = f"judge {self.name}: {type(error).__name__}: {error}"
-                message += f" (after {attempts} attempt{'s' * (attempts != 1)})"
-                return JudgeReply(
-                    request.epoch, None, "provider_error", message, None, error, False, attempts
-                )
-            response = outcome.response
-            if self._cache is not None:
-                self._cache.put(key, request, response)
-        _log_response(request, epoch, response, cached, attempts)
-        return _read(request.epoch, response, parser, cached, attempts, self.model)
-
-
-def _log_response(
-    request: Request, epoch: int, response: Response, cached: bool, attempts: int
-) -> None:
-    log = runlog.current()
-    if log is None:
-        return
-    log.call(
-        "judge",
-        sample_id=request.sample_id,
-        epoch=epoch,
-        model=request.model,
-        served_model=response.served_model,
-        latency_ms=response.latency_s * 1000.0,
-        input_tokens=response.input_tokens,
-        output_tokens=response.output_tokens,
-        cached_input_tokens=response.cached_input_tokens,
-        cost_usd=response.cost_usd,
-        cached=cached,
-        attempt=attempts,
-        outcome="ok",
-    )
-
-
-def _log_retried(request: Request, epoch: int, retried: tuple[RetriedAttempt, ...]) -> None:
-    log = runlog.current()
-    if log is None:
-        return
-    for number, attempt in enumerate(retried, start=1):
-        log.call(
-            "judge",
-            sample_id=request.sample_id,
+        call = await cached_call(
+            request,
+            request.key(),
+            self._cache,
+            self._executor,
+            runlog.current(),
+            kind="judge",
             epoch=epoch,
-            model=request.model,
-            latency_ms=attempt.latency_s * 1000.0,
-            cached=False,
-            attempt=number,
-            outcome="error",
-            error=type(attempt.error).__name__,
-            status=attempt.error.status,
-            message=str(attempt.error),
-            retry_in_s=attempt.backoff_s,
         )
-
-
-def _log_error(
-    request: Request, epoch: int, error: ProviderError, attempts: int, wall_s: float
-) -> None:
-    log = runlog.current()
-    if log is None:
-        return
-    log.call(
-        "judge",
-        sample_id=request.sample_id,
-        epoch=epoch,
-        model=request.model,
-        latency_ms=wall_s * 1000.0,
-        cached=False,
-        attempt=attempts,
-        outcome="error",
-        error=type(error).__name__,
-        status=error.status,
-        message=str(error),
-    )
+        if call.response is None:
+            error = call.error
+            message = f"judge {self.name}: {type(error).__name__}: {error}"
+            message += f" (after {call.attempts} attempt{'s' * (call.attempts != 1)})"
+            return JudgeReply(
+                request.epoch, None, "provider_error", message, None, error, False, call.attempts
+            )
+        return _read(request.epoch, call.response, parser, call.cached, call.attempts, self.model)
 
 
 def _read(

@@ -1,0 +1,165 @@
+"""One model call through the run's cache and retry policy, logged: the single path
+shared by the per-sample pipeline (the model under evaluation) and by judges.
+
+A cache hit is served without a call; a miss goes to the executor (which owns retries),
+and a success is cached at once (errors never are). Every attempt lands in the run's
+structured log as a ``provider_call`` or ``judge_call`` line.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from gradetrail.errors import ProviderError, RunError
+from gradetrail.providers.base import Request, Response
+
+if TYPE_CHECKING:
+    from gradetrail.cache import ResponseCache
+    from gradetrail.executors.base import Executor
+    from gradetrail.retry import RetriedAttempt
+    from gradetrail.runlog import RunLog
+
+__all__ = ["CallResult", "cached_call"]
+
+CallKind = Literal["provider", "judge"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """The end of one request: a response (from the cache or a call) or the last error.
+
+    Attributes:
+        response: the response, or None when every attempt failed.
+        error: the last error, or None on success.
+        cached: the response came from the cache (no call was made).
+        attempts: calls made (0 on a cache hit).
+    """
+
+    response: Response | None
+    error: ProviderError | None
+    cached: bool
+    attempts: int
+
+
+async def cached_call(
+    request: Request,
+    key: str,
+    cache: ResponseCache | None,
+    executor: Executor | None,
+    log: RunLog | None,
+    *,
+    kind: CallKind,
+    epoch: int,
+) -> CallResult:
+    """Serve ``request`` from ``cache`` (under ``key``), else through ``executor``.
+
+    Args:
+        request: the rendered request.
+        key: its cache key (``request.key()``, computed once by the caller).
+        cache: the run's cache, or None (``--no-cache``).
+        executor: where the call runs, with the run's retry policy.
+        log: the run's log, or None to log nothing.
+        kind: ``provider`` (the model under evaluation) or ``judge``.
+        epoch: the row's epoch, for the log.
+
+    Raises:
+        RunError: a cache miss with no executor (a caller that was never bound to a run).
+    """
+    response = cache.get(key) if cache is not None else None
+    if response is not None:
+        if log is not None:
+            _log_ok(log, kind, request, epoch, response, True, 0)
+        return CallResult(response, None, True, 0)
+    if executor is None:
+        raise RunError(f"a {kind} call was made before the run bound its executor")
+    started = time.perf_counter()
+    outcome = await executor.complete(request)
+    if log is not None:
+        _log_retried(log, kind, request, epoch, outcome.retried)
+    if outcome.response is None:
+        error = outcome.error or ProviderError("no response and no error")
+        if log is not None:
+            wall_s = time.perf_counter() - started
+            _log_error(log, kind, request, epoch, error, outcome.attempts, wall_s)
+        return CallResult(None, error, False, outcome.attempts)
+    if cache is not None:
+        cache.put(key, request, outcome.response)
+    if log is not None:
+        _log_ok(log, kind, request, epoch, outcome.response, False, outcome.attempts)
+    return CallResult(outcome.response, None, False, outcome.attempts)
+
+
+def _log_ok(
+    log: RunLog,
+    kind: CallKind,
+    request: Request,
+    epoch: int,
+    response: Response,
+    cached: bool,
+    attempts: int,
+) -> None:
+    log.call(
+        kind,
+        sample_id=request.sample_id,
+        epoch=epoch,
+        model=request.model,
+        served_model=response.served_model,
+        latency_ms=response.latency_s * 1000.0,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+        cached_input_tokens=response.cached_input_tokens,
+        cost_usd=response.cost_usd,
+        cached=cached,
+        attempt=attempts,
+        outcome="ok",
+    )
+
+
+def _log_retried(
+    log: RunLog,
+    kind: CallKind,
+    request: Request,
+    epoch: int,
+    retried: tuple[RetriedAttempt, ...],
+) -> None:
+    for number, attempt in enumerate(retried, start=1):
+        log.call(
+            kind,
+            sample_id=request.sample_id,
+            epoch=epoch,
+            model=request.model,
+            latency_ms=attempt.latency_s * 1000.0,
+            cached=False,
+            attempt=number,
+            outcome="error",
+            error=type(attempt.error).__name__,
+            status=attempt.error.status,
+            message=str(attempt.error),
+            retry_in_s=attempt.backoff_s,
+        )
+
+
+def _log_error(
+    log: RunLog,
+    kind: CallKind,
+    request: Request,
+    epoch: int,
+    error: ProviderError,
+    attempts: int,
+    wall_s: float,
+) -> None:
+    log.call(
+        kind,
+        sample_id=request.sample_id,
+        epoch=epoch,
+        model=request.model,
+        latency_ms=wall_s * 1000.0,
+        cached=False,
+        attempt=attempts,
+        outcome="error",
+        error=type(error).__name__,
+        status=error.status,
+        message=str(error),
+    )
