@@ -220,7 +220,9 @@ def test_judge_file_errors_stop_the_run_before_any_call(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="template uses responze but the first row has only"):
         gradetrail.plan_run(gradetrail.load_spec(spec))
     (tmp_path / "judge.j2").write_text(SCRIPTED_JUDGE)
-    with pytest.raises(SpecError, match=r"judge python:fake-judge: model\.function: cannot import"):
+    with pytest.raises(
+        SpecError, match=r"judge python:fake-judge: scorer\.model\.function: cannot import"
+    ):
         gradetrail.plan_run(gradetrail.load_spec(spec, ["scorer.model.function=nomod:fn"]))
     assert fake_judges.CALLS == []
 
