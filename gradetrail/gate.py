@@ -115,6 +115,7 @@ def regression_gate(
     method: Method = "auto",
     errors: ErrorPolicy = "refuse",
     allow_different_data: bool = False,
+    allow_partial: bool = False,
 ) -> GateResult:
     """Gate `candidate` against `baseline`: pass iff the paired interval's lower bound >= -margin.
 
@@ -127,15 +128,22 @@ def regression_gate(
         errors: rows in an error state: "refuse" to compare, score them "as-fail" (0), or
             "exclude" their samples from both runs.
         allow_different_data: compare runs whose dataset content hashes differ.
+        allow_partial: compare runs that did not complete, or whose sample sets differ
+            (e.g. another ``dataset.limit``), on the samples they share; the others are
+            counted and named in the result.
 
     Raises:
-        GateError: the runs cannot be compared (missing files, different datasets, errors
-            under "refuse", no shared samples, too few samples for the method).
+        GateError: the runs cannot be compared (missing files, different datasets, an
+            incomplete run or unpaired samples without ``allow_partial``, errors under
+            "refuse", no shared samples, too few samples for the method).
     """
     _check_arguments(margin, confidence, method, errors)
     base = _load_run(baseline, "baseline")
     cand = _load_run(candidate, "candidate")
     _check_same_dataset(base, cand, allow_different_data)
+    if not allow_partial:
+        _check_complete(base)
+        _check_complete(cand)
     errored = _errored_ids(base) | _errored_ids(cand)
     if errored and errors == "refuse":
         raise GateError(_refuse_message(base, cand))
@@ -143,6 +151,8 @@ def regression_gate(
     base_means = _sample_means(base, dropped)
     cand_means = _sample_means(cand, dropped)
     shared = [sid for sid in base_means if sid in cand_means]
+    if shared and not allow_partial:
+        _check_paired(base_means, cand_means)
     if not shared:
         raise GateError(
             f"baseline and candidate share no sample ids ({len(base_means)} vs "
@@ -214,6 +224,32 @@ def _check_same_dataset(base: _Run, cand: _Run, allow_different_data: bool) -> N
             f"{str(b_hash)[:12]} vs {str(c_hash)[:12]}): re-run one on the other's dataset, "
             "or pass --allow-different-data to pair them by sample id anyway"
         )
+
+
+def _check_complete(run: _Run) -> None:
+    status = run.manifest.get("status", "complete")
+    if status != "complete":
+        raise GateError(
+            f"{run.label} run is {status} ({len(run.rows)} of "
+            f"{run.manifest.get('n_samples', '?')} samples x {run.epochs} epochs written): "
+            "finish it by re-running the same spec, or pass --allow-partial to gate the "
+            "samples both runs have"
+        )
+
+
+def _check_paired(base_means: dict[str, float], cand_means: dict[str, float]) -> None:
+    for label, ours, theirs in (
+        ("baseline", base_means, cand_means),
+        ("candidate", cand_means, base_means),
+    ):
+        only = [sid for sid in ours if sid not in theirs]
+        if only:
+            shown = ", ".join(only[:5]) + (", ..." if len(only) > 5 else "")
+            raise GateError(
+                f"{len(only)} samples are only in the {label} ({shown}): gate runs of the "
+                "same samples (same dataset.limit and shuffle_seed), or pass --allow-partial "
+                "to gate the shared ones"
+            )
 
 
 def _errored_ids(run: _Run) -> dict[str, None]:

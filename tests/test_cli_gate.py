@@ -93,10 +93,14 @@ def test_gate_errors_option_counts_handled_samples(
 def test_gate_names_samples_present_in_one_run(
     app: typer.Typer, runner: CliRunner, tmp_path: Path
 ) -> None:
-    """A sample only the baseline has is named in the table."""
+    """A sample only the baseline has stops the gate (exit 2) naming it; with
+    --allow-partial it is named in the table."""
     base = write_run(tmp_path / "b", [1.0, 1.0, 1.0], ids=["a", "b", "lost"])
     cand = write_run(tmp_path / "c", [1.0, 1.0], ids=["a", "b"])
-    result = runner.invoke(app, ["gate", str(base), str(cand), "--margin", "1"])
+    refused = runner.invoke(app, ["gate", str(base), str(cand), "--margin", "1"])
+    assert refused.exit_code == 2 and "only in the baseline (lost)" in refused.stderr
+    args = ["gate", str(base), str(cand), "--margin", "1", "--allow-partial"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "only in baseline" in result.stdout and "lost" in result.stdout
 

@@ -229,10 +229,15 @@ def test_tango_on_request_refuses_clusters(tmp_path: Path) -> None:
 
 
 def test_samples_in_only_one_run_are_counted_and_named(tmp_path: Path) -> None:
-    """Samples missing from a run are excluded from n but listed by id, never dropped silently."""
+    """Unpaired samples refuse the gate, naming them; with allow_partial they are excluded
+    from n but listed by id, never dropped silently."""
     base = write_run(tmp_path / "b", [1.0, 1.0, 0.0, 1.0], ids=["a", "b", "c", "d"])
     cand = write_run(tmp_path / "c", [1.0, 0.0, 1.0, 1.0], ids=["b", "c", "d", "e"])
-    result = regression_gate(base, cand, method="z")
+    with pytest.raises(
+        GateError, match=r"1 samples are only in the baseline \(a\).*--allow-partial"
+    ):
+        regression_gate(base, cand, method="z")
+    result = regression_gate(base, cand, method="z", allow_partial=True)
     assert result.n == 3
     assert result.missing_in_candidate == ("a",)
     assert result.missing_in_baseline == ("e",)
@@ -322,9 +327,12 @@ def test_result_is_frozen_and_serializes_to_json(seed_runs: tuple[Path, Path]) -
 
 
 def test_incomplete_runs_are_flagged(tmp_path: Path) -> None:
-    """An interrupted run is compared on what it has, with a warning in the result."""
+    """An interrupted run refuses the gate (exit 2); with allow_partial it is compared on
+    what it has, with a warning in the result."""
     base = write_run(tmp_path / "b", passes(3, 3))
     cand = write_run(tmp_path / "c", passes(2, 2), status="interrupted")
-    result = regression_gate(base, cand, margin=1.0)
+    with pytest.raises(GateError, match="candidate run is interrupted.*--allow-partial"):
+        regression_gate(base, cand, margin=1.0)
+    result = regression_gate(base, cand, margin=1.0, allow_partial=True)
     assert result.missing_in_candidate == ("s2",)
     assert any("interrupted" in w for w in result.warnings)

@@ -69,6 +69,13 @@ def gate(
     allow_different_data: Annotated[
         bool, typer.Option("--allow-different-data", help="Pair runs of different datasets.")
     ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial",
+            help="Gate runs that did not complete or whose samples differ, on the shared ones.",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Gate a candidate run against a baseline: exit 0 pass, 1 fail, 2 cannot compare."""
@@ -83,6 +90,7 @@ def gate(
             method=method.value,
             errors=errors.value,
             allow_different_data=allow_different_data,
+            allow_partial=allow_partial,
         )
     except GradetrailError as exc:
         raise fail(exc) from None
