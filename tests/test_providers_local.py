@@ -151,3 +151,32 @@ def test_replay_missing_recording_names_the_sample(tmp_path: Path) -> None:
     assert rows[0]["state"] == "scored" and rows[0]["score"] == 1.0
     assert rows[1]["state"] == "provider_error"
     assert rows[1]["error"]["message"] == "recording for sample id 'b' has no text at 'out.text'"
+
+
+def test_editing_the_function_module_misses_the_cache(app_dir: Path) -> None:
+    """After an edit to the function's module, a re-run calls it again (new answers), under
+    a new identity hash; an unchanged module is all cache hits."""
+    import subprocess
+    import sys
+
+    _spec(app_dir, "sync_app")  # writes s.yaml
+
+    def run() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-m", "gradetrail", "run", "s.yaml", "--json"],
+            cwd=app_dir,
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    first = run()
+    assert (first["cache_hits"], first["score"]["mean"]) == (0, pytest.approx(2 / 3))
+    assert run()["cache_hits"] == 3
+    module = app_dir / "myapp.py"
+    module.write_text(module.read_text().replace('split("=")[-1]', 'split("=")[0]'))
+    edited = run()
+    assert edited["cache_hits"] == 0 and edited["score"]["mean"] == 0.0
+    assert edited["identity_hash"] != first["identity_hash"]
+    assert len(_calls(app_dir)) == 6

@@ -9,6 +9,11 @@ imported with the spec's directory and the working directory on ``sys.path``.
 To signal a transient failure that should be retried, raise a
 :class:`~gradetrail.errors.ProviderError` subclass such as ``ServerError``; any other
 exception is recorded as a permanent ``provider_error``.
+
+Caching: a response is keyed on the rendered request (not the sample id, as for a model)
+and on the SHA-256 of the function's module file, so editing that module re-runs every
+sample. Edits to code the module imports are not seen: change ``model.name`` or pass
+``--no-cache`` after them.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import inspect
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from gradetrail.datasets import file_sha256
 from gradetrail.errors import BadRequest, ProviderError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
 
@@ -37,8 +44,18 @@ class PythonProvider(Provider):
         self._fn: Callable[[Request], Any] | None = None
 
     def identity(self) -> dict[str, Any]:
-        """The function's import path (change it, or ``model.name``, to miss the cache)."""
-        return {"function": self.model.function}
+        """The function's import path and the SHA-256 of its module's source file: an edit
+        to that module misses the cache (and changes the run's identity). Edits elsewhere
+        (other modules, data, a remote service) are invisible: change ``model.name`` or
+        run with ``--no-cache`` after them."""
+        fn = self._resolve()
+        source = inspect.getsourcefile(fn) or getattr(
+            sys.modules.get(fn.__module__), "__file__", None
+        )
+        out: dict[str, Any] = {"function": self.model.function}
+        if source and Path(source).is_file():
+            out["module_sha256"] = file_sha256(Path(source))
+        return out
 
     def check_ready(self) -> None:
         """Import the function now, so a typo stops the run before any sample.
