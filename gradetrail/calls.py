@@ -9,7 +9,7 @@ structured log as a ``provider_call`` or ``judge_call`` line.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from gradetrail.errors import ProviderError, RunError
@@ -69,6 +69,10 @@ async def cached_call(
     """
     response = cache.get(key) if cache is not None else None
     if response is not None:
+        if executor is not None:  # price it as the spec prices it now, not as when cached
+            cost = executor.provider.price(request, response)
+            if cost != response.cost_usd:
+                response = replace(response, cost_usd=cost)
         if log is not None:
             _log_ok(log, kind, request, epoch, response, True, 0)
         return CallResult(response, None, True, 0)

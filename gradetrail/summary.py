@@ -42,7 +42,8 @@ class Tally:
         cache_hits: rows whose response came from the cache.
         truncated: rows whose response stopped at max_tokens.
         input_tokens, output_tokens, cached_input_tokens: token totals (cache hits included).
-        cost_usd: USD paid this run (rows not from the cache), None while nothing is priced.
+        cost_usd: USD paid this run (rows not from the cache: 0.0 when every priced row
+            was a cache hit), None while nothing is priced.
         cost_usd_cached: USD the cache hits once cost.
         served_models: served model -> rows.
         reducer: how a sample's scored epochs become its score (see
@@ -85,6 +86,7 @@ class Tally:
         if row.cost_usd is not None:
             if row.cached:
                 self.cost_usd_cached = (self.cost_usd_cached or 0.0) + row.cost_usd
+                self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
             else:
                 self.cost_usd = (self.cost_usd or 0.0) + row.cost_usd
         epochs = self._epochs.get(row.sample_id)

@@ -11,6 +11,8 @@ import yaml
 from http_support import PROTOCOLS, gsm8k_spec
 from protocol_server import protocol_server_fixture
 
+import gradetrail
+
 server = protocol_server_fixture(scope="module", name="server")
 
 SCRIPT = """
@@ -48,3 +50,24 @@ def test_cached_http_run_imports_no_sdk(server, tmp_path: Path, protocol: str, m
     hits, warm_mean, sdks = run()
     assert (hits, sdks, warm_mean) == ("20", "-", mean)
     assert server.stats()["total"] == requests
+
+
+def test_cache_hits_are_priced_with_the_current_spec(server, tmp_path: Path) -> None:
+    """A price set after responses were cached applies to them: the re-run costs $0 and
+    reports what the hits would have cost at that price; dropping the price drops it."""
+    spec = gsm8k_spec(tmp_path, server, "openai_compatible", limit=5)
+    cold = gradetrail.run_eval(spec, results_root=tmp_path / "r")
+    assert cold.manifest.cost_usd is None  # no price for this model name
+    rows = gradetrail.read_results(cold.run_dir)
+    tokens_in = sum(r["input_tokens"] for r in rows)
+    tokens_out = sum(r["output_tokens"] for r in rows)
+    assert tokens_in > 0 and tokens_out > 0
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+    priced = gsm8k_spec(tmp_path, server, "openai_compatible", limit=5, price=price)
+    warm = gradetrail.run_eval(priced, results_root=tmp_path / "r")
+    assert warm.manifest.cache_hits == 5
+    assert warm.manifest.cost_usd == 0.0
+    expected = (tokens_in * 1.0 + tokens_out * 2.0) / 1e6
+    assert warm.manifest.cost_usd_cached == pytest.approx(expected)
+    unpriced = gradetrail.run_eval(spec, results_root=tmp_path / "r")
+    assert unpriced.manifest.cost_usd is None and unpriced.manifest.cost_usd_cached is None

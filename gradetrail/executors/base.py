@@ -20,6 +20,8 @@ class Executor(ABC):
 
     #: requests the driver keeps in flight at most
     concurrency: int
+    #: the provider whose calls this executor runs
+    provider: Provider
 
     @abstractmethod
     async def complete(self, request: Request) -> CallOutcome:

@@ -32,6 +32,7 @@ import re
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC
 from typing import Any, ClassVar
 
@@ -452,16 +453,21 @@ class HttpProvider(Provider):
                 error_type="served_model_mismatch",
                 code=served,
             )
-        price = self._price(request.model, served)
+        response = replace(response, cache_write_tokens=cache_write)
+        return replace(response, cost_usd=self.price(request, response))
+
+    def price(self, request: Request, response: Response) -> float | None:
+        """USD under the spec's ``model.price`` or the bundled table (None: unknown)."""
+        price = self._price(request.model, response.served_model)
         if price is None:
-            return response
+            return None
         cost = price.cost(
-            response.input_tokens - cache_write,
+            response.input_tokens - response.cache_write_tokens,
             response.output_tokens,
             response.cached_input_tokens,
-            cache_write,
+            response.cache_write_tokens,
         )
-        return _with_cost(response, round(cost, 10))
+        return round(cost, 10)
 
     def _price(self, model: str, served: str | None) -> Price | None:
         if self._price_override is not None:
@@ -494,12 +500,6 @@ class HttpProvider(Provider):
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.aclose()
-
-
-def _with_cost(response: Response, cost: float) -> Response:
-    from dataclasses import replace
-
-    return replace(response, cost_usd=cost)
 
 
 def _runlog_event(event: str, **fields: Any) -> None:

@@ -89,6 +89,8 @@ class Response:
         cached_input_tokens: prompt tokens read from the provider's prompt cache.
         latency_s: seconds from sending the request to the full response.
         cost_usd: the call's price in USD, or None when unknown.
+        cache_write_tokens: prompt tokens written to the provider's prompt cache (part of
+            ``input_tokens``; priced at the cache-write rate).
     """
 
     text: str
@@ -100,6 +102,7 @@ class Response:
     cached_input_tokens: int = 0
     latency_s: float = 0.0
     cost_usd: float | None = None
+    cache_write_tokens: int = 0
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
@@ -161,6 +164,13 @@ class Provider(ABC):
         Raises:
             ProviderError: a subclass that classifies the failure (transient or not).
         """
+
+    def price(self, request: Request, response: Response) -> float | None:
+        """The response's cost in USD under the current spec's prices, or None when
+        unknown. The pipeline re-prices cache hits with it, so a price added or changed
+        after a response was cached applies to it. Default: the cost the response carries
+        (e.g. one a ``python`` function reported)."""
+        return response.cost_usd
 
     def warm_up(self) -> None:
         """Load what the first call needs (an SDK import, say) ahead of time. The runner
