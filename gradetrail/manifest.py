@@ -131,6 +131,11 @@ class Manifest(BaseModel):
     agreement: AgreementStats | None = Field(
         None, description="Agreement with dataset.label_field: accuracy, Cohen's kappa, confusion."
     )
+    top_errors: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="The most frequent kinds of error rows: state, kind, error_type, status, "
+        "rows and the first row's message.",
+    )
 
 
 def now_iso() -> str:

@@ -402,5 +402,6 @@ def _final_manifest(
             "score": tally.score_stats(clustered=plan.spec.dataset.cluster_field is not None),
             "judge": tally.judge_stats(),
             "agreement": tally.agreement_stats(label_field_of(plan.spec)),
+            "top_errors": tally.top_errors(),
         }
     )

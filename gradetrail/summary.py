@@ -67,6 +67,10 @@ class Tally:
     pass_k: int = 1
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
+    #: (state, error kind, provider error type, status) -> [rows, first message]
+    error_kinds: dict[tuple[str, str, str | None, int | None], list[Any]] = field(
+        default_factory=dict
+    )
     #: sample id -> [epoch 1's score, epoch 2's, ...]: None for an error row, _NO_ROW
     #: for an epoch with no row yet (a list: a third of a dict's memory per sample)
     _epochs: dict[str, list[Any]] = field(default_factory=dict)
@@ -96,9 +100,37 @@ class Tally:
         if len(epochs) < row.epoch:
             epochs.extend([_NO_ROW] * (row.epoch - len(epochs)))
         epochs[row.epoch - 1] = row.score if row.state == "scored" else None
+        if row.error is not None:
+            self._count_error(row)
         if row.judge is not None:
             self.judge.add(row)
         self.agreement.add(row.state, row.label, row.score)
+
+    def _count_error(self, row: SampleResult) -> None:
+        error = row.error or {}
+        kind = str(error.get("kind") or error.get("reason") or "error")
+        key = (row.state, kind, error.get("error_type"), error.get("status"))
+        entry = self.error_kinds.get(key)
+        if entry is None:
+            self.error_kinds[key] = [1, str(error.get("message") or "")]
+        else:
+            entry[0] += 1
+
+    def top_errors(self, limit: int = 3) -> list[dict[str, Any]]:
+        """The most frequent kinds of error rows, most first: ``state``, ``kind``,
+        ``error_type``, ``status``, ``rows`` and the first row's ``message``."""
+        ranked = sorted(self.error_kinds.items(), key=lambda item: -item[1][0])[:limit]
+        return [
+            {
+                "state": state,
+                "kind": kind,
+                "error_type": error_type,
+                "status": status,
+                "rows": rows,
+                "message": message,
+            }
+            for (state, kind, error_type, status), (rows, message) in ranked
+        ]
 
     @property
     def errors(self) -> int:

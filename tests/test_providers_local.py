@@ -180,3 +180,35 @@ def test_editing_the_function_module_misses_the_cache(app_dir: Path) -> None:
     assert edited["cache_hits"] == 0 and edited["score"]["mean"] == 0.0
     assert edited["identity_hash"] != first["identity_hash"]
     assert len(_calls(app_dir)) == 6
+
+
+def test_replay_unknown_model_stops_before_any_sample(cli) -> None:
+    """A model name the recordings lack is one line naming the fields there are, exit 2."""
+    from paths import GSM8K_SPEC
+
+    out = cli("run", str(GSM8K_SPEC), "--set", "model.name=nosuch")
+    assert out.exit_code == 2
+    assert "no 'nosuch.solution'" in out.stderr and "175b_finetuning" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_summary_names_the_most_frequent_errors(app_dir: Path, cli) -> None:
+    """When rows fail, the summary and manifest say why, with counts."""
+    _spec(app_dir, "broken")
+    out = cli("run", str(app_dir / "s.yaml"))
+    assert out.exit_code == 1
+    assert "errors      3 provider_error BadRequest (function_error): KeyError: 'db down'" in (
+        out.stdout
+    )
+    run = cli("run", str(app_dir / "s.yaml"), "--json")
+    top = json.loads(run.stdout)["top_errors"]
+    assert top == [
+        {
+            "state": "provider_error",
+            "kind": "BadRequest",
+            "error_type": "function_error",
+            "status": None,
+            "rows": 3,
+            "message": "KeyError: 'db down'",
+        }
+    ]

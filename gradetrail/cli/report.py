@@ -44,6 +44,13 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
     else:
         lines.append((what, "n/a (no sample scored)"))
     lines += judge_lines(m) + agreement_lines(m)
+    for error in m.top_errors:
+        what_kind = error["kind"] + (f" {error['status']}" if error["status"] else "")
+        if error["error_type"]:
+            what_kind += f" ({error['error_type']})"
+        lines.append(
+            ("errors", f"{error['rows']} {error['state']} {what_kind}: {error['message']}")
+        )
     if t.truncated:
         lines.append(("truncated", f"{t.truncated} responses stopped at max_tokens"))
     lines.append(

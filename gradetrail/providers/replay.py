@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradetrail.datasets import file_sha256, iter_jsonl
-from gradetrail.errors import BadRequest, DatasetError
+from gradetrail.errors import BadRequest, DatasetError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
 
 __all__ = ["ReplayProvider"]
@@ -33,11 +33,29 @@ class ReplayProvider(Provider):
         self._hash: str | None = None
 
     def check_ready(self) -> None:
-        """Raises DatasetError when the recordings file is missing."""
+        """Check the recordings file exists and its first row has text at
+        ``response_field`` (a wrong ``model.name`` would otherwise fail every sample).
+
+        Raises:
+            DatasetError: the file is missing or its first row is malformed.
+            SpecError: the first recording has no text at ``response_field``.
+        """
         if not self.path.is_file():
             raise DatasetError(
                 f"model.recordings.path: {self.path} not found; check the path in the spec"
             )
+        _, _, first = next(iter_jsonl(self.path, self.source.id_field), (None, None, {}))
+        value: Any = first
+        for depth, part in enumerate(self.field_path):
+            if not isinstance(value, dict) or part not in value:
+                where = ".".join(self.field_path[:depth]) or "the row"
+                have = ", ".join(sorted(value)) if isinstance(value, dict) else "no fields"
+                raise SpecError(
+                    f"model.recordings.response_field: the first recording has no "
+                    f"'{'.'.join(self.field_path)}' ({where} has {have}); check model.name "
+                    "and response_field"
+                )
+            value = value[part]
 
     def identity(self) -> dict[str, Any]:
         """The recordings file's content hash and the response field: a changed file or
