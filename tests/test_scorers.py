@@ -159,3 +159,19 @@ def test_numeric_agrees_with_every_gsm8k_label(model: str) -> None:
         != s[model]["is_correct"]
     ]
     assert disagreements == []
+
+
+def test_numeric_check_refuses_a_text_target() -> None:
+    """A first target without a number stops the run before any call, saying why."""
+    scorer = NumericScorer(NumericScorerSpec(type="numeric"))
+    with pytest.raises(SpecError, match="target 'Paris' has no number"):
+        scorer.check(_item("", "Paris"))
+    with pytest.raises(SpecError, match="needs a target"):
+        scorer.check(_item("", None))
+
+
+def test_numeric_text_target_later_is_recorded() -> None:
+    """A later sample whose target has no number scores 0 and keeps the target text."""
+    s = numeric("A: 5", "unknown", marker="A:")
+    assert s.value == 0.0
+    assert s.detail["target"] == "unknown" and s.detail["error"] == "the target has no number"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 
+from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.spec import NumericScorerSpec
 
@@ -58,6 +59,20 @@ class NumericScorer(Scorer):
     def __init__(self, spec: NumericScorerSpec) -> None:
         self.spec = spec
 
+    def check(self, first: ScoreInput) -> None:
+        """The first sample's target must hold a number.
+
+        Raises:
+            SpecError: no target template, or a first target with no number in it.
+        """
+        if first.target is None:
+            raise SpecError("scorer: the numeric scorer needs a target; add target: '{{ ... }}'")
+        if extract_number(first.target)[0] is None:
+            raise SpecError(
+                f"target: the first sample's target {first.target[:80]!r} has no number; the "
+                "numeric scorer compares numbers (use exact or regex for text targets)"
+            )
+
     def score(self, item: ScoreInput) -> Score:
         """Extract and compare; the detail records both extracted numbers and their text."""
         target_value, target_text, _ = extract_number(item.target or "")
@@ -65,11 +80,14 @@ class NumericScorer(Scorer):
         detail = {
             "extracted": text,
             "extracted_value": value,
-            "target": target_text,
+            "target": target_text if target_text is not None else item.target,
             "target_value": target_value,
             "marker_found": marker_found if self.spec.marker else None,
         }
-        if value is None or target_value is None:
+        if target_value is None:
+            detail["error"] = "the target has no number"
+            return Score(0.0, detail)
+        if value is None:
             return Score(0.0, detail)
         ok = math.isclose(value, target_value, rel_tol=self.spec.rel_tol, abs_tol=self.spec.abs_tol)
         return Score(float(ok), detail)
