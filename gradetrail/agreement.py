@@ -143,7 +143,10 @@ def measure_agreement(
         pairs: one ``(label, score)`` per compared row, both in [0, 1].
         label_field: the spec's label field (recorded as is).
         unlabelled, not_scored: rows left out, recorded for the denominators.
-        confidence: of both intervals (normal quantile).
+        confidence: of both intervals: Wilson's score interval for accuracy (Wilson 1927,
+            via scipy), the normal quantile for kappa. Kappa's SE and interval are None
+            when the labels or the scores use a single category (the SE formula
+            degenerates to 0 there).
 
     Returns:
         The statistics; with no pairs, every figure is None and the confusion is empty.
@@ -157,10 +160,16 @@ def measure_agreement(
         confusion.setdefault(label, {})[score] = count
     hits = [float(_key(label) == _key(score)) for label, score in pairs]
     acc = summarize(hits, confidence=confidence)
+    acc_lo, acc_hi = acc.ci_low, acc.ci_high
+    if pairs:
+        acc_lo, acc_hi = _wilson(int(sum(hits)), len(hits), confidence)
     kappa = se = lo = hi = math.nan
     if pairs:
         result = cohen_kappa([[counts[(a, b)] for b in keys] for a in keys])
         kappa, se = result.kappa, result.se
+        one_sided = len({_key(lbl) for lbl, _ in pairs}) < 2 or len({_key(s) for _, s in pairs}) < 2
+        if one_sided:  # a judge (or labels) using one category: kappa's SE degenerates to 0
+            se = math.nan
         z = normal_quantile(confidence)
         lo, hi = kappa - z * se, kappa + z * se
     return AgreementStats(
@@ -170,8 +179,8 @@ def measure_agreement(
         not_scored=not_scored,
         accuracy=_finite(acc.mean),
         accuracy_se=_finite(acc.se),
-        accuracy_ci_low=_finite(acc.ci_low),
-        accuracy_ci_high=_finite(acc.ci_high),
+        accuracy_ci_low=_finite(acc_lo),
+        accuracy_ci_high=_finite(acc_hi),
         kappa=_finite(kappa),
         kappa_se=_finite(se),
         kappa_ci_low=_finite(lo),
@@ -179,6 +188,14 @@ def measure_agreement(
         categories=values,
         confusion=confusion,
     )
+
+
+def _wilson(successes: int, n: int, confidence: float) -> tuple[float, float]:
+    """Wilson score interval of a proportion (Wilson 1927), inside [0, 1]."""
+    from scipy.stats import binomtest
+
+    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 class AgreementTally:

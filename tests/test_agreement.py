@@ -131,7 +131,7 @@ def test_run_reports_agreement_of_a_scripted_judge_with_known_verdicts(tmp_path:
     assert on_disk["kappa"] == pytest.approx(0.6) and on_disk["label_field"] == "human.ok"
     lines = dict(summary_lines(result))
     assert lines["agreement"] == (
-        "accuracy 0.8000 ± 0.1333 SE, 95% CI [0.5387, 1.0613]; Cohen's kappa 0.6000 ± "
+        "accuracy 0.8000 ± 0.1333 SE, 95% CI [0.4902, 0.9433]; Cohen's kappa 0.6000 ± "
         "0.2530 SE, 95% CI [0.1042, 1.0958]; over 10 labelled rows (human.ok); left out: "
         "1 unlabelled, 1 labelled but not scored"
     )

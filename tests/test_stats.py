@@ -19,16 +19,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_summarize_uses_n_minus_1_standard_error() -> None:
-    """The mean's standard error is the sample standard deviation (n - 1) over sqrt(n)."""
+    """The mean's standard error is the sample standard deviation (n - 1) over sqrt(n); at
+    n = 5 the interval uses Student's t on 4 degrees of freedom (2.776445), not 1.96."""
     scores = [0.0, 0.5, 1.0, 1.0, 0.25]
     summary = stats.summarize(scores)
     expected_se = statistics.stdev(scores) / math.sqrt(len(scores))
     assert summary.n == 5
     assert summary.mean == pytest.approx(0.55)
     assert summary.se == pytest.approx(expected_se)
-    assert summary.ci_low == pytest.approx(0.55 - 1.959964 * expected_se, abs=1e-6)
-    assert summary.ci_high == pytest.approx(0.55 + 1.959964 * expected_se, abs=1e-6)
+    assert summary.ci_low == pytest.approx(0.55 - 2.776445 * expected_se, abs=1e-6)
+    assert summary.ci_high == pytest.approx(0.55 + 2.776445 * expected_se, abs=1e-6)
     assert summary.n_clusters is None
+
+
+def test_summarize_interval_quantile_by_degrees_of_freedom() -> None:
+    """Clusters set the degrees of freedom (G - 1: t_2 = 4.302653 for 3 clusters); from
+    1,000 degrees of freedom on, the normal quantile 1.959964 is used."""
+    clustered = stats.summarize([1, 0, 1, 1, 0, 0], ["a", "a", "b", "b", "c", "c"])
+    assert clustered.ci_high - clustered.mean == pytest.approx(4.302653 * clustered.se, abs=1e-6)
+    scores = [1.0, 0.0] * 501
+    large = stats.summarize(scores)
+    assert large.ci_high - large.mean == pytest.approx(1.959964 * large.se, abs=1e-6)
 
 
 def test_clustered_standard_error_matches_hand_computation() -> None:
