@@ -21,12 +21,21 @@ from gradetrail.errors import (
     SpecError,
     UsageError,
 )
+from gradetrail.gate import GateError, GateResult, regression_gate
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.reducers import pass_at_k
-from gradetrail.results import SampleResult, SampleScore, read_manifest, read_results, read_samples
+from gradetrail.results import (
+    SampleResult,
+    SampleScore,
+    list_runs,
+    read_manifest,
+    read_results,
+    read_samples,
+)
 from gradetrail.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
+from gradetrail.stats import PowerPlan, plan_power
 
 __version__ = "0.1.0"
 
@@ -34,8 +43,11 @@ __all__ = [
     "CacheError",
     "DatasetError",
     "EvalSpec",
+    "GateError",
+    "GateResult",
     "GradetrailError",
     "JudgeError",
+    "PowerPlan",
     "Provider",
     "ProviderError",
     "Request",
@@ -54,13 +66,16 @@ __all__ = [
     "__version__",
     "cohen_kappa",
     "default_cache_path",
+    "list_runs",
     "load_spec",
     "measure_agreement",
     "pass_at_k",
+    "plan_power",
     "plan_run",
     "read_manifest",
     "read_results",
     "read_samples",
+    "regression_gate",
     "run_eval",
     "spec_json_schema",
 ]

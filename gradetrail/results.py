@@ -255,3 +255,23 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
         raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
+
+
+def list_runs(results_root: str | Path = "results") -> list[tuple[Path, dict[str, Any]]]:
+    """The run directories under ``results_root`` with their manifests, newest first.
+
+    Returns:
+        ``(run_dir, manifest)`` pairs; directories without a readable manifest are skipped.
+    """
+    root = Path(results_root)
+    if not root.is_dir():
+        return []
+    runs = []
+    for path in root.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            try:
+                runs.append((path, read_manifest(path)))
+            except UsageError:
+                continue
+    runs.sort(key=lambda run: str(run[1].get("started_at", "")), reverse=True)
+    return runs

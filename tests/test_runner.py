@@ -163,3 +163,18 @@ def test_python_api_runs_and_reads_results(tmp_path: Path) -> None:
     assert len(rows) == 50
     assert result.manifest.score is not None
     assert result.manifest.score.mean == pytest.approx(sum(r["score"] for r in rows) / 50)
+
+
+def test_runs_lists_run_directories_with_their_models(cli, tmp_path: Path) -> None:
+    """`gradetrail runs` tells which run directory holds which model and score."""
+    for model in ("6b_finetuning", "175b_verification"):
+        assert cli("run", str(GSM8K_SPEC), "--set", f"model.name={model}").exit_code == 0
+    out = cli("runs", "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 0
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["run", "directory", "model", "status", "samples", "mean", "started"]
+    assert len(lines) == 3
+    by_model = {line.split()[1]: line.split() for line in lines[1:]}
+    assert by_model["replay:6b_finetuning"][2:5] == ["complete", "1319", "0.2168"]
+    assert by_model["replay:175b_verification"][4] == "0.5625"
+    assert Path(by_model["replay:6b_finetuning"][0]).is_dir()

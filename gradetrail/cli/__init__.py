@@ -34,9 +34,10 @@ def fail(error: GradetrailError) -> typer.Exit:
 
 
 def _register() -> None:
-    from gradetrail.cli import cache, run
+    from gradetrail.cli import cache, run, runs
 
     run.register(app)
+    runs.register(app)
     cache.register(app)
     try:
         from gradetrail.cli import gate
