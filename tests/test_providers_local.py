@@ -41,6 +41,10 @@ def flaky(request):
 
 def wrong_type(request):
     return 7
+
+def hang(request):
+    import time
+    time.sleep(3600)
 """
 
 
@@ -212,3 +216,24 @@ def test_summary_names_the_most_frequent_errors(app_dir: Path, cli) -> None:
             "message": "KeyError: 'db down'",
         }
     ]
+
+
+def test_hanging_sync_function_times_out_and_the_process_ends(app_dir: Path) -> None:
+    """A sync function that never returns is a ProviderTimeout row after run.timeout_s, and
+    the process still finishes (its thread is abandoned, not waited for)."""
+    import subprocess
+    import sys
+
+    _spec(app_dir, "hang", timeout_s=0.5)
+    out = subprocess.run(
+        [sys.executable, "-m", "gradetrail", "run", "s.yaml", "--json"],
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out.stderr
+    manifest = json.loads(out.stdout)
+    assert manifest["status"] == "complete"
+    assert manifest["top_errors"][0]["kind"] == "ProviderTimeout"
+    assert manifest["counts"] == {"provider_error": 3}

@@ -22,6 +22,7 @@ import asyncio
 import importlib
 import inspect
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +78,11 @@ class PythonProvider(Provider):
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise SpecError(f"model.function: cannot import {module_name!r} ({exc})") from None
+        except (Exception, SystemExit) as exc:  # the user's module failed while importing
+            raise SpecError(
+                f"model.function: importing {module_name!r} raised "
+                f"{type(exc).__name__}: {exc}; fix the module"
+            ) from None
         fn = getattr(module, attr, None)
         if not callable(fn):
             raise SpecError(f"model.function: {module_name!r} has no callable {attr!r}")
@@ -96,10 +102,10 @@ class PythonProvider(Provider):
             if inspect.iscoroutinefunction(fn):
                 out = await fn(request)
             else:
-                out = await asyncio.to_thread(fn, request)
+                out = await _in_daemon_thread(fn, request)
         except ProviderError:
             raise
-        except Exception as exc:  # the user's code: record, never crash the run
+        except (Exception, SystemExit) as exc:  # the user's code: record, never crash the run
             raise BadRequest(f"{type(exc).__name__}: {exc}", error_type="function_error") from exc
         latency = time.perf_counter() - start
         if isinstance(out, Response):
@@ -110,3 +116,32 @@ class PythonProvider(Provider):
                 error_type="function_error",
             )
         return Response(text=out, served_model=self.model.name, latency_s=latency)
+
+
+async def _in_daemon_thread(fn: Callable[[Request], Any], request: Request) -> Any:
+    """Run a sync function in a daemon thread and await its result.
+
+    Not ``asyncio.to_thread``: a function that never returns would keep the default thread
+    pool, and so ``asyncio.run`` and the process, from ever ending after the per-attempt
+    timeout gave up on it. A daemon thread is abandoned at exit instead.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if not future.done():
+            (future.set_result if ok else future.set_exception)(value)
+
+    def target() -> None:
+        try:
+            result = fn(request)
+        except KeyboardInterrupt:  # raised by the function itself: not the user's Ctrl-C
+            error = RuntimeError("the function raised KeyboardInterrupt")
+            loop.call_soon_threadsafe(settle, False, error)
+        except BaseException as exc:  # handed to the awaiting coroutine, not lost
+            loop.call_soon_threadsafe(settle, False, exc)
+        else:
+            loop.call_soon_threadsafe(settle, True, result)
+
+    threading.Thread(target=target, name="gradetrail-python-provider", daemon=True).start()
+    return await future
