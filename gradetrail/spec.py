@@ -12,6 +12,7 @@ A spec is loaded in three steps, each of which can fail with a one-line
 
 from __future__ import annotations
 
+import copy
 import difflib
 import re
 from pathlib import Path
@@ -58,7 +59,7 @@ __all__ = [
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class DatasetSpec(_Strict):
@@ -509,7 +510,9 @@ _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 class EvalSpec(_Strict):
     """One eval: a dataset, a prompt template, a model and a scorer."""
 
-    name: str = Field(pattern=_NAME_RE, description="Eval name; names the results directory.")
+    name: str = Field(
+        pattern=_NAME_RE, max_length=100, description="Eval name; names the results directory."
+    )
     description: str | None = Field(None, description="Free text.")
     dataset: DatasetSpec
     prompt: str = Field(description="Jinja2 template of the user message over the row's fields.")
@@ -576,10 +579,12 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(f"{path}: spec file not found") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not UTF-8 text; save the spec as UTF-8 YAML") from None
     except OSError as exc:
         raise SpecError(f"{path}: cannot read spec file ({exc.strerror})") from None
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -587,6 +592,10 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         raise SpecError(f"{path}:{where}: {problem}; fix the YAML syntax") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a spec must be a YAML mapping with name, dataset, prompt, ...")
+    if _has_cycle(raw):
+        raise SpecError(f"{path}: a YAML anchor refers to itself; remove the cycle")
+    if _expanded_size(raw) > 1_000_000:
+        raise SpecError(f"{path}: YAML aliases expand the spec past a million values")
     raw = apply_overrides(raw, overrides or [], source=str(path))
     spec = parse_spec(raw, source=str(path))
     spec._base_dir = path.resolve().parent
@@ -614,11 +623,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
     Raises:
         SpecError: an override without ``=`` or one that descends into a non-mapping.
     """
-    out = _deep_copy(raw)
+    out = copy.deepcopy(raw)  # keeps shared YAML aliases shared: no exponential copy
     for item in overrides:
         key, sep, value_text = item.partition("=")
         key = key.strip()
-        if not sep or not key:
+        if not sep or not key or "" in key.split("."):
             raise SpecError(f"--set {item!r}: expected dotted.key=value, e.g. model.name=gpt-4o")
         try:
             value = yaml.safe_load(value_text) if value_text.strip() else ""
@@ -638,12 +647,71 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
     return out
 
 
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
+def _has_cycle(value: Any) -> bool:
+    """True when a container holds itself (a YAML anchor used inside its own node).
+    Depth-first with a finished set, so shared (aliased) nodes are walked once."""
+    finished: set[int] = set()
+    ancestors: set[int] = set()
+
+    def visit(node: Any) -> bool:
+        if not isinstance(node, dict | list) or id(node) in finished:
+            return False
+        if id(node) in ancestors:
+            return True
+        ancestors.add(id(node))
+        children = node.values() if isinstance(node, dict) else node
+        if any(visit(child) for child in children):
+            return True
+        ancestors.discard(id(node))
+        finished.add(id(node))
+        return False
+
+    return visit(value)
+
+
+def _expanded_size(value: Any) -> int:
+    """Values in ``value`` once aliases are expanded (as hashing and JSON see it), counted
+    with one visit per shared node. Call only on an acyclic value."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) not in sizes:
+            children = node.values() if isinstance(node, dict) else node
+            sizes[id(node)] = 1 + sum(size(child) for child in children)
+        return sizes[id(node)]
+
+    return size(value)
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing what makes a spec ambiguous or explosive: a key given
+    twice in one mapping (YAML keeps the last silently), and more than 100 aliases (a
+    "billion laughs" document expands exponentially once copied or hashed)."""
+
+    max_aliases = 100
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases = getattr(self, "_aliases", 0) + 1
+            if self._aliases > self.max_aliases:
+                mark = self.peek_event().start_mark
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"more than {self.max_aliases} YAML aliases", mark
+                )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 # --------------------------------------------------------------------------- errors

@@ -278,3 +278,53 @@ def test_label_map_keys_read_yaml_booleans_as_json_text(workdir: Path) -> None:
     path = workdir / "spec.yaml"
     path.write_text(text)
     assert load_spec(path).dataset.label_map == {"true": 1.0, "false": 0.0, "3": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00garbage", "not UTF-8 text"),
+        (b"name: a\nname: b\n", "key 'name' appears twice"),
+        (b"name: t\nmodel: {params: {extra: {x: &a [*a]}}}\n", "refers to itself"),
+        (
+            b"a: &a [x, x]\nb: &b [" + b", ".join([b"*a"] * 101) + b"]\n",
+            "more than 100 YAML aliases",
+        ),
+        (
+            b"a: &a ["
+            + b", ".join([b"x"] * 100)
+            + b"]\nb: &b ["
+            + b", ".join([b"*a"] * 100)
+            + b"]\nc: &c ["
+            + b", ".join([b"*b"] * 100)
+            + b"]\n",
+            "expand the spec past a million values",
+        ),
+    ],
+)
+def test_hostile_yaml_is_a_one_line_error(cli, workdir: Path, content: bytes, message: str) -> None:
+    """Non-UTF-8 text, duplicate keys, a self-referencing anchor and an alias bomb are
+    refused with one line, exit 2, never a traceback or a hang."""
+    path = workdir / "hostile.yaml"
+    path.write_bytes(content)
+    out = cli("run", str(path))
+    assert out.exit_code == 2
+    assert message in out.stderr
+
+
+def test_types_are_strict(cli, workdir: Path) -> None:
+    """A boolean is not an integer: dataset.limit=true is refused, not read as 1."""
+    line = _error(cli, _write(workdir, GOOD), "--set", "dataset.limit=true")
+    assert "dataset.limit: Input should be a valid integer" in line
+
+
+def test_empty_override_key_part(cli, workdir: Path) -> None:
+    """--set .x=1 names the malformed override."""
+    line = _error(cli, _write(workdir, GOOD), "--set", ".x=1")
+    assert "--set '.x=1': expected dotted.key=value" in line
+
+
+def test_overlong_name_is_refused_before_any_call(cli, workdir: Path) -> None:
+    """A name too long for a directory name is a spec error (exit 2)."""
+    line = _error(cli, _write(workdir, {**GOOD, "name": "n" * 101}))
+    assert "name: String should have at most 100 characters" in line
