@@ -292,11 +292,11 @@ def test_label_map_keys_read_yaml_booleans_as_json_text(workdir: Path) -> None:
         ),
         (
             b"a: &a ["
-            + b", ".join([b"x"] * 100)
+            + b", ".join([b"x"] * 1000)
             + b"]\nb: &b ["
-            + b", ".join([b"*a"] * 100)
+            + b", ".join([b"*a"] * 50)
             + b"]\nc: &c ["
-            + b", ".join([b"*b"] * 100)
+            + b", ".join([b"*b"] * 50)
             + b"]\n",
             "expand the spec past a million values",
         ),
