@@ -21,6 +21,7 @@ from gradetrail.providers.base import Request, Response
 
 __all__ = ["CacheStats", "ResponseCache", "default_cache_path"]
 
+_COLUMNS = ("key", "provider", "model", "response", "created_at")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
@@ -74,6 +75,7 @@ class ResponseCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._check_schema()  # before any write: never alter another program's database
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
@@ -81,6 +83,22 @@ class ResponseCache:
             raise CacheError(
                 f"cache {self.path}: cannot open ({exc}); pass --cache PATH or --no-cache"
             ) from None
+
+    def _check_schema(self) -> None:
+        """Refuse a database that holds anything but a gradetrail ``responses`` table."""
+        tables = {
+            name
+            for (name,) in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        if tables - {"responses"} or (columns and columns != set(_COLUMNS)):
+            self._db.close()
+            raise CacheError(
+                f"cache {self.path}: not a gradetrail cache (it holds other tables or "
+                "columns); pass another --cache PATH"
+            )
 
     def get(self, key: str) -> Response | None:
         """The cached response for ``key``, or None."""
@@ -118,21 +136,35 @@ class ResponseCache:
             raise CacheError(f"cache {self.path}: write failed ({exc})") from None
 
     def stats(self) -> CacheStats:
-        """Counts per (provider, model) and the file size."""
-        rows = self._db.execute(
-            "SELECT provider, model, COUNT(*) FROM responses GROUP BY provider, model "
-            "ORDER BY 3 DESC"
-        ).fetchall()
+        """Counts per (provider, model) and the file size.
+
+        Raises:
+            CacheError: the database cannot be read.
+        """
+        try:
+            rows = self._db.execute(
+                "SELECT provider, model, COUNT(*) FROM responses GROUP BY provider, model "
+                "ORDER BY 3 DESC"
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
         size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
         return CacheStats(self.path, sum(r[2] for r in rows), size, [tuple(r) for r in rows])
 
     def clear(self, model: str | None = None) -> int:
-        """Delete every entry (or only ``model``'s); returns how many were deleted."""
-        if model is None:
-            cur = self._db.execute("DELETE FROM responses")
-        else:
-            cur = self._db.execute("DELETE FROM responses WHERE model = ?", (model,))
-        self._db.execute("VACUUM")
+        """Delete every entry (or only ``model``'s); returns how many were deleted.
+
+        Raises:
+            CacheError: the database cannot be written.
+        """
+        try:
+            if model is None:
+                cur = self._db.execute("DELETE FROM responses")
+            else:
+                cur = self._db.execute("DELETE FROM responses WHERE model = ?", (model,))
+            self._db.execute("VACUUM")
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: write failed ({exc})") from None
         return cur.rowcount
 
     def close(self) -> None:

@@ -209,17 +209,21 @@ def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:
     """
     path = Path(run_dir) / RESULTS_FILE
     try:
-        f = path.open(encoding="utf-8")
-    except FileNotFoundError:
+        f = path.open(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
     with f:
         for line in f:
             if not line.endswith("\n"):
                 break  # torn write
             try:
-                yield json.loads(line)
+                row = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(row, dict):
+                yield row
 
 
 def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
@@ -250,11 +254,16 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     """
     path = Path(run_dir) / MANIFEST_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if not isinstance(manifest, dict):
+        raise UsageError(f"{path}: not a gradetrail manifest (a JSON object is expected)")
+    return manifest
 
 
 def list_runs(results_root: str | Path = "results") -> list[tuple[Path, dict[str, Any]]]:

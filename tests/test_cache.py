@@ -131,3 +131,22 @@ def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
     m = json.loads(out.stdout)
     assert m["counts"] == {"scored": 1, "provider_error": 1}
     assert ResponseCache(Path(__import__("os").environ["GRADETRAIL_CACHE"])).stats().entries == 1
+
+
+def test_foreign_sqlite_file_is_refused_untouched(cli, tmp_path: Path) -> None:
+    """Another program's database is never altered or cleared: one line, exit 1."""
+    import sqlite3
+
+    path = tmp_path / "other.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE responses (key TEXT, v INT)")
+    db.executemany("INSERT INTO responses VALUES (?, ?)", [(str(i), i) for i in range(5)])
+    db.commit()
+    db.close()
+    for args in (["cache", "clear", "--yes"], ["cache", "stats"]):
+        out = cli(*args, "--cache", str(path))
+        assert out.exit_code == 1
+        assert "not a gradetrail cache" in out.stderr
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (5,)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)

@@ -50,5 +50,26 @@ _register()
 
 
 def main() -> None:
-    """Entry point of the ``gradetrail`` command."""
-    app()
+    """Entry point of the ``gradetrail`` command: a usage error is one ``error:`` line on
+    stderr naming the fix, with exit code 2 (click's framed box is for terminals of people
+    reading help, not for CI logs)."""
+    try:  # typer vendors click since 0.2x; older releases raise click's own classes
+        from typer._click import exceptions as click_errors
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions as click_errors
+
+    try:
+        code = app(standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:
+        help_text = exc.format_message()  # typer's rich help has printed itself already
+        if help_text.strip():
+            print(help_text)
+        sys.exit(2)
+    except click_errors.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "gradetrail"
+        print(f"error: {exc.format_message()} (see {command} --help)", file=sys.stderr)
+        sys.exit(2)
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

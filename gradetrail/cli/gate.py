@@ -187,6 +187,9 @@ def power(
 
     Miller (arXiv 2411.00640) eq. 9-10. Give --omega2, or --variance with --correlation.
     """
+    given = (delta, half_width, omega2, variance, correlation, within_variance, alpha, power_)
+    if any(v is not None and not math.isfinite(v) for v in given):
+        raise typer.BadParameter("every number must be finite (not nan or inf)")
     if sum(v is not None for v in (delta, n, half_width)) != 1:
         raise typer.BadParameter("give exactly one of --delta, --n, --half-width")
     if (omega2 is None) == (variance is None):
@@ -205,8 +208,8 @@ def power(
             alpha=alpha,
             power=power_,
         )
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+    except (ValueError, ArithmeticError) as exc:
+        raise typer.BadParameter(f"no answer for these numbers ({exc})") from None
     if json_out:
         print(json.dumps(asdict(plan)))
     else:
