@@ -182,31 +182,19 @@ def run_eval(
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
     plan = plan_run(spec)
-    with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
-        run_dir.lock()
-        run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
-        cache = (
-            ResponseCache(Path(cache_path) if cache_path else default_cache_path())
-            if use_cache
-            else None
-        )
-        try:
-            if cache is None or cache.any_missing([p.key for p in plan.prepared]):
-                plan.provider.warm_up()
+    cache = (
+        ResponseCache(Path(cache_path) if cache_path else default_cache_path())
+        if use_cache
+        else None
+    )
+    try:
+        if cache is None or cache.any_missing([p.key for p in plan.prepared]):
+            plan.provider.warm_up()  # may still refuse the run: before its directory exists
+        with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
+            run_dir.lock()
+            run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
             if executor is None:
-                policy = RetryPolicy(
-                    max_retries=spec.run.max_retries,
-                    timeout_s=spec.run.timeout_s,
-                    sample_timeout_s=spec.run.sample_timeout_s,
-                )
-                executor = LocalExecutor(
-                    plan.provider,
-                    policy,
-                    spec.run.concurrency,
-                    requests_per_minute=spec.run.requests_per_minute,
-                    tokens_per_minute=spec.run.tokens_per_minute,
-                    adaptive=spec.run.adaptive_concurrency,
-                )
+                executor = _local_executor(plan)
             manifest = _initial_manifest(plan, list(overrides))
             write_manifest(run_dir, manifest)
             writer = ResultsWriter(run_dir)
@@ -228,9 +216,24 @@ def run_eval(
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
                 writer.close()
-        finally:
-            if cache is not None:
-                cache.close()
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def _local_executor(plan: RunPlan) -> LocalExecutor:
+    run = plan.spec.run
+    policy = RetryPolicy(
+        max_retries=run.max_retries, timeout_s=run.timeout_s, sample_timeout_s=run.sample_timeout_s
+    )
+    return LocalExecutor(
+        plan.provider,
+        policy,
+        run.concurrency,
+        requests_per_minute=run.requests_per_minute,
+        tokens_per_minute=run.tokens_per_minute,
+        adaptive=run.adaptive_concurrency,
+    )
 
 
 class _Run:

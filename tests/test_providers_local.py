@@ -237,3 +237,19 @@ def test_hanging_sync_function_times_out_and_the_process_ends(app_dir: Path) -> 
     assert manifest["status"] == "complete"
     assert manifest["top_errors"][0]["kind"] == "ProviderTimeout"
     assert manifest["counts"] == {"provider_error": 3}
+
+
+def test_malformed_recordings_stop_the_run_before_its_directory_exists(tmp_path: Path, cli) -> None:
+    """A broken line anywhere in the recordings is one line, exit 2, and no run directory
+    is left behind."""
+    (tmp_path / "d.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n')
+    (tmp_path / "rec.jsonl").write_text('{"id": "a", "m": "x"}\n{broken\n')
+    (tmp_path / "s.yaml").write_text(
+        "name: r\ndataset: {path: d.jsonl}\nprompt: '{{ id }}'\ntarget: x\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl}}\n"
+        "scorer: {type: exact}\n"
+    )
+    out = cli("run", str(tmp_path / "s.yaml"), "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 2
+    assert "rec.jsonl:2: not valid JSON" in out.stderr
+    assert not (tmp_path / "results").exists()

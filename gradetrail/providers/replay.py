@@ -57,6 +57,16 @@ class ReplayProvider(Provider):
                 )
             value = value[part]
 
+    def warm_up(self) -> None:
+        """Read every recording now, so a malformed line or a duplicate id stops the run
+        before its directory exists (not in the middle of it).
+
+        Raises:
+            DatasetError: a line that is not a JSON object, or a duplicate id.
+        """
+        if self._texts is None:
+            self._texts = self._load()
+
     def identity(self) -> dict[str, Any]:
         """The recordings file's content hash and the response field: a changed file or
         field misses the cache."""
