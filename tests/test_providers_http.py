@@ -252,6 +252,20 @@ def test_rejected_key_is_an_auth_error_naming_the_variable(
     assert out.row["attempts"] == 1 and out.cached == 0
 
 
+def test_placeholder_key_rejected_says_no_key_was_sent(srv, tmp_path: Path) -> None:
+    """With api_key_required: false, a 401 says the placeholder was sent and what to set,
+    not to 'check' a variable that holds nothing."""
+    srv.configure(api_key="the-right-key")
+    out = run_http(gsm8k_spec(tmp_path, srv, "openai_compatible"), tmp_path)
+    message = out.row["error"]["message"]
+    assert message.startswith("401 ")
+    assert message.endswith(
+        "; no key was sent (model.api_key_required is false, so 'EMPTY' was): name the "
+        "key's variable in model.api_key_env"
+    )
+    assert ".;" not in message
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_key_never_reaches_results_manifest_log_or_cache(
     srv, tmp_path: Path, protocol: str, monkeypatch: pytest.MonkeyPatch

@@ -129,7 +129,8 @@ class RunProgress:
         """The plain progress line, e.g. ``progress 120/1319 (9%, 40.1/s, eta 30s) cache
         hits 100 errors 2 cost $0.0123``."""
         rate = self._rate.per_s(now, tally.rows)
-        pct = 100 * tally.rows / self.total if self.total else 100.0
+        # floor, so 199 of 200 reads 99%, never a premature 100%
+        pct = 100 * tally.rows // self.total if self.total else 100
         return (
             f"progress {tally.rows}/{self.total} ({pct:.0f}%, {rate:.1f}/s, "
             f"eta {format_duration(self._eta(tally, rate))}) cache hits {tally.cache_hits} "

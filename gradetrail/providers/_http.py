@@ -176,7 +176,7 @@ def classify_status(
         exhausted = code in _QUOTA_CODES or etype in _QUOTA_CODES or bool(_QUOTA.search(text))
         error: ProviderError = RateLimited(text, transient=not exhausted, **fields)
     elif status in (401, 403):
-        error = AuthError(f"{text}{hint}", **fields)
+        error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
     elif status == 408:
         error = ProviderTimeout(text, **fields)
     elif status == 409 or status >= 500 or overloaded:
@@ -308,6 +308,16 @@ class HttpProvider(Provider):
     def warm_up(self) -> None:
         """Import the SDK (up to a second), so the run's first samples do not pay it."""
         importlib.import_module(self.sdk)
+
+    def key_hint(self) -> str:
+        """What to fix after an auth error: which variable holds the key, or that none
+        was sent (``model.api_key_required: false`` sends a placeholder)."""
+        if getattr(self, "_key", None) == PLACEHOLDER_KEY:
+            return (
+                f"; no key was sent (model.api_key_required is false, so {PLACEHOLDER_KEY!r} "
+                "was): name the key's variable in model.api_key_env"
+            )
+        return f"; check the key in {self.key_env}" if self.key_env else ""
 
     def _read_key(self) -> str:
         env = self.key_env

@@ -150,5 +150,6 @@ class AnthropicProvider(HttpProvider):
         """Map an ``anthropic`` SDK exception to the gradetrail error tree."""
         import anthropic
 
-        hint = f"; check the key in {self.key_env}"
-        return translate_sdk_error(exc, anthropic, self.base_url, key=self._key, hint=hint)
+        return translate_sdk_error(
+            exc, anthropic, self.base_url, key=self._key, hint=self.key_hint()
+        )

@@ -138,5 +138,4 @@ class OpenAIProvider(HttpProvider):
         """Map an ``openai`` SDK exception to the gradetrail error tree."""
         import openai
 
-        hint = f"; check the key in {self.key_env}" if self.key_env else ""
-        return translate_sdk_error(exc, openai, self.base_url, key=self._key, hint=hint)
+        return translate_sdk_error(exc, openai, self.base_url, key=self._key, hint=self.key_hint())
