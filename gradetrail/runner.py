@@ -326,21 +326,27 @@ class _Run:
         prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
         items = iter(prepared)
         fail_fast = FailFast(self.plan.spec.run.fail_fast)
+        halted = False  # set when one worker fails: the others start nothing new
 
         async def worker() -> None:
-            for item in items:  # one shared iterator: each item is taken by exactly one worker
-                if stop.stopping:
-                    return  # Ctrl-C: start nothing new; rows in flight still land
-                self.in_flight += 1
-                try:
-                    row = await process(item, ctx)
-                finally:
-                    self.in_flight -= 1
-                writer.append((item.sample.index, item.epoch), row)
-                tally.add(row)
-                if on_row is not None:
-                    on_row(row, tally)
-                fail_fast.observe(row)  # raises RunError: the same permanent error, N times
+            nonlocal halted
+            try:
+                for item in items:  # one shared iterator: each item is taken by one worker
+                    if stop.stopping or halted:
+                        return  # Ctrl-C or a failed worker: start nothing new
+                    self.in_flight += 1
+                    try:
+                        row = await process(item, ctx)
+                    finally:
+                        self.in_flight -= 1
+                    writer.append((item.sample.index, item.epoch), row)
+                    tally.add(row)
+                    if on_row is not None:
+                        on_row(row, tally)
+                    fail_fast.observe(row)  # raises RunError: one permanent error, N times
+            except BaseException:  # fail-fast, a cache error: before the others send more
+                halted = True
+                raise
 
         try:
             await ctx.scorer.bind(ctx.cache, ctx.executor)  # judges share cache and retries

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -60,9 +61,11 @@ def run(
         )
     overrides = list(set_ or [])
     progress: RunProgress | None = None
+    started_in: Path | None = None
 
     def on_start(plan, run_dir) -> None:  # noqa: ANN001 - typer-free callback
-        nonlocal progress
+        nonlocal progress, started_in
+        started_in = run_dir
         progress = RunProgress(len(plan.prepared)).__enter__()
 
     def on_interrupt(kind: str, signal_name: str, in_flight: int) -> None:
@@ -94,7 +97,10 @@ def run(
             if progress is not None:
                 progress.__exit__(None, None, None)
     except GradetrailError as exc:
-        raise fail(exc) from None
+        exit_ = fail(exc)
+        if started_in is not None:  # the run had begun: say where what landed is
+            print(f"note: the rows that landed are in {started_in}", file=sys.stderr)
+        raise exit_ from None
     except KeyboardInterrupt:  # a third Ctrl-C, while the run was closing
         raise typer.Exit(130) from None
     if json_out:
