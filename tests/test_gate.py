@@ -13,10 +13,7 @@ import pytest
 from gradetrail.gate import GateError, regression_gate
 
 ROOT = Path(__file__).resolve().parents[1]
-GSM8K_SOLUTIONS = [
-    ROOT / "examples/data/gsm8k/example_model_solutions.jsonl",
-    ROOT.parent / "shared/data/gsm8k/example_model_solutions.jsonl",
-]
+GSM8K_SOLUTIONS = ROOT / "examples/data/gsm8k/example_model_solutions.jsonl"
 
 
 def write_run(
@@ -141,10 +138,7 @@ def test_tango_does_not_collapse_when_both_runs_pass_everything(tmp_path: Path) 
 @pytest.fixture(scope="module")
 def gsm8k_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Run directories built from the GSM8K authors' is_correct labels (1,319 problems)."""
-    source = next((p for p in GSM8K_SOLUTIONS if p.exists()), None)
-    if source is None:
-        pytest.skip("GSM8K example_model_solutions.jsonl not found")
-    problems = [json.loads(line) for line in source.read_text().splitlines()]
+    problems = [json.loads(line) for line in GSM8K_SOLUTIONS.read_text().splitlines()]
     ids = [f"gsm8k-{i}" for i in range(len(problems))]
     root = tmp_path_factory.mktemp("gsm8k")
     return {
