@@ -11,9 +11,10 @@ The Python API behind ``gradetrail run``::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,30 +111,43 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         cluster_field=spec.dataset.cluster_field,
     )
     provider = make_provider(spec.model, spec.base_dir)
-    try:
+    with _naming_the_spec(spec):
         provider.check_ready()
-    except (SpecError, DatasetError) as exc:
-        raise type(exc)(f"{spec.source}: {exc}") from None
-    renderer = Renderer(spec, provider.identity(), provider.keyed_by_sample)
+    identity = provider.identity()
+    renderer = Renderer(spec, identity, provider.keyed_by_sample)
     renderer.check(samples[0].row)
     scorer = make_scorer(spec)
     first = prepare(samples[0], 1, renderer)
-    scorer.check(
-        ScoreInput(first.sample, 1, first.request.prompt, first.request.system, first.target, "")
-    )
+    with _naming_the_spec(spec):
+        scorer.check(
+            ScoreInput(
+                first.sample, 1, first.request.prompt, first.request.system, first.target, ""
+            )
+        )
     prepared = [
         prepare(sample, epoch, renderer)
         for epoch in range(1, spec.run.epochs + 1)
         for sample in samples
     ]
     file_hashes = {"dataset": file_sha256(data_path)}
-    for role, value in provider.identity().items():
+    for role, value in identity.items():
         if role.endswith("sha256"):
             file_hashes[role.removesuffix("_sha256")] = value
     file_hashes.update(scorer.identity())
     return RunPlan(
         spec, samples, provider, scorer, prepared, file_hashes, identity_hash(spec, file_hashes)
     )
+
+
+@contextlib.contextmanager
+def _naming_the_spec(spec: EvalSpec) -> Iterator[None]:
+    """Prefix the spec file to a SpecError or DatasetError that does not name it yet."""
+    try:
+        yield
+    except (SpecError, DatasetError) as exc:
+        if str(exc).startswith(spec.source):
+            raise
+        raise type(exc)(f"{spec.source}: {exc}") from None
 
 
 def run_eval(
