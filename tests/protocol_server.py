@@ -1429,17 +1429,7 @@ def config_from_args(args: argparse.Namespace) -> dict[str, Any]:
         with contextlib.suppress(ValueError):
             latency = float(latency)
         config["latency"] = latency
-    for key in (
-        "latency_seed",
-        "script",
-        "default_reply",
-        "unknown_question",
-        "models",
-        "cache_read_tokens",
-        "api_key",
-        "rate_limit",
-        "rate_limit_window",
-    ):
+    for key in sorted(CONFIG_KEYS - {"latency", "faults"}):  # those two are parsed above
         value = getattr(args, key)
         if value is not None:
             config[key] = value

@@ -13,35 +13,19 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-
-try:
-    from protocol_server import (
-        ConfigError,
-        Gsm8kData,
-        QuestionIndex,
-        ServerHandle,
-        _build_arg_parser,
-        config_from_args,
-        fresh_protocol_server_fixture,
-        load_gsm8k,
-        parse_latency,
-        protocol_server_fixture,
-        running_server,
-    )
-except ImportError:  # tests/ is a package
-    from protocol_server import (
-        ConfigError,
-        Gsm8kData,
-        QuestionIndex,
-        ServerHandle,
-        _build_arg_parser,
-        config_from_args,
-        fresh_protocol_server_fixture,
-        load_gsm8k,
-        parse_latency,
-        protocol_server_fixture,
-        running_server,
-    )
+from protocol_server import (
+    ConfigError,
+    Gsm8kData,
+    QuestionIndex,
+    ServerHandle,
+    _build_arg_parser,
+    config_from_args,
+    fresh_protocol_server_fixture,
+    load_gsm8k,
+    parse_latency,
+    protocol_server_fixture,
+    running_server,
+)
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")
