@@ -150,3 +150,22 @@ def test_foreign_sqlite_file_is_refused_untouched(cli, tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (5,)
     assert db.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+def test_stats_and_clear_never_create_a_cache(cli, tmp_path: Path) -> None:
+    """A mistyped --cache path is an error (exit 2), and no file or directory appears."""
+    path = tmp_path / "typo" / "c.sqlite"
+    for args in (["cache", "stats"], ["cache", "clear", "--yes"]):
+        out = cli(*args, "--cache", str(path))
+        assert out.exit_code == 2 and f"no cache at {path}" in out.stderr
+    assert not (tmp_path / "typo").exists()
+
+
+def test_clear_without_yes_and_no_terminal_deletes_nothing(cli, cache_path: Path) -> None:
+    """Without --yes and no one to answer, clear exits 1 and keeps every entry."""
+    from paths import GSM8K_SPEC
+
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=3").exit_code == 0
+    out = cli("cache", "clear")
+    assert out.exit_code == 1 and "nothing deleted; pass --yes" in out.stderr
+    assert "3 entries" in cli("cache", "stats").stdout

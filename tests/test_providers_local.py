@@ -45,6 +45,9 @@ def wrong_type(request):
 def hang(request):
     import time
     time.sleep(3600)
+
+def bad_response(request):
+    return Response(text=42) if "5+" in request.prompt else Response(text="7", input_tokens=-5)
 """
 
 
@@ -253,3 +256,16 @@ def test_malformed_recordings_stop_the_run_before_its_directory_exists(tmp_path:
     assert out.exit_code == 2
     assert "rec.jsonl:2: not valid JSON" in out.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_malformed_response_from_function_is_an_error_row_never_cached(app_dir: Path) -> None:
+    """A Response whose text is not a string, or whose token count is negative, is a
+    provider_error naming the field; nothing is cached, nothing crashes."""
+    result = gradetrail.run_eval(_spec(app_dir, "bad_response"), results_root=app_dir / "r")
+    rows = _rows(result)
+    assert [r["state"] for r in rows] == ["provider_error"] * 3
+    assert "input_tokens is -5, not a non-negative int" in rows[0]["error"]["message"]
+    assert "text is int, not str" in rows[2]["error"]["message"]
+    assert result.manifest.status == "complete" and result.manifest.cache_hits == 0
+    again = gradetrail.run_eval(_spec(app_dir, "bad_response"), results_root=app_dir / "r")
+    assert again.manifest.cache_hits == 0

@@ -178,3 +178,14 @@ def test_runs_lists_run_directories_with_their_models(cli, tmp_path: Path) -> No
     assert by_model["replay:6b_finetuning"][2:5] == ["complete", "1319", "0.2168"]
     assert by_model["replay:175b_verification"][4] == "0.5625"
     assert Path(by_model["replay:6b_finetuning"][0]).is_dir()
+
+
+def test_runs_survives_a_malformed_manifest(cli, tmp_path: Path) -> None:
+    """One run directory with a manifest of the wrong shape does not hide the others."""
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5").exit_code == 0
+    bad = tmp_path / "results" / "bad-000000000000"
+    bad.mkdir()
+    (bad / "manifest.json").write_text(json.dumps({"score": "x", "n_samples": [1]}))
+    out = cli("runs", "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 0
+    assert "replay:175b_verification" in out.stdout and "bad-000000000000" in out.stdout

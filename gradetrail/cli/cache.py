@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gradetrail.cache import ResponseCache, default_cache_path
-from gradetrail.errors import GradetrailError
+from gradetrail.errors import GradetrailError, UsageError
 
 CacheOpt = Annotated[
     Path | None,
     typer.Option("--cache", help="Cache file (default: $GRADETRAIL_CACHE or ~/.cache/gradetrail)."),
 ]
+
+
+def _existing(path: Path) -> Path:
+    """``path`` if a cache file is there: inspecting or clearing never creates one.
+
+    Raises:
+        UsageError: no file at ``path``.
+    """
+    if not path.is_file():
+        raise UsageError(f"no cache at {path}; check --cache or $GRADETRAIL_CACHE")
+    return path
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +41,7 @@ def register(app: typer.Typer) -> None:
         from gradetrail.cli import fail
 
         try:
-            c = ResponseCache(cache or default_cache_path())
+            c = ResponseCache(_existing(cache or default_cache_path()))
             s = c.stats()
             c.close()
         except GradetrailError as exc:
@@ -53,7 +65,15 @@ def register(app: typer.Typer) -> None:
 
         path = cache or default_cache_path()
         what = f"{model}'s entries" if model else "every entry"
-        if not yes and not typer.confirm(f"Delete {what} from {path}?"):
+        try:
+            _existing(path)
+            confirmed = yes or typer.confirm(f"Delete {what} from {path}?")
+        except GradetrailError as exc:
+            raise fail(exc) from None
+        except typer.Abort:  # no terminal to answer on (CI): not a yes
+            confirmed = False
+        if not confirmed:
+            print("error: nothing deleted; pass --yes to clear without asking", file=sys.stderr)
             raise typer.Exit(1)
         try:
             c = ResponseCache(path)

@@ -30,14 +30,15 @@ def runs(
         return
     rows = [("run directory", "model", "status", "samples", "mean", "started")]
     for path, m in found:
-        score = (m.get("score") or {}).get("mean")
+        score = m.get("score")
+        mean = score.get("mean") if isinstance(score, dict) else None
         rows.append(
             (
                 clean(str(path)),
                 clean(f"{m.get('provider', '?')}:{m.get('requested_model', '?')}"),
                 clean(str(m.get("status", "?"))),
-                str(m.get("n_samples", "?")),
-                "n/a" if score is None else f"{score:.4f}",
+                clean(str(m.get("n_samples", "?"))),
+                f"{mean:.4f}" if isinstance(mean, int | float) else "n/a",
                 clean(str(m.get("started_at", ""))[:19]),
             )
         )

@@ -19,8 +19,10 @@ sample. Edits to code the module imports are not seen: change ``model.name`` or 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
+import math
 import sys
 import threading
 import time
@@ -109,7 +111,7 @@ class PythonProvider(Provider):
             raise BadRequest(f"{type(exc).__name__}: {exc}", error_type="function_error") from exc
         latency = time.perf_counter() - start
         if isinstance(out, Response):
-            return out
+            return _checked(out)
         if not isinstance(out, str):
             raise BadRequest(
                 f"model.function returned {type(out).__name__}; return str or Response",
@@ -132,16 +134,47 @@ async def _in_daemon_thread(fn: Callable[[Request], Any], request: Request) -> A
         if not future.done():
             (future.set_result if ok else future.set_exception)(value)
 
+    def hand_back(ok: bool, value: Any) -> None:
+        # the run may have ended (Ctrl-C, SIGTERM) while the function ran: then nobody waits
+        with contextlib.suppress(RuntimeError):  # "Event loop is closed"
+            loop.call_soon_threadsafe(settle, ok, value)
+
     def target() -> None:
         try:
             result = fn(request)
         except KeyboardInterrupt:  # raised by the function itself: not the user's Ctrl-C
-            error = RuntimeError("the function raised KeyboardInterrupt")
-            loop.call_soon_threadsafe(settle, False, error)
+            hand_back(False, RuntimeError("the function raised KeyboardInterrupt"))
         except BaseException as exc:  # handed to the awaiting coroutine, not lost
-            loop.call_soon_threadsafe(settle, False, exc)
+            hand_back(False, exc)
         else:
-            loop.call_soon_threadsafe(settle, True, result)
+            hand_back(True, result)
 
     threading.Thread(target=target, name="gradetrail-python-provider", daemon=True).start()
     return await future
+
+
+def _checked(response: Response) -> Response:
+    """A Response the user's function built, checked before it is cached or scored.
+
+    Raises:
+        BadRequest: ``text`` is not a string, a token count is not a non-negative int, or
+            ``cost_usd`` is not a finite non-negative number (or None).
+    """
+    problems = []
+    if not isinstance(response.text, str):
+        problems.append(f"text is {type(response.text).__name__}, not str")
+    for name in ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens"):
+        value = getattr(response, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            problems.append(f"{name} is {value!r}, not a non-negative int")
+    cost = response.cost_usd
+    if cost is not None and not (
+        isinstance(cost, int | float) and math.isfinite(cost) and cost >= 0
+    ):
+        problems.append(f"cost_usd is {cost!r}, not a non-negative number or None")
+    if problems:
+        raise BadRequest(
+            f"model.function returned a bad Response: {'; '.join(problems)}",
+            error_type="function_error",
+        )
+    return response
