@@ -820,15 +820,10 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "'messages' must be a non-empty array"
-    texts: list[str] = []
-    last_user = ""
-    for msg in messages:
-        if not isinstance(msg, dict):
-            return "each message must be an object"
-        text = _content_text(msg.get("content"))
-        texts.append(text)
-        if msg.get("role") == "user":
-            last_user = text
+    read = _read_messages(messages, "each message must be an object")
+    if isinstance(read, str):
+        return read
+    texts, last_user = read
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None and not isinstance(max_tokens, int):
         return "'max_tokens' must be an integer"
@@ -842,6 +837,21 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+def _read_messages(messages: list[Any], not_object: str) -> tuple[list[str], str] | str:
+    """Each message's text and the last user message's text, or the error ``not_object``
+    when a message is not an object (both protocols read messages alike)."""
+    texts: list[str] = []
+    last_user = ""
+    for msg in messages:
+        if not isinstance(msg, dict):
+            return not_object
+        text = _content_text(msg.get("content"))
+        texts.append(text)
+        if msg.get("role") == "user":
+            last_user = text
+    return texts, last_user
+
+
 def _parse_anthropic(body: dict[str, Any]) -> ParsedRequest | str:
     """Pull the fields out of a messages body, or return an error message."""
     messages = body.get("messages")
@@ -849,18 +859,13 @@ def _parse_anthropic(body: dict[str, Any]) -> ParsedRequest | str:
         return "messages: Field required"
     if not isinstance(body.get("max_tokens"), int):
         return "max_tokens: Field required"
-    texts: list[str] = []
+    read = _read_messages(messages, "messages: each message must be an object")
+    if isinstance(read, str):
+        return read
+    texts, last_user = read
     system = body.get("system")
     if system:
-        texts.append(_content_text(system))
-    last_user = ""
-    for msg in messages:
-        if not isinstance(msg, dict):
-            return "messages: each message must be an object"
-        text = _content_text(msg.get("content"))
-        texts.append(text)
-        if msg.get("role") == "user":
-            last_user = text
+        texts.insert(0, _content_text(system))
     stops = list(body.get("stop_sequences") or [])
     return ParsedRequest(
         ANTHROPIC,
