@@ -53,7 +53,9 @@ class GateResult:
     candidate has, and vice versa; they are not in n. `errored_samples` names the samples
     with a row in an error state, which `errors` scored as 0 ("as-fail") or dropped from
     both runs ("exclude"); `n_errors_handled` counts them. `epochs` is (baseline epochs,
-    candidate epochs).
+    candidate epochs). `regressed` names the paired samples whose per-sample score is lower in
+    the candidate than in the baseline, `improved` those where it is higher, both in the
+    baseline's sample order.
     """
 
     passed: bool
@@ -81,6 +83,8 @@ class GateResult:
     baseline: str
     candidate: str
     warnings: tuple[str, ...] = ()
+    regressed: tuple[str, ...] = ()
+    improved: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -191,6 +195,8 @@ def regression_gate(
         baseline=str(base.path),
         candidate=str(cand.path),
         warnings=_warnings(base, cand),
+        regressed=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y < x),
+        improved=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y > x),
     )
 
 

@@ -158,6 +158,19 @@ def test_gsm8k_finetuning_candidate_fails_against_verification(
     result = regression_gate(gsm8k_runs["175b_verification"], gsm8k_runs["175b_finetuning"])
     assert result.n == 1319 and result.method == "tango"
     assert (result.only_baseline, result.only_candidate) == (360, 76)
+    problems = [json.loads(line) for line in GSM8K_SOLUTIONS.read_text().splitlines()]
+    regressed = [
+        f"gsm8k-{i}"
+        for i, p in enumerate(problems)
+        if p["175b_verification"]["is_correct"] and not p["175b_finetuning"]["is_correct"]
+    ]
+    improved = [
+        f"gsm8k-{i}"
+        for i, p in enumerate(problems)
+        if p["175b_finetuning"]["is_correct"] and not p["175b_verification"]["is_correct"]
+    ]
+    assert list(result.regressed) == regressed and len(regressed) == 360
+    assert list(result.improved) == improved and len(improved) == 76
     assert result.baseline_mean == pytest.approx(742 / 1319)
     assert result.candidate_mean == pytest.approx(458 / 1319)
     assert result.delta == pytest.approx(-284 / 1319)
