@@ -1,0 +1,100 @@
+"""Pydantic validation errors as one user-facing line each: the file, the dotted field and
+the fix (with a "did you mean" for unknown keys)."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from pydantic import BaseModel
+
+from gradetrail.spec.eval import EvalSpec
+from gradetrail.spec.scorer import GradeParse, JsonParse, NumericParse, ScorerSpec
+
+
+def _format_error(source: str, err: Any) -> str:
+    loc = tuple(err["loc"])
+    field_path, model = _walk(loc)
+    where = ".".join(field_path) or "(top level)"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        allowed = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}"
+        return f"{source}: {where}: unknown key; {hint}"
+    if kind == "missing":
+        return f"{source}: {where}: required field is missing; add it"
+    if kind == "union_tag_invalid":
+        expected = err.get("ctx", {}).get("expected_tags", "")
+        tag = "kind" if field_path and field_path[-1] == "parse" else "type"
+        return f"{source}: {where}.{tag}: unknown {tag}; use one of {expected}"
+    if kind == "union_tag_not_found":
+        return f"{source}: {where}: missing 'type'; add type: exact, regex, numeric, ..."
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    if kind == "literal_error":
+        msg = msg.replace("Input should be", "use")
+    elif kind == "string_pattern_mismatch" and field_path == ["name"]:
+        msg = "use letters, digits, '.', '_' or '-' (it names the results directory)"
+    got = err.get("input")
+    shown = f" (got {got!r})" if isinstance(got, str | int | float | bool) else ""
+    return f"{source}: {where}: {msg}{shown}"
+
+
+def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
+    """Turn a pydantic error location into a user-facing dotted path, and find the model
+    class that holds its last key (for "did you mean")."""
+    model: type[BaseModel] | None = EvalSpec
+    path: list[str] = []
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(part, int):
+            path.append(f"[{part}]")
+            continue
+        if model is None:
+            path.append(str(part))
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            candidates = _union_members_by_tag(path)
+            if str(part) in candidates:  # discriminated-union tag; not a user key
+                model = candidates[str(part)]
+                continue
+            path.append(str(part))
+            if last:
+                break
+            model = None
+            continue
+        path.append(str(part))
+        if not last:
+            model = _model_of(field.annotation)
+    return path, model
+
+
+def _union_members_by_tag(path: list[str]) -> dict[str, type[BaseModel]]:
+    if path and path[-1] == "scorer":
+        return _scorer_classes()
+    if path and path[-1] == "parse":
+        return {"grade": GradeParse, "numeric": NumericParse, "json": JsonParse}
+    return {}
+
+
+def _scorer_classes() -> dict[str, type[BaseModel]]:
+    import typing
+
+    members = typing.get_args(typing.get_args(ScorerSpec)[0])
+    return {m.model_fields["type"].annotation.__args__[0]: m for m in members}
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    import typing
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None

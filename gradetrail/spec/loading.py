@@ -1,0 +1,170 @@
+"""Loading a spec file: safe YAML, ``--set`` overrides, validation into :class:`EvalSpec`."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gradetrail.errors import SpecError
+from gradetrail.spec.eval import EvalSpec
+from gradetrail.spec.field_errors import _format_error
+
+
+def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
+    """Load, override and validate a spec file.
+
+    Args:
+        path: the YAML file.
+        overrides: ``dotted.key=value`` strings; each value is parsed as YAML
+            (so ``run.concurrency=8`` is an int and ``model.params.stop=["A:"]`` a list).
+
+    Returns:
+        The validated, frozen :class:`EvalSpec`, its relative paths anchored at the
+        spec file's directory.
+
+    Raises:
+        SpecError: unreadable file, invalid YAML, a bad override or a field error; the
+            message is one line naming the file, the field and the fix.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: spec file not found") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not UTF-8 text; save the spec as UTF-8 YAML") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read spec file ({exc.strerror})") from None
+    try:
+        raw = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SpecError(f"{path}:{where}: {problem}; fix the YAML syntax") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"{path}: a spec must be a YAML mapping with name, dataset, prompt, ...")
+    if _has_cycle(raw):
+        raise SpecError(f"{path}: a YAML anchor refers to itself; remove the cycle")
+    if _expanded_size(raw) > 1_000_000:
+        raise SpecError(f"{path}: YAML aliases expand the spec past a million values")
+    raw = apply_overrides(raw, overrides or [], source=str(path))
+    spec = parse_spec(raw, source=str(path))
+    spec._base_dir = path.resolve().parent
+    return spec
+
+
+def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
+    """Validate a raw mapping as an :class:`EvalSpec`.
+
+    Raises:
+        SpecError: one line a problem (all of them, newline-separated).
+    """
+    try:
+        spec = EvalSpec.model_validate(raw)
+    except ValidationError as exc:
+        lines = [_format_error(source, err) for err in exc.errors()]
+        raise SpecError("\n".join(dict.fromkeys(lines))) from None
+    spec._source = source
+    return spec
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
+    """Apply ``dotted.key=value`` overrides to a raw spec mapping (a new dict is returned).
+
+    Raises:
+        SpecError: an override without ``=`` or one that descends into a non-mapping.
+    """
+    out = copy.deepcopy(raw)  # keeps shared YAML aliases shared: no exponential copy
+    for item in overrides:
+        key, sep, value_text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or "" in key.split("."):
+            raise SpecError(f"--set {item!r}: expected dotted.key=value, e.g. model.name=gpt-4o")
+        try:
+            value = yaml.safe_load(value_text) if value_text.strip() else ""
+        except yaml.YAMLError:
+            value = value_text
+        node = out
+        parts = key.split(".")
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                where = ".".join(parts[: depth + 1])
+                raise SpecError(f"{source}: --set {key}: {where} is not a mapping")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def _has_cycle(value: Any) -> bool:
+    """True when a container holds itself (a YAML anchor used inside its own node).
+    Depth-first with a finished set, so shared (aliased) nodes are walked once."""
+    finished: set[int] = set()
+    ancestors: set[int] = set()
+
+    def visit(node: Any) -> bool:
+        if not isinstance(node, dict | list) or id(node) in finished:
+            return False
+        if id(node) in ancestors:
+            return True
+        ancestors.add(id(node))
+        children = node.values() if isinstance(node, dict) else node
+        if any(visit(child) for child in children):
+            return True
+        ancestors.discard(id(node))
+        finished.add(id(node))
+        return False
+
+    return visit(value)
+
+
+def _expanded_size(value: Any) -> int:
+    """Values in ``value`` once aliases are expanded (as hashing and JSON see it), counted
+    with one visit per shared node. Call only on an acyclic value."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) not in sizes:
+            children = node.values() if isinstance(node, dict) else node
+            sizes[id(node)] = 1 + sum(size(child) for child in children)
+        return sizes[id(node)]
+
+    return size(value)
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing what makes a spec ambiguous or explosive: a key given
+    twice in one mapping (YAML keeps the last silently), and more than 100 aliases (a
+    "billion laughs" document expands exponentially once copied or hashed)."""
+
+    max_aliases = 100
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases = getattr(self, "_aliases", 0) + 1
+            if self._aliases > self.max_aliases:
+                mark = self.peek_event().start_mark
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"more than {self.max_aliases} YAML aliases", mark
+                )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)

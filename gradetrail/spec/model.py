@@ -1,0 +1,118 @@
+"""The ``model:`` section: provider, model name, sampling params, recordings, price."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from gradetrail.spec.base import _Strict
+
+
+class SamplingParams(_Strict):
+    """Sampling parameters sent with every request; all enter the cache key."""
+
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature.")
+    max_tokens: int | None = Field(None, ge=1, description="Maximum output tokens.")
+    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling mass.")
+    stop: list[str] | None = Field(None, description="Stop sequences.")
+    seed: int | None = Field(None, description="Sampling seed, where the provider supports it.")
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Further provider-specific request fields, passed through verbatim.",
+    )
+
+
+class ReplaySource(_Strict):
+    """Recorded completions for the ``replay`` provider."""
+
+    path: str = Field(description="JSONL file of recordings; relative to the spec file.")
+    id_field: str = Field(
+        "id",
+        description="Field holding the sample id; rows without it get their 1-based line number "
+        "(the same rule as datasets).",
+    )
+    response_field: str = Field(
+        "{model}",
+        description="Dotted path to the completion text in a recording row; '{model}' is "
+        "replaced by model.name (e.g. '{model}.solution').",
+    )
+
+
+ProviderName = Literal["replay", "python", "anthropic", "openai", "openai_compatible"]
+
+
+class PriceSpec(_Strict):
+    """Prices in USD per million tokens (MTok), overriding the bundled price table."""
+
+    input_per_mtok: float = Field(ge=0, description="Input tokens not read from a prompt cache.")
+    output_per_mtok: float = Field(ge=0, description="Output tokens.")
+    cached_input_per_mtok: float | None = Field(
+        None, ge=0, description="Input tokens read from the prompt cache (default: input price)."
+    )
+    cache_write_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="Input tokens written to the prompt cache (Anthropic "
+        "cache_creation_input_tokens; default: input price).",
+    )
+
+
+class ModelSpec(_Strict):
+    """The model (or application) under evaluation."""
+
+    provider: ProviderName = Field(description="Which provider serves the requests.")
+    name: str = Field(description="Model name as the provider knows it.")
+    base_url: str | None = Field(None, description="API endpoint; required for openai_compatible.")
+    params: SamplingParams = Field(default_factory=SamplingParams)
+    recordings: ReplaySource | None = Field(None, description="Required for provider 'replay'.")
+    function: str | None = Field(
+        None,
+        description="'module:function' for provider 'python'; called with the rendered request.",
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the API key (default ANTHROPIC_API_KEY or "
+        "OPENAI_API_KEY; openai_compatible has no default, so a key meant for OpenAI is never "
+        "sent to another server).",
+    )
+    api_key_required: bool = Field(
+        True,
+        description="openai_compatible only: false sends a placeholder key when no api_key_env "
+        "is named or the variable is unset (local vLLM / llama.cpp servers check none).",
+    )
+    price: PriceSpec | None = Field(
+        None, description="USD per million tokens, overriding the bundled price table."
+    )
+    require_served_model: bool = Field(
+        False,
+        description="Make a response served by another model than model.name a provider_error "
+        "(the alias-to-dated-snapshot form, 'foo' served as 'foo-20250101', is accepted).",
+    )
+
+    @model_validator(mode="after")
+    def _provider_fields(self) -> ModelSpec:
+        http = self.provider in ("anthropic", "openai", "openai_compatible")
+        if not self.api_key_required and self.provider != "openai_compatible":
+            raise ValueError(
+                f"api_key_required: false applies only to openai_compatible; the {self.provider} "
+                "provider always needs a key"
+            )
+        if self.provider == "openai_compatible" and self.api_key_required and not self.api_key_env:
+            raise ValueError(
+                "provider 'openai_compatible' needs model.api_key_env naming the variable that "
+                "holds the key, or model.api_key_required: false for a server that checks none"
+            )
+        if not http and (self.price is not None or self.require_served_model):
+            raise ValueError(
+                f"price and require_served_model apply to HTTP providers, not {self.provider!r}"
+            )
+        if self.provider == "replay" and self.recordings is None:
+            raise ValueError("provider 'replay' needs model.recordings.path")
+        if self.provider == "python" and not self.function:
+            raise ValueError("provider 'python' needs model.function as 'module:function'")
+        if self.function and ":" not in self.function:
+            raise ValueError(f"model.function {self.function!r} must be 'module:function'")
+        if self.provider == "openai_compatible" and not self.base_url:
+            raise ValueError("provider 'openai_compatible' needs model.base_url")
+        return self

@@ -1,0 +1,235 @@
+"""The ``scorer:`` section: exact, regex, numeric, judge and pairwise scorers, and how a
+judge's verdict is parsed."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import Discriminator, Field, Tag, model_validator
+
+from gradetrail.errors import SpecError
+from gradetrail.spec.base import _Strict
+from gradetrail.spec.model import ModelSpec
+
+
+class ExactScorerSpec(_Strict):
+    """Whole-string equality of response and target after normalization; never substring."""
+
+    type: Literal["exact"]
+    strip: bool = Field(True, description="Strip leading and trailing whitespace.")
+    case_fold: bool = Field(False, description="Compare case-insensitively (str.casefold).")
+    collapse_whitespace: bool = Field(False, description="Collapse runs of whitespace to one.")
+    nfkc: bool = Field(False, description="Apply Unicode NFKC normalization.")
+
+
+class RegexScorerSpec(_Strict):
+    """A per-sample regular expression; values rendered into it are regex-escaped."""
+
+    type: Literal["regex"]
+    pattern: str = Field(description="Jinja2 template of a Python regex over the row's fields.")
+    match: Literal["search", "fullmatch"] = Field(
+        "search", description="re.search anywhere, or the whole (stripped) response."
+    )
+    ignore_case: bool = Field(False, description="Compile with re.IGNORECASE.")
+
+
+class NumericScorerSpec(_Strict):
+    """Extract a number from the response and compare it numerically with the target."""
+
+    type: Literal["numeric"]
+    marker: str | None = Field(
+        None,
+        description="Read the first number after the last occurrence of this marker "
+        "(e.g. 'Answer:' or '####'); without it, or when absent, the last number.",
+    )
+    abs_tol: float = Field(0.0, ge=0, description="Absolute tolerance.")
+    rel_tol: float = Field(0.0, ge=0, description="Relative tolerance.")
+
+
+_DEFAULT_GRADES = {"C": 1.0, "P": 0.5, "I": 0.0}
+
+
+def _check_grades(grades: dict[str, float]) -> None:
+    folded = [g.casefold() for g in grades]
+    if len(set(folded)) != len(folded):
+        raise ValueError("grades differ only in case; they are read case-insensitively")
+    for grade, score in grades.items():
+        if not grade.strip():
+            raise ValueError("an empty grade cannot be read; name each grade")
+        if not 0.0 <= score <= 1.0:
+            raise ValueError(f"grade {grade!r} maps to {score}; use a score in [0, 1]")
+
+
+def _check_pattern(pattern: str | None) -> None:
+    if pattern is None:
+        return
+    try:
+        groups = re.compile(pattern).groups
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}; fix the pattern") from None
+    if groups != 1:
+        raise ValueError(f"pattern {pattern!r} has {groups} groups; capture the verdict in one")
+
+
+class GradeParse(_Strict):
+    """Read a grade: the last whole-token ``MARKER: GRADE`` in the judge reply, matched
+    case-insensitively (``GRADE: C`` but not ``UPGRADE: C`` or ``GRADE: Correct``)."""
+
+    kind: Literal["grade"] = "grade"
+    marker: str = Field("GRADE", min_length=1, description="The word before the colon.")
+    grades: dict[str, float] = Field(
+        default_factory=lambda: dict(_DEFAULT_GRADES),
+        description="Grade -> score in [0, 1]; default C (correct) 1, P (partial) 0.5, "
+        "I (incorrect) 0.",
+    )
+    pattern: str | None = Field(
+        None,
+        description="A Python regex with one group capturing the grade, instead of "
+        "'MARKER: GRADE'; matched case-insensitively, last match wins.",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> GradeParse:
+        _check_grades(self.grades)
+        _check_pattern(self.pattern)
+        return self
+
+
+class NumericParse(_Strict):
+    """Read a number on a scale and normalize it to [0, 1]: the last ``MARKER: 7`` or
+    ``MARKER: 7/10`` in the reply, else a reply that is only ``7/10`` (or ``7``), else
+    the last ``N/MAX`` fraction whose denominator is ``max``."""
+
+    kind: Literal["numeric"]
+    marker: str = Field("SCORE", min_length=1, description="The word before the colon.")
+    min: float = Field(0.0, description="The lowest score on the judge's scale.")
+    max: float = Field(10.0, description="The highest score on the judge's scale.")
+
+    @model_validator(mode="after")
+    def _valid(self) -> NumericParse:
+        if self.max <= self.min:
+            raise ValueError(f"max {self.max:g} must exceed min {self.min:g}")
+        return self
+
+
+class JsonParse(_Strict):
+    """Read a JSON object from the reply (the last fenced code block that parses, else
+    the whole reply, else the last ``{...}`` object that parses) and take one field: a
+    number (normalized from ``min``..``max``), a boolean (true 1, false 0) or a grade."""
+
+    kind: Literal["json"]
+    field: str = Field("score", min_length=1, description="Dotted path to the verdict.")
+    min: float = Field(0.0, description="The lowest numeric score.")
+    max: float = Field(1.0, description="The highest numeric score.")
+    grades: dict[str, float] = Field(
+        default_factory=lambda: dict(_DEFAULT_GRADES),
+        description="String verdict -> score in [0, 1] (case-insensitive).",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> JsonParse:
+        if self.max <= self.min:
+            raise ValueError(f"max {self.max:g} must exceed min {self.min:g}")
+        _check_grades(self.grades)
+        return self
+
+
+def _parse_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("kind", "grade"))
+    return getattr(value, "kind", "grade")
+
+
+ParseSpec = Annotated[
+    Annotated[GradeParse, Tag("grade")]
+    | Annotated[NumericParse, Tag("numeric")]
+    | Annotated[JsonParse, Tag("json")],
+    Discriminator(_parse_kind),
+]
+
+
+class _JudgeBase(_Strict):
+    file: str = Field(
+        description="The judge file: a Jinja2 template of the judge prompt, relative to the "
+        "spec file. Its content hash enters the run's identity hash."
+    )
+    model: ModelSpec = Field(description="The judge model, with its own params.")
+    samples: int = Field(
+        1, ge=1, le=64, description="Ask the judge this many times (distinct cache entries)."
+    )
+    reduce: Literal["mean", "majority"] = Field(
+        "mean",
+        description="How the verdicts of one sample become its score: mean, or majority "
+        "(the most frequent verdict; a tie goes to the lowest tied score).",
+    )
+
+
+class JudgeScorerSpec(_JudgeBase):
+    """An LLM judge grades each response. The judge file sees the row's fields and
+    ``prompt``, ``system``, ``response``, ``target``."""
+
+    type: Literal["judge"]
+    parse: ParseSpec = Field(
+        default_factory=GradeParse, description="How a verdict is read from the judge reply."
+    )
+
+
+_DEFAULT_VERDICTS: dict[str, Literal["first", "second", "tie"]] = {
+    "A": "first",
+    "B": "second",
+    "TIE": "tie",
+}
+
+
+class PairwiseParse(_Strict):
+    """Read a pairwise verdict: the last whole-token ``MARKER: LABEL`` in the reply,
+    matched case-insensitively."""
+
+    marker: str = Field("WINNER", min_length=1, description="The word before the colon.")
+    verdicts: dict[str, Literal["first", "second", "tie"]] = Field(
+        default_factory=lambda: dict(_DEFAULT_VERDICTS),
+        description="Label -> first (response_a wins), second (response_b wins) or tie.",
+    )
+    pattern: str | None = Field(
+        None, description="A Python regex with one group capturing the label, instead."
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> PairwiseParse:
+        _check_grades(dict.fromkeys(self.verdicts, 0.0))
+        missing = {"first", "second"} - set(self.verdicts.values())
+        if missing:
+            raise ValueError(f"verdicts name no label for {', '.join(sorted(missing))}")
+        _check_pattern(self.pattern)
+        return self
+
+
+class PairwiseScorerSpec(_JudgeBase):
+    """An LLM judge compares each response with a baseline run's response to the same
+    sample, in both orders; win 1, tie 0.5, loss 0, the two orders averaged. The judge
+    file sees the row's fields and ``prompt``, ``system``, ``target``, ``response_a``,
+    ``response_b``."""
+
+    type: Literal["pairwise"]
+    baseline: str = Field(
+        description="The baseline's run directory (holding results.jsonl), relative to the "
+        "spec file. Rows are joined on sample id (same epoch, else the baseline's epoch 1)."
+    )
+    parse: PairwiseParse = Field(
+        default_factory=PairwiseParse, description="How a verdict is read from the reply."
+    )
+
+
+ScorerSpec = Annotated[
+    ExactScorerSpec | RegexScorerSpec | NumericScorerSpec | JudgeScorerSpec | PairwiseScorerSpec,
+    Field(discriminator="type"),
+]
+
+
+def regex_compile(pattern: str, flags: int, where: str) -> re.Pattern[str]:
+    """Compile a regex, turning ``re.error`` into a one-line SpecError naming ``where``."""
+    try:
+        return re.compile(pattern, flags)
+    except re.error as exc:
+        raise SpecError(f"{where}: invalid regex {pattern!r}: {exc}; fix the pattern") from None
