@@ -9,6 +9,7 @@ The public Python API; everything the CLI does goes through these names::
     rows = gradetrail.read_results(result.run_dir)
 """
 
+from gradetrail._version import __version__
 from gradetrail.agreement import cohen_kappa, measure_agreement
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.errors import (
@@ -36,8 +37,6 @@ from gradetrail.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
 from gradetrail.stats import PowerPlan, plan_power
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CacheError",

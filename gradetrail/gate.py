@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from gradetrail import stats
 from gradetrail.errors import GradetrailError
+from gradetrail.manifest import identity_differences
 
 __all__ = ["ErrorPolicy", "GateError", "GateResult", "Method", "regression_gate"]
 
@@ -55,7 +56,9 @@ class GateResult:
     both runs ("exclude"); `n_errors_handled` counts them. `epochs` is (baseline epochs,
     candidate epochs). `regressed` names the paired samples whose per-sample score is lower in
     the candidate than in the baseline, `improved` those where it is higher, both in the
-    baseline's sample order.
+    baseline's sample order. `identity_differences` says where the two runs' identities
+    differ (spec keys, dataset hash, file hashes; see
+    :func:`gradetrail.manifest.identity_differences`), empty when they match.
     """
 
     passed: bool
@@ -85,6 +88,7 @@ class GateResult:
     warnings: tuple[str, ...] = ()
     regressed: tuple[str, ...] = ()
     improved: tuple[str, ...] = ()
+    identity_differences: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -197,6 +201,7 @@ def regression_gate(
         warnings=_warnings(base, cand),
         regressed=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y < x),
         improved=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y > x),
+        identity_differences=tuple(identity_differences(base.manifest, cand.manifest)),
     )
 
 

@@ -8,7 +8,9 @@ files). Two runs are comparable exactly when their identity hashes match.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 import platform
 import subprocess
 from datetime import UTC, datetime
@@ -23,7 +25,15 @@ from gradetrail.providers.base import canonical_json
 from gradetrail.rundir import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
 
-__all__ = ["Manifest", "git_state", "identity_hash", "spec_hash", "write_manifest"]
+__all__ = [
+    "Manifest",
+    "git_state",
+    "identity_body",
+    "identity_differences",
+    "identity_hash",
+    "spec_hash",
+    "write_manifest",
+]
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
 
@@ -33,25 +43,75 @@ def spec_hash(spec: EvalSpec) -> str:
     return hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode()).hexdigest()
 
 
+def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
+    """The part of a spec's JSON form (``spec.model_dump(mode="json")``, or a manifest's
+    ``spec``) that enters the identity: without execution-only settings and without file
+    paths (the files enter through their content hashes). Returns a new dict."""
+    body = copy.deepcopy(spec)
+    for key in EXECUTION_ONLY:
+        body.get("run", {}).pop(key, None)
+    body.get("dataset", {}).pop("path", None)
+    if body.get("model", {}).get("recordings"):
+        body["model"]["recordings"].pop("path", None)
+    # judge file and baseline enter through their content hashes, not their paths
+    body.get("scorer", {}).pop("file", None)
+    body.get("scorer", {}).pop("baseline", None)
+    return body
+
+
 def identity_hash(spec: EvalSpec, file_hashes: dict[str, str]) -> str:
-    """The run's identity hash.
+    """The run's identity hash: SHA-256 of canonical JSON over :func:`identity_body` of the
+    spec and the files' content hashes.
 
     Args:
         spec: the validated spec.
         file_hashes: role -> SHA-256 of each file the run reads (``dataset``,
             ``recordings``, ``judge``, ``baseline``...).
     """
-    body = spec.model_dump(mode="json")
-    for key in EXECUTION_ONLY:
-        body["run"].pop(key, None)
-    body["dataset"].pop("path", None)
-    if body["model"].get("recordings"):
-        body["model"]["recordings"].pop("path", None)
-    # judge file and baseline enter through their content hashes, not their paths
-    body["scorer"].pop("file", None)
-    body["scorer"].pop("baseline", None)
-    payload = {"spec": body, "files": file_hashes}
+    payload = {"spec": identity_body(spec.model_dump(mode="json")), "files": file_hashes}
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Where two runs' identities differ, one line each, from their manifests' JSON form:
+    ``spec model.name: 'x' -> 'y'`` for each identity-relevant spec key (dotted path),
+    ``dataset hash 1a2b3c4d5e6f -> ...`` and ``<role> file hash ...`` for each file.
+    Empty when the identity hashes match."""
+    if a.get("identity_hash") == b.get("identity_hash"):
+        return []
+    out = []
+    flat_a = _flatten(identity_body(a.get("spec") or {}))
+    flat_b = _flatten(identity_body(b.get("spec") or {}))
+    for key in sorted(flat_a.keys() | flat_b.keys()):
+        if flat_a.get(key, _ABSENT) != flat_b.get(key, _ABSENT):
+            was, now = (_shown(f.get(key, _ABSENT)) for f in (flat_a, flat_b))
+            out.append(f"spec {key}: {was} -> {now}")
+    files_a, files_b = a.get("file_hashes") or {}, b.get("file_hashes") or {}
+    for role in sorted(files_a.keys() | files_b.keys()):
+        if files_a.get(role) != files_b.get(role):
+            was, now = (str(f.get(role) or "none")[:12] for f in (files_a, files_b))
+            label = "dataset hash" if role == "dataset" else f"{role} file hash"
+            out.append(f"{label}: {was} -> {now}")
+    return out or ["identity hashes differ (another gradetrail version's hashing?)"]
+
+
+_ABSENT = object()
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def _shown(value: Any, width: int = 60) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def git_state(cwd: Path | None = None) -> tuple[str | None, bool | None]:

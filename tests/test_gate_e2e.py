@@ -30,11 +30,39 @@ def test_weaker_candidate_fails_the_gate(cli, runs: dict[str, Path]) -> None:
     assert verdict["n"] == 1319 and verdict["method"] == "tango"
     assert verdict["delta"] == pytest.approx((458 - 742) / 1319)
     assert verdict["passed"] is False
+    assert len(verdict["regressed"]) == 360 and len(verdict["improved"]) == 76
+    assert verdict["identity_differences"] == [
+        'spec model.name: "175b_verification" -> "175b_finetuning"'
+    ]
 
 
 def test_stronger_candidate_and_self_pass_the_gate(cli, runs: dict[str, Path]) -> None:
     """The reverse direction passes, and a run against itself passes."""
     reverse = cli("gate", str(runs["175b_finetuning"]), str(runs["175b_verification"]))
     assert reverse.exit_code == 0
-    same = cli("gate", str(runs["175b_verification"]), str(runs["175b_verification"]))
+    same = cli("gate", str(runs["175b_verification"]), str(runs["175b_verification"]), "--json")
     assert same.exit_code == 0
+    assert json.loads(same.stdout)["identity_differences"] == []
+
+
+def test_identity_differences_name_spec_keys_and_files(cli, gsm8k_copy: Path, tmp_path) -> None:
+    """A changed prompt and a changed dataset file are named as where the identities differ;
+    execution-only settings (concurrency) are not."""
+    from gradetrail.manifest import identity_differences
+    from gradetrail.results import read_manifest
+
+    base = json.loads(cli("run", str(gsm8k_copy), "--json").stdout)
+    data = gsm8k_copy.parent / "data" / "gsm8k" / "test.jsonl"
+    data.write_text(data.read_text() + "\n")  # same rows, other bytes: another dataset hash
+    cand = json.loads(
+        cli(
+            "run", str(gsm8k_copy), "--json", "--set", "run.concurrency=3",
+            "--set", "prompt=Question: {{ question }}",
+        ).stdout
+    )  # fmt: skip
+    diffs = identity_differences(read_manifest(base["run_dir"]), read_manifest(cand["run_dir"]))
+    assert diffs[0].startswith('spec prompt: "Solve the math word problem.')
+    assert "…" in diffs[0]  # a long value is cut, so the line stays one line
+    assert diffs[0].endswith(' -> "Question: {{ question }}"')
+    assert diffs[1] == (f"dataset hash: {base['dataset_hash'][:12]} -> {cand['dataset_hash'][:12]}")
+    assert not any("concurrency" in d for d in diffs)

@@ -119,6 +119,7 @@ def test_manifest_records_identity_versions_and_totals(cli, tmp_path: Path) -> N
     """The manifest names the hashes, models, versions, times and per-state counts."""
     m = _json_run(cli, str(GSM8K_SPEC), "--set", "run.concurrency=3")
     run_dir = tmp_path / "results" / f"gsm8k-{m['identity_hash'][:12]}"
+    assert Path(m.pop("run_dir")).resolve() == run_dir.resolve()  # --json names the run dir
     on_disk = gradetrail.read_manifest(run_dir)
     assert on_disk == m
     for key in ("identity_hash", "spec_hash", "dataset_hash"):

@@ -8,6 +8,7 @@ scored; gate failed; a provider or cache error that stops a run), 2 bad spec or 
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
@@ -17,9 +18,33 @@ app = typer.Typer(
     name="gradetrail",
     help="LLM evals that behave like tests: declarative, cached, reproducible.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from gradetrail._version import __version__
+
+        print(f"gradetrail {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="Print gradetrail's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """LLM evals that behave like tests: declarative, cached, reproducible."""
 
 
 def fail(error: GradetrailError) -> typer.Exit:

@@ -37,7 +37,21 @@ def run(
         Path, typer.Option("--results-root", help="Where run directories are written.")
     ] = Path("results"),
     executor: Annotated[str, typer.Option(help="Where provider calls run: local.")] = "local",
-    json_out: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="Print the run directory and the manifest as JSON."),
+    ] = False,
+    print_run_dir: Annotated[
+        bool,
+        typer.Option("--print-run-dir", help="Print only the run directory (for pipelines)."),
+    ] = False,
+    min_score: Annotated[
+        float | None,
+        typer.Option(
+            "--min-score",
+            help="Exit 1 unless the 95% CI's lower bound (not the mean) is at least this.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Also show the run's log (log.jsonl) on stderr."),
@@ -47,8 +61,12 @@ def run(
 
     Ctrl-C stops starting new samples and waits for those in flight; a second Ctrl-C
     stops at once. Re-running the same command finishes the run from the cache.
-    Exit codes: 0 scored, 1 nothing scored, 2 bad spec, 130 Ctrl-C, 143 SIGTERM.
+    Exit codes: 0 scored (and --min-score met), 1 nothing scored or --min-score missed,
+    2 bad spec or usage, 130 Ctrl-C, 143 SIGTERM.
     """
+    import math
+
+    from gradetrail.ci.threshold import check_min_score
     from gradetrail.cli import fail
     from gradetrail.cli.progress import RunProgress
     from gradetrail.cli.report import print_summary
@@ -59,6 +77,10 @@ def run(
         raise typer.BadParameter(
             f"unknown executor {executor!r}; use local", param_hint="--executor"
         )
+    if json_out and print_run_dir:
+        raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
+    if min_score is not None and not math.isfinite(min_score):
+        raise typer.BadParameter("must be a finite number", param_hint="--min-score")
     overrides = list(set_ or [])
     progress: RunProgress | None = None
     started_in: Path | None = None
@@ -103,12 +125,22 @@ def run(
         raise exit_ from None
     except KeyboardInterrupt:  # a third Ctrl-C, while the run was closing
         raise typer.Exit(130) from None
+    threshold = None if min_score is None else check_min_score(result.manifest.score, min_score)
     if json_out:
-        print(result.manifest.model_dump_json(indent=2))
+        out = {"run_dir": str(result.run_dir), **result.manifest.model_dump(mode="json")}
+        if threshold is not None:
+            out["min_score"] = threshold.to_dict()
+        print(json.dumps(out, indent=2))
+    elif print_run_dir:
+        print(result.run_dir)
     else:
         print_summary(result)
+        if threshold is not None:
+            print(f"  {'min score':<11} {threshold.message()}")
     if result.manifest.status == "interrupted":
         raise typer.Exit(143 if result.manifest.stop_signal == "SIGTERM" else 130)
+    if threshold is not None and not threshold.passed:
+        raise typer.Exit(1)
     raise typer.Exit(0 if result.tally.counts["scored"] else 1)
 
 

@@ -1,0 +1,3 @@
+"""The one source of gradetrail's version (pyproject.toml reads it from here)."""
+
+__version__ = "0.3.0"

@@ -1,0 +1,6 @@
+"""What CI systems read: a score threshold without a baseline, JUnit XML, a Markdown
+report and GitHub workflow annotations for the gate, and the pytest plugin's runner.
+
+Every piece takes the results the rest of gradetrail computes (a run's manifest, a
+:class:`~gradetrail.gate.GateResult`) and only formats or thresholds them.
+"""
