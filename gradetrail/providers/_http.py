@@ -55,6 +55,8 @@ __all__ = [
     "ClientPool",
     "HttpProvider",
     "classify_status",
+    "error_fields",
+    "implied_status",
     "parse_retry_after",
     "redact",
     "served_model_matches",
@@ -121,11 +123,17 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
 def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     """``(error_type, code, message)`` from an error body in either protocol's shape:
     OpenAI ``{"error": {"type", "code", "message"}}`` (or the inner object alone, as the
-    SDK passes it) and Anthropic ``{"type": "error", "error": {"type", "message",
-    "details": {"error_code"}}}``."""
+    SDK passes it), Anthropic ``{"type": "error", "error": {"type", "message",
+    "details": {"error_code"}}}``, and the plain-string form some gateways send,
+    ``{"error": "rate limit exceeded"}`` (the string is the message). Numeric codes
+    (``"code": 429``) come back as text."""
     if not isinstance(body, dict):
         return None, None, body.strip()[:300] if isinstance(body, str) and body.strip() else None
-    inner = body.get("error") if isinstance(body.get("error"), dict) else body
+    error = body.get("error")
+    if isinstance(error, str) and error.strip():
+        inner: dict[str, Any] = {**body, "message": body.get("message") or error}
+    else:
+        inner = error if isinstance(error, dict) else body
     etype, code, message = inner.get("type"), inner.get("code"), inner.get("message")
     details = inner.get("details")
     if code is None and isinstance(details, dict):
@@ -137,6 +145,55 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
         None if code is None else str(code),
         None if message is None else str(message),
     )
+
+
+_RATE_WORDS = re.compile(r"rate.?limit|too many requests|throttl", re.I)
+_OVERLOAD_WORDS = re.compile(
+    r"overloaded|internal (?:server )?error|server error|temporarily unavailable|"
+    r"service unavailable|bad gateway|gateway time-?out|try again later",
+    re.I,
+)
+_TIMEOUT_WORDS = re.compile(r"timed? ?out|timeout", re.I)
+_AUTH_WORDS = re.compile(r"invalid.{0,20}(?:api.?key|token|credential)|unauthori[sz]ed", re.I)
+#: (status, words in an error type or code that mean it), checked in order
+_STATUS_WORDS = (
+    (529, ("overloaded",)),
+    (500, ("api_error", "server_error", "internal", "unavailable", "bad_gateway")),
+    (408, ("timeout",)),
+    (401, ("authentication", "permission", "invalid_api_key", "unauthorized")),
+    (400, ("invalid_request", "not_found", "bad_request", "invalid_model")),
+)
+
+
+def implied_status(etype: str | None, code: str | None, message: str | None) -> int | None:
+    """The HTTP status an error body means, read from its type, code and message alike
+    (for error bodies that arrive under status 200): a code that is itself a status
+    (``429``, ``"503"``), else the type's or code's words (``rate_limit_error``,
+    ``insufficient_quota``, ``overloaded_error``, ``server_error``, ``invalid_api_key``,
+    ``invalid_request_error``), else the message's (``rate limit exceeded``, ``you
+    exceeded your quota``, ``overloaded``, ``internal server error``, ``timed out``).
+
+    Returns:
+        the code's own 4xx/5xx status, or 429, 529 (overloaded), 500, 408, 401 or 400;
+        None when nothing says (such a body is a permanent :class:`InvalidResponse`).
+    """
+    if code is not None and code.isdigit() and 400 <= int(code) <= 599:
+        return int(code)
+    words = f"{etype or ''} {code or ''}".lower()
+    if code in _QUOTA_CODES or etype in _QUOTA_CODES or _RATE_WORDS.search(words):
+        return 429
+    for status, names in _STATUS_WORDS:
+        if any(name in words for name in names):
+            return status
+    text = message or ""
+    if _RATE_WORDS.search(text) or _QUOTA.search(text):
+        return 429
+    if "overloaded" in text.lower():
+        return 529
+    for status, pattern in ((500, _OVERLOAD_WORDS), (408, _TIMEOUT_WORDS), (401, _AUTH_WORDS)):
+        if pattern.search(text):
+            return status
+    return None
 
 
 def classify_status(
@@ -443,15 +500,20 @@ class HttpProvider(Provider):
         return data
 
     def error_under_200(self, data: dict[str, Any]) -> InvalidResponse:
-        """An error body that came with status 200: an InvalidResponse keeping the
-        provider's error type and code, transient when the type says the server was
-        overloaded or failed (``overloaded_error``, ``api_error``, ``server_error``,
-        ``rate_limit_error``)."""
+        """An error body that came with status 200: an :class:`InvalidResponse` (never
+        cached) keeping the provider's error type and code, whose ``transient`` is what
+        the status its type, code or message means would be (:func:`implied_status`):
+        ``{"error": {"message": "rate limit exceeded", "code": 429}}`` is retried exactly
+        as the same body with ``type: rate_limit_error`` is, and so is an overloaded or
+        failed server; an exhausted quota, a bad request or a body that says nothing is
+        recorded at once."""
         etype, code, message = error_fields(data)
-        transient = any(
-            word in (etype or "") for word in ("overloaded", "api_error", "server", "rate_limit")
-        )
-        text = redact(f"200 answer is an error: {etype or 'error'}: {message or ''}", self._key)
+        implied = implied_status(etype, code, message)
+        transient = False
+        if implied is not None:
+            transient = classify_status(implied, None, data).transient
+        what = etype or (f"code {code}" if code else "error")
+        text = redact(f"200 answer is an error: {what}: {message or 'no message'}", self._key)
         return InvalidResponse(text, transient=transient, status=200, error_type=etype, code=code)
 
     def _finish(self, request: Request, response: Response, cache_write: int) -> Response:
