@@ -77,13 +77,36 @@ def test_summarize_degenerate_sizes_are_nan_not_errors() -> None:
 
 
 def test_importing_stats_and_summarizing_does_not_import_scipy() -> None:
-    """The run summary path stays pure Python: scipy is imported lazily, never at import."""
+    """The run summary path stays pure Python, small runs (Student t) included: scipy is
+    imported lazily by the gate's functions, never by summarize."""
     code = (
         "import sys; from gradetrail import stats; "
         "stats.summarize([1.0, 0.0, 1.0] * 440, ['c'] * 1320); "
+        "stats.summarize([1.0, 0.0, 1.0] * 40); "
         "assert 'scipy' not in sys.modules, 'scipy imported'"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 9, 10, 29, 30, 120, 499, 998, 999])
+def test_t_quantile_matches_scipy(df: int) -> None:
+    """The pure-Python two-sided t quantile equals scipy's stdtrit (odd and even df, one to
+    999, central and tail confidences) to 1e-9 relative."""
+    from scipy.special import stdtrit
+
+    for confidence in (0.01, 0.5, 0.9, 0.95, 0.99, 0.999):
+        expected = float(stdtrit(df, 0.5 + confidence / 2))
+        assert stats.t_quantile(confidence, df) == pytest.approx(expected, rel=1e-9)
+
+
+def test_t_quantile_known_values_and_refusals() -> None:
+    """Table values (t_{0.975}: 12.706205 at df 1, 2.262157 at df 9); df must be a positive
+    integer and the confidence inside (0, 1)."""
+    assert stats.t_quantile(0.95, 1) == pytest.approx(12.706205, abs=1e-6)
+    assert stats.t_quantile(0.95, 9) == pytest.approx(2.262157, abs=1e-6)
+    for bad in ((0.95, 0), (0.95, 2.5), (1.0, 3), (0.0, 3)):
+        with pytest.raises(ValueError):
+            stats.t_quantile(*bad)
 
 
 def test_sample_means_average_epochs_per_sample_first() -> None:

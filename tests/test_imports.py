@@ -1,0 +1,88 @@
+"""Start-up stays light: `gradetrail --help` and a fully cached run import none of the heavy
+libraries (scipy, the provider SDKs, HTTP clients); a cold HTTP run imports only its
+transport. Asserted on the set of modules each process imported, never on a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from http_support import PROTOCOLS, gsm8k_spec
+from paths import GSM8K_SPEC
+from protocol_server import protocol_server_fixture
+
+server = protocol_server_fixture(scope="module", name="server")
+
+#: top-level packages a plain run must not pay for unless it uses them
+HEAVY = {
+    "scipy",
+    "numpy",
+    "openai",
+    "anthropic",
+    "aiohttp",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "ray",
+    "pandas",
+    "pyarrow",
+}
+
+#: runs the CLI in this process and writes the top-level modules it imported to argv[1]
+CLI = """
+import json, sys
+from gradetrail.cli import main
+out, sys.argv = sys.argv[1], ["gradetrail", *sys.argv[2:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+with open(out, "w") as f:
+    json.dump({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}, f)
+"""
+
+
+def heavy_imports(tmp_path: Path, *args: str) -> set[str]:
+    """The heavy packages ``gradetrail ARGS`` imports (it must exit 0)."""
+    out = tmp_path / "modules.json"
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test"}
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI, str(out), *args], capture_output=True, text=True, env=env
+    )
+    result = json.loads(out.read_text())
+    assert result["code"] in (0, None), proc.stderr
+    return HEAVY & set(result["modules"])
+
+
+def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
+    """`gradetrail --help` and `gradetrail run --help` import no heavy library."""
+    assert heavy_imports(tmp_path, "--help") == set()
+    assert heavy_imports(tmp_path, "run", "--help") == set()
+
+
+@pytest.mark.parametrize("limit", [200, 1319])
+def test_warm_replay_run_imports_nothing_heavy(tmp_path: Path, limit: int) -> None:
+    """A re-run of the bundled GSM8K eval imports no heavy library, at 200 samples (the
+    summary's Student t interval) as at 1,319 (the normal one)."""
+    args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
+    args += ["--set", f"dataset.limit={limit}"]
+    assert heavy_imports(tmp_path, *args) == set()  # cold: the replay provider needs none
+    assert heavy_imports(tmp_path, *args) == set()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_warm_http_run_imports_nothing_heavy(server, tmp_path: Path, protocol: str) -> None:
+    """A fully cached HTTP run imports neither the SDK nor any HTTP client; the cold run
+    before it made its calls."""
+    spec = gsm8k_spec(tmp_path, server, protocol, limit=5, api_key_env="ANTHROPIC_API_KEY")
+    args = ["run", str(spec.source), "--results-root", str(tmp_path / "r"), "--json"]
+    cold = heavy_imports(tmp_path, *args)
+    assert cold and "scipy" not in cold
+    assert heavy_imports(tmp_path, *args) == set()
