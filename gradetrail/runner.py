@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradetrail.agreement import label_field_of
 from gradetrail.cache import ResponseCache, default_cache_path
-from gradetrail.datasets import Sample, file_sha256, load_samples
+from gradetrail.datasets import Sample, load_samples
 from gradetrail.errors import DatasetError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
@@ -65,7 +65,7 @@ class RunPlan:
     """
 
     spec: EvalSpec
-    samples: list[Sample]
+    samples: Sequence[Sample]
     provider: Provider
     scorer: Scorer
     prepared: list[Prepared]
@@ -98,18 +98,7 @@ def plan_run(spec: EvalSpec) -> RunPlan:
     Raises:
         SpecError, DatasetError: anything wrong with the spec or its files, before any call.
     """
-    data_path = spec.resolve(spec.dataset.path)
-    if not data_path.is_file():
-        raise DatasetError(
-            f"{spec.source}: dataset.path: {data_path} not found; check the path in the spec"
-        )
-    samples = load_samples(
-        data_path,
-        id_field=spec.dataset.id_field,
-        shuffle_seed=spec.dataset.shuffle_seed,
-        limit=spec.dataset.limit,
-        cluster_field=spec.dataset.cluster_field,
-    )
+    samples = load_samples(spec.dataset, base_dir=spec.base_dir, where=spec.source)
     provider = make_provider(spec.model, spec.base_dir)
     with _naming_the_spec(spec):
         provider.check_ready()
@@ -129,7 +118,7 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         for epoch in range(1, spec.run.epochs + 1)
         for sample in samples
     ]
-    file_hashes = {"dataset": file_sha256(data_path)}
+    file_hashes = {"dataset": samples.content_hash}
     for role, value in identity.items():
         if role.endswith("sha256"):
             file_hashes[role.removesuffix("_sha256")] = value

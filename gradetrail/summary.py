@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,7 +145,7 @@ class Tally:
             for sample_id, epochs in self._epochs.items()
         }
 
-    def sample_scores(self, samples: list[Sample]) -> Iterator[SampleScore]:
+    def sample_scores(self, samples: Iterable[Sample]) -> Iterator[SampleScore]:
         """The ``samples.jsonl`` lines: one per sample with at least one row, in the
         order of ``samples`` (the run's input order), made one at a time (a list of
         100,000 of them would cost ~100 MB)."""

@@ -74,3 +74,21 @@ def test_cluster_field(tmp_path: Path) -> None:
     assert [s.cluster for s in load_samples(path, cluster_field="p")] == ["1", "1", "2"]
     with pytest.raises(DatasetError, match="no cluster field 'passage'"):
         load_samples(path, cluster_field="passage")
+
+
+def test_an_explicit_id_equal_to_a_position_is_a_duplicate(tmp_path: Path) -> None:
+    """A row without an id takes its line number, which may collide with an explicit id."""
+    path = _write(tmp_path / "d.jsonl", [{"id": "2"}, {"q": "b"}])
+    with pytest.raises(DatasetError, match=r"d.jsonl:2: duplicate sample id '2' \(the row's"):
+        load_samples(path)
+
+
+def test_samples_decode_rows_on_access_and_keep_run_order(tmp_path: Path) -> None:
+    """Samples is a sequence in run order: indexing, negative indexing, slices, len."""
+    path = _write(tmp_path / "d.jsonl", [{"q": str(i), "n": [i]} for i in range(5)])
+    samples = load_samples(path, limit=3)
+    assert len(samples) == 3 and samples.ids == ["1", "2", "3"]
+    assert samples[-1].row == {"q": "2", "n": [2]} and samples[-1].index == 2
+    assert [s.id for s in samples[1:]] == ["2", "3"]
+    with pytest.raises(IndexError):
+        samples[3]

@@ -1,0 +1,119 @@
+"""``load_samples``, the one entry: pick the format's source, read it streaming, rename
+fields, assign ids (:mod:`~gradetrail.datasets.ids`), then shuffle, limit and read
+clusters. Format modules are imported only when their format is used (pyarrow and
+``datasets`` are heavy)."""
+
+from __future__ import annotations
+
+import importlib
+import random
+from array import array
+from pathlib import Path
+from typing import Any
+
+from gradetrail.datasets.base import Source
+from gradetrail.datasets.ids import IdAssigner, row_at
+from gradetrail.datasets.samples import Samples, pack
+from gradetrail.errors import DatasetError
+from gradetrail.spec import DatasetSpec
+
+__all__ = ["load_samples", "open_source"]
+
+#: format -> "module:class" of its source, imported on first use
+FORMATS = {"jsonl": "gradetrail.datasets.jsonl:JsonlSource"}
+
+
+def load_samples(
+    source: DatasetSpec | str | Path,
+    *,
+    base_dir: Path | None = None,
+    where: str | None = None,
+    **options: Any,
+) -> Samples:
+    """Load a dataset as samples in run order.
+
+    Args:
+        source: the spec's ``dataset`` section, or a file path (then ``options`` are
+            :class:`~gradetrail.spec.DatasetSpec` fields: ``id_field``, ``shuffle_seed``,
+            ``limit``, ``cluster_field``...).
+        base_dir: the directory relative paths resolve against (the spec file's).
+        where: the spec file, naming it in errors about spec fields.
+
+    Returns:
+        :class:`Samples` with ``index`` 0..n-1 in run order, their ids assigned before
+        ``shuffle_seed`` (``random.Random(seed).shuffle``) and ``limit`` apply.
+
+    Raises:
+        DatasetError: one line naming the file, the format and the row or column: an
+            unreadable source, a malformed row, a duplicate id, an empty dataset, a
+            missing cluster field.
+    """
+    spec = source if isinstance(source, DatasetSpec) else DatasetSpec(path=str(source), **options)
+    src = open_source(spec, base_dir or Path("."), where)
+    ids: list[str] = []
+    lines = array("q")
+    rows: list[bytes] = []
+    assigner = IdAssigner(src, spec.id_field)
+    keep_all = spec.shuffle_seed is not None or spec.limit is None
+    for row in src.rows():
+        fields = row.fields
+        ids.append(assigner.assign(row, fields))
+        lines.append(row.line)
+        if keep_all or len(rows) < (spec.limit or 0):
+            rows.append(pack(fields))
+    if not ids:
+        raise DatasetError(f"{src.where}: the dataset has no rows")
+    order = list(range(len(ids)))
+    if spec.shuffle_seed is not None:
+        random.Random(spec.shuffle_seed).shuffle(order)
+    if spec.limit is not None:
+        del order[spec.limit :]
+    return _in_order(src, spec, order, ids, lines, rows)
+
+
+def _in_order(
+    src: Source,
+    spec: DatasetSpec,
+    order: list[int],
+    ids: list[str],
+    lines: array[int],
+    rows: list[bytes],
+) -> Samples:
+    """Keep the rows in ``order`` only (dropping the others' bytes), read clusters."""
+    kept_rows = [rows[k] for k in order]
+    clusters: list[str | None] = [None] * len(order)
+    if spec.cluster_field is not None:
+        import pickle
+
+        for i, k in enumerate(order):
+            row = pickle.loads(kept_rows[i])  # noqa: S301 - bytes this process pickled
+            if spec.cluster_field not in row:
+                raise DatasetError(
+                    f"{row_at(src, lines[k])}: row has no cluster field '{spec.cluster_field}'; "
+                    "add it or remove dataset.cluster_field"
+                )
+            clusters[i] = str(row[spec.cluster_field])
+    return Samples(
+        [ids[k] for k in order],
+        array("q", (lines[k] for k in order)),
+        kept_rows,
+        clusters,
+        content_hash=src.content_hash(),
+        info=src.info(),
+        warnings=list(getattr(src, "warnings", [])),
+    )
+
+
+def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> Source:
+    """The :class:`~gradetrail.datasets.base.Source` reading ``spec``'s dataset.
+
+    Raises:
+        DatasetError: the file does not exist.
+    """
+    path = Path(spec.path).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    if not path.is_file():
+        prefix = f"{where}: " if where else ""
+        raise DatasetError(f"{prefix}dataset.path: {path} not found; check the path in the spec")
+    module_name, _, class_name = FORMATS["jsonl"].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(path)
