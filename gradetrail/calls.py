@@ -111,7 +111,7 @@ def _log_ok(
         model=request.model,
         served_model=response.served_model,
         latency_ms=response.latency_s * 1000.0,
-        input_tokens=response.input_tokens,
+        input_tokens=response.total_input_tokens,
         output_tokens=response.output_tokens,
         cached_input_tokens=response.cached_input_tokens,
         cost_usd=response.cost_usd,

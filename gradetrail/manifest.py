@@ -178,9 +178,9 @@ class Manifest(BaseModel):
     epochs: int
     counts: dict[str, int] = Field(default_factory=dict, description="rows per state.")
     truncated: int = Field(0, description="Rows whose response stopped at max_tokens.")
-    input_tokens: int = 0
+    input_tokens: int = Field(0, description="Prompt tokens, prompt-cache reads included.")
     output_tokens: int = 0
-    cached_input_tokens: int = 0
+    cached_input_tokens: int = Field(0, description="Of input_tokens, prompt-cache reads.")
     cost_usd: float | None = Field(None, description="USD paid this run (cache hits cost 0).")
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cache_hits: int = 0

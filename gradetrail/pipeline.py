@@ -188,7 +188,7 @@ def _scored_row(
         raw_stop_reason=response.raw_stop_reason,
         truncated=response.truncated,
         served_model=response.served_model,
-        input_tokens=response.input_tokens,
+        input_tokens=response.total_input_tokens,
         output_tokens=response.output_tokens,
         cached_input_tokens=response.cached_input_tokens,
         cost_usd=response.cost_usd,

@@ -68,8 +68,8 @@ class JudgeRecord(BaseModel):
     truncated: int = Field(0, description="Replies that stopped at the judge's max_tokens.")
     input_tokens: int = Field(
         0,
-        description="Judge prompt tokens, excluding provider prompt-cache reads (cache hits "
-        "included).",
+        description="Judge prompt tokens, provider prompt-cache reads included (gradetrail "
+        "cache hits included).",
     )
     output_tokens: int = Field(0, description="Judge completion tokens (cache hits included).")
     cost_usd: float | None = Field(None, description="USD paid for calls made this run.")
@@ -96,9 +96,13 @@ class SampleResult(BaseModel):
     raw_stop_reason: str | None = Field(None, description="The provider's own stop reason.")
     truncated: bool = Field(False, description="The response stopped at max_tokens.")
     served_model: str | None = Field(None, description="The model that served the request.")
-    input_tokens: int = Field(0, description="Prompt tokens, excluding cached input tokens.")
+    input_tokens: int = Field(
+        0, description="Prompt tokens the provider counted as input, prompt-cache reads included."
+    )
     output_tokens: int = Field(0, description="Completion tokens.")
-    cached_input_tokens: int = Field(0, description="Prompt tokens read from a prompt cache.")
+    cached_input_tokens: int = Field(
+        0, description="Of input_tokens, those read from the provider's prompt cache."
+    )
     cost_usd: float | None = Field(
         None, description="Price of the response in USD; null if unknown."
     )

@@ -41,7 +41,8 @@ class Tally:
         counts: rows per state.
         cache_hits: rows whose response came from the cache.
         truncated: rows whose response stopped at max_tokens.
-        input_tokens, output_tokens, cached_input_tokens: token totals (cache hits included).
+        input_tokens, output_tokens, cached_input_tokens: token totals (cache hits included);
+            input counts prompt-cache reads, of which ``cached_input_tokens`` were read.
         cost_usd: USD paid this run (rows not from the cache: 0.0 when every priced row
             was a cache hit), None while nothing is priced.
         cost_usd_cached: USD the cache hits once cost.

@@ -114,13 +114,13 @@ def test_finished_answer_is_end_turn_and_not_truncated(srv, tmp_path: Path) -> N
     assert out.row["truncated"] is False
 
 
-def test_cached_prompt_tokens_are_not_counted_twice(srv, tmp_path: Path) -> None:
-    """prompt_tokens includes the cache reads: input = prompt_tokens - cached_tokens, so
-    input + cached input is the whole prompt (the server counts its words)."""
+def test_cached_prompt_tokens_are_part_of_input(srv, tmp_path: Path) -> None:
+    """prompt_tokens includes the cache reads: a row's input_tokens is the whole prompt
+    (the server counts its words) and cached_input_tokens the part read from the cache."""
     srv.configure(cache_read_tokens=10)
     out = run_http(gsm8k_spec(tmp_path, srv, "openai_compatible"), tmp_path)
     assert out.row["cached_input_tokens"] == 10
-    assert out.row["input_tokens"] + 10 == prompt_words(out.result.manifest.spec)
+    assert out.row["input_tokens"] == prompt_words(out.result.manifest.spec)
 
 
 def prompt_words(spec: dict) -> int:
@@ -139,7 +139,8 @@ def test_bundled_price_gives_the_cost_and_the_summary_shows_it(srv, tmp_path: Pa
     )
     out = run_http(gsm8k_spec(tmp_path, srv, "openai", model="gpt-4o", limit=2), tmp_path)
     for row in out.rows:
-        expected = (row["input_tokens"] * 2.5 + 4 * 1.25 + row["output_tokens"] * 10.0) / 1e6
+        fresh = row["input_tokens"] - 4
+        expected = (fresh * 2.5 + 4 * 1.25 + row["output_tokens"] * 10.0) / 1e6
         assert row["cached_input_tokens"] == 4 and row["output_tokens"] == 4
         assert row["cost_usd"] == pytest.approx(expected, rel=1e-9)
     assert out.result.manifest.cost_usd == pytest.approx(sum(r["cost_usd"] for r in out.rows))

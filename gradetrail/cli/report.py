@@ -56,7 +56,7 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
     lines.append(
         (
             "tokens",
-            f"{t.input_tokens} in ({t.cached_input_tokens} cached in), {t.output_tokens} out",
+            f"{t.input_tokens} in (of which {t.cached_input_tokens} cached), {t.output_tokens} out",
         )
     )
     cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"

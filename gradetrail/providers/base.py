@@ -84,7 +84,8 @@ class Response:
             ``stop_sequence``, ``tool_use``, ``content_filter`` or None when unknown.
         raw_stop_reason: the provider's own value (e.g. OpenAI's ``length``).
         served_model: the model the provider says served the request.
-        input_tokens: prompt tokens, excluding cached input tokens.
+        input_tokens: prompt tokens not read from the provider's prompt cache (cache writes
+            included). Results, logs and summaries report :attr:`total_input_tokens`.
         output_tokens: completion tokens.
         cached_input_tokens: prompt tokens read from the provider's prompt cache.
         latency_s: seconds from sending the request to the full response.
@@ -113,6 +114,14 @@ class Response:
     def from_json(cls, text: str) -> Response:
         """Inverse of :meth:`to_json`."""
         return cls(**json.loads(text))
+
+    @property
+    def total_input_tokens(self) -> int:
+        """Every prompt token the provider counted as input, prompt-cache reads included
+        (OpenAI's ``prompt_tokens``; Anthropic's ``input_tokens`` +
+        ``cache_creation_input_tokens`` + ``cache_read_input_tokens``): what rows, logs and
+        summaries call ``input_tokens``, of which ``cached_input_tokens`` were cached."""
+        return self.input_tokens + self.cached_input_tokens
 
     @property
     def truncated(self) -> bool:

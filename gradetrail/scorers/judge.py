@@ -299,7 +299,7 @@ def judge_record(replies: list[JudgeReply], outcome: str | None = None) -> Judge
         if response is None:
             continue
         record.truncated += response.truncated
-        record.input_tokens += response.input_tokens
+        record.input_tokens += response.total_input_tokens
         record.output_tokens += response.output_tokens
         if reply.cached:
             record.cost_usd_cached = _add(record.cost_usd_cached, response.cost_usd)
