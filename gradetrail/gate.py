@@ -56,7 +56,8 @@ class GateResult:
     both runs ("exclude"); `n_errors_handled` counts them. `epochs` is (baseline epochs,
     candidate epochs). `regressed` names the paired samples whose per-sample score is lower in
     the candidate than in the baseline, `improved` those where it is higher, both in the
-    baseline's sample order. `identity_differences` says where the two runs' identities
+    baseline's sample order; `paired` names all n paired samples in that order.
+    `identity_differences` says where the two runs' identities
     differ (spec keys, dataset hash, file hashes; see
     :func:`gradetrail.manifest.identity_differences`), empty when they match.
     """
@@ -89,6 +90,7 @@ class GateResult:
     regressed: tuple[str, ...] = ()
     improved: tuple[str, ...] = ()
     identity_differences: tuple[str, ...] = ()
+    paired: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -202,6 +204,7 @@ def regression_gate(
         regressed=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y < x),
         improved=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y > x),
         identity_differences=tuple(identity_differences(base.manifest, cand.manifest)),
+        paired=tuple(shared),
     )
 
 

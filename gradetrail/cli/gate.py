@@ -7,14 +7,14 @@ import math
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from gradetrail import stats
-from gradetrail.errors import GradetrailError
+from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.gate import GateResult, regression_gate
 
 __all__ = ["register"]
@@ -77,10 +77,24 @@ def gate(
         ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    junit: Annotated[
+        Path | None, typer.Option(help="Also write the verdict as JUnit XML to this file.")
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Also write a Markdown report to this file.")
+    ] = None,
+    github: Annotated[
+        bool,
+        typer.Option(
+            "--github",
+            help="Print GitHub annotations; append the report to $GITHUB_STEP_SUMMARY.",
+        ),
+    ] = False,
 ) -> None:
     """Gate a candidate run against a baseline: exit 0 pass, 1 fail, 2 cannot compare."""
     from gradetrail.cli import fail
 
+    reports = _Reports(junit, markdown, github)
     try:
         result = regression_gate(
             baseline,
@@ -93,12 +107,58 @@ def gate(
             allow_partial=allow_partial,
         )
     except GradetrailError as exc:
+        reports.cannot_compare(str(exc))
         raise fail(exc) from None
     if json_out:
         print(json.dumps(result.to_dict()))
     else:
         print_gate(result)
+    reports.verdict(result)
     raise typer.Exit(0 if result.passed else 1)
+
+
+class _Reports:
+    """The CI outputs the gate was asked for: --junit, --markdown, --github."""
+
+    def __init__(self, junit: Path | None, markdown: Path | None, github: bool) -> None:
+        self.junit, self.markdown, self.github = junit, markdown, github
+
+    def verdict(self, result: GateResult) -> None:
+        from gradetrail.ci import github, junit, markdown
+        from gradetrail.ci.runs import gate_run_warnings
+
+        warnings = gate_run_warnings(result) if self.markdown or self.github else {}
+        self._write(
+            junit.gate_junit(result) if self.junit else None,
+            markdown.gate_markdown(result, warnings) if self.markdown or self.github else "",
+            github.gate_annotations(result, warnings) if self.github else [],
+        )
+
+    def cannot_compare(self, message: str) -> None:
+        from gradetrail.ci import github, junit, markdown
+
+        self._write(
+            junit.cannot_compare_junit(message) if self.junit else None,
+            markdown.cannot_compare_markdown(message),
+            [github.cannot_compare_annotation(message)] if self.github else [],
+        )
+
+    def _write(self, document: Any, report: str, annotations: list[str]) -> None:
+        from gradetrail.ci.github import append_step_summary
+        from gradetrail.ci.junit import write_junit
+        from gradetrail.cli import fail
+
+        try:
+            if self.junit is not None:
+                write_junit(document, self.junit)
+            if self.markdown is not None:
+                self.markdown.write_text(report, encoding="utf-8")
+            if self.github:
+                append_step_summary(report)
+        except OSError as exc:
+            raise fail(UsageError(f"cannot write the gate report: {exc}")) from None
+        for line in annotations:
+            print(line)
 
 
 def _num(x: float | None, digits: int = 4) -> str:
