@@ -168,7 +168,8 @@ class Tally:
     def score_stats(self, clustered: bool = False) -> ScoreStats:
         """Mean over samples of their reduced scores (:meth:`reduced`; samples without a
         score left out) with standard error and 95% CI over samples, not rows; clustered
-        standard error when ``clustered``. Scores lie in [0, 1], so the interval is
+        standard error when ``clustered``. Binary scores get Wilson's interval (see
+        :func:`gradetrail.stats.summarize`). Scores lie in [0, 1], so the interval is
         clipped to it (a small run's t interval can reach past either end)."""
         reduced = {k: v for k, v in self.reduced().items() if v is not None}
         values = list(reduced.values())
@@ -181,6 +182,7 @@ class Tally:
             ci_low=_finite(max(s.ci_low, 0.0)) if not math.isnan(s.ci_low) else None,
             ci_high=_finite(min(s.ci_high, 1.0)) if not math.isnan(s.ci_high) else None,
             n_clusters=s.n_clusters,
+            ci_method=s.method,
         )
 
     def judge_stats(self) -> JudgeStats | None:

@@ -34,28 +34,94 @@ def test_summarize_uses_n_minus_1_standard_error() -> None:
 
 def test_summarize_interval_quantile_by_degrees_of_freedom() -> None:
     """Clusters set the degrees of freedom (G - 1: t_2 = 4.302653 for 3 clusters); from
-    1,000 degrees of freedom on, the normal quantile 1.959964 is used."""
-    clustered = stats.summarize([1, 0, 1, 1, 0, 0], ["a", "a", "b", "b", "c", "c"])
+    1,000 degrees of freedom on, the normal quantile 1.959964 is used (non-binary scores:
+    binary ones get Wilson's interval)."""
+    clustered = stats.summarize([1, 0.5, 1, 1, 0, 0.25], ["a", "a", "b", "b", "c", "c"])
     assert clustered.ci_high - clustered.mean == pytest.approx(4.302653 * clustered.se, abs=1e-6)
-    scores = [1.0, 0.0] * 501
+    scores = [0.75, 0.25] * 501
     large = stats.summarize(scores)
     assert large.ci_high - large.mean == pytest.approx(1.959964 * large.se, abs=1e-6)
 
 
-def test_clustered_standard_error_matches_hand_computation() -> None:
-    """Miller eq. 4 on six samples in three clusters equals the value worked by hand.
+def test_clustered_standard_error_is_cr1_as_statsmodels() -> None:
+    """The clustered SE is CR1: Miller's eq. 4 sandwich times G / (G - 1).
 
-    scores 1, 0 | 1, 1 | 0, 0 in clusters a | b | c; mean 0.5, residuals e = s - mean:
-    +.5, -.5 | +.5, +.5 | -.5, -.5.
-    SE_CLT^2 = sum(e^2) / (n - 1) / n = 1.5 / 5 / 6 = 0.05.
-    Cross terms sum_c sum_{i != j} e_i e_j: a: 2(.5)(-.5) = -0.5; b: 2(.5)(.5) = 0.5;
-    c: 2(-.5)(-.5) = 0.5; total 0.5, divided by n^2 = 36: 0.013889.
-    SE^2 = 0.05 + 0.013889 = 0.063889, SE = 0.252763.
+    References from statsmodels 0.15.0,
+    ``OLS(y, ones).fit(cov_type="cluster", cov_kwds={"groups": g}).bse[0]`` (its default
+    small-sample correction G/(G-1) * (N-1)/(N-K), K = 1):
+    y = 1, 0 | 1, 1 | 0, 0 -> 0.28867513459481303 (CR0 would be 0.235702);
+    y = .2 .9 .4 | .4 1 | 0 .6 .3 .8 | .1 -> 0.0720185161376341.
     """
     summary = stats.summarize([1, 0, 1, 1, 0, 0], ["a", "a", "b", "b", "c", "c"])
-    assert summary.se == pytest.approx(math.sqrt(0.05 + 0.5 / 36))
-    assert summary.se == pytest.approx(0.252763, abs=1e-6)
+    assert summary.se == pytest.approx(0.28867513459481303, rel=1e-12)
     assert summary.n_clusters == 3
+    y = [0.2, 0.9, 0.4, 0.4, 1.0, 0.0, 0.6, 0.3, 0.8, 0.1]
+    g = ["a", "a", "a", "b", "b", "c", "c", "c", "c", "d"]
+    se, n_clusters = stats.clustered_standard_error(y, g)
+    assert se == pytest.approx(0.0720185161376341, rel=1e-12) and n_clusters == 4
+
+
+def test_one_cluster_has_no_standard_error() -> None:
+    """A single cluster gives no clustered standard error (G - 1 = 0), never 0."""
+    se, n_clusters = stats.clustered_standard_error([0.1, 0.5, 0.9], ["a", "a", "a"])
+    assert math.isnan(se) and n_clusters == 1
+
+
+# --- binary run summaries: Wilson ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("successes", "n", "expected"),
+    [
+        # statsmodels 0.15.0 proportion_confint(x, n, alpha=0.05, method="wilson")
+        (100, 100, (0.9630065017930143, 1.0)),
+        (0, 100, (0.0, 0.03699349820698569)),
+        (0, 1, (0.0, 0.7934506856227627)),
+        (1, 1, (0.2065493143772374, 1.0)),
+        (19, 20, (0.7638688065532577, 0.9911185511992044)),
+        (742, 1319, (0.5356326528399583, 0.5890988475978164)),
+        (3, 10, (0.10779126740630104, 0.6032218525388546)),
+    ],
+)
+def test_wilson_interval_matches_statsmodels(
+    successes: int, n: int, expected: tuple[float, float]
+) -> None:
+    """The Wilson interval equals statsmodels' at the bounds (0%, 100%) and inside."""
+    assert stats.wilson_interval(successes, n) == pytest.approx(expected, abs=1e-12)
+
+
+def test_binary_summary_is_never_zero_width() -> None:
+    """A 100/100 or 0/100 run gets Wilson's interval, not [1, 1]; the SE is kept (0)."""
+    full = stats.summarize([1.0] * 100)
+    assert full.method == "wilson" and full.se == 0
+    assert (full.ci_low, full.ci_high) == pytest.approx((0.9630065017930143, 1.0))
+    empty = stats.summarize([0.0] * 100)
+    assert (empty.ci_low, empty.ci_high) == pytest.approx((0.0, 0.03699349820698569))
+    one = stats.summarize([1.0])
+    assert (one.ci_low, one.ci_high) == pytest.approx((0.2065493143772374, 1.0))
+
+
+def test_clustered_binary_summary_uses_the_effective_sample_size() -> None:
+    """Clustered binary scores: Wilson on Korn & Graubard's n* (never wider n than given).
+
+    y = 1, 0 | 1, 1 | 0, 0: p = .5, CR1 SE^2 = 1/12, p(1-p)/SE^2 = 3, df factor
+    (t_{5,.975} / t_{2,.975})^2 = (2.570582 / 4.302653)^2 = 0.356936, n* = 1.070808;
+    Wilson from statsmodels 0.15.0 proportion_confint(0.5 * n*, n*, method="wilson")
+    (it accepts the fractional count): [0.057842364407010016, 0.9421576355929899].
+    """
+    s = stats.summarize([1, 0, 1, 1, 0, 0], ["a", "a", "b", "b", "c", "c"])
+    plain = stats.summarize([1, 0, 1, 1, 0, 0])
+    assert s.method == "wilson"
+    assert (s.ci_low, s.ci_high) == pytest.approx((0.057842364407010016, 0.9421576355929899))
+    assert s.ci_high - s.ci_low > plain.ci_high - plain.ci_low
+    all_pass = stats.summarize([1.0] * 6, ["a", "a", "b", "b", "c", "c"])
+    assert all_pass.ci_low < 1.0 and all_pass.ci_high == 1.0
+
+
+def test_constant_continuous_scores_have_no_interval() -> None:
+    """Non-binary scores that do not vary get an undefined interval, never a point."""
+    s = stats.summarize([0.5, 0.5, 0.5])
+    assert s.se == 0 and math.isnan(s.ci_low) and math.isnan(s.ci_high)
 
 
 def test_singleton_clusters_reduce_to_the_plain_standard_error() -> None:
@@ -160,17 +226,18 @@ def test_paired_t_matches_scipy_ttest_rel() -> None:
 
 
 def test_clustered_paired_t_uses_clustered_se_and_cluster_df() -> None:
-    """With clusters the paired t uses eq. 4 on the differences and G - 1 degrees of freedom.
+    """With clusters the paired t uses the CR1 SE of the differences and G - 1 degrees of
+    freedom.
 
-    Differences d = c - b = 1, 0 | 1, 1 | 0, 0 (the hand-computed case above): SE 0.252763;
-    three clusters -> df 2, t_{0.975, 2} = 4.302653; half-width 1.087546.
+    Differences d = c - b = 1, 0 | 1, 1 | 0, 0 (the statsmodels case above): SE 0.288675;
+    three clusters -> df 2, t_{0.975, 2} = 4.302653; half-width 1.242069.
     """
     base = [0.0] * 6
     cand = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0]
     interval = stats.paired_t(base, cand, ["a", "a", "b", "b", "c", "c"])
-    assert interval.se == pytest.approx(0.252763, abs=1e-6)
+    assert interval.se == pytest.approx(0.28867513459481303, abs=1e-9)
     assert interval.df == 2 and interval.n_clusters == 3
-    assert interval.hi - interval.delta == pytest.approx(4.302653 * 0.252763, abs=1e-5)
+    assert interval.hi - interval.delta == pytest.approx(4.302653 * 0.288675, abs=1e-5)
 
 
 # --- Tango score interval (Tango 1998) -----------------------------------------------------

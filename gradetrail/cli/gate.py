@@ -7,15 +7,15 @@ import math
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from gradetrail import stats
-from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.gate import GateResult, regression_gate
+from gradetrail.errors import GradetrailError
+from gradetrail.gate import GateFamily, GateResult, gate_family
 
 __all__ = ["register"]
 
@@ -23,8 +23,11 @@ _SHOWN_IDS = 10
 _METHOD_NAMES = {
     "tango": "Tango score interval (paired binary)",
     "t": "paired t",
-    "z": "paired z",
+    "z": "paired z (Miller eq. 7-8)",
+    "welch": "unpaired Welch t (Miller eq. 5-6)",
+    "newcombe": "unpaired Newcombe score interval (binary)",
 }
+_UNPAIRED_Z = "unpaired z (Miller eq. 5-6)"
 
 
 class MethodChoice(StrEnum):
@@ -34,6 +37,8 @@ class MethodChoice(StrEnum):
     tango = "tango"
     t = "t"
     z = "z"
+    welch = "welch"
+    newcombe = "newcombe"
 
 
 class ErrorsChoice(StrEnum):
@@ -44,6 +49,23 @@ class ErrorsChoice(StrEnum):
     exclude = "exclude"
 
 
+class TestChoice(StrEnum):
+    """--test values."""
+
+    non_inferiority = "non-inferiority"
+    superiority = "superiority"
+    equivalence = "equivalence"
+
+
+class ReducerChoice(StrEnum):
+    """--reducer values."""
+
+    mean = "mean"
+    max = "max"
+    majority = "majority"
+    pass_at_k = "pass_at_k"
+
+
 def register(app: typer.Typer) -> None:
     """Add ``gate`` and ``power`` to ``app``."""
     app.command("gate")(gate)
@@ -51,23 +73,55 @@ def register(app: typer.Typer) -> None:
 
 
 def gate(
-    baseline: Annotated[Path, typer.Argument(help="The baseline run directory.")],
-    candidate: Annotated[Path, typer.Argument(help="The candidate run directory.")],
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="BASELINE CANDIDATE run directories; more pairs (B1 C1 B2 C2 ...) are gated "
+            "as one family with a Holm correction.",
+            show_default=False,
+        ),
+    ],
     margin: Annotated[
-        float, typer.Option(min=0, help="Non-inferiority margin: pass iff lower bound >= -margin.")
-    ] = 0.02,
+        float | None,
+        typer.Option(
+            min=0,
+            help="Margin on the score scale: non-inferiority passes iff lower bound >= "
+            "-margin (default 0.02); superiority iff lower bound > margin (default 0); "
+            "equivalence iff the interval is inside (-margin, margin) (default 0.02).",
+            show_default=False,
+        ),
+    ] = None,
     confidence: Annotated[
         float, typer.Option(min=0, max=1, help="Two-sided confidence of the interval.")
     ] = 0.95,
+    test: Annotated[
+        TestChoice,
+        typer.Option("--test", help="non-inferiority, superiority, or equivalence (TOST)."),
+    ] = TestChoice.non_inferiority,
+    unpaired: Annotated[
+        bool,
+        typer.Option(
+            "--unpaired", help="Runs on different samples: compare means (Miller eq. 5-6)."
+        ),
+    ] = False,
     method: Annotated[
-        MethodChoice, typer.Option(help="auto: tango for binary, one epoch, no clusters; else t.")
+        MethodChoice,
+        typer.Option(
+            help="auto: tango for binary scores without clusters, else t (paired); "
+            "newcombe for binary, else welch (unpaired)."
+        ),
     ] = MethodChoice.auto,
+    reducer: Annotated[
+        ReducerChoice | None,
+        typer.Option(help="Gate both runs on this reducer instead of their run.reducer."),
+    ] = None,
+    pass_k: Annotated[int | None, typer.Option(min=1, help="The k of --reducer pass_at_k.")] = None,
     errors: Annotated[
         ErrorsChoice,
         typer.Option(help="Rows in an error state: refuse, score as-fail (0), or exclude."),
     ] = ErrorsChoice.refuse,
     allow_different_data: Annotated[
-        bool, typer.Option("--allow-different-data", help="Pair runs of different datasets.")
+        bool, typer.Option("--allow-different-data", help="Compare runs of different datasets.")
     ] = False,
     allow_partial: Annotated[
         bool,
@@ -77,88 +131,38 @@ def gate(
         ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
-    junit: Annotated[
-        Path | None, typer.Option(help="Also write the verdict as JUnit XML to this file.")
-    ] = None,
-    markdown: Annotated[
-        Path | None, typer.Option(help="Also write a Markdown report to this file.")
-    ] = None,
-    github: Annotated[
-        bool,
-        typer.Option(
-            "--github",
-            help="Print GitHub annotations; append the report to $GITHUB_STEP_SUMMARY.",
-        ),
-    ] = False,
 ) -> None:
     """Gate a candidate run against a baseline: exit 0 pass, 1 fail, 2 cannot compare."""
     from gradetrail.cli import fail
 
-    reports = _Reports(junit, markdown, github)
+    if len(runs) < 2 or len(runs) % 2:
+        raise typer.BadParameter(
+            f"Missing argument 'candidate': give run directories in pairs, BASELINE "
+            f"CANDIDATE [BASELINE CANDIDATE ...] (got {len(runs)})"
+        )
+    pairs = list(zip(runs[::2], runs[1::2], strict=True))
     try:
-        result = regression_gate(
-            baseline,
-            candidate,
+        family = gate_family(
+            pairs,
             margin=margin,
             confidence=confidence,
             method=method.value,
             errors=errors.value,
             allow_different_data=allow_different_data,
             allow_partial=allow_partial,
+            test=test.value,
+            unpaired=unpaired,
+            reducer=reducer.value if reducer else None,
+            pass_k=pass_k,
         )
-    except GradetrailError as exc:
-        reports.cannot_compare(str(exc))
+    except (GradetrailError, ValueError) as exc:
         raise fail(exc) from None
     if json_out:
-        print(json.dumps(result.to_dict()))
+        out = family.results[0].to_dict() if len(pairs) == 1 else family.to_dict()
+        print(json.dumps(out))
     else:
-        print_gate(result)
-    reports.verdict(result)
-    raise typer.Exit(0 if result.passed else 1)
-
-
-class _Reports:
-    """The CI outputs the gate was asked for: --junit, --markdown, --github."""
-
-    def __init__(self, junit: Path | None, markdown: Path | None, github: bool) -> None:
-        self.junit, self.markdown, self.github = junit, markdown, github
-
-    def verdict(self, result: GateResult) -> None:
-        from gradetrail.ci import github, junit, markdown
-        from gradetrail.ci.runs import gate_run_warnings
-
-        warnings = gate_run_warnings(result) if self.markdown or self.github else {}
-        self._write(
-            junit.gate_junit(result) if self.junit else None,
-            markdown.gate_markdown(result, warnings) if self.markdown or self.github else "",
-            github.gate_annotations(result, warnings) if self.github else [],
-        )
-
-    def cannot_compare(self, message: str) -> None:
-        from gradetrail.ci import github, junit, markdown
-
-        self._write(
-            junit.cannot_compare_junit(message) if self.junit else None,
-            markdown.cannot_compare_markdown(message),
-            [github.cannot_compare_annotation(message)] if self.github else [],
-        )
-
-    def _write(self, document: Any, report: str, annotations: list[str]) -> None:
-        from gradetrail.ci.github import append_step_summary
-        from gradetrail.ci.junit import write_junit
-        from gradetrail.cli import fail
-
-        try:
-            if self.junit is not None:
-                write_junit(document, self.junit)
-            if self.markdown is not None:
-                self.markdown.write_text(report, encoding="utf-8")
-            if self.github:
-                append_step_summary(report)
-        except OSError as exc:
-            raise fail(UsageError(f"cannot write the gate report: {exc}")) from None
-        for line in annotations:
-            print(line)
+        print_family(family)
+    raise typer.Exit(0 if family.passed else 1)
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -171,30 +175,73 @@ def _ids(ids: tuple[str, ...]) -> str:
     return f"{len(ids)}: {shown}{more}"
 
 
+def print_family(family: GateFamily, console: Console | None = None) -> None:
+    """Each comparison's table, then (for several) the family's line and verdict."""
+    console = console or Console(highlight=False)
+    for result in family.results:
+        print_gate(result, console)
+    if len(family.results) > 1:
+        passed = sum(r.passed for r in family.results)
+        verdict = "[green]PASS[/green]" if family.passed else "[red]FAIL[/red]"
+        console.print(
+            f"family: {len(family.results)} comparisons, Holm-corrected at family-wise "
+            f"one-sided alpha {family.alpha:g}; {passed} passed: {verdict}"
+        )
+
+
+def _verdict_rule(r: GateResult) -> str:
+    if r.test == "non-inferiority":
+        return f"pass iff lower bound >= {-r.margin:g}"
+    if r.test == "superiority":
+        return f"pass iff lower bound > {r.margin:g}"
+    return f"pass iff interval inside ({-r.margin:g}, {r.margin:g}), TOST"
+
+
 def print_gate(result: GateResult, console: Console | None = None) -> None:
-    """The gate's table: n, clusters, epochs, means, discordant counts, the interval, verdict."""
+    """The gate's table: n, clusters, epochs, means, discordant counts, the interval, the
+    test and verdict, and, on a failure, why (half-width, MDE, n needed, flipped samples)."""
     console = console or Console(highlight=False)
     r = result
-    table = Table(title="regression gate (non-inferiority)", show_header=False)
+    table = Table(title=f"regression gate ({r.test})", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("baseline", r.baseline)
     table.add_row("candidate", r.candidate)
-    table.add_row("samples (n)", str(r.n))
+    if r.paired:
+        table.add_row("samples (n)", f"{r.n} paired")
+    else:
+        unpaired = f"{r.n_baseline} baseline, {r.n_candidate} candidate (unpaired)"
+        table.add_row("samples (n)", unpaired)
     table.add_row("clusters", "none" if r.n_clusters is None else str(r.n_clusters))
-    table.add_row("epochs", f"{r.epochs[0]} baseline, {r.epochs[1]} candidate")
+    reduced = f" (per-sample scores: {r.reducer if r.pass_k is None else f'pass@{r.pass_k}'})"
+    table.add_row("epochs", f"{r.epochs[0]} baseline, {r.epochs[1]} candidate{reduced}")
     table.add_row("baseline mean", f"{r.baseline_mean:.4f}")
     table.add_row("candidate mean", f"{r.candidate_mean:.4f}")
     if r.only_baseline is not None:
         table.add_row("only baseline passed", str(r.only_baseline))
         table.add_row("only candidate passed", str(r.only_candidate))
     table.add_row("mean difference", f"{_num(r.delta)} (candidate - baseline)")
-    table.add_row("standard error", f"{_num(r.se).lstrip('+')} (of the paired difference)")
-    table.add_row(f"{r.confidence:.0%} interval", f"[{_num(r.lo)}, {_num(r.hi)}]")
-    table.add_row("correlation", _num(r.correlation, 3))
-    table.add_row("margin", f"{r.margin:g} (pass iff lower bound >= {-r.margin:g})")
-    clustered = ", clustered" if r.n_clusters is not None else ""
-    table.add_row("method", f"{_METHOD_NAMES[r.method]}{clustered}")
+    se_label = "standard error"
+    if r.method in ("tango", "newcombe"):
+        se_label = "Wald standard error"
+        se_note = " (for reference: the score interval does not use it)"
+    else:
+        se_note = " (of the difference)"
+    table.add_row(se_label, f"{_num(r.se).lstrip('+')}{se_note}")
+    table.add_row(
+        f"{r.confidence:.0%} interval",
+        f"[{_num(r.lo)}, {_num(r.hi)}], half-width {_num(r.half_width).lstrip('+')}",
+    )
+    if r.paired:
+        table.add_row("correlation", _num(r.correlation, 3))
+    table.add_row("margin", f"{r.margin:g} ({_verdict_rule(r)})")
+    method = _UNPAIRED_Z if (r.method == "z" and not r.paired) else _METHOD_NAMES[r.method]
+    clustered = ", clustered (CR1)" if r.n_clusters is not None else ""
+    table.add_row("method", f"{method}{clustered}")
+    if r.p_value is not None:
+        table.add_row("p-value", f"{r.p_value:.3g} (one-sided, alpha {r.alpha:g})")
+    if r.p_adjusted is not None:
+        table.add_row("Holm-adjusted p", f"{r.p_adjusted:.3g} ({r.family})")
     if r.mcnemar_p is not None:
         table.add_row("McNemar exact p", f"{r.mcnemar_p:.3g}")
     for label, ids in (
@@ -206,10 +253,30 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if r.n_errors_handled:
         how = "scored 0" if r.errors == "as-fail" else "excluded from both runs"
         table.add_row("error samples", f"{_ids(r.errored_samples)} ({how})")
+    if not r.passed:
+        _add_why(table, r)
     table.add_row("verdict", "[green]PASS[/green]" if r.passed else "[red]FAIL[/red]")
     console.print(table)
+    console.print(r.reason, markup=False)
     for warning in r.warnings:
-        console.print(f"warning: {warning}")
+        console.print(f"warning: {warning}", markup=False)
+
+
+def _add_why(table: Table, r: GateResult) -> None:
+    """The rows that explain a failure."""
+    table.add_row("half-width vs margin", f"{r.half_width:.4f} vs {r.margin:g}")
+    if r.mde is not None:
+        n = min(r.n_baseline, r.n_candidate)
+        table.add_row(
+            "detectable effect",
+            f"{r.mde:.4f} at n = {n} (Miller eq. 10, power 0.8, omega^2 {r.omega2:.4g})",
+        )
+    if r.n_needed is not None:
+        how = f" ({r.power_command})" if r.power_command else " (Tango, no discordant pair)"
+        table.add_row("n needed", f"{r.n_needed}{' per run' if not r.paired else ''}{how}")
+    if r.paired:
+        table.add_row("regressed", _ids(r.regressed) if r.regressed else "0")
+        table.add_row("improved", _ids(r.improved) if r.improved else "0")
 
 
 def power(

@@ -3,18 +3,12 @@ wrapped or truncated (paths stay copyable)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING
-
 from rich.console import Console
 
 from gradetrail.cli.report_judge import agreement_lines, judge_lines
-from gradetrail.manifest import Manifest
+from gradetrail.runner import RunResult
 
-if TYPE_CHECKING:
-    from gradetrail.runner import RunResult
-
-__all__ = ["manifest_lines", "print_summary", "summary_lines"]
+__all__ = ["print_summary", "summary_lines"]
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -22,26 +16,21 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def summary_lines(result: RunResult) -> list[tuple[str, str]]:
-    """``(label, text)`` pairs of a finished run (see :func:`manifest_lines`)."""
-    return manifest_lines(result.manifest, result.run_dir)
-
-
-def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
-    """``(label, text)`` pairs from a run's manifest: counts per state (the denominator
-    explicit), mean score with standard error and 95% CI, tokens, cost, cache hits, wall
-    time, status, run directory. The viewer shows the same lines as the CLI summary."""
-    counts = m.counts
-    rows = sum(counts.values())
-    errors = rows - counts.get("scored", 0)
+    """``(label, text)`` pairs: counts per state (the denominator explicit), mean score
+    with standard error and 95% CI, tokens, cost, cache hits, wall time, run directory."""
+    m = result.manifest
+    t = result.tally
     states = ", ".join(
-        f"{k} {counts.get(k, 0)}" for k in ("scored", "provider_error", "judge_error")
+        f"{k} {t.counts.get(k, 0)}" for k in ("scored", "provider_error", "judge_error")
     )
     epochs = "epoch" if m.epochs == 1 else "epochs"
-    lines = [("rows", f"{rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
+    lines = [("rows", f"{t.rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
     s = m.score
     what = "win rate" if m.spec.get("scorer", {}).get("type") == "pairwise" else "mean score"
     if s and s.mean is not None:
-        score = f"{s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI [{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]"
+        kind = " (Wilson)" if s.ci_method == "wilson" else ""
+        ci = f"[{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]" if s.ci_low is not None else "n/a"
+        score = f"{s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI {ci}{kind}"
         score += f", over {s.n} scored samples"
         run = m.spec.get("run", {})
         if m.epochs > 1 or run.get("reducer", "mean") != "mean":
@@ -51,8 +40,8 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
             score += f" (epochs reduced by {reducer})"
         if s.n_clusters is not None:
             score += f" in {s.n_clusters} clusters"
-        if errors:
-            score += f"; {errors} error rows are not in it"
+        if t.errors:
+            score += f"; {t.errors} error rows are not in it"
         lines.append((what, score))
     else:
         lines.append((what, "n/a (no sample scored)"))
@@ -64,27 +53,27 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
         lines.append(
             ("errors", f"{error['rows']} {error['state']} {what_kind}: {error['message']}")
         )
-    if m.truncated:
-        lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens"))
+    if t.truncated:
+        lines.append(("truncated", f"{t.truncated} responses stopped at max_tokens"))
     lines.append(
         (
             "tokens",
-            f"{m.input_tokens} in (of which {m.cached_input_tokens} cached), {m.output_tokens} out",
+            f"{t.input_tokens} in (of which {t.cached_input_tokens} cached), {t.output_tokens} out",
         )
     )
     cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"
     if m.cost_usd_cached is not None:
         cost += f" (cache hits saved ${m.cost_usd_cached:.4f})"
     lines.append(("cost", cost))
-    lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
+    lines.append(("cache hits", f"{t.cache_hits}/{t.rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
     status = m.status
     if m.status == "interrupted":
         signal = f" by {m.stop_signal}" if m.stop_signal else ""
-        done = f"{rows} of {m.n_samples * m.epochs} rows"
+        done = f"{t.rows} of {m.n_samples * m.epochs} rows"
         status += f"{signal} ({done}); run the same command again to finish from the cache"
     lines.append(("status", status))
-    lines.append(("results", str(run_dir)))
+    lines.append(("results", str(result.run_dir)))
     return lines
 
 
