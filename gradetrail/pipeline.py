@@ -13,8 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from gradetrail.agent import Agent, converse, single_turn
 from gradetrail.agreement import LabelReader
 from gradetrail.calls import cached_call
+from gradetrail.conversation import (
+    ConversationError,
+    Transcript,
+    normalize_messages,
+    split_system,
+)
 from gradetrail.datasets import Sample
 from gradetrail.errors import DatasetError, ProviderError
 from gradetrail.providers.base import Request, Response
@@ -22,6 +29,7 @@ from gradetrail.results import SampleResult
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.spec import EvalSpec
 from gradetrail.templates import Template, compile_template
+from gradetrail.tools import ToolBox, ToolError, normalize_tool_choice, normalize_tools
 
 if TYPE_CHECKING:
     from gradetrail.cache import ResponseCache
@@ -42,6 +50,9 @@ class Prepared:
         key: the request's cache key.
         target: the rendered target, or None.
         label: the sample's human label as a score (``dataset.label_field``), or None.
+        agent: the run's agent loop (``model.tools_module``), or None for one turn.
+        conversational: the row records a transcript (message templates, a messages
+            field, tools or an agent loop).
     """
 
     sample: Sample
@@ -50,6 +61,8 @@ class Prepared:
     key: str
     target: str | None
     label: float | None = None
+    agent: Agent | None = None
+    conversational: bool = False
 
 
 class Renderer:
@@ -66,7 +79,19 @@ class Renderer:
         self, spec: EvalSpec, identity: dict[str, Any], keyed_by_sample: bool = False
     ) -> None:
         where = spec.source
-        self.prompt = compile_template(spec.prompt, f"{where}: prompt")
+        self.where = where
+        prompt = spec.prompt
+        if isinstance(prompt, list):
+            self.messages = [
+                (m.role, compile_template(m.content, f"{where}: prompt[{i}].content"))
+                for i, m in enumerate(prompt)
+            ]
+        elif prompt is not None:
+            self.messages = [("user", compile_template(prompt, f"{where}: prompt"))]
+        else:
+            self.messages = []
+        self.messages_field = spec.dataset.messages_field
+        self.tools_field = spec.dataset.tools_field
         self.system = compile_template(spec.system, f"{where}: system") if spec.system else None
         self.target = compile_template(spec.target, f"{where}: target") if spec.target else None
         self.model = spec.model
@@ -80,10 +105,41 @@ class Renderer:
             if spec.dataset.label_field
             else None
         )
+        self.agent, self.tools = self._tools(spec)
+        self.tool_choice = normalize_tool_choice(spec.tool_choice, self.tools)
+        self.conversational = bool(
+            isinstance(prompt, list) or self.messages_field or self.tools or self.tools_field
+        )
+
+    def _tools(self, spec: EvalSpec) -> tuple[Agent | None, tuple[dict[str, Any], ...]]:
+        """The agent loop (when ``model.tools_module`` is set) and the spec's tools.
+
+        Raises:
+            SpecError: the tools module cannot be imported or lacks a defined tool.
+        """
+        tools = normalize_tools(spec.tools) if spec.tools is not None else ()
+        if not spec.model.tools_module:
+            return None, tools
+        toolbox = ToolBox(spec.model.tools_module, spec.base_dir)
+        if tools:
+            toolbox.check(tools)
+        else:
+            tools = toolbox.definitions()
+        run = spec.run
+        agent = Agent(toolbox, run.max_turns, run.sample_timeout_s, run.timeout_s)
+        return agent, tools
+
+    def file_hashes(self) -> dict[str, str]:
+        """SHA-256 of the files the renderer reads besides the dataset (the tools module),
+        for the run's identity."""
+        if self.agent is None or not self.agent.toolbox.sha256:
+            return {}
+        return {"tools_module": self.agent.toolbox.sha256}
 
     def templates(self) -> list[Template]:
         """The templates this renderer applies to every row."""
-        return [t for t in (self.prompt, self.system, self.target) if t is not None]
+        found = [t for _, t in self.messages]
+        return found + [t for t in (self.system, self.target) if t is not None]
 
     def check(self, row: dict[str, Any]) -> None:
         """Check every template (and the label field) against the first row. Raises
@@ -109,19 +165,85 @@ def _render(template: Template, sample: Sample) -> str:
         ) from None
 
 
+def _bad_row(renderer: Renderer, sample: Sample, what: str, problem: object) -> DatasetError:
+    return DatasetError(
+        f"{renderer.where}: {what}: sample {sample.id!r} (line {sample.line}): {problem}; "
+        "fix the row"
+    )
+
+
+def _conversation(
+    sample: Sample, renderer: Renderer
+) -> tuple[str | None, tuple[dict[str, Any], ...]]:
+    """The system prompt and the conversation of one row: the row's messages (when
+    ``dataset.messages_field``) followed by the rendered message templates."""
+    field = renderer.messages_field
+    raw: list[Any] = []
+    if field is not None:
+        what = f"dataset.messages_field {field!r}"
+        if field not in sample.row:
+            raise _bad_row(renderer, sample, what, f"the row has no field '{field}'")
+        raw = sample.row[field]
+        if not isinstance(raw, list):
+            raise _bad_row(renderer, sample, what, "not a list of messages")
+    rendered = [
+        {"role": role, "content": _render(template, sample)} for role, template in renderer.messages
+    ]
+    try:
+        messages = normalize_messages([*raw, *rendered])
+    except ConversationError as exc:
+        where = f"dataset.messages_field {field!r}" if field else "prompt"
+        raise _bad_row(renderer, sample, where, exc) from None
+    system, rest = split_system(messages)
+    if renderer.system is not None:
+        spec_system = _render(renderer.system, sample)
+        system = spec_system if system is None else f"{spec_system}\n\n{system}"
+    return system, rest
+
+
+def _row_tools(
+    sample: Sample, renderer: Renderer
+) -> tuple[tuple[dict[str, Any], ...], str | dict[str, str] | None]:
+    """This row's tools (``dataset.tools_field``, else the spec's) and tool_choice."""
+    field = renderer.tools_field
+    if field is None or field not in sample.row:
+        return renderer.tools, renderer.tool_choice
+    what = f"dataset.tools_field {field!r}"
+    try:
+        tools = normalize_tools(sample.row[field])
+        choice = renderer.tool_choice
+        if isinstance(choice, dict):
+            choice = normalize_tool_choice(choice, tools)
+    except ToolError as exc:
+        raise _bad_row(renderer, sample, what, exc) from None
+    if renderer.agent is not None:
+        missing = [t["name"] for t in tools if t["name"] not in renderer.agent.toolbox.functions]
+        if missing:
+            problem = f"model.tools_module has no tool {', '.join(missing)}"
+            raise _bad_row(renderer, sample, what, problem)
+    return tools, choice
+
+
 def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
     """Render one (sample, epoch) into a keyed request.
 
     Raises:
-        DatasetError: a template fails on this row (naming the sample id and line).
+        DatasetError: a template fails on this row, or its conversation or tools are
+            invalid (naming the sample id and line).
     """
-    system = _render(renderer.system, sample) if renderer.system else None
+    if renderer.conversational:
+        system, messages = _conversation(sample, renderer)
+        tools, tool_choice = _row_tools(sample, renderer)
+    else:  # one user message: the common case, kept lean
+        system = _render(renderer.system, sample) if renderer.system else None
+        messages = ({"role": "user", "content": _render(renderer.messages[0][1], sample)},)
+        tools, tool_choice = (), None
     request = Request(
         provider=renderer.model.provider,
         model=renderer.model.name,
         base_url=renderer.model.base_url,
         system=system,
-        messages=({"role": "user", "content": _render(renderer.prompt, sample)},),
+        messages=messages,
         params=renderer.params,
         epoch=epoch,
         sample_id=sample.id,
@@ -130,10 +252,21 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
             if renderer.keyed_by_sample
             else renderer.identity
         ),
+        tools=tools,
+        tool_choice=tool_choice,
     )
     target = _render(renderer.target, sample) if renderer.target else None
     label = renderer.label.read(sample.row, sample.id) if renderer.label else None
-    return Prepared(sample, epoch, request, request.key(), target, label)
+    return Prepared(
+        sample,
+        epoch,
+        request,
+        request.key(),
+        target,
+        label,
+        renderer.agent,
+        renderer.conversational or renderer.agent is not None,
+    )
 
 
 @dataclass(slots=True)
@@ -155,12 +288,34 @@ class SampleContext:
 
 async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
     """Take one prepared (sample, epoch) to its result row: the response from the cache,
-    else from the executor (with the run's retry policy, cached on success), then scored."""
-    call = await cached_call(
-        item.request, item.key, ctx.cache, ctx.executor, ctx.log, kind="provider", epoch=item.epoch
-    )
-    if call.response is None:
-        return _error_row(item, call.error, call.attempts)
+    else from the executor (with the run's retry policy, cached on success), then scored.
+    With an agent loop every turn goes that way (:func:`gradetrail.agent.converse`)."""
+    if item.agent is not None:
+        talk = await converse(
+            item.agent,
+            item.request,
+            item.key,
+            cache=ctx.cache,
+            executor=ctx.executor,
+            log=ctx.log,
+            epoch=item.epoch,
+        )
+        response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
+        transcript: Transcript | None = talk.transcript
+    else:
+        call = await cached_call(
+            item.request,
+            item.key,
+            ctx.cache,
+            ctx.executor,
+            ctx.log,
+            kind="provider",
+            epoch=item.epoch,
+        )
+        response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
+        transcript = single_turn(item.request, item.key, call) if item.conversational else None
+    if response is None:
+        return _error_row(item, error, attempts, transcript)
     score = await ctx.scorer.ascore(
         ScoreInput(
             item.sample,
@@ -168,14 +323,20 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
             item.request.prompt,
             item.request.system,
             item.target,
-            call.response.text,
+            response.text,
+            response.tool_calls,
         )
     )
-    return _scored_row(item, call.response, score, call.cached, call.attempts)
+    return _scored_row(item, response, score, cached, attempts, transcript)
 
 
 def _scored_row(
-    item: Prepared, response: Response, score: Score, cached: bool, attempts: int
+    item: Prepared,
+    response: Response,
+    score: Score,
+    cached: bool,
+    attempts: int,
+    transcript: Transcript | None = None,
 ) -> SampleResult:
     return SampleResult(
         sample_id=item.sample.id,
@@ -200,10 +361,17 @@ def _scored_row(
         cluster=item.sample.cluster,
         label=item.label,
         judge=score.judge,
+        tool_calls=list(response.tool_calls) if item.conversational else None,
+        transcript=transcript,
     )
 
 
-def _error_row(item: Prepared, error: ProviderError | None, attempts: int) -> SampleResult:
+def _error_row(
+    item: Prepared,
+    error: ProviderError | None,
+    attempts: int,
+    transcript: Transcript | None = None,
+) -> SampleResult:
     detail = error.detail() if error is not None else {"kind": "ProviderError", "message": "?"}
     return SampleResult(
         sample_id=item.sample.id,
@@ -214,4 +382,5 @@ def _error_row(item: Prepared, error: ProviderError | None, attempts: int) -> Sa
         error=detail,
         cluster=item.sample.cluster,
         label=item.label,
+        transcript=transcript,
     )

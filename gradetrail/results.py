@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gradetrail.conversation import Transcript
 from gradetrail.errors import RunError, UsageError
 from gradetrail.rundir import RunDir
 
@@ -123,6 +124,16 @@ class SampleResult(BaseModel):
     )
     judge: JudgeRecord | None = Field(
         None, description="What the judge calls for this row did and cost; null without a judge."
+    )
+    tool_calls: list[dict[str, Any]] | None = Field(
+        None,
+        description="The model's tool calls over every turn (id, name, arguments); null for a "
+        "plain prompt.",
+    )
+    transcript: Transcript | None = Field(
+        None,
+        description="Conversation samples: the input messages and every turn (response, tool "
+        "calls, tool results, stop reason, tokens, cost, latency); null for a plain prompt.",
     )
 
 

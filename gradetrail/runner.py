@@ -103,7 +103,8 @@ def plan_run(spec: EvalSpec) -> RunPlan:
     with _naming_the_spec(spec):
         provider.check_ready()
     identity = provider.identity()
-    renderer = Renderer(spec, identity, provider.keyed_by_sample)
+    with _naming_the_spec(spec):  # a tools module that cannot be imported, say
+        renderer = Renderer(spec, identity, provider.keyed_by_sample)
     renderer.check(samples[0].row)
     scorer = make_scorer(spec)
     first = prepare(samples[0], 1, renderer)
@@ -118,7 +119,7 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         for epoch in range(1, spec.run.epochs + 1)
         for sample in samples
     ]
-    file_hashes = {"dataset": samples.content_hash}
+    file_hashes = {"dataset": samples.content_hash, **renderer.file_hashes()}
     for role, value in identity.items():
         if role.endswith("sha256"):
             file_hashes[role.removesuffix("_sha256")] = value

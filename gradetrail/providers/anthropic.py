@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gradetrail.conversation import to_anthropic, tool_calls_from_anthropic
 from gradetrail.errors import BadRequest, InvalidResponse, ProviderError, SpecError
 from gradetrail.providers._http import HttpProvider, translate_sdk_error, usage_int
 from gradetrail.providers.base import Request, Response
+from gradetrail.tools import anthropic_tool_choice, anthropic_tools
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
@@ -84,15 +86,21 @@ class AnthropicProvider(HttpProvider):
             return anthropic.AsyncAnthropic(**kwargs)
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The Messages body: ``system`` apart, ``stop`` as ``stop_sequences``."""
+        """The Messages body: ``system`` apart, roles alternating (tool calls as
+        ``tool_use``, results as ``tool_result`` blocks), ``tools`` and ``tool_choice``,
+        ``stop`` as ``stop_sequences``."""
         params = request.params
         body: dict[str, Any] = {
             "model": request.model,
             "max_tokens": params.get("max_tokens", DEFAULT_MAX_TOKENS),
-            "messages": list(request.messages),
+            "messages": to_anthropic(request.messages),
         }
         if request.system is not None:
             body["system"] = request.system
+        if request.tools:
+            body["tools"] = anthropic_tools(request.tools)
+        if request.tool_choice is not None:
+            body["tool_choice"] = anthropic_tool_choice(request.tool_choice)
         for name in ("temperature", "top_p"):
             if name in params:
                 body[name] = params[name]
@@ -104,7 +112,8 @@ class AnthropicProvider(HttpProvider):
         return body
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
-        """Text, stop reason, served model and usage of a Messages answer."""
+        """Text, tool calls (``tool_use`` blocks), stop reason, served model and usage of
+        a Messages answer."""
         if data.get("type") == "error" or data.get("error"):
             raise self.error_under_200(data)
         content = data.get("content")
@@ -143,6 +152,7 @@ class AnthropicProvider(HttpProvider):
             output_tokens=output,
             cached_input_tokens=read,
             latency_s=latency_s,
+            tool_calls=tool_calls_from_anthropic(content),
         )
         return response, write
 

@@ -34,29 +34,38 @@ class Request:
         model: the requested model name.
         base_url: the endpoint, or None for the provider's default.
         system: the rendered system prompt, or None.
-        messages: chat messages, each ``{"role": ..., "content": ...}``.
+        messages: chat messages in gradetrail's normalized shape (see
+            :mod:`gradetrail.conversation`): ``{"role", "content"}``, assistant messages
+            with ``tool_calls`` and ``tool`` results.
         params: sampling parameters that were set (None values dropped).
         epoch: 1-based epoch index; part of the key so k epochs are k distinct calls.
         sample_id: the sample this request is for (NOT part of the key: two samples with
             the same rendered prompt share a response).
         identity: provider-specific material that decides the response besides the above
             (e.g. the replay file's content hash); part of the key.
+        tools: tool definitions ``{"name", "description", "parameters"}`` offered to the
+            model (see :mod:`gradetrail.tools`); part of the key when given.
+        tool_choice: ``auto``, ``none``, ``required``, ``{"name": TOOL}`` or None; part of
+            the key when tools are given.
     """
 
     provider: str
     model: str
     base_url: str | None
     system: str | None
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
     params: dict[str, Any]
     epoch: int = 1
     sample_id: str = ""
     identity: dict[str, Any] = field(default_factory=dict)
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: str | dict[str, str] | None = None
 
     def key(self) -> str:
         """The cache key: SHA-256 hex of canonical JSON over everything that decides the
-        response (provider, model, base_url, system, messages, params, epoch, identity)."""
-        payload = {
+        response (provider, model, base_url, system, messages, params, epoch, identity,
+        and tools with tool_choice when tools are offered)."""
+        payload: dict[str, Any] = {
             "provider": self.provider,
             "model": self.model,
             "base_url": self.base_url,
@@ -66,12 +75,18 @@ class Request:
             "epoch": self.epoch,
             "identity": self.identity,
         }
+        if self.tools or self.tool_choice is not None:  # absent: keys stay as they were
+            payload["tools"] = self.tools
+            payload["tool_choice"] = self.tool_choice
         return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
     @property
     def prompt(self) -> str:
         """The last user message's text."""
-        return self.messages[-1]["content"] if self.messages else ""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return message.get("content") or ""
+        return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +107,8 @@ class Response:
         cost_usd: the call's price in USD, or None when unknown.
         cache_write_tokens: prompt tokens written to the provider's prompt cache (part of
             ``input_tokens``; priced at the cache-write rate).
+        tool_calls: the tools the model called, normalized (``{"id", "name",
+            "arguments"}``; see :mod:`gradetrail.conversation`), in its order.
     """
 
     text: str
@@ -104,6 +121,7 @@ class Response:
     latency_s: float = 0.0
     cost_usd: float | None = None
     cache_write_tokens: int = 0
+    tool_calls: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
@@ -113,7 +131,10 @@ class Response:
     @classmethod
     def from_json(cls, text: str) -> Response:
         """Inverse of :meth:`to_json`."""
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        if "tool_calls" in data:
+            data["tool_calls"] = tuple(data["tool_calls"])
+        return cls(**data)
 
     @property
     def total_input_tokens(self) -> int:

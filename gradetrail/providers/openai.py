@@ -25,9 +25,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gradetrail.conversation import to_openai, tool_calls_from_openai
 from gradetrail.errors import BadRequest, InvalidResponse, ProviderError
 from gradetrail.providers._http import HttpProvider, translate_sdk_error, usage_int
 from gradetrail.providers.base import Request, Response
+from gradetrail.tools import openai_tool_choice, openai_tools
 
 __all__ = ["OpenAIProvider"]
 
@@ -70,11 +72,14 @@ class OpenAIProvider(HttpProvider):
         )
 
     def body(self, request: Request) -> dict[str, Any]:
-        """The Chat Completions body: system prompt first, sampling params, ``extra``."""
-        messages: list[dict[str, str]] = list(request.messages)
-        if request.system is not None:
-            messages.insert(0, {"role": "system", "content": request.system})
+        """The Chat Completions body: system prompt first, the conversation (tool calls and
+        ``role: tool`` results), ``tools`` and ``tool_choice``, sampling params, ``extra``."""
+        messages = to_openai(request.system, request.messages)
         body: dict[str, Any] = {"model": request.model, "messages": messages}
+        if request.tools:
+            body["tools"] = openai_tools(request.tools)
+        if request.tool_choice is not None:
+            body["tool_choice"] = openai_tool_choice(request.tool_choice)
         params = request.params
         for name in _PASSED:
             if name in params:
@@ -88,7 +93,8 @@ class OpenAIProvider(HttpProvider):
         return body
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
-        """Text, stop reason, served model and usage of a Chat Completions answer."""
+        """Text, tool calls, stop reason, served model and usage of a Chat Completions
+        answer."""
         if data.get("error"):
             raise self.error_under_200(data)
         choices = data.get("choices")
@@ -131,6 +137,7 @@ class OpenAIProvider(HttpProvider):
             output_tokens=output,
             cached_input_tokens=cached,
             latency_s=latency_s,
+            tool_calls=tool_calls_from_openai(message.get("tool_calls")),
         )
         return response, 0
 

@@ -2,7 +2,9 @@
 
 ``model.function: "package.module:function"`` names a callable, sync or async, that takes
 the rendered :class:`~gradetrail.providers.base.Request` and returns the response text
-(a ``str``), or a :class:`~gradetrail.providers.base.Response` for full detail. Sync
+(a ``str``), or a :class:`~gradetrail.providers.base.Response` for full detail (its
+``tool_calls``, ``{"id", "name", "arguments"}`` dicts, are the application's tool calls,
+as a model's would be). Sync
 functions run in a worker thread so they do not block other samples. The module is
 imported with the spec's directory and the working directory on ``sys.path``.
 
@@ -27,9 +29,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gradetrail.conversation import make_tool_call
 from gradetrail.datasets import file_sha256
 from gradetrail.errors import BadRequest, ProviderError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
@@ -172,9 +176,20 @@ def _checked(response: Response) -> Response:
         isinstance(cost, int | float) and math.isfinite(cost) and cost >= 0
     ):
         problems.append(f"cost_usd is {cost!r}, not a non-negative number or None")
+    calls = response.tool_calls
+    if not isinstance(calls, tuple | list) or not all(
+        isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls
+    ):
+        problems.append("tool_calls must be a list of {id, name, arguments} dicts")
     if problems:
         raise BadRequest(
             f"model.function returned a bad Response: {'; '.join(problems)}",
             error_type="function_error",
         )
+    if calls:  # normalized as a model's would be (arguments as an object or JSON text)
+        normalized = tuple(
+            make_tool_call(c.get("id") or f"call_{i}", c["name"], c.get("arguments"))
+            for i, c in enumerate(calls, start=1)
+        )
+        response = replace(response, tool_calls=normalized)
     return response

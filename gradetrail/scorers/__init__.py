@@ -29,6 +29,10 @@ def make_scorer(spec: EvalSpec) -> Scorer:
         from gradetrail.scorers.judge import JudgeScorer
 
         return JudgeScorer(spec)
+    if s.type == "tool_calls":
+        from gradetrail.scorers.tool_calls import ToolCallsScorer
+
+        return ToolCallsScorer(s)
     if s.type == "pairwise":
         from gradetrail.scorers.pairwise import PairwiseScorer
 

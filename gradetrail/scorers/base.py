@@ -25,7 +25,9 @@ class ScoreInput:
         prompt: the rendered user message.
         system: the rendered system prompt, or None.
         target: the rendered target, or None when the spec has none.
-        response: the model's response text.
+        response: the model's response text (the final turn's, in a conversation).
+        tool_calls: the model's tool calls, normalized (``{"id", "name", "arguments"}``),
+            over every turn in order (an agent loop's whole trajectory).
     """
 
     sample: Sample
@@ -34,6 +36,7 @@ class ScoreInput:
     system: str | None
     target: str | None
     response: str
+    tool_calls: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ and its params, recordings, price), ``scorer`` (every scorer and judge parse spe
 ``field_errors`` (validation errors as one line each). Import from ``gradetrail.spec``.
 """
 
+from gradetrail.spec.conversation import MessageTemplate, ToolCallsScorerSpec
 from gradetrail.spec.dataset import DatasetSpec, label_text
 from gradetrail.spec.eval import EvalSpec, spec_json_schema
 from gradetrail.spec.loading import apply_overrides, load_spec, parse_spec
@@ -44,6 +45,7 @@ __all__ = [
     "GradeParse",
     "JsonParse",
     "JudgeScorerSpec",
+    "MessageTemplate",
     "ModelSpec",
     "NumericParse",
     "NumericScorerSpec",
@@ -56,6 +58,7 @@ __all__ = [
     "ReplaySource",
     "RunSettings",
     "SamplingParams",
+    "ToolCallsScorerSpec",
     "ScorerSpec",
     "apply_overrides",
     "label_text",

@@ -31,6 +31,16 @@ class DatasetSpec(_Strict):
         "'{model}' is replaced by model.name). When set, the summary and manifest report "
         "the scorer's agreement with it: accuracy, Cohen's kappa and confusion counts.",
     )
+    messages_field: str | None = Field(
+        None,
+        description="Row field holding the whole conversation, OpenAI shape: [{role, "
+        "content}] (assistant tool_calls and tool messages allowed).",
+    )
+    tools_field: str | None = Field(
+        None,
+        description="Row field holding this sample's tool definitions (the same shape as "
+        "the spec's tools:); they replace the spec's tools for that sample.",
+    )
     label_map: dict[str, float] | None = Field(
         None,
         description="Label value -> score in [0, 1], keyed by the label's text (true, false, "

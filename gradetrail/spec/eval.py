@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
+from gradetrail.spec.conversation import MessageTemplate, check_prompt, check_tools
 from gradetrail.spec.dataset import DatasetSpec
 from gradetrail.spec.model import ModelSpec
 from gradetrail.spec.run import RunSettings
@@ -25,16 +26,51 @@ class EvalSpec(_Strict):
     )
     description: str | None = Field(None, description="Free text.")
     dataset: DatasetSpec
-    prompt: str = Field(description="Jinja2 template of the user message over the row's fields.")
+    prompt: str | list[MessageTemplate] | None = Field(
+        None,
+        description="Jinja2 template of the user message over the row's fields, or a list of "
+        "{role, content} message templates (system, user, assistant). Required unless "
+        "dataset.messages_field gives the conversation (then these messages follow it).",
+    )
     system: str | None = Field(None, description="Jinja2 template of the system prompt.")
     target: str | None = Field(
         None,
         description="Jinja2 template of the expected answer, e.g. "
         "\"{{ answer.split('####')[-1] | trim }}\".",
     )
+    tools: list[dict[str, Any]] | None = Field(
+        None,
+        description="Tool definitions sent with every request, OpenAI function shape: "
+        "{type: function, function: {name, description, parameters}}; parameters is a JSON "
+        "Schema of an object.",
+    )
+    tool_choice: str | dict[str, Any] | None = Field(
+        None,
+        description="auto (the model decides), none, required (some tool) or {name: TOOL}.",
+    )
     model: ModelSpec
     scorer: ScorerSpec
     run: RunSettings = Field(default_factory=RunSettings)
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _prompt_shape(cls, value: Any) -> Any:
+        return check_prompt(value)
+
+    @model_validator(mode="after")
+    def _conversation_fields(self) -> EvalSpec:
+        if self.prompt is None and self.dataset.messages_field is None:
+            raise ValueError(
+                "prompt: required field is missing; add it (or dataset.messages_field)"
+            )
+        check_tools(self.tools, self.tool_choice)
+        if (
+            self.tool_choice is not None
+            and self.tools is None
+            and not (self.dataset.tools_field or self.model.tools_module)
+        ):
+            raise ValueError("tool_choice needs tools (or dataset.tools_field); define them")
+        return self
 
     #: directory the spec was loaded from; relative paths resolve against it
     _base_dir: Path = Path(".")

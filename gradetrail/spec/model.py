@@ -70,6 +70,12 @@ class ModelSpec(_Strict):
         None,
         description="'module:function' for provider 'python'; called with the rendered request.",
     )
+    tools_module: str | None = Field(
+        None,
+        description="Python module (e.g. mypkg.tools) whose functions gradetrail executes when "
+        "the model calls them (an agent loop, bounded by run.max_turns); its file's SHA-256 "
+        "enters the cache key of every turn after a tool result.",
+    )
     api_key_env: str | None = Field(
         None,
         description="Environment variable holding the API key (default ANTHROPIC_API_KEY or "
@@ -113,6 +119,8 @@ class ModelSpec(_Strict):
             raise ValueError("provider 'python' needs model.function as 'module:function'")
         if self.function and ":" not in self.function:
             raise ValueError(f"model.function {self.function!r} must be 'module:function'")
+        if self.tools_module is not None and self.provider == "replay":
+            raise ValueError("tools_module needs a provider that answers tool results, not replay")
         if self.provider == "openai_compatible" and not self.base_url:
             raise ValueError("provider 'openai_compatible' needs model.base_url")
         return self

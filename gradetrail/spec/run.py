@@ -16,7 +16,10 @@ class RunSettings(_Strict):
     max_retries: int = Field(5, ge=0, description="Retries of a transient error per request.")
     timeout_s: float = Field(120.0, gt=0, description="Per-attempt timeout, seconds.")
     sample_timeout_s: float | None = Field(
-        None, gt=0, description="Wall-clock ceiling over all attempts of one request, seconds."
+        None,
+        gt=0,
+        description="Wall-clock ceiling over all attempts of one request, and over all turns "
+        "and tool calls of an agent-loop sample, seconds.",
     )
     requests_per_minute: float | None = Field(
         None, gt=0, description="Cap on requests started per minute (all attempts count)."
@@ -37,6 +40,13 @@ class RunSettings(_Strict):
         ge=0,
         description="Stop the run when the first N completed samples all fail with the same "
         "permanent error and none succeeded (0: never).",
+    )
+    max_turns: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Agent loop (model.tools_module): model turns per sample at most; the "
+        "last response is scored when the model still calls tools after this many.",
     )
     epochs: int = Field(1, ge=1, description="Times every sample is run.")
     reducer: ReducerName = Field(

@@ -10,6 +10,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 
 from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
+from gradetrail.spec.conversation import ToolCallsScorerSpec
 from gradetrail.spec.model import ModelSpec
 
 
@@ -222,7 +223,12 @@ class PairwiseScorerSpec(_JudgeBase):
 
 
 ScorerSpec = Annotated[
-    ExactScorerSpec | RegexScorerSpec | NumericScorerSpec | JudgeScorerSpec | PairwiseScorerSpec,
+    ExactScorerSpec
+    | RegexScorerSpec
+    | NumericScorerSpec
+    | JudgeScorerSpec
+    | PairwiseScorerSpec
+    | ToolCallsScorerSpec,
     Field(discriminator="type"),
 ]
 
