@@ -69,6 +69,26 @@ rules ``{"contains"|"regex": ..., "reply": ..., "model": optional}``, or
 are matched in order against the whole prompt (system text and every message, joined by
 newlines); ``regex`` uses ``re.search`` with DOTALL.
 
+Tool calls (both protocols): a rule may carry ``tool_calls: [{"name", "arguments", "id"?}]``
+(``reply`` then optional, default empty): the answer calls those tools (several = parallel
+calls), OpenAI ``message.tool_calls`` with ``finish_reason: tool_calls`` / Anthropic
+``tool_use`` blocks with ``stop_reason: tool_use``. ``arguments`` given as an object is
+sent as JSON; given as a string it is sent verbatim (so ``'{"a": 1'`` is a malformed
+call; for Anthropic, a string ``input``). A name no tool in the request defines is sent as
+it is (a call to an unknown tool). Ids are ``call_``/``toolu_`` plus a hash of the prompt
+and the call's position, so they are the same every time. ``last: "user" | "tool"``
+restricts a rule to requests whose last message is a user message or tool results (the
+turn after a tool ran), and ``{last_tool_result}`` in a reply stands for the content of the
+last tool result. In the prompt text rules match, a tool call reads ``[tool_call NAME
+ARGUMENTS]`` and a tool result ``[tool_result CONTENT]``. Requests are checked as the real
+APIs check them (400 ``invalid_request_error`` otherwise): tools well formed (OpenAI
+``{type: function, function: {name, parameters}}``, Anthropic ``{name, input_schema}``),
+``tool_choice`` valid and naming a defined tool, every tool result answering a call of the
+assistant message before it and every call answered before the conversation goes on, and
+Anthropic roles alternating, starting with a user message. ``stats()["tool_requests"]``
+counts requests that offered tools and ``stats()["tool_results"]`` the tool results
+received.
+
 Token counts are whitespace-split word counts: ``prompt_tokens`` / ``input_tokens`` count
 every message (and the system prompt); ``cache_read_tokens`` (config) reports that many of
 them as cached (OpenAI ``prompt_tokens_details.cached_tokens``, included in
@@ -382,16 +402,23 @@ def parse_latency(spec: Any, seed: int = 0) -> Callable[[], float]:
 
 @dataclass
 class ScriptRule:
-    """One scripted reply: a substring or regex of the prompt, and the reply text."""
+    """One scripted reply: a substring or regex of the prompt, the reply text and the tool
+    calls it makes (``tool_calls``), optionally only after a user or tool message
+    (``last``)."""
 
     reply: str
     contains: str | None = None
     regex: re.Pattern[str] | None = None
     model: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    last: str | None = None
 
-    def matches(self, prompt: str, model: str) -> bool:
-        """Whether this rule answers ``prompt`` sent to ``model``."""
+    def matches(self, prompt: str, model: str, last: str = "user") -> bool:
+        """Whether this rule answers ``prompt`` sent to ``model`` (its last message from
+        ``last``: ``user`` or ``tool``)."""
         if self.model is not None and self.model != model:
+            return False
+        if self.last is not None and self.last != last:
             return False
         if self.contains is not None and self.contains not in prompt:
             return False
@@ -420,16 +447,35 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
         raise ConfigError("script must be a mapping, a list of rules or {'rules': [...]}")
     rules: list[ScriptRule] = []
     for raw in spec:
-        if not isinstance(raw, dict) or "reply" not in raw:
-            raise ConfigError(f"script rule needs a 'reply': {raw!r}")
-        extra = set(raw) - {"contains", "regex", "reply", "model"}
+        if not isinstance(raw, dict) or ("reply" not in raw and "tool_calls" not in raw):
+            raise ConfigError(f"script rule needs a 'reply' or 'tool_calls': {raw!r}")
+        extra = set(raw) - {"contains", "regex", "reply", "model", "tool_calls", "last"}
         if extra:
             raise ConfigError(f"unknown script rule keys {sorted(extra)}")
+        calls = raw.get("tool_calls")
+        if calls is not None and (
+            not isinstance(calls, list)
+            or not all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls)
+        ):
+            raise ConfigError(
+                f"script rule tool_calls must be a list of {{name, arguments}}: {raw!r}"
+            )
+        if raw.get("last") not in (None, "user", "tool"):
+            raise ConfigError("script rule 'last' must be 'user' or 'tool'")
         try:
             regex = re.compile(raw["regex"], re.DOTALL) if raw.get("regex") else None
         except re.error as exc:
             raise ConfigError(f"bad script regex {raw['regex']!r}: {exc}") from None
-        rules.append(ScriptRule(str(raw["reply"]), raw.get("contains"), regex, raw.get("model")))
+        rules.append(
+            ScriptRule(
+                str(raw.get("reply", "")),
+                raw.get("contains"),
+                regex,
+                raw.get("model"),
+                calls,
+                raw.get("last"),
+            )
+        )
     models.extend(r.model for r in rules if r.model)
     return rules, models
 
@@ -647,6 +693,8 @@ class Stats:
         self.arrivals: list[float] = []
         self.unmatched = 0
         self.rate_limited = 0
+        self.tool_requests = 0
+        self.tool_results = 0
         self.max_in_flight = self.in_flight
 
     def arrive(self, path: str) -> None:
@@ -679,6 +727,8 @@ class Stats:
             "faults": dict(self.faults),
             "rate_limited": self.rate_limited,
             "unmatched": self.unmatched,
+            "tool_requests": self.tool_requests,
+            "tool_results": self.tool_results,
             "fingerprints": dict(self.fingerprints),
             "repeated": sum(1 for c in counts if c > 1),
             "max_repeat": max(counts, default=0),
@@ -763,11 +813,25 @@ _OPENAI_TYPES = {
 
 
 def _content_text(content: Any) -> str:
-    """Text of a message ``content`` (a string or a list of content blocks)."""
+    """Text of a message ``content`` (a string or a list of content blocks; Anthropic
+    ``tool_use`` blocks read ``[tool_call NAME INPUT]``, ``tool_result`` blocks
+    ``[tool_result CONTENT]``)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(str(block.get("text", "")) for block in content if isinstance(block, dict))
+        parts = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                parts.append(
+                    f"[tool_call {block.get('name')} {_dumps(block.get('input')).decode()}]"
+                )
+            elif block.get("type") == "tool_result":
+                parts.append(f"[tool_result {_content_text(block.get('content'))}]")
+            else:
+                parts.append(str(block.get("text", "")))
+        return "\n".join(parts)
     return ""
 
 
@@ -792,6 +856,38 @@ def _cut_at_stop(text: str, stops: list[str]) -> tuple[str, str | None]:
     return (text, None) if best is None else (text[: best[0]], best[1])
 
 
+def _call_id(prefix: str, prompt: str, index: int, call: dict[str, Any]) -> str:
+    """A scripted call's id: given, or derived from the prompt and the call's position."""
+    if call.get("id"):
+        return str(call["id"])
+    return f"{prefix}{hashlib.sha256(prompt.encode()).hexdigest()[:16]}_{index}"
+
+
+def _openai_calls(calls: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+    """Scripted tool calls as Chat Completions ``tool_calls`` (arguments as JSON text; a
+    string is sent verbatim, malformed or not)."""
+    out = []
+    for i, call in enumerate(calls):
+        args = call.get("arguments", {})
+        text = args if isinstance(args, str) else json.dumps(args)
+        fn = {"name": call["name"], "arguments": text}
+        out.append({"id": _call_id("call_", prompt, i, call), "type": "function", "function": fn})
+    return out
+
+
+def _anthropic_calls(calls: list[dict[str, Any]], prompt: str) -> list[dict[str, Any]]:
+    """Scripted tool calls as Messages ``tool_use`` blocks."""
+    return [
+        {
+            "type": "tool_use",
+            "id": _call_id("toolu_", prompt, i, call),
+            "name": call["name"],
+            "input": call.get("arguments", {}),
+        }
+        for i, call in enumerate(calls)
+    ]
+
+
 def _fingerprint(path: str, body: bytes) -> str:
     """sha256 of the path and the (canonical JSON) body: equal requests collide."""
     return hashlib.sha256(path.encode() + b"\n" + body).hexdigest()
@@ -813,6 +909,10 @@ class ParsedRequest:
     last_user: str
     max_tokens: int | None
     stops: list[str]
+    last_role: str = "user"
+    last_tool_result: str = ""
+    tool_names: frozenset[str] = frozenset()
+    tool_results: int = 0
 
 
 def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
@@ -832,9 +932,75 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
         return "'n' must be a positive integer"
     stop = body.get("stop")
     stops = [stop] if isinstance(stop, str) else list(stop or [])
+    tools = _check_openai_tools(body, messages)
+    if isinstance(tools, str):
+        return tools
+    names, results, last_result = tools
+    last_role = "tool" if messages[-1].get("role") == "tool" else "user"
     return ParsedRequest(
-        OPENAI, body, str(body.get("model", "")), "\n".join(texts), last_user, max_tokens, stops
+        OPENAI,
+        body,
+        str(body.get("model", "")),
+        "\n".join(texts),
+        last_user,
+        max_tokens,
+        stops,
+        last_role,
+        last_result,
+        names,
+        results,
     )
+
+
+def _check_openai_tools(
+    body: dict[str, Any], messages: list[dict[str, Any]]
+) -> tuple[frozenset[str], int, str] | str:
+    """Tool names, tool results and the last result's text of a Chat Completions body, or
+    the error the real API gives for malformed tools or an unanswered or stray tool
+    result."""
+    names: set[str] = set()
+    for tool in body.get("tools") or []:
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if tool.get("type") != "function" or not isinstance(fn, dict) or not fn.get("name"):
+            return "tools: each tool must be {type: function, function: {name, parameters}}"
+        names.add(str(fn["name"]))
+    choice = body.get("tool_choice")
+    if choice is not None:
+        if isinstance(choice, dict):
+            named = (choice.get("function") or {}).get("name")
+            if choice.get("type") != "function" or named not in names:
+                return f"tool_choice: no tool named {named!r} in tools"
+        elif choice not in ("auto", "none", "required"):
+            return f"tool_choice: invalid value {choice!r}"
+        if not names:
+            return "tool_choice is only allowed when tools are specified"
+    pending: set[str] = set()
+    results, last_result = 0, ""
+    for msg in messages:
+        role = msg.get("role")
+        if role == "tool":
+            call_id = msg.get("tool_call_id")
+            if call_id not in pending:
+                return (
+                    "messages with role 'tool' must be a response to a preceding message "
+                    f"with 'tool_calls' (tool_call_id {call_id!r})"
+                )
+            pending.discard(call_id)
+            results += 1
+            last_result = _content_text(msg.get("content"))
+            continue
+        if pending:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'; missing {sorted(pending)}"
+            )
+        if role == "assistant":
+            for call in msg.get("tool_calls") or []:
+                fn = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+                    return "assistant tool_calls need function.name and string arguments"
+                pending.add(str(call.get("id")))
+    return frozenset(names), results, last_result
 
 
 def _read_messages(messages: list[Any], not_object: str) -> tuple[list[str], str] | str:
@@ -846,6 +1012,12 @@ def _read_messages(messages: list[Any], not_object: str) -> tuple[list[str], str
         if not isinstance(msg, dict):
             return not_object
         text = _content_text(msg.get("content"))
+        if msg.get("role") == "tool":
+            text = f"[tool_result {text}]"
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if isinstance(fn, dict):
+                text += f"\n[tool_call {fn.get('name')} {fn.get('arguments')}]"
         texts.append(text)
         if msg.get("role") == "user":
             last_user = text
@@ -867,6 +1039,10 @@ def _parse_anthropic(body: dict[str, Any]) -> ParsedRequest | str:
     if system:
         texts.insert(0, _content_text(system))
     stops = list(body.get("stop_sequences") or [])
+    tools = _check_anthropic_tools(body, messages)
+    if isinstance(tools, str):
+        return tools
+    names, results, last_result, last_role = tools
     return ParsedRequest(
         ANTHROPIC,
         body,
@@ -875,7 +1051,72 @@ def _parse_anthropic(body: dict[str, Any]) -> ParsedRequest | str:
         last_user,
         body["max_tokens"],
         stops,
+        last_role,
+        last_result,
+        names,
+        results,
     )
+
+
+def _check_anthropic_tools(
+    body: dict[str, Any], messages: list[dict[str, Any]]
+) -> tuple[frozenset[str], int, str, str] | str:
+    """Tool names, tool results, the last result's text and the last message's kind
+    (``user`` or ``tool``) of a Messages body, or the error the real API gives for
+    malformed tools, roles that do not alternate, or tool_use / tool_result blocks that do
+    not pair up."""
+    names: set[str] = set()
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict) or not tool.get("name"):
+            return "tools: each tool needs a name"
+        if not isinstance(tool.get("input_schema"), dict):
+            return f"tools.{tool.get('name')}.input_schema: Field required"
+        names.add(str(tool["name"]))
+    choice = body.get("tool_choice")
+    if choice is not None:
+        kind = choice.get("type") if isinstance(choice, dict) else None
+        if kind not in ("auto", "any", "tool", "none"):
+            return f"tool_choice: invalid type {kind!r}"
+        if kind == "tool" and choice.get("name") not in names:
+            return f"tool_choice: no tool named {choice.get('name')!r} in tools"
+    previous, pending = None, set()
+    results, last_result, last_role = 0, "", "user"
+    for i, msg in enumerate(messages):
+        role = msg.get("role")
+        if role not in ("user", "assistant"):
+            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
+        if previous is None and role != "user":
+            return 'messages: first message must use the "user" role'
+        if role == previous:
+            return f'messages: roles must alternate between "user" and "assistant" (message {i})'
+        content = msg.get("content")
+        blocks = content if isinstance(content, list) else []
+        answered = {
+            b.get("tool_use_id")
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "tool_result"
+        }
+        if role == "user":
+            if answered - pending:
+                stray = sorted(answered - pending)
+                return f"messages.{i}: unexpected tool_use_id in tool_result blocks: {stray}"
+            if pending - answered:
+                return (
+                    f"messages.{i}: tool_use ids were found without tool_result blocks "
+                    f"immediately after: {sorted(pending - answered)}"
+                )
+            results += len(answered)
+            last_role = "tool" if answered else "user"
+            for b in blocks:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    last_result = _content_text(b.get("content"))
+            pending = set()
+        else:
+            pending = {
+                b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
+            }
+        previous = role
+    return frozenset(names), results, last_result, last_role
 
 
 # --------------------------------------------------------------------------------------
@@ -1020,11 +1261,16 @@ class ProtocolServer:
             return False
         return True
 
-    def _reply_text(self, req: ParsedRequest) -> str | None:
-        """The completion for a request: scripted, recorded, default, or None (-> 400)."""
+    def _reply(self, req: ParsedRequest) -> tuple[str | None, list[dict[str, Any]] | None]:
+        """The completion and the scripted tool calls (None: none) for a request."""
         for rule in self.settings.script:
-            if rule.matches(req.prompt, req.model):
-                return rule.reply
+            if rule.matches(req.prompt, req.model, req.last_role):
+                text = rule.reply.replace("{last_tool_result}", req.last_tool_result)
+                return text, rule.tool_calls
+        return self._recorded(req), None
+
+    def _recorded(self, req: ParsedRequest) -> str | None:
+        """The recorded GSM8K completion, the default reply, or None (-> 400)."""
         solutions = self.data.solutions.get(req.model)
         if solutions is not None:
             idx = self.data.index.find(req.last_user)
@@ -1154,7 +1400,10 @@ class ProtocolServer:
             response = self._fault_response(error_rule, protocol)
             return response, response.status_code
 
-        text = self._reply_text(parsed)
+        if parsed.tool_names:
+            stats.tool_requests += 1
+        stats.tool_results += parsed.tool_results
+        text, tool_calls = self._reply(parsed)
         if text is None:
             msg = "No recorded answer for this prompt (unknown_question is 'error')"
             return self._error(protocol, 400, "invalid_request_error", msg), 400
@@ -1183,6 +1432,10 @@ class ProtocolServer:
         if protocol == OPENAI:
             n = body.get("n") or 1
             message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+            if tool_calls:
+                message["content"] = text or None
+                message["tool_calls"] = _openai_calls(tool_calls, parsed.prompt)
+                finish = "tool_calls" if finish == "stop" else finish
             choice = {"message": message, "logprobs": None, "finish_reason": finish}
             out: dict[str, Any] = {
                 "id": f"chatcmpl-gt{seq:012d}",
@@ -1213,12 +1466,17 @@ class ProtocolServer:
                 stop_reason = "max_tokens"
             else:
                 stop_reason = "stop_sequence" if stop_seq else "end_turn"
+            content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+            if tool_calls:
+                content = content if text else []
+                content += _anthropic_calls(tool_calls, parsed.prompt)
+                stop_reason = "tool_use" if stop_reason == "end_turn" else stop_reason
             out = {
                 "id": f"msg_gt{seq:018d}",
                 "type": "message",
                 "role": "assistant",
                 "model": served,
-                "content": [{"type": "text", "text": text}],
+                "content": content,
                 "stop_reason": stop_reason,
                 "stop_sequence": stop_seq,
             }

@@ -214,10 +214,11 @@ class ToolCallsScorer(Scorer):
         ok = [[r["ok"] for r in row] for row in results]
         pairs = _ordered_pairs(ok) if self.spec.mode == "ordered" else _bipartite_pairs(ok)
         matched_call = dict(pairs)
-        detail["expected"] = [
-            self._record(e, i, matched_call.get(i), results[i]) for i, e in enumerate(expected)
-        ]
         used = set(matched_call.values())
+        detail["expected"] = [
+            self._record(e, i, matched_call.get(i), results[i], used)
+            for i, e in enumerate(expected)
+        ]
         detail["unmatched_calls"] = [j for j in range(len(calls)) if j not in used]
         m = len(pairs)
         if self.spec.mode == "subset":
@@ -242,8 +243,15 @@ class ToolCallsScorer(Scorer):
 
     @staticmethod
     def _record(
-        expected: Expected, index: int, call: int | None, results: Sequence[dict[str, Any]]
+        expected: Expected,
+        index: int,
+        call: int | None,
+        results: Sequence[dict[str, Any]],
+        used: set[int],
     ) -> dict[str, Any]:
+        """What happened to one expected call: the model call that matched it, else the
+        closest call to the same tool (unmatched calls first, then the most arguments
+        right) and why it failed."""
         record: dict[str, Any] = {"index": index, "name": expected["name"], "matched_call": call}
         if call is not None:
             record["arguments"] = results[call]["arguments"]
@@ -256,7 +264,8 @@ class ToolCallsScorer(Scorer):
             )
             return record
         j, closest = max(
-            same_tool, key=lambda jr: sum(v["ok"] for v in jr[1]["arguments"].values())
+            same_tool,
+            key=lambda jr: (jr[0] not in used, sum(v["ok"] for v in jr[1]["arguments"].values())),
         )
         record["closest_call"] = j
         record["reason"] = closest["reason"] or "its match went to another expected call"

@@ -1,0 +1,150 @@
+"""The tool_calls scorer: BFCL-style allowed values, ordered / unordered / subset, F1
+partial credit, and the bundled function-calling dataset scored through both protocols
+with the real SDKs against the local protocol server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from paths import EXAMPLES
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+from gradetrail.datasets import Sample
+from gradetrail.scorers.base import ScoreInput
+from gradetrail.scorers.tool_calls import ToolCallsScorer
+from gradetrail.spec import ToolCallsScorerSpec
+
+SPEC = EXAMPLES / "function-calling.yaml"
+SCRIPT = EXAMPLES / "data" / "function_calling" / "server_script.json"
+server = protocol_server_fixture(scope="module", name="server", script=str(SCRIPT))
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+#: per-row scores the scripted model earns (examples/data/function_calling/README.md)
+UNORDERED = {
+    "weather-paris": 1.0,
+    "weather-tokyo": 1.0,
+    "convert-usd-eur": 1.0,
+    "weather-two-cities": 1.0,
+    "convert-gbp-jpy": 0.0,
+    "flight-and-weather": 0.0,
+    "reminder": 0.0,
+    "no-tool": 1.0,
+    "weather-rome": 0.0,
+}
+
+
+def _score(expected, calls, **spec):
+    scorer = ToolCallsScorer(ToolCallsScorerSpec(type="tool_calls", **spec))
+    sample = Sample(0, "s", {"expected_calls": expected}, 1)
+    return scorer.score(ScoreInput(sample, 1, "", None, None, "", tuple(calls)))
+
+
+def _call(name, **arguments):
+    return {"id": name, "name": name, "arguments": arguments}
+
+
+def test_allowed_values_optional_arguments_and_type_aware_equality() -> None:
+    """'' lets an argument be omitted; 2 equals 2.0 but true is not 1; strings compare
+    normalized unless string_match is exact; an unexpected argument fails."""
+    expected = [{"f": {"a": [2], "b": ["", "x"], "c": ["New York"]}}]
+    assert _score(expected, [_call("f", a=2.0, c="new york")]).value == 1.0
+    assert _score(expected, [_call("f", a=2, c="new york")], string_match="exact").value == 0.0
+    assert _score([{"f": {"a": [1]}}], [_call("f", a=True)]).value == 0.0
+    extra = _score(expected, [_call("f", a=2, c="New York", d=1)])
+    assert extra.value == 0.0
+    assert extra.detail["expected"][0]["arguments"]["d"]["reason"] == "unexpected"
+    missing = _score(expected, [_call("f", c="New York")])
+    assert missing.detail["expected"][0]["arguments"]["a"] == {
+        "ok": False,
+        "got": None,
+        "allowed": [2],
+        "reason": "missing",
+    }
+
+
+def test_modes_and_partial_credit_on_two_expected_calls() -> None:
+    """Reversed calls pass unordered and fail ordered; one of two calls earns F1 2/3, a
+    subset's recall 1/2; an extra call fails unordered but passes subset."""
+    expected = [{"f": {"a": [1]}}, {"g": {}}]
+    swapped = [_call("g"), _call("f", a=1)]
+    assert _score(expected, swapped).value == 1.0
+    assert _score(expected, swapped, mode="ordered").value == 0.0
+    assert _score(expected, swapped, mode="ordered", partial_credit=True).value == 0.5
+    half = [_call("f", a=1)]
+    assert _score(expected, half, partial_credit=True).value == pytest.approx(2 / 3)
+    assert _score(expected, half, mode="subset", partial_credit=True).value == 0.5
+    more = [*swapped, _call("h")]
+    assert _score(expected, more).value == 0.0
+    assert _score(expected, more, mode="subset").value == 1.0
+    assert _score(expected, more, partial_credit=True).value == pytest.approx(0.8)
+    assert _score([], []).value == 1.0 and _score([], [_call("f")]).value == 0.0
+
+
+def test_ordered_matching_keeps_the_longest_order_preserving_pairing() -> None:
+    """In ordered mode three calls with the middle one wrong still pair the first and
+    last (F1 2/3), and the detail names the failed call's closest attempt."""
+    expected = [{"f": {"a": [1]}}, {"f": {"a": [2]}}, {"f": {"a": [3]}}]
+    calls = [_call("f", a=1), _call("f", a=5), _call("f", a=3)]
+    score = _score(expected, calls, mode="ordered", partial_credit=True)
+    assert score.value == pytest.approx(2 / 3)
+    middle = score.detail["expected"][1]
+    assert middle["matched_call"] is None and middle["closest_call"] == 1
+    assert middle["arguments"]["a"]["reason"] == "value not allowed"
+    assert score.detail["unmatched_calls"] == [1]
+
+
+def test_a_malformed_expected_field_is_refused_before_any_call(tmp_path: Path) -> None:
+    """A first row whose expected calls are not BFCL-shaped stops the run (exit 2)."""
+    scorer = ToolCallsScorer(ToolCallsScorerSpec(type="tool_calls"))
+    sample = Sample(0, "s", {"expected_calls": {"f": 1}}, 1)
+    with pytest.raises(gradetrail.errors.SpecError, match="must be a list"):
+        scorer.check(ScoreInput(sample, 1, "", None, None, ""))
+
+
+@pytest.mark.parametrize("protocol", ["openai_compatible", "anthropic"])
+def test_bundled_function_calling_dataset_scores_as_documented(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    """The scripted model's calls (parallel, malformed arguments, an unknown tool) reach
+    the scorer through each provider's native tool API: 5/9 unordered, 4/9 ordered,
+    (5 + 2/3)/9 with partial credit, and the tools and tool_choice were sent."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    url = srv.anthropic_base_url if protocol == "anthropic" else srv.openai_base_url
+    base = [
+        f"model.provider={protocol}",
+        "model.name=scripted-fc",
+        f"model.base_url={url}",
+    ]
+    if protocol == "openai_compatible":
+        base.append("model.api_key_required=false")
+    means = {}
+    for name, extra in {
+        "unordered": [],
+        "ordered": ["scorer.mode=ordered"],
+        "f1": ["scorer.partial_credit=true"],
+    }.items():
+        spec = gradetrail.load_spec(SPEC, [*base, *extra])
+        result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+        means[name] = result.manifest.score.mean
+        if name == "unordered":
+            rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    assert {sid: r["score"] for sid, r in rows.items()} == UNORDERED
+    assert means["unordered"] == pytest.approx(5 / 9)
+    assert means["ordered"] == pytest.approx(4 / 9)
+    assert means["f1"] == pytest.approx((5 + 2 / 3) / 9)
+    stats = srv.stats()
+    assert stats["total"] == 9  # the other two runs re-scored from the cache
+    assert stats["tool_requests"] == 9
+    assert stats["unmatched"] == 0
+    reminder = rows["reminder"]["tool_calls"][0]
+    assert reminder["arguments"] is None and "not valid JSON" in reminder["arguments_error"]
+    assert rows["weather-rome"]["scorer"]["expected"][0]["reason"] == "no call to 'get_weather'"
+    assert [c["arguments"]["city"] for c in rows["weather-two-cities"]["tool_calls"]] == [
+        "London",
+        "Paris",
+    ]
+    assert rows["weather-two-cities"]["stop_reason"] == "tool_use"
+    assert rows["no-tool"]["transcript"]["stopped"] == "answered"
+    assert rows["weather-paris"]["transcript"]["stopped"] == "tool_calls"
