@@ -2,8 +2,10 @@
 shared by the per-sample pipeline (the model under evaluation) and by judges.
 
 A cache hit is served without a call; a miss goes to the executor (which owns retries),
-and a success is cached at once (errors never are). Every attempt lands in the run's
-structured log as a ``provider_call`` or ``judge_call`` line.
+and a success is cached at once (errors never are). Identical requests in flight at once,
+in this process or in another one sharing the cache, make one call
+(:mod:`gradetrail.inflight`); the others are served its response as a cache hit. Every
+attempt lands in the run's structured log as a ``provider_call`` or ``judge_call`` line.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from gradetrail.errors import ProviderError, RunError
+from gradetrail.inflight import Shared, in_flight
 from gradetrail.providers.base import Request, Response
 
 if TYPE_CHECKING:
@@ -69,15 +72,51 @@ async def cached_call(
     """
     response = cache.get(key) if cache is not None else None
     if response is not None:
-        if executor is not None:  # price it as the spec prices it now, not as when cached
-            cost = executor.provider.price(request, response)
-            if cost != response.cost_usd:
-                response = replace(response, cost_usd=cost)
-        if log is not None:
-            _log_ok(log, kind, request, epoch, response, True, 0)
-        return CallResult(response, None, True, 0)
+        return _served(request, response, executor, log, kind, epoch)
     if executor is None:
         raise RunError(f"a {kind} call was made before the run bound its executor")
+    if cache is None:
+        return await _call(request, key, None, executor, log, kind, epoch)
+    result = await in_flight(cache).once(
+        key, lambda: _call(request, key, cache, executor, log, kind, epoch), _response_of
+    )
+    if isinstance(result, Shared):  # an identical request in flight, here or elsewhere
+        return _served(request, result.response, executor, log, kind, epoch)
+    return result
+
+
+def _response_of(result: CallResult) -> Response | None:
+    return result.response
+
+
+def _served(
+    request: Request,
+    response: Response,
+    executor: Executor | None,
+    log: RunLog | None,
+    kind: CallKind,
+    epoch: int,
+) -> CallResult:
+    """A response this call did not pay for (the cache, or an identical request's call)."""
+    if executor is not None:  # price it as the spec prices it now, not as when cached
+        cost = executor.provider.price(request, response)
+        if cost != response.cost_usd:
+            response = replace(response, cost_usd=cost)
+    if log is not None:
+        _log_ok(log, kind, request, epoch, response, True, 0)
+    return CallResult(response, None, True, 0)
+
+
+async def _call(
+    request: Request,
+    key: str,
+    cache: ResponseCache | None,
+    executor: Executor,
+    log: RunLog | None,
+    kind: CallKind,
+    epoch: int,
+) -> CallResult:
+    """One call through the executor; a success is cached at once."""
     started = time.perf_counter()
     outcome = await executor.complete(request)
     if log is not None:

@@ -26,6 +26,7 @@ from gradetrail.rundir import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
 
 __all__ = [
+    "CacheReport",
     "Manifest",
     "git_state",
     "identity_body",
@@ -151,6 +152,27 @@ class ScoreStats(BaseModel):
     )
 
 
+class CacheReport(BaseModel):
+    """What the run's cache went through (``manifest.cache``); all zero on a quiet run."""
+
+    path: str = Field(description="The cache file.")
+    damaged: int = Field(0, description="Damaged entries found, never served (re-requested).")
+    twins: int = Field(
+        0, description="Requests answered by an identical request in flight in this run."
+    )
+    shared: int = Field(
+        0, description="Requests answered by another process making them on this cache."
+    )
+    other_processes: list[str] = Field(
+        default_factory=list, description="host:pid of the processes whose claims were waited on."
+    )
+    took_over: int = Field(0, description="Claims of a gone process that lapsed, taken over.")
+    recreated: int = Field(0, description="Times the file was deleted mid-run and recreated.")
+    rescued: int = Field(0, description="Entries copied into a recreated file.")
+    unsaved: int = Field(0, description="Responses the cache could not store (kept elsewhere).")
+    lost: int = Field(0, description="Responses neither the cache nor the run directory kept.")
+
+
 class Manifest(BaseModel):
     """What a run was, how it went, and what it cost (``manifest.json``)."""
 
@@ -195,6 +217,9 @@ class Manifest(BaseModel):
     )
     agreement: AgreementStats | None = Field(
         None, description="Agreement with dataset.label_field: accuracy, Cohen's kappa, confusion."
+    )
+    cache: CacheReport | None = Field(
+        None, description="Damage, sharing and loss the cache saw; null with --no-cache."
     )
     top_errors: list[dict[str, Any]] = Field(
         default_factory=list,

@@ -21,12 +21,14 @@ from pathlib import Path
 from gradetrail.agreement import label_field_of
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, load_samples
-from gradetrail.errors import DatasetError, SpecError
+from gradetrail.errors import CacheError, DatasetError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.failfast import FailFast
+from gradetrail.inflight import in_flight
 from gradetrail.interrupts import Interrupts, StopKind
 from gradetrail.manifest import (
+    CacheReport,
     Manifest,
     RunStatus,
     git_state,
@@ -283,6 +285,8 @@ class _Run:
             manifest = _final_manifest(
                 manifest, self.plan, self.tally, status, time.perf_counter() - start
             )
+            if self.ctx.cache is not None:
+                manifest = manifest.model_copy(update={"cache": self._cache_report()})
             if stop.signal_name is not None:
                 manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
             write_manifest(self.run_dir, manifest)
@@ -297,6 +301,29 @@ class _Run:
         if unwritten is not None:
             raise unwritten
         return RunResult(self.run_dir.path, manifest, self.tally)
+
+    def _cache_report(self) -> CacheReport:
+        """What the cache saw, once it is checked to still be there (recreated if not)."""
+        cache = self.ctx.cache
+        assert cache is not None
+        try:
+            if cache.ensure_file():
+                self.log.event("cache_recreated", path=str(cache.path), rescued=cache.rescued)
+        except CacheError as exc:
+            self.log.event("cache_lost", path=str(cache.path), message=str(exc))
+        shared = in_flight(cache)
+        return CacheReport(
+            path=str(cache.path),
+            damaged=cache.damaged,
+            twins=shared.twins,
+            shared=shared.waited,
+            other_processes=sorted(shared.holders),
+            took_over=cache.took_over,
+            recreated=cache.recreated,
+            rescued=cache.rescued,
+            unsaved=cache.unsaved,
+            lost=cache.lost,
+        )
 
     def _write_outputs(self, writer: ResultsWriter) -> None:
         """results.jsonl in input order, then samples.jsonl. If this fails, the rows

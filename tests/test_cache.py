@@ -94,7 +94,7 @@ def test_unopenable_cache_is_a_clear_error(cli, tmp_path: Path) -> None:
 
     out = cli("run", str(GSM8K_SPEC), "--cache", str(tmp_path))
     assert out.exit_code == 1
-    assert "cannot open" in out.stderr and "--no-cache" in out.stderr
+    assert "is not a regular file" in out.stderr and "--no-cache" in out.stderr
 
 
 def test_cache_cli_stats_and_clear(cli, cache_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``gradetrail cache stats`` and ``gradetrail cache clear``."""
+"""``gradetrail cache stats``, ``gradetrail cache check`` and ``gradetrail cache clear``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from gradetrail.cache import ResponseCache, default_cache_path
+from gradetrail.cache import CacheCheck, ResponseCache, default_cache_path
 from gradetrail.errors import GradetrailError, UsageError
 
 CacheOpt = Annotated[
@@ -28,6 +28,25 @@ def _existing(path: Path) -> Path:
     return path
 
 
+def render_check(report: CacheCheck) -> str:
+    """The lines ``cache check`` prints: counts, each damaged key (the first 20), the
+    structure check and what to do."""
+    lines = [f"cache {report.path}: {report.entries} entries, {len(report.damaged)} damaged"]
+    for key, reason in report.damaged[:20]:
+        lines.append(f"  {key}: {reason}")
+    if len(report.damaged) > 20:
+        lines.append(f"  ... and {len(report.damaged) - 20} more")
+    if report.integrity != ["ok"]:
+        lines.append("file structure damaged (SQLite integrity_check):")
+        lines += [f"  {line}" for line in report.integrity[:10]]
+        lines.append("move the file aside and re-run: every response is requested again")
+    if report.repaired:
+        lines.append(f"repaired: deleted {report.repaired} damaged entries; re-runs request them")
+    elif report.damaged:
+        lines.append("damaged entries are never served; pass --repair to delete them")
+    return "\n".join(lines)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``cache`` command group to ``app``."""
     group = typer.Typer(help="Inspect or clear the response cache.", no_args_is_help=True)
@@ -41,7 +60,7 @@ def register(app: typer.Typer) -> None:
         from gradetrail.cli import fail
 
         try:
-            c = ResponseCache(_existing(cache or default_cache_path()))
+            c = ResponseCache(_existing(cache or default_cache_path()), read_only=True)
             s = c.stats()
             c.close()
         except GradetrailError as exc:
@@ -53,6 +72,26 @@ def register(app: typer.Typer) -> None:
             for provider, model, n in s.by_model:
                 table.add_row(provider, model, str(n))
             console.print(table)
+
+    @group.command("check")
+    def check(
+        cache: CacheOpt = None,
+        repair: Annotated[
+            bool, typer.Option("--repair", help="Delete damaged entries (they are re-requested).")
+        ] = False,
+    ) -> None:
+        """Verify every entry's checksum and the file's structure; exit 1 on damage left."""
+        from gradetrail.cli import fail
+
+        try:
+            c = ResponseCache(_existing(cache or default_cache_path()))
+            report = c.check(repair=repair)
+            c.close()
+        except GradetrailError as exc:
+            raise fail(exc) from None
+        print(render_check(report))
+        if report.integrity != ["ok"] or (report.damaged and not repair):
+            raise typer.Exit(1)
 
     @group.command("clear")
     def clear(

@@ -6,9 +6,10 @@ from __future__ import annotations
 from rich.console import Console
 
 from gradetrail.cli.report_judge import agreement_lines, judge_lines
+from gradetrail.manifest import CacheReport
 from gradetrail.runner import RunResult
 
-__all__ = ["print_summary", "summary_lines"]
+__all__ = ["cache_warnings", "print_summary", "summary_lines"]
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -74,6 +75,40 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
         status += f"{signal} ({done}); run the same command again to finish from the cache"
     lines.append(("status", status))
     lines.append(("results", str(result.run_dir)))
+    return lines
+
+
+def cache_warnings(report: CacheReport | None) -> list[str]:
+    """One line for each thing the cache went through that the user should know about."""
+    if report is None:
+        return []
+    lines = []
+    if report.damaged:
+        lines.append(
+            f"{report.damaged} damaged cache entries were not served (requested again and "
+            "rewritten); `gradetrail cache check` looks for more"
+        )
+    if report.shared:
+        pids = ", ".join(report.other_processes) or "?"
+        lines.append(
+            f"{report.shared} responses came from another gradetrail process ({pids}) making "
+            "the same requests on this cache at the same time; none was paid for twice"
+        )
+    if report.took_over:
+        lines.append(
+            f"{report.took_over} requests claimed by a gradetrail process that stopped were "
+            "made here once its claim lapsed"
+        )
+    if report.recreated:
+        lines.append(
+            f"the cache file {report.path} was deleted during the run; recreated it with the "
+            f"{report.rescued} entries still readable"
+        )
+    if report.lost:
+        lines.append(
+            f"{report.lost} responses could be kept neither in the cache nor in the run "
+            "directory (disk full?); they will be requested again"
+        )
     return lines
 
 

@@ -69,9 +69,10 @@ def run(
     from gradetrail.ci.threshold import check_min_score
     from gradetrail.cli import fail
     from gradetrail.cli.progress import RunProgress
-    from gradetrail.cli.report import print_summary
+    from gradetrail.cli.report import cache_warnings, print_summary
     from gradetrail.runner import run_eval
     from gradetrail.spec import load_spec
+    from gradetrail.terminal import clean
 
     if executor != "local":
         raise typer.BadParameter(
@@ -125,6 +126,8 @@ def run(
         raise exit_ from None
     except KeyboardInterrupt:  # a third Ctrl-C, while the run was closing
         raise typer.Exit(130) from None
+    for line in cache_warnings(result.manifest.cache):
+        print(f"warning: {clean(line)}", file=sys.stderr)
     threshold = None if min_score is None else check_min_score(result.manifest.score, min_score)
     if json_out:
         out = {"run_dir": str(result.run_dir), **result.manifest.model_dump(mode="json")}

@@ -1,0 +1,199 @@
+"""The cache file under damage and concurrency: checksums (a bad entry is a miss, never
+served), `cache check`, the upgrade of a cache written before checksums, links and
+non-regular files at the cache path, and several processes opening one new file."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from paths import GSM8K_SPEC
+
+from gradetrail.cache import ResponseCache, checksum
+from gradetrail.providers.base import Request, Response
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+LIMIT = ["--set", "dataset.limit=60"]
+
+
+def _mean(out) -> float:  # noqa: ANN001
+    return json.loads(out.stdout)["score"]["mean"]
+
+
+def _flip_digits(path: Path, n: int) -> None:
+    """Flip the low bit of ``n`` digits inside stored response text, in the file itself
+    (after a checkpoint, so the entries are in the main file): 4 <-> 5, 2 <-> 3, ..."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = bytearray(path.read_bytes())
+    spots = [i for i in range(1, len(data)) if chr(data[i]).isdigit() and data[i - 1] == 32]
+    random.Random(7).shuffle(spots)
+    for i in spots[:n]:
+        data[i] ^= 1
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_bits_in_stored_text_are_misses_never_a_wrong_score(cli, cache_path: Path) -> None:
+    """Bit flips in cached payloads change no score: each damaged entry is re-requested,
+    counted in the manifest, and `cache check` reports it (exit 1) and --repair fixes it."""
+    clean = cli("run", str(GSM8K_SPEC), *LIMIT, "--json")
+    assert clean.exit_code == 0
+    _flip_digits(cache_path, 40)
+
+    check = cli("cache", "check", "--cache", str(cache_path))
+    assert check.exit_code == 1
+    damaged = int(check.stdout.split(" entries, ")[1].split(" damaged")[0])
+    assert 10 <= damaged <= 40 and "checksum mismatch" in check.stdout
+    assert "pass --repair" in check.stdout
+
+    again = cli("run", str(GSM8K_SPEC), *LIMIT, "--json")
+    manifest = json.loads(again.stdout)
+    assert _mean(again) == _mean(clean) == pytest.approx(0.55, abs=0.2)
+    assert manifest["cache_hits"] == 60 - damaged
+    assert manifest["cache"]["damaged"] == damaged
+    assert f"{damaged} damaged cache entries" in again.stderr
+    assert cli("cache", "check", "--cache", str(cache_path)).exit_code == 0  # rewritten
+
+
+def test_cache_check_repair_deletes_damaged_entries(cli, cache_path: Path) -> None:
+    """--repair deletes what check found; the next check is clean."""
+    assert cli("run", str(GSM8K_SPEC), *LIMIT).exit_code == 0
+    db = sqlite3.connect(cache_path)
+    keys = [k for (k,) in db.execute("SELECT key FROM responses ORDER BY key LIMIT 3")]
+    db.execute("UPDATE responses SET response = 'not json' WHERE key = ?", (keys[0],))
+    db.execute("UPDATE responses SET checksum = NULL WHERE key = ?", (keys[1],))
+    db.execute(
+        "UPDATE responses SET response = replace(response, 'A', 'B') WHERE key = ?", (keys[2],)
+    )
+    db.commit()
+    db.close()
+    out = cli("cache", "check", "--repair", "--cache", str(cache_path))
+    assert out.exit_code == 0, out.stdout
+    assert "60 entries, 3 damaged" in out.stdout and "deleted 3 damaged entries" in out.stdout
+    out = cli("cache", "check", "--cache", str(cache_path))
+    assert out.exit_code == 0 and "57 entries, 0 damaged" in out.stdout
+
+
+def test_malformed_entries_are_misses_not_tracebacks(cli, cache_path: Path) -> None:
+    """Entries that are not responses (wrong JSON, wrong shape, a blob) are re-requested."""
+    first = cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=4", "--json")
+    db = sqlite3.connect(cache_path)
+    keys = [k for (k,) in db.execute("SELECT key FROM responses ORDER BY key")]
+    bad = ["{", '{"text": 5}', '{"nope": "x"}', b"\x00\xff"]
+    for key, text in zip(keys, bad, strict=True):
+        stored = checksum(key, text) if isinstance(text, str) else "x"
+        db.execute(
+            "UPDATE responses SET response = ?, checksum = ? WHERE key = ?", (text, stored, key)
+        )
+    db.commit()
+    db.close()
+    again = cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=4", "--json")
+    assert again.exit_code == 0, again.stderr
+    manifest = json.loads(again.stdout)
+    assert manifest["cache_hits"] == 0 and manifest["cache"]["damaged"] == 4
+    assert _mean(again) == _mean(first)
+
+
+def _old_cache(path: Path, entries: list[tuple[str, str]]) -> None:
+    """A cache as gradetrail wrote it before checksums (schema 1)."""
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, provider TEXT NOT NULL, model TEXT "
+        "NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL) WITHOUT ROWID"
+    )
+    db.execute("PRAGMA journal_mode=WAL")
+    db.executemany("INSERT INTO responses VALUES (?, 'replay', 'm', ?, 0)", entries)
+    db.commit()
+    db.close()
+
+
+def test_a_cache_from_before_checksums_is_upgraded_and_served(cli, cache_path: Path) -> None:
+    """A schema-1 cache: its well-formed entries get checksums and are served as hits; a
+    malformed one is a damaged miss; `cache stats` reads an old cache without changing it."""
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5").exit_code == 0
+    db = sqlite3.connect(cache_path)
+    entries = db.execute("SELECT key, response FROM responses ORDER BY key").fetchall()
+    db.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{cache_path}{suffix}").unlink(missing_ok=True)
+    entries[0] = (entries[0][0], "{broken")
+    _old_cache(cache_path, entries)
+
+    assert "5 entries" in cli("cache", "stats").stdout
+    db = sqlite3.connect(cache_path)
+    assert db.execute("PRAGMA user_version").fetchone() == (0,)  # stats changed nothing
+    db.close()
+
+    out = cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5", "--json")
+    manifest = json.loads(out.stdout)
+    assert manifest["cache_hits"] == 4 and manifest["cache"]["damaged"] == 1
+    db = sqlite3.connect(cache_path)
+    assert db.execute("PRAGMA user_version").fetchone() == (2,)
+    assert db.execute("SELECT COUNT(*) FROM responses WHERE checksum IS NULL").fetchone() == (0,)
+    db.close()
+    assert cli("cache", "check").exit_code == 0
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink", "fifo", "wal-symlink"])
+def test_cache_path_is_never_followed_or_shared(cli, tmp_path: Path, kind: str) -> None:
+    """A symlink (dangling too), a hard link, a FIFO at the cache path, or a symlink at
+    its -wal name, is refused before any call (exit 1, one line); the target is untouched."""
+    path = tmp_path / "c.sqlite"
+    target = tmp_path / "victim.txt"
+    if kind == "symlink":
+        target.write_text("precious\n")
+        path.symlink_to(target)
+    elif kind == "dangling":
+        path.symlink_to(target)
+    elif kind == "hardlink":
+        target.write_text("precious\n")
+        os.link(target, path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        target.write_text("precious\n")
+        Path(f"{path}-wal").symlink_to(target)
+    out = cli("run", str(GSM8K_SPEC), "--cache", str(path), "--set", "dataset.limit=2")
+    assert out.exit_code == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cache {path}")
+    assert any(w in lines[0] for w in ("symlink", "hard links", "not a regular file"))
+    if kind == "dangling":
+        assert not target.exists()
+    elif kind != "fifo":
+        assert target.read_text() == "precious\n"
+    assert not (tmp_path / "results").exists()
+
+
+def test_processes_opening_one_new_cache_at_once_never_see_locked(tmp_path: Path) -> None:
+    """4 processes x 25 rounds open a fresh file at one instant: no `database is locked`
+    (before the fix, about one round in 30 failed on this machine)."""
+    from bench_cache_open_race import race
+
+    failed_rounds, failed_opens, messages = race(rounds=25, procs=4)
+    assert (failed_rounds, failed_opens, messages) == (0, 0, [])
+
+
+def test_a_read_only_open_writes_nothing(tmp_path: Path) -> None:
+    """stats opens read-only: no WAL switch, no schema change, no claim table."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    request = Request("replay", "m", None, None, ({"role": "user", "content": "q"},), {})
+    cache.put("k", request, Response("a"))
+    cache.close()
+    before = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    time.sleep(0.01)
+    ro = ResponseCache(path, read_only=True)
+    assert ro.stats().entries == 1 and ro.get("k") == Response("a")
+    ro.close()
+    assert path.stat().st_mtime_ns == mtime and path.read_bytes() == before

@@ -1,0 +1,159 @@
+"""Never pay twice for one request: identical requests in flight in one run make one
+call, and processes sharing a cache wait on each other's claims (a dead one's lapses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from http_support import GSM8K_DATA
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+from run_support import app_env, read_calls, start_run, write_eval
+
+import gradetrail
+from gradetrail.cache import ResponseCache
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+
+def _twice_each(tmp_path: Path, srv, concurrency: int, **run: object) -> gradetrail.EvalSpec:  # noqa: ANN001
+    """8 GSM8K questions, each in the dataset twice under two ids, over HTTP."""
+    rows = [json.loads(line) for line in (GSM8K_DATA / "test.jsonl").open()][:8]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    data = tmp_path / "twice.jsonl"
+    with data.open("w") as f:
+        for copy in ("a", "b"):
+            for i, row in enumerate(rows):
+                f.write(json.dumps({**row, "id": f"{copy}{i}"}) + "\n")
+    spec = {
+        "name": "twice",
+        "dataset": {"path": str(data)},
+        "prompt": "Q: {{ question }}",
+        "target": "{{ answer.split('####')[-1] | trim }}",
+        "model": {
+            "provider": "openai_compatible",
+            "name": "175b_verification",
+            "base_url": srv.openai_base_url,
+            "api_key_required": False,
+        },
+        "scorer": {"type": "numeric", "marker": "A:"},
+        "run": {"concurrency": concurrency, **run},
+    }
+    path = tmp_path / f"twice-{concurrency}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return gradetrail.load_spec(path)
+
+
+def test_identical_requests_in_flight_make_one_call(tmp_path: Path, srv) -> None:  # noqa: ANN001
+    """At concurrency 16, 16 rows asking 8 distinct requests make 8 calls and 8 cache
+    hits over the real SDK and HTTP, as at concurrency 1 (before: 16 calls, 0 hits)."""
+    srv.configure(latency=0.2)
+    by_concurrency = {}
+    for concurrency in (16, 1):
+        spec = _twice_each(tmp_path / str(concurrency), srv, concurrency)
+        srv.reset(config=False)
+        result = gradetrail.run_eval(
+            spec, results_root=tmp_path / "results", cache_path=tmp_path / f"c{concurrency}.db"
+        )
+        by_concurrency[concurrency] = (srv.stats()["total"], result.manifest.cache_hits)
+        rows = gradetrail.read_results(result.run_dir)
+        assert [r["state"] for r in rows] == ["scored"] * 16
+        assert [r["response"] for r in rows[:8]] == [r["response"] for r in rows[8:]]
+    assert by_concurrency == {16: (8, 8), 1: (8, 8)}
+
+
+def test_a_failed_call_is_made_again_by_its_twin(tmp_path: Path, srv) -> None:  # noqa: ANN001
+    """Errors are never shared: when the first of two identical requests fails for good,
+    the second makes its own call (as at concurrency 1) and its row has its own error."""
+    srv.configure(latency=0.1, faults=[{"kind": "error", "status": 400}])
+    spec = _twice_each(tmp_path, srv, 16, fail_fast=0)
+    result = gradetrail.run_eval(
+        spec, results_root=tmp_path / "results", cache_path=tmp_path / "c.db"
+    )
+    assert result.manifest.counts == {"provider_error": 16}
+    assert srv.stats()["total"] == 16
+
+
+def _two_runs(tmp_path: Path, samples: int) -> tuple[list[tuple[int, str, str]], Path]:
+    spec = write_eval(tmp_path / "eval", samples=samples, concurrency=8)
+    calls = tmp_path / "calls.txt"
+    env = app_env(calls, delay=0.05)
+    cache = tmp_path / "shared.sqlite"
+    procs = [start_run(spec, cache, tmp_path / f"results{i}", env, "--json") for i in range(2)]
+    outs = [(p.wait(60), *p.communicate()) for p in procs]
+    return outs, calls
+
+
+def test_two_processes_sharing_a_cache_pay_once(tmp_path: Path) -> None:
+    """Two `gradetrail run` processes with one spec and cache but different results roots:
+    every request reaches the application once (before: 60 of 60 twice), both runs are
+    complete, and the one that waited says so."""
+    outs, calls = _two_runs(tmp_path, 60)
+    assert [code for code, _, _ in outs] == [0, 0], outs
+    counts = read_calls(calls)
+    assert len(counts) == 60 and set(counts.values()) == {1}
+    manifests = [json.loads(out) for _, out, _ in outs]
+    assert [m["counts"] for m in manifests] == [{"scored": 60}] * 2
+    assert sum(m["cache_hits"] for m in manifests) == 60
+    shared = [m["cache"]["shared"] for m in manifests]
+    assert sum(shared) > 0
+    warned = [err for _, _, err in outs if "came from another gradetrail process" in err]
+    assert warned, [err for _, _, err in outs]
+
+
+def _plant_claims(cache_path: Path, keys: list[str], host: str, pid: int, expires: float) -> None:
+    ResponseCache(cache_path).close()  # create the schema
+    db = sqlite3.connect(cache_path)
+    db.executemany(
+        "INSERT INTO claims VALUES (?, 'someone-else', ?, ?, ?)",
+        [(k, host, pid, expires) for k in keys],
+    )
+    db.commit()
+    db.close()
+
+
+def _keys(spec_path: Path) -> list[str]:
+    plan = gradetrail.plan_run(gradetrail.load_spec(spec_path))
+    return [p.key for p in plan.prepared]
+
+
+def test_claims_of_a_dead_process_lapse_at_once(tmp_path: Path) -> None:
+    """Claims left by a killed process on this host (its pid is gone), and claims from
+    another host past their expiry, are taken over: each request is made once, and the
+    run says how many it took over."""
+    spec = write_eval(tmp_path / "eval", samples=6, concurrency=4)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    cache = tmp_path / "c.sqlite"
+    keys = _keys(spec)
+    _plant_claims(cache, keys[:3], socket.gethostname(), dead.pid, time.time() + 3600)
+    _plant_claims(cache, keys[3:], "another-host", 1, time.time() - 1)
+    calls = tmp_path / "calls.txt"
+    proc = start_run(spec, cache, tmp_path / "results", app_env(calls), "--json")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert set(read_calls(calls).values()) == {1} and len(read_calls(calls)) == 6
+    assert json.loads(out)["cache"]["took_over"] == 6
+    assert "6 requests claimed by a gradetrail process that stopped" in err
+
+
+def test_a_live_claim_is_waited_for_until_it_expires(tmp_path: Path) -> None:
+    """A claim held by a live process is waited on, not paid twice; when its holder
+    stops renewing it, it lapses at its expiry and the request is made once."""
+    spec = write_eval(tmp_path / "eval", samples=2, concurrency=2)
+    cache = tmp_path / "c.sqlite"
+    _plant_claims(cache, _keys(spec), socket.gethostname(), os.getpid(), time.time() + 1.5)
+    calls = tmp_path / "calls.txt"
+    proc = start_run(spec, cache, tmp_path / "results", app_env(calls), "--json")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert read_calls(calls) == {("q0", 1): 1, ("q1", 1): 1}
+    assert json.loads(out)["cache"]["took_over"] == 2
