@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.conversation import MessageTemplate, check_prompt, check_tools
@@ -28,6 +28,7 @@ class EvalSpec(_Strict):
     dataset: DatasetSpec
     prompt: str | list[MessageTemplate] | None = Field(
         None,
+        validate_default=True,
         description="Jinja2 template of the user message over the row's fields, or a list of "
         "{role, content} message templates (system, user, assistant). Required unless "
         "dataset.messages_field gives the conversation (then these messages follow it).",
@@ -54,22 +55,35 @@ class EvalSpec(_Strict):
 
     @field_validator("prompt", mode="before")
     @classmethod
-    def _prompt_shape(cls, value: Any) -> Any:
+    def _prompt_shape(cls, value: Any, info: ValidationInfo) -> Any:
+        dataset = info.data.get("dataset")
+        if value is None and dataset is not None and dataset.messages_field is None:
+            raise ValueError("required field is missing; add it (or dataset.messages_field)")
         return check_prompt(value)
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_valid(cls, value: Any) -> Any:
+        check_tools(value, None)
+        return value
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice_valid(cls, value: Any, info: ValidationInfo) -> Any:
+        if "tools" in info.data:  # else the tools error is the one to show
+            check_tools(info.data["tools"], value)
+        return value
 
     @model_validator(mode="after")
     def _conversation_fields(self) -> EvalSpec:
-        if self.prompt is None and self.dataset.messages_field is None:
-            raise ValueError(
-                "prompt: required field is missing; add it (or dataset.messages_field)"
-            )
-        check_tools(self.tools, self.tool_choice)
         if (
             self.tool_choice is not None
             and self.tools is None
             and not (self.dataset.tools_field or self.model.tools_module)
         ):
-            raise ValueError("tool_choice needs tools (or dataset.tools_field); define them")
+            raise ValueError(
+                "tool_choice needs tools (tools:, dataset.tools_field or model.tools_module)"
+            )
         return self
 
     #: directory the spec was loaded from; relative paths resolve against it

@@ -1,0 +1,163 @@
+"""The agent loop: the model calls Python tools through each provider's native tool API
+(the real SDKs against the local protocol server), every turn is cached, and the bundled
+calculator example scores 4/5 on GSM8K problems with a re-run making 0 calls."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from paths import EXAMPLES, GSM8K_DATA
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+
+SCRIPT = EXAMPLES / "data" / "agent" / "server_script.json"
+server = protocol_server_fixture(scope="module", name="server", script=str(SCRIPT))
+srv = fresh_protocol_server_fixture("server", name="srv")
+PROTOCOLS = ["openai_compatible", "anthropic"]
+#: GSM8K labels of the first five test problems, and what the scripted agent answers
+LABELS = {"1": 18, "2": 3, "3": 70000, "4": 540, "5": 20}
+ANSWERS = {"1": "18", "2": "3", "3": "120000", "4": "540", "5": "20"}
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+
+def _overrides(srv, protocol: str, *extra: str) -> list[str]:
+    url = srv.anthropic_base_url if protocol == "anthropic" else srv.openai_base_url
+    out = [f"model.provider={protocol}", "model.name=scripted-agent", f"model.base_url={url}"]
+    if protocol == "openai_compatible":
+        out.append("model.api_key_required=false")
+    return [*out, *extra]
+
+
+def _example_copy(tmp_path: Path, module: str) -> Path:
+    """The calculator example in tmp_path, its tools module renamed ``module`` (so a test
+    can edit it without touching another test's import)."""
+    (tmp_path / "data").mkdir()
+    shutil.copytree(GSM8K_DATA, tmp_path / "data" / "gsm8k")
+    shutil.copy(EXAMPLES / "agent_tools" / "calculator.py", tmp_path / f"{module}.py")
+    spec = yaml.safe_load((EXAMPLES / "agent-calculator.yaml").read_text())
+    spec["model"]["tools_module"] = module
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_calculator_example_scores_four_of_five_and_a_rerun_makes_no_call(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """Parallel calls, a raising tool, an unknown tool and malformed arguments each go
+    back to the model as error results; the answers score 4/5 against the GSM8K labels;
+    totals are summed over the turns; a re-run is served from the cache (0 calls)."""
+    spec = gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", _overrides(srv, protocol))
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    assert {sid: r["target"] for sid, r in rows.items()} == {k: str(v) for k, v in LABELS.items()}
+    assert {sid: r["scorer"]["extracted"] for sid, r in rows.items()} == ANSWERS
+    assert result.manifest.score.mean == pytest.approx(0.8)
+    turns = {sid: len(r["transcript"]["turns"]) for sid, r in rows.items()}
+    assert turns == {"1": 2, "2": 3, "3": 2, "4": 3, "5": 3}
+    calls = srv.stats()["total"]
+    assert calls == sum(turns.values())
+    janet = rows["1"]["transcript"]
+    assert [r["content"] for r in janet["turns"][0]["tool_results"]] == ["9", "18"]
+    assert janet["stopped"] == "answered" and janet["tools"] == ["calculate"]
+    robe = rows["2"]["transcript"]["turns"][0]["tool_results"][0]
+    assert robe["is_error"] and robe["error"]["kind"] == "ZeroDivisionError"
+    unknown = rows["4"]["transcript"]["turns"][0]["tool_results"][0]
+    assert unknown["error"]["kind"] == "UnknownTool" and "multiply" in unknown["content"]
+    bad = rows["5"]["transcript"]["turns"][0]
+    assert bad["tool_calls"][0]["arguments"] is None
+    assert bad["tool_results"][0]["error"]["kind"] == "InvalidArguments"
+    for row in rows.values():
+        t = row["transcript"]["turns"]
+        assert row["input_tokens"] == sum(turn["input_tokens"] for turn in t) > 0
+        assert row["output_tokens"] == sum(turn["output_tokens"] for turn in t)
+        assert row["stop_reason"] == "end_turn" and t[0]["stop_reason"] == "tool_use"
+        assert len({turn["key"] for turn in t}) == len(t)
+    assert len(rows["1"]["tool_calls"]) == 2 and len(rows["2"]["tool_calls"]) == 2
+    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert srv.stats()["total"] == calls  # every turn replayed from the cache
+    assert again.manifest.cache_hits == 5
+    assert again.manifest.score.mean == pytest.approx(0.8)
+    replayed = gradetrail.read_results(again.run_dir)
+    assert [_replayable(r) for r in replayed] == [_replayable(r) for r in rows.values()]
+    assert all(
+        t["cached"] and t["attempts"] == 0 for r in replayed for t in r["transcript"]["turns"]
+    )
+
+
+def _replayable(row: dict) -> list:
+    """What a re-run must reproduce of a transcript: each turn's key, response, calls and
+    the tool results' content."""
+    return [
+        (t["key"], t["response"], t["tool_calls"], [x["content"] for x in t["tool_results"]])
+        for t in row["transcript"]["turns"]
+    ]
+
+
+def test_max_turns_stops_the_loop_and_scores_the_last_response(srv, tmp_path: Path) -> None:
+    """With run.max_turns 1 the model's first-turn tool calls are not run; the transcript
+    says max_turns and the (numberless) response scores 0."""
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml",
+        _overrides(srv, "openai_compatible", "run.max_turns=1", "dataset.limit=2"),
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = gradetrail.read_results(result.run_dir)
+    assert [r["transcript"]["stopped"] for r in rows] == ["max_turns", "max_turns"]
+    assert [r["score"] for r in rows] == [0.0, 0.0]
+    assert all(r["transcript"]["turns"][0]["tool_results"] == [] for r in rows)
+    assert srv.stats()["total"] == 2
+
+
+def test_editing_a_tool_misses_only_from_the_turn_after_a_tool_result(srv, tmp_path: Path) -> None:
+    """The tools module's hash enters the key of turns after a tool result: editing the
+    module serves every first turn from the cache and asks again for the later ones; the
+    run's identity changes with the module."""
+    module = f"calc_{tmp_path.name.replace('-', '_')}"
+    path = _example_copy(tmp_path, module)
+    spec = gradetrail.load_spec(path, _overrides(srv, "openai_compatible"))
+    first = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    before = srv.stats()["total"]
+    assert before == 13
+    source = tmp_path / f"{module}.py"
+    source.write_text(source.read_text() + "\n# edited\n")
+    del sys.modules[module]
+    second = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert srv.stats()["total"] - before == 13 - 5  # all but the five first turns
+    assert second.run_dir != first.run_dir
+    assert second.manifest.file_hashes["tools_module"] != first.manifest.file_hashes["tools_module"]
+    rows = gradetrail.read_results(second.run_dir)
+    assert all(r["transcript"]["turns"][0]["cached"] for r in rows)
+    assert not any(r["transcript"]["turns"][1]["cached"] for r in rows)
+
+
+def test_a_hung_tool_ends_at_the_sample_timeout_keeping_the_transcript(srv, tmp_path: Path) -> None:
+    """A tool that never returns stops its sample at run.sample_timeout_s: a
+    provider_error (ProviderTimeout) whose row keeps the turns so far."""
+    module = f"hang_{tmp_path.name.replace('-', '_')}"
+    path = _example_copy(tmp_path, module)
+    (tmp_path / f"{module}.py").write_text(
+        "import time\n\n\ndef calculate(expression: str) -> str:\n"
+        '    """Never returns."""\n    time.sleep(600)\n'
+    )
+    spec = gradetrail.load_spec(
+        path,
+        _overrides(srv, "openai_compatible", "run.sample_timeout_s=0.5", "dataset.limit=1"),
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert row["state"] == "provider_error"
+    assert row["error"]["kind"] == "ProviderTimeout"
+    assert "sample_timeout_s" in row["error"]["message"]
+    assert row["transcript"]["stopped"] == "sample_timeout"
+    assert len(row["transcript"]["turns"]) == 1

@@ -1,0 +1,198 @@
+"""Conversation specs: message templates and a dataset's messages reach the provider
+natively and are all in the cache key; bad conversations, tool schemas and tools modules
+are one line with exit 2 before any call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from paths import EXAMPLES
+
+import gradetrail
+
+ECHO = """\
+import json
+
+
+def answer(request):
+    return json.dumps({"system": request.system, "messages": list(request.messages),
+                       "tools": [t["name"] for t in request.tools],
+                       "tool_choice": request.tool_choice})
+"""
+
+
+def _write(tmp_path: Path, rows: list[dict], **spec) -> Path:
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "echo_app.py").write_text(ECHO)
+    body = {
+        "name": "conv",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "model": {"provider": "python", "name": "echo", "function": "echo_app:answer"},
+        "scorer": {"type": "exact"},
+        "target": "x",
+        **spec,
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(body, sort_keys=False))
+    return path
+
+
+def test_message_templates_render_system_apart_and_alternate(tmp_path: Path) -> None:
+    """A prompt list renders every turn over the row; its system message joins the spec's
+    system prompt; the row records a transcript of the input."""
+    path = _write(
+        tmp_path,
+        [{"q": "2+2?", "shot": "1+1?", "shot_a": "2"}],
+        system="Be brief.",
+        prompt=[
+            {"role": "system", "content": "Answer with a number."},
+            {"role": "user", "content": "{{ shot }}"},
+            {"role": "assistant", "content": "{{ shot_a }}"},
+            {"role": "user", "content": "{{ q }}"},
+        ],
+    )
+    result = gradetrail.run_eval(gradetrail.load_spec(path), results_root=tmp_path / "r")
+    (row,) = gradetrail.read_results(result.run_dir)
+    seen = json.loads(row["response"])
+    assert seen["system"] == "Be brief.\n\nAnswer with a number."
+    assert seen["messages"] == [
+        {"role": "user", "content": "1+1?"},
+        {"role": "assistant", "content": "2"},
+        {"role": "user", "content": "2+2?"},
+    ]
+    assert row["transcript"]["messages"][0] == {"role": "system", "content": seen["system"]}
+
+
+def test_dataset_conversation_with_tool_turns_is_keyed_on_every_message(tmp_path: Path) -> None:
+    """dataset.messages_field carries a whole conversation (tool calls and results
+    included); two rows differing only in an early message are two cache entries."""
+    convo = [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ]
+    other = [dict(convo[0], content="weather today?"), *convo[1:]]
+    path = _write(
+        tmp_path,
+        [{"id": "a", "m": convo}, {"id": "b", "m": other}, {"id": "c", "m": convo}],
+        dataset={"path": "data.jsonl", "messages_field": "m"},
+        prompt=None,
+        run={"concurrency": 1},
+    )
+    spec = gradetrail.load_spec(path)
+    plan = gradetrail.plan_run(spec)
+    keys = [p.key for p in plan.prepared]
+    assert keys[0] != keys[1] and keys[0] == keys[2]
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "r")
+    rows = gradetrail.read_results(result.run_dir)
+    seen = json.loads(rows[0]["response"])
+    assert seen["messages"][1]["tool_calls"] == [{"id": "c1", "name": "w", "arguments": {}}]
+    assert seen["messages"][2]["content"] == "sunny"
+    assert [r["cached"] for r in rows] == [False, False, True]
+
+
+def test_tools_and_tool_choice_enter_the_key(tmp_path: Path) -> None:
+    """The same prompt with other tools, or another tool_choice, is another request."""
+    tools = json.loads(
+        json.dumps(yaml.safe_load((EXAMPLES / "function-calling.yaml").read_text())["tools"])
+    )
+    path = _write(tmp_path, [{"q": "hi"}], tools=tools, tool_choice="auto")
+    keys = set()
+    for extra in ([], ["tool_choice=required"], ["tool_choice={name: get_weather}"], ["tools=[]"]):
+        plan = gradetrail.plan_run(gradetrail.load_spec(path, extra))
+        keys.add(plan.prepared[0].key)
+    assert len(keys) == 4
+
+
+BAD_SCHEMA = [
+    {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {"type": "object", "properties": {"a": {"type": "strnig"}}},
+        },
+    }
+]
+
+
+@pytest.mark.parametrize(
+    ("rows", "spec", "message"),
+    [
+        (
+            [{"q": "x"}],
+            {"tools": BAD_SCHEMA},
+            "tools: tool 'f': parameters is not valid JSON Schema at properties/a/type",
+        ),
+        (
+            [{"q": "x"}],
+            {
+                "tools": [
+                    {"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}
+                ]
+            },
+            "must describe an object",
+        ),
+        (
+            [{"q": "x"}],
+            {"tool_choice": {"name": "nope"}, "tools": BAD_SCHEMA[:0]},
+            "no tool defines",
+        ),
+        (
+            [{"q": "x"}],
+            {
+                "model": {
+                    "provider": "python",
+                    "name": "e",
+                    "function": "echo_app:answer",
+                    "tools_module": "no_such_tools_mod",
+                }
+            },
+            "model.tools_module: cannot import 'no_such_tools_mod'",
+        ),
+        (
+            [{"q": "x"}],
+            {
+                "prompt": [
+                    {"role": "assistant", "content": "hi"},
+                    {"role": "user", "content": "{{ q }}"},
+                ]
+            },
+            "prompt: message 1: the conversation must start with a user message",
+        ),
+        (
+            [
+                {"m": [{"role": "user", "content": "a"}]},
+                {"m": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]},
+            ],
+            {"dataset": {"path": "data.jsonl", "messages_field": "m"}, "prompt": None},
+            "sample '2' (line 2): message 2: two user messages in a row",
+        ),
+        (
+            [{"q": "x", "t": BAD_SCHEMA}],
+            {"dataset": {"path": "data.jsonl", "tools_field": "t"}},
+            "dataset.tools_field 't': sample '1' (line 1): tool 'f': parameters is not valid",
+        ),
+    ],
+)
+def test_bad_conversations_and_tools_are_one_line_exit_2(
+    tmp_path: Path, cli, rows, spec, message: str
+) -> None:
+    """Invalid JSON Schema, a tool_choice naming no tool, an unimportable tools module and
+    an invalid role order (in the spec or in any row) stop the run before any call."""
+    path = _write(tmp_path, rows, **spec)
+    out = cli("run", str(path))
+    assert out.exit_code == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert message in lines[0]
+    assert not (tmp_path / "results").exists()
