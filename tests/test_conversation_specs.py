@@ -26,12 +26,12 @@ def answer(request):
 
 def _write(tmp_path: Path, rows: list[dict], **spec) -> Path:
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp_path / "echo_app.py").write_text(ECHO)
+    (tmp_path / "conv_echo_app.py").write_text(ECHO)
     body = {
         "name": "conv",
         "dataset": {"path": "data.jsonl"},
         "prompt": "{{ q }}",
-        "model": {"provider": "python", "name": "echo", "function": "echo_app:answer"},
+        "model": {"provider": "python", "name": "echo", "function": "conv_echo_app:answer"},
         "scorer": {"type": "exact"},
         "target": "x",
         **spec,
@@ -153,7 +153,7 @@ BAD_SCHEMA = [
                 "model": {
                     "provider": "python",
                     "name": "e",
-                    "function": "echo_app:answer",
+                    "function": "conv_echo_app:answer",
                     "tools_module": "no_such_tools_mod",
                 }
             },
