@@ -17,7 +17,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,7 +33,10 @@ __all__ = [
     "SampleScore",
     "SampleState",
     "ResultsWriter",
+    "iter_result_spans",
     "iter_results",
+    "parse_row",
+    "read_row_at",
     "read_manifest",
     "read_results",
     "read_samples",
@@ -91,6 +94,8 @@ class SampleResult(BaseModel):
     epoch: int = Field(1, description="1-based epoch index.")
     state: SampleState = Field(description="scored, provider_error or judge_error.")
     score: float | None = Field(None, description="Score in [0, 1]; null unless scored.")
+    system: str | None = Field(None, description="The rendered system prompt, or null.")
+    prompt: str | None = Field(None, description="The rendered user message sent to the model.")
     target: str | None = Field(None, description="The rendered target.")
     response: str | None = Field(None, description="The response text; null on provider_error.")
     stop_reason: str | None = Field(None, description="Normalized stop reason.")
@@ -214,31 +219,84 @@ class ResultsWriter:
             self._own = False
 
 
-def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the rows of a run directory's ``results.jsonl`` as dicts.
+def parse_row(line: bytes | str) -> dict[str, Any] | None:
+    """One ``results.jsonl`` line as a dict, or None for a torn or malformed line (a line
+    without its newline, invalid JSON, or JSON that is not an object). Invalid UTF-8 is
+    replaced, never raised."""
+    if isinstance(line, bytes):
+        if not line.endswith(b"\n"):
+            return None  # torn write
+        line = line.decode("utf-8", errors="replace")
+    elif not line.endswith("\n"):
+        return None
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
 
-    A torn last line (from a killed process) is skipped, never merged into another row.
 
-    Raises:
-        UsageError: the directory has no results file.
-    """
+def _open_results(run_dir: str | Path) -> IO[bytes]:
     path = Path(run_dir) / RESULTS_FILE
     try:
-        f = path.open(encoding="utf-8", errors="replace")
+        return path.open("rb")
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
-    with f:
+
+
+def iter_result_spans(
+    run_dir: str | Path, start: int = 0
+) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
+    """Yield ``(offset, length, row)`` for each line of ``results.jsonl`` from byte
+    ``start``: where the line is in the file (bytes, its newline included) and the row as
+    a dict, or None for a malformed line. A torn last line (a line still being written, or
+    left by a killed process) ends the iteration without being yielded, so a caller can
+    resume from the last span's end once it is complete.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    with _open_results(run_dir) as f:
+        f.seek(start)
+        offset = start
         for line in f:
-            if not line.endswith("\n"):
+            if not line.endswith(b"\n"):
                 break  # torn write
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                yield row
+            yield offset, len(line), parse_row(line)
+            offset += len(line)
+
+
+def read_row_at(run_dir: str | Path, offset: int, length: int) -> dict[str, Any] | None:
+    """The row at ``offset`` (``length`` bytes) of ``results.jsonl``, as found by
+    :func:`iter_result_spans`; None if those bytes are no longer one whole row (the file
+    was rewritten since).
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    before = 1 if offset > 0 else 0
+    with _open_results(run_dir) as f:
+        f.seek(offset - before)
+        data = f.read(length + before)
+    if len(data) != length + before or (before and data[:1] != b"\n"):
+        return None  # shorter now, or no longer at the start of a line
+    return parse_row(data[before:])
+
+
+def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the rows of a run directory's ``results.jsonl`` as dicts.
+
+    A torn last line (from a killed process) is skipped, never merged into another row;
+    a malformed line is skipped.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    for _, _, row in iter_result_spans(run_dir):
+        if row is not None:
+            yield row
 
 
 def read_results(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from typing import IO
 
 from gradetrail.errors import RunError
 
-__all__ = ["RunDir", "sample_file_name"]
+__all__ = ["RunDir", "sample_file_name", "writer_pid"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -274,3 +274,34 @@ class RunDir:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def writer_pid(path: str | Path) -> int | None:
+    """The pid of the live process writing the run directory at ``path``, or None when no
+    process is (it finished, or was killed and left its manifest at ``running``).
+
+    Read-only: the pid comes from ``.lock`` (opened without following a link) and is
+    checked with signal 0; the lock itself is never taken, so a run starting at that
+    moment is never refused because someone was looking. A reused pid can make a dead
+    run look alive; that errs towards "running".
+    """
+    try:
+        fd = os.open(Path(path) / _LOCK, os.O_RDONLY | _NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        text = os.read(fd, 32).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, owned by another user
+        return pid
+    except OSError:
+        return None
+    return pid

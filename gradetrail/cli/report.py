@@ -3,13 +3,18 @@ wrapped or truncated (paths stay copyable)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 
 from gradetrail.cli.report_judge import agreement_lines, judge_lines
-from gradetrail.manifest import CacheReport
-from gradetrail.runner import RunResult
+from gradetrail.manifest import CacheReport, Manifest
 
-__all__ = ["cache_warnings", "print_summary", "summary_lines"]
+if TYPE_CHECKING:
+    from gradetrail.runner import RunResult
+
+__all__ = ["cache_warnings", "manifest_lines", "print_summary", "summary_lines"]
 
 
 def _fmt(x: float | None, digits: int = 4) -> str:
@@ -17,15 +22,22 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def summary_lines(result: RunResult) -> list[tuple[str, str]]:
-    """``(label, text)`` pairs: counts per state (the denominator explicit), mean score
-    with standard error and 95% CI, tokens, cost, cache hits, wall time, run directory."""
-    m = result.manifest
-    t = result.tally
+    """``(label, text)`` pairs of a finished run (see :func:`manifest_lines`)."""
+    return manifest_lines(result.manifest, result.run_dir)
+
+
+def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
+    """``(label, text)`` pairs from a run's manifest: counts per state (the denominator
+    explicit), mean score with standard error and 95% CI, tokens, cost, cache hits, wall
+    time, status, run directory. The viewer shows the same lines as the CLI summary."""
+    counts = m.counts
+    rows = sum(counts.values())
+    errors = rows - counts.get("scored", 0)
     states = ", ".join(
-        f"{k} {t.counts.get(k, 0)}" for k in ("scored", "provider_error", "judge_error")
+        f"{k} {counts.get(k, 0)}" for k in ("scored", "provider_error", "judge_error")
     )
     epochs = "epoch" if m.epochs == 1 else "epochs"
-    lines = [("rows", f"{t.rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
+    lines = [("rows", f"{rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
     s = m.score
     what = "win rate" if m.spec.get("scorer", {}).get("type") == "pairwise" else "mean score"
     if s and s.mean is not None:
@@ -41,8 +53,8 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
             score += f" (epochs reduced by {reducer})"
         if s.n_clusters is not None:
             score += f" in {s.n_clusters} clusters"
-        if t.errors:
-            score += f"; {t.errors} error rows are not in it"
+        if errors:
+            score += f"; {errors} error rows are not in it"
         lines.append((what, score))
     else:
         lines.append((what, "n/a (no sample scored)"))
@@ -54,27 +66,27 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
         lines.append(
             ("errors", f"{error['rows']} {error['state']} {what_kind}: {error['message']}")
         )
-    if t.truncated:
-        lines.append(("truncated", f"{t.truncated} responses stopped at max_tokens"))
+    if m.truncated:
+        lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens"))
     lines.append(
         (
             "tokens",
-            f"{t.input_tokens} in (of which {t.cached_input_tokens} cached), {t.output_tokens} out",
+            f"{m.input_tokens} in (of which {m.cached_input_tokens} cached), {m.output_tokens} out",
         )
     )
     cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"
     if m.cost_usd_cached is not None:
         cost += f" (cache hits saved ${m.cost_usd_cached:.4f})"
     lines.append(("cost", cost))
-    lines.append(("cache hits", f"{t.cache_hits}/{t.rows}"))
+    lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
     status = m.status
     if m.status == "interrupted":
         signal = f" by {m.stop_signal}" if m.stop_signal else ""
-        done = f"{t.rows} of {m.n_samples * m.epochs} rows"
+        done = f"{rows} of {m.n_samples * m.epochs} rows"
         status += f"{signal} ({done}); run the same command again to finish from the cache"
     lines.append(("status", status))
-    lines.append(("results", str(result.run_dir)))
+    lines.append(("results", str(run_dir)))
     return lines
 
 

@@ -409,6 +409,7 @@ class JudgeScorer(Scorer):
         replies = list(await asyncio.gather(*asks))
         detail: dict[str, Any] = {
             "judge": self.caller.name,
+            "prompt": prompt,
             "verdicts": [r.detail() for r in replies],
             "reduce": self.spec.reduce,
         }

@@ -201,8 +201,8 @@ class PairwiseScorer(Scorer):
             "baseline_epoch": epoch,
             "reduce": self.spec.reduce,
             "orders": [
-                _order_detail("A", orders[0], swapped=False),
-                _order_detail("B", orders[1], swapped=True),
+                _order_detail("A", orders[0], prompts[0], swapped=False),
+                _order_detail("B", orders[1], prompts[1], swapped=True),
             ],
         }
         error = failure(replies, self.caller.name)
@@ -226,11 +226,13 @@ def _candidate_values(replies: list[JudgeReply], swapped: bool) -> list[float]:
     return [1.0 - v for v in values] if swapped else values
 
 
-def _order_detail(position: str, replies: list[JudgeReply], swapped: bool) -> dict[str, Any]:
+def _order_detail(
+    position: str, replies: list[JudgeReply], prompt: str, swapped: bool
+) -> dict[str, Any]:
     verdicts = []
     for reply in replies:
         d = reply.detail()
         if reply.verdict is not None:
             d["value"] = 1.0 - reply.verdict.value if swapped else reply.verdict.value
         verdicts.append(d)
-    return {"candidate": position, "verdicts": verdicts}
+    return {"candidate": position, "prompt": prompt, "verdicts": verdicts}

@@ -1,0 +1,444 @@
+"""The viewer's Starlette application: runs, one run, one sample, a diff of two runs.
+
+Every page is a GET whose state is in its URL (filters, sort, page), so a view can be
+shared and the browser's back button works; forms submit with GET, and JavaScript only
+adds live progress and opening a diff as soon as two runs are ticked.
+
+Security: templates escape everything (Jinja2 autoescape, and a Content-Security-Policy
+that allows no inline script, so even an escaping bug could not run one); run names are
+confined to the results root (:meth:`RunStore.resolve`); the Host header must name the
+address served (``TrustedHostMiddleware``), so a page on another site cannot read the
+viewer through DNS rebinding; only GET and HEAD are routed, and nothing is written.
+A malformed manifest, a torn or malformed results line, a run still being written or
+deleted while viewed get a page that says so, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gradetrail.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
+from gradetrail.errors import GradetrailError, UsageError
+from gradetrail.results import MANIFEST_FILE, RESULTS_FILE, read_samples
+from gradetrail.view import pages
+from gradetrail.view.index import FILTERS, SORTS, Query
+from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
+
+__all__ = ["create_app", "default_hosts"]
+
+HERE = Path(__file__).parent
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+]
+
+
+def default_hosts(host: str) -> list[str]:
+    """Host header values accepted when serving on ``host``: the loopback names, and
+    ``host`` itself."""
+    hosts = ["127.0.0.1", "localhost", "[::1]", "::1"]
+    if host not in hosts and host not in ("0.0.0.0", "::"):
+        hosts.append(host if ":" not in host else f"[{host}]")
+    return hosts
+
+
+class _SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + SECURITY_HEADERS
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _pretty(value: Any) -> str:
+    """JSON for people: indented, non-ASCII as is (a str, so autoescape applies)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pretty"] = _pretty
+    env.globals.update(
+        qs=pages.query_string,
+        num=pages.fmt_num,
+        cost=pages.fmt_cost,
+        int=pages.fmt_int,
+        FILTERS=FILTERS,
+        SORTS=SORTS,
+        KINDS=KINDS,
+        KIND_NAMES=KIND_NAMES,
+    )
+    return env
+
+
+KIND_NAMES = {
+    "improved": "improved",
+    "regressed": "regressed",
+    "changed": "changed response",
+    "error": "error / missing",
+    "only_baseline": "only in baseline",
+    "only_candidate": "only in candidate",
+    "same": "same",
+}
+
+
+class Viewer:
+    """The pages over one :class:`RunStore`."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.env = _environment()
+        self._diffs: OrderedDict[tuple[Any, ...], RunDiff] = OrderedDict()
+        self._samples: dict[Path, tuple[Any, list[float | None]]] = {}
+        self._lock = threading.Lock()
+
+    def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        """Render template ``name`` with ``context``."""
+        html = self.env.get_template(name).render(root=str(self.store.root), **context)
+        return HTMLResponse(html, status_code=status)
+
+    def problem(self, title: str, message: str, status: int) -> HTMLResponse:
+        """A page that says what is wrong (and the way back)."""
+        return self.render("problem.html", status, title=title, message=message)
+
+    # ---- pages ------------------------------------------------------------------------
+
+    def runs_page(self, request: Request) -> Response:
+        """Every run directory under the root, filtered and sorted by the URL."""
+        runs = self.store.runs()
+        shown = pages.filter_runs(runs, request.query_params)
+        statuses = sorted({r.status for r in runs})
+        return self.render(
+            "runs.html",
+            runs=shown,
+            total=len(runs),
+            statuses=statuses,
+            params=dict(request.query_params),
+            live=any(r.live for r in shown),
+        )
+
+    def run_page(self, request: Request) -> Response:
+        """One run: its summary, score histogram, counts, and a page of its samples."""
+        info = self.store.info(request.path_params["run"])
+        if info.manifest is None:
+            return self.render("run_unreadable.html", 200, info=info)
+        query, number, per = pages.parse_query(request.query_params)
+        table = self._table(info, query, number, per)
+        from gradetrail.cli.report import manifest_lines
+
+        return self.render(
+            "run.html",
+            info=info,
+            m=info.manifest,
+            lines=manifest_lines(info.manifest, info.path),
+            bars=self._histogram(info),
+            query=query,
+            params=_params(request),
+            **table,
+        )
+
+    def _table(self, info: RunInfo, query: Query, number: int, per: int) -> dict[str, Any]:
+        try:
+            index = self.store.index(info.path)
+        except UsageError:
+            return {"rows": [], "page": pages.paginate(0, 1, per), "index": None}
+        for _ in range(3):  # the file may be replaced between select and read
+            positions = index.select(query) if not query.plain else range(len(index.entries))
+            page = pages.paginate(len(positions), number, per)
+            chosen = list(positions[page.start : page.stop])
+            rows = index.rows(chosen)
+            if all(r is not None for r in rows):
+                break
+            index = self.store.index(info.path)
+        else:
+            rows = [r for r in rows if r is not None]
+        return {"rows": rows, "page": page, "index": index}
+
+    def _histogram(self, info: RunInfo) -> list[pages.Bar] | None:
+        """Bars over each sample's reduced score (``samples.jsonl``, written when a run
+        ends), kept until the file changes; None while there is no such file."""
+        path = info.path / "samples.jsonl"
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            cached = self._samples.get(info.path)
+        if cached is None or cached[0] != stamp:
+            try:
+                scores = [s.get("score") for s in read_samples(info.path)]
+            except (GradetrailError, ValueError):
+                return None
+            cached = (stamp, scores)
+            with self._lock:
+                self._samples[info.path] = cached
+        return pages.histogram(cached[1])
+
+    def progress(self, request: Request) -> Response:
+        """A running run's progress as JSON (polled by the page's script)."""
+        info = self.store.info(request.path_params["run"])
+        try:
+            done = len(self.store.index(info.path).entries)
+        except UsageError:
+            done = 0
+        return JSONResponse(
+            {
+                "status": info.status,
+                "live": info.live,
+                "rows": done,
+                "expected": info.rows_expected,
+            }
+        )
+
+    def sample_page(self, request: Request) -> Response:
+        """Every epoch of one sample, with everything needed to audit it."""
+        info = self.store.info(request.path_params["run"])
+        sample_id = request.query_params.get("id", "")
+        rows = self._sample_rows(info, sample_id)
+        if not rows:
+            return self.problem(
+                "No such sample",
+                f"run {info.name} has no row for sample id {sample_id!r}.",
+                404,
+            )
+        back = request.query_params.get("back", "")
+        return self.render(
+            "sample.html",
+            info=info,
+            sample_id=sample_id,
+            rows=rows,
+            back=back if back.startswith("?") else "",
+        )
+
+    def _sample_rows(self, info: RunInfo, sample_id: str) -> list[dict[str, Any]]:
+        try:
+            index = self.store.index(info.path)
+        except UsageError:
+            return []
+        rows = index.rows(index.sample_positions(sample_id))
+        if any(r is None for r in rows):
+            index = self.store.index(info.path)
+            rows = index.rows(index.sample_positions(sample_id))
+        return sorted((r for r in rows if r is not None), key=lambda r: r.get("epoch") or 0)
+
+    def _pair(self, request: Request) -> tuple[RunInfo, RunInfo]:
+        """The baseline and candidate: ``a`` and ``b``, or the two ``run`` values ticked
+        on the runs page (then the older run is the baseline)."""
+        params = request.query_params
+        a, b = params.get("a"), params.get("b")
+        ticked = not (a and b)
+        if ticked:
+            picked = params.getlist("run")
+            if len(picked) != 2:
+                raise HTTPException(
+                    400, f"tick exactly two runs to diff them ({len(picked)} ticked)"
+                )
+            a, b = picked
+        base, cand = self.store.info(a), self.store.info(b)
+        for info in (base, cand):
+            if info.manifest is None:
+                raise UsageError(f"run {info.name} cannot be compared: {info.problem}")
+        assert base.manifest is not None and cand.manifest is not None
+        if ticked and base.manifest.started_at > cand.manifest.started_at:
+            base, cand = cand, base
+        return base, cand
+
+    def _diff(self, base: RunInfo, cand: RunInfo, margin: float, errors: str) -> RunDiff:
+        key = (base.path, cand.path, margin, errors, _stamp(base.path), _stamp(cand.path))
+        with self._lock:
+            found = self._diffs.get(key)
+            if found is not None:
+                self._diffs.move_to_end(key)
+                return found
+        result = diff_runs(base.path, cand.path, margin=margin, errors=errors)  # type: ignore[arg-type]
+        with self._lock:
+            self._diffs[key] = result
+            while len(self._diffs) > 4:
+                self._diffs.popitem(last=False)
+        return result
+
+    def diff_page(self, request: Request) -> Response:
+        """Two runs joined on sample id: counts, the gate, identity, the disagreements."""
+        base, cand = self._pair(request)
+        params = request.query_params
+        margin = _float(params.get("margin"), 0.02)
+        errors = (
+            params.get("errors") if params.get("errors") in ("as-fail", "exclude") else "refuse"
+        )
+        result = self._diff(base, cand, margin, errors)
+        kinds = [k for k in params.getlist("kind") if k in KINDS]
+        show_all = params.get("show") == "all"
+        wanted = frozenset(kinds) if kinds else (frozenset(KINDS) if show_all else DISAGREEMENTS)
+        listed = result.shown(kinds=wanted)
+        number = int(_float(params.get("page"), 1))
+        page = pages.paginate(len(listed), max(1, number), pages.PER_PAGE)
+        state = {"a": base.name, "b": cand.name}
+        for key in ("margin", "errors", "show"):
+            if params.get(key):
+                state[key] = params[key]
+        if kinds:
+            state["kind"] = kinds  # type: ignore[assignment]
+        return self.render(
+            "diff.html",
+            base=base,
+            cand=cand,
+            d=result,
+            samples=listed[page.start : page.stop],
+            page=page,
+            params=state,
+            kinds=kinds,
+            show_all=show_all,
+            margin=margin,
+            errors=errors,
+        )
+
+    def diff_sample_page(self, request: Request) -> Response:
+        """One sample of a diff: both runs' epochs side by side."""
+        base, cand = self._pair(request)
+        sample_id = request.query_params.get("id", "")
+        left = self._sample_rows(base, sample_id)
+        right = self._sample_rows(cand, sample_id)
+        if not left and not right:
+            return self.problem(
+                "No such sample", f"neither run has a row for sample id {sample_id!r}.", 404
+            )
+        epochs = sorted({r.get("epoch") for r in left} | {r.get("epoch") for r in right})
+        pairs = [
+            (
+                e,
+                next((r for r in left if r.get("epoch") == e), None),
+                next((r for r in right if r.get("epoch") == e), None),
+            )
+            for e in epochs
+        ]
+        return self.render(
+            "diff_sample.html", base=base, cand=cand, sample_id=sample_id, pairs=pairs
+        )
+
+
+def _params(request: Request) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in request.query_params.multi_items():
+        if key in out:
+            out[key] = [*out[key], value] if isinstance(out[key], list) else [out[key], value]
+        else:
+            out[key] = [value] if key == "f" else value
+    return out
+
+
+def _float(value: str | None, default: float) -> float:
+    try:
+        number = float(value) if value else default
+    except ValueError:
+        return default
+    return number if number == number and abs(number) != float("inf") and number >= 0 else default
+
+
+def _stamp(path: Path) -> tuple[Any, ...]:
+    out = []
+    for name in (RESULTS_FILE, MANIFEST_FILE):
+        try:
+            st = (path / name).stat()
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def create_app(results_root: str | Path, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The viewer as an ASGI application.
+
+    Args:
+        results_root: the directory holding run directories.
+        allowed_hosts: Host header values to accept (default: the loopback names).
+
+    Raises:
+        UsageError: ``results_root`` is not a directory.
+    """
+    viewer = Viewer(RunStore(results_root))
+
+    def page(method: Any) -> Any:
+        def endpoint(request: Request) -> Response:
+            try:
+                return method(request)
+            except Forbidden as exc:
+                return viewer.problem("Outside the results root", str(exc), 403)
+            except NotFound as exc:
+                return viewer.problem("Run not found", str(exc), 404)
+            except UsageError as exc:
+                return viewer.problem("Cannot read this run", str(exc), 409)
+
+        return endpoint
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return viewer.problem(f"Error {exc.status_code}", str(exc.detail), exc.status_code)
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        return viewer.problem(
+            "The viewer failed on this page",
+            f"{type(exc).__name__}: {exc}. Other pages still work; please report this.",
+            500,
+        )
+
+    routes = [
+        Route("/", page(viewer.runs_page), methods=["GET"]),
+        Route("/runs/{run:str}", page(viewer.run_page), methods=["GET"]),
+        Route("/runs/{run:str}/sample", page(viewer.sample_page), methods=["GET"]),
+        Route("/runs/{run:str}/progress", page(viewer.progress), methods=["GET"]),
+        Route("/diff", page(viewer.diff_page), methods=["GET"]),
+        Route("/diff/sample", page(viewer.diff_sample_page), methods=["GET"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    middleware = [
+        Middleware(
+            TrustedHostMiddleware, allowed_hosts=allowed_hosts or default_hosts("127.0.0.1")
+        ),
+        Middleware(_SecurityHeaders),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: server_error},
+    )

@@ -1,0 +1,65 @@
+// gradetrail view: progressive enhancement only; every page works without this file.
+"use strict";
+
+// Live progress of a running run: poll its progress URL, fill the bar, reload when done.
+function watchProgress(el) {
+  const url = el.dataset.progress;
+  const bar = el.querySelector(".bar");
+  const label = el.querySelector(".label");
+  async function tick() {
+    let data;
+    try {
+      const response = await fetch(url, { headers: { Accept: "application/json" } });
+      if (!response.ok) return setTimeout(tick, 4000);
+      data = await response.json();
+    } catch (err) {
+      return setTimeout(tick, 4000);
+    }
+    const expected = data.expected || 0;
+    const pct = expected ? Math.min(100, Math.floor((100 * data.rows) / expected)) : 0;
+    bar.style.width = pct + "%";
+    label.textContent = data.rows + " of " + expected + " rows (" + pct + "%)";
+    if (data.status !== "running") {
+      label.textContent = data.status;
+      if (el.dataset.reload) window.location.reload();
+      return;
+    }
+    setTimeout(tick, 1500);
+  }
+  tick();
+}
+
+// Runs page: ticking a second run opens the diff (the first ticked is the baseline).
+function enhanceDiffForm(form) {
+  const order = [];
+  const button = form.querySelector("#diff-button");
+  const update = () => { if (button) button.disabled = order.length !== 2; };
+  form.querySelectorAll('input[type=checkbox][name=run]').forEach((box) => {
+    if (box.checked) order.push(box.value);
+    box.addEventListener("change", () => {
+      const at = order.indexOf(box.value);
+      if (box.checked && at < 0) order.push(box.value);
+      if (!box.checked && at >= 0) order.splice(at, 1);
+      update();
+      if (order.length === 2) {
+        const params = new URLSearchParams({ a: order[0], b: order[1] });
+        window.location.assign("/diff?" + params.toString());
+      }
+    });
+  });
+  update();
+}
+
+// Sample filters: a ticked box or a new sort applies at once (the Apply button stays).
+function autosubmit(form) {
+  form.querySelectorAll("input[type=checkbox], select").forEach((input) => {
+    input.addEventListener("change", () => form.requestSubmit ? form.requestSubmit() : form.submit());
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("[data-progress]").forEach(watchProgress);
+  const diffForm = document.getElementById("diff-form");
+  if (diffForm) enhanceDiffForm(diffForm);
+  document.querySelectorAll("form[data-autosubmit]").forEach(autosubmit);
+});

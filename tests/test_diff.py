@@ -1,0 +1,137 @@
+"""gradetrail.diff and `gradetrail diff`: two runs joined on sample id, classified, gated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from view_support import app_run, gsm8k_labels, gsm8k_run, write_app_eval
+
+from gradetrail.diff import diff_runs, identity_diff
+from gradetrail.gate import regression_gate
+
+
+@pytest.fixture(scope="module")
+def gsm8k(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Run directories of the bundled example: 175b_verification, 175b_finetuning."""
+    tmp = tmp_path_factory.mktemp("diff")
+    root, cache = tmp / "results", tmp / "cache.sqlite"
+    return gsm8k_run(root, cache, "175b_verification"), gsm8k_run(root, cache, "175b_finetuning")
+
+
+def test_gsm8k_pair_matches_the_authors_labels(gsm8k: tuple[Path, Path]) -> None:
+    """76 improved and 360 regressed, exactly the problems the labels say flipped."""
+    d = diff_runs(*gsm8k)
+    labels = gsm8k_labels()
+    flips = {
+        kind: {
+            str(i)
+            for i, p in enumerate(labels, 1)
+            if p["175b_verification"]["is_correct"] == (kind == "regressed")
+            and p["175b_finetuning"]["is_correct"] == (kind == "improved")
+        }
+        for kind in ("improved", "regressed")
+    }
+    assert d.counts["improved"] == 76 and d.counts["regressed"] == 360
+    for kind, ids in flips.items():
+        assert {s.sample_id for s in d.shown(kinds=frozenset({kind}))} == ids
+    assert d.paired == 1319 and d.counts["only_baseline"] == d.counts["only_candidate"] == 0
+    assert sum(d.counts.values()) == 1319
+    assert d.counts["changed"] + d.counts["same"] == 1319 - 76 - 360
+    assert len(d.shown()) == 1319 - d.counts["same"] and len(d.shown(show_all=True)) == 1319
+
+
+def test_gate_is_the_gates_own_result(gsm8k: tuple[Path, Path]) -> None:
+    """The diff's verdict and interval are regression_gate's, field for field."""
+    d = diff_runs(*gsm8k, margin=0.05)
+    assert d.gate == regression_gate(*gsm8k, margin=0.05)
+    assert d.gate is not None and not d.gate.passed and d.gate_error is None
+    assert (d.gate.only_baseline, d.gate.only_candidate) == (360, 76)
+
+
+def test_identity_names_the_spec_key_that_differs(gsm8k: tuple[Path, Path]) -> None:
+    """Only model.name differs; same dataset, same files; a run against itself is same."""
+    ident = diff_runs(*gsm8k).identity
+    assert not ident.same
+    assert ident.differences == ('spec model.name: "175b_verification" -> "175b_finetuning"',)
+    assert not ident.dataset_differs
+    assert diff_runs(gsm8k[0], gsm8k[0]).identity.same
+
+
+def test_identity_diff_names_files_and_leaves_execution_settings_out() -> None:
+    """Dataset and judge file hashes are named; concurrency and paths are not identity."""
+    a = {
+        "identity_hash": "a" * 64,
+        "file_hashes": {"dataset": "d1", "judge": "j1"},
+        "spec": {"dataset": {"path": "x.jsonl"}, "run": {"concurrency": 4, "epochs": 1}},
+    }
+    b = {
+        "identity_hash": "b" * 64,
+        "file_hashes": {"dataset": "d2", "judge": "j2"},
+        "spec": {"dataset": {"path": "y.jsonl"}, "run": {"concurrency": 64, "epochs": 3}},
+    }
+    ident = identity_diff(a, b)
+    assert ident.differences == (
+        "spec run.epochs: 1 -> 3",
+        "dataset hash: d1 -> d2",
+        "judge file hash: j1 -> j2",
+    )
+    assert ident.dataset_differs and not ident.same
+
+
+def test_epochs_errors_changed_and_unpaired(tmp_path: Path, monkeypatch) -> None:
+    """Two epochs: a half-wrong sample regressed, a failed epoch is an error, a reworded
+    right answer is changed, a sample the candidate lacks is only_baseline."""
+    spec = write_app_eval(tmp_path / "eval", samples=5, epochs=2)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    base = app_run(spec, root, cache, "base", {"q0/1": "wrong", "q0/2": "wrong"}, monkeypatch)
+    plan = {"q1/2": "wrong", "q2/1": "fail", "q3/1": "verbose"}
+    cand = app_run(spec, root, cache, "cand", plan, monkeypatch, ["dataset.limit=4"])
+    d = diff_runs(base, cand)
+    kinds = {s.sample_id: s.kind for s in d.samples}
+    assert kinds == {
+        "q0": "improved",
+        "q1": "regressed",
+        "q2": "error",
+        "q3": "changed",
+        "q4": "only_baseline",
+    }
+    q1 = d.sample("q1")
+    assert q1 is not None and (q1.baseline_score, q1.candidate_score) == (1.0, 0.5)
+    assert [p.response_changed for p in q1.epochs] == [False, True]
+    q2 = d.sample("q2")
+    assert q2 is not None and q2.epochs[0].candidate.state == "provider_error"
+    assert d.gate is None and "provider_error" in d.gate_error  # the gate refuses errors
+    assert "spec dataset.limit: null -> 4" in d.identity.differences
+    assert d.counts["same"] == 0 and d.paired == 4
+
+
+def test_cli_prints_counts_gate_and_identity(cli, gsm8k: tuple[Path, Path]) -> None:
+    """The table names the counts, the verdict with its interval and the key that differs."""
+    out = cli("diff", str(gsm8k[0]), str(gsm8k[1]), "--kind", "improved")
+    assert out.exit_code == 0, out.stderr
+    assert "76 improved, 360 regressed" in out.stdout
+    assert "FAIL: mean difference -0.2153" in out.stdout and "Tango" in out.stdout
+    assert 'spec model.name: "175b_verification" -> "175b_finetuning"' in out.stdout
+    assert out.stdout.count(" improved ") >= 76
+
+
+def test_cli_json_lists_disagreements_or_all(cli, gsm8k: tuple[Path, Path]) -> None:
+    """--json: disagreements by default with whole responses; --all lists every sample."""
+    default = json.loads(cli("diff", str(gsm8k[0]), str(gsm8k[1]), "--json").stdout)
+    assert default["counts"]["improved"] == 76 and default["counts"]["regressed"] == 360
+    assert default["gate"]["passed"] is False and default["gate_error"] is None
+    assert all(s["kind"] != "same" for s in default["samples"])
+    first = default["samples"][0]["epochs"][0]
+    assert first["baseline"]["response"].endswith("A: 18")  # whole, not a head
+    every = json.loads(cli("diff", str(gsm8k[0]), str(gsm8k[1]), "--json", "--all").stdout)
+    assert len(every["samples"]) == 1319
+
+
+def test_cli_refuses_a_directory_that_is_not_a_run(cli, tmp_path: Path, gsm8k) -> None:
+    """Not a run directory: one error line, exit 2; an unknown --kind too."""
+    out = cli("diff", str(tmp_path / "nope"), str(gsm8k[1]))
+    assert out.exit_code == 2 and out.stderr.count("error:") == 1 and "nope" in out.stderr
+    out = cli("diff", str(gsm8k[0]), str(gsm8k[1]), "--kind", "better")
+    assert out.exit_code == 2 and "unknown kind 'better'" in out.stderr

@@ -1,0 +1,334 @@
+"""The viewer over HTTP (Starlette's TestClient): pages, filters, security, robustness."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+from view_support import app_run, gsm8k_run, write_app_eval
+
+from gradetrail.view import create_app
+
+XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
+
+
+@pytest.fixture(scope="module")
+def gsm8k_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results root holding the bundled example's two 175B runs (read-only to tests)."""
+    tmp = tmp_path_factory.mktemp("view")
+    root, cache = tmp / "results", tmp / "cache.sqlite"
+    gsm8k_run(root, cache, "175b_verification")
+    gsm8k_run(root, cache, "175b_finetuning")
+    return root
+
+
+def client_for(root: Path) -> TestClient:
+    """A client of the viewer over ``root``, sending Host: 127.0.0.1."""
+    return TestClient(create_app(root), base_url="http://127.0.0.1")
+
+
+def run_named(root: Path, model: str) -> str:
+    """The run directory name of ``model`` under ``root``."""
+    for path in root.iterdir():
+        manifest = path / "manifest.json"
+        if manifest.exists() and json.loads(manifest.read_text())["requested_model"] == model:
+            return path.name
+    raise AssertionError(model)
+
+
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch) -> Path:
+    """A private results root with a small run whose q1 response holds markup (editable)."""
+    spec = write_app_eval(tmp_path / "eval", samples=3)
+    results = tmp_path / "results"
+    plan = {"q1/1": "say:" + XSS, "q2/1": "wrong"}
+    app_run(spec, results, tmp_path / "cache.sqlite", "base", plan, monkeypatch)
+    return results
+
+
+def only_run(root: Path) -> Path:
+    (path,) = [p for p in root.iterdir() if p.is_dir()]
+    return path
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root with its size and mtime."""
+    return {
+        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in root.rglob("*")
+    }
+
+
+# ---- pages -------------------------------------------------------------------------------
+
+
+def test_runs_page_lists_each_run_with_its_figures(gsm8k_root: Path) -> None:
+    """Name, identity, model, samples x epochs, mean with CI, status for both runs."""
+    page = client_for(gsm8k_root).get("/")
+    assert page.status_code == 200
+    assert "replay:175b_verification" in page.text and "replay:175b_finetuning" in page.text
+    assert "0.5625" in page.text and "[0.5358, 0.5893]" in page.text and "0.3472" in page.text
+    assert "1,319 × 1" in page.text and page.text.count("status-complete") == 2
+
+
+def test_runs_page_filters_and_sorts_by_the_url(gsm8k_root: Path) -> None:
+    """?model= keeps the matching run; ?sort=mean&dir=asc puts the weaker run first."""
+    client = client_for(gsm8k_root)
+    page = client.get("/?model=finetuning")
+    assert "175b_finetuning" in page.text and "175b_verification" not in page.text
+    assert "1 of 2" in page.text
+    page = client.get("/?sort=mean&dir=asc").text
+    assert page.index("175b_finetuning") < page.index("175b_verification")
+    page = client.get("/?sort=mean&dir=desc").text
+    assert page.index("175b_verification") < page.index("175b_finetuning")
+    assert "No run matches" in client.get("/?status=failed").text
+
+
+def test_run_page_failures_filter_sort_and_pages(gsm8k_root: Path) -> None:
+    """The authors' labels: 577 failures of 175b_verification; sorted and paged by URL."""
+    client = client_for(gsm8k_root)
+    name = run_named(gsm8k_root, "175b_verification")
+    page = client.get(f"/runs/{name}")
+    assert page.status_code == 200
+    assert "1319 (1319 samples x 1 epoch): scored 1319" in page.text  # the CLI summary
+    assert "1,319 rows" in page.text and "page 1 of 27" in page.text
+    failures = client.get(f"/runs/{name}?f=failures")
+    assert "577 rows match" in failures.text and "page 1 of 12" in failures.text
+    assert ">3</a>" in failures.text and ">2</a>" not in failures.text  # 2 is right, 3 wrong
+    last = client.get(f"/runs/{name}?f=failures&page=12")
+    assert last.text.count('class="sample-link"') == 577 - 11 * 50
+    by_score = client.get(f"/runs/{name}?sort=score&dir=desc&per=10").text
+    assert by_score.count('class="score full"') == 10
+
+
+def test_run_page_search_reads_prompt_response_and_target(gsm8k_root: Path) -> None:
+    """A case-insensitive search finds the ducks problem by its prompt text."""
+    name = run_named(gsm8k_root, "175b_verification")
+    page = client_for(gsm8k_root).get(f"/runs/{name}", params={"q": "JANET’S DUCKS"})
+    assert "1 row matches" in page.text and ">1</a>" in page.text
+
+
+def test_sample_page_shows_everything_to_audit(gsm8k_root: Path) -> None:
+    """Prompt, response, target, what the scorer extracted, tokens and attempts."""
+    name = run_named(gsm8k_root, "175b_verification")
+    page = client_for(gsm8k_root).get(f"/runs/{name}/sample", params={"id": "3"})
+    assert page.status_code == 200
+    assert "Josh decides to try flipping a house" in page.text  # the prompt
+    assert "70000" in page.text and "65000" in page.text  # target and extraction
+    for label in ("extracted_value", "marker_found", "attempts", "latency", "stop reason"):
+        assert label in page.text
+    missing = client_for(gsm8k_root).get(f"/runs/{name}/sample", params={"id": "nope"})
+    assert missing.status_code == 404 and "no row for sample id" in missing.text
+
+
+def test_diff_page_shows_counts_gate_and_identity(gsm8k_root: Path) -> None:
+    """76 improved, 360 regressed, the gate's FAIL with its interval, model.name differs."""
+    client = client_for(gsm8k_root)
+    a = run_named(gsm8k_root, "175b_verification")
+    b = run_named(gsm8k_root, "175b_finetuning")
+    page = client.get("/diff", params={"a": a, "b": b})
+    assert page.status_code == 200
+    assert 'data-kind="improved"' in page.text
+    assert 'improved <b class="count">76</b>' in page.text
+    assert 'regressed <b class="count">360</b>' in page.text
+    assert "FAIL" in page.text and "[-0.2442, -0.1866]" in page.text
+    assert "model.name" in page.text
+    ticked = client.get("/diff", params=[("run", b), ("run", a)])  # older run is baseline
+    assert 'regressed <b class="count">360</b>' in ticked.text
+    side = client.get("/diff/sample", params={"a": a, "b": b, "id": "1"})
+    assert side.status_code == 200 and side.text.count("Janet") >= 2
+    assert client.get("/diff", params={"run": a}).status_code == 400
+
+
+def test_running_run_shows_progress_and_a_killed_one_says_so(root: Path) -> None:
+    """status running with a live writer: running, progress JSON; a dead writer: killed."""
+    run = only_run(root)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["status"] = "running"
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / ".lock").write_text(f"{os.getpid()}\n")
+    client = client_for(root)
+    page = client.get(f"/runs/{run.name}")
+    assert "status-running" in page.text and "data-progress" in page.text
+    progress = client.get(f"/runs/{run.name}/progress").json()
+    assert progress == {"status": "running", "live": True, "rows": 3, "expected": 3}
+    (run / ".lock").write_text("999999999\n")  # no such process
+    assert "status-killed" in client.get("/").text
+    assert "process is gone" in client.get(f"/runs/{run.name}").text
+
+
+# ---- robustness --------------------------------------------------------------------------
+
+
+def test_malformed_manifest_gets_a_page_that_says_so(root: Path) -> None:
+    """Invalid JSON, or a manifest missing a field: both listed as unreadable, run page 200."""
+    run = only_run(root)
+    client = client_for(root)
+    (run / "manifest.json").write_text("{not json")
+    assert "status-unreadable" in client.get("/").text
+    page = client.get(f"/runs/{run.name}")
+    assert page.status_code == 200 and "not valid JSON" in page.text
+    (run / "manifest.json").write_text(json.dumps({"name": "arith"}))
+    page = client.get(f"/runs/{run.name}")
+    assert "manifest cannot be read" in page.text and "status: Field required" in page.text
+    (run / "manifest.json").unlink()
+    assert "no manifest.json" in client.get(f"/runs/{run.name}").text
+
+
+def test_torn_and_malformed_lines_are_skipped_and_named(root: Path) -> None:
+    """A torn last line and a garbage line: the other rows show, each problem is named."""
+    run = only_run(root)
+    client = client_for(root)
+    with (run / "results.jsonl").open("a") as f:
+        f.write("this is not json\n")
+        f.write('{"sample_id": "q9", "epoch": 1, "sta')
+    page = client.get(f"/runs/{run.name}")
+    assert page.status_code == 200
+    assert "3 rows" in page.text and "last line of results.jsonl is incomplete" in page.text
+    assert "1 lines of results.jsonl are not valid rows" in page.text
+
+
+def test_rows_appended_and_file_rewritten_are_seen(root: Path) -> None:
+    """The index follows a growing file, and a rewritten one (new inode, new order)."""
+    run = only_run(root)
+    client = client_for(root)
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    assert "3 rows" in client.get(f"/runs/{run.name}").text
+    extra = json.loads(lines[0]) | {"sample_id": "q7"}
+    with results.open("a") as f:
+        f.write(json.dumps(extra) + "\n")
+    assert "4 rows" in client.get(f"/runs/{run.name}").text
+    tmp = run / "results.jsonl.new"
+    tmp.write_text("".join(reversed(lines)))
+    tmp.replace(results)
+    page = client.get(f"/runs/{run.name}/sample", params={"id": "q2"})
+    assert "A: -1" in page.text and "3 rows" in client.get(f"/runs/{run.name}").text
+
+
+def test_run_deleted_while_viewed_gets_a_page(root: Path) -> None:
+    """After the directory goes: 404 pages naming it, and the server still serves."""
+    run = only_run(root)
+    client = client_for(root)
+    assert client.get(f"/runs/{run.name}").status_code == 200
+    shutil.rmtree(run)
+    for url in (f"/runs/{run.name}", f"/runs/{run.name}/sample?id=q0", f"/diff?a={run.name}&b=x"):
+        page = client.get(url)
+        assert page.status_code == 404 and "it may have been deleted" in page.text
+    assert client.get("/").status_code == 200
+
+
+def test_results_file_deleted_leaves_the_summary(root: Path) -> None:
+    """A run whose results.jsonl vanished still shows its manifest, and says what is missing."""
+    run = only_run(root)
+    (run / "results.jsonl").unlink()
+    page = client_for(root).get(f"/runs/{run.name}")
+    assert page.status_code == 200 and "has no results.jsonl" in page.text
+
+
+# ---- security ----------------------------------------------------------------------------
+
+
+def test_markup_in_a_response_is_escaped_everywhere(root: Path) -> None:
+    """The run page, the sample page and the diff page show the markup as text."""
+    run = only_run(root)
+    client = client_for(root)
+    pages = [
+        client.get(f"/runs/{run.name}"),
+        client.get(f"/runs/{run.name}/sample", params={"id": "q1"}),
+        client.get("/diff/sample", params={"a": run.name, "b": run.name, "id": "q1"}),
+        client.get(f"/runs/{run.name}", params={"q": "<script>"}),
+    ]
+    for page in pages:
+        assert "<script>window" not in page.text and "<img src=x" not in page.text
+        assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in page.text
+    assert "script-src 'self'" in pages[0].headers["content-security-policy"]
+    assert pages[0].headers["x-content-type-options"] == "nosniff"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/runs/%2e%2e",
+        "/runs/%2E%2E/sample?id=1",
+        "/runs/..%2f..%2fetc",
+        "/runs/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+        "/diff?a=..&b=..",
+        "/static/..%2f..%2fview%2fapp.py",
+        "/static/%2e%2e/app.py",
+    ],
+)
+def test_paths_outside_the_root_are_refused(root: Path, url: str) -> None:
+    """.. in any spelling never reaches outside the results root."""
+    page = client_for(root).get(url)
+    assert page.status_code in (400, 403, 404)
+    assert "create_app" not in page.text and "root:x:" not in page.text
+
+
+def test_raw_dot_dot_paths_are_refused_by_the_real_server(root: Path) -> None:
+    """Unnormalized paths sent as-is (no client tidies them) never leave the root."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from gradetrail.view.server import BackgroundServer
+
+    with BackgroundServer(root) as url:
+        where = urlsplit(url)
+        for path in ("/runs/..", "/runs/../../../etc/passwd", "/static/../app.py", "/runs/%2e%2e"):
+            conn = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+            conn.request("GET", path)
+            response = conn.getresponse()
+            body = response.read().decode()
+            conn.close()
+            assert response.status in (400, 403, 404), path
+            assert "root:x:" not in body and "create_app" not in body
+
+
+def test_symlinks_pointing_out_of_the_root_are_refused(root: Path, tmp_path: Path) -> None:
+    """A run directory linked from elsewhere, or a results file linked out: 403, unlisted."""
+    outside = tmp_path / "outside"
+    shutil.copytree(only_run(root), outside)
+    (outside / "results.jsonl").write_text('{"sample_id": "secret", "state": "scored"}\n')
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    run = only_run_real(root)
+    (run / "samples.jsonl").unlink()
+    (run / "samples.jsonl").symlink_to(outside / "results.jsonl")
+    client = client_for(root)
+    assert client.get("/runs/linked").status_code == 403
+    assert client.get(f"/runs/{run.name}").status_code == 403
+    assert "secret" not in client.get("/").text and "linked" not in client.get("/").text
+
+
+def only_run_real(root: Path) -> Path:
+    (path,) = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]
+    return path
+
+
+def test_host_header_must_name_this_server(root: Path) -> None:
+    """DNS rebinding: a request for another site's name is refused; localhost is served."""
+    app = create_app(root)
+    assert TestClient(app, base_url="http://evil.example").get("/").status_code == 400
+    assert TestClient(app, base_url="http://localhost:8765").get("/").status_code == 200
+    assert TestClient(app, base_url="http://127.0.0.1:1").get("/").status_code == 200
+
+
+def test_only_get_and_nothing_is_written(root: Path) -> None:
+    """POST, PUT, DELETE are refused; a tour of every page leaves the root untouched."""
+    run = only_run(root)
+    client = client_for(root)
+    before = snapshot(root)
+    for method in ("post", "put", "delete", "patch"):
+        assert getattr(client, method)(f"/runs/{run.name}").status_code == 405
+    for url in (
+        "/",
+        f"/runs/{run.name}?f=failures&sort=latency",
+        f"/runs/{run.name}/sample?id=q0",
+        f"/runs/{run.name}/progress",
+        f"/diff?a={run.name}&b={run.name}&show=all",
+    ):
+        assert client.get(url).status_code == 200
+    assert snapshot(root) == before

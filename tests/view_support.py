@@ -1,0 +1,83 @@
+"""Helpers for the viewer and diff tests: real run directories built by ``run_eval``
+(the bundled GSM8K example through the replay provider, and small evals through a
+``python``-provider application that answers by plan), and the GSM8K authors' labels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from paths import GSM8K_DATA, GSM8K_SPEC
+
+import gradetrail
+
+APP = """\
+import json
+import os
+
+
+def answer(request):
+    plan = json.loads(os.environ.get("GT_PLAN", "{}")).get(request.model, {})
+    action = plan.get(f"{request.sample_id}/{request.epoch}", "right")
+    value = request.prompt.rsplit("=", 1)[1].strip()
+    if action == "fail":
+        raise RuntimeError("failed on purpose")
+    if action == "wrong":
+        return "A: -1"
+    if action == "verbose":
+        return f"Adding them up. A: {value}"
+    if action.startswith("say:"):
+        return action[4:] + f" A: {value}"
+    return f"A: {value}"
+"""
+
+
+def gsm8k_run(root: Path, cache: Path, model: str) -> Path:
+    """The bundled GSM8K example for one recorded model; its run directory."""
+    spec = gradetrail.load_spec(GSM8K_SPEC, overrides=[f"model.name={model}"])
+    return gradetrail.run_eval(spec, results_root=root, cache_path=cache).run_dir
+
+
+def gsm8k_labels() -> list[dict]:
+    """The recorded solutions with the authors' is_correct labels, in dataset order (sample
+    ids are 1-based line numbers)."""
+    path = GSM8K_DATA / "example_model_solutions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_app_eval(directory: Path, samples: int = 5, epochs: int = 1, **dataset: object) -> Path:
+    """An eval of ``samples`` sums (sample ``q<i>`` asks ``i+i``, expects ``2i``) answered by
+    the planned application; return the spec's path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [{"id": f"q{i}", "q": f"{i}+{i}", "a": 2 * i} for i in range(samples)]
+    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / "plan_app.py").write_text(APP)
+    spec = {
+        "name": "arith",
+        "dataset": {"path": "data.jsonl", **dataset},
+        "prompt": "What is {{ q }}? = {{ a }}",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "base", "function": "plan_app:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+        "run": {"epochs": epochs, "fail_fast": 0},
+    }
+    path = directory / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def app_run(
+    spec: Path,
+    root: Path,
+    cache: Path,
+    model: str,
+    plan: dict[str, str] | None = None,
+    monkeypatch=None,  # noqa: ANN001
+    overrides: list[str] | None = None,
+) -> Path:
+    """Run the planned eval as ``model`` (plan: "<sample id>/<epoch>" -> right, wrong,
+    fail, verbose or "say:<text>"); its run directory."""
+    monkeypatch.setenv("GT_PLAN", json.dumps({model: plan or {}}))
+    loaded = gradetrail.load_spec(spec, overrides=[f"model.name={model}", *(overrides or [])])
+    return gradetrail.run_eval(loaded, results_root=root, cache_path=cache).run_dir
