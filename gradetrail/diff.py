@@ -2,14 +2,16 @@
 may not be comparable.
 
 :func:`diff_runs` joins a baseline and a candidate run directory on sample id and epoch.
-Each sample is compared on its mean score over epochs (the per-sample value the
-regression gate pairs, :func:`gradetrail.stats.sample_means`), and gets one kind:
+Each sample is compared on its score: its scored epochs reduced by the run's own
+``run.reducer`` (:func:`gradetrail.reducers.reduce_scores`, the per-sample value the
+run's summary reports and the regression gate pairs), and gets one kind:
 
-- ``improved`` / ``regressed``: both runs scored every epoch, and the candidate's mean is
-  higher / lower;
-- ``changed``: the same mean, but some epoch's response differs;
-- ``same``: the same mean and the same responses;
-- ``error``: a row in an error state on either side, or an epoch only one run has;
+- ``improved`` / ``regressed``: both runs scored every epoch, and the candidate's score
+  is higher / lower;
+- ``changed``: the same score, but some epoch's response differs;
+- ``same``: the same score and the same responses;
+- ``error``: a row in an error state on either side, an epoch only one run has, or no
+  score from the reducer (pass@k over fewer than k epochs);
 - ``only_baseline`` / ``only_candidate``: the sample is in one run only.
 
 The verdict and its interval come from :func:`gradetrail.gate.regression_gate` itself
@@ -28,9 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gradetrail import stats
 from gradetrail.gate import ErrorPolicy, GateError, GateResult, regression_gate
+from gradetrail.gate_runs import GateRun
 from gradetrail.manifest import identity_differences
+from gradetrail.reducers import reduce_scores
 from gradetrail.results import iter_results, read_manifest
 
 __all__ = [
@@ -100,8 +103,8 @@ class EpochPair:
 
 @dataclass(frozen=True, slots=True)
 class SampleDiff:
-    """One sample of the join: its kind and each run's mean score over its scored epochs
-    (None when the run has no scored epoch of it)."""
+    """One sample of the join: its kind and each run's score (its scored epochs reduced by
+    that run's ``run.reducer``; None when the reducer gives none)."""
 
     sample_id: str
     kind: DiffKind
@@ -245,7 +248,11 @@ def diff_runs(
     cand_manifest = read_manifest(candidate)
     base_rows = _collect(baseline, responses)
     cand_rows = _collect(candidate, responses)
-    samples = _join(base_rows, cand_rows)
+    reducers = (
+        GateRun("baseline", Path(baseline), base_manifest, []).reducer,
+        GateRun("candidate", Path(candidate), cand_manifest, []).reducer,
+    )
+    samples = _join(base_rows, cand_rows, reducers)
     counts = dict.fromkeys(KINDS, 0)
     for sample in samples:
         counts[sample.kind] += 1
@@ -286,25 +293,33 @@ def _collect(run_dir: Path | str, whole: bool) -> _Collected:
     return out
 
 
-def _join(base: _Collected, cand: _Collected) -> list[SampleDiff]:
+_Reducer = tuple[str, int]
+
+
+def _join(
+    base: _Collected, cand: _Collected, reducers: tuple[_Reducer, _Reducer]
+) -> list[SampleDiff]:
     ids = list(base) + [sid for sid in cand if sid not in base]
-    return [_classify(sid, base.get(sid), cand.get(sid)) for sid in ids]
+    return [_classify(sid, base.get(sid), cand.get(sid), reducers) for sid in ids]
 
 
-def _mean(sample_id: str, epochs: dict[int, tuple[RowBrief, str | None]] | None) -> float | None:
-    """The mean over the scored epochs (the gate's per-sample value), or None."""
+def _score(
+    epochs: dict[int, tuple[RowBrief, str | None]] | None, reducer: _Reducer
+) -> float | None:
+    """The scored epochs reduced by the run's reducer, or None."""
     scored = [
-        (sample_id, epoch, brief.score)
-        for epoch, (brief, _) in (epochs or {}).items()
+        brief.score
+        for _, (brief, _) in sorted((epochs or {}).items())
         if brief.state == "scored" and brief.score is not None
     ]
-    return stats.sample_means(scored)[sample_id] if scored else None
+    return reduce_scores(scored, reducer[0], reducer[1]) if scored else None  # type: ignore[arg-type]
 
 
 def _classify(
     sample_id: str,
     base: dict[int, tuple[RowBrief, str | None]] | None,
     cand: dict[int, tuple[RowBrief, str | None]] | None,
+    reducers: tuple[_Reducer, _Reducer],
 ) -> SampleDiff:
     pairs = []
     for epoch in sorted(set(base or {}) | set(cand or {})):
@@ -326,9 +341,10 @@ def _classify(
     ):
         kind = "error"
     else:
-        b_mean, c_mean = _mean(sample_id, base), _mean(sample_id, cand)
-        assert b_mean is not None and c_mean is not None  # every epoch scored on both sides
-        if c_mean > b_mean:
+        b_mean, c_mean = _score(base, reducers[0]), _score(cand, reducers[1])
+        if b_mean is None or c_mean is None:  # pass@k with fewer than k epochs
+            kind = "error"
+        elif c_mean > b_mean:
             kind = "improved"
         elif c_mean < b_mean:
             kind = "regressed"
@@ -336,7 +352,9 @@ def _classify(
             kind = "changed"
         else:
             kind = "same"
-    return SampleDiff(sample_id, kind, _mean(sample_id, base), _mean(sample_id, cand), tuple(pairs))
+    return SampleDiff(
+        sample_id, kind, _score(base, reducers[0]), _score(cand, reducers[1]), tuple(pairs)
+    )
 
 
 def _gate(

@@ -32,6 +32,7 @@ __all__ = [
     "identity_body",
     "identity_differences",
     "identity_hash",
+    "run_warnings",
     "spec_hash",
     "write_manifest",
 ]
@@ -94,6 +95,41 @@ def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             label = "dataset hash" if role == "dataset" else f"{role} file hash"
             out.append(f"{label}: {was} -> {now}")
     return out or ["identity hashes differ (another gradetrail version's hashing?)"]
+
+
+def run_warnings(manifest: dict[str, Any]) -> list[str]:
+    """What a reader of a run should be warned about, one line each, from its manifest's
+    JSON form: a status other than complete, error rows by kind, truncated responses, a
+    served model other than the requested one, judge errors per reason, a dirty git tree.
+    Empty for a clean, complete run."""
+    from gradetrail.providers._http import served_model_matches
+
+    out = []
+    status = manifest.get("status")
+    if status not in (None, "complete"):
+        out.append(f"run is {status}: not every row is there")
+    for error in manifest.get("top_errors") or []:
+        kind = error.get("kind") or "error"
+        if error.get("status"):
+            kind += f" {error['status']}"
+        out.append(
+            f"{error.get('rows')} {error.get('state')} rows ({kind}): {error.get('message')}"
+        )
+    if manifest.get("truncated"):
+        out.append(f"{manifest['truncated']} responses stopped at max_tokens (truncated)")
+    requested = str(manifest.get("requested_model") or "")
+    provider = manifest.get("provider")
+    if provider not in ("replay", "python"):
+        for served, rows in (manifest.get("served_models") or {}).items():
+            if not served_model_matches(requested, served):
+                out.append(f"{rows} rows were served by {served}, not the requested {requested}")
+    judge_errors = (manifest.get("judge") or {}).get("errors") or {}
+    for reason, rows in sorted(judge_errors.items()):
+        if rows:
+            out.append(f"{rows} judge_error rows ({reason})")
+    if manifest.get("git_dirty"):
+        out.append("the git tree had uncommitted changes when the run started")
+    return out
 
 
 _ABSENT = object()

@@ -115,9 +115,10 @@ def _gate_line(r: RunDiff) -> str:
         return f"cannot compare: {r.gate_error}"
     g = r.gate
     verdict = "PASS" if g.passed else "FAIL"
+    method = _METHOD_NAMES.get(g.method, g.method)
     return (
         f"{verdict}: mean difference {g.delta:+.4f} (candidate - baseline), "
-        f"{g.confidence:.0%} interval [{g.lo:+.4f}, {g.hi:+.4f}] ({_METHOD_NAMES[g.method]}), "
+        f"{g.confidence:.0%} interval [{g.lo:+.4f}, {g.hi:+.4f}] ({method}), "
         f"pass iff lower bound >= {-g.margin:g}, n = {g.n}"
     )
 
