@@ -356,6 +356,13 @@ class Viewer:
             "diff_sample.html", base=base, cand=cand, sample_id=sample_id, pairs=pairs
         )
 
+    def no_such_page(self, request: Request) -> Response:
+        """Any other path under /runs/: a run name holding ``/`` (``%2f``) or ``..``."""
+        rest = request.path_params["rest"]
+        if ".." in rest.split("/"):
+            raise Forbidden(f"{rest!r} points outside the results root")
+        raise NotFound(f"no page {request.url.path!r}: run pages are /runs/<run directory>")
+
 
 def _params(request: Request) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -429,6 +436,7 @@ def create_app(results_root: str | Path, allowed_hosts: list[str] | None = None)
         Route("/runs/{run:str}/progress", page(viewer.progress), methods=["GET"]),
         Route("/diff", page(viewer.diff_page), methods=["GET"]),
         Route("/diff/sample", page(viewer.diff_sample_page), methods=["GET"]),
+        Route("/runs/{rest:path}", page(viewer.no_such_page), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [

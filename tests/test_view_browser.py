@@ -1,0 +1,125 @@
+"""The viewer in a real browser: Debian's chromium driven by Playwright (no JS mocks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from view_support import app_run, gsm8k_run, write_app_eval
+
+from gradetrail.view.server import BackgroundServer
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A results root with the two 175B GSM8K runs and a run whose response holds markup."""
+    tmp = tmp_path_factory.mktemp("browser")
+    root, cache = tmp / "results", tmp / "cache.sqlite"
+    out = {
+        "verification": gsm8k_run(root, cache, "175b_verification"),
+        "finetuning": gsm8k_run(root, cache, "175b_finetuning"),
+    }
+    spec = write_app_eval(tmp / "eval", samples=2)
+    with pytest.MonkeyPatch.context() as mp:
+        out["xss"] = app_run(spec, root, cache, "xss", {"q1/1": "say:" + XSS}, mp)
+    out["root"] = root
+    return out
+
+
+@pytest.fixture(scope="module")
+def url(runs: dict[str, Path]) -> Iterator[str]:
+    """The viewer's base URL, served from a thread on a free port."""
+    with BackgroundServer(runs["root"]) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser(url: str) -> Iterator[Browser]:
+    """One headless chromium for the module (after the runs are built: Playwright's sync
+    API keeps an event loop on this thread, where run_eval could not start its own)."""
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page; any dialog (alert) it opens is recorded in page.dialogs."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.dialogs = []  # type: ignore[attr-defined]
+    opened.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
+    yield opened
+    context.close()
+
+
+def test_land_open_a_run_tick_failures_open_a_sample_go_back(
+    page: Page, url: str, runs: dict[str, Path]
+) -> None:
+    """Failures are two clicks from landing, the filter is in the URL, back restores it."""
+    page.goto(url + "/")
+    page.get_by_role("row").filter(has_text="175b_verification").get_by_role("link").first.click()
+    expect(page.locator("p.count")).to_contain_text("1,319 rows")
+    page.get_by_label("failures").check()  # applies at once (JS), or with Apply without it
+    page.wait_for_url("**f=failures**")
+    expect(page.locator("p.count")).to_contain_text("577 rows match")
+    page.locator("a.sample-link").first.click()
+    expect(page.locator("h1")).to_contain_text("Sample 3")
+    expect(page.locator("section.response")).to_contain_text("A: 65000")
+    page.go_back()
+    expect(page.locator("p.count")).to_contain_text("577 rows match")
+    expect(page.get_by_label("failures")).to_be_checked()
+
+
+def test_tick_two_runs_and_read_the_diff(page: Page, url: str) -> None:
+    """Ticking the baseline then the candidate opens the diff: 76 improved, 360 regressed."""
+    page.goto(url + "/")
+    rows = page.get_by_role("row")
+    rows.filter(has_text="175b_verification").get_by_role("checkbox").check()
+    rows.filter(has_text="175b_finetuning").get_by_role("checkbox").click()  # navigates
+    page.wait_for_url("**/diff?**")
+    expect(page.locator('[data-kind="improved"] .count')).to_have_text("76")
+    expect(page.locator('[data-kind="regressed"] .count')).to_have_text("360")
+    expect(page.locator("section.gate")).to_contain_text("FAIL")
+    page.locator('[data-kind="improved"]').click()
+    expect(page.locator("table.diff tbody tr")).to_have_count(50)
+    page.locator("table.diff tbody a").first.click()
+    expect(page.locator("article.side")).to_have_count(2)
+
+
+def test_markup_in_a_response_is_shown_as_text_and_never_runs(
+    page: Page, url: str, runs: dict[str, Path]
+) -> None:
+    """The sample page shows <script> literally; no script ran, no dialog opened."""
+    name = runs["xss"].name
+    page.goto(f"{url}/runs/{name}/sample?id=q1")
+    expect(page.locator("section.response pre")).to_contain_text("<script>window.__xss = 1")
+    page.goto(f"{url}/runs/{name}")
+    expect(page.locator("td.snippet").nth(1)).to_contain_text("<img src=x")
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("img[src=x]").count() == 0 and page.dialogs == []  # type: ignore[attr-defined]
+
+
+def test_path_traversal_shows_a_refusal(page: Page, url: str) -> None:
+    """Encoded dots in a run name get a page saying it is outside the root."""
+    response = page.goto(url + "/runs/%2e%2e%2f%2e%2e%2f%2e%2e%2fetc%2fpasswd")
+    assert response is not None and response.status in (403, 404)
+    expect(page.locator("h1")).to_have_text("Outside the results root")
+    assert "root:x:" not in page.content()
+    response = page.goto(url + "/diff?a=..&b=%2e%2e%2fetc")  # names in a query string
+    assert response is not None and response.status == 403
+    expect(page.locator("p.message")).to_contain_text("is not a run directory name")
