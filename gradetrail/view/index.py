@@ -153,6 +153,14 @@ class RowIndex:
             self._queries.clear()
         return self
 
+    def fresh(self) -> bool:
+        """Whether the index matches the file as it is now (no refresh needed)."""
+        try:
+            st = os.stat(self.run_dir / RESULTS_FILE)
+        except OSError:
+            return False
+        return self._stamp == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
     def _reset(self) -> None:
         self.entries = []
         self.malformed = 0

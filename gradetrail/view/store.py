@@ -129,6 +129,7 @@ class RunStore:
             )
         self.root = path.resolve()
         self._indexes: dict[Path, RowIndex] = {}
+        self._warming: set[Path] = set()
         self._lock = threading.Lock()
 
     def _inside(self, path: Path) -> bool:
@@ -211,6 +212,33 @@ class RunStore:
             live = writer_pid(path) is not None
             status = "running" if live else "killed"
         return RunInfo(name, path, manifest, None, status, live, _warnings(raw, status, path))
+
+    def fresh_index(self, path: Path) -> RowIndex | None:
+        """The run's index if it is built and up to date, else None (and start building
+        it in the background, so the next filtered or sorted page finds it ready)."""
+        with self._lock:
+            index = self._indexes.get(path)
+        if index is not None and index.fresh():
+            return index
+        self._warm(path)
+        return None
+
+    def _warm(self, path: Path) -> None:
+        with self._lock:
+            if path in self._warming:
+                return
+            self._warming.add(path)
+
+        def build() -> None:
+            try:
+                self.index(path)
+            except (GradetrailError, OSError):
+                pass  # the page that needs it will say what is wrong
+            finally:
+                with self._lock:
+                    self._warming.discard(path)
+
+        threading.Thread(target=build, name=f"index {path.name}", daemon=True).start()
 
     def index(self, path: Path) -> RowIndex:
         """The run's row index, brought up to date (one index per run, kept).
