@@ -52,7 +52,14 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     body = copy.deepcopy(spec)
     for key in EXECUTION_ONLY:
         body.get("run", {}).pop(key, None)
-    body.get("dataset", {}).pop("path", None)
+    dataset = body.get("dataset", {})
+    dataset.pop("path", None)
+    # a Hugging Face dataset enters through its resolved revision and fingerprint (the
+    # dataset hash), not its name; keys left at their defaults keep older hashes valid
+    dataset.pop("hf", None)
+    for key in ("format", "fields", "types"):
+        if not dataset.get(key):
+            dataset.pop(key, None)
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
     # judge file and baseline enter through their content hashes, not their paths
@@ -222,7 +229,15 @@ class Manifest(BaseModel):
     )
     identity_hash: str
     spec_hash: str
-    dataset_hash: str = Field(description="SHA-256 of the dataset file.")
+    dataset_hash: str = Field(
+        description="SHA-256 of the dataset file (for a Hugging Face dataset, of its resolved "
+        "revision and fingerprint, or of its files)."
+    )
+    dataset: dict[str, Any] | None = Field(
+        None,
+        description="What was read: format; for a Hugging Face dataset also kind (hub, files, "
+        "disk), split, the resolved revision (commit SHA), fingerprint and rows.",
+    )
     file_hashes: dict[str, str] = Field(description="SHA-256 of every file the run reads.")
     spec: dict[str, Any] = Field(description="The validated spec, overrides applied.")
     spec_path: str

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gradetrail.agreement import label_field_of
 from gradetrail.cache import ResponseCache, default_cache_path
-from gradetrail.datasets import Sample, load_samples
+from gradetrail.datasets import Sample, Samples, load_samples
 from gradetrail.errors import CacheError, DatasetError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
@@ -406,6 +406,7 @@ def _initial_manifest(plan: RunPlan, overrides: list[str]) -> Manifest:
         identity_hash=plan.identity_hash,
         spec_hash=spec_hash(spec),
         dataset_hash=plan.file_hashes["dataset"],
+        dataset=plan.samples.info if isinstance(plan.samples, Samples) else None,
         file_hashes=plan.file_hashes,
         spec=spec.model_dump(mode="json"),
         spec_path=spec.source,

@@ -89,6 +89,8 @@ def run(
     def on_start(plan, run_dir) -> None:  # noqa: ANN001 - typer-free callback
         nonlocal progress, started_in
         started_in = run_dir
+        for warning in getattr(plan.samples, "warnings", ()):  # e.g. an unpinned revision
+            print(f"warning: {warning}", file=sys.stderr)
         progress = RunProgress(len(plan.prepared)).__enter__()
 
     def on_interrupt(kind: str, signal_name: str, in_flight: int) -> None:

@@ -10,7 +10,17 @@ from typing import Any
 from gradetrail.datasets.base import Row, Source
 from gradetrail.errors import DatasetError
 
-__all__ = ["IdAssigner", "row_at"]
+__all__ = ["IdAssigner", "describe_row", "row_at"]
+
+#: how messages spell each format
+FORMAT_NAMES = {
+    "jsonl": "JSONL",
+    "json": "JSON",
+    "csv": "CSV",
+    "tsv": "TSV",
+    "parquet": "Parquet",
+    "hf": "Hugging Face",
+}
 
 
 def row_at(source: Source, line: int) -> str:
@@ -18,6 +28,15 @@ def row_at(source: Source, line: int) -> str:
     if source.locator == "line":
         return f"{source.where}:{line}"
     return f"{source.where}: {source.locator} {line}"
+
+
+def describe_row(source: Source, row: Row) -> str:
+    """How an error names a row with its format: ``q.csv:7: CSV row 6`` (the line its
+    record starts on, then its position) or ``q.parquet: Parquet row 6``."""
+    name = FORMAT_NAMES.get(source.format, source.format)
+    if source.locator == "line":
+        return f"{source.where}:{row.line}: {name} row {row.position}"
+    return f"{source.where}: {name} {source.locator} {row.position}"
 
 
 class IdAssigner:

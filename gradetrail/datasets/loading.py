@@ -11,8 +11,8 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from gradetrail.datasets.base import Source
-from gradetrail.datasets.ids import IdAssigner, row_at
+from gradetrail.datasets.base import Row, Source
+from gradetrail.datasets.ids import IdAssigner, describe_row, row_at
 from gradetrail.datasets.samples import Samples, pack
 from gradetrail.errors import DatasetError
 from gradetrail.spec import DatasetSpec
@@ -20,7 +20,14 @@ from gradetrail.spec import DatasetSpec
 __all__ = ["load_samples", "open_source"]
 
 #: format -> "module:class" of its source, imported on first use
-FORMATS = {"jsonl": "gradetrail.datasets.jsonl:JsonlSource"}
+FORMATS = {
+    "jsonl": "gradetrail.datasets.jsonl:JsonlSource",
+    "json": "gradetrail.datasets.json_array:JsonArraySource",
+    "csv": "gradetrail.datasets.delimited:CsvSource",
+    "tsv": "gradetrail.datasets.delimited:TsvSource",
+    "parquet": "gradetrail.datasets.parquet:ParquetSource",
+    "hf": "gradetrail.datasets.hf:HFSource",
+}
 
 
 def load_samples(
@@ -55,8 +62,9 @@ def load_samples(
     rows: list[bytes] = []
     assigner = IdAssigner(src, spec.id_field)
     keep_all = spec.shuffle_seed is not None or spec.limit is None
+    rename = _Renamer(src, spec.fields) if spec.fields else None
     for row in src.rows():
-        fields = row.fields
+        fields = rename(row) if rename else row.fields
         ids.append(assigner.assign(row, fields))
         lines.append(row.line)
         if keep_all or len(rows) < (spec.limit or 0):
@@ -105,15 +113,60 @@ def _in_order(
 
 
 def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> Source:
-    """The :class:`~gradetrail.datasets.base.Source` reading ``spec``'s dataset.
+    """The :class:`~gradetrail.datasets.base.Source` reading ``spec``'s dataset (its
+    format's module imported now).
 
     Raises:
         DatasetError: the file does not exist.
     """
+    if spec.hf is not None:
+        return _source_class("hf")(spec.hf, base_dir)
+    assert spec.path is not None  # the spec validator guarantees path or hf
     path = Path(spec.path).expanduser()
     path = path if path.is_absolute() else base_dir / path
     if not path.is_file():
         prefix = f"{where}: " if where else ""
         raise DatasetError(f"{prefix}dataset.path: {path} not found; check the path in the spec")
-    module_name, _, class_name = FORMATS["jsonl"].partition(":")
-    return getattr(importlib.import_module(module_name), class_name)(path)
+    fmt = spec.file_format()
+    assert fmt is not None  # the spec validator guarantees a known format
+    if fmt in ("csv", "tsv"):
+        return _source_class(fmt)(path, types=dict(spec.types))
+    return _source_class(fmt)(path)
+
+
+def _source_class(fmt: str) -> Any:
+    module_name, _, class_name = FORMATS[fmt].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+class _Renamer:
+    """Applies ``dataset.fields`` ({name in templates: column in the dataset}) to a row:
+    each named column is renamed, the others keep their names.
+
+    Raises (when called):
+        DatasetError: a row without a renamed column, or one whose other column already
+            has a new name (two values for one name).
+    """
+
+    def __init__(self, source: Source, fields: dict[str, str]) -> None:
+        self.source = source
+        self.fields = fields
+        self.columns = set(fields.values())
+
+    def __call__(self, row: Row) -> dict[str, Any]:
+        have = row.fields
+        out = {k: v for k, v in have.items() if k not in self.columns}
+        for name, column in self.fields.items():
+            if column not in have:
+                raise DatasetError(
+                    f"{describe_row(self.source, row)} has no column {column!r} "
+                    f"(dataset.fields.{name}); columns: {', '.join(map(str, have))}"
+                )
+            if name in out:
+                raise DatasetError(
+                    f"{describe_row(self.source, row)}: dataset.fields.{name} renames "
+                    f"{column!r} to {name!r}, but the row already has a column {name!r}; "
+                    "rename that one too, or pick another name"
+                )
+            out[name] = have[column]
+        return out

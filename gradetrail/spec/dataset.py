@@ -1,22 +1,83 @@
-"""The ``dataset:`` section: where the samples come from, ids, shuffle, limit, labels."""
+"""The ``dataset:`` section: where the samples come from (a file of one of the formats, or
+a Hugging Face dataset), field renaming, ids, shuffle, limit, labels."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import PurePath
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
 
+DatasetFormat = Literal["jsonl", "json", "csv", "tsv", "parquet"]
+ColumnType = Literal["str", "int", "float", "bool", "json"]
+
+#: file extension -> format, when dataset.format is not given
+EXTENSIONS: dict[str, DatasetFormat] = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+class HFSpec(_Strict):
+    """A Hugging Face dataset, read through the ``datasets`` library
+    (``pip install 'gradetrail[hf]'``)."""
+
+    path: str = Field(
+        description="A Hub dataset ('openai/gsm8k'), a builder for local data files ('csv', "
+        "'json', 'parquet' with data_files), or a directory written by save_to_disk "
+        "(read with load_from_disk; relative to the spec file)."
+    )
+    name: str | None = Field(None, description="The configuration (subset), e.g. 'main'.")
+    split: str | None = Field(
+        None, description="The split, e.g. 'test'; required when the dataset has several."
+    )
+    revision: str | None = Field(
+        None,
+        description="The Hub commit to read; pin it with a commit SHA (a branch or tag moves, "
+        "and an unpinned run warns with the SHA it read).",
+    )
+    data_files: str | list[str] | dict[str, str | list[str]] | None = Field(
+        None, description="Local data files for a builder (relative to the spec file)."
+    )
+
 
 class DatasetSpec(_Strict):
     """Where the samples come from."""
 
-    path: str = Field(description="JSONL file, one JSON object a line; relative to the spec file.")
+    path: str | None = Field(
+        None,
+        description="The dataset file, relative to the spec file: .jsonl, .json (an array of "
+        "objects), .csv, .tsv or .parquet (the format is read from the extension, or "
+        "dataset.format). Give path or hf.",
+    )
+    format: DatasetFormat | None = Field(
+        None, description="The file's format, when its extension does not say it."
+    )
+    hf: HFSpec | None = Field(None, description="A Hugging Face dataset, instead of path.")
+    fields: dict[str, str] = Field(
+        default_factory=dict,
+        description="Rename columns for the templates: {name in templates: column in the "
+        "dataset}, e.g. {question: problem}. Other columns keep their names; id_field, "
+        "cluster_field and label_field name the renamed row.",
+    )
+    types: dict[str, ColumnType] = Field(
+        default_factory=dict,
+        description="CSV/TSV only: the file's column -> str, int, float, bool (true/false, "
+        "yes/no, 1/0) or json. Undeclared columns stay strings; an empty cell in a declared "
+        "column is null.",
+    )
     id_field: str = Field(
         "id",
-        description="Row field holding the sample id; rows without it get their 1-based line "
-        "number. Ids are assigned before shuffle_seed or limit apply.",
+        description="Row field holding the sample id; rows without it get their 1-based "
+        "position in the source (for JSONL, the line number). Ids are assigned before "
+        "shuffle_seed or limit apply.",
     )
     shuffle_seed: int | None = Field(None, description="Shuffle the samples with this seed.")
     limit: int | None = Field(None, ge=1, description="Keep only the first N samples.")
@@ -53,6 +114,37 @@ class DatasetSpec(_Strict):
         if isinstance(value, dict):
             return {label_text(k): v for k, v in value.items()}
         return value
+
+    def file_format(self) -> DatasetFormat | None:
+        """The format of ``path``: ``format`` if given, else by extension (None when
+        neither says)."""
+        if self.format is not None or self.path is None:
+            return self.format
+        return EXTENSIONS.get(PurePath(self.path).suffix.lower())
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> DatasetSpec:
+        if (self.path is None) == (self.hf is None):
+            raise ValueError("give either dataset.path (a file) or dataset.hf, not both or none")
+        if self.hf is not None and self.format is not None:
+            raise ValueError("format applies to dataset.path; a Hugging Face dataset has its own")
+        if self.path is not None and self.file_format() is None:
+            raise ValueError(
+                f"cannot tell the format of {self.path!r} from its extension; set "
+                "dataset.format: jsonl, json, csv, tsv or parquet"
+            )
+        if self.types and self.file_format() not in ("csv", "tsv"):
+            raise ValueError(
+                "types applies to CSV and TSV files only; other formats keep their own types"
+            )
+        names = list(self.fields)
+        sources = list(self.fields.values())
+        if len(set(sources)) != len(sources):
+            raise ValueError("two fields rename the same column; rename each column once")
+        for name in names:
+            if not name:
+                raise ValueError("an empty field name cannot be used in templates")
+        return self
 
     @model_validator(mode="after")
     def _label_fields(self) -> DatasetSpec:

@@ -1,0 +1,177 @@
+"""CSV and TSV, read with the standard ``csv`` module: a header line names the columns,
+quoted values may hold the delimiter and newlines, blank lines are skipped. Values stay
+strings unless ``dataset.types`` declares a column's type (``int``, ``float``, ``bool``,
+``json``; an empty cell in a declared column is null). A row's position (its id without
+an id field) is its 1-based record number, the header not counted; errors name the line
+the record starts on."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gradetrail.datasets.base import FileSource, Row
+from gradetrail.errors import DatasetError
+
+__all__ = ["CsvSource", "TsvSource"]
+
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f"}
+
+
+def _to_int(text: str) -> int:
+    if "_" in text:  # Python reads "1_000"; a spreadsheet's number never has one
+        raise ValueError("underscore")
+    return int(text)
+
+
+def _to_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("not finite")
+    return value
+
+
+def _to_bool(text: str) -> bool:
+    folded = text.strip().casefold()
+    if folded in _TRUE:
+        return True
+    if folded in _FALSE:
+        return False
+    raise ValueError("not true/false, yes/no or 1/0")
+
+
+_CONVERTERS: dict[str, Callable[[str], Any]] = {
+    "str": str,
+    "int": _to_int,
+    "float": _to_float,
+    "bool": _to_bool,
+    "json": json.loads,
+}
+
+
+@dataclass
+class CsvSource(FileSource):
+    """A CSV file (see :class:`~gradetrail.datasets.base.Source`).
+
+    Args:
+        path: the file.
+        types: column -> type name, for the columns that are not strings (the column
+            names are the dataset's, before ``dataset.fields`` renaming).
+    """
+
+    format: str = "csv"
+    delimiter: str = ","
+    types: dict[str, str] = field(default_factory=dict)
+
+    def rows(self) -> Iterator[Row]:
+        """Yield each record as ``{column: value}``.
+
+        Raises:
+            DatasetError: not UTF-8, no header, an empty or repeated column name, a row with
+                more or fewer values than the header, a value not of its declared type, a
+                declared column missing from the header, or malformed quoting.
+        """
+        name = self.format.upper()
+        try:
+            f = self.path.open(encoding="utf-8-sig", newline="")
+        except FileNotFoundError:
+            raise DatasetError(f"{self.path}: file not found; check the path in the spec") from None
+        except OSError as exc:
+            raise DatasetError(f"{self.path}: cannot read ({exc.strerror})") from None
+        with f:
+            reader = csv.reader(f, delimiter=self.delimiter, strict=True)
+            try:
+                yield from self._records(reader, name)
+            except UnicodeDecodeError:
+                raise DatasetError(
+                    f"{self.path}:{reader.line_num + 1}: {name} file is not UTF-8 text; save "
+                    "it as UTF-8"
+                ) from None
+            except csv.Error as exc:
+                raise DatasetError(
+                    f"{self.path}:{reader.line_num}: malformed {name} ({exc})"
+                ) from None
+
+    def _records(self, reader: Any, name: str) -> Iterator[Row]:
+        header = self._header(reader, name)
+        converters = self._converters(header, name)
+        position = 0
+        start = reader.line_num + 1
+        for values in reader:
+            line, start = start, reader.line_num + 1
+            if not values:
+                continue  # a blank line
+            position += 1
+            if len(values) != len(header):
+                raise DatasetError(
+                    f"{self.path}:{line}: {name} row {position} has {len(values)} values but the "
+                    f"header has {len(header)} columns; quote values that hold "
+                    f"{'a tab' if self.delimiter == chr(9) else 'a comma'}"
+                )
+            row: dict[str, Any] = dict(zip(header, values, strict=True))
+            for column, convert in converters.items():
+                row[column] = self._convert(row[column], convert, column, line, position, name)
+            yield Row(position, line, row)
+
+    def _header(self, reader: Any, name: str) -> list[str]:
+        for header in reader:
+            if header:
+                break
+        else:
+            return []
+        for i, column in enumerate(header, start=1):
+            if not column.strip():
+                raise DatasetError(
+                    f"{self.path}:{reader.line_num}: {name} header column {i} has no name; "
+                    "name every column"
+                )
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        if repeated:
+            raise DatasetError(
+                f"{self.path}:{reader.line_num}: {name} header names column "
+                f"{repeated[0]!r} twice; name each column once"
+            )
+        return header
+
+    def _converters(self, header: list[str], name: str) -> dict[str, Callable[[str], Any]]:
+        missing = [c for c in self.types if c not in header]
+        if missing and header:
+            raise DatasetError(
+                f"{self.path}: {name} has no column {missing[0]!r} (dataset.types); columns: "
+                f"{', '.join(header)}"
+            )
+        return {c: _CONVERTERS[t] for c, t in self.types.items() if t != "str"}
+
+    def _convert(
+        self,
+        text: str,
+        convert: Callable[[str], Any],
+        column: str,
+        line: int,
+        position: int,
+        name: str,
+    ) -> Any:
+        if text == "":
+            return None
+        try:
+            return convert(text)
+        except ValueError:
+            kind = self.types[column]
+            raise DatasetError(
+                f"{self.path}:{line}: {name} row {position}, column {column!r}: {text[:50]!r} is "
+                f"not {'an' if kind == 'int' else 'a'} {kind} (dataset.types.{column}); fix the "
+                "value or the declared type"
+            ) from None
+
+
+@dataclass
+class TsvSource(CsvSource):
+    """A TSV file: CSV with tabs between values (quoting as in CSV)."""
+
+    format: str = "tsv"
+    delimiter: str = "\t"

@@ -1,0 +1,249 @@
+"""Dataset formats beyond JSONL: JSON arrays, CSV/TSV, Parquet; field renaming; the same
+ids for the same data in every format; one-line errors naming file, format, row, column."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gradetrail.datasets import load_samples
+from gradetrail.errors import DatasetError, SpecError
+from gradetrail.spec import parse_spec
+
+ROWS = [{"question": f"q{i}", "answer": str(i * 2), "n": i} for i in range(1, 8)]
+
+
+def _csv(path: Path, rows: list[dict], delimiter: str = ",") -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(rows[0]), delimiter=delimiter)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _each_format(tmp_path: Path, rows: list[dict]) -> dict[str, Path]:
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "d.json").write_text(json.dumps(rows))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
+    return {
+        "jsonl": tmp_path / "d.jsonl",
+        "json": tmp_path / "d.json",
+        "csv": _csv(tmp_path / "d.csv", rows),
+        "tsv": _csv(tmp_path / "d.tsv", rows, "\t"),
+        "parquet": tmp_path / "d.parquet",
+    }
+
+
+def test_every_format_gives_the_same_ids_before_shuffle_and_limit(tmp_path: Path) -> None:
+    """Without an id field, the 1-based position is the id in every format; shuffle and
+    limit pick the same samples with the same ids whatever the format."""
+    paths = _each_format(tmp_path, ROWS)
+    for fmt, path in paths.items():
+        samples = load_samples(path)
+        assert samples.ids == [str(i) for i in range(1, 8)], fmt
+        assert samples.info == {"format": fmt}
+        picked = load_samples(path, shuffle_seed=5, limit=3)
+        assert [(s.id, s.row["question"]) for s in picked] == [
+            (s.id, s.row["question"]) for s in load_samples(paths["jsonl"], shuffle_seed=5, limit=3)
+        ], fmt
+
+
+def test_csv_values_stay_strings_unless_typed(tmp_path: Path) -> None:
+    """CSV cells are strings; types: converts declared columns (an empty cell is null)."""
+    path = tmp_path / "d.csv"
+    path.write_text('id,a,b,ok,meta\nx,1,2.5,yes,"{""k"": [1]}"\ny,,3,0,null\n')
+    rows = [s.row for s in load_samples(path)]
+    assert rows[0] == {"id": "x", "a": "1", "b": "2.5", "ok": "yes", "meta": '{"k": [1]}'}
+    typed = load_samples(path, types={"a": "int", "b": "float", "ok": "bool", "meta": "json"})
+    assert [s.id for s in typed] == ["x", "y"]
+    assert typed[0].row == {"id": "x", "a": 1, "b": 2.5, "ok": True, "meta": {"k": [1]}}
+    assert typed[1].row == {"id": "y", "a": None, "b": 3.0, "ok": False, "meta": None}
+
+
+def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
+    """A quoted value may span lines; blank lines are skipped and not counted as rows; a
+    UTF-8 byte-order mark is not part of the first column's name; errors name the line
+    the record starts on."""
+    path = tmp_path / "d.csv"
+    path.write_bytes('\ufeffq,a\n"two\nlines",1\n\n"x",2\n"y",3,extra\n'.encode())
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    assert str(err.value).startswith(f"{path}:6: CSV row 3 has 3 values but the header has 2")
+    path.write_bytes('\ufeffq,a\n"two\nlines",1\n\n"x",2\n'.encode())
+    samples = load_samples(path)
+    assert samples.ids == ["1", "2"]
+    assert samples[0].row == {"q": "two\nlines", "a": "1"} and samples[1].line == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "message"),
+    [
+        ("a,b\n1\n", {}, r"d.csv:2: CSV row 1 has 1 values but the header has 2 columns"),
+        ("a,a\n1,2\n", {}, r"d.csv:1: CSV header names column 'a' twice"),
+        ("a,\n1,2\n", {}, r"d.csv:1: CSV header column 2 has no name"),
+        ("a,b\n1,x\n", {"types": {"b": "int"}}, r"d.csv:2: CSV row 1, column 'b': 'x' is not an"),
+        ("a,b\n1,2\n", {"types": {"c": "int"}}, r"d.csv: CSV has no column 'c' \(dataset.types\)"),
+        ('a,b\n"1,2\n', {}, r"d.csv:\d+: malformed CSV"),
+        ("", {}, r"d.csv: the dataset has no rows"),
+    ],
+)
+def test_csv_errors_name_file_format_row_and_column(
+    tmp_path: Path, text: str, options: dict, message: str
+) -> None:
+    """Each unreadable CSV is one line naming the file, the line, the row or column."""
+    path = tmp_path / "d.csv"
+    path.write_text(text)
+    with pytest.raises(DatasetError, match=message) as err:
+        load_samples(path, **options)
+    assert "\n" not in str(err.value)
+
+
+def test_tsv_and_explicit_format(tmp_path: Path) -> None:
+    """TSV splits on tabs (commas are data); dataset.format reads a file whatever its
+    extension."""
+    path = tmp_path / "data.txt"
+    path.write_text("q\ta\nx, y\t1\n")
+    samples = load_samples(path, format="tsv")
+    assert samples[0].row == {"q": "x, y", "a": "1"} and samples.info == {"format": "tsv"}
+
+
+def test_json_array_errors(tmp_path: Path) -> None:
+    """A .json dataset is one array of objects; anything else says so."""
+    path = tmp_path / "d.json"
+    path.write_text('{"a": 1}')
+    with pytest.raises(DatasetError, match=r"d.json: a JSON dataset must be an array"):
+        load_samples(path)
+    path.write_text('[{"a": 1}, 3]')
+    with pytest.raises(DatasetError, match=r"d.json: JSON item 2 is a int"):
+        load_samples(path)
+    path.write_text('[{"a": 1},\n{"a": ]')
+    with pytest.raises(DatasetError, match=r"d.json:2: not valid JSON"):
+        load_samples(path)
+
+
+def test_parquet_keeps_types_and_reads_many_batches(tmp_path: Path) -> None:
+    """Parquet values keep their types (ints, lists, structs); ids run on across record
+    batches; an id column is used when present."""
+    n = 10_000  # more than one record batch
+    table = pa.table(
+        {
+            "uid": [f"u{i}" for i in range(n)],
+            "x": list(range(n)),
+            "tags": [[i, i + 1] for i in range(n)],
+            "meta": [{"k": str(i)} for i in range(n)],
+        }
+    )
+    pq.write_table(table, tmp_path / "d.parquet", row_group_size=3000)
+    samples = load_samples(tmp_path / "d.parquet", id_field="uid")
+    assert len(samples) == n and samples.ids[4095:4098] == ["u4095", "u4096", "u4097"]
+    assert samples[9999].row == {
+        "uid": "u9999",
+        "x": 9999,
+        "tags": [9999, 10000],
+        "meta": {"k": "9999"},
+    }
+    assert load_samples(tmp_path / "d.parquet")[9999].id == "10000"
+
+
+def test_parquet_errors(tmp_path: Path) -> None:
+    """A file that is not Parquet, and a duplicate id, are one line naming the row."""
+    path = tmp_path / "d.parquet"
+    path.write_text("question,answer\nq,1\n")
+    with pytest.raises(DatasetError, match=r"d.parquet: not a Parquet file \(Parquet magic"):
+        load_samples(path)
+    pq.write_table(pa.table({"id": [1, 2, 1]}), path)
+    with pytest.raises(DatasetError, match=r"d.parquet: row 3: duplicate sample id '1'"):
+        load_samples(path)
+
+
+def test_fields_rename_columns_for_every_format(tmp_path: Path) -> None:
+    """fields: {template name: column} renames; id_field and cluster_field name the
+    renamed row; other columns keep their names."""
+    rows = [{"qid": f"k{i}", "problem": f"p{i}", "solution": str(i), "g": i % 2} for i in range(4)]
+    for fmt, path in _each_format(tmp_path, rows).items():
+        samples = load_samples(
+            path,
+            fields={"question": "problem", "answer": "solution", "id": "qid"},
+            cluster_field="g",
+        )
+        assert samples.ids == ["k0", "k1", "k2", "k3"], fmt
+        assert samples[1].row["question"] == "p1" and "problem" not in samples[1].row
+        assert samples[1].cluster == "1" and samples[1].row["g"] in (1, "1")
+
+
+def test_fields_errors(tmp_path: Path) -> None:
+    """A renamed column the row lacks, or a new name that collides, names row and column."""
+    paths = _each_format(tmp_path, ROWS)
+    with pytest.raises(DatasetError, match=r"d.csv:2: CSV row 1 has no column 'problem' \(dataset"):
+        load_samples(paths["csv"], fields={"q": "problem"})
+    with pytest.raises(DatasetError, match=r"d.parquet: Parquet row 1 has no column 'problem'"):
+        load_samples(paths["parquet"], fields={"q": "problem"})
+    with pytest.raises(DatasetError, match=r"already has a column 'question'"):
+        load_samples(paths["jsonl"], fields={"question": "answer"})
+    swapped = load_samples(paths["json"], fields={"question": "answer", "answer": "question"})
+    assert swapped[0].row["question"] == "2" and swapped[0].row["answer"] == "q1"
+
+
+@pytest.mark.parametrize(
+    ("dataset", "message"),
+    [
+        ({"path": "d.txt"}, "cannot tell the format of 'd.txt'"),
+        ({"path": "d.jsonl", "hf": {"path": "x/y"}}, "either dataset.path"),
+        ({}, "either dataset.path"),
+        ({"path": "d.parquet", "types": {"a": "int"}}, "types applies to CSV and TSV"),
+        ({"path": "d.csv", "types": {"a": "date"}}, "dataset.types.a"),
+        ({"hf": {"path": "x/y"}, "format": "csv"}, "format applies to dataset.path"),
+    ],
+)
+def test_dataset_spec_errors(dataset: dict, message: str) -> None:
+    """The dataset section refuses ambiguous or unreadable sources before any file is read."""
+    raw = {
+        "name": "t",
+        "dataset": dataset,
+        "prompt": "x",
+        "model": {"provider": "python", "name": "m", "function": "a:b"},
+        "scorer": {"type": "exact"},
+    }
+    with pytest.raises(SpecError, match=message):
+        parse_spec(raw, source="s.yaml")
+
+
+def test_gsm8k_scores_the_same_in_csv_and_parquet(gsm8k_copy: Path, tmp_path: Path, cli) -> None:
+    """The GSM8K example converted to CSV and Parquet scores exactly 0.5625 for
+    175b_verification, with the JSONL run's sample ids."""
+    from gradetrail import load_spec, read_results, run_eval
+
+    data = gsm8k_copy.parent / "data" / "gsm8k"
+    rows = [json.loads(line) for line in (data / "test.jsonl").read_text().splitlines()]
+    _csv(data / "test.csv", rows)
+    pq.write_table(pa.Table.from_pylist(rows), data / "test.parquet")
+    ids = None
+    for name in ("test.jsonl", "test.csv", "test.parquet"):
+        spec = load_spec(gsm8k_copy, [f"dataset.path=data/gsm8k/{name}"])
+        result = run_eval(spec, results_root=tmp_path / "results")
+        assert result.manifest.score.mean == pytest.approx(742 / 1319)
+        assert round(result.manifest.score.mean, 4) == 0.5625
+        run_ids = [r["sample_id"] for r in read_results(result.run_dir)]
+        assert run_ids == (ids or run_ids) and len(run_ids) == 1319
+        ids = run_ids
+
+
+def test_csv_error_is_one_line_with_exit_2(tmp_path: Path, cli) -> None:
+    """A ragged CSV row stops the run before any call: one error line, exit 2."""
+    (tmp_path / "d.csv").write_text("q,a\nx,1\ny,2,3\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: t\ndataset: {path: d.csv}\nprompt: '{{ q }}'\ntarget: '{{ a }}'\n"
+        "model: {provider: python, name: m, function: 'x:y'}\nscorer: {type: exact}\n"
+    )
+    out = cli("run", str(tmp_path / "s.yaml"))
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'd.csv'}:3: CSV row 2 has 3 values but the header has 2 columns; "
+        "quote values that hold a comma"
+    ]
+    assert not (tmp_path / "results").exists()
