@@ -6,7 +6,8 @@ about 600 characters, a third of them wrong), serves the viewer from a thread
 http.client:
 
 - the first page of the run on a freshly started viewer (nothing cached: the issue's
-  target is under 1 s), repeated on new servers;
+  target is under 1 s), repeated on new servers, and its score chart (an image the
+  page loads on its own);
 - the same page again (warm), the runs page, a sample page;
 - the failures filter and a sort by latency once the row index is built, and the time
   the index takes to build (the background build a first page starts).
@@ -99,14 +100,16 @@ def main() -> int:
             f"built {args.rows:,} rows ({size / 1e6:.0f} MB results.jsonl) in "
             f"{time.perf_counter() - start:.0f} s"
         )
-        cold, index_build = [], []
+        cold, chart, index_build = [], [], []
         for _ in range(args.repeat):
             with BackgroundServer(results) as url:
                 cold.append(get(url, f"/runs/{run}"))
+                chart.append(get(url, f"/runs/{run}/scores.svg"))
                 t = time.perf_counter()
                 get(url, f"/runs/{run}?f=failures")  # waits for (or builds) the index
                 index_build.append(time.perf_counter() - t)
         figures = {"first page, fresh viewer (cold)": cold}
+        figures["its score chart (samples.jsonl, cold)"] = chart
         figures["index build + failures page (once per file)"] = index_build
         with BackgroundServer(results) as url:
             get(url, f"/runs/{run}?f=failures")

@@ -8,11 +8,19 @@ import shutil
 from pathlib import Path
 
 import pytest
+from paths import EXAMPLES
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 from starlette.testclient import TestClient
 from view_support import app_run, gsm8k_run, write_app_eval
 
 from gradetrail.view import create_app
 
+agent_server = protocol_server_fixture(
+    scope="module",
+    name="agent_server",
+    script=str(EXAMPLES / "data" / "agent" / "server_script.json"),
+)
+agent_srv = fresh_protocol_server_fixture("agent_server", name="agent_srv")
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 
 
@@ -101,6 +109,9 @@ def test_run_page_failures_filter_sort_and_pages(gsm8k_root: Path) -> None:
     assert ">3</a>" in failures.text and ">2</a>" not in failures.text  # 2 is right, 3 wrong
     last = client.get(f"/runs/{name}?f=failures&page=12")
     assert last.text.count('class="sample-link"') == 577 - 11 * 50
+    chart = client.get(f"/runs/{name}/scores.svg")
+    assert chart.headers["content-type"].startswith("image/svg+xml")
+    assert ">577<" in chart.text and ">742<" in chart.text  # wrong and right, per sample
     by_score = client.get(f"/runs/{name}?sort=score&dir=desc&per=10").text
     assert by_score.count('class="score full"') == 10
 
@@ -361,3 +372,27 @@ def test_sample_page_shows_the_judge_prompts_of_both_pairwise_orders(tmp_path: P
     assert "&lt;&lt;A&gt;&gt;bad s1&lt;&lt;B&gt;&gt;GOOD s1" in page  # order 2's prompt
     assert "Compared both.\nWINNER: A" in page and "Compared both.\nWINNER: B" in page
     assert ">win<" in page
+
+
+def test_sample_page_shows_a_transcript_with_tool_calls_and_results(
+    agent_srv, tmp_path: Path
+) -> None:
+    """The calculator agent (scripted model, local server): every turn, call and result."""
+    import gradetrail
+
+    overrides = [
+        "model.provider=openai_compatible",
+        "model.name=scripted-agent",
+        f"model.base_url={agent_srv.openai_base_url}",
+        "model.api_key_required=false",
+    ]
+    spec = gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    client = client_for(tmp_path / "results")
+    page = client.get(f"/runs/{result.run_dir.name}/sample", params={"id": "1"}).text
+    assert "transcript: 2 model turns, stopped: answered" in page
+    assert "tools offered: calculate" in page and "turn 2" in page
+    assert page.count(">tool call<") == 2 and page.count(">tool result<") == 2
+    assert "Use the calculate tool for every computation" in page  # the system message
+    robe = client.get(f"/runs/{result.run_dir.name}/sample", params={"id": "2"}).text
+    assert "ZeroDivisionError" in robe or "division by zero" in robe

@@ -23,6 +23,7 @@ from typing import Any
 
 import jinja2
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -37,6 +38,7 @@ from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.results import (
     MANIFEST_FILE,
     RESULTS_FILE,
+    SAMPLES_FILE,
     count_result_lines,
     iter_result_spans,
     read_samples,
@@ -175,16 +177,27 @@ class Viewer:
         table = self._table(info, query, number, per)
         from gradetrail.cli.report import manifest_lines
 
-        return self.render(
+        response = self.render(
             "run.html",
             info=info,
             m=info.manifest,
             lines=manifest_lines(info.manifest, info.path),
-            bars=self._histogram(info),
+            chart=(info.path / SAMPLES_FILE).exists(),
             query=query,
             params=_params(request),
             **table,
         )
+        if table["streamed"]:  # build the index once this page is sent
+            response.background = BackgroundTask(self.store.warm, info.path)
+        return response
+
+    def scores_chart(self, request: Request) -> Response:
+        """The run's per-sample score distribution as an SVG image (its own request, so
+        reading samples.jsonl of a large run never delays the run page)."""
+        info = self.store.info(request.path_params["run"])
+        bars = self._histogram(info) or []
+        svg = self.env.get_template("scores.svg").render(bars=bars, int=pages.fmt_int)
+        return Response(svg, media_type="image/svg+xml", headers={"cache-control": "no-cache"})
 
     def _table(self, info: RunInfo, query: Query, number: int, per: int) -> dict[str, Any]:
         """The page of sample rows ``query`` asks for. Unfiltered pages in file order are
@@ -448,6 +461,8 @@ def create_app(results_root: str | Path, allowed_hosts: list[str] | None = None)
         UsageError: ``results_root`` is not a directory.
     """
     viewer = Viewer(RunStore(results_root))
+    for name in viewer.env.list_templates():  # compiled now, not on someone's first page
+        viewer.env.get_template(name)
 
     def page(method: Any) -> Any:
         def endpoint(request: Request) -> Response:
@@ -478,6 +493,7 @@ def create_app(results_root: str | Path, allowed_hosts: list[str] | None = None)
         Route("/runs/{run:str}", page(viewer.run_page), methods=["GET"]),
         Route("/runs/{run:str}/sample", page(viewer.sample_page), methods=["GET"]),
         Route("/runs/{run:str}/progress", page(viewer.progress), methods=["GET"]),
+        Route("/runs/{run:str}/scores.svg", page(viewer.scores_chart), methods=["GET"]),
         Route("/diff", page(viewer.diff_page), methods=["GET"]),
         Route("/diff/sample", page(viewer.diff_sample_page), methods=["GET"]),
         Route("/runs/{rest:path}", page(viewer.no_such_page), methods=["GET"]),

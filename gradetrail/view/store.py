@@ -214,16 +214,14 @@ class RunStore:
         return RunInfo(name, path, manifest, None, status, live, _warnings(raw, status, path))
 
     def fresh_index(self, path: Path) -> RowIndex | None:
-        """The run's index if it is built and up to date, else None (and start building
-        it in the background, so the next filtered or sorted page finds it ready)."""
+        """The run's index if it is built and up to date, else None (see :meth:`warm`)."""
         with self._lock:
             index = self._indexes.get(path)
-        if index is not None and index.fresh():
-            return index
-        self._warm(path)
-        return None
+        return index if index is not None and index.fresh() else None
 
-    def _warm(self, path: Path) -> None:
+    def warm(self, path: Path) -> None:
+        """Build or refresh the run's index in a background thread (once at a time), so
+        the next filtered or sorted page finds it ready."""
         with self._lock:
             if path in self._warming:
                 return
