@@ -41,9 +41,15 @@ class GradetrailError(Exception):
 
 class SpecError(GradetrailError):
     """The spec (a YAML file or a ``--set`` override) is invalid; the message names
-    the file, the field and the fix."""
+    the file, the field and the fix.
+
+    Attributes:
+        problems: one message per problem when validation found several (the message is
+            then these, newline-separated), else None.
+    """
 
     exit_code = 2
+    problems: list[str] | None = None
 
 
 class DatasetError(GradetrailError):

@@ -34,10 +34,29 @@ __all__ = [
     "identity_hash",
     "run_warnings",
     "spec_hash",
+    "status_text",
     "write_manifest",
 ]
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+
+def status_text(status: str, counts: dict[str, int]) -> str:
+    """A run's status as printed: ``complete`` only when every row scored; ``complete,
+    3 of 200 rows errored``; ``complete, but every row errored (200)`` (a run whose
+    provider refused every call ended, but measured nothing).
+
+    Args:
+        status: the manifest's ``status``.
+        counts: rows per state (the manifest's ``counts``).
+    """
+    rows = sum(n for n in counts.values() if isinstance(n, int))
+    errors = rows - int(counts.get("scored", 0) or 0)
+    if status != "complete" or errors <= 0:
+        return status
+    if errors == rows:
+        return f"complete, but every row errored ({rows})"
+    return f"complete, {errors} of {rows} rows errored"
 
 
 def spec_hash(spec: EvalSpec) -> str:

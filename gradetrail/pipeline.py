@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+from jinja2.exceptions import SecurityError
 
 from gradetrail.agent import Agent, converse, single_turn
 from gradetrail.agreement import LabelReader
@@ -157,6 +158,11 @@ def _render(template: Template, sample: Sample) -> str:
         raise DatasetError(
             f"{template.where}: sample {sample.id!r} (line {sample.line}): {exc.message}; "
             "fix the template or the row"
+        ) from None
+    except SecurityError as exc:  # the sandbox refused a Python internal or a huge value
+        raise DatasetError(
+            f"{template.where}: sample {sample.id!r} (line {sample.line}): {exc}; templates "
+            "run sandboxed: use the row's fields and Jinja2 filters"
         ) from None
     except Exception as exc:  # a template expression failing on one row's data
         raise DatasetError(

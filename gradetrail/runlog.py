@@ -91,7 +91,7 @@ def _console(stream: IO[str]) -> Callable[[dict[str, Any]], str]:
     whose text is stripped of escape sequences first."""
     import structlog
 
-    from gradetrail.terminal import clean
+    from gradetrail.terminal import one_line
 
     try:
         colors = stream.isatty()
@@ -100,7 +100,7 @@ def _console(stream: IO[str]) -> Callable[[dict[str, Any]], str]:
     renderer = structlog.dev.ConsoleRenderer(colors=colors, timestamp_key="ts")
 
     def render(event: dict[str, Any]) -> str:
-        safe = {k: clean(v) if isinstance(v, str) else v for k, v in event.items()}
+        safe = {k: one_line(v) if isinstance(v, str) else v for k, v in event.items()}
         return renderer(None, safe["level"], safe)
 
     return render

@@ -1,8 +1,15 @@
-"""Jinja2 templates: one strict environment, compiled once per template string.
+"""Jinja2 templates: one strict, sandboxed environment, compiled once per template string.
 
 Templates render over a row's fields with ``StrictUndefined``, so a name the row lacks
 is an error, never an empty string. Regex templates use an environment whose
 ``finalize`` escapes every rendered value, so a target like ``2.5`` cannot match ``2x5``.
+
+Specs and judge files travel in shared repositories, so every template renders in
+Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`: attributes starting with
+``_`` (``cycler.__init__.__globals__``), function internals and methods that modify a
+list, dict or set are refused with a :class:`~jinja2.exceptions.SecurityError`, which the
+pipeline reports as a one-line error naming the template and the sample before any call.
+Row values are data: they are inserted as text and never parsed as templates.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from typing import Any
 
 import jinja2
 from jinja2 import meta
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import concat
 
 from gradetrail.errors import SpecError
@@ -25,10 +34,33 @@ def _finalize_regex(value: Any) -> str:
     return re.escape(str(value))
 
 
-_ENV = jinja2.Environment(
-    undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False
-)
-_REGEX_ENV = jinja2.Environment(
+#: the largest string or list ``*`` may build in a template, and the largest ``**`` exponent
+MAX_PRODUCT = 1_000_000
+MAX_EXPONENT = 10_000
+
+
+class _Sandbox(ImmutableSandboxedEnvironment):
+    """Jinja2's immutable sandbox, also refusing ``*`` and ``**`` that would build a
+    value too large to hold (``{{ 'a' * 10**12 }}``): Jinja2 already caps ``range``."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > MAX_EXPONENT:
+            raise SecurityError(f"exponent {right} is over the template limit of {MAX_EXPONENT}")
+        if operator == "*":
+            for seq, times in ((left, right), (right, left)):
+                sized = isinstance(seq, str | list | tuple) and isinstance(times, int)
+                if sized and len(seq) * times > MAX_PRODUCT:
+                    raise SecurityError(
+                        f"'*' would build {len(seq) * times:,} items, over the template "
+                        f"limit of {MAX_PRODUCT:,}"
+                    )
+        return super().call_binop(context, operator, left, right)
+
+
+_ENV = _Sandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+_REGEX_ENV = _Sandbox(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,

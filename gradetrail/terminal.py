@@ -12,13 +12,18 @@ hyperlinks or, on some terminals, the clipboard (OSC 52). :func:`clean` removes:
   return to the start of a line and overwrite it, and ``\\b`` cannot erase);
 - Unicode bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can
   make text display in an order other than the one it has ("Trojan Source", CVE-2021-42574).
+
+:func:`one_line` also folds line breaks into visible ``\\n`` escapes, for untrusted text
+printed inside a line of gradetrail's own output (a summary line, an ``error:`` line, a
+``runs`` cell): a provider message holding ``"\\nstatus      complete"`` must not print
+a line that reads as the summary's own.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["clean"]
+__all__ = ["clean", "one_line"]
 
 _SEQUENCES = re.compile(
     r"""
@@ -39,3 +44,15 @@ def clean(text: str) -> str:
     if _HARMLESS.fullmatch(text):
         return text
     return _SEQUENCES.sub("", text)
+
+
+_BREAKS = re.compile(r"\r\n|[\n\r\v\f\x85\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """:func:`clean` ``text``, with every line break (``\\n``, ``\\r\\n``, ``\\r``,
+    vertical tab, form feed, NEL, U+2028, U+2029) shown as the two characters ``\\n``:
+    untrusted text printed inside one line of output stays on that line."""
+    if not _BREAKS.search(text) and _HARMLESS.fullmatch(text):
+        return text
+    return clean(_BREAKS.sub("\\\\n", text))

@@ -173,12 +173,17 @@ def test_runs_lists_run_directories_with_their_models(cli, tmp_path: Path) -> No
     out = cli("runs", "--results-root", str(tmp_path / "results"))
     assert out.exit_code == 0
     lines = out.stdout.splitlines()
-    assert lines[0].split() == ["run", "directory", "model", "status", "samples", "mean", "started"]
+    assert lines[0].split() == [
+        "run", "directory", "identity", "model", "base", "url", "dataset",
+        "status", "samples", "errors", "mean", "started",
+    ]  # fmt: skip
     assert len(lines) == 3
-    by_model = {line.split()[1]: line.split() for line in lines[1:]}
-    assert by_model["replay:6b_finetuning"][2:5] == ["complete", "1319", "0.2168"]
-    assert by_model["replay:175b_verification"][4] == "0.5625"
-    assert Path(by_model["replay:6b_finetuning"][0]).is_dir()
+    by_model = {line.split()[2]: line.split() for line in lines[1:]}
+    fine = by_model["replay:6b_finetuning"]
+    assert fine[3:5] == ["default", "data/gsm8k/test.jsonl"]
+    assert fine[6:10] == ["complete", "1319", "0", "0.2168"]
+    assert by_model["replay:175b_verification"][9] == "0.5625"
+    assert Path(fine[0]).is_dir() and Path(fine[0]).name.endswith(fine[1])
 
 
 def test_runs_survives_a_malformed_manifest(cli, tmp_path: Path) -> None:

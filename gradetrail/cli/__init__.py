@@ -48,13 +48,16 @@ def _root(
 
 
 def fail(error: GradetrailError) -> typer.Exit:
-    """Print a gradetrail error as one line (per problem) on stderr, terminal escape
-    sequences stripped (messages can quote dataset rows and provider replies); return the
-    Exit to raise with its exit code."""
-    from gradetrail.terminal import clean
+    """Print a gradetrail error as one line per problem on stderr (a spec with three bad
+    fields gives three lines; every other error one), each with its line breaks folded and
+    terminal escape sequences stripped (messages can quote dataset rows and provider
+    replies, which must not print lines of their own); return the Exit to raise with its
+    exit code."""
+    from gradetrail.terminal import one_line
 
-    for line in clean(str(error)).splitlines() or [type(error).__name__]:
-        print(f"error: {line}", file=sys.stderr)
+    problems = getattr(error, "problems", None) or [str(error)]
+    for problem in problems:
+        print(f"error: {one_line(str(problem)) or type(error).__name__}", file=sys.stderr)
     return typer.Exit(error.exit_code)
 
 

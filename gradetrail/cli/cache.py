@@ -69,8 +69,12 @@ def register(app: typer.Typer) -> None:
         console.print(f"cache {s.path}: {s.entries} entries, {s.size_bytes / 1e6:.2f} MB")
         if s.by_model:
             table = Table("provider", "model", "entries")
+            from rich.markup import escape
+
+            from gradetrail.terminal import one_line
+
             for provider, model, n in s.by_model:
-                table.add_row(provider, model, str(n))
+                table.add_row(escape(one_line(provider)), escape(one_line(model)), str(n))
             console.print(table)
 
     @group.command("check")

@@ -170,7 +170,11 @@ def _num(x: float | None, digits: int = 4) -> str:
 
 
 def _ids(ids: tuple[str, ...]) -> str:
-    shown = ", ".join(ids[:_SHOWN_IDS])
+    from rich.markup import escape
+
+    from gradetrail.terminal import one_line
+
+    shown = escape(one_line(", ".join(ids[:_SHOWN_IDS])))
     more = f", … {len(ids) - _SHOWN_IDS} more (--json lists all)" if len(ids) > _SHOWN_IDS else ""
     return f"{len(ids)}: {shown}{more}"
 
@@ -200,6 +204,8 @@ def _verdict_rule(r: GateResult) -> str:
 def print_gate(result: GateResult, console: Console | None = None) -> None:
     """The gate's table: n, clusters, epochs, means, discordant counts, the interval, the
     test and verdict, and, on a failure, why (half-width, MDE, n needed, flipped samples)."""
+    from gradetrail.terminal import one_line
+
     console = console or Console(highlight=False)
     r = result
     table = Table(title=f"regression gate ({r.test})", show_header=False)
@@ -259,7 +265,7 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     console.print(table)
     console.print(r.reason, markup=False)
     for warning in r.warnings:
-        console.print(f"warning: {warning}", markup=False)
+        console.print(f"warning: {one_line(warning)}", markup=False)
 
 
 def _add_why(table: Table, r: GateResult) -> None:

@@ -17,7 +17,7 @@ from typing import TextIO
 
 from gradetrail.results import SampleResult
 from gradetrail.summary import Tally
-from gradetrail.terminal import clean
+from gradetrail.terminal import one_line
 
 __all__ = ["RunProgress", "format_duration"]
 
@@ -170,11 +170,12 @@ class RunProgress:
             self._printed = tally.rows
 
     def note(self, text: str) -> None:
-        """Print a message (above the bar on a terminal); escape sequences are stripped."""
+        """Print a message as one line (above the bar on a terminal); escape sequences are
+        stripped and line breaks folded."""
         if self._bar is not None:
-            self._guard(self._bar.console.print, clean(text), markup=False, highlight=False)
+            self._guard(self._bar.console.print, one_line(text), markup=False, highlight=False)
         else:
-            self._write(clean(text))
+            self._write(one_line(text))
 
     def _write(self, text: str) -> None:
         if self._broken:

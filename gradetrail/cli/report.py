@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from gradetrail.cli.report_judge import agreement_lines, judge_lines
-from gradetrail.manifest import CacheReport, Manifest
+from gradetrail.manifest import CacheReport, Manifest, status_text
 
 if TYPE_CHECKING:
     from gradetrail.runner import RunResult
@@ -80,7 +80,7 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     lines.append(("cost", cost))
     lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
-    status = m.status
+    status = status_text(m.status, m.counts)
     if m.status == "interrupted":
         signal = f" by {m.stop_signal}" if m.stop_signal else ""
         done = f"{rows} of {m.n_samples * m.epochs} rows"
@@ -125,15 +125,16 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
 
 
 def print_summary(result: RunResult, console: Console | None = None) -> None:
-    """Print :func:`summary_lines` under a title naming the eval and model (terminal
-    escape sequences stripped: the lines can quote model and dataset text)."""
+    """Print :func:`summary_lines` under a title naming the eval and model, one printed
+    line each (terminal escape sequences stripped and line breaks folded: the lines can
+    quote model, dataset and provider text)."""
     from rich.markup import escape
 
-    from gradetrail.terminal import clean
+    from gradetrail.terminal import one_line
 
     console = console or Console(highlight=False, soft_wrap=True)
     m = result.manifest
-    model = escape(clean(f"{m.provider}:{m.requested_model}"))
+    model = escape(one_line(f"{m.provider}:{m.requested_model}"))
     console.print(f"[bold]{m.name}[/bold]  {model}", markup=True)
     for label, text in summary_lines(result):
-        console.print(f"  {label:<11} {clean(text)}", markup=False)
+        console.print(f"  {label:<11} {one_line(text)}", markup=False)

@@ -124,7 +124,9 @@ def run(
     except GradetrailError as exc:
         exit_ = fail(exc)
         if started_in is not None:  # the run had begun: say where what landed is
-            print(f"note: the rows that landed are in {started_in}", file=sys.stderr)
+            from gradetrail.terminal import one_line
+
+            print(f"note: the rows that landed are in {one_line(str(started_in))}", file=sys.stderr)
         raise exit_ from None
     except KeyboardInterrupt:  # a third Ctrl-C, while the run was closing
         raise typer.Exit(130) from None

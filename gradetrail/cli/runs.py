@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register"]
+__all__ = ["register", "run_row"]
+
+HEADER = (
+    "run directory",
+    "identity",
+    "model",
+    "base url",
+    "dataset",
+    "status",
+    "samples",
+    "errors",
+    "mean",
+    "started",
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -15,34 +28,59 @@ def register(app: typer.Typer) -> None:
     app.command("runs")(runs)
 
 
+def _get(m: dict[str, Any], *path: str) -> Any:
+    value: Any = m
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def run_row(path: Path, m: dict[str, Any]) -> tuple[str, ...]:
+    """One listing row for a run directory and its manifest (a dict, possibly malformed):
+    what tells runs apart (identity hash, model, base URL, dataset path and content hash)
+    and how the run went (status with its errors, samples, error rows, mean score), each
+    cell one line of text."""
+    from gradetrail.manifest import status_text
+    from gradetrail.terminal import one_line
+
+    counts = m.get("counts") if isinstance(m.get("counts"), dict) else {}
+    rows = sum(n for n in counts.values() if isinstance(n, int))
+    errors = rows - int(counts.get("scored", 0) or 0) if counts else 0
+    mean = _get(m, "score", "mean")
+    dataset = str(_get(m, "spec", "dataset", "path") or "?")
+    dataset_hash = m.get("dataset_hash")
+    if isinstance(dataset_hash, str):
+        dataset += f" @{dataset_hash[:8]}"
+    cells = (
+        str(path),
+        str(m.get("identity_hash", "?"))[:12],
+        f"{m.get('provider', '?')}:{m.get('requested_model', '?')}",
+        str(_get(m, "spec", "model", "base_url") or "default"),
+        dataset,
+        status_text(str(m.get("status", "?")), counts),
+        str(m.get("n_samples", "?")),
+        str(errors),
+        f"{mean:.4f}" if isinstance(mean, int | float) else "n/a",
+        str(m.get("started_at", ""))[:19],
+    )
+    return tuple(one_line(cell) for cell in cells)
+
+
 def runs(
     results_root: Annotated[
         Path, typer.Option("--results-root", help="Where run directories are.")
     ] = Path("results"),
 ) -> None:
-    """List run directories, newest first: name, model, status, samples, mean score."""
+    """List run directories, newest first: identity hash, model, base URL, dataset (path
+    and content hash), status, samples, error rows, mean score, start time."""
     from gradetrail.results import list_runs
-    from gradetrail.terminal import clean
 
     found = list_runs(results_root)
     if not found:
         print(f"no runs under {results_root}")
         return
-    rows = [("run directory", "model", "status", "samples", "mean", "started")]
-    for path, m in found:
-        score = m.get("score")
-        mean = score.get("mean") if isinstance(score, dict) else None
-        rows.append(
-            (
-                clean(str(path)),
-                clean(f"{m.get('provider', '?')}:{m.get('requested_model', '?')}"),
-                clean(str(m.get("status", "?"))),
-                clean(str(m.get("n_samples", "?"))),
-                f"{mean:.4f}" if isinstance(mean, int | float) else "n/a",
-                clean(str(m.get("started_at", ""))[:19]),
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    rows = [HEADER, *(run_row(path, m) for path, m in found)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     for row in rows:  # plain columns: never truncated, so a path can be copied
         print(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()

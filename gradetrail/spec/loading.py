@@ -67,8 +67,10 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
     try:
         spec = EvalSpec.model_validate(raw)
     except ValidationError as exc:
-        lines = [_format_error(source, err) for err in exc.errors()]
-        raise SpecError("\n".join(dict.fromkeys(lines))) from None
+        lines = list(dict.fromkeys(_format_error(source, err) for err in exc.errors()))
+        error = SpecError("\n".join(lines))
+        error.problems = lines  # printed one line each, their own line breaks folded
+        raise error from None
     spec._source = source
     return spec
 

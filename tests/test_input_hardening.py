@@ -1,0 +1,132 @@
+"""Issue 15's hostile-input items at the user's boundary (the CLI in this process, real
+files): sandboxed templates (item 11), printed-output spoofing (12) and a ``runs``
+listing that tells runs apart (20)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from cli_support import run_cli
+
+APP = """\
+from gradetrail.errors import BadRequest
+
+
+def answer(request):
+    if "boom" in request.prompt:
+        raise BadRequest("bad\\n  mean score  1.0000\\n  status      complete\\r\\nfake")
+    if "echo" in request.prompt:
+        return request.prompt
+    return "A: " + request.prompt.rsplit("=", 1)[1].strip()
+"""
+
+
+def write_eval(directory: Path, rows: list[dict], **fields) -> Path:
+    """A python-provider eval over ``rows`` (fields q, a); ``fields`` override the spec."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / "spoof_app.py").write_text(APP)
+    spec = {
+        "name": "hostile",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "What is {{ q }}? = {{ a }}",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "app", "function": "spoof_app:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+        **fields,
+    }
+    path = directory / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run(spec: Path, tmp_path: Path, *args: str):
+    return run_cli(
+        "run", str(spec), "--cache", str(tmp_path / "cache.sqlite"),
+        "--results-root", str(tmp_path / "results"), *args,
+    )  # fmt: skip
+
+
+ROWS = [{"id": "r1", "q": "1+1", "a": 2}, {"id": "r2", "q": "2+2", "a": 4}]
+
+
+def test_a_template_cannot_reach_python(tmp_path: Path) -> None:
+    """A spec prompt that walks to ``os.popen`` is refused in one line, exit 2, before any
+    call: the command it names never runs and nothing is written."""
+    marker = tmp_path / "pwned"
+    prompt = "{{ cycler.__init__.__globals__.os.popen('touch " + str(marker) + "').read() }}"
+    spec = write_eval(tmp_path / "e", ROWS, prompt=prompt)
+    out = run(spec, tmp_path)
+    assert out.code == 2 and len(out.err_lines) == 1, out.err
+    assert "unsafe" in out.err and "sandboxed" in out.err
+    assert not marker.exists()
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache.sqlite").exists()
+
+
+def test_a_judge_file_cannot_reach_python(tmp_path: Path) -> None:
+    """The same walk in a judge file never runs either."""
+    marker = tmp_path / "pwned"
+    judge = tmp_path / "e" / "judge.j2"
+    judge.parent.mkdir(parents=True)
+    judge.write_text(
+        "{{ lipsum.__globals__['os'].popen('touch " + str(marker) + "').read() }} {{ response }}"
+    )
+    scorer = {
+        "type": "judge",
+        "file": "judge.j2",
+        "model": {"provider": "python", "name": "j", "function": "spoof_app:answer"},
+    }
+    spec = write_eval(tmp_path / "e", ROWS, scorer=scorer)
+    out = run(spec, tmp_path)
+    assert not marker.exists()
+    assert "unsafe" in out.out + out.err
+
+
+def test_dataset_text_stays_data(tmp_path: Path) -> None:
+    """A row holding template syntax is sent as text, never rendered."""
+    rows = [{"id": "r1", "q": "{{ 7*7 }} echo", "a": 2}]
+    spec = write_eval(tmp_path / "e", rows)
+    assert run(spec, tmp_path).code == 0
+    (run_dir,) = (tmp_path / "results").iterdir()
+    row = json.loads((run_dir / "results.jsonl").read_text())
+    assert row["response"] == "What is {{ 7*7 }} echo? = 2"
+
+
+def test_provider_messages_cannot_print_summary_lines(tmp_path: Path) -> None:
+    """A provider error message holding newlines and fake summary lines is printed on
+    the one errors line, its line breaks shown as \\n: the summary has exactly one status
+    line and one mean-score line, the real ones."""
+    rows = [*ROWS, {"id": "r3", "q": "boom", "a": 0}]
+    spec = write_eval(tmp_path / "e", rows)
+    out = run(spec, tmp_path)
+    assert out.code == 0, out.err
+    lines = out.out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == [
+        "rows", "mean", "errors", "tokens", "cost", "cache", "wall", "status", "results"
+    ]  # fmt: skip
+    (errors,) = [line for line in lines if line.startswith("  errors")]
+    assert "bad\\n  mean score  1.0000\\n  status      complete\\nfake" in errors
+    (status,) = [line for line in lines if line.startswith("  status")]
+    assert status.split(None, 1)[1] == "complete, 1 of 3 rows errored"
+
+
+def test_runs_tells_runs_apart(tmp_path: Path) -> None:
+    """Runs that differ only in the dataset's content or the model's endpoint read
+    differently in `gradetrail runs` (identity hash, dataset hash), and a run in which
+    every row errored does not read plain complete."""
+    spec = write_eval(tmp_path / "e", ROWS)
+    assert run(spec, tmp_path).code == 0
+    (tmp_path / "e" / "data.jsonl").write_text(json.dumps({"id": "r1", "q": "boom", "a": 1}))
+    assert run(spec, tmp_path).code == 1  # every row errored
+    out = run_cli("runs", "--results-root", str(tmp_path / "results"))
+    assert out.code == 0
+    rows = [line.split("  ") for line in out.out.splitlines()[1:]]
+    cells = [[c.strip() for c in row if c.strip()] for row in rows]
+    assert len(cells) == 2
+    identities = {c[1] for c in cells}
+    datasets = {c[4] for c in cells}
+    assert len(identities) == 2 and len(datasets) == 2
+    statuses = sorted(c[5] for c in cells)
+    assert statuses == ["complete", "complete, but every row errored (1)"]
