@@ -230,6 +230,36 @@ def _row_tools(
     return tools, choice
 
 
+def _has_null(value: Any, depth: int = 0) -> bool:
+    if value is None:
+        return True
+    if depth > 20:
+        return False
+    if isinstance(value, dict):
+        return any(_has_null(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_null(v, depth + 1) for v in value)
+    return False
+
+
+def _render_target(template: Template, sample: Sample) -> str:
+    """The rendered target; a target that rendered a null field (``"None"``: a row whose
+    ``answer`` is ``null`` would otherwise be scored against the text "None") is refused.
+
+    Raises:
+        DatasetError: naming the sample, its line and the null field.
+    """
+    target = _render(template, sample)
+    if target.strip() == "None":
+        nulls = sorted(n for n in template.names if n in sample.row and _has_null(sample.row[n]))
+        if nulls:
+            raise DatasetError(
+                f"{template.where}: sample {sample.id!r} (line {sample.line}): the target is "
+                f"null ({', '.join(nulls)} holds null); fill in the target or drop the row"
+            )
+    return target
+
+
 def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
     """Render one (sample, epoch) into a keyed request.
 
@@ -261,7 +291,7 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
         tools=tools,
         tool_choice=tool_choice,
     )
-    target = _render(renderer.target, sample) if renderer.target else None
+    target = _render_target(renderer.target, sample) if renderer.target else None
     label = renderer.label.read(sample.row, sample.id) if renderer.label else None
     return Prepared(
         sample,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from gradetrail.runlog import RunLog, rotated_names
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
 from gradetrail.spec import EvalSpec
+from gradetrail.spec.run import MAX_ROWS
 from gradetrail.summary import Tally
 
 __all__ = ["RunPlan", "RunResult", "plan_run", "run_eval"]
@@ -98,9 +100,25 @@ def plan_run(spec: EvalSpec) -> RunPlan:
     """Load the dataset, build and check the provider and scorer, render every request.
 
     Raises:
-        SpecError, DatasetError: anything wrong with the spec or its files, before any call.
+        SpecError, DatasetError: anything wrong with the spec or its files, before any call:
+            also a row nested past Python's recursion limit, more than
+            :data:`~gradetrail.spec.run.MAX_ROWS` rows (samples x epochs), and a scorer
+            that fails on any sample's own data (a regex pattern one row makes invalid).
     """
-    samples = load_samples(spec.dataset, base_dir=spec.base_dir, where=spec.source)
+    try:
+        samples = load_samples(spec.dataset, base_dir=spec.base_dir, where=spec.source)
+    except RecursionError:
+        raise DatasetError(
+            f"{spec.source}: dataset.path: a row is nested too deeply to read (over about "
+            f"{sys.getrecursionlimit()} levels); flatten the rows"
+        ) from None
+    rows = len(samples) * spec.run.epochs
+    if rows > MAX_ROWS:
+        raise SpecError(
+            f"{spec.source}: run.epochs: {len(samples):,} samples x {spec.run.epochs:,} epochs "
+            f"is {rows:,} rows, over the limit of {MAX_ROWS:,} a run; lower run.epochs or "
+            "dataset.limit, or split the dataset"
+        )
     provider = make_provider(spec.model, spec.base_dir)
     with _naming_the_spec(spec):
         provider.check_ready()
@@ -116,11 +134,23 @@ def plan_run(spec: EvalSpec) -> RunPlan:
                 first.sample, 1, first.request.prompt, first.request.system, first.target, ""
             )
         )
-    prepared = [
-        prepare(sample, epoch, renderer)
-        for epoch in range(1, spec.run.epochs + 1)
-        for sample in samples
-    ]
+    try:
+        prepared = [
+            prepare(sample, epoch, renderer)
+            for epoch in range(1, spec.run.epochs + 1)
+            for sample in samples
+        ]
+    except RecursionError:
+        raise DatasetError(
+            f"{spec.source}: a row is nested too deeply to render; flatten the rows"
+        ) from None
+    with _naming_the_spec(spec):
+        for item in prepared[: len(samples)]:  # what a scorer derives from the row alone
+            scorer.check_row(
+                ScoreInput(
+                    item.sample, 1, item.request.prompt, item.request.system, item.target, ""
+                )
+            )
     file_hashes = {"dataset": samples.content_hash, **renderer.file_hashes()}
     for role, value in identity.items():
         if role.endswith("sha256"):

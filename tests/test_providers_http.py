@@ -10,7 +10,6 @@ import logging
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -187,14 +186,12 @@ def test_sample_ceiling_bounds_a_stalling_server_in_wall_clock_time(srv, tmp_pat
     )
     import gradetrail
 
-    start = time.perf_counter()
     result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
-    elapsed = time.perf_counter() - start
     row = gradetrail.read_results(result.run_dir)[0]
     assert row["state"] == "provider_error" and row["error"]["kind"] == "ProviderTimeout"
     assert row["error"]["message"].startswith("sample ceiling of 0.6 s reached after ")
-    assert 1 <= row["attempts"] <= 4  # backoff draws are random here
-    assert 0.25 <= elapsed < 2.0
+    # attempts of 0.25 s each within a 0.6 s ceiling: at most three start (backoff is random)
+    assert 1 <= row["attempts"] <= 3
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -328,28 +325,31 @@ def test_422_is_permanent_and_x_should_retry_overrides_the_status(srv, tmp_path:
     assert out.row["state"] == "scored" and out.row["attempts"] == 2
 
 
-def test_missing_key_fails_in_under_a_second_with_one_line(tmp_path: Path) -> None:
+def test_missing_key_fails_before_the_sdk_is_imported(tmp_path: Path) -> None:
     """`gradetrail run` without the key's variable exits 1 before any call, printing one
-    line that names the variable, in under a second (the SDK is not even imported)."""
+    line that names the variable, without importing the SDK (``-X importtime`` lists every
+    module the process imported; no wall-clock bound, which a loaded machine breaks)."""
     spec = gsm8k_spec(tmp_path, None, "anthropic", base_url="http://127.0.0.1:9")
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "gradetrail", "run", spec.source, "--no-cache"],
+        [sys.executable, "-X", "importtime", "-m", "gradetrail", "run", spec.source, "--no-cache"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env=env,
         timeout=30,
     )
-    elapsed = time.perf_counter() - start
     assert proc.returncode == 1
-    assert proc.stderr.splitlines() == [
+    imports = [line for line in proc.stderr.splitlines() if line.startswith("import time:")]
+    printed = [line for line in proc.stderr.splitlines() if not line.startswith("import time:")]
+    assert printed == [
         "error: ANTHROPIC_API_KEY is not set; export ANTHROPIC_API_KEY=<your API key> "
         "(or name another variable in model.api_key_env)"
     ]
+    modules = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in imports}
+    assert "gradetrail" in modules and "yaml" in modules
+    assert not modules & {"anthropic", "openai", "httpx", "httpx2", "aiohttp"}
     assert proc.stdout == ""
-    assert elapsed < 1.0, elapsed
     assert not (tmp_path / "results").exists()
 
 
@@ -453,14 +453,16 @@ def test_requests_per_minute_cap_paces_the_run(srv, tmp_path: Path) -> None:
 
 
 def test_spec_rate_cap_reaches_the_default_executor(srv, tmp_path: Path) -> None:
-    """run.requests_per_minute: 300 in the spec (5 a second, bursts of at most one
-    second's worth): of 8 requests the server sees 5 at once, then one every 0.2 s."""
-    import gradetrail
+    """run.requests_per_minute in the spec reaches the executor a run builds by default,
+    and paces it: at 60 a minute four samples wait 1 s three times (on the injected clock:
+    wall-clock gaps between arrivals break on a loaded machine)."""
+    from gradetrail.runner import _local_executor, plan_run
 
-    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", limit=8, run={"requests_per_minute": 300})
-    result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
-    assert result.manifest.counts == {"scored": 8}
-    arrivals = srv.stats()["arrivals"]
-    assert arrivals[4] - arrivals[0] < 0.15
-    gaps = [b - a for a, b in zip(arrivals[4:], arrivals[5:], strict=False)]
-    assert all(0.15 < gap < 0.4 for gap in gaps), gaps
+    run = {"requests_per_minute": 60, "concurrency": 4}
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", limit=4, run=run)
+    default = _local_executor(plan_run(spec))
+    assert (default.requests_per_minute, default.tokens_per_minute) == (60, None)
+    out = run_http(spec, tmp_path, requests_per_minute=default.requests_per_minute)
+    assert [r["state"] for r in out.rows] == ["scored"] * 4
+    assert out.slept == [1.0, 1.0, 1.0]
+    assert srv.stats()["total"] == 4

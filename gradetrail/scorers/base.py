@@ -74,6 +74,12 @@ class Scorer:
         """Validate the scorer against the first sample before any model call (e.g. render
         and compile a pattern). Raises SpecError."""
 
+    def check_row(self, item: ScoreInput) -> None:
+        """Check what this scorer derives from one sample's own data, before any model
+        call (called for every sample of the run, with an empty response; e.g. compile
+        the regex a row's values render). Default: nothing. Raises SpecError or
+        DatasetError naming the sample."""
+
     def identity(self) -> dict[str, Any]:
         """Material beyond the spec that decides scores (e.g. a judge file's hash); enters
         the run's identity hash."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from gradetrail.errors import DatasetError, SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.spec import RegexScorerSpec, regex_compile
 from gradetrail.templates import compile_template
@@ -41,6 +42,20 @@ class RegexScorer(Scorer):
         """Check the template's fields and compile the first sample's pattern."""
         self.template.check(first.sample.row, extra=frozenset({"target"}))
         self.pattern_for(first)
+
+    def check_row(self, item: ScoreInput) -> None:
+        """Render and compile this sample's pattern (before any call: a pattern that one
+        row's values make invalid stops the run before anything is paid)."""
+        try:
+            self.pattern_for(item)
+        except SpecError as exc:
+            raise SpecError(f"{exc} (sample {item.sample.id!r})") from None
+        except Exception as exc:  # the template failing on this row's data
+            message = getattr(exc, "message", None) or str(exc)
+            raise DatasetError(
+                f"{self.where}: sample {item.sample.id!r} (line {item.sample.line}): "
+                f"{type(exc).__name__}: {message}; fix the pattern or the row"
+            ) from None
 
     def score(self, item: ScoreInput) -> Score:
         """Match the response; the detail records the pattern and the matched text."""

@@ -41,6 +41,8 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         raise SpecError(f"{path}: cannot read spec file ({exc.strerror})") from None
     try:
         raw = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise SpecError(f"{path}: YAML nested too deeply to read; flatten the spec") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
@@ -48,14 +50,29 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         raise SpecError(f"{path}:{where}: {problem}; fix the YAML syntax") from None
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a spec must be a YAML mapping with name, dataset, prompt, ...")
-    if _has_cycle(raw):
-        raise SpecError(f"{path}: a YAML anchor refers to itself; remove the cycle")
-    if _expanded_size(raw) > 1_000_000:
-        raise SpecError(f"{path}: YAML aliases expand the spec past a million values")
-    raw = apply_overrides(raw, overrides or [], source=str(path))
-    spec = parse_spec(raw, source=str(path))
+    try:
+        _check_expansion(raw, str(path))
+        raw = apply_overrides(raw, overrides or [], source=str(path))
+        if overrides:
+            _check_expansion(raw, f"{path}: --set")
+        spec = parse_spec(raw, source=str(path))
+    except RecursionError:
+        raise SpecError(f"{path}: a value is nested too deeply; flatten the spec") from None
     spec._base_dir = path.resolve().parent
     return spec
+
+
+#: values a spec may hold once YAML aliases are expanded (as hashing and JSON see it)
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+def _check_expansion(raw: dict[str, Any], where: str) -> None:
+    """Refuse a self-referencing anchor or aliases that expand past
+    :data:`MAX_EXPANDED_VALUES`. Raises SpecError."""
+    if _has_cycle(raw):
+        raise SpecError(f"{where}: a YAML anchor refers to itself; remove the cycle")
+    if _expanded_size(raw) > MAX_EXPANDED_VALUES:
+        raise SpecError(f"{where}: YAML aliases expand the spec past a million values")
 
 
 def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
@@ -78,8 +95,13 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
 def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> dict[str, Any]:
     """Apply ``dotted.key=value`` overrides to a raw spec mapping (a new dict is returned).
 
+    Each value is read with the spec file's own YAML loader, so the same limits hold
+    (duplicate keys, at most 100 aliases; :func:`load_spec` checks the expansion after
+    the overrides too); a value that is not valid YAML is taken as text.
+
     Raises:
-        SpecError: an override without ``=`` or one that descends into a non-mapping.
+        SpecError: an override without ``=``, one that descends into a non-mapping, or a
+            value over the spec file's YAML limits.
     """
     out = copy.deepcopy(raw)  # keeps shared YAML aliases shared: no exponential copy
     for item in overrides:
@@ -88,7 +110,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str], source: str) -> d
         if not sep or not key or "" in key.split("."):
             raise SpecError(f"--set {item!r}: expected dotted.key=value, e.g. model.name=gpt-4o")
         try:
-            value = yaml.safe_load(value_text) if value_text.strip() else ""
+            value = yaml.load(value_text, Loader=_SpecLoader) if value_text.strip() else ""  # noqa: S506
+        except RecursionError:
+            raise SpecError(f"{source}: --set {key}: value nested too deeply") from None
+        except _OverLimit as exc:  # over a limit of the spec file's: never taken as text
+            raise SpecError(f"{source}: --set {key}: {exc.problem}") from None
         except yaml.YAMLError:
             value = value_text
         node = out
@@ -143,6 +169,10 @@ def _expanded_size(value: Any) -> int:
     return size(value)
 
 
+class _OverLimit(yaml.constructor.ConstructorError):
+    """A YAML document over one of :class:`_SpecLoader`'s limits."""
+
+
 class _SpecLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing what makes a spec ambiguous or explosive: a key given
     twice in one mapping (YAML keeps the last silently), and more than 100 aliases (a
@@ -155,17 +185,17 @@ class _SpecLoader(yaml.SafeLoader):
             self._aliases = getattr(self, "_aliases", 0) + 1
             if self._aliases > self.max_aliases:
                 mark = self.peek_event().start_mark
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"more than {self.max_aliases} YAML aliases", mark
-                )
+                raise _OverLimit(None, None, f"more than {self.max_aliases} YAML aliases", mark)
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
+            if not isinstance(key, str | int | float | bool):
+                continue  # an unhashable key: YAML's own constructor refuses it
+            if key in seen:
+                raise _OverLimit(
                     None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
                 )
             seen.add(key)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
 
@@ -58,6 +59,32 @@ class PriceSpec(_Strict):
     )
 
 
+def check_base_url(value: str) -> None:
+    """Refuse a ``base_url`` no HTTP client can send to (before any call, where it would
+    otherwise be retried as a connection error until the retries run out): it must be
+    ``http://`` or ``https://``, name a host, and hold no whitespace or control
+    characters.
+
+    Raises:
+        ValueError: naming what is wrong and the shape to use.
+    """
+    shape = "use http://HOST[:PORT]/PATH or https://..."
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError(f"base_url {value!r} holds whitespace or control characters; {shape}")
+    try:
+        url = urlsplit(value)
+        port = url.port
+    except ValueError as exc:
+        raise ValueError(f"base_url {value!r} is not a URL ({exc}); {shape}") from None
+    if url.scheme.lower() not in ("http", "https"):
+        scheme = f"scheme {url.scheme!r}" if url.scheme else "no scheme"
+        raise ValueError(f"base_url {value!r} has {scheme}; {shape}")
+    if not url.hostname:
+        raise ValueError(f"base_url {value!r} names no host; {shape}")
+    if port == 0:
+        raise ValueError(f"base_url {value!r} has port 0; {shape}")
+
+
 class ModelSpec(_Strict):
     """The model (or application) under evaluation."""
 
@@ -95,6 +122,14 @@ class ModelSpec(_Strict):
         description="Make a response served by another model than model.name a provider_error "
         "(the alias-to-dated-snapshot form, 'foo' served as 'foo-20250101', is accepted).",
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        check_base_url(value)
+        return value
 
     @model_validator(mode="after")
     def _provider_fields(self) -> ModelSpec:

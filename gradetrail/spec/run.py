@@ -7,13 +7,24 @@ from pydantic import Field, model_validator
 from gradetrail.reducers import ReducerName
 from gradetrail.spec.base import _Strict
 
+#: documented bounds where nothing natural limits a value (each refused above it, exit 2)
+MAX_CONCURRENCY = 10_000
+MAX_RETRIES = 100
+MAX_EPOCHS = 10_000
+#: rows (samples x epochs) one run may hold: each is rendered and keyed before any call
+MAX_ROWS = 1_000_000
+
 
 class RunSettings(_Strict):
     """How the run executes. ``epochs``, ``reducer`` and ``pass_k`` decide the numbers and
     enter the identity hash; the rest are execution-only."""
 
-    concurrency: int = Field(16, ge=1, description="Requests in flight at most.")
-    max_retries: int = Field(5, ge=0, description="Retries of a transient error per request.")
+    concurrency: int = Field(
+        16, ge=1, le=MAX_CONCURRENCY, description="Requests in flight at most (up to 10,000)."
+    )
+    max_retries: int = Field(
+        5, ge=0, le=MAX_RETRIES, description="Retries of a transient error per request (up to 100)."
+    )
     timeout_s: float = Field(120.0, gt=0, description="Per-attempt timeout, seconds.")
     sample_timeout_s: float | None = Field(
         None,
@@ -48,7 +59,9 @@ class RunSettings(_Strict):
         description="Agent loop (model.tools_module): model turns per sample at most; the "
         "last response is scored when the model still calls tools after this many.",
     )
-    epochs: int = Field(1, ge=1, description="Times every sample is run.")
+    epochs: int = Field(
+        1, ge=1, le=MAX_EPOCHS, description="Times every sample is run (up to 10,000)."
+    )
     reducer: ReducerName = Field(
         "mean",
         description="How a sample's epoch scores become its one score: mean, max, majority "
