@@ -79,6 +79,7 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     for key in ("format", "fields", "types"):
         if not dataset.get(key):
             dataset.pop(key, None)
+    body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
     # judge file and baseline enter through their content hashes, not their paths

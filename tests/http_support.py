@@ -4,6 +4,7 @@ an injected clock (so backoff is checked without waiting)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,9 @@ def gsm8k_spec(
     run: dict[str, Any] | None = None,
     **model_fields: Any,
 ) -> gradetrail.EvalSpec:
-    """The bundled GSM8K eval (first ``limit`` problems) served over ``protocol``."""
+    """The bundled GSM8K eval (first ``limit`` problems) served over ``protocol``
+    (through the client ``$GT_TEST_HTTP_CLIENT`` names, ``aiohttp`` or ``sdk``, when set:
+    ``GT_TEST_HTTP_CLIENT=sdk pytest tests/test_providers_http.py`` checks the SDK path)."""
     directory.mkdir(parents=True, exist_ok=True)
     fields: dict[str, Any] = {
         "provider": protocol,
@@ -48,6 +51,8 @@ def gsm8k_spec(
     }
     if protocol == "openai_compatible":
         fields["api_key_required"] = False
+    if os.environ.get("GT_TEST_HTTP_CLIENT"):  # run the boundary tests through one client
+        fields["http_client"] = os.environ["GT_TEST_HTTP_CLIENT"]
     fields.update(model_fields)
     dataset: dict[str, Any] = {"path": str(GSM8K_DATA / "test.jsonl")}
     if limit is not None:

@@ -1,22 +1,17 @@
-"""What the HTTP providers share: API keys, pooled SDK clients, error classification,
+"""What the HTTP providers share: API keys, error classification, the one request path,
 served-model checks, cost and the missing-usage warning.
 
-Every SDK call goes through the SDK's documented ``client.post(path, body=...,
-cast_to=<http response>)``: the SDK builds, authenticates and sends the request and
-raises its own errors for 4xx/5xx, and gradetrail reads the JSON body itself. That skips
-the SDK's per-call parameter transformation and model parsing, about a third of its CPU
-per call, which is what the harness needs to keep 64 requests in flight on one core. The
-body is checked here instead: an error under status 200, or a body that is not JSON, is
-an :class:`~gradetrail.errors.InvalidResponse`, never cached.
+One call is: the provider's :meth:`~HttpProvider.body` (the one request-body builder of
+its protocol), sent by a :class:`~gradetrail.providers._transport.Transport` (the lean
+``aiohttp`` client, or the official SDK's ``client.post``; ``model.http_client``), whose
+raw answer is classified here whatever sent it: a 4xx/5xx by :func:`classify_status`, a
+body that is not a JSON object or an error under status 200 as an
+:class:`~gradetrail.errors.InvalidResponse` (never cached), and a good body by the
+provider's :meth:`~HttpProvider.normalize` (the one response parser of its protocol).
+Adding a field to requests or responses (messages, tools) is one edit to ``body`` or
+``normalize``, for both transports.
 
-Clients are built with ``max_retries=0`` (gradetrail's retry engine is the only loop) and
-send through the SDK's own aiohttp transport (``DefaultAioHttpClient``, the SDKs'
-documented choice "for improved concurrency performance") when ``aiohttp`` is installed,
-as ``pip install 'gradetrail[openai]'`` does: it costs about 40% less CPU per call than
-the default HTTPX2 transport. Without it, HTTPX2 clients are split into shards of at most
-:data:`CONNECTIONS_PER_CLIENT` connections (its connection pool probes each idle
-connection on every request it assigns, so one pool of 64 connections costs more per
-call than eight pools of eight), each call going to the shard with the fewest in flight.
+Clients are built with retries off (gradetrail's retry engine is the only loop).
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ import os
 import re
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC
 from typing import Any, ClassVar
@@ -40,7 +35,6 @@ from gradetrail.errors import (
     AuthError,
     BadRequest,
     InvalidResponse,
-    ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     RateLimited,
@@ -48,13 +42,14 @@ from gradetrail.errors import (
     SpecError,
 )
 from gradetrail.pricing import Price, price_for
+from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
+from gradetrail.spec.model import HttpClientName
 
 __all__ = [
-    "CONNECTIONS_PER_CLIENT",
-    "ClientPool",
     "HttpProvider",
     "classify_status",
+    "error_body",
     "error_fields",
     "implied_status",
     "parse_retry_after",
@@ -64,10 +59,6 @@ __all__ = [
 
 log = logging.getLogger("gradetrail.providers")
 
-#: connections per SDK client; a run with concurrency C uses ceil(C / 8) clients
-CONNECTIONS_PER_CLIENT = 8
-#: seconds to open a TCP (and TLS) connection before it counts as a connection error
-CONNECT_TIMEOUT_S = 10.0
 #: placeholder key for openai_compatible servers that check none (vLLM's documented value)
 PLACEHOLDER_KEY = "EMPTY"
 
@@ -196,6 +187,16 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     return None
 
 
+def error_body(content: bytes) -> Any:
+    """An error answer's body as both SDKs read it: the decoded JSON when it parses, else
+    the stripped text (what :func:`classify_status` and :func:`error_fields` take)."""
+    text = content.decode("utf-8", "replace").strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def classify_status(
     status: int,
     headers: Mapping[str, str] | None,
@@ -262,54 +263,13 @@ def served_model_matches(requested: str, served: str | None) -> bool:
     return any(requested == base + suffix for suffix in _ALIAS_SUFFIXES)
 
 
-def http_module() -> Any:
-    """The HTTP library the installed SDKs speak: ``httpx2`` (openai >= 3, anthropic >= 2),
-    else ``httpx``."""
-    for name in ("httpx2", "httpx"):
-        if importlib.util.find_spec(name) is not None:
-            return importlib.import_module(name)
-    raise SpecError("no HTTP library found for the provider SDKs; reinstall openai/anthropic")
-
-
-class ClientPool:
-    """SDK clients sharing one run's in-flight requests, each with its own connection pool
-    of at most :data:`CONNECTIONS_PER_CLIENT` connections.
-
-    Args:
-        make: builds one SDK client around an HTTP client given its connection count.
-        concurrency: requests in flight at most.
-        per_client: connections per client at most.
-    """
-
-    def __init__(self, make: Callable[[int], Any], concurrency: int, per_client: int) -> None:
-        shards = max(1, math.ceil(concurrency / max(1, per_client)))
-        per = math.ceil(concurrency / shards)
-        self.clients = [make(per) for _ in range(shards)]
-        self.in_flight = [0] * shards
-
-    def take(self) -> int:
-        """Index of the client with the fewest calls in flight (now counted as one more)."""
-        counts = self.in_flight
-        i = counts.index(min(counts)) if len(counts) > 1 else 0
-        counts[i] += 1
-        return i
-
-    def give(self, i: int) -> None:
-        """Return client ``i``."""
-        self.in_flight[i] -= 1
-
-    async def aclose(self) -> None:
-        """Close every client and its connections."""
-        for client in self.clients:
-            await client.close()
-
-
 class HttpProvider(Provider):
-    """Base of the providers that call an HTTP API through an official SDK.
+    """Base of the providers that call an HTTP API (see the module docstring).
 
-    Subclasses set the class attributes and implement :meth:`make_client`,
-    :meth:`body` and :meth:`normalize`; this class owns keys, pooling, error translation,
-    the served-model check, cost and the missing-usage warning.
+    Subclasses set the class attributes and implement :meth:`headers`,
+    :meth:`make_client`, :meth:`body` and :meth:`normalize`; this class owns keys, the
+    transport, error classification, the served-model check, cost and the missing-usage
+    warning.
     """
 
     #: SDK module name (also the pip extra that installs it)
@@ -326,7 +286,8 @@ class HttpProvider(Provider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._key: str | None = None
-        self._pool: ClientPool | None = None
+        self._client: HttpClientName | None = None
+        self._transport: Transport | None = None
         self._pool_size = 16
         self._missing_usage = 0
         self._price_override = (
@@ -347,24 +308,42 @@ class HttpProvider(Provider):
         return self.model.api_key_env or self.default_key_env
 
     def check_ready(self) -> None:
-        """Check that the SDK is installed and the API key is set, in milliseconds: the
-        SDK is only found, not imported (a fully cached run never imports it; see
-        :meth:`warm_up`).
+        """Check that the HTTP client is installed and the API key is set, in
+        milliseconds: the client is only found, not imported (a fully cached run never
+        imports it; see :meth:`warm_up`).
 
         Raises:
-            SpecError: the SDK is not installed (the message names the pip command).
+            SpecError: neither aiohttp nor the SDK is installed, or ``model.http_client``
+                names one that is not (the message names the pip command).
             AuthError: the key's variable is unset or empty.
         """
-        if importlib.util.find_spec(self.sdk) is None:
-            raise SpecError(
-                f"model.provider {self.model.provider!r} needs the {self.sdk} package; "
-                f"pip install 'gradetrail[{self.sdk}]'"
-            )
+        self._client = self._choose_client()
         self._key = self._read_key()
 
+    def _choose_client(self) -> HttpClientName:
+        wanted = self.model.http_client
+        have_aio = importlib.util.find_spec("aiohttp") is not None
+        have_sdk = importlib.util.find_spec(self.sdk) is not None
+        if wanted == "auto":
+            if have_aio or have_sdk:
+                return "aiohttp" if have_aio else "sdk"
+        elif wanted == "aiohttp" and have_aio or wanted == "sdk" and have_sdk:
+            return wanted
+        package = "aiohttp" if wanted == "aiohttp" else self.sdk
+        raise SpecError(
+            f"model.provider {self.model.provider!r} needs the {package} package; "
+            f"pip install 'gradetrail[{self.sdk}]'"
+        )
+
     def warm_up(self) -> None:
-        """Import the SDK (up to a second), so the run's first samples do not pay it."""
-        importlib.import_module(self.sdk)
+        """Import the HTTP client (up to a second for an SDK), so the run's first samples
+        do not pay it."""
+        importlib.import_module("aiohttp" if self._chosen() == "aiohttp" else self.sdk)
+
+    def _chosen(self) -> HttpClientName:
+        if self._client is None:
+            self._client = self._choose_client()
+        return self._client
 
     def key_hint(self) -> str:
         """What to fix after an auth error: which variable holds the key, or that none
@@ -389,113 +368,96 @@ class HttpProvider(Provider):
         )
 
     def size_pool(self, concurrency: int) -> None:
-        """Size the connection pools for ``concurrency`` requests in flight."""
+        """Size the connection pool for ``concurrency`` requests in flight."""
         self._pool_size = max(1, concurrency)
 
-    # -- the SDK -------------------------------------------------------------------------
+    # -- the protocol ------------------------------------------------------------------
+
+    @abstractmethod
+    def headers(self, key: str) -> dict[str, str]:
+        """The protocol's authentication (and version) headers, for the lean client."""
 
     @abstractmethod
     def make_client(self, key: str, http_client: Any) -> Any:
-        """One SDK client (``max_retries=0``) around ``http_client``."""
+        """One SDK client (``max_retries=0``) around ``http_client``, for the SDK path."""
 
     @abstractmethod
     def body(self, request: Request) -> dict[str, Any]:
-        """The JSON request body for ``request``."""
+        """The JSON request body for ``request`` (the one builder, for every transport)."""
 
     @abstractmethod
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
         """The response for a decoded 200 body, and its prompt-cache write tokens (priced
-        separately).
+        separately): the one parser, for every transport.
 
         Raises:
             InvalidResponse: the body is an error or lacks the fields a response needs.
             BadRequest: the provider's content filter stopped the response.
         """
 
-    @abstractmethod
-    def translate(self, exc: Exception) -> ProviderError | None:
-        """The gradetrail error for an SDK exception, or None when it is not one."""
-
-    def _client_factory(self, key: str) -> tuple[Callable[[int], Any], int]:
-        """A function building one SDK client around a pool of N connections, and the
-        connections each client should get."""
-        http = http_module()
-        sdk = importlib.import_module(self.sdk)
-        aio = getattr(sdk, "DefaultAioHttpClient", None)
-        use_aio = aio is not None and importlib.util.find_spec("aiohttp") is not None
-        client_class = aio if use_aio else http.AsyncClient
-        # one TLS context for every client: loading the CA store costs ~30 ms each time
-        make_tls = getattr(http, "create_ssl_context", None)
-        verify: Any = make_tls() if make_tls is not None else True
-
-        def make(connections: int) -> Any:
-            http_client = client_class(
-                limits=http.Limits(
-                    max_connections=connections, max_keepalive_connections=connections
-                ),
-                timeout=http.Timeout(None, connect=CONNECT_TIMEOUT_S),
-                follow_redirects=True,
-                verify=verify,
-            )
-            return self.make_client(key, http_client)
-
-        # aiohttp's pool hands out idle connections in O(1): one client is enough
-        return make, (self._pool_size if use_aio else CONNECTIONS_PER_CLIENT)
-
-    def _clients(self) -> ClientPool:
-        if self._pool is None:
+    def transport(self) -> Transport:
+        """The run's transport (built on first use: in a Ray actor, in the actor)."""
+        if self._transport is None:
             key = self._key if self._key is not None else self._read_key()
             self._key = key
-            make, per_client = self._client_factory(key)
-            self._pool = ClientPool(make, self._pool_size, per_client)
-            self._raw_type = http_module().Response
-            # absolute: spares the SDK merging the path into the base URL on every call
-            self._url = self.base_url.rstrip("/") + self.path
-        return self._pool
+            # absolute: spares merging the path into the base URL on every call
+            url = self.base_url.rstrip("/") + self.path
+            if self._chosen() == "aiohttp":
+                self._transport = AioHttpTransport(
+                    url, self.base_url, self.headers(key), self._pool_size
+                )
+            else:
+                self._transport = SdkTransport(
+                    self.sdk,
+                    lambda http_client: self.make_client(key, http_client),
+                    url,
+                    self.base_url,
+                    self._pool_size,
+                )
+        return self._transport
 
     # -- one call ------------------------------------------------------------------------
 
     async def complete(self, request: Request) -> Response:
-        """Send one request through the SDK and normalize the answer.
+        """Send one request and normalize the answer.
 
         Raises:
             ProviderError: a subclass saying whether a retry may help (see
                 :func:`classify_status`); connection failures name the endpoint and the
                 error; an error body under 200 or an unparseable body is InvalidResponse.
         """
-        pool = self._clients()
-        i = pool.take()
+        transport = self.transport()
         start = time.perf_counter()
         try:
-            raw = await pool.clients[i].post(
-                self._url, body=self.body(request), cast_to=self._raw_type
-            )
+            answer = await transport.send(self.body(request))
         except ProviderError:
             raise
-        except Exception as exc:
-            error = self.translate(exc)
-            if error is None:  # not an SDK error: record it (fail-fast catches a pattern)
-                text = redact(f"{type(exc).__name__}: {exc}", self._key)
-                error = ProviderError(f"unexpected error calling {self.base_url}: {text}")
-            raise error from None
-        finally:
-            pool.give(i)
+        except Exception as exc:  # not a transport error: record it (fail-fast catches it)
+            text = redact(f"{type(exc).__name__}: {exc}", self._key)
+            raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None
         latency = time.perf_counter() - start
-        data = self._decode(raw)
-        response, cache_write = self.normalize(data, latency)
+        if answer.status >= 400:
+            raise classify_status(
+                answer.status,
+                answer.headers,
+                error_body(answer.content),
+                key=self._key,
+                hint=self.key_hint(),
+            )
+        response, cache_write = self.normalize(self._decode(answer), latency)
         return self._finish(request, response, cache_write)
 
-    def _decode(self, raw: Any) -> dict[str, Any]:
+    def _decode(self, answer: Answer) -> dict[str, Any]:
         try:
-            data = json.loads(raw.content)
+            data = json.loads(answer.content)
         except ValueError:
-            text = raw.content[:80].decode("utf-8", "replace")
+            text = answer.content[:80].decode("utf-8", "replace")
             raise InvalidResponse(
-                f"{raw.status_code} answer is not JSON: {text!r}", status=raw.status_code
+                f"{answer.status} answer is not JSON: {text!r}", status=answer.status
             ) from None
         if not isinstance(data, dict):
             raise InvalidResponse(
-                f"{raw.status_code} answer is JSON but not an object", status=raw.status_code
+                f"{answer.status} answer is JSON but not an object", status=answer.status
             )
         return data
 
@@ -561,7 +523,7 @@ class HttpProvider(Provider):
             _runlog_event("missing_usage", provider=self.model.provider, model=request_model)
 
     async def aclose(self) -> None:
-        """Close the SDK clients; log how many responses had no usage."""
+        """Close the transport; log how many responses had no usage."""
         if self._missing_usage:
             _runlog_event(
                 "missing_usage_total",
@@ -569,9 +531,9 @@ class HttpProvider(Provider):
                 model=self.model.name,
                 responses=self._missing_usage,
             )
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.aclose()
+        if self._transport is not None:
+            transport, self._transport = self._transport, None
+            await transport.aclose()
 
 
 def _runlog_event(event: str, **fields: Any) -> None:
@@ -588,45 +550,3 @@ def usage_int(usage: Mapping[str, Any], *path: str) -> int:
     for part in path:
         value = value.get(part) if isinstance(value, Mapping) else None
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
-
-
-def innermost(exc: BaseException) -> BaseException:
-    """The last exception in ``exc``'s chain of causes (or contexts)."""
-    inner, seen = exc, {id(exc)}
-    while True:
-        nxt = inner.__cause__ or inner.__context__
-        if nxt is None or id(nxt) in seen:
-            return inner
-        seen.add(id(nxt))
-        inner = nxt
-
-
-def cause_text(exc: BaseException) -> str:
-    """``"ConnectError: [Errno 111] Connection refused"``: the innermost cause of an SDK
-    connection error, named."""
-    inner = innermost(exc)
-    detail = str(inner).strip()
-    return f"{type(inner).__name__}: {detail}" if detail else type(inner).__name__
-
-
-def connection_error(exc: BaseException, base_url: str) -> ProviderError:
-    """A ProviderTimeout or ProviderConnectionError naming the endpoint and the cause,
-    decided by the innermost cause (transports map a dropped connection to a "timeout"
-    class; its cause says what happened)."""
-    inner = innermost(exc)
-    text = cause_text(exc)
-    if isinstance(inner, TimeoutError) or "Timeout" in type(inner).__name__:
-        return ProviderTimeout(f"timed out talking to {base_url}: {text}")
-    return ProviderConnectionError(f"cannot reach {base_url}: {text}")
-
-
-def translate_sdk_error(
-    exc: Exception, sdk: Any, base_url: str, *, key: str | None, hint: str
-) -> ProviderError | None:
-    """Map an ``openai`` or ``anthropic`` SDK exception (both SDKs share these names) to
-    the gradetrail error tree; None for anything else."""
-    if isinstance(exc, sdk.APIConnectionError):  # APITimeoutError included
-        return connection_error(exc, base_url)
-    if isinstance(exc, sdk.APIStatusError):
-        return classify_status(exc.status_code, exc.response.headers, exc.body, key=key, hint=hint)
-    return None

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any
 
 from gradetrail.conversation import to_anthropic, tool_calls_from_anthropic
-from gradetrail.errors import BadRequest, InvalidResponse, ProviderError, SpecError
-from gradetrail.providers._http import HttpProvider, translate_sdk_error, usage_int
+from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers.base import Request, Response
 from gradetrail.tools import anthropic_tool_choice, anthropic_tools
 
@@ -32,6 +32,8 @@ __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 #: max_tokens sent when the spec sets none (the Messages API requires one)
 DEFAULT_MAX_TOKENS = 4096
+#: the ``anthropic-version`` header the lean client sends (the Messages API's version)
+ANTHROPIC_VERSION = "2023-06-01"
 
 _STOP = {
     "end_turn": "end_turn",
@@ -69,6 +71,11 @@ class AnthropicProvider(HttpProvider):
         if self.model.params.max_tokens is None:
             return {"default_max_tokens": DEFAULT_MAX_TOKENS}
         return {}
+
+    def headers(self, key: str) -> dict[str, str]:
+        """``x-api-key`` and ``anthropic-version`` (:data:`ANTHROPIC_VERSION`), as the
+        Messages API documents them."""
+        return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off."""
@@ -155,11 +162,3 @@ class AnthropicProvider(HttpProvider):
             tool_calls=tool_calls_from_anthropic(content),
         )
         return response, write
-
-    def translate(self, exc: Exception) -> ProviderError | None:
-        """Map an ``anthropic`` SDK exception to the gradetrail error tree."""
-        import anthropic
-
-        return translate_sdk_error(
-            exc, anthropic, self.base_url, key=self._key, hint=self.key_hint()
-        )

@@ -23,11 +23,12 @@ subtracted so input and cached input are never counted twice.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from gradetrail.conversation import to_openai, tool_calls_from_openai
-from gradetrail.errors import BadRequest, InvalidResponse, ProviderError
-from gradetrail.providers._http import HttpProvider, translate_sdk_error, usage_int
+from gradetrail.errors import BadRequest, InvalidResponse
+from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers.base import Request, Response
 from gradetrail.tools import openai_tool_choice, openai_tools
 
@@ -62,6 +63,20 @@ class OpenAIProvider(HttpProvider):
     def price_provider(self) -> str:  # type: ignore[override]
         """Bundled prices exist for ``openai`` only."""
         return self.model.provider
+
+    def headers(self, key: str) -> dict[str, str]:
+        """``Authorization: Bearer <key>``; for ``openai`` also ``OpenAI-Organization`` /
+        ``OpenAI-Project`` from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` when set, as the
+        SDK sends them (never to an ``openai_compatible`` server)."""
+        headers = {"Authorization": f"Bearer {key}"}
+        if self.model.provider == "openai":
+            for header, env in (
+                ("OpenAI-Organization", "OPENAI_ORG_ID"),
+                ("OpenAI-Project", "OPENAI_PROJECT_ID"),
+            ):
+                if os.environ.get(env):
+                    headers[header] = os.environ[env]
+        return headers
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
@@ -140,9 +155,3 @@ class OpenAIProvider(HttpProvider):
             tool_calls=tool_calls_from_openai(message.get("tool_calls")),
         )
         return response, 0
-
-    def translate(self, exc: Exception) -> ProviderError | None:
-        """Map an ``openai`` SDK exception to the gradetrail error tree."""
-        import openai
-
-        return translate_sdk_error(exc, openai, self.base_url, key=self._key, hint=self.key_hint())

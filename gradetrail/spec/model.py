@@ -41,6 +41,8 @@ class ReplaySource(_Strict):
 
 
 ProviderName = Literal["replay", "python", "anthropic", "openai", "openai_compatible"]
+#: how an HTTP provider sends its requests (execution only: not in the identity or key)
+HttpClientName = Literal["auto", "aiohttp", "sdk"]
 
 
 class PriceSpec(_Strict):
@@ -117,6 +119,13 @@ class ModelSpec(_Strict):
     price: PriceSpec | None = Field(
         None, description="USD per million tokens, overriding the bundled price table."
     )
+    http_client: HttpClientName = Field(
+        "auto",
+        description="HTTP providers: 'aiohttp' sends each request with a lean aiohttp client "
+        "(a quarter of the SDK's CPU a request, no SDK import), 'sdk' through the official "
+        "openai/anthropic SDK's client; 'auto' (default) takes aiohttp when installed. Both "
+        "send the same body and give the same rows; not part of the run's identity.",
+    )
     require_served_model: bool = Field(
         False,
         description="Make a response served by another model than model.name a provider_error "
@@ -144,9 +153,12 @@ class ModelSpec(_Strict):
                 "provider 'openai_compatible' needs model.api_key_env naming the variable that "
                 "holds the key, or model.api_key_required: false for a server that checks none"
             )
-        if not http and (self.price is not None or self.require_served_model):
+        if not http and (
+            self.price is not None or self.require_served_model or self.http_client != "auto"
+        ):
             raise ValueError(
-                f"price and require_served_model apply to HTTP providers, not {self.provider!r}"
+                "price, require_served_model and http_client apply to HTTP providers, not "
+                f"{self.provider!r}"
             )
         if self.provider == "replay" and self.recordings is None:
             raise ValueError("provider 'replay' needs model.recordings.path")
