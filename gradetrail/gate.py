@@ -98,7 +98,7 @@ class GateResult:
         regressed, improved: paired samples whose score is lower (higher) in the
             candidate, in the baseline's order (all of them; a report shows a few).
         test: "non-inferiority", "superiority" or "equivalence".
-        paired: False for an unpaired comparison (Miller eq. 5-6).
+        unpaired: True for an unpaired comparison (Miller eq. 5-6).
         reducer, pass_k: how epochs became per-sample scores.
         n_baseline, n_candidate: samples from each run in the comparison.
         alpha: the one-sided level of each test.
@@ -122,6 +122,7 @@ class GateResult:
         identity_differences: where the two runs' identities differ (spec keys, dataset
             hash, file hashes; see :func:`gradetrail.manifest.identity_differences`),
             empty when they match.
+        paired: all n paired sample ids, in the baseline's order (empty when unpaired).
     """
 
     passed: bool
@@ -152,7 +153,7 @@ class GateResult:
     regressed: tuple[str, ...] = ()
     improved: tuple[str, ...] = ()
     test: str = "non-inferiority"
-    paired: bool = True
+    unpaired: bool = False
     reducer: str = "mean"
     pass_k: int | None = None
     n_baseline: int = 0
@@ -170,6 +171,7 @@ class GateResult:
     power_command: str | None = None
     reason: str = ""
     identity_differences: tuple[str, ...] = ()
+    paired: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -414,7 +416,7 @@ def _paired(
         warnings=tuple(notes),
         regressed=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y < x),
         improved=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y > x),
-        paired=True,
+        paired=tuple(shared),
         n_baseline=len(shared),
         n_candidate=len(shared),
         bounds=verdict.bounds,
@@ -468,7 +470,7 @@ def _unpaired(
         missing_in_baseline=(),
         missing_in_candidate=(),
         warnings=tuple(notes),
-        paired=False,
+        unpaired=True,
         n_baseline=len(b),
         n_candidate=len(c),
         bounds=verdict.bounds,
@@ -652,11 +654,11 @@ def _reason(r: GateResult) -> str:
         if r.mde is not None:
             parts.append(f"detectable at n = {min(r.n_baseline, r.n_candidate)}: {r.mde:.4f}")
         if r.n_needed is not None:
-            per = " per run" if not r.paired else ""
+            per = " per run" if r.unpaired else ""
             parts.append(f"n needed{per}: {r.n_needed}")
         elif r.test == "superiority" and r.delta <= r.margin:
             parts.append("no n would pass at the observed difference")
-        if r.paired:
+        if not r.unpaired:
             parts.append(f"{len(r.regressed)} samples regressed, {len(r.improved)} improved")
     return "; ".join(parts)
 

@@ -93,7 +93,7 @@ def test_unpaired_welch_matches_scipy(tmp_path: Path) -> None:
     with pytest.raises(GateError, match="share no sample ids.*--unpaired"):
         regression_gate(b, c)
     r = regression_gate(b, c, unpaired=True)
-    assert r.method == "welch" and not r.paired
+    assert r.method == "welch" and r.unpaired and r.paired == ()
     assert (r.n_baseline, r.n_candidate, r.n) == (7, 9, 16)
     assert (r.lo, r.hi) == pytest.approx((-0.2938941402867949, 0.46056080695346163))
     assert r.p_value == pytest.approx(0.2811489199810235, rel=1e-9)

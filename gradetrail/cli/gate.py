@@ -7,14 +7,14 @@ import math
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from gradetrail import stats
-from gradetrail.errors import GradetrailError
+from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.gate import GateFamily, GateResult, gate_family
 
 __all__ = ["register"]
@@ -131,6 +131,19 @@ def gate(
         ),
     ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    junit: Annotated[
+        Path | None, typer.Option(help="Also write the verdict as JUnit XML to this file.")
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Also write a Markdown report to this file.")
+    ] = None,
+    github: Annotated[
+        bool,
+        typer.Option(
+            "--github",
+            help="Print GitHub annotations; append the report to $GITHUB_STEP_SUMMARY.",
+        ),
+    ] = False,
 ) -> None:
     """Gate a candidate run against a baseline: exit 0 pass, 1 fail, 2 cannot compare."""
     from gradetrail.cli import fail
@@ -141,6 +154,9 @@ def gate(
             f"CANDIDATE [BASELINE CANDIDATE ...] (got {len(runs)})"
         )
     pairs = list(zip(runs[::2], runs[1::2], strict=True))
+    if len(pairs) > 1 and (junit or markdown or github):
+        raise typer.BadParameter("--junit, --markdown and --github report one pair: gate one")
+    reports = _Reports(junit, markdown, github)
     try:
         family = gate_family(
             pairs,
@@ -156,13 +172,59 @@ def gate(
             pass_k=pass_k,
         )
     except (GradetrailError, ValueError) as exc:
+        reports.cannot_compare(str(exc))
         raise fail(exc) from None
     if json_out:
         out = family.results[0].to_dict() if len(pairs) == 1 else family.to_dict()
         print(json.dumps(out))
     else:
         print_family(family)
+    reports.verdict(family.results[0])
     raise typer.Exit(0 if family.passed else 1)
+
+
+class _Reports:
+    """The CI outputs the gate was asked for: --junit, --markdown, --github."""
+
+    def __init__(self, junit: Path | None, markdown: Path | None, github: bool) -> None:
+        self.junit, self.markdown, self.github = junit, markdown, github
+
+    def verdict(self, result: GateResult) -> None:
+        from gradetrail.ci import github, junit, markdown
+        from gradetrail.ci.runs import gate_run_warnings
+
+        warnings = gate_run_warnings(result) if self.markdown or self.github else {}
+        self._write(
+            junit.gate_junit(result) if self.junit else None,
+            markdown.gate_markdown(result, warnings) if self.markdown or self.github else "",
+            github.gate_annotations(result, warnings) if self.github else [],
+        )
+
+    def cannot_compare(self, message: str) -> None:
+        from gradetrail.ci import github, junit, markdown
+
+        self._write(
+            junit.cannot_compare_junit(message) if self.junit else None,
+            markdown.cannot_compare_markdown(message),
+            [github.cannot_compare_annotation(message)] if self.github else [],
+        )
+
+    def _write(self, document: Any, report: str, annotations: list[str]) -> None:
+        from gradetrail.ci.github import append_step_summary
+        from gradetrail.ci.junit import write_junit
+        from gradetrail.cli import fail
+
+        try:
+            if self.junit is not None:
+                write_junit(document, self.junit)
+            if self.markdown is not None:
+                self.markdown.write_text(report, encoding="utf-8")
+            if self.github:
+                append_step_summary(report)
+        except OSError as exc:
+            raise fail(UsageError(f"cannot write the gate report: {exc}")) from None
+        for line in annotations:
+            print(line)
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -213,7 +275,7 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     table.add_column()
     table.add_row("baseline", r.baseline)
     table.add_row("candidate", r.candidate)
-    if r.paired:
+    if not r.unpaired:
         table.add_row("samples (n)", f"{r.n} paired")
     else:
         unpaired = f"{r.n_baseline} baseline, {r.n_candidate} candidate (unpaired)"
@@ -238,10 +300,10 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
         f"{r.confidence:.0%} interval",
         f"[{_num(r.lo)}, {_num(r.hi)}], half-width {_num(r.half_width).lstrip('+')}",
     )
-    if r.paired:
+    if not r.unpaired:
         table.add_row("correlation", _num(r.correlation, 3))
     table.add_row("margin", f"{r.margin:g} ({_verdict_rule(r)})")
-    method = _UNPAIRED_Z if (r.method == "z" and not r.paired) else _METHOD_NAMES[r.method]
+    method = _UNPAIRED_Z if (r.method == "z" and r.unpaired) else _METHOD_NAMES[r.method]
     clustered = ", clustered (CR1)" if r.n_clusters is not None else ""
     table.add_row("method", f"{method}{clustered}")
     if r.p_value is not None:
@@ -279,8 +341,8 @@ def _add_why(table: Table, r: GateResult) -> None:
         )
     if r.n_needed is not None:
         how = f" ({r.power_command})" if r.power_command else " (Tango, no discordant pair)"
-        table.add_row("n needed", f"{r.n_needed}{' per run' if not r.paired else ''}{how}")
-    if r.paired:
+        table.add_row("n needed", f"{r.n_needed}{' per run' if r.unpaired else ''}{how}")
+    if not r.unpaired:
         table.add_row("regressed", _ids(r.regressed) if r.regressed else "0")
         table.add_row("improved", _ids(r.improved) if r.improved else "0")
 

@@ -1,0 +1,60 @@
+"""GitHub Actions workflow commands: ``::error::`` and ``::warning::`` annotations for a
+failed gate and for run warnings, and the step summary
+(https://docs.github.com/actions/reference/workflow-commands-for-github-actions)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from gradetrail.ci.text import github_data, github_property
+from gradetrail.gate import GateResult
+
+__all__ = ["append_step_summary", "cannot_compare_annotation", "gate_annotations"]
+
+
+def gate_annotations(
+    result: GateResult, warnings: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
+    """Workflow command lines: one ``::error`` when the gate failed (the interval against
+    the margin), one ``::warning`` per gate warning and per run warning (errors,
+    truncations, a served-model mismatch; see :func:`gradetrail.manifest.run_warnings`)."""
+    out = []
+    if not result.passed:
+        message = (
+            f"candidate is not non-inferior to the baseline: {result.confidence:.0%} interval "
+            f"[{result.lo:+.4f}, {result.hi:+.4f}] against margin {result.margin:g}; "
+            f"{len(result.regressed)} samples regressed, {len(result.improved)} improved"
+        )
+        out.append(_command("error", "gradetrail gate failed", message))
+    for warning in result.warnings:
+        out.append(_command("warning", "gradetrail gate", warning))
+    for label, items in (warnings or {}).items():
+        out += [_command("warning", f"gradetrail {label} run", w) for w in items]
+    return out
+
+
+def cannot_compare_annotation(message: str) -> str:
+    """The ``::error`` line of a gate that could not compare its runs (exit 2)."""
+    return _command("error", "gradetrail gate cannot compare", message)
+
+
+def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Append ``markdown`` to the file named by ``$GITHUB_STEP_SUMMARY``; return its path,
+    or None when the variable is unset or empty.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    target = (environ if environ is not None else os.environ).get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(markdown)
+    return path
+
+
+def _command(kind: str, title: str, message: str) -> str:
+    return f"::{kind} title={github_property(title)}::{github_data(message)}"

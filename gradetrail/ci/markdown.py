@@ -1,0 +1,66 @@
+"""The gate's verdict as a short Markdown report, for a CI step summary or a PR comment:
+the verdict, the interval against the margin, the paired counts, the regressed sample ids,
+where the identities differ, and the runs' warnings."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from gradetrail.ci.text import markdown_code
+from gradetrail.gate import GateResult
+
+__all__ = ["cannot_compare_markdown", "gate_markdown"]
+
+#: regressed sample ids listed in the report; the rest are counted
+SHOWN_IDS = 25
+
+
+def gate_markdown(result: GateResult, warnings: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The report as Markdown text (ends with a newline).
+
+    Args:
+        result: the gate's result.
+        warnings: run label (``baseline``, ``candidate``) -> that run's warnings (see
+            :func:`gradetrail.manifest.run_warnings`).
+    """
+    r = result
+    verdict = "PASS" if r.passed else "FAIL"
+    icon = "✅" if r.passed else "❌"
+    level = f"{r.confidence:.0%}"
+    relation = "≥" if r.passed else "<"
+    lines = [
+        f"### {icon} gradetrail gate: {verdict}",
+        "",
+        f"Candidate {markdown_code(r.candidate)} against baseline {markdown_code(r.baseline)}: "
+        f"the {level} interval's lower bound **{r.lo:+.4f}** is {relation} **{-r.margin:g}** "
+        f"(margin {r.margin:g}).",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| mean difference (candidate − baseline) | {r.delta:+.4f} |",
+        f"| {level} interval | [{r.lo:+.4f}, {r.hi:+.4f}] |",
+        f"| baseline mean · candidate mean | {r.baseline_mean:.4f} · {r.candidate_mean:.4f} |",
+        f"| paired samples | {r.n} ({r.method}) |",
+        f"| regressed · improved | {len(r.regressed)} · {len(r.improved)} |",
+    ]
+    if r.mcnemar_p is not None:
+        lines.append(f"| McNemar exact p | {r.mcnemar_p:.3g} |")
+    if r.regressed:
+        shown = ", ".join(markdown_code(sid, 60) for sid in r.regressed[:SHOWN_IDS])
+        more = len(r.regressed) - SHOWN_IDS
+        lines += ["", f"**Regressed samples ({len(r.regressed)}):** {shown}"]
+        if more > 0:
+            lines[-1] += f" and {more} more (`gradetrail gate --json` lists all)"
+    lines += ["", "**Identity:** " + ("the same" if not r.identity_differences else "differs")]
+    lines += [f"- {markdown_code(d)}" for d in r.identity_differences]
+    notes = [*r.warnings]
+    for label, items in (warnings or {}).items():
+        notes += [f"{label}: {w}" for w in items]
+    if notes:
+        lines += ["", "**Warnings:**"] + [f"- {markdown_code(n, 200)}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def cannot_compare_markdown(message: str) -> str:
+    """The report of a gate that could not compare its runs (exit 2): what to fix."""
+    return f"### ⚠️ gradetrail gate: cannot compare\n\n{markdown_code(message, 400)}\n"
