@@ -39,6 +39,7 @@ __all__ = [
     "Transcript",
     "TurnRecord",
     "check_order",
+    "flatten_transcript",
     "normalize_messages",
     "split_system",
     "to_anthropic",
@@ -445,3 +446,20 @@ class Transcript(BaseModel):
     tools: list[str] = Field(default_factory=list, description="Names of the tools offered.")
     turns: list[TurnRecord] = Field(default_factory=list, description="Model turns, in order.")
     stopped: TranscriptStop = Field("answered", description="Why the conversation ended.")
+
+
+def flatten_transcript(transcript: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A row's ``transcript`` (the JSON form of :class:`Transcript`) as one list of
+    messages in conversation order, for display: the input messages, then for each turn
+    an ``assistant`` entry (``content``, ``tool_calls``, ``turn``, ``stop_reason``,
+    tokens, ``cost_usd``, ``latency_s``, ``cached``) followed by a ``tool`` entry per
+    tool result (``name``, ``tool_call_id``, ``content``, ``is_error``, ``error``,
+    ``latency_s``). Tool calls and tool results are distinct entries (roles
+    ``assistant`` with ``tool_calls`` and ``tool``)."""
+    out: list[dict[str, Any]] = [dict(m) for m in transcript.get("messages") or ()]
+    for turn in transcript.get("turns") or ():
+        entry = {k: v for k, v in turn.items() if k not in ("response", "tool_results")}
+        out.append({"role": "assistant", "content": turn.get("response", ""), **entry})
+        for result in turn.get("tool_results") or ():
+            out.append({"role": "tool", **result})
+    return out

@@ -161,3 +161,42 @@ def test_a_hung_tool_ends_at_the_sample_timeout_keeping_the_transcript(srv, tmp_
     assert "sample_timeout_s" in row["error"]["message"]
     assert row["transcript"]["stopped"] == "sample_timeout"
     assert len(row["transcript"]["turns"]) == 1
+
+
+def test_kill_9_mid_conversation_then_rerun_pays_only_for_uncached_turns(tmp_path: Path) -> None:
+    """kill -9 of a real agent-loop run while conversations are under way, then a re-run:
+    the server gets exactly one request per turn that was not cached yet (a conversation
+    resumes from its last cached turn), and the results are the uninterrupted run's."""
+    import os
+    import signal
+
+    from protocol_server import running_server
+    from run_support import count_lines, only_run_dir, run_to_end, send, start_run, wait_until
+
+    from gradetrail.cache import ResponseCache
+
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    with running_server(latency=0.3, script=str(SCRIPT)) as live:
+        args = [a for o in _overrides(live, "openai_compatible") for a in ("--set", o)]
+        args += ["--set", "run.concurrency=2"]
+        spec = EXAMPLES / "agent-calculator.yaml"
+        proc = start_run(spec, cache, results, dict(os.environ), *args)
+        wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
+        log = only_run_dir(results) / "log.jsonl"
+        wait_until(lambda: count_lines(log) >= 6, proc=proc, what="turns logged")
+        send(proc, signal.SIGKILL)
+        proc.wait(timeout=10)
+        wait_until(lambda: live.stats()["in_flight"] == 0, what="server idle")
+        first = live.stats()["total"]
+        store = ResponseCache(cache)
+        cached = store.stats().entries
+        store.close()
+        assert 4 <= cached < 13
+        code, _, err = run_to_end(spec, cache, results, dict(os.environ), *args)
+        after = live.stats()
+    assert code == 0, err
+    assert after["total"] - first == 13 - cached
+    rows = gradetrail.read_results(only_run_dir(results))
+    assert [r["sample_id"] for r in rows] == ["1", "2", "3", "4", "5"]
+    assert {r["sample_id"]: r["scorer"]["extracted"] for r in rows} == ANSWERS
+    assert sum(len(r["transcript"]["turns"]) for r in rows) == 13

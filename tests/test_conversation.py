@@ -6,6 +6,7 @@ import pytest
 
 from gradetrail.conversation import (
     ConversationError,
+    flatten_transcript,
     normalize_messages,
     split_system,
     to_anthropic,
@@ -123,3 +124,30 @@ def test_malformed_arguments_are_kept_and_flagged_never_guessed() -> None:
     use = {"type": "tool_use", "id": "t", "name": "g", "input": {}}
     blocks = [{"type": "text", "text": "hi"}, use]
     assert tool_calls_from_anthropic(blocks) == ({"id": "t", "name": "g", "arguments": {}},)
+
+
+def test_a_transcript_flattens_to_messages_in_conversation_order() -> None:
+    """Input messages, then each turn's assistant entry (with its tool calls and meta)
+    and one tool entry per result: what the viewer lists turn by turn."""
+    transcript = {
+        "messages": [{"role": "user", "content": "1+1?"}],
+        "turns": [
+            {
+                "turn": 1,
+                "response": "",
+                "tool_calls": [{"id": "c", "name": "add", "arguments": {"a": 1}}],
+                "tool_results": [{"tool_call_id": "c", "name": "add", "content": "2"}],
+                "stop_reason": "tool_use",
+            },
+            {"turn": 2, "response": "A: 2", "tool_calls": [], "tool_results": []},
+        ],
+    }
+    flat = flatten_transcript(transcript)
+    assert [(m["role"], m["content"]) for m in flat] == [
+        ("user", "1+1?"),
+        ("assistant", ""),
+        ("tool", "2"),
+        ("assistant", "A: 2"),
+    ]
+    assert flat[1]["tool_calls"][0]["name"] == "add" and flat[1]["stop_reason"] == "tool_use"
+    assert flat[2]["tool_call_id"] == "c"
