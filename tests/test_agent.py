@@ -88,11 +88,29 @@ def test_calculator_example_scores_four_of_five_and_a_rerun_makes_no_call(
     assert srv.stats()["total"] == calls  # every turn replayed from the cache
     assert again.manifest.cache_hits == 5
     assert again.manifest.score.mean == pytest.approx(0.8)
+    if protocol == "anthropic":  # the viewer's sample page lists the turns (once is enough)
+        _sample_page_shows_the_turns(tmp_path / "results", result.run_dir.name)
     replayed = gradetrail.read_results(again.run_dir)
     assert [_replayable(r) for r in replayed] == [_replayable(r) for r in rows.values()]
     assert all(
         t["cached"] and t["attempts"] == 0 for r in replayed for t in r["transcript"]["turns"]
     )
+
+
+def _sample_page_shows_the_turns(root: Path, run: str) -> None:
+    """The sample page renders the transcript: the tool call, the tool's error result
+    and the final answer, as distinct entries."""
+    from starlette.testclient import TestClient
+
+    from gradetrail.view import create_app
+
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    page = client.get(f"/runs/{run}/sample", params={"id": "2"})
+    assert page.status_code == 200
+    assert "transcript: 3 model turns, stopped: answered" in page.text
+    assert page.text.count('class="tool-result error"') == 1
+    assert page.text.count('class="tool-result') == 2
+    assert "ZeroDivisionError" in page.text and "2 + 2 / 2" in page.text
 
 
 def _replayable(row: dict) -> list:
