@@ -62,13 +62,14 @@ def fail(error: GradetrailError) -> typer.Exit:
 
 
 def _register() -> None:
-    from gradetrail.cli import cache, diff, run, runs, view
+    from gradetrail.cli import cache, diff, export, run, runs, view
 
     run.register(app)
     runs.register(app)
     cache.register(app)
     diff.register(app)
     view.register(app)
+    export.register(app)
     try:
         from gradetrail.cli import gate
     except ImportError:  # pragma: no cover - during development only

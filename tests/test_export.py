@@ -1,0 +1,117 @@
+"""gradetrail export: one flat row per (sample, epoch) in CSV, Parquet or JSONL."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import gradetrail
+from gradetrail.export import flatten
+
+
+@pytest.fixture(scope="module")
+def gsm8k_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled GSM8K eval (175b_verification), run once for this module."""
+    from paths import GSM8K_SPEC
+
+    root = tmp_path_factory.mktemp("export")
+    spec = gradetrail.load_spec(GSM8K_SPEC)
+    return gradetrail.run_eval(spec, results_root=root, cache_path=root / "c.sqlite").run_dir
+
+
+def test_gsm8k_in_every_format_has_the_run_rows_and_flat_columns(
+    gsm8k_run: Path, tmp_path: Path, cli
+) -> None:
+    """1,319 rows in each format, the mean score 0.5625, scorer detail and error kind as
+    columns, Parquet columns typed (score float, truncated bool)."""
+    for fmt in ("csv", "parquet", "jsonl"):
+        out = cli("export", str(gsm8k_run), "--format", fmt, "--out", str(tmp_path / f"r.{fmt}"))
+        assert out.exit_code == 0, out.stderr
+        assert out.stdout.startswith("wrote 1319 rows x ") and f"r.{fmt}" in out.stdout
+    with (tmp_path / "r.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1319 and rows[0]["sample_id"] == "1"
+    assert {"error.kind", "error.message", "scorer.extracted", "scorer.marker_found"} <= set(
+        rows[0]
+    )
+    assert round(sum(float(r["score"]) for r in rows) / len(rows), 4) == 0.5625
+    assert rows[2]["scorer.extracted"] == "65000" and rows[2]["scorer.target"] == "70000"
+    assert rows[0]["truncated"] == "false" and rows[0]["error.kind"] == ""
+    table = pq.read_table(tmp_path / "r.parquet")
+    assert table.num_rows == 1319 and table.column_names == list(rows[0])
+    assert str(table.schema.field("score").type) == "double"
+    assert str(table.schema.field("truncated").type) == "bool"
+    assert str(table.schema.field("error.status").type) == "int64"
+    assert sum(table.column("score").to_pylist()) == 742
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert len(lines) == 1319 and json.loads(lines[2])["scorer.extracted_value"] == 65000.0
+
+
+def test_readme_pandas_example(gsm8k_run: Path, tmp_path: Path, monkeypatch, cli) -> None:
+    """The README's three lines of pandas, on the default output name."""
+    monkeypatch.chdir(tmp_path)
+    assert cli("export", str(gsm8k_run), "--format", "parquet").exit_code == 0
+    import pandas as pd
+
+    df = pd.read_parquet(f"{gsm8k_run.name}.parquet")
+    means = df.groupby("state")["score"].mean()
+    assert round(means["scored"], 4) == 0.5625
+
+
+def test_error_rows_and_epochs(tmp_path: Path, cli) -> None:
+    """One row per (sample, epoch); an error row fills error.kind and error.message."""
+    (tmp_path / "d.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n')
+    (tmp_path / "rec.jsonl").write_text('{"id": "a", "out": {"text": "x"}}\n{"id": "b"}\n')
+    (tmp_path / "s.yaml").write_text(
+        "name: r\ndataset: {path: d.jsonl}\nprompt: '{{ id }}'\ntarget: x\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl, "
+        "response_field: out.text}}\nscorer: {type: exact}\nrun: {epochs: 2}\n"
+    )
+    run = gradetrail.run_eval(gradetrail.load_spec(tmp_path / "s.yaml"), results_root=tmp_path)
+    out = cli("export", str(run.run_dir), "--format", "csv", "--out", "-")
+    assert out.exit_code == 0
+    rows = list(csv.DictReader(out.stdout.splitlines()))
+    assert [(r["sample_id"], r["epoch"], r["state"]) for r in rows] == [
+        ("a", "1", "scored"),
+        ("a", "2", "scored"),
+        ("b", "1", "provider_error"),
+        ("b", "2", "provider_error"),
+    ]
+    assert rows[2]["error.kind"] == "BadRequest" and rows[0]["error.kind"] == ""
+    assert rows[2]["error.message"] == "recording for sample id 'b' has no text at 'out.text'"
+    assert rows[2]["score"] == "" and rows[0]["score"] == "1.0"
+
+
+def test_flatten_nests_to_a_depth_then_writes_json() -> None:
+    """Objects become dotted columns down to three levels; lists and deeper objects are
+    JSON text; an empty object is null."""
+    flat = flatten({"a": 1, "scorer": {"x": {"y": {"z": 1}}, "l": [1, 2], "e": {}}, "error": None})
+    assert flat == {"a": 1, "scorer.x.y": '{"z": 1}', "scorer.l": "[1, 2]", "scorer.e": None}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nowhere"], "nowhere: not a run directory (no results.jsonl)"),
+        (["RUN", "--format", "xlsx"], "unknown format 'xlsx'; use csv, parquet or jsonl"),
+        (["RUN", "--format", "parquet", "--out", "-"], "parquet is binary"),
+        (["RUN", "--out", "/nonexistent-dir/x.csv"], "/nonexistent-dir/x.csv: cannot write"),
+    ],
+)
+def test_export_errors_are_one_line_exit_2(
+    gsm8k_run: Path, tmp_path: Path, cli, args: list[str], message: str
+) -> None:
+    """A bad run directory, format or output is one error line, exit 2, no file left."""
+    argv = [
+        str(gsm8k_run) if a == "RUN" else str(tmp_path / a) if a == "nowhere" else a for a in args
+    ]
+    out = cli("export", *argv)
+    assert out.exit_code == 2
+    assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr
+    assert list(tmp_path.iterdir()) == [] or all(
+        not p.name.startswith(".") for p in tmp_path.iterdir()
+    )
