@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gradetrail.agreement import AgreementStats
+from gradetrail.jsontext import model_json
 from gradetrail.judge_stats import JudgeStats
 from gradetrail.providers.base import canonical_json
 from gradetrail.rundir import RunDir
@@ -318,7 +319,7 @@ def write_manifest(run_dir: RunDir | Path, manifest: Manifest) -> None:
     Raises:
         RunError: the run directory or the manifest is a symlink, or cannot be written.
     """
-    text = manifest.model_dump_json(indent=2) + "\n"
+    text = model_json(manifest, indent=2) + "\n"
     if isinstance(run_dir, RunDir):
         run_dir.write_atomic("manifest.json", text)
         return

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gradetrail.conversation import Transcript
 from gradetrail.errors import RunError, UsageError
+from gradetrail.jsontext import model_json
 from gradetrail.rundir import RunDir
 
 __all__ = [
@@ -194,7 +195,7 @@ class ResultsWriter:
         Raises:
             RunError: the row cannot be written (e.g. the disk is full).
         """
-        data = (row.model_dump_json() + "\n").encode()
+        data = (model_json(row) + "\n").encode()
         try:
             os.write(self._fd, data)
         except OSError as exc:

@@ -28,6 +28,7 @@ from gradetrail.executors.local import LocalExecutor
 from gradetrail.failfast import FailFast
 from gradetrail.inflight import in_flight
 from gradetrail.interrupts import Interrupts, StopKind
+from gradetrail.jsontext import model_json
 from gradetrail.manifest import (
     CacheReport,
     Manifest,
@@ -360,9 +361,7 @@ class _Run:
         appended so far stay on disk as they are."""
         writer.finalize()
         lines = self.tally.sample_scores(self.plan.samples)
-        self.run_dir.write_atomic(
-            SAMPLES_FILE, (s.model_dump_json().encode() + b"\n" for s in lines)
-        )
+        self.run_dir.write_atomic(SAMPLES_FILE, (model_json(s).encode() + b"\n" for s in lines))
 
     async def _main(
         self,

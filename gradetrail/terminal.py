@@ -11,7 +11,8 @@ hyperlinks or, on some terminals, the clipboard (OSC 52). :func:`clean` removes:
 - every other C0 and C1 control character except newline and tab (so ``\\r`` cannot
   return to the start of a line and overwrite it, and ``\\b`` cannot erase);
 - Unicode bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069), which can
-  make text display in an order other than the one it has ("Trojan Source", CVE-2021-42574).
+  make text display in an order other than the one it has ("Trojan Source", CVE-2021-42574);
+- lone UTF-16 surrogates (U+D800-U+DFFF), which no terminal encoding can print.
 
 :func:`one_line` also folds line breaks into visible ``\\n`` escapes, for untrusted text
 printed inside a line of gradetrail's own output (a summary line, an ``error:`` line, a
@@ -31,11 +32,12 @@ _SEQUENCES = re.compile(
     | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])                 # OSC, DCS, SOS, PM, APC ...
       [^\n]*?(?:\x07|\x1b\\|\x9c|(?=\n)|\Z)                  # ... to BEL, ST or EOL
     | \x1b[\x20-\x2f]*[\x30-\x7e]?                            # ESC x (and a lone ESC)
-    | [\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]  # other controls, bidi
+    | [\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]  # controls, bidi,
+                                                             # lone surrogates
     """,
     re.VERBOSE,
 )
-_HARMLESS = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*")
+_HARMLESS = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]*")
 
 
 def clean(text: str) -> str:

@@ -894,8 +894,12 @@ def _fingerprint(path: str, body: bytes) -> str:
 
 
 def _dumps(obj: Any) -> bytes:
-    """Compact JSON bytes."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON bytes (text UTF-8 cannot encode, such as a lone surrogate from a
+    script, goes out as a JSON escape, ``\\ud800``, as some real servers send it)."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 @dataclass
@@ -1338,7 +1342,9 @@ class ProtocolServer:
             err = self._error(protocol, 400, "invalid_request_error", "Body is not valid JSON")
             return err, 400
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        stats.bump(stats.fingerprints, _fingerprint(request.scope["path"], canonical.encode()))
+        raw_canonical = canonical.encode("utf-8", "surrogatepass")  # a lone surrogate too
+        fingerprint = _fingerprint(request.scope["path"], raw_canonical)
+        stats.bump(stats.fingerprints, fingerprint)
 
         parsed = _parse_openai(body) if protocol == OPENAI else _parse_anthropic(body)
         if isinstance(parsed, str):
@@ -1526,15 +1532,15 @@ class ProtocolServer:
 
     async def control_config(self, request: Request) -> Response:
         """``GET``/``POST /_control/config``."""
-        from starlette.responses import JSONResponse
+        from starlette.responses import JSONResponse, Response
 
         if request.method == "GET":
-            return JSONResponse(self.config())
+            return Response(_dumps(self.config()), media_type="application/json")
         try:
             update = json.loads(await request.body() or b"{}")
             if not isinstance(update, dict):
                 raise ConfigError("config must be a JSON object")
-            return JSONResponse(self.apply(update))
+            return Response(_dumps(self.apply(update)), media_type="application/json")
         except (ConfigError, ValueError, TypeError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
 

@@ -69,6 +69,17 @@ _SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 _ALIAS_SUFFIXES = ("-latest", "-0")
 
 
+def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
+    """The request holds text UTF-8 cannot encode (a lone surrogate from a dataset row or a
+    template): a permanent error naming the character, recorded on the sample's row."""
+    char = exc.object[exc.start : exc.start + 1] if isinstance(exc.object, str) else ""
+    code = f"U+{ord(char):04X}" if char else "a character"
+    return BadRequest(
+        f"the request holds text UTF-8 cannot encode ({code}, a lone surrogate, at "
+        f"position {exc.start}); fix the dataset row or the template that produced it"
+    )
+
+
 def redact(text: str, key: str | None) -> str:
     """``text`` with the API key, and anything shaped like a key or bearer token, masked:
     provider error messages can echo part of a key (OpenAI's 401 shows a masked key)."""
@@ -432,6 +443,8 @@ class HttpProvider(Provider):
             answer = await transport.send(self.body(request))
         except ProviderError:
             raise
+        except UnicodeEncodeError as exc:  # a lone surrogate from a row: one recorded row
+            raise unencodable_request(exc) from None
         except Exception as exc:  # not a transport error: record it (fail-fast catches it)
             text = redact(f"{type(exc).__name__}: {exc}", self._key)
             raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None

@@ -78,7 +78,9 @@ class Request:
         if self.tools or self.tool_choice is not None:  # absent: keys stay as they were
             payload["tools"] = self.tools
             payload["tool_choice"] = self.tool_choice
-        return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+        # surrogatepass: a lone surrogate from a dataset row keys its own entry, no crash
+        data = canonical_json(payload).encode("utf-8", "surrogatepass")
+        return hashlib.sha256(data).hexdigest()
 
     @property
     def prompt(self) -> str:

@@ -1,0 +1,27 @@
+"""JSON text for files gradetrail writes, whatever text the values hold.
+
+Responses, dataset fields and sample ids may hold text that UTF-8 cannot encode: a lone
+UTF-16 surrogate (``"\\ud800"`` in a provider's JSON, a recordings file or a dataset row
+decodes to one), or the ``\\udcXX`` that Python makes of undecodable bytes in a command
+line. pydantic's JSON serializer refuses such text; :func:`model_json` then writes the
+same value with JSON escapes (``\\ud800``), which every JSON reader turns back into the
+same string, so nothing is lost and no write fails.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
+
+__all__ = ["model_json"]
+
+
+def model_json(model: BaseModel, *, indent: int | None = None) -> str:
+    """``model.model_dump_json(indent=indent)``, or, when a value holds text UTF-8 cannot
+    encode, the same JSON with non-ASCII characters escaped (lossless)."""
+    try:
+        return model.model_dump_json(indent=indent)
+    except PydanticSerializationError:
+        return json.dumps(model.model_dump(mode="json"), indent=indent)
