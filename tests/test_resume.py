@@ -259,7 +259,9 @@ def test_a_second_process_on_the_same_run_directory_is_refused(tmp_path: Path) -
     before any call, naming the running pid."""
     spec = write_eval(tmp_path / "eval", samples=8, concurrency=2)
     cache, results, calls = tmp_path / "cache.sqlite", tmp_path / "results", tmp_path / "c"
-    first = start_run(spec, cache, results, app_env(calls, delay=0.3))
+    # each call takes 3 s, so the first run is still going however slowly the second starts
+    # on a loaded machine (it is killed at the end, so the delay costs no test time)
+    first = start_run(spec, cache, results, app_env(calls, delay=3.0))
     try:
         wait_until(lambda: len(read_calls(calls)) >= 1, what="first run calling", proc=first)
         before = sum(read_calls(calls).values())
