@@ -181,10 +181,15 @@ def test_a_hung_tool_ends_at_the_sample_timeout_keeping_the_transcript(srv, tmp_
     assert len(row["transcript"]["turns"]) == 1
 
 
-def test_kill_9_mid_conversation_then_rerun_pays_only_for_uncached_turns(tmp_path: Path) -> None:
-    """kill -9 of a real agent-loop run while conversations are under way, then a re-run:
-    the server gets exactly one request per turn that was not cached yet (a conversation
-    resumes from its last cached turn), and the results are the uninterrupted run's."""
+@pytest.mark.parametrize("signame", ["SIGKILL", "SIGINT"])
+def test_a_stop_mid_conversation_then_rerun_pays_only_for_uncached_turns(
+    tmp_path: Path, signame: str
+) -> None:
+    """kill -9 (or Ctrl-C) of a real agent-loop run while conversations are under way,
+    then a re-run: the server gets exactly one request per turn not cached yet (a
+    conversation resumes from its last cached turn), and the results are those of an
+    uninterrupted run. After Ctrl-C the conversations in flight finish their turns, land
+    as whole rows and the run exits 130."""
     import os
     import signal
 
@@ -200,21 +205,26 @@ def test_kill_9_mid_conversation_then_rerun_pays_only_for_uncached_turns(tmp_pat
         spec = EXAMPLES / "agent-calculator.yaml"
         proc = start_run(spec, cache, results, dict(os.environ), *args)
         wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
-        log = only_run_dir(results) / "log.jsonl"
-        wait_until(lambda: count_lines(log) >= 6, proc=proc, what="turns logged")
-        send(proc, signal.SIGKILL)
-        proc.wait(timeout=10)
+        run_dir = only_run_dir(results)
+        wait_until(lambda: count_lines(run_dir / "log.jsonl") >= 4, proc=proc, what="turns")
+        send(proc, getattr(signal, signame))
+        proc.communicate(timeout=30)
+        if signame == "SIGINT":
+            assert proc.returncode == 130
+            landed = gradetrail.read_results(run_dir)
+            assert 1 <= len(landed) < 5
+            assert all(r["transcript"]["stopped"] == "answered" for r in landed)
         wait_until(lambda: live.stats()["in_flight"] == 0, what="server idle")
         first = live.stats()["total"]
         store = ResponseCache(cache)
         cached = store.stats().entries
         store.close()
-        assert 4 <= cached < 13
+        assert 3 <= cached < 13
         code, _, err = run_to_end(spec, cache, results, dict(os.environ), *args)
         after = live.stats()
     assert code == 0, err
     assert after["total"] - first == 13 - cached
-    rows = gradetrail.read_results(only_run_dir(results))
+    rows = gradetrail.read_results(run_dir)
     assert [r["sample_id"] for r in rows] == ["1", "2", "3", "4", "5"]
     assert {r["sample_id"]: r["scorer"]["extracted"] for r in rows} == ANSWERS
     assert sum(len(r["transcript"]["turns"]) for r in rows) == 13
