@@ -150,8 +150,9 @@ def test_diff_page_shows_counts_gate_and_identity(gsm8k_root: Path) -> None:
     assert "model.name" in page.text
     ticked = client.get("/diff", params=[("run", b), ("run", a)])  # older run is baseline
     assert 'regressed <b class="count">360</b>' in ticked.text
-    side = client.get("/diff/sample", params={"a": a, "b": b, "id": "1"})
+    side = client.get("/diff/sample", params={"a": a, "b": b, "id": "1", "kind": "regressed"})
     assert side.status_code == 200 and side.text.count("Janet") >= 2
+    assert "id=2&amp;kind=regressed" in side.text and 'rel="prev"' not in side.text
     assert client.get("/diff", params={"run": a}).status_code == 400
 
 
@@ -396,3 +397,34 @@ def test_sample_page_shows_a_transcript_with_tool_calls_and_results(
     assert "Use the calculate tool for every computation" in page  # the system message
     robe = client.get(f"/runs/{result.run_dir.name}/sample", params={"id": "2"}).text
     assert "ZeroDivisionError" in robe or "division by zero" in robe
+
+
+def test_a_run_being_written_shows_progress_then_its_final_rows(tmp_path: Path) -> None:
+    """A real `gradetrail run` process in flight: running with its rows so far, then
+    complete with every row once it rewrites results.jsonl (a new file) at the end."""
+    from run_support import app_env, count_lines, start_run, wait_until
+    from run_support import write_eval as write_slow_eval
+
+    spec = write_slow_eval(tmp_path / "slow", samples=12, concurrency=2)
+    results = tmp_path / "results"
+    env = app_env(tmp_path / "calls.txt", delay=0.3)
+    proc = start_run(spec, tmp_path / "cache.sqlite", results, env)
+    try:
+        wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc, what="dir")
+        (run,) = list(results.iterdir())
+        wait_until(lambda: count_lines(run / "results.jsonl") >= 2, proc=proc, what="rows")
+        client = client_for(results)
+        progress = client.get(f"/runs/{run.name}/progress").json()
+        assert progress["status"] == "running" and progress["live"] is True
+        assert 2 <= progress["rows"] < 12 and progress["expected"] == 12
+        page = client.get(f"/runs/{run.name}")
+        assert page.status_code == 200 and "still being written" in page.text
+        assert "status-running" in client.get("/").text
+        assert proc.wait(timeout=60) == 0
+        done = client.get(f"/runs/{run.name}")
+        assert "status-complete" in done.text and "12 rows" in done.text
+        assert client.get(f"/runs/{run.name}/progress").json()["rows"] == 12
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

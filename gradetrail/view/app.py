@@ -402,9 +402,32 @@ class Viewer:
             )
             for e in epochs
         ]
+        kind = request.query_params.get("kind")
+        kind = kind if kind in KINDS else None
+        neighbours = self._neighbours(base, cand, sample_id, kind)
         return self.render(
-            "diff_sample.html", base=base, cand=cand, sample_id=sample_id, pairs=pairs
+            "diff_sample.html",
+            base=base,
+            cand=cand,
+            sample_id=sample_id,
+            pairs=pairs,
+            kind=kind,
+            sample=neighbours[0],
+            prev_id=neighbours[1],
+            next_id=neighbours[2],
         )
+
+    def _neighbours(
+        self, base: RunInfo, cand: RunInfo, sample_id: str, kind: str | None
+    ) -> tuple[Any, str | None, str | None]:
+        """The sample's diff entry, and the previous and next sample of ``kind`` (or of
+        the disagreements), so regressions can be read one after another."""
+        result = self._diff(base, cand, 0.02, "refuse")
+        listed = [s.sample_id for s in result.shown(kinds=frozenset({kind}) if kind else None)]
+        at = listed.index(sample_id) if sample_id in listed else -1
+        prev_id = listed[at - 1] if at > 0 else None
+        next_id = listed[at + 1] if 0 <= at < len(listed) - 1 else None
+        return result.sample(sample_id), prev_id, next_id
 
     def no_such_page(self, request: Request) -> Response:
         """Any other path under /runs/: a run name holding ``/`` (``%2f``) or ``..``."""
