@@ -8,8 +8,11 @@ write. :class:`RunDir` closes that hole:
 - the run directory is opened once with ``O_DIRECTORY | O_NOFOLLOW`` and every file in it
   is opened relative to that descriptor (``dir_fd``) with ``O_NOFOLLOW``, so swapping the
   directory for a link after the check changes nothing;
-- :meth:`RunDir.check_outputs` refuses a symlink (or anything but a regular file) at any
-  output name before the first model call, so a run is never refused after paying;
+- :meth:`RunDir.check_outputs` refuses a symlink, anything but a regular file (a FIFO, a
+  directory) and a file with more than one hard link (a second name for a file elsewhere,
+  which writing would change) at any output name before the first model call, so a run is
+  never refused after paying; every open checks the same on the file it opened (``fstat``)
+  and never waits on a FIFO (``O_NONBLOCK``);
 - temporary files are created with ``O_EXCL`` after removing a stale one (``unlink``
   removes a link itself, never its target) and renamed into place atomically;
 - an exclusive lock (``flock`` on ``.lock``) keeps two processes from writing one run
@@ -41,6 +44,7 @@ __all__ = ["RunDir", "sample_file_name", "writer_pid"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # os.replace takes the same dir_fd arguments as os.rename (it is not listed separately)
 _DIR_FD = bool(_NOFOLLOW) and {os.open, os.rename, os.unlink, os.stat} <= os.supports_dir_fd
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -66,6 +70,16 @@ def sample_file_name(sample_id: str, suffix: str = "") -> str:
     readable = "_".join(_SAFE_NAME.findall(sample_id))[:64].lstrip(".") or "sample"
     digest = hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{readable}-{digest}{suffix}"
+
+
+def _not_plain(st: os.stat_result) -> str | None:
+    """Why a file cannot be written as an output (a FIFO, device or directory; a file with
+    another hard link, whose other name a write would change too), or None."""
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_nlink > 1:
+        return f"has {st.st_nlink} hard links (writing it would change another file)"
+    return None
 
 
 def _refuse(path: Path, what: str) -> RunError:
@@ -137,16 +151,25 @@ class RunDir:
         if "/" in name or os.sep in name or name in ("", ".", ".."):
             raise ValueError(f"{name!r} is not a plain file name")
         try:
+            # O_NONBLOCK: opening a FIFO planted at the name must not wait for a reader
             if self._fd is not None:
-                return os.open(name, flags | _NOFOLLOW, mode, dir_fd=self._fd)
-            target = self.path / name
-            if target.is_symlink():
-                raise OSError(errno.ELOOP, "is a symlink")
-            return os.open(target, flags, mode)
+                fd = os.open(name, flags | _NOFOLLOW | _NONBLOCK, mode, dir_fd=self._fd)
+            else:
+                target = self.path / name
+                if target.is_symlink():
+                    raise OSError(errno.ELOOP, "is a symlink")
+                fd = os.open(target, flags | _NONBLOCK, mode)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise _refuse(self.path / name, "is a symlink") from None
+            if exc.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO with no reader; a directory
+                raise _refuse(self.path / name, "is not a regular file") from None
             raise RunError(f"{self.path / name}: cannot write ({exc.strerror})") from None
+        problem = _not_plain(os.fstat(fd))  # what was opened, not what a check saw before
+        if problem is not None:
+            os.close(fd)
+            raise _refuse(self.path / name, problem)
+        return fd
 
     def _unlink(self, name: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -161,8 +184,10 @@ class RunDir:
     # ------------------------------------------------------------------ public
 
     def check_outputs(self, names: tuple[str, ...] | list[str]) -> None:
-        """Refuse before any model call when an output name is taken by a symlink or by
-        anything but a regular file (a missing name is fine).
+        """Refuse before any model call when an output name is taken by a symlink, by
+        anything but a regular file (a FIFO, a directory), or by a file with more than one
+        hard link (a missing name is fine). Every open checks the same again on what it
+        opened.
 
         Raises:
             RunError: naming the first offending path.
@@ -175,10 +200,9 @@ class RunDir:
                     st = os.lstat(self.path / name)
             except FileNotFoundError:
                 continue
-            if stat.S_ISLNK(st.st_mode):
-                raise _refuse(self.path / name, "is a symlink")
-            if not stat.S_ISREG(st.st_mode):
-                raise _refuse(self.path / name, "is not a regular file")
+            problem = "is a symlink" if stat.S_ISLNK(st.st_mode) else _not_plain(st)
+            if problem is not None:
+                raise _refuse(self.path / name, problem)
 
     def open_text(self, name: str, *, append: bool = False, buffering: int = -1) -> IO[str]:
         """Open ``name`` for writing text (UTF-8): truncated, or appended to.

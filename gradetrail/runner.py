@@ -228,8 +228,8 @@ def run_eval(
         if cache is None or cache.any_missing([p.key for p in plan.prepared]):
             plan.provider.warm_up()  # may still refuse the run: before its directory exists
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
-            run_dir.lock()
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
+            run_dir.lock()
             if executor is None:
                 executor = _local_executor(plan)
             manifest = _initial_manifest(plan, list(overrides))

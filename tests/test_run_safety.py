@@ -60,6 +60,59 @@ def test_a_planted_symlink_in_the_run_directory_is_refused_before_any_call(
     assert victim.read_text() == "precious\n"
 
 
+@pytest.mark.parametrize(
+    "name", ["results.jsonl", ".lock", "manifest.json", "samples.jsonl", "log.jsonl", "log.1.jsonl"]
+)
+def test_a_planted_hard_link_in_the_run_directory_is_refused_before_any_call(
+    cli,  # noqa: ANN001
+    tmp_path: Path,
+    calls: Path,
+    name: str,
+) -> None:
+    """A hard link at any output name (a second name for a file elsewhere, which a write
+    would overwrite) stops the run before any call: one line, exit 1, the file untouched."""
+    spec = write_eval(tmp_path / "eval", samples=3)
+    run_dir = _run_dir(spec, tmp_path / "results")
+    run_dir.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    os.link(victim, run_dir / name)
+    out = cli("run", str(spec), "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 1
+    assert out.stderr.strip() == (
+        f"error: {run_dir / name}: has 2 hard links (writing it would change another file); "
+        "refusing to write results through it (remove it, or pass --results-root with "
+        "another directory)"
+    )
+    assert read_calls(calls) == {}
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("name", [".lock", "results.jsonl", "log.jsonl", "manifest.json.tmp"])
+def test_a_fifo_or_directory_at_an_output_name_is_refused(
+    cli,  # noqa: ANN001
+    tmp_path: Path,
+    calls: Path,
+    name: str,
+) -> None:
+    """A FIFO (or a directory) at an output name is one line and exit 1, never a hang or
+    a traceback, and no call is made."""
+    spec = write_eval(tmp_path / "eval", samples=3)
+    for make in (os.mkfifo, os.mkdir):
+        run_dir = _run_dir(spec, tmp_path / "results")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        make(run_dir / name)
+        out = cli("run", str(spec), "--results-root", str(tmp_path / "results"))
+        assert out.exit_code == 1
+        assert out.stderr.strip().endswith(
+            f"{run_dir / name}: is not a regular file; refusing to write results through "
+            "it (remove it, or pass --results-root with another directory)"
+        )
+        assert len(out.stderr.strip().splitlines()) == 1
+        assert read_calls(calls) == {}
+        (run_dir / name).unlink() if make is os.mkfifo else (run_dir / name).rmdir()
+
+
 def test_a_symlinked_run_directory_is_refused_before_any_call(tmp_path: Path, calls: Path) -> None:
     """A run directory planted as a symlink to elsewhere is refused; nothing is written
     there and no call is made."""
