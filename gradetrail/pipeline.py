@@ -8,6 +8,7 @@ Stages are plain functions: :func:`prepare` renders one (sample, epoch) into a
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from jinja2.exceptions import SecurityError
 
 from gradetrail.agent import Agent, converse, single_turn
 from gradetrail.agreement import LabelReader
+from gradetrail.bounded import BoundedCalls, CallAborted, CallTimedOut
 from gradetrail.calls import cached_call
 from gradetrail.conversation import (
     ConversationError,
@@ -314,12 +316,16 @@ class SampleContext:
         executor: where provider calls run.
         scorer: the run's scorer.
         log: the run's structured log (``log.jsonl``), or None to log nothing.
+        bounded: runs a synchronous scorer's ``score`` with the run's time bound and within
+            reach of SIGINT/SIGTERM (see :mod:`gradetrail.bounded`), or None to call it
+            directly.
     """
 
     cache: ResponseCache | None
     executor: Executor
     scorer: Scorer
     log: RunLog | None = None
+    bounded: BoundedCalls | None = None
 
 
 async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
@@ -352,7 +358,8 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
     if response is None:
         return _error_row(item, error, attempts, transcript)
-    score = await ctx.scorer.ascore(
+    score = await _score(
+        ctx,
         ScoreInput(
             item.sample,
             item.epoch,
@@ -361,9 +368,36 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
             item.target,
             response.text,
             response.tool_calls,
-        )
+        ),
     )
     return _scored_row(item, response, score, cached, attempts, transcript)
+
+
+async def _score(ctx: SampleContext, item: ScoreInput) -> Score:
+    """The scorer's verdict. A synchronous scorer (one that implements only ``score``)
+    runs through ``ctx.bounded``: past the run's ``score_timeout_s`` it is stopped and the
+    row is a ``judge_error`` with reason ``scorer_timeout``; SIGTERM or a second Ctrl-C
+    during it cancels the sample like any other in flight."""
+    scorer = ctx.scorer
+    if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
+        return await scorer.ascore(item)
+    try:
+        return ctx.bounded.call(scorer.score, item)
+    except CallTimedOut:
+        limit = ctx.bounded.timeout_s
+        return Score(
+            None,
+            {"response_chars": len(item.response)},
+            error={
+                "kind": "ScorerTimeout",
+                "reason": "scorer_timeout",
+                "message": f"the {type(scorer).__name__} took more than {limit:g} s on this "
+                "response and was stopped (run.score_timeout_s); a pattern that backtracks "
+                "catastrophically, e.g. (a+)+$, does this",
+            },
+        )
+    except CallAborted:
+        raise asyncio.CancelledError from None
 
 
 def _scored_row(

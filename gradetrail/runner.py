@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradetrail.agreement import label_field_of
+from gradetrail.bounded import BoundedCalls
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
 from gradetrail.errors import CacheError, DatasetError, SpecError
@@ -372,10 +373,16 @@ class _Run:
         task = asyncio.current_task()
         assert task is not None
         stop.install(task)
+        # after the loop's own handlers: scorers stay within reach of SIGINT/SIGTERM
+        bounded = BoundedCalls(self.plan.spec.run.score_timeout_s, lambda: stop.stopping)
+        self.ctx.bounded = bounded
         try:
-            await self._drive(writer, on_row, stop)
+            with bounded:
+                await self._drive(writer, on_row, stop)
         finally:
             stop.uninstall()
+            if stop.signal_name is None and bounded.aborted_by is not None:
+                stop.signal_name = bounded.aborted_by  # the loop never saw it: it ended first
 
     async def _drive(
         self,

@@ -32,6 +32,13 @@ class RunSettings(_Strict):
         description="Wall-clock ceiling over all attempts of one request, and over all turns "
         "and tool calls of an agent-loop sample, seconds.",
     )
+    score_timeout_s: float | None = Field(
+        30.0,
+        gt=0,
+        description="Seconds a scorer that calls no model (exact, regex, numeric, ...) may "
+        "take on one response; past it the row is a judge_error (scorer_timeout) and the run "
+        "goes on (null: no bound). Ctrl-C and SIGTERM reach a scorer at any time.",
+    )
     requests_per_minute: float | None = Field(
         None, gt=0, description="Cap on requests started per minute (all attempts count)."
     )
@@ -89,6 +96,7 @@ EXECUTION_ONLY = (
     "max_retries",
     "timeout_s",
     "sample_timeout_s",
+    "score_timeout_s",
     "requests_per_minute",
     "tokens_per_minute",
     "adaptive_concurrency",

@@ -1,0 +1,129 @@
+"""Synchronous code of the run's own choosing (a scorer, a user's Python scorer or tool),
+run on the event loop's thread with a time bound and within reach of signals.
+
+Why not a worker thread: CPython's ``re`` engine (and other C code) runs without
+releasing the GIL, so while a thread sits in a catastrophic backtrack (``^(a+)+$`` on a
+long response) the loop's thread cannot run either, and neither can the SIGINT/SIGTERM
+handling asyncio does there. A process pool would cost a pickle and a round trip per
+sample. Instead the call stays on the loop's thread, where Python runs signal handlers
+between bytecodes and the ``re`` engine checks for them as it matches (every few
+thousand steps), and :class:`BoundedCalls` installs, for the run:
+
+- a ``SIGALRM`` interval timer armed around each call (``setitimer``, two system calls):
+  a call still running after ``timeout_s`` is interrupted with :class:`CallTimedOut`;
+- Python-level SIGINT/SIGTERM handlers (next to asyncio's own, which still see every
+  signal through the loop's wakeup file descriptor) that, while a call runs, interrupt
+  it with :class:`CallAborted` when the signal means *abort* (SIGTERM, or a second Ctrl-C):
+  the loop then cancels the run as it would have, and the process exits 130/143. A first
+  Ctrl-C (*drain*) lets the call finish or time out.
+
+Only the main thread can receive signals, so outside it (``run_eval`` called from a
+thread) calls run unbounded. Code in a C extension that never checks for signals is not
+interrupted either; Python code and the standard library's ``re`` are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["BoundedCalls", "CallAborted", "CallTimedOut"]
+
+T = TypeVar("T")
+
+
+class CallTimedOut(Exception):
+    """A bounded call ran past its time bound (raised inside it by SIGALRM)."""
+
+
+class CallAborted(BaseException):
+    """A bounded call was interrupted by SIGTERM or a second Ctrl-C. A BaseException, so
+    a scorer's ``except Exception`` cannot swallow it."""
+
+
+class BoundedCalls:
+    """Time-bounded, signal-interruptible synchronous calls on the loop's thread, for one run.
+
+    Args:
+        timeout_s: seconds one call may take (None: no time bound, signals still reach).
+        stopping: returns True once the run is stopping (a first Ctrl-C was handled), so
+            that any further SIGINT aborts.
+
+    Use as a context manager around the run (it installs and restores the handlers), and
+    :meth:`call` for each call.
+    """
+
+    def __init__(self, timeout_s: float | None, stopping: Callable[[], bool] = lambda: False):
+        self.timeout_s = timeout_s
+        self._stopping = stopping
+        self._active = False
+        self._sigints = 0
+        self._saved: dict[int, Any] = {}
+        #: the signal that aborted a call (``"SIGTERM"``, ``"SIGINT"``), or None
+        self.aborted_by: str | None = None
+        self.enabled = threading.current_thread() is threading.main_thread()
+
+    def __enter__(self) -> BoundedCalls:
+        if not self.enabled:
+            return self
+        for sig in (signal.SIGALRM, signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
+            if sig != signal.SIGALRM and previous in (
+                signal.SIG_DFL,
+                signal.SIG_IGN,
+                signal.default_int_handler,
+                None,
+            ):
+                continue  # nobody routes this signal to the run: leave it alone
+            self._saved[sig] = previous
+            signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for sig, previous in self._saved.items():
+            # asyncio may have restored its own defaults meanwhile: only undo our handler
+            if signal.getsignal(sig) == self._handler:
+                signal.signal(sig, previous)
+        self._saved.clear()
+
+    def _handler(self, sig: int, frame: Any) -> None:
+        if sig == signal.SIGALRM:
+            if self._active:
+                raise CallTimedOut
+            return
+        previous = self._saved.get(sig)
+        if callable(previous):  # asyncio's no-op, or an application's own handler
+            previous(sig, frame)
+        if not self._active:
+            return
+        if sig == signal.SIGINT:
+            self._sigints += 1
+        if sig == signal.SIGTERM or self._stopping() or self._sigints >= 2:
+            self.aborted_by = signal.Signals(sig).name
+            raise CallAborted(self.aborted_by)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, interrupted after :attr:`timeout_s` or by an abort signal.
+
+        Raises:
+            CallTimedOut: the call took longer than the bound.
+            CallAborted: SIGTERM or a second Ctrl-C arrived during the call.
+        """
+        if not self._saved:
+            return fn(*args)
+        bounded = self.timeout_s is not None and signal.SIGALRM in self._saved
+        self._sigints = 0
+        self._active = True
+        try:
+            if bounded:
+                signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+            return fn(*args)
+        finally:
+            self._active = False
+            if bounded:
+                signal.setitimer(signal.ITIMER_REAL, 0)
