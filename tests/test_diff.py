@@ -103,6 +103,8 @@ def test_epochs_errors_changed_and_unpaired(tmp_path: Path, monkeypatch) -> None
     q2 = d.sample("q2")
     assert q2 is not None and q2.epochs[0].candidate.state == "provider_error"
     assert d.gate is None and "provider_error" in d.gate_error  # the gate refuses errors
+    excluded = diff_runs(base, cand, errors="exclude", allow_partial=True)
+    assert excluded.gate is not None and excluded.gate.n == 3  # q2 out, q4 unpaired
     assert "spec dataset.limit: null -> 4" in d.identity.differences
     assert d.counts["same"] == 0 and d.paired == 4
 

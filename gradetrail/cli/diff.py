@@ -45,6 +45,12 @@ def diff(
         typer.Option(help=f"List only samples of this kind ({', '.join(KINDS)}); repeatable."),
     ] = None,
     margin: Annotated[float, typer.Option(min=0, help="The gate's non-inferiority margin.")] = 0.02,
+    errors: Annotated[
+        str, typer.Option(help="The gate's error rows: refuse, as-fail (score 0) or exclude.")
+    ] = "refuse",
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="Gate incomplete runs on shared samples.")
+    ] = False,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the comparison as JSON (whole responses).")
     ] = False,
@@ -58,8 +64,19 @@ def diff(
         raise typer.BadParameter(
             f"unknown kind {unknown[0]!r}: use one of {', '.join(KINDS)}", param_hint="--kind"
         )
+    if errors not in ("refuse", "as-fail", "exclude"):
+        raise typer.BadParameter(
+            f"{errors!r}: use refuse, as-fail or exclude", param_hint="--errors"
+        )
     try:
-        result = diff_runs(run_a, run_b, margin=margin, responses=json_out)
+        result = diff_runs(
+            run_a,
+            run_b,
+            margin=margin,
+            errors=errors,  # type: ignore[arg-type]
+            allow_partial=allow_partial,
+            responses=json_out,
+        )
     except GradetrailError as exc:
         raise fail(exc) from None
     kinds = frozenset(kind) if kind else None

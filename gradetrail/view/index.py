@@ -222,8 +222,11 @@ class RowIndex:
     def rows(self, positions: Iterable[int]) -> list[dict[str, Any] | None]:
         """The rows at ``positions``, read by offset; None where the file changed under
         the index (the caller refreshes and retries)."""
+        entries = self.entries  # a refresh may replace the list meanwhile
         return [
-            read_row_at(self.run_dir, self.entries[p].offset, self.entries[p].length)
+            read_row_at(self.run_dir, entries[p].offset, entries[p].length)
+            if p < len(entries)
+            else None
             for p in positions
         ]
 
