@@ -1,4 +1,5 @@
-"""Fakes for testing evals and gradetrail itself without waiting.
+"""Helpers for testing evals and gradetrail itself: :func:`assert_eval` runs an eval as a
+test; :class:`FakeClock` lets retries and rate limits be checked without waiting.
 
 :class:`FakeClock` is an injectable clock and sleep pair: ``sleep`` records each delay,
 advances the clock by it and returns at once, so backoff, Retry-After pauses and
@@ -13,8 +14,9 @@ per-sample ceilings can be checked exactly::
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-__all__ = ["FakeClock"]
+__all__ = ["EvalAssertionError", "FakeClock", "assert_eval"]
 
 
 class FakeClock:
@@ -41,3 +43,40 @@ class FakeClock:
         self.slept.append(seconds)
         self.time += max(seconds, 0.0)
         await asyncio.sleep(0)
+
+
+class EvalAssertionError(AssertionError):
+    """An eval did not meet its CI check; the message is the check's report.
+
+    Attributes:
+        check: the :class:`~gradetrail.ci.check.EvalCheck` (run, threshold, gate).
+    """
+
+    def __init__(self, check: Any) -> None:
+        super().__init__(check.report())
+        self.check = check
+
+
+def assert_eval(spec: Any, **kwargs: Any) -> Any:
+    """Run an eval and assert it meets its CI check, for tests written by hand::
+
+        def test_support_bot():
+            assert_eval("evals/support.yaml", min_score=0.8)
+
+    ``spec`` is a spec file's path or a loaded spec; the keyword arguments are those of
+    :func:`gradetrail.ci.check.check_eval` (``min_score``, ``baseline``, ``margin``,
+    ``overrides``, ``results_root``, ``cache_path``); the spec's ``ci:`` section fills in
+    what they leave out. Returns the passing :class:`~gradetrail.ci.check.EvalCheck`.
+
+    Raises:
+        EvalAssertionError: the run is incomplete, nothing scored, the 95% CI lower bound
+            is under ``min_score``, or the run is not non-inferior to the baseline; its
+            message is the run summary with the regressed samples.
+        SpecError, DatasetError, ProviderError, RunError: the eval cannot run at all.
+    """
+    from gradetrail.ci.check import check_eval
+
+    check = check_eval(spec, **kwargs)
+    if not check.passed:
+        raise EvalAssertionError(check)
+    return check

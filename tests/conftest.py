@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from gradetrail.cli import app
 
+pytest_plugins = ["pytester"]  # the pytest plugin's tests run pytest sessions
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

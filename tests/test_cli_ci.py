@@ -13,10 +13,16 @@ from gradetrail import __version__
 from gradetrail.ci.threshold import check_min_score
 from gradetrail.cli import app
 
-#: 175b_verification solves 742 of 1319 (the GSM8K authors' labels); its 95% Wilson
-#: interval is [0.5356, 0.5891] (statsmodels 0.15.0 proportion_confint(742, 1319,
-#: method="wilson") = (0.5356326528399583, 0.5890988475978164)).
-VERIFICATION_LOW = 0.5356
+
+@pytest.fixture
+def interval(cli) -> tuple[float, float]:
+    """The 95% interval of the bundled run (175b_verification, 742 of 1319 solved), as its
+    manifest reports it: Wilson's (statsmodels 0.15.0 proportion_confint(742, 1319,
+    method="wilson") = (0.5356326528399583, 0.5890988475978164))."""
+    score = json.loads(cli("run", str(GSM8K_SPEC), "--json").stdout)["score"]
+    assert score["mean"] == pytest.approx(742 / 1319)
+    assert (score["ci_low"], score["ci_high"]) == pytest.approx((0.535633, 0.589099), abs=1e-6)
+    return score["ci_low"], score["ci_high"]
 
 
 def test_json_names_the_run_dir_identity_status_and_score(cli, tmp_path: Path) -> None:
@@ -42,26 +48,31 @@ def test_print_run_dir_prints_only_the_directory(cli) -> None:
 
 
 @pytest.mark.parametrize(
-    ("threshold", "code"),
-    [(0.53, 0), (VERIFICATION_LOW - 0.0001, 0), (0.54, 1), (0.56, 1), (0.9, 1)],
+    ("offset", "code"), [(-0.03, 0), (-0.0001, 0), (0.0001, 1), (0.02, 1), (0.3, 1)]
 )
-def test_min_score_holds_the_lower_bound_not_the_mean(cli, threshold: float, code: int) -> None:
-    """--min-score passes iff the 95% CI's lower bound (0.5356) reaches it: a threshold of
-    0.56, under the mean 0.5625, still fails."""
+def test_min_score_holds_the_lower_bound_not_the_mean(
+    cli, interval: tuple[float, float], offset: float, code: int
+) -> None:
+    """--min-score passes iff the 95% CI's lower bound reaches it: a threshold just over
+    the lower bound fails though it is under the mean (0.5625)."""
+    low = interval[0]
+    threshold = round(low + offset, 6)
     out = cli("run", str(GSM8K_SPEC), "--min-score", str(threshold))
     assert out.exit_code == code, out.stdout + out.stderr
     line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("min score"))
     assert ("PASS" if code == 0 else "FAIL") in line
-    assert "0.5356" in line
+    assert f"lower bound {low:.4f}" in line
 
 
-def test_min_score_in_json(cli) -> None:
-    """--json with --min-score reports the threshold check and still exits 1 on a miss."""
-    out = cli("run", str(GSM8K_SPEC), "--json", "--min-score", "0.6")
+def test_min_score_in_json(cli, interval: tuple[float, float]) -> None:
+    """--json with --min-score reports the threshold check and still exits 1 on a miss,
+    though the threshold (0.56) is under the mean."""
+    out = cli("run", str(GSM8K_SPEC), "--json", "--min-score", "0.56")
     assert out.exit_code == 1
     check = json.loads(out.stdout)["min_score"]
-    assert check["passed"] is False and check["min_score"] == 0.6
-    assert check["ci_low"] == pytest.approx(VERIFICATION_LOW, abs=1e-4)
+    assert check["passed"] is False and check["min_score"] == 0.56
+    assert (check["ci_low"], check["ci_high"]) == pytest.approx(interval)
+    assert check["mean"] == pytest.approx(742 / 1319)
 
 
 def test_min_score_must_be_finite(cli, tmp_path: Path) -> None:

@@ -11,11 +11,12 @@ A spec is loaded in three steps, each of which can fail with a one-line
 
 One module a section: ``dataset`` (:class:`DatasetSpec`), ``model`` (:class:`ModelSpec`
 and its params, recordings, price), ``scorer`` (every scorer and judge parse spec),
-``run`` (:class:`RunSettings`), ``eval`` (:class:`EvalSpec`, the JSON Schema),
-``loading`` (:func:`load_spec`, the one entry, with overrides and safe YAML) and
+``run`` (:class:`RunSettings`), ``ci`` (:class:`CiSpec`), ``eval`` (:class:`EvalSpec`,
+the JSON Schema), ``loading`` (:func:`load_spec`, the one entry, with overrides and safe YAML) and
 ``field_errors`` (validation errors as one line each). Import from ``gradetrail.spec``.
 """
 
+from gradetrail.spec.ci import CiSpec
 from gradetrail.spec.conversation import MessageTemplate, ToolCallsScorerSpec
 from gradetrail.spec.dataset import DatasetSpec, label_text
 from gradetrail.spec.eval import EvalSpec, spec_json_schema
@@ -39,6 +40,7 @@ from gradetrail.spec.scorer import (
 
 __all__ = [
     "EXECUTION_ONLY",
+    "CiSpec",
     "DatasetSpec",
     "EvalSpec",
     "ExactScorerSpec",

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
+from gradetrail.spec.ci import CiSpec
 from gradetrail.spec.conversation import MessageTemplate, check_prompt, check_tools
 from gradetrail.spec.dataset import DatasetSpec
 from gradetrail.spec.model import ModelSpec
@@ -52,6 +53,9 @@ class EvalSpec(_Strict):
     model: ModelSpec
     scorer: ScorerSpec
     run: RunSettings = Field(default_factory=RunSettings)
+    ci: CiSpec | None = Field(
+        None, description="What a CI check requires (not part of the identity hash)."
+    )
 
     @field_validator("prompt", mode="before")
     @classmethod
