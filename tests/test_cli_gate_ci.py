@@ -94,8 +94,9 @@ def test_markdown_report(cli, runs, tmp_path: Path) -> None:
     out = cli("gate", runs["175b_verification"], runs["175b_finetuning"], "--markdown", str(path))
     assert out.exit_code == 1
     text = path.read_text()
-    assert text.startswith("### ❌ gradetrail gate: FAIL")
-    assert "lower bound **-0.2442** is < **-0.02** (margin 0.02)" in text
+    assert text.startswith("### ❌ gradetrail gate: FAIL (non-inferiority)")
+    assert "95% lower bound -0.2442 < -0.0200; half-width 0.0288 against margin 0.02" in text
+    assert "| 95% interval | [-0.2442, -0.1866] (half-width 0.0288) |" in text
     assert "| regressed · improved | 360 · 76 |" in text
     only_v, _ = _labels()
     listed = ", ".join(f"`{sid}`" for sid in only_v[:25])
@@ -114,11 +115,14 @@ def test_github_annotations_and_step_summary(
     out = cli("gate", runs["175b_verification"], runs["175b_finetuning"], "--github")
     assert out.exit_code == 1
     errors = [ln for ln in out.stdout.splitlines() if ln.startswith("::error")]
-    assert errors == [
-        "::error title=gradetrail gate failed::candidate is not non-inferior to the "
-        "baseline: 95%25 interval [-0.2442, -0.1866] against margin 0.02; 360 samples "
-        "regressed, 76 improved"
-    ]
+    assert len(errors) == 1
+    title, message = errors[0].removeprefix("::error title=").split("::", 1)
+    assert title == "gradetrail gate failed%3A " + runs["175b_finetuning"].replace(":", "%3A")
+    assert message.startswith(
+        "FAIL (non-inferiority): mean difference -0.2153 (candidate - baseline), 95%25 "
+        "interval [-0.2442, -0.1866], margin 0.02."
+    )
+    assert message.endswith("360 samples regressed, 76 improved")
     text = summary.read_text()
     assert text.startswith("earlier step\n### ❌ gradetrail gate: FAIL")
 
@@ -144,3 +148,18 @@ def test_untrusted_text_cannot_break_the_formats() -> None:
     assert xml_text("a\x00b\x1b\ud800c") == "a\ufffdb\ufffd\ufffdc"
     assert github_data("x\n::error::forged") == "x%0A::error::forged"
     assert markdown_code("a`b|c\nd") == "`a'b¦c d`"
+
+
+def test_several_pairs_give_one_suite_each(cli, runs, tmp_path: Path) -> None:
+    """Two comparisons gated at once (Holm) give two JUnit suites and two report sections;
+    one failing comparison fails the gate."""
+    v, f = runs["175b_verification"], runs["175b_finetuning"]
+    xml, md = tmp_path / "gate.xml", tmp_path / "gate.md"
+    out = cli("gate", f, v, v, f, "--junit", str(xml), "--markdown", str(md))
+    assert out.exit_code == 1
+    SCHEMA.validate(str(xml))
+    suites = list(junitparser.JUnitXml.fromfile(str(xml)))
+    assert [(s.tests, s.failures) for s in suites] == [(1320, 76), (1320, 361)]
+    text = md.read_text()
+    assert text.startswith("## ❌ gradetrail gate: FAIL (1 of 2 comparisons pass, Holm")
+    assert text.count("### ") == 2

@@ -8,30 +8,29 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gradetrail.ci.junit import verdict_line
 from gradetrail.ci.text import github_data, github_property
-from gradetrail.gate import GateResult
+from gradetrail.gate import GateFamily
 
 __all__ = ["append_step_summary", "cannot_compare_annotation", "gate_annotations"]
 
 
 def gate_annotations(
-    result: GateResult, warnings: Mapping[str, Sequence[str]] | None = None
+    family: GateFamily, warnings: Sequence[Mapping[str, Sequence[str]]] = ()
 ) -> list[str]:
-    """Workflow command lines: one ``::error`` when the gate failed (the interval against
-    the margin), one ``::warning`` per gate warning and per run warning (errors,
-    truncations, a served-model mismatch; see :func:`gradetrail.manifest.run_warnings`)."""
+    """Workflow command lines: one ``::error`` per failed comparison (its verdict line),
+    one ``::warning`` per gate warning and per run warning (errors, truncations, a
+    served-model mismatch; see :func:`gradetrail.manifest.run_warnings`)."""
     out = []
-    if not result.passed:
-        message = (
-            f"candidate is not non-inferior to the baseline: {result.confidence:.0%} interval "
-            f"[{result.lo:+.4f}, {result.hi:+.4f}] against margin {result.margin:g}; "
-            f"{len(result.regressed)} samples regressed, {len(result.improved)} improved"
-        )
-        out.append(_command("error", "gradetrail gate failed", message))
-    for warning in result.warnings:
-        out.append(_command("warning", "gradetrail gate", warning))
-    for label, items in (warnings or {}).items():
-        out += [_command("warning", f"gradetrail {label} run", w) for w in items]
+    for index, result in enumerate(family.results):
+        if not result.passed:
+            title = f"gradetrail gate failed: {result.candidate}"
+            out.append(_command("error", title, verdict_line(result)))
+        for warning in result.warnings:
+            out.append(_command("warning", "gradetrail gate", warning))
+        runs = warnings[index] if index < len(warnings) else {}
+        for label, items in runs.items():
+            out += [_command("warning", f"gradetrail {label} run", w) for w in items]
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gradetrail.ci.text import markdown_code
-from gradetrail.gate import GateResult
+from gradetrail.gate import GateFamily, GateResult
 
 __all__ = ["cannot_compare_markdown", "gate_markdown"]
 
@@ -15,36 +15,56 @@ __all__ = ["cannot_compare_markdown", "gate_markdown"]
 SHOWN_IDS = 25
 
 
-def gate_markdown(result: GateResult, warnings: Mapping[str, Sequence[str]] | None = None) -> str:
+def gate_markdown(family: GateFamily, warnings: Sequence[Mapping[str, Sequence[str]]] = ()) -> str:
     """The report as Markdown text (ends with a newline).
 
     Args:
-        result: the gate's result.
-        warnings: run label (``baseline``, ``candidate``) -> that run's warnings (see
-            :func:`gradetrail.manifest.run_warnings`).
+        family: the gate's comparisons (one, or several Holm-corrected).
+        warnings: per comparison, run label (``baseline``, ``candidate``) -> that run's
+            warnings (see :func:`gradetrail.manifest.run_warnings`).
     """
-    r = result
+    sections = []
+    if len(family.results) > 1:
+        verdict = "PASS" if family.passed else "FAIL"
+        passed = sum(r.passed for r in family.results)
+        sections.append(
+            f"## {_icon(family.passed)} gradetrail gate: {verdict} ({passed} of "
+            f"{len(family.results)} comparisons pass, {family.results[0].family})\n"
+        )
+    for index, result in enumerate(family.results):
+        runs = warnings[index] if index < len(warnings) else {}
+        sections.append(_section(result, runs))
+    return "\n".join(sections)
+
+
+def _icon(passed: bool) -> str:
+    return "✅" if passed else "❌"
+
+
+def _section(r: GateResult, warnings: Mapping[str, Sequence[str]]) -> str:
     verdict = "PASS" if r.passed else "FAIL"
-    icon = "✅" if r.passed else "❌"
     level = f"{r.confidence:.0%}"
-    relation = "≥" if r.passed else "<"
     lines = [
-        f"### {icon} gradetrail gate: {verdict}",
+        f"### {_icon(r.passed)} gradetrail gate: {verdict} ({r.test})",
         "",
-        f"Candidate {markdown_code(r.candidate)} against baseline {markdown_code(r.baseline)}: "
-        f"the {level} interval's lower bound **{r.lo:+.4f}** is {relation} **{-r.margin:g}** "
-        f"(margin {r.margin:g}).",
+        f"Candidate {markdown_code(r.candidate)} against baseline {markdown_code(r.baseline)}"
+        f", margin {r.margin:g}. {r.reason}".rstrip(),
         "",
         "| | |",
         "|---|---|",
         f"| mean difference (candidate − baseline) | {r.delta:+.4f} |",
-        f"| {level} interval | [{r.lo:+.4f}, {r.hi:+.4f}] |",
+        f"| {level} interval | [{r.lo:+.4f}, {r.hi:+.4f}] (half-width {r.half_width:.4f}) |",
         f"| baseline mean · candidate mean | {r.baseline_mean:.4f} · {r.candidate_mean:.4f} |",
-        f"| paired samples | {r.n} ({r.method}) |",
-        f"| regressed · improved | {len(r.regressed)} · {len(r.improved)} |",
+        f"| samples compared | {r.n} ({'unpaired' if r.unpaired else 'paired'}, {r.method}) |",
     ]
+    if not r.unpaired:
+        lines.append(f"| regressed · improved | {len(r.regressed)} · {len(r.improved)} |")
     if r.mcnemar_p is not None:
         lines.append(f"| McNemar exact p | {r.mcnemar_p:.3g} |")
+    if r.p_adjusted is not None:
+        lines.append(f"| p (Holm-adjusted) | {r.p_adjusted:.3g} |")
+    if not r.passed and r.n_needed is not None:
+        lines.append(f"| samples needed | {r.n_needed} (`{r.power_command}`) |")
     if r.regressed:
         shown = ", ".join(markdown_code(sid, 60) for sid in r.regressed[:SHOWN_IDS])
         more = len(r.regressed) - SHOWN_IDS
@@ -54,7 +74,7 @@ def gate_markdown(result: GateResult, warnings: Mapping[str, Sequence[str]] | No
     lines += ["", "**Identity:** " + ("the same" if not r.identity_differences else "differs")]
     lines += [f"- {markdown_code(d)}" for d in r.identity_differences]
     notes = [*r.warnings]
-    for label, items in (warnings or {}).items():
+    for label, items in warnings.items():
         notes += [f"{label}: {w}" for w in items]
     if notes:
         lines += ["", "**Warnings:**"] + [f"- {markdown_code(n, 200)}" for n in notes]

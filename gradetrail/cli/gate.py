@@ -154,8 +154,6 @@ def gate(
             f"CANDIDATE [BASELINE CANDIDATE ...] (got {len(runs)})"
         )
     pairs = list(zip(runs[::2], runs[1::2], strict=True))
-    if len(pairs) > 1 and (junit or markdown or github):
-        raise typer.BadParameter("--junit, --markdown and --github report one pair: gate one")
     reports = _Reports(junit, markdown, github)
     try:
         family = gate_family(
@@ -179,7 +177,7 @@ def gate(
         print(json.dumps(out))
     else:
         print_family(family)
-    reports.verdict(family.results[0])
+    reports.verdict(family)
     raise typer.Exit(0 if family.passed else 1)
 
 
@@ -189,15 +187,16 @@ class _Reports:
     def __init__(self, junit: Path | None, markdown: Path | None, github: bool) -> None:
         self.junit, self.markdown, self.github = junit, markdown, github
 
-    def verdict(self, result: GateResult) -> None:
+    def verdict(self, family: GateFamily) -> None:
         from gradetrail.ci import github, junit, markdown
         from gradetrail.ci.runs import gate_run_warnings
 
-        warnings = gate_run_warnings(result) if self.markdown or self.github else {}
+        wanted = self.markdown is not None or self.github
+        warnings = [gate_run_warnings(r) if wanted else {} for r in family.results]
         self._write(
-            junit.gate_junit(result) if self.junit else None,
-            markdown.gate_markdown(result, warnings) if self.markdown or self.github else "",
-            github.gate_annotations(result, warnings) if self.github else [],
+            junit.gate_junit(family) if self.junit else None,
+            markdown.gate_markdown(family, warnings) if wanted else "",
+            github.gate_annotations(family, warnings) if self.github else [],
         )
 
     def cannot_compare(self, message: str) -> None:
