@@ -132,6 +132,7 @@ def test_numeric_records_extraction() -> None:
     assert s.detail == {
         "extracted": "$1,000",
         "extracted_value": 1000.0,
+        "rule": "marker",
         "target": "1000",
         "target_value": 1000.0,
         "marker_found": True,

@@ -1,56 +1,34 @@
 """The ``numeric`` scorer: extract the answer number and compare it numerically.
 
-Extraction: the first number after the last occurrence of ``marker`` when one is given
-and present, else the last number in the response. Tolerated: a leading ``$``, thousands
-separators (``1,234``), a trailing period (``18.``), ``18.0`` vs ``18``, a sign (``-``,
-``+`` or the Unicode minus). Comparison: ``math.isclose`` with the spec's ``abs_tol`` and
-``rel_tol`` (both 0 by default: exact numeric equality).
+Extraction (:mod:`gradetrail.scorers.numbers`): a ``\\boxed{...}`` / ``\\fbox{...}``
+answer first, else the first number after the last ``marker``, else the last number;
+fractions (``3/4``, ``\\frac{3}{4}``), scientific notation (``1e3``, ``3×10^5``),
+percentages under the spec's ``percent`` policy, thousands separators, currency signs,
+digits of any script, numbers touching non-ASCII letters. The target is read the same
+way. Comparison: ``math.isclose`` with the spec's ``abs_tol`` and ``rel_tol`` (both 0 by
+default: exact numeric equality). Every row records what was extracted and by which rule.
 """
 
 from __future__ import annotations
 
 import math
-import re
+from typing import Any
 
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.numbers import Extraction, PercentPolicy, find_answer
 from gradetrail.spec import NumericScorerSpec
 
-__all__ = ["NumericScorer", "extract_number", "parse_number"]
-
-_NUMBER = re.compile(
-    r"(?<![\w.])(?P<sign>[-+\u2212])?\s?\$?\s?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
-)
+__all__ = ["NumericScorer", "extract_number"]
 
 
-def parse_number(match: re.Match[str]) -> float:
-    """The value of a :data:`_NUMBER` match (commas dropped, sign kept)."""
-    value = float(match.group("num").replace(",", ""))
-    return -value if match.group("sign") in ("-", "\u2212") else value
-
-
-def extract_number(text: str, marker: str | None = None) -> tuple[float | None, str | None, bool]:
-    """Find the answer number in ``text``.
-
-    Returns:
-        ``(value, matched_text, marker_found)``; value and matched text are None when
-        there is no number.
-    """
-    marker_found = False
-    if marker:
-        pos = text.rfind(marker)
-        if pos >= 0:
-            marker_found = True
-            m = _NUMBER.search(text, pos + len(marker))
-            if m:
-                return parse_number(m), m.group(0).strip(), True
-    last = None
-    for last in _NUMBER.finditer(text):  # noqa: B007 - we want the final match
-        pass
-    if last is None:
-        return None, None, marker_found
-    return parse_number(last), last.group(0).strip(), marker_found
+def extract_number(
+    text: str, marker: str | None = None, percent: PercentPolicy = "as_number"
+) -> tuple[float | None, str | None, bool]:
+    """``(value, matched_text, marker_found)`` of :func:`~gradetrail.scorers.numbers.
+    find_answer`; value and text are None when there is no number."""
+    found = find_answer(text, marker, percent)
+    return found.value, found.text, bool(found.marker_found)
 
 
 class NumericScorer(Scorer):
@@ -67,27 +45,44 @@ class NumericScorer(Scorer):
         """
         if first.target is None:
             raise SpecError("scorer: the numeric scorer needs a target; add target: '{{ ... }}'")
-        if extract_number(first.target)[0] is None:
+        if find_answer(first.target, percent=self.spec.percent).value is None:
             raise SpecError(
                 f"target: the first sample's target {first.target[:80]!r} has no number; the "
                 "numeric scorer compares numbers (use exact or regex for text targets)"
             )
 
     def score(self, item: ScoreInput) -> Score:
-        """Extract and compare; the detail records both extracted numbers and their text."""
-        target_value, target_text, _ = extract_number(item.target or "")
-        value, text, marker_found = extract_number(item.response, self.spec.marker)
-        detail = {
-            "extracted": text,
-            "extracted_value": value,
-            "target": target_text if target_text is not None else item.target,
-            "target_value": target_value,
-            "marker_found": marker_found if self.spec.marker else None,
+        """Extract and compare; the detail records both numbers, their text, the rule that
+        found the response's (``boxed``, ``marker``, ``last``) and whether each was a
+        percentage."""
+        target = find_answer(item.target or "", percent=self.spec.percent)
+        got = find_answer(item.response, self.spec.marker, self.spec.percent)
+        detail: dict[str, Any] = {
+            "extracted": got.text,
+            "extracted_value": got.value,
+            "rule": got.rule,
+            "target": target.text if target.text is not None else item.target,
+            "target_value": target.value,
+            "marker_found": got.marker_found,
         }
-        if target_value is None:
+        if got.percent or target.percent:
+            detail["percent"] = {"response": got.percent, "target": target.percent}
+        if target.value is None:
             detail["error"] = "the target has no number"
             return Score(0.0, detail)
-        if value is None:
+        if got.value is None:
+            detail["reason"] = got.reason
             return Score(0.0, detail)
-        ok = math.isclose(value, target_value, rel_tol=self.spec.rel_tol, abs_tol=self.spec.abs_tol)
+        if self.spec.percent == "strict" and got.percent != target.percent:
+            detail["reason"] = _strict_reason(got, target)
+            return Score(0.0, detail)
+        ok = math.isclose(
+            got.value, target.value, rel_tol=self.spec.rel_tol, abs_tol=self.spec.abs_tol
+        )
         return Score(float(ok), detail)
+
+
+def _strict_reason(got: Extraction, target: Extraction) -> str:
+    if got.percent:
+        return "percent: strict: the response gives a percentage, the target a plain number"
+    return "percent: strict: the target is a percentage, the response a plain number"

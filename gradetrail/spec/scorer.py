@@ -42,10 +42,17 @@ class NumericScorerSpec(_Strict):
     marker: str | None = Field(
         None,
         description="Read the first number after the last occurrence of this marker "
-        "(e.g. 'Answer:' or '####'); without it, or when absent, the last number.",
+        "(e.g. 'Answer:' or '####'); without it, or when absent, the last number. A "
+        "\\boxed{...} answer takes priority over both.",
     )
     abs_tol: float = Field(0.0, ge=0, description="Absolute tolerance.")
     rel_tol: float = Field(0.0, ge=0, description="Relative tolerance.")
+    percent: Literal["as_number", "as_fraction", "strict"] = Field(
+        "as_number",
+        description="A percentage such as '25%': as_number reads 25, as_fraction 0.25, "
+        "strict reads 25 but matches a percentage only with a percentage target (and a plain "
+        "number only with a plain one). Applies to the target too.",
+    )
 
 
 _DEFAULT_GRADES = {"C": 1.0, "P": 0.5, "I": 0.0}

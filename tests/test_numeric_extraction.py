@@ -1,0 +1,233 @@
+"""Answer extraction of the numeric scorer, kind by kind: several inputs of each kind,
+including ones that must not match. Expected values are worked by hand from the text."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradetrail.datasets import Sample
+from gradetrail.scorers.base import ScoreInput
+from gradetrail.scorers.numbers import find_answer
+from gradetrail.scorers.numeric import NumericScorer
+from gradetrail.spec import NumericScorerSpec
+
+
+def score(response: str, target: str, **kw: object):  # noqa: ANN201
+    item = ScoreInput(Sample(0, "s1", {}, 1), 1, "prompt", None, target, response)
+    return NumericScorer(NumericScorerSpec(type="numeric", **kw)).score(item)
+
+
+# --- declared answers win ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("so \\boxed{42}. Check: 42 - 2 = 40", 42.0),
+        ("\\boxed{12} is the answer; 7 + 5 = 12, and 3 more steps", 12.0),
+        ("The answer is $\\fbox{7}$ (verified with 8 - 1)", 7.0),
+        ("first \\boxed{3}, corrected: \\boxed{5}. Then 99", 5.0),
+        ("\\boxed{\\frac{3}{4}} since 6/8 reduces, see step 10", 0.75),
+        ("\\boxed{x = 18} because 2 + 16", 18.0),
+        ("\\boxed{\\text{\\$}1,250} total, 5 items", 1250.0),
+        ("nested \\boxed{{2}^{1}} then 9", 2.0),
+    ],
+)
+def test_boxed_answer_takes_priority(text: str, value: float) -> None:
+    """A boxed (or fbox) answer wins over any later number and over the marker."""
+    found = find_answer(text, marker="A:")
+    assert found.value == value and found.rule == "boxed"
+
+
+def test_boxed_without_a_number_is_not_passed_over() -> None:
+    """A box with no number is a wrong answer, never a later number."""
+    found = find_answer("\\boxed{x} and then 5")
+    assert found.value is None and found.rule == "boxed" and "no number" in found.reason
+    assert score("\\boxed{x} and then 5", "5").value == 0.0
+
+
+def test_boxed_beats_marker_and_marker_beats_last() -> None:
+    """Priority boxed > marker > last, each recorded as the rule."""
+    assert find_answer("A: 3, so \\boxed{4}", "A:").rule == "boxed"
+    found = find_answer("A: 3 apples, 4 pears", "A:")
+    assert (found.value, found.rule) == (3.0, "marker")
+    found = find_answer("no marker: 3 then 4", "A:")
+    assert (found.value, found.rule, found.marker_found) == (4.0, "last", False)
+
+
+# --- fractions and LaTeX ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("the share is 3/4", 0.75),
+        ("A: 1/8", 0.125),
+        ("answer: 7 / 2", 3.5),
+        ("$\\frac{1}{2}$", 0.5),
+        ("$\\dfrac{22}{7}$", 22 / 7),
+        ("\\tfrac{5}{4}", 1.25),
+        ("-\\frac{3}{2}", -1.5),
+        ("\\frac{-3}{4}", -0.75),
+        ("\\frac { 10 } { 4 }", 2.5),
+    ],
+)
+def test_fractions_are_values(text: str, value: float) -> None:
+    """Plain and LaTeX fractions are one number each, its quotient."""
+    assert find_answer(text).value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("due 12/25/2023", 12.0),  # a date is not a fraction
+        ("ratio 1/2.5 odd", 1.0),  # not a fraction of integers
+    ],
+)
+def test_things_that_are_not_fractions(text: str, value: float) -> None:
+    """Dates and decimal denominators are not read as fractions."""
+    assert find_answer(text).value == value
+
+
+def test_fraction_compares_numerically_with_a_decimal_target() -> None:
+    """1/2 equals 0.5 and \\frac{3}{4} equals 0.75; 1/3 does not equal 0.33 exactly."""
+    assert score("A: 1/2", "0.5", marker="A:").value == 1.0
+    assert score("$\\frac{3}{4}$", "0.75").value == 1.0
+    assert score("1/3", "0.33").value == 0.0
+    assert score("1/3", "0.33", abs_tol=0.01).value == 1.0
+    zero = score("it is 1/0", "1")
+    assert zero.value == 0.0 and zero.detail["reason"] == "zero denominator"
+
+
+# --- scientific notation -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("about 1e3 grams", 1000.0),
+        ("rate 2.5E-4", 2.5e-4),
+        ("3×10^5 cells", 3e5),
+        ("3 x 10^5", 3e5),
+        ("1.2 \\times 10^{-3}", 1.2e-3),
+        ("6.02*10**23", 6.02e23),
+        ("4·10⁶", 4e6),
+        ("5 \\cdot 10^{2}", 500.0),
+        ("-2e2", -200.0),
+    ],
+)
+def test_scientific_notation_is_one_number(text: str, value: float) -> None:
+    """Mantissa and exponent are read as one number, not two."""
+    assert find_answer(text).value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("5e and more", 5.0),  # no exponent digits
+        ("3x10 boxes", 3.0),  # no ^: not scientific (x10 is a word)
+        ("the 10^5 rule then 7", 7.0),
+        ("2 × 5 = 10", 10.0),
+    ],
+)
+def test_things_that_are_not_scientific(text: str, value: float) -> None:
+    """Without a written exponent nothing is multiplied."""
+    assert find_answer(text).value == value
+
+
+# --- percentages -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "as_number", "as_fraction"),
+    [
+        ("A: 25%", 25.0, 0.25),
+        ("A: 12.5 %", 12.5, 0.125),
+        ("A: 40\\%", 40.0, 0.4),
+        ("A: 7 percent", 7.0, 0.07),
+        ("A: 60％", 60.0, 0.6),
+        ("A: 3 per cent", 3.0, 0.03),
+    ],
+)
+def test_percent_policy(text: str, as_number: float, as_fraction: float) -> None:
+    """A percentage is read, never skipped, and its value follows the policy."""
+    n = find_answer(text, "A:", "as_number")
+    f = find_answer(text, "A:", "as_fraction")
+    assert n.percent and n.value == pytest.approx(as_number)
+    assert f.value == pytest.approx(as_fraction)
+
+
+def test_percent_is_never_skipped_for_another_number() -> None:
+    """'increase of 20%' after '50 items' answers 20, whatever the policy."""
+    text = "Of the 50 items the increase is 20%"
+    for policy in ("as_number", "as_fraction", "strict"):
+        assert find_answer(text, percent=policy).text == "20%"
+
+
+def test_percent_scoring_by_policy() -> None:
+    """as_number: 25% = 25; as_fraction: 25% = 0.25 = '25%'; strict: kinds must agree."""
+    assert score("A: 25%", "25", marker="A:").value == 1.0
+    assert score("A: 25%", "0.25", marker="A:", percent="as_fraction").value == 1.0
+    assert score("A: 25%", "25%", marker="A:", percent="as_fraction").value == 1.0
+    assert score("A: 25%", "25%", marker="A:", percent="strict").value == 1.0
+    strict = score("A: 25%", "25", marker="A:", percent="strict")
+    assert strict.value == 0.0 and "strict" in strict.detail["reason"]
+    assert score("A: 25", "25%", marker="A:", percent="strict").value == 0.0
+    assert strict.detail["percent"] == {"response": True, "target": False}
+
+
+# --- numbers touching letters of any script ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("答案是42", 42.0),
+        ("所以一共是18个苹果", 18.0),
+        ("合計は３５０円", 350.0),
+        ("Ответ:42руб", 42.0),
+        ("всего12штук", 12.0),
+        ("الجواب٤٢", 42.0),
+        ("المجموع 15دولار", 15.0),
+        ("total 42kg", 42.0),
+        ("答案是-5", -5.0),
+        ("４２", 42.0),
+        ("٣٫٥", 3.5),  # the Arabic decimal separator
+    ],
+)
+def test_numbers_touching_letters_of_any_script(text: str, value: float) -> None:
+    """Numbers are found beside CJK, Cyrillic, Arabic letters; any script's digits count."""
+    assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("x2 is unknown, so 7", 7.0),
+        ("H2O has 3 atoms", 3.0),
+        ("x-5 then", None),
+        ("v1 only", None),
+        ("variable_9", None),
+    ],
+)
+def test_numbers_inside_ascii_words_are_not_numbers(text: str, value: float | None) -> None:
+    """Digits inside an ASCII word or variable (x2, H2O, v1) are not answers; x-5 is a
+    subtraction, so its 5 is not negative and x's digits are not read."""
+    found = find_answer(text)
+    if text.startswith("x-5"):
+        assert found.value == 5.0
+    else:
+        assert found.value == value
+
+
+# --- recorded extraction -----------------------------------------------------------------
+
+
+def test_row_records_extraction_and_rule() -> None:
+    """The detail names what was extracted, by which rule, and the target's number."""
+    s = score("Work: 3 + 4 = 7. \\boxed{7}. Check: 7 - 4 = 3", "7", marker="A:")
+    assert s.value == 1.0
+    assert s.detail["extracted"] == "7" and s.detail["rule"] == "boxed"
+    assert s.detail["marker_found"] is False
+    s = score("nothing here", "7")
+    assert s.detail["rule"] is None and s.detail["reason"] == "no number in the response"
