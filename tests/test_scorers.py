@@ -79,7 +79,55 @@ def test_regex_records_pattern_and_match() -> None:
     """The detail holds the rendered pattern and the matched text."""
     scorer = RegexScorer(RegexScorerSpec(type="regex", pattern=r"A: {{ answer }}"))
     s = scorer.score(_item("A: 1.5", "1.5", answer="1.5"))
-    assert s.detail == {"pattern": r"A: 1\.5", "matched": "A: 1.5"}
+    assert s.detail == {"pattern": r"A: 1\.5", "matched": "A: 1.5", "match_start": 0}
+
+
+def regex_score(response: str, pattern: str, **kw: object):  # noqa: ANN201
+    return RegexScorer(RegexScorerSpec(type="regex", pattern=pattern, **kw)).score(
+        _item(response, None)
+    )
+
+
+@pytest.mark.parametrize(
+    ("response", "matched"),
+    [
+        ("Example: Answer: B. Now the real one. Answer: D", "Answer: D"),
+        ("Answer: A\nAnswer: C\nAnswer: B", "Answer: B"),
+        ("only once Answer: C", "Answer: C"),
+        ("no answer at all", None),
+    ],
+)
+def test_regex_match_last_takes_the_last_match(response: str, matched: str | None) -> None:
+    """match: last records the last match (search records the first)."""
+    s = regex_score(response, r"Answer: [A-D]", match="last")
+    assert s.detail["matched"] == matched and s.value == float(matched is not None)
+    if matched is not None:
+        assert s.detail["match_start"] == response.rindex(matched)
+        first = regex_score(response, r"Answer: [A-D]")
+        assert first.detail["match_start"] == response.index("Answer: ")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "response"),
+    [
+        (r"(a|aa)+$", "a" * 60 + "b"),
+        (r"(ab|a|b)+$", "ab" * 30 + "c"),
+        (r"(x|xx)+y", "x" * 50),
+    ],
+)
+def test_regex_catastrophic_backtracking_is_a_scorer_error(pattern: str, response: str) -> None:
+    """A pattern that backtracks exponentially stops at timeout_s and the row records a
+    scorer error (no score), never a hang; each of these takes far longer unbounded."""
+    s = regex_score(response, pattern, match="last", timeout_s=0.05)
+    assert s.value is None
+    assert s.error["kind"] == "scorer_error" and s.error["reason"] == "regex_timeout"
+    assert "timeout_s" in s.error["message"]
+
+
+def test_regex_timeout_is_bounded_in_the_spec() -> None:
+    """timeout_s must be positive and at most 60 s."""
+    with pytest.raises(ValueError, match="timeout_s"):
+        RegexScorerSpec(type="regex", pattern="a", timeout_s=0)
 
 
 def test_regex_invalid_pattern_is_a_spec_error() -> None:

@@ -1,22 +1,30 @@
-"""The ``regex`` scorer: a per-sample pattern template; rendered values are escaped."""
+"""The ``regex`` scorer: a per-sample pattern template; rendered values are escaped.
+
+Patterns run on the ``regex`` package (Python ``re`` syntax, version 0 semantics), whose
+``timeout=`` bounds each match: a pattern that backtracks catastrophically on a response
+(``(a+)+$`` on a long run of ``a``) stops after ``scorer.timeout_s`` and the row records a
+scorer error (``error.kind: scorer_error``, ``reason: regex_timeout``) instead of hanging
+the run.
+"""
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+from typing import Any
 
 from gradetrail.errors import DatasetError, SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
-from gradetrail.spec import RegexScorerSpec, regex_compile
+from gradetrail.spec import RegexScorerSpec
 from gradetrail.templates import compile_template
 
 __all__ = ["RegexScorer"]
 
 
 class RegexScorer(Scorer):
-    """1.0 when the sample's pattern matches the response (``re.search``, or
-    ``re.fullmatch`` on the stripped response), else 0.0. The rendered pattern and the
-    matched text are recorded.
+    """1.0 when the sample's pattern matches the response (``match: search``: anywhere;
+    ``last``: anywhere, the last match recorded; ``fullmatch``: the whole stripped
+    response), else 0.0. The rendered pattern, the matched text and its offset are
+    recorded; a match that exceeds ``timeout_s`` is a scorer error.
 
     Args:
         spec: the scorer section.
@@ -27,13 +35,21 @@ class RegexScorer(Scorer):
         self.spec = spec
         self.where = f"{where}: scorer.pattern"
         self.template = compile_template(spec.pattern, self.where, regex=True)
-        self.flags = re.IGNORECASE if spec.ignore_case else 0
+        import regex  # imported by runs that use this scorer only
+
+        self._regex = regex
+        self.flags = (regex.IGNORECASE if spec.ignore_case else 0) | regex.VERSION0
         self._compile = lru_cache(maxsize=4096)(self._compile_uncached)
 
-    def _compile_uncached(self, pattern: str) -> re.Pattern[str]:
-        return regex_compile(pattern, self.flags, self.where)
+    def _compile_uncached(self, pattern: str) -> Any:
+        try:
+            return self._regex.compile(pattern, self.flags)
+        except self._regex.error as exc:
+            raise SpecError(
+                f"{self.where}: invalid regex {pattern!r}: {exc}; fix the pattern"
+            ) from None
 
-    def pattern_for(self, item: ScoreInput) -> re.Pattern[str]:
+    def pattern_for(self, item: ScoreInput) -> Any:
         """The compiled pattern for one sample. Raises SpecError on an invalid regex."""
         context = {**item.sample.row, "target": item.target}
         return self._compile(self.template.render(context))
@@ -58,12 +74,31 @@ class RegexScorer(Scorer):
             ) from None
 
     def score(self, item: ScoreInput) -> Score:
-        """Match the response; the detail records the pattern and the matched text."""
+        """Match the response; the detail records the pattern, the matched text and where
+        it starts. A match that runs past ``timeout_s`` is a scorer error row."""
         pattern = self.pattern_for(item)
-        if self.spec.match == "fullmatch":
-            m = pattern.fullmatch(item.response.strip())
-        else:
-            m = pattern.search(item.response)
-        return Score(
-            float(m is not None), {"pattern": pattern.pattern, "matched": m.group(0) if m else None}
-        )
+        timeout = self.spec.timeout_s
+        try:
+            if self.spec.match == "fullmatch":
+                m = pattern.fullmatch(item.response.strip(), timeout=timeout)
+            elif self.spec.match == "last":
+                m = None
+                for m in pattern.finditer(item.response, timeout=timeout):  # noqa: B007
+                    pass
+            else:
+                m = pattern.search(item.response, timeout=timeout)
+        except TimeoutError:
+            detail = {"pattern": pattern.pattern, "matched": None}
+            error = {
+                "kind": "scorer_error",
+                "reason": "regex_timeout",
+                "message": f"the pattern did not finish matching within {timeout:g} s "
+                "(catastrophic backtracking?): simplify it or raise scorer.timeout_s",
+            }
+            return Score(None, detail, error=error)
+        detail = {
+            "pattern": pattern.pattern,
+            "matched": m.group(0) if m else None,
+            "match_start": m.start() if m else None,
+        }
+        return Score(float(m is not None), detail)

@@ -29,10 +29,19 @@ class RegexScorerSpec(_Strict):
 
     type: Literal["regex"]
     pattern: str = Field(description="Jinja2 template of a Python regex over the row's fields.")
-    match: Literal["search", "fullmatch"] = Field(
-        "search", description="re.search anywhere, or the whole (stripped) response."
+    match: Literal["search", "fullmatch", "last"] = Field(
+        "search",
+        description="search: the first match anywhere; last: the last match (a final answer "
+        "after a worked example); fullmatch: the whole (stripped) response.",
     )
-    ignore_case: bool = Field(False, description="Compile with re.IGNORECASE.")
+    ignore_case: bool = Field(False, description="Compile with IGNORECASE.")
+    timeout_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="Bound on one match (the regex package's timeout): a pattern that "
+        "backtracks catastrophically on a response is a recorded scorer error, never a hang.",
+    )
 
 
 class NumericScorerSpec(_Strict):
