@@ -11,6 +11,10 @@ chat shape, normalized so equal conversations give equal keys.
 - ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``, plus
   ``"is_error": true`` when the tool failed (its error is the content).
 
+Input in OpenAI's shape is accepted as it is: content as text parts, ``developer`` for
+``system``, assistant ``tool_calls`` as ``{"id", "type": "function", "function": {"name",
+"arguments": <JSON text>}}``.
+
 A tool call (the normalized :data:`ToolCall` dict) is ``{"id": str, "name": str,
 "arguments": dict | None}``; when the model sent arguments that are not a JSON object,
 ``arguments`` is None, ``raw_arguments`` keeps the text and ``arguments_error`` says
@@ -138,6 +142,8 @@ def _message(raw: Any, number: int) -> Message:
     if not isinstance(raw, Mapping):
         raise ConversationError(f"message {number}: must be an object with role and content")
     role = raw.get("role")
+    if role == "developer":  # OpenAI's newer name for the system role
+        role = "system"
     if role not in ROLES:
         raise ConversationError(f"message {number}: role {role!r} is not one of {', '.join(ROLES)}")
     text = _text(raw.get("content"), number)

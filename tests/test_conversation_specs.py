@@ -196,3 +196,58 @@ def test_bad_conversations_and_tools_are_one_line_exit_2(
     assert len(lines) == 1, lines
     assert message in lines[0]
     assert not (tmp_path / "results").exists()
+
+
+AGENT_APP = """\
+from gradetrail import Response
+
+
+def answer(request):
+    return Response(
+        text="",
+        stop_reason="tool_use",
+        tool_calls=[
+            {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            {"name": "get_weather", "arguments": {"city": "Lyon", "unit": "celsius"}},
+        ],
+    )
+"""
+
+
+def test_a_python_application_s_tool_calls_are_normalized_and_scored(tmp_path: Path) -> None:
+    """An application (the python provider) returning tool calls, with JSON-text or
+    object arguments and no ids, is scored by tool_calls like a model; a developer
+    message counts as the system prompt."""
+    (tmp_path / "fc_app.py").write_text(AGENT_APP)
+    expected = [{"get_weather": {"city": ["Paris"], "unit": ["", "celsius"]}}]
+    path = _write(
+        tmp_path,
+        [
+            {
+                "id": "one",
+                "m": [{"role": "developer", "content": "d"}, {"role": "user", "content": "x"}],
+                "expected_calls": expected,
+            },
+            {
+                "id": "both",
+                "m": [{"role": "user", "content": "y"}],
+                "expected_calls": [*expected, {"get_weather": {"city": ["Lyon"]}}],
+            },
+        ],
+        dataset={"path": "data.jsonl", "messages_field": "m"},
+        prompt=None,
+        model={"provider": "python", "name": "fc", "function": "fc_app:answer"},
+        scorer={"type": "tool_calls", "mode": "subset"},
+        target=None,
+    )
+    result = gradetrail.run_eval(gradetrail.load_spec(path), results_root=tmp_path / "r")
+    rows = gradetrail.read_results(result.run_dir)
+    assert [r["score"] for r in rows] == [1.0, 0.0]  # Lyon passes a unit 'both' did not allow
+    assert rows[0]["tool_calls"][0] == {
+        "id": "call_1",
+        "name": "get_weather",
+        "arguments": {"city": "Paris"},
+    }
+    assert rows[0]["transcript"]["messages"][0] == {"role": "system", "content": "d"}
+    lyon = rows[1]["scorer"]["expected"][1]
+    assert lyon["arguments"]["unit"]["reason"] == "unexpected"
