@@ -38,6 +38,8 @@ from pydantic import BaseModel, Field
 
 __all__ = [
     "ConversationError",
+    "ConversationStats",
+    "ConversationTally",
     "ToolCall",
     "ToolResultRecord",
     "Transcript",
@@ -469,3 +471,47 @@ def flatten_transcript(transcript: Mapping[str, Any]) -> list[dict[str, Any]]:
         for result in turn.get("tool_results") or ():
             out.append({"role": "tool", **result})
     return out
+
+
+class ConversationStats(BaseModel):
+    """A run's conversations in numbers (``manifest.conversations``)."""
+
+    rows: int = Field(description="Rows with a transcript.")
+    turns: int = Field(description="Model turns over those rows.")
+    tool_calls: int = Field(description="Tool calls the model made.")
+    tool_errors: int = Field(
+        description="Tool results that were errors (the tool raised, was unknown, got "
+        "arguments that were not JSON, or timed out)."
+    )
+    stopped: dict[str, int] = Field(description="Rows per reason the conversation ended.")
+
+
+class ConversationTally:
+    """Counts transcripts row by row (see :class:`ConversationStats`)."""
+
+    def __init__(self) -> None:
+        self.rows = self.turns = self.tool_calls = self.tool_errors = 0
+        self.stopped: dict[str, int] = {}
+
+    def add(self, transcript: Transcript | None) -> None:
+        """Count one row's transcript (None: not a conversation row)."""
+        if transcript is None:
+            return
+        self.rows += 1
+        self.turns += len(transcript.turns)
+        for turn in transcript.turns:
+            self.tool_calls += len(turn.tool_calls)
+            self.tool_errors += sum(r.is_error for r in turn.tool_results)
+        self.stopped[transcript.stopped] = self.stopped.get(transcript.stopped, 0) + 1
+
+    def stats(self) -> ConversationStats | None:
+        """The totals, or None when no row was a conversation."""
+        if not self.rows:
+            return None
+        return ConversationStats(
+            rows=self.rows,
+            turns=self.turns,
+            tool_calls=self.tool_calls,
+            tool_errors=self.tool_errors,
+            stopped=dict(sorted(self.stopped.items())),
+        )

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gradetrail.agreement import AgreementStats
+from gradetrail.conversation import ConversationStats
 from gradetrail.jsontext import model_json
 from gradetrail.judge_stats import JudgeStats
 from gradetrail.providers.base import canonical_json
@@ -293,6 +294,11 @@ class Manifest(BaseModel):
     )
     cache: CacheReport | None = Field(
         None, description="Damage, sharing and loss the cache saw; null with --no-cache."
+    )
+    conversations: ConversationStats | None = Field(
+        None,
+        description="Conversation rows: model turns, tool calls, tool errors and why each "
+        "conversation ended; null when no row was a conversation.",
     )
     top_errors: list[dict[str, Any]] = Field(
         default_factory=list,

@@ -480,5 +480,6 @@ def _final_manifest(
             "judge": tally.judge_stats(),
             "agreement": tally.agreement_stats(label_field_of(plan.spec)),
             "top_errors": tally.top_errors(),
+            "conversations": tally.conversation_stats(),
         }
     )

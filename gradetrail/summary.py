@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradetrail.agreement import AgreementStats, AgreementTally
+from gradetrail.conversation import ConversationStats, ConversationTally
 from gradetrail.datasets import Sample
 from gradetrail.judge_stats import JudgeStats, JudgeTally
 from gradetrail.manifest import ScoreStats
@@ -52,6 +53,7 @@ class Tally:
         pass_k: the k of reducer ``pass_at_k``.
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
         agreement: (label, score) pairs of labelled rows, for judge agreement.
+        conversations: turns and tool calls of the rows with a transcript.
     """
 
     rows: int = 0
@@ -68,6 +70,7 @@ class Tally:
     pass_k: int = 1
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
+    conversations: ConversationTally = field(default_factory=ConversationTally)
     #: (state, error kind, provider error type, status) -> [rows, first message]
     error_kinds: dict[tuple[str, str, str | None, int | None], list[Any]] = field(
         default_factory=dict
@@ -106,6 +109,12 @@ class Tally:
         if row.judge is not None:
             self.judge.add(row)
         self.agreement.add(row.state, row.label, row.score)
+        self.conversations.add(row.transcript)
+
+    def conversation_stats(self) -> ConversationStats | None:
+        """Turns, tool calls, tool errors and stop reasons of the conversation rows, or
+        None when there were none."""
+        return self.conversations.stats()
 
     def _count_error(self, row: SampleResult) -> None:
         error = row.error or {}

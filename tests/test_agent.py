@@ -84,6 +84,10 @@ def test_calculator_example_scores_four_of_five_and_a_rerun_makes_no_call(
         assert row["stop_reason"] == "end_turn" and t[0]["stop_reason"] == "tool_use"
         assert len({turn["key"] for turn in t}) == len(t)
     assert len(rows["1"]["tool_calls"]) == 2 and len(rows["2"]["tool_calls"]) == 2
+    conversations = result.manifest.conversations
+    assert conversations is not None and conversations.turns == 13
+    assert (conversations.rows, conversations.tool_calls, conversations.tool_errors) == (5, 9, 3)
+    assert conversations.stopped == {"answered": 5}
     again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     assert srv.stats()["total"] == calls  # every turn replayed from the cache
     assert again.manifest.cache_hits == 5

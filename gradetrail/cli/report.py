@@ -66,6 +66,16 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
         lines.append(
             ("errors", f"{error['rows']} {error['state']} {what_kind}: {error['message']}")
         )
+    if m.conversations is not None:
+        c = m.conversations
+        stopped = ", ".join(f"{k} {v}" for k, v in c.stopped.items())
+        lines.append(
+            (
+                "turns",
+                f"{c.turns} model turns over {c.rows} conversations, {c.tool_calls} tool calls "
+                f"({c.tool_errors} returned errors); stopped: {stopped}",
+            )
+        )
     if m.truncated:
         lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens"))
     lines.append(
