@@ -92,3 +92,23 @@ def test_samples_decode_rows_on_access_and_keep_run_order(tmp_path: Path) -> Non
     assert [s.id for s in samples[1:]] == ["2", "3"]
     with pytest.raises(IndexError):
         samples[3]
+
+
+def test_rows_with_many_key_layouts_round_trip(tmp_path: Path, monkeypatch) -> None:
+    """Rows keep their own keys, in order, whatever their layouts (past the packer's
+    layout table too)."""
+    from gradetrail.datasets.samples import Packer
+
+    monkeypatch.setattr(Packer, "MAX_LAYOUTS", 2)
+    rows = [{"a": 1}, {"b": [2], "a": None}, {"c": {"d": 3}}, {"a": 4}, {"z": 5, "y": 6}]
+    path = _write(tmp_path / "d.jsonl", rows)
+    loaded = [s.row for s in load_samples(path)]
+    assert loaded == rows and [list(r) for r in loaded] == [list(r) for r in rows]
+
+
+def test_duplicate_found_after_many_rows_names_the_second(tmp_path: Path) -> None:
+    """Ids are checked once the source is read: the earliest second occurrence is named."""
+    rows = [{"id": f"k{i}"} for i in range(5000)] + [{"id": "k7"}, {"id": "k3"}]
+    path = _write(tmp_path / "d.jsonl", rows)
+    with pytest.raises(DatasetError, match=r"d.jsonl:5001: duplicate sample id 'k7' in field"):
+        load_samples(path)

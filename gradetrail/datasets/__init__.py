@@ -27,9 +27,13 @@ def iter_jsonl(path: Path, id_field: str) -> Iterator[tuple[str, int, dict[str, 
     ids by the dataset rule (used for replay recordings).
 
     Raises:
-        DatasetError: a missing file, a line that is not a JSON object, or a duplicate id.
+        DatasetError: a missing file, a line that is not a JSON object, or (once every
+            row has been yielded) a duplicate id.
     """
     source = JsonlSource(path)
     assigner = IdAssigner(source, id_field)
+    ids: list[str] = []
     for row in source.rows():
-        yield assigner.assign(row, row.fields), row.line, row.fields
+        ids.append(assigner.assign(row, row.fields))
+        yield ids[-1], row.line, row.fields
+    assigner.check_unique(ids.__getitem__)

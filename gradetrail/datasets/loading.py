@@ -13,7 +13,7 @@ from typing import Any
 
 from gradetrail.datasets.base import Row, Source
 from gradetrail.datasets.ids import IdAssigner, describe_row, row_at
-from gradetrail.datasets.samples import Samples, pack
+from gradetrail.datasets.samples import Blob, Packer, Samples
 from gradetrail.errors import DatasetError
 from gradetrail.spec import DatasetSpec
 
@@ -57,59 +57,62 @@ def load_samples(
     """
     spec = source if isinstance(source, DatasetSpec) else DatasetSpec(path=str(source), **options)
     src = open_source(spec, base_dir or Path("."), where)
-    ids: list[str] = []
-    lines = array("q")
-    rows: list[bytes] = []
+    ids, rows, lines, packer = Blob(), Blob(), array("q"), Packer()
     assigner = IdAssigner(src, spec.id_field)
-    keep_all = spec.shuffle_seed is not None or spec.limit is None
     rename = _Renamer(src, spec.fields) if spec.fields else None
+    # without a shuffle, rows past the limit are never run: read (ids, errors), not kept
+    keep_all = spec.shuffle_seed is not None or spec.limit is None
     for row in src.rows():
         fields = rename(row) if rename else row.fields
-        ids.append(assigner.assign(row, fields))
+        ids.append(assigner.assign(row, fields).encode())
         lines.append(row.line)
         if keep_all or len(rows) < (spec.limit or 0):
-            rows.append(pack(fields))
-    if not ids:
+            rows.append(packer.pack(fields))
+    assigner.check_unique(lambda k: ids[k].decode())
+    del assigner
+    if not len(ids):
         raise DatasetError(f"{src.where}: the dataset has no rows")
-    order = list(range(len(ids)))
+    order: array[int] | None = None
     if spec.shuffle_seed is not None:
+        order = array("q", range(len(ids)))
         random.Random(spec.shuffle_seed).shuffle(order)
-    if spec.limit is not None:
-        del order[spec.limit :]
-    return _in_order(src, spec, order, ids, lines, rows)
-
-
-def _in_order(
-    src: Source,
-    spec: DatasetSpec,
-    order: list[int],
-    ids: list[str],
-    lines: array[int],
-    rows: list[bytes],
-) -> Samples:
-    """Keep the rows in ``order`` only (dropping the others' bytes), read clusters."""
-    kept_rows = [rows[k] for k in order]
-    clusters: list[str | None] = [None] * len(order)
-    if spec.cluster_field is not None:
-        import pickle
-
-        for i, k in enumerate(order):
-            row = pickle.loads(kept_rows[i])  # noqa: S301 - bytes this process pickled
-            if spec.cluster_field not in row:
-                raise DatasetError(
-                    f"{row_at(src, lines[k])}: row has no cluster field '{spec.cluster_field}'; "
-                    "add it or remove dataset.cluster_field"
-                )
-            clusters[i] = str(row[spec.cluster_field])
+    if spec.limit is not None and spec.limit < len(ids):
+        kept = order[: spec.limit] if order is not None else range(spec.limit)
+        ids, lines = ids.select(kept), array("q", (lines[k] for k in kept))
+        rows = rows.select(kept) if order is not None else rows
+        order = None
+    clusters = _clusters(src, spec, rows, packer, lines) if spec.cluster_field else None
     return Samples(
-        [ids[k] for k in order],
-        array("q", (lines[k] for k in order)),
-        kept_rows,
+        ids,
+        rows,
+        packer,
+        lines,
         clusters,
+        order,
         content_hash=src.content_hash(),
         info=src.info(),
         warnings=list(getattr(src, "warnings", [])),
     )
+
+
+def _clusters(
+    src: Source, spec: DatasetSpec, rows: Blob, packer: Packer, lines: array[int]
+) -> list[str | None]:
+    """Each stored row's ``cluster_field`` value, as text.
+
+    Raises:
+        DatasetError: a row without the field (naming its line).
+    """
+    out: list[str | None] = []
+    for k in range(len(rows)):
+        row = packer.unpack(rows[k])
+        if spec.cluster_field not in row:
+            raise DatasetError(
+                f"{row_at(src, lines[k])}: row has no cluster field '{spec.cluster_field}'; "
+                "add it or remove dataset.cluster_field"
+            )
+        out.append(str(row[spec.cluster_field]))
+    return out
 
 
 def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> Source:
