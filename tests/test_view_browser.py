@@ -123,3 +123,28 @@ def test_path_traversal_shows_a_refusal(page: Page, url: str) -> None:
     response = page.goto(url + "/diff?a=..&b=%2e%2e%2fetc")  # names in a query string
     assert response is not None and response.status == 403
     expect(page.locator("p.message")).to_contain_text("is not a run directory name")
+
+
+def test_every_step_works_without_javascript(browser: Browser, url: str) -> None:
+    """JavaScript off: filter with Apply, open a sample, diff two ticked runs with the
+    button (the older run is the baseline)."""
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    try:
+        page.goto(url + "/")
+        page.get_by_role("row").filter(has_text="175b_verification").get_by_role(
+            "link"
+        ).first.click()
+        page.get_by_label("failures").check()
+        page.get_by_role("button", name="Apply").click()
+        expect(page.locator("p.count")).to_contain_text("577 rows match")
+        page.locator("a.sample-link").first.click()
+        expect(page.locator("section.response")).to_contain_text("A: 65000")
+        page.goto(url + "/")
+        rows = page.get_by_role("row")
+        rows.filter(has_text="175b_finetuning").get_by_role("checkbox").check()
+        rows.filter(has_text="175b_verification").get_by_role("checkbox").check()
+        page.get_by_role("button", name="Diff the two ticked runs").click()
+        expect(page.locator('[data-kind="regressed"] .count')).to_have_text("360")
+    finally:
+        context.close()
