@@ -130,3 +130,36 @@ def test_runs_tells_runs_apart(tmp_path: Path) -> None:
     assert len(identities) == 2 and len(datasets) == 2
     statuses = sorted(c[5] for c in cells)
     assert statuses == ["complete", "complete, but every row errored (1)"]
+
+
+def test_an_ignored_sdk_base_url_variable_is_named_once(tmp_path: Path) -> None:
+    """ANTHROPIC_BASE_URL set, no model.base_url: one warning line says the variable is
+    ignored and names model.base_url (then the missing key stops the run, exit 1)."""
+    import os
+    import subprocess
+    import sys
+
+    spec = write_eval(tmp_path / "e", ROWS, model={"provider": "anthropic", "name": "claude-x"})
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9/proxy"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradetrail", "run", str(spec), "--no-cache"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 2, proc.stderr
+    assert lines[0].startswith("warning: ANTHROPIC_BASE_URL is set but ignored")
+    assert "http://127.0.0.1:9/proxy" in lines[0] and "model.base_url" in lines[0]
+    assert lines[1].startswith("error: ANTHROPIC_API_KEY is not set")
+
+
+def test_the_sdks_are_core_dependencies() -> None:
+    """`pip install gradetrail` brings both official SDKs (an anthropic or openai spec
+    runs without an extra); heavy pieces stay in extras."""
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    core = {dep.split(">")[0].split("[")[0] for dep in project["project"]["dependencies"]}
+    assert {"openai", "anthropic"} <= core
+    assert not core & {"pyarrow", "datasets", "starlette", "uvicorn", "ray", "playwright"}

@@ -58,6 +58,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("gradetrail.providers")
+#: *_BASE_URL variables already warned about in this process
+_WARNED: set[str] = set()
 
 #: placeholder key for openai_compatible servers that check none (vLLM's documented value)
 PLACEHOLDER_KEY = "EMPTY"
@@ -329,7 +331,25 @@ class HttpProvider(Provider):
             AuthError: the key's variable is unset or empty.
         """
         self._client = self._choose_client()
+        self._warn_ignored_base_url()
         self._key = self._read_key()
+
+    def _warn_ignored_base_url(self) -> None:
+        """Warn (once a process) when the SDK's own ``*_BASE_URL`` variable is set but the
+        spec names no ``model.base_url``: gradetrail ignores the variable (the cache key
+        must name the endpoint), so the requests go to the API's own URL."""
+        variable = f"{self.sdk.upper()}_BASE_URL"
+        value = os.environ.get(variable, "").strip()
+        if not value or self.model.base_url is not None or variable in _WARNED:
+            return
+        _WARNED.add(variable)
+        log.warning(
+            "warning: %s is set but ignored; requests go to %s. To send them to %s, set "
+            "model.base_url in the spec (or --set model.base_url=...)",
+            variable,
+            self.default_base_url,
+            value,
+        )
 
     def _choose_client(self) -> HttpClientName:
         wanted = self.model.http_client
