@@ -73,3 +73,31 @@ def test_permanent_error_bodies_keep_code_and_message(
     assert (error["kind"], error["status"], error["code"]) == ("InvalidResponse", 200, code)
     assert error["message"].endswith(f": {message}")
     assert error["transient"] is False and out.cached == 0
+
+
+def test_null_content_is_an_error_never_a_cached_empty_answer(srv, tmp_path: Path) -> None:
+    """A Chat Completions answer whose message.content is null (no refusal, no tool
+    calls) is a provider_error naming it, not cached: the next run asks again and scores
+    the real answer (issue 15, item 19)."""
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "175b_verification",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 0, "total_tokens": 5},
+    }
+    _body_200(srv, body)
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", run={"max_retries": 0})
+    out = run_http(spec, tmp_path)
+    error = out.row["error"]
+    assert out.row["state"] == "provider_error" and out.cached == 0
+    assert (error["kind"], error["error_type"]) == ("InvalidResponse", "null_content")
+    assert "message.content is null" in error["message"]
+    again = run_http(spec, tmp_path)
+    assert again.row["state"] == "scored" and again.row["score"] == 1.0 and again.cached == 1

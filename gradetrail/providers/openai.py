@@ -120,8 +120,8 @@ class OpenAIProvider(HttpProvider):
         text = message.get("content")
         if isinstance(text, list):  # content parts
             text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
-        if text is None:
-            text = message.get("refusal") or ""
+        if text is None and isinstance(message.get("refusal"), str):
+            text = message["refusal"]
         raw_stop = choice.get("finish_reason")
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
         if stop == "end_turn" and isinstance(choice.get("stop_reason"), str):
@@ -142,9 +142,18 @@ class OpenAIProvider(HttpProvider):
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = output = 0
+        tool_calls = tool_calls_from_openai(message.get("tool_calls"))
+        if text is None and not tool_calls:
+            # nothing to score: never cached and scored 0 as if the model answered ""
+            raise InvalidResponse(
+                "200 answer has no content (message.content is null, with no refusal and "
+                f"no tool calls; finish_reason {raw_stop!r})",
+                status=200,
+                error_type="null_content",
+            )
         served = data.get("model")
         response = Response(
-            text=str(text),
+            text=str(text or ""),
             stop_reason=stop,
             raw_stop_reason=raw_stop if isinstance(raw_stop, str) else None,
             served_model=served if isinstance(served, str) else None,
@@ -152,6 +161,6 @@ class OpenAIProvider(HttpProvider):
             output_tokens=output,
             cached_input_tokens=cached,
             latency_s=latency_s,
-            tool_calls=tool_calls_from_openai(message.get("tool_calls")),
+            tool_calls=tool_calls,
         )
         return response, 0
