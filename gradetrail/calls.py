@@ -10,13 +10,13 @@ attempt lands in the run's structured log as a ``provider_call`` or ``judge_call
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from gradetrail.errors import ProviderError, RunError
 from gradetrail.inflight import Shared, in_flight
 from gradetrail.providers.base import Request, Response
+from gradetrail.retry import ATTEMPT_LISTENER
 
 if TYPE_CHECKING:
     from gradetrail.cache import ResponseCache
@@ -116,16 +116,27 @@ async def _call(
     kind: CallKind,
     epoch: int,
 ) -> CallResult:
-    """One call through the executor; a success is cached at once."""
-    started = time.perf_counter()
-    outcome = await executor.complete(request)
-    if log is not None:
-        _log_retried(log, kind, request, epoch, outcome.retried)
+    """One call through the executor; a success is cached at once. Each failed attempt
+    is logged the moment it ends (see :data:`gradetrail.retry.ATTEMPT_LISTENER`)."""
+    live: list[ProviderError] = []
+
+    def attempt_ended(number: int, attempt: RetriedAttempt) -> None:
+        live.append(attempt.error)
+        if log is not None:
+            _log_attempt(log, kind, request, epoch, number, attempt)
+
+    token = ATTEMPT_LISTENER.set(attempt_ended)
+    try:
+        outcome = await executor.complete(request)
+    finally:
+        ATTEMPT_LISTENER.reset(token)
+    if log is not None and not live:  # the retry loop ran elsewhere: log what it reports
+        for number, attempt in enumerate(outcome.retried, start=1):
+            _log_attempt(log, kind, request, epoch, number, attempt)
     if outcome.response is None:
         error = outcome.error or ProviderError("no response and no error")
-        if log is not None:
-            wall_s = time.perf_counter() - started
-            _log_error(log, kind, request, epoch, error, outcome.attempts, wall_s)
+        if log is not None and (not live or live[-1] is not error):  # e.g. the sample ceiling
+            _log_error(log, kind, request, epoch, error, outcome.attempts, None)
         return CallResult(None, error, False, outcome.attempts)
     if cache is not None:
         cache.put(key, request, outcome.response)
@@ -160,28 +171,28 @@ def _log_ok(
     )
 
 
-def _log_retried(
+def _log_attempt(
     log: RunLog,
     kind: CallKind,
     request: Request,
     epoch: int,
-    retried: tuple[RetriedAttempt, ...],
+    number: int,
+    attempt: RetriedAttempt,
 ) -> None:
-    for number, attempt in enumerate(retried, start=1):
-        log.call(
-            kind,
-            sample_id=request.sample_id,
-            epoch=epoch,
-            model=request.model,
-            latency_ms=attempt.latency_s * 1000.0,
-            cached=False,
-            attempt=number,
-            outcome="error",
-            error=type(attempt.error).__name__,
-            status=attempt.error.status,
-            message=str(attempt.error),
-            retry_in_s=attempt.backoff_s,
-        )
+    log.call(
+        kind,
+        sample_id=request.sample_id,
+        epoch=epoch,
+        model=request.model,
+        latency_ms=attempt.latency_s * 1000.0,
+        cached=False,
+        attempt=number,
+        outcome="error",
+        error=type(attempt.error).__name__,
+        status=attempt.error.status,
+        message=str(attempt.error),
+        retry_in_s=attempt.backoff_s,
+    )
 
 
 def _log_error(
@@ -191,14 +202,14 @@ def _log_error(
     epoch: int,
     error: ProviderError,
     attempts: int,
-    wall_s: float,
+    latency_s: float | None,
 ) -> None:
     log.call(
         kind,
         sample_id=request.sample_id,
         epoch=epoch,
         model=request.model,
-        latency_ms=wall_s * 1000.0,
+        latency_ms=None if latency_s is None else latency_s * 1000.0,
         cached=False,
         attempt=attempts,
         outcome="error",

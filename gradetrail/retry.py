@@ -10,6 +10,7 @@ ceiling over all attempts. Time and sleep are injected so tests need not wait.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,14 @@ from typing import Protocol
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.providers.base import Response
 
-__all__ = ["CallOutcome", "Gate", "RetriedAttempt", "RetryPolicy", "call_with_retry"]
+__all__ = [
+    "ATTEMPT_LISTENER",
+    "CallOutcome",
+    "Gate",
+    "RetriedAttempt",
+    "RetryPolicy",
+    "call_with_retry",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,17 +60,27 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class RetriedAttempt:
-    """An attempt that failed with a transient error and was retried.
+    """An attempt that failed (retried, or the last one).
 
     Attributes:
         error: what it failed with.
-        latency_s: seconds the attempt took.
-        backoff_s: seconds waited before the next attempt.
+        latency_s: seconds the attempt itself took.
+        backoff_s: seconds waited before the next attempt; None for the last attempt.
     """
 
     error: ProviderError
     latency_s: float
-    backoff_s: float
+    backoff_s: float | None
+
+
+#: called with ``(attempt number, RetriedAttempt)`` the moment each failed attempt ends
+#: (before its backoff), by :func:`call_with_retry` running in this context: the run log
+#: writes each attempt as it happens (``tail -f`` shows retries live), with its own time
+#: and latency. An executor that runs the loop elsewhere (another process) never calls it;
+#: the caller then logs :attr:`CallOutcome.retried` at the end.
+ATTEMPT_LISTENER: contextvars.ContextVar[Callable[[int, RetriedAttempt], None] | None] = (
+    contextvars.ContextVar("gradetrail_attempt_listener", default=None)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,13 +168,22 @@ async def call_with_retry(
                 gate.release(ticket, response, error)
         if error is None:
             return CallOutcome(response, None, attempts, slept, tuple(retried))
+        latency = clock() - started
+        listener = ATTEMPT_LISTENER.get()
         if not error.transient or attempts > policy.max_retries:
+            if listener is not None:
+                listener(attempts, RetriedAttempt(error, latency, None))
             return CallOutcome(None, error, attempts, slept, tuple(retried))
         delay = policy.backoff(attempts - 1, error.retry_after, rand)
         if deadline is not None and clock() + delay >= deadline:
+            if listener is not None:
+                listener(attempts, RetriedAttempt(error, latency, None))
             ceiling = _ceiling(policy, attempts, error)
             return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
-        retried.append(RetriedAttempt(error, clock() - started, delay))
+        attempt = RetriedAttempt(error, latency, delay)
+        retried.append(attempt)
+        if listener is not None:
+            listener(attempts, attempt)
         await sleep(delay)
         slept += delay
 

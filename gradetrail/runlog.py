@@ -17,8 +17,9 @@ sequences. Events:
   hit), ``outcome`` (``ok`` or ``error``), and on error ``error`` (the error class, e.g.
   ``RateLimited``), ``status`` and ``message``, plus ``retry_in_s`` (the backoff before
   the next attempt) when the attempt was retried. ``latency_ms`` is the attempt's own
-  latency (the original call's on a cache hit); on a request's final error, the wall time
-  over all its attempts.
+  latency (the original call's on a cache hit). Each failed attempt is written the moment
+  it ends, before its backoff, so its ``ts`` is its own end time; a final line with
+  ``latency_ms`` null records a request stopped by the sample ceiling between attempts.
 - ``interrupt`` (a Ctrl-C or SIGTERM arrived, with ``in_flight``), ``run_end`` (status,
   counts, wall time).
 

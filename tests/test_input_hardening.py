@@ -163,3 +163,54 @@ def test_the_sdks_are_core_dependencies() -> None:
     core = {dep.split(">")[0].split("[")[0] for dep in project["project"]["dependencies"]}
     assert {"openai", "anthropic"} <= core
     assert not core & {"pyarrow", "datasets", "starlette", "uvicorn", "ray", "playwright"}
+
+
+RETRY_APP = """\
+import json
+import os
+from pathlib import Path
+
+from gradetrail.errors import ServerError
+
+CALLS = []
+
+
+def answer(request):
+    logs = list(Path(os.environ["GT_RESULTS"]).glob("*/log.jsonl"))
+    lines = [json.loads(x) for x in logs[0].read_text().splitlines()] if logs else []
+    CALLS.append([x for x in lines if x["event"] == "provider_call"])
+    Path(os.environ["GT_SEEN"]).write_text(json.dumps(CALLS))
+    if len(CALLS) < 3:
+        raise ServerError("busy", retry_after=1.0)
+    return "A: 2"
+"""
+
+
+def test_each_attempt_is_logged_when_it_ends(tmp_path: Path, monkeypatch) -> None:
+    """Two failed attempts then an answer: when the second and third attempts start,
+    log.jsonl already holds the attempts before them (what `tail -f` shows), each with
+    its own latency (not the backoff, not the sample's whole time) and its backoff."""
+    directory = tmp_path / "e"
+    spec = write_eval(
+        directory,
+        [ROWS[0]],
+        model={"provider": "python", "name": "retry-app", "function": "retry_app:answer"},
+    )
+    (directory / "retry_app.py").write_text(RETRY_APP)
+    monkeypatch.setenv("GT_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("GT_SEEN", str(tmp_path / "seen.json"))
+    out = run(spec, tmp_path)
+    assert out.code == 0, out.err
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert [len(lines) for lines in seen] == [0, 1, 2]  # each attempt already logged
+    first, second = seen[2]
+    assert [(x["attempt"], x["outcome"], x["retry_in_s"]) for x in seen[2]] == [
+        (1, "error", 1.0),
+        (2, "error", 1.0),
+    ]
+    assert first["ts"] < second["ts"]
+    assert all(x["latency_ms"] < 1000.0 for x in seen[2])  # the backoff is not in it
+    (run_dir,) = (tmp_path / "results").iterdir()
+    log = [json.loads(x) for x in (run_dir / "log.jsonl").read_text().splitlines()]
+    calls = [x for x in log if x["event"] == "provider_call"]
+    assert [(x["attempt"], x["outcome"]) for x in calls] == [(1, "error"), (2, "error"), (3, "ok")]
