@@ -55,6 +55,7 @@ async def cached_call(
     *,
     kind: CallKind,
     epoch: int,
+    hit: Response | None = None,
 ) -> CallResult:
     """Serve ``request`` from ``cache`` (under ``key``), else through ``executor``.
 
@@ -66,11 +67,13 @@ async def cached_call(
         log: the run's log, or None to log nothing.
         kind: ``provider`` (the model under evaluation) or ``judge``.
         epoch: the row's epoch, for the log.
+        hit: its cached response when the caller already read it (a batched read); None
+            to look it up here.
 
     Raises:
         RunError: a cache miss with no executor (a caller that was never bound to a run).
     """
-    response = cache.get(key) if cache is not None else None
+    response = hit if hit is not None or cache is None else cache.get(key)
     if response is not None:
         return _served(request, response, executor, log, kind, epoch)
     if executor is None:

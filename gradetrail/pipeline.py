@@ -9,8 +9,9 @@ Stages are plain functions: :func:`prepare` renders one (sample, epoch) into a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import jinja2
 from jinja2.exceptions import SecurityError
@@ -39,7 +40,15 @@ if TYPE_CHECKING:
     from gradetrail.executors.base import Executor
     from gradetrail.runlog import RunLog
 
-__all__ = ["Prepared", "Renderer", "SampleContext", "prepare", "process"]
+__all__ = [
+    "Prepared",
+    "PreparedRequests",
+    "Renderer",
+    "SampleContext",
+    "prepare",
+    "process",
+    "with_hits",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,8 +271,9 @@ def _render_target(template: Template, sample: Sample) -> str:
     return target
 
 
-def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
-    """Render one (sample, epoch) into a keyed request.
+def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = None) -> Prepared:
+    """Render one (sample, epoch) into a keyed request (``key``: its key, when already
+    known from an earlier rendering; computed otherwise).
 
     Raises:
         DatasetError: a template fails on this row, or its conversation or tools are
@@ -299,12 +309,92 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer) -> Prepared:
         sample,
         epoch,
         request,
-        request.key(),
+        key or request.key(),
         target,
         label,
         renderer.agent,
         renderer.conversational or renderer.agent is not None,
     )
+
+
+def with_hits(
+    prepared: PreparedRequests, cache: ResponseCache | None, batch: int = 256
+) -> Iterator[tuple[Prepared, Response | None]]:
+    """Each prepared item, rendered when taken, with its cached response (None when not
+    cached, or without a cache), the cache read ``batch`` keys a query."""
+    for start in range(0, len(prepared), batch):
+        stop = min(start + batch, len(prepared))
+        found = cache.get_many([prepared.key(i) for i in range(start, stop)]) if cache else {}
+        for i in range(start, stop):
+            item = prepared[i]
+            yield item, found.get(item.key)
+
+
+class PreparedRequests(Sequence[Prepared]):
+    """Every (sample, epoch) of a run, epoch-major, rendered on access.
+
+    Building it renders and keys every request once, so a template that fails on any row
+    stops the run before any call, but keeps only each request's key (32 bytes): a
+    :class:`Prepared` is rendered again when it is asked for, and dropped once its row is
+    written, so memory stays flat in the dataset's size (100,000 rendered prompts would
+    otherwise be held for the whole run).
+
+    Args:
+        samples: the dataset in run order.
+        epochs: the number of epochs.
+        renderer: the run's templates.
+        check: called with each item of epoch 1 as it is first rendered (the scorer's
+            checks of what it derives from a row); may raise.
+
+    Raises:
+        DatasetError: a template fails on a row (naming the sample id and line).
+    """
+
+    def __init__(
+        self,
+        samples: Sequence[Sample],
+        epochs: int,
+        renderer: Renderer,
+        check: Callable[[Prepared], None] | None = None,
+    ) -> None:
+        self.samples, self.epochs, self.renderer = samples, epochs, renderer
+        digests = bytearray()
+        for epoch in range(1, epochs + 1):
+            for sample in samples:
+                item = prepare(sample, epoch, renderer)
+                if check is not None and epoch == 1:
+                    check(item)
+                digests += bytes.fromhex(item.key)
+        self._digests = bytes(digests)
+
+    def __len__(self) -> int:
+        return len(self.samples) * self.epochs
+
+    def key(self, index: int) -> str:
+        """The cache key of item ``index`` (without rendering it)."""
+        return self._digests[32 * index : 32 * index + 32].hex()
+
+    def keys(self) -> list[str]:
+        """Every item's cache key, in order."""
+        return [self.key(i) for i in range(len(self))]
+
+    @overload
+    def __getitem__(self, index: int) -> Prepared: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Prepared]: ...
+    def __getitem__(self, index: int | slice) -> Prepared | list[Prepared]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        epoch, at = divmod(index, len(self.samples))
+        return prepare(self.samples[at], epoch + 1, self.renderer, self.key(index))
+
+    def __iter__(self) -> Iterator[Prepared]:
+        for i in range(len(self)):
+            yield self[i]
 
 
 @dataclass(slots=True)
@@ -328,9 +418,10 @@ class SampleContext:
     bounded: BoundedCalls | None = None
 
 
-async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
-    """Take one prepared (sample, epoch) to its result row: the response from the cache,
-    else from the executor (with the run's retry policy, cached on success), then scored.
+async def process(item: Prepared, ctx: SampleContext, hit: Response | None = None) -> SampleResult:
+    """Take one prepared (sample, epoch) to its result row: the response from the cache
+    (``hit``, when the caller read it already), else from the executor (with the run's
+    retry policy, cached on success), then scored.
     With an agent loop every turn goes that way (:func:`gradetrail.agent.converse`)."""
     if item.agent is not None:
         talk = await converse(
@@ -353,6 +444,7 @@ async def process(item: Prepared, ctx: SampleContext) -> SampleResult:
             ctx.log,
             kind="provider",
             epoch=item.epoch,
+            hit=hit,
         )
         response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
         transcript = single_turn(item.request, item.key, call) if item.conversational else None

@@ -41,7 +41,15 @@ from gradetrail.manifest import (
     spec_hash,
     write_manifest,
 )
-from gradetrail.pipeline import Prepared, Renderer, SampleContext, prepare, process
+from gradetrail.pipeline import (
+    Prepared,
+    PreparedRequests,
+    Renderer,
+    SampleContext,
+    prepare,
+    process,
+    with_hits,
+)
 from gradetrail.providers import Provider, make_provider
 from gradetrail.results import OUTPUT_FILES, SAMPLES_FILE, ResultsWriter, SampleResult
 from gradetrail.retry import RetryPolicy
@@ -65,7 +73,7 @@ class RunPlan:
         samples: the dataset in run order.
         provider: the provider (ready: keys and files checked).
         scorer: the scorer (checked against the first sample).
-        prepared: every (sample, epoch) rendered and keyed, epoch-major.
+        prepared: every (sample, epoch), keyed, epoch-major (rendered on access).
         file_hashes: role -> SHA-256 of each file the run reads.
         identity_hash: the run's identity hash.
     """
@@ -74,7 +82,7 @@ class RunPlan:
     samples: Sequence[Sample]
     provider: Provider
     scorer: Scorer
-    prepared: list[Prepared]
+    prepared: PreparedRequests
     file_hashes: dict[str, str]
     identity_hash: str
 
@@ -136,23 +144,21 @@ def plan_run(spec: EvalSpec) -> RunPlan:
                 first.sample, 1, first.request.prompt, first.request.system, first.target, ""
             )
         )
-    try:
-        prepared = [
-            prepare(sample, epoch, renderer)
-            for epoch in range(1, spec.run.epochs + 1)
-            for sample in samples
-        ]
-    except RecursionError:
-        raise DatasetError(
-            f"{spec.source}: a row is nested too deeply to render; flatten the rows"
-        ) from None
-    with _naming_the_spec(spec):
-        for item in prepared[: len(samples)]:  # what a scorer derives from the row alone
+
+    def check_row(item: Prepared) -> None:  # what a scorer derives from the row alone
+        with _naming_the_spec(spec):
             scorer.check_row(
                 ScoreInput(
                     item.sample, 1, item.request.prompt, item.request.system, item.target, ""
                 )
             )
+
+    try:
+        prepared = PreparedRequests(samples, spec.run.epochs, renderer, check_row)
+    except RecursionError:
+        raise DatasetError(
+            f"{spec.source}: a row is nested too deeply to render; flatten the rows"
+        ) from None
     file_hashes = {"dataset": samples.content_hash, **renderer.file_hashes()}
     for role, value in identity.items():
         if role.endswith("sha256"):
@@ -226,7 +232,7 @@ def run_eval(
         else None
     )
     try:
-        if cache is None or cache.any_missing([p.key for p in plan.prepared]):
+        if cache is None or cache.any_missing(plan.prepared.keys()):
             plan.provider.warm_up()  # may still refuse the run: before its directory exists
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
@@ -391,19 +397,19 @@ class _Run:
         stop: Interrupts,
     ) -> None:
         prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
-        items = iter(prepared)
+        items = with_hits(prepared, ctx.cache)  # one shared iterator, read in batches
         fail_fast = FailFast(self.plan.spec.run.fail_fast)
         halted = False  # set when one worker fails: the others start nothing new
 
         async def worker() -> None:
             nonlocal halted
             try:
-                for item in items:  # one shared iterator: each item is taken by one worker
+                for item, hit in items:  # each item is taken by one worker
                     if stop.stopping or halted:
                         return  # Ctrl-C or a failed worker: start nothing new
                     self.in_flight += 1
                     try:
-                        row = await process(item, ctx)
+                        row = await process(item, ctx, hit)
                     finally:
                         self.in_flight -= 1
                     writer.append((item.sample.index, item.epoch), row)

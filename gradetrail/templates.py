@@ -76,7 +76,7 @@ class Template:
         names: the undeclared top-level variables the template reads (row fields).
     """
 
-    __slots__ = ("source", "names", "_template", "_root", "_globals", "where")
+    __slots__ = ("source", "names", "_template", "_root", "_globals", "_context", "where")
 
     def __init__(self, source: str, where: str, *, regex: bool = False) -> None:
         env = _REGEX_ENV if regex else _ENV
@@ -87,10 +87,15 @@ class Template:
             raise SpecError(
                 f"{where}: template syntax error on line {exc.lineno}: {exc.message}"
             ) from None
-        # render through the root function with a shared context: jinja2's Template.render
-        # merges its globals ChainMap into every context (~4 us a call, most of a render)
+        # render through the root function with a shared context built directly: jinja2's
+        # Template.render merges its globals ChainMap into every context, and the Context
+        # copies the ChainMap's keys again (globals_keys, only read by {% import %}, which
+        # a loader-less template cannot do): most of a render's ~7 us
         self._root = self._template.root_render_func
         self._globals = dict(self._template.globals)
+        template = self._template
+        context_class, blocks = env.context_class, template.blocks
+        self._context = lambda names: context_class(env, names, template.name, blocks)
         self.source = source
         self.where = where
         self.names = frozenset(meta.find_undeclared_variables(ast))
@@ -101,8 +106,7 @@ class Template:
         Raises:
             jinja2.UndefinedError: a name the context lacks (callers add the sample id).
         """
-        ctx = self._template.new_context({**self._globals, **context}, shared=True)
-        return concat(self._root(ctx))
+        return concat(self._root(self._context({**self._globals, **context})))
 
     def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
         """Check that ``row`` (plus ``extra`` names provided at render time) has every
