@@ -64,6 +64,25 @@ def test_put_get_roundtrip_persists_across_connections(tmp_path: Path) -> None:
     assert again._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_get_many_reads_what_get_reads_in_batches(tmp_path: Path) -> None:
+    """get_many over 1,201 keys (three queries) returns exactly the stored responses, by
+    key, each equal to get's; missing keys and a damaged entry are left out, the damaged
+    one counted as get counts it."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    requests = [_with(epoch=i) for i in range(1, 1202)]
+    for i, request in enumerate(requests):
+        if i % 3:
+            cache.put(request.key(), request, Response(str(i), "end_turn", "stop", "m"))
+    damaged = requests[1].key()
+    cache._db.execute("UPDATE responses SET response = '{}' WHERE key = ?", (damaged,))
+    keys = [r.key() for r in requests]
+    found = cache.get_many(keys)
+    assert set(found) == {k for i, k in enumerate(keys) if i % 3 and i != 1}
+    assert all(found[k] == cache.get(k) for k in found)
+    assert found[keys[1199]].text == "1199"
+    assert cache.damaged == 1 and cache.get(damaged) is None
+
+
 def test_stats_and_clear(tmp_path: Path) -> None:
     """stats counts per model; clear by model or all."""
     cache = ResponseCache(tmp_path / "c.sqlite")
