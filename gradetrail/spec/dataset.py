@@ -100,7 +100,8 @@ class DatasetSpec(_Strict):
     tools_field: str | None = Field(
         None,
         description="Row field holding this sample's tool definitions (the same shape as "
-        "the spec's tools:); they replace the spec's tools for that sample.",
+        "the spec's tools:); they replace the spec's tools for that sample (rows without the "
+        "field use the spec's).",
     )
     label_map: dict[str, float] | None = Field(
         None,
