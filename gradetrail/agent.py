@@ -10,6 +10,10 @@ tools' code), so editing a tool misses only from the first turn whose input it d
 Tools are executed again on a re-run (their results are not cached): a tool whose result
 changes (the clock, a live service) misses from the turn that sees the change.
 
+Each executed tool call is a ``tool_call`` line in the run's log (``sample_id``,
+``epoch``, ``turn``, ``tool``, ``outcome``, ``error``, ``latency_ms``), beside the
+``provider_call`` line of every turn.
+
 Bounds: ``run.max_turns`` model turns (the last response is then scored, the transcript
 saying ``max_turns``), and ``run.sample_timeout_s`` over the whole sample (every turn and
 tool call; past it the sample is a ``provider_error`` of kind ``ProviderTimeout``,
@@ -195,7 +199,9 @@ class _Loop:
             raise TimeoutError
         return await asyncio.wait_for(coro, left)
 
-    async def run_tools(self, calls: list[ToolCall]) -> list[ToolResultRecord]:
+    async def run_tools(
+        self, calls: list[ToolCall], turn: int, services: _Services
+    ) -> list[ToolResultRecord]:
         records = []
         for call in calls:
             left = self.remaining()
@@ -221,6 +227,17 @@ class _Loop:
             if outcome.error is not None:
                 result["is_error"] = True
             self.messages.append(result)
+            if services.log is not None:
+                services.log.event(
+                    "tool_call",
+                    sample_id=self.request.sample_id,
+                    epoch=services.epoch,
+                    turn=turn,
+                    tool=call["name"],
+                    outcome="ok" if outcome.error is None else "error",
+                    error=None if outcome.error is None else outcome.error["kind"],
+                    latency_ms=round(outcome.latency_s * 1000.0, 1),
+                )
             records.append(
                 ToolResultRecord(
                     tool_call_id=call["id"],
@@ -298,7 +315,7 @@ async def converse(
         record.tool_calls = calls
         loop.messages.append(assistant_message(call.response.text, calls))
         try:
-            record.tool_results = await loop.run_tools(calls)
+            record.tool_results = await loop.run_tools(calls, number, services)
         except TimeoutError:
             return loop.end("sample_timeout", _timeout(agent, number))
     return loop.end("max_turns")  # unreachable: the last turn returns above

@@ -4,6 +4,7 @@ calculator example scores 4/5 on GSM8K problems with a re-run making 0 calls."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -88,6 +89,14 @@ def test_calculator_example_scores_four_of_five_and_a_rerun_makes_no_call(
     assert conversations is not None and conversations.turns == 13
     assert (conversations.rows, conversations.tool_calls, conversations.tool_errors) == (5, 9, 3)
     assert conversations.stopped == {"answered": 5}
+    log = [json.loads(line) for line in (result.run_dir / "log.jsonl").read_text().splitlines()]
+    tools = [e for e in log if e.get("event") == "tool_call"]
+    assert len(tools) == 9 and sum(e["outcome"] == "error" for e in tools) == 3
+    assert {(e["sample_id"], e["turn"], e["error"]) for e in tools if e["error"]} == {
+        ("2", 1, "ZeroDivisionError"),
+        ("4", 1, "UnknownTool"),
+        ("5", 1, "InvalidArguments"),
+    }
     again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     assert srv.stats()["total"] == calls  # every turn replayed from the cache
     assert again.manifest.cache_hits == 5
@@ -115,6 +124,15 @@ def _sample_page_shows_the_turns(root: Path, run: str) -> None:
     assert page.text.count('class="tool-result error"') == 1
     assert page.text.count('class="tool-result') == 2
     assert "ZeroDivisionError" in page.text and "2 + 2 / 2" in page.text
+
+
+def _calls_logged(run_dir: Path) -> int:
+    """provider_call lines in a run's log so far (complete lines only)."""
+    try:
+        text = (run_dir / "log.jsonl").read_text()
+    except FileNotFoundError:
+        return 0
+    return sum('"provider_call"' in line for line in text.splitlines(keepends=True)[:-1])
 
 
 def _replayable(row: dict) -> list:
@@ -198,7 +216,7 @@ def test_a_stop_mid_conversation_then_rerun_pays_only_for_uncached_turns(
     import signal
 
     from protocol_server import running_server
-    from run_support import count_lines, only_run_dir, run_to_end, send, start_run, wait_until
+    from run_support import only_run_dir, run_to_end, send, start_run, wait_until
 
     from gradetrail.cache import ResponseCache
 
@@ -210,7 +228,7 @@ def test_a_stop_mid_conversation_then_rerun_pays_only_for_uncached_turns(
         proc = start_run(spec, cache, results, dict(os.environ), *args)
         wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
         run_dir = only_run_dir(results)
-        wait_until(lambda: count_lines(run_dir / "log.jsonl") >= 4, proc=proc, what="turns")
+        wait_until(lambda: _calls_logged(run_dir) >= 3, proc=proc, what="turns")
         send(proc, getattr(signal, signame))
         proc.communicate(timeout=30)
         if signame == "SIGINT":
