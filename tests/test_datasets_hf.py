@@ -135,3 +135,53 @@ def test_hub_without_network_suggests_load_from_disk(tmp_path: Path, cli) -> Non
         "error: hf openai/gsm8k [main/test]: cannot reach"
     )
     assert "save_to_disk" in lines[0] and "load_from_disk" in lines[0]
+
+
+def test_hub_identity_is_the_resolved_revision_and_unpinned_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli
+) -> None:
+    """A Hub dataset enters the identity through the commit SHA its revision resolved to
+    (the builder's hash) and its fingerprint, not its name: an unpinned revision warns
+    with the SHA to pin, a pinned one does not, and another commit is another identity.
+    The Hub itself is out of reach in tests, so the builder for "org/name" is the real
+    parquet builder over a local file with the hash the Hub would have given it."""
+    import datasets as hf
+
+    real = hf.load_dataset_builder
+    (tmp_path / "data").mkdir()
+    datasets.Dataset.from_list(ROWS).to_parquet(tmp_path / "data" / "test.parquet")
+    commits = {"main": "a" * 40, None: "a" * 40, "b" * 40: "b" * 40}
+
+    def hub_builder(path, name=None, revision=None, data_files=None, **kw):
+        assert path == "org/name" and data_files is None
+        builder = real("parquet", data_files={"test": str(tmp_path / "data" / "test.parquet")})
+        builder.hash = commits[revision]
+        return builder
+
+    monkeypatch.setattr(hf, "load_dataset_builder", hub_builder)
+    unpinned = _load(tmp_path, path="org/name", split="test")
+    assert unpinned.ids == ["1", "2", "3", "4", "5"]
+    assert unpinned.info["kind"] == "hub" and unpinned.info["revision"] == "a" * 40
+    assert unpinned.warnings == [
+        f"dataset.hf: org/name revision is not pinned (the default branch); it resolved to "
+        f"{'a' * 40}: pin it with dataset.hf.revision: {'a' * 40}"
+    ]
+    branch = _load(tmp_path, path="org/name", split="test", revision="main")
+    assert "not pinned (main)" in branch.warnings[0]
+    assert branch.content_hash == unpinned.content_hash
+    pinned = _load(tmp_path, path="org/name", split="test", revision="b" * 40)
+    assert pinned.warnings == [] and pinned.content_hash != unpinned.content_hash
+
+    (tmp_path / "s.yaml").write_text(
+        "name: t\ndataset: {hf: {path: org/name, split: test}}\nprompt: '{{ question }}'\n"
+        "target: '{{ answer }}'\nmodel: {provider: python, name: m, function: 'echo_hf:answer'}\n"
+        "scorer: {type: exact}\n"
+    )
+    (tmp_path / "echo_hf.py").write_text("def answer(request):\n    return request.prompt[1:]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = cli("run", str(tmp_path / "s.yaml"))
+    assert out.exit_code == 0, out.stderr
+    assert "warning: dataset.hf: org/name revision is not pinned" in out.stderr
+    manifest = json.loads(next((tmp_path / "results").glob("t-*/manifest.json")).read_text())
+    assert manifest["dataset"]["revision"] == "a" * 40
+    assert manifest["counts"] == {"scored": 5}
