@@ -1,6 +1,6 @@
 """Viewer benchmark: pages of a 100,000-sample run over real HTTP.
 
-Builds a synthetic 100,000-sample run with `gradetrail run` (replay provider, responses of
+Builds two synthetic 100,000-sample runs with `gradetrail run` (replay provider, responses of
 about 600 characters, a third of them wrong), serves the viewer from a thread
 (uvicorn, loopback, a free port) and times GET requests with the standard library's
 http.client:
@@ -10,7 +10,9 @@ http.client:
   page loads on its own);
 - the same page again (warm), the runs page, a sample page;
 - the failures filter and a sort by latency once the row index is built, and the time
-  the index takes to build (the background build a first page starts).
+  the index takes to build (the background build a first page starts);
+- the diff page of two such runs (a second model wrong on other samples): the first
+  request joins them and runs the gate, later ones are served from its cache.
 
 Every figure is the median of --repeat runs; the load average is printed beside them
 (the machine may be shared). Usage: python bench/bench_view.py [--rows 100000] [--repeat 5]
@@ -44,8 +46,9 @@ def build_run(workdir: Path, rows: int) -> Path:
             d.write(json.dumps({"id": f"s{i}", "question": f"What is {i} + {i}?", "answer": 2 * i}))
             d.write("\n")
             answer = 2 * i if i % 3 else 2 * i + 1
-            text = f"{FILLER * 4}{i} + {i} = {answer}\nA: {answer}"
-            r.write(json.dumps({"id": f"s{i}", "m": text}) + "\n")
+            other = 2 * i if i % 4 else 2 * i + 1  # a second model, wrong on other samples
+            r.write(json.dumps({"id": f"s{i}", "m": _text(i, answer), "m2": _text(i, other)}))
+            r.write("\n")
     spec = workdir / "synthetic.yaml"
     spec.write_text(
         "name: synthetic\ndataset: {path: data.jsonl}\nprompt: 'Q: {{ question }}'\n"
@@ -54,12 +57,17 @@ def build_run(workdir: Path, rows: int) -> Path:
         "scorer: {type: numeric, marker: 'A:'}\nrun: {concurrency: 64}\n"
     )
     results = workdir / "results"
-    cmd = [sys.executable, "-m", "gradetrail", "run", str(spec), "--results-root", str(results)]
-    cmd += ["--cache", str(workdir / "cache.sqlite")]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"gradetrail run failed: {proc.stderr.strip()}")
+    for model in ("m", "m2"):
+        cmd = [sys.executable, "-m", "gradetrail", "run", str(spec), "--set", f"model.name={model}"]
+        cmd += ["--results-root", str(results), "--cache", str(workdir / "cache.sqlite")]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"gradetrail run failed: {proc.stderr.strip()}")
     return results
+
+
+def _text(i: int, answer: int) -> str:
+    return f"{FILLER * 4}{i} + {i} = {answer}\nA: {answer}"
 
 
 def get(url: str, path: str) -> float:
@@ -94,7 +102,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         results = build_run(Path(tmp), args.rows)
-        (run,) = [p.name for p in results.iterdir()]
+        runs = {}
+        for path in results.iterdir():
+            runs[json.loads((path / "manifest.json").read_text())["requested_model"]] = path.name
+        run, other = runs["m"], runs["m2"]
         size = (results / run / "results.jsonl").stat().st_size
         print(
             f"built {args.rows:,} rows ({size / 1e6:.0f} MB results.jsonl) in "
@@ -119,10 +130,13 @@ def main() -> int:
                 "failures filter, page 600": f"/runs/{run}?f=failures&page=600",
                 "sorted by latency, descending": f"/runs/{run}?sort=latency&dir=desc",
                 "runs page": "/",
-                "sample page": f"/runs/{run}/sample?id=s77777",
+                "sample page": f"/runs/{run}/sample?id=s{args.rows * 7 // 9}",
             }
             for label, path in pages.items():
                 figures[label] = [get(url, path) for _ in range(args.repeat)]
+            diff = f"/diff?a={run}&b={other}"
+            figures["diff of two runs (diff_runs + the gate, first)"] = [get(url, diff)]
+            figures["diff of two runs (cached)"] = [get(url, diff) for _ in range(args.repeat)]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"viewer over {args.rows:,} rows, median of {args.repeat} (min-max); load average {load}")
     for label, values in figures.items():
