@@ -10,6 +10,9 @@ Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`: attributes star
 list, dict or set are refused with a :class:`~jinja2.exceptions.SecurityError`, which the
 pipeline reports as a one-line error naming the template and the sample before any call.
 Row values are data: they are inserted as text and never parsed as templates.
+
+One filter is added to Jinja2's: ``lettered`` renders a list of choices as lettered
+options (``{{ choices | lettered }}``, shuffled stably with ``lettered(shuffle_seed=7)``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import concat
 
+from gradetrail.choices import lettered
 from gradetrail.errors import SpecError
 
 __all__ = ["Template", "compile_template"]
@@ -66,6 +70,9 @@ _REGEX_ENV = _Sandbox(
     autoescape=False,
     finalize=_finalize_regex,
 )
+# {{ choices | lettered }}: a row's choices as "A. ..." lines (gradetrail.choices), the
+# same lettering (and optional stable shuffle) the choice scorer reads answers by
+_ENV.filters["lettered"] = lettered
 
 
 class Template:

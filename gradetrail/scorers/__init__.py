@@ -25,6 +25,14 @@ def make_scorer(spec: EvalSpec) -> Scorer:
         return RegexScorer(s, where=spec.source)
     if isinstance(s, NumericScorerSpec):
         return NumericScorer(s)
+    if s.type == "choice":
+        from gradetrail.scorers.choice import ChoiceScorer
+
+        return ChoiceScorer(s)
+    if s.type == "math":  # math-verify imported only when used
+        from gradetrail.scorers.math import MathScorer
+
+        return MathScorer(s)
     if s.type == "judge":  # judges imported only when used
         from gradetrail.scorers.judge import JudgeScorer
 

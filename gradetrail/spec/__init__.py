@@ -24,10 +24,12 @@ from gradetrail.spec.loading import apply_overrides, load_spec, parse_spec
 from gradetrail.spec.model import ModelSpec, PriceSpec, ProviderName, ReplaySource, SamplingParams
 from gradetrail.spec.run import EXECUTION_ONLY, RunSettings
 from gradetrail.spec.scorer import (
+    ChoiceScorerSpec,
     ExactScorerSpec,
     GradeParse,
     JsonParse,
     JudgeScorerSpec,
+    MathScorerSpec,
     NumericParse,
     NumericScorerSpec,
     PairwiseParse,
@@ -40,6 +42,7 @@ from gradetrail.spec.scorer import (
 
 __all__ = [
     "EXECUTION_ONLY",
+    "ChoiceScorerSpec",
     "CiSpec",
     "DatasetSpec",
     "EvalSpec",
@@ -47,6 +50,7 @@ __all__ = [
     "GradeParse",
     "JsonParse",
     "JudgeScorerSpec",
+    "MathScorerSpec",
     "MessageTemplate",
     "ModelSpec",
     "NumericParse",

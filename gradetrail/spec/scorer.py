@@ -64,6 +64,40 @@ class NumericScorerSpec(_Strict):
     )
 
 
+class ChoiceScorerSpec(_Strict):
+    """Multiple choice: read the response's answer letter and compare it with the target
+    choice. Render the choices in the prompt with ``{{ choices | lettered }}`` (with the
+    same ``shuffle_seed`` when shuffling)."""
+
+    type: Literal["choice"]
+    choices_field: str = Field(
+        "choices", description="Dotted path of the row's list of choices (2 to 26)."
+    )
+    index_base: Literal[0, 1] = Field(
+        0, description="A numeric target indexes the row's choices from 0 (MMLU) or from 1."
+    )
+    shuffle_seed: int | None = Field(
+        None,
+        description="Shuffle each sample's choices stably with this seed (to measure position "
+        "bias); the prompt must render them with lettered(shuffle_seed=<the same seed>).",
+    )
+
+
+class MathScorerSpec(_Strict):
+    """Symbolic equivalence of the response's final answer and the target through Hugging
+    Face's math-verify (``pip install 'gradetrail[math]'``): ``\\frac{1}{2}`` equals
+    ``0.5``, ``\\sqrt{2}/2`` equals ``1/\\sqrt{2}``, intervals and sets compare as such."""
+
+    type: Literal["math"]
+    timeout_s: int = Field(
+        5,
+        ge=1,
+        le=60,
+        description="Bound in seconds on each parse and on the comparison (math-verify's "
+        "own timeouts); a timeout is a recorded reason, never a hang.",
+    )
+
+
 _DEFAULT_GRADES = {"C": 1.0, "P": 0.5, "I": 0.0}
 
 
@@ -242,6 +276,8 @@ ScorerSpec = Annotated[
     ExactScorerSpec
     | RegexScorerSpec
     | NumericScorerSpec
+    | ChoiceScorerSpec
+    | MathScorerSpec
     | JudgeScorerSpec
     | PairwiseScorerSpec
     | ToolCallsScorerSpec,

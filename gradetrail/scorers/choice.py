@@ -1,0 +1,182 @@
+"""The ``choice`` scorer: multiple choice (MMLU-style), read by answer letter.
+
+The row's choices (``scorer.choices_field``, a list) are shown in the prompt with the
+``lettered`` filter (:mod:`gradetrail.choices`), optionally shuffled per sample with a
+stable seed. The target names the correct choice in the row's own order: a letter
+(``C``) or an index (``2``, from ``index_base``).
+
+The answer is the last well-formed answer letter in the response, one of the letters
+shown (never a letter inside a word: ``Apple`` holds no ``A``). Well-formed, from most
+to least explicit:
+
+- ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
+  ``correct choice is [C]`` (any case of the words; the letter itself upper case);
+- ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
+  (or ``C.`` / ``C)``).
+
+When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
+``B/C``, ``**B** **C**``), the reply is ambiguous: it scores 0 and the row records both, never a
+guess. With a shuffle, the row records the permutation and the letter the target was
+shown under, so position bias can be measured.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from gradetrail.choices import LETTERS, options
+from gradetrail.errors import SpecError
+from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.spec import ChoiceScorerSpec
+
+__all__ = ["ChoiceScorer", "find_letters"]
+
+_L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'])"
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "marker",
+        re.compile(
+            r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|would\s+be|will\s+be))?)"
+            r"\s*[:=\-]?\s*(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
+        ),
+    ),
+    ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),
+    ("parenthesized", re.compile(r"(?<![A-Za-z0-9])\(" + _L + r"\)")),
+    ("alone", re.compile(r"(?m)^[ \t>*_-]*" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
+)
+
+
+def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
+    """Every well-formed answer letter in ``text`` among ``valid``, in text order:
+    ``(start, end, letter, rule)``; overlapping matches keep the most explicit rule."""
+    found: list[tuple[int, int, str, str]] = []
+    for rule, pattern in _RULES:
+        for m in pattern.finditer(text):
+            letter = m.group("letter")
+            start = m.start("letter")
+            if letter in valid and not any(s <= start < e for s, e, _, _ in found):
+                found.append((start, m.end(), letter, rule))
+    return sorted(found)
+
+
+class ChoiceScorer(Scorer):
+    """1.0 when the response's answer letter names the target choice."""
+
+    def __init__(self, spec: ChoiceScorerSpec) -> None:
+        self.spec = spec
+        self.path = spec.choices_field.split(".")
+
+    def _choices(self, row: dict[str, Any]) -> list[Any]:
+        value: Any = row
+        for part in self.path:
+            if not isinstance(value, dict) or part not in value:
+                raise KeyError(self.spec.choices_field)
+            value = value[part]
+        return value
+
+    def _target_index(self, target: str | None, n: int) -> int:
+        text = (target or "").strip()
+        if len(text) == 1 and text.upper() in LETTERS[:n]:
+            return LETTERS.index(text.upper())
+        if re.fullmatch(r"-?\d+", text):
+            index = int(text) - self.spec.index_base
+            if 0 <= index < n:
+                return index
+        raise ValueError(
+            f"target {text!r} names none of the {n} choices (a letter A-{LETTERS[n - 1]} or "
+            f"an index from {self.spec.index_base})"
+        )
+
+    def check(self, first: ScoreInput) -> None:
+        """The first row must hold the choices and a target naming one; the prompt must
+        show them as the scorer letters them.
+
+        Raises:
+            SpecError: naming the field or the template to fix.
+        """
+        try:
+            choices = self._choices(first.sample.row)
+            shown = options(choices, self.spec.shuffle_seed)
+        except KeyError:
+            have = ", ".join(sorted(first.sample.row)) or "(none)"
+            raise SpecError(
+                f"scorer.choices_field: the first row has no '{self.spec.choices_field}' (it "
+                f"has {have}); name the row's list of choices"
+            ) from None
+        except ValueError as exc:
+            raise SpecError(f"scorer.choices_field: the first row's choices: {exc}") from None
+        try:
+            self._target_index(first.target, len(choices))
+        except ValueError as exc:
+            raise SpecError(f"target: the first sample's {exc}") from None
+        block = "\n".join(f"{letter}. {text}" for letter, _, text in shown)
+        if block not in first.prompt:
+            seed = self.spec.shuffle_seed
+            call = "lettered" if seed is None else f"lettered(shuffle_seed={seed})"
+            raise SpecError(
+                "prompt: the choices are not shown as the choice scorer letters them; render "
+                f"them with {{{{ {self.spec.choices_field} | {call} }}}}"
+            )
+
+    def score(self, item: ScoreInput) -> Score:
+        """Read the last answer letter and compare; the detail records the letter, its
+        rule, the choice it names, the target's letter as shown, and any ambiguity."""
+        try:
+            choices = self._choices(item.sample.row)
+            shown = options(choices, self.spec.shuffle_seed)
+            target = self._target_index(item.target, len(choices))
+        except (KeyError, ValueError) as exc:
+            return Score(0.0, {"error": f"cannot score this row: {exc}"})
+        by_letter = {letter: index for letter, index, _ in shown}
+        target_letter = next(letter for letter, index, _ in shown if index == target)
+        detail: dict[str, Any] = {
+            "extracted": None,
+            "rule": None,
+            "target_letter": target_letter,
+            "target_index": target,
+        }
+        if self.spec.shuffle_seed is not None:
+            detail["permutation"] = [index for _, index, _ in shown]
+        found = find_letters(item.response, "".join(by_letter))
+        if not found:
+            detail["reason"] = "no answer letter in the response"
+            return Score(0.0, detail)
+        start, _, letter, rule = found[-1]
+        detail.update(extracted=letter, rule=rule, choice_index=by_letter[letter])
+        named = _listed_after(item.response, found[-1], "".join(by_letter))
+        named |= _listed_before(item.response, found)
+        if len(named) > 1:
+            detail["ambiguous"] = sorted(named)
+            detail["reason"] = f"the final answer names {len(named)} letters"
+            return Score(0.0, detail)
+        return Score(float(by_letter[letter] == target), detail)
+
+
+_MORE = re.compile(r"[\)\]]?(?:\*\*)?\s*(?:,|/|&|\bor\b|\band\b)\s*(?:\*\*|[\(\[])?\s*" + _L)
+
+
+def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
+    """Letters listed right after the last answer (``Answer: B or C``, ``B/C``)."""
+    letters = {last[2]}
+    pos = last[1]
+    while m := _MORE.match(text, pos):
+        if m.group("letter") in valid:
+            letters.add(m.group("letter"))
+        pos = m.end()
+    return letters
+
+
+_JOIN = re.compile(r"[\s*()\[\]]*(?:,|/|&|\bor\b|\band\b)?[\s*()\[\]]*", re.IGNORECASE)
+
+
+def _listed_before(text: str, found: list[tuple[int, int, str, str]]) -> set[str]:
+    """Letters joined to the last answer by nothing but a connective (``(C) or (B)``)."""
+    letters = {found[-1][2]}
+    for (_, end, letter, _), (start, _, _, _) in zip(
+        reversed(found[:-1]), reversed(found[1:]), strict=True
+    ):
+        if not _JOIN.fullmatch(text, end, start):
+            break
+        letters.add(letter)
+    return letters

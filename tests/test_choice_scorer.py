@@ -1,0 +1,176 @@
+"""The choice scorer: lettered options, letter or index targets, the last well-formed
+answer letter (never one inside a word), ambiguity recorded, the stable shuffle, and the
+bundled multiple-choice example. Expected letters are read off each text by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import gradetrail
+from gradetrail.choices import options, render_options
+from gradetrail.datasets import Sample
+from gradetrail.errors import SpecError
+from gradetrail.scorers.base import ScoreInput
+from gradetrail.scorers.choice import ChoiceScorer, find_letters
+from gradetrail.spec import ChoiceScorerSpec
+from gradetrail.templates import compile_template
+
+ROOT = Path(__file__).resolve().parents[1]
+CHOICES = ["Venus", "Mercury", "Mars", "Earth"]
+
+
+def item(response: str, target: str = "1", seed: int | None = None) -> ScoreInput:
+    row = {"question": "Closest planet?", "choices": CHOICES}
+    prompt = compile_template("{{ choices | lettered(shuffle_seed=seed) }}", "t").render(
+        {**row, "seed": seed}
+    )
+    return ScoreInput(Sample(0, "s1", row, 1), 1, prompt, None, target, response)
+
+
+def choice(response: str, target: str = "1", **kw: object):  # noqa: ANN201
+    scorer = ChoiceScorer(ChoiceScorerSpec(type="choice", **kw))
+    return scorer.score(item(response, target, kw.get("shuffle_seed")))  # type: ignore[arg-type]
+
+
+def test_lettered_filter_renders_options() -> None:
+    """{{ choices | lettered }} shows 'A. Venus' lines in the row's order."""
+    text = compile_template("{{ choices | lettered }}", "t").render({"choices": CHOICES})
+    assert text == "A. Venus\nB. Mercury\nC. Mars\nD. Earth"
+
+
+@pytest.mark.parametrize(
+    ("response", "letter", "rule"),
+    [
+        ("Mercury is closest.\nAnswer: B", "B", "marker"),
+        ("The answer is (B).", "B", "marker"),
+        ("the correct option is B", "B", "marker"),
+        ("Final answer: **B**", "B", "marker"),
+        ("ANSWER - [B]", "B", "marker"),
+        ("I pick **B**", "B", "bold"),
+        ("It must be (B) here", "B", "parenthesized"),
+        ("Thinking...\nB", "B", "alone"),
+        ("Thinking...\n  B.  ", "B", "alone"),
+        ("At first (A), but really Answer: B", "B", "marker"),
+        ("Answer: A\nOn reflection, Answer: B", "B", "marker"),
+    ],
+)
+def test_reads_the_last_well_formed_letter(response: str, letter: str, rule: str) -> None:
+    """Answer: C, (C), **C**, the answer is C, a bare line: the last one wins."""
+    s = choice(response)
+    assert s.detail["extracted"] == letter and s.detail["rule"] == rule
+    assert s.value == 1.0
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Apparently Mercury.",  # 'A' inside a word
+        "Answer: Both are wrong",  # 'B' inside a word
+        "BEST guess is Mercury",
+        "answer is b",  # a lower-case letter is not an answer letter
+        "I think E",  # not among the shown letters
+        "Answer: Earth",
+        "ABCD",
+    ],
+)
+def test_letters_inside_words_are_never_answers(response: str) -> None:
+    """No well-formed letter: the row scores 0 and says there was none."""
+    s = choice(response)
+    assert s.detail["extracted"] is None and s.value == 0.0
+    assert s.detail["reason"] == "no answer letter in the response"
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("Answer: B or C", ["B", "C"]),
+        ("Answer: (A) and (B)", ["A", "B"]),
+        ("The answer is B/D", ["B", "D"]),
+        ("**A** **B**", ["A", "B"]),
+        ("Could be (C) or (B)", ["B", "C"]),
+    ],
+)
+def test_two_final_letters_are_ambiguous(response: str, letters: list[str]) -> None:
+    """A final answer naming two different letters scores 0, recorded, never guessed."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+    assert "names 2 letters" in s.detail["reason"]
+
+
+def test_same_letter_twice_is_not_ambiguous() -> None:
+    """'(B), so Answer: B' names one letter."""
+    assert choice("(B), so Answer: B").value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("target", "kw", "correct"),
+    [
+        ("1", {}, "B"),  # index from 0
+        ("B", {}, "B"),  # letter
+        ("b", {}, "B"),
+        ("2", {"index_base": 1}, "B"),  # index from 1
+        ("0", {}, "A"),
+    ],
+)
+def test_target_is_a_letter_or_an_index(target: str, kw: dict, correct: str) -> None:
+    """The target names a choice in the row's order, by letter or index."""
+    s = choice(f"Answer: {correct}", target, **kw)
+    assert s.value == 1.0 and s.detail["target_letter"] == correct
+
+
+def test_bad_target_and_missing_choices_stop_the_run() -> None:
+    """check(): a target naming no choice, a missing field, or a prompt that does not
+    show the choices as lettered is a one-line SpecError."""
+    scorer = ChoiceScorer(ChoiceScorerSpec(type="choice"))
+    with pytest.raises(SpecError, match="target '7' names none of the 4 choices"):
+        scorer.check(item("", "7"))
+    with pytest.raises(SpecError, match="has no 'options'"):
+        ChoiceScorer(ChoiceScorerSpec(type="choice", choices_field="options")).check(item(""))
+    bare = item("")
+    bare = ScoreInput(bare.sample, 1, "Closest planet? Venus, Mercury", None, "1", "")
+    with pytest.raises(SpecError, match=r"choices \| lettered"):
+        scorer.check(bare)
+    shuffled = ChoiceScorer(ChoiceScorerSpec(type="choice", shuffle_seed=3))
+    with pytest.raises(SpecError, match=r"lettered\(shuffle_seed=3\)"):
+        shuffled.check(item(""))
+    shuffled.check(item("", seed=3))
+
+
+def test_shuffle_is_stable_per_sample_and_maps_the_target() -> None:
+    """The shuffle depends on seed and choices only: the same every time, different for
+    another seed; the target letter follows its choice."""
+    first = options(CHOICES, 7)
+    assert first == options(CHOICES, 7)
+    assert sorted(i for _, i, _ in first) == [0, 1, 2, 3]
+    orders = {tuple(i for _, i, _ in options(CHOICES, seed)) for seed in range(20)}
+    assert len(orders) > 5
+    seed = 7
+    shown_letter = next(letter for letter, i, _ in first if i == 1)  # Mercury
+    s = choice(f"Answer: {shown_letter}", "1", shuffle_seed=seed)
+    assert s.value == 1.0 and s.detail["target_letter"] == shown_letter
+    assert s.detail["permutation"] == [i for _, i, _ in first]
+    assert render_options(CHOICES, seed).splitlines()[0].startswith("A. ")
+
+
+def test_find_letters_keeps_the_most_explicit_rule() -> None:
+    """A letter matched by several rules is counted once, under the most explicit."""
+    assert find_letters("Answer: (C)", "ABCD") == [(9, 10, "C", "marker")]
+
+
+def test_bundled_multiple_choice_example_scores_8_of_12(tmp_path: Path) -> None:
+    """examples/mcq.yaml: 8 of 12 recorded replies are right (see its README); q08 is
+    ambiguous and q09 names no letter."""
+    spec = gradetrail.load_spec(ROOT / "examples/mcq.yaml")
+    result = gradetrail.run_eval(spec, results_root=tmp_path, use_cache=False)
+    assert result.manifest.score.mean == pytest.approx(8 / 12)
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    assert rows["q08"]["scorer"]["ambiguous"] == ["A", "B"]
+    assert rows["q09"]["scorer"]["extracted"] is None
+    assert rows["q10"]["scorer"]["extracted"] == "D"
+    license_text = (ROOT / "examples/data/mcq/LICENSE").read_text()
+    assert "MIT license" in license_text
+    assert len((ROOT / "examples/data/mcq/questions.jsonl").read_text().splitlines()) == 12
+    assert json.loads((ROOT / "examples/data/mcq/answers.jsonl").open().readline())["id"]
