@@ -13,6 +13,8 @@ symlink.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 from collections.abc import Iterator
@@ -48,6 +50,10 @@ RESULTS_FILE = "results.jsonl"
 MANIFEST_FILE = "manifest.json"
 SAMPLES_FILE = "samples.jsonl"
 LOG_FILE = "log.jsonl"
+#: responses the cache could not store (its disk full), kept until the next run stores them
+PENDING_FILE = "pending-cache.jsonl"
+#: space set aside while a run goes, freed to write the final manifest on a full disk
+RESERVE_FILE = ".reserve"
 #: every name a run writes in its run directory (checked for planted symlinks up front)
 OUTPUT_FILES = (
     RESULTS_FILE,
@@ -57,6 +63,8 @@ OUTPUT_FILES = (
     MANIFEST_FILE,
     MANIFEST_FILE + ".tmp",
     LOG_FILE,
+    PENDING_FILE,
+    RESERVE_FILE,
     ".lock",
 )
 
@@ -197,8 +205,13 @@ class ResultsWriter:
         """
         data = (model_json(row) + "\n").encode()
         try:
-            os.write(self._fd, data)
+            written = os.write(self._fd, data)
+            if written < len(data):  # the disk filled mid-row: no torn row stays behind
+                os.ftruncate(self._fd, self._offset)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._offset)
             raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
         self._spans[order] = (self._offset, len(data))
         self._offset += len(data)

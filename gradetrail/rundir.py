@@ -245,6 +245,9 @@ class RunDir:
         try:
             self._unlink(tmp)
             fd = self._open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        except OSError as exc:
+            raise RunError(f"{self.path / name}: cannot write ({exc.strerror})") from None
+        try:
             with os.fdopen(fd, "wb") as f:
                 if isinstance(content, str):
                     f.write(content.encode("utf-8"))
@@ -256,8 +259,38 @@ class RunDir:
                 f.flush()
                 os.fsync(f.fileno())
             self._replace(tmp, name)
-        except OSError as exc:
+        except OSError as exc:  # a full disk: leave no .tmp behind
+            with contextlib.suppress(OSError):
+                self._unlink(tmp)
             raise RunError(f"{self.path / name}: cannot write ({exc.strerror})") from None
+
+    def remove(self, name: str) -> None:
+        """Delete ``name`` if it exists (a link itself, never its target)."""
+        self._unlink(name)
+
+    def reserve(self, name: str, size: int) -> None:
+        """Create ``name`` holding ``size`` bytes of allocated space: freed by
+        :meth:`remove` when the disk is full, so the final manifest can still be written.
+
+        Raises:
+            RunError: the space cannot be had (the disk is already full).
+        """
+        fd = self._open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except (AttributeError, OSError) as exc:
+                if getattr(exc, "errno", None) not in (None, errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.write(fd, b"\0" * size)  # a filesystem without fallocate
+        except OSError as exc:
+            os.close(fd)
+            self._unlink(name)
+            raise RunError(
+                f"{self.path / name}: cannot reserve {size // 1024} KiB ({exc.strerror}); "
+                "free space on the results disk or pass --results-root elsewhere"
+            ) from None
+        os.close(fd)
 
     def rotate(self, name: str, older: tuple[str, ...] | list[str]) -> None:
         """Shift ``name`` to ``older[0]``, ``older[0]`` to ``older[1]``, ...; the last of

@@ -23,7 +23,9 @@ sequences. Events:
 - ``interrupt`` (a Ctrl-C or SIGTERM arrived, with ``in_flight``), ``run_end`` (status,
   counts, wall time).
 
-Each line is written whole. A call made this run (paid for) and every other event are
+Each line is written whole. When the log cannot be written (a full disk), it stops and
+says why in ``write_error``; the run goes on, and every response is still cached. A call
+made this run (paid for) and every other event are
 flushed at once, so ``tail -f`` follows a run and a killed process leaves them all;
 cache-hit lines are buffered a few KB at a time. Each ``gradetrail run`` starts a fresh
 ``log.jsonl``; the previous invocations' logs are kept as ``log.1.jsonl`` (the latest) to
@@ -40,8 +42,10 @@ A judge (or any code running inside a run) logs through :func:`current`::
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -123,13 +127,20 @@ class RunLog:
         self._file = run_dir.open_text(LOG_FILE, append=True)
         self.path = run_dir.path / LOG_FILE
         self._echo = _console(sys.stderr) if echo else None
+        #: why the log stopped being written (a full disk), or None; the run goes on
+        self.write_error: str | None = None
         self._token: contextvars.Token[RunLog | None] | None = None
 
     def _emit(self, level: str, event: str, fields: dict[str, Any], flush: bool) -> None:
         record = {"ts": _now_iso(), "level": level, "event": event, **fields}
-        self._file.write(_encode(record) + "\n")
-        if flush:
-            self._file.flush()
+        if self.write_error is None:
+            try:
+                self._file.write(_encode(record) + "\n")
+                if flush:
+                    self._file.flush()
+            except OSError as exc:  # a full disk: the log stops, the run does not
+                self.write_error = f"{self.path}: cannot write ({exc.strerror})"
+                self._drop()
         if self._echo is not None:
             # sys.stderr looked up per line: a live progress bar that redirects it prints
             # the line above the bar
@@ -205,6 +216,17 @@ class RunLog:
             self._emit("info", f"{kind}_call", fields, flush=not cached)
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Close the file (idempotent; a failed last flush is kept in ``write_error``)."""
         if not self._file.closed:
+            try:
+                self._file.close()
+            except OSError as exc:
+                self.write_error = self.write_error or f"{self.path}: cannot write ({exc.strerror})"
+                self._drop()
+
+    def _drop(self) -> None:
+        """Close the file without flushing what it still buffers (it cannot be written)."""
+        with contextlib.suppress(OSError):
+            os.close(self._file.fileno())
+        with contextlib.suppress(OSError, ValueError):
             self._file.close()

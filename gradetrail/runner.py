@@ -23,7 +23,7 @@ from gradetrail.agreement import label_field_of
 from gradetrail.bounded import BoundedCalls
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
-from gradetrail.errors import CacheError, DatasetError, SpecError
+from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.failfast import FailFast
@@ -41,6 +41,7 @@ from gradetrail.manifest import (
     spec_hash,
     write_manifest,
 )
+from gradetrail.pending import PendingResponses, restore_pending
 from gradetrail.pipeline import (
     Prepared,
     PreparedRequests,
@@ -51,7 +52,14 @@ from gradetrail.pipeline import (
     with_hits,
 )
 from gradetrail.providers import Provider, make_provider
-from gradetrail.results import OUTPUT_FILES, SAMPLES_FILE, ResultsWriter, SampleResult
+from gradetrail.results import (
+    OUTPUT_FILES,
+    PENDING_FILE,
+    RESERVE_FILE,
+    SAMPLES_FILE,
+    ResultsWriter,
+    SampleResult,
+)
 from gradetrail.retry import RetryPolicy
 from gradetrail.rundir import RunDir
 from gradetrail.runlog import RunLog, rotated_names
@@ -62,6 +70,10 @@ from gradetrail.spec.run import MAX_ROWS
 from gradetrail.summary import Tally
 
 __all__ = ["RunPlan", "RunResult", "plan_run", "run_eval"]
+
+#: bytes set aside in the run directory while a run goes, so the final manifest can be
+#: written when the results disk fills (a final manifest is a few KB)
+RESERVE_BYTES = 64 * 1024
 
 
 @dataclass
@@ -239,6 +251,8 @@ def run_eval(
             run_dir.lock()
             if executor is None:
                 executor = _local_executor(plan)
+            pending = _keep_what_the_cache_cannot(run_dir, cache)
+            run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides))
             write_manifest(run_dir, manifest)
             writer = ResultsWriter(run_dir)
@@ -260,9 +274,28 @@ def run_eval(
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
                 writer.close()
+                if pending is not None:
+                    pending.close()
     finally:
         if cache is not None:
             cache.close()
+
+
+def _keep_what_the_cache_cannot(
+    run_dir: RunDir, cache: ResponseCache | None
+) -> PendingResponses | None:
+    """Store what an earlier run of this directory could not (its cache was full), then
+    send what this run's cache cannot store to ``pending-cache.jsonl``.
+
+    Raises:
+        CacheError: the cache still cannot store the earlier run's responses.
+    """
+    if cache is None:
+        return None
+    restore_pending(run_dir, cache)
+    pending = PendingResponses(run_dir)
+    cache.fallback = pending.keep
+    return pending
 
 
 def _local_executor(plan: RunPlan) -> LocalExecutor:
@@ -327,7 +360,7 @@ class _Run:
                 manifest = manifest.model_copy(update={"cache": self._cache_report()})
             if stop.signal_name is not None:
                 manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
-            write_manifest(self.run_dir, manifest)
+            self._write_manifest(manifest)
             self.log.event(
                 "run_end",
                 status=status,
@@ -362,6 +395,32 @@ class _Run:
             unsaved=cache.unsaved,
             lost=cache.lost,
         )
+
+    def _unstored(self, cache: ResponseCache) -> CacheError:
+        """The error that stops a run whose cache could not store what arrived."""
+        kept = cache.unsaved - cache.lost
+        where = f"{self.run_dir.path / PENDING_FILE}"
+        text = (
+            f"{cache.write_error}; the run stopped starting samples, and the {kept} "
+            f"responses that arrived since are kept in {where} and go into the cache on the "
+            "next run: free space and run the same command again"
+        )
+        if cache.lost:
+            text += f" ({cache.lost} could not be kept anywhere and will be requested again)"
+        return CacheError(text)
+
+    def _write_manifest(self, manifest: Manifest) -> None:
+        """Write the final manifest; on a full disk, free the space reserved for it first.
+
+        Raises:
+            RunError: it cannot be written even then.
+        """
+        try:
+            write_manifest(self.run_dir, manifest)
+        except RunError:
+            self.run_dir.remove(RESERVE_FILE)
+            write_manifest(self.run_dir, manifest)
+        self.run_dir.remove(RESERVE_FILE)
 
     def _write_outputs(self, writer: ResultsWriter) -> None:
         """results.jsonl in input order, then samples.jsonl. If this fails, the rows
@@ -417,7 +476,9 @@ class _Run:
                     if on_row is not None:
                         on_row(row, tally)
                     fail_fast.observe(row)  # raises RunError: one permanent error, N times
-            except BaseException:  # fail-fast, a cache error: before the others send more
+                    if ctx.cache is not None and ctx.cache.write_error is not None:
+                        halted = True  # the cache cannot store what arrives: pay for no more
+            except BaseException:  # fail-fast, a cache or results error: start nothing new
                 halted = True
                 raise
 
@@ -426,11 +487,17 @@ class _Run:
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
             tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
             try:
-                await asyncio.gather(*tasks)
-            finally:  # one worker failed (fail-fast, cache error): stop the others first
+                # once one worker fails the others start nothing new, and the requests they
+                # have in flight land (paid for: their responses are kept, not cancelled)
+                ended = await asyncio.gather(*tasks, return_exceptions=True)
+            finally:  # an abort (SIGTERM, a second Ctrl-C) cancels what is in flight
                 for task in tasks:
                     task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            failures = [e for e in ended if isinstance(e, BaseException)]
+            if failures:
+                raise next((e for e in failures if isinstance(e, Exception)), failures[0])
+            if ctx.cache is not None and ctx.cache.write_error is not None:
+                raise self._unstored(ctx.cache)
         finally:
             try:
                 await ctx.scorer.aclose()
