@@ -428,3 +428,25 @@ def test_a_run_being_written_shows_progress_then_its_final_rows(tmp_path: Path) 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_large_diff_is_computed_in_the_background(gsm8k_root: Path, monkeypatch) -> None:
+    """Above the size threshold: a page that refreshes itself, then the diff."""
+    import time
+
+    import gradetrail.view.app as view_app
+
+    monkeypatch.setattr(view_app, "DIFF_BYTES", 0)
+    client = client_for(gsm8k_root)
+    params = {
+        "a": run_named(gsm8k_root, "175b_verification"),
+        "b": run_named(gsm8k_root, "175b_finetuning"),
+    }
+    first = client.get("/diff", params=params)
+    assert first.status_code == 202 and 'http-equiv="refresh"' in first.text
+    for _ in range(600):  # the page's own refresh, done by hand
+        page = client.get("/diff", params=params)
+        if page.status_code == 200:
+            break
+        time.sleep(0.1)
+    assert 'regressed <b class="count">360</b>' in page.text

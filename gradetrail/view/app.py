@@ -53,6 +53,9 @@ HERE = Path(__file__).parent
 #: a results file larger than this has its unfiltered pages streamed until its index is
 #: built (in the background); smaller ones are indexed at once (a few ms)
 STREAM_BYTES = 8 << 20
+#: two results files larger than this together are diffed in the background, the page
+#: refreshing itself until the diff is ready (the gate reads both runs as well)
+DIFF_BYTES = 32 << 20
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -140,6 +143,8 @@ class Viewer:
         self.store = store
         self.env = _environment()
         self._diffs: OrderedDict[tuple[Any, ...], RunDiff] = OrderedDict()
+        self._diff_jobs: set[tuple[Any, ...]] = set()
+        self._diff_errors: dict[tuple[Any, ...], GradetrailError] = {}
         self._samples: dict[Path, tuple[Any, list[float | None]]] = {}
         self._lock = threading.Lock()
 
@@ -334,15 +339,55 @@ class Viewer:
             base, cand = cand, base
         return base, cand
 
-    def _diff(self, base: RunInfo, cand: RunInfo, margin: float, errors: str) -> RunDiff:
+    def _diff(
+        self, base: RunInfo, cand: RunInfo, margin: float, errors: str, wait: bool = True
+    ) -> RunDiff | None:
+        """The diff of two runs, kept until either run's files change. A diff of large
+        runs not yet computed is started in a background thread when ``wait`` is false,
+        and None returned (the page says so and refreshes itself).
+
+        Raises:
+            UsageError: a run cannot be read (also when the background job found so).
+        """
         key = (base.path, cand.path, margin, errors, _stamp(base.path), _stamp(cand.path))
         with self._lock:
             found = self._diffs.get(key)
             if found is not None:
                 self._diffs.move_to_end(key)
                 return found
-        result = diff_runs(base.path, cand.path, margin=margin, errors=errors)  # type: ignore[arg-type]
+            failed = self._diff_errors.pop(key, None)
+            if failed is not None:
+                raise failed
+            if key in self._diff_jobs:
+                return None
+            big = _size(base.path / RESULTS_FILE) + _size(cand.path / RESULTS_FILE) > DIFF_BYTES
+            if big and not wait:
+                self._diff_jobs.add(key)
+                job = (key, base, cand, margin, errors, True)
+                threading.Thread(target=self._compute_diff, args=job, daemon=True).start()
+                return None
+        return self._compute_diff(key, base, cand, margin, errors, False)
+
+    def _compute_diff(
+        self,
+        key: tuple[Any, ...],
+        base: RunInfo,
+        cand: RunInfo,
+        margin: float,
+        errors: str,
+        background: bool,
+    ) -> RunDiff | None:
+        try:
+            result = diff_runs(base.path, cand.path, margin=margin, errors=errors)  # type: ignore[arg-type]
+        except GradetrailError as exc:
+            with self._lock:
+                self._diff_jobs.discard(key)
+                if background:  # the next request for this diff reports it
+                    self._diff_errors[key] = exc
+                    return None
+            raise
         with self._lock:
+            self._diff_jobs.discard(key)
             self._diffs[key] = result
             while len(self._diffs) > 4:
                 self._diffs.popitem(last=False)
@@ -356,7 +401,9 @@ class Viewer:
         errors = (
             params.get("errors") if params.get("errors") in ("as-fail", "exclude") else "refuse"
         )
-        result = self._diff(base, cand, margin, errors)
+        result = self._diff(base, cand, margin, errors, wait=False)
+        if result is None:
+            return self.render("computing.html", 202, base=base, cand=cand)
         kinds = [k for k in params.getlist("kind") if k in KINDS]
         show_all = params.get("show") == "all"
         wanted = frozenset(kinds) if kinds else (frozenset(KINDS) if show_all else DISAGREEMENTS)
@@ -422,7 +469,9 @@ class Viewer:
     ) -> tuple[Any, str | None, str | None]:
         """The sample's diff entry, and the previous and next sample of ``kind`` (or of
         the disagreements), so regressions can be read one after another."""
-        result = self._diff(base, cand, 0.02, "refuse")
+        result = self._diff(base, cand, 0.02, "refuse", wait=False)
+        if result is None:  # still being computed: no neighbours yet
+            return None, None, None
         listed = [s.sample_id for s in result.shown(kinds=frozenset({kind}) if kind else None)]
         at = listed.index(sample_id) if sample_id in listed else -1
         prev_id = listed[at - 1] if at > 0 else None
