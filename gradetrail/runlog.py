@@ -25,8 +25,8 @@ sequences. Events:
 
 Each line is written whole. When the log cannot be written (a full disk), it stops and
 says why in ``write_error``; the run goes on, and every response is still cached. A call
-made this run (paid for) and every other event are
-flushed at once, so ``tail -f`` follows a run and a killed process leaves them all;
+made this run (paid for) and every other event are flushed at once, so ``tail -f``
+follows a run and a killed process leaves them all;
 cache-hit lines are buffered a few KB at a time. Each ``gradetrail run`` starts a fresh
 ``log.jsonl``; the previous invocations' logs are kept as ``log.1.jsonl`` (the latest) to
 ``log.3.jsonl``, so a killed run's log survives its resume. JSON escapes every control
