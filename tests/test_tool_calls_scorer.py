@@ -148,3 +148,76 @@ def test_bundled_function_calling_dataset_scores_as_documented(
     assert rows["weather-two-cities"]["stop_reason"] == "tool_use"
     assert rows["no-tool"]["transcript"]["stopped"] == "answered"
     assert rows["weather-paris"]["transcript"]["stopped"] == "tool_calls"
+
+
+def test_the_protocol_server_refuses_tool_turns_the_real_apis_refuse(srv) -> None:
+    """A tool result answering no call, a call left unanswered, a tool_choice naming no
+    tool and Anthropic roles that do not alternate are 400s through the real SDKs, so a
+    wrong native conversion fails the tests instead of passing silently."""
+    import anthropic
+    import openai
+
+    oa = openai.OpenAI(base_url=srv.openai_base_url, api_key="k", max_retries=0)
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    bad_openai = [
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "tool", "tool_call_id": "z", "content": "1"},
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "user", "content": "y"},
+            ]
+        },
+        {
+            "messages": [{"role": "user", "content": "x"}],
+            "tools": [tool],
+            "tool_choice": {"type": "function", "function": {"name": "g"}},
+        },
+    ]
+    for body in bad_openai:
+        with pytest.raises(openai.BadRequestError):
+            oa.chat.completions.create(model="scripted-fc", **body)
+    an = anthropic.Anthropic(base_url=srv.anthropic_base_url, api_key="k", max_retries=0)
+    use = {"type": "tool_use", "id": "t1", "name": "f", "input": {}}
+    bad_anthropic = [
+        [{"role": "user", "content": "x"}, {"role": "user", "content": "y"}],
+        [{"role": "assistant", "content": "x"}],
+        [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": "no result"},
+        ],
+    ]
+    for messages in bad_anthropic:
+        with pytest.raises(anthropic.BadRequestError):
+            an.messages.create(model="scripted-fc", max_tokens=10, messages=messages)
+    ok = an.messages.create(
+        model="scripted-fc",
+        max_tokens=10,
+        messages=[
+            {"role": "user", "content": "What is 2 + 2?"},
+            {"role": "assistant", "content": [use]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "4"}],
+            },
+        ],
+        tools=[{"name": "f", "input_schema": {"type": "object"}}],
+    )
+    assert ok.content[0].text == "2 + 2 = 4."
+    assert srv.stats()["tool_results"] == 1
