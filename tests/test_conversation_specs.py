@@ -251,3 +251,41 @@ def test_a_python_application_s_tool_calls_are_normalized_and_scored(tmp_path: P
     assert rows[0]["transcript"]["messages"][0] == {"role": "system", "content": "d"}
     lyon = rows[1]["scorer"]["expected"][1]
     assert lyon["arguments"]["unit"]["reason"] == "unexpected"
+
+
+@pytest.mark.parametrize("protocol", ["openai_compatible", "anthropic"])
+def test_a_few_shot_conversation_reaches_both_apis_natively(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, protocol: str
+) -> None:
+    """A system + few-shot message list goes to each API in its own shape (the server
+    refuses a system role inside Anthropic messages and roles out of order) and scores
+    the recorded GSM8K answers exactly as the one-message prompt does."""
+    from http_support import gsm8k_spec
+    from protocol_server import running_server
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    few_shot = [
+        {"role": "system", "content": "Solve the problem."},
+        {"role": "user", "content": "Q: What is 1 + 1?"},
+        {"role": "assistant", "content": "1 + 1 = 2.\nA: 2"},
+        {"role": "user", "content": "Q: {{ question }}"},
+    ]
+    with running_server() as live:
+        plain = gsm8k_spec(tmp_path / "plain", live, protocol, limit=20)
+        base = gradetrail.run_eval(plain, results_root=tmp_path / "r", use_cache=False)
+        spec = yaml.safe_load(Path(plain.source).read_text())
+        spec["prompt"] = few_shot
+        path = tmp_path / "few.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        few = gradetrail.run_eval(gradetrail.load_spec(path), results_root=tmp_path / "r")
+        stats = live.stats()
+    assert few.manifest.counts == {"scored": 20}
+    assert few.manifest.score.mean == base.manifest.score.mean
+    assert stats["statuses"] == {"200": 40} and stats["unmatched"] == 0
+    (row, *_) = gradetrail.read_results(few.run_dir)
+    assert [m["role"] for m in row["transcript"]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
