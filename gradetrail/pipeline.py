@@ -27,7 +27,7 @@ from gradetrail.conversation import (
     split_system,
 )
 from gradetrail.datasets import Sample
-from gradetrail.errors import DatasetError, ProviderError
+from gradetrail.errors import DatasetError, ProviderError, SpecError
 from gradetrail.providers.base import Request, Response
 from gradetrail.results import SampleResult
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
@@ -118,7 +118,10 @@ class Renderer:
             else None
         )
         self.agent, self.tools = self._tools(spec)
-        self.tool_choice = normalize_tool_choice(spec.tool_choice, self.tools)
+        try:  # the module's own tools are known only now
+            self.tool_choice = normalize_tool_choice(spec.tool_choice, self.tools)
+        except ToolError as exc:
+            raise SpecError(f"tool_choice: {exc}") from None
         self.conversational = bool(
             isinstance(prompt, list) or self.messages_field or self.tools or self.tools_field
         )

@@ -141,7 +141,8 @@ def normalize_tool_choice(raw: Any, tools: Sequence[ToolDef]) -> str | dict[str,
             name = raw["function"].get("name")
         if isinstance(name, str):
             if name not in {t["name"] for t in tools}:
-                raise ToolError(f"tool_choice names {name!r}, which no tool defines")
+                known = ", ".join(t["name"] for t in tools) or "none"
+                raise ToolError(f"no tool is named {name!r} (the tools: {known})")
             return {"name": name}
     raise ToolError(f"tool_choice {raw!r}: use auto, none, required or {{name: TOOL}}")
 

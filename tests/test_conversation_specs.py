@@ -145,7 +145,7 @@ BAD_SCHEMA = [
         (
             [{"q": "x"}],
             {"tool_choice": {"name": "nope"}, "tools": BAD_SCHEMA[:0]},
-            "no tool defines",
+            "tool_choice: no tool is named 'nope' (the tools: none)",
         ),
         (
             [{"q": "x"}],
