@@ -300,6 +300,12 @@ class Manifest(BaseModel):
         description="Conversation rows: model turns, tool calls, tool errors and why each "
         "conversation ended; null when no row was a conversation.",
     )
+    executor: dict[str, Any] | None = Field(
+        None,
+        description="Where provider calls ran (execution only, not in the identity hash): "
+        "kind (local, ray), concurrency; for ray the cluster address, workers, nodes, "
+        "in-flight share per worker and each worker's node, pid and attempts served.",
+    )
     top_errors: list[dict[str, Any]] = Field(
         default_factory=list,
         description="The most frequent kinds of error rows: state, kind, error_type, status, "

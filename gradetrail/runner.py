@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gradetrail.agreement import label_field_of
 from gradetrail.bounded import BoundedCalls
@@ -68,6 +69,9 @@ from gradetrail.scorers.base import ScoreInput
 from gradetrail.spec import EvalSpec
 from gradetrail.spec.run import MAX_ROWS
 from gradetrail.summary import Tally
+
+if TYPE_CHECKING:
+    from gradetrail.executors.ray import RayOptions
 
 __all__ = ["RunPlan", "RunResult", "plan_run", "run_eval"]
 
@@ -199,7 +203,7 @@ def run_eval(
     cache_path: str | Path | None = None,
     use_cache: bool = True,
     overrides: Iterable[str] = (),
-    executor: Executor | None = None,
+    executor: Executor | RayOptions | None = None,
     on_row: Callable[[SampleResult, Tally], None] | None = None,
     on_start: Callable[[RunPlan, Path], None] | None = None,
     on_interrupt: Callable[[StopKind, str, int], None] | None = None,
@@ -222,7 +226,8 @@ def run_eval(
         cache_path: the SQLite cache file (default :func:`default_cache_path`).
         use_cache: False to neither read nor write the cache.
         overrides: the ``--set`` strings the spec was loaded with (recorded in the manifest).
-        executor: where provider calls run (default: a :class:`LocalExecutor`).
+        executor: where provider calls run: an executor, :class:`RayOptions` for Ray
+            workers built for this run's provider, or None for a :class:`LocalExecutor`.
         on_row: called with each result row and the running tally (for progress).
         on_start: called once the plan is checked, with the plan and the run directory.
         on_interrupt: called when a signal arrives, with ``"drain"`` or ``"abort"``, the
@@ -238,19 +243,20 @@ def run_eval(
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
     plan = plan_run(spec)
+    executor = _executor(plan, executor)
     cache = (
         ResponseCache(Path(cache_path) if cache_path else default_cache_path())
         if use_cache
         else None
     )
+    driving = False  # once the run drives its pipeline, the pipeline closes the executor
     try:
         if cache is None or cache.any_missing(plan.prepared.keys()):
             plan.provider.warm_up()  # may still refuse the run: before its directory exists
+            executor.start()  # Ray: import, join the cluster (never for a fully cached run)
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
             run_dir.lock()
-            if executor is None:
-                executor = _local_executor(plan)
             pending = _keep_what_the_cache_cannot(run_dir, cache)
             run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides))
@@ -271,14 +277,19 @@ def run_eval(
                     if on_start is not None:
                         on_start(plan, run_dir.path)
                     run = _Run(plan, run_dir, SampleContext(cache, executor, plan.scorer, log))
+                    driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
                 writer.close()
                 if pending is not None:
                     pending.close()
     finally:
-        if cache is not None:
-            cache.close()
+        try:
+            if not driving:  # refused before any call: release what start() acquired
+                asyncio.run(executor.aclose())
+        finally:
+            if cache is not None:
+                cache.close()
 
 
 def _keep_what_the_cache_cannot(
@@ -298,19 +309,23 @@ def _keep_what_the_cache_cannot(
     return pending
 
 
-def _local_executor(plan: RunPlan) -> LocalExecutor:
+def _executor(plan: RunPlan, chosen: Executor | RayOptions | None) -> Executor:
+    """The executor for ``plan``: ``chosen`` itself, or one built from the spec's run
+    settings (retry policy, concurrency, rate caps), local or on Ray."""
+    if isinstance(chosen, Executor):
+        return chosen
     run = plan.spec.run
     policy = RetryPolicy(
         max_retries=run.max_retries, timeout_s=run.timeout_s, sample_timeout_s=run.sample_timeout_s
     )
-    return LocalExecutor(
-        plan.provider,
-        policy,
-        run.concurrency,
-        requests_per_minute=run.requests_per_minute,
-        tokens_per_minute=run.tokens_per_minute,
-        adaptive=run.adaptive_concurrency,
-    )
+    limits: dict[str, Any] = {
+        "requests_per_minute": run.requests_per_minute,
+        "tokens_per_minute": run.tokens_per_minute,
+        "adaptive": run.adaptive_concurrency,
+    }
+    if chosen is None:
+        return LocalExecutor(plan.provider, policy, run.concurrency, **limits)
+    return chosen.build(plan.provider, policy, run.concurrency, **limits)
 
 
 class _Run:
@@ -355,7 +370,7 @@ class _Run:
                     status, unwritten = "failed", exc
             manifest = _final_manifest(
                 manifest, self.plan, self.tally, status, time.perf_counter() - start
-            )
+            ).model_copy(update={"executor": self.ctx.executor.describe()})
             if self.ctx.cache is not None:
                 manifest = manifest.model_copy(update={"cache": self._cache_report()})
             if stop.signal_name is not None:

@@ -90,6 +90,8 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     lines.append(("cost", cost))
     lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
+    if m.executor and m.executor.get("kind") == "ray":
+        lines.append(("executor", _ray_line(m.executor)))
     status = status_text(m.status, m.counts)
     if m.status == "interrupted":
         signal = f" by {m.stop_signal}" if m.stop_signal else ""
@@ -132,6 +134,24 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
             "directory (disk full?); they will be requested again"
         )
     return lines
+
+
+def _ray_line(ex: dict) -> str:
+    """Where a Ray run's calls went: workers, nodes, the in-flight share per worker, the
+    attempts each served, and Ray's start-up time."""
+    if not ex.get("started"):
+        return "ray, not started (every response came from the cache)"
+    per = ex.get("per_worker", [])
+    served = " + ".join(str(w["served"]) for w in per)
+    lost = sum(w["lost"] for w in per)
+    line = (
+        f"ray at {ex.get('address')}: {ex['workers']} workers on {ex['nodes']} nodes, "
+        f"{ex['in_flight_per_worker']} in flight per worker (run.concurrency "
+        f"{ex['concurrency']}); attempts served {served}"
+    )
+    if lost:
+        line += f", {lost} lost with a worker and retried"
+    return line + f"; Ray connect {ex['connect_s']:.2f} s, workers up {ex['start_s']:.2f} s"
 
 
 def print_summary(result: RunResult, console: Console | None = None) -> None:

@@ -36,7 +36,23 @@ def run(
     results_root: Annotated[
         Path, typer.Option("--results-root", help="Where run directories are written.")
     ] = Path("results"),
-    executor: Annotated[str, typer.Option(help="Where provider calls run: local.")] = "local",
+    executor: Annotated[
+        str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="With --executor ray: auto (the cluster `ray start --head` started here) or "
+            "HOST:PORT of the head node; default: start a local Ray on demand."
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="With --executor ray: Ray workers making provider calls, sharing "
+            "run.concurrency (default: one per node)."
+        ),
+    ] = None,
     json_out: Annotated[
         bool,
         typer.Option("--json", help="Print the run directory and the manifest as JSON."),
@@ -74,9 +90,13 @@ def run(
     from gradetrail.spec import load_spec
     from gradetrail.terminal import clean
 
-    if executor != "local":
+    if executor not in ("local", "ray"):
         raise typer.BadParameter(
-            f"unknown executor {executor!r}; use local", param_hint="--executor"
+            f"unknown executor {executor!r}; use local or ray", param_hint="--executor"
+        )
+    if executor == "local" and (address is not None or workers is not None):
+        raise typer.BadParameter(
+            "--address and --workers are for --executor ray", param_hint="--executor"
         )
     if json_out and print_run_dir:
         raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
@@ -105,10 +125,16 @@ def run(
             progress.note(f"{signal_name}: stopping now; cancelling {in_flight} in flight")
 
     try:
+        chosen = None
+        if executor == "ray":
+            from gradetrail.executors.ray import RayOptions
+
+            chosen = RayOptions(address=address, workers=workers)
         loaded = load_spec(spec, overrides)
         try:
             result = run_eval(
                 loaded,
+                executor=chosen,
                 results_root=results_root,
                 cache_path=cache,
                 use_cache=not no_cache,

@@ -7,6 +7,7 @@ Cache reads and writes, scoring and result writing stay in the driver process
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 from gradetrail.errors import RunError
 from gradetrail.providers.base import Provider, Request
@@ -22,6 +23,20 @@ class Executor(ABC):
     concurrency: int
     #: the provider whose calls this executor runs
     provider: Provider
+
+    def start(self) -> None:
+        """Acquire what calls need (Ray: import it, join the cluster) before the run's
+        directory exists. The runner calls it only when some request misses the cache, so
+        a fully cached run never pays for it. Default: nothing.
+
+        Raises:
+            GradetrailError: the executor cannot run here (the run is refused).
+        """
+
+    def describe(self) -> dict[str, Any]:
+        """Where the calls ran, for the manifest's ``executor`` (execution only: not in
+        the identity hash). Default: ``kind`` and ``concurrency``."""
+        return {"kind": "local", "concurrency": self.concurrency}
 
     @abstractmethod
     async def complete(self, request: Request) -> CallOutcome:

@@ -188,7 +188,9 @@ class RateBucket:
             return
         async with self._lock:
             self._refill(self._clock())
-            while self.balance < need:
+            # the tolerance: near a clock of 1e3 s, a wait of 1e-14 s is lost in rounding
+            # (the clock does not move), and an exact comparison would loop for ever
+            while self.balance < need - 1e-9:
                 wait = (need - self.balance) / self.rate
                 before = self._clock()
                 await self._sleep(wait)

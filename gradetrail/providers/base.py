@@ -204,6 +204,13 @@ class Provider(ABC):
         (e.g. one a ``python`` function reported)."""
         return response.cost_usd
 
+    def shipped_modules(self) -> list[Path]:
+        """Local code the provider's calls import that a remote worker may lack: files or
+        package directories that ``--executor ray`` ships to its workers
+        (``runtime_env.py_modules``). Default: none (gradetrail itself, and the SDKs, are
+        installed on every node)."""
+        return []
+
     def warm_up(self) -> None:
         """Load what the first call needs (an SDK import, say) ahead of time. The runner
         calls it before the run's clock starts, only when some request is not cached, so

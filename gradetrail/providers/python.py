@@ -64,6 +64,22 @@ class PythonProvider(Provider):
             out["module_sha256"] = file_sha256(Path(source))
         return out
 
+    def shipped_modules(self) -> list[Path]:
+        """The function's top-level package directory (or its module file, for a
+        top-level module), unless it is installed (under ``sys.prefix``): what Ray workers
+        need to import it on a node that cannot see this machine's files."""
+        fn = self._resolve()
+        top = sys.modules.get(fn.__module__.partition(".")[0])
+        paths = list(getattr(top, "__path__", None) or ())
+        where = Path(paths[0] if len(paths) == 1 else getattr(top, "__file__", None) or "")
+        if not where.name or not where.exists():
+            return []
+        where = where.resolve()
+        installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+        if any(where.is_relative_to(p) for p in installed):
+            return []
+        return [where]
+
     def check_ready(self) -> None:
         """Import the function now, so a typo stops the run before any sample.
 

@@ -1,0 +1,418 @@
+"""The Ray executor on a real two-node cluster (``ray start --head`` and ``ray start
+--address``; the second node cannot see the driver's files), and its refusals.
+
+One cluster serves the whole module; every run joins it with ``--address`` (the pytest
+process is the driver of the in-process runs). Tests that need no cluster do not start
+one.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from http_support import gsm8k_spec
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+from ray_support import RunningCluster, grep_tree, ray_env, two_node_cluster
+from run_support import count_lines, only_run_dir, wait_until
+
+import gradetrail
+from gradetrail.cache import ResponseCache
+from gradetrail.executors.ray import RayExecutor, RayOptions
+from gradetrail.providers import make_provider
+from gradetrail.retry import RetryPolicy
+from gradetrail.testing import FakeClock
+
+SECRET = "sk-ray-SECRET-7f3a9c1e5b"
+server = protocol_server_fixture(scope="module", name="server", api_key=SECRET, models=["*"])
+srv = fresh_protocol_server_fixture("server", name="srv")
+#: row fields that may differ between two runs of the same spec (timing)
+TIMING = {"latency_s"}
+#: manifest fields that must be identical between executors
+SAME = (
+    "identity_hash",
+    "spec_hash",
+    "dataset_hash",
+    "file_hashes",
+    "status",
+    "counts",
+    "served_models",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "cost_usd",
+    "cache_hits",
+    "score",
+    "judge",
+    "top_errors",
+    "n_samples",
+    "epochs",
+)
+
+
+@pytest.fixture(scope="module")
+def driver_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where this module's specs, datasets, caches and results live: hidden from the
+    cluster's second node."""
+    return tmp_path_factory.mktemp("driver")
+
+
+@pytest.fixture(scope="module")
+def cluster(driver_dir: Path) -> Any:
+    """The module's two-node cluster."""
+    with two_node_cluster(driver_dir) as running:
+        yield running
+
+
+@pytest.fixture
+def keyed(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The server's API key, in a variable only the driver's environment has."""
+    monkeypatch.setenv("GT_RAY_KEY", SECRET)
+    return "GT_RAY_KEY"
+
+
+def _rows(run_dir: Path) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in r.items() if k not in TIMING} for r in gradetrail.read_results(run_dir)
+    ]
+
+
+def _run(spec: gradetrail.EvalSpec, where: Path, executor: Any = None, **kw: Any) -> Any:
+    return gradetrail.run_eval(
+        spec,
+        results_root=where / "results",
+        cache_path=where / "cache.sqlite",
+        executor=executor,
+        **kw,
+    )
+
+
+def test_ray_gives_the_same_answer_as_local_from_both_nodes_and_writes_no_key(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """GSM8K through the protocol server: local and Ray (2 workers, one on each node)
+    give the same rows in the same order, scores, identity and counts; both nodes served
+    requests; the API key reached the workers (the server requires it) but no file of
+    either node's Ray session holds it."""
+    local_dir, ray_dir = driver_dir / "same-local", driver_dir / "same-ray"
+    run = {"concurrency": 32}
+    common = {"limit": None, "run": run, "api_key_env": keyed, "api_key_required": True}
+    local = _run(gsm8k_spec(local_dir, srv, "openai_compatible", **common), local_dir)
+    local_requests = srv.stats()["total"]
+    spec = gsm8k_spec(ray_dir, srv, "openai_compatible", **common)
+    ray = _run(spec, ray_dir, RayOptions(address=cluster.address, workers=2))
+
+    assert local_requests == 1319 and srv.stats()["total"] == 2 * 1319
+    assert srv.stats()["max_in_flight"] <= 32
+    assert _rows(ray.run_dir) == _rows(local.run_dir)
+    assert [r["sample_id"] for r in _rows(ray.run_dir)][:3] == ["1", "2", "3"]
+    assert gradetrail.read_samples(ray.run_dir) == gradetrail.read_samples(local.run_dir)
+    for name in SAME:
+        assert getattr(ray.manifest, name) == getattr(local.manifest, name), name
+    assert ray.manifest.counts == {"scored": 1319}
+    assert ray.manifest.score.mean == pytest.approx(0.5625, abs=1e-4)  # the authors' labels
+    ex = ray.manifest.executor
+    assert ex["kind"] == "ray" and ex["workers"] == 2 and ex["nodes"] == 2, ex
+    assert ex["in_flight_per_worker"] == 16
+    assert all(w["served"] > 0 for w in ex["per_worker"])
+    assert sum(w["served"] for w in ex["per_worker"]) == 1319
+    assert local.manifest.executor == {"kind": "local", "concurrency": 32}
+    for temp_dir in cluster.temp_dirs:
+        assert grep_tree(temp_dir, SECRET.encode()) == []
+
+
+APP = {
+    "__init__.py": "",
+    "helpers.py": "def answer_for(prompt):\n    return prompt.rsplit('=', 1)[1].strip()\n",
+    "solve.py": """\
+import os
+
+from gradetrail import Response
+from rayapp.helpers import answer_for
+
+SPEC = {spec!r}
+
+
+async def solve(request):
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    sight = "sees" if os.path.exists(SPEC) else "blind"
+    return Response(text="A: " + answer_for(request.prompt), served_model=f"{{node}}:{{sight}}")
+""",
+}
+
+
+def _app_eval(root: Path, srv: Any, samples: int) -> Path:
+    """A ``python``-provider eval (package ``rayapp`` beside the spec) judged by a model
+    on the protocol server."""
+    root.mkdir(parents=True)
+    spec_path = root / "spec.yaml"
+    (root / "rayapp").mkdir()
+    for name, text in APP.items():
+        (root / "rayapp" / name).write_text(text.format(spec=str(spec_path)))
+    rows = [{"id": f"q{i}", "q": f"{i}+{i}", "a": 2 * i} for i in range(samples)]
+    (root / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "judge.j2").write_text("Grade this answer to {{ prompt }}: {{ response }}\n")
+    spec = {
+        "name": "ray-app",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "What is {{ q }}? = {{ a }}",
+        "model": {"provider": "python", "name": "app", "function": "rayapp.solve:solve"},
+        "scorer": {
+            "type": "judge",
+            "file": "judge.j2",
+            "model": {
+                "provider": "openai_compatible",
+                "name": "judge",
+                "base_url": srv.openai_base_url,
+                "api_key_env": "GT_RAY_KEY",
+            },
+        },
+        "run": {"concurrency": 8, "max_retries": 2},
+    }
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return spec_path
+
+
+def test_python_provider_module_and_judge_run_on_a_node_that_cannot_see_them(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """The ``python`` provider's package is shipped to the workers (runtime_env
+    py_modules): the node that cannot see the spec, dataset or package still answers;
+    the judge's calls go through the same Ray workers."""
+    srv.configure(script={"Grade this answer": "GRADE: C"})
+    root = driver_dir / "app"
+    spec = gradetrail.load_spec(_app_eval(root, srv, 40))
+    result = _run(spec, root, RayOptions(address=cluster.address, workers=2))
+
+    assert result.manifest.counts == {"scored": 40}
+    sights = {name.split(":")[1] for name in result.manifest.served_models}
+    nodes = {name.split(":")[0] for name in result.manifest.served_models}
+    assert sights == {"sees", "blind"} and len(nodes) == 2
+    assert result.manifest.judge.calls == 40
+    assert srv.stats()["total"] == 40  # the judge, called from the workers
+    served = [w["served"] for w in result.manifest.executor["per_worker"]]
+    assert sum(served) == 80  # 40 model calls and 40 judge calls
+
+
+def test_rate_caps_are_global_across_workers(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """requests_per_minute is one budget for all workers: 100 requests at 600/min take
+    9 s of (fake) time after the first second's 10, with 2 workers as with 1; the server
+    never sees more than run.concurrency in flight."""
+    root = driver_dir / "caps"
+    spec = gsm8k_spec(root, srv, "openai_compatible", limit=100, api_key_env=keyed)
+    provider = make_provider(spec.model, spec.base_dir)
+    provider.check_ready()
+    clock = FakeClock()
+    executor = RayExecutor(
+        provider,
+        RetryPolicy(max_retries=2),
+        8,
+        options=RayOptions(address=cluster.address, workers=2),
+        requests_per_minute=600,
+        sleep=clock.sleep,
+        clock=clock.now,
+    )
+    start = clock.now()
+    result = _run(spec, root, executor)
+    assert result.manifest.counts == {"scored": 100}
+    assert clock.now() - start == pytest.approx(9.0, abs=0.2)
+    assert srv.stats()["max_in_flight"] <= 8
+    assert all(w["served"] > 0 for w in result.manifest.executor["per_worker"])
+
+
+def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """SIGKILL of one worker's process mid-run: its in-flight requests are retried on the
+    other worker, the run completes with every row scored once, and the cache holds
+    each response once."""
+    srv.configure(latency=0.05)
+    root = driver_dir / "kill"
+    spec = gsm8k_spec(root, srv, "openai_compatible", limit=200, api_key_env=keyed)
+    provider = make_provider(spec.model, spec.base_dir)
+    provider.check_ready()
+    executor = RayExecutor(
+        provider,
+        RetryPolicy(max_retries=3, base_delay_s=0.1),
+        16,
+        options=RayOptions(address=cluster.address, workers=2),
+    )
+    killed: list[int] = []
+
+    def on_row(row: Any, tally: Any) -> None:
+        if tally.rows == 40 and not killed:
+            victim = executor.pool.stats()[0].pid
+            killed.append(victim)
+            subprocess.run(["kill", "-9", str(victim)], check=True)
+
+    result = _run(spec, root, executor, on_row=on_row)
+    rows = gradetrail.read_results(result.run_dir)
+    assert killed
+    assert result.manifest.counts == {"scored": 200}
+    assert [r["sample_id"] for r in rows] == [str(i) for i in range(1, 201)]
+    lost = sum(w["lost"] for w in result.manifest.executor["per_worker"])
+    assert 1 <= lost <= 16
+    assert max(r["attempts"] for r in rows) >= 2
+    assert 200 <= srv.stats()["total"] <= 200 + lost
+    cache = ResponseCache(root / "cache.sqlite")
+    try:
+        assert cache.stats().entries == 200
+    finally:
+        cache.close()
+
+
+def _cli_run(spec: Path, root: Path, address: str, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "gradetrail", "run", str(spec), "--cache", str(root / "c.db")]
+    cmd += ["--results-root", str(root / "results"), "--executor", "ray", "--address", address]
+    env = {**ray_env(), "GT_RAY_KEY": SECRET}
+    return subprocess.Popen(
+        [*cmd, *extra], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_interrupt_and_kill_then_resume_as_locally(
+    cluster: RunningCluster, srv, driver_dir: Path, sig: signal.Signals
+) -> None:
+    """Ctrl-C drains (the requests in flight land, exit 130, status interrupted); after
+    Ctrl-C or kill -9 of the driver, the same command finishes the run from the cache and
+    pays for no cached response again."""
+    srv.configure(latency=0.25)
+    root = driver_dir / f"resume-{sig.name}"
+    spec = gsm8k_spec(
+        root, srv, "openai_compatible", limit=40, api_key_env="GT_RAY_KEY", run={"concurrency": 8}
+    )
+    spec_path = Path(spec.source)
+    proc = _cli_run(spec_path, root, cluster.address, "--workers", "2")
+
+    def rows() -> int:
+        dirs = list((root / "results").glob("*/results.jsonl"))
+        return count_lines(dirs[0]) if dirs else 0
+
+    wait_until(lambda: rows() >= 4, 120, "4 rows", proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    run_dir = only_run_dir(root / "results")
+    cache = ResponseCache(root / "c.db")
+    try:
+        cached = cache.stats().entries
+    finally:
+        cache.close()
+    paid = srv.stats()["total"]
+    if sig == signal.SIGINT:
+        assert proc.returncode == 130, err
+        assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
+        assert paid == cached == count_lines(run_dir / "results.jsonl")  # in flight landed
+    else:
+        assert proc.returncode == -signal.SIGKILL
+        assert cached <= paid <= cached + 8  # what was in flight when it died
+    assert cached < 40
+
+    again = _cli_run(spec_path, root, cluster.address, "--workers", "2")
+    out, err = again.communicate(timeout=120)
+    assert again.returncode == 0, err
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["counts"] == {"scored": 40}
+    assert manifest["cache_hits"] == cached
+    assert srv.stats()["total"] - paid == 40 - cached  # nothing cached was asked again
+    assert "in flight per worker" in out
+
+
+# -- refusals and the cached path: no cluster needed ----------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workers", "0"], "--workers 0: use a whole number of at least 1"),
+        (["--workers", "-2"], "--workers -2: use a whole number of at least 1"),
+        (["--workers", "17"], "--workers 17 is more than run.concurrency (16)"),
+        (["--address", "head-node"], "--address 'head-node': use auto or HOST:PORT"),
+        (["--address", "10.0.0.1:99999"], "use auto or HOST:PORT"),
+    ],
+)
+def test_bad_ray_options_are_refused_in_one_line(
+    cli, gsm8k_copy: Path, args: list[str], message: str
+) -> None:
+    """Bad --workers and --address values: one line naming the fix, exit 2, no run."""
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", *args)
+    assert out.exit_code == 2 and message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_ray_options_need_the_ray_executor_and_whole_workers(cli, gsm8k_copy: Path) -> None:
+    """--workers without --executor ray is refused, not ignored; --workers two is one
+    usage line (through the real entry point), exit 2."""
+    out = cli("run", str(gsm8k_copy), "--workers", "2")
+    assert out.exit_code == 2 and "--address and --workers are for --executor ray" in out.stderr
+    cmd = [sys.executable, "-m", "gradetrail", "run", str(gsm8k_copy), "--executor", "ray"]
+    out = subprocess.run([*cmd, "--workers", "two"], capture_output=True, text=True)
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: Invalid value for '--workers':") and "integer" in line
+
+
+def test_unreachable_address_is_one_line_exit_2(cli, gsm8k_copy: Path, server) -> None:
+    """Nothing listening, or a server that is not Ray's GCS: one line, exit 2, before the
+    run directory exists (no ray.init retrying for minutes)."""
+    closed = f"127.0.0.2:{_closed_port()}"
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", "--address", closed)
+    assert out.exit_code == 2, out.stderr
+    assert out.stderr.strip() == (
+        f"error: cannot reach the Ray cluster at {closed} (Connection refused); check "
+        "--address and that `ray start --head` runs there"
+    )
+    http = server.base_url.removeprefix("http://")
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", "--address", http)
+    assert out.exit_code == 2
+    assert f"{http} does not answer as a Ray cluster (GCS) does" in out.stderr
+    assert not (gsm8k_copy.parent / "results").exists()
+
+
+def test_missing_ray_names_the_extra_and_a_cached_run_never_imports_it(
+    cli, gsm8k_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without Ray: one line naming pip install 'gradetrail[ray]', exit 2. With every
+    response cached, --executor ray never imports Ray (so it succeeds without it) and
+    says Ray was not started."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    out = cli("run", str(gsm8k_copy), "--executor", "ray")
+    assert out.exit_code == 2
+    assert out.stderr.strip() == "error: --executor ray needs Ray; pip install 'gradetrail[ray]'"
+    assert cli("run", str(gsm8k_copy)).exit_code == 0  # fills the cache locally
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", "--address", "127.0.0.2:1")
+    assert out.exit_code == 0, out.stderr
+    assert "ray, not started (every response came from the cache)" in out.stdout
+    manifest = gradetrail.read_manifest(only_run_dir(tmp_path / "results"))
+    assert manifest["executor"] == {
+        "kind": "ray",
+        "started": False,
+        "concurrency": 16,
+        "address": None,
+    }
+
+
+def test_choosing_ray_imports_no_ray() -> None:
+    """RayOptions alone imports no Ray (the CLI builds it before knowing whether anything
+    misses)."""
+    code = "import sys; from gradetrail.executors.ray import RayOptions; RayOptions(); "
+    code += "print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
