@@ -148,7 +148,6 @@ def cli(args: list[str], cwd: Path) -> tuple[float, dict[str, Any]]:
 def warm_and_start_up(srv: ServerHandle, repeat: int, work: Path) -> list[dict[str, Any]]:
     """Cases (c) and (d), as processes."""
     srv.configure(latency=0.0)
-    spec = work / "spec.yaml"
     spec_args = [
         str(ROOT / "examples" / "gsm8k.yaml"),
         "--set",

@@ -22,6 +22,7 @@ from gradetrail.errors import (
     SpecError,
     UsageError,
 )
+from gradetrail.executors.ray import RayOptions
 from gradetrail.gate import GateError, GateResult, regression_gate
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.reducers import pass_at_k
@@ -48,6 +49,7 @@ __all__ = [
     "JudgeError",
     "PowerPlan",
     "Provider",
+    "RayOptions",
     "ProviderError",
     "Request",
     "Response",

@@ -38,7 +38,6 @@ import math
 import os
 import random
 import re
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -620,6 +619,8 @@ def _probe(address: str) -> None:
     Raises:
         UsageError: nothing listens there, the host is unreachable, or it is not gRPC.
     """
+    import socket
+
     match = _HOST_PORT.match(address)
     if match is None:  # e.g. $RAY_ADDRESS in a form of its own: ray.init decides
         return
@@ -644,7 +645,7 @@ def _probe(address: str) -> None:
         )
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
+def _read_exactly(sock: Any, n: int) -> bytes:
     data = b""
     while len(data) < n:
         chunk = sock.recv(n - len(data))
