@@ -144,13 +144,15 @@ def _ray_line(ex: dict) -> str:
     per = ex.get("per_worker", [])
     served = " + ".join(str(w["served"]) for w in per)
     lost = sum(w["lost"] for w in per)
+    workers, nodes = ex["workers"], ex["nodes"]
     line = (
-        f"ray at {ex.get('address')}: {ex['workers']} workers on {ex['nodes']} nodes, "
+        f"ray at {ex.get('address')}: {workers} worker{'s' * (workers != 1)} on {nodes} "
+        f"node{'s' * (nodes != 1)}, "
         f"{ex['in_flight_per_worker']} in flight per worker (run.concurrency "
         f"{ex['concurrency']}); attempts served {served}"
     )
     if lost:
-        line += f", {lost} lost with a worker and retried"
+        line += f", {lost} lost with a worker"
     return line + f"; Ray connect {ex['connect_s']:.2f} s, workers up {ex['start_s']:.2f} s"
 
 

@@ -38,6 +38,7 @@ import math
 import os
 import random
 import re
+import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -229,6 +230,7 @@ class RayPool:
             if not ray.is_initialized():
                 self._init(ray, self._address())
                 self._owns_connection = True
+                _errors_to_stderr(ray)
             self.address = ray.get_runtime_context().gcs_address
             self.connect_s = time.perf_counter() - started
             self._ray = ray
@@ -246,11 +248,16 @@ class RayPool:
                 include_dashboard=False,
                 object_store_memory=LOCAL_OBJECT_STORE_BYTES,
             )
-            # on this thread: Ray's processes end with the thread that started them
+            # on this thread: Ray's processes end with the thread that started them. ray.init
+            # replaces the SIGTERM handler (the run's own: drain, then stop): put it back
+            previous = signal.getsignal(signal.SIGTERM)
             try:
                 ray.init(**kwargs)
             except Exception as exc:
                 raise UsageError(f"cannot start a local Ray: {_first_line(exc)}") from None
+            finally:
+                if previous is not None and threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, previous)
             return
         where = f"the Ray cluster at {address}"
         _bounded(partial(ray.init, address=address, **kwargs), CONNECT_TIMEOUT_S, where)
@@ -334,7 +341,7 @@ class RayPool:
         except ray.exceptions.RayError as exc:
             for handle in handles:
                 ray.kill(handle)
-            raise RunError(f"the Ray workers could not start: {_first_line(exc)}") from None
+            raise RunError(f"the Ray workers could not start: {_reason(exc)}") from None
         self.start_s = time.perf_counter() - started
         return workers
 
@@ -388,10 +395,7 @@ class RayPool:
             ) from None
         except self._ray.exceptions.RayTaskError as exc:  # the provider failed, unclassified
             stats.served += 1
-            cause = getattr(exc, "cause", None) or exc
-            raise ProviderError(
-                f"Ray worker {stats.index}: {type(cause).__name__}: {_first_line(cause)}"
-            ) from None
+            raise ProviderError(f"Ray worker {stats.index}: {_reason(exc)}") from None
         finally:
             worker.in_flight -= 1
         stats.served += 1
@@ -655,6 +659,22 @@ def _read_exactly(sock: Any, n: int) -> bytes:
     return data
 
 
+def _errors_to_stderr(ray: Any) -> None:
+    """Ray's driver prints the cluster's error notices (a worker died, ...) on stdout;
+    ``--json`` and ``--print-run-dir`` own stdout, so send them to stderr. A no-op when
+    this Ray's internals differ."""
+    module = getattr(getattr(ray, "_private", None), "worker", None)
+    original = getattr(module, "print_to_stdstream", None)
+    if original is None or getattr(original, "gradetrail_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.gradetrail_stderr = True  # type: ignore[attr-defined]
+    module.print_to_stdstream = to_stderr
+
+
 def _resolve_auto(ray: Any) -> str:
     """The address ``auto`` means: the cluster ``ray start`` recorded on this machine.
 
@@ -683,6 +703,13 @@ def _import_ray() -> Any:
     except ImportError:
         raise UsageError(f"--executor ray needs Ray; {INSTALL_HINT}") from None
     return ray
+
+
+def _reason(exc: BaseException) -> str:
+    """``Type: message`` of what failed on a worker (a RayTaskError's cause, not Ray's
+    frame of it)."""
+    cause = getattr(exc, "cause", None) or exc
+    return f"{type(cause).__name__}: {_first_line(cause)}"
 
 
 def _first_line(exc: BaseException) -> str:
