@@ -381,6 +381,7 @@ class RayPool:
         try:
             out = await self._attempt(worker, slot, request)
             if out is None:  # the worker restarted and lost its providers: register again
+                stats.pid = (await worker.handle.ready.remote())["pid"]
                 await self._register(worker, slot)
                 out = await self._attempt(worker, slot, request)
         except self._ray.exceptions.RayActorError as exc:
