@@ -36,7 +36,6 @@ import contextlib
 import logging
 import math
 import os
-import random
 import re
 import signal
 import threading
@@ -47,10 +46,9 @@ from functools import partial
 from typing import Any
 
 from gradetrail.errors import ProviderConnectionError, ProviderError, RunError, UsageError
-from gradetrail.executors.base import Executor
-from gradetrail.executors.limits import Throttle, ThrottleStats
+from gradetrail.executors.retrying import RetryingExecutor
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.retry import CallOutcome, RetryPolicy, call_with_retry
+from gradetrail.retry import RetryPolicy
 
 __all__ = ["RayExecutor", "RayOptions", "WorkerStats"]
 
@@ -442,7 +440,7 @@ class RayPool:
             self._owns_connection = False
 
 
-class RayExecutor(Executor):
+class RayExecutor(RetryingExecutor):
     """Runs provider calls on Ray workers, with the driver's retry policy and one global
     throttle (in-flight slots with AIMD, rate caps, Retry-After pause) per provider.
 
@@ -452,10 +450,10 @@ class RayExecutor(Executor):
         policy: the retry policy.
         concurrency: attempts in flight at most, across all workers.
         options: where to run and on how many workers.
-        requests_per_minute, tokens_per_minute: optional global rate caps.
-        adaptive: lower the in-flight limit on 429s and raise it again as calls succeed.
-        sleep, clock, rand: injected for tests.
         pool: share another executor's workers (for judges; see :meth:`for_provider`).
+        settings: ``requests_per_minute``, ``tokens_per_minute`` (global rate caps),
+            ``adaptive``, and ``sleep``, ``clock``, ``rand`` (injected for tests), as for
+            :class:`~gradetrail.executors.local.LocalExecutor`.
     """
 
     def __init__(
@@ -465,46 +463,13 @@ class RayExecutor(Executor):
         concurrency: int,
         *,
         options: RayOptions | None = None,
-        requests_per_minute: float | None = None,
-        tokens_per_minute: float | None = None,
-        adaptive: bool = True,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        rand: Callable[[], float] = random.random,
         pool: RayPool | None = None,
+        **settings: Any,
     ) -> None:
-        self.provider = provider
-        self.policy = policy
-        self.concurrency = concurrency
-        self.requests_per_minute = requests_per_minute
-        self.tokens_per_minute = tokens_per_minute
-        self.adaptive = adaptive
-        self._sleep, self._clock, self._rand = sleep, clock, rand
+        super().__init__(provider, policy, concurrency, **settings)
         self._owns_pool = pool is None
         self.pool = pool if pool is not None else RayPool(options or RayOptions())
         self._slot = self.pool.add(provider, concurrency)
-        self._throttle: Throttle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    @property
-    def throttle(self) -> Throttle:
-        """This provider's admission control (one for all workers) on the running loop."""
-        loop = asyncio.get_running_loop()
-        if self._throttle is None or self._loop is not loop:
-            self._loop = loop
-            self._throttle = Throttle(
-                self.concurrency,
-                adaptive=self.adaptive,
-                requests_per_minute=self.requests_per_minute,
-                tokens_per_minute=self.tokens_per_minute,
-                clock=self._clock,
-                sleep=self._sleep,
-            )
-        return self._throttle
-
-    def throttle_stats(self) -> ThrottleStats | None:
-        """How admission went (in-flight limit, 429s, pauses), or None before any call."""
-        return self._throttle.stats() if self._throttle is not None else None
 
     def start(self) -> None:
         """Check that Ray is installed and the cluster answers (the runner calls this before
@@ -516,33 +481,16 @@ class RayExecutor(Executor):
         """
         self.pool.check()
 
-    async def complete(self, request: Request) -> CallOutcome:
-        """Serve one request with retries; each attempt passes this provider's throttle,
-        then runs on the least-loaded live worker."""
-        return await call_with_retry(
-            partial(self.pool.call, self._slot, request),
-            self.policy,
-            sleep=self._sleep,
-            clock=self._clock,
-            rand=self._rand,
-            gate=self.throttle.gate(request),
-        )
+    def attempt(self, request: Request) -> Awaitable[Response]:
+        """One attempt on the least-loaded live worker (after this provider's throttle)."""
+        return self.pool.call(self._slot, request)
 
     def for_provider(self, provider: Provider) -> RayExecutor:
         """An executor for ``provider`` (a judge) on the same workers, with this one's
         policy, concurrency bound and rate caps and its own throttle (another model has
         its own limits)."""
         return RayExecutor(
-            provider,
-            self.policy,
-            self.concurrency,
-            requests_per_minute=self.requests_per_minute,
-            tokens_per_minute=self.tokens_per_minute,
-            adaptive=self.adaptive,
-            sleep=self._sleep,
-            clock=self._clock,
-            rand=self._rand,
-            pool=self.pool,
+            provider, self.policy, self.concurrency, pool=self.pool, **self.settings()
         )
 
     def describe(self) -> dict[str, Any]:
