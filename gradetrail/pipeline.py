@@ -9,6 +9,8 @@ Stages are plain functions: :func:`prepare` renders one (sample, epoch) into a
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
@@ -88,8 +90,13 @@ class Renderer:
     """
 
     def __init__(
-        self, spec: EvalSpec, identity: dict[str, Any], keyed_by_sample: bool = False
+        self,
+        spec: EvalSpec,
+        identity: dict[str, Any],
+        keyed_by_sample: bool = False,
+        with_row: bool = False,
     ) -> None:
+        self.with_row = with_row
         where = spec.source
         self.where = where
         prompt = spec.prompt
@@ -274,6 +281,18 @@ def _render_target(template: Template, sample: Sample) -> str:
     return target
 
 
+def _identity(renderer: Renderer, sample: Sample) -> dict[str, Any]:
+    """The request's provider identity: the sample id for providers keyed by sample, the
+    row's SHA-256 for providers that receive the row."""
+    identity = renderer.identity
+    if renderer.keyed_by_sample:
+        identity = {**identity, "sample_id": sample.id}
+    if renderer.with_row:
+        text = json.dumps(sample.row, sort_keys=True, ensure_ascii=False, default=repr)
+        identity = {**identity, "row_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return identity
+
+
 def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = None) -> Prepared:
     """Render one (sample, epoch) into a keyed request (``key``: its key, when already
     known from an earlier rendering; computed otherwise).
@@ -298,13 +317,10 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = No
         params=renderer.params,
         epoch=epoch,
         sample_id=sample.id,
-        identity=(
-            {**renderer.identity, "sample_id": sample.id}
-            if renderer.keyed_by_sample
-            else renderer.identity
-        ),
+        identity=_identity(renderer, sample),
         tools=tools,
         tool_choice=tool_choice,
+        row=sample.row if renderer.with_row else None,
     )
     target = _render_target(renderer.target, sample) if renderer.target else None
     label = renderer.label.read(sample.row, sample.id) if renderer.label else None

@@ -150,7 +150,7 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         provider.check_ready()
     identity = provider.identity()
     with _naming_the_spec(spec):  # a tools module that cannot be imported, say
-        renderer = Renderer(spec, identity, provider.keyed_by_sample)
+        renderer = Renderer(spec, identity, provider.keyed_by_sample, provider.wants_row())
     renderer.check(samples[0].row)
     scorer = make_scorer(spec)
     first = prepare(samples[0], 1, renderer)

@@ -214,3 +214,46 @@ def test_each_attempt_is_logged_when_it_ends(tmp_path: Path, monkeypatch) -> Non
     log = [json.loads(x) for x in (run_dir / "log.jsonl").read_text().splitlines()]
     calls = [x for x in log if x["event"] == "provider_call"]
     assert [(x["attempt"], x["outcome"]) for x in calls] == [(1, "error"), (2, "error"), (3, "ok")]
+
+
+ROW_APP = """\
+def answer(request, row):
+    # the structured input, not the prompt: two rows share one prompt text
+    return "A: " + str(row["a"])
+
+
+def legacy(request):
+    return "A: " + request.prompt.rsplit("=", 1)[1].strip()
+"""
+
+
+def test_the_python_provider_receives_the_row(tmp_path: Path) -> None:
+    """A two-argument function gets each sample's row; rows whose prompts are equal but
+    whose fields differ get their own answers (the row is in the key), and a one-argument
+    function still works."""
+    directory = tmp_path / "e"
+    rows = [
+        {"id": "r1", "q": "x", "a": 2, "hidden": 1},
+        {"id": "r2", "q": "x", "a": 2, "hidden": 2},
+    ]
+    rows.append({"id": "r3", "q": "y", "a": 7})
+    spec = write_eval(
+        directory,
+        rows,
+        prompt="What is {{ q }}?",
+        model={"provider": "python", "name": "row-app", "function": "row_app:answer"},
+    )
+    (directory / "row_app.py").write_text(ROW_APP)
+    out = run(spec, tmp_path)
+    assert out.code == 0, out.err
+    (run_dir,) = (tmp_path / "results").iterdir()
+    result = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert [r["response"] for r in result] == ["A: 2", "A: 2", "A: 7"]
+    assert [r["score"] for r in result] == [1.0, 1.0, 1.0]
+    assert [r["cached"] for r in result] == [False, False, False]  # r1, r2 not shared
+    legacy = write_eval(
+        tmp_path / "l",
+        ROWS,
+        model={"provider": "python", "name": "legacy", "function": "row_app:legacy"},
+    )
+    assert run(legacy, tmp_path).code == 0

@@ -47,6 +47,11 @@ class Request:
             model (see :mod:`gradetrail.tools`); part of the key when given.
         tool_choice: ``auto``, ``none``, ``required``, ``{"name": TOOL}`` or None; part of
             the key when tools are given.
+        row: the sample's dataset row, for a provider that asks for it
+            (:meth:`Provider.wants_row`: a ``python`` function taking ``(request, row)``),
+            else None. Not part of :meth:`key` itself: the row's SHA-256 is put into
+            ``identity`` for such providers, so a response that may depend on a field
+            the prompt does not show is never shared between rows.
     """
 
     provider: str
@@ -60,6 +65,7 @@ class Request:
     identity: dict[str, Any] = field(default_factory=dict)
     tools: tuple[dict[str, Any], ...] = ()
     tool_choice: str | dict[str, str] | None = None
+    row: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def key(self) -> str:
         """The cache key: SHA-256 hex of canonical JSON over everything that decides the
@@ -175,6 +181,11 @@ class Provider(ABC):
     def __init__(self, model: ModelSpec, base_dir: Path) -> None:
         self.model = model
         self.base_dir = base_dir
+
+    def wants_row(self) -> bool:
+        """True when :meth:`complete` reads ``request.row`` (the sample's fields); the row
+        then enters each request's cache key. Default False."""
+        return False
 
     def identity(self) -> dict[str, Any]:
         """Provider-specific material that decides responses, beyond the request; enters

@@ -4,7 +4,10 @@
 the rendered :class:`~gradetrail.providers.base.Request` and returns the response text
 (a ``str``), or a :class:`~gradetrail.providers.base.Response` for full detail (its
 ``tool_calls``, ``{"id", "name", "arguments"}`` dicts, are the application's tool calls,
-as a model's would be). Sync
+as a model's would be). A function with a second parameter (``answer(request, row)``,
+or a parameter named ``row``) also receives the sample's dataset row, a ``dict`` of its
+fields, so an application under test can use its structured inputs; the row's SHA-256
+then enters each request's cache key. One-argument functions work as before. Sync
 functions run in a worker thread so they do not block other samples. The module is
 imported with the spec's directory and the working directory on ``sys.path``.
 
@@ -30,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +84,11 @@ class PythonProvider(Provider):
             return []
         return [where]
 
+    def wants_row(self) -> bool:
+        """True when the function takes the sample's row too: ``answer(request, row)`` (a
+        second positional parameter, or one named ``row``)."""
+        return _row_mode(self._resolve()) is not None
+
     def check_ready(self) -> None:
         """Import the function now, so a typo stops the run before any sample.
 
@@ -119,12 +128,19 @@ class PythonProvider(Provider):
                 other exception becomes a permanent BadRequest naming its type).
         """
         fn = self._resolve()
+        mode = _row_mode(fn)
+        args: tuple[Any, ...] = (request,)
+        kwargs: dict[str, Any] = {}
+        if mode == "positional":
+            args = (request, dict(request.row or {}))
+        elif mode == "keyword":
+            kwargs = {"row": dict(request.row or {})}
         start = time.perf_counter()
         try:
             if inspect.iscoroutinefunction(fn):
-                out = await fn(request)
+                out = await fn(*args, **kwargs)
             else:
-                out = await _in_daemon_thread(fn, request)
+                out = await _in_daemon_thread(partial(_call, fn, args, kwargs), request)
         except ProviderError:
             raise
         except (Exception, SystemExit) as exc:  # the user's code: record, never crash the run
@@ -140,7 +156,30 @@ class PythonProvider(Provider):
         return Response(text=out, served_model=self.model.name, latency_s=latency)
 
 
-async def _in_daemon_thread(fn: Callable[[Request], Any], request: Request) -> Any:
+def _row_mode(fn: Callable[..., Any]) -> str | None:
+    """How ``fn`` takes the sample's row: ``"keyword"`` (a parameter named ``row``),
+    ``"positional"`` (a second positional parameter), or None (``fn(request)`` only)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin or a callable without a signature
+        return None
+    if any(p.name == "row" for p in params[1:]):
+        return "keyword"
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
+        return "positional"
+    return None
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], _: Any) -> Any:
+    return fn(*args, **kwargs)
+
+
+async def _in_daemon_thread(fn: Callable[[Any], Any], request: Any) -> Any:
     """Run a sync function in a daemon thread and await its result.
 
     Not ``asyncio.to_thread``: a function that never returns would keep the default thread
