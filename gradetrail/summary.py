@@ -4,6 +4,7 @@ statistics, fed one result row at a time so progress and the summary share one t
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,13 @@ __all__ = ["Tally"]
 
 
 _NO_ROW = object()
+_VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
+
+
+def _shape(message: str) -> str:
+    """A message with its quoted values and numbers blanked: messages that differ only in
+    the sample they name have one shape, and count as one reason."""
+    return _VARYING.sub("#", message)[:200]
 
 
 def _scored(epochs: list[Any]) -> list[float]:
@@ -71,8 +79,9 @@ class Tally:
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
     conversations: ConversationTally = field(default_factory=ConversationTally)
-    #: (state, error kind, provider error type, status) -> [rows, first message]
-    error_kinds: dict[tuple[str, str, str | None, int | None], list[Any]] = field(
+    #: (state, error kind, provider error type, status, message shape) -> [rows, first
+    #: message]
+    error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
         default_factory=dict
     )
     #: sample id -> [epoch 1's score, epoch 2's, ...]: None for an error row, _NO_ROW
@@ -119,10 +128,13 @@ class Tally:
     def _count_error(self, row: SampleResult) -> None:
         error = row.error or {}
         kind = str(error.get("kind") or error.get("reason") or "error")
-        key = (row.state, kind, error.get("error_type"), error.get("status"))
+        message = str(error.get("message") or "")
+        # one entry a reason: the same kind with another message (digits and quoted
+        # values aside, which name the sample) is another reason, counted apart
+        key = (row.state, kind, error.get("error_type"), error.get("status"), _shape(message))
         entry = self.error_kinds.get(key)
         if entry is None:
-            self.error_kinds[key] = [1, str(error.get("message") or "")]
+            self.error_kinds[key] = [1, message]
         else:
             entry[0] += 1
 
@@ -139,7 +151,7 @@ class Tally:
                 "rows": rows,
                 "message": message,
             }
-            for (state, kind, error_type, status), (rows, message) in ranked
+            for (state, kind, error_type, status, _), (rows, message) in ranked
         ]
 
     @property

@@ -125,3 +125,22 @@ def test_terminal_bar_shows_counts_and_notes_without_escapes(
     text = stream.getvalue()
     assert "sample q1 failed" in text
     assert "\x1b[2J" not in text and "owned" not in text
+
+
+def test_progress_cost_counts_the_judge() -> None:
+    """A judge run whose model calls are free (or unpriced) shows what the judge has cost
+    so far, never 'cost n/a' (issue 15, item 16)."""
+    from gradetrail.results import JudgeRecord
+
+    tally = Tally()
+    judged = SampleResult(
+        sample_id="s1",
+        state="scored",
+        score=1.0,
+        cost_usd=None,
+        judge=JudgeRecord(requests=1, calls=1, attempts=1, verdicts=1, cost_usd=0.0025),
+    )
+    tally.add(judged)
+    clock = Clock()
+    line = RunProgress(10, io.StringIO(), clock=clock).line(tally, clock())
+    assert line.endswith("cost $0.0025")

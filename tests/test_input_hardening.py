@@ -257,3 +257,38 @@ def test_the_python_provider_receives_the_row(tmp_path: Path) -> None:
         model={"provider": "python", "name": "legacy", "function": "row_app:legacy"},
     )
     assert run(legacy, tmp_path).code == 0
+
+
+MIXED_APP = """\
+from gradetrail.errors import BadRequest
+
+
+def answer(request):
+    if "1+1" in request.prompt:
+        raise BadRequest("the app refused sample 'q1'")
+    if "2+2" in request.prompt:
+        raise BadRequest("the app has no database connection")
+    if "3+3" in request.prompt:
+        raise BadRequest("the app refused sample 'q3'")
+    return "A: 8"
+"""
+
+
+def test_the_summary_names_each_reason(tmp_path: Path) -> None:
+    """Errors of one kind but two reasons give two errors lines (messages that differ only
+    in the sample they name count as one reason), most frequent first."""
+    directory = tmp_path / "e"
+    rows = [{"id": f"q{i}", "q": f"{i}+{i}", "a": 2 * i} for i in (1, 2, 3, 4)]
+    spec = write_eval(
+        directory, rows, model={"provider": "python", "name": "m", "function": "mixed_app:answer"}
+    )
+    (directory / "mixed_app.py").write_text(MIXED_APP)
+    out = run(spec, tmp_path)
+    assert out.code == 0, out.err
+    errors = [
+        line.split(None, 1)[1] for line in out.out.splitlines() if line.startswith("  errors")
+    ]
+    assert errors == [
+        "2 provider_error BadRequest: the app refused sample 'q1'",
+        "1 provider_error BadRequest: the app has no database connection",
+    ]

@@ -23,7 +23,9 @@ __all__ = ["RunProgress", "format_duration"]
 
 
 def _cost(tally: Tally) -> str:
-    return "n/a" if tally.cost_usd is None else f"${tally.cost_usd:.4f}"
+    """USD paid so far, the judge's calls included (n/a while nothing is priced)."""
+    paid = [c for c in (tally.cost_usd, tally.judge.cost_usd) if c is not None]
+    return "n/a" if not paid else f"${sum(paid):.4f}"
 
 
 def format_duration(seconds: float | None) -> str:

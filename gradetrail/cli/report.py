@@ -66,6 +66,10 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
         lines.append(
             ("errors", f"{error['rows']} {error['state']} {what_kind}: {error['message']}")
         )
+    shown = sum(int(error["rows"]) for error in m.top_errors)
+    errors = sum(n for state, n in m.counts.items() if state != "scored")
+    if m.top_errors and errors > shown:
+        lines.append(("errors", f"{errors - shown} more rows with other errors (results.jsonl)"))
     if m.conversations is not None:
         c = m.conversations
         stopped = ", ".join(f"{k} {v}" for k, v in c.stopped.items())

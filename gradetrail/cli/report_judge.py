@@ -12,8 +12,8 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 def judge_lines(m: Manifest) -> list[tuple[str, str]]:
@@ -29,7 +29,7 @@ def judge_lines(m: Manifest) -> list[tuple[str, str]]:
         f"{_plural(j.calls, 'call')} made, {j.cache_hits} cache hits"
     )
     if j.truncated:
-        text += f"; {_plural(j.truncated, 'reply')} cut at max_tokens"
+        text += f"; {_plural(j.truncated, 'reply', 'replies')} cut at max_tokens"
     lines = [("judge", text)]
     cost = "n/a" if j.cost_usd is None else f"${j.cost_usd:.4f}"
     if j.cost_usd_cached is not None:
