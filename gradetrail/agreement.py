@@ -5,7 +5,7 @@ sample's label as a score in [0, 1], and the run reports, over the scored rows t
 a label:
 
 - accuracy: the share of rows whose score equals the label, with its standard error and
-  normal 95% confidence interval (:func:`gradetrail.stats.summarize` over the 0/1 hits);
+  Wilson's 95% score interval (:func:`gradetrail.stats.summarize` over the 0/1 hits);
 - Cohen's kappa, the agreement beyond chance, over the categories the two raters used
   (Cohen, "A coefficient of agreement for nominal scales", Educational and Psychological
   Measurement 20(1):37-46, 1960), with the large-sample standard error of Fleiss, Cohen
@@ -14,8 +14,14 @@ a label:
 - the confusion counts, label -> score -> rows.
 
 Rows are compared one by one (with several epochs, each epoch's score is one rating of
-the sample). Scores are categories here: a mean of k verdicts such as 0.667 is its own
-category, so for kappa prefer ``reduce: majority`` or one judge sample.
+the sample). Those ratings are not independent, so when a sample has more than one,
+both standard errors are clustered by sample: accuracy's CR1 standard error (with
+Wilson's interval on the effective sample size), and kappa's by the delete-one-sample
+jackknife (Quenouille-Tukey; sqrt((G - 1) / G * sum_g (kappa_(-g) - mean)^2) over the G
+samples), since the Fleiss-Cohen-Everitt formula treats every row as independent and is
+then too small. ``clustered`` in the result says so. Scores are categories here: a mean
+of k verdicts such as 0.667 is its own category, so for kappa prefer ``reduce: majority``
+or one judge sample.
 """
 
 from __future__ import annotations
@@ -127,6 +133,11 @@ class AgreementStats(BaseModel):
     confusion: dict[str, dict[str, int]] = Field(
         description="label -> score -> rows; values formatted like '1', '0.5'."
     )
+    clustered: bool = Field(
+        False,
+        description="Some sample has several rated rows (epochs): both standard errors are "
+        "clustered by sample (accuracy CR1, kappa jackknife over samples).",
+    )
 
 
 def measure_agreement(
@@ -136,6 +147,7 @@ def measure_agreement(
     unlabelled: int = 0,
     not_scored: int = 0,
     confidence: float = 0.95,
+    samples: Sequence[str] | None = None,
 ) -> AgreementStats:
     """Accuracy, Cohen's kappa and confusion counts of ``(label, score)`` pairs.
 
@@ -143,6 +155,8 @@ def measure_agreement(
         pairs: one ``(label, score)`` per compared row, both in [0, 1].
         label_field: the spec's label field (recorded as is).
         unlabelled, not_scored: rows left out, recorded for the denominators.
+        samples: each pair's sample id (parallel to ``pairs``); when a sample has several
+            pairs, the standard errors are clustered by sample (see the module docstring).
         confidence: of both intervals: Wilson's score interval for accuracy (Wilson 1927,
             via scipy), the normal quantile for kappa. Kappa's SE and interval are None
             when the labels or the scores use a single category (the SE formula
@@ -159,14 +173,15 @@ def measure_agreement(
     for (label, score), count in sorted(counts.items()):
         confusion.setdefault(label, {})[score] = count
     hits = [float(_key(label) == _key(score)) for label, score in pairs]
-    acc = summarize(hits, confidence=confidence)
+    clustered = samples is not None and len(set(samples)) < len(pairs)
+    acc = summarize(hits, list(samples) if clustered else None, confidence=confidence)
     acc_lo, acc_hi = acc.ci_low, acc.ci_high
-    if pairs:
-        acc_lo, acc_hi = _wilson(int(sum(hits)), len(hits), confidence)
     kappa = se = lo = hi = math.nan
     if pairs:
         result = cohen_kappa([[counts[(a, b)] for b in keys] for a in keys])
         kappa, se = result.kappa, result.se
+        if clustered:
+            se = _jackknife_kappa_se(pairs, list(samples), keys, counts)  # type: ignore[arg-type]
         one_sided = len({_key(lbl) for lbl, _ in pairs}) < 2 or len({_key(s) for _, s in pairs}) < 2
         if one_sided:  # a judge (or labels) using one category: kappa's SE degenerates to 0
             se = math.nan
@@ -187,15 +202,35 @@ def measure_agreement(
         kappa_ci_high=_finite(hi),
         categories=values,
         confusion=confusion,
+        clustered=clustered,
     )
 
 
-def _wilson(successes: int, n: int, confidence: float) -> tuple[float, float]:
-    """Wilson score interval of a proportion (Wilson 1927), inside [0, 1]."""
-    from scipy.stats import binomtest
-
-    ci = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
+def _jackknife_kappa_se(
+    pairs: list[tuple[float, float]],
+    samples: list[str],
+    keys: list[str],
+    counts: Counter[tuple[str, str]],
+) -> float:
+    """Delete-one-sample jackknife standard error of kappa: remove each sample's rows in
+    turn, recompute kappa, sqrt((G - 1) / G * sum (kappa_(-g) - mean)^2). NaN when fewer
+    than 2 samples or a leave-out kappa is undefined."""
+    by_sample: dict[str, Counter[tuple[str, str]]] = {}
+    for (label, score), sid in zip(pairs, samples, strict=True):
+        by_sample.setdefault(sid, Counter())[(_key(label), _key(score))] += 1
+    g = len(by_sample)
+    if g < 2:
+        return math.nan
+    estimates = []
+    for own in by_sample.values():
+        rest = counts - own
+        if sum(rest.values()) == 0:
+            return math.nan
+        estimates.append(cohen_kappa([[rest[(a, b)] for b in keys] for a in keys]).kappa)
+    if any(math.isnan(k) for k in estimates):
+        return math.nan
+    mean = math.fsum(estimates) / g
+    return math.sqrt((g - 1) / g * math.fsum((k - mean) ** 2 for k in estimates))
 
 
 class AgreementTally:
@@ -203,23 +238,31 @@ class AgreementTally:
 
     def __init__(self) -> None:
         self.pairs: list[tuple[float, float]] = []
+        self.samples: list[str] = []
         self.unlabelled = 0
         self.not_scored = 0
 
-    def add(self, state: str, label: float | None, score: float | None) -> None:
+    def add(
+        self, state: str, label: float | None, score: float | None, sample_id: str = ""
+    ) -> None:
         """Count one row: compared when scored and labelled, else counted as left out."""
         scored = state == "scored" and score is not None
         if label is None:
             self.unlabelled += scored
         elif scored:
             self.pairs.append((label, score))
+            self.samples.append(sample_id)
         else:
             self.not_scored += 1
 
     def stats(self, label_field: str) -> AgreementStats:
         """The agreement over the rows so far (see :func:`measure_agreement`)."""
         return measure_agreement(
-            self.pairs, label_field, unlabelled=self.unlabelled, not_scored=self.not_scored
+            self.pairs,
+            label_field,
+            unlabelled=self.unlabelled,
+            not_scored=self.not_scored,
+            samples=self.samples if any(self.samples) else None,
         )
 
 

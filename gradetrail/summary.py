@@ -117,7 +117,7 @@ class Tally:
             self._count_error(row)
         if row.judge is not None:
             self.judge.add(row)
-        self.agreement.add(row.state, row.label, row.score)
+        self.agreement.add(row.state, row.label, row.score, row.sample_id)
         self.conversations.add(row.transcript)
 
     def conversation_stats(self) -> ConversationStats | None:

@@ -261,3 +261,29 @@ def test_gsm8k_judge_example_over_http_reports_agreement(
     assert result.manifest.judge.calls == 300 and result.manifest.judge.output_tokens > 0
     assert again.manifest.agreement == a
     assert again.manifest.judge.cache_hits == 300
+
+
+def test_kappa_with_epochs_is_clustered_by_sample() -> None:
+    """Six samples x 3 epochs: kappa 0.444444 either way, but the standard error is the
+    delete-one-sample jackknife, 0.22923292366367762 (each leave-one-sample-out kappa from
+    statsmodels 0.15.0 ``inter_rater.cohens_kappa``: .473684, .285714, .324324, .594595,
+    .473684, .444444; sqrt(5/6 * sum of squared deviations)), not the row-independent
+    formula; accuracy's SE is clustered too, and the result says so."""
+    data = {
+        "a": [(1, 1), (1, 1), (1, 0)],
+        "b": [(0, 0), (0, 0), (0, 0)],
+        "c": [(1, 1), (1, 1), (1, 1)],
+        "d": [(0, 1), (0, 1), (0, 0)],
+        "e": [(1, 0), (1, 1), (1, 1)],
+        "f": [(0, 0), (0, 1), (0, 0)],
+    }
+    pairs = [(float(lbl), float(s)) for rows in data.values() for lbl, s in rows]
+    samples = [sid for sid, rows in data.items() for _ in rows]
+    plain = measure_agreement(pairs, "label")
+    clustered = measure_agreement(pairs, "label", samples=samples)
+    assert clustered.kappa == pytest.approx(0.4444444444444444)
+    assert clustered.kappa_se == pytest.approx(0.22923292366367762, rel=1e-9)
+    assert clustered.clustered and not plain.clustered
+    assert clustered.accuracy_se != plain.accuracy_se
+    one_each = measure_agreement(pairs[:6], "label", samples=[str(i) for i in range(6)])
+    assert not one_each.clustered

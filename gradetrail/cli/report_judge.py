@@ -65,6 +65,8 @@ def agreement_lines(m: Manifest) -> list[tuple[str, str]]:
         f"{_fmt(a.kappa)} ± {_fmt(a.kappa_se)} SE, 95% CI [{_fmt(a.kappa_ci_low)}, "
         f"{_fmt(a.kappa_ci_high)}]; over {a.n} labelled rows ({a.label_field})"
     )
+    if a.clustered:
+        text += "; standard errors clustered by sample (epochs are not independent ratings)"
     left_out = []
     if a.unlabelled:
         left_out.append(f"{a.unlabelled} unlabelled")
