@@ -397,15 +397,8 @@ def _paired(
     diffs = stats.paired_differences(b, c)
     verdict = hypotheses.decide(common["test"], interval.lo, interval.hi, common["margin"], *tails)
     return GateResult(
-        passed=verdict.passed,
-        delta=interval.delta,
-        lo=interval.lo,
-        hi=interval.hi,
-        se=interval.se,
+        **_measured(interval, verdict, b, c),
         n=len(shared),
-        n_clusters=interval.n_clusters,
-        baseline_mean=math.fsum(b) / len(b),
-        candidate_mean=math.fsum(c) / len(c),
         only_baseline=discordant[0] if discordant else None,
         only_candidate=discordant[1] if discordant else None,
         correlation=stats.correlation(b, c),
@@ -419,9 +412,6 @@ def _paired(
         paired=tuple(shared),
         n_baseline=len(shared),
         n_candidate=len(shared),
-        bounds=verdict.bounds,
-        p_value=verdict.p_value,
-        half_width=(interval.hi - interval.lo) / 2,
         omega2=_variance(diffs),
         **common,
     )
@@ -453,15 +443,8 @@ def _unpaired(
     interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
     verdict = hypotheses.decide(common["test"], interval.lo, interval.hi, common["margin"], *tails)
     return GateResult(
-        passed=verdict.passed,
-        delta=interval.delta,
-        lo=interval.lo,
-        hi=interval.hi,
-        se=interval.se,
+        **_measured(interval, verdict, b, c),
         n=len(b) + len(c),
-        n_clusters=interval.n_clusters,
-        baseline_mean=math.fsum(b) / len(b),
-        candidate_mean=math.fsum(c) / len(c),
         only_baseline=None,
         only_candidate=None,
         correlation=None,
@@ -473,12 +456,28 @@ def _unpaired(
         unpaired=True,
         n_baseline=len(b),
         n_candidate=len(c),
-        bounds=verdict.bounds,
-        p_value=verdict.p_value,
-        half_width=(interval.hi - interval.lo) / 2,
         omega2=_variance(b) + _variance(c),
         **common,
     )
+
+
+def _measured(
+    interval: stats.Interval, verdict: hypotheses.Verdict, b: list[float], c: list[float]
+) -> dict[str, Any]:
+    """The GateResult fields an interval and its verdict decide, paired or not."""
+    return {
+        "passed": verdict.passed,
+        "delta": interval.delta,
+        "lo": interval.lo,
+        "hi": interval.hi,
+        "se": interval.se,
+        "n_clusters": interval.n_clusters,
+        "baseline_mean": math.fsum(b) / len(b),
+        "candidate_mean": math.fsum(c) / len(c),
+        "bounds": verdict.bounds,
+        "p_value": verdict.p_value,
+        "half_width": (interval.hi - interval.lo) / 2,
+    }
 
 
 def _choose_paired(method: str, binary: bool, clustered: bool) -> str:
