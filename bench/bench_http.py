@@ -1,4 +1,5 @@
-"""Benchmark gradetrail's HTTP providers against the local protocol server.
+"""Benchmark gradetrail's HTTP providers (default client: the lean aiohttp one) against
+the local protocol server.
 
 Three figures, each over the 1,319 GSM8K test problems through the bundled spec
 (``examples/gsm8k.yaml`` with the provider switched to HTTP), a fresh response cache per
