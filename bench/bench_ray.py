@@ -132,7 +132,7 @@ def run_cases(srv: ServerHandle, repeat: int, work: Path) -> list[dict[str, Any]
 
 def cli(args: list[str], cwd: Path) -> tuple[float, dict[str, Any]]:
     """Run ``gradetrail run`` as a process; its wall time and manifest."""
-    results = cwd / "results"
+    results = cwd / f"results-{time.monotonic_ns()}"  # one run directory to read back
     t0 = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "gradetrail", "run", *args, "--results-root", str(results)],
