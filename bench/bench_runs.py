@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_rescore import synthetic  # noqa: E402 - one synthetic dataset for both benches
 from protocol_server import ServerHandle, running_server  # noqa: E402
 
 SPEC = ROOT / "examples" / "gsm8k.yaml"
@@ -189,23 +190,6 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(results, indent=2))
-
-
-def synthetic(work: Path, rows: int) -> Path:
-    """A ``rows``-sample numeric-answer dataset with replay recordings; its spec."""
-    with (work / "data.jsonl").open("w") as d, (work / "rec.jsonl").open("w") as r:
-        for i in range(rows):
-            d.write(json.dumps({"id": f"s{i}", "question": f"What is {i} + {i}?", "answer": 2 * i}))
-            d.write("\n")
-            r.write(json.dumps({"id": f"s{i}", "m": f"{i} + {i} = {2 * i}\nA: {2 * i}"}) + "\n")
-    spec = work / "synthetic.yaml"
-    spec.write_text(
-        "name: synthetic\ndataset: {path: data.jsonl}\nprompt: 'Q: {{ question }}'\n"
-        "target: '{{ answer }}'\n"
-        "model: {provider: replay, name: m, recordings: {path: rec.jsonl}}\n"
-        "scorer: {type: numeric, marker: 'A:'}\nrun: {concurrency: 64}\n"
-    )
-    return spec
 
 
 def rows_case(rows: int, repeat: int, env: dict, work: Path) -> list[dict]:
