@@ -16,27 +16,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from view_support import CHROMIUM, CHROMIUM_ARGS, gsm8k_run  # noqa: E402 - the tests' runs
 
 
 def build_runs(root: Path, cache: Path) -> dict[str, str]:
     """Run the GSM8K example for both 175B models; model name -> run directory name."""
-    import gradetrail
-
-    names = {}
-    for model in ("175b_verification", "175b_finetuning"):
-        spec = gradetrail.load_spec(ROOT / "examples" / "gsm8k.yaml", [f"model.name={model}"])
-        result = gradetrail.run_eval(spec, results_root=root, cache_path=cache)
-        names[model] = result.run_dir.name
-    return names
+    return {m: gsm8k_run(root, cache, m).name for m in ("175b_verification", "175b_finetuning")}
 
 
 def main() -> int:
@@ -58,7 +45,7 @@ def main() -> int:
             "view-diff-sample.png": f"/diff/sample?a={base}&b={cand}&id=1",
         }
         with BackgroundServer(root) as url, sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1360, "height": 900})
             for name, path in shots.items():
                 page.goto(url + path)

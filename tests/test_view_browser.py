@@ -7,19 +7,10 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from view_support import app_run, gsm8k_run, write_app_eval
+from view_support import CHROMIUM, CHROMIUM_ARGS, app_run, gsm8k_run, write_app_eval
 
 from gradetrail.view.server import BackgroundServer
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 
 
@@ -51,7 +42,7 @@ def browser(url: str) -> Iterator[Browser]:
     """One headless chromium for the module (after the runs are built: Playwright's sync
     API keeps an event loop on this thread, where run_eval could not start its own)."""
     with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
 

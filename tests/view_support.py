@@ -12,6 +12,17 @@ from paths import GSM8K_DATA, GSM8K_SPEC
 
 import gradetrail
 
+#: Debian's chromium and the flags that work on these machines (never `playwright install`)
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
 APP = """\
 import json
 import os
