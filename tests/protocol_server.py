@@ -1797,6 +1797,16 @@ class ServerHandle:
         """The stats (see the module docstring)."""
         return self._call("GET", "/_control/stats")
 
+    def settled_stats(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The stats once no request is in flight (or after ``timeout`` seconds).
+
+        A client sees an aborted connection before the server's handler counts it, so a
+        test that asserts on ``statuses`` right after a drop or a stall reads these."""
+        deadline = time.monotonic() + timeout
+        while (stats := self.stats())["in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return stats
+
     def reset(self, *, config: bool = True) -> None:
         """Clear the stats and (unless ``config=False``) the faults."""
         self._call("POST", "/_control/reset", {"config": config})
