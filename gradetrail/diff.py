@@ -279,7 +279,11 @@ def _collect(run_dir: Path | str, whole: bool) -> _Collected:
     for row in iter_results(run_dir):
         response = row.get("response")
         text = response if isinstance(response, str) else None
-        digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest() if text else None
+        digest = (
+            hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+            if text
+            else None
+        )
         score = row.get("score")
         brief = RowBrief(
             state=str(row.get("state")),

@@ -289,7 +289,10 @@ def _identity(renderer: Renderer, sample: Sample) -> dict[str, Any]:
         identity = {**identity, "sample_id": sample.id}
     if renderer.with_row:
         text = json.dumps(sample.row, sort_keys=True, ensure_ascii=False, default=repr)
-        identity = {**identity, "row_sha256": hashlib.sha256(text.encode()).hexdigest()}
+        identity = {
+            **identity,
+            "row_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        }
     return identity
 
 

@@ -137,3 +137,28 @@ def test_cli_refuses_a_directory_that_is_not_a_run(cli, tmp_path: Path, gsm8k) -
     assert out.exit_code == 2 and out.stderr.count("error:") == 1 and "nope" in out.stderr
     out = cli("diff", str(gsm8k[0]), str(gsm8k[1]), "--kind", "better")
     assert out.exit_code == 2 and "unknown kind 'better'" in out.stderr
+
+
+@pytest.mark.parametrize("width", [50, 60, 80, 120])
+def test_cli_table_keeps_every_sample_id_at_any_width(
+    tmp_path: Path, monkeypatch, width: int
+) -> None:
+    """Long kind names (only in candidate) and a narrow terminal never squeeze the sample
+    id column away: each listed id is printed whole; responses only where they fit."""
+    from rich.console import Console
+
+    from gradetrail.cli.diff import print_diff
+
+    spec = write_app_eval(tmp_path / "eval", samples=4)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    base = app_run(spec, root, cache, "base", {}, monkeypatch, ["dataset.limit=3"])
+    cand = app_run(spec, root, cache, "cand", {"q0/1": "wrong"}, monkeypatch)
+    d = diff_runs(base, cand)
+    console = Console(width=width, record=True, highlight=False)
+    print_diff(d, d.shown(), console)
+    table = console.export_text().split("┏", 1)[1]
+    assert [line.split("│")[1].strip() for line in table.splitlines() if "│" in line] == [
+        "q0",
+        "q3",
+    ]
+    assert ("A: -1" in table) == (width >= 80)

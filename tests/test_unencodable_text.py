@@ -134,3 +134,33 @@ def test_a_dataset_row_an_api_cannot_be_sent_is_one_error_row(
     assert "U+DC80, a lone surrogate" in row["error"]["message"]
     assert "fix the dataset row" in row["error"]["message"]
     assert srv.stats()["total"] == 2
+
+
+def test_a_lone_surrogate_in_a_row_given_to_a_python_function_is_hashed(
+    cli,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """A ``python`` provider taking ``(request, row)`` keys each request on the row's
+    SHA-256: a row holding a lone surrogate is hashed (before: a traceback before any
+    call), the function receives it, and a re-run is all cache hits."""
+    (tmp_path / "d.jsonl").write_text(
+        json.dumps({"id": "a", "q": "1", "note": "x \ud800 y", "t": "1"})
+        + "\n"
+        + json.dumps({"id": "b", "q": "2", "note": "plain", "t": "2"})
+        + "\n"
+    )
+    (tmp_path / "rowapp.py").write_text(
+        "def answer(request, row):\n    return f\"A: {row['q']} ({len(row['note'])})\"\n"
+    )
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: t\ndataset: {path: d.jsonl}\nprompt: '{{ q }}'\ntarget: '{{ t }}'\n"
+        "model: {provider: python, name: m, function: 'rowapp:answer'}\n"
+        "scorer: {type: numeric, marker: 'A:'}\n"
+    )
+    first = cli("run", str(spec), "--json")
+    assert first.exit_code == 0, first.stderr
+    manifest = json.loads(first.stdout)
+    assert manifest["counts"] == {"scored": 2} and manifest["score"]["mean"] == 1.0
+    assert gradetrail.read_results(manifest["run_dir"])[0]["response"] == "A: 1 (5)"
+    assert json.loads(cli("run", str(spec), "--json").stdout)["cache_hits"] == 2

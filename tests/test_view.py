@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -260,6 +261,28 @@ def test_markup_in_a_response_is_escaped_everywhere(root: Path) -> None:
         assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in page.text
     assert "script-src 'self'" in pages[0].headers["content-security-policy"]
     assert pages[0].headers["x-content-type-options"] == "nosniff"
+
+
+def test_text_utf8_cannot_encode_is_shown_escaped(tmp_path: Path, monkeypatch) -> None:
+    """A response and a sample id holding lone surrogates (kept losslessly by the run):
+    the run, sample and diff pages render them as their escapes instead of failing, and
+    the id's link opens its sample."""
+    spec = write_app_eval(tmp_path / "eval", samples=2)
+    data = spec.parent / "data.jsonl"
+    data.write_text(data.read_text().replace('"q1"', '"q\\ud800"'))
+    root = tmp_path / "results"
+    plan = {"q\ud800/1": "say:odd \ud800 text \udfff"}
+    run = app_run(spec, root, tmp_path / "cache.sqlite", "base", plan, monkeypatch).name
+    client = client_for(root)
+    listing = client.get(f"/runs/{run}")
+    assert listing.status_code == 200 and "odd \\ud800 text \\udfff" in listing.text
+    (link,) = re.findall(r'href="(/runs/[^"]+/sample\?id=q%ED%A0%80[^"]*)"', listing.text)
+    diff = client.get("/diff", params={"a": run, "b": run, "show": "all"})
+    (pair_link,) = re.findall(r'href="(/diff/sample\?[^"]*id=q%ED%A0%80[^"]*)"', diff.text)
+    for url in (link.replace("&amp;", "&"), pair_link.replace("&amp;", "&")):
+        page = client.get(url)
+        assert page.status_code == 200, page.text
+        assert "q\\ud800" in page.text and "odd \\ud800 text \\udfff" in page.text
 
 
 @pytest.mark.parametrize(

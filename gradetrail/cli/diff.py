@@ -151,22 +151,22 @@ def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | No
     if not samples:
         console.print("no sample to list (--all lists every sample)", markup=False)
         return
+    ids = min(max(9, *(len(clean(s.sample_id)) for s in samples)), 24)
+    kinds = max(4, *(len(s.kind) for s in samples))
     table = Table(show_lines=False)
-    table.add_column("sample id", overflow="fold", min_width=9)
-    table.add_column("kind", no_wrap=True, min_width=9)
+    table.add_column("sample id", overflow="fold", min_width=ids)
+    table.add_column("kind", no_wrap=True, min_width=kinds)
     table.add_column("baseline", justify="right", no_wrap=True, min_width=8)
     table.add_column("candidate", justify="right", no_wrap=True, min_width=9)
-    ids = max((len(s.sample_id) for s in samples), default=9)
-    room = console.width - min(ids, 24) - 9 - 8 - 9 - 19  # the other columns and borders
-    for column in ("baseline response", "candidate response"):  # one line a sample
-        table.add_column(column, overflow="ellipsis", no_wrap=True, width=max(12, room // 2))
+    room = console.width - ids - kinds - 8 - 9 - 19  # the other columns and borders
+    snippets = room // 2 >= 10  # too narrow a terminal: the ids and scores, no responses
+    if snippets:
+        for column in ("baseline response", "candidate response"):  # one line a sample
+            table.add_column(column, overflow="ellipsis", no_wrap=True, width=room // 2)
     for s in samples:
-        table.add_row(
-            escape(clean(s.sample_id)),
-            s.kind.replace("_", " "),
-            _score(s.baseline_score),
-            _score(s.candidate_score),
-            escape(_snippet(s, "baseline")),
-            escape(_snippet(s, "candidate")),
-        )
+        cells = [escape(clean(s.sample_id)), s.kind.replace("_", " ")]
+        cells += [_score(s.baseline_score), _score(s.candidate_score)]
+        if snippets:
+            cells += [escape(_snippet(s, "baseline")), escape(_snippet(s, "candidate"))]
+        table.add_row(*cells)
     console.print(table)

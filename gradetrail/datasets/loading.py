@@ -64,11 +64,11 @@ def load_samples(
     keep_all = spec.shuffle_seed is not None or spec.limit is None
     for row in src.rows():
         fields = rename(row) if rename else row.fields
-        ids.append(assigner.assign(row, fields).encode())
+        ids.append(assigner.assign(row, fields).encode("utf-8", "surrogatepass"))
         lines.append(row.line)
         if keep_all or len(rows) < (spec.limit or 0):
             rows.append(packer.pack(fields))
-    assigner.check_unique(lambda k: ids[k].decode())
+    assigner.check_unique(lambda k: ids[k].decode("utf-8", "surrogatepass"))
     del assigner
     if not len(ids):
         raise DatasetError(f"{src.where}: the dataset has no rows")

@@ -139,7 +139,9 @@ class Samples(Sequence[Sample]):
         k = self._order[index] if self._order is not None else index
         row = self._packer.unpack(self._rows[k])
         cluster = self._clusters[k] if self._clusters is not None else None
-        return Sample(index, self._ids[k].decode(), row, self._lines[k], cluster)
+        return Sample(
+            index, self._ids[k].decode("utf-8", "surrogatepass"), row, self._lines[k], cluster
+        )
 
     def __iter__(self) -> Iterator[Sample]:
         for i in range(len(self)):
@@ -149,4 +151,4 @@ class Samples(Sequence[Sample]):
     def ids(self) -> list[str]:
         """The sample ids in run order (without decoding any row)."""
         order = self._order if self._order is not None else range(len(self._ids))
-        return [self._ids[k].decode() for k in order]
+        return [self._ids[k].decode("utf-8", "surrogatepass") for k in order]

@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import jinja2
 from starlette.applications import Starlette
@@ -149,9 +150,10 @@ class Viewer:
         self._lock = threading.Lock()
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """Render template ``name`` with ``context``."""
+        """Render template ``name`` with ``context``. Text UTF-8 cannot encode (a lone
+        surrogate a response may hold) is shown as its escape, ``\\ud800``."""
         html = self.env.get_template(name).render(root=str(self.store.root), **context)
-        return HTMLResponse(html, status_code=status)
+        return HTMLResponse(html.encode("utf-8", "backslashreplace"), status_code=status)
 
     def problem(self, title: str, message: str, status: int) -> HTMLResponse:
         """A page that says what is wrong (and the way back)."""
@@ -289,7 +291,7 @@ class Viewer:
     def sample_page(self, request: Request) -> Response:
         """Every epoch of one sample, with everything needed to audit it."""
         info = self.store.info(request.path_params["run"])
-        sample_id = request.query_params.get("id", "")
+        sample_id = _sample_id(request)
         rows = self._sample_rows(info, sample_id)
         if not rows:
             return self.problem(
@@ -433,7 +435,7 @@ class Viewer:
     def diff_sample_page(self, request: Request) -> Response:
         """One sample of a diff: both runs' epochs side by side."""
         base, cand = self._pair(request)
-        sample_id = request.query_params.get("id", "")
+        sample_id = _sample_id(request)
         left = self._sample_rows(base, sample_id)
         right = self._sample_rows(cand, sample_id)
         if not left and not right:
@@ -494,6 +496,15 @@ def _params(request: Request) -> dict[str, Any]:
         else:
             out[key] = [value] if key == "f" else value
     return out
+
+
+def _sample_id(request: Request) -> str:
+    """The ``id`` parameter, decoded so that an id holding a lone surrogate (which
+    :func:`pages.query_string` encodes as such) names its sample; Starlette's own
+    decoding would replace it."""
+    raw = request.scope.get("query_string", b"").decode("latin-1")
+    found = parse_qs(raw, keep_blank_values=True, errors="surrogatepass").get("id")
+    return found[-1] if found else ""
 
 
 def _float(value: str | None, default: float) -> float:

@@ -57,7 +57,8 @@ def query_string(params: Mapping[str, Any], **changes: Any) -> str:
             continue
         for item in value if isinstance(value, list | tuple) else [value]:
             pairs.append((key, str(item)))
-    return "?" + urlencode(pairs) if pairs else "?"
+    # a sample id holding a lone surrogate round-trips (see app._sample_id)
+    return "?" + urlencode(pairs, errors="surrogatepass") if pairs else "?"
 
 
 def _int(value: str | None, default: int, low: int, high: int) -> int:
