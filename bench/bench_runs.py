@@ -9,9 +9,18 @@ first untimed run fills ``__pycache__``).
 
 Scenarios (1,319 GSM8K test problems unless said otherwise):
 
+- ``startup``: start-up to the first request: from the moment this script starts the
+  ``gradetrail run`` process (the a64 run: 100 ms latency, 64 in flight, cache off) to the
+  first request's arrival at the server (the server's ``arrivals`` stats, same clock).
+  Beside it the ideal: a bare ``python -c pass`` (process start and exit) and a bare
+  ``aiohttp`` request (a process that imports aiohttp and POSTs one chat completion),
+  timed the same way. Target 0.5 s.
 - ``a16`` / ``a64``: ``openai_compatible`` against the server at 100 ms latency, 16 / 64
   in flight, cache off. Ideal: ceil(1319 / C) x 0.1 s (8.3 s / 2.1 s). Also prints the
-  most requests the server saw in flight.
+  most requests the server saw in flight, and from the server's arrivals: when the first
+  request arrived, how long after it the 64th did (the ramp), and how long the process
+  ran after the last request arrived (the tail: the last responses, write-out, summary,
+  exit).
 - ``c16`` / ``c64``: the same at 0 ms latency: the harness's own cost, as CPU ms a sample
   (the whole process's user + system CPU over 1,319).
 - ``warm``: the HTTP spec again with every response cached (no request is made).
@@ -24,7 +33,7 @@ The ideal of a warm run is ~0 s; the table prints the figure itself. The load av
 (1 minute) is printed before each scenario: on a shared machine, quote ratios and the
 load beside them.
 
-    python bench/bench_runs.py [--repeat 3] [--only a64 c64 warm ...] [--rows 100000]
+    python bench/bench_runs.py [--repeat 3] [--only startup a64 c64 warm ...] [--rows 100000]
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +60,20 @@ from protocol_server import ServerHandle, running_server  # noqa: E402
 
 SPEC = ROOT / "examples" / "gsm8k.yaml"
 N = 1319
-SCENARIOS = ("a16", "a64", "c16", "c64", "warm", "rescore", "rows")
+SCENARIOS = ("startup", "a16", "a64", "c16", "c64", "warm", "rescore", "rows")
+#: the bare aiohttp request of the start-up ideal: argv[1] is the chat completions URL
+BARE_AIOHTTP = """
+import asyncio, sys
+import aiohttp
+
+async def main():
+    body = {"model": "175b_verification", "messages": [{"role": "user", "content": "1+1"}]}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(sys.argv[1], json=body) as resp:
+            await resp.read()
+
+asyncio.run(main())
+"""
 _TIME_FIELDS = {
     "wall": re.compile(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)"),
     "user": re.compile(r"User time \(seconds\): (\S+)"),
@@ -67,6 +90,8 @@ class Measure:
     cpu: float
     rss_mb: float
     summary: dict
+    started: float = 0.0  # time.time() just before the process was started
+    ended: float = 0.0  # time.time() once it had exited
 
 
 def _seconds(text: str) -> float:
@@ -77,7 +102,9 @@ def _seconds(text: str) -> float:
 def timed(args: list[str], env: dict[str, str], cwd: Path) -> Measure:
     """Run ``gradetrail ARGS --json`` under /usr/bin/time -v."""
     cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "gradetrail", *args, "--json"]
+    started = time.time()
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    ended = time.time()
     if proc.returncode != 0:
         sys.exit(f"gradetrail failed ({proc.returncode}): {proc.stderr[-2000:]}")
     got = {k: p.search(proc.stderr) for k, p in _TIME_FIELDS.items()}
@@ -89,6 +116,8 @@ def timed(args: list[str], env: dict[str, str], cwd: Path) -> Measure:
         cpu=float(values["user"]) + float(values["sys"]),
         rss_mb=int(values["rss_kb"]) / 1024,
         summary=json.loads(proc.stdout),
+        started=started,
+        ended=ended,
     )
 
 
@@ -135,15 +164,69 @@ def latency_case(
     """a16/a64 (latency 0.1) or c16/c64 (latency 0): cache off."""
     srv.configure(latency=latency)
     args = [*http_args(srv, c), "--no-cache", "--results-root", str(work / "r")]
-    runs, seen = [], []
+    runs, seen, first, ramp, tail = [], [], [], [], []
     for _ in range(repeat):
         srv.reset(config=False)
         runs.append(timed(args, env, work))
-        seen.append(srv.stats()["max_in_flight"])
+        stats = srv.stats()
+        seen.append(stats["max_in_flight"])
+        arrivals = stats["arrivals"]
+        first.append(arrivals[0] - runs[-1].started)
+        ramp.append(arrivals[min(c, len(arrivals)) - 1] - arrivals[0])
+        tail.append(runs[-1].ended - arrivals[-1])
         assert runs[-1].summary["counts"] == {"scored": N}, runs[-1].summary["counts"]
     ideal = math.ceil(N / c) * latency if latency else None
     name = f"{'a' if latency else 'c'}{c}: {latency * 1000:.0f} ms, {c} in flight"
-    return report(name, runs, ideal, f"  server saw {max(seen)} in flight")
+    extra = (
+        f"  server saw {max(seen)} in flight; first request at "
+        f"{statistics.median(first):.2f} s, {c} in flight {1000 * statistics.median(ramp):.0f}"
+        f" ms after it, exit {statistics.median(tail):.2f} s after the last"
+    )
+    return report(name, runs, ideal, extra)
+
+
+def first_arrival(srv: ServerHandle, cmd: list[str], env: dict, work: Path) -> float:
+    """Seconds from starting ``cmd`` to the first request's arrival at ``srv`` (the
+    process then runs to its end, which must be a success)."""
+    srv.reset(config=False)
+    started = time.time()
+    proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{cmd[:4]} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    arrivals = srv.stats()["arrivals"]
+    if not arrivals:
+        sys.exit(f"{cmd[:4]} made no request")
+    return arrivals[0] - started
+
+
+def startup_case(srv: ServerHandle, repeat: int, env: dict, work: Path) -> dict:
+    """Start-up to the first request of the a64 run, beside the ideal (see the module
+    docstring)."""
+    srv.configure(latency=0.1)
+    gradetrail = [sys.executable, "-m", "gradetrail"]
+    gradetrail += [*http_args(srv, 64), "--no-cache", "--results-root", str(work / "s")]
+    bare = [sys.executable, "-c", BARE_AIOHTTP, srv.openai_base_url + "/chat/completions"]
+    firsts = [first_arrival(srv, gradetrail, env, work) for _ in range(repeat)]
+    bares = [first_arrival(srv, bare, env, work) for _ in range(repeat)]
+    passes = []
+    for _ in range(repeat):
+        started = time.time()
+        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        passes.append(time.time() - started)
+    got, ideal = statistics.median(firsts), statistics.median(bares)
+    line = (
+        f"{'start-up to the first request (a64)':34s} {got:6.3f} s  target 0.5 s  ideal: "
+        f"python -c pass {statistics.median(passes):.3f} s, a bare aiohttp request "
+        f"{ideal:.3f} s ({got / ideal:.2f}x)"
+    )
+    runs = ", ".join(f"{f:.3f}" for f in firsts)
+    print(f"{line}  [{runs}; {load()}]", flush=True)
+    return {
+        "name": "startup",
+        "first_request_s": got,
+        "python_pass_s": statistics.median(passes),
+        "bare_aiohttp_s": ideal,
+    }
 
 
 def main() -> None:
@@ -165,6 +248,9 @@ def main() -> None:
     try:
         with running_server(latency=0.0) as srv:
             timed([*http_args(srv, 64), "--no-cache", "--results-root", str(work / "r")], env, work)
+            subprocess.run([sys.executable, "-c", "import aiohttp"], env=env, check=True)
+            if "startup" in args.only:
+                results.append(startup_case(srv, repeat, env, work))
             for name, c, latency in (("a16", 16, 0.1), ("a64", 64, 0.1), ("c16", 16, 0.0)):
                 if name in args.only:
                     results.append(latency_case(srv, c, latency, repeat, env, work))
