@@ -9,35 +9,106 @@ The public Python API; everything the CLI does goes through these names::
     rows = gradetrail.read_results(result.run_dir)
 """
 
+import importlib as _importlib
+import typing as _typing
+
 from gradetrail._version import __version__
-from gradetrail.agreement import cohen_kappa, measure_agreement
-from gradetrail.cache import ResponseCache, default_cache_path
-from gradetrail.errors import (
-    CacheError,
-    DatasetError,
-    GradetrailError,
-    JudgeError,
-    ProviderError,
-    RunError,
-    SpecError,
-    UsageError,
-)
-from gradetrail.executors.ray import RayOptions
-from gradetrail.gate import GateError, GateResult, regression_gate
-from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.reducers import pass_at_k
-from gradetrail.results import (
-    SampleResult,
-    SampleScore,
-    list_runs,
-    read_manifest,
-    read_results,
-    read_samples,
-)
-from gradetrail.runner import RunPlan, RunResult, plan_run, run_eval
-from gradetrail.scorers.base import Score, ScoreInput, Scorer
-from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
-from gradetrail.stats import PowerPlan, plan_power
+
+#: public name -> the module that defines it. Imported on first use (PEP 562), so
+#: ``import gradetrail`` (and every ``gradetrail`` command, which imports it first) pays
+#: only for what it touches: ``gradetrail run`` never imports the gate, and nothing
+#: imports scipy until a statistic needs it.
+_EXPORTS = {
+    "cohen_kappa": "gradetrail.agreement",
+    "measure_agreement": "gradetrail.agreement",
+    "ResponseCache": "gradetrail.cache",
+    "default_cache_path": "gradetrail.cache",
+    "CacheError": "gradetrail.errors",
+    "DatasetError": "gradetrail.errors",
+    "GradetrailError": "gradetrail.errors",
+    "JudgeError": "gradetrail.errors",
+    "ProviderError": "gradetrail.errors",
+    "RunError": "gradetrail.errors",
+    "SpecError": "gradetrail.errors",
+    "UsageError": "gradetrail.errors",
+    "RayOptions": "gradetrail.executors.ray",
+    "GateError": "gradetrail.gate",
+    "GateResult": "gradetrail.gate",
+    "regression_gate": "gradetrail.gate",
+    "Provider": "gradetrail.providers.base",
+    "Request": "gradetrail.providers.base",
+    "Response": "gradetrail.providers.base",
+    "pass_at_k": "gradetrail.reducers",
+    "SampleResult": "gradetrail.results",
+    "SampleScore": "gradetrail.results",
+    "list_runs": "gradetrail.results",
+    "read_manifest": "gradetrail.results",
+    "read_results": "gradetrail.results",
+    "read_samples": "gradetrail.results",
+    "RunPlan": "gradetrail.runner",
+    "RunResult": "gradetrail.runner",
+    "plan_run": "gradetrail.runner",
+    "run_eval": "gradetrail.runner",
+    "Score": "gradetrail.scorers.base",
+    "ScoreInput": "gradetrail.scorers.base",
+    "Scorer": "gradetrail.scorers.base",
+    "EvalSpec": "gradetrail.spec",
+    "load_spec": "gradetrail.spec",
+    "spec_json_schema": "gradetrail.spec",
+    "PowerPlan": "gradetrail.stats",
+    "plan_power": "gradetrail.stats",
+}
+
+if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
+    from gradetrail.agreement import cohen_kappa, measure_agreement
+    from gradetrail.cache import ResponseCache, default_cache_path
+    from gradetrail.errors import (
+        CacheError,
+        DatasetError,
+        GradetrailError,
+        JudgeError,
+        ProviderError,
+        RunError,
+        SpecError,
+        UsageError,
+    )
+    from gradetrail.executors.ray import RayOptions
+    from gradetrail.gate import GateError, GateResult, regression_gate
+    from gradetrail.providers.base import Provider, Request, Response
+    from gradetrail.reducers import pass_at_k
+    from gradetrail.results import (
+        SampleResult,
+        SampleScore,
+        list_runs,
+        read_manifest,
+        read_results,
+        read_samples,
+    )
+    from gradetrail.runner import RunPlan, RunResult, plan_run, run_eval
+    from gradetrail.scorers.base import Score, ScoreInput, Scorer
+    from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
+    from gradetrail.stats import PowerPlan, plan_power
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """The public name ``name``, imported from its module on first use (then cached in
+    this module's namespace).
+
+    Raises:
+        AttributeError: ``name`` is not public API (then ``from gradetrail import x``
+            falls back to the submodule ``gradetrail.x``, as before).
+    """
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gradetrail' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "CacheError",

@@ -17,13 +17,14 @@ def test_all_names_exist_and_are_documented() -> None:
 
 
 def test_all_lists_every_public_name() -> None:
-    """No public name is exported without being in __all__ (modules aside)."""
+    """No public name is exported without being in __all__ (modules aside), whether or
+    not it has been imported yet (the package imports its names on first use)."""
     import types
 
     public = {
         n
-        for n, v in vars(gradetrail).items()
-        if not n.startswith("_") and not isinstance(v, types.ModuleType)
+        for n in dir(gradetrail)
+        if not n.startswith("_") and not isinstance(getattr(gradetrail, n), types.ModuleType)
     }
     assert public == set(gradetrail.__all__) - {"__version__"}
 

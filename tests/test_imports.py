@@ -1,6 +1,7 @@
 """Start-up stays light: `gradetrail --help` and a fully cached run import none of the heavy
 libraries (scipy, the provider SDKs, HTTP clients); a cold HTTP run imports only its
-transport. Asserted on the set of modules each process imported, never on a time."""
+transport; `import gradetrail` imports its names on first use, and a command imports only
+its own module. Asserted on the set of modules each process imported, never on a time."""
 
 from __future__ import annotations
 
@@ -45,12 +46,27 @@ except SystemExit as exc:
 else:
     code = 0
 with open(out, "w") as f:
-    json.dump({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}, f)
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
 """
 
+#: the modules of commands other than `run`, and what only they use
+NOT_FOR_RUN = {
+    "gradetrail.cli.cache",
+    "gradetrail.cli.diff",
+    "gradetrail.cli.export",
+    "gradetrail.cli.gate",
+    "gradetrail.cli.runs",
+    "gradetrail.cli.view",
+    "gradetrail.diff",
+    "gradetrail.gate",
+    "gradetrail.executors.ray",
+    "gradetrail.export",
+    "gradetrail.view",
+}
 
-def heavy_imports(tmp_path: Path, *args: str) -> set[str]:
-    """The heavy packages ``gradetrail ARGS`` imports (it must exit 0)."""
+
+def imported(tmp_path: Path, *args: str) -> set[str]:
+    """Every module ``gradetrail ARGS`` imported (it must exit 0)."""
     out = tmp_path / "modules.json"
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test"}
     proc = subprocess.run(
@@ -58,7 +74,38 @@ def heavy_imports(tmp_path: Path, *args: str) -> set[str]:
     )
     result = json.loads(out.read_text())
     assert result["code"] in (0, None), proc.stderr
-    return HEAVY & set(result["modules"])
+    return set(result["modules"])
+
+
+def heavy_imports(tmp_path: Path, *args: str) -> set[str]:
+    """The heavy packages ``gradetrail ARGS`` imports (it must exit 0)."""
+    return HEAVY & {m.split(".")[0] for m in imported(tmp_path, *args)}
+
+
+def test_import_gradetrail_imports_its_names_on_first_use() -> None:
+    """``import gradetrail`` imports no module of its own but the version; a public name
+    imports its module when first used."""
+    code = (
+        "import json, sys, gradetrail; before = sorted(sys.modules);"
+        "gradetrail.load_spec; print(json.dumps([before, sorted(sys.modules)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = (set(names) for names in json.loads(out.stdout))
+    own = {m for m in before if m.startswith("gradetrail")}
+    assert own == {"gradetrail", "gradetrail._version"}
+    assert "pydantic" not in before
+    assert {"gradetrail.spec", "gradetrail.spec.loading"} <= after
+    assert "gradetrail.runner" not in after
+
+
+def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
+    """``gradetrail run`` imports neither the other commands nor what only they use; the
+    root ``--help`` lists every command, so it imports them all."""
+    args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
+    assert imported(tmp_path, *args, "--set", "dataset.limit=3") & NOT_FOR_RUN == set()
+    assert imported(tmp_path, "run", "--help") & NOT_FOR_RUN == set()
+    listed = imported(tmp_path, "--help")
+    assert {m for m in NOT_FOR_RUN if m.startswith("gradetrail.cli.")} <= listed
 
 
 def test_help_imports_nothing_heavy(tmp_path: Path) -> None:

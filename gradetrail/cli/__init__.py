@@ -7,15 +7,68 @@ scored; gate failed; a provider or cache error that stops a run), 2 bad spec or 
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from gradetrail.errors import GradetrailError
+if TYPE_CHECKING:
+    from gradetrail.errors import GradetrailError
+
+#: command -> the module under gradetrail.cli whose ``register(app)`` adds it, in the
+#: order ``--help`` lists them. A command's module is imported only when that command
+#: runs (or ``--help`` lists every command), so ``gradetrail run`` never imports the gate,
+#: the diff or the viewer.
+COMMANDS = {
+    "run": "run",
+    "schema": "run",
+    "runs": "runs",
+    "diff": "diff",
+    "view": "view",
+    "export": "export",
+    "gate": "gate",
+    "power": "gate",
+    "cache": "cache",
+}
+
+
+class _LazyCommands(TyperGroup):
+    """The root command group: builds a command from its module on first use."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Every command's name (importing none)."""
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The click command ``cmd_name`` (None if there is none), its module imported and
+        registered on first use."""
+        module = COMMANDS.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            self.load(module)
+        return self.commands.get(cmd_name)
+
+    def load(self, module: str) -> None:
+        """Import ``gradetrail.cli.<module>`` and add the commands it registers."""
+        sub = typer.Typer(pretty_exceptions_enable=False)
+        sub.callback()(lambda: None)  # a callback makes typer build a group, even of one
+        importlib.import_module(f"gradetrail.cli.{module}").register(sub)
+        for name, command in typer.main.get_command(sub).commands.items():  # type: ignore[attr-defined]
+            self.commands.setdefault(name, command)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """As click's, but an unknown name first loads every command, so the "Did you
+        mean" suggestion can name any of them."""
+        if args and args[0] not in COMMANDS:
+            for module in dict.fromkeys(COMMANDS.values()):
+                self.load(module)
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
     name="gradetrail",
+    cls=_LazyCommands,
     help="LLM evals that behave like tests: declarative, cached, reproducible.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -59,25 +112,6 @@ def fail(error: GradetrailError) -> typer.Exit:
     for problem in problems:
         print(f"error: {one_line(str(problem)) or type(error).__name__}", file=sys.stderr)
     return typer.Exit(error.exit_code)
-
-
-def _register() -> None:
-    from gradetrail.cli import cache, diff, export, run, runs, view
-
-    run.register(app)
-    runs.register(app)
-    cache.register(app)
-    diff.register(app)
-    view.register(app)
-    export.register(app)
-    try:
-        from gradetrail.cli import gate
-    except ImportError:  # pragma: no cover - during development only
-        return
-    gate.register(app)
-
-
-_register()
 
 
 def main() -> None:
