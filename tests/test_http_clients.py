@@ -4,6 +4,7 @@ with its status, type, code, message and retry decision, and the same backoff.""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,26 @@ def test_http_client_is_not_part_of_the_identity(srv, tmp_path: Path) -> None:
     sdk = run_http(gsm8k_spec(tmp_path, srv, "openai_compatible", http_client="sdk"), tmp_path)
     assert lean.result.run_dir == sdk.result.run_dir
     assert sdk.row["cached"] is True and srv.stats()["total"] == 1
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+def test_both_clients_take_the_proxy_from_the_environment(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """``HTTP_PROXY`` routes every request through the proxy it names (here a port nobody
+    answers on: connection errors, and the server sees nothing), unless ``NO_PROXY``
+    exempts the server's host."""
+    with socket.socket() as dead:  # bound, never listening: a connection is refused
+        dead.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead.getsockname()[1]}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        fields = {"http_client": client, "limit": 2, "run": {"max_retries": 0}}
+        proxied = run_http(gsm8k_spec(tmp_path / "a", srv, "openai_compatible", **fields), tmp_path)
+        assert [row["state"] for row in proxied.rows] == ["provider_error"] * 2
+        assert "cannot reach" in proxied.row["error"]["message"]
+        assert srv.stats()["total"] == 0
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct = run_http(gsm8k_spec(tmp_path / "b", srv, "openai_compatible", **fields), tmp_path)
+        assert [row["state"] for row in direct.rows] == ["scored"] * 2
+        assert srv.stats()["total"] == 2

@@ -147,11 +147,13 @@ class AioHttpTransport(Transport):
         connector = aiohttp.TCPConnector(
             limit=self.connections, limit_per_host=0, ssl=_tls_context(self.url)
         )
+        proxy, proxy_auth = _env_proxy(self.url)
         return aiohttp.ClientSession(
             connector=connector,
             headers=self.headers,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S),
-            trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDKs honour them
+            proxy=proxy,
+            proxy_auth=proxy_auth,
         )
 
     async def send(self, body: dict[str, Any]) -> Answer:
@@ -171,6 +173,24 @@ class AioHttpTransport(Transport):
         if self._session is not None:
             session, self._session = self._session, None
             await session.close()
+
+
+def _env_proxy(url: str) -> tuple[Any, Any]:
+    """``(proxy URL, proxy auth)`` for ``url`` from the environment (``HTTP_PROXY`` /
+    ``HTTPS_PROXY``, ``NO_PROXY``, the proxy's credentials in ``~/.netrc``), as aiohttp's
+    ``trust_env`` reads them, or ``(None, None)``.
+
+    Read once, when the session opens: with ``trust_env=True`` aiohttp reads them again
+    on every request, each time in a worker thread (twice: the proxy, and ``~/.netrc``
+    for the endpoint's own Basic auth, which the SDKs' HTTPX does not send either), and
+    64 requests in flight then spend their CPU on thread hand-offs and the GIL."""
+    from aiohttp.helpers import get_env_proxy_for_url
+    from yarl import URL
+
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:  # no proxy for this URL, or NO_PROXY exempts its host
+        return None, None
 
 
 def _dumps(body: Any) -> str:
