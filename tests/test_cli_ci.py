@@ -99,9 +99,13 @@ def test_version_flag(cli) -> None:
 
 
 def _commands(group, path=()):  # noqa: ANN001, ANN202 - click objects
-    for name, command in getattr(group, "commands", {}).items():
+    """Every command path under ``group``, through click's group API (the root group
+    builds its commands on demand, so its ``commands`` dict starts empty)."""
+    if not hasattr(group, "list_commands"):
+        return
+    for name in group.list_commands(None):
         yield (*path, name)
-        yield from _commands(command, (*path, name))
+        yield from _commands(group.get_command(None, name), (*path, name))
 
 
 def test_every_command_answers_dash_h(cli) -> None:
