@@ -55,6 +55,16 @@ def test_lettered_filter_renders_options() -> None:
         ("Thinking...\n  B.  ", "B", "alone"),
         ("At first (A), but really Answer: B", "B", "marker"),
         ("Answer: A\nOn reflection, Answer: B", "B", "marker"),
+        ("answer is b", "B", "marker"),  # lower case after a marker
+        ("The answer is (b).", "B", "marker"),
+        ("answer: option b", "B", "marker"),
+        ("The answer is B because Mercury orbits closest", "B", "marker"),
+        ("So the answer is $\\boxed{B}$", "B", "boxed"),
+        ("$\\boxed{\\text{(b)}}$", "B", "boxed"),
+        ("答案是B", "B", "marker"),  # touching CJK letters
+        ("正确答案：B。", "B", "marker"),
+        ("Ответ: B", "B", "marker"),
+        ("Réponse : (B)", "B", "marker"),
     ],
 )
 def test_reads_the_last_well_formed_letter(response: str, letter: str, rule: str) -> None:
@@ -70,7 +80,9 @@ def test_reads_the_last_well_formed_letter(response: str, letter: str, rule: str
         "Apparently Mercury.",  # 'A' inside a word
         "Answer: Both are wrong",  # 'B' inside a word
         "BEST guess is Mercury",
-        "answer is b",  # a lower-case letter is not an answer letter
+        "the answer is a bit unclear",  # lower case: only a letter on its own counts
+        "The answer: a planet closer than Venus",
+        "(b) is a list item, not an answer",  # lower case outside a marker
         "I think E",  # not among the shown letters
         "Answer: Earth",
         "ABCD",
@@ -91,6 +103,8 @@ def test_letters_inside_words_are_never_answers(response: str) -> None:
         ("The answer is B/D", ["B", "D"]),
         ("**A** **B**", ["A", "B"]),
         ("Could be (C) or (B)", ["B", "C"]),
+        ("Answer: Both A and C", ["A", "C"]),
+        ("answer: either b or d", ["B", "D"]),
     ],
 )
 def test_two_final_letters_are_ambiguous(response: str, letters: list[str]) -> None:

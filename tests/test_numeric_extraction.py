@@ -30,7 +30,7 @@ def score(response: str, target: str, **kw: object):  # noqa: ANN201
         ("\\boxed{\\frac{3}{4}} since 6/8 reduces, see step 10", 0.75),
         ("\\boxed{x = 18} because 2 + 16", 18.0),
         ("\\boxed{\\text{\\$}1,250} total, 5 items", 1250.0),
-        ("nested \\boxed{{2}^{1}} then 9", 2.0),
+        ("nested \\boxed{{{2}}} then 9", 2.0),
     ],
 )
 def test_boxed_answer_takes_priority(text: str, value: float) -> None:
@@ -231,3 +231,146 @@ def test_row_records_extraction_and_rule() -> None:
     assert s.detail["marker_found"] is False
     s = score("nothing here", "7")
     assert s.detail["rule"] is None and s.detail["reason"] == "no number in the response"
+
+
+# --- thousands separators and decimal commas of other locales ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: 1.234.567", 1234567.0),  # German thousands
+        ("A: 1.234,5", 1234.5),  # German thousands, decimal comma
+        ("Ответ: 3,5", 3.5),  # a decimal comma
+        ("total 0,250 kg", 0.25),
+        ("3,50 €", 3.5),
+        ("A: 1 234 567", 1234567.0),  # French, plain spaces between two groups
+        ("A: 1\u00a0234", 1234.0),  # a no-break space
+        ("A: 1\u202f234,5", 1234.5),  # a narrow no-break space, decimal comma
+        ("A: 12\u2009500", 12500.0),  # a thin space
+        ("A: 1'234'567", 1234567.0),  # Swiss
+        ("A: 1’234.50", 1234.5),
+        ("A: 1,00,000", 100000.0),  # Indian lakh grouping
+        ("A: 12,34,567.5", 1234567.5),
+        ("A: 1,234,567.25", 1234567.25),
+        ("\\boxed{1{,}234}", 1234.0),  # LaTeX
+        ("\\boxed{1,\\!234}", 1234.0),
+        ("$1\\,000$", 1000.0),
+        ("A: ٤٬٢٠٠", 4200.0),  # the Arabic thousands separator
+        ("A: ４，２００", 4200.0),  # full-width comma
+        ("A: ３．５", 3.5),  # full-width point
+    ],
+)
+def test_separators_of_other_locales(text: str, value: float) -> None:
+    """One number, whichever locale wrote its thousands separators and decimal mark."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: 1,234", 1234.0),  # three digits after a comma: thousands
+        ("A: 1.234", 1.234),  # one dot group: a decimal point
+        ("A: 1,2,3", 1.0),  # a list, not 1.2
+        ("the multiples are 3,6,9", 9.0),
+        ("He bought 3 120-page books", 120.0),  # one plain space: two numbers
+        ("A: 2 300", 2.0),
+    ],
+)
+def test_separators_that_are_not_grouping(text: str, value: float) -> None:
+    """A single plain space, a list, one dot group or three digits after a comma keep
+    their English reading."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+def test_negative_numbers_in_every_spelling() -> None:
+    """ASCII, Unicode and full-width minus signs, before or after a currency sign."""
+    for text in ("A: -5", "A: \u22125", "A: －５", "A: -$5", "A: $-5", "A: (-5)", "A: - 5"):
+        assert find_answer(text, "A:").value == -5.0, text
+    assert find_answer("A: -\\frac{1}{2}", "A:").value == -0.5
+
+
+# --- mixed numbers and LaTeX shorthand ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("It takes 2 1/2 hours", 2.5),
+        ("A: 3 3/4", 3.75),
+        ("$2\\frac{1}{2}$", 2.5),
+        ("2 \\dfrac{3}{4}", 2.75),
+        ("A: -1 1/2", -1.5),
+        ("\\frac34", 0.75),  # LaTeX's one-digit arguments
+        ("\\dfrac3{4}", 0.75),
+        ("\\frac{3}4", 0.75),
+    ],
+)
+def test_mixed_numbers_and_frac_shorthand(text: str, value: float) -> None:
+    """An integer then a proper fraction is one mixed number; \\frac34 is 3/4."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+def test_an_integer_before_an_improper_fraction_stays_apart() -> None:
+    """'3 4/2' is 3 then 2: only a proper fraction completes a mixed number."""
+    assert find_answer("3 4/2").value == 2.0
+    assert find_answer("A: 3 4/2", "A:").value == 3.0
+
+
+# --- the boxed answer must be one number ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("\\boxed{18 \\text{ cm}^2}", 18.0),
+        ("\\boxed{0.5\\text{ km}^{2}}", 0.5),
+        ("\\boxed{90^\\circ}", 90.0),
+        ("\\boxed{12 \\text{ apples}} and 3 pears", 12.0),
+        ("\\boxed{{2}}", 2.0),
+        ("\\boxed{2 \\frac{1}{2}}", 2.5),
+        ("\\boxed{3 \\times 10^{5}}", 3e5),
+        ("\\boxed{\\$1,234.50}", 1234.5),
+    ],
+)
+def test_boxed_number_with_units_or_words(text: str, value: float) -> None:
+    """Units, words, a unit's power and degrees around the boxed number are not numbers."""
+    found = find_answer(text)
+    assert found.value == pytest.approx(value) and found.rule == "boxed"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\\boxed{5\\sqrt{2}}",
+        "\\boxed{2\\pi}",
+        "\\boxed{2^{10}}",
+        "nested \\boxed{{2}^{3}} then 9",
+        "\\boxed{3 + 4}",
+        "\\boxed{10, 12}",
+        "\\boxed{\\frac{\\sqrt{3}}{2}}",
+        "\\boxed{\\pm 5}",
+    ],
+)
+def test_boxed_expression_is_not_read_as_its_first_number(text: str) -> None:
+    """A box holding an expression is an answer without a number, with its reason: never
+    its first number (5 for 5√2), never a number after it."""
+    found = find_answer(text)
+    assert found.value is None and found.rule == "boxed"
+    assert "not one number" in found.reason
+    assert score(text, "5").value == 0.0
+
+
+# --- percentages written in other ways ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["A: 25\u00a0%", "A: 25\u202f%", "A: 25٪", "A: ٢٥٪", "A: 25 Percent", "A: 25 PER CENT"],
+)
+def test_percent_after_a_no_break_space_or_in_arabic(text: str) -> None:
+    """French spacing, the Arabic percent sign and any case of 'percent' are percentages:
+    the policy applies (before, the percent was silently dropped)."""
+    assert find_answer(text, "A:", "as_fraction").value == pytest.approx(0.25)
+    assert find_answer(text, "A:", "as_fraction").percent
+    assert score(text, "25", marker="A:", percent="strict").value == 0.0

@@ -10,14 +10,17 @@ shown (never a letter inside a word: ``Apple`` holds no ``A``). Well-formed, fro
 to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
-  ``correct choice is [C]`` (any case of the words; the letter itself upper case);
+  ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
+  (any case of the words; after a marker a lower-case letter counts too when no word
+  but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
+- ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
-  (or ``C.`` / ``C)``).
+  (or ``C.`` / ``C)``); these three upper case only.
 
 When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
-``B/C``, ``**B** **C**``), the reply is ambiguous: it scores 0 and the row records both, never a
-guess. With a shuffle, the row records the permutation and the letter the target was
-shown under, so position bias can be measured.
+``B/C``, ``**B** **C**``, ``Answer: both A and C``), the reply is ambiguous: it scores 0
+and the row records both, never a guess. With a shuffle, the row records the permutation
+and the letter the target was shown under, so position bias can be measured.
 """
 
 from __future__ import annotations
@@ -33,12 +36,28 @@ from gradetrail.spec import ChoiceScorerSpec
 __all__ = ["ChoiceScorer", "find_letters"]
 
 _L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'])"
+#: after an explicit marker a lower-case letter counts too, unless a word other than
+#: ``or`` / ``and`` goes on (``answer: c``, ``the answer is (c).``, ``answer: b or d``;
+#: not ``the answer is a bit long``)
+_ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'])"
+_MARKERS = (
+    r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|would\s+be|will\s+be))?"
+    r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
+    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta)\b)"
+)
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "marker",
         re.compile(
-            r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|would\s+be|will\s+be))?)"
-            r"\s*[:=\-]?\s*(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
+            _MARKERS + r"\s*[:=\-：]?\s*(?i:(?:both|either)\s+)?(?:\*\*|[\(\[])?\s*"
+            r"(?i:option\s+)?(?<![A-Za-z])" + _ML
+        ),
+    ),
+    (
+        "boxed",
+        re.compile(
+            r"\\boxed\s*\{\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*(?P<letter>[A-Za-z])\s*\)?"
+            r"\s*\}?\s*\}"
         ),
     ),
     ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),
@@ -53,7 +72,7 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
     found: list[tuple[int, int, str, str]] = []
     for rule, pattern in _RULES:
         for m in pattern.finditer(text):
-            letter = m.group("letter")
+            letter = m.group("letter").upper()
             start = m.start("letter")
             if letter in valid and not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, m.end(), letter, rule))
@@ -153,7 +172,7 @@ class ChoiceScorer(Scorer):
         return Score(float(by_letter[letter] == target), detail)
 
 
-_MORE = re.compile(r"[\)\]]?(?:\*\*)?\s*(?:,|/|&|\bor\b|\band\b)\s*(?:\*\*|[\(\[])?\s*" + _L)
+_MORE = re.compile(r"[\)\]]?(?:\*\*)?\s*(?:,|/|&|\bor\b|\band\b)\s*(?:\*\*|[\(\[])?\s*" + _ML)
 
 
 def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
@@ -161,8 +180,8 @@ def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set
     letters = {last[2]}
     pos = last[1]
     while m := _MORE.match(text, pos):
-        if m.group("letter") in valid:
-            letters.add(m.group("letter"))
+        if m.group("letter").upper() in valid:
+            letters.add(m.group("letter").upper())
         pos = m.end()
     return letters
 

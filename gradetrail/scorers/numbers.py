@@ -3,31 +3,42 @@
 Rules, in priority order (the first that applies decides, and is recorded):
 
 1. ``boxed``: the last ``\\boxed{...}`` or ``\\fbox{...}`` (braces balanced) holds the
-   declared answer; its first number is the answer, whatever numbers come after it (a
-   check line, say). A box without a number is an answer without a number: it is never
-   passed over for a number elsewhere.
+   declared answer, whatever numbers come after it (a check line, say). Its content must
+   be one number, optionally with units, words or a ``x =`` before it (``\\boxed{18
+   \\text{ cm}^2}``, ``\\boxed{x = 18}``); a box holding an expression (``5\\sqrt{2}``,
+   ``2\\pi``, ``3 + 4``, ``2^{10}``) or no number is an answer without a number, with its
+   reason: it is never passed over for a number elsewhere, nor read as its first number.
 2. ``marker``: the first number after the last occurrence of the spec's ``marker``.
 3. ``last``: the last number in the response.
 
 A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a currency sign
 ``$ € £ ¥ ₹``, ``\\$`` in LaTeX):
 
-- a LaTeX fraction ``\\frac{a}{b}``, ``\\dfrac``, ``\\tfrac``: the value a / b;
+- a LaTeX fraction ``\\frac{a}{b}``, ``\\dfrac``, ``\\tfrac`` (``\\frac34`` too): a / b;
+- a mixed number: an integer, then a proper fraction (``2 1/2``, ``2\\frac{1}{2}``): 2.5;
 - scientific notation: ``1e3``, ``2.5E-4``, and ``3×10^5`` when unambiguous (the
   ``10^k`` must be written: ``×``, ``x``, ``*``, ``·``, ``\\times`` or ``\\cdot``, then
   ``10^k``, ``10^{k}``, ``10**k`` or superscript digits ``10⁵``);
 - a plain fraction ``a/b`` of integers (not part of a date such as ``12/25/2023``);
-- a decimal with optional thousands separators (``1,234.5``; a trailing period as in
-  ``18.`` ends a sentence; the Arabic decimal separator ``٫`` is a decimal point).
+- a decimal with optional thousands separators, as written in any locale: ``1,234.5``,
+  ``1{,}234`` and ``1\\,234`` (LaTeX), ``1.234.567`` and ``1.234,5`` (German),
+  ``1 234 567`` and ``1\u202f234,5`` (French: a no-break, narrow or thin space, or a
+  plain space between at least two groups), ``1'234'567`` (Swiss), ``12,34,567``
+  (Indian), ``3,5`` (a decimal comma, unless three digits follow it: ``1,234`` is one
+  thousand two hundred thirty-four); a trailing period as in ``18.`` ends a sentence.
+
+Digits of any script count (full-width ``４２``, Arabic-Indic ``٤٢``, Devanagari ``४२``),
+and so do full-width signs and separators (``－５``, ``３．５``, ``４，２００``) and the
+Arabic decimal, thousands and percent signs (``٣٫٥``, ``٤٬٢٠٠``, ``٪``).
 
 A number may touch letters of any script except the ASCII letters of a word or a variable
-(``答案是42``, ``ответ42``, ``42ريال``, ``42kg`` are found; ``x2`` and ``H2O`` are not),
-and digits of any script count (full-width ``４２``, Arabic-Indic ``٤٢``).
+(``答案是42``, ``ответ42``, ``42ريال``, ``42kg`` are found; ``x2`` and ``H2O`` are not).
 
-A number followed by ``%``, ``％``, ``\\%``, ``percent`` or ``per cent`` is a percentage,
-and ``percent`` policy decides its value: ``as_number`` (25% is 25, the default),
-``as_fraction`` (25% is 0.25), or ``strict`` (the value is 25, but a percentage matches
-only a percentage target and a plain number only a plain target).
+A number followed by ``%`` (``％``, ``٪``, ``\\%``, after a space or a no-break space
+too), ``percent`` or ``per cent`` (any case) is a percentage, and ``percent`` policy
+decides its value: ``as_number`` (25% is 25, the default), ``as_fraction`` (25% is
+0.25), or ``strict`` (the value is 25, but a percentage matches only a percentage target
+and a plain number only a plain target).
 """
 
 from __future__ import annotations
@@ -36,21 +47,55 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Extraction", "PercentPolicy", "find_answer", "find_numbers", "number_value"]
+__all__ = ["Extraction", "Number", "PercentPolicy", "find_answer", "find_numbers"]
 
 PercentPolicy = Literal["as_number", "as_fraction", "strict"]
 Rule = Literal["boxed", "marker", "last"]
 
-_SIGN = r"[-+\u2212]"
-_DEC = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:[.\u066b]\d+)?|\.\d+"
+#: one character for one (offsets are kept): full-width ASCII, the minus sign, Arabic
+#: decimal / thousands / percent signs
+_FOLD = {0xFF01 + i: 0x21 + i for i in range(94)} | {
+    0x2212: "-",
+    0x066B: ".",
+    0x066C: ",",
+    0x066A: "%",
+}
+_SPACES = "\u00a0\u202f\u2009"  # no-break, narrow no-break, thin space
+
+
+def _groups(sep: str, least: int = 1) -> str:
+    """Digits in groups of three after a first group of one to three, ``sep`` between."""
+    s = re.escape(sep)
+    return rf"(?!0{s})\d{{1,3}}(?:{s}\d{{3}}){{{least},}}(?!{s}?\d)"
+
+
+_SEPARATED = "|".join(
+    [
+        rf"{_groups('.', 2)}(?:,\d+)?",  # 1.234.567(,5)
+        r"\d{1,3}\.\d{3},\d+(?![.,]?\d)",  # 1.234,5
+        *(rf"{_groups(c)}(?:[.,]\d+)?" for c in _SPACES),  # 1 234,5
+        rf"{_groups(' ', 2)}(?:[.,]\d+)?",  # 1 234 567 (one plain space could be a list)
+        *(rf"{_groups(c)}(?:\.\d+)?" for c in ("'", "’")),  # 1'234.5
+        r"\d{1,2}(?:,\d{2})+,\d{3}(?!,?\d)(?:\.\d+)?",  # 12,34,567
+        *(rf"{_groups(s)}(?:\.\d+)?" for s in (",", "{,}", ",\\!", "\\,")),  # 1,234.5
+        r"(?<!\d,)(?:0,\d+|\d+,(?:\d{1,2}|\d{4,}))(?![.,]?\d)",  # 3,5 (a decimal comma)
+    ]
+)
+#: a number as written in any locale; the separated forms are tried only where digits
+#: are followed by a separator and a digit (most numbers are plain: fast)
+_DEC = (
+    r"(?:(?=\d+(?:[.,'’ " + _SPACES + r"]|\{,\}|,\\!|\\,)\d)(?:" + _SEPARATED + r")"
+    r"|\d+(?:\.\d+)?|\.\d+)"
+)
+_SIGN = r"[-+]"
+_ARG = r"\s*\{\s*(?P<%s>" + _SIGN + r"?\s?" + _DEC + r")\s*\}|(?P<%s1>\d)"
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _NUMBER = re.compile(
     # not inside a number, an ASCII word, or a date / path such as 12/25
-    r"(?<![0-9A-Za-z_.\d/])"
+    r"(?:(?<![0-9A-Za-z_.\d/])|(?=\\[dt]?frac))(?=[-+$€£¥₹\\.\d])"  # fails fast
     rf"(?P<sign>{_SIGN})?[ \t]?(?:[$€£¥₹]|\\\$)?[ \t]?"
     r"(?:"
-    r"\\[dt]?frac\s*\{\s*(?P<fn>" + _SIGN + r"?\s?(?:" + _DEC + r"))\s*\}"
-    r"\s*\{\s*(?P<fd>" + _SIGN + r"?\s?(?:" + _DEC + r"))\s*\}"
+    r"\\[dt]?frac\s*(?:" + _ARG % ("fn", "fn") + r")\s*(?:" + _ARG % ("fd", "fd") + r")"
     r"|(?P<mant>" + _DEC + r")[ \t]*(?:\\times|\\cdot|[×x*·])[ \t]*10[ \t]*"
     r"(?:\^[ \t]*\{?[ \t]*(?P<exp>" + _SIGN + r"?\d+)[ \t]*\}?"
     r"|\*\*[ \t]*(?P<exp2>" + _SIGN + r"?\d+)"
@@ -58,9 +103,47 @@ _NUMBER = re.compile(
     r"|(?P<pn>\d+)[ \t]?/[ \t]?(?P<pd>\d+)(?!\d)(?![ \t]?/[ \t]?\d)(?![.,]\d)"
     r"|(?P<num>" + _DEC + r")(?:[eE](?P<e>[-+]?\d+))?"
     r")"
-    r"(?P<pct>[ \t]?(?:[%％]|\\%|percent\b|per[ \t]cent\b))?"
+    r"(?P<pct>[ \t" + _SPACES + r"]?(?:%|\\%|(?i:percent|per[ \t]cent)\b))?"
 )
+#: what may separate a mixed number's integer from its fraction
+_MIXED_GAP = re.compile(r"[ \t]|\s*(?=\\[dt]?frac)|")
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*(?=\{)|\\boxed[ \t]+(?=\S)")
+#: around the one number of a box: words and units, LaTeX spacing, ``x =``
+_BOX_WORDS = re.compile(
+    r"\\(?:text|textrm|textbf|mathrm|mathbf|mbox|operatorname)\s*\{[^{}\d]*\}"
+    r"(?:\s*\^\s*(?:\{\s*\d\s*\}|\d))?"  # a unit, and its power: \text{cm}^2
+    r"|(?<=[A-Za-z])\s*\^\s*(?:\{\s*\d\s*\}|\d)"  # cm^2
+    r"|\^\s*\{?\s*\\circ\s*\}?|\\(?:[,;:! ]|quad|qquad|left|right|displaystyle)"
+    r"|[A-Za-z]\s*=|[{}()\[\]$%~.\s]|\\[%$]"
+)
+_NOT_ONE_NUMBER = re.compile(r"[\d^_+*/=]|\\[A-Za-z]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """One number :func:`find_numbers` found.
+
+    Attributes:
+        start, end: its span in the text.
+        value: its value as written (a percentage's number, not divided by 100); None for
+            a zero denominator.
+        percent: it was written as a percentage.
+        whole: an unsigned integer (it may start a mixed number).
+        proper: an unsigned fraction below 1 (it may end a mixed number).
+    """
+
+    start: int
+    end: int
+    value: float | None
+    percent: bool = False
+    whole: bool = False
+    proper: bool = False
+
+    def policy_value(self, percent: PercentPolicy) -> float | None:
+        """The value under the percent policy (``as_fraction``: a percentage / 100)."""
+        if self.value is not None and self.percent and percent == "as_fraction":
+            return self.value / 100
+        return self.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +152,9 @@ class Extraction:
 
     Attributes:
         value: the number (percent policy applied), None when no number was found or the
-            found one has no value (a zero denominator).
-        text: the matched text, None when nothing was found.
+            found one has no value (a zero denominator, a box holding an expression).
+        text: the matched text (a box's whole content when it is not one number), None
+            when nothing was found.
         rule: ``boxed``, ``marker`` or ``last``: which rule found it (None: none found).
         percent: the number was written as a percentage.
         marker_found: the marker occurs in the text (None when no marker was given).
@@ -85,38 +169,86 @@ class Extraction:
     reason: str | None = None
 
 
-def number_value(m: re.Match[str], percent: PercentPolicy = "as_number") -> float | None:
-    """The value of one :func:`find_numbers` match (None for a zero denominator)."""
-    if m.group("fn") is not None:
-        den = _decimal(m.group("fd"))
-        value = None if den == 0 else _decimal(m.group("fn")) / den
+def _decimal(text: str) -> float:
+    """The value of a :data:`_DEC` match (a sign before it allowed) in any locale."""
+    negative = text.startswith("-")
+    text = text.lstrip("+-").strip()
+    for sep in ("{,}", ",\\!", "\\,", "'", "’", " ", *_SPACES):
+        text = text.replace(sep, ",")
+    if "," in text and "." in text:
+        if text.rfind(",") > text.rfind("."):  # 1.234,5
+            text = text.replace(".", "").replace(",", ".")
+        else:  # 1,234.5
+            text = text.replace(",", "")
+    elif text.count(".") > 1:  # 1.234.567
+        text = text.replace(".", "")
+    elif "," in text:
+        head, _, tail = text.rpartition(",")
+        if len(tail) != 3 or head == "0":  # a decimal comma: 3,5 and 0,250
+            text = head + "." + tail
+        text = text.replace(",", "")
+    return -float(text) if negative else float(text)
+
+
+def _arg(m: re.Match[str], name: str) -> float:
+    return _decimal(m.group(name) or m.group(name + "1"))
+
+
+def _number(m: re.Match[str]) -> Number:
+    """The :class:`Number` one :data:`_NUMBER` match stands for."""
+    if m.group("fn") is not None or m.group("fn1") is not None:
+        num, den = _arg(m, "fn"), _arg(m, "fd")
+        value = None if den == 0 else num / den
+        proper = m.group("sign") is None and value is not None and 0 <= value < 1
     elif m.group("mant") is not None:
         exp = m.group("exp") or m.group("exp2") or m.group("sup").translate(_SUPERSCRIPTS)
-        value = _decimal(m.group("mant")) * 10.0 ** int(exp.replace("\u2212", "-"))
+        value, proper = _decimal(m.group("mant")) * 10.0 ** int(exp), False
     elif m.group("pn") is not None:
-        den = int(m.group("pd"))
-        value = None if den == 0 else int(m.group("pn")) / den
+        num, den = int(m.group("pn")), int(m.group("pd"))
+        value = None if den == 0 else num / den
+        proper = m.group("sign") is None and num < den
     else:
-        value = _decimal(m.group("num"))
+        value, proper = _decimal(m.group("num")), False
         if m.group("e") is not None:
             value *= 10.0 ** int(m.group("e"))
-    if value is None:
-        return None
-    if m.group("sign") in ("-", "\u2212"):
+    if value is not None and m.group("sign") == "-":
         value = -value
-    if m.group("pct") and percent == "as_fraction":
-        value /= 100
-    return value
+    whole = m.group("num") is not None and m.group("num").isdigit() and not m.group("e")
+    percent = bool(m.group("pct"))
+    return Number(m.start(), m.end(), value, percent, whole and not percent, proper)
 
 
-def _decimal(text: str) -> float:
-    text = text.replace(" ", "").replace(",", "").replace("\u2212", "-").replace("\u066b", ".")
-    return float(text)
+def _matches(text: str, start: int = 0, end: int | None = None) -> list[re.Match[str]]:
+    folded = text.translate(_FOLD) if not text.isascii() else text
+    return list(_NUMBER.finditer(folded, start, len(text) if end is None else end))
 
 
-def find_numbers(text: str, start: int = 0, end: int | None = None) -> list[re.Match[str]]:
+def _merged(matches: list[re.Match[str]]) -> list[Number]:
+    """The numbers of consecutive matches, an integer and a proper fraction after it
+    (``2 1/2``, ``2\\frac{1}{2}``) merged into one mixed number."""
+    out: list[Number] = []
+    for m in matches:
+        n = _number(m)
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and last.whole
+            and n.proper
+            and not n.percent
+            and _MIXED_GAP.fullmatch(m.string, last.end, n.start)
+            and (n.start > last.end or m.string.startswith("\\", n.start))
+        ):
+            assert last.value is not None and n.value is not None
+            sign = -1.0 if last.value < 0 else 1.0
+            out[-1] = Number(last.start, n.end, last.value + sign * n.value)
+        else:
+            out.append(n)
+    return out
+
+
+def find_numbers(text: str, start: int = 0, end: int | None = None) -> list[Number]:
     """Every number in ``text[start:end]``, in order (see the module docstring)."""
-    return list(_NUMBER.finditer(text, start, len(text) if end is None else end))
+    return _merged(_matches(text, start, end))
 
 
 def _boxed_content(text: str) -> tuple[int, int] | None:
@@ -141,6 +273,22 @@ def _boxed_content(text: str) -> tuple[int, int] | None:
     return i + 1, len(text)  # an unclosed box runs to the end
 
 
+def _boxed(
+    text: str, box: tuple[int, int], percent: PercentPolicy, marker: bool | None
+) -> Extraction:
+    """The boxed rule: the box's one number, or why it has none."""
+    content = text[box[0] : box[1]].strip()
+    found = find_numbers(text, *box)
+    if not found:
+        return Extraction(None, content, "boxed", False, marker, "the boxed answer has no number")
+    n = found[0]
+    rest = text[box[0] : n.start] + " " + text[n.end : box[1]]
+    if _NOT_ONE_NUMBER.search(_BOX_WORDS.sub(" ", rest)):
+        reason = "the boxed answer is not one number (an expression: use the math scorer)"
+        return Extraction(None, content, "boxed", False, marker, reason)
+    return _extraction(text, n, "boxed", percent, marker)
+
+
 def find_answer(
     text: str, marker: str | None = None, percent: PercentPolicy = "as_number"
 ) -> Extraction:
@@ -148,26 +296,20 @@ def find_answer(
     marker_found = None if not marker else marker in text
     box = _boxed_content(text)
     if box is not None:
-        found = find_numbers(text, *box)
-        if not found:
-            content = text[box[0] : box[1]].strip()
-            return Extraction(
-                None, content, "boxed", False, marker_found, "the boxed answer has no number"
-            )
-        return _extraction(found[0], "boxed", percent, marker_found)
+        return _boxed(text, box, percent, marker_found)
     if marker and marker_found:
-        found = find_numbers(text, text.rfind(marker) + len(marker))
-        if found:
-            return _extraction(found[0], "marker", percent, marker_found)
-    found = find_numbers(text)
+        found = _matches(text, text.rfind(marker) + len(marker))
+        if found:  # the first number: a mixed one spans two matches
+            return _extraction(text, _merged(found[:2])[0], "marker", percent, marker_found)
+    found = _matches(text)
     if not found:
         return Extraction(None, None, None, False, marker_found, "no number in the response")
-    return _extraction(found[-1], "last", percent, marker_found)
+    return _extraction(text, _merged(found[-2:])[-1], "last", percent, marker_found)
 
 
 def _extraction(
-    m: re.Match[str], rule: Rule, percent: PercentPolicy, marker_found: bool | None
+    text: str, n: Number, rule: Rule, percent: PercentPolicy, marker_found: bool | None
 ) -> Extraction:
-    value = number_value(m, percent)
+    value = n.policy_value(percent)
     reason = "zero denominator" if value is None else None
-    return Extraction(value, m.group(0).strip(), rule, bool(m.group("pct")), marker_found, reason)
+    return Extraction(value, text[n.start : n.end].strip(), rule, n.percent, marker_found, reason)
