@@ -169,8 +169,15 @@ def test_running_run_shows_progress_and_a_killed_one_says_so(root: Path) -> None
     assert "status-running" in page.text and "data-progress" in page.text
     progress = client.get(f"/runs/{run.name}/progress").json()
     assert progress == {"status": "running", "live": True, "rows": 3, "expected": 3}
+    lines = (run / "results.jsonl").read_text().splitlines(keepends=True)
+    (run / "results.jsonl").write_text("".join(lines[:2]))
+    manifest["n_samples"] = 5
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    runs = client.get("/").text  # the progress is in the page itself, not only its script
+    assert '<span class="label">2 of 5 rows</span>' in runs
     (run / ".lock").write_text("999999999\n")  # no such process
-    assert "status-killed" in client.get("/").text
+    runs = client.get("/").text
+    assert "status-killed" in runs and "2 of 5 rows" in runs
     assert "process is gone" in client.get(f"/runs/{run.name}").text
 
 
@@ -263,9 +270,33 @@ def test_markup_in_a_response_is_escaped_everywhere(root: Path) -> None:
     assert pages[0].headers["x-content-type-options"] == "nosniff"
 
 
+def test_characters_that_hide_or_reorder_text_are_shown(root: Path) -> None:
+    """A bidi override, a zero-width space and a control character in a response are
+    shown as marked U+XXXX tokens on the run, sample and diff pages: what the auditor
+    reads is what the row holds (Trojan Source)."""
+    run = only_run(root)
+    path = run / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["response"] = "A: 5\u202e01\u202c, in\u200bvisible\x07 \u05d0\u200d\u05d1"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    client = client_for(root)
+    pages = [
+        client.get(f"/runs/{run.name}"),
+        client.get(f"/runs/{run.name}/sample", params={"id": "q0"}),
+        client.get("/diff", params={"a": run.name, "b": run.name, "show": "all"}),
+    ]
+    for page in pages:
+        assert page.status_code == 200
+        for hidden in ("\u202e", "\u202c", "\u200b", "\x07"):
+            assert hidden not in page.text
+        assert '<span class="hidden-char" title="U+202E">U+202E</span>01' in page.text
+        assert 'in<span class="hidden-char" title="U+200B">U+200B</span>visible' in page.text
+        assert "\u05d0\u200d\u05d1" in page.text  # a zero-width joiner is left alone
+
+
 def test_text_utf8_cannot_encode_is_shown_escaped(tmp_path: Path, monkeypatch) -> None:
     """A response and a sample id holding lone surrogates (kept losslessly by the run):
-    the run, sample and diff pages render them as their escapes instead of failing, and
+    the run, sample and diff pages show them as U+XXXX tokens instead of failing, and
     the id's link opens its sample."""
     spec = write_app_eval(tmp_path / "eval", samples=2)
     data = spec.parent / "data.jsonl"
@@ -273,16 +304,18 @@ def test_text_utf8_cannot_encode_is_shown_escaped(tmp_path: Path, monkeypatch) -
     root = tmp_path / "results"
     plan = {"q\ud800/1": "say:odd \ud800 text \udfff"}
     run = app_run(spec, root, tmp_path / "cache.sqlite", "base", plan, monkeypatch).name
+    token = '<span class="hidden-char" title="U+{0}">U+{0}</span>'.format
+    text = f"odd {token('D800')} text {token('DFFF')}"
     client = client_for(root)
     listing = client.get(f"/runs/{run}")
-    assert listing.status_code == 200 and "odd \\ud800 text \\udfff" in listing.text
+    assert listing.status_code == 200 and text in listing.text
     (link,) = re.findall(r'href="(/runs/[^"]+/sample\?id=q%ED%A0%80[^"]*)"', listing.text)
     diff = client.get("/diff", params={"a": run, "b": run, "show": "all"})
     (pair_link,) = re.findall(r'href="(/diff/sample\?[^"]*id=q%ED%A0%80[^"]*)"', diff.text)
     for url in (link.replace("&amp;", "&"), pair_link.replace("&amp;", "&")):
         page = client.get(url)
         assert page.status_code == 200, page.text
-        assert "q\\ud800" in page.text and "odd \\ud800 text \\udfff" in page.text
+        assert f'<span class="mono">q{token("D800")}</span>' in page.text and text in page.text
 
 
 @pytest.mark.parametrize(

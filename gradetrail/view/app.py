@@ -47,6 +47,7 @@ from gradetrail.results import (
 from gradetrail.view import pages
 from gradetrail.view.index import FILTERS, SORTS, Query
 from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
+from gradetrail.view.text import shown as shown_text
 
 __all__ = ["create_app", "default_hosts"]
 
@@ -113,6 +114,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["pretty"] = _pretty
+    env.filters["shown"] = shown_text
     env.globals.update(
         qs=pages.query_string,
         num=pages.fmt_num,
@@ -169,6 +171,7 @@ class Viewer:
         return self.render(
             "runs.html",
             runs=shown,
+            done=_rows_written(shown),
             total=len(runs),
             statuses=statuses,
             params=dict(request.query_params),
@@ -495,6 +498,19 @@ def _params(request: Request) -> dict[str, Any]:
             out[key] = [*out[key], value] if isinstance(out[key], list) else [out[key], value]
         else:
             out[key] = [value] if key == "f" else value
+    return out
+
+
+def _rows_written(runs: list[RunInfo]) -> dict[str, int]:
+    """Rows each unfinished run has written so far (its live progress without JavaScript,
+    and how far a killed or interrupted run got), counted without parsing."""
+    out = {}
+    for info in runs:
+        if info.manifest is not None and info.status != "complete":
+            try:
+                out[info.name] = count_result_lines(info.path)
+            except (UsageError, OSError):
+                continue
     return out
 
 
