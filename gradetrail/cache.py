@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -50,7 +51,7 @@ import socket
 import sqlite3
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -511,12 +512,13 @@ class ResponseCache:
             raise CacheError(f"cache {self.path}: read failed ({exc})") from None
         return found
 
-    def any_missing(self, keys: Sequence[str]) -> bool:
-        """True when at least one of ``keys`` has no cached response (500 keys a query;
-        damaged entries count as present here and as misses when read)."""
+    def any_missing(self, keys: Iterable[str]) -> bool:
+        """True when at least one of ``keys`` has no cached response (500 keys a query,
+        taken from ``keys`` as they come: a generator is never held whole; damaged entries
+        count as present here and as misses when read)."""
+        it = iter(keys)
         try:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
+            while chunk := list(itertools.islice(it, 500)):
                 marks = ",".join("?" * len(chunk))
                 (found,) = self._db.execute(
                     f"SELECT COUNT(*) FROM responses WHERE key IN ({marks})", chunk

@@ -396,9 +396,10 @@ class PreparedRequests(Sequence[Prepared]):
         """The cache key of item ``index`` (without rendering it)."""
         return self._digests[32 * index : 32 * index + 32].hex()
 
-    def keys(self) -> list[str]:
-        """Every item's cache key, in order."""
-        return [self.key(i) for i in range(len(self))]
+    def keys(self) -> Iterator[str]:
+        """Every item's cache key, in order, made as they are taken (a list of a million
+        hex keys would cost ~120 MB)."""
+        return (self.key(i) for i in range(len(self)))
 
     @overload
     def __getitem__(self, index: int) -> Prepared: ...

@@ -261,7 +261,7 @@ def run_eval(
             run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides))
             write_manifest(run_dir, manifest)
-            writer = ResultsWriter(run_dir)
+            writer = ResultsWriter(run_dir, spec.run.epochs)
             try:
                 with RunLog(run_dir, echo=echo_log) as log:
                     log.event(
@@ -337,7 +337,9 @@ class _Run:
         self.ctx = ctx
         self.log: RunLog = ctx.log  # type: ignore[assignment]
         spec = plan.spec
-        self.tally = Tally(reducer=spec.run.reducer, pass_k=spec.run.pass_k or 1)
+        self.tally = Tally(
+            reducer=spec.run.reducer, pass_k=spec.run.pass_k or 1, epochs=spec.run.epochs
+        )
         self.in_flight = 0
 
     def execute(
@@ -487,7 +489,7 @@ class _Run:
                     finally:
                         self.in_flight -= 1
                     writer.append((item.sample.index, item.epoch), row)
-                    tally.add(row)
+                    tally.add(row, item.sample.index)
                     if on_row is not None:
                         on_row(row, tally)
                     fail_fast.observe(row)  # raises RunError: one permanent error, N times

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,12 +18,14 @@ from gradetrail.judge_stats import JudgeStats, JudgeTally
 from gradetrail.manifest import ScoreStats
 from gradetrail.reducers import ReducerName, reduce_scores
 from gradetrail.results import SampleResult, SampleScore
+from gradetrail.slots import EpochSlots
 from gradetrail.stats import summarize
 
 __all__ = ["Tally"]
 
 
-_NO_ROW = object()
+#: an epoch's state in :attr:`Tally._states`
+_NO_ROW, _SCORED, _UNSCORED = 0, 1, 2
 _VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
 
 
@@ -30,11 +33,6 @@ def _shape(message: str) -> str:
     """A message with its quoted values and numbers blanked: messages that differ only in
     the sample they name have one shape, and count as one reason."""
     return _VARYING.sub("#", message)[:200]
-
-
-def _scored(epochs: list[Any]) -> list[float]:
-    """The scores of a sample's scored epochs."""
-    return [v for v in epochs if v is not None and v is not _NO_ROW]
 
 
 def _finite(x: float) -> float | None:
@@ -59,6 +57,7 @@ class Tally:
         reducer: how a sample's scored epochs become its score (see
             :mod:`gradetrail.reducers`).
         pass_k: the k of reducer ``pass_at_k``.
+        epochs: the run's epochs (a hint: a later epoch still works, at a copy).
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
         agreement: (label, score) pairs of labelled rows, for judge agreement.
         conversations: turns and tool calls of the rows with a transcript.
@@ -76,6 +75,7 @@ class Tally:
     served_models: Counter[str] = field(default_factory=Counter)
     reducer: ReducerName = "mean"
     pass_k: int = 1
+    epochs: int = 1
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
     conversations: ConversationTally = field(default_factory=ConversationTally)
@@ -84,13 +84,29 @@ class Tally:
     error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
         default_factory=dict
     )
-    #: sample id -> [epoch 1's score, epoch 2's, ...]: None for an error row, _NO_ROW
-    #: for an epoch with no row yet (a list: a third of a dict's memory per sample)
-    _epochs: dict[str, list[Any]] = field(default_factory=dict)
-    _clusters: dict[str, str | None] = field(default_factory=dict)
+    # Per (sample, epoch), no Python object: its state (_NO_ROW, _SCORED, _UNSCORED: an
+    # error row) and, when scored, its score, by (slot, epoch), where a sample's slot is
+    # its index in run order when add() is given it, else the order its id was first
+    # seen (_slot_of, kept only then). 9 bytes a row: a million cost 9 MB, where a dict
+    # of per-sample lists cost ~150 MB.
+    _rows: EpochSlots = field(init=False, repr=False)
+    _slot_of: dict[str, int] | None = None
+    _by_index: bool = False
+    #: by slot: 1 + the code of the sample's cluster (0: none); the codes' names
+    _cluster_codes: array[int] = field(default_factory=lambda: array("q"))
+    _cluster_code: dict[str, int] = field(default_factory=dict)
+    _cluster_names: list[str] = field(default_factory=list)
 
-    def add(self, row: SampleResult) -> None:
-        """Count one row."""
+    def __post_init__(self) -> None:
+        self._rows = EpochSlots("B", "d", epochs=self.epochs)
+
+    def add(self, row: SampleResult, at: int | None = None) -> None:
+        """Count one row; ``at`` is its sample's index in run order (``Sample.index``),
+        which keeps no per-sample id in memory: give it for every row or for none.
+
+        Raises:
+            ValueError: an epoch below 1, or rows with and without ``at`` in one tally.
+        """
         self.rows += 1
         self.counts[row.state] += 1
         self.cache_hits += row.cached
@@ -106,19 +122,69 @@ class Tally:
                 self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
             else:
                 self.cost_usd = (self.cost_usd or 0.0) + row.cost_usd
-        epochs = self._epochs.get(row.sample_id)
-        if epochs is None:
-            epochs = self._epochs[row.sample_id] = []
-            self._clusters[row.sample_id] = row.cluster
-        if len(epochs) < row.epoch:
-            epochs.extend([_NO_ROW] * (row.epoch - len(epochs)))
-        epochs[row.epoch - 1] = row.score if row.state == "scored" else None
+        score = row.score if row.state == "scored" else None
+        self._record(self._slot(row.sample_id, at), row.epoch, score, row.cluster)
         if row.error is not None:
             self._count_error(row)
         if row.judge is not None:
             self.judge.add(row)
         self.agreement.add(row.state, row.label, row.score, row.sample_id)
         self.conversations.add(row.transcript)
+
+    def _slot(self, sample_id: str, at: int | None) -> int:
+        if at is not None:
+            if self._slot_of is not None:
+                raise ValueError("Tally.add: rows with and without a sample index")
+            self._by_index = True
+            return at
+        if self._by_index:
+            raise ValueError("Tally.add: rows with and without a sample index")
+        if self._slot_of is None:
+            self._slot_of = {}
+        slot = self._slot_of.get(sample_id)
+        if slot is None:
+            slot = self._slot_of[sample_id] = len(self._slot_of)
+        return slot
+
+    def _record(self, slot: int, epoch: int, score: float | None, cluster: str | None) -> None:
+        """Keep one row's score (None: not scored) in its sample's slot."""
+        at = self._rows.at(slot, epoch)
+        states, scores = self._rows.arrays
+        if score is None:
+            states[at] = _UNSCORED
+        else:
+            states[at] = _SCORED
+            scores[at] = score
+        if cluster is not None:
+            codes = self._cluster_codes
+            if slot >= len(codes):
+                codes.frombytes(bytes(8 * max(slot + 1 - len(codes), len(codes) // 8)))
+            code = self._cluster_code.get(cluster)
+            if code is None:
+                code = self._cluster_code[cluster] = len(self._cluster_names)
+                self._cluster_names.append(cluster)
+            codes[slot] = code + 1
+
+    def _epoch_scores(self, slot: int) -> list[float | None] | None:
+        """A sample's scores in epoch order (None for an error row), the epochs without a
+        row left out; None when it has no row."""
+        states, scores = self._rows.arrays
+        if self._rows.epochs == 1:  # the common case, kept lean
+            state = states[slot] if slot < len(states) else _NO_ROW
+            if state == _NO_ROW:
+                return None
+            return [scores[slot] if state == _SCORED else None]
+        got = [
+            scores[at] if states[at] == _SCORED else None
+            for at in self._rows.positions(slot)
+            if states[at] != _NO_ROW
+        ]
+        return got or None
+
+    def _cluster(self, slot: int) -> str | None:
+        codes = self._cluster_codes
+        code = codes[slot] if slot < len(codes) else 0
+        return self._cluster_names[code - 1] if code else None
 
     def conversation_stats(self) -> ConversationStats | None:
         """Turns, tool calls, tool errors and stop reasons of the conversation rows, or
@@ -159,24 +225,22 @@ class Tally:
         """Rows in an error state."""
         return self.rows - self.counts["scored"]
 
-    def reduced(self) -> dict[str, float | None]:
-        """Each sample's score: its scored epochs reduced by :attr:`reducer` (None when
-        there is nothing to reduce), in the order samples were first seen."""
-        return {
-            sample_id: reduce_scores(_scored(epochs), self.reducer, self.pass_k)
-            for sample_id, epochs in self._epochs.items()
-        }
+    def _reduce(self, scores: list[float | None]) -> float | None:
+        """A sample's scored epochs reduced by :attr:`reducer` (None when there is
+        nothing to reduce)."""
+        return reduce_scores([v for v in scores if v is not None], self.reducer, self.pass_k)
 
     def sample_scores(self, samples: Iterable[Sample]) -> Iterator[SampleScore]:
         """The ``samples.jsonl`` lines: one per sample with at least one row, in the
         order of ``samples`` (the run's input order), made one at a time (a list of
         100,000 of them would cost ~100 MB)."""
+        slot_of = self._slot_of
         for sample in samples:
-            epochs = self._epochs.get(sample.id)
-            if epochs is None:
+            slot = sample.index if slot_of is None else slot_of.get(sample.id)
+            scores = self._epoch_scores(slot) if slot is not None else None
+            if scores is None:
                 continue
-            scores = [v for v in epochs if v is not _NO_ROW]
-            scored = _scored(epochs)
+            scored = [v for v in scores if v is not None]
             yield SampleScore(
                 sample_id=sample.id,
                 score=reduce_scores(scored, self.reducer, self.pass_k),
@@ -187,14 +251,22 @@ class Tally:
             )
 
     def score_stats(self, clustered: bool = False) -> ScoreStats:
-        """Mean over samples of their reduced scores (:meth:`reduced`; samples without a
-        score left out) with standard error and 95% CI over samples, not rows; clustered
-        standard error when ``clustered``. Binary scores get Wilson's interval (see
+        """Mean over samples of their reduced scores (samples without a score left out;
+        in run order, or first-seen order for rows added without a sample index) with
+        standard error and 95% CI over samples, not rows; clustered standard error when
+        ``clustered``. Binary scores get Wilson's interval (see
         :func:`gradetrail.stats.summarize`). Scores lie in [0, 1], so the interval is
         clipped to it (a small run's t interval can reach past either end)."""
-        reduced = {k: v for k, v in self.reduced().items() if v is not None}
-        values = list(reduced.values())
-        clusters = [self._clusters[s] for s in reduced] if clustered else None
+        values = array("d")
+        clusters: list[str | None] | None = [] if clustered else None
+        for slot in range(len(self._rows)):
+            scores = self._epoch_scores(slot)
+            value = self._reduce(scores) if scores is not None else None
+            if value is None:
+                continue
+            values.append(value)
+            if clusters is not None:
+                clusters.append(self._cluster(slot))
         s = summarize(values, clusters)
         return ScoreStats(
             n=s.n,

@@ -1,0 +1,92 @@
+"""Memory stays flat in the row count (issue 11): a run keeps no Python object per row.
+
+Structural checks, not timings: how many bytes of Python allocations (tracemalloc) a run
+retains per row as its rows go by, and how many objects the per-row state adds. The
+bounds leave room for noise but sit far below a dict entry a row (the results writer's
+spans and the tally's per-sample lists cost ~380 bytes a row before).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import tracemalloc
+from pathlib import Path
+
+import gradetrail
+from gradetrail.results import ResultsWriter, SampleResult
+from gradetrail.summary import Tally
+
+APP = '''
+def answer(request):
+    """'What is 7 + 7?' -> 'A: 14'."""
+    a = int(request.prompt.split("What is ", 1)[1].split(" +", 1)[0])
+    return f"A: {a + a}"
+'''
+
+
+def _eval_dir(tmp_path: Path, rows: int) -> Path:
+    with (tmp_path / "data.jsonl").open("w") as f:
+        for i in range(rows):
+            f.write(json.dumps({"id": f"s{i}", "question": f"What is {i} + {i}?", "a": 2 * i}))
+            f.write("\n")
+    (tmp_path / "sum_app.py").write_text(APP)
+    (tmp_path / "spec.yaml").write_text(
+        "name: mem\ndataset: {path: data.jsonl}\nprompt: '{{ question }}'\n"
+        "target: '{{ a }}'\nmodel: {provider: python, name: sum, function: 'sum_app:answer'}\n"
+        "scorer: {type: numeric, marker: 'A:'}\nrun: {concurrency: 8}\n"
+    )
+    return tmp_path / "spec.yaml"
+
+
+def test_a_warm_run_retains_no_python_object_per_row(tmp_path: Path) -> None:
+    """Between its 500th and its last (4,000th) row, a warm run's Python allocations
+    grow by a few bytes a row (the writer's and the tally's typed arrays: 25), not by a
+    dict entry a row."""
+    rows = 4_000
+    spec_path = _eval_dir(tmp_path, rows)
+    cache = tmp_path / "cache.sqlite"
+    root = tmp_path / "results"
+    cold = gradetrail.run_eval(gradetrail.load_spec(spec_path), results_root=root, cache_path=cache)
+    assert cold.manifest.counts == {"scored": rows}
+    seen: dict[int, int] = {}
+
+    def on_row(row: SampleResult, tally: Tally) -> None:
+        if tally.rows in (500, rows):
+            gc.collect()
+            seen[tally.rows] = tracemalloc.get_traced_memory()[0]
+
+    tracemalloc.start()
+    try:
+        warm = gradetrail.run_eval(
+            gradetrail.load_spec(spec_path), results_root=root, cache_path=cache, on_row=on_row
+        )
+    finally:
+        tracemalloc.stop()
+    assert warm.manifest.cache_hits == rows and warm.manifest.score.mean == 1.0
+    per_row = (seen[rows] - seen[500]) / (rows - 500)
+    assert per_row < 64, f"{per_row:.0f} bytes retained a row"
+    lines = (root / warm.run_dir.name / "results.jsonl").read_text().splitlines()
+    assert [json.loads(x)["sample_id"] for x in lines] == [f"s{i}" for i in range(rows)]
+
+
+def test_writer_and_tally_keep_per_row_state_in_arrays(tmp_path: Path) -> None:
+    """20,000 rows over 3 epochs, arriving out of order, add a handful of objects to
+    what the writer and the tally hold; the file still comes out in (sample, epoch)
+    order, and the tally's summary counts every sample."""
+    writer, tally = ResultsWriter(tmp_path, epochs=3), Tally(epochs=3)
+    row = SampleResult(sample_id="s", state="scored", score=1.0)
+    order = [(i, e) for e in (3, 1, 2) for i in range(20_000 // 3, -1, -1)][:20_000]
+    gc.collect()
+    before = len(gc.get_objects())
+    for index, epoch in order:
+        item = row.model_copy(update={"sample_id": f"s{index}", "epoch": epoch})
+        writer.append((index, epoch), item)
+        tally.add(item, index)
+        del item
+    gc.collect()
+    assert len(gc.get_objects()) - before < 50
+    writer.finalize()
+    got = [json.loads(x) for x in (tmp_path / "results.jsonl").open()]
+    assert [(r["sample_id"], r["epoch"]) for r in got] == [(f"s{i}", e) for i, e in sorted(order)]
+    assert tally.score_stats().n == 20_000 // 3 + 1
