@@ -44,6 +44,7 @@ Endpoints
 - ``POST /_control/config`` (JSON, merged into the current config; ``faults`` replaces the
   fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
   ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
+  ``POST /_control/release`` (held requests go on, see the ``hold`` fault),
   ``GET /_control/health``. Control requests are not counted in the stats.
 
 Answers
@@ -138,6 +139,12 @@ Fault rules
 - ``garbage_200``: an unparseable body (param ``body``) under status 200, JSON content type.
 - ``stall``: sleep ``seconds`` (default 600) before answering normally; ends early, without
   answering, when the client disconnects (so a client timeout frees the server).
+- ``hold``: keep the request until ``POST /_control/release`` (``ServerHandle.release()``),
+  then answer it as usual; ends early, without answering, when the client disconnects.
+  ``stats()["held"]`` counts the requests held now, so a test can wait for exactly N
+  requests to be in flight (``ServerHandle.wait_held(N)``) instead of guessing how long
+  they take to arrive on a loaded machine. Released holds stay released until the fault
+  list is set again (``faults``/``add_faults``) or reset, which also releases.
 - ``drop``: abort the TCP connection without sending any response.
 - ``no_usage``: (modifier) omit ``usage`` from a successful answer.
 - ``alias``: (modifier) answer with ``model`` = requested + ``suffix`` (default
@@ -159,11 +166,12 @@ whose fields are all None (``choices is None`` / ``content is None``) with the e
 
 Targeting (all given selectors must hold; none = every request): ``contains`` / ``regex``
 (on the whole prompt), ``model``, ``protocol`` (``"openai"`` / ``"anthropic"``) pick the
-*candidate* requests; then ``first: N`` (the first N candidates), ``every: K`` (the K-th,
-2K-th, ... candidate), ``p`` with ``seed`` (each candidate with probability p, from a
-``random.Random(seed)`` per rule) and ``times`` (fire at most this often). Counters are per
-rule and count candidates in arrival order; every rule sees every request, the first
-matching *error* kind answers, ``stall`` rules delay, modifier kinds apply on top.
+*candidate* requests; then ``first: N`` (the first N candidates), ``after: N`` (every
+candidate after the first N), ``every: K`` (the K-th, 2K-th, ... candidate), ``p`` with
+``seed`` (each candidate with probability p, from a ``random.Random(seed)`` per rule) and
+``times`` (fire at most this often). Counters are per rule and count candidates in arrival
+order; every rule sees every request, the first matching *error* kind answers, ``stall``
+and ``hold`` rules delay, modifier kinds apply on top.
 Unknown keys are rejected with a 400 so typos do not silently disable a fault.
 
 On the command line a rule is JSON or ``KIND[:key=value,...]`` (values parsed as JSON when
@@ -180,6 +188,7 @@ code; ``"dropped"`` / ``"disconnected"`` for aborted ones), ``models``, ``faults
 per kind injected), ``rate_limited``, ``unmatched``, ``fingerprints`` (sha256 of the path
 and the canonical JSON body, keys sorted -> count), ``repeated`` (how many fingerprints
 were seen more than once) and ``max_repeat``, ``in_flight`` and ``max_in_flight``,
+``held`` (requests a ``hold`` fault keeps now),
 ``arrivals`` (``time.time()`` of each request arrival, in order), ``since`` (when the stats
 were last cleared).
 """
@@ -483,7 +492,7 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
 ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
 ERROR_KINDS |= {"garbage_200", "drop"}
 MODIFIER_KINDS = {"no_usage", "alias"}
-FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall"}
+FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall", "hold"}
 KIND_ALIASES = {
     "429": "rate_limit",
     "insufficient_quota": "quota",
@@ -491,7 +500,8 @@ KIND_ALIASES = {
     "503": "overloaded",
     "529": "overloaded",
 }
-_SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "every", "p", "seed", "times"}
+_SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "after", "every", "p"}
+_SELECTOR_KEYS |= {"seed", "times"}
 _PARAM_KEYS = {"retry_after", "retry_after_ms", "headers", "message", "status", "type", "code"}
 _PARAM_KEYS |= {"body", "seconds", "suffix", "served_model"}
 
@@ -507,6 +517,7 @@ class FaultRule:
     model: str | None = None
     protocol: str | None = None
     first: int | None = None
+    after: int | None = None
     every: int | None = None
     p: float | None = None
     times: int | None = None
@@ -531,7 +542,7 @@ class FaultRule:
             raise ConfigError("fault kind 'error' needs a 'status'")
         if raw.get("protocol") not in (None, OPENAI, ANTHROPIC):
             raise ConfigError("fault 'protocol' must be 'openai' or 'anthropic'")
-        for key in ("first", "every", "times"):
+        for key in ("first", "after", "every", "times"):
             if raw.get(key) is not None and (not isinstance(raw[key], int) or raw[key] < 0):
                 raise ConfigError(f"fault {key!r} must be a non-negative integer")
         if raw.get("every") == 0:
@@ -551,6 +562,7 @@ class FaultRule:
             model=raw.get("model"),
             protocol=raw.get("protocol"),
             first=raw.get("first"),
+            after=raw.get("after"),
             every=raw.get("every"),
             p=None if raw.get("p") is None else float(raw["p"]),
             times=raw.get("times"),
@@ -570,6 +582,8 @@ class FaultRule:
         self.seen += 1
         hit = True
         if self.first is not None and self.seen > self.first:
+            hit = False
+        if self.after is not None and self.seen <= self.after:
             hit = False
         if self.every is not None and self.seen % self.every:
             hit = False
@@ -679,6 +693,7 @@ class Stats:
     def __init__(self) -> None:
         """Start with empty counters."""
         self.in_flight = 0
+        self.held = 0
         self.clear()
 
     def clear(self) -> None:
@@ -734,6 +749,7 @@ class Stats:
             "max_repeat": max(counts, default=0),
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "held": self.held,
             "arrivals": list(self.arrivals),
             "since": self.since,
         }
@@ -1139,6 +1155,8 @@ class ProtocolServer:
         self.settings = Settings.parse({})
         self.rules: list[FaultRule] = []
         self.window: deque[float] = deque()
+        #: set by /_control/release: every held request goes on (see the ``hold`` fault)
+        self.released = asyncio.Event()
         self.stats = Stats()
         self._ids = itertools.count(1)
         self.apply(self.startup)
@@ -1159,6 +1177,8 @@ class ProtocolServer:
             if "faults" not in update:  # keep the counters of the existing rules
                 rules = self.rules + rules[len(self.rules) :]
         settings = Settings.parse(raw)
+        if rules is not self.rules and self.released.is_set():
+            self.released = asyncio.Event()  # a new fault list: its holds hold again
         self.raw, self.settings, self.rules = raw, settings, rules
         if "rate_limit" in update or "rate_limit_window" in update:
             self.window.clear()
@@ -1175,7 +1195,13 @@ class ProtocolServer:
             base = {k: v for k, v in self.startup.items() if k not in FAULT_CONFIG_KEYS}
             self.raw, self.rules = {}, []
             self.window.clear()
+            self.release()
+            self.released = asyncio.Event()
             self.apply(base)
+
+    def release(self) -> None:
+        """Let every held request go on; later ``hold`` candidates pass too."""
+        self.released.set()
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -1250,6 +1276,27 @@ class ProtocolServer:
             if getattr(cycle, "disconnected", True):
                 return
             await asyncio.sleep(0.001)
+
+    async def _hold(self, request: Request) -> bool:
+        """Wait for /_control/release; return True early if the client disconnects."""
+        released = asyncio.ensure_future(self.released.wait())
+        disconnected = asyncio.ensure_future(self._disconnect(request))
+        self.stats.held += 1
+        try:
+            done, _ = await asyncio.wait(
+                {released, disconnected}, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            self.stats.held -= 1
+            for task in (released, disconnected):
+                task.cancel()
+        return released not in done
+
+    @staticmethod
+    async def _disconnect(request: Request) -> None:
+        """Return when the client has gone (the body was read already)."""
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
 
     async def _stall(self, request: Request, seconds: float) -> bool:
         """Sleep ``seconds``; return True early if the client disconnects meanwhile."""
@@ -1369,10 +1416,13 @@ class ProtocolServer:
         error_rule: FaultRule | None = None
         modifiers: list[FaultRule] = []
         stall = 0.0
+        hold = False
         for rule in self.rules:
             if rule.check(parsed.prompt, parsed.model, protocol):
                 if rule.kind in MODIFIER_KINDS:
                     modifiers.append(rule)
+                elif rule.kind == "hold":
+                    hold = True
                 elif rule.kind == "stall":
                     stall = max(stall, float(rule.params.get("seconds", 600)))
                 elif error_rule is None:
@@ -1392,6 +1442,10 @@ class ProtocolServer:
                     err = self._error(protocol, 429, spec[1], spec[3], spec[2], headers)
                 return err, 429
 
+        if hold and not self.released.is_set():
+            stats.bump(stats.faults, "hold")
+            if await self._hold(request):
+                return Response(b"", 499), "disconnected"
         if settings.has_latency:
             await asyncio.sleep(settings.latency())
         if stall:
@@ -1559,6 +1613,14 @@ class ProtocolServer:
         self.reset(config=bool(options.get("config", True)))
         return JSONResponse({"ok": True, "config": self.config()})
 
+    async def control_release(self, request: Request) -> Response:
+        """``POST /_control/release``: every held request goes on."""
+        from starlette.responses import JSONResponse
+
+        held = self.stats.held
+        self.release()
+        return JSONResponse({"ok": True, "released": held})
+
     async def control_health(self, request: Request) -> Response:
         """``GET /_control/health``."""
         from starlette.responses import JSONResponse
@@ -1577,6 +1639,7 @@ class ProtocolServer:
             Route("/_control/config", self.control_config, methods=["GET", "POST"]),
             Route("/_control/stats", self.control_stats, methods=["GET"]),
             Route("/_control/reset", self.control_reset, methods=["POST"]),
+            Route("/_control/release", self.control_release, methods=["POST"]),
             Route("/_control/health", self.control_health, methods=["GET"]),
         ]
         inner = Starlette(routes=routes)
@@ -1797,15 +1860,37 @@ class ServerHandle:
         """The stats (see the module docstring)."""
         return self._call("GET", "/_control/stats")
 
-    def settled_stats(self, timeout: float = 5.0) -> dict[str, Any]:
-        """The stats once no request is in flight (or after ``timeout`` seconds).
+    def settled_stats(self, requests: int = 0, timeout: float = 60.0) -> dict[str, Any]:
+        """The stats once at least ``requests`` requests have arrived and none is in flight.
 
-        A client sees an aborted connection before the server's handler counts it, so a
-        test that asserts on ``statuses`` right after a drop or a stall reads these."""
+        A client sees an aborted connection (a drop, its own timeout) before the server's
+        handler has counted it, and on a loaded machine before the server has even read
+        the request, so a test that asserts on ``statuses`` after such a request reads
+        these, naming how many requests it sent. ``timeout`` (seconds) only guards
+        against a hang: past it, :class:`TimeoutError` with the last stats."""
+        return self._wait(
+            lambda s: s["total"] >= requests and s["in_flight"] == 0,
+            timeout,
+            f"{requests} requests settled",
+        )
+
+    def wait_held(self, count: int, timeout: float = 60.0) -> dict[str, Any]:
+        """The stats once ``count`` requests are held by a ``hold`` fault (see
+        :meth:`release`); :class:`TimeoutError` after ``timeout`` seconds (a hang guard)."""
+        return self._wait(lambda s: s["held"] >= count, timeout, f"{count} requests held")
+
+    def _wait(self, done: Callable[[dict[str, Any]], bool], timeout: float, what: str) -> Any:
+        """Poll the stats every 10 ms until ``done(stats)``."""
         deadline = time.monotonic() + timeout
-        while (stats := self.stats())["in_flight"] and time.monotonic() < deadline:
+        while not done(stats := self.stats()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {timeout} s for {what}; stats: {stats}")
             time.sleep(0.01)
         return stats
+
+    def release(self) -> int:
+        """Let every request a ``hold`` fault keeps go on; return how many were held."""
+        return int(self._call("POST", "/_control/release", {})["released"])
 
     def reset(self, *, config: bool = True) -> None:
         """Clear the stats and (unless ``config=False``) the faults."""
@@ -1893,13 +1978,18 @@ def protocol_server_fixture(
 def fresh_protocol_server_fixture(
     server_fixture: str = "protocol_server", name: str = "fresh_protocol_server"
 ) -> Any:
-    """Return a function-scoped fixture: the ``server_fixture`` handle, reset before use."""
+    """Return a function-scoped fixture: the ``server_fixture`` handle, reset before use
+    (once no request of an earlier test is still in flight)."""
     import pytest
 
     @pytest.fixture(name=name)
     def _fixture(request: Any) -> ServerHandle:
         handle: ServerHandle = request.getfixturevalue(server_fixture)
-        handle.reset()
+        handle.reset()  # drops the faults and releases held requests
+        # a request an earlier test abandoned (a client timeout, a killed run) may still be
+        # in the server: let it leave before clearing the stats, so it is not counted here
+        handle.settled_stats()
+        handle.reset(config=False)
         return handle
 
     return _fixture
