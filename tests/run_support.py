@@ -7,6 +7,10 @@ The application (``slow_app.answer``) is an async function that appends
 ``GT_DELAY`` seconds, and answers ``A: <answer>``; with ``GT_WRONG_EPOCHS`` set (a JSON
 object sample id -> list of epochs) it answers ``A: -1`` on those epochs, and with
 ``GT_FAIL_EPOCHS`` (same shape) it raises, which the run records as a provider_error.
+With ``GT_HOLD_AFTER=N`` every call after the N-th (counted in the ``GT_CALLS`` file)
+waits until the file ``GT_CALLS + ".release"`` exists (:func:`release`): a test that
+stops a run mid-way holds it there, so the run cannot finish before the signal however
+fast or slow the machine is, and the test releases the calls when it wants them to land.
 """
 
 from __future__ import annotations
@@ -31,8 +35,15 @@ import os
 
 
 async def answer(request):
-    with open(os.environ["GT_CALLS"], "a") as f:
+    calls = os.environ["GT_CALLS"]
+    with open(calls, "a") as f:
         f.write(f"{request.sample_id} {request.epoch}\\n")
+    hold_after = os.environ.get("GT_HOLD_AFTER")
+    if hold_after is not None:
+        with open(calls) as f:
+            made = sum(1 for _ in f)
+        while made > int(hold_after) and not os.path.exists(calls + ".release"):
+            await asyncio.sleep(0.01)
     await asyncio.sleep(float(os.environ.get("GT_DELAY", "0")))
     failing = json.loads(os.environ.get("GT_FAIL_EPOCHS", "{}"))
     if request.epoch in failing.get(request.sample_id, []):
@@ -75,14 +86,34 @@ def write_eval(
 
 
 def app_env(
-    calls: Path, delay: float = 0.0, wrong: dict | None = None, fail: dict | None = None
+    calls: Path,
+    delay: float = 0.0,
+    wrong: dict | None = None,
+    fail: dict | None = None,
+    hold_after: int | None = None,
 ) -> dict[str, str]:
-    """Environment for the application: where it records calls, its delay, the epochs it
-    answers wrongly and those it fails on."""
+    """Environment for the application: where it records calls, its delay (seconds), the
+    epochs it answers wrongly and those it fails on, and after how many calls it holds
+    the rest until :func:`release` (None: never)."""
     env = {**os.environ, "GT_CALLS": str(calls), "GT_DELAY": str(delay)}
     env["GT_WRONG_EPOCHS"] = json.dumps(wrong or {})
     env["GT_FAIL_EPOCHS"] = json.dumps(fail or {})
+    if hold_after is not None:
+        env["GT_HOLD_AFTER"] = str(hold_after)
     return env
+
+
+def release(calls: Path) -> None:
+    """Let every call the application holds (``hold_after``) go on, and later ones pass."""
+    Path(f"{calls}.release").touch()
+
+
+def drain_logged(run_dir: Path) -> bool:
+    """True once the run has logged a first Ctrl-C (it then starts no new sample)."""
+    try:
+        return '"kind":"drain"' in (run_dir / "log.jsonl").read_text()
+    except FileNotFoundError:
+        return False
 
 
 def read_calls(calls: Path) -> Counter[tuple[str, int]]:
@@ -119,12 +150,13 @@ def run_to_end(spec: Path, cache: Path, results: Path, env: dict, *args: str) ->
 
 def wait_until(
     condition,  # noqa: ANN001
-    timeout: float = 20.0,
+    timeout: float = 60.0,
     what: str = "condition",
     proc: subprocess.Popen | None = None,
 ) -> None:
-    """Poll ``condition()`` every 10 ms until true; fail after ``timeout`` seconds, or as
-    soon as ``proc`` has exited (showing its output)."""
+    """Poll ``condition()`` every 10 ms until true; fail after ``timeout`` seconds (a hang
+    guard, generous for a loaded machine), or as soon as ``proc`` has exited (showing its
+    output)."""
     deadline = time.monotonic() + timeout
     while not condition():
         if proc is not None and proc.poll() is not None:

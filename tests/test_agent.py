@@ -216,28 +216,39 @@ def test_a_stop_mid_conversation_then_rerun_pays_only_for_uncached_turns(
     import signal
 
     from protocol_server import running_server
-    from run_support import only_run_dir, run_to_end, send, start_run, wait_until
+    from run_support import drain_logged, only_run_dir, run_to_end, send, start_run, wait_until
 
     from gradetrail.cache import ResponseCache
 
     cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
-    with running_server(latency=0.3, script=str(SCRIPT)) as live:
+    # requests after the 3rd are held: once both conversations wait on one, the stop comes
+    # mid-conversation on any machine (Ctrl-C then releases them, to let them finish)
+    hold = [{"kind": "hold", "after": 3}]
+    with running_server(latency=0.05, script=str(SCRIPT), faults=hold) as live:
         args = [a for o in _overrides(live, "openai_compatible") for a in ("--set", o)]
         args += ["--set", "run.concurrency=2"]
         spec = EXAMPLES / "agent-calculator.yaml"
         proc = start_run(spec, cache, results, dict(os.environ), *args)
-        wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
-        run_dir = only_run_dir(results)
-        wait_until(lambda: _calls_logged(run_dir) >= 3, proc=proc, what="turns")
-        send(proc, getattr(signal, signame))
-        proc.communicate(timeout=30)
+        try:
+            wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
+            run_dir = only_run_dir(results)
+            live.wait_held(2)
+            send(proc, getattr(signal, signame))
+            if signame == "SIGINT":
+                wait_until(lambda: drain_logged(run_dir), proc=proc, what="drain")
+                live.release()
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         if signame == "SIGINT":
             assert proc.returncode == 130
             landed = gradetrail.read_results(run_dir)
             assert 1 <= len(landed) < 5
             assert all(r["transcript"]["stopped"] == "answered" for r in landed)
-        wait_until(lambda: live.stats()["in_flight"] == 0, what="server idle")
-        first = live.stats()["total"]
+        first = live.settled_stats()["total"]
+        live.configure(faults=[])
         store = ResponseCache(cache)
         cached = store.stats().entries
         store.close()

@@ -8,7 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-from run_support import app_env, read_calls, run_to_end, start_run, wait_until, write_eval
+from run_support import (
+    app_env,
+    read_calls,
+    release,
+    run_to_end,
+    start_run,
+    wait_until,
+    write_eval,
+)
 
 
 @pytest.mark.parametrize("when", ["mid-run", "after-last-call"])
@@ -18,11 +26,15 @@ def test_a_cache_deleted_during_a_run_is_recreated_and_reported(tmp_path: Path, 
     the file stayed gone, the run said nothing, and the re-run paid for all 20 again)."""
     spec = write_eval(tmp_path / "eval", samples=20, concurrency=2)
     cache, results, calls = tmp_path / "c.sqlite", tmp_path / "results", tmp_path / "calls"
-    proc = start_run(spec, cache, results, app_env(calls, delay=0.1), "--json")
+    # the calls after the wanted one are held until the file is gone: the deletion lands
+    # mid-run (or after the last call was made, before it is answered) on any machine
     wanted = 6 if when == "mid-run" else 20
-    wait_until(lambda: len(read_calls(calls)) >= wanted, what="calls", proc=proc, timeout=60)
+    env = app_env(calls, delay=0.02, hold_after=wanted - 1)
+    proc = start_run(spec, cache, results, env, "--json")
+    wait_until(lambda: len(read_calls(calls)) >= wanted, what="calls", proc=proc)
     for path in tmp_path.glob("c.sqlite*"):
         path.unlink()
+    release(calls)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     manifest = json.loads(out)

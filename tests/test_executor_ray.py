@@ -21,7 +21,7 @@ import yaml
 from http_support import gsm8k_spec
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 from ray_support import RunningCluster, grep_tree, ray_env, two_node_cluster
-from run_support import count_lines, only_run_dir, wait_until
+from run_support import count_lines, drain_logged, only_run_dir, wait_until
 
 import gradetrail
 from gradetrail.cache import ResponseCache
@@ -288,7 +288,9 @@ def test_interrupt_and_kill_then_resume_as_locally(
     """Ctrl-C drains (the requests in flight land, exit 130, status interrupted); after
     Ctrl-C or kill -9 of the driver, the same command finishes the run from the cache and
     pays for no cached response again."""
-    srv.configure(latency=0.25)
+    # 8 requests answered, then the next 8 (the concurrency) held: the signal comes mid-run
+    # with every request the driver made already at the server, however loaded the machine
+    srv.configure(latency=0.05, faults=[{"kind": "hold", "after": 8}])
     root = driver_dir / f"resume-{sig.name}"
     spec = gsm8k_spec(
         root, srv, "openai_compatible", limit=40, api_key_env="GT_RAY_KEY", run={"concurrency": 8}
@@ -300,9 +302,20 @@ def test_interrupt_and_kill_then_resume_as_locally(
         dirs = list((root / "results").glob("*/results.jsonl"))
         return count_lines(dirs[0]) if dirs else 0
 
-    wait_until(lambda: rows() >= 4, 120, "4 rows", proc)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    try:
+        wait_until(lambda: rows() >= 4, 120, "4 rows", proc)
+        srv.wait_held(8, timeout=120)
+        proc.send_signal(sig)
+        if sig == signal.SIGINT:  # the drain lets the held requests land
+            wait_until(lambda: drain_logged(only_run_dir(root / "results")), 60, "drain", proc)
+            srv.release()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    srv.settled_stats(16)  # a killed driver's held requests leave with their workers
+    srv.configure(faults=[])
     run_dir = only_run_dir(root / "results")
     cache = ResponseCache(root / "c.db")
     try:
@@ -313,11 +326,10 @@ def test_interrupt_and_kill_then_resume_as_locally(
     if sig == signal.SIGINT:
         assert proc.returncode == 130, err
         assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
-        assert paid == cached == count_lines(run_dir / "results.jsonl")  # in flight landed
+        assert paid == cached == count_lines(run_dir / "results.jsonl") == 16  # in flight landed
     else:
         assert proc.returncode == -signal.SIGKILL
-        assert cached <= paid <= cached + 8  # what was in flight when it died
-    assert cached < 40
+        assert paid == 16 and cached <= paid <= cached + 8  # the held 8 died unanswered
 
     again = _cli_run(spec_path, root, cluster.address, "--workers", "2")
     out, err = again.communicate(timeout=120)

@@ -190,11 +190,11 @@ def test_throttle_corrects_token_reservations_to_reported_usage() -> None:
 
 
 def test_run_settles_under_a_servers_rate_limit(tmp_path, monkeypatch) -> None:
-    """Against a server accepting 40 requests a second (429 with Retry-After beyond), a
-    16-wide run lowers its in-flight limit, scores every sample, and still achieves at
-    least 80% of the server's rate."""
-    import time
-
+    """Against a server accepting 10 requests per half second (429 with Retry-After beyond),
+    a 16-wide run lowers its in-flight limit and scores every sample, each 429 seen by
+    the throttle. The 16 first requests leave together, so the limit is hit however
+    loaded the machine is; the rate the run achieves is measured in bench/bench_http.py
+    (a wall-clock figure, not a test)."""
     from http_support import gsm8k_spec
     from protocol_server import running_server
 
@@ -204,18 +204,16 @@ def test_run_settles_under_a_servers_rate_limit(tmp_path, monkeypatch) -> None:
     from gradetrail.retry import RetryPolicy
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    with running_server(latency=0.05, rate_limit=40) as srv:
-        spec = gsm8k_spec(tmp_path, srv, "anthropic", limit=120, run={"concurrency": 16})
+    with running_server(latency=0.05, rate_limit=10, rate_limit_window=0.5) as srv:
+        spec = gsm8k_spec(tmp_path, srv, "anthropic", limit=24, run={"concurrency": 16})
         provider = make_provider(spec.model, spec.base_dir)
         provider.check_ready()
-        executor = LocalExecutor(provider, RetryPolicy(max_retries=8), 16)
-        start = time.perf_counter()
+        executor = LocalExecutor(provider, RetryPolicy(max_retries=20), 16)
         result = gradetrail.run_eval(spec, results_root=tmp_path / "r", executor=executor)
-        wall = time.perf_counter() - start
-        stats = srv.stats()
-    assert result.manifest.counts == {"scored": 120}
+        stats = srv.settled_stats(24)
+    assert result.manifest.counts == {"scored": 24}
     seen = executor.throttle_stats()
     assert seen is not None
     assert seen.throttled == stats["rate_limited"] > 0
+    assert stats["total"] == 24 + stats["rate_limited"]
     assert seen.decreases >= 1 and seen.lowest < 16
-    assert 120 / wall >= 0.8 * 40, (wall, seen, stats["rate_limited"])
