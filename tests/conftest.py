@@ -4,6 +4,7 @@ and an in-process CLI runner."""
 from __future__ import annotations
 
 import shutil
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,18 @@ from typer.testing import CliRunner
 from gradetrail.cli import app
 
 pytest_plugins = ["pytester"]  # the pytest plugin's tests run pytest sessions
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the session a working Ctrl-C when it was started with SIGINT ignored.
+
+    A shell without job control (``cmd &`` in a script, as CI runners and nohup do)
+    starts its background commands with SIGINT ignored, and an ignored signal stays
+    ignored in every child process: the tests that Ctrl-C a ``gradetrail run`` child
+    would then see it finish as if nothing was sent (the run, rightly, leaves an
+    ignored SIGINT alone). A handled signal is reset to the default in each child."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

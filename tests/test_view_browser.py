@@ -12,6 +12,10 @@ from view_support import CHROMIUM, CHROMIUM_ARGS, app_run, gsm8k_run, write_app_
 from gradetrail.view.server import BackgroundServer
 
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
+#: milliseconds an expectation or a page action may wait: Playwright's defaults (5 s for
+#: expect) are short for chromium on a loaded 2-core machine; these only guard a hang
+WAIT_MS = 60_000
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def browser(url: str) -> Iterator[Browser]:
     """One headless chromium for the module (after the runs are built: Playwright's sync
     API keeps an event loop on this thread, where run_eval could not start its own)."""
     with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=WAIT_MS)
         yield launched
         launched.close()
 
@@ -51,6 +55,8 @@ def browser(url: str) -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh page; any dialog (alert) it opens is recorded in page.dialogs."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(WAIT_MS)
+    context.set_default_navigation_timeout(WAIT_MS)
     opened = context.new_page()
     opened.dialogs = []  # type: ignore[attr-defined]
     opened.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))  # type: ignore[attr-defined]
@@ -120,6 +126,8 @@ def test_every_step_works_without_javascript(browser: Browser, url: str) -> None
     """JavaScript off: filter with Apply, open a sample, diff two ticked runs with the
     button (the older run is the baseline)."""
     context = browser.new_context(java_script_enabled=False)
+    context.set_default_timeout(WAIT_MS)
+    context.set_default_navigation_timeout(WAIT_MS)
     page = context.new_page()
     try:
         page.goto(url + "/")
