@@ -9,6 +9,7 @@ one.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -237,7 +238,9 @@ def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
     """SIGKILL of one worker's process mid-run: its in-flight requests are retried on the
     other worker, the run completes with every row scored once, and the cache holds
     each response once."""
-    srv.configure(latency=0.05)
+    # requests after the 40th are held until the kill: the victim has calls in flight
+    # however loaded the machine (unheld, it could have answered them all meanwhile)
+    srv.configure(latency=0.05, faults=[{"kind": "hold", "after": 40}])
     root = driver_dir / "kill"
     spec = gsm8k_spec(root, srv, "openai_compatible", limit=200, api_key_env=keyed)
     provider = make_provider(spec.model, spec.base_dir)
@@ -251,10 +254,12 @@ def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
     killed: list[int] = []
 
     def on_row(row: Any, tally: Any) -> None:
-        if tally.rows == 40 and not killed:
+        if tally.rows == 40 and not killed:  # the 40 answered: the rest are held
             victim = executor.pool.stats()[0].pid
             killed.append(victim)
-            subprocess.run(["kill", "-9", str(victim)], check=True)
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: _gone(victim), what=f"worker {victim} gone")
+            srv.release()
 
     result = _run(spec, root, executor, on_row=on_row)
     rows = gradetrail.read_results(result.run_dir)
@@ -270,6 +275,14 @@ def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
         assert cache.stats().entries == 200
     finally:
         cache.close()
+
+
+def _gone(pid: int) -> bool:
+    """True once process ``pid`` has exited (a zombie counts: it runs no more code)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
 
 
 def _cli_run(spec: Path, root: Path, address: str, *extra: str) -> subprocess.Popen:

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from http_support import GSM8K_DATA
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
-from run_support import app_env, read_calls, start_run, write_eval
+from run_support import app_env, read_calls, release, start_run, wait_until, write_eval
 
 import gradetrail
 from gradetrail.cache import ResponseCache
@@ -83,13 +83,36 @@ def test_a_failed_call_is_made_again_by_its_twin(tmp_path: Path, srv) -> None:  
 
 
 def _two_runs(tmp_path: Path, samples: int) -> tuple[list[tuple[int, str, str]], Path]:
+    """Two runs of one spec on one cache, overlapping on any machine: the first one's
+    calls are held until the second has started (two processes started together can
+    start a second apart on a loaded machine, longer than a whole run takes)."""
     spec = write_eval(tmp_path / "eval", samples=samples, concurrency=8)
     calls = tmp_path / "calls.txt"
-    env = app_env(calls, delay=0.05)
+    env = app_env(calls, delay=0.1, hold_after=0)
     cache = tmp_path / "shared.sqlite"
-    procs = [start_run(spec, cache, tmp_path / f"results{i}", env, "--json") for i in range(2)]
-    outs = [(p.wait(60), *p.communicate()) for p in procs]
+    first = start_run(spec, cache, tmp_path / "results0", env, "--json")
+    try:
+        wait_until(lambda: len(read_calls(calls)) >= 8, what="first run's calls", proc=first)
+        second = start_run(spec, cache, tmp_path / "results1", env, "--json")
+        try:
+            log = tmp_path / "results1"
+            wait_until(lambda: _started(log), what="second run's start", proc=second)
+            release(calls)
+            outs = [(p.wait(60), *p.communicate()) for p in (first, second)]
+        finally:
+            if second.poll() is None:
+                second.kill()
+                second.communicate()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
     return outs, calls
+
+
+def _started(results: Path) -> bool:
+    """True once the run under ``results`` has logged its start."""
+    return any('"run_start"' in log.read_text() for log in results.glob("*/log.jsonl"))
 
 
 def test_two_processes_sharing_a_cache_pay_once(tmp_path: Path) -> None:
