@@ -192,7 +192,9 @@ def test_a_hung_tool_ends_at_the_sample_timeout_keeping_the_transcript(srv, tmp_
     )
     spec = gradetrail.load_spec(
         path,
-        _overrides(srv, "openai_compatible", "run.sample_timeout_s=0.5", "dataset.limit=1"),
+        # long enough for the first turn's model call on a loaded machine, so the bound
+        # always falls in the hung tool
+        _overrides(srv, "openai_compatible", "run.sample_timeout_s=3", "dataset.limit=1"),
     )
     result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     (row,) = gradetrail.read_results(result.run_dir)
