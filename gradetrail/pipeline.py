@@ -380,14 +380,16 @@ class PreparedRequests(Sequence[Prepared]):
         check: Callable[[Prepared], None] | None = None,
     ) -> None:
         self.samples, self.epochs, self.renderer = samples, epochs, renderer
-        digests = bytearray()
+        # one buffer of the final size, filled in place (no growth slack, no final copy)
+        self._digests = digests = bytearray(32 * len(samples) * epochs)
+        at = 0
         for epoch in range(1, epochs + 1):
             for sample in samples:
                 item = prepare(sample, epoch, renderer)
                 if check is not None and epoch == 1:
                     check(item)
-                digests += bytes.fromhex(item.key)
-        self._digests = bytes(digests)
+                digests[at : at + 32] = bytes.fromhex(item.key)
+                at += 32
 
     def __len__(self) -> int:
         return len(self.samples) * self.epochs
