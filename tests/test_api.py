@@ -37,3 +37,16 @@ def test_import_does_not_load_sdks_or_scipy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_ray_workers_module_imports_only_what_a_call_needs() -> None:
+    """Importing the Ray worker's module (what each worker process imports) loads no
+    runner, cache, scorers, statistics or dataset loaders."""
+    code = (
+        "import sys, gradetrail.executors._ray_worker;"
+        "print(sorted(m for m in ('gradetrail.runner', 'gradetrail.cache', 'gradetrail.scorers',"
+        " 'gradetrail.stats', 'gradetrail.agreement', 'gradetrail.datasets', 'gradetrail.results',"
+        " 'jinja2', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
