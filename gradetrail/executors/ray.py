@@ -12,32 +12,41 @@ Who does what:
   by construction: switching executors never multiplies the load on a provider.
 - Each **attempt** goes to the least-loaded live worker (a Ray async actor,
   :class:`~gradetrail.executors._ray_worker.ProviderWorker`), which calls
-  ``provider.complete`` once and returns the response or the classified
-  :class:`~gradetrail.errors.ProviderError`. The driver awaits the ObjectRef on its event
-  loop (never ``ray.get``).
+  ``provider.complete`` once and answers the response or the classified
+  :class:`~gradetrail.errors.ProviderError`. Attempts travel in batches (one ``submit``
+  per worker per turn of the driver's event loop, one outstanding ``collect`` returning
+  every finished attempt), so Ray's per-call cost is paid per batch. The driver awaits
+  ObjectRefs on its event loop (never ``ray.get``).
 - A **worker lost mid-call** (``RayActorError``: died, unavailable while Ray restarts it)
-  is a transient :class:`~gradetrail.errors.ProviderConnectionError`: the retry loop
-  retries it, and the next attempt goes to another live worker. Only the driver counts
-  responses, so a call Ray reports as failed after it ran is never counted twice.
+  fails every attempt it holds with a transient
+  :class:`~gradetrail.errors.ProviderConnectionError`: the retry loop retries them, and
+  the next attempt goes to another live worker. Only the driver counts responses, and an
+  outcome reported for an attempt already given up on is dropped, so no response is
+  counted twice.
 
 Ray is imported, and a cluster joined or started, only when some request misses the
 cache (:meth:`RayExecutor.start`, called by the runner; or lazily on the first judge
-miss): a fully cached run never touches Ray. Workers start on the first call, once the
-judges have registered their providers, and each gets every provider through a method
+miss): a fully cached run never touches Ray. From that first miss, joining the cluster
+and starting the workers run in a background thread while the driver writes the run
+directory and binds the judges; each worker gets every provider through a method
 argument (API keys are never put in ``runtime_env``). The ``python`` provider's module is
-shipped to the workers with ``runtime_env.py_modules``
-(:meth:`~gradetrail.providers.base.Provider.shipped_modules`).
+shipped to the workers with the actors' ``runtime_env.py_modules``
+(:meth:`~gradetrail.providers.base.Provider.shipped_modules`); a judge whose code the
+early workers lack has them started again with it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import itertools
 import logging
 import math
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -46,6 +55,7 @@ from functools import partial
 from typing import Any
 
 from gradetrail.errors import ProviderConnectionError, ProviderError, RunError, UsageError
+from gradetrail.executors._ray_worker import Call, Failure, ProviderWorker
 from gradetrail.executors.retrying import RetryingExecutor
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.retry import RetryPolicy
@@ -61,6 +71,8 @@ START_TIMEOUT_S = 120.0
 MAX_RESTARTS = 3
 #: seconds a worker that Ray reported unavailable is passed over by the dispatcher
 COOL_DOWN_S = 2.0
+#: concurrent protocol calls an actor admits (submit, collect, cancel, register, close)
+PROTOCOL_CALLS = 32
 #: object store of a local Ray started on demand: provider calls move kilobytes
 LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024
 _HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})$")
@@ -154,6 +166,12 @@ class _Worker:
     in_flight: int = 0
     dead: bool = False
     passed_over_until: float = 0.0
+    #: attempt id -> the future its outcome resolves
+    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    outbox: list[Any] = field(default_factory=list)  # Calls not submitted yet
+    cancels: list[int] = field(default_factory=list)  # ids not cancelled on the worker yet
+    flushing: bool = False
+    collector: asyncio.Task[None] | None = None
 
 
 @dataclass(slots=True)
@@ -163,9 +181,34 @@ class _Slot:
     blob: bytes | None = None
 
 
+@dataclass(slots=True)
+class _Boot:
+    """What the background start made: the actors, the code shipped to them, and each
+    actor's registration (ObjectRefs) of the slots known then."""
+
+    handles: list[Any]
+    modules: frozenset[str]
+    registered: list[list[Any]]
+
+
+class _Lost(Exception):
+    """The worker holding an attempt was lost (it died, or is unavailable while Ray
+    restarts it)."""
+
+    def __init__(self, cause: str, died: bool) -> None:
+        super().__init__(cause)
+        self.cause, self.died = cause, died
+
+
 class RayPool:
     """The Ray connection and the workers shared by a run's executors (the model's and
     its judges'); each executor is a numbered slot on every worker.
+
+    Start-up runs in the background (:meth:`prestart`, called at the first cache miss)
+    while the driver prepares the run; the first call waits only for what is left.
+    Attempts travel in batches (:mod:`gradetrail.executors._ray_worker`): the attempts
+    made in one turn of the event loop go to a worker in one ``submit``, and each worker's
+    finished attempts come back together through one outstanding ``collect``.
 
     Args:
         options: where to run and on how many workers.
@@ -179,9 +222,14 @@ class RayPool:
         self._workers: list[_Worker] | None = None
         self._starting: asyncio.Future[list[_Worker]] | None = None
         self._connect_lock = threading.Lock()
+        self._boot: concurrent.futures.Future[_Boot] | None = None
+        self._release = threading.Event()
+        self._ids = itertools.count(1)
+        self._began: float | None = None
         self.address: str | None = None
         self.connect_s: float | None = None
         self.start_s: float | None = None
+        self.waited_s: float | None = None
 
     # -- connecting ----------------------------------------------------------------------
 
@@ -191,8 +239,6 @@ class RayPool:
     def check(self) -> None:
         """Before the run: Ray is installed and the cluster answers (``HOST:PORT``: a gRPC
         server listens there; ``auto``: a cluster started on this machine is recorded).
-        Joining waits for the first call, when every provider (judges too) is known and
-        their code can be shipped with the job.
 
         Raises:
             UsageError: Ray is not installed, or the cluster cannot be reached.
@@ -211,9 +257,9 @@ class RayPool:
         _probe(address)
 
     def connect(self) -> None:
-        """Join (or start) the cluster with the providers' code in the job's
-        ``runtime_env``; idempotent. Ray already initialized in this process (by the
-        caller) is used as it is, and left open at the end: ship code yourself then.
+        """Join (or start) the cluster, with the code of the providers known now in the
+        job's ``runtime_env``; idempotent. Ray already initialized in this process (by
+        the caller) is used as it is, and left open at the end: ship code yourself then.
 
         Raises:
             UsageError: Ray is not installed, or the cluster cannot be reached (within
@@ -229,6 +275,7 @@ class RayPool:
                 self._init(ray, self._address())
                 self._owns_connection = True
                 _errors_to_stderr(ray)
+            _lean_serialization(ray)
             self.address = ray.get_runtime_context().gcs_address
             self.connect_s = time.perf_counter() - started
             self._ray = ray
@@ -246,8 +293,8 @@ class RayPool:
                 include_dashboard=False,
                 object_store_memory=LOCAL_OBJECT_STORE_BYTES,
             )
-            # on this thread: Ray's processes end with the thread that started them. ray.init
-            # replaces the SIGTERM handler (the run's own: drain, then stop): put it back
+            # ray.init replaces the SIGTERM handler (the run's own: drain, then stop) when
+            # it runs on the main thread: put it back
             previous = signal.getsignal(signal.SIGTERM)
             try:
                 ray.init(**kwargs)
@@ -260,22 +307,93 @@ class RayPool:
         where = f"the Ray cluster at {address}"
         _bounded(partial(ray.init, address=address, **kwargs), CONNECT_TIMEOUT_S, where)
 
-    # -- slots and workers ---------------------------------------------------------------
+    # -- starting the workers ------------------------------------------------------------
 
     def add(self, provider: Provider, concurrency: int) -> int:
         """Register a provider; return its slot.
 
         Raises:
-            RunError: the workers have already started (they were sized and given their
-                runtime environment for the providers known then).
+            RunError: the run's calls have begun (every worker holds the providers known
+                then).
         """
         if self._starting is not None:
             raise RunError("a provider was added after the Ray workers started")
         self._slots.append(_Slot(provider, concurrency))
         return len(self._slots) - 1
 
+    def prestart(self) -> None:
+        """Start joining the cluster and creating the workers in the background, with the
+        providers known now (idempotent). The thread that starts a local Ray stays alive
+        until :meth:`shutdown`: Ray's processes end with the thread that started them."""
+        if self._boot is not None:
+            return
+        self._began = time.perf_counter()
+        self._boot = concurrent.futures.Future()
+        boot = self._boot
+
+        def run() -> None:
+            try:
+                boot.set_result(self._start_in_background())
+            except BaseException as exc:  # handed to the first call
+                boot.set_exception(exc)
+            self._release.wait()
+
+        threading.Thread(target=run, name="gradetrail-ray-start", daemon=True).start()
+
+    def _start_in_background(self) -> _Boot:
+        slots = list(self._slots)
+        modules = self._modules(slots)
+        self.connect()
+        handles = self._create()
+        registered = [[self._register(h, i, s) for i, s in enumerate(slots)] for h in handles]
+        return _Boot(handles, modules, registered)
+
+    def _modules(self, slots: list[_Slot]) -> frozenset[str]:
+        return frozenset(str(p) for s in slots for p in s.provider.shipped_modules())
+
+    def _runtime_env(self) -> dict[str, Any] | None:
+        modules = sorted(self._modules(self._slots))
+        return {"py_modules": modules} if modules else None
+
+    def _create(self) -> list[Any]:
+        """Create the actors: one per alive node unless ``workers`` says how many, placed
+        round-robin over the nodes (hard: a node that just joined is not passed over; a
+        worker whose node dies is dead, and the others take its share)."""
+        ray = self._ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")] or [None]
+        count = self.options.workers or len(nodes)
+        count = min(count, max(s.concurrency for s in self._slots))
+        options: dict[str, Any] = {
+            "num_cpus": 0,  # I/O-bound: never wait for a free CPU
+            "max_restarts": MAX_RESTARTS,
+            "max_task_retries": 0,  # the driver's retry policy decides, and counts
+            # the protocol's own calls (submit, collect, cancel, register), not the
+            # requests in flight: those are bounded by the driver's throttles
+            "max_concurrency": PROTOCOL_CALLS,
+            "enable_task_events": False,  # no per-call record sent to the GCS
+        }
+        actor = _actor_class(ray)
+        return [
+            actor.options(
+                **options,
+                scheduling_strategy=(
+                    "SPREAD"
+                    if nodes[i % len(nodes)] is None
+                    else NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False)
+                ),
+            ).remote()
+            for i in range(count)
+        ]
+
+    def _register(self, handle: Any, slot: int, entry: _Slot) -> Any:
+        if entry.blob is None:
+            entry.blob = self._ray.cloudpickle.dumps(entry.provider)
+        return handle.register.remote(slot, entry.blob, entry.concurrency)
+
     async def workers(self) -> list[_Worker]:
-        """The workers, started on first use (connecting first if needed).
+        """The workers, started on first use (in the background since :meth:`prestart`).
 
         Raises:
             UsageError: Ray is missing or the cluster unreachable.
@@ -289,67 +407,59 @@ class RayPool:
         return self._workers
 
     async def _start(self) -> list[_Worker]:
-        if self._ray is None:  # a judge's first miss in an otherwise cached run
-            self.connect()
-        ray = self._ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from gradetrail.executors._ray_worker import ProviderWorker
-
-        started = time.perf_counter()
-        nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")] or [None]
-        count = self.options.workers or len(nodes)
-        count = min(count, max(s.concurrency for s in self._slots))
-        actor = ray.remote(ProviderWorker)
-        options: dict[str, Any] = {
-            "num_cpus": 0,  # I/O-bound: never wait for a free CPU
-            "max_restarts": MAX_RESTARTS,
-            "max_task_retries": 0,  # the driver's retry policy decides, and counts
-            "max_concurrency": sum(s.concurrency for s in self._slots) + 4,
-        }
-
-        def placement(i: int) -> Any:  # round-robin over the alive nodes (hard: a node
-            node = nodes[i % len(nodes)]  # that just joined is not passed over; a worker
-            # whose node dies is dead, and the others take its share)
-            return "SPREAD" if node is None else NodeAffinitySchedulingStrategy(node, soft=False)
-
-        handles = [
-            actor.options(**options, scheduling_strategy=placement(i)).remote()
-            for i in range(count)
-        ]
-        for slot in self._slots:
-            slot.blob = ray.cloudpickle.dumps(slot.provider)
+        waited = time.perf_counter()
+        self.prestart()  # a judge's first miss in an otherwise cached run starts here
+        assert self._boot is not None and self._began is not None
+        handles: list[Any] = []
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
-                infos = await asyncio.gather(*(h.ready.remote() for h in handles))
-                workers = [
-                    _Worker(h, WorkerStats(i, info["node_id"], info["host"], info["pid"]))
-                    for i, (h, info) in enumerate(zip(handles, infos, strict=True))
-                ]
-                await asyncio.gather(
-                    *(self._register(w, i) for w in workers for i in range(len(self._slots)))
-                )
+                boot = await asyncio.wrap_future(self._boot)
+                if not self._modules(self._slots) <= boot.modules and self._owns_connection:
+                    # a judge ships code the job lacks (a job's code is fixed when it
+                    # starts): start the local Ray again with every provider's code
+                    boot = await self._restart(boot)
+                handles = boot.handles
+                for refs, handle in zip(boot.registered, handles, strict=True):
+                    refs += [self._register(handle, i, s) for i, s in enumerate(self._slots)][
+                        len(refs) :
+                    ]
+                infos = await asyncio.gather(*(asyncio.gather(*refs) for refs in boot.registered))
         except TimeoutError:
             for handle in handles:
-                ray.kill(handle)
+                self._ray.kill(handle)
             raise RunError(
-                f"{count} Ray workers did not start within {START_TIMEOUT_S:.0f} s; "
-                "check `ray status` and the worker logs of the cluster"
+                f"{len(handles) or 'the'} Ray workers did not start within "
+                f"{START_TIMEOUT_S:.0f} s; check `ray status` and the worker logs of the "
+                "cluster"
             ) from None
-        except ray.exceptions.RayError as exc:
+        except self._ray_errors() as exc:
             for handle in handles:
-                ray.kill(handle)
+                self._ray.kill(handle)
             raise RunError(f"the Ray workers could not start: {_reason(exc)}") from None
-        self.start_s = time.perf_counter() - started
-        return workers
+        now = time.perf_counter()
+        self.start_s, self.waited_s = now - self._began, now - waited
+        return [
+            _Worker(h, WorkerStats(i, info[0]["node_id"], info[0]["host"], info[0]["pid"]))
+            for i, (h, info) in enumerate(zip(handles, infos, strict=True))
+        ]
 
-    def _runtime_env(self) -> dict[str, Any] | None:
-        modules = sorted({str(p) for s in self._slots for p in s.provider.shipped_modules()})
-        return {"py_modules": modules} if modules else None
+    async def _restart(self, boot: _Boot) -> _Boot:
+        ray = self._ray
+        for handle in boot.handles:
+            ray.kill(handle)
+        await asyncio.to_thread(ray.shutdown)
+        self._ray, self._owns_connection = None, False
+        self._release.set()  # the old start thread may end: its Ray is gone
+        self._release, self._boot = threading.Event(), None
+        began = self._began
+        self.prestart()
+        self._began = began
+        assert self._boot is not None
+        return await asyncio.wrap_future(self._boot)
 
-    async def _register(self, worker: _Worker, slot: int) -> None:
-        blob = self._slots[slot].blob
-        await worker.handle.register.remote(slot, blob, self._slots[slot].concurrency)
+    def _ray_errors(self) -> tuple[type[BaseException], ...]:
+        ray = self._ray
+        return (ray.exceptions.RayError,) if ray is not None else ()
 
     # -- one attempt ---------------------------------------------------------------------
 
@@ -378,40 +488,113 @@ class RayPool:
         stats.peak_in_flight = max(stats.peak_in_flight, worker.in_flight)
         try:
             out = await self._attempt(worker, slot, request)
-            if out is None:  # the worker restarted and lost its providers: register again
-                stats.pid = (await worker.handle.ready.remote())["pid"]
-                await self._register(worker, slot)
-                out = await self._attempt(worker, slot, request)
-        except self._ray.exceptions.RayActorError as exc:
+        except _Lost as exc:
             stats.lost += 1
-            if isinstance(exc, self._ray.exceptions.ActorDiedError):
-                worker.dead = True
-            else:
-                worker.passed_over_until = time.monotonic() + COOL_DOWN_S
             raise ProviderConnectionError(
                 f"Ray worker {stats.index} (pid {stats.pid} on {stats.host}) was lost during "
-                f"the call: {type(exc).__name__}"
+                f"the call: {exc.cause}"
             ) from None
-        except self._ray.exceptions.RayTaskError as exc:  # the provider failed, unclassified
-            stats.served += 1
-            raise ProviderError(f"Ray worker {stats.index}: {_reason(exc)}") from None
         finally:
             worker.in_flight -= 1
         stats.served += 1
         if isinstance(out, ProviderError):
             raise out
-        if out is None:
-            raise ProviderConnectionError(f"Ray worker {stats.index} lost its provider twice")
+        if isinstance(out, Failure):  # the provider failed, unclassified
+            raise ProviderError(f"Ray worker {stats.index}: {out.reason}")
         return out
 
     async def _attempt(self, worker: _Worker, slot: int, request: Request) -> Any:
-        ref = worker.handle.complete.remote(slot, request)
+        call_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        worker.pending[call_id] = future
+        worker.outbox.append(Call(call_id, slot, request))
+        self._schedule(worker)
         try:
-            return await ref
+            return await future
         except asyncio.CancelledError:  # timeout or Ctrl-C: stop the call on the worker too
-            with contextlib.suppress(Exception):
-                self._ray.cancel(ref)
+            if worker.pending.pop(call_id, None) is not None:
+                worker.cancels.append(call_id)
+                self._schedule(worker)
             raise
+
+    def _schedule(self, worker: _Worker) -> None:
+        """Send what this turn of the event loop queued for ``worker`` in one batch, and
+        keep one ``collect`` outstanding while it holds attempts."""
+        if not worker.flushing:
+            worker.flushing = True
+            asyncio.get_running_loop().call_soon(self._flush, worker)
+        if worker.pending and (worker.collector is None or worker.collector.done()):
+            worker.collector = asyncio.ensure_future(self._collect(worker))
+
+    def _flush(self, worker: _Worker) -> None:
+        worker.flushing = False
+        calls, worker.outbox = worker.outbox, []
+        cancels, worker.cancels = worker.cancels, []
+        calls = [c for c in calls if c.id in worker.pending]
+        if calls:
+            asyncio.ensure_future(self._submit(worker, calls))
+        if cancels:
+            asyncio.ensure_future(self._quietly(worker.handle.cancel.remote(cancels)))
+
+    async def _submit(self, worker: _Worker, calls: list[Call], again: bool = False) -> None:
+        try:
+            missing = await worker.handle.submit.remote(calls)
+            if missing:  # the worker restarted and lost its providers: register them again
+                retry = [c for c in calls if c.id in set(missing) and c.id in worker.pending]
+                if again:
+                    self._fail(worker, [c.id for c in retry], "it lost its providers twice")
+                    return
+                infos = await asyncio.gather(
+                    *(
+                        self._register(worker.handle, s, self._slots[s])
+                        for s in sorted({c.slot for c in retry})
+                    )
+                )
+                worker.stats.pid = infos[0]["pid"]
+                await self._submit(worker, retry, again=True)
+        except self._ray.exceptions.RayActorError as exc:
+            self._lose(worker, exc)
+        except self._ray.exceptions.RayError as exc:  # a submit that failed on the worker
+            self._fail(worker, [c.id for c in calls], _reason(exc))
+
+    async def _collect(self, worker: _Worker) -> None:
+        while worker.pending and not worker.dead:
+            try:
+                done = await worker.handle.collect.remote()
+            except self._ray.exceptions.RayActorError as exc:
+                self._lose(worker, exc)
+                return
+            except self._ray.exceptions.RayError as exc:
+                self._fail(worker, list(worker.pending), _reason(exc))
+                return
+            for call_id, outcome in done:
+                future = worker.pending.pop(call_id, None)
+                if future is not None and not future.done():  # else: given up on, or lost
+                    future.set_result(outcome)
+
+    def _lose(self, worker: _Worker, exc: BaseException) -> None:
+        """``worker`` was lost: every attempt it holds fails (transient: retried on
+        another worker); an outcome it reports later for one of them is dropped, so no
+        response is counted twice."""
+        died = isinstance(exc, self._ray.exceptions.ActorDiedError)
+        if died:
+            worker.dead = True
+        else:
+            worker.passed_over_until = time.monotonic() + COOL_DOWN_S
+        pending, worker.pending = worker.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(_Lost(type(exc).__name__, died))
+
+    def _fail(self, worker: _Worker, ids: list[int], reason: str) -> None:
+        for call_id in ids:
+            future = worker.pending.pop(call_id, None)
+            if future is not None and not future.done():
+                future.set_result(Failure(reason))
+
+    async def _quietly(self, ref: Any) -> None:
+        with contextlib.suppress(Exception):
+            await ref
 
     # -- the end -------------------------------------------------------------------------
 
@@ -422,22 +605,68 @@ class RayPool:
     async def shutdown(self) -> None:
         """Close the workers' providers, end the workers, and disconnect (a local Ray we
         started ends with it). Idempotent."""
-        ray, workers = self._ray, self._workers or []
-        if ray is None:
+        boot, self._boot = self._boot, None
+        if boot is None:
             return
+        with contextlib.suppress(Exception):  # it failed: nothing to close but the connection
+            await asyncio.wrap_future(boot)
+        ray, workers = self._ray, self._workers or []
         self._ray = None  # the statistics stay for describe()
+        if ray is None:
+            self._release.set()
+            return
         if workers:
-            with contextlib.suppress(Exception), asyncio.timeout(5.0):
-                await asyncio.gather(
-                    *(w.handle.close.remote() for w in workers if not w.dead),
-                    return_exceptions=True,
-                )
+            with contextlib.suppress(Exception):  # a worker that cannot close is killed
+                async with asyncio.timeout(5.0):
+                    await asyncio.gather(
+                        *(w.handle.close.remote() for w in workers if not w.dead),
+                        return_exceptions=True,
+                    )
             for worker in workers:
+                if worker.collector is not None:
+                    worker.collector.cancel()
                 with contextlib.suppress(Exception):
                     ray.kill(worker.handle)
+        elif not boot.exception():
+            for handle in boot.result().handles:
+                with contextlib.suppress(Exception):
+                    ray.kill(handle)
         if self._owns_connection:
             await asyncio.to_thread(ray.shutdown)
             self._owns_connection = False
+        self._release.set()
+
+
+def _actor_class(ray: Any) -> Any:
+    """:class:`ProviderWorker` as a Ray actor class, made once per process (Ray exports
+    a class to the cluster on its first use)."""
+    global _ACTOR
+    if _ACTOR is None:
+        _ACTOR = ray.remote(ProviderWorker)
+    return _ACTOR
+
+
+_ACTOR: Any = None
+
+
+def _lean_serialization(ray: Any) -> None:
+    """Build this driver's Ray serialization context without importing pyarrow: Ray
+    registers Arrow serializers whenever pyarrow is installed, and importing it (with
+    numpy) costs half a second of the first call; the driver sends no Arrow data. Where
+    pyarrow is already imported it costs nothing, and is left alone; a no-op when this
+    Ray's internals differ."""
+    worker = getattr(getattr(getattr(ray, "_private", None), "worker", None), "global_worker", None)
+    context = getattr(worker, "get_serialization_context", None)
+    if context is None or "pyarrow" in sys.modules:
+        return
+    sys.modules["pyarrow"] = None  # type: ignore[assignment]  # `import pyarrow` fails
+    try:
+        context()
+    except Exception:  # Ray builds it on first use instead
+        pass
+    finally:
+        if "pyarrow" in sys.modules and sys.modules["pyarrow"] is None:
+            del sys.modules["pyarrow"]
 
 
 class RayExecutor(RetryingExecutor):
@@ -472,14 +701,17 @@ class RayExecutor(RetryingExecutor):
         self._slot = self.pool.add(provider, concurrency)
 
     def start(self) -> None:
-        """Check that Ray is installed and the cluster answers (the runner calls this before
-        the run directory exists, only when some request misses the cache); the cluster is
-        joined, or a local Ray started, at the first call.
+        """Check that Ray is installed and the cluster answers, then join it (or start a
+        local Ray) and start the workers in the background while the driver prepares the
+        run. The runner calls this before the run directory exists, only when some
+        request misses the cache; a judge registered later (in ``bind``, before the
+        first call) is added to the workers at the first call.
 
         Raises:
             UsageError: Ray is not installed, or the cluster cannot be reached.
         """
         self.pool.check()
+        self.pool.prestart()
 
     def attempt(self, request: Request) -> Awaitable[Response]:
         """One attempt on the least-loaded live worker (after this provider's throttle)."""
@@ -496,7 +728,10 @@ class RayExecutor(RetryingExecutor):
     def describe(self) -> dict[str, Any]:
         """``kind: ray``, the cluster's address, the workers (node, host, pid, attempts
         served and lost, peak in flight), the in-flight share per worker
-        (``ceil(concurrency / workers)``), and Ray's connect and worker start-up seconds;
+        (``ceil(concurrency / workers)``), and Ray's start-up seconds: ``connect_s``
+        (``ray.init``), ``start_s`` (from the first cache miss to every worker holding
+        every provider, connecting included) and ``waited_s`` (how long the first call
+        waited for that: the part the driver's own preparation did not hide);
         ``started: false`` when every response came from the cache."""
         workers = self.pool.stats()
         out: dict[str, Any] = {
@@ -511,6 +746,7 @@ class RayExecutor(RetryingExecutor):
             out["in_flight_per_worker"] = math.ceil(self.concurrency / len(workers))
             out["connect_s"] = _round(self.pool.connect_s)
             out["start_s"] = _round(self.pool.start_s)
+            out["waited_s"] = _round(self.pool.waited_s)
             out["per_worker"] = [
                 {
                     "node_id": w.node_id,
