@@ -151,14 +151,32 @@ async def solve(request):
 }
 
 
-def _app_eval(root: Path, srv: Any, samples: int) -> Path:
-    """A ``python``-provider eval (package ``rayapp`` beside the spec) judged by a model
-    on the protocol server."""
+JUDGE = """\
+import os
+
+import ray
+
+SPEC = {spec!r}
+
+
+def grade(request):
+    node = ray.get_runtime_context().get_node_id()
+    return "GRADE: C\\n" + node + ":" + ("sees" if os.path.exists(SPEC) else "blind")
+"""
+
+
+def _app_eval(root: Path, samples: int) -> Path:
+    """A ``python``-provider eval (package ``rayapp`` beside the spec) judged by another
+    ``python`` provider (package ``rayjudge``): the workers learn of the judge's code
+    only after they started with the app's."""
     root.mkdir(parents=True)
     spec_path = root / "spec.yaml"
     (root / "rayapp").mkdir()
     for name, text in APP.items():
         (root / "rayapp" / name).write_text(text.format(spec=str(spec_path)))
+    (root / "rayjudge").mkdir()
+    (root / "rayjudge" / "__init__.py").write_text("")
+    (root / "rayjudge" / "grade.py").write_text(JUDGE.format(spec=str(spec_path)))
     rows = [{"id": f"q{i}", "q": f"{i}+{i}", "a": 2 * i} for i in range(samples)]
     (root / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (root / "judge.j2").write_text("Grade this answer to {{ prompt }}: {{ response }}\n")
@@ -170,12 +188,7 @@ def _app_eval(root: Path, srv: Any, samples: int) -> Path:
         "scorer": {
             "type": "judge",
             "file": "judge.j2",
-            "model": {
-                "provider": "openai_compatible",
-                "name": "judge",
-                "base_url": srv.openai_base_url,
-                "api_key_env": "GT_RAY_KEY",
-            },
+            "model": {"provider": "python", "name": "grader", "function": "rayjudge.grade:grade"},
         },
         "run": {"concurrency": 8, "max_retries": 2},
     }
@@ -184,14 +197,14 @@ def _app_eval(root: Path, srv: Any, samples: int) -> Path:
 
 
 def test_python_provider_module_and_judge_run_on_a_node_that_cannot_see_them(
-    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+    cluster: RunningCluster, driver_dir: Path
 ) -> None:
     """The ``python`` provider's package is shipped to the workers (runtime_env
     py_modules): the node that cannot see the spec, dataset or package still answers;
-    the judge's calls go through the same Ray workers."""
-    srv.configure(script={"Grade this answer": "GRADE: C"})
+    the judge's calls go through the same Ray workers, its own package shipped too
+    although the workers had started before the judge was bound."""
     root = driver_dir / "app"
-    spec = gradetrail.load_spec(_app_eval(root, srv, 40))
+    spec = gradetrail.load_spec(_app_eval(root, 40))
     result = _run(spec, root, RayOptions(address=cluster.address, workers=2))
 
     assert result.manifest.counts == {"scored": 40}
@@ -199,7 +212,8 @@ def test_python_provider_module_and_judge_run_on_a_node_that_cannot_see_them(
     nodes = {name.split(":")[0] for name in result.manifest.served_models}
     assert sights == {"sees", "blind"} and len(nodes) == 2
     assert result.manifest.judge.calls == 40
-    assert srv.stats()["total"] == 40  # the judge, called from the workers
+    replies = [r["scorer"]["verdicts"][0]["reply"] for r in _rows(result.run_dir)]
+    assert {reply.rsplit(":", 1)[1] for reply in replies} == {"sees", "blind"}
     served = [w["served"] for w in result.manifest.executor["per_worker"]]
     assert sum(served) == 80  # 40 model calls and 40 judge calls
 
