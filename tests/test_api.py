@@ -41,11 +41,13 @@ def test_import_does_not_load_sdks_or_scipy() -> None:
 
 def test_the_ray_workers_module_imports_only_what_a_call_needs() -> None:
     """Importing the Ray worker's module (what each worker process imports) loads no
-    runner, cache, scorers, statistics or dataset loaders."""
+    runner, cache, scorers, statistics or dataset loaders, and of the spec's sections only
+    the model's (a provider holds its ModelSpec)."""
     code = (
         "import sys, gradetrail.executors._ray_worker;"
         "print(sorted(m for m in ('gradetrail.runner', 'gradetrail.cache', 'gradetrail.scorers',"
         " 'gradetrail.stats', 'gradetrail.agreement', 'gradetrail.datasets', 'gradetrail.results',"
+        " 'gradetrail.spec.eval', 'gradetrail.spec.scorer', 'gradetrail.spec.loading',"
         " 'jinja2', 'numpy') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -14,31 +14,100 @@ and its params, recordings, price), ``scorer`` (every scorer and judge parse spe
 ``run`` (:class:`RunSettings`), ``ci`` (:class:`CiSpec`), ``eval`` (:class:`EvalSpec`,
 the JSON Schema), ``loading`` (:func:`load_spec`, the one entry, with overrides and safe YAML) and
 ``field_errors`` (validation errors as one line each). Import from ``gradetrail.spec``.
+
+Each name is imported from its section on first use (PEP 562), so code that needs one
+section (a provider on a Ray worker needs only :class:`ModelSpec`) does not build every
+section's pydantic models.
 """
 
-from gradetrail.spec.ci import CiSpec
-from gradetrail.spec.conversation import MessageTemplate, ToolCallsScorerSpec
-from gradetrail.spec.dataset import DatasetSpec, label_text
-from gradetrail.spec.eval import EvalSpec, spec_json_schema
-from gradetrail.spec.loading import apply_overrides, load_spec, parse_spec
-from gradetrail.spec.model import ModelSpec, PriceSpec, ProviderName, ReplaySource, SamplingParams
-from gradetrail.spec.run import EXECUTION_ONLY, RunSettings
-from gradetrail.spec.scorer import (
-    ChoiceScorerSpec,
-    ExactScorerSpec,
-    GradeParse,
-    JsonParse,
-    JudgeScorerSpec,
-    MathScorerSpec,
-    NumericParse,
-    NumericScorerSpec,
-    PairwiseParse,
-    PairwiseScorerSpec,
-    ParseSpec,
-    RegexScorerSpec,
-    ScorerSpec,
-    regex_compile,
-)
+import importlib as _importlib
+import typing as _typing
+
+#: public name -> the section (module) that defines it
+_EXPORTS = {
+    "CiSpec": "gradetrail.spec.ci",
+    "MessageTemplate": "gradetrail.spec.conversation",
+    "ToolCallsScorerSpec": "gradetrail.spec.conversation",
+    "DatasetSpec": "gradetrail.spec.dataset",
+    "label_text": "gradetrail.spec.dataset",
+    "EvalSpec": "gradetrail.spec.eval",
+    "spec_json_schema": "gradetrail.spec.eval",
+    "apply_overrides": "gradetrail.spec.loading",
+    "load_spec": "gradetrail.spec.loading",
+    "parse_spec": "gradetrail.spec.loading",
+    "ModelSpec": "gradetrail.spec.model",
+    "PriceSpec": "gradetrail.spec.model",
+    "ProviderName": "gradetrail.spec.model",
+    "ReplaySource": "gradetrail.spec.model",
+    "SamplingParams": "gradetrail.spec.model",
+    "EXECUTION_ONLY": "gradetrail.spec.run",
+    "RunSettings": "gradetrail.spec.run",
+    "ChoiceScorerSpec": "gradetrail.spec.scorer",
+    "ExactScorerSpec": "gradetrail.spec.scorer",
+    "GradeParse": "gradetrail.spec.scorer",
+    "JsonParse": "gradetrail.spec.scorer",
+    "JudgeScorerSpec": "gradetrail.spec.scorer",
+    "MathScorerSpec": "gradetrail.spec.scorer",
+    "NumericParse": "gradetrail.spec.scorer",
+    "NumericScorerSpec": "gradetrail.spec.scorer",
+    "PairwiseParse": "gradetrail.spec.scorer",
+    "PairwiseScorerSpec": "gradetrail.spec.scorer",
+    "ParseSpec": "gradetrail.spec.scorer",
+    "RegexScorerSpec": "gradetrail.spec.scorer",
+    "ScorerSpec": "gradetrail.spec.scorer",
+    "regex_compile": "gradetrail.spec.scorer",
+}
+
+if _typing.TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below
+    from gradetrail.spec.ci import CiSpec
+    from gradetrail.spec.conversation import MessageTemplate, ToolCallsScorerSpec
+    from gradetrail.spec.dataset import DatasetSpec, label_text
+    from gradetrail.spec.eval import EvalSpec, spec_json_schema
+    from gradetrail.spec.loading import apply_overrides, load_spec, parse_spec
+    from gradetrail.spec.model import (
+        ModelSpec,
+        PriceSpec,
+        ProviderName,
+        ReplaySource,
+        SamplingParams,
+    )
+    from gradetrail.spec.run import EXECUTION_ONLY, RunSettings
+    from gradetrail.spec.scorer import (
+        ChoiceScorerSpec,
+        ExactScorerSpec,
+        GradeParse,
+        JsonParse,
+        JudgeScorerSpec,
+        MathScorerSpec,
+        NumericParse,
+        NumericScorerSpec,
+        PairwiseParse,
+        PairwiseScorerSpec,
+        ParseSpec,
+        RegexScorerSpec,
+        ScorerSpec,
+        regex_compile,
+    )
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """The public name ``name``, imported from its section on first use (then cached in
+    this module's namespace).
+
+    Raises:
+        AttributeError: ``name`` is not public here.
+    """
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gradetrail.spec' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "EXECUTION_ONLY",
