@@ -142,7 +142,9 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
 
 def _ray_line(ex: dict) -> str:
     """Where a Ray run's calls went: workers, nodes, the in-flight share per worker, the
-    attempts each served, and Ray's start-up time."""
+    attempts each served, and Ray's start-up time (workers up: from the first cache miss,
+    connecting included; the first call waited only for what the driver's own
+    preparation did not hide)."""
     if not ex.get("started"):
         return "ray, not started (every response came from the cache)"
     per = ex.get("per_worker", [])
@@ -157,7 +159,9 @@ def _ray_line(ex: dict) -> str:
     )
     if lost:
         line += f", {lost} lost with a worker"
-    return line + f"; Ray connect {ex['connect_s']:.2f} s, workers up {ex['start_s']:.2f} s"
+    line += f"; Ray connect {ex['connect_s']:.2f} s, workers up {ex['start_s']:.2f} s"
+    waited = ex.get("waited_s")
+    return line if waited is None else line + f" (the first call waited {waited:.2f} s)"
 
 
 def print_summary(result: RunResult, console: Console | None = None) -> None:
