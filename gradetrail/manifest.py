@@ -29,6 +29,7 @@ from gradetrail.spec import EXECUTION_ONLY, EvalSpec
 
 __all__ = [
     "CacheReport",
+    "GitProbe",
     "Manifest",
     "git_state",
     "identity_body",
@@ -181,24 +182,84 @@ def _shown(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+#: seconds a git probe may take before the manifest records no git state
+GIT_TIMEOUT_S = 5.0
+
+
+class GitProbe:
+    """``git rev-parse HEAD`` and ``git status`` of the repository containing ``cwd``,
+    both started at once in the background when the probe is made, so a run's manifest
+    learns its git state while the run is planned instead of before its first request
+    (``git status`` of a large repository takes a while).
+
+    Use as a context manager, or call :meth:`close`: it ends what has not finished.
+    """
+
+    def __init__(self, cwd: Path | None = None) -> None:
+        self._procs: list[subprocess.Popen[str]] = []
+        self._result: tuple[str | None, bool | None] | None = None
+        # --no-optional-locks: status only reads, never refreshes the index under its lock
+        # (a run refused before its manifest ends the probe; a lock must not outlive it)
+        status = ["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]
+        for args in (["git", "rev-parse", "HEAD"], status):
+            try:
+                self._procs.append(
+                    subprocess.Popen(
+                        args,
+                        cwd=cwd,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.DEVNULL,
+                        text=True,
+                    )
+                )
+            except OSError:  # no git
+                self._result = (None, None)
+                break
+
+    def result(self) -> tuple[str | None, bool | None]:
+        """``(sha, dirty)``, or ``(None, None)`` outside a repository, without git, or
+        when git takes over :data:`GIT_TIMEOUT_S` seconds (waits for git's answers)."""
+        if self._result is None and len(self._procs) != 2:  # closed before it answered
+            self._result = (None, None)
+        if self._result is None:
+            try:
+                (sha, sha_rc), (status, _) = (self._wait(proc) for proc in self._procs)
+            except subprocess.TimeoutExpired:
+                self._result = (None, None)
+            else:
+                self._result = (sha.strip(), bool(status.strip())) if sha_rc == 0 else (None, None)
+            self.close()
+        return self._result
+
+    def _wait(self, proc: subprocess.Popen[str]) -> tuple[str, int]:
+        out, _ = proc.communicate(timeout=GIT_TIMEOUT_S)
+        return out, proc.returncode
+
+    def close(self) -> None:
+        """End (and reap) the git processes still running: SIGTERM, which git cleans up
+        after, then SIGKILL if it has not ended in a second."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.communicate(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+        self._procs = []
+
+    def __enter__(self) -> GitProbe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def git_state(cwd: Path | None = None) -> tuple[str | None, bool | None]:
     """``(sha, dirty)`` of the git repository containing ``cwd``, or ``(None, None)``."""
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5
-        )
-        if sha.returncode != 0:
-            return None, None
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    return sha.stdout.strip(), bool(status.stdout.strip())
+    with GitProbe(cwd) as probe:
+        return probe.result()
 
 
 class ScoreStats(BaseModel):

@@ -33,9 +33,9 @@ from gradetrail.interrupts import Interrupts, StopKind
 from gradetrail.jsontext import model_json
 from gradetrail.manifest import (
     CacheReport,
+    GitProbe,
     Manifest,
     RunStatus,
-    git_state,
     identity_hash,
     now_iso,
     runtime_versions,
@@ -242,13 +242,18 @@ def run_eval(
         CacheError, RunError: the cache or results directory cannot be used (before any
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
-    plan = plan_run(spec)
-    executor = _executor(plan, executor)
-    cache = (
-        ResponseCache(Path(cache_path) if cache_path else default_cache_path())
-        if use_cache
-        else None
-    )
+    git = GitProbe()  # git answers while the run is planned; the manifest records it
+    try:
+        plan = plan_run(spec)
+        executor = _executor(plan, executor)
+        cache = (
+            ResponseCache(Path(cache_path) if cache_path else default_cache_path())
+            if use_cache
+            else None
+        )
+    except BaseException:
+        git.close()
+        raise
     driving = False  # once the run drives its pipeline, the pipeline closes the executor
     try:
         if cache is None or cache.any_missing(plan.prepared.keys()):
@@ -259,7 +264,7 @@ def run_eval(
             run_dir.lock()
             pending = _keep_what_the_cache_cannot(run_dir, cache)
             run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
-            manifest = _initial_manifest(plan, list(overrides))
+            manifest = _initial_manifest(plan, list(overrides), git.result())
             write_manifest(run_dir, manifest)
             writer = ResultsWriter(run_dir, spec.run.epochs)
             try:
@@ -288,6 +293,7 @@ def run_eval(
             if not driving:  # refused before any call: release what start() acquired
                 asyncio.run(executor.aclose())
         finally:
+            git.close()
             if cache is not None:
                 cache.close()
 
@@ -522,9 +528,11 @@ class _Run:
                 await ctx.executor.aclose()
 
 
-def _initial_manifest(plan: RunPlan, overrides: list[str]) -> Manifest:
+def _initial_manifest(
+    plan: RunPlan, overrides: list[str], git: tuple[str | None, bool | None]
+) -> Manifest:
     version, python = runtime_versions()
-    sha, dirty = git_state()
+    sha, dirty = git
     spec = plan.spec
     return Manifest(
         name=spec.name,

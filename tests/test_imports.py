@@ -99,10 +99,13 @@ def test_import_gradetrail_imports_its_names_on_first_use() -> None:
 
 
 def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
-    """``gradetrail run`` imports neither the other commands nor what only they use; the
-    root ``--help`` lists every command, so it imports them all."""
+    """``gradetrail run`` imports neither the other commands nor what only they use (nor,
+    with --json and no terminal, rich); the root ``--help`` lists every command, so it
+    imports them all."""
     args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
-    assert imported(tmp_path, *args, "--set", "dataset.limit=3") & NOT_FOR_RUN == set()
+    run = imported(tmp_path, *args, "--set", "dataset.limit=3")
+    assert run & NOT_FOR_RUN == set()
+    assert "rich" not in {m.split(".")[0] for m in run}  # --json prints no rich summary
     assert imported(tmp_path, "run", "--help") & NOT_FOR_RUN == set()
     listed = imported(tmp_path, "--help")
     assert {m for m in NOT_FOR_RUN if m.startswith("gradetrail.cli.")} <= listed

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -195,3 +197,56 @@ def test_runs_survives_a_malformed_manifest(cli, tmp_path: Path) -> None:
     out = cli("runs", "--results-root", str(tmp_path / "results"))
     assert out.exit_code == 0
     assert "replay:175b_verification" in out.stdout and "bad-000000000000" in out.stdout
+
+
+def test_the_git_probe_leaves_the_repository_as_it_was(tmp_path: Path) -> None:
+    """The manifest's git probe only reads: ``git status`` refreshes no index (a probe a
+    refused run ends early must not leave ``.git/index.lock`` behind, nor rewrite it)."""
+    from gradetrail.manifest import GitProbe
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "notes.txt").write_text("one\n")
+    for args in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "one"]):
+        ident = ["-c", "user.name=t", "-c", "user.email=t@example.org"]
+        subprocess.run(["git", *ident, *args], cwd=repo, check=True, capture_output=True)
+    os.utime(repo / "notes.txt", ns=(1_000_000_000, 1_000_000_000))  # stat differs, text not
+    index = (repo / ".git" / "index").read_bytes()
+    with GitProbe(repo) as probe:
+        sha, dirty = probe.result()
+    assert sha and dirty is False
+    assert (repo / ".git" / "index").read_bytes() == index
+    assert not (repo / ".git" / "index.lock").exists()
+    GitProbe(repo).close()  # ended before it answered: nothing left behind either
+    assert not (repo / ".git" / "index.lock").exists()
+
+
+def test_manifest_records_the_git_state_of_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from a git repository, the manifest has its HEAD and whether tracked files
+    changed (git runs while the run is planned); run from elsewhere, neither."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "notes.txt").write_text("one\n")
+
+    def git(*args: str) -> str:
+        ident = ["-c", "user.name=t", "-c", "user.email=t@example.org"]
+        done = subprocess.run(["git", *ident, *args], cwd=repo, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    git("init", "-q")
+    git("add", "notes.txt")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    spec = gradetrail.load_spec(GSM8K_SPEC, ["dataset.limit=2"])
+    monkeypatch.chdir(repo)
+    clean = gradetrail.run_eval(spec, results_root=tmp_path / "clean", use_cache=False)
+    (repo / "notes.txt").write_text("two\n")
+    dirty = gradetrail.run_eval(spec, results_root=tmp_path / "dirty", use_cache=False)
+    monkeypatch.chdir(tmp_path)  # not a repository
+    outside = gradetrail.run_eval(spec, results_root=tmp_path / "out", use_cache=False)
+    got = [(r.manifest.git_sha, r.manifest.git_dirty) for r in (clean, dirty, outside)]
+    assert got == [(head, False), (head, True), (None, None)]
+    assert gradetrail.read_manifest(clean.run_dir)["git_sha"] == head

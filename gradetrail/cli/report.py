@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
 from gradetrail.cli.report_judge import agreement_lines, judge_lines
 from gradetrail.manifest import CacheReport, Manifest, status_text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from gradetrail.runner import RunResult
 
 __all__ = ["cache_warnings", "manifest_lines", "print_summary", "summary_lines"]
@@ -168,6 +168,7 @@ def print_summary(result: RunResult, console: Console | None = None) -> None:
     """Print :func:`summary_lines` under a title naming the eval and model, one printed
     line each (terminal escape sequences stripped and line breaks folded: the lines can
     quote model, dataset and provider text)."""
+    from rich.console import Console  # here: a run with --json never imports rich
     from rich.markup import escape
 
     from gradetrail.terminal import one_line
