@@ -7,6 +7,7 @@ scored; gate failed; a provider or cache error that stops a run), 2 bad spec or 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
@@ -118,6 +119,16 @@ def main() -> None:
     """Entry point of the ``gradetrail`` command: a usage error is one ``error:`` line on
     stderr naming the fix, with exit code 2 (click's framed box is for terminals of people
     reading help, not for CI logs)."""
+    try:
+        _main()
+    finally:
+        # the process ends here, and every object it made with it: spare the interpreter
+        # its final full garbage collections (about 0.1 s of CPU after a run of 1,319
+        # samples). Files, the cache and the run log are closed by then; atexit still runs.
+        gc.freeze()
+
+
+def _main() -> None:
     try:  # typer vendors click since 0.2x; older releases raise click's own classes
         from typer._click import exceptions as click_errors
     except ImportError:  # pragma: no cover - older typer
