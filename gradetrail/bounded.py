@@ -9,8 +9,12 @@ sample. Instead the call stays on the loop's thread, where Python runs signal ha
 between bytecodes and the ``re`` engine checks for them as it matches (every few
 thousand steps), and :class:`BoundedCalls` installs, for the run:
 
-- a ``SIGALRM`` interval timer armed around each call (``setitimer``, two system calls):
-  a call still running after ``timeout_s`` is interrupted with :class:`CallTimedOut`;
+- a ``SIGALRM`` timer (``setitimer``): a call still running after ``timeout_s`` is
+  interrupted with :class:`CallTimedOut`. The timer is armed by a call and left running
+  after it, not re-armed for every call (two system calls a score, most of a fast
+  scorer's bound): each call records its own deadline, and an alarm that comes before the
+  running call's deadline (it was armed by an earlier call) re-arms the timer for the rest
+  of it; one that comes between calls disarms it;
 - Python-level SIGINT/SIGTERM handlers (next to asyncio's own, which still see every
   signal through the loop's wakeup file descriptor) that, while a call runs, interrupt
   it with :class:`CallAborted` when the signal means *abort* (SIGTERM, or a second Ctrl-C):
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,14 +56,23 @@ class BoundedCalls:
         timeout_s: seconds one call may take (None: no time bound, signals still reach).
         stopping: returns True once the run is stopping (a first Ctrl-C was handled), so
             that any further SIGINT aborts.
+        clock: monotonic seconds, for the calls' deadlines (injected for tests).
 
     Use as a context manager around the run (it installs and restores the handlers), and
     :meth:`call` for each call.
     """
 
-    def __init__(self, timeout_s: float | None, stopping: Callable[[], bool] = lambda: False):
+    def __init__(
+        self,
+        timeout_s: float | None,
+        stopping: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.timeout_s = timeout_s
         self._stopping = stopping
+        self._clock = clock
+        self._armed = False  # the SIGALRM timer is running
+        self._deadline = 0.0  # the running call's, on the clock
         self._active = False
         self._sigints = 0
         self._saved: dict[int, Any] = {}
@@ -83,6 +97,7 @@ class BoundedCalls:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._armed = False
         with contextlib.suppress(ValueError, OSError):
             signal.setitimer(signal.ITIMER_REAL, 0)
         for sig, previous in self._saved.items():
@@ -93,9 +108,22 @@ class BoundedCalls:
 
     def _handler(self, sig: int, frame: Any) -> None:
         if sig == signal.SIGALRM:
-            if self._active:
-                raise CallTimedOut
-            return
+            self._armed = False
+            if not self._active:
+                return  # armed by a call that has ended: left disarmed until the next
+            left = self._deadline - self._clock()
+            if left > 0:  # armed by an earlier call: this one's bound ends later
+                self._arm(max(left, 0.001))
+                return
+            raise CallTimedOut
+        self._interrupt(sig, frame)
+
+    def _arm(self, seconds: float) -> None:
+        self._armed = True
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+
+    def _interrupt(self, sig: int, frame: Any) -> None:
+        """SIGINT or SIGTERM: the previous handler, then abort the call if it means to."""
         previous = self._saved.get(sig)
         if callable(previous):  # asyncio's no-op, or an application's own handler
             previous(sig, frame)
@@ -116,14 +144,15 @@ class BoundedCalls:
         """
         if not self._saved:
             return fn(*args)
-        bounded = self.timeout_s is not None and signal.SIGALRM in self._saved
+        timeout = self.timeout_s
+        bounded = timeout is not None and signal.SIGALRM in self._saved
         self._sigints = 0
-        self._active = True
+        if bounded:
+            self._deadline = self._clock() + timeout  # type: ignore[operator]
+        self._active = True  # before the check: an alarm now re-arms for this call
         try:
-            if bounded:
-                signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+            if bounded and not self._armed:
+                self._arm(timeout)  # type: ignore[arg-type]
             return fn(*args)
         finally:
             self._active = False
-            if bounded:
-                signal.setitimer(signal.ITIMER_REAL, 0)

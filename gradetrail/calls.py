@@ -157,21 +157,7 @@ def _log_ok(
     cached: bool,
     attempts: int,
 ) -> None:
-    log.call(
-        kind,
-        sample_id=request.sample_id,
-        epoch=epoch,
-        model=request.model,
-        served_model=response.served_model,
-        latency_ms=response.latency_s * 1000.0,
-        input_tokens=response.total_input_tokens,
-        output_tokens=response.output_tokens,
-        cached_input_tokens=response.cached_input_tokens,
-        cost_usd=response.cost_usd,
-        cached=cached,
-        attempt=attempts,
-        outcome="ok",
-    )
+    log.served(kind, request.sample_id, epoch, request.model, response, cached, attempts)
 
 
 def _log_attempt(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradetrail.errors import RunError
-from gradetrail.results import SampleResult
+from gradetrail.results import Row
 
 __all__ = ["FailFast"]
 
@@ -38,7 +38,7 @@ class FailFast:
         self.failed = 0
         self._signature: tuple[Any, ...] | None = None
 
-    def observe(self, row: SampleResult) -> None:
+    def observe(self, row: Row) -> None:
         """Count one completed row.
 
         Raises:
@@ -67,16 +67,16 @@ class FailFast:
             )
 
 
-def _permanent_error(row: SampleResult) -> dict[str, Any] | None:
+def _permanent_error(row: Row) -> dict[str, Any] | None:
     """The provider error detail of a row that failed permanently, else None."""
-    error = row.error
+    error = row["error"]
     if not isinstance(error, dict):
         return None
-    if row.state == "judge_error":
+    if row["state"] == "judge_error":
         error = error.get("provider_error")
         if not isinstance(error, dict):
             return None
-    elif row.state != "provider_error":
+    elif row["state"] != "provider_error":
         return None
     if error.get("transient", True):
         return None

@@ -11,11 +11,13 @@ same string, so nothing is lost and no write fails.
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["model_json"]
+__all__ = ["model_json", "value_json"]
 
 
 def model_json(model: BaseModel, *, indent: int | None = None) -> str:
@@ -25,3 +27,14 @@ def model_json(model: BaseModel, *, indent: int | None = None) -> str:
         return model.model_dump_json(indent=indent)
     except PydanticSerializationError:
         return json.dumps(model.model_dump(mode="json"), indent=indent)
+
+
+def value_json(value: Any) -> bytes:
+    """pydantic's JSON of a plain value (dicts and lists; models inside them serialize as
+    themselves): compact, NaN and infinities as null, as ``model_dump_json`` writes a model
+    holding the same values; when a value holds text UTF-8 cannot encode, the same JSON
+    with non-ASCII characters escaped (lossless), as :func:`model_json` does."""
+    try:
+        return pydantic_core.to_json(value, inf_nan_mode="null")
+    except PydanticSerializationError:
+        return json.dumps(pydantic_core.to_jsonable_python(value, inf_nan_mode="null")).encode()

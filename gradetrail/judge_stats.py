@@ -13,7 +13,7 @@ from collections import Counter
 
 from pydantic import BaseModel, Field
 
-from gradetrail.results import SampleResult
+from gradetrail.results import Row
 
 __all__ = ["JudgeStats", "JudgeTally"]
 
@@ -49,9 +49,9 @@ class JudgeTally:
         self.errors: Counter[str] = Counter()
         self.outcomes: Counter[str] = Counter()
 
-    def add(self, row: SampleResult) -> None:
+    def add(self, row: Row) -> None:
         """Count one row's judge record (rows without one are ignored)."""
-        record = row.judge
+        record = row["judge"]
         if record is None:
             return
         self.rows += 1
@@ -61,8 +61,8 @@ class JudgeTally:
             self.cost_usd = (self.cost_usd or 0.0) + record.cost_usd
         if record.cost_usd_cached is not None:
             self.cost_usd_cached = (self.cost_usd_cached or 0.0) + record.cost_usd_cached
-        if row.state == "judge_error":
-            self.errors[str((row.error or {}).get("reason", "unknown"))] += 1
+        if row["state"] == "judge_error":
+            self.errors[str((row["error"] or {}).get("reason", "unknown"))] += 1
         elif record.outcome is not None:
             self.outcomes[record.outcome] += 1
 

@@ -3,7 +3,8 @@
 Stages are plain functions: :func:`prepare` renders one (sample, epoch) into a
 :class:`Prepared` request (before any model call, so template errors stop the run early);
 :func:`process` takes it through the cache, the executor (which decides only *where*
-``provider.complete`` runs) and the scorer, and returns the :class:`SampleResult` row.
+``provider.complete`` runs) and the scorer, and returns the result row (a dict shaped
+as :class:`~gradetrail.results.SampleResult`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from gradetrail.conversation import (
 )
 from gradetrail.datasets import Sample
 from gradetrail.errors import DatasetError, ProviderError, SpecError
-from gradetrail.providers.base import Request, Response
-from gradetrail.results import SampleResult
+from gradetrail.providers.base import PromptKeys, Request, Response
+from gradetrail.results import Row, make_row
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.spec import EvalSpec
 from gradetrail.templates import Template, compile_template
@@ -131,6 +132,22 @@ class Renderer:
             raise SpecError(f"tool_choice: {exc}") from None
         self.conversational = bool(
             isinstance(prompt, list) or self.messages_field or self.tools or self.tools_field
+        )
+        per_row = (("sample_id",) if keyed_by_sample else ()) + (
+            ("row_sha256",) if with_row else ()
+        )
+        #: keys of one-message requests built from pre-encoded pieces (None: conversations)
+        self.keys = (
+            None
+            if self.conversational or self.agent is not None
+            else PromptKeys(
+                spec.model.provider,
+                spec.model.name,
+                spec.model.base_url,
+                self.params,
+                identity,
+                per_row,
+            )
         )
 
     def _tools(self, spec: EvalSpec) -> tuple[Agent | None, tuple[dict[str, Any], ...]]:
@@ -281,19 +298,31 @@ def _render_target(template: Template, sample: Sample) -> str:
     return target
 
 
-def _identity(renderer: Renderer, sample: Sample) -> dict[str, Any]:
-    """The request's provider identity: the sample id for providers keyed by sample, the
-    row's SHA-256 for providers that receive the row."""
-    identity = renderer.identity
+def _row_identity(renderer: Renderer, sample: Sample) -> dict[str, Any]:
+    """The request identity's per-row entries: the sample id for providers keyed by
+    sample, the row's SHA-256 for providers that receive the row."""
+    entries: dict[str, Any] = {}
     if renderer.keyed_by_sample:
-        identity = {**identity, "sample_id": sample.id}
+        entries["sample_id"] = sample.id
     if renderer.with_row:
         text = json.dumps(sample.row, sort_keys=True, ensure_ascii=False, default=repr)
-        identity = {
-            **identity,
-            "row_sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
-        }
-    return identity
+        entries["row_sha256"] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return entries
+
+
+def _one_message(
+    sample: Sample, renderer: Renderer
+) -> tuple[str | None, str, str | None, float | None]:
+    """The system prompt, user message, target and label of a one-message row.
+
+    Raises:
+        DatasetError: a template fails on this row (naming the sample id and line).
+    """
+    system = _render(renderer.system, sample) if renderer.system else None
+    prompt = _render(renderer.messages[0][1], sample)
+    target = _render_target(renderer.target, sample) if renderer.target else None
+    label = renderer.label.read(sample.row, sample.id) if renderer.label else None
+    return system, prompt, target, label
 
 
 def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = None) -> Prepared:
@@ -304,23 +333,44 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = No
         DatasetError: a template fails on this row, or its conversation or tools are
             invalid (naming the sample id and line).
     """
+    per_row = _row_identity(renderer, sample)
+    identity = {**renderer.identity, **per_row} if per_row else renderer.identity
+    model = renderer.model
+    if renderer.keys is not None:  # one user message: the common case, kept lean
+        system, prompt, target, label = _one_message(sample, renderer)
+        request = Request(
+            model.provider,
+            model.name,
+            model.base_url,
+            system,
+            ({"role": "user", "content": prompt},),
+            renderer.params,
+            epoch,
+            sample.id,
+            identity,
+            (),
+            None,
+            sample.row if renderer.with_row else None,
+        )  # by position: keywords cost twice as much
+        key = key or renderer.keys.key(system, prompt, epoch, per_row)
+        return Prepared(sample, epoch, request, key, target, label, None, False)
     if renderer.conversational:
         system, messages = _conversation(sample, renderer)
         tools, tool_choice = _row_tools(sample, renderer)
-    else:  # one user message: the common case, kept lean
+    else:  # an agent loop over one user message
         system = _render(renderer.system, sample) if renderer.system else None
         messages = ({"role": "user", "content": _render(renderer.messages[0][1], sample)},)
         tools, tool_choice = (), None
     request = Request(
-        provider=renderer.model.provider,
-        model=renderer.model.name,
-        base_url=renderer.model.base_url,
+        provider=model.provider,
+        model=model.name,
+        base_url=model.base_url,
         system=system,
         messages=messages,
         params=renderer.params,
         epoch=epoch,
         sample_id=sample.id,
-        identity=_identity(renderer, sample),
+        identity=identity,
         tools=tools,
         tool_choice=tool_choice,
         row=sample.row if renderer.with_row else None,
@@ -380,16 +430,25 @@ class PreparedRequests(Sequence[Prepared]):
         check: Callable[[Prepared], None] | None = None,
     ) -> None:
         self.samples, self.epochs, self.renderer = samples, epochs, renderer
+        n = len(samples)
         # one buffer of the final size, filled in place (no growth slack, no final copy)
-        self._digests = digests = bytearray(32 * len(samples) * epochs)
-        at = 0
-        for epoch in range(1, epochs + 1):
-            for sample in samples:
+        digests = bytearray(32 * n * epochs)
+        keys = renderer.keys
+        for at, sample in enumerate(samples):  # sample-major: a row is rendered once
+            if keys is not None and check is None:
+                system, prompt, _, _ = _one_message(sample, renderer)
+                per_row = _row_identity(renderer, sample)
+                for epoch in range(1, epochs + 1):
+                    i = 32 * ((epoch - 1) * n + at)
+                    digests[i : i + 32] = keys.digest(system, prompt, epoch, per_row)
+                continue
+            for epoch in range(1, epochs + 1):
                 item = prepare(sample, epoch, renderer)
                 if check is not None and epoch == 1:
                     check(item)
-                digests[at : at + 32] = bytes.fromhex(item.key)
-                at += 32
+                i = 32 * ((epoch - 1) * n + at)
+                digests[i : i + 32] = bytes.fromhex(item.key)
+        self._digests = digests
 
     def __len__(self) -> int:
         return len(self.samples) * self.epochs
@@ -443,8 +502,9 @@ class SampleContext:
     bounded: BoundedCalls | None = None
 
 
-async def process(item: Prepared, ctx: SampleContext, hit: Response | None = None) -> SampleResult:
-    """Take one prepared (sample, epoch) to its result row: the response from the cache
+async def process(item: Prepared, ctx: SampleContext, hit: Response | None = None) -> Row:
+    """Take one prepared (sample, epoch) to its result row (a dict shaped as
+    :class:`~gradetrail.results.SampleResult`): the response from the cache
     (``hit``, when the caller read it already), else from the executor (with the run's
     retry policy, cached on success), then scored.
     With an agent loop every turn goes that way (:func:`gradetrail.agent.converse`)."""
@@ -524,34 +584,73 @@ def _scored_row(
     cached: bool,
     attempts: int,
     transcript: Transcript | None = None,
-) -> SampleResult:
-    return SampleResult(
-        sample_id=item.sample.id,
-        epoch=item.epoch,
-        state="scored" if score.error is None else "judge_error",
-        score=score.value if score.error is None else None,
-        system=item.request.system,
-        prompt=item.request.prompt,
-        target=item.target,
-        response=response.text,
-        stop_reason=response.stop_reason,
-        raw_stop_reason=response.raw_stop_reason,
-        truncated=response.truncated,
-        served_model=response.served_model,
-        input_tokens=response.total_input_tokens,
-        output_tokens=response.output_tokens,
-        cached_input_tokens=response.cached_input_tokens,
-        cost_usd=response.cost_usd,
-        cached=cached,
-        latency_s=response.latency_s,
-        attempts=attempts,
-        error=score.error,
-        scorer=score.detail,
-        cluster=item.sample.cluster,
-        label=item.label,
-        judge=score.judge,
-        tool_calls=list(response.tool_calls) if item.conversational else None,
-        transcript=transcript,
+) -> Row:
+    """The row of a scored (or judge_error) sample: built as a dict in SampleResult's field
+    order; validated by :func:`~gradetrail.results.make_row` only when a value from the
+    scorer or the provider is not exactly of its field's type (validation would return
+    every other row unchanged: the pipeline's own values have their types already)."""
+    ok = score.error is None
+    row = {
+        "sample_id": item.sample.id,
+        "epoch": item.epoch,
+        "state": "scored" if ok else "judge_error",
+        "score": score.value if ok else None,
+        "system": item.request.system,
+        "prompt": item.request.prompt,
+        "target": item.target,
+        "response": response.text,
+        "stop_reason": response.stop_reason,
+        "raw_stop_reason": response.raw_stop_reason,
+        "truncated": response.truncated,
+        "served_model": response.served_model,
+        "input_tokens": response.total_input_tokens,
+        "output_tokens": response.output_tokens,
+        "cached_input_tokens": response.cached_input_tokens,
+        "cost_usd": response.cost_usd,
+        "cached": cached,
+        "latency_s": response.latency_s,
+        "attempts": attempts,
+        "error": score.error,
+        "scorer": score.detail,
+        "cluster": item.sample.cluster,
+        "label": item.label,
+        "judge": score.judge,
+        "tool_calls": list(response.tool_calls) if item.conversational else None,
+        "transcript": transcript,
+    }
+    return row if _exact(row) else make_row(**row)
+
+
+_OPT_FLOAT = (float, type(None))
+_OPT_STR = (str, type(None))
+
+
+def _exact(row: Row) -> bool:
+    """True when the row's values from scorers, providers and the dataset have exactly
+    their SampleResult field types (an int score, a numpy float, a non-str key or a tool
+    call list is left to validation)."""
+    detail, error = row["scorer"], row["error"]
+    return (
+        type(row["score"]) in _OPT_FLOAT
+        and type(row["cost_usd"]) in _OPT_FLOAT
+        and type(row["latency_s"]) in _OPT_FLOAT
+        and type(row["label"]) in _OPT_FLOAT
+        and type(row["sample_id"]) is str
+        and type(row["response"]) is str
+        and type(row["stop_reason"]) in _OPT_STR
+        and type(row["raw_stop_reason"]) in _OPT_STR
+        and type(row["served_model"]) in _OPT_STR
+        and type(row["cluster"]) in _OPT_STR
+        and type(row["truncated"]) is bool
+        and type(row["input_tokens"]) is int
+        and type(row["output_tokens"]) is int
+        and type(row["cached_input_tokens"]) is int
+        and type(detail) is dict
+        and all(type(k) is str for k in detail)
+        and (error is None or (type(error) is dict and all(type(k) is str for k in error)))
+        and row["judge"] is None
+        and row["tool_calls"] is None
+        and row["transcript"] is None
     )
 
 
@@ -560,9 +659,9 @@ def _error_row(
     error: ProviderError | None,
     attempts: int,
     transcript: Transcript | None = None,
-) -> SampleResult:
+) -> Row:
     detail = error.detail() if error is not None else {"kind": "ProviderError", "message": "?"}
-    return SampleResult(
+    return make_row(
         sample_id=item.sample.id,
         epoch=item.epoch,
         state="provider_error",

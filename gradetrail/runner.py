@@ -30,7 +30,6 @@ from gradetrail.executors.local import LocalExecutor
 from gradetrail.failfast import FailFast
 from gradetrail.inflight import in_flight
 from gradetrail.interrupts import Interrupts, StopKind
-from gradetrail.jsontext import model_json
 from gradetrail.manifest import (
     CacheReport,
     GitProbe,
@@ -59,7 +58,7 @@ from gradetrail.results import (
     RESERVE_FILE,
     SAMPLES_FILE,
     ResultsWriter,
-    SampleResult,
+    Row,
 )
 from gradetrail.retry import RetryPolicy
 from gradetrail.rundir import RunDir
@@ -169,8 +168,11 @@ def plan_run(spec: EvalSpec) -> RunPlan:
                 )
             )
 
+    overridden = type(scorer).check_row is not Scorer.check_row  # else nothing to check
     try:
-        prepared = PreparedRequests(samples, spec.run.epochs, renderer, check_row)
+        prepared = PreparedRequests(
+            samples, spec.run.epochs, renderer, check_row if overridden else None
+        )
     except RecursionError:
         raise DatasetError(
             f"{spec.source}: a row is nested too deeply to render; flatten the rows"
@@ -204,7 +206,7 @@ def run_eval(
     use_cache: bool = True,
     overrides: Iterable[str] = (),
     executor: Executor | RayOptions | None = None,
-    on_row: Callable[[SampleResult, Tally], None] | None = None,
+    on_row: Callable[[Row, Tally], None] | None = None,
     on_start: Callable[[RunPlan, Path], None] | None = None,
     on_interrupt: Callable[[StopKind, str, int], None] | None = None,
     echo_log: bool = False,
@@ -228,7 +230,8 @@ def run_eval(
         overrides: the ``--set`` strings the spec was loaded with (recorded in the manifest).
         executor: where provider calls run: an executor, :class:`RayOptions` for Ray
             workers built for this run's provider, or None for a :class:`LocalExecutor`.
-        on_row: called with each result row and the running tally (for progress).
+        on_row: called with each result row (a dict shaped as :class:`SampleResult`, as
+            :func:`~gradetrail.read_results` reads them back) and the running tally.
         on_start: called once the plan is checked, with the plan and the run directory.
         on_interrupt: called when a signal arrives, with ``"drain"`` or ``"abort"``, the
             signal's name and the number of requests in flight.
@@ -352,7 +355,7 @@ class _Run:
         self,
         manifest: Manifest,
         writer: ResultsWriter,
-        on_row: Callable[[SampleResult, Tally], None] | None,
+        on_row: Callable[[Row, Tally], None] | None,
         on_interrupt: Callable[[StopKind, str, int], None] | None,
     ) -> RunResult:
         def signalled(kind: StopKind, name: str) -> None:
@@ -449,13 +452,18 @@ class _Run:
         """results.jsonl in input order, then samples.jsonl. If this fails, the rows
         appended so far stay on disk as they are."""
         writer.finalize()
-        lines = self.tally.sample_scores(self.plan.samples)
-        self.run_dir.write_atomic(SAMPLES_FILE, (model_json(s).encode() + b"\n" for s in lines))
+        samples = self.plan.samples
+        pairs = (
+            samples.id_clusters()
+            if isinstance(samples, Samples)
+            else ((s.id, s.cluster) for s in samples)
+        )
+        self.run_dir.write_atomic(SAMPLES_FILE, self.tally.sample_lines(pairs))
 
     async def _main(
         self,
         writer: ResultsWriter,
-        on_row: Callable[[SampleResult, Tally], None] | None,
+        on_row: Callable[[Row, Tally], None] | None,
         stop: Interrupts,
     ) -> None:
         task = asyncio.current_task()
@@ -475,7 +483,7 @@ class _Run:
     async def _drive(
         self,
         writer: ResultsWriter,
-        on_row: Callable[[SampleResult, Tally], None] | None,
+        on_row: Callable[[Row, Tally], None] | None,
         stop: Interrupts,
     ) -> None:
         prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
@@ -494,7 +502,8 @@ class _Run:
                         row = await process(item, ctx, hit)
                     finally:
                         self.in_flight -= 1
-                    writer.append((item.sample.index, item.epoch), row)
+                    # a cache hit's row may wait for the next ones: nothing is lost
+                    writer.append((item.sample.index, item.epoch), row, hold=row["cached"])
                     tally.add(row, item.sample.index)
                     if on_row is not None:
                         on_row(row, tally)

@@ -13,11 +13,11 @@ from typing import Any
 
 from gradetrail.agreement import AgreementStats, AgreementTally
 from gradetrail.conversation import ConversationStats, ConversationTally
-from gradetrail.datasets import Sample
+from gradetrail.jsontext import value_json
 from gradetrail.judge_stats import JudgeStats, JudgeTally
 from gradetrail.manifest import ScoreStats
 from gradetrail.reducers import ReducerName, reduce_scores
-from gradetrail.results import SampleResult, SampleScore
+from gradetrail.results import Row
 from gradetrail.slots import EpochSlots
 from gradetrail.stats import summarize
 
@@ -100,36 +100,39 @@ class Tally:
     def __post_init__(self) -> None:
         self._rows = EpochSlots("B", "d", epochs=self.epochs)
 
-    def add(self, row: SampleResult, at: int | None = None) -> None:
-        """Count one row; ``at`` is its sample's index in run order (``Sample.index``),
-        which keeps no per-sample id in memory: give it for every row or for none.
+    def add(self, row: Row, at: int | None = None) -> None:
+        """Count one row (a dict shaped as :class:`~gradetrail.results.SampleResult`);
+        ``at`` is its sample's index in run order (``Sample.index``), which keeps no
+        per-sample id in memory: give it for every row or for none.
 
         Raises:
             ValueError: an epoch below 1, or rows with and without ``at`` in one tally.
         """
         self.rows += 1
-        self.counts[row.state] += 1
-        self.cache_hits += row.cached
-        self.truncated += row.truncated
-        self.input_tokens += row.input_tokens
-        self.output_tokens += row.output_tokens
-        self.cached_input_tokens += row.cached_input_tokens
-        if row.served_model:
-            self.served_models[row.served_model] += 1
-        if row.cost_usd is not None:
-            if row.cached:
-                self.cost_usd_cached = (self.cost_usd_cached or 0.0) + row.cost_usd
+        state, cached, cost = row["state"], row["cached"], row["cost_usd"]
+        self.counts[state] += 1
+        self.cache_hits += cached
+        self.truncated += row["truncated"]
+        self.input_tokens += row["input_tokens"]
+        self.output_tokens += row["output_tokens"]
+        self.cached_input_tokens += row["cached_input_tokens"]
+        if row["served_model"]:
+            self.served_models[row["served_model"]] += 1
+        if cost is not None:
+            if cached:
+                self.cost_usd_cached = (self.cost_usd_cached or 0.0) + cost
                 self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
             else:
-                self.cost_usd = (self.cost_usd or 0.0) + row.cost_usd
-        score = row.score if row.state == "scored" else None
-        self._record(self._slot(row.sample_id, at), row.epoch, score, row.cluster)
-        if row.error is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + cost
+        sample_id, score = row["sample_id"], row["score"]
+        kept = score if state == "scored" else None
+        self._record(self._slot(sample_id, at), row["epoch"], kept, row["cluster"])
+        if row["error"] is not None:
             self._count_error(row)
-        if row.judge is not None:
+        if row["judge"] is not None:
             self.judge.add(row)
-        self.agreement.add(row.state, row.label, row.score, row.sample_id)
-        self.conversations.add(row.transcript)
+        self.agreement.add(state, row["label"], score, sample_id)
+        self.conversations.add(row["transcript"])
 
     def _slot(self, sample_id: str, at: int | None) -> int:
         if at is not None:
@@ -191,13 +194,13 @@ class Tally:
         None when there were none."""
         return self.conversations.stats()
 
-    def _count_error(self, row: SampleResult) -> None:
-        error = row.error or {}
+    def _count_error(self, row: Row) -> None:
+        error = row["error"] or {}
         kind = str(error.get("kind") or error.get("reason") or "error")
         message = str(error.get("message") or "")
         # one entry a reason: the same kind with another message (digits and quoted
         # values aside, which name the sample) is another reason, counted apart
-        key = (row.state, kind, error.get("error_type"), error.get("status"), _shape(message))
+        key = (row["state"], kind, error.get("error_type"), error.get("status"), _shape(message))
         entry = self.error_kinds.get(key)
         if entry is None:
             self.error_kinds[key] = [1, message]
@@ -230,25 +233,28 @@ class Tally:
         nothing to reduce)."""
         return reduce_scores([v for v in scores if v is not None], self.reducer, self.pass_k)
 
-    def sample_scores(self, samples: Iterable[Sample]) -> Iterator[SampleScore]:
-        """The ``samples.jsonl`` lines: one per sample with at least one row, in the
-        order of ``samples`` (the run's input order), made one at a time (a list of
-        100,000 of them would cost ~100 MB)."""
+    def sample_lines(self, samples: Iterable[tuple[str, str | None]]) -> Iterator[bytes]:
+        """The ``samples.jsonl`` lines (newline included), one per sample with at least one
+        row, in the order of ``samples`` (``(sample id, cluster)`` of every sample in the
+        run's input order), made one at a time: byte for byte what :class:`SampleScore`'s
+        ``model_dump_json`` writes, without building the model."""
         slot_of = self._slot_of
-        for sample in samples:
-            slot = sample.index if slot_of is None else slot_of.get(sample.id)
+        for index, (sample_id, cluster) in enumerate(samples):
+            slot = index if slot_of is None else slot_of.get(sample_id)
             scores = self._epoch_scores(slot) if slot is not None else None
             if scores is None:
                 continue
             scored = [v for v in scores if v is not None]
-            yield SampleScore(
-                sample_id=sample.id,
-                score=reduce_scores(scored, self.reducer, self.pass_k),
-                epochs=len(scores),
-                scored=len(scored),
-                scores=scores,
-                cluster=sample.cluster,
-            )
+            score = reduce_scores(scored, self.reducer, self.pass_k)
+            line = {
+                "sample_id": sample_id,
+                "score": None if score is None else float(score),
+                "epochs": len(scores),
+                "scored": len(scored),
+                "scores": scores,
+                "cluster": cluster,
+            }
+            yield value_json(line) + b"\n"
 
     def score_stats(self, clustered: bool = False) -> ScoreStats:
         """Mean over samples of their reduced scores (samples without a score left out;

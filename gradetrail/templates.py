@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 import jinja2
-from jinja2 import meta
+from jinja2 import meta, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import concat
@@ -83,7 +83,16 @@ class Template:
         names: the undeclared top-level variables the template reads (row fields).
     """
 
-    __slots__ = ("source", "names", "_template", "_root", "_globals", "_context", "where")
+    __slots__ = (
+        "source",
+        "names",
+        "_template",
+        "_root",
+        "_globals",
+        "_context",
+        "_plain",
+        "where",
+    )
 
     def __init__(self, source: str, where: str, *, regex: bool = False) -> None:
         env = _REGEX_ENV if regex else _ENV
@@ -106,13 +115,32 @@ class Template:
         self.source = source
         self.where = where
         self.names = frozenset(meta.find_undeclared_variables(ast))
+        self._plain = None if regex else _plain_parts(ast)
 
     def render(self, context: Mapping[str, Any]) -> str:
         """Render over ``context``.
 
+        A template of text and bare ``{{ name }}`` fields only (``Q: {{ question }}``)
+        is rendered without Jinja2's machinery, as its compiled code would: each field's
+        ``str()`` between the texts (a name the row lacks takes the Jinja2 path, which
+        raises or finds a global). Nothing there reaches an attribute or a call, so the
+        sandbox has nothing to refuse.
+
         Raises:
             jinja2.UndefinedError: a name the context lacks (callers add the sample id).
         """
+        plain = self._plain
+        if plain is not None:
+            out = []
+            for text, name in plain:
+                out.append(text)
+                if name is not None:
+                    value = context.get(name, _MISSING)
+                    if value is _MISSING:
+                        break
+                    out.append(str(value))
+            else:
+                return "".join(out)
         return concat(self._root(self._context({**self._globals, **context})))
 
     def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
@@ -129,6 +157,29 @@ class Template:
                 f"{self.where}: template uses {', '.join(missing)} but the first row has "
                 f"only {have}; fix the template or the dataset"
             )
+
+
+_MISSING = object()
+
+
+def _plain_parts(ast: nodes.Template) -> tuple[tuple[str, str | None], ...] | None:
+    """``(text, field name or None)`` pairs of a template made only of text and bare
+    ``{{ name }}`` outputs; None for any other template (filters, attributes, tags...)."""
+    parts: list[tuple[str, str | None]] = []
+    text = ""
+    for node in ast.body:
+        if not isinstance(node, nodes.Output):
+            return None
+        for part in node.nodes:
+            if type(part) is nodes.TemplateData:
+                text += part.data
+            elif type(part) is nodes.Name and part.ctx == "load":
+                parts.append((text, part.name))
+                text = ""
+            else:
+                return None
+    parts.append((text, None))
+    return tuple(parts)
 
 
 @lru_cache(maxsize=256)

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from gradetrail.cli.progress import RunProgress, format_duration
-from gradetrail.results import SampleResult
+from gradetrail.results import Row, make_row
 from gradetrail.summary import Tally
 
 
@@ -36,10 +36,10 @@ class BrokenStream(io.StringIO):
         raise BrokenPipeError(32, "Broken pipe")
 
 
-def _row(cached: bool = False, error: bool = False, cost: float | None = 0.001) -> SampleResult:
+def _row(cached: bool = False, error: bool = False, cost: float | None = 0.001) -> Row:
     if error:
-        return SampleResult(sample_id="s", state="provider_error")
-    return SampleResult(sample_id="s", state="scored", score=1.0, cached=cached, cost_usd=cost)
+        return make_row(sample_id="s", state="provider_error")
+    return make_row(sample_id="s", state="scored", score=1.0, cached=cached, cost_usd=cost)
 
 
 def _feed(progress: RunProgress, tally: Tally, clock: Clock, rows: list, dt: float) -> None:
@@ -133,7 +133,7 @@ def test_progress_cost_counts_the_judge() -> None:
     from gradetrail.results import JudgeRecord
 
     tally = Tally()
-    judged = SampleResult(
+    judged = make_row(
         sample_id="s1",
         state="scored",
         score=1.0,

@@ -13,7 +13,7 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 import gradetrail
 from gradetrail.errors import AuthError, RunError, ServerError
 from gradetrail.failfast import FailFast
-from gradetrail.results import SampleResult
+from gradetrail.results import Row, make_row
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")
@@ -21,12 +21,12 @@ srv = fresh_protocol_server_fixture("server", name="srv")
 AUTH = AuthError("401 authentication_error: invalid x-api-key", status=401)
 
 
-def failed(error: Exception, sample: str = "1") -> SampleResult:
-    return SampleResult(sample_id=sample, state="provider_error", error=error.detail())
+def failed(error: Exception, sample: str = "1") -> Row:
+    return make_row(sample_id=sample, state="provider_error", error=error.detail())
 
 
-def scored(sample: str = "1") -> SampleResult:
-    return SampleResult(sample_id=sample, state="scored", score=1.0)
+def scored(sample: str = "1") -> Row:
+    return make_row(sample_id=sample, state="scored", score=1.0)
 
 
 def test_five_identical_permanent_errors_stop_the_run() -> None:
@@ -52,7 +52,7 @@ def test_five_identical_permanent_errors_stop_the_run() -> None:
     ],
     ids=["a success", "a transient error", "a different message"],
 )
-def test_anything_else_among_the_first_disarms_it(breaker: SampleResult) -> None:
+def test_anything_else_among_the_first_disarms_it(breaker: Row) -> None:
     """A success, a transient error or a different error among the first N: no stop."""
     watch = FailFast(3)
     watch.observe(failed(AUTH))
@@ -72,7 +72,7 @@ def test_zero_disables_it() -> None:
 def test_a_judge_provider_error_counts_like_the_models() -> None:
     """judge_error rows carrying the same permanent provider error stop the run too."""
     watch = FailFast(2)
-    row = SampleResult(
+    row = make_row(
         sample_id="1",
         state="judge_error",
         error={"reason": "provider_error", "provider_error": AUTH.detail(), "message": "x"},

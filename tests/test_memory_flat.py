@@ -14,7 +14,7 @@ import tracemalloc
 from pathlib import Path
 
 import gradetrail
-from gradetrail.results import ResultsWriter, SampleResult
+from gradetrail.results import ResultsWriter, Row, make_row
 from gradetrail.summary import Tally
 
 APP = '''
@@ -51,7 +51,7 @@ def test_a_warm_run_retains_no_python_object_per_row(tmp_path: Path) -> None:
     assert cold.manifest.counts == {"scored": rows}
     seen: dict[int, int] = {}
 
-    def on_row(row: SampleResult, tally: Tally) -> None:
+    def on_row(row: Row, tally: Tally) -> None:
         if tally.rows in (500, rows):
             gc.collect()
             seen[tally.rows] = tracemalloc.get_traced_memory()[0]
@@ -75,12 +75,12 @@ def test_writer_and_tally_keep_per_row_state_in_arrays(tmp_path: Path) -> None:
     what the writer and the tally hold; the file still comes out in (sample, epoch)
     order, and the tally's summary counts every sample."""
     writer, tally = ResultsWriter(tmp_path, epochs=3), Tally(epochs=3)
-    row = SampleResult(sample_id="s", state="scored", score=1.0)
+    row = make_row(sample_id="s", state="scored", score=1.0)
     order = [(i, e) for e in (3, 1, 2) for i in range(20_000 // 3, -1, -1)][:20_000]
     gc.collect()
     before = len(gc.get_objects())
     for index, epoch in order:
-        item = row.model_copy(update={"sample_id": f"s{index}", "epoch": epoch})
+        item = {**row, "sample_id": f"s{index}", "epoch": epoch}
         writer.append((index, epoch), item)
         tally.add(item, index)
         del item

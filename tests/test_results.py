@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from gradetrail.errors import UsageError
-from gradetrail.results import ResultsWriter, SampleResult, read_results, read_samples
+from gradetrail.results import ResultsWriter, Row, make_row, read_results, read_samples, row_json
 
 
-def _row(sample_id: str, epoch: int = 1) -> SampleResult:
-    return SampleResult(sample_id=sample_id, epoch=epoch, state="scored", score=1.0)
+def _row(sample_id: str, epoch: int = 1) -> Row:
+    return make_row(sample_id=sample_id, epoch=epoch, state="scored", score=1.0)
 
 
 def test_appended_rows_are_on_disk_before_the_run_ends(tmp_path: Path) -> None:
@@ -41,9 +41,46 @@ def test_finalize_rewrites_in_input_order(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl"]
 
 
+def test_rows_appended_in_order_are_kept_as_written(tmp_path: Path) -> None:
+    """A warm run appends in input order: finalize keeps that very file (no copy), the
+    same bytes a rewrite would give; a row appended again for the same (sample, epoch)
+    still makes finalize rewrite, keeping the last."""
+    writer = ResultsWriter(tmp_path)
+    rows = [((0, 1), _row("a")), ((0, 2), _row("a", 2)), ((1, 1), _row("b"))]
+    for order, row in rows:
+        writer.append(order, row)
+    inode = (tmp_path / "results.jsonl").stat().st_ino
+    writer.finalize()
+    assert (tmp_path / "results.jsonl").stat().st_ino == inode
+    assert (tmp_path / "results.jsonl").read_bytes() == b"".join(row_json(r) for _, r in rows)
+    writer = ResultsWriter(tmp_path)
+    writer.append((0, 1), _row("a"))
+    writer.append((0, 1), _row("a2"))
+    writer.finalize()
+    assert [r["sample_id"] for r in read_results(tmp_path)] == ["a2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl"]
+
+
+def test_cache_hit_rows_are_written_in_batches(tmp_path: Path) -> None:
+    """Rows appended with hold (cache hits) wait for the next row paid for, the batch
+    size or finalize; every row ends on disk, in order."""
+    writer = ResultsWriter(tmp_path)
+    writer.append((0, 1), _row("a"), hold=True)
+    writer.append((1, 1), _row("b"), hold=True)
+    assert (tmp_path / "results.jsonl").read_bytes() == b""
+    writer.append((2, 1), _row("c"))  # a call paid for: written through, with the two
+    assert [r["sample_id"] for r in read_results(tmp_path)] == ["a", "b", "c"]
+    big = _row("d" * 70_000)
+    writer.append((3, 1), big, hold=True)  # over HOLD_BYTES: written at once
+    assert len(read_results(tmp_path)) == 4
+    writer.append((4, 1), _row("e"), hold=True)
+    writer.finalize()
+    assert [r["sample_id"][:1] for r in read_results(tmp_path)] == ["a", "b", "c", "d", "e"]
+
+
 def test_a_torn_last_line_is_skipped_never_merged(tmp_path: Path) -> None:
     """A line cut by a crash (no newline) is not read, and the rows before it are."""
-    good = [_row("a").model_dump_json(), _row("b").model_dump_json()]
+    good = [row_json(_row("a")).decode().strip(), row_json(_row("b")).decode().strip()]
     (tmp_path / "results.jsonl").write_text("\n".join(good) + '\n{"sample_id": "c", "sta')
     assert [r["sample_id"] for r in read_results(tmp_path)] == ["a", "b"]
 
@@ -55,7 +92,7 @@ def test_a_new_writer_starts_the_file_afresh(tmp_path: Path) -> None:
     writer = ResultsWriter(tmp_path)
     writer.append((0, 1), _row("new"))
     writer.finalize()
-    assert (tmp_path / "results.jsonl").read_text() == _row("new").model_dump_json() + "\n"
+    assert (tmp_path / "results.jsonl").read_text() == row_json(_row("new")).decode()
 
 
 def test_read_samples_names_the_fix_when_missing(tmp_path: Path) -> None:

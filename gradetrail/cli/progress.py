@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TextIO
 
-from gradetrail.results import SampleResult
+from gradetrail.results import Row
 from gradetrail.summary import Tally
 from gradetrail.terminal import one_line
 
@@ -145,7 +145,7 @@ class RunProgress:
             return 0.0
         return remaining / rate if rate > 0 else None
 
-    def update(self, row: SampleResult, tally: Tally) -> None:
+    def update(self, row: Row, tally: Tally) -> None:
         """Count one finished row (cheap: redraws at most 10 times a second)."""
         now = self.clock()
         self._tally = tally

@@ -147,6 +147,14 @@ class Samples(Sequence[Sample]):
         for i in range(len(self)):
             yield self[i]
 
+    def id_clusters(self) -> Iterator[tuple[str, str | None]]:
+        """Each sample's ``(id, cluster)`` in run order, without decoding its row."""
+        order = self._order if self._order is not None else range(len(self._ids))
+        clusters = self._clusters
+        for k in order:
+            sample_id = self._ids[k].decode("utf-8", "surrogatepass")
+            yield sample_id, clusters[k] if clusters is not None else None
+
     @property
     def ids(self) -> list[str]:
         """The sample ids in run order (without decoding any row)."""

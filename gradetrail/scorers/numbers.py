@@ -253,6 +253,8 @@ def find_numbers(text: str, start: int = 0, end: int | None = None) -> list[Numb
 
 def _boxed_content(text: str) -> tuple[int, int] | None:
     """(start, end) of the last box's content, braces balanced; None without a box."""
+    if "box" not in text:  # every box has it: no scan of a text without one
+        return None
     last = None
     for last in _BOX.finditer(text):  # noqa: B007 - the last box is the answer
         pass
