@@ -246,7 +246,8 @@ def regression_gate(
         method: "auto", or an interval of the module docstring that fits the pairing.
         errors: rows in an error state: "refuse" to compare, score them "as-fail" (0), or
             "exclude" their samples from both runs.
-        allow_different_data: compare runs whose dataset content hashes differ.
+        allow_different_data: compare runs whose dataset content hashes differ (implied
+            by ``unpaired``).
         allow_partial: compare runs that did not complete, or (paired) whose sample sets
             differ, on the samples they share; the others are counted and named.
         test: "non-inferiority", "superiority" or "equivalence".
@@ -265,7 +266,8 @@ def regression_gate(
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
     base = gate_runs.load_run(baseline, "baseline")
     cand = gate_runs.load_run(candidate, "candidate")
-    gate_runs.check_same_dataset(base, cand, allow_different_data)
+    # runs on different samples are what --unpaired is for: their datasets differ
+    gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
     if not allow_partial:
         gate_runs.check_complete(base)
         gate_runs.check_complete(cand)

@@ -99,6 +99,20 @@ def test_unpaired_welch_matches_scipy(tmp_path: Path) -> None:
     assert r.p_value == pytest.approx(0.2811489199810235, rel=1e-9)
 
 
+def test_unpaired_runs_of_different_datasets_are_compared(tmp_path: Path) -> None:
+    """Runs on different samples have different dataset hashes: --unpaired compares
+    them without --allow-different-data (the paired gate still refuses them), with the
+    Welch interval of scipy ``ttest_ind(c, b, equal_var=False)`` as above."""
+    a = [0.2, 0.9, 0.4, 0.4, 1.0, 0.0, 0.6]
+    bb = [0.3, 0.7, 0.5, 0.1, 1.0, 0.2, 0.9, 0.8, 0.75]
+    b = write_run(tmp_path / "b", a, ids=[f"x{i}" for i in range(7)], dataset_hash="d-1")
+    c = write_run(tmp_path / "c", bb, ids=[f"y{i}" for i in range(9)], dataset_hash="d-2")
+    with pytest.raises(GateError, match="different datasets"):
+        regression_gate(b, c)
+    r = regression_gate(b, c, unpaired=True)
+    assert (r.lo, r.hi) == pytest.approx((-0.2938941402867949, 0.46056080695346163))
+
+
 @pytest.mark.parametrize(
     ("counts", "expected"),
     [

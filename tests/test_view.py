@@ -278,6 +278,8 @@ def test_characters_that_hide_or_reorder_text_are_shown(root: Path) -> None:
     path = run / "results.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     rows[0]["response"] = "A: 5\u202e01\u202c, in\u200bvisible\x07 \u05d0\u200d\u05d1"
+    rows[0]["served_model"] = "base\u202e"  # the row's other fields too
+    rows[0]["scorer"]["extracted"] = "\u200b5"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     client = client_for(root)
     pages = [
