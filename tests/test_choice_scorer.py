@@ -153,6 +153,14 @@ def test_bad_target_and_missing_choices_stop_the_run() -> None:
     shuffled.check(item("", seed=3))
 
 
+def test_a_later_row_naming_no_choice_is_a_scorer_error() -> None:
+    """A later row whose target names no choice (or that lacks its choices) has no score
+    and says why: the dataset's fault is never counted as a wrong answer."""
+    s = choice("Answer: B", "7")
+    assert s.value is None and s.error is not None and s.error["kind"] == "scorer_error"
+    assert "target '7' names none of the 4 choices" in s.error["message"]
+
+
 def test_shuffle_is_stable_per_sample_and_maps_the_target() -> None:
     """The shuffle depends on seed and choices only: the same every time, different for
     another seed; the target letter follows its choice."""

@@ -374,3 +374,32 @@ def test_percent_after_a_no_break_space_or_in_arabic(text: str) -> None:
     assert find_answer(text, "A:", "as_fraction").value == pytest.approx(0.25)
     assert find_answer(text, "A:", "as_fraction").percent
     assert score(text, "25", marker="A:", percent="strict").value == 0.0
+
+
+def test_a_target_without_a_number_is_left_out_of_the_mean(tmp_path) -> None:  # noqa: ANN001
+    """A run whose third row's target is text: that row is a scorer error (judge_error
+    state), the mean is over the two others (before: a 0 pulled it to 2/3)."""
+    import json
+
+    import gradetrail
+
+    rows = [("a", "A: 1", "1"), ("b", "A: 2", "2"), ("c", "A: 3", "n/a")]
+    (tmp_path / "d.jsonl").write_text(
+        "".join(json.dumps({"id": i, "t": t}) + "\n" for i, _, t in rows)
+    )
+    (tmp_path / "r.jsonl").write_text(
+        "".join(json.dumps({"id": i, "m": r}) + "\n" for i, r, _ in rows)
+    )
+    (tmp_path / "s.yaml").write_text(
+        "name: t\ndataset: {path: d.jsonl}\nprompt: 'q {{ t }}'\ntarget: '{{ t }}'\n"
+        "model: {provider: replay, name: m, recordings: {path: r.jsonl, response_field: m}}\n"
+        "scorer: {type: numeric, marker: 'A:'}\n"
+    )
+    spec = gradetrail.load_spec(tmp_path / "s.yaml")
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "res", cache_path=tmp_path / "c")
+    assert result.manifest.counts == {"scored": 2, "judge_error": 1}
+    assert result.manifest.score.mean == 1.0
+    row = gradetrail.read_results(result.run_dir)[2]
+    assert (
+        row["error"]["kind"] == "scorer_error" and "'n/a' has no number" in row["error"]["message"]
+    )

@@ -220,7 +220,9 @@ def test_numeric_check_refuses_a_text_target() -> None:
 
 
 def test_numeric_text_target_later_is_recorded() -> None:
-    """A later sample whose target has no number scores 0 and keeps the target text."""
+    """A later sample whose target has no number is a scorer error (no score, so not
+    counted as a wrong answer), naming the target; the detail keeps its text."""
     s = numeric("A: 5", "unknown", marker="A:")
-    assert s.value == 0.0
-    assert s.detail["target"] == "unknown" and s.detail["error"] == "the target has no number"
+    assert s.value is None and s.detail["target"] == "unknown"
+    assert s.error is not None and s.error["kind"] == "scorer_error"
+    assert s.error["reason"] == "target_without_number" and "'unknown'" in s.error["message"]

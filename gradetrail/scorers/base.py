@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from gradetrail.executors.base import Executor
     from gradetrail.results import JudgeRecord
 
-__all__ = ["Score", "ScoreInput", "Scorer"]
+__all__ = ["Score", "ScoreInput", "Scorer", "scorer_error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +56,18 @@ class Score:
     detail: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     judge: JudgeRecord | None = None
+
+
+def scorer_error(detail: dict[str, Any], reason: str, message: str) -> Score:
+    """No score for this row, and why (``error.kind: scorer_error``): the row becomes a
+    ``judge_error`` row left out of the mean, never a 0 counted as a wrong answer.
+
+    Args:
+        detail: what the scorer saw, as for any score.
+        reason: a short machine-readable reason (``regex_timeout``, ``bad_row``...).
+        message: one line for people, naming what to fix.
+    """
+    return Score(None, detail, error={"kind": "scorer_error", "reason": reason, "message": message})
 
 
 class Scorer:

@@ -30,7 +30,7 @@ from typing import Any
 
 from gradetrail.choices import LETTERS, options
 from gradetrail.errors import SpecError
-from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.spec import ChoiceScorerSpec
 
 __all__ = ["ChoiceScorer", "find_letters"]
@@ -145,8 +145,9 @@ class ChoiceScorer(Scorer):
             choices = self._choices(item.sample.row)
             shown = options(choices, self.spec.shuffle_seed)
             target = self._target_index(item.target, len(choices))
-        except (KeyError, ValueError) as exc:
-            return Score(0.0, {"error": f"cannot score this row: {exc}"})
+        except (KeyError, ValueError) as exc:  # the dataset's fault: no score, never a 0
+            message = f"cannot score this row: {exc}: fix the dataset row"
+            return scorer_error({"extracted": None}, "bad_row", message)
         by_letter = {letter: index for letter, index, _ in shown}
         target_letter = next(letter for letter, index, _ in shown if index == target)
         detail: dict[str, Any] = {

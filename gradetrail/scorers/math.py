@@ -25,7 +25,7 @@ import threading
 from typing import Any
 
 from gradetrail.errors import SpecError
-from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.spec import MathScorerSpec
 
 __all__ = ["MathScorer"]
@@ -119,5 +119,4 @@ def _shown(parsed: list[Any]) -> list[str] | None:
 
 
 def _error(detail: dict[str, Any], reason: str, message: str) -> Score:
-    error = {"kind": "scorer_error", "reason": reason, "message": message[:_SHOWN]}
-    return Score(None, detail, error=error)
+    return scorer_error(detail, reason, message[:_SHOWN])

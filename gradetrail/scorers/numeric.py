@@ -6,7 +6,9 @@ fractions (``3/4``, ``\\frac{3}{4}``), scientific notation (``1e3``, ``3×10^5``
 percentages under the spec's ``percent`` policy, thousands separators, currency signs,
 digits of any script, numbers touching non-ASCII letters. The target is read the same
 way. Comparison: ``math.isclose`` with the spec's ``abs_tol`` and ``rel_tol`` (both 0 by
-default: exact numeric equality). Every row records what was extracted and by which rule.
+default: exact numeric equality). Every row records what was extracted and by which rule;
+a later row whose target has no number is a scorer error row (the dataset's fault, left
+out of the mean), never a 0.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 from typing import Any
 
 from gradetrail.errors import SpecError
-from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.scorers.numbers import Extraction, PercentPolicy, find_answer
 from gradetrail.spec import NumericScorerSpec
 
@@ -67,9 +69,12 @@ class NumericScorer(Scorer):
         }
         if got.percent or target.percent:
             detail["percent"] = {"response": got.percent, "target": target.percent}
-        if target.value is None:
-            detail["error"] = "the target has no number"
-            return Score(0.0, detail)
+        if target.value is None:  # the dataset's fault, not the model's: no score
+            message = (
+                f"the target {(item.target or '')[:80]!r} has no number ({target.reason}): fix "
+                "the dataset row, or score text targets with exact or regex"
+            )
+            return scorer_error(detail, "target_without_number", message)
         if got.value is None:
             detail["reason"] = got.reason
             return Score(0.0, detail)

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from gradetrail.errors import DatasetError, SpecError
-from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.spec import RegexScorerSpec
 from gradetrail.templates import compile_template
 
@@ -89,13 +89,11 @@ class RegexScorer(Scorer):
                 m = pattern.search(item.response, timeout=timeout)
         except TimeoutError:
             detail = {"pattern": pattern.pattern, "matched": None}
-            error = {
-                "kind": "scorer_error",
-                "reason": "regex_timeout",
-                "message": f"the pattern did not finish matching within {timeout:g} s "
-                "(catastrophic backtracking?): simplify it or raise scorer.timeout_s",
-            }
-            return Score(None, detail, error=error)
+            message = (
+                f"the pattern did not finish matching within {timeout:g} s "
+                "(catastrophic backtracking?): simplify it or raise scorer.timeout_s"
+            )
+            return scorer_error(detail, "regex_timeout", message)
         detail = {
             "pattern": pattern.pattern,
             "matched": m.group(0) if m else None,
