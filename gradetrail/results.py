@@ -20,6 +20,7 @@ import errno
 import functools
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -46,6 +47,7 @@ __all__ = [
     "iter_result_spans",
     "iter_results",
     "make_row",
+    "open_run_file",
     "parse_row",
     "read_row_at",
     "read_manifest",
@@ -373,14 +375,32 @@ def parse_row(line: bytes | str) -> dict[str, Any] | None:
     return row if isinstance(row, dict) else None
 
 
-def _open_results(run_dir: str | Path) -> IO[bytes]:
-    path = Path(run_dir) / RESULTS_FILE
+def open_run_file(path: Path) -> IO[bytes]:
+    """A run directory's file, opened for reading only if it is a regular file: a FIFO
+    in its place would block the reader until some writer came (a viewer's page, a diff,
+    a gate hung for good), a device could be read forever.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: there is no such file.
+        UsageError: it is not a regular file, or it cannot be read.
+    """
     try:
-        return path.open("rb")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
     except (FileNotFoundError, NotADirectoryError):
-        raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})") from None
+        raise
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"{path}: not a regular file (a FIFO, device or directory)")
+    return os.fdopen(fd, "rb")
+
+
+def _open_results(run_dir: str | Path) -> IO[bytes]:
+    try:
+        return open_run_file(Path(run_dir) / RESULTS_FILE)
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})") from None
 
 
 def iter_result_spans(
@@ -464,8 +484,9 @@ def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     """
     path = Path(run_dir) / SAMPLES_FILE
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        with open_run_file(path) as f:
+            text = f.read().decode("utf-8")
+    except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: no {SAMPLES_FILE}; re-run the spec to write it") from None
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
@@ -478,7 +499,8 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
     """
     path = Path(run_dir) / MANIFEST_FILE
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        with open_run_file(path) as f:
+            manifest = json.loads(f.read().decode("utf-8"))
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
     except ValueError as exc:

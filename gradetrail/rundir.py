@@ -343,7 +343,7 @@ def writer_pid(path: str | Path) -> int | None:
     run look alive; that errs towards "running".
     """
     try:
-        fd = os.open(Path(path) / _LOCK, os.O_RDONLY | _NOFOLLOW)
+        fd = os.open(Path(path) / _LOCK, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
     except OSError:
         return None
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import socket
 import subprocess
 import sys
@@ -36,14 +37,29 @@ def test_view_prints_its_url_and_serves_the_runs_page(tmp_path: Path) -> None:
         proc.wait(timeout=10)
 
 
+def status_of(address: str, port: int, host: str) -> int:
+    """The status of GET / sent to ``address:port`` with this Host header (no proxy)."""
+    connection = http.client.HTTPConnection(address, port, timeout=10)
+    try:
+        connection.request("GET", "/", headers={"Host": host})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
 def test_another_host_is_served_only_with_a_warning(tmp_path: Path) -> None:
-    """--host 0.0.0.0 warns that everyone who can reach it can read the runs."""
+    """--host 0.0.0.0 warns that everyone who can reach it can read the runs; it answers
+    through any of the machine's addresses named as such (127.0.0.2 here: before, only
+    the names it had listed), and still refuses another site's name."""
     proc = start(str(tmp_path), "--port", "0", "--host", "0.0.0.0")
     try:
         line = proc.stdout.readline()
-        port = line.split()[2].rsplit(":", 1)[1].strip("/")
+        port = int(line.split()[2].rsplit(":", 1)[1].strip("/"))
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
             assert response.status == 200
+        assert status_of("127.0.0.2", port, f"127.0.0.2:{port}") == 200
+        assert status_of("127.0.0.2", port, f"evil.example:{port}") == 400
+        assert status_of("127.0.0.2", port, f"127.0.0.3:{port}") == 400  # not this socket's
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=10)

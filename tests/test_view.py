@@ -242,6 +242,43 @@ def test_run_deleted_while_viewed_gets_a_page(root: Path) -> None:
     assert client.get("/").status_code == 200
 
 
+@pytest.mark.parametrize("name", ["results.jsonl", "samples.jsonl", "manifest.json", ".lock"])
+def test_a_fifo_in_a_run_directory_never_hangs_a_page(root: Path, name: str) -> None:
+    """A FIFO in place of a run's file (a tar can hold one) would block its reader until
+    a writer came: every page answers at once, saying what is wrong, and the diff
+    refuses it (before: the page, then the server's threads, hung for good)."""
+    import threading
+
+    from gradetrail.diff import diff_runs
+    from gradetrail.errors import GradetrailError
+
+    run = only_run(root)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["status"] = "running"  # so the .lock is read
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / name).unlink(missing_ok=True)
+    os.mkfifo(run / name)
+    client = client_for(root)
+    urls = ["/", f"/runs/{run.name}", f"/runs/{run.name}/scores.svg"]
+    urls += [f"/runs/{run.name}/sample?id=q0", f"/diff?a={run.name}&b={run.name}"]
+    statuses: list[int] = []
+
+    def tour() -> None:
+        statuses.extend(client.get(url).status_code for url in urls)
+        try:
+            diff_runs(run, run)
+        except GradetrailError:
+            statuses.append(0)
+
+    worker = threading.Thread(target=tour, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), f"a page blocked on the FIFO {name}"
+    assert len(statuses) >= len(urls) and all(s < 500 for s in statuses), statuses
+    if name in ("results.jsonl", "manifest.json"):
+        assert "not a regular file" in client.get(f"/runs/{run.name}").text
+
+
 def test_results_file_deleted_leaves_the_summary(root: Path) -> None:
     """A run whose results.jsonl vanished still shows its manifest, and says what is missing."""
     run = only_run(root)

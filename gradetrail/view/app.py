@@ -7,8 +7,10 @@ adds live progress and opening a diff as soon as two runs are ticked.
 Security: templates escape everything (Jinja2 autoescape, and a Content-Security-Policy
 that allows no inline script, so even an escaping bug could not run one); run names are
 confined to the results root (:meth:`RunStore.resolve`); the Host header must name the
-address served (``TrustedHostMiddleware``), so a page on another site cannot read the
-viewer through DNS rebinding; only GET and HEAD are routed, and nothing is written.
+address served or be the IP address the connection arrived on
+(:mod:`gradetrail.view.security`), so a page on another site cannot read the viewer
+through DNS rebinding; only GET and
+HEAD are routed, and nothing is written.
 A malformed manifest, a torn or malformed results line, a run still being written or
 deleted while viewed get a page that says so, never a crash.
 """
@@ -27,12 +29,10 @@ from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gradetrail.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
 from gradetrail.errors import GradetrailError, UsageError
@@ -46,6 +46,7 @@ from gradetrail.results import (
 )
 from gradetrail.view import pages
 from gradetrail.view.index import FILTERS, SORTS, Query
+from gradetrail.view.security import HostCheck, SecurityHeaders, default_hosts
 from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
 from gradetrail.view.text import shown as shown_text
 
@@ -58,46 +59,6 @@ STREAM_BYTES = 8 << 20
 #: two results files larger than this together are diffed in the background, the page
 #: refreshing itself until the diff is ready (the gate reads both runs as well)
 DIFF_BYTES = 32 << 20
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-)
-SECURITY_HEADERS = [
-    (b"content-security-policy", CSP.encode()),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"x-frame-options", b"DENY"),
-    (b"cross-origin-resource-policy", b"same-origin"),
-]
-
-
-def default_hosts(host: str) -> list[str]:
-    """Host header values accepted when serving on ``host``: the loopback names, and
-    ``host`` itself."""
-    hosts = ["127.0.0.1", "localhost", "[::1]", "::1"]
-    if host not in hosts and host not in ("0.0.0.0", "::"):
-        hosts.append(host if ":" not in host else f"[{host}]")
-    return hosts
-
-
-class _SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every response."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] = list(message["headers"]) + SECURITY_HEADERS
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
 
 
 def _pretty(value: Any) -> str:
@@ -220,17 +181,12 @@ class Viewer:
         ):
             try:
                 return self._streamed(info, number, per)
-            except UsageError:
-                return {
-                    "rows": [],
-                    "page": pages.paginate(0, 1, per),
-                    "index": None,
-                    "streamed": False,
-                }
+            except UsageError as exc:
+                return _no_rows(info, per, exc)
         try:
             index = self.store.index(info.path)
-        except UsageError:
-            return {"rows": [], "page": pages.paginate(0, 1, per), "index": None, "streamed": False}
+        except UsageError as exc:
+            return _no_rows(info, per, exc)
         for _ in range(3):  # the file may be replaced between select and read
             positions = index.select(query) if not query.plain else range(len(index.entries))
             page = pages.paginate(len(positions), number, per)
@@ -241,7 +197,7 @@ class Viewer:
             index = self.store.index(info.path)
         else:
             rows = [r for r in rows if r is not None]
-        return {"rows": rows, "page": page, "index": index, "streamed": False}
+        return {"rows": rows, "page": page, "index": index, "streamed": False, "problem": None}
 
     def _streamed(self, info: RunInfo, number: int, per: int) -> dict[str, Any]:
         total = count_result_lines(info.path)
@@ -252,7 +208,7 @@ class Viewer:
                 break
             if i >= page.start and row is not None:
                 rows.append(row)
-        return {"rows": rows, "page": page, "index": None, "streamed": True}
+        return {"rows": rows, "page": page, "index": None, "streamed": True, "problem": None}
 
     def _histogram(self, info: RunInfo) -> list[pages.Bar] | None:
         """Bars over each sample's reduced score (``samples.jsonl``, written when a run
@@ -501,6 +457,18 @@ def _params(request: Request) -> dict[str, Any]:
     return out
 
 
+def _no_rows(info: RunInfo, per: int, problem: UsageError) -> dict[str, Any]:
+    """The sample table of a run whose results cannot be read: none yet, or why not."""
+    there = (info.path / RESULTS_FILE).exists()
+    return {
+        "rows": [],
+        "page": pages.paginate(0, 1, per),
+        "index": None,
+        "streamed": False,
+        "problem": str(problem) if there else None,
+    }
+
+
 def _rows_written(runs: list[RunInfo]) -> dict[str, int]:
     """Rows each unfinished run has written so far (its live progress without JavaScript,
     and how far a killed or interrupted run got), counted without parsing."""
@@ -599,10 +567,8 @@ def create_app(results_root: str | Path, allowed_hosts: list[str] | None = None)
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [
-        Middleware(
-            TrustedHostMiddleware, allowed_hosts=allowed_hosts or default_hosts("127.0.0.1")
-        ),
-        Middleware(_SecurityHeaders),
+        Middleware(HostCheck, allowed_hosts=allowed_hosts or default_hosts("127.0.0.1")),
+        Middleware(SecurityHeaders),
     ]
     return Starlette(
         routes=routes,

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gradetrail.errors import UsageError
-from gradetrail.results import RESULTS_FILE, iter_result_spans, parse_row, read_row_at
+from gradetrail.results import (
+    RESULTS_FILE,
+    iter_result_spans,
+    open_run_file,
+    parse_row,
+    read_row_at,
+)
 
 __all__ = ["FILTERS", "SORTS", "Entry", "Query", "RowIndex"]
 
@@ -204,7 +210,7 @@ class RowIndex:
         # a needle JSON would not escape can be looked for in the raw line first
         raw_ok = all(ch not in needle for ch in '"\\') and needle.isprintable()
         out = []
-        with (self.run_dir / RESULTS_FILE).open("rb") as f:
+        with open_run_file(self.run_dir / RESULTS_FILE) as f:
             for entry in entries:
                 f.seek(entry.offset)
                 line = f.read(entry.length)

@@ -80,7 +80,8 @@ def serve(results_root: str | Path, host: str = "127.0.0.1", port: int = 8765) -
     """
     import uvicorn
 
-    from gradetrail.view.app import create_app, default_hosts
+    from gradetrail.view.app import create_app
+    from gradetrail.view.security import default_hosts
 
     hosts = default_hosts(host)
     if host in ("0.0.0.0", "::"):
