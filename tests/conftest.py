@@ -3,8 +3,10 @@ and an in-process CLI runner."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,22 @@ def pytest_configure(config: pytest.Config) -> None:
     ignored SIGINT alone). A handled signal is reset to the default in each child."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Hugging Face: no Hub (no test touches the internet) and a private cache, for the
+    # whole session and every child process, whichever tests were selected; set before
+    # any test module imports ``datasets`` (it reads them once), removed at the end
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    if "HF_HOME" not in os.environ:
+        os.environ["HF_HOME"] = _HF_HOME[0] = tempfile.mkdtemp(prefix="gradetrail-hf-")
+
+
+#: the session's private HF_HOME, when this conftest made it
+_HF_HOME: list[str] = [""]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's private Hugging Face cache."""
+    if _HF_HOME[0]:
+        shutil.rmtree(_HF_HOME[0], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

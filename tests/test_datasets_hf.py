@@ -4,19 +4,13 @@ Hub is switched off (HF_HUB_OFFLINE), so no test touches the internet."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
-# before datasets is imported (it reads these once): no Hub, a private cache
-os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="gradetrail-hf-"))
+import datasets  # conftest has switched the Hub off and given it a private HF_HOME
+import pytest
 
-import datasets  # noqa: E402
-import pytest  # noqa: E402
-
-from gradetrail.datasets import load_samples  # noqa: E402
-from gradetrail.errors import DatasetError  # noqa: E402
+from gradetrail.datasets import load_samples
+from gradetrail.errors import DatasetError
 
 datasets.disable_progress_bars()
 
