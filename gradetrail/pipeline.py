@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
@@ -461,6 +462,19 @@ class PreparedRequests(Sequence[Prepared]):
         """Every item's cache key, in order, made as they are taken (a list of a million
         hex keys would cost ~120 MB)."""
         return (self.key(i) for i in range(len(self)))
+
+    def sorted_keys(self) -> Iterator[str]:
+        """Every item's cache key in sorted order, the cache table's own order (neighbours
+        share its pages, so reading them is about four times cheaper), made one at a time:
+        the digests are sorted by their first byte's bucket, one bucket at a time, so only
+        4 bytes a row (the bucket lists) are held besides them."""
+        digests = self._digests
+        buckets = [array("I") for _ in range(256)]
+        for i in range(len(self)):
+            buckets[digests[32 * i]].append(i)
+        for bucket in buckets:
+            for digest in sorted(digests[32 * i : 32 * i + 32] for i in bucket):
+                yield digest.hex()
 
     @overload
     def __getitem__(self, index: int) -> Prepared: ...

@@ -259,7 +259,7 @@ def run_eval(
         raise
     driving = False  # once the run drives its pipeline, the pipeline closes the executor
     try:
-        if cache is None or cache.any_missing(plan.prepared.keys()):
+        if cache is None or cache.any_missing(plan.prepared.sorted_keys()):
             plan.provider.warm_up()  # may still refuse the run: before its directory exists
             executor.start()  # Ray: import, join the cluster (never for a fully cached run)
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:

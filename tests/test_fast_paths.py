@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
+from paths import GSM8K_SPEC
 
 import gradetrail.runlog as runlog
 from gradetrail.jsontext import model_json
@@ -252,3 +253,14 @@ def test_rows_skip_validation_only_when_it_would_change_nothing() -> None:
     ]:
         odd = {**plain, name: value}
         assert not _exact(odd), name
+
+
+def test_sorted_keys_are_every_key_in_sorted_order() -> None:
+    """PreparedRequests.sorted_keys (bucketed by first byte, for any_missing's reads) is
+    exactly sorted(keys()), every epoch's keys included."""
+    import gradetrail
+
+    spec = gradetrail.load_spec(GSM8K_SPEC, ["run.epochs=3", "dataset.limit=300"])
+    prepared = gradetrail.plan_run(spec).prepared
+    assert list(prepared.sorted_keys()) == sorted(prepared.keys())
+    assert len(set(prepared.keys())) == 900

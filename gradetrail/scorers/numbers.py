@@ -171,6 +171,8 @@ class Extraction:
 
 def _decimal(text: str) -> float:
     """The value of a :data:`_DEC` match (a sign before it allowed) in any locale."""
+    if text.isascii() and text.isdigit():  # plain digits, the common case: no separators
+        return float(text)
     negative = text.startswith("-")
     text = text.lstrip("+-").strip()
     for sep in ("{,}", ",\\!", "\\,", "'", "’", " ", *_SPACES):
