@@ -9,9 +9,10 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer scores 0 with the reason recorded
   (``reason: no parsable answer``), never a silent 0;
-- a parse or comparison that exceeds ``timeout_s``, a target that does not parse, or an
-  error inside the library is a scorer error row (``error.kind: scorer_error``), never a
-  score.
+- a parse or comparison that exceeds ``timeout_s`` (interrupted by the library's alarm,
+  or finished late because the alarm landed where the library swallowed it), a target that
+  does not parse, or an error inside the library is a scorer error row (``error.kind:
+  scorer_error``), never a score.
 
 math-verify bounds its work with ``signal.alarm``, which only the main thread may set;
 when scoring runs in another thread (off the event loop) its alarm cannot be used and the
@@ -22,6 +23,7 @@ Install with ``pip install 'gradetrail[math]'``.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from gradetrail.errors import SpecError
@@ -52,6 +54,13 @@ class MathScorer(Scorer):
         from math_verify.errors import TimeoutException
 
         self._timeout_error = TimeoutException
+
+    def _in_time(self, began: float, timeout: int | None) -> None:
+        """Raise the library's timeout when a call ran past it anyway: its alarm can land
+        inside library code that catches every exception and goes on, so whether a slow
+        parse is a timeout must not depend on where the alarm fell."""
+        if timeout is not None and time.monotonic() - began > timeout:
+            raise self._timeout_error(f"ran past {timeout} s")
 
     def _timeout(self) -> int | None:
         in_main = threading.current_thread() is threading.main_thread()
@@ -90,20 +99,26 @@ class MathScorer(Scorer):
         detail: dict[str, Any] = {"timeout_applied": timeout is not None}
         stage = "parse the target"
         try:
+            began = time.monotonic()
             gold = self._parse_target(item.target or "", timeout)
+            self._in_time(began, timeout)
             detail["parsed_target"] = _shown(gold)
             if not gold:
                 return _error(
                     detail, "target_unparsed", "math-verify finds no expression in the target"
                 )
             stage = "parse the response"
+            began = time.monotonic()
             pred = self.mv.parse(item.response, parsing_timeout=timeout, raise_on_error=True)
+            self._in_time(began, timeout)
             detail["parsed_response"] = _shown(pred)
             if not pred:
                 detail["reason"] = "no parsable answer in the response"
                 return Score(0.0, detail)
             stage = "compare"
+            began = time.monotonic()
             ok = self.mv.verify(gold, pred, timeout_seconds=timeout, raise_on_error=True)
+            self._in_time(began, timeout)
         except self._timeout_error:
             return _error(
                 detail, "timeout", f"math-verify did not {stage} within {self.spec.timeout_s} s"
