@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import gc
 import json
+import random
 import tracemalloc
 from pathlib import Path
 
+import pytest
+
 import gradetrail
+from gradetrail.datasets import load_samples
+from gradetrail.datasets.samples import Blocks
+from gradetrail.errors import DatasetError
 from gradetrail.results import ResultsWriter, Row, make_row
 from gradetrail.summary import Tally
 
@@ -90,3 +96,39 @@ def test_writer_and_tally_keep_per_row_state_in_arrays(tmp_path: Path) -> None:
     got = [json.loads(x) for x in (tmp_path / "results.jsonl").open()]
     assert [(r["sample_id"], r["epoch"]) for r in got] == [(f"s{i}", e) for i, e in sorted(order)]
     assert tally.score_stats().n == 20_000 // 3 + 1
+
+
+def test_duplicate_ids_are_found_across_hash_buckets(tmp_path: Path) -> None:
+    """Ids are checked for duplicates a hash bucket at a time (a bucket per 4,096 rows):
+    a duplicate far from its first row, in a 20,000-row file, is still refused, naming
+    the later line."""
+    path = tmp_path / "d.jsonl"
+    ids = [f"s{i}" for i in range(20_000)]
+    ids[17_000] = "s3"
+    path.write_text("".join(json.dumps({"id": x, "q": "?"}) + "\n" for x in ids))
+    with pytest.raises(DatasetError) as caught:
+        load_samples(path)
+    assert str(caught.value) == (
+        f"{path}:17001: duplicate sample id 's3' in field 'id'; ids must be unique"
+    )
+    ids[17_000] = "s17000"
+    path.write_text("".join(json.dumps({"id": x, "q": "?"}) + "\n" for x in ids))
+    assert load_samples(path).ids == ids
+
+
+def test_compressed_row_blocks_read_back_in_any_order() -> None:
+    """Blocks (the unshuffled dataset's rows) give back every item exactly, read in
+    order, in a random order, across sealed blocks and the open last one; items of 0
+    bytes and of more than a block's bytes included."""
+    rng = random.Random(1)
+    items = [rng.randbytes(rng.choice([0, 1, 40, 700])) for _ in range(3000)]
+    items[100] = items[2500] = rng.randbytes(300_000)
+    store = Blocks()
+    for item in items:
+        store.append(item)
+    order = list(range(len(items)))
+    rng.shuffle(order)
+    assert [store[i] for i in range(len(items))] == items
+    assert [store[i] for i in order] == [items[i] for i in order]
+    picked = store.select(order[:50])
+    assert [picked[i] for i in range(50)] == [items[i] for i in order[:50]]

@@ -78,9 +78,7 @@ class IdAssigner:
         Raises:
             DatasetError: naming the duplicate's row, its id and where the id came from.
         """
-        ordered = sorted(self._hashes)
-        shared = {a for a, b in zip(ordered, ordered[1:], strict=False) if a == b}
-        del ordered
+        shared = self._shared()
         if not shared:
             return
         first_seen: dict[str, int] = {}
@@ -99,3 +97,18 @@ class IdAssigner:
                     f"{origin}; ids must be unique"
                 )
             first_seen[sample_id] = k
+
+    def _shared(self) -> set[int]:
+        """The hashes given to more than one row. They are sorted a bucket (by hash
+        modulo the bucket count) at a time, so only one bucket's Python ints exist at
+        once: sorting a million rows' hashes in one list cost ~45 MB."""
+        count = max(1, len(self._hashes) // 4096)
+        buckets = [array("q") for _ in range(count)]
+        for h in self._hashes:
+            buckets[h % count].append(h)
+        shared: set[int] = set()
+        for i in range(count):
+            ordered = sorted(buckets[i])
+            buckets[i] = array("q")  # freed as it is done
+            shared.update(a for a, b in zip(ordered, ordered[1:], strict=False) if a == b)
+        return shared

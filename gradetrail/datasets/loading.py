@@ -13,7 +13,7 @@ from typing import Any
 
 from gradetrail.datasets.base import Row, Source
 from gradetrail.datasets.ids import IdAssigner, describe_row, row_at
-from gradetrail.datasets.samples import Blob, Packer, Samples
+from gradetrail.datasets.samples import Blob, Blocks, Packer, Samples
 from gradetrail.errors import DatasetError
 from gradetrail.spec import DatasetSpec
 
@@ -57,7 +57,9 @@ def load_samples(
     """
     spec = source if isinstance(source, DatasetSpec) else DatasetSpec(path=str(source), **options)
     src = open_source(spec, base_dir or Path("."), where)
-    ids, rows, lines, packer = Blob(), Blob(), array("q"), Packer()
+    ids, lines, packer = Blob(), array("q"), Packer()
+    # rows a shuffle will read in a random order stay uncompressed; others are read in order
+    rows: Blob | Blocks = Blob() if spec.shuffle_seed is not None else Blocks()
     assigner = IdAssigner(src, spec.id_field)
     rename = _Renamer(src, spec.fields) if spec.fields else None
     # without a shuffle, rows past the limit are never run: read (ids, errors), not kept
@@ -96,7 +98,7 @@ def load_samples(
 
 
 def _clusters(
-    src: Source, spec: DatasetSpec, rows: Blob, packer: Packer, lines: array[int]
+    src: Source, spec: DatasetSpec, rows: Blob | Blocks, packer: Packer, lines: array[int]
 ) -> list[str | None]:
     """Each stored row's ``cluster_field`` value, as text.
 
