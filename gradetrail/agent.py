@@ -43,7 +43,7 @@ from gradetrail.conversation import (
 )
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.providers.base import Request, Response
-from gradetrail.tools import ToolBox
+from gradetrail.tools import ToolBox, ToolOutcome
 
 if TYPE_CHECKING:
     from gradetrail.cache import ResponseCache
@@ -200,56 +200,70 @@ class _Loop:
         return await asyncio.wait_for(coro, left)
 
     async def run_tools(
-        self, calls: list[ToolCall], turn: int, services: _Services
-    ) -> list[ToolResultRecord]:
-        records = []
+        self, calls: list[ToolCall], record: TurnRecord, services: _Services
+    ) -> None:
+        """Execute the turn's calls in order, each result recorded in ``record`` as it
+        lands (so a sample timeout keeps the results so far, and the call it cut short).
+
+        Raises:
+            TimeoutError: run.sample_timeout_s passed before or during a call.
+        """
         for call in calls:
             left = self.remaining()
-            cap = self.agent.tool_timeout_s
-            limit = cap if left is None else min(left, cap)
             if left is not None and left <= 0:
                 raise TimeoutError
+            cap = self.agent.tool_timeout_s
+            limit = cap if left is None else min(left, cap)
             outcome = await self.agent.toolbox.execute(
                 call["name"], call.get("arguments"), call.get("arguments_error"), limit
             )
-            if (
-                outcome.error is not None
-                and outcome.error["kind"] == "ToolTimeout"
-                and (left is not None and limit == left)
-            ):
+            cut = outcome.error is not None and outcome.error["kind"] == "ToolTimeout"
+            if cut and left is not None and limit == left:  # the sample's bound, not the tool's
+                message = f"run.sample_timeout_s passed while {call['name']} ran"
+                outcome = ToolOutcome(
+                    f"Error: SampleTimeout: {message}",
+                    {"kind": "SampleTimeout", "message": message},
+                    outcome.latency_s,
+                )
+            self._record(call, outcome, record, services)
+            if outcome.error is not None and outcome.error["kind"] == "SampleTimeout":
                 raise TimeoutError
-            result: dict[str, Any] = {
-                "role": "tool",
-                "tool_call_id": call["id"],
-                "name": call["name"],
-                "content": outcome.content,
-            }
-            if outcome.error is not None:
-                result["is_error"] = True
-            self.messages.append(result)
-            if services.log is not None:
-                services.log.event(
-                    "tool_call",
-                    sample_id=self.request.sample_id,
-                    epoch=services.epoch,
-                    turn=turn,
-                    tool=call["name"],
-                    outcome="ok" if outcome.error is None else "error",
-                    error=None if outcome.error is None else outcome.error["kind"],
-                    latency_ms=round(outcome.latency_s * 1000.0, 1),
-                )
-            records.append(
-                ToolResultRecord(
-                    tool_call_id=call["id"],
-                    name=call["name"],
-                    arguments=call.get("arguments"),
-                    content=outcome.content,
-                    is_error=outcome.error is not None,
-                    error=outcome.error,
-                    latency_s=round(outcome.latency_s, 6),
-                )
+
+    def _record(
+        self, call: ToolCall, outcome: ToolOutcome, record: TurnRecord, services: _Services
+    ) -> None:
+        """One executed call: into the conversation, the turn's record and the log."""
+        result: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": call["name"],
+            "content": outcome.content,
+        }
+        if outcome.error is not None:
+            result["is_error"] = True
+        self.messages.append(result)
+        if services.log is not None:
+            services.log.event(
+                "tool_call",
+                sample_id=self.request.sample_id,
+                epoch=services.epoch,
+                turn=record.turn,
+                tool=call["name"],
+                outcome="ok" if outcome.error is None else "error",
+                error=None if outcome.error is None else outcome.error["kind"],
+                latency_ms=round(outcome.latency_s * 1000.0, 1),
             )
-        return records
+        record.tool_results.append(
+            ToolResultRecord(
+                tool_call_id=call["id"],
+                name=call["name"],
+                arguments=call.get("arguments"),
+                content=outcome.content,
+                is_error=outcome.error is not None,
+                error=outcome.error,
+                latency_s=round(outcome.latency_s, 6),
+            )
+        )
 
     def end(self, stopped: TranscriptStop, error: ProviderError | None = None) -> Conversation:
         transcript = Transcript(
@@ -315,7 +329,7 @@ async def converse(
         record.tool_calls = calls
         loop.messages.append(assistant_message(call.response.text, calls))
         try:
-            record.tool_results = await loop.run_tools(calls, number, services)
+            await loop.run_tools(calls, record, services)
         except TimeoutError:
             return loop.end("sample_timeout", _timeout(agent, number))
     return loop.end("max_turns")  # unreachable: the last turn returns above

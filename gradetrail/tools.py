@@ -307,31 +307,84 @@ class ToolBox:
             return _failed("InvalidArguments", error or "arguments are not a JSON object", 0.0)
         start = time.perf_counter()
         try:
-            if inspect.iscoroutinefunction(fn):
-                value = await asyncio.wait_for(fn(**arguments), timeout_s)
-            else:
-                from gradetrail.providers.python import _in_daemon_thread
-
-                value = await asyncio.wait_for(
-                    _in_daemon_thread(lambda _: fn(**arguments), None), timeout_s
-                )
+            value = await asyncio.wait_for(_invoke(fn, arguments), timeout_s)
+            content = _as_text(value)
         except TimeoutError:
             took = time.perf_counter() - start
             return _failed("ToolTimeout", f"{name} did not return in {timeout_s:g} s", took)
-        except (Exception, SystemExit) as exc:  # the user's tool: its error goes to the model
-            return _failed(type(exc).__name__, str(exc), time.perf_counter() - start)
-        took = time.perf_counter() - start
-        return ToolOutcome(_as_text(value), None, took)
+        except _Escaped as exc:
+            return _failed(exc.kind, str(exc), time.perf_counter() - start)
+        except Exception as exc:  # the user's tool: its error goes to the model
+            return _failed(type(exc).__name__, _message(exc), time.perf_counter() - start)
+        return ToolOutcome(content, None, time.perf_counter() - start)
+
+
+class _Escaped(Exception):
+    """A tool raised SystemExit or KeyboardInterrupt. Kept an ordinary error so that it
+    goes back to the model: asyncio re-raises both out of the event loop, which would end
+    the whole run (SystemExit's code becoming the process's exit code)."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(_message(exc))
+        self.kind = type(exc).__name__
+
+
+async def _invoke(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+    """Call one tool: a coroutine function on the loop, a plain one in a daemon thread."""
+    from gradetrail.providers.python import _in_daemon_thread
+
+    try:
+        if inspect.iscoroutinefunction(fn):
+            return await fn(**arguments)
+        return await _in_daemon_thread(lambda _: fn(**arguments), None)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Escaped(exc) from None
 
 
 def _failed(kind: str, message: str, latency_s: float) -> ToolOutcome:
+    message = _sendable(message)
     return ToolOutcome(f"Error: {kind}: {message}", {"kind": kind, "message": message}, latency_s)
 
 
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
+def _message(exc: BaseException) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+        return str(exc)
+    except Exception:  # an exception whose __str__ raises
+        return f"(a {type(exc).__name__} whose message cannot be printed)"
+
+
+class UnprintableResult(ValueError):
+    """A tool returned a value that has no text form (its ``str`` raised)."""
+
+
+def _as_text(value: Any) -> str:
+    """The text a tool's return value goes back to the model as: a string as it is,
+    anything else as JSON (``str`` of what JSON cannot hold), characters UTF-8 cannot
+    encode (a lone surrogate) as their escapes, so the conversation can be sent on.
+
+    Raises:
+        UnprintableResult: the value cannot be turned into text at all.
+    """
+    if isinstance(value, str):
+        return _sendable(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except Exception:  # a key JSON cannot hold, a cycle, a __str__ that raises
+        try:
+            text = str(value)
+        except Exception as exc:
+            raise UnprintableResult(
+                f"the tool returned a {type(value).__name__} that cannot be turned into "
+                f"text ({type(exc).__name__}: {_message(exc)}); return a string or JSON values"
+            ) from None
+    return _sendable(text)
+
+
+def _sendable(text: str) -> str:
+    """``text`` with characters UTF-8 cannot encode (lone surrogates) written as their
+    ``\\udXXX`` escapes; any other text unchanged."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

@@ -1,0 +1,177 @@
+"""Tools that misbehave in the agent loop never end the run: a tool that calls
+``sys.exit`` or raises KeyboardInterrupt (sync or async), returns a value with no text
+form, returns text UTF-8 cannot encode, or is cut short by run.sample_timeout_s, each
+goes back to the model as a recorded result and the sample goes on (the real SDK path
+against the local protocol server, through the CLI)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+
+server = protocol_server_fixture(scope="module", name="server", models=["*"])
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+TOOLS = '''
+import asyncio, datetime, sys, time
+
+
+class Opaque:
+    def __str__(self):
+        raise RuntimeError("no text")
+
+    __repr__ = __str__
+
+
+def exits(x: int) -> str:
+    """sys.exit from a plain function."""
+    sys.exit(3)
+
+
+async def aexits(x: int) -> str:
+    """SystemExit from a coroutine."""
+    raise SystemExit(4)
+
+
+def interrupts(x: int) -> str:
+    """KeyboardInterrupt raised by the tool itself."""
+    raise KeyboardInterrupt
+
+
+async def ainterrupts(x: int) -> str:
+    """KeyboardInterrupt raised by an async tool."""
+    raise KeyboardInterrupt
+
+
+def opaque(x: int):
+    """A value whose str and repr raise."""
+    return Opaque()
+
+
+def lone(x: int) -> str:
+    """Text with a lone surrogate."""
+    return "ok \\ud800 done"
+
+
+def odd(x: int):
+    """A dict JSON cannot hold (a tuple key, a set, a date)."""
+    return {(1, 2): {3}, "when": datetime.date(2020, 1, 2)}
+
+
+def fast(x: int) -> str:
+    """Answers at once."""
+    return "fast done"
+
+
+def slow(x: int) -> str:
+    """Never returns in time."""
+    time.sleep(600)
+'''
+
+
+def _script(names: list[str]) -> list[dict]:
+    rules: list[dict] = []
+    for name in names:
+        call = {"name": name, "arguments": {"x": 1}}
+        rules.append({"contains": f"call {name}", "last": "user", "tool_calls": [call]})
+        rules.append(
+            {"contains": f"call {name}", "last": "tool", "reply": "got {last_tool_result} A: 1"}
+        )
+    return rules
+
+
+def _spec(tmp_path: Path, srv, names: list[str], **run: object) -> Path:  # noqa: ANN001
+    module = f"hostile_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(TOOLS)
+    (tmp_path / "d.jsonl").write_text(
+        "".join(json.dumps({"id": n, "q": f"call {n}"}) + "\n" for n in names)
+    )
+    spec = {
+        "name": "hostile",
+        "dataset": {"path": "d.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "1",
+        "model": {
+            "provider": "openai_compatible",
+            "name": "scripted",
+            "base_url": srv.openai_base_url,
+            "api_key_required": False,
+            "tools_module": module,
+        },
+        "scorer": {"type": "numeric", "marker": "A:"},
+        "run": {"timeout_s": 5, **run},
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_misbehaving_tools_are_results_the_model_sees_and_the_run_goes_on(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """Before: a sync tool calling sys.exit(3) ended the whole run with exit code 3 and
+    no summary; a value whose str raised was a traceback. Now each is an error result
+    (or, for odd values and lone surrogates, a text result) sent to the model, whose
+    second turn echoes it, and the run exits 0 with every row scored."""
+    names = ["exits", "aexits", "interrupts", "ainterrupts", "opaque", "lone", "odd"]
+    srv.configure(script=_script(names))
+    out = cli("run", str(_spec(tmp_path, srv, names)), "--json")
+    assert out.exit_code == 0, out.stderr
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(out.stdout)["run_dir"])}
+    assert all(r["state"] == "scored" and r["score"] == 1.0 for r in rows.values())
+    results = {n: rows[n]["transcript"]["turns"][0]["tool_results"][0] for n in names}
+    kinds = {n: (r["error"] or {}).get("kind") for n, r in results.items()}
+    assert kinds == {
+        "exits": "SystemExit",
+        "aexits": "SystemExit",
+        "interrupts": "RuntimeError",  # "the function raised KeyboardInterrupt"
+        "ainterrupts": "KeyboardInterrupt",
+        "opaque": "UnprintableResult",
+        "lone": None,
+        "odd": None,
+    }
+    assert results["exits"]["content"] == "Error: SystemExit: 3"
+    assert "Opaque" in results["opaque"]["content"]
+    assert results["lone"]["content"] == "ok \\ud800 done"  # the escape, as text
+    assert results["odd"]["content"] == "{(1, 2): {3}, 'when': datetime.date(2020, 1, 2)}"
+    for name in names:  # the model's second turn saw exactly what was recorded
+        assert rows[name]["response"] == f"got {results[name]['content']} A: 1"
+    assert srv.stats()["tool_results"] == len(names)
+
+
+def test_a_sample_timeout_inside_a_tool_keeps_the_results_before_it(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """Two parallel calls, the second cut short by run.sample_timeout_s: the transcript
+    keeps the first call's result and records the second as a SampleTimeout (before:
+    the turn's results were all dropped)."""
+    calls = [{"name": "fast", "arguments": {"x": 1}}, {"name": "slow", "arguments": {"x": 2}}]
+    srv.configure(script=[{"contains": "call fast", "tool_calls": calls}])
+    out = cli("run", str(_spec(tmp_path, srv, ["fast"], sample_timeout_s=0.5)), "--json")
+    assert out.exit_code == 1  # the only row errored
+    (row,) = gradetrail.read_results(json.loads(out.stdout)["run_dir"])
+    assert row["state"] == "provider_error" and row["error"]["kind"] == "ProviderTimeout"
+    (turn,) = row["transcript"]["turns"]
+    assert row["transcript"]["stopped"] == "sample_timeout"
+    assert [r["name"] for r in turn["tool_results"]] == ["fast", "slow"]
+    assert turn["tool_results"][0]["content"] == "fast done"
+    assert turn["tool_results"][1]["error"]["kind"] == "SampleTimeout"
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_module(tmp_path: Path):  # noqa: ANN202
+    """Each test imports its own tools module; forget it afterwards."""
+    yield
+    import sys
+
+    sys.modules.pop(f"hostile_{tmp_path.name.replace('-', '_')}", None)
