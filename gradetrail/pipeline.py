@@ -559,6 +559,7 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
             item.target,
             response.text,
             response.tool_calls,
+            item.request.tools,
         ),
     )
     return _scored_row(item, response, score, cached, attempts, transcript)

@@ -4,6 +4,7 @@ with the real SDKs against the local protocol server."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from gradetrail.scorers.tool_calls import ToolCallsScorer
 from gradetrail.spec import ToolCallsScorerSpec
 
 SPEC = EXAMPLES / "function-calling.yaml"
+DATA = EXAMPLES / "data" / "function_calling"
 SCRIPT = EXAMPLES / "data" / "function_calling" / "server_script.json"
 server = protocol_server_fixture(scope="module", name="server", script=str(SCRIPT))
 srv = fresh_protocol_server_fixture("server", name="srv")
@@ -35,10 +37,20 @@ UNORDERED = {
 }
 
 
-def _score(expected, calls, **spec):
+def _score(expected, calls, tools=(), **spec):
     scorer = ToolCallsScorer(ToolCallsScorerSpec(type="tool_calls", **spec))
     sample = Sample(0, "s", {"expected_calls": expected}, 1)
-    return scorer.score(ScoreInput(sample, 1, "", None, None, "", tuple(calls)))
+    return scorer.score(ScoreInput(sample, 1, "", None, None, "", tuple(calls), tuple(tools)))
+
+
+def _tool(name, **types):
+    """A normalized tool definition whose parameters declare these JSON types."""
+    properties = {arg: {"type": kind} for arg, kind in types.items()}
+    return {
+        "name": name,
+        "description": "",
+        "parameters": {"type": "object", "properties": properties},
+    }
 
 
 def _call(name, **arguments):
@@ -62,6 +74,41 @@ def test_allowed_values_optional_arguments_and_type_aware_equality() -> None:
         "allowed": [2],
         "reason": "missing",
     }
+
+
+def test_expected_values_are_read_as_the_types_the_tool_schema_declares() -> None:
+    """An expected "3" for an integer argument is 3, an expected 90210 for a string is
+    "90210", "true" for a boolean is true (a dataset written loosely, a CSV column); the
+    model's own value must have the declared type, and one that does not fails as a wrong
+    type. Without a declared type nothing is converted."""
+    tools = [_tool("f", days="integer", zip="string", metric="boolean", ratio=["number", "null"])]
+    expected = [{"f": {"days": ["3"], "zip": [90210], "metric": ["true"], "ratio": ["", "0.5"]}}]
+    right = [_call("f", days=3, zip="90210", metric=True, ratio=0.5)]
+    assert _score(expected, right, tools).value == 1.0
+    assert _score(expected, [_call("f", days=3.0, zip="90210", metric=True)], tools).value == 1.0
+    wrong = _score(expected, [_call("f", days="3", zip=90210, metric="true")], tools)
+    assert wrong.value == 0.0
+    verdicts = wrong.detail["expected"][0]["arguments"]
+    assert verdicts["days"]["reason"] == "wrong type (string; the schema says integer)"
+    assert verdicts["zip"]["reason"] == "wrong type (integer; the schema says string)"
+    assert verdicts["metric"]["reason"] == "wrong type (string; the schema says boolean)"
+    assert verdicts["days"]["allowed"] == [3]
+    assert _score(expected, right).value == 0.0  # no schema: "3" is not 3
+    assert _score([{"f": {"days": ["three"]}}], [_call("f", days=3)], tools).value == 0.0
+
+
+def test_object_arguments_in_bfcl_form_list_allowed_values_per_key() -> None:
+    """BFCL writes an object argument's possible answer as {key: [allowed values]}, ""
+    among them when the key may be omitted; a literal expected object still matches
+    itself."""
+    expected = [{"f": {"opts": [{"metric": [True], "lang": ["", "en", "de"]}]}}]
+    assert _score(expected, [_call("f", opts={"metric": True})]).value == 1.0
+    assert _score(expected, [_call("f", opts={"metric": True, "lang": "DE"})]).value == 1.0
+    assert _score(expected, [_call("f", opts={"metric": False})]).value == 0.0
+    assert _score(expected, [_call("f", opts={"lang": "en"})]).value == 0.0
+    assert _score(expected, [_call("f", opts={"metric": True, "x": 1})]).value == 0.0
+    literal = [{"f": {"opts": [{"tags": ["a", "b"]}]}}]
+    assert _score(literal, [_call("f", opts={"tags": ["a", "b"]})]).value == 1.0
 
 
 def test_modes_and_partial_credit_on_two_expected_calls() -> None:
@@ -101,6 +148,41 @@ def test_a_malformed_expected_field_is_refused_before_any_call(tmp_path: Path) -
     sample = Sample(0, "s", {"expected_calls": {"f": 1}}, 1)
     with pytest.raises(gradetrail.errors.SpecError, match="must be a list"):
         scorer.check(ScoreInput(sample, 1, "", None, None, ""))
+
+
+@pytest.mark.parametrize("value", ["missing", None, "get_weather", [{"a": 1, "b": 2}]])
+def test_a_later_row_without_readable_expected_calls_is_refused_before_any_call(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+    value: object,
+) -> None:
+    """Not only the first row: a row whose expected calls are missing, null or not in the
+    BFCL form stops the run with one line naming it, exit 2, before any call (before: it
+    silently scored 0, as if the model had failed it)."""
+    rows = [json.loads(line) for line in (DATA / "calls.jsonl").read_text().splitlines()]
+    if value == "missing":
+        del rows[4]["expected_calls"]
+    else:
+        rows[4]["expected_calls"] = value
+    (tmp_path / "data" / "function_calling").mkdir(parents=True)
+    (tmp_path / "data" / "function_calling" / "calls.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    spec = tmp_path / "fc.yaml"
+    spec.write_text(SPEC.read_text())
+    out = cli("run", str(spec), *_openai_overrides(srv))
+    assert out.exit_code == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: ") and f"sample {rows[4]['id']!r} (line 5)" in line
+    assert srv.stats()["total"] == 0
+    assert not (tmp_path / "results").exists()
+
+
+def _openai_overrides(srv) -> list[str]:  # noqa: ANN001
+    url = srv.openai_base_url
+    sets = ["model.provider=openai_compatible", "model.name=scripted-fc", f"model.base_url={url}"]
+    return [a for o in [*sets, "model.api_key_required=false"] for a in ("--set", o)]
 
 
 @pytest.mark.parametrize("protocol", ["openai_compatible", "anthropic"])

@@ -28,6 +28,9 @@ class ScoreInput:
         response: the model's response text (the final turn's, in a conversation).
         tool_calls: the model's tool calls, normalized (``{"id", "name", "arguments"}``),
             over every turn in order (an agent loop's whole trajectory).
+        tools: the tool definitions the request offered (``{"name", "description",
+            "parameters"}``, parameters a JSON Schema), for scorers that read their
+            argument types.
     """
 
     sample: Sample
@@ -37,6 +40,7 @@ class ScoreInput:
     target: str | None
     response: str
     tool_calls: tuple[dict[str, Any], ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

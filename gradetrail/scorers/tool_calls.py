@@ -10,8 +10,12 @@ list-valued argument is written ``[[1, 2]]``). A model call matches an expected 
 the names are equal, every argument it passes is expected and takes an allowed value, and
 every expected argument it omits may be omitted. Values compare by JSON type: numbers
 numerically (``2`` equals ``2.0``; ``true`` is not ``1``), lists element by element,
-objects key by key, and strings, with ``string_match: normalized`` (the default, as
-BFCL), after case folding and removing whitespace and ``,./-_*^`` punctuation.
+objects key by key (or, in BFCL's form, each key against its list of allowed values,
+``""`` among them when it may be omitted), and strings, with ``string_match:
+normalized`` (the default, as BFCL), after case folding and removing whitespace and
+``,./-_*^`` punctuation. Where the tool's parameters schema declares an argument's type,
+an expected value written as another type is read as that type when unambiguous (``"3"``
+for an integer is 3), and a model value of another type fails as ``wrong type``.
 
 Modes: ``ordered`` (the calls in the expected order, no others), ``unordered`` (the same
 calls in any order, no others) and ``subset`` (every expected call made; other calls
@@ -29,6 +33,7 @@ matched it, or, for the closest call to the same tool, which arguments failed an
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -76,7 +81,7 @@ def _same(got: Any, want: Any, normalized: bool) -> bool:
     if isinstance(want, bool) or isinstance(got, bool):
         return isinstance(got, bool) and isinstance(want, bool) and got == want
     if isinstance(want, int | float) and isinstance(got, int | float):
-        return math.isclose(got, want, rel_tol=0.0, abs_tol=0.0) or got == want
+        return got == want
     if isinstance(want, str) and isinstance(got, str):
         if normalized:
             return _PUNCT.sub("", got).casefold() == _PUNCT.sub("", want).casefold()
@@ -86,12 +91,95 @@ def _same(got: Any, want: Any, normalized: bool) -> bool:
             return False
         return all(_same(g, w, normalized) for g, w in zip(got, want, strict=True))
     if isinstance(want, dict) and isinstance(got, dict):
-        return set(got) == set(want) and all(_same(got[k], want[k], normalized) for k in want)
+        if set(got) == set(want) and all(_same(got[k], want[k], normalized) for k in want):
+            return True
+        return _allowed_object(got, want, normalized)
     return got is None and want is None
 
 
-def match_call(call: dict[str, Any], expected: Expected, normalized: bool) -> dict[str, Any]:
+def _allowed_object(got: dict[str, Any], want: dict[str, Any], normalized: bool) -> bool:
+    """BFCL's form of an object argument: each key lists its allowed values (``""``
+    among them: the key may be omitted), ``{"unit": ["C", ""], "days": [3]}``."""
+    if not want or not all(isinstance(v, list) for v in want.values()) or set(got) - set(want):
+        return False
+    for key, allowed in want.items():
+        if key not in got:
+            if "" not in allowed:
+                return False
+        elif not any(_same(got[key], value, normalized) for value in allowed):
+            return False
+    return True
+
+
+#: the JSON types of JSON Schema's ``type`` keyword, tested on a decoded JSON value
+_FITS: dict[str, Any] = {
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: (
+        not isinstance(v, bool)
+        and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
+    ),
+    "number": lambda v: not isinstance(v, bool) and isinstance(v, int | float),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def _declared_types(schema: Any, arg: str) -> list[str]:
+    """The JSON types a tool's parameters schema declares for ``arg`` (``[]``: not
+    declared, or not in a form read here)."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return []
+    prop = schema["properties"].get(arg)
+    kind = prop.get("type") if isinstance(prop, dict) else None
+    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+    return [k for k in kinds if k in _FITS]
+
+
+def _json_type(value: Any) -> str:
+    for name in ("boolean", "integer", "number", "string", "array", "object", "null"):
+        if _FITS[name](value):
+            return name
+    return type(value).__name__
+
+
+def _coerce(value: Any, kinds: list[str]) -> Any:
+    """An expected value written as another JSON type than the schema declares for its
+    argument, converted when the declared type is one and the text is unambiguous: ``"3"``
+    for an integer or number is 3, ``3`` for a string is ``"3"``, ``"true"`` for a boolean
+    is true. The omission marker ``""`` and every other value stay as they are."""
+    declared = [k for k in kinds if k != "null"]
+    if len(declared) != 1 or value == "" or _FITS[declared[0]](value):
+        return value
+    kind = declared[0]
+    if kind in ("integer", "number") and isinstance(value, str):
+        try:
+            number = json.loads(value.strip())
+        except ValueError:
+            return value
+        ok = isinstance(number, int | float) and not isinstance(number, bool)
+        return number if ok and math.isfinite(number) and _FITS[kind](number) else value
+    if kind == "string" and isinstance(value, int | float) and not isinstance(value, bool):
+        return json.dumps(value)
+    if kind == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value
+
+
+def match_call(
+    call: dict[str, Any], expected: Expected, normalized: bool, schema: Any = None
+) -> dict[str, Any]:
     """Compare one model call with one expected call.
+
+    Args:
+        call: the model's normalized call.
+        expected: one parsed expected call.
+        normalized: compare strings case- and punctuation-insensitively.
+        schema: the tool's parameters (JSON Schema), or None. Where it declares an
+            argument's type, expected values written as another type are read as that
+            type (:func:`_coerce`), and a model value of another type fails as ``wrong
+            type``.
 
     Returns:
         ``{"ok": bool, "reason": str | None, "arguments": {arg: {"ok", "got", "allowed",
@@ -105,7 +193,9 @@ def match_call(call: dict[str, Any], expected: Expected, normalized: bool) -> di
         why = call.get("arguments_error") or "arguments are not a JSON object"
         return {"ok": False, "reason": why, "arguments": {}}
     verdicts: dict[str, dict[str, Any]] = {}
-    for arg, allowed in expected["arguments"].items():
+    for arg, listed in expected["arguments"].items():
+        kinds = _declared_types(schema, arg)
+        allowed = [_coerce(value, kinds) for value in listed]
         if arg not in got:
             optional = "" in allowed
             verdicts[arg] = {
@@ -116,12 +206,10 @@ def match_call(call: dict[str, Any], expected: Expected, normalized: bool) -> di
             }
             continue
         ok = any(_same(got[arg], value, normalized) for value in allowed)
-        verdicts[arg] = {
-            "ok": ok,
-            "got": got[arg],
-            "allowed": allowed,
-            "reason": None if ok else "value not allowed",
-        }
+        reason = None if ok else "value not allowed"
+        if not ok and kinds and not any(_FITS[k](got[arg]) for k in kinds):
+            reason = f"wrong type ({_json_type(got[arg])}; the schema says {' or '.join(kinds)})"
+        verdicts[arg] = {"ok": ok, "got": got[arg], "allowed": allowed, "reason": reason}
     for arg in got:
         if arg not in expected["arguments"]:
             verdicts[arg] = {"ok": False, "got": got[arg], "allowed": [], "reason": "unexpected"}
@@ -192,12 +280,23 @@ class ToolCallsScorer(Scorer):
         Raises:
             SpecError: the field is missing or not in the BFCL format.
         """
+        self.check_row(first)
+
+    def check_row(self, item: ScoreInput) -> None:
+        """Every row's expected calls must be readable, before any call (a row without
+        them would otherwise score 0 as if the model had failed it).
+
+        Raises:
+            SpecError: naming the sample whose field is missing, null or not in the BFCL
+                format.
+        """
         try:
-            self._expected(first)
+            self._expected(item)
         except ExpectedError as exc:
             raise SpecError(
-                f"scorer.expected_field: sample {first.sample.id!r}: {exc}; "
-                'write e.g. [{"get_weather": {"city": ["Paris"], "unit": ["", "C"]}}]'
+                f"scorer.expected_field: sample {item.sample.id!r} (line {item.sample.line}): "
+                f"{exc}; write e.g. "
+                '[{"get_weather": {"city": ["Paris"], "unit": ["", "C"]}}] ([] for no call)'
             ) from None
 
     def score(self, item: ScoreInput) -> Score:
@@ -210,7 +309,10 @@ class ToolCallsScorer(Scorer):
             detail["error"] = str(exc)
             return Score(0.0, detail)
         normalized = self.spec.string_match == "normalized"
-        results = [[match_call(c, e, normalized) for c in calls] for e in expected]
+        schemas = {tool["name"]: tool.get("parameters") for tool in item.tools}
+        results = [
+            [match_call(c, e, normalized, schemas.get(e["name"])) for c in calls] for e in expected
+        ]
         ok = [[r["ok"] for r in row] for row in results]
         pairs = _ordered_pairs(ok) if self.spec.mode == "ordered" else _bipartite_pairs(ok)
         matched_call = dict(pairs)
