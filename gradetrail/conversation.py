@@ -22,10 +22,13 @@ why. System messages open the conversation and travel apart (``Request.system``)
 Anthropic API requires.
 
 Role order (checked before any call, :func:`check_order`): optional system messages
-first, then a user message; user and assistant alternate; an assistant message with tool
-calls is followed by one tool message per call (each answering an id it made), which may
-be followed by a user message; the conversation ends with a user or tool message (the
-model answers it).
+first, then a user message; an assistant message with tool calls is followed by one tool
+message per call (each answering an id it made) before anything else; the conversation
+ends with a user or tool message (the model answers it). Consecutive user (or assistant)
+messages are allowed, as both APIs allow them: OpenAI receives them as they are, and
+:func:`to_anthropic` merges them into one turn of several content blocks, so roles
+alternate as the Messages API requires. That API also refuses a message with no text
+(:func:`check_anthropic_content`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ __all__ = [
     "ToolResultRecord",
     "Transcript",
     "TurnRecord",
+    "check_anthropic_content",
     "check_order",
     "flatten_transcript",
     "normalize_messages",
@@ -202,11 +206,6 @@ def check_order(messages: Sequence[Mapping[str, Any]]) -> None:
                     f"message {number}: a system message may only open the conversation"
                 )
         elif role == "user":
-            if previous == "user":
-                raise ConversationError(
-                    f"message {number}: two user messages in a row; merge them or put an "
-                    "assistant message between"
-                )
             if pending:
                 raise ConversationError(
                     f"message {number}: tool call(s) {', '.join(sorted(pending))} have no "
@@ -218,8 +217,6 @@ def check_order(messages: Sequence[Mapping[str, Any]]) -> None:
                     f"message {number}: the conversation must start with a user message "
                     "(after any system messages), not an assistant one"
                 )
-            if previous == "assistant":
-                raise ConversationError(f"message {number}: two assistant messages in a row")
             if pending:
                 raise ConversationError(
                     f"message {number}: tool call(s) {', '.join(sorted(pending))} have no "
@@ -313,17 +310,18 @@ def to_openai(system: str | None, messages: Iterable[Message]) -> list[dict[str,
 
 def to_anthropic(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Messages API ``messages`` (the system prompt goes apart, as ``system``): assistant
-    tool calls as ``tool_use`` blocks; the tool messages after them, and a user message
-    that follows, merged into one user message of ``tool_result`` (and text) blocks, so
-    roles alternate as the API requires. Arguments that were not a JSON object are sent
-    as ``{}`` (the API accepts only objects)."""
+    tool calls as ``tool_use`` blocks, tool results as ``tool_result`` blocks of a user
+    turn, and consecutive messages of one role (tool results and the user message after
+    them included) merged into one turn of content blocks, so roles alternate as the API
+    requires. A lone text message keeps its plain string content. Arguments that were not
+    a JSON object are sent as ``{}`` (the API accepts only objects)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role == "assistant":
             calls = message.get("tool_calls")
             if not calls:
-                out.append({"role": "assistant", "content": message["content"]})
+                _add_turn(out, "assistant", message["content"])
                 continue
             blocks: list[dict[str, Any]] = []
             if message["content"]:
@@ -337,7 +335,7 @@ def to_anthropic(messages: Iterable[Message]) -> list[dict[str, Any]]:
                         "input": call["arguments"] if call.get("arguments") is not None else {},
                     }
                 )
-            out.append({"role": "assistant", "content": blocks})
+            _add_turn(out, "assistant", blocks)
         elif role == "tool":
             block = {
                 "type": "tool_result",
@@ -346,15 +344,42 @@ def to_anthropic(messages: Iterable[Message]) -> list[dict[str, Any]]:
             }
             if message.get("is_error"):
                 block["is_error"] = True
-            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
-                out[-1]["content"].append(block)
-            else:
-                out.append({"role": "user", "content": [block]})
-        elif out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
-            out[-1]["content"].append({"type": "text", "text": message["content"]})
+            _add_turn(out, "user", [block])
         else:
-            out.append({"role": "user", "content": message["content"]})
+            _add_turn(out, "user", message["content"])
     return out
+
+
+def _add_turn(out: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
+    """Append a turn, or merge it into the last one when that has the same role."""
+    if not out or out[-1]["role"] != role:
+        out.append({"role": role, "content": content})
+        return
+    before = out[-1]["content"]
+    blocks = before if isinstance(before, list) else [{"type": "text", "text": before}]
+    more = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    out[-1] = {"role": role, "content": [*blocks, *more]}
+
+
+def check_anthropic_content(messages: Sequence[Message]) -> None:
+    """The Messages API refuses a user or assistant message with no text (an assistant
+    message that only calls tools excepted): check before any call.
+
+    Args:
+        messages: the normalized conversation, system messages included (so the message
+            numbers are the row's).
+
+    Raises:
+        ConversationError: naming the first such message.
+    """
+    for number, message in enumerate(messages, start=1):
+        if message["role"] not in ("user", "assistant") or message.get("tool_calls"):
+            continue
+        if not message["content"].strip():
+            raise ConversationError(
+                f"message {number} ({message['role']}) is empty, which the Anthropic API "
+                "refuses; fill it or drop it"
+            )
 
 
 def tool_calls_from_openai(raw: Any) -> tuple[ToolCall, ...]:

@@ -27,6 +27,7 @@ from gradetrail.calls import cached_call
 from gradetrail.conversation import (
     ConversationError,
     Transcript,
+    check_anthropic_content,
     normalize_messages,
     split_system,
 )
@@ -116,6 +117,7 @@ class Renderer:
         self.system = compile_template(spec.system, f"{where}: system") if spec.system else None
         self.target = compile_template(spec.target, f"{where}: target") if spec.target else None
         self.model = spec.model
+        self.anthropic = spec.model.provider == "anthropic"  # refuses empty messages
         self.params = spec.model.params.model_dump(exclude_none=True)
         if not self.params.get("extra"):
             self.params.pop("extra", None)
@@ -236,6 +238,8 @@ def _conversation(
     ]
     try:
         messages = normalize_messages([*raw, *rendered])
+        if renderer.anthropic:
+            check_anthropic_content(messages)
     except ConversationError as exc:
         where = f"dataset.messages_field {field!r}" if field else "prompt"
         raise _bad_row(renderer, sample, where, exc) from None
@@ -360,7 +364,11 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = No
         tools, tool_choice = _row_tools(sample, renderer)
     else:  # an agent loop over one user message
         system = _render(renderer.system, sample) if renderer.system else None
-        messages = ({"role": "user", "content": _render(renderer.messages[0][1], sample)},)
+        prompt = _render(renderer.messages[0][1], sample)
+        if renderer.anthropic and not prompt.strip():
+            problem = "the prompt renders empty, which the Anthropic API refuses"
+            raise _bad_row(renderer, sample, "prompt", problem)
+        messages = ({"role": "user", "content": prompt},)
         tools, tool_choice = (), None
     request = Request(
         provider=model.provider,

@@ -86,9 +86,10 @@ APIs check them (400 ``invalid_request_error`` otherwise): tools well formed (Op
 ``{type: function, function: {name, parameters}}``, Anthropic ``{name, input_schema}``),
 ``tool_choice`` valid and naming a defined tool, every tool result answering a call of the
 assistant message before it and every call answered before the conversation goes on, and
-Anthropic roles alternating, starting with a user message. ``stats()["tool_requests"]``
-counts requests that offered tools and ``stats()["tool_results"]`` the tool results
-received.
+Anthropic roles alternating, starting with a user message, every message holding text
+(whitespace-only text is refused; an empty final assistant message is a prefill).
+``stats()["tool_requests"]`` counts requests that offered tools and
+``stats()["tool_results"]`` the tool results received.
 
 Token counts are whitespace-split word counts: ``prompt_tokens`` / ``input_tokens`` count
 every message (and the system prompt); ``cache_read_tokens`` (config) reports that many of
@@ -1078,6 +1079,23 @@ def _parse_anthropic(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+def _empty_anthropic_content(content: Any, final_assistant: bool) -> str | None:
+    """The real API's refusal of a message with no text (a whitespace-only string or text
+    block, or no content at all; a final assistant message, a prefill, may be empty)."""
+    if isinstance(content, str) or content is None or content == []:
+        if final_assistant or (isinstance(content, str) and content.strip()):
+            return None
+        return (
+            ": all messages must have non-empty content except for the optional final "
+            "assistant message"
+        )
+    for j, block in enumerate(content if isinstance(content, list) else []):
+        text = block.get("text") if isinstance(block, dict) else None
+        if isinstance(block, dict) and block.get("type") == "text" and not str(text or "").strip():
+            return f".content.{j}.text: text content blocks must contain non-whitespace text"
+    return None
+
+
 def _check_anthropic_tools(
     body: dict[str, Any], messages: list[dict[str, Any]]
 ) -> tuple[frozenset[str], int, str, str] | str:
@@ -1111,6 +1129,9 @@ def _check_anthropic_tools(
             return f'messages: roles must alternate between "user" and "assistant" (message {i})'
         content = msg.get("content")
         blocks = content if isinstance(content, list) else []
+        empty = _empty_anthropic_content(content, final_assistant=i == len(messages) - 1)
+        if empty:
+            return f"messages.{i}{empty}"
         answered = {
             b.get("tool_use_id")
             for b in blocks

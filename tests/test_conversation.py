@@ -40,14 +40,13 @@ def test_openai_shaped_conversation_is_normalized_and_system_goes_apart() -> Non
     ("messages", "problem"),
     [
         ([{"role": "assistant", "content": "hi"}, {"role": "user", "content": "x"}], "start"),
-        ([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "two user"),
         (
             [
                 {"role": "user", "content": "a"},
-                {"role": "assistant", "content": "b"},
-                {"role": "assistant", "content": "c"},
+                {"role": "assistant", "content": "", "tool_calls": [CALL]},
+                {"role": "user", "content": "b"},
             ],
-            "two assistant",
+            "have no tool message",
         ),
         ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "ends with"),
         (
@@ -110,6 +109,32 @@ def test_anthropic_shape_alternates_roles_with_tool_use_and_tool_result_blocks()
         {"type": "tool_result", "tool_use_id": "c1", "content": "2"},
         {"type": "text", "text": "and now?"},
     ]
+
+
+def test_consecutive_turns_of_one_role_merge_into_one_anthropic_turn() -> None:
+    """Both APIs take consecutive user (or assistant) messages; OpenAI gets them as they
+    are, Anthropic as one turn of text blocks (tool results first), so roles alternate."""
+    messages = normalize_messages(
+        [
+            {"role": "user", "content": "Hello there."},
+            {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": "Let me add."},
+            {"role": "assistant", "content": "", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "c1", "content": "4"},
+            {"role": "user", "content": "So?"},
+            {"role": "user", "content": "Answer."},
+        ]
+    )
+    assert [m["role"] for m in to_openai(None, messages)] == [m["role"] for m in messages]
+    out = to_anthropic(messages)
+    assert [m["role"] for m in out] == ["user", "assistant", "user"]
+    assert out[0]["content"] == [
+        {"type": "text", "text": "Hello there."},
+        {"type": "text", "text": "What is 2+2?"},
+    ]
+    assert [b["type"] for b in out[1]["content"]] == ["text", "tool_use"]
+    assert [b["type"] for b in out[2]["content"]] == ["tool_result", "text", "text"]
+    assert to_anthropic([{"role": "user", "content": "hi"}]) == [{"role": "user", "content": "hi"}]
 
 
 def test_malformed_arguments_are_kept_and_flagged_never_guessed() -> None:

@@ -172,10 +172,10 @@ BAD_SCHEMA = [
         (
             [
                 {"m": [{"role": "user", "content": "a"}]},
-                {"m": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]},
+                {"m": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"}]},
             ],
             {"dataset": {"path": "data.jsonl", "messages_field": "m"}, "prompt": None},
-            "sample '2' (line 2): message 2: two user messages in a row",
+            "sample '2' (line 2): message 2: a system message may only open the conversation",
         ),
         (
             [{"q": "x", "t": BAD_SCHEMA}],
@@ -289,3 +289,109 @@ def test_a_few_shot_conversation_reaches_both_apis_natively(
         "assistant",
         "user",
     ]
+
+
+def _conversation_spec(tmp_path: Path, live, protocol: str, rows: list[dict]) -> Path:  # noqa: ANN001
+    (tmp_path / "conv.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    url = live.anthropic_base_url if protocol == "anthropic" else live.openai_base_url
+    model = {"provider": protocol, "name": "scripted", "base_url": url}
+    if protocol == "openai_compatible":
+        model["api_key_required"] = False
+    spec = {
+        "name": "turns",
+        "dataset": {"path": "conv.jsonl", "messages_field": "messages"},
+        "target": "{{ answer }}",
+        "model": model,
+        "scorer": {"type": "numeric"},
+    }
+    path = tmp_path / "turns.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize("protocol", ["openai_compatible", "anthropic"])
+def test_consecutive_turns_of_one_role_reach_both_apis(
+    cli,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    protocol: str,
+) -> None:
+    """A row whose conversation has two user messages in a row (and one with two
+    assistant messages) is sent, not refused (before: exit 2): the server, which holds
+    Anthropic to alternating roles, answers every request 200; the row keeps the
+    messages as given, and a re-run is served from the cache."""
+    from protocol_server import running_server
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    user, assistant = "user", "assistant"
+    rows = [
+        {
+            "id": "u",
+            "answer": "4",
+            "messages": [
+                {"role": "system", "content": "Be terse."},
+                {"role": user, "content": "Hello there."},
+                {"role": user, "content": "What is 2+2?"},
+            ],
+        },
+        {
+            "id": "a",
+            "answer": "4",
+            "messages": [
+                {"role": user, "content": "Hi."},
+                {"role": assistant, "content": "Hello."},
+                {"role": assistant, "content": "How can I help?"},
+                {"role": user, "content": "What is 2+2?"},
+            ],
+        },
+    ]
+    script = [{"regex": r"(Hello there|Hello\.\nHow can I help).*What is 2\+2", "reply": "4"}]
+    with running_server(models=["*"], script=script) as live:
+        spec = str(_conversation_spec(tmp_path, live, protocol, rows))
+        first = cli("run", spec, "--json")
+        again = cli("run", spec, "--json")
+        stats = live.stats()
+    assert first.exit_code == 0, first.stderr
+    assert stats["statuses"] == {"200": 2} and stats["unmatched"] == 0
+    assert json.loads(again.stdout)["cache_hits"] == 2
+    done = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(first.stdout)["run_dir"])}
+    assert {sid: r["score"] for sid, r in done.items()} == {"u": 1.0, "a": 1.0}
+    assert [m["role"] for m in done["u"]["transcript"]["messages"]] == ["system", user, user]
+
+
+@pytest.mark.parametrize("content", ["", "   ", [{"type": "text", "text": ""}]])
+def test_an_empty_message_is_refused_before_any_call_for_anthropic_and_sent_to_openai(
+    cli,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    content: object,
+) -> None:
+    """The Messages API refuses a message with no text (the protocol server too): for
+    Anthropic a row holding one, or a prompt that renders empty, stops the run with one
+    line naming the sample and message, before any call; Chat Completions accepts it."""
+    from protocol_server import running_server
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    rows = [
+        {"id": "ok", "answer": "4", "messages": [{"role": "user", "content": "What is 2+2?"}]},
+        {
+            "id": "empty",
+            "answer": "4",
+            "messages": [
+                {"role": "user", "content": "What is 2+2?"},
+                {"role": "assistant", "content": content},
+                {"role": "user", "content": "What is 2+2?"},
+            ],
+        },
+    ]
+    with running_server(models=["*"], script=[{"contains": "2+2", "reply": "4"}]) as live:
+        refused = cli("run", str(_conversation_spec(tmp_path, live, "anthropic", rows)))
+        after_refusal = live.stats()["total"]
+        sent = cli("run", str(_conversation_spec(tmp_path, live, "openai_compatible", rows)))
+        stats = live.stats()
+    assert refused.exit_code == 2
+    (line,) = refused.stderr.strip().splitlines()
+    assert "sample 'empty' (line 2): message 2 (assistant) is empty" in line
+    assert after_refusal == 0
+    assert sent.exit_code == 0, sent.stderr
+    assert stats["statuses"] == {"200": 2}
