@@ -130,7 +130,9 @@ class Renderer:
         )
         self.agent, self.tools = self._tools(spec)
         try:  # the module's own tools are known only now
-            self.tool_choice = normalize_tool_choice(spec.tool_choice, self.tools)
+            per_row = spec.dataset.tools_field is not None and not self.tools
+            known = None if per_row else self.tools  # a row's own tools are checked per row
+            self.tool_choice = normalize_tool_choice(spec.tool_choice, known)
         except ToolError as exc:
             raise SpecError(f"tool_choice: {exc}") from None
         self.conversational = bool(
@@ -253,23 +255,35 @@ def _conversation(
 def _row_tools(
     sample: Sample, renderer: Renderer
 ) -> tuple[tuple[dict[str, Any], ...], str | dict[str, str] | None]:
-    """This row's tools (``dataset.tools_field``, else the spec's) and tool_choice."""
+    """This row's tools (``dataset.tools_field``; the spec's when the row's field is
+    missing or null) and tool_choice (not sent with no tools, where ``auto`` and ``none``
+    mean what no tools mean).
+
+    Raises:
+        DatasetError: the row's tools are malformed or not in the tools module, or
+            ``tool_choice`` asks for a tool the row does not offer.
+    """
     field = renderer.tools_field
-    if field is None or field not in sample.row:
-        return renderer.tools, renderer.tool_choice
+    tools, choice = renderer.tools, renderer.tool_choice
     what = f"dataset.tools_field {field!r}"
-    try:
-        tools = normalize_tools(sample.row[field])
-        choice = renderer.tool_choice
-        if isinstance(choice, dict):
-            choice = normalize_tool_choice(choice, tools)
-    except ToolError as exc:
-        raise _bad_row(renderer, sample, what, exc) from None
-    if renderer.agent is not None:
-        missing = [t["name"] for t in tools if t["name"] not in renderer.agent.toolbox.functions]
-        if missing:
-            problem = f"model.tools_module has no tool {', '.join(missing)}"
-            raise _bad_row(renderer, sample, what, problem)
+    if field is not None and sample.row.get(field) is not None:
+        try:
+            tools = normalize_tools(sample.row[field])
+            if isinstance(choice, dict):
+                choice = normalize_tool_choice(choice, tools)
+        except ToolError as exc:
+            raise _bad_row(renderer, sample, what, exc) from None
+        if renderer.agent is not None:
+            functions = renderer.agent.toolbox.functions
+            missing = [t["name"] for t in tools if t["name"] not in functions]
+            if missing:
+                problem = f"model.tools_module has no tool {', '.join(missing)}"
+                raise _bad_row(renderer, sample, what, problem)
+    if not tools and choice is not None:
+        if choice in ("auto", "none"):
+            return tools, None
+        problem = f"tool_choice {choice!r} needs tools, and the row offers none"
+        raise _bad_row(renderer, sample, what if field else "tool_choice", problem)
     return tools, choice
 
 

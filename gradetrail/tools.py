@@ -125,26 +125,36 @@ def normalize_tools(raw: Any) -> tuple[ToolDef, ...]:
     return tuple(out)
 
 
-def normalize_tool_choice(raw: Any, tools: Sequence[ToolDef]) -> str | dict[str, str] | None:
-    """``auto``, ``none``, ``required`` or ``{"name": TOOL}``; None when unset.
+def normalize_tool_choice(raw: Any, tools: Sequence[ToolDef] | None) -> str | dict[str, str] | None:
+    """``auto``, ``none``, ``required`` or ``{"name": TOOL}``; None when unset. OpenAI's
+    object shape (``{"type": "function", "function": {"name"}}``) and Anthropic's
+    (``{"type": "auto" | "none" | "any"}``, ``{"type": "tool", "name"}``; ``any`` is
+    ``required``) are read as the same choices. ``tools`` None: the tools are known only
+    per row, so a named tool is not checked here.
 
     Raises:
         ToolError: another value, or a named tool that is not defined.
     """
     if raw is None:
         return None
-    if isinstance(raw, str) and raw in ("auto", "none", "required"):
-        return raw
+    if isinstance(raw, str) and raw in _CHOICES:
+        return _CHOICES[raw]
     if isinstance(raw, dict):
+        if set(raw) == {"type"} and raw["type"] in _CHOICES:  # Anthropic's {type: any}
+            return _CHOICES[raw["type"]]
         name = raw.get("name")
         if isinstance(raw.get("function"), dict):  # OpenAI's own shape
             name = raw["function"].get("name")
         if isinstance(name, str):
-            if name not in {t["name"] for t in tools}:
+            if tools is not None and name not in {t["name"] for t in tools}:
                 known = ", ".join(t["name"] for t in tools) or "none"
                 raise ToolError(f"no tool is named {name!r} (the tools: {known})")
             return {"name": name}
     raise ToolError(f"tool_choice {raw!r}: use auto, none, required or {{name: TOOL}}")
+
+
+#: tool_choice words: OpenAI's, and Anthropic's ``any``
+_CHOICES = {"auto": "auto", "none": "none", "required": "required", "any": "required"}
 
 
 def openai_tools(tools: Sequence[ToolDef]) -> list[dict[str, Any]]:

@@ -101,6 +101,65 @@ def test_dataset_conversation_with_tool_turns_is_keyed_on_every_message(tmp_path
     assert [r["cached"] for r in rows] == [False, False, True]
 
 
+@pytest.mark.parametrize(
+    ("choice", "sent"),
+    [
+        ("any", "required"),
+        ({"type": "any"}, "required"),
+        ({"type": "auto"}, "auto"),
+        ({"type": "none"}, "none"),
+        ({"type": "tool", "name": "f"}, {"name": "f"}),
+        ({"type": "function", "function": {"name": "f"}}, {"name": "f"}),
+    ],
+)
+def test_tool_choice_in_anthropic_or_openai_form_means_the_same(
+    tmp_path: Path, choice: object, sent: object
+) -> None:
+    """Anthropic's tool_choice shapes (any, {type: tool, name}) and OpenAI's object shape
+    are read as gradetrail's auto / none / required / {name} (before: refused)."""
+    path = _write(tmp_path, [{"q": "hi"}], tools=[_tool("f")], tool_choice=choice)
+    result = gradetrail.run_eval(gradetrail.load_spec(path), results_root=tmp_path / "r")
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert json.loads(row["response"])["tool_choice"] == sent
+
+
+def test_per_row_tools_a_null_field_and_a_row_without_tools(tmp_path: Path) -> None:
+    """With dataset.tools_field, a row's own tools replace the spec's; a null field or a
+    missing one keeps the spec's; a row offering no tool gets no tool_choice (auto and
+    none mean what no tools mean), and a named tool_choice is checked against each row's
+    own tools, not the spec's."""
+    rows = [
+        {"q": "own", "t": [_tool("g"), _tool("f")]},
+        {"q": "null", "t": None},
+        {"q": "missing"},
+        {"q": "none", "t": []},
+    ]
+    path = _write(
+        tmp_path,
+        rows,
+        dataset={"path": "data.jsonl", "tools_field": "t"},
+        tools=[_tool("f")],
+        tool_choice="auto",
+    )
+    result = gradetrail.run_eval(gradetrail.load_spec(path), results_root=tmp_path / "r")
+    seen = [json.loads(r["response"]) for r in gradetrail.read_results(result.run_dir)]
+    assert [(s["tools"], s["tool_choice"]) for s in seen] == [
+        (["g", "f"], "auto"),
+        (["f"], "auto"),
+        (["f"], "auto"),
+        ([], None),
+    ]
+    path = _write(
+        tmp_path,
+        rows[:1],
+        dataset={"path": "data.jsonl", "tools_field": "t"},
+        tool_choice={"name": "g"},
+    )
+    result = gradetrail.run_eval(gradetrail.load_spec(path), results_root=tmp_path / "r")
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert json.loads(row["response"])["tool_choice"] == {"name": "g"}
+
+
 def test_tools_and_tool_choice_enter_the_key(tmp_path: Path) -> None:
     """The same prompt with other tools, or another tool_choice, is another request."""
     tools = json.loads(
@@ -112,6 +171,10 @@ def test_tools_and_tool_choice_enter_the_key(tmp_path: Path) -> None:
         plan = gradetrail.plan_run(gradetrail.load_spec(path, extra))
         keys.add(plan.prepared[0].key)
     assert len(keys) == 4
+
+
+def _tool(name: str) -> dict:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
 
 
 BAD_SCHEMA = [
@@ -146,6 +209,26 @@ BAD_SCHEMA = [
             [{"q": "x"}],
             {"tool_choice": {"name": "nope"}, "tools": BAD_SCHEMA[:0]},
             "tool_choice: no tool is named 'nope' (the tools: none)",
+        ),
+        (
+            [{"q": "x"}],
+            {"tool_choice": 5, "tools": BAD_SCHEMA[:0]},
+            "tool_choice: use auto, none, required or {name: TOOL} (got 5)",
+        ),
+        (
+            [{"q": "x"}],
+            {"tool_choice": ["auto"], "tools": BAD_SCHEMA[:0]},
+            "tool_choice: use auto, none, required or {name: TOOL}",
+        ),
+        (
+            [{"q": "x", "t": [_tool("f")]}, {"q": "y"}],
+            {"dataset": {"path": "data.jsonl", "tools_field": "t"}, "tool_choice": "required"},
+            "sample '2' (line 2): tool_choice 'required' needs tools, and the row offers none",
+        ),
+        (
+            [{"q": "x", "t": [_tool("f")]}, {"q": "y", "t": [_tool("g")]}],
+            {"dataset": {"path": "data.jsonl", "tools_field": "t"}, "tool_choice": {"name": "f"}},
+            "sample '2' (line 2): no tool is named 'f' (the tools: g)",
         ),
         (
             [{"q": "x"}],

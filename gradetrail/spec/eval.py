@@ -71,6 +71,13 @@ class EvalSpec(_Strict):
         check_tools(value, None)
         return value
 
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _tool_choice_shape(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str | dict):
+            raise ValueError("use auto, none, required or {name: TOOL}")
+        return value
+
     @field_validator("tool_choice")
     @classmethod
     def _tool_choice_valid(cls, value: Any, info: ValidationInfo) -> Any:
