@@ -8,9 +8,12 @@ exit code 1). Rows already written stay on disk and the manifest says ``failed``
 
 "Identical" means the same error class, HTTP status, provider error type and code, and
 message: a per-sample problem (one prompt too long for the context window) has its own
-message and never stops a run. A transient error (timeouts, connection errors, 5xx, a
-retryable 429), a success or a cache hit among the first ``N`` disarms the check for the
-rest of the run. A judge's provider error counts like the model's.
+message and never stops a run. A connection error counts as permanent here: a row holds
+it only once every retry failed, so the first ``N`` samples each failing to reach the
+same endpoint mean a wrong ``base_url`` or a server that is down (the alternative is
+retrying every sample of the dataset against it). Another transient error (timeouts,
+5xx, a retryable 429), a success or a cache hit among the first ``N`` disarms the check
+for the rest of the run. A judge's provider error counts like the model's.
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class FailFast:
             self.armed = False
             kind, message = detail.get("kind") or "ProviderError", detail.get("message") or ""
             message = " ".join(str(message).split())  # one line, whatever the provider sent
+            if kind == "ProviderConnectionError":
+                message += "; check model.base_url and that the server is up"
             raise RunError(
                 f"stopped after the first {self.first} samples all failed with the same error "
                 f"(run.fail_fast): {kind}: {message}"
@@ -78,6 +83,6 @@ def _permanent_error(row: Row) -> dict[str, Any] | None:
             return None
     elif row["state"] != "provider_error":
         return None
-    if error.get("transient", True):
+    if error.get("transient", True) and error.get("kind") != "ProviderConnectionError":
         return None
     return error

@@ -111,6 +111,89 @@ def test_wrong_key_stops_the_run_after_five_samples(srv, tmp_path: Path, monkeyp
     assert 5 <= manifest["counts"]["provider_error"] < 1319
 
 
+def test_a_server_that_cannot_be_reached_stops_the_run_after_five_samples(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A well-formed base_url where nothing listens: each sample fails only after its
+    retries, so before, every sample of the dataset was retried against it (1,319 GSM8K
+    samples: about 27 minutes). Now the first five, failing alike, stop the run with one
+    line naming the endpoint and model.base_url, exit 1."""
+    import socket
+
+    from cli_support import run_cli
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    class Dead:
+        openai_base_url = f"http://127.0.0.1:{port}/v1"
+        anthropic_base_url = f"http://127.0.0.1:{port}"
+
+    spec = gsm8k_spec(tmp_path, Dead, "openai_compatible", limit=None, run={"max_retries": 1})
+    out = run_cli("run", spec.source, "--no-cache", "--results-root", str(tmp_path / "r"))
+    assert out.code == 1
+    (error,) = [line for line in out.err_lines if line.startswith("error:")]
+    assert error.startswith(
+        "error: stopped after the first 5 samples all failed with the same error "
+        f"(run.fail_fast): ProviderConnectionError: cannot reach http://127.0.0.1:{port}/v1"
+    )
+    assert error.endswith("; check model.base_url and that the server is up")
+    (run_dir,) = (tmp_path / "r").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["counts"]["provider_error"] < 100
+
+
+@pytest.mark.parametrize(
+    ("protocol", "suffix", "path", "advice"),
+    [
+        (
+            "openai_compatible",
+            "",
+            "/chat/completions",
+            " (an OpenAI-compatible server's usually ends in /v1)",
+        ),
+        ("anthropic", "/v1", "/v1/v1/messages", " (without /v1: gradetrail adds /v1/messages)"),
+    ],
+)
+def test_a_base_url_that_misses_the_api_names_where_the_request_went(
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    protocol: str,
+    suffix: str,
+    path: str,
+    advice: str,
+) -> None:
+    """A first-contact mistake: the base URL without /v1 (OpenAI-compatible) or with it
+    (Anthropic) gets the server's bare 404; the one line says which URL answered nothing
+    and what to check (before: "404 error: Not Found")."""
+    from cli_support import run_cli
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    base = srv.base_url + suffix
+    spec = gsm8k_spec(tmp_path, srv, protocol, limit=8, base_url=base)
+    out = run_cli("run", spec.source, "--no-cache", "--results-root", str(tmp_path / "r"))
+    assert out.code == 1
+    (error,) = [line for line in out.err_lines if line.startswith("error:")]
+    url = srv.base_url + path
+    assert error.endswith(
+        f"404 error: Not Found; nothing answered at {url}: check model.base_url{advice}"
+    )
+
+
+def test_a_404_naming_the_model_gets_no_endpoint_hint(srv, tmp_path: Path) -> None:  # noqa: ANN001
+    """An unknown model is the provider's own 404 (model_not_found): no base_url advice."""
+    from cli_support import run_cli
+
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", limit=8, model="no-such-model")
+    out = run_cli("run", spec.source, "--no-cache", "--results-root", str(tmp_path / "r"))
+    assert out.code == 1
+    (error,) = [line for line in out.err_lines if line.startswith("error:")]
+    assert "no-such-model" in error and "base_url" not in error
+
+
 def test_disabled_fail_fast_records_every_row(srv, tmp_path: Path, monkeypatch) -> None:
     """run.fail_fast: 0 runs every sample and records each error."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")

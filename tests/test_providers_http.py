@@ -216,12 +216,14 @@ def test_dead_base_url_ends_in_rows_naming_the_connection_error(
     tmp_path: Path, protocol: str
 ) -> None:
     """Nobody listening: every sample is a provider_error row naming the URL and the
-    refused connection (transient, so retried, never fail-fast)."""
+    refused connection, after its retries (with run.fail_fast off; by default the first
+    five such rows stop the run: tests/test_failfast.py)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}" + ("/v1" if protocol == "openai_compatible" else "")
-    spec = gsm8k_spec(tmp_path, None, protocol, limit=6, base_url=url, run={"concurrency": 2})
+    run = {"concurrency": 2, "fail_fast": 0}
+    spec = gsm8k_spec(tmp_path, None, protocol, limit=6, base_url=url, run=run)
     out = run_http(spec, tmp_path)
     assert [r["state"] for r in out.rows] == ["provider_error"] * 6
     for row in out.rows:

@@ -217,6 +217,7 @@ def classify_status(
     *,
     key: str | None = None,
     hint: str = "",
+    not_found: str = "",
 ) -> ProviderError:
     """The gradetrail error for an HTTP error answer.
 
@@ -232,6 +233,7 @@ def classify_status(
         body: the decoded JSON body, or the raw text.
         key: the API key to redact from the message.
         hint: appended to auth errors (which variable holds the key).
+        not_found: appended to a 404 (where the request went).
     """
     etype, code, message = error_fields(body)
     text = redact(f"{status} {etype or 'error'}: {message or 'no message'}", key)
@@ -252,6 +254,8 @@ def classify_status(
         error = ProviderTimeout(text, **fields)
     elif status == 409 or status >= 500 or overloaded:
         error = ServerError(text, **fields)
+    elif status == 404 and not_found:
+        error = BadRequest(f"{text.rstrip('. ')}{not_found}", **fields)
     else:
         error = BadRequest(text, **fields)
     should_retry = (headers or {}).get("x-should-retry")
@@ -386,6 +390,19 @@ class HttpProvider(Provider):
             )
         return f"; check the key in {self.key_env}" if self.key_env else ""
 
+    def endpoint_hint(self, body: Any, model: str) -> str:
+        """What to check after a 404 that is not about the model (nothing serves the
+        endpoint's path at this base URL): empty when the error names the model."""
+        etype, code, message = error_fields(body)
+        if code == "model_not_found" or model in (message or ""):
+            return ""
+        url = self.base_url.rstrip("/") + self.path
+        return f"; nothing answered at {url}: check model.base_url{self.base_url_advice()}"
+
+    def base_url_advice(self) -> str:
+        """A protocol's usual mistake in ``model.base_url`` (after a 404), or empty."""
+        return ""
+
     def _read_key(self) -> str:
         env = self.key_env
         value = os.environ.get(env, "").strip() if env else ""
@@ -470,12 +487,14 @@ class HttpProvider(Provider):
             raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None
         latency = time.perf_counter() - start
         if answer.status >= 400:
+            body = error_body(answer.content)
             raise classify_status(
                 answer.status,
                 answer.headers,
-                error_body(answer.content),
+                body,
                 key=self._key,
                 hint=self.key_hint(),
+                not_found=self.endpoint_hint(body, request.model) if answer.status == 404 else "",
             )
         response, cache_write = self.normalize(self._decode(answer), latency)
         return self._finish(request, response, cache_write)

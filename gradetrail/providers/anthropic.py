@@ -55,6 +55,12 @@ class AnthropicProvider(HttpProvider):
     price_provider = "anthropic"
     default_base_url = ANTHROPIC_BASE_URL
 
+    def base_url_advice(self) -> str:
+        """The path ``/v1/messages`` is added to the base URL: it should not end in /v1."""
+        if not self.base_url.rstrip("/").endswith("/v1"):
+            return ""
+        return " (without /v1: gradetrail adds /v1/messages)"
+
     def check_ready(self) -> None:
         """See :meth:`HttpProvider.check_ready`; also refuses ``params.seed``.
 

@@ -64,6 +64,12 @@ class OpenAIProvider(HttpProvider):
         """Bundled prices exist for ``openai`` only."""
         return self.model.provider
 
+    def base_url_advice(self) -> str:
+        """A Chat Completions base URL usually ends in ``/v1``."""
+        if self.base_url.rstrip("/").endswith("/v1"):
+            return ""
+        return " (an OpenAI-compatible server's usually ends in /v1)"
+
     def headers(self, key: str) -> dict[str, str]:
         """``Authorization: Bearer <key>``; for ``openai`` also ``OpenAI-Organization`` /
         ``OpenAI-Project`` from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` when set, as the
