@@ -73,12 +73,15 @@ _ALIAS_SUFFIXES = ("-latest", "-0")
 
 def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
     """The request holds text UTF-8 cannot encode (a lone surrogate from a dataset row or a
-    template): a permanent error naming the character, recorded on the sample's row."""
+    template, or from a response or tool result the request passes on: a judge prompt
+    quoting the response, an agent's next turn): a permanent error naming the character,
+    recorded on the sample's row."""
     char = exc.object[exc.start : exc.start + 1] if isinstance(exc.object, str) else ""
     code = f"U+{ord(char):04X}" if char else "a character"
     return BadRequest(
         f"the request holds text UTF-8 cannot encode ({code}, a lone surrogate, at "
-        f"position {exc.start}); fix the dataset row or the template that produced it"
+        f"position {exc.start}); fix the dataset row or the template it came from, if it "
+        "did not come from a response or tool result this request passes on"
     )
 
 
