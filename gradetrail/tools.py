@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import inspect
 import json
 import re
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -219,19 +217,9 @@ class ToolBox:
     """
 
     def __init__(self, module_name: str, base_dir: Path) -> None:
-        for extra in (str(base_dir), "."):
-            if extra not in sys.path:
-                sys.path.insert(0, extra)
-        where = "model.tools_module"
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise SpecError(f"{where}: cannot import {module_name!r} ({exc})") from None
-        except (Exception, SystemExit) as exc:
-            raise SpecError(
-                f"{where}: importing {module_name!r} raised {type(exc).__name__}: {exc}; "
-                "fix the module"
-            ) from None
+        from gradetrail.providers.python import import_user_module
+
+        module = import_user_module(module_name, base_dir, "model.tools_module")
         self.module = module
         self.name = module_name
         self.functions: dict[str, Callable[..., Any]] = {

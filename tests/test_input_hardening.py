@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from cli_support import run_cli
 
@@ -82,6 +83,48 @@ def test_a_judge_file_cannot_reach_python(tmp_path: Path) -> None:
     out = run(spec, tmp_path)
     assert not marker.exists()
     assert "unsafe" in out.out + out.err
+
+
+@pytest.mark.parametrize("planted", ["fifo", "dangling symlink", "directory"])
+@pytest.mark.parametrize("field", ["scorer.file", "dataset.path", "model.recordings.path"])
+def test_an_input_that_is_not_a_regular_file_is_one_line_never_a_wait(
+    tmp_path: Path, field: str, planted: str
+) -> None:
+    """A FIFO, a dangling symlink or a directory where the spec names an input file: one
+    line saying what is there, exit 2, nothing written (before: a FIFO judge file waited
+    forever for a writer, and a FIFO dataset or recordings file read "not found")."""
+    import os
+
+    judge = {
+        "type": "judge",
+        "file": "input.txt",
+        "model": {"provider": "python", "name": "j", "function": "spoof_app:answer"},
+    }
+    overrides = {
+        "scorer.file": {"scorer": judge},
+        "dataset.path": {"dataset": {"path": "input.txt", "format": "jsonl"}},
+        "model.recordings.path": {
+            "model": {
+                "provider": "replay",
+                "name": "m",
+                "recordings": {"path": "input.txt", "response_field": "m"},
+            }
+        },
+    }[field]
+    spec = write_eval(tmp_path / "e", ROWS, **overrides)
+    target = tmp_path / "e" / "input.txt"
+    if planted == "fifo":
+        os.mkfifo(target)
+    elif planted == "directory":
+        target.mkdir()
+    else:
+        target.symlink_to(tmp_path / "nowhere")
+    out = run(spec, tmp_path)
+    assert out.code == 2
+    (line,) = out.err_lines
+    what = {"fifo": "is a FIFO", "directory": "is a directory", "dangling symlink": "is a symlink"}
+    assert line.startswith(f"error: {spec}: {field}: {target} {what[planted]}"), line
+    assert not (tmp_path / "results").exists()
 
 
 def test_dataset_text_stays_data(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from gradetrail.datasets.base import Row, Source
+from gradetrail.datasets.base import Row, Source, not_a_file
 from gradetrail.datasets.ids import IdAssigner, describe_row, row_at
 from gradetrail.datasets.samples import Blob, Blocks, Packer, Samples
 from gradetrail.errors import DatasetError
@@ -129,9 +129,10 @@ def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> 
     assert spec.path is not None  # the spec validator guarantees path or hf
     path = Path(spec.path).expanduser()
     path = path if path.is_absolute() else base_dir / path
-    if not path.is_file():
+    problem = not_a_file(path)
+    if problem is not None:
         prefix = f"{where}: " if where else ""
-        raise DatasetError(f"{prefix}dataset.path: {path} not found; check the path in the spec")
+        raise DatasetError(f"{prefix}dataset.path: {path} {problem}; check the path in the spec")
     fmt = spec.file_format()
     assert fmt is not None  # the spec validator guarantees a known format
     if fmt in ("csv", "tsv"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradetrail.datasets import file_sha256, iter_jsonl
+from gradetrail.datasets import file_sha256, iter_jsonl, not_a_file
 from gradetrail.errors import BadRequest, DatasetError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
 
@@ -40,9 +40,10 @@ class ReplayProvider(Provider):
             DatasetError: the file is missing or its first row is malformed.
             SpecError: the first recording has no text at ``response_field``.
         """
-        if not self.path.is_file():
+        problem = not_a_file(self.path)
+        if problem is not None:
             raise DatasetError(
-                f"model.recordings.path: {self.path} not found; check the path in the spec"
+                f"model.recordings.path: {self.path} {problem}; check the path in the spec"
             )
         _, _, first = next(iter_jsonl(self.path, self.source.id_field), (None, None, {}))
         value: Any = first

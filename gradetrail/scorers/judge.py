@@ -32,7 +32,7 @@ import jinja2
 
 from gradetrail import runlog
 from gradetrail.calls import cached_call
-from gradetrail.datasets import file_sha256
+from gradetrail.datasets import file_sha256, not_a_file
 from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
 from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
@@ -81,6 +81,9 @@ class JudgeFile:
     def __init__(self, spec: EvalSpec, path: str) -> None:
         self.path = spec.resolve(path)
         where = f"{spec.source}: scorer.file"
+        problem = not_a_file(self.path)
+        if problem is not None:
+            raise SpecError(f"{where}: {self.path} {problem}; check the path in the spec")
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
