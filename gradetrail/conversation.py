@@ -39,6 +39,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from gradetrail.jsontext import nests_deeper
+
 __all__ = [
     "ConversationError",
     "ConversationStats",
@@ -100,20 +102,31 @@ def _text(content: Any, number: int) -> str:
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     """A tool call's arguments as a dict, from a JSON text (OpenAI) or an object
-    (Anthropic); ``(None, why)`` when they are not a JSON object."""
-    if isinstance(raw, dict):
-        return raw, None
+    (Anthropic); ``(None, why)`` when they are not a JSON object, or nest deeper than
+    :data:`MAX_ARGUMENT_DEPTH` levels (which would break every later step that walks
+    them: the cache, the transcript, the scorer)."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, None
-    if not isinstance(raw, str):
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            return None, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+        except RecursionError:
+            return None, f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+        if not isinstance(value, dict):
+            return None, f"arguments are JSON {type(value).__name__}, not an object"
+    elif isinstance(raw, dict):
+        value = raw
+    else:
         return None, f"arguments are {type(raw).__name__}, not a JSON object"
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        return None, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
-    if not isinstance(value, dict):
-        return None, f"arguments are JSON {type(value).__name__}, not an object"
+    if nests_deeper(value, MAX_ARGUMENT_DEPTH):
+        return None, f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
     return value, None
+
+
+#: how deep a tool call's arguments may nest (objects and arrays)
+MAX_ARGUMENT_DEPTH = 100
 
 
 def make_tool_call(call_id: Any, name: Any, raw_arguments: Any) -> ToolCall:

@@ -6,6 +6,10 @@ decodes to one), or the ``\\udcXX`` that Python makes of undecodable bytes in a 
 line. pydantic's JSON serializer refuses such text; :func:`model_json` then writes the
 same value with JSON escapes (``\\ud800``), which every JSON reader turns back into the
 same string, so nothing is lost and no write fails.
+
+:func:`nests_deeper` bounds how deep a decoded value from outside (a model's tool-call
+arguments, a tool's JSON Schema) may nest before code that walks it recursively meets
+Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["model_json", "value_json"]
+__all__ = ["model_json", "nests_deeper", "value_json"]
 
 
 def model_json(model: BaseModel, *, indent: int | None = None) -> str:
@@ -38,3 +42,16 @@ def value_json(value: Any) -> bytes:
         return pydantic_core.to_json(value, inf_nan_mode="null")
     except PydanticSerializationError:
         return json.dumps(pydantic_core.to_jsonable_python(value, inf_nan_mode="null")).encode()
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """True when ``value`` nests dicts or lists more than ``limit`` levels deep (``{}``
+    is one level); walked without recursion, so any depth can be measured."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False

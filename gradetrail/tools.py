@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import SpecError
+from gradetrail.jsontext import nests_deeper
 
 __all__ = [
     "ToolBox",
@@ -47,6 +48,9 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: how deep a tool's parameters schema may nest (dicts and lists), far past what the APIs
+#: accept for structured arguments
+MAX_SCHEMA_DEPTH = 64
 ToolDef = dict[str, Any]
 
 
@@ -60,6 +64,10 @@ def _check_schema(schema: Any, name: str) -> None:
 
     if not isinstance(schema, dict):
         raise ToolError(f"tool {name!r}: parameters must be a JSON Schema object")
+    if nests_deeper(schema, MAX_SCHEMA_DEPTH):  # the checker recurses: a traceback past ~150
+        raise ToolError(
+            f"tool {name!r}: parameters nest deeper than {MAX_SCHEMA_DEPTH} levels; flatten them"
+        )
     validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         validator.check_schema(schema)

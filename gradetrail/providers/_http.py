@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import re
+import sys
 import time
 from abc import abstractmethod
 from collections.abc import Mapping
@@ -209,8 +210,8 @@ def error_body(content: bytes) -> Any:
     text = content.decode("utf-8", "replace").strip()
     try:
         return json.loads(text)
-    except ValueError:
-        return text
+    except (ValueError, RecursionError):  # RecursionError: nested past Python's limit
+        return text[:500]
 
 
 def classify_status(
@@ -509,6 +510,12 @@ class HttpProvider(Provider):
             text = answer.content[:80].decode("utf-8", "replace")
             raise InvalidResponse(
                 f"{answer.status} answer is not JSON: {text!r}", status=answer.status
+            ) from None
+        except RecursionError:
+            raise InvalidResponse(
+                f"{answer.status} answer is JSON nested too deeply to read (over about "
+                f"{sys.getrecursionlimit()} levels)",
+                status=answer.status,
             ) from None
         if not isinstance(data, dict):
             raise InvalidResponse(

@@ -159,13 +159,13 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
     for m in reversed(list(_FENCE.finditer(text))):
         try:
             value = json.loads(m.group(2))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the limit
             continue
         if isinstance(value, dict):
             found.append(value)
     try:
         whole = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         whole = None
     if isinstance(whole, dict):
         found.append(whole)
@@ -175,7 +175,7 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
     while pos >= 0:
         try:
             value, end = decoder.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             pos = text.find("{", pos + 1)
             continue
         if isinstance(value, dict):
