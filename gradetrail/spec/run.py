@@ -57,7 +57,8 @@ class RunSettings(_Strict):
         5,
         ge=0,
         description="Stop the run when the first N completed samples all fail with the same "
-        "permanent error and none succeeded (0: never).",
+        "permanent error (or all fail to reach the endpoint after their retries) and none "
+        "succeeded (0: never).",
     )
     max_turns: int = Field(
         10,
