@@ -43,6 +43,7 @@ from gradetrail.conversation import (
 )
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.providers.base import Request, Response
+from gradetrail.runlog import CALL_TURN
 from gradetrail.tools import ToolBox, ToolOutcome
 
 if TYPE_CHECKING:
@@ -187,17 +188,20 @@ class _Loop:
         request = replace(self.request, messages=tuple(self.messages), identity=identity)
         return request, request.key()
 
-    async def call(self, request: Request, key: str, ctx: _Services) -> CallResult:
-        coro = cached_call(
-            request, key, ctx.cache, ctx.executor, ctx.log, kind="provider", epoch=ctx.epoch
-        )
+    async def call(self, number: int, request: Request, key: str, ctx: _Services) -> CallResult:
+        """Turn ``number``'s call, within the sample's time bound; its log lines carry
+        ``turn``."""
         left = self.remaining()
-        if left is None:
-            return await coro
-        if left <= 0:
-            coro.close()
+        if left is not None and left <= 0:
             raise TimeoutError
-        return await asyncio.wait_for(coro, left)
+        token = CALL_TURN.set(number)
+        try:
+            coro = cached_call(
+                request, key, ctx.cache, ctx.executor, ctx.log, kind="provider", epoch=ctx.epoch
+            )
+            return await (coro if left is None else asyncio.wait_for(coro, left))
+        finally:
+            CALL_TURN.reset(token)
 
     async def run_tools(
         self, calls: list[ToolCall], record: TurnRecord, services: _Services
@@ -311,7 +315,7 @@ async def converse(
     for number in range(1, agent.max_turns + 1):
         turn_request, turn_key = loop.turn_request(number, key)
         try:
-            call = await loop.call(turn_request, turn_key, services)
+            call = await loop.call(number, turn_request, turn_key, services)
         except TimeoutError:
             return loop.end("sample_timeout", _timeout(agent, number))
         loop.attempts += call.attempts

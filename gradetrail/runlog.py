@@ -20,6 +20,8 @@ sequences. Events:
   latency (the original call's on a cache hit). Each failed attempt is written the moment
   it ends, before its backoff, so its ``ts`` is its own end time; a final line with
   ``latency_ms`` null records a request stopped by the sample ceiling between attempts.
+  A turn of an agent loop also has ``turn`` (1-based), the number of the model turn it
+  is (set by the loop through :data:`CALL_TURN`).
 - ``interrupt`` (a Ctrl-C or SIGTERM arrived, with ``in_flight``), ``run_end`` (status,
   counts, wall time).
 
@@ -56,7 +58,12 @@ from typing import IO, Any, Literal
 from gradetrail.results import LOG_FILE
 from gradetrail.rundir import RunDir
 
-__all__ = ["LOG_FILE", "LOG_KEEP", "RunLog", "current", "rotated_names"]
+__all__ = ["CALL_TURN", "LOG_FILE", "LOG_KEEP", "RunLog", "current", "rotated_names"]
+
+#: the agent-loop turn whose calls are being logged (None outside an agent loop)
+CALL_TURN: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "gradetrail_call_turn", default=None
+)
 
 #: previous invocations' logs kept beside log.jsonl (log.1.jsonl ... log.3.jsonl)
 LOG_KEEP = 3
@@ -240,6 +247,9 @@ class RunLog:
             "attempt": attempt,
             "outcome": outcome,
         }
+        turn = CALL_TURN.get()
+        if turn is not None:
+            fields["turn"] = turn
         if outcome == "error":
             fields["error"] = error
             fields["status"] = status

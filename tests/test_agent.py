@@ -90,6 +90,11 @@ def test_calculator_example_scores_four_of_five_and_a_rerun_makes_no_call(
     assert (conversations.rows, conversations.tool_calls, conversations.tool_errors) == (5, 9, 3)
     assert conversations.stopped == {"answered": 5}
     log = [json.loads(line) for line in (result.run_dir / "log.jsonl").read_text().splitlines()]
+    turns_logged = {}
+    for e in log:
+        if e.get("event") == "provider_call":
+            turns_logged.setdefault(e["sample_id"], []).append(e["turn"])
+    assert turns_logged == {sid: list(range(1, n + 1)) for sid, n in turns.items()}
     tools = [e for e in log if e.get("event") == "tool_call"]
     assert len(tools) == 9 and sum(e["outcome"] == "error" for e in tools) == 3
     assert {(e["sample_id"], e["turn"], e["error"]) for e in tools if e["error"]} == {
