@@ -357,6 +357,55 @@ def test_missing_key_fails_before_the_sdk_is_imported(tmp_path: Path) -> None:
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.parametrize(
+    ("provider", "key_env", "set_vars", "hint"),
+    [
+        (
+            "openai_compatible",
+            "OPENAI_APIKEY",
+            {"OPENAI_API_KEY": "sk-secret-123"},
+            "; OPENAI_API_KEY is set: name it in model.api_key_env if it holds the key",
+        ),
+        (
+            "anthropic",
+            None,
+            {"ANTHROPIC_KEY": "ak-secret-456"},
+            "; ANTHROPIC_KEY is set: name it in model.api_key_env if it holds the key",
+        ),
+        (
+            "anthropic",
+            None,
+            {"OPENAI_API_KEY": "sk-secret-123"},
+            "; OPENAI_API_KEY is set, which is for model.provider: openai",
+        ),
+    ],
+)
+def test_a_missing_key_names_a_set_variable_that_looks_meant(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: str,
+    key_env: str | None,
+    set_vars: dict[str, str],
+    hint: str,
+) -> None:
+    """First contact: the key is in a variable whose name is close to the one read (a
+    typo in model.api_key_env, ANTHROPIC_KEY), or only the other SDK's key is set (the
+    wrong provider): the one line names that variable, never its value."""
+    from cli_support import run_cli
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_APIKEY", "ANTHROPIC_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in set_vars.items():
+        monkeypatch.setenv(name, value)
+    fields = {"api_key_env": key_env, "api_key_required": True} if key_env else {}
+    spec = gsm8k_spec(tmp_path, None, provider, base_url="http://127.0.0.1:9", **fields)
+    out = run_cli("run", spec.source, "--no-cache", "--results-root", str(tmp_path / "r"))
+    assert out.code == 1
+    (line,) = out.err_lines
+    assert line.endswith(hint) and " is not set; export " in line
+    assert not any(value in line for value in set_vars.values())
+
+
 # --------------------------------------------------------------------------------------
 # what a response carries
 

@@ -86,6 +86,26 @@ def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
     )
 
 
+#: the variables the official SDKs read their keys from, and the provider each is for
+_SDK_KEYS = {"OPENAI_API_KEY": "openai", "ANTHROPIC_API_KEY": "anthropic"}
+
+
+def _set_instead(env: str | None) -> str:
+    """A first-contact hint after ``env`` was found unset: a set variable with a close
+    name (a typo in model.api_key_env), or the other SDK's key (the wrong provider).
+    Names only, never values."""
+    import difflib
+
+    named = [k for k in os.environ if k != env and k.upper().endswith(("KEY", "TOKEN"))]
+    close = difflib.get_close_matches(env or "", named, n=1, cutoff=0.75)
+    if close and os.environ[close[0]].strip():
+        return f"; {close[0]} is set: name it in model.api_key_env if it holds the key"
+    other = [k for k in _SDK_KEYS if k != env and os.environ.get(k, "").strip()]
+    if env in _SDK_KEYS and other:
+        return f"; {other[0]} is set, which is for model.provider: {_SDK_KEYS[other[0]]}"
+    return ""
+
+
 def redact(text: str, key: str | None) -> str:
     """``text`` with the API key, and anything shaped like a key or bearer token, masked:
     provider error messages can echo part of a key (OpenAI's 401 shows a masked key)."""
@@ -416,7 +436,7 @@ class HttpProvider(Provider):
             return PLACEHOLDER_KEY
         raise AuthError(
             f"{env} is not set; export {env}=<your API key> "
-            "(or name another variable in model.api_key_env)"
+            f"(or name another variable in model.api_key_env){_set_instead(env)}"
         )
 
     def size_pool(self, concurrency: int) -> None:
