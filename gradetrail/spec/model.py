@@ -132,6 +132,13 @@ class ModelSpec(_Strict):
         "(the alias-to-dated-snapshot form, 'foo' served as 'foo-20250101', is accepted).",
     )
 
+    @field_validator("tools_module")
+    @classmethod
+    def _tools_module_name(cls, value: str | None) -> str | None:
+        if value is not None and not all(part.isidentifier() for part in value.split(".")):
+            raise ValueError("name a module by its dotted name, e.g. mypkg.tools (no path, no ':')")
+        return value
+
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
