@@ -26,6 +26,7 @@ import hashlib
 import inspect
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -336,15 +337,68 @@ class _Escaped(Exception):
 
 
 async def _invoke(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """Call one tool: a coroutine function on the loop, a plain one in a daemon thread."""
+    """Call one tool off the run's event loop: a plain function in a daemon thread, a
+    coroutine function on the tools' own loop (:func:`_tools_loop`), so that a tool that
+    blocks or spins (``time.sleep`` in an ``async def``) costs its timeout, never the
+    run's loop and with it the reach of Ctrl-C and SIGTERM."""
     from gradetrail.providers.python import _in_daemon_thread
 
     try:
         if inspect.iscoroutinefunction(fn):
-            return await fn(**arguments)
+            done = asyncio.run_coroutine_threadsafe(_guarded(fn(**arguments)), _tools_loop())
+            return await asyncio.wrap_future(done)  # cancelling it cancels the tool's task
         return await _in_daemon_thread(lambda _: fn(**arguments), None)
     except (SystemExit, KeyboardInterrupt) as exc:
         raise _Escaped(exc) from None
+
+
+async def _guarded(coro: Any) -> Any:
+    """Await an async tool on the tools' loop, its SystemExit or KeyboardInterrupt kept an
+    ordinary error (asyncio would re-raise either out of that loop, ending its thread)."""
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise _Escaped(exc) from None
+
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_beat = [0.0]  # when the tools' loop last ran its heartbeat (time.monotonic)
+_BEAT_S = 0.1  # heartbeat interval, seconds
+_STUCK_S = 0.5  # a loop whose heartbeat is older than this is held by a tool
+
+
+def _tools_loop() -> asyncio.AbstractEventLoop:
+    """The event loop async tools run on, in a daemon thread: one for the process (so a
+    tool may keep a client session between calls), replaced when a tool holds it (its
+    heartbeat stopped: a blocking or spinning tool, which keeps the old loop and thread
+    until it returns, as a hung sync tool keeps its thread) or its thread has ended."""
+    global _loop
+    with _loop_lock:
+        held = time.monotonic() - _beat[0] > _STUCK_S
+        if _loop is None or not _loop.is_running() or held:
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+            loop.call_soon(_heartbeat, loop, started)
+            name = "gradetrail-async-tools"
+            threading.Thread(target=loop.run_forever, name=name, daemon=True).start()
+            started.wait()
+            _loop = loop
+        return _loop
+
+
+def _heartbeat(loop: asyncio.AbstractEventLoop, started: threading.Event | None = None) -> None:
+    """Runs on a tools loop every _BEAT_S; a loop that was replaced stops once its tasks
+    have ended (its thread then ends)."""
+    if started is not None:
+        _beat[0] = time.monotonic()
+        started.set()
+    elif loop is _loop:
+        _beat[0] = time.monotonic()
+    elif not asyncio.all_tasks(loop):
+        loop.stop()
+        return
+    loop.call_later(_BEAT_S, _heartbeat, loop)
 
 
 def _failed(kind: str, message: str, latency_s: float) -> ToolOutcome:

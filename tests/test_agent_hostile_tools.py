@@ -72,6 +72,23 @@ def fast(x: int) -> str:
 def slow(x: int) -> str:
     """Never returns in time."""
     time.sleep(600)
+
+
+async def ablock(x: int) -> str:
+    """Blocks its event loop: a sync sleep inside a coroutine."""
+    time.sleep(600)
+
+
+async def aspin(x: int) -> str:
+    """Spins without ever yielding."""
+    while True:
+        pass
+
+
+async def aok(x: int) -> str:
+    """An async tool that behaves."""
+    await asyncio.sleep(0)
+    return "async done"
 '''
 
 
@@ -175,3 +192,47 @@ def _no_stale_module(tmp_path: Path):  # noqa: ANN202
     import sys
 
     sys.modules.pop(f"hostile_{tmp_path.name.replace('-', '_')}", None)
+
+
+def test_an_async_tool_that_blocks_its_loop_costs_its_timeout_not_the_run(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """Async tools run on their own event loop: one that blocks (time.sleep in an async
+    def) or spins is a ToolTimeout after run.timeout_s and the run goes on, and a
+    well-behaved async tool called after them answers on a fresh loop (before: the run's
+    loop stopped for good, past every timeout)."""
+    names = ["ablock", "aspin", "aok"]
+    srv.configure(script=_script(names))
+    out = cli("run", str(_spec(tmp_path, srv, names, timeout_s=1, concurrency=1)), "--json")
+    assert out.exit_code == 0, out.stderr
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(out.stdout)["run_dir"])}
+    results = {n: rows[n]["transcript"]["turns"][0]["tool_results"][0] for n in names}
+    assert results["ablock"]["error"]["kind"] == "ToolTimeout"
+    assert results["aspin"]["error"]["kind"] == "ToolTimeout"
+    assert results["aok"]["error"] is None and results["aok"]["content"] == "async done"
+    assert all(r["state"] == "scored" for r in rows.values())
+
+
+def test_sigterm_reaches_a_run_whose_async_tool_spins(srv, tmp_path: Path) -> None:  # noqa: ANN001
+    """A spinning async tool with a long timeout: SIGTERM still stops the run, exit 143,
+    the manifest says interrupted (before: the signal was never handled)."""
+    import os
+    import signal
+
+    from run_support import only_run_dir, send, start_run, wait_until
+
+    srv.configure(script=_script(["aspin"]))
+    spec = _spec(tmp_path, srv, ["aspin"], timeout_s=600)
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    proc = start_run(spec, cache, results, dict(os.environ))
+    wait_until(lambda: srv.stats()["total"] >= 1, proc=proc, what="the first turn")
+    wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
+    log = only_run_dir(results) / "log.jsonl"
+    wait_until(lambda: log.exists() and '"provider_call"' in log.read_text(), proc=proc)
+    send(proc, signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 143
+    manifest = json.loads((only_run_dir(results) / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
