@@ -212,6 +212,7 @@ class _Loop:
         Raises:
             TimeoutError: run.sample_timeout_s passed before or during a call.
         """
+        offered = [t["name"] for t in self.request.tools]  # only these may run
         for call in calls:
             left = self.remaining()
             if left is not None and left <= 0:
@@ -219,7 +220,7 @@ class _Loop:
             cap = self.agent.tool_timeout_s
             limit = cap if left is None else min(left, cap)
             outcome = await self.agent.toolbox.execute(
-                call["name"], call.get("arguments"), call.get("arguments_error"), limit
+                call["name"], call.get("arguments"), call.get("arguments_error"), limit, offered
             )
             cut = outcome.error is not None and outcome.error["kind"] == "ToolTimeout"
             if cut and left is not None and limit == left:  # the sample's bound, not the tool's

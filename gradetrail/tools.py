@@ -295,7 +295,12 @@ class ToolBox:
         return normalize_tools(out)
 
     async def execute(
-        self, name: str, arguments: dict[str, Any] | None, error: str | None, timeout_s: float
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        error: str | None,
+        timeout_s: float,
+        offered: Sequence[str] | None = None,
     ) -> ToolOutcome:
         """Run one tool call; never raises for the tool's own failures (they become the
         result the model sees).
@@ -305,10 +310,12 @@ class ToolBox:
             arguments: its arguments, or None when they were not a JSON object.
             error: why the arguments are None.
             timeout_s: seconds the tool may take.
+            offered: the tools the request offered (None: every function of the module);
+                a call to another function of the module is an unknown tool, never run.
         """
         fn = self.functions.get(name)
-        if fn is None:
-            known = ", ".join(sorted(self.functions))
+        if fn is None or (offered is not None and name not in offered):
+            known = ", ".join(sorted(self.functions) if offered is None else offered)
             return _failed("UnknownTool", f"no tool named {name!r}; the tools are {known}", 0.0)
         if arguments is None:
             return _failed("InvalidArguments", error or "arguments are not a JSON object", 0.0)

@@ -85,6 +85,12 @@ async def aspin(x: int) -> str:
         pass
 
 
+def touch(x: int) -> str:
+    """Leaves a mark: proof that it ran."""
+    open("touched", "w").close()
+    return "touched"
+
+
 async def aok(x: int) -> str:
     """An async tool that behaves."""
     await asyncio.sleep(0)
@@ -236,3 +242,27 @@ def test_sigterm_reaches_a_run_whose_async_tool_spins(srv, tmp_path: Path) -> No
     assert proc.returncode == 143
     manifest = json.loads((only_run_dir(results) / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
+
+
+def test_a_module_function_the_spec_does_not_offer_is_never_run(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With tools: naming only `fast`, a model call to `touch` (another public function of
+    the module) is an UnknownTool result and the function does not run (before: any
+    public function of the module ran when the model named it)."""
+    monkeypatch.chdir(tmp_path)
+    srv.configure(script=_script(["touch"]))
+    path = _spec(tmp_path, srv, ["touch"])
+    spec = yaml.safe_load(path.read_text())
+    spec["tools"] = [{"type": "function", "function": {"name": "fast", "parameters": {}}}]
+    path.write_text(yaml.safe_dump(spec))
+    out = cli("run", str(path), "--json")
+    assert out.exit_code == 0, out.stderr
+    (row,) = gradetrail.read_results(json.loads(out.stdout)["run_dir"])
+    (result,) = row["transcript"]["turns"][0]["tool_results"]
+    assert result["error"]["kind"] == "UnknownTool"
+    assert result["content"] == "Error: UnknownTool: no tool named 'touch'; the tools are fast"
+    assert not (tmp_path / "touched").exists()
