@@ -339,6 +339,9 @@ def _one_message(
     """
     system = _render(renderer.system, sample) if renderer.system else None
     prompt = _render(renderer.messages[0][1], sample)
+    if renderer.anthropic and not prompt.strip():
+        problem = "the prompt renders empty, which the Anthropic API refuses"
+        raise _bad_row(renderer, sample, "prompt", problem)
     target = _render_target(renderer.target, sample) if renderer.target else None
     label = renderer.label.read(sample.row, sample.id) if renderer.label else None
     return system, prompt, target, label
@@ -377,11 +380,7 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = No
         system, messages = _conversation(sample, renderer)
         tools, tool_choice = _row_tools(sample, renderer)
     else:  # an agent loop over one user message
-        system = _render(renderer.system, sample) if renderer.system else None
-        prompt = _render(renderer.messages[0][1], sample)
-        if renderer.anthropic and not prompt.strip():
-            problem = "the prompt renders empty, which the Anthropic API refuses"
-            raise _bad_row(renderer, sample, "prompt", problem)
+        system, prompt, _, _ = _one_message(sample, renderer)
         messages = ({"role": "user", "content": prompt},)
         tools, tool_choice = (), None
     request = Request(

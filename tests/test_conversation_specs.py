@@ -478,3 +478,32 @@ def test_an_empty_message_is_refused_before_any_call_for_anthropic_and_sent_to_o
     assert after_refusal == 0
     assert sent.exit_code == 0, sent.stderr
     assert stats["statuses"] == {"200": 2}
+
+
+def test_a_prompt_that_renders_empty_is_refused_before_any_call_for_anthropic(
+    cli,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one-message path too: a row whose prompt renders to whitespace stops an
+    Anthropic run with one line naming the sample, before any call."""
+    from protocol_server import running_server
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "q": "2+2?"}\n{"id": "b", "q": "  "}\n')
+    with running_server(models=["*"]) as live:
+        spec = {
+            "name": "empty",
+            "dataset": {"path": "d.jsonl"},
+            "prompt": "{{ q }}",
+            "target": "4",
+            "model": {"provider": "anthropic", "name": "m", "base_url": live.anthropic_base_url},
+            "scorer": {"type": "numeric"},
+        }
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+        out = cli("run", str(tmp_path / "s.yaml"))
+        total = live.stats()["total"]
+    assert out.exit_code == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert "prompt: sample 'b' (line 2): the prompt renders empty" in line
+    assert total == 0
