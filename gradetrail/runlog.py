@@ -277,7 +277,7 @@ class RunLog:
         warm run writes one a row)."""
         latency_ms = response.latency_s * 1000.0
         tokens = response.total_input_tokens
-        if self._echo is None:
+        if self._echo is None and CALL_TURN.get() is None:  # an agent turn adds its number
             try:
                 line = (
                     f'{{"ts":"{_now_iso()}","level":"info","event":{_plain(f"{kind}_call")},'
