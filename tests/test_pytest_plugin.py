@@ -8,10 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+import scipy.stats  # noqa: F401  (see below)
 import yaml
 from paths import GSM8K_DATA, GSM8K_SPEC
 
 from gradetrail.testing import EvalAssertionError, assert_eval
+
+# pytester's inline runs drop from sys.modules every module first imported inside them,
+# and numpy (which the gate imports through scipy) cannot be imported twice in a process:
+# without the import above, any later test of this session that uses numpy fails.
 
 
 def _eval_file(directory: Path, name: str, model: str = "175b_verification", **ci) -> Path:
