@@ -7,6 +7,7 @@ against the local protocol server, through the CLI)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,12 @@ async def ablock(x: int) -> str:
     time.sleep(600)
 
 
+STOP_SPINNING = False
+
+
 async def aspin(x: int) -> str:
-    """Spins without ever yielding."""
-    while True:
+    """Spins without ever yielding, until the test that started it sets STOP_SPINNING."""
+    while not STOP_SPINNING:
         pass
 
 
@@ -211,7 +215,13 @@ def test_an_async_tool_that_blocks_its_loop_costs_its_timeout_not_the_run(
     loop stopped for good, past every timeout)."""
     names = ["ablock", "aspin", "aok"]
     srv.configure(script=_script(names))
-    out = cli("run", str(_spec(tmp_path, srv, names, timeout_s=1, concurrency=1)), "--json")
+    spec = _spec(tmp_path, srv, names, timeout_s=1, concurrency=1)
+    try:
+        out = cli("run", str(spec), "--json")
+    finally:
+        # Python cannot kill the thread the spinning tool holds: stop it, or it keeps half
+        # of the GIL for every later test of this session (the suite ran 5x slower).
+        sys.modules[f"hostile_{tmp_path.name.replace('-', '_')}"].STOP_SPINNING = True
     assert out.exit_code == 0, out.stderr
     rows = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(out.stdout)["run_dir"])}
     results = {n: rows[n]["transcript"]["turns"][0]["tool_results"][0] for n in names}
