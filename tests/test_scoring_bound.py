@@ -24,7 +24,9 @@ def answer(request):
 """
 
 
-def write_eval(directory: Path, rows: list[str], score_timeout_s: float | None) -> Path:
+def write_eval(
+    directory: Path, rows: list[str], score_timeout_s: float | None, regex_timeout_s: float = 1.0
+) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "data.jsonl").write_text(
         "".join(json.dumps({"id": f"s{i}", "q": q}) + "\n" for i, q in enumerate(rows))
@@ -35,7 +37,7 @@ def write_eval(directory: Path, rows: list[str], score_timeout_s: float | None) 
         "dataset": {"path": "data.jsonl"},
         "prompt": "{{ q }}",
         "model": {"provider": "python", "name": "app", "function": "backtrack_app:answer"},
-        "scorer": {"type": "regex", "pattern": "^(a|aa)+$"},
+        "scorer": {"type": "regex", "pattern": "^(a|aa)+$", "timeout_s": regex_timeout_s},
         "run": {"concurrency": 1, "score_timeout_s": score_timeout_s},
     }
     path = directory / "spec.yaml"
@@ -109,7 +111,8 @@ def test_score_timeout_records_the_row_and_the_run_goes_on(tmp_path: Path) -> No
     the other rows are scored, and a re-run (the response now cached) ends the same way."""
     # the bound is wall-clock time (SIGALRM): the fine rows' microseconds of scoring must
     # fit in it even when a loaded machine pauses the process, so not 0.2 s
-    spec = write_eval(tmp_path / "e", ["fine", "evil", "fine too"], score_timeout_s=1.0)
+    # and the regex scorer's own bound (scorer.timeout_s, 1 s by default) must not race it
+    spec = write_eval(tmp_path / "e", ["fine", "evil", "fine too"], 1.0, regex_timeout_s=30)
     for _ in range(2):
         out = run_cli(
             "run", str(spec), "--cache", str(tmp_path / "cache.sqlite"),
