@@ -64,12 +64,7 @@ def load() -> str:
 
 def spec_for(srv: ServerHandle, limit: int | None = None) -> Any:
     """The bundled GSM8K spec served by ``srv`` over Chat Completions."""
-    overrides = [
-        "model.provider=openai_compatible",
-        f"model.base_url={srv.openai_base_url}",
-        "model.api_key_required=false",
-        f"run.concurrency={CONCURRENCY}",
-    ]
+    overrides = [*srv.openai_compatible_overrides, f"run.concurrency={CONCURRENCY}"]
     if limit is not None:
         overrides.append(f"dataset.limit={limit}")
     return gradetrail.load_spec(ROOT / "examples" / "gsm8k.yaml", overrides)
@@ -224,14 +219,10 @@ def cli(args: list[str], cwd: Path) -> tuple[float, dict[str, Any]]:
 def warm_and_start_up(srv: ServerHandle, repeat: int, work: Path, cases: str) -> list[dict]:
     """Cases (c) and (d), as processes."""
     srv.configure(latency=0.0)
+    sets = srv.openai_compatible_overrides
     spec_args = [
         str(ROOT / "examples" / "gsm8k.yaml"),
-        "--set",
-        "model.provider=openai_compatible",
-        "--set",
-        f"model.base_url={srv.openai_base_url}",
-        "--set",
-        "model.api_key_required=false",
+        *(arg for value in sets for arg in ("--set", value)),
     ]
     figures = []
     if "c" in cases:

@@ -144,17 +144,11 @@ def report(name: str, runs: list[Measure], ideal: float | None, extra: str = "")
 
 
 def http_args(srv: ServerHandle, concurrency: int, *more: str) -> list[str]:
+    sets = [*srv.openai_compatible_overrides, f"run.concurrency={concurrency}"]
     return [
         "run",
         str(SPEC),
-        "--set",
-        "model.provider=openai_compatible",
-        "--set",
-        f"model.base_url={srv.openai_base_url}",
-        "--set",
-        "model.api_key_required=false",
-        "--set",
-        f"run.concurrency={concurrency}",
+        *(arg for value in sets for arg in ("--set", value)),
         *more,
     ]
 

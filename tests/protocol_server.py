@@ -1845,6 +1845,16 @@ class ServerHandle:
         return self.base_url + "/v1"
 
     @property
+    def openai_compatible_overrides(self) -> list[str]:
+        """Spec overrides (``--set`` values, or ``load_spec``'s) that point a spec's model
+        at this server's Chat Completions endpoint, with no API key required."""
+        return [
+            "model.provider=openai_compatible",
+            f"model.base_url={self.openai_base_url}",
+            "model.api_key_required=false",
+        ]
+
+    @property
     def anthropic_base_url(self) -> str:
         """``base_url`` for ``anthropic.Anthropic`` (the SDK appends ``/v1/messages``)."""
         return self.base_url
