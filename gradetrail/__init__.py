@@ -90,24 +90,32 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __get
     from gradetrail.stats import PowerPlan, plan_power
 
 
-def __getattr__(name: str) -> _typing.Any:
-    """The public name ``name``, imported from its module on first use (then cached in
-    this module's namespace).
+def _lazy_names(
+    package: str, exports: dict[str, str], namespace: dict[str, _typing.Any]
+) -> tuple[_typing.Callable[[str], _typing.Any], _typing.Callable[[], list[str]]]:
+    """PEP 562 ``__getattr__`` and ``__dir__`` for ``package``, whose public names
+    (``exports``: name -> the module that defines it) are imported on first use and then
+    cached in ``namespace`` (the package's ``globals()``). ``gradetrail`` and
+    ``gradetrail.spec`` both use them.
 
-    Raises:
-        AttributeError: ``name`` is not public API (then ``from gradetrail import x``
-            falls back to the submodule ``gradetrail.x``, as before).
-    """
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gradetrail' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    The returned ``__getattr__`` raises AttributeError for a name not in ``exports`` (then
+    ``from package import x`` falls back to the submodule ``package.x``)."""
+
+    def __getattr__(name: str) -> _typing.Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(_importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *exports})
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__ = _lazy_names(__name__, _EXPORTS, globals())
 
 
 __all__ = [

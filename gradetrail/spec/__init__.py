@@ -20,8 +20,9 @@ section (a provider on a Ray worker needs only :class:`ModelSpec`) does not buil
 section's pydantic models.
 """
 
-import importlib as _importlib
 import typing as _typing
+
+from gradetrail import _lazy_names
 
 #: public name -> the section (module) that defines it
 _EXPORTS = {
@@ -90,23 +91,8 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ be
     )
 
 
-def __getattr__(name: str) -> _typing.Any:
-    """The public name ``name``, imported from its section on first use (then cached in
-    this module's namespace).
-
-    Raises:
-        AttributeError: ``name`` is not public here.
-    """
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'gradetrail.spec' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+# The public names, each imported from its section on first use.
+__getattr__, __dir__ = _lazy_names(__name__, _EXPORTS, globals())
 
 
 __all__ = [
