@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gradetrail.agreement import label_field_of
 from gradetrail.bounded import BoundedCalls
 from gradetrail.cache import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
@@ -345,10 +344,7 @@ class _Run:
         self.run_dir = run_dir
         self.ctx = ctx
         self.log: RunLog = ctx.log  # type: ignore[assignment]
-        spec = plan.spec
-        self.tally = Tally(
-            reducer=spec.run.reducer, pass_k=spec.run.pass_k or 1, epochs=spec.run.epochs
-        )
+        self.tally = Tally.for_spec(plan.spec)
         self.in_flight = 0
 
     def execute(
@@ -574,19 +570,6 @@ def _final_manifest(
             "status": status,
             "ended_at": now_iso(),
             "wall_time_s": round(wall_s, 4),
-            "counts": dict(tally.counts),
-            "served_models": dict(tally.served_models),
-            "truncated": tally.truncated,
-            "input_tokens": tally.input_tokens,
-            "output_tokens": tally.output_tokens,
-            "cached_input_tokens": tally.cached_input_tokens,
-            "cost_usd": tally.cost_usd,
-            "cost_usd_cached": tally.cost_usd_cached,
-            "cache_hits": tally.cache_hits,
-            "score": tally.score_stats(clustered=plan.spec.dataset.cluster_field is not None),
-            "judge": tally.judge_stats(),
-            "agreement": tally.agreement_stats(label_field_of(plan.spec)),
-            "top_errors": tally.top_errors(),
-            "conversations": tally.conversation_stats(),
+            **tally.manifest_figures(plan.spec),
         }
     )

@@ -9,9 +9,9 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gradetrail.agreement import AgreementStats, AgreementTally
+from gradetrail.agreement import AgreementStats, AgreementTally, label_field_of
 from gradetrail.conversation import ConversationStats, ConversationTally
 from gradetrail.jsontext import value_json
 from gradetrail.judge_stats import JudgeStats, JudgeTally
@@ -20,6 +20,9 @@ from gradetrail.reducers import ReducerName, reduce_scores
 from gradetrail.results import Row
 from gradetrail.slots import EpochSlots
 from gradetrail.stats import summarize
+
+if TYPE_CHECKING:
+    from gradetrail.spec import EvalSpec
 
 __all__ = ["Tally"]
 
@@ -99,6 +102,35 @@ class Tally:
 
     def __post_init__(self) -> None:
         self._rows = EpochSlots("B", "d", epochs=self.epochs)
+
+    @classmethod
+    def for_spec(cls, spec: EvalSpec) -> Tally:
+        """An empty tally reducing epochs as ``spec.run`` says."""
+        run = spec.run
+        return cls(reducer=run.reducer, pass_k=run.pass_k or 1, epochs=run.epochs)
+
+    def manifest_figures(self, spec: EvalSpec) -> dict[str, Any]:
+        """What the rows so far decide of a run's manifest, as :class:`Manifest` field
+        names: counts, served models, tokens, cost, cache hits, score statistics (clustered
+        when ``spec.dataset`` names a cluster field), judge, agreement, top errors and
+        conversations. The final manifest records these; the viewer shows them for a run
+        still being written."""
+        return {
+            "counts": dict(self.counts),
+            "served_models": dict(self.served_models),
+            "truncated": self.truncated,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "cost_usd": self.cost_usd,
+            "cost_usd_cached": self.cost_usd_cached,
+            "cache_hits": self.cache_hits,
+            "score": self.score_stats(clustered=spec.dataset.cluster_field is not None),
+            "judge": self.judge_stats(),
+            "agreement": self.agreement_stats(label_field_of(spec)),
+            "top_errors": self.top_errors(),
+            "conversations": self.conversation_stats(),
+        }
 
     def add(self, row: Row, at: int | None = None) -> None:
         """Count one row (a dict shaped as :class:`~gradetrail.results.SampleResult`);
