@@ -80,13 +80,83 @@ def test_fractions_are_values(text: str, value: float) -> None:
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("due 12/25/2023", 12.0),  # a date is not a fraction
+        ("due 12/25/2023, pays 40", 40.0),  # a date is neither a fraction nor 12
         ("ratio 1/2.5 odd", 1.0),  # not a fraction of integers
     ],
 )
 def test_things_that_are_not_fractions(text: str, value: float) -> None:
     """Dates and decimal denominators are not read as fractions."""
     assert find_answer(text).value == value
+
+
+# --- digits that are not one number ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("written", "kind"),
+    [
+        ("12/25/2023", "a date"),
+        ("2023/12/25", "a date"),
+        ("3/4/24", "a date"),
+        ("2023-12-25", "a date"),
+        ("25-12-2023", "a date"),
+        ("25.12.2023", "a date"),
+        ("12.25.23", "a date"),
+        ("10:30", "a time or ratio"),
+        ("9:05:59", "a time or ratio"),
+        ("10:30 pm", "a time or ratio"),
+        ("16:9", "a time or ratio"),
+        ("1.2.3", "a version or address"),
+        ("192.168.0.10", "a version or address"),
+        ("555-123-4567", "a phone number or code"),
+        ("1-800-555-0199", "a phone number or code"),
+        ("(555) 123-4567", "a phone number or code"),
+        ("+1 555 123 4567", "a phone number or code"),
+        ("+44 20 7946 0958", "a phone number or code"),
+        ("3-5", "a range (or a difference)"),
+        ("3–5", "a range (or a difference)"),
+        ("10 — 12", "a range (or a difference)"),
+        ("2.5-3.5", "a range (or a difference)"),
+        ("$10-$20", "a range (or a difference)"),
+    ],
+)
+def test_dates_times_versions_phones_and_ranges_are_not_numbers(written: str, kind: str) -> None:
+    """Each is passed over whole: never its first or last group (12, 2023, 25, 4567, 5);
+    a declared answer of that kind has no number and says which kind it is, a last-rule
+    search goes on to the real number before it."""
+    declared = find_answer(f"Working: 6 * 7 = 42.\nAnswer: {written}", marker="Answer:")
+    assert (declared.value, declared.text, declared.rule) == (None, written, "marker")
+    assert declared.reason == f"the answer {written} is {kind}, not a number"
+    boxed = find_answer(f"so 7 \\boxed{{{written}}}")
+    assert (boxed.value, boxed.rule) == (None, "boxed") and kind in (boxed.reason or "")
+    assert find_answer(f"She pays 40 (on {written}).").value == 40.0
+    assert find_answer(f"After {written} she pays 40", marker="Answer:").value == 40.0
+    alone = find_answer(f"see {written}")
+    assert alone.value is None and alone.reason == (
+        f"no number in the response ({written} is {kind}, not a number)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Answer: On 12/25/2023 she had 5 apples.", 5.0),  # the date is not the answer
+        ("He had 5-3 = 2 left", 2.0),  # a difference, then its result
+        ("1.234.567 people", 1234567.0),  # German thousands, not a version
+        ("1.234.567,5 m", 1234567.5),
+        ("+1 234 567 more", 1234567.0),  # French thousands, not a phone number
+        ("it is 3.5", 3.5),
+        ("$1,234.56", 1234.56),
+        ("3 - 5 = -2", -2.0),  # a spaced minus is arithmetic
+        ("the 2023 budget", 2023.0),  # a year alone is a number
+        ("12/25 of the cake", 0.48),  # two groups: a fraction
+        ("A: 2 1/2", 2.5),
+    ],
+)
+def test_numbers_near_dates_and_ranges_still_count(text: str, value: float) -> None:
+    """Only the whole date, time, range... is passed over: the numbers around it, and
+    numbers that merely look like one (thousands, a year, a fraction), still count."""
+    assert find_answer(text, marker="Answer:").value == pytest.approx(value)
 
 
 def test_fraction_compares_numerically_with_a_decimal_target() -> None:

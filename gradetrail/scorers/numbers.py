@@ -19,7 +19,7 @@ A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a curre
 - scientific notation: ``1e3``, ``2.5E-4``, and ``3×10^5`` when unambiguous (the
   ``10^k`` must be written: ``×``, ``x``, ``*``, ``·``, ``\\times`` or ``\\cdot``, then
   ``10^k``, ``10^{k}``, ``10**k`` or superscript digits ``10⁵``);
-- a plain fraction ``a/b`` of integers (not part of a date such as ``12/25/2023``);
+- a plain fraction ``a/b`` of integers (``12/25``; not part of a date such as ``12/25/2023``);
 - a decimal with optional thousands separators, as written in any locale: ``1,234.5``,
   ``1{,}234`` and ``1\\,234`` (LaTeX), ``1.234.567`` and ``1.234,5`` (German),
   ``1 234 567`` and ``1\u202f234,5`` (French: a no-break, narrow or thin space, or a
@@ -33,6 +33,19 @@ Arabic decimal, thousands and percent signs (``٣٫٥``, ``٤٬٢٠٠``, ``٪``)
 
 A number may touch letters of any script except the ASCII letters of a word or a variable
 (``答案是42``, ``ответ42``, ``42ريال``, ``42kg`` are found; ``x2`` and ``H2O`` are not).
+
+Written with digits but not one number, and passed over whole (never read as its first or
+last group): a date (``12/25/2023``, ``2023-12-25``, ``25.12.2023``), a time or ratio
+(``10:30``, ``10:30 pm``, ``16:9``), a version or address (``1.2.3``, ``192.168.0.1``; but
+``1.234.567`` is German thousands), a phone number (``555-123-4567``, ``(555) 123-4567``,
+``+44 20 7946 0958``), a range or unspaced difference (``3-5``, ``3–5``, ``$10-$20``; a
+spaced ``3 - 5`` is arithmetic and ``5-3 = 2`` still ends in 2). lm-evaluation-harness's
+GSM8K ``flexible-extract`` regex reads ``12/25/2023`` as 2023 and ``2023-12-25`` as -25,
+and Inspect's ``match(numeric=True)`` compares a word token: neither has a view, so a
+careful grader's is taken. When the declared answer (the box, or the first thing after
+the marker) is one of them, there is no number and the reason names its kind (``the
+answer 3-5 is a range (or a difference), not a number``); the ``last`` rule goes on to the
+last real number.
 
 A number followed by ``%`` (``％``, ``٪``, ``\\%``, after a space or a no-break space
 too), ``percent`` or ``per cent`` (any case) is a percentage, and ``percent`` policy
@@ -90,9 +103,25 @@ _DEC = (
 _SIGN = r"[-+]"
 _ARG = r"\s*\{\s*(?P<%s>" + _SIGN + r"?\s?" + _DEC + r")\s*\}|(?P<%s1>\d)"
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+#: written with digits but not one number (each is matched whole, then passed over): a
+#: date, a time or ratio, a version or address, a phone number, a range; tried only where
+#: a digit run meets one of their separators (most numbers are plain: fast)
+_NOT_A_NUMBER = (
+    r"(?=[(+]|(?:[$€£¥₹][ \t]?)?\d++(?:[-/:.,–—]|[ \t][–—]))(?P<skip>"
+    r"\(\d{3}\)[ \t]?\d{3}[-. ]\d{4}(?!\d)"  # (555) 123-4567
+    r"|(?!\+" + _groups(" ", 2) + r")\+\d{1,3}(?:[ .-]\d{1,4}){3,}(?![.,]?\d)"  # +1 555 123 4567
+    r"|\d+(?:/\d+){2,}"  # 12/25/2023, 2023/12/25
+    r"|\d+(?:-\d+){2,}"  # 2023-12-25, 555-123-4567
+    r"|(?!" + _groups(".", 2) + r")\d+(?:\.\d+){2,}"  # 25.12.2023, 1.2.3, 192.168.1.1
+    r"|\d+(?::\d+)+(?:[ \t]?(?i:[ap]\.?m\b\.?))?"  # 10:30, 10:30:15 pm, 3:2
+    r"|(?:[$€£¥₹][ \t]?)?\d+(?:[.,]\d+)?(?:-|[ \t]?[–—][ \t]?)(?:[$€£¥₹][ \t]?)?"
+    r"\d+(?:[.,]\d+)?(?![.,]?\d)"  # 3-5, 2.5–3.5, $10-$20
+    r")"
+)
 _NUMBER = re.compile(
     # not inside a number, an ASCII word, or a date / path such as 12/25
-    r"(?:(?<![0-9A-Za-z_.\d/])|(?=\\[dt]?frac))(?=[-+$€£¥₹\\.\d])"  # fails fast
+    r"(?:(?<![0-9A-Za-z_.\d/])|(?=\\[dt]?frac))(?=[-+$€£¥₹\\.\d(])"  # fails fast
+    r"(?:" + _NOT_A_NUMBER + r"|"
     rf"(?P<sign>{_SIGN})?[ \t]?(?:[$€£¥₹]|\\\$)?[ \t]?"
     r"(?:"
     r"\\[dt]?frac\s*(?:" + _ARG % ("fn", "fn") + r")\s*(?:" + _ARG % ("fd", "fd") + r")"
@@ -104,6 +133,7 @@ _NUMBER = re.compile(
     r"|(?P<num>" + _DEC + r")(?:[eE](?P<e>[-+]?\d+))?"
     r")"
     r"(?P<pct>[ \t" + _SPACES + r"]?(?:%|\\%|(?i:percent|per[ \t]cent)\b))?"
+    r")"
 )
 #: what may separate a mixed number's integer from its fraction
 _MIXED_GAP = re.compile(r"[ \t]|\s*(?=\\[dt]?frac)|")
@@ -227,9 +257,12 @@ def _matches(text: str, start: int = 0, end: int | None = None) -> list[re.Match
 
 def _merged(matches: list[re.Match[str]]) -> list[Number]:
     """The numbers of consecutive matches, an integer and a proper fraction after it
-    (``2 1/2``, ``2\\frac{1}{2}``) merged into one mixed number."""
+    (``2 1/2``, ``2\\frac{1}{2}``) merged into one mixed number; what is not a number (a
+    date, a time...) is passed over."""
     out: list[Number] = []
     for m in matches:
+        if m.group("skip") is not None:
+            continue
         n = _number(m)
         last = out[-1] if out else None
         if (
@@ -282,7 +315,10 @@ def _boxed(
 ) -> Extraction:
     """The boxed rule: the box's one number, or why it has none."""
     content = text[box[0] : box[1]].strip()
-    found = find_numbers(text, *box)
+    matches = _matches(text, *box)
+    if matches and matches[0].group("skip") is not None:
+        return _not_a_number(matches[0], "boxed", marker)
+    found = _merged(matches)
     if not found:
         return Extraction(None, content, "boxed", False, marker, "the boxed answer has no number")
     n = found[0]
@@ -302,13 +338,53 @@ def find_answer(
     if box is not None:
         return _boxed(text, box, percent, marker_found)
     if marker and marker_found:
-        found = _matches(text, text.rfind(marker) + len(marker))
+        after = text.rfind(marker) + len(marker)
+        found = _matches(text, after)
+        if found and found[0].group("skip") and _LEAD.fullmatch(text, after, found[0].start()):
+            return _not_a_number(found[0], "marker", marker_found)  # Answer: 12/25/2023
+        found = _numbers_only(found)
         if found:  # the first number: a mixed one spans two matches
             return _extraction(text, _merged(found[:2])[0], "marker", percent, marker_found)
-    found = _matches(text)
+    every = _matches(text)
+    found = _numbers_only(every)
     if not found:
-        return Extraction(None, None, None, False, marker_found, "no number in the response")
+        reason = "no number in the response"
+        if every:  # only dates, times...: say which
+            reason += f" ({every[-1].group().strip()} is {_kind(every[-1].group())}, not a number)"
+        return Extraction(None, None, None, False, marker_found, reason)
     return _extraction(text, _merged(found[-2:])[-1], "last", percent, marker_found)
+
+
+#: what may stand between a marker and its answer: spaces, Markdown, ``:``, ``=``
+_LEAD = re.compile(r"[\s*_:=#>`(\[]*")
+_DATE = re.compile(r"\d{4}([-./])\d{1,2}\1\d{1,2}|\d{1,2}([-./])\d{1,2}\2(?:\d{2}|\d{4})")
+
+
+def _numbers_only(matches: list[re.Match[str]]) -> list[re.Match[str]]:
+    """``matches`` without those that are not numbers (dates, times...)."""
+    return [m for m in matches if m.group("skip") is None]
+
+
+def _kind(written: str) -> str:
+    """What a :data:`_NOT_A_NUMBER` match is, for a reason: ``a date``, ``a range``..."""
+    written = written.strip()
+    if ":" in written:
+        return "a time or ratio"
+    if "/" in written or _DATE.fullmatch(written):
+        return "a date"
+    if written.startswith(("(", "+")) or written.count("-") >= 2:
+        return "a phone number or code"
+    if written.count(".") >= 2 and not any(dash in written for dash in "-–—"):
+        return "a version or address"
+    return "a range (or a difference)"
+
+
+def _not_a_number(m: re.Match[str], rule: Rule, marker_found: bool | None) -> Extraction:
+    """The declared answer (after the marker, or boxed) is a date, a time, a range...:
+    no value, and the reason says which."""
+    written = m.group().strip()
+    reason = f"the answer {written} is {_kind(written)}, not a number"
+    return Extraction(None, written, rule, False, marker_found, reason)
 
 
 def _extraction(
