@@ -4,12 +4,15 @@ with the real SDKs against the local protocol server."""
 
 from __future__ import annotations
 
+import enum
 import json
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from paths import EXAMPLES
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+from pydantic import BaseModel
 
 import gradetrail
 from gradetrail.datasets import Sample
@@ -95,6 +98,118 @@ def test_expected_values_are_read_as_the_types_the_tool_schema_declares() -> Non
     assert verdicts["days"]["allowed"] == [3]
     assert _score(expected, right).value == 0.0  # no schema: "3" is not 3
     assert _score([{"f": {"days": ["three"]}}], [_call("f", days=3)], tools).value == 0.0
+
+
+class _Unit(enum.Enum):
+    C = "celsius"
+    F = "fahrenheit"
+
+
+class _Window(BaseModel):
+    days: int
+    hourly: bool = False
+
+
+class _WeatherArgs(BaseModel):
+    city: str
+    unit: _Unit | None = None
+    days: int | None = None
+    window: _Window | None = None
+    hours: list[int] = []
+    mode: Literal["fast"] = "fast"
+
+
+def _pydantic_tool() -> dict:
+    """get_weather with the parameters schema pydantic writes: Optional fields as anyOf
+    with null, the enum and the nested model as $ref into $defs, const for a Literal."""
+    return {
+        "name": "get_weather",
+        "description": "",
+        "parameters": _WeatherArgs.model_json_schema(),
+    }
+
+
+def test_expected_values_are_read_through_anyof_ref_enum_and_nested_schemas() -> None:
+    """With pydantic's schema, "3" for an Optional[int] is 3, ["9", "12"] for a list[int]
+    is [9, 12], and a nested model's fields are read too (BFCL's {key: [allowed]} form
+    included); a model value that does not fit says why: a wrong type names the union's
+    types, an enum member, a nested item or a const that does not fit quotes
+    jsonschema."""
+    tools = [_pydantic_tool()]
+    expected = [
+        {
+            "get_weather": {
+                "city": ["Paris"],
+                "unit": ["", "celsius"],
+                "days": ["", "3"],
+                "window": ["", {"days": ["2"], "hourly": ["", "true"]}],
+                "hours": ["", ["9", "12"]],
+                "mode": ["", "fast"],
+            }
+        }
+    ]
+    right = _call("get_weather", city="Paris", unit="celsius", days=3, hours=[9, 12])
+    assert _score(expected, [right], tools).value == 1.0
+    nested = _call("get_weather", city="Paris", window={"days": 2, "hourly": True})
+    assert _score(expected, [nested], tools).value == 1.0
+    assert _score(expected, [right]).value == 0.0  # no schema: "3" is not 3
+    wrong = _call(
+        "get_weather",
+        city="Paris",
+        unit="kelvin",
+        days="3",
+        window={"days": "2"},
+        hours=[9, "12"],
+        mode="slow",
+    )
+    verdicts = _score(expected, [wrong], tools).detail["expected"][0]["arguments"]
+    assert verdicts["days"]["allowed"] == ["", 3]
+    assert verdicts["days"]["reason"] == "wrong type (string; the schema says integer or null)"
+    assert verdicts["unit"]["reason"] == (
+        "not valid for the schema ('kelvin' is not one of ['celsius', 'fahrenheit'])"
+    )
+    assert verdicts["window"]["reason"] == (
+        "not valid for the schema (['days']: '2' is not of type 'integer')"
+    )
+    assert verdicts["hours"]["reason"] == (
+        "not valid for the schema ([1]: '12' is not of type 'integer')"
+    )
+    assert verdicts["mode"]["reason"] == "not valid for the schema ('fast' was expected)"
+    assert verdicts["city"]["ok"]
+
+
+def test_type_lists_draft_07_definitions_and_ambiguous_unions() -> None:
+    """OpenAI's strict form (type: [string, "null"]) and an MCP server's draft-07 schema
+    with $ref into definitions read like pydantic's; where the union admits the value as
+    written ("3" for integer-or-string) it stays as written; a $ref the schema cannot
+    resolve (a remote one, never fetched) claims nothing."""
+    parameters = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "definitions": {"Zip": {"type": ["string", "null"]}},
+        "properties": {
+            "zip": {"$ref": "#/definitions/Zip"},
+            "code": {"type": ["integer", "string"]},
+            "limit": {"type": ["integer", "null"]},
+            "remote": {"$ref": "https://example.invalid/remote.json"},
+        },
+    }
+    tools = [{"name": "f", "description": "", "parameters": parameters}]
+    expected = [{"f": {"zip": [90210], "code": ["3"], "limit": ["10"], "remote": ["", "7"]}}]
+    assert _score(expected, [_call("f", zip="90210", code="3", limit=10)], tools).value == 1.0
+    loose = _score(expected, [_call("f", zip="90210", code=3, limit=10, remote=7)], tools)
+    verdicts = loose.detail["expected"][0]["arguments"]
+    assert verdicts["code"]["reason"] == "value not allowed"  # "3" fits as written
+    assert verdicts["remote"] == {
+        "ok": False,
+        "got": 7,
+        "allowed": ["", "7"],
+        "reason": ("value not allowed"),
+    }
+    bad = _score(expected, [_call("f", zip=90210, code="3", limit=10)], tools)
+    assert bad.detail["expected"][0]["arguments"]["zip"]["reason"] == (
+        "wrong type (integer; the schema says string or null)"
+    )
 
 
 def test_object_arguments_in_bfcl_form_list_allowed_values_per_key() -> None:

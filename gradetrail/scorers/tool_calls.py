@@ -13,9 +13,13 @@ numerically (``2`` equals ``2.0``; ``true`` is not ``1``), lists element by elem
 objects key by key (or, in BFCL's form, each key against its list of allowed values,
 ``""`` among them when it may be omitted), and strings, with ``string_match:
 normalized`` (the default, as BFCL), after case folding and removing whitespace and
-``,./-_*^`` punctuation. Where the tool's parameters schema declares an argument's type,
-an expected value written as another type is read as that type when unambiguous (``"3"``
-for an integer is 3), and a model value of another type fails as ``wrong type``.
+``,./-_*^`` punctuation. Where the tool's parameters schema describes an argument (its
+``type``, or ``anyOf`` / ``oneOf`` / ``allOf``, ``$ref``, ``enum``, ``const``, nested
+``items`` and ``properties``, as pydantic, OpenAI and MCP servers write schemas; see
+:mod:`gradetrail.scorers.tool_schema`), an expected value written as another type is read
+as the type the schema admits (``"3"`` for ``Optional[int]`` is 3, also inside arrays and
+objects), and a model value that does not fit fails as ``wrong type`` or ``not valid for
+the schema``, with jsonschema's reason.
 
 Modes: ``ordered`` (the calls in the expected order, no others), ``unordered`` (the same
 calls in any order, no others) and ``subset`` (every expected call made; other calls
@@ -33,14 +37,13 @@ matched it, or, for the closest call to the same tool, which arguments failed an
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.tool_schema import ArgumentSchema
 from gradetrail.spec import ToolCallsScorerSpec
 
 __all__ = ["ToolCallsScorer", "match_call", "parse_expected"]
@@ -111,62 +114,6 @@ def _allowed_object(got: dict[str, Any], want: dict[str, Any], normalized: bool)
     return True
 
 
-#: the JSON types of JSON Schema's ``type`` keyword, tested on a decoded JSON value
-_FITS: dict[str, Any] = {
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "integer": lambda v: (
-        not isinstance(v, bool)
-        and (isinstance(v, int) or (isinstance(v, float) and v.is_integer()))
-    ),
-    "number": lambda v: not isinstance(v, bool) and isinstance(v, int | float),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
-def _declared_types(schema: Any, arg: str) -> list[str]:
-    """The JSON types a tool's parameters schema declares for ``arg`` (``[]``: not
-    declared, or not in a form read here)."""
-    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
-        return []
-    prop = schema["properties"].get(arg)
-    kind = prop.get("type") if isinstance(prop, dict) else None
-    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
-    return [k for k in kinds if k in _FITS]
-
-
-def _json_type(value: Any) -> str:
-    for name in ("boolean", "integer", "number", "string", "array", "object", "null"):
-        if _FITS[name](value):
-            return name
-    return type(value).__name__
-
-
-def _coerce(value: Any, kinds: list[str]) -> Any:
-    """An expected value written as another JSON type than the schema declares for its
-    argument, converted when the declared type is one and the text is unambiguous: ``"3"``
-    for an integer or number is 3, ``3`` for a string is ``"3"``, ``"true"`` for a boolean
-    is true. The omission marker ``""`` and every other value stay as they are."""
-    declared = [k for k in kinds if k != "null"]
-    if len(declared) != 1 or value == "" or _FITS[declared[0]](value):
-        return value
-    kind = declared[0]
-    if kind in ("integer", "number") and isinstance(value, str):
-        try:
-            number = json.loads(value.strip())
-        except ValueError:
-            return value
-        ok = isinstance(number, int | float) and not isinstance(number, bool)
-        return number if ok and math.isfinite(number) and _FITS[kind](number) else value
-    if kind == "string" and isinstance(value, int | float) and not isinstance(value, bool):
-        return json.dumps(value)
-    if kind == "boolean" and isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    return value
-
-
 def match_call(
     call: dict[str, Any], expected: Expected, normalized: bool, schema: Any = None
 ) -> dict[str, Any]:
@@ -176,10 +123,11 @@ def match_call(
         call: the model's normalized call.
         expected: one parsed expected call.
         normalized: compare strings case- and punctuation-insensitively.
-        schema: the tool's parameters (JSON Schema), or None. Where it declares an
-            argument's type, expected values written as another type are read as that
-            type (:func:`_coerce`), and a model value of another type fails as ``wrong
-            type``.
+        schema: the tool's parameters (a JSON Schema, or its
+            :class:`~gradetrail.scorers.tool_schema.ArgumentSchema`), or None. Expected
+            values written as another type than it declares are read as that type
+            (:meth:`ArgumentSchema.coerce`); a model value that does not fit it fails as
+            ``wrong type`` or ``not valid for the schema`` (:meth:`ArgumentSchema.reason`).
 
     Returns:
         ``{"ok": bool, "reason": str | None, "arguments": {arg: {"ok", "got", "allowed",
@@ -192,10 +140,11 @@ def match_call(
     if got is None:
         why = call.get("arguments_error") or "arguments are not a JSON object"
         return {"ok": False, "reason": why, "arguments": {}}
+    if not isinstance(schema, ArgumentSchema):
+        schema = ArgumentSchema(schema)
     verdicts: dict[str, dict[str, Any]] = {}
     for arg, listed in expected["arguments"].items():
-        kinds = _declared_types(schema, arg)
-        allowed = [_coerce(value, kinds) for value in listed]
+        allowed = [schema.coerce(arg, value) for value in listed]
         if arg not in got:
             optional = "" in allowed
             verdicts[arg] = {
@@ -206,9 +155,7 @@ def match_call(
             }
             continue
         ok = any(_same(got[arg], value, normalized) for value in allowed)
-        reason = None if ok else "value not allowed"
-        if not ok and kinds and not any(_FITS[k](got[arg]) for k in kinds):
-            reason = f"wrong type ({_json_type(got[arg])}; the schema says {' or '.join(kinds)})"
+        reason = None if ok else schema.reason(arg, got[arg]) or "value not allowed"
         verdicts[arg] = {"ok": ok, "got": got[arg], "allowed": allowed, "reason": reason}
     for arg in got:
         if arg not in expected["arguments"]:
@@ -309,7 +256,7 @@ class ToolCallsScorer(Scorer):
             detail["error"] = str(exc)
             return Score(0.0, detail)
         normalized = self.spec.string_match == "normalized"
-        schemas = {tool["name"]: tool.get("parameters") for tool in item.tools}
+        schemas = {tool["name"]: ArgumentSchema(tool.get("parameters")) for tool in item.tools}
         results = [
             [match_call(c, e, normalized, schemas.get(e["name"])) for c in calls] for e in expected
         ]
