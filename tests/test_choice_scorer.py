@@ -114,6 +114,78 @@ def test_two_final_letters_are_ambiguous(response: str, letters: list[str]) -> N
     assert "names 2 letters" in s.detail["reason"]
 
 
+TEN = "ABCDEFGHIJ"  # ten choices: I, A, E and O are all valid letters
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Answer: I think it is B", "B"),  # the pronoun I
+        ("The answer is I believe D.", "D"),
+        ("Answer: I am not sure, but J", "J"),
+        ("Answer: I would say (E)", "E"),
+        ("Answer: I’m going with (H)", "H"),  # I’m, curly apostrophe, is a word
+        ("Answer: I think A is right", "A"),  # the pronoun, then the letter A
+        ("Answer: A good choice would be C", "C"),  # the article A
+        ("Answer: A careful reading gives G.", "G"),
+        ("Respuesta: A mi juicio es la B", "B"),  # Spanish a (to)
+        ("Resposta: A alternativa correta é a C", "C"),  # Portuguese article a
+        ("Risposta: I dati indicano D", "D"),  # Italian article i
+        ("Réponse : A mon avis, F", "F"),
+        ("Answer: O la B", "B"),  # Spanish o (or)
+    ],
+)
+def test_a_capital_that_is_a_word_is_read_past(response: str, letter: str) -> None:
+    """With nine or more choices, a capital after a marker that is a word there (I, A,
+    Spanish/Portuguese/Italian A, O, I) and opens a lower-case phrase is the word: the
+    letter ending the phrase is the answer."""
+    assert [f[2] for f in find_letters(response, TEN)][-1:] == [letter]
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Answer: I", "I"),
+        ("Answer: I.", "I"),
+        ("The answer is (I).", "I"),
+        ("Answer: I is correct", "I"),
+        ("Answer: A is correct because B is wrong", "A"),
+        ("Answer: A would be best", "A"),
+        ("Answer: E because F is wrong", "E"),
+        ("Answer: A, since it fits", "A"),
+        ("Respuesta: A es correcta", "A"),
+        ("Antwort: I ist richtig", "I"),
+        ("Answer: **I** is the one", "I"),
+    ],
+)
+def test_a_capital_used_as_a_letter_stays_the_answer(response: str, letter: str) -> None:
+    """The same capitals followed by punctuation, the end, a verb or a connective
+    (``is``, ``because``, ``es``, ``ist``...) are the letter."""
+    assert [f[2] for f in find_letters(response, TEN)][-1:] == [letter]
+
+
+@pytest.mark.parametrize("response", ["Answer: I think so.", "Answer: A good question!"])
+def test_a_word_capital_with_no_letter_after_it_is_no_answer(response: str) -> None:
+    """The pronoun or article with no letter ending its phrase names no letter."""
+    assert find_letters(response, TEN) == []
+
+
+def test_with_nine_choices_the_pronoun_is_scored_as_a_word() -> None:
+    """End to end: ten choices, target B; 'Answer: I think it is B' scores 1, reading B;
+    'Answer: I think it is B or C' is ambiguous."""
+    scorer = ChoiceScorer(ChoiceScorerSpec(type="choice"))
+    row = {"question": "q", "choices": list("0123456789")}
+    prompt = compile_template("{{ choices | lettered }}", "t").render(row)
+
+    def scored(response: str):  # noqa: ANN202
+        return scorer.score(ScoreInput(Sample(0, "s1", row, 1), 1, prompt, None, "B", response))
+
+    s = scored("Answer: I think it is B")
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "marker")
+    both = scored("Answer: I think it is B or C")
+    assert both.value == 0.0 and both.detail["ambiguous"] == ["B", "C"]
+
+
 def test_same_letter_twice_is_not_ambiguous() -> None:
     """'(B), so Answer: B' names one letter."""
     assert choice("(B), so Answer: B").value == 1.0

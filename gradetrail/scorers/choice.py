@@ -13,6 +13,12 @@ to least explicit:
   ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
   (any case of the words; after a marker a lower-case letter counts too when no word
   but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
+  a capital after a marker that is also a word in the markers' languages (English ``I``
+  and ``A``; ``A``, ``E``, ``O``, ``U``, ``Y``, Italian ``I``) and opens a lower-case
+  phrase is that word, and the capital ending the phrase is the letter: with nine or more
+  choices ``Answer: I think it is B`` reads B and ``Answer: A good choice would be C``
+  reads C; followed by a verb or a connective it stays a letter (``Answer: I is correct``,
+  ``Answer: A because ...``), and ``Answer: I think so`` names none;
 - ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
   (or ``C.`` / ``C)``); these three upper case only.
@@ -35,11 +41,11 @@ from gradetrail.spec import ChoiceScorerSpec
 
 __all__ = ["ChoiceScorer", "find_letters"]
 
-_L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'])"
+_L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'’])"
 #: after an explicit marker a lower-case letter counts too, unless a word other than
 #: ``or`` / ``and`` goes on (``answer: c``, ``the answer is (c).``, ``answer: b or d``;
 #: not ``the answer is a bit long``)
-_ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'])"
+_ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’])"
 _MARKERS = (
     r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|would\s+be|will\s+be))?"
     r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
@@ -66,16 +72,62 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+#: capital letters that are also words in the markers' languages: English ``I`` and ``A``;
+#: ``A``, ``E``, ``O``, ``U``, ``Y`` in Spanish, Portuguese, Italian and French (``a``,
+#: ``e``, ``o``, ``u``, ``y``; Italian's article ``I``)
+_WORD_LETTERS = "AEIOUY"
+#: a lower-case word follows: the capital may open a phrase (``I think``, ``A good one``)
+_WORD_AFTER = re.compile(r"[ \t]+[a-zà-ÿ]")
+#: words after which a capital stays a letter: a verb or a connective (``A is right``,
+#: ``E because``, ``A or B``, ``A es correcta``, ``A est juste``, ``E è giusta``)
+_KEEPS = re.compile(
+    r"[ \t]+(?:is|was|seems|appears|fits|matches|or|and|but|because|since|as|then"
+    r"|es|era|parece|porque|o|y|u|est|était|semble|car|ou|et|ist|war|scheint|weil|oder|und"
+    r"|è|sembra|perché|poiché|é|pois|e)\b"
+)
+#: after ``A`` (never the pronoun ``I``), a modal keeps it a letter: ``A would be best``
+_MODAL = re.compile(r"[ \t]+(?:would|could|should|might|must|will|can|may)\b")
+#: the letter that ends the phrase: lower-case words only, then a capital letter
+_THEN = re.compile(r"(?:[ \t]+[a-zà-ÿ’']+,?){1,12}?[ \t]+(?:\*\*|[\(\[])?[ \t]*" + _L)
+
+
+def _past_words(text: str, m: re.Match[str]) -> tuple[str, int, int] | None:
+    """``(letter, start, end)`` a marker names, read past capitals that are words there:
+    ``Answer: I think it is B`` and ``Answer: A good choice is C`` name B and C (the
+    first capital opens a phrase, whose end names a letter); ``Answer: A is right``,
+    ``Answer: E because ...`` name A and E. None when the marker's capital is the English
+    word and no letter ends its phrase (``Answer: I think so``, ``Answer: A good one``)."""
+    letter, start, end = m.group("letter"), m.start("letter"), m.end()
+    for _ in range(4):  # "I think A good one is C": a few word-capitals in a row at most
+        if letter not in _WORD_LETTERS or not _WORD_AFTER.match(text, end):
+            break
+        if _KEEPS.match(text, end):
+            break
+        then = _THEN.match(text, end)
+        if then is None:
+            if letter == "I" or (letter == "A" and not _MODAL.match(text, end)):
+                return None
+            break
+        letter, start, end = then.group("letter"), then.start("letter"), then.end()
+    return letter.upper(), start, end
+
+
 def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
     """Every well-formed answer letter in ``text`` among ``valid``, in text order:
-    ``(start, end, letter, rule)``; overlapping matches keep the most explicit rule."""
+    ``(start, end, letter, rule)``; overlapping matches keep the most explicit rule.
+
+    After a marker, a capital that is also a word (see :func:`_past_words`) is read as the
+    word when a lower-case phrase follows it, so with nine or more choices ``Answer: I
+    think it is B`` reads B, never I."""
     found: list[tuple[int, int, str, str]] = []
     for rule, pattern in _RULES:
         for m in pattern.finditer(text):
-            letter = m.group("letter").upper()
-            start = m.start("letter")
+            read = _past_words(text, m) if rule == "marker" else None
+            if rule == "marker" and read is None:
+                continue
+            letter, start, end = read or (m.group("letter").upper(), m.start("letter"), m.end())
             if letter in valid and not any(s <= start < e for s, e, _, _ in found):
-                found.append((start, m.end(), letter, rule))
+                found.append((start, end, letter, rule))
     return sorted(found)
 
 
