@@ -59,6 +59,11 @@ def root(tmp_path: Path, monkeypatch) -> Path:
     return results
 
 
+def plain(html: str) -> str:
+    """A page's text as read: tags dropped, white space folded."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
 def only_run(root: Path) -> Path:
     (path,) = [p for p in root.iterdir() if p.is_dir()]
     return path
@@ -279,6 +284,106 @@ def test_a_fifo_in_a_run_directory_never_hangs_a_page(root: Path, name: str) -> 
         assert "not a regular file" in client.get(f"/runs/{run.name}").text
 
 
+REASONS = {
+    "outside": "{} links outside the results root; not read",
+    "fifo": "{} is not a regular file (a FIFO, socket or device); not read",
+    "directory": "{} is a directory, not a file; not read",
+}
+
+
+@pytest.mark.parametrize("kind", list(REASONS))
+@pytest.mark.parametrize("name", ["log.jsonl", "results.jsonl", "samples.jsonl", "manifest.json"])
+def test_a_run_file_not_read_leaves_the_run_listed_with_the_reason(
+    root: Path, tmp_path: Path, name: str, kind: str
+) -> None:
+    """A run file linked outside the root, a FIFO or a directory in its place: the run
+    stays on the runs page and its own page, with one line naming the file and what is
+    wrong, and every figure that does not need the file (mean 2/3 from the manifest); the
+    file is never opened (the linked copy's marker never shows)."""
+    run = only_run(root)
+    target = run / name
+    if kind == "outside":  # a copy of the real file, marked
+        copy = tmp_path / "outside" / name
+        copy.parent.mkdir()
+        copy.write_text(target.read_text().replace("arith", "SECRET").replace("q0", "SECRET"))
+        target.unlink()
+        target.symlink_to(copy)
+    else:
+        target.unlink(missing_ok=True)
+        os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    reason = REASONS[kind].format(name)
+    client = client_for(root)
+    runs, page = client.get("/"), client.get(f"/runs/{run.name}")
+    assert runs.status_code == page.status_code == 200
+    assert f'href="/runs/{run.name}"' in runs.text and reason in runs.text
+    assert reason in page.text and "SECRET" not in runs.text + page.text
+    if name == "manifest.json":
+        assert "status-unreadable" in runs.text and "manifest cannot be read" in page.text
+        return
+    assert "0.6667" in runs.text and "<th>mean score</th><td>0.6667" in page.text
+    if name == "results.jsonl":
+        assert "No row." in page.text and page.text.count(reason) == 1
+        diff = client.get(f"/diff?a={run.name}&b={run.name}")
+        assert diff.status_code == 409 and reason in diff.text
+        assert client.get(f"/runs/{run.name}/progress").json()["rows"] == 0
+        sample = client.get(f"/runs/{run.name}/sample", params={"id": "q2"})
+        assert sample.status_code == 409 and reason in sample.text
+    else:
+        assert "3 rows" in page.text and "A: -1" in page.text
+
+
+def test_results_cut_short_are_named_on_both_pages(root: Path) -> None:
+    """An ended run whose results.jsonl holds fewer rows than its manifest counts (cut
+    short, a torn last line): both pages say how many of how many are there."""
+    run = only_run(root)
+    lines = (run / "results.jsonl").read_text().splitlines(keepends=True)
+    (run / "results.jsonl").write_text(lines[0] + lines[1] + lines[2][:40])
+    client = client_for(root)
+    said = "results.jsonl holds 2 of the 3 rows the manifest counts (cut short?)"
+    assert said in client.get("/").text
+    page = client.get(f"/runs/{run.name}").text
+    assert said in page and "2 rows" in page and "<th>mean score</th><td>0.6667" in page
+    (run / "results.jsonl").write_text("".join(lines))
+    assert "cut short" not in client.get("/").text
+
+
+def test_a_live_run_shows_the_figures_of_its_rows_so_far(root: Path) -> None:
+    """A run being written: its page and the runs page show figures computed from the
+    rows written so far, marked partial (not its start manifest's zeros); with every row
+    written they are the runner's final figures; once its process is gone they stay,
+    marked partial, on its page."""
+    from view_support import as_started
+
+    from gradetrail.cli.report import manifest_lines
+    from gradetrail.manifest import Manifest
+
+    run = only_run(root)
+    final = Manifest.model_validate_json((run / "manifest.json").read_text())
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)  # q0 right, q1 right, q2 wrong
+    as_started(run, os.getpid())
+    results.write_text(lines[0] + lines[2])
+    client = client_for(root)
+    page = client.get(f"/runs/{run.name}").text
+    assert "figures below are partial, from the 2 rows written so far (of 3)" in plain(page)
+    assert "<th>mean score</th><td>0.5000 ± 0.5000 SE, 95% CI [0.0945, 0.9055] (Wilson)" in page
+    assert '<td class="num" data-state="scored">2</td>' in page
+    runs = client.get("/").text
+    assert "partial</span> <b>0.5000</b>" in runs
+    with results.open("a") as f:
+        f.write(lines[1])
+    figures = client.get(f"/runs/{run.name}/progress", params={"figures": "1"}).json()
+    assert figures["rows"] == 3 and figures["partial"]["rows"] == 3
+    done = [[label, text] for label, text in manifest_lines(final, run) if label != "wall time"]
+    shown = [pair for pair in figures["partial"]["lines"] if pair[0] != "wall time"]
+    assert shown == [p if p[0] != "status" else ["status", "running"] for p in done]
+    assert "from the 3 rows written so far" in plain(client.get(f"/runs/{run.name}").text)
+    (run / ".lock").write_text("999999999\n")  # no such process
+    page = plain(client.get(f"/runs/{run.name}").text)
+    assert "process is gone: the figures below are partial, from the 3 rows" in page
+    assert "not ended: its figures so far are on its run page" in client.get("/").text
+
+
 def test_results_file_deleted_leaves_the_summary(root: Path) -> None:
     """A run whose results.jsonl vanished still shows its manifest, and says what is missing."""
     run = only_run(root)
@@ -396,7 +501,8 @@ def test_raw_dot_dot_paths_are_refused_by_the_real_server(root: Path) -> None:
 
 
 def test_symlinks_pointing_out_of_the_root_are_refused(root: Path, tmp_path: Path) -> None:
-    """A run directory linked from elsewhere, or a results file linked out: 403, unlisted."""
+    """A run directory linked from elsewhere: listed as refused with the reason, its page
+    403, nothing of it read; a run whose samples.jsonl links out keeps its page."""
     outside = tmp_path / "outside"
     shutil.copytree(only_run(root), outside)
     (outside / "results.jsonl").write_text('{"sample_id": "secret", "state": "scored"}\n')
@@ -405,9 +511,16 @@ def test_symlinks_pointing_out_of_the_root_are_refused(root: Path, tmp_path: Pat
     (run / "samples.jsonl").unlink()
     (run / "samples.jsonl").symlink_to(outside / "results.jsonl")
     client = client_for(root)
-    assert client.get("/runs/linked").status_code == 403
-    assert client.get(f"/runs/{run.name}").status_code == 403
-    assert "secret" not in client.get("/").text and "linked" not in client.get("/").text
+    linked = client.get("/runs/linked")
+    assert linked.status_code == 403 and "linked links outside the results root" in linked.text
+    runs = client.get("/").text
+    assert "secret" not in runs and 'href="/runs/linked"' in runs
+    assert "linked links outside the results root; not read" in runs
+    page = client.get(f"/runs/{run.name}")
+    assert page.status_code == 200 and "secret" not in page.text
+    assert "samples.jsonl links outside the results root; not read" in page.text
+    chart = client.get(f"/runs/{run.name}/scores.svg")
+    assert chart.status_code == 200 and "secret" not in chart.text
 
 
 def only_run_real(root: Path) -> Path:
@@ -509,13 +622,18 @@ def test_a_run_being_written_shows_progress_then_its_final_rows(tmp_path: Path) 
     try:
         wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc, what="dir")
         (run,) = list(results.iterdir())
-        wait_until(lambda: count_lines(run / "results.jsonl") >= 2, proc=proc, what="rows")
+        wait_until(lambda: count_lines(run / "results.jsonl") >= 4, proc=proc, what="rows")
         client = client_for(results)
         progress = client.get(f"/runs/{run.name}/progress").json()
         assert progress["status"] == "running" and progress["live"] is True
-        assert 2 <= progress["rows"] <= 4 and progress["expected"] == 12
+        assert progress["rows"] == 4 and progress["expected"] == 12
         page = client.get(f"/runs/{run.name}")
         assert page.status_code == 200 and "still being written" in page.text
+        # the summary is the 4 rows' (every call held after the 4th), not the start's
+        assert "figures below are partial, from the 4 rows written so far (of 12)" in plain(
+            page.text
+        )
+        assert "<th>mean score</th><td>1.0000" in page.text and "over 4 scored" in page.text
         assert "status-running" in client.get("/").text
         release(calls)
         assert proc.wait(timeout=60) == 0

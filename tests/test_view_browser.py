@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from view_support import CHROMIUM, CHROMIUM_ARGS, app_run, gsm8k_run, write_app_eval
+from view_support import CHROMIUM, CHROMIUM_ARGS, app_run, as_started, gsm8k_run, write_app_eval
 
 from gradetrail.view.server import BackgroundServer
 
@@ -20,7 +21,9 @@ expect.set_options(timeout=WAIT_MS)
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A results root with the two 175B GSM8K runs and a run whose response holds markup."""
+    """A results root with the two 175B GSM8K runs, a run whose response holds markup, a
+    run whose log.jsonl links outside the root, and a run being written by this process
+    (one row of three so far; the others in ``runs["live_rest"]``)."""
     tmp = tmp_path_factory.mktemp("browser")
     root, cache = tmp / "results", tmp / "cache.sqlite"
     out = {
@@ -30,6 +33,18 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     spec = write_app_eval(tmp / "eval", samples=2)
     with pytest.MonkeyPatch.context() as mp:
         out["xss"] = app_run(spec, root, cache, "xss", {"q1/1": "say:" + XSS}, mp)
+        three = write_app_eval(tmp / "eval3", samples=3)
+        out["refused"] = app_run(three, root, cache, "refused", {"q2/1": "wrong"}, mp)
+        out["live"] = app_run(three, root, cache, "live", {"q2/1": "wrong"}, mp)
+    (tmp / "outside.jsonl").write_text('{"secret": "SECRET"}\n')
+    (out["refused"] / "log.jsonl").unlink()
+    (out["refused"] / "log.jsonl").symlink_to(tmp / "outside.jsonl")
+    results = out["live"] / "results.jsonl"
+    first, *rest = results.read_text().splitlines(keepends=True)  # q0 right, q1, q2 wrong
+    results.write_text(first)
+    as_started(out["live"], os.getpid())
+    out["live_rest"] = tmp / "live_rest.jsonl"
+    out["live_rest"].write_text("".join(rest))
     out["root"] = root
     return out
 
@@ -147,3 +162,42 @@ def test_every_step_works_without_javascript(browser: Browser, url: str) -> None
         expect(page.locator('[data-kind="regressed"] .count')).to_have_text("360")
     finally:
         context.close()
+
+
+def test_a_run_whose_log_links_out_is_listed_with_the_reason(
+    page: Page, url: str, runs: dict[str, Path]
+) -> None:
+    """The runs page lists the run with its figures and one line saying which file is not
+    read and why; its page says the same and shows every figure and row."""
+    name = runs["refused"].name
+    reason = "log.jsonl links outside the results root; not read"
+    page.goto(url + "/")
+    expect(page.locator(f'tr[data-run="{name}"]')).to_contain_text("0.6667")
+    expect(page.locator(f'tr[data-run="{name}"] + tr.warnings-row')).to_contain_text(reason)
+    page.locator(f'tr[data-run="{name}"] td.name a').click()
+    expect(page.locator("ul.warnings")).to_contain_text(reason)
+    expect(page.locator("table.summary-lines")).to_contain_text("0.6667")
+    expect(page.locator("p.count")).to_contain_text("3 rows")
+    assert "SECRET" not in page.content()
+
+
+def test_a_live_run_shows_partial_figures_that_follow_its_rows(
+    page: Page, url: str, runs: dict[str, Path]
+) -> None:
+    """A run being written: its summary is marked partial and computed from the rows so
+    far; rows appended while the page is open update it in place (no reload)."""
+    name = runs["live"].name
+    page.goto(url + "/")
+    expect(page.locator(f'tr[data-run="{name}"]')).to_contain_text("partial 1.0000")
+    page.goto(f"{url}/runs/{name}")
+    expect(page.locator("section.summary h2")).to_contain_text("partial")
+    expect(page.locator("p.partial")).to_contain_text("partial, from the 1 rows written so far")
+    summary = page.locator("table.summary-lines")
+    expect(summary).to_contain_text("1.0000")
+    page.evaluate("window.__same_page = 1")
+    with (runs["live"] / "results.jsonl").open("a") as f:
+        f.write(runs["live_rest"].read_text())
+    expect(page.locator(".partial-rows")).to_have_text("3")
+    expect(summary).to_contain_text("0.6667")
+    expect(page.locator('td[data-state="scored"]')).to_have_text("3")
+    assert page.evaluate("window.__same_page") == 1

@@ -92,3 +92,21 @@ def app_run(
     monkeypatch.setenv("GT_PLAN", json.dumps({model: plan or {}}))
     loaded = gradetrail.load_spec(spec, overrides=[f"model.name={model}", *(overrides or [])])
     return gradetrail.run_eval(loaded, results_root=root, cache_path=cache).run_dir
+
+
+def as_started(run_dir: Path, pid: int) -> None:
+    """Make an ended run look as it does while being written by process ``pid``: its
+    manifest as the run writes it at its start (status running, every figure the rows
+    decide, ended_at and wall time at their defaults) and a ``.lock`` naming ``pid``."""
+    from gradetrail.manifest import Manifest
+    from gradetrail.spec import EvalSpec
+    from gradetrail.summary import Tally
+
+    path = run_dir / "manifest.json"
+    m = Manifest.model_validate_json(path.read_text())
+    decided = [*Tally().manifest_figures(EvalSpec.model_validate(m.spec)), "ended_at"]
+    fields = Manifest.model_fields
+    start = {k: fields[k].get_default(call_default_factory=True) for k in decided}
+    started = m.model_copy(update={**start, "status": "running", "wall_time_s": None})
+    path.write_text(started.model_dump_json())
+    (run_dir / ".lock").write_text(f"{pid}\n")

@@ -12,16 +12,21 @@ address served or be the IP address the connection arrived on
 through DNS rebinding; only GET and
 HEAD are routed, and nothing is written.
 A malformed manifest, a torn or malformed results line, a run still being written or
-deleted while viewed get a page that says so, never a crash.
+deleted while viewed get a page that says so, never a crash; a run file the viewer does
+not read (linked outside the root, a FIFO, a directory: :mod:`gradetrail.view.files`)
+leaves its run listed, with the reason and every figure that does not need that file.
+A run still being written shows its figures so far, computed from its rows and marked
+partial.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import parse_qs
 
 import jinja2
@@ -36,10 +41,12 @@ from starlette.staticfiles import StaticFiles
 
 from gradetrail.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
 from gradetrail.errors import GradetrailError, UsageError
+from gradetrail.manifest import Manifest
 from gradetrail.results import (
     MANIFEST_FILE,
     RESULTS_FILE,
     SAMPLES_FILE,
+    SampleState,
     count_result_lines,
     iter_result_spans,
     read_samples,
@@ -53,6 +60,8 @@ from gradetrail.view.text import shown as shown_text
 __all__ = ["create_app", "default_hosts"]
 
 HERE = Path(__file__).parent
+#: the sample states, in the order the run page counts them
+STATES: tuple[str, ...] = get_args(SampleState)
 #: a results file larger than this has its unfiltered pages streamed until its index is
 #: built (in the background); smaller ones are indexed at once (a few ms)
 STREAM_BYTES = 8 << 20
@@ -85,6 +94,7 @@ def _environment() -> jinja2.Environment:
         SORTS=SORTS,
         KINDS=KINDS,
         KIND_NAMES=KIND_NAMES,
+        STATES=STATES,
     )
     return env
 
@@ -132,7 +142,8 @@ class Viewer:
         return self.render(
             "runs.html",
             runs=shown,
-            done=_rows_written(shown),
+            done=self._rows_written(shown),
+            partial={r.name: p for r in shown if r.live and (p := self.store.live_figures(r))},
             total=len(runs),
             statuses=statuses,
             params=dict(request.query_params),
@@ -145,15 +156,16 @@ class Viewer:
         if info.manifest is None:
             return self.render("run_unreadable.html", 200, info=info)
         query, number, per = pages.parse_query(request.query_params)
+        partial = self.store.live_figures(info)
         table = self._table(info, query, number, per)
-        from gradetrail.cli.report import manifest_lines
-
+        m = partial or info.manifest
         response = self.render(
             "run.html",
             info=info,
-            m=info.manifest,
-            lines=manifest_lines(info.manifest, info.path),
-            chart=(info.path / SAMPLES_FILE).exists(),
+            m=m,
+            partial=partial is not None,
+            lines=_summary(m, info.path)["lines"],
+            chart=SAMPLES_FILE not in info.refused and (info.path / SAMPLES_FILE).exists(),
             query=query,
             params=_params(request),
             **table,
@@ -170,10 +182,24 @@ class Viewer:
         svg = self.env.get_template("scores.svg").render(bars=bars, int=pages.fmt_int)
         return Response(svg, media_type="image/svg+xml", headers={"cache-control": "no-cache"})
 
+    def _rows_written(self, runs: list[RunInfo]) -> dict[str, int]:
+        """Rows each unfinished run has written so far (its live progress without
+        JavaScript, and how far a killed or interrupted run got), counted without parsing
+        (:meth:`RunStore.rows_written`)."""
+        out = {}
+        for info in runs:
+            if info.manifest is not None and info.status != "complete":
+                written = self.store.rows_written(info.path)
+                if written is not None:
+                    out[info.name] = written
+        return out
+
     def _table(self, info: RunInfo, query: Query, number: int, per: int) -> dict[str, Any]:
         """The page of sample rows ``query`` asks for. Unfiltered pages in file order are
         streamed from the file (stopping after the page) while no up-to-date index exists,
         so the first page of a large run never waits for one; anything else uses it."""
+        if RESULTS_FILE in info.refused:
+            return _no_rows(info, per, UsageError(info.refused[RESULTS_FILE]))
         if (
             query.plain
             and _size(info.path / RESULTS_FILE) > STREAM_BYTES
@@ -213,7 +239,9 @@ class Viewer:
     def _histogram(self, info: RunInfo) -> list[pages.Bar] | None:
         """Bars over each sample's reduced score (``samples.jsonl``, written when a run
         ends), kept until the file changes; None while there is no such file."""
-        path = info.path / "samples.jsonl"
+        if SAMPLES_FILE in info.refused:
+            return None
+        path = info.path / SAMPLES_FILE
         try:
             st = path.stat()
         except OSError:
@@ -232,24 +260,26 @@ class Viewer:
         return pages.histogram(cached[1])
 
     def progress(self, request: Request) -> Response:
-        """A running run's progress as JSON (polled by the page's script)."""
+        """A running run's progress as JSON (polled by the page's script): status, live,
+        rows written, rows expected; with ``?figures=1``, also ``partial``: the run page's
+        summary lines (label, text) and rows per state computed from the rows so far
+        (:meth:`RunStore.live_figures`), null when there are none."""
         info = self.store.info(request.path_params["run"])
+        data: dict[str, Any] = {"status": info.status, "live": info.live}
+        if request.query_params.get("figures") == "1":
+            partial = self.store.live_figures(info)
+            data["partial"] = None if partial is None else _summary(partial, info.path)
         try:
             done = len(self.store.index(info.path).entries)
         except UsageError:
             done = 0
-        return JSONResponse(
-            {
-                "status": info.status,
-                "live": info.live,
-                "rows": done,
-                "expected": info.rows_expected,
-            }
-        )
+        return JSONResponse(data | {"rows": done, "expected": info.rows_expected})
 
     def sample_page(self, request: Request) -> Response:
         """Every epoch of one sample, with everything needed to audit it."""
         info = self.store.info(request.path_params["run"])
+        if RESULTS_FILE in info.refused:
+            raise UsageError(info.refused[RESULTS_FILE])
         sample_id = _sample_id(request)
         rows = self._sample_rows(info, sample_id)
         if not rows:
@@ -295,6 +325,10 @@ class Viewer:
         for info in (base, cand):
             if info.manifest is None:
                 raise UsageError(f"run {info.name} cannot be compared: {info.problem}")
+            if RESULTS_FILE in info.refused:
+                raise UsageError(
+                    f"run {info.name} cannot be compared: {info.refused[RESULTS_FILE]}"
+                )
         assert base.manifest is not None and cand.manifest is not None
         if ticked and base.manifest.started_at > cand.manifest.started_at:
             base, cand = cand, base
@@ -459,7 +493,7 @@ def _params(request: Request) -> dict[str, Any]:
 
 def _no_rows(info: RunInfo, per: int, problem: UsageError) -> dict[str, Any]:
     """The sample table of a run whose results cannot be read: none yet, or why not."""
-    there = (info.path / RESULTS_FILE).exists()
+    there = os.path.lexists(info.path / RESULTS_FILE)
     return {
         "rows": [],
         "page": pages.paginate(0, 1, per),
@@ -469,17 +503,17 @@ def _no_rows(info: RunInfo, per: int, problem: UsageError) -> dict[str, Any]:
     }
 
 
-def _rows_written(runs: list[RunInfo]) -> dict[str, int]:
-    """Rows each unfinished run has written so far (its live progress without JavaScript,
-    and how far a killed or interrupted run got), counted without parsing."""
-    out = {}
-    for info in runs:
-        if info.manifest is not None and info.status != "complete":
-            try:
-                out[info.name] = count_result_lines(info.path)
-            except (UsageError, OSError):
-                continue
-    return out
+def _summary(m: Manifest, run_dir: Path) -> dict[str, Any]:
+    """What the run page's summary shows of manifest ``m``: ``lines``, the (label, text)
+    pairs the CLI prints (:func:`gradetrail.cli.report.manifest_lines`), ``rows`` and
+    ``counts`` (rows per state)."""
+    from gradetrail.cli.report import manifest_lines
+
+    return {
+        "lines": manifest_lines(m, run_dir),
+        "rows": sum(m.counts.values()),
+        "counts": {state: m.counts.get(state, 0) for state in STATES},
+    }
 
 
 def _sample_id(request: Request) -> str:

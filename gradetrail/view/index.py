@@ -8,25 +8,35 @@ keyed by the file's inode, size and modification time: a run still appending row
 indexed from where the last refresh stopped, and a file replaced by the run's final
 rewrite (a new inode) or shrunk is indexed again from the start. Lines come through
 :func:`gradetrail.results.iter_result_spans`, the same parser every reader uses.
+
+An index made with a ``tally_of`` also counts every row in a
+:class:`gradetrail.summary.Tally` (the runner's own totals) as it indexes it, so a run
+still being written has its figures so far at the cost of the rows appended since the
+last refresh.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from gradetrail.errors import UsageError
 from gradetrail.results import (
     RESULTS_FILE,
     iter_result_spans,
+    make_row,
     open_run_file,
     parse_row,
     read_row_at,
 )
+from gradetrail.spec import EvalSpec
+from gradetrail.summary import Tally
 
 __all__ = ["FILTERS", "SORTS", "Entry", "Query", "RowIndex"]
 
@@ -121,12 +131,19 @@ class RowIndex:
         entries: one per row, in file order.
         malformed: lines that are not a JSON object (skipped).
         torn: the file ends in a partial line (a row being written, or a killed run).
+        tally_of: makes the empty :class:`Tally` every row is counted in (from the file's
+            start, again whenever the index is rebuilt); None counts nothing.
+        tally: the rows counted so far, or None.
+        uncounted: rows the tally could not take (a field of the wrong type).
     """
 
     run_dir: Path
     entries: list[Entry] = field(default_factory=list)
     malformed: int = 0
     torn: bool = False
+    tally_of: Callable[[], Tally] | None = None
+    tally: Tally | None = None
+    uncounted: int = 0
     _stamp: tuple[int, int, int, int] | None = None
     _end: int = 0
     _by_sample: dict[str, list[int]] = field(default_factory=dict)
@@ -172,6 +189,8 @@ class RowIndex:
         self.malformed = 0
         self._end = 0
         self._by_sample = {}
+        self.tally = self.tally_of() if self.tally_of is not None else None
+        self.uncounted = 0
 
     def _extend(self, start: int) -> None:
         for offset, length, row in iter_result_spans(self.run_dir, start):
@@ -182,6 +201,21 @@ class RowIndex:
             entry = _entry(offset, length, len(self.entries), row)
             self._by_sample.setdefault(entry.sample_id, []).append(entry.position)
             self.entries.append(entry)
+            if self.tally is not None:
+                self._count(row)
+
+    def _count(self, row: dict[str, Any]) -> None:
+        assert self.tally is not None
+        try:  # validated as the runner's rows are: nested records become their models
+            self.tally.add(make_row(**row))
+        except (ValidationError, ValueError, TypeError):
+            self.uncounted += 1
+
+    def figures(self, spec: EvalSpec) -> dict[str, Any] | None:
+        """The manifest fields the rows indexed so far decide
+        (:meth:`Tally.manifest_figures`), or None when this index counts nothing."""
+        with self._lock:
+            return None if self.tally is None else self.tally.manifest_figures(spec)
 
     def select(self, query: Query) -> list[int]:
         """Positions of the rows ``query`` keeps, in its order (searches read the rows

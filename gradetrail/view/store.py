@@ -3,13 +3,18 @@ each manifest says (or why it cannot be read), and one row index per run.
 
 Every name that arrives in a URL goes through :meth:`RunStore.resolve`: one path
 component, no ``..`` (decoded or not), and after following links still inside the
-results root, files included. Manifests and rows are read through
-:mod:`gradetrail.results`, never parsed here; nothing under the root is ever written.
+results root. A run's files are checked one by one (:mod:`gradetrail.view.files`): one
+linked outside the root, a FIFO, a directory or an unreadable file is never opened, and
+the run is still listed with the reason, showing what does not need that file.
+Manifests and rows are read through :mod:`gradetrail.results`, never parsed here;
+nothing under the root is ever written.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,8 +23,11 @@ from pydantic import ValidationError
 
 from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.manifest import Manifest, run_warnings
-from gradetrail.results import MANIFEST_FILE, OUTPUT_FILES, RESULTS_FILE, read_manifest
+from gradetrail.results import MANIFEST_FILE, RESULTS_FILE, count_result_lines, read_manifest
 from gradetrail.rundir import writer_pid
+from gradetrail.spec import EvalSpec
+from gradetrail.summary import Tally
+from gradetrail.view.files import refusal, refusals
 from gradetrail.view.index import RowIndex
 
 __all__ = ["Forbidden", "NotFound", "RunInfo", "RunStore"]
@@ -45,8 +53,10 @@ class RunInfo:
         status: the manifest's status, ``killed`` for a ``running`` run whose process is
             gone, or ``unreadable``.
         live: a process is writing the run now.
-        warnings: one line each: errors by kind, truncations, served-model mismatch,
-            judge errors, a dirty git tree, missing results.
+        warnings: one line each: files not read, errors by kind, truncations,
+            served-model mismatch, judge errors, a dirty git tree, missing or cut-short
+            results.
+        refused: the run's files the viewer does not read, name -> why (one line).
     """
 
     name: str
@@ -56,6 +66,7 @@ class RunInfo:
     status: str
     live: bool = False
     warnings: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
 
     @property
     def rows_expected(self) -> int | None:
@@ -97,7 +108,7 @@ class RunInfo:
         }.get(key)
 
 
-def _warnings(raw: dict[str, Any], status: str, path: Path) -> list[str]:
+def _warnings(raw: dict[str, Any], status: str, path: Path, refused: dict[str, str]) -> list[str]:
     """The manifest's warnings (:func:`gradetrail.manifest.run_warnings`), with what only
     the viewer can see: a run whose process is gone, a missing results file."""
     out = [w for w in run_warnings(raw) if not w.startswith("run is ")]
@@ -105,9 +116,21 @@ def _warnings(raw: dict[str, Any], status: str, path: Path) -> list[str]:
         out.insert(0, "the run's process is gone without ending it: run the same command again")
     elif status not in ("complete", "running"):
         out.insert(0, f"run is {status}: not every row is there")
-    if not (path / RESULTS_FILE).exists():
+    if RESULTS_FILE not in refused and not os.path.lexists(path / RESULTS_FILE):
         out.append(f"no {RESULTS_FILE}")
     return out
+
+
+def _cut_short(manifest: Manifest, written: int | None) -> list[str]:
+    """A line when an ended run's ``results.jsonl`` holds fewer complete rows than its
+    manifest counts (a copy cut short, a disk filled, a torn last line)."""
+    expected = sum(manifest.counts.values())
+    if manifest.status == "running" or written is None or written >= expected:
+        return []
+    return [
+        f"{RESULTS_FILE} holds {written:,} of the {expected:,} rows the manifest counts "
+        "(cut short?): the figures are the manifest's, the table shows the rows there"
+    ]
 
 
 class RunStore:
@@ -129,18 +152,22 @@ class RunStore:
             )
         self.root = path.resolve()
         self._indexes: dict[Path, RowIndex] = {}
+        self._lines: dict[Path, tuple[tuple[int, ...], int]] = {}
         self._warming: set[Path] = set()
         self._lock = threading.Lock()
 
     def _inside(self, path: Path) -> bool:
-        return path.resolve().is_relative_to(self.root)
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):  # a link loop
+            return False
 
     def resolve(self, name: str) -> Path:
         """The run directory named ``name``.
 
         Raises:
-            Forbidden: ``name`` is not one plain path component, or the directory or one
-                of its files resolves (through links) outside the root.
+            Forbidden: ``name`` is not one plain path component, or the directory
+                resolves (through links) outside the root.
             NotFound: there is no such run directory (any more).
         """
         if (
@@ -152,18 +179,16 @@ class RunStore:
             raise Forbidden(f"{name!r} is not a run directory name")
         path = self.root / name
         if not self._inside(path):
-            raise Forbidden(f"{name!r} points outside the results root")
+            raise Forbidden(f"{name} links outside the results root; not read")
         if not path.is_dir():
             raise NotFound(
                 f"no run directory {name!r} under {self.root} (it may have been deleted)"
             )
-        for output in OUTPUT_FILES:
-            if (path / output).is_symlink() and not self._inside(path / output):
-                raise Forbidden(f"{name}/{output} points outside the results root")
         return path
 
     def names(self) -> list[str]:
-        """Names of the directories directly under the root (links out of it left out)."""
+        """Names of the directories directly under the root, and of the links in it that
+        point outside it (listed as refused, never followed); hidden names left out."""
         try:
             children = list(self.root.iterdir())
         except OSError:
@@ -171,17 +196,20 @@ class RunStore:
         return sorted(
             p.name
             for p in children
-            if p.is_dir() and self._inside(p) and not p.name.startswith(".")
+            if not p.name.startswith(".") and (not self._inside(p) or p.is_dir())
         )
 
     def runs(self) -> list[RunInfo]:
-        """Every run directory under the root (a readable manifest or not), newest first;
-        a directory that vanishes while being listed is left out."""
+        """Every run directory under the root, newest first: one whose manifest cannot be
+        read, or a link out of the root, is listed with the reason (``unreadable``); a
+        directory that vanishes while being listed is left out."""
         found = []
         for name in self.names():
             try:
                 found.append(self.info(name))
-            except (NotFound, Forbidden):
+            except Forbidden as exc:
+                found.append(RunInfo(name, self.root / name, None, str(exc), "unreadable"))
+            except NotFound:
                 continue
         found.sort(key=lambda r: r.manifest.started_at if r.manifest else "", reverse=True)
         return found
@@ -193,25 +221,86 @@ class RunStore:
             Forbidden, NotFound: see :meth:`resolve`.
         """
         path = self.resolve(name)
+        refused = refusals(self.root, path)
+        others = [why for file, why in refused.items() if file != MANIFEST_FILE]
+
+        def unreadable(problem: str) -> RunInfo:
+            return RunInfo(name, path, None, problem, "unreadable", False, others, refused)
+
+        if MANIFEST_FILE in refused:
+            return unreadable(refused[MANIFEST_FILE])
         try:
             raw = read_manifest(path)
         except UsageError as exc:
             if not path.is_dir():
                 raise NotFound(f"run directory {name!r} was deleted") from None
-            problem = str(exc) if (path / MANIFEST_FILE).exists() else f"no {MANIFEST_FILE}"
-            return RunInfo(name, path, None, problem, "unreadable")
+            there = os.path.lexists(path / MANIFEST_FILE)
+            return unreadable(str(exc) if there else f"no {MANIFEST_FILE}")
         try:
             manifest = Manifest.model_validate(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-            problem = f"{MANIFEST_FILE}: {where}: {first['msg']} ({exc.error_count()} problems)"
-            return RunInfo(name, path, None, problem, "unreadable")
+            return unreadable(
+                f"{MANIFEST_FILE}: {where}: {first['msg']} ({exc.error_count()} problems)"
+            )
         status, live = manifest.status, False
         if status == "running":
             live = writer_pid(path) is not None
             status = "running" if live else "killed"
-        return RunInfo(name, path, manifest, None, status, live, _warnings(raw, status, path))
+        else:
+            self._stop_counting(path)
+        warnings = others + _warnings(raw, status, path, refused)
+        if manifest.status != "running":
+            warnings += _cut_short(manifest, self.rows_written(path))
+        return RunInfo(name, path, manifest, None, status, live, warnings, refused)
+
+    def rows_written(self, path: Path) -> int | None:
+        """Complete lines in the run's ``results.jsonl`` (kept until the file changes), or
+        None when there is none or it is not read (see :mod:`gradetrail.view.files`)."""
+        results = path / RESULTS_FILE
+        if refusal(self.root, results) is not None:
+            return None
+        try:
+            st = results.stat()
+        except OSError:
+            return None
+        stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            known = self._lines.get(path)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        try:
+            count = count_result_lines(path)
+        except (UsageError, OSError):
+            return None
+        with self._lock:
+            self._lines[path] = (stamp, count)
+        return count
+
+    def live_figures(self, info: RunInfo) -> Manifest | None:
+        """For a run whose manifest is still the one written at its start (status
+        ``running``: live, or killed), that manifest with every figure the rows decide
+        (:meth:`Tally.manifest_figures`) computed from the rows written so far, through
+        the run's row index; None for an ended run, or when the spec in its manifest or
+        its results file cannot be read (then there are no figures beyond the start)."""
+        m = info.manifest
+        if m is None or m.status != "running":
+            return None
+        try:
+            spec = EvalSpec.model_validate(m.spec)
+            figures = self.index(info.path, tally_of=lambda: Tally.for_spec(spec)).figures(spec)
+        except (ValidationError, UsageError, OSError):
+            return None
+        return m.model_copy(update=figures) if figures is not None else None
+
+    def _stop_counting(self, path: Path) -> None:
+        """An ended run's index stops counting rows at its next rebuild (the final
+        rewrite of results.jsonl), its manifest holding the final figures."""
+        with self._lock:
+            index = self._indexes.get(path)
+        if index is not None:
+            index.tally_of = None
 
     def fresh_index(self, path: Path) -> RowIndex | None:
         """The run's index if it is built and up to date, else None (see :meth:`warm`)."""
@@ -238,14 +327,23 @@ class RunStore:
 
         threading.Thread(target=build, name=f"index {path.name}", daemon=True).start()
 
-    def index(self, path: Path) -> RowIndex:
-        """The run's row index, brought up to date (one index per run, kept).
+    def index(self, path: Path, tally_of: Callable[[], Tally] | None = None) -> RowIndex:
+        """The run's row index, brought up to date (one index per run, kept); with
+        ``tally_of``, one that counts its rows too (see :class:`RowIndex`), rebuilt so
+        if the kept one does not.
 
         Raises:
-            UsageError: the run has no results file (any more).
+            UsageError: the run has no results file (any more), or one the viewer does
+                not read (:func:`gradetrail.view.files.refusal`: the reason).
         """
+        why = refusal(self.root, path / RESULTS_FILE)
+        if why is not None:
+            raise UsageError(why)
         with self._lock:
             index = self._indexes.get(path)
-            if index is None:
-                index = self._indexes[path] = RowIndex(path)
+            rebuild = tally_of is not None and index is not None and index.tally is None
+            if index is None or (rebuild and index.tally_of is None):
+                index = self._indexes[path] = RowIndex(path, tally_of=tally_of)
+            elif tally_of is not None:
+                index.tally_of = tally_of
         return index.refresh()

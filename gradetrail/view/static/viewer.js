@@ -1,6 +1,30 @@
 // gradetrail view: progressive enhancement only; every page works without this file.
 "use strict";
 
+// A run still being written: its summary, the rows it counts and the rows per state
+// become the figures of the rows written so far (text only, never markup).
+function showPartial(partial) {
+  const table = document.querySelector("table.summary-lines");
+  if (table) {
+    table.replaceChildren(...partial.lines.map(([label, text]) => {
+      const row = document.createElement("tr");
+      const th = document.createElement("th");
+      const td = document.createElement("td");
+      th.textContent = label;
+      td.textContent = text;
+      row.append(th, td);
+      return row;
+    }));
+  }
+  document.querySelectorAll(".partial-rows").forEach((el) => {
+    el.textContent = partial.rows.toLocaleString("en-US");
+  });
+  Object.entries(partial.counts).forEach(([state, n]) => {
+    const cell = document.querySelector('td[data-state="' + state + '"]');
+    if (cell) cell.textContent = n.toLocaleString("en-US");
+  });
+}
+
 // Live progress of a running run: poll its progress URL, fill the bar, reload when done.
 function watchProgress(el) {
   const url = el.dataset.progress;
@@ -19,6 +43,7 @@ function watchProgress(el) {
     const pct = expected ? Math.min(100, Math.floor((100 * data.rows) / expected)) : 0;
     bar.style.width = pct + "%";
     label.textContent = data.rows + " of " + expected + " rows (" + pct + "%)";
+    if (data.partial) showPartial(data.partial);
     if (data.status !== "running") {
       label.textContent = data.status;
       if (el.dataset.reload) window.location.reload();
