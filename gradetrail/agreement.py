@@ -158,7 +158,9 @@ def measure_agreement(
         samples: each pair's sample id (parallel to ``pairs``); when a sample has several
             pairs, the standard errors are clustered by sample (see the module docstring).
         confidence: of both intervals: Wilson's score interval for accuracy (Wilson 1927,
-            via scipy), the normal quantile for kappa. Kappa's SE and interval are None
+            via scipy), the normal quantile for kappa (kappa +- z SE, clipped to [-1, 1],
+            kappa's possible range: near perfect agreement it would reach past 1; the
+            clipped set keeps its coverage, Mandelkern 2002). Kappa's SE and interval are None
             when the labels or the scores use a single category (the SE formula
             degenerates to 0 there).
 
@@ -186,7 +188,7 @@ def measure_agreement(
         if one_sided:  # a judge (or labels) using one category: kappa's SE degenerates to 0
             se = math.nan
         z = normal_quantile(confidence)
-        lo, hi = kappa - z * se, kappa + z * se
+        lo, hi = max(-1.0, kappa - z * se), min(1.0, kappa + z * se)  # kappa is in [-1, 1]
     return AgreementStats(
         label_field=label_field,
         n=len(pairs),

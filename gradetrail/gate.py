@@ -75,7 +75,12 @@ class GateResult:
     Attributes:
         passed: the verdict of `test` (see :mod:`gradetrail.hypotheses`); within a family
             of several comparisons, ``p_adjusted <= alpha``.
-        delta, lo, hi: the difference and its two-sided interval at `confidence`.
+        delta, lo, hi: the difference and its two-sided interval at `confidence`; when
+            every score lies in [0, 1], clipped to [-1, 1], the possible range of their
+            difference (see :func:`gradetrail.stats.clip_interval`).
+        unclipped: (lo, hi) before clipping when the method's interval reached past
+            [-1, 1] (a t or z interval at small n), else None; the verdict, the p-value
+            and `half_width` use these bounds.
         se: the standard error of the difference (for tango and newcombe the Wald SE, for
             reference only: those intervals do not use it).
         n: samples compared: the paired samples, or n_baseline + n_candidate unpaired.
@@ -109,7 +114,7 @@ class GateResult:
         family: the family the comparison was corrected in, e.g. "Holm over 3
             comparisons", or None.
         family_size: comparisons in the family (1 alone).
-        half_width: (hi - lo) / 2.
+        half_width: (hi - lo) / 2 of the unclipped interval.
         omega2: the variance of the per-sample difference (paired) or var_A + var_B
             (unpaired), Miller's omega^2, from the data.
         mde: the minimum detectable effect at this n (Miller eq. 10, power 0.8, two-sided
@@ -165,6 +170,7 @@ class GateResult:
     family: str | None = None
     family_size: int = 1
     half_width: float = math.nan
+    unclipped: tuple[float, float] | None = None
     omega2: float | None = None
     mde: float | None = None
     n_needed: int | None = None
@@ -395,9 +401,10 @@ def _paired(
     binary = gate_runs.is_binary(b, c)
     chosen = _choose_paired(method, binary, clusters is not None)
     interval, tails = _paired_interval(chosen, b, c, clusters, common["confidence"])
+    interval = _clipped(interval, b, c, notes)
     discordant = stats.discordant_counts(b, c) if binary else None
     diffs = stats.paired_differences(b, c)
-    verdict = hypotheses.decide(common["test"], interval.lo, interval.hi, common["margin"], *tails)
+    verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
     return GateResult(
         **_measured(interval, verdict, b, c),
         n=len(shared),
@@ -443,7 +450,8 @@ def _unpaired(
     if (b_clusters or c_clusters) and chosen == "newcombe":
         chosen = "welch"  # Newcombe's interval has no clustered form; Welch takes CR1 SEs
     interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
-    verdict = hypotheses.decide(common["test"], interval.lo, interval.hi, common["margin"], *tails)
+    interval = _clipped(interval, b, c, notes)
+    verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
     return GateResult(
         **_measured(interval, verdict, b, c),
         n=len(b) + len(c),
@@ -463,6 +471,29 @@ def _unpaired(
     )
 
 
+def _clipped(
+    interval: stats.Interval, b: list[float], c: list[float], notes: list[str]
+) -> stats.Interval:
+    """``interval`` clipped to [-1, 1] when every score lies in [0, 1] (see
+    :func:`gradetrail.stats.clip_interval`), with a note saying so in ``notes``.
+
+    The verdict is still decided on the unclipped interval, so it agrees with the
+    method's p-value: at a margin below 1 clipping could not change it anyway (a lower
+    bound under -1 is under -margin clipped or not), and at a margin of 1 or more the
+    unclipped bound keeps the test from passing on the range alone."""
+    if not all(0.0 <= v <= 1.0 for v in b) or not all(0.0 <= v <= 1.0 for v in c):
+        return interval
+    clipped = stats.clip_interval(interval, -1.0, 1.0)
+    if clipped.unclipped is not None:
+        lo, hi = clipped.unclipped
+        notes.append(
+            f"the {interval.method} interval [{lo:+.4f}, {hi:+.4f}] reaches past the "
+            "possible range of a difference of [0, 1] scores: shown clipped to "
+            f"[{clipped.lo:+.4f}, {clipped.hi:+.4f}]; the verdict uses the unclipped bounds"
+        )
+    return clipped
+
+
 def _measured(
     interval: stats.Interval, verdict: hypotheses.Verdict, b: list[float], c: list[float]
 ) -> dict[str, Any]:
@@ -472,13 +503,14 @@ def _measured(
         "delta": interval.delta,
         "lo": interval.lo,
         "hi": interval.hi,
+        "unclipped": interval.unclipped,
         "se": interval.se,
         "n_clusters": interval.n_clusters,
         "baseline_mean": math.fsum(b) / len(b),
         "candidate_mean": math.fsum(c) / len(c),
         "bounds": verdict.bounds,
         "p_value": verdict.p_value,
-        "half_width": (interval.hi - interval.lo) / 2,
+        "half_width": (interval.raw[1] - interval.raw[0]) / 2,
     }
 
 
@@ -634,14 +666,15 @@ def _distance_to_bound(r: GateResult) -> float | None:
 def _reason(r: GateResult) -> str:
     """One line: which bound decided, against which margin, and what would change it."""
     level = f"{r.confidence:.0%}"
+    lo, hi = r.unclipped or (r.lo, r.hi)  # what decided
     if r.test == "non-inferiority":
-        decided = f"lower bound {r.lo:+.4f} {'>=' if r.lo >= -r.margin else '<'} {-r.margin:+.4f}"
+        decided = f"lower bound {lo:+.4f} {'>=' if lo >= -r.margin else '<'} {-r.margin:+.4f}"
     elif r.test == "superiority":
-        decided = f"lower bound {r.lo:+.4f} {'>' if r.lo > r.margin else '<='} {r.margin:+.4f}"
+        decided = f"lower bound {lo:+.4f} {'>' if lo > r.margin else '<='} {r.margin:+.4f}"
     else:
-        inside = -r.margin < r.lo and r.hi < r.margin
+        inside = -r.margin < lo and hi < r.margin
         decided = (
-            f"[{r.lo:+.4f}, {r.hi:+.4f}] {'inside' if inside else 'not inside'} "
+            f"[{lo:+.4f}, {hi:+.4f}] {'inside' if inside else 'not inside'} "
             f"(-{r.margin:g}, +{r.margin:g})"
         )
     parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}, {level} {decided}"]

@@ -30,6 +30,7 @@ __all__ = [
     "Interval",
     "PowerPlan",
     "ScoreSummary",
+    "clip_interval",
     "clustered_standard_error",
     "correlation",
     "design_effect",
@@ -85,6 +86,8 @@ class Interval:
     t distribution's degrees of freedom (None for z, tango and newcombe); `n_clusters` is
     None when the interval ignores clusters. For tango and newcombe `se` is the Wald
     standard error of the difference, for reference only: the interval does not use it.
+    `unclipped` is (lo, hi) before :func:`clip_interval` cut them to the possible range,
+    or None when they lay inside it.
     """
 
     delta: float
@@ -94,6 +97,36 @@ class Interval:
     method: str
     df: float | None = None
     n_clusters: int | None = None
+    unclipped: tuple[float, float] | None = None
+
+    @property
+    def raw(self) -> tuple[float, float]:
+        """(lo, hi) as the method computed them, before any clipping: what a test that
+        also reports this method's p-value must decide on."""
+        return self.unclipped or (self.lo, self.hi)
+
+
+def clip_interval(interval: Interval, low: float = -1.0, high: float = 1.0) -> Interval:
+    """``interval`` cut to the possible range [low, high] of the difference it estimates.
+
+    Scores lie in [0, 1], so a difference of two of them (or of two means) lies in
+    [-1, 1]; a t or z interval (mean +- q * SE) knows nothing of that and reaches past
+    it at small n: two paired differences 0.5 and 0 give a 95% t interval of
+    [-2.93, +3.43]. The intersection of a confidence set with the parameter space covers
+    the true value whenever the set does (the value is always in the space), so it keeps
+    at least the nominal coverage (Mandelkern, "Setting confidence intervals for bounded
+    parameters", Statistical Science 17:149-172, 2002). Score intervals (Wilson, Tango,
+    Newcombe) lie inside by construction and come back unchanged.
+
+    Returns:
+        The interval with lo = max(lo, low) and hi = min(hi, high), and ``unclipped``
+        holding the original (lo, hi) when either bound moved by more than 1e-12
+        (rounding is not clipping); the interval itself when neither did.
+    """
+    lo, hi = interval.raw
+    if lo >= low - 1e-12 and hi <= high + 1e-12:
+        return interval
+    return replace(interval, lo=max(lo, low), hi=min(hi, high), unclipped=(lo, hi))
 
 
 def normal_quantile(confidence: float) -> float:

@@ -132,7 +132,7 @@ def test_run_reports_agreement_of_a_scripted_judge_with_known_verdicts(tmp_path:
     lines = dict(summary_lines(result))
     assert lines["agreement"] == (
         "accuracy 0.8000 ± 0.1333 SE, 95% CI [0.4902, 0.9433]; Cohen's kappa 0.6000 ± "
-        "0.2530 SE, 95% CI [0.1042, 1.0958]; over 10 labelled rows (human.ok); left out: "
+        "0.2530 SE, 95% CI [0.1042, 1.0000]; over 10 labelled rows (human.ok); left out: "
         "1 unlabelled, 1 labelled but not scored"
     )
     assert lines["confusion"] == "label 1: score 0 x1, score 1 x4; label 0: score 0 x4, score 1 x1"
@@ -287,3 +287,15 @@ def test_kappa_with_epochs_is_clustered_by_sample() -> None:
     assert clustered.accuracy_se != plain.accuracy_se
     one_each = measure_agreement(pairs[:6], "label", samples=[str(i) for i in range(6)])
     assert not one_each.clustered
+
+
+def test_kappa_interval_stays_inside_minus_one_to_one() -> None:
+    """19 agreements and 1 disagreement: kappa 0.9 with a wide SE at n = 20; kappa +- z SE
+    would reach past 1, so the upper bound is clipped to kappa's possible maximum, 1."""
+    pairs = [(1.0, 1.0)] * 10 + [(0.0, 0.0)] * 9 + [(0.0, 1.0)]
+    stats = measure_agreement(pairs, "label")
+    assert stats.kappa == pytest.approx(0.9)
+    assert stats.kappa_se is not None and stats.kappa + 1.96 * stats.kappa_se > 1
+    assert stats.kappa_ci_high == 1.0 and stats.kappa_ci_low == pytest.approx(
+        stats.kappa - 1.959964 * stats.kappa_se, abs=1e-5
+    )

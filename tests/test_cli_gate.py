@@ -144,3 +144,17 @@ def test_power_needs_exactly_one_question(app: typer.Typer, runner: CliRunner) -
     both = ["power", "--omega2", "0.1", "--delta", "0.03", "--n", "100"]
     assert runner.invoke(app, both).exit_code == 2
     assert runner.invoke(app, ["power", "--delta", "0.03"]).exit_code == 2
+
+
+def test_gate_table_says_when_the_interval_is_clipped(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """Two samples of non-binary scores: the table shows [-1, +1] and the unclipped t
+    interval, and a warning line says the verdict uses the unclipped bounds."""
+    base = write_run(tmp_path / "b", [0.2, 0.5])
+    cand = write_run(tmp_path / "c", [0.7, 0.5])
+    result = runner.invoke(app, ["gate", str(base), str(cand)], env={"COLUMNS": "220"})
+    assert result.exit_code == 1, result.output
+    out = " ".join(result.stdout.split())
+    assert "[-1.0000, +1.0000] (clipped to the possible range; unclipped [-2.9266," in out
+    assert "the verdict uses the unclipped bounds" in out

@@ -344,3 +344,39 @@ def test_incomplete_runs_are_flagged(tmp_path: Path) -> None:
     result = regression_gate(base, cand, margin=1.0, allow_partial=True)
     assert result.missing_in_candidate == ("s2",)
     assert any("interrupted" in w for w in result.warnings)
+
+
+def test_a_two_sample_t_interval_is_shown_clipped_and_decided_unclipped(tmp_path: Path) -> None:
+    """Differences 0.5 and 0: the paired t interval [-2.9266, +3.4266] is reported as
+    [-1, +1] with the unclipped bounds, a note, and a verdict (and reason) from the
+    unclipped bounds: at margin 1.5 the clipped -1 would pass on the range alone, the
+    unclipped -2.93 does not (as its p-value says)."""
+    base = write_run(tmp_path / "b", [0.2, 0.5])
+    cand = write_run(tmp_path / "c", [0.7, 0.5])
+    for margin in (0.02, 1.5):
+        r = regression_gate(base, cand, margin=margin)
+        assert (r.method, r.lo, r.hi) == ("t", -1.0, 1.0)
+        assert r.unclipped == pytest.approx((-2.926551, 3.426551), abs=1e-6)
+        assert r.half_width == pytest.approx(3.176551, abs=1e-6)
+        assert not r.passed and r.p_value is not None and r.p_value > 0.025
+        assert f"lower bound -2.9266 < {-margin:+.4f}" in r.reason
+        assert any("shown clipped to [-1.0000, +1.0000]" in w for w in r.warnings)
+    assert json.loads(json.dumps(dataclasses.asdict(r)))["unclipped"][0] == pytest.approx(
+        -2.926551, abs=1e-6
+    )
+
+
+def test_unpaired_welch_interval_is_clipped_too(tmp_path: Path) -> None:
+    """Two samples a run, unpaired: Welch's interval for 0.6 - 0.35 (SE 0.1803 on 1.74
+    df) reaches past +1, so its upper bound is clipped and its lower bound kept; a run
+    with enough spread and samples is not clipped."""
+    base = write_run(tmp_path / "b", [0.2, 0.5])
+    cand = write_run(tmp_path / "c", [0.7, 0.5], ids=["t0", "t1"])
+    r = regression_gate(base, cand, unpaired=True)
+    assert (r.method, r.delta, r.hi) == ("welch", pytest.approx(0.25), 1.0)
+    assert r.unclipped is not None and r.unclipped[1] > 1 and r.lo == r.unclipped[0] > -1
+    wide = [i / 20 for i in range(21)]
+    r = regression_gate(
+        write_run(tmp_path / "b2", wide), write_run(tmp_path / "c2", wide[::-1]), margin=0.5
+    )
+    assert r.unclipped is None and not any("clipped" in w for w in r.warnings)

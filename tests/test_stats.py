@@ -354,3 +354,33 @@ def test_power_rejects_nonsense_inputs() -> None:
         stats.sample_size(0.03, 0.1, alpha=1.5)
     with pytest.raises(ValueError):
         stats.minimum_detectable_effect(100, 0.1, epochs=0)
+
+
+def test_a_small_paired_t_interval_is_clipped_to_the_possible_range() -> None:
+    """Two paired differences 0.5 and 0 give t on 1 df: 0.25 +- 12.706 * 0.25 =
+    [-2.9266, +3.4266]; a difference of [0, 1] scores lies in [-1, 1], so the clipped
+    interval is [-1, 1] and keeps the original bounds in ``unclipped`` and ``raw``."""
+    raw = stats.paired_t([0.2, 0.5], [0.7, 0.5])
+    assert (raw.lo, raw.hi) == pytest.approx((-2.926551, 3.426551), abs=1e-6)
+    clipped = stats.clip_interval(raw)
+    assert (clipped.lo, clipped.hi) == (-1.0, 1.0)
+    assert clipped.unclipped == pytest.approx((-2.926551, 3.426551), abs=1e-6)
+    assert clipped.raw == clipped.unclipped and clipped.delta == raw.delta
+    one_sided = stats.clip_interval(stats.paired_t([0.0, 0.0, 0.0], [1.0, 0.9, 0.2]))
+    assert one_sided.hi == 1.0 and one_sided.unclipped is not None
+    assert one_sided.lo == one_sided.unclipped[0] > -1  # only the bound past the range moves
+
+
+def test_intervals_inside_the_range_are_not_clipped() -> None:
+    """A t interval inside [-1, 1], and the score intervals at their extremes (Tango with
+    every pair discordant, Newcombe 0/2 vs 2/2, Wilson 0/1 and 1/1), come back as they
+    are: those methods respect the range by construction."""
+    inside = stats.paired_t([0.1, 0.5, 0.3], [0.2, 0.4, 0.5])
+    assert stats.clip_interval(inside) is inside and inside.unclipped is None
+    lo, hi = stats.tango_interval(0, 5, 5)
+    assert -1 <= lo <= hi <= 1
+    lo, hi = stats.newcombe_interval(0, 2, 2, 2)
+    assert -1 <= lo <= hi <= 1
+    for x, n in ((0, 1), (1, 1)):
+        lo, hi = stats.wilson_interval(x, n)
+        assert 0 <= lo <= hi <= 1

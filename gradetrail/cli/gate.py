@@ -295,9 +295,13 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     else:
         se_note = " (of the difference)"
     table.add_row(se_label, f"{_num(r.se).lstrip('+')}{se_note}")
+    clipped = ""
+    if r.unclipped is not None:
+        clipped = f" (clipped to the possible range; unclipped [{_num(r.unclipped[0])}, "
+        clipped += f"{_num(r.unclipped[1])}])"
     table.add_row(
         f"{r.confidence:.0%} interval",
-        f"[{_num(r.lo)}, {_num(r.hi)}], half-width {_num(r.half_width).lstrip('+')}",
+        f"[{_num(r.lo)}, {_num(r.hi)}]{clipped}, half-width {_num(r.half_width).lstrip('+')}",
     )
     if not r.unpaired:
         table.add_row("correlation", _num(r.correlation, 3))
