@@ -26,7 +26,6 @@ import hashlib
 import inspect
 import json
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from typing import Any
 
 from gradetrail.errors import SpecError
 from gradetrail.jsontext import nests_deeper
+from gradetrail.userloop import Escaped, UserLoop, in_daemon_thread
 
 __all__ = [
     "ToolBox",
@@ -326,86 +326,33 @@ class ToolBox:
         except TimeoutError:
             took = time.perf_counter() - start
             return _failed("ToolTimeout", f"{name} did not return in {timeout_s:g} s", took)
-        except _Escaped as exc:
-            return _failed(exc.kind, str(exc), time.perf_counter() - start)
+        except Escaped as exc:
+            return _failed(exc.kind, _message(exc.original), time.perf_counter() - start)
         except Exception as exc:  # the user's tool: its error goes to the model
             return _failed(type(exc).__name__, _message(exc), time.perf_counter() - start)
         return ToolOutcome(content, None, time.perf_counter() - start)
 
 
-class _Escaped(Exception):
-    """A tool raised SystemExit or KeyboardInterrupt. Kept an ordinary error so that it
-    goes back to the model: asyncio re-raises both out of the event loop, which would end
-    the whole run (SystemExit's code becoming the process's exit code)."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(_message(exc))
-        self.kind = type(exc).__name__
-
-
 async def _invoke(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """Call one tool off the run's event loop: a plain function in a daemon thread, a
-    coroutine function on the tools' own loop (:func:`_tools_loop`), so that a tool that
-    blocks or spins (``time.sleep`` in an ``async def``) costs its timeout, never the
-    run's loop and with it the reach of Ctrl-C and SIGTERM."""
-    from gradetrail.providers.python import _in_daemon_thread
+    """Call one tool off the run's event loop (:mod:`gradetrail.userloop`): a plain
+    function in a daemon thread, a coroutine function on the tools' own loop, so that a
+    tool that blocks or spins (``time.sleep`` in an ``async def``) costs its timeout, never
+    the run's loop and with it the reach of Ctrl-C and SIGTERM.
 
+    Raises:
+        Escaped: the tool raised SystemExit or KeyboardInterrupt.
+    """
     try:
         if inspect.iscoroutinefunction(fn):
-            done = asyncio.run_coroutine_threadsafe(_guarded(fn(**arguments)), _tools_loop())
-            return await asyncio.wrap_future(done)  # cancelling it cancels the tool's task
-        return await _in_daemon_thread(lambda _: fn(**arguments), None)
+            return await _TOOLS_LOOP.run(fn(**arguments))  # cancelling it cancels the tool
+        return await in_daemon_thread(lambda _: fn(**arguments), None)
     except (SystemExit, KeyboardInterrupt) as exc:
-        raise _Escaped(exc) from None
+        raise Escaped(exc) from None
 
 
-async def _guarded(coro: Any) -> Any:
-    """Await an async tool on the tools' loop, its SystemExit or KeyboardInterrupt kept an
-    ordinary error (asyncio would re-raise either out of that loop, ending its thread)."""
-    try:
-        return await coro
-    except (SystemExit, KeyboardInterrupt) as exc:
-        raise _Escaped(exc) from None
-
-
-_loop_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-_beat = [0.0]  # when the tools' loop last ran its heartbeat (time.monotonic)
-_BEAT_S = 0.1  # heartbeat interval, seconds
-_STUCK_S = 0.5  # a loop whose heartbeat is older than this is held by a tool
-
-
-def _tools_loop() -> asyncio.AbstractEventLoop:
-    """The event loop async tools run on, in a daemon thread: one for the process (so a
-    tool may keep a client session between calls), replaced when a tool holds it (its
-    heartbeat stopped: a blocking or spinning tool, which keeps the old loop and thread
-    until it returns, as a hung sync tool keeps its thread) or its thread has ended."""
-    global _loop
-    with _loop_lock:
-        held = time.monotonic() - _beat[0] > _STUCK_S
-        if _loop is None or not _loop.is_running() or held:
-            loop = asyncio.new_event_loop()
-            started = threading.Event()
-            loop.call_soon(_heartbeat, loop, started)
-            name = "gradetrail-async-tools"
-            threading.Thread(target=loop.run_forever, name=name, daemon=True).start()
-            started.wait()
-            _loop = loop
-        return _loop
-
-
-def _heartbeat(loop: asyncio.AbstractEventLoop, started: threading.Event | None = None) -> None:
-    """Runs on a tools loop every _BEAT_S; a loop that was replaced stops once its tasks
-    have ended (its thread then ends)."""
-    if started is not None:
-        _beat[0] = time.monotonic()
-        started.set()
-    elif loop is _loop:
-        _beat[0] = time.monotonic()
-    elif not asyncio.all_tasks(loop):
-        loop.stop()
-        return
-    loop.call_later(_BEAT_S, _heartbeat, loop)
+#: the event loop async tools run on, one for the process (so a tool may keep a client
+#: session between calls), replaced when a tool holds it
+_TOOLS_LOOP = UserLoop("gradetrail-async-tools", held_s=0.5)
 
 
 def _failed(kind: str, message: str, latency_s: float) -> ToolOutcome:

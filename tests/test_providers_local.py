@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,10 +63,12 @@ def app_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _spec(app_dir: Path, function: str, **run: object) -> gradetrail.EvalSpec:
+def _spec(
+    app_dir: Path, function: str, module: str = "myapp", **run: object
+) -> gradetrail.EvalSpec:
     text = (
         "name: app\ndataset: {path: data.jsonl}\nprompt: '{{ expr }}'\ntarget: '7'\n"
-        f"model: {{provider: python, name: myapp, function: 'myapp:{function}'}}\n"
+        f"model: {{provider: python, name: {module}, function: '{module}:{function}'}}\n"
         "scorer: {type: numeric}\n"
         f"run: {json.dumps({'concurrency': 2, 'max_retries': 0, **run})}\n"
     )
@@ -269,3 +273,106 @@ def test_malformed_response_from_function_is_an_error_row_never_cached(app_dir: 
     assert result.manifest.status == "complete" and result.manifest.cache_hits == 0
     again = gradetrail.run_eval(_spec(app_dir, "bad_response"), results_root=app_dir / "r")
     assert again.manifest.cache_hits == 0
+
+
+BLOCKING_APP = """
+import asyncio, threading
+
+RELEASE = threading.Event()
+STOP_SPINNING = False
+SEEN = []
+
+
+def _answer(request):
+    loop, thread = id(asyncio.get_running_loop()), threading.current_thread().name
+    SEEN.append((request.sample_id, loop, thread))
+    return request.prompt.split("=")[-1].strip()
+
+
+async def behaves(request):
+    await asyncio.sleep(0)
+    return _answer(request)
+
+
+async def blocks(request):
+    \"\"\"Holds its event loop without awaiting on sample q1 (as time.sleep would), until
+    the test that started it sets RELEASE.\"\"\"
+    if request.sample_id == "q1":
+        RELEASE.wait(600)
+    await asyncio.sleep(0)
+    return _answer(request)
+
+
+async def spins(request):
+    \"\"\"Spins without awaiting on sample q1, until the test sets STOP_SPINNING.\"\"\"
+    while request.sample_id == "q1" and not STOP_SPINNING:
+        pass
+    await asyncio.sleep(0)
+    return _answer(request)
+
+
+async def interrupts(request):
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.fixture
+def blocking_app(app_dir: Path) -> Iterator[tuple[Path, str]]:
+    """A module of async functions that hold their loop; whatever they hold is let go
+    when the test ends (Python cannot kill the thread: a spinning one would keep half of
+    the GIL for every later test)."""
+    name = f"blockapp_{app_dir.name.replace('-', '_')}"
+    (app_dir / f"{name}.py").write_text(BLOCKING_APP)
+    yield app_dir, name
+    module = sys.modules.pop(name, None)
+    if module is not None:
+        module.STOP_SPINNING = True
+        module.RELEASE.set()
+
+
+def _blocked_message(module: str, function: str) -> str:
+    return (
+        f"model.function '{module}:{function}' held its event loop for over 1 s without "
+        "awaiting in sample 'q1' (time.sleep, a blocking client or CPU-bound work in an "
+        "async def); use await asyncio.sleep, move blocking code into await "
+        "asyncio.to_thread(...), or make it a plain def (gradetrail runs those in threads)"
+    )
+
+
+@pytest.mark.parametrize("function", ["blocks", "spins"])
+def test_an_async_function_that_holds_its_loop_is_named_and_the_run_goes_on(
+    blocking_app: tuple[Path, str], function: str
+) -> None:
+    """An async function that blocks its event loop (a sync wait) or spins on one sample
+    is a permanent function_blocked error on that sample, saying what to do, and the other
+    samples are answered: on a loop of their own, with the run's timeouts and signals
+    alive (before: the run's loop stopped for good, past every timeout and Ctrl-C)."""
+    app_dir, module = blocking_app
+    spec = _spec(app_dir, function, module, concurrency=2, max_retries=3, timeout_s=600)
+    rows = {r["sample_id"]: r for r in _rows(gradetrail.run_eval(spec, results_root=app_dir / "r"))}
+    assert rows["q1"]["state"] == "provider_error"
+    assert rows["q1"]["attempts"] == 1  # permanent: it would block again
+    assert rows["q1"]["error"]["message"] == _blocked_message(module, function)
+    assert rows["q1"]["error"]["error_type"] == "function_blocked"
+    assert [(rows[q]["state"], rows[q]["response"]) for q in ("q0", "q2")] == [
+        ("scored", "7"),
+        ("scored", "8"),
+    ]
+
+
+def test_async_functions_share_one_loop_off_the_runs_thread(
+    blocking_app: tuple[Path, str],
+) -> None:
+    """Calls of an async function that awaits run on one event loop of their own (so a
+    module-level async client serves them all), never on the run's thread; its own
+    KeyboardInterrupt is an error row, not the end of the run."""
+    app_dir, module = blocking_app
+    result = gradetrail.run_eval(_spec(app_dir, "behaves", module), results_root=app_dir / "r")
+    assert [r["state"] for r in _rows(result)] == ["scored"] * 3
+    seen = sys.modules[module].SEEN
+    assert sorted(sample for sample, _, _ in seen) == ["q0", "q1", "q2"]
+    assert len({loop for _, loop, _ in seen}) == 1
+    assert {thread for _, _, thread in seen} == {"gradetrail-async-function"}
+    spec = _spec(app_dir, "interrupts", module)
+    rows = _rows(gradetrail.run_eval(spec, results_root=app_dir / "r"))
+    assert [r["error"]["message"] for r in rows] == ["the function raised KeyboardInterrupt"] * 3

@@ -7,9 +7,18 @@ the rendered :class:`~gradetrail.providers.base.Request` and returns the respons
 as a model's would be). A function with a second parameter (``answer(request, row)``,
 or a parameter named ``row``) also receives the sample's dataset row, a ``dict`` of its
 fields, so an application under test can use its structured inputs; the row's SHA-256
-then enters each request's cache key. One-argument functions work as before. Sync
-functions run in a worker thread so they do not block other samples. The module is
-imported with the spec's directory and the working directory on ``sys.path``.
+then enters each request's cache key. One-argument functions work as before. The module
+is imported with the spec's directory and the working directory on ``sys.path``.
+
+The function never runs on the run's own event loop (:mod:`gradetrail.userloop`), so
+whatever it does, run.timeout_s, the sample ceiling, Ctrl-C and SIGTERM keep working: a
+sync function runs in a daemon thread; an async one on an event loop of its own, shared
+by its calls. An async function that holds that loop for over ``BLOCK_LIMIT_S`` (1 s)
+without awaiting (``time.sleep``, ``requests.get`` or CPU-bound work in an ``async def``)
+would stall every call in flight: that call is a permanent ``function_blocked`` error
+naming the function and the fix (``await asyncio.sleep``, ``await
+asyncio.to_thread(...)``, or a plain ``def``); calls that waited behind it are transient
+errors (retried on a fresh loop).
 
 To signal a transient failure that should be retried, raise a
 :class:`~gradetrail.errors.ProviderError` subclass such as ``ServerError``; any other
@@ -23,14 +32,11 @@ sample. Edits to code the module imports are not seen: change ``model.name`` or 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
 import importlib.util
 import inspect
 import math
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -40,8 +46,9 @@ from typing import Any
 
 from gradetrail.conversation import make_tool_call
 from gradetrail.datasets import file_sha256, not_a_file
-from gradetrail.errors import BadRequest, ProviderError, SpecError
+from gradetrail.errors import BadRequest, ProviderError, ProviderTimeout, SpecError
 from gradetrail.providers.base import Provider, Request, Response
+from gradetrail.userloop import BLOCK_LIMIT_S, Blocked, Escaped, UserLoop, in_daemon_thread
 
 __all__ = ["PythonProvider"]
 
@@ -128,11 +135,19 @@ class PythonProvider(Provider):
         start = time.perf_counter()
         try:
             if inspect.iscoroutinefunction(fn):
-                out = await fn(*args, **kwargs)
+                out = await _FUNCTION_LOOP.run(
+                    fn(*args, **kwargs), label=request.sample_id, block_limit_s=BLOCK_LIMIT_S
+                )
             else:
-                out = await _in_daemon_thread(partial(_call, fn, args, kwargs), request)
+                out = await in_daemon_thread(partial(_call, fn, args, kwargs), request)
         except ProviderError:
             raise
+        except Blocked as exc:
+            raise _blocked(self.model.function or "", request.sample_id, exc) from None
+        except Escaped as exc:  # an async function's own SystemExit or KeyboardInterrupt
+            said = str(exc.original)
+            message = f"{exc.kind}: {said}" if said else f"the function raised {exc.kind}"
+            raise BadRequest(message, error_type="function_error") from None
         except (Exception, SystemExit) as exc:  # the user's code: record, never crash the run
             raise BadRequest(f"{type(exc).__name__}: {exc}", error_type="function_error") from exc
         latency = time.perf_counter() - start
@@ -144,6 +159,35 @@ class PythonProvider(Provider):
                 error_type="function_error",
             )
         return Response(text=out, served_model=self.model.name, latency_s=latency)
+
+
+#: the event loop async functions run on, one for the process while it is healthy (so a
+#: module-level async client serves every call), never the run's own loop; replaced only
+#: for a call that blocks it past BLOCK_LIMIT_S (a shorter hold only makes calls wait)
+_FUNCTION_LOOP = UserLoop("gradetrail-async-function", held_s=BLOCK_LIMIT_S)
+
+
+def _blocked(function: str, sample_id: str, exc: Blocked) -> ProviderError:
+    """The error of a call whose function's event loop was held past BLOCK_LIMIT_S: a
+    permanent ``function_blocked`` BadRequest for the call that held it (it would block
+    again), a transient ProviderTimeout for a call that waited behind it (retried, on a
+    fresh loop)."""
+    fix = (
+        "(time.sleep, a blocking client or CPU-bound work in an async def); use await "
+        "asyncio.sleep, move blocking code into await asyncio.to_thread(...), or make it a "
+        "plain def (gradetrail runs those in threads)"
+    )
+    if exc.own:
+        return BadRequest(
+            f"model.function {function!r} held its event loop for over {BLOCK_LIMIT_S:g} s "
+            f"without awaiting in sample {sample_id!r} {fix}",
+            error_type="function_blocked",
+        )
+    return ProviderTimeout(
+        f"model.function {function!r} could not run for {exc.held_s:.1f} s: its event loop "
+        f"is held by the call of sample {exc.culprit!r}, which does not await {fix}",
+        error_type="function_blocked",
+    )
 
 
 def _row_mode(fn: Callable[..., Any]) -> str | None:
@@ -195,39 +239,6 @@ def import_user_module(module_name: str, base_dir: Path, where: str) -> Any:
         raise SpecError(
             f"{where}: importing {module_name!r} raised {type(exc).__name__}: {exc}; fix the module"
         ) from None
-
-
-async def _in_daemon_thread(fn: Callable[[Any], Any], request: Any) -> Any:
-    """Run a sync function in a daemon thread and await its result.
-
-    Not ``asyncio.to_thread``: a function that never returns would keep the default thread
-    pool, and so ``asyncio.run`` and the process, from ever ending after the per-attempt
-    timeout gave up on it. A daemon thread is abandoned at exit instead.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            (future.set_result if ok else future.set_exception)(value)
-
-    def hand_back(ok: bool, value: Any) -> None:
-        # the run may have ended (Ctrl-C, SIGTERM) while the function ran: then nobody waits
-        with contextlib.suppress(RuntimeError):  # "Event loop is closed"
-            loop.call_soon_threadsafe(settle, ok, value)
-
-    def target() -> None:
-        try:
-            result = fn(request)
-        except KeyboardInterrupt:  # raised by the function itself: not the user's Ctrl-C
-            hand_back(False, RuntimeError("the function raised KeyboardInterrupt"))
-        except BaseException as exc:  # handed to the awaiting coroutine, not lost
-            hand_back(False, exc)
-        else:
-            hand_back(True, result)
-
-    threading.Thread(target=target, name="gradetrail-python-provider", daemon=True).start()
-    return await future
 
 
 def _checked(response: Response) -> Response:
