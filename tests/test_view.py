@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -382,6 +383,34 @@ def test_a_live_run_shows_the_figures_of_its_rows_so_far(root: Path) -> None:
     page = plain(client.get(f"/runs/{run.name}").text)
     assert "process is gone: the figures below are partial, from the 3 rows" in page
     assert "not ended: its figures so far are on its run page" in client.get("/").text
+
+
+def test_a_large_live_run_is_counted_in_the_background(root: Path, monkeypatch) -> None:
+    """A live run too large to count at once (above STREAM_BYTES): its page is sent at
+    once, saying its rows are being counted and asking its poll for the figures; they
+    come, partial, once counted."""
+    from view_support import as_started
+
+    import gradetrail.view.app as view_app
+
+    run = only_run(root)
+    as_started(run, os.getpid())
+    monkeypatch.setattr(view_app, "STREAM_BYTES", 0)
+    client = client_for(root)
+    page = client.get(f"/runs/{run.name}").text
+    assert "The rows written so far are being counted" in page
+    assert "/progress?figures=1" in page and "partial</span>" not in page
+    progress = f"/runs/{run.name}/progress?figures=1"
+    for _ in range(1000):  # the count runs in a thread; this waits for it, bounds nothing
+        partial = client.get(progress).json()["partial"]
+        if partial is not None:
+            break
+        time.sleep(0.01)
+    assert partial is not None and partial["rows"] == 3
+    assert partial["counts"] == {"scored": 3, "provider_error": 0, "judge_error": 0}
+    assert dict(partial["lines"])["mean score"].startswith("0.6667 ± 0.3333 SE")
+    page = plain(client.get(f"/runs/{run.name}").text)
+    assert "partial, from the 3 rows written so far (of 3)" in page
 
 
 def test_results_file_deleted_leaves_the_summary(root: Path) -> None:

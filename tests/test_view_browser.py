@@ -22,8 +22,9 @@ expect.set_options(timeout=WAIT_MS)
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A results root with the two 175B GSM8K runs, a run whose response holds markup, a
-    run whose log.jsonl links outside the root, and a run being written by this process
-    (one row of three so far; the others in ``runs["live_rest"]``)."""
+    run whose log.jsonl links outside the root, a run being written by this process
+    (``live``: one row of three so far; the others in ``runs["live_rest"]``), and
+    ``counted``, ended (a test makes it look live)."""
     tmp = tmp_path_factory.mktemp("browser")
     root, cache = tmp / "results", tmp / "cache.sqlite"
     out = {
@@ -36,6 +37,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         three = write_app_eval(tmp / "eval3", samples=3)
         out["refused"] = app_run(three, root, cache, "refused", {"q2/1": "wrong"}, mp)
         out["live"] = app_run(three, root, cache, "live", {"q2/1": "wrong"}, mp)
+        out["counted"] = app_run(three, root, cache, "counted", {"q2/1": "wrong"}, mp)
     (tmp / "outside.jsonl").write_text('{"secret": "SECRET"}\n')
     (out["refused"] / "log.jsonl").unlink()
     (out["refused"] / "log.jsonl").symlink_to(tmp / "outside.jsonl")
@@ -201,3 +203,19 @@ def test_a_live_run_shows_partial_figures_that_follow_its_rows(
     expect(summary).to_contain_text("0.6667")
     expect(page.locator('td[data-state="scored"]')).to_have_text("3")
     assert page.evaluate("window.__same_page") == 1
+
+
+def test_a_large_live_run_fills_its_figures_in_once_counted(
+    page: Page, url: str, runs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live run too large to count before its page is sent: the page says its rows are
+    being counted, then its poll fills in the partial figures."""
+    import gradetrail.view.app as view_app
+
+    monkeypatch.setattr(view_app, "STREAM_BYTES", 0)
+    as_started(runs["counted"], os.getpid())  # never indexed before: nothing counted yet
+    response = page.goto(f"{url}/runs/{runs['counted'].name}")
+    assert response is not None and "The rows written so far are being counted" in response.text()
+    expect(page.locator("p.partial")).to_contain_text("partial, from the 3 rows written so far")
+    expect(page.locator("section.summary h2 .badge")).to_have_text("partial")
+    expect(page.locator("table.summary-lines")).to_contain_text("0.6667")

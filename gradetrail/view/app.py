@@ -143,7 +143,7 @@ class Viewer:
             "runs.html",
             runs=shown,
             done=self._rows_written(shown),
-            partial={r.name: p for r in shown if r.live and (p := self.store.live_figures(r))},
+            partial={r.name: p for r in shown if r.live and (p := self._live_figures(r))},
             total=len(runs),
             statuses=statuses,
             params=dict(request.query_params),
@@ -156,7 +156,7 @@ class Viewer:
         if info.manifest is None:
             return self.render("run_unreadable.html", 200, info=info)
         query, number, per = pages.parse_query(request.query_params)
-        partial = self.store.live_figures(info)
+        partial = self._live_figures(info)
         table = self._table(info, query, number, per)
         m = partial or info.manifest
         response = self.render(
@@ -164,6 +164,7 @@ class Viewer:
             info=info,
             m=m,
             partial=partial is not None,
+            counting=partial is None and self.store.counting(info.path),
             lines=_summary(m, info.path)["lines"],
             chart=SAMPLES_FILE not in info.refused and (info.path / SAMPLES_FILE).exists(),
             query=query,
@@ -181,6 +182,14 @@ class Viewer:
         bars = self._histogram(info) or []
         svg = self.env.get_template("scores.svg").render(bars=bars, int=pages.fmt_int)
         return Response(svg, media_type="image/svg+xml", headers={"cache-control": "no-cache"})
+
+    def _live_figures(self, info: RunInfo) -> Manifest | None:
+        """:meth:`RunStore.live_figures`, waiting for the rows to be counted only when the
+        results file is small enough to index at once (:data:`STREAM_BYTES`): a larger
+        one is counted in the background, so no page waits, and its figures are shown
+        from the first request after that."""
+        small = RESULTS_FILE in info.refused or _size(info.path / RESULTS_FILE) <= STREAM_BYTES
+        return self.store.live_figures(info, wait=small)
 
     def _rows_written(self, runs: list[RunInfo]) -> dict[str, int]:
         """Rows each unfinished run has written so far (its live progress without
@@ -267,7 +276,7 @@ class Viewer:
         info = self.store.info(request.path_params["run"])
         data: dict[str, Any] = {"status": info.status, "live": info.live}
         if request.query_params.get("figures") == "1":
-            partial = self.store.live_figures(info)
+            partial = self._live_figures(info)
             data["partial"] = None if partial is None else _summary(partial, info.path)
         try:
             done = len(self.store.index(info.path).entries)

@@ -176,6 +176,11 @@ class RowIndex:
             self._queries.clear()
         return self
 
+    @property
+    def built(self) -> bool:
+        """Whether the file has been indexed at least once (not only being indexed)."""
+        return self._stamp is not None
+
     def fresh(self) -> bool:
         """Whether the index matches the file as it is now (no refresh needed)."""
         try:

@@ -154,6 +154,7 @@ class RunStore:
         self._indexes: dict[Path, RowIndex] = {}
         self._lines: dict[Path, tuple[tuple[int, ...], int]] = {}
         self._warming: set[Path] = set()
+        self._counting: set[Path] = set()
         self._lock = threading.Lock()
 
     def _inside(self, path: Path) -> bool:
@@ -278,21 +279,47 @@ class RunStore:
             self._lines[path] = (stamp, count)
         return count
 
-    def live_figures(self, info: RunInfo) -> Manifest | None:
+    def live_figures(self, info: RunInfo, wait: bool = True) -> Manifest | None:
         """For a run whose manifest is still the one written at its start (status
         ``running``: live, or killed), that manifest with every figure the rows decide
         (:meth:`Tally.manifest_figures`) computed from the rows written so far, through
-        the run's row index; None for an ended run, or when the spec in its manifest or
-        its results file cannot be read (then there are no figures beyond the start)."""
+        the run's row index (counting only the rows appended since the last call).
+
+        None for an ended run, when the spec in its manifest or its results file cannot
+        be read (then there are no figures beyond the start), or, with ``wait`` false,
+        while the rows are first counted in a background thread (:meth:`counting`).
+        """
         m = info.manifest
         if m is None or m.status != "running":
             return None
         try:
             spec = EvalSpec.model_validate(m.spec)
-            figures = self.index(info.path, tally_of=lambda: Tally.for_spec(spec)).figures(spec)
-        except (ValidationError, UsageError, OSError):
+        except ValidationError:
+            return None
+
+        def tally_of() -> Tally:
+            return Tally.for_spec(spec)
+
+        with self._lock:
+            kept = self._indexes.get(info.path)
+        if not wait and (kept is None or kept.tally is None or not kept.built):
+            with self._lock:
+                self._counting.add(info.path)
+            self.warm(info.path, tally_of)
+            return None
+        with self._lock:
+            self._counting.discard(info.path)
+        try:
+            figures = self.index(info.path, tally_of).figures(spec)
+        except (UsageError, OSError):
             return None
         return m.model_copy(update=figures) if figures is not None else None
+
+    def counting(self, path: Path) -> bool:
+        """Whether :meth:`live_figures` left the run's rows to be counted in the
+        background, and has not given their figures since."""
+        with self._lock:
+            return path in self._counting
 
     def _stop_counting(self, path: Path) -> None:
         """An ended run's index stops counting rows at its next rebuild (the final
@@ -308,9 +335,10 @@ class RunStore:
             index = self._indexes.get(path)
         return index if index is not None and index.fresh() else None
 
-    def warm(self, path: Path) -> None:
+    def warm(self, path: Path, tally_of: Callable[[], Tally] | None = None) -> None:
         """Build or refresh the run's index in a background thread (once at a time), so
-        the next filtered or sorted page finds it ready."""
+        the next filtered or sorted page finds it ready; ``tally_of`` as for
+        :meth:`index`."""
         with self._lock:
             if path in self._warming:
                 return
@@ -318,7 +346,7 @@ class RunStore:
 
         def build() -> None:
             try:
-                self.index(path)
+                self.index(path, tally_of)
             except (GradetrailError, OSError):
                 pass  # the page that needs it will say what is wrong
             finally:

@@ -3,7 +3,7 @@
 
 // A run still being written: its summary, the rows it counts and the rows per state
 // become the figures of the rows written so far (text only, never markup).
-function showPartial(partial) {
+function showPartial(partial, expected) {
   const table = document.querySelector("table.summary-lines");
   if (table) {
     table.replaceChildren(...partial.lines.map(([label, text]) => {
@@ -16,6 +16,20 @@ function showPartial(partial) {
       return row;
     }));
   }
+  document.querySelectorAll("p.counting").forEach((el) => {
+    el.classList.remove("counting");
+    el.textContent = "The figures below are partial, from the ";
+    const rows = document.createElement("span");
+    rows.className = "partial-rows";
+    el.append(rows, " rows written so far (of " + expected.toLocaleString("en-US") + ").");
+    const heading = document.querySelector("section.summary h2");
+    if (heading && !heading.querySelector(".badge")) {
+      const badge = document.createElement("span");
+      badge.className = "badge warn";
+      badge.textContent = "partial";
+      heading.append(" ", badge);
+    }
+  });
   document.querySelectorAll(".partial-rows").forEach((el) => {
     el.textContent = partial.rows.toLocaleString("en-US");
   });
@@ -43,7 +57,7 @@ function watchProgress(el) {
     const pct = expected ? Math.min(100, Math.floor((100 * data.rows) / expected)) : 0;
     bar.style.width = pct + "%";
     label.textContent = data.rows + " of " + expected + " rows (" + pct + "%)";
-    if (data.partial) showPartial(data.partial);
+    if (data.partial) showPartial(data.partial, expected);
     if (data.status !== "running") {
       label.textContent = data.status;
       if (el.dataset.reload) window.location.reload();
