@@ -376,3 +376,40 @@ def test_async_functions_share_one_loop_off_the_runs_thread(
     spec = _spec(app_dir, "interrupts", module)
     rows = _rows(gradetrail.run_eval(spec, results_root=app_dir / "r"))
     assert [r["error"]["message"] for r in rows] == ["the function raised KeyboardInterrupt"] * 3
+
+
+HELD_APP = """
+import asyncio, os, threading
+
+
+async def answer(request):
+    if request.sample_id == "q0":
+        threading.Event().wait(600)  # holds its loop for good: only the process's end stops it
+    while not os.path.exists("release"):
+        await asyncio.sleep(0.01)
+    return request.prompt.split("=")[-1].strip()
+"""
+
+
+def test_sigterm_ends_a_run_whose_async_function_holds_its_loop(app_dir: Path) -> None:
+    """While an async function holds its loop for good on one sample (function_blocked)
+    and the others wait on it, SIGTERM still stops the run: exit 143, the manifest says
+    interrupted, and the held thread does not keep the process alive."""
+    import os
+    import signal
+
+    from run_support import only_run_dir, send, start_run, wait_until
+
+    (app_dir / "heldapp.py").write_text(HELD_APP)
+    _spec(app_dir, "answer", "heldapp", concurrency=3, max_retries=5)
+    cache, results = app_dir / "cache.sqlite", app_dir / "results"
+    proc = start_run(app_dir / "s.yaml", cache, results, dict(os.environ))
+    wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
+    log = only_run_dir(results) / "log.jsonl"
+    blocked = "held its event loop for over 1 s without awaiting in sample 'q0'"
+    wait_until(lambda: log.exists() and blocked in log.read_text(), proc=proc, what=blocked)
+    send(proc, signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    manifest = json.loads((only_run_dir(results) / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
