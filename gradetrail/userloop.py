@@ -142,7 +142,7 @@ class UserLoop:
         with self._lock:
             live = self._live
             if live is not None and live.held() and live.loop.is_running():
-                self._old = [old for old in self._old if old.loop.is_running()]
+                self._old = [old for old in self._old if old.loop.is_running() and old.held()]
                 if len(self._old) >= MAX_HELD:
                     return live
             if live is None or live.held():
