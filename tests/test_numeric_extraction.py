@@ -102,6 +102,9 @@ def test_things_that_are_not_fractions(text: str, value: float) -> None:
         ("25-12-2023", "a date"),
         ("25.12.2023", "a date"),
         ("12.25.23", "a date"),
+        ("25 December 2023", "a date"),
+        ("3rd of May", "a date"),
+        ("5 Sept 2020", "a date"),
         ("10:30", "a time or ratio"),
         ("9:05:59", "a time or ratio"),
         ("10:30 pm", "a time or ratio"),
@@ -118,6 +121,7 @@ def test_things_that_are_not_fractions(text: str, value: float) -> None:
         ("10 — 12", "a range (or a difference)"),
         ("2.5-3.5", "a range (or a difference)"),
         ("$10-$20", "a range (or a difference)"),
+        ("5%-10%", "a range (or a difference)"),
     ],
 )
 def test_dates_times_versions_phones_and_ranges_are_not_numbers(written: str, kind: str) -> None:
@@ -137,9 +141,23 @@ def test_dates_times_versions_phones_and_ranges_are_not_numbers(written: str, ki
     )
 
 
+@pytest.mark.parametrize("written", ["December 25, 2023", "Dec. 25", "Sept 5", "March 3rd, 2021"])
+def test_a_date_with_the_month_first_is_not_its_day(written: str) -> None:
+    """``December 25, 2023``: neither 25 nor 2023 is the answer; declared, it is a date
+    (the reason quotes it from the month); in passing, the number after it is found."""
+    declared = find_answer(f"Answer: {written}", marker="Answer:")
+    assert (declared.value, declared.text) == (None, written)
+    assert declared.reason == f"the answer {written} is a date, not a number"
+    assert find_answer(f"On {written} she had 5 apples.").value == 5.0
+    assert find_answer(f"She had 5 apples on {written}.").value == 5.0
+
+
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("Answer: 5 may be right", 5.0),  # a lower-case month is a word
+        ("I have 5 marbles", 5.0),  # 'Mar' only as a whole word
+        ("It was May 2023", 2023.0),  # a month and a year: the year is a number
         ("Answer: On 12/25/2023 she had 5 apples.", 5.0),  # the date is not the answer
         ("He had 5-3 = 2 left", 2.0),  # a difference, then its result
         ("1.234.567 people", 1234567.0),  # German thousands, not a version

@@ -35,7 +35,8 @@ A number may touch letters of any script except the ASCII letters of a word or a
 (``答案是42``, ``ответ42``, ``42ريال``, ``42kg`` are found; ``x2`` and ``H2O`` are not).
 
 Written with digits but not one number, and passed over whole (never read as its first or
-last group): a date (``12/25/2023``, ``2023-12-25``, ``25.12.2023``), a time or ratio
+last group): a date (``12/25/2023``, ``2023-12-25``, ``25.12.2023``, ``December 25, 2023``,
+``25 Dec 2023``, ``3rd of May``: month names capitalized), a time or ratio
 (``10:30``, ``10:30 pm``, ``16:9``), a version or address (``1.2.3``, ``192.168.0.1``; but
 ``1.234.567`` is German thousands), a phone number (``555-123-4567``, ``(555) 123-4567``,
 ``+44 20 7946 0958``), a range or unspaced difference (``3-5``, ``3–5``, ``$10-$20``; a
@@ -103,25 +104,62 @@ _DEC = (
 _SIGN = r"[-+]"
 _ARG = r"\s*\{\s*(?P<%s>" + _SIGN + r"?\s?" + _DEC + r")\s*\}|(?P<%s1>\d)"
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+#: month names and abbreviations, longest first (``September`` before ``Sept``, ``Sep``)
+_MONTH_NAMES = sorted({*_MONTHS, "Sept", *(m[:3] for m in _MONTHS)}, key=lambda m: (-len(m), m))
+
+
+#: a date with its month's name: ``December 25, 2023``, ``Dec. 25``, ``25 December 2023``,
+#: ``3rd of May`` (month names capitalized, so ``5 may`` and ``5 marbles`` stay numbers)
+_MONTH_DAY = (
+    r"(?:" + "|".join(_MONTH_NAMES) + r")\.?[ \t]+\d{1,2}(?:st|nd|rd|th)?(?![\d.,]?\d)"
+    r"(?:,?[ \t]+\d{4}(?!\d))?"
+)
+_DAY_MONTH = (
+    r"\d{1,2}(?:st|nd|rd|th)?[ \t]+(?:of[ \t]+)?(?:"
+    + "|".join(_MONTH_NAMES)
+    + r")\b\.?(?:,?[ \t]+\d{4}(?!\d))?"
+)
 #: written with digits but not one number (each is matched whole, then passed over): a
-#: date, a time or ratio, a version or address, a phone number, a range; tried only where
-#: a digit run meets one of their separators (most numbers are plain: fast)
+#: date, a time or ratio, a version or address, a phone number, a range
 _NOT_A_NUMBER = (
-    r"(?=[(+]|(?:[$€£¥₹][ \t]?)?\d++(?:[-/:.,–—]|[ \t][–—]))(?P<skip>"
+    r"(?=[\d(+$€£¥₹JFMASOND])(?P<skip>" + _MONTH_DAY + "|" + _DAY_MONTH + "|"
     r"\(\d{3}\)[ \t]?\d{3}[-. ]\d{4}(?!\d)"  # (555) 123-4567
     r"|(?!\+" + _groups(" ", 2) + r")\+\d{1,3}(?:[ .-]\d{1,4}){3,}(?![.,]?\d)"  # +1 555 123 4567
     r"|\d+(?:/\d+){2,}"  # 12/25/2023, 2023/12/25
     r"|\d+(?:-\d+){2,}"  # 2023-12-25, 555-123-4567
     r"|(?!" + _groups(".", 2) + r")\d+(?:\.\d+){2,}"  # 25.12.2023, 1.2.3, 192.168.1.1
     r"|\d+(?::\d+)+(?:[ \t]?(?i:[ap]\.?m\b\.?))?"  # 10:30, 10:30:15 pm, 3:2
-    r"|(?:[$€£¥₹][ \t]?)?\d+(?:[.,]\d+)?(?:-|[ \t]?[–—][ \t]?)(?:[$€£¥₹][ \t]?)?"
-    r"\d+(?:[.,]\d+)?(?![.,]?\d)"  # 3-5, 2.5–3.5, $10-$20
+    r"|(?:[$€£¥₹][ \t]?)?\d+(?:[.,]\d+)?%?(?:-|[ \t]?[–—][ \t]?)(?:[$€£¥₹][ \t]?)?"
+    r"\d+(?:[.,]\d+)?(?![.,]?\d)%?"  # 3-5, 2.5–3.5, $10-$20, 5%-10%
     r")"
+)
+#: what follows a number where :data:`_NOT_A_NUMBER` begins instead: only there is it
+#: tried, so a plain number pays one failed look ahead
+_NOT_A_NUMBER_TAIL = (
+    r"(?=[-/.:–— \tsnrt])(?:-(?:[$€£¥₹][ \t]?)?\d|/\d+/\d|\.\d|:\d|[–—]"
+    r"|(?:st|nd|rd|th)?[ \t]++(?:[–—]|(?:of[ \t]+)?(?=[JFMASOND])(?:"
+    + "|".join(_MONTH_NAMES)
+    + r")\b)|(?=[ .]\d)(?:(?<=\+\d)|(?<=\+\d\d)|(?<=\+\d\d\d))(?:[ .-]\d{1,4}){3})"
 )
 _NUMBER = re.compile(
     # not inside a number, an ASCII word, or a date / path such as 12/25
-    r"(?:(?<![0-9A-Za-z_.\d/])|(?=\\[dt]?frac))(?=[-+$€£¥₹\\.\d(])"  # fails fast
-    r"(?:" + _NOT_A_NUMBER + r"|"
+    r"(?:(?<![0-9A-Za-z_.\d/])|(?=\\[dt]?frac))"
+    r"(?=[-+$€£¥₹\\.\d(]|[JFMASOND][a-z]{2,8}+\.?[ \t]++\d)"  # fails fast
+    r"(?:(?>"
     rf"(?P<sign>{_SIGN})?[ \t]?(?:[$€£¥₹]|\\\$)?[ \t]?"
     r"(?:"
     r"\\[dt]?frac\s*(?:" + _ARG % ("fn", "fn") + r")\s*(?:" + _ARG % ("fd", "fd") + r")"
@@ -133,7 +171,7 @@ _NUMBER = re.compile(
     r"|(?P<num>" + _DEC + r")(?:[eE](?P<e>[-+]?\d+))?"
     r")"
     r"(?P<pct>[ \t" + _SPACES + r"]?(?:%|\\%|(?i:percent|per[ \t]cent)\b))?"
-    r")"
+    r")(?!" + _NOT_A_NUMBER_TAIL + r")|" + _NOT_A_NUMBER + r")"
 )
 #: what may separate a mixed number's integer from its fraction
 _MIXED_GAP = re.compile(r"[ \t]|\s*(?=\\[dt]?frac)|")
@@ -317,7 +355,7 @@ def _boxed(
     content = text[box[0] : box[1]].strip()
     matches = _matches(text, *box)
     if matches and matches[0].group("skip") is not None:
-        return _not_a_number(matches[0], "boxed", marker)
+        return _not_a_number(text, box[0], matches[0], "boxed", marker)
     found = _merged(matches)
     if not found:
         return Extraction(None, content, "boxed", False, marker, "the boxed answer has no number")
@@ -338,31 +376,56 @@ def find_answer(
     if box is not None:
         return _boxed(text, box, percent, marker_found)
     if marker and marker_found:
-        after = text.rfind(marker) + len(marker)
-        found = _matches(text, after)
-        if found and found[0].group("skip") and _LEAD.fullmatch(text, after, found[0].start()):
-            return _not_a_number(found[0], "marker", marker_found)  # Answer: 12/25/2023
-        found = _numbers_only(found)
-        if found:  # the first number: a mixed one spans two matches
-            return _extraction(text, _merged(found[:2])[0], "marker", percent, marker_found)
-    every = _matches(text)
-    found = _numbers_only(every)
+        found = _after_marker(text, text.rfind(marker) + len(marker), percent, marker_found)
+        if found is not None:
+            return found
+    return _last(text, percent, marker_found)
+
+
+def _after_marker(
+    text: str, after: int, percent: PercentPolicy, marker_found: bool | None
+) -> Extraction | None:
+    """The marker rule: the first number from ``after`` on, or no number when what
+    follows the marker is a date, a time...; None when nothing follows (the last rule
+    decides)."""
+    found = _matches(text, after)
+    if found and found[0].group("skip") is not None:  # rare: filter only then
+        lead = _LEAD.fullmatch(text, after, found[0].start())
+        if lead:  # Answer: 12/25/2023, Answer: December 25
+            return _not_a_number(text, lead.start("month"), found[0], "marker", marker_found)
+        found = [m for m in found if m.group("skip") is None]
     if not found:
+        return None
+    # the first number: a mixed one spans two matches (_merged passes over a non-number)
+    return _extraction(text, _merged(found[:2])[0], "marker", percent, marker_found)
+
+
+def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extraction:
+    """The last rule: the last number (a mixed one spans two matches), passing over
+    dates, times...; no number, saying which of those there were, when none is left."""
+    every = _matches(text)
+    tail: list[re.Match[str]] = []
+    for m in reversed(every):
+        if m.group("skip") is None:
+            tail.append(m)
+            if len(tail) == 2:
+                break
+    if not tail:
         reason = "no number in the response"
         if every:  # only dates, times...: say which
             reason += f" ({every[-1].group().strip()} is {_kind(every[-1].group())}, not a number)"
         return Extraction(None, None, None, False, marker_found, reason)
-    return _extraction(text, _merged(found[-2:])[-1], "last", percent, marker_found)
+    return _extraction(text, _merged(tail[::-1])[-1], "last", percent, marker_found)
 
 
-#: what may stand between a marker and its answer: spaces, Markdown, ``:``, ``=``
-_LEAD = re.compile(r"[\s*_:=#>`(\[]*")
+#: what may stand between a marker and its answer: spaces, Markdown, ``:``, ``=``, and
+#: the month of a date (``Answer: December 25``)
+_LEAD = re.compile(r"[\s*_:=#>`(\[]*(?P<month>(?:" + "|".join(_MONTH_NAMES) + r")\.?[ \t])?")
 _DATE = re.compile(r"\d{4}([-./])\d{1,2}\1\d{1,2}|\d{1,2}([-./])\d{1,2}\2(?:\d{2}|\d{4})")
 
 
-def _numbers_only(matches: list[re.Match[str]]) -> list[re.Match[str]]:
-    """``matches`` without those that are not numbers (dates, times...)."""
-    return [m for m in matches if m.group("skip") is None]
+#: a date written with its month's name, or the day and year left of one (``25, 2023``)
+_MONTH_WORDS = re.compile(r"[A-Z][a-z]|^\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?$")
 
 
 def _kind(written: str) -> str:
@@ -370,7 +433,7 @@ def _kind(written: str) -> str:
     written = written.strip()
     if ":" in written:
         return "a time or ratio"
-    if "/" in written or _DATE.fullmatch(written):
+    if "/" in written or _DATE.fullmatch(written) or _MONTH_WORDS.search(written):
         return "a date"
     if written.startswith(("(", "+")) or written.count("-") >= 2:
         return "a phone number or code"
@@ -379,10 +442,13 @@ def _kind(written: str) -> str:
     return "a range (or a difference)"
 
 
-def _not_a_number(m: re.Match[str], rule: Rule, marker_found: bool | None) -> Extraction:
+def _not_a_number(
+    text: str, start: int, m: re.Match[str], rule: Rule, marker_found: bool | None
+) -> Extraction:
     """The declared answer (after the marker, or boxed) is a date, a time, a range...:
-    no value, and the reason says which."""
-    written = m.group().strip()
+    no value, and the reason says which; ``start`` (-1: ``m``'s own start) is where its
+    text begins (``December 25``: at the month)."""
+    written = text[m.start() if start < 0 else start : m.end()].strip()
     reason = f"the answer {written} is {_kind(written)}, not a number"
     return Extraction(None, written, rule, False, marker_found, reason)
 
