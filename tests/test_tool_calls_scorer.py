@@ -212,6 +212,28 @@ def test_type_lists_draft_07_definitions_and_ambiguous_unions() -> None:
     )
 
 
+def test_parameters_behind_a_root_ref_and_allof_refs_are_read() -> None:
+    """Parameters that are a $ref to their object, and a property written as pydantic 1
+    did (allOf: [{$ref}] beside a description) to an integer enum, read like the rest:
+    "2" is 2, and 3 is outside the enum."""
+    parameters = {
+        "$ref": "#/$defs/Args",
+        "$defs": {
+            "Args": {
+                "type": "object",
+                "properties": {"level": {"allOf": [{"$ref": "#/$defs/Level"}], "description": ""}},
+            },
+            "Level": {"enum": [1, 2], "type": "integer"},
+        },
+    }
+    tools = [{"name": "f", "description": "", "parameters": parameters}]
+    assert _score([{"f": {"level": ["2"]}}], [_call("f", level=2)], tools).value == 1.0
+    wrong = _score([{"f": {"level": ["2"]}}], [_call("f", level=3)], tools)
+    assert wrong.detail["expected"][0]["arguments"]["level"]["reason"] == (
+        "not valid for the schema (3 is not one of [1, 2])"
+    )
+
+
 def test_object_arguments_in_bfcl_form_list_allowed_values_per_key() -> None:
     """BFCL writes an object argument's possible answer as {key: [allowed values]}, ""
     among them when the key may be omitted; a literal expected object still matches

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -65,19 +65,24 @@ class ArgumentSchema:
     """One tool's ``parameters`` (a JSON Schema of an object), asked about its arguments.
 
     Args:
-        parameters: the tool's parameters schema; anything else (None, a schema without
-            ``properties``) declares nothing, and every method then claims nothing.
+        parameters: the tool's parameters schema, its ``properties`` its own or those of
+            what it refers to or combines (``$ref``, ``allOf``); anything else (None, a
+            schema without properties) declares nothing, and every method then claims
+            nothing.
     """
 
     def __init__(self, parameters: Any) -> None:
         root = parameters if isinstance(parameters, dict) else {}
-        props = root.get("properties")
-        self._props: Mapping[str, Any] = props if isinstance(props, dict) else {}
         cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
         # an empty registry: a remote $ref is unresolvable, never fetched
         self._validator = cls(root, registry=Registry())
         resource = Resource.from_contents(root, default_specification=DRAFT202012)
         self._resolver = Registry().resolver_with_root(resource)
+        self._props: dict[str, Any] = {}  # the root's own properties, or its $ref's / allOf's
+        for alt, _ in self._alternatives(root, self._resolver):
+            props = alt.get("properties")
+            for arg, schema in (props if isinstance(props, dict) else {}).items():
+                self._props.setdefault(arg, schema)
 
     def types(self, arg: str) -> tuple[str, ...]:
         """The JSON types the schema admits for ``arg``, in a fixed order (``boolean,
