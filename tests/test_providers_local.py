@@ -311,6 +311,15 @@ async def spins(request):
     return _answer(request)
 
 
+class _Answerer:
+    async def __call__(self, request):
+        await asyncio.sleep(0)
+        return _answer(request)
+
+
+answerer = _Answerer()
+
+
 async def interrupts(request):
     raise KeyboardInterrupt
 """
@@ -363,14 +372,17 @@ def test_an_async_function_that_holds_its_loop_is_named_and_the_run_goes_on(
 def test_async_functions_share_one_loop_off_the_runs_thread(
     blocking_app: tuple[Path, str],
 ) -> None:
-    """Calls of an async function that awaits run on one event loop of their own (so a
-    module-level async client serves them all), never on the run's thread; its own
-    KeyboardInterrupt is an error row, not the end of the run."""
+    """Calls of an async function that awaits (or of an object with an async __call__)
+    run on one event loop of their own (so a module-level async client serves them all),
+    never on the run's thread; its own KeyboardInterrupt is an error row, not the end of
+    the run."""
     app_dir, module = blocking_app
-    result = gradetrail.run_eval(_spec(app_dir, "behaves", module), results_root=app_dir / "r")
-    assert [r["state"] for r in _rows(result)] == ["scored"] * 3
+    for function in ("behaves", "answerer"):
+        spec = _spec(app_dir, function, module)
+        result = gradetrail.run_eval(spec, results_root=app_dir / "r")
+        assert [r["response"] for r in _rows(result)] == ["7", "7", "8"]
     seen = sys.modules[module].SEEN
-    assert sorted(sample for sample, _, _ in seen) == ["q0", "q1", "q2"]
+    assert sorted(sample for sample, _, _ in seen) == ["q0", "q0", "q1", "q1", "q2", "q2"]
     assert len({loop for _, loop, _ in seen}) == 1
     assert {thread for _, _, thread in seen} == {"gradetrail-async-function"}
     spec = _spec(app_dir, "interrupts", module)

@@ -1,6 +1,7 @@
 """The ``python`` provider: evaluate your own application through the same pipeline.
 
-``model.function: "package.module:function"`` names a callable, sync or async, that takes
+``model.function: "package.module:function"`` names a callable, sync or async (a
+coroutine function, or an object with an ``async def __call__``), that takes
 the rendered :class:`~gradetrail.providers.base.Request` and returns the response text
 (a ``str``), or a :class:`~gradetrail.providers.base.Response` for full detail (its
 ``tool_calls``, ``{"id", "name", "arguments"}`` dicts, are the application's tool calls,
@@ -68,9 +69,12 @@ class PythonProvider(Provider):
         (other modules, data, a remote service) are invisible: change ``model.name`` or
         run with ``--no-cache`` after them."""
         fn = self._resolve()
-        source = inspect.getsourcefile(fn) or getattr(
-            sys.modules.get(fn.__module__), "__file__", None
-        )
+        defined = fn if inspect.isroutine(fn) or inspect.isclass(fn) else type(fn)  # an object
+        try:
+            source = inspect.getsourcefile(defined)
+        except TypeError:  # a builtin
+            source = None
+        source = source or getattr(sys.modules.get(fn.__module__), "__file__", None)
         out: dict[str, Any] = {"function": self.model.function}
         if source and Path(source).is_file():
             out["module_sha256"] = file_sha256(Path(source))
@@ -134,7 +138,7 @@ class PythonProvider(Provider):
             kwargs = {"row": dict(request.row or {})}
         start = time.perf_counter()
         try:
-            if inspect.iscoroutinefunction(fn):
+            if _is_async(fn):
                 out = await _FUNCTION_LOOP.run(
                     fn(*args, **kwargs), label=request.sample_id, block_limit_s=BLOCK_LIMIT_S
                 )
@@ -187,6 +191,13 @@ def _blocked(function: str, sample_id: str, exc: Blocked) -> ProviderError:
         f"model.function {function!r} could not run for {exc.held_s:.1f} s: its event loop "
         f"is held by the call of sample {exc.culprit!r}, which does not await {fix}",
         error_type="function_blocked",
+    )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    """``fn`` is a coroutine function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or (
+        not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
     )
 
 
