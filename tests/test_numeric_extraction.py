@@ -160,6 +160,7 @@ def test_a_date_with_the_month_first_is_not_its_day(written: str) -> None:
         ("It was May 2023", 2023.0),  # a month and a year: the year is a number
         ("Answer: On 12/25/2023 she had 5 apples.", 5.0),  # the date is not the answer
         ("He had 5-3 = 2 left", 2.0),  # a difference, then its result
+        ("Answer: 10-3 = 7", 7.0),  # a declared difference with its result
         ("1.234.567 people", 1234567.0),  # German thousands, not a version
         ("1.234.567,5 m", 1234567.5),
         ("+1 234 567 more", 1234567.0),  # French thousands, not a phone number

@@ -391,7 +391,7 @@ def _after_marker(
     found = _matches(text, after)
     if found and found[0].group("skip") is not None:  # rare: filter only then
         lead = _LEAD.fullmatch(text, after, found[0].start())
-        if lead:  # Answer: 12/25/2023, Answer: December 25
+        if lead and not _EQUALS.match(text, found[0].end()):  # Answer: 12/25/2023
             return _not_a_number(text, lead.start("month"), found[0], "marker", marker_found)
         found = [m for m in found if m.group("skip") is None]
     if not found:
@@ -418,6 +418,8 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
     return _extraction(text, _merged(tail[::-1])[-1], "last", percent, marker_found)
 
 
+#: after a difference, its result: ``Answer: 10-3 = 7`` declares 7, not a range
+_EQUALS = re.compile(r"[ \t]*=[ \t]*[-+$€£¥₹\d]")
 #: what may stand between a marker and its answer: spaces, Markdown, ``:``, ``=``, and
 #: the month of a date (``Answer: December 25``)
 _LEAD = re.compile(r"[\s*_:=#>`(\[]*(?P<month>(?:" + "|".join(_MONTH_NAMES) + r")\.?[ \t])?")
