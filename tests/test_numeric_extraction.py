@@ -3,11 +3,13 @@ including ones that must not match. Expected values are worked by hand from the 
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from gradetrail.datasets import Sample
 from gradetrail.scorers.base import ScoreInput
-from gradetrail.scorers.numbers import find_answer
+from gradetrail.scorers.numbers import Extraction, _find_answer, find_answer
 from gradetrail.scorers.numeric import NumericScorer
 from gradetrail.spec import NumericScorerSpec
 
@@ -492,3 +494,21 @@ def test_a_target_without_a_number_is_left_out_of_the_mean(tmp_path) -> None:  #
     assert (
         row["error"]["kind"] == "scorer_error" and "'n/a' has no number" in row["error"]["message"]
     )
+
+
+def test_the_plain_integer_shortcut_reads_what_the_rules_read() -> None:
+    """find_answer reads an unsigned ASCII integer directly; the full rules must agree on
+    every such text, with and without a marker (one the text contains, too), under every
+    percent policy."""
+    rng = random.Random(7)
+    texts = ["0", "7", "00", "007", "72", "1000", "1234567", "9" * 15, "1" * 40, "1" * 400]
+    texts += [
+        "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 25))) for _ in range(300)
+    ]
+    for text in texts:
+        for marker in (None, "", "A:", "1", text[:2]):
+            for percent in ("as_number", "as_fraction", "strict"):
+                found = find_answer(text, marker, percent)
+                marker_found = None if not marker else marker in text
+                assert found == _find_answer(text, marker, percent, marker_found), (text, marker)
+    assert find_answer("72") == Extraction(72.0, "72", "last", False, None, None)
