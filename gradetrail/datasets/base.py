@@ -15,7 +15,8 @@ from gradetrail.errors import DatasetError
 __all__ = ["Sample", "Source", "file_sha256", "not_a_file"]
 
 
-@dataclass(frozen=True, slots=True)
+# read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
+@dataclass(slots=True)
 class Sample:
     """One dataset row.
 
@@ -36,7 +37,8 @@ class Sample:
     cluster: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+# read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
+@dataclass(slots=True)
 class Row:
     """A row as a format reads it, before ids are assigned.
 

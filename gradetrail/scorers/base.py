@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 __all__ = ["Score", "ScoreInput", "Scorer", "scorer_error"]
 
 
-@dataclass(frozen=True, slots=True)
+# read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
+@dataclass(slots=True)
 class ScoreInput:
     """What a scorer sees for one (sample, epoch).
 
@@ -43,7 +44,8 @@ class ScoreInput:
     tools: tuple[dict[str, Any], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+# read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
+@dataclass(slots=True)
 class Score:
     """A scorer's verdict.
 

@@ -187,7 +187,8 @@ _BOX_WORDS = re.compile(
 _NOT_ONE_NUMBER = re.compile(r"[\d^_+*/=]|\\[A-Za-z]+")
 
 
-@dataclass(frozen=True, slots=True)
+# read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
+@dataclass(slots=True)
 class Number:
     """One number :func:`find_numbers` found.
 
@@ -214,7 +215,8 @@ class Number:
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
+# read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
+@dataclass(slots=True)
 class Extraction:
     """What :func:`find_answer` found.
 
