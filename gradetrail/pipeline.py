@@ -472,9 +472,10 @@ class PreparedRequests(Sequence[Prepared]):
                 i = 32 * ((epoch - 1) * n + at)
                 digests[i : i + 32] = bytes.fromhex(item.key)
         self._digests = digests
+        self._n, self._len = n, n * epochs  # read for every item
 
     def __len__(self) -> int:
-        return len(self.samples) * self.epochs
+        return self._len
 
     def key(self, index: int) -> str:
         """The cache key of item ``index`` (without rendering it)."""
@@ -504,13 +505,14 @@ class PreparedRequests(Sequence[Prepared]):
     def __getitem__(self, index: slice) -> list[Prepared]: ...
     def __getitem__(self, index: int | slice) -> Prepared | list[Prepared]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            return [self[i] for i in range(*index.indices(self._len))]
         if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
+            index += self._len
+        if not 0 <= index < self._len:
             raise IndexError(index)
-        epoch, at = divmod(index, len(self.samples))
-        return prepare(self.samples[at], epoch + 1, self.renderer, self.key(index))
+        epoch, at = divmod(index, self._n)
+        key = self._digests[32 * index : 32 * index + 32].hex()
+        return prepare(self.samples[at], epoch + 1, self.renderer, key)
 
     def __iter__(self) -> Iterator[Prepared]:
         for i in range(len(self)):

@@ -164,6 +164,7 @@ class RunLog:
         #: why the log stopped being written (a full disk), or None; the run goes on
         self.write_error: str | None = None
         self._token: contextvars.Token[RunLog | None] | None = None
+        self._encoded: dict[tuple[str, str, Any], tuple[str, str]] = {}  # see _names
 
     def _emit(self, level: str, event: str, fields: dict[str, Any], flush: bool) -> None:
         record = {"ts": _now_iso(), "level": level, "event": event, **fields}
@@ -260,6 +261,25 @@ class RunLog:
         else:
             self._emit("info", f"{kind}_call", fields, flush=not cached)
 
+    def _names(self, kind: str, model: str, served_model: Any) -> tuple[str, str]:
+        """The JSON of a served line's event name, and of its model and served model
+        fields (``"model":...,"served_model":...,``), encoded once for each (a run serves
+        a few models, a warm run one line a row).
+
+        Raises:
+            _NotPlain: a served model that is not a str or None.
+        """
+        names = (kind, model, served_model)
+        found = self._encoded.get(names)
+        if found is None:
+            found = (
+                _plain(f"{kind}_call"),
+                f'"model":{_plain(model)},"served_model":{_plain(served_model)},',
+            )
+            if len(self._encoded) < 256:  # a provider that names every response anew
+                self._encoded[names] = found
+        return found
+
     def served(
         self,
         kind: Literal["provider", "judge"],
@@ -277,15 +297,24 @@ class RunLog:
         warm run writes one a row)."""
         latency_ms = response.latency_s * 1000.0
         tokens = response.total_input_tokens
+        out, cached_in = response.output_tokens, response.cached_input_tokens
         if self._echo is None and CALL_TURN.get() is None:  # an agent turn adds its number
             try:
+                event, models = self._names(kind, model, response.served_model)
+                if type(epoch) is type(tokens) is type(out) is type(cached_in) is int:
+                    counts = (  # the common case: ints written directly
+                        f'"input_tokens":{tokens},"output_tokens":{out},'
+                        f'"cached_input_tokens":{cached_in},'
+                    )
+                else:  # a provider's odd count (a float, say): written as the encoder would
+                    counts = (
+                        f'"input_tokens":{_plain(tokens)},"output_tokens":{_plain(out)},'
+                        f'"cached_input_tokens":{_plain(cached_in)},'
+                    )
                 line = (
-                    f'{{"ts":"{_now_iso()}","level":"info","event":{_plain(f"{kind}_call")},'
-                    f'"sample_id":{_plain(sample_id)},"epoch":{_plain(epoch)},'
-                    f'"model":{_plain(model)},"served_model":{_plain(response.served_model)},'
-                    f'"latency_ms":{_plain(round(latency_ms, 1))},"input_tokens":{_plain(tokens)},'
-                    f'"output_tokens":{_plain(response.output_tokens)},'
-                    f'"cached_input_tokens":{_plain(response.cached_input_tokens)},'
+                    f'{{"ts":"{_now_iso()}","level":"info","event":{event},'
+                    f'"sample_id":{_plain(sample_id)},"epoch":{_plain(epoch)},{models}'
+                    f'"latency_ms":{_plain(round(latency_ms, 1))},{counts}'
                     f'"cost_usd":{_plain(response.cost_usd)},"cached":{_plain(cached)},'
                     f'"attempt":{_plain(attempt)},"outcome":"ok"}}'
                 )

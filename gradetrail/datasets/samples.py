@@ -180,9 +180,10 @@ class Samples(Sequence[Sample]):
         self.content_hash = content_hash
         self.info = info
         self.warnings = warnings
+        self._n = len(order) if order is not None else len(ids)  # read for every sample
 
     def __len__(self) -> int:
-        return len(self._order) if self._order is not None else len(self._ids)
+        return self._n
 
     @overload
     def __getitem__(self, index: int) -> Sample: ...
@@ -191,7 +192,7 @@ class Samples(Sequence[Sample]):
     def __getitem__(self, index: int | slice) -> Sample | list[Sample]:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
-        n = len(self)
+        n = self._n
         if index < 0:
             index += n
         if not 0 <= index < n:
