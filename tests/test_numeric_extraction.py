@@ -9,7 +9,14 @@ import pytest
 
 from gradetrail.datasets import Sample
 from gradetrail.scorers.base import ScoreInput
-from gradetrail.scorers.numbers import Extraction, _find_answer, find_answer
+from gradetrail.scorers.numbers import (
+    Extraction,
+    _find_answer,
+    _matches,
+    _number,
+    _parsed_number,
+    find_answer,
+)
 from gradetrail.scorers.numeric import NumericScorer
 from gradetrail.spec import NumericScorerSpec
 
@@ -512,3 +519,20 @@ def test_the_plain_integer_shortcut_reads_what_the_rules_read() -> None:
                 marker_found = None if not marker else marker in text
                 assert found == _find_answer(text, marker, percent, marker_found), (text, marker)
     assert find_answer("72") == Extraction(72.0, "72", "last", False, None, None)
+
+
+def test_a_plain_digit_match_is_read_as_its_groups_read_it() -> None:
+    """_number reads a match of ASCII digits directly; _parsed_number, from the match's
+    groups, must agree on every number of texts that hold such matches among others."""
+    rng = random.Random(11)
+    pieces = ["0", "7", "007", "42", "1000", "1,234", "3.5", "-2", "1/2", "50%", "1e3", "٣"]
+    pieces += [
+        "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 18))) for _ in range(200)
+    ]
+    for _ in range(300):
+        text = " and ".join(rng.choice(pieces) for _ in range(rng.randint(1, 4)))
+        matches = _matches(text)
+        assert matches, text
+        for m in matches:
+            assert _number(m) == _parsed_number(m), (text, m.group())
+    assert any(_matches(p)[0].group().isdigit() for p in pieces)
