@@ -68,7 +68,7 @@ class Blocks:
         self._ends = array("I")  # each item's end within its block
         self._open = bytearray()
         self._open_first = 0
-        self._cached: tuple[int, bytes] = (-1, b"")
+        self._cached: tuple[int, int, bytes] = (0, 0, b"")  # (first, stop, data): last read
 
     def append(self, item: bytes) -> None:
         """Add one item at the end."""
@@ -90,13 +90,16 @@ class Blocks:
         return len(self._ends)
 
     def __getitem__(self, i: int) -> bytes:
-        if i >= self._open_first:
-            data, first = self._open, self._open_first
-        else:
-            block = bisect.bisect_right(self._first, i) - 1
-            if self._cached[0] != block:
-                self._cached = (block, zlib.decompress(self._sealed[block]))
-            data, first = self._cached[1], self._first[block]
+        first, stop, data = self._cached
+        if not first <= i < stop:  # not in the last block read: find it
+            if i >= self._open_first:
+                first, stop, data = self._open_first, len(self._ends), self._open
+            else:
+                block = bisect.bisect_right(self._first, i) - 1
+                first = self._first[block]
+                stop = self._first[block + 1] if block + 1 < len(self._first) else self._open_first
+                data = zlib.decompress(self._sealed[block])
+                self._cached = (first, stop, data)
         start = self._ends[i - 1] if i > first else 0
         return bytes(data[start : self._ends[i]])
 
@@ -109,7 +112,7 @@ class Blocks:
 
 
 class Packer:
-    """Rows as compact bytes: the pickle of ``(layout, *values)``, the column names kept
+    """Rows as compact bytes: the pickle of ``(*values, layout)``, the column names kept
     once per layout (the tuple of a row's keys) instead of in every row; a source whose
     rows have more than :attr:`MAX_LAYOUTS` key layouts stores the rest as whole dicts."""
 
@@ -126,15 +129,17 @@ class Packer:
         if layout is None and len(self.layouts) < self.MAX_LAYOUTS:
             layout = self._index[keys] = len(self.layouts)
             self.layouts.append(keys)
-        item = (layout, *row.values()) if layout is not None else (-1, row)
+        # the layout last: zip() pairs the names with the values and stops before it
+        item = (*row.values(), layout) if layout is not None else (row, -1)
         return pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL)
 
     def unpack(self, data: bytes) -> dict[str, Any]:
         """The row back from its bytes."""
         item = pickle.loads(data)  # noqa: S301 - bytes this process pickled
-        if item[0] < 0:
-            return item[1]
-        return dict(zip(self.layouts[item[0]], item[1:], strict=True))
+        layout = item[-1]
+        if layout < 0:
+            return item[0]
+        return dict(zip(self.layouts[layout], item))  # noqa: B905 - the layout is left out
 
 
 class Samples(Sequence[Sample]):
