@@ -76,7 +76,7 @@ async def cached_call(
     """
     response = hit if hit is not None or cache is None else cache.get(key)
     if response is not None:
-        return _served(request, response, executor, log, kind, epoch)
+        return served_call(request, response, executor, log, kind, epoch)
     if executor is None:
         raise RunError(f"a {kind} call was made before the run bound its executor")
     if cache is None:
@@ -85,7 +85,7 @@ async def cached_call(
         key, lambda: _call(request, key, cache, executor, log, kind, epoch), _response_of
     )
     if isinstance(result, Shared):  # an identical request in flight, here or elsewhere
-        return _served(request, result.response, executor, log, kind, epoch)
+        return served_call(request, result.response, executor, log, kind, epoch)
     return result
 
 
@@ -93,7 +93,7 @@ def _response_of(result: CallResult) -> Response | None:
     return result.response
 
 
-def _served(
+def served_call(
     request: Request,
     response: Response,
     executor: Executor | None,
@@ -101,7 +101,9 @@ def _served(
     kind: CallKind,
     epoch: int,
 ) -> CallResult:
-    """A response this call did not pay for (the cache, or an identical request's call)."""
+    """The end of a call this run did not pay for: ``response`` came from the cache (a
+    batched read) or from an identical request's call. It is priced as the spec prices
+    it now (``executor``'s provider, or as stored without one) and logged as served."""
     if executor is not None:  # price it as the spec prices it now, not as when cached
         cost = executor.provider.price(request, response)
         if cost != response.cost_usd:

@@ -23,7 +23,7 @@ from jinja2.exceptions import SecurityError
 from gradetrail.agent import Agent, converse, single_turn
 from gradetrail.agreement import LabelReader
 from gradetrail.bounded import BoundedCalls, CallAborted, CallTimedOut
-from gradetrail.calls import cached_call
+from gradetrail.calls import cached_call, served_call
 from gradetrail.conversation import (
     ConversationError,
     Transcript,
@@ -559,44 +559,48 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
         transcript: Transcript | None = talk.transcript
     else:
-        call = await cached_call(
-            item.request,
-            item.key,
-            ctx.cache,
-            ctx.executor,
-            ctx.log,
-            kind="provider",
-            epoch=item.epoch,
-            hit=hit,
+        call = (
+            served_call(item.request, hit, ctx.executor, ctx.log, "provider", item.epoch)
+            if hit is not None  # read already: nothing to wait for
+            else await cached_call(
+                item.request,
+                item.key,
+                ctx.cache,
+                ctx.executor,
+                ctx.log,
+                kind="provider",
+                epoch=item.epoch,
+            )
         )
         response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
     if response is None:
         return _error_row(item, error, attempts, transcript)
-    score = await _score(
-        ctx,
-        ScoreInput(
-            item.sample,
-            item.epoch,
-            item.request.prompt,
-            item.request.system,
-            item.target,
-            response.text,
-            response.tool_calls,
-            item.request.tools,
-        ),
+    scored = ScoreInput(
+        item.sample,
+        item.epoch,
+        item.request.prompt,
+        item.request.system,
+        item.target,
+        response.text,
+        response.tool_calls,
+        item.request.tools,
     )
+    scorer = ctx.scorer
+    if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
+        score = await scorer.ascore(scored)
+    else:  # a synchronous scorer: no coroutine to wait on
+        score = _bounded_score(ctx, scored)
     return _scored_row(item, response, score, cached, attempts, transcript)
 
 
-async def _score(ctx: SampleContext, item: ScoreInput) -> Score:
-    """The scorer's verdict. A synchronous scorer (one that implements only ``score``)
-    runs through ``ctx.bounded``: past the run's ``score_timeout_s`` it is stopped and the
-    row is a ``judge_error`` with reason ``scorer_timeout``; SIGTERM or a second Ctrl-C
-    during it cancels the sample like any other in flight."""
+def _bounded_score(ctx: SampleContext, item: ScoreInput) -> Score:
+    """A synchronous scorer's verdict (one that implements only ``score``), run through
+    ``ctx.bounded``: past the run's ``score_timeout_s`` it is stopped and the row is a
+    ``judge_error`` with reason ``scorer_timeout``; SIGTERM or a second Ctrl-C during it
+    cancels the sample like any other in flight."""
+    assert ctx.bounded is not None
     scorer = ctx.scorer
-    if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
-        return await scorer.ascore(item)
     try:
         return ctx.bounded.call(scorer.score, item)
     except CallTimedOut:
