@@ -666,6 +666,7 @@ def _scored_row(
 
 _OPT_FLOAT = (float, type(None))
 _OPT_STR = (str, type(None))
+_STR_ONLY = frozenset([str])
 
 
 def _exact(row: Row) -> bool:
@@ -689,8 +690,8 @@ def _exact(row: Row) -> bool:
         and type(row["output_tokens"]) is int
         and type(row["cached_input_tokens"]) is int
         and type(detail) is dict
-        and all(type(k) is str for k in detail)
-        and (error is None or (type(error) is dict and all(type(k) is str for k in error)))
+        and {*map(type, detail)} <= _STR_ONLY
+        and (error is None or (type(error) is dict and {*map(type, error)} <= _STR_ONLY))
         and row["judge"] is None
         and row["tool_calls"] is None
         and row["transcript"] is None

@@ -131,16 +131,12 @@ class Template:
         """
         plain = self._plain
         if plain is not None:
-            out = []
-            for text, name in plain:
-                out.append(text)
-                if name is not None:
-                    value = context.get(name, _MISSING)
-                    if value is _MISSING:
-                        break
-                    out.append(str(value))
-            else:
-                return "".join(out)
+            try:
+                return "".join(
+                    [text if name is None else text + str(context[name]) for text, name in plain]
+                )
+            except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
+                pass
         return concat(self._root(self._context({**self._globals, **context})))
 
     def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
@@ -157,9 +153,6 @@ class Template:
                 f"{self.where}: template uses {', '.join(missing)} but the first row has "
                 f"only {have}; fix the template or the dataset"
             )
-
-
-_MISSING = object()
 
 
 def _plain_parts(ast: nodes.Template) -> tuple[tuple[str, str | None], ...] | None:
