@@ -132,6 +132,11 @@ async def call_with_retry(
     time queued behind other samples before that does not count, and covers every later
     wait, attempt and backoff.
 
+    An attempt cut off by its timeout is a transient ProviderTimeout, unless the call
+    says why it could not end in time by letting the cancellation out as
+    ``CancelledError(error)`` with a ProviderError: that is the attempt's error (the
+    python provider's permanent ``function_blocked``, for a function holding its loop).
+
     Never raises a ProviderError: failures are returned in the outcome.
     """
     deadline: float | None = None
@@ -159,8 +164,8 @@ async def call_with_retry(
         try:
             async with asyncio.timeout(timeout):
                 response = await call()
-        except TimeoutError:
-            error = ProviderTimeout(f"no response within {timeout:.3g} s")
+        except TimeoutError as exc:
+            error = _cut_off(exc) or ProviderTimeout(f"no response within {timeout:.3g} s")
         except ProviderError as exc:
             error = exc
         finally:
@@ -186,6 +191,17 @@ async def call_with_retry(
             listener(attempts, attempt)
         await sleep(delay)
         slept += delay
+
+
+def _cut_off(exc: TimeoutError) -> ProviderError | None:
+    """The ProviderError a call cut off by ``asyncio.timeout`` gave as the reason (the
+    argument of the CancelledError it let out, which the timeout chains), or None."""
+    cancelled = exc.__cause__ or exc.__context__
+    if isinstance(cancelled, asyncio.CancelledError) and cancelled.args:
+        reason = cancelled.args[0]
+        if isinstance(reason, ProviderError):
+            return reason
+    return None
 
 
 def _ceiling(policy: RetryPolicy, attempts: int, error: ProviderError | None) -> ProviderTimeout:

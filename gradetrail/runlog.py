@@ -24,6 +24,9 @@ sequences. Events:
   is (set by the loop through :data:`CALL_TURN`).
 - ``interrupt`` (a Ctrl-C or SIGTERM arrived, with ``in_flight``), ``run_end`` (status,
   counts, wall time).
+- ``function_held_loop`` (level ``warning``, once a run): a python provider's async
+  function held its event loop without awaiting (``function``, ``sample_id``,
+  ``held_s`` in seconds, ``message``); see :mod:`gradetrail.providers.python`.
 
 Each line is written whole. When the log cannot be written (a full disk), it stops and
 says why in ``write_error``; the run goes on, and every response is still cached. A call
@@ -205,6 +208,11 @@ class RunLog:
     def event(self, event: str, **fields: Any) -> None:
         """Log one event (level info) with JSON-ready fields; written through at once."""
         self._emit("info", event, fields, flush=True)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        """Log one event at level ``warning`` (something the user should fix, that does
+        not stop the run) with JSON-ready fields; written through at once."""
+        self._emit("warning", event, fields, flush=True)
 
     def call(
         self,

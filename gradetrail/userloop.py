@@ -8,11 +8,18 @@ it.
 - A coroutine runs on a :class:`UserLoop`: an event loop in a daemon thread of its own,
   one for the process while it is healthy, so a module-level async client (an
   ``httpx.AsyncClient``) serves every call. The coroutine is driven step by step, so the
-  loop knows which call is running and since when: a call that holds the loop past a
-  bound without awaiting is named (:class:`Blocked`), and the loop it holds is replaced
-  for the calls after it (it ends once its tasks have ended). At most ``MAX_HELD``
-  replaced loops may still be held; past that, calls wait on the live loop rather than
-  start yet another thread that a spinning coroutine would hold for good.
+  loop knows which call is running and since when. A call that holds its loop for over
+  the loop's ``held_s`` without awaiting is not failed for it: it runs on, bounded only
+  by its caller's timeout, and its caller is told once (``on_held``). The loop it holds
+  is replaced for the calls that arrive after (a held loop ends once its tasks have
+  ended), and the calls queued on it that have not taken their first step yet move to
+  the new loop, as if submitted there; calls already started keep waiting for it (their
+  state lives on that loop). At most ``MAX_HELD`` replaced loops may still be held; past
+  that, calls wait on the live loop rather than start yet another thread that a spinning
+  coroutine would hold for good.
+- A call cancelled (by its caller's timeout) while it holds its loop past ``held_s``
+  says so: the cancellation it lets out is ``CancelledError(Blocked(...))``, so the
+  caller can tell "it held its loop" from "it waited".
 
 Python cannot stop a thread: a blocked or spinning call keeps its thread until it
 returns. A caller that gives up on a call cancels it; the cancellation reaches the
@@ -29,14 +36,15 @@ import types
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
-__all__ = ["BLOCK_LIMIT_S", "Blocked", "Escaped", "UserLoop", "in_daemon_thread"]
+__all__ = ["BLOCK_LIMIT_S", "MAX_HELD", "Blocked", "Escaped", "UserLoop", "in_daemon_thread"]
 
-#: seconds a coroutine may hold its loop without awaiting before it counts as blocking
+#: seconds a coroutine may hold its loop without awaiting before it counts as holding it
+#: (its loop is replaced for later calls, and the caller is told once)
 BLOCK_LIMIT_S = 1.0
 #: replaced loops still held by a blocking coroutine, at most
 MAX_HELD = 2
 _BEAT_S = 0.1  # heartbeat interval, seconds
-_POLL_S = 0.2  # how often a caller that watches for blocking looks, seconds
+_POLL_S = 0.2  # how often a waiting caller looks at its loop, seconds
 
 
 class Escaped(Exception):
@@ -56,29 +64,49 @@ class Escaped(Exception):
 
 
 class Blocked(Exception):
-    """A call on a :class:`UserLoop` held it past the bound without awaiting.
+    """Why a call on a :class:`UserLoop` was cancelled: it was holding its loop, without
+    awaiting, for longer than the loop's ``held_s``. Never raised on its own: it is the
+    argument of the ``CancelledError`` :meth:`UserLoop.run` lets out
+    (``exc.args[0]``).
 
     Attributes:
-        own: True when this call is the one holding the loop; False when it is waiting
-            for another call that holds it.
-        culprit: the label of the call holding the loop (e.g. its sample id), or None.
-        held_s: seconds the loop has been held, so far.
+        label: the call's label (e.g. its sample id), or None.
+        held_s: seconds it had held the loop when it was cancelled.
     """
 
-    def __init__(self, own: bool, culprit: str | None, held_s: float) -> None:
-        super().__init__(f"the loop has been held for {held_s:.1f} s by {culprit or 'a call'}")
-        self.own = own
-        self.culprit = culprit
+    def __init__(self, label: str | None, held_s: float) -> None:
+        super().__init__(f"{label or 'a call'} held its loop for {held_s:.1f} s")
+        self.label = label
         self.held_s = held_s
 
 
 class _Call:
-    """One call on a loop: what :class:`Blocked` names it by."""
+    """One submission of a call to a loop: whether its coroutine has taken a step there
+    (``queued`` -> ``started``), or was taken back to go to another loop (``moved``);
+    and the longest step it has taken, seconds."""
 
-    __slots__ = ("label",)
+    __slots__ = ("label", "longest_s", "state")
+    _claim = threading.Lock()  # one state change at a time, across the loops' threads
 
     def __init__(self, label: str | None) -> None:
         self.label = label
+        self.state = "queued"
+        self.longest_s = 0.0
+
+    def _move(self, old: str, new: str) -> bool:
+        with _Call._claim:
+            if self.state != old:
+                return False
+            self.state = new
+            return True
+
+    def begin(self) -> bool:
+        """On its loop, before the coroutine's first step: False when it was moved."""
+        return self._move("queued", "started")
+
+    def withdraw(self) -> bool:
+        """From the caller: take back a call that has not started; False once it has."""
+        return self._move("queued", "moved")
 
 
 class _Loop:
@@ -109,15 +137,14 @@ class _Loop:
             return
         self.loop.call_later(_BEAT_S, self._heartbeat)
 
-    def blocked(self, call: _Call, limit_s: float) -> Blocked | None:
-        """:class:`Blocked` when a call has been mid-step longer than ``limit_s``."""
+    def holding(self, call: _Call) -> float | None:
+        """Seconds ``call`` has been mid-step, when it is the call holding the loop now
+        for longer than ``held_s``; else None."""
         step = self.step
-        if step is None:
+        if step is None or step[0] is not call:
             return None
         held = time.monotonic() - step[1]
-        if held <= limit_s:
-            return None
-        return Blocked(step[0] is call, step[0].label, held)
+        return held if held > self.held_s else None
 
 
 class UserLoop:
@@ -125,8 +152,9 @@ class UserLoop:
 
     Args:
         name: the name of the loops' threads (seen in a thread dump).
-        held_s: seconds without a heartbeat after which the live loop counts as held, and
-            calls after it go to a new loop (a loop's async clients do not follow them).
+        held_s: seconds a call may hold a loop without awaiting (or its heartbeat may be
+            late) before the loop counts as held: calls after it go to a new loop (a
+            loop's async clients do not follow them) and the holder's ``on_held`` is told.
     """
 
     def __init__(self, name: str, held_s: float) -> None:
@@ -157,22 +185,27 @@ class UserLoop:
         coro: Coroutine[Any, Any, Any],
         *,
         label: str | None = None,
-        block_limit_s: float | None = None,
+        on_held: Callable[[float, bool], None] | None = None,
     ) -> Any:
         """Await ``coro`` on the live loop from the caller's loop.
 
+        While it waits, the caller looks at the loop every 0.2 s: when the loop is held
+        by another call and ``coro`` has not started, it moves to a new loop (no error, no
+        second run: the coroutine had not taken a step).
+
         Args:
             coro: the user's coroutine (not yet started).
-            label: what names this call in another call's :class:`Blocked`.
-            block_limit_s: seconds a call may hold the loop without awaiting; None: no
-                bound (the caller's own timeout is the only one).
+            label: what names this call (its sample id), in :class:`Blocked`.
+            on_held: called at most once, on the caller's loop, the first time this call
+                is seen holding its loop past ``held_s`` without awaiting, with the
+                seconds it held it (so far, or in all) and whether it still holds it.
 
         Returns:
             What ``coro`` returned.
 
         Raises:
-            Blocked: the loop was held past ``block_limit_s``, by this call (``own``) or
-                by another; this call is cancelled.
+            asyncio.CancelledError: the caller cancelled the call (its timeout); with a
+                :class:`Blocked` as its argument when the call was holding its loop.
             Escaped: ``coro`` raised SystemExit or KeyboardInterrupt.
             Exception: whatever else ``coro`` raised.
         """
@@ -180,18 +213,33 @@ class UserLoop:
         call = _Call(label)
         done = asyncio.run_coroutine_threadsafe(_guarded(coro, where, call), where.loop)
         waiting = asyncio.wrap_future(done)
+        told = on_held is None
         try:
-            if block_limit_s is None:
-                return await waiting
             while True:
                 finished, _ = await asyncio.wait({waiting}, timeout=_POLL_S)
+                held = where.holding(call)
+                if not told and (held is not None or call.longest_s > self.held_s):
+                    told = True
+                    on_held(held or call.longest_s, held is not None)  # type: ignore[misc]
                 if finished:
                     return waiting.result()
-                blocked = where.blocked(call, block_limit_s)
-                if blocked is not None:
-                    raise blocked
+                if call.state == "queued" and where.held():
+                    fresh = self._current()
+                    if fresh is not where and call.withdraw():
+                        done.cancel()  # never started: its task ends at once on that loop
+                        where, call = fresh, _Call(label)
+                        moved = _guarded(coro, where, call)
+                        done = asyncio.run_coroutine_threadsafe(moved, where.loop)
+                        waiting = asyncio.wrap_future(done)
+        except asyncio.CancelledError:
+            held = where.holding(call)
+            if held is not None:
+                raise asyncio.CancelledError(Blocked(label, held)) from None
+            raise
         finally:
             done.cancel()  # a no-op once it finished; else the task is cancelled on its loop
+            if call.withdraw():  # it never started: close it (no "never awaited" warning)
+                coro.close()
 
 
 async def _guarded(coro: Coroutine[Any, Any, Any], where: _Loop, call: _Call) -> Any:
@@ -204,17 +252,23 @@ async def _guarded(coro: Coroutine[Any, Any, Any], where: _Loop, call: _Call) ->
 @types.coroutine
 def _stepped(coro: Coroutine[Any, Any, Any], where: _Loop, call: _Call) -> Generator[Any, Any, Any]:
     """Drive ``coro`` as ``await`` would, step by step, noting on ``where`` which call is
-    running and since when (what :meth:`_Loop.blocked` reads from another thread)."""
+    running and since when (what :meth:`_Loop.holding` reads from another thread), and on
+    ``call`` its longest step. Returns None at once, without touching ``coro``, when the
+    call was moved to another loop before its first step."""
+    if not call.begin():
+        return None
     value: Any = None
     error: BaseException | None = None
     while True:
-        where.step = (call, time.monotonic())
+        since = time.monotonic()
+        where.step = (call, since)
         try:
             out = coro.send(value) if error is None else coro.throw(error)
         except StopIteration as stop:
             return stop.value
         finally:
             where.step = None
+            call.longest_s = max(call.longest_s, time.monotonic() - since)
         try:
             value, error = (yield out), None
         except BaseException as exc:  # thrown in by the task (a cancellation): pass it on

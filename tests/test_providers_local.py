@@ -276,7 +276,7 @@ def test_malformed_response_from_function_is_an_error_row_never_cached(app_dir: 
 
 
 BLOCKING_APP = """
-import asyncio, threading
+import asyncio, threading, time
 
 RELEASE = threading.Event()
 STOP_SPINNING = False
@@ -299,6 +299,15 @@ async def blocks(request):
     the test that started it sets RELEASE.\"\"\"
     if request.sample_id == "q1":
         RELEASE.wait(600)
+    await asyncio.sleep(0)
+    return _answer(request)
+
+
+async def holds(request):
+    \"\"\"Holds its event loop for 1.5 s without awaiting on q1 and q2 (CPU-bound work, a
+    heavy first import), then answers.\"\"\"
+    if request.sample_id in ("q1", "q2"):
+        time.sleep(1.5)
     await asyncio.sleep(0)
     return _answer(request)
 
@@ -339,34 +348,72 @@ def blocking_app(app_dir: Path) -> Iterator[tuple[Path, str]]:
         module.RELEASE.set()
 
 
-def _blocked_message(module: str, function: str) -> str:
-    return (
-        f"model.function '{module}:{function}' held its event loop for over 1 s without "
-        "awaiting in sample 'q1' (time.sleep, a blocking client or CPU-bound work in an "
-        "async def); use await asyncio.sleep, move blocking code into await "
-        "asyncio.to_thread(...), or make it a plain def (gradetrail runs those in threads)"
-    )
+def _held_warnings(run_dir: Path) -> list[dict]:
+    lines = [json.loads(line) for line in (run_dir / "log.jsonl").open()]
+    return [e for e in lines if e["event"] == "function_held_loop"]
+
+
+_FIX = (
+    "(time.sleep, a blocking client or CPU-bound work in an async def); use await "
+    "asyncio.sleep, move blocking code into await asyncio.to_thread(...), or make it a "
+    "plain def (gradetrail runs those in threads)"
+)
+
+
+def test_an_async_function_that_holds_its_loop_for_a_while_is_answered_and_said_once(
+    blocking_app: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An async function that holds its event loop for 1.5 s without awaiting, on two
+    samples, is not failed for it: every sample is answered on its first attempt (the
+    one queued behind the hold moved to a fresh loop, no retry used), and the run says so
+    once, in log.jsonl and on stderr, naming the function, the sample, the hold and the
+    fix (before: each such sample was a permanent function_blocked error)."""
+    app_dir, module = blocking_app
+    spec = _spec(app_dir, "holds", module, concurrency=2, max_retries=3)
+    result = gradetrail.run_eval(spec, results_root=app_dir / "r")
+    rows = {r["sample_id"]: r for r in _rows(result)}
+    assert {q: (r["state"], r["response"], r["attempts"]) for q, r in rows.items()} == {
+        "q0": ("scored", "7", 1),
+        "q1": ("scored", "7", 1),
+        "q2": ("scored", "8", 1),
+    }
+    [warning] = _held_warnings(result.run_dir)
+    assert warning["level"] == "warning"
+    assert (warning["function"], warning["sample_id"]) == (f"{module}:holds", "q1")
+    assert warning["held_s"] > 1.0
+    message = warning["message"]
+    assert message.startswith(f"model.function '{module}:holds' ")
+    assert "held its event loop for " in message
+    assert f"without awaiting in sample 'q1' {_FIX}. " in message
+    assert "Calls that arrive meanwhile run on a fresh event loop beside it" in message
+    assert capsys.readouterr().err.count(f"warning: {message}\n") == 1
 
 
 @pytest.mark.parametrize("function", ["blocks", "spins"])
-def test_an_async_function_that_holds_its_loop_is_named_and_the_run_goes_on(
+def test_an_async_function_that_holds_its_loop_past_its_timeout_is_function_blocked(
     blocking_app: tuple[Path, str], function: str
 ) -> None:
-    """An async function that blocks its event loop (a sync wait) or spins on one sample
-    is a permanent function_blocked error on that sample, saying what to do, and the other
-    samples are answered: on a loop of their own, with the run's timeouts and signals
-    alive (before: the run's loop stopped for good, past every timeout and Ctrl-C)."""
+    """An async function that blocks (a sync wait) or spins for good on one sample holds
+    its loop until run.timeout_s: that sample is a permanent function_blocked error (a
+    retry would hold another loop) naming the function and the fix; the others are
+    answered on a loop of their own, the run's timeouts and signals alive."""
     app_dir, module = blocking_app
-    spec = _spec(app_dir, function, module, concurrency=2, max_retries=3, timeout_s=600)
-    rows = {r["sample_id"]: r for r in _rows(gradetrail.run_eval(spec, results_root=app_dir / "r"))}
+    spec = _spec(app_dir, function, module, concurrency=2, max_retries=3, timeout_s=2)
+    result = gradetrail.run_eval(spec, results_root=app_dir / "r")
+    rows = {r["sample_id"]: r for r in _rows(result)}
     assert rows["q1"]["state"] == "provider_error"
     assert rows["q1"]["attempts"] == 1  # permanent: it would block again
-    assert rows["q1"]["error"]["message"] == _blocked_message(module, function)
     assert rows["q1"]["error"]["error_type"] == "function_blocked"
+    message = rows["q1"]["error"]["message"]
+    assert message.startswith(f"model.function '{module}:{function}' held its event loop for ")
+    assert message.endswith(
+        f" s without awaiting in sample 'q1', until its attempt timed out {_FIX}"
+    )
     assert [(rows[q]["state"], rows[q]["response"]) for q in ("q0", "q2")] == [
         ("scored", "7"),
         ("scored", "8"),
     ]
+    assert [w["sample_id"] for w in _held_warnings(result.run_dir)] == ["q1"]
 
 
 def test_async_functions_share_one_loop_off_the_runs_thread(
@@ -404,8 +451,8 @@ async def answer(request):
 
 
 def test_sigterm_ends_a_run_whose_async_function_holds_its_loop(app_dir: Path) -> None:
-    """While an async function holds its loop for good on one sample (function_blocked)
-    and the others wait on it, SIGTERM still stops the run: exit 143, the manifest says
+    """While an async function holds its loop for good on one sample (said in the log)
+    and the others run on a fresh loop, SIGTERM still stops the run: exit 143, the manifest says
     interrupted, and the held thread does not keep the process alive."""
     import os
     import signal
@@ -418,8 +465,8 @@ def test_sigterm_ends_a_run_whose_async_function_holds_its_loop(app_dir: Path) -
     proc = start_run(app_dir / "s.yaml", cache, results, dict(os.environ))
     wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
     log = only_run_dir(results) / "log.jsonl"
-    blocked = "held its event loop for over 1 s without awaiting in sample 'q0'"
-    wait_until(lambda: log.exists() and blocked in log.read_text(), proc=proc, what=blocked)
+    held = '"event":"function_held_loop"'
+    wait_until(lambda: log.exists() and held in log.read_text(), proc=proc, what=held)
     send(proc, signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == 143

@@ -15,11 +15,17 @@ The function never runs on the run's own event loop (:mod:`gradetrail.userloop`)
 whatever it does, run.timeout_s, the sample ceiling, Ctrl-C and SIGTERM keep working: a
 sync function runs in a daemon thread; an async one on an event loop of its own, shared
 by its calls. An async function that holds that loop for over ``BLOCK_LIMIT_S`` (1 s)
-without awaiting (``time.sleep``, ``requests.get`` or CPU-bound work in an ``async def``)
-would stall every call in flight: that call is a permanent ``function_blocked`` error
-naming the function and the fix (``await asyncio.sleep``, ``await
-asyncio.to_thread(...)``, or a plain ``def``); calls that waited behind it are transient
-errors (retried on a fresh loop).
+without awaiting (``time.sleep``, ``requests.get``, CPU-bound work or a heavy first
+``import`` in an ``async def``) is not failed for it: the call runs to its end, bounded
+by run.timeout_s and the sample ceiling like any other. The first time a function does
+so in a run, a ``function_held_loop`` warning (level ``warning`` in log.jsonl, and one
+line on stderr) names the function, the sample, how long it held the loop and the fix
+(``await asyncio.sleep``, ``await asyncio.to_thread(...)``, or a plain ``def``). Calls
+that arrive meanwhile run on a fresh loop beside it, and calls queued on the held loop
+that have not started move there (no error, no retry used); calls already started on it
+wait for it. A call still holding its loop when its attempt times out is a permanent
+``function_blocked`` error naming the function and the fix (a retry would only hold
+another loop).
 
 To signal a transient failure that should be retried, raise a
 :class:`~gradetrail.errors.ProviderError` subclass such as ``ServerError``; any other
@@ -33,6 +39,8 @@ sample. Edits to code the module imports are not seen: change ``model.name`` or 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -45,9 +53,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gradetrail import runlog
 from gradetrail.conversation import make_tool_call
 from gradetrail.datasets import file_sha256, not_a_file
-from gradetrail.errors import BadRequest, ProviderError, ProviderTimeout, SpecError
+from gradetrail.errors import BadRequest, ProviderError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.userloop import BLOCK_LIMIT_S, Blocked, Escaped, UserLoop, in_daemon_thread
 
@@ -62,6 +71,7 @@ class PythonProvider(Provider):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._fn: Callable[[Request], Any] | None = None
+        self._warned = False  # function_held_loop said (once a run)
 
     def identity(self) -> dict[str, Any]:
         """The function's import path and the SHA-256 of its module's source file: an edit
@@ -127,6 +137,10 @@ class PythonProvider(Provider):
         Raises:
             ProviderError: what the function raised (a ProviderError passes through; any
                 other exception becomes a permanent BadRequest naming its type).
+            asyncio.CancelledError: the call was cancelled (its attempt timed out, or the
+                run was aborted); with the permanent ``function_blocked`` BadRequest as
+                its argument when the async function was holding its event loop past
+                BLOCK_LIMIT_S (the retry loop records that as the attempt's error).
         """
         fn = self._resolve()
         mode = _row_mode(fn)
@@ -137,17 +151,21 @@ class PythonProvider(Provider):
         elif mode == "keyword":
             kwargs = {"row": dict(request.row or {})}
         start = time.perf_counter()
+        function = self.model.function or ""
         try:
             if _is_async(fn):
+                held = partial(self._held, function, request.sample_id)
                 out = await _FUNCTION_LOOP.run(
-                    fn(*args, **kwargs), label=request.sample_id, block_limit_s=BLOCK_LIMIT_S
+                    fn(*args, **kwargs), label=request.sample_id, on_held=held
                 )
             else:
                 out = await in_daemon_thread(partial(_call, fn, args, kwargs), request)
         except ProviderError:
             raise
-        except Blocked as exc:
-            raise _blocked(self.model.function or "", request.sample_id, exc) from None
+        except asyncio.CancelledError as exc:  # its timeout, or the run's abort
+            if exc.args and isinstance(exc.args[0], Blocked):
+                raise asyncio.CancelledError(_blocked(function, exc.args[0])) from None
+            raise
         except Escaped as exc:  # an async function's own SystemExit or KeyboardInterrupt
             said = str(exc.original)
             message = f"{exc.kind}: {said}" if said else f"the function raised {exc.kind}"
@@ -164,32 +182,58 @@ class PythonProvider(Provider):
             )
         return Response(text=out, served_model=self.model.name, latency_s=latency)
 
+    def _held(self, function: str, sample_id: str, held_s: float, holding: bool) -> None:
+        """The async function held its event loop past BLOCK_LIMIT_S on ``sample_id``
+        (``held_s`` seconds, so far when ``holding``): the first time in this run (this
+        provider), a ``function_held_loop`` warning in the run log and one line on
+        stderr."""
+        if self._warned:
+            return
+        self._warned = True
+        took = f"held its event loop for {held_s:.1f} s"
+        if holding:
+            took = f"has {took} so far"
+        message = (
+            f"model.function {function!r} {took} without awaiting in sample {sample_id!r} "
+            f"{_FIX}. Calls that arrive meanwhile run on a fresh event loop beside it, "
+            "without its async clients; said once a run"
+        )
+        log = runlog.current()
+        if log is not None:
+            log.warning(
+                "function_held_loop",
+                function=function,
+                sample_id=sample_id,
+                held_s=round(held_s, 3),
+                message=message,
+            )
+        # sys.stderr looked up now: a live progress display that redirects it shows the
+        # line above itself
+        with contextlib.suppress(OSError, ValueError):  # stderr closed
+            print(f"warning: {message}", file=sys.stderr, flush=True)
+
 
 #: the event loop async functions run on, one for the process while it is healthy (so a
-#: module-level async client serves every call), never the run's own loop; replaced only
-#: for a call that blocks it past BLOCK_LIMIT_S (a shorter hold only makes calls wait)
+#: module-level async client serves every call), never the run's own loop; replaced for
+#: the calls after one that holds it past BLOCK_LIMIT_S (a shorter hold only makes calls
+#: wait)
 _FUNCTION_LOOP = UserLoop("gradetrail-async-function", held_s=BLOCK_LIMIT_S)
 
+#: what a function that holds its event loop does, and what to do instead
+_FIX = (
+    "(time.sleep, a blocking client or CPU-bound work in an async def); use await "
+    "asyncio.sleep, move blocking code into await asyncio.to_thread(...), or make it a "
+    "plain def (gradetrail runs those in threads)"
+)
 
-def _blocked(function: str, sample_id: str, exc: Blocked) -> ProviderError:
-    """The error of a call whose function's event loop was held past BLOCK_LIMIT_S: a
-    permanent ``function_blocked`` BadRequest for the call that held it (it would block
-    again), a transient ProviderTimeout for a call that waited behind it (retried, on a
-    fresh loop)."""
-    fix = (
-        "(time.sleep, a blocking client or CPU-bound work in an async def); use await "
-        "asyncio.sleep, move blocking code into await asyncio.to_thread(...), or make it a "
-        "plain def (gradetrail runs those in threads)"
-    )
-    if exc.own:
-        return BadRequest(
-            f"model.function {function!r} held its event loop for over {BLOCK_LIMIT_S:g} s "
-            f"without awaiting in sample {sample_id!r} {fix}",
-            error_type="function_blocked",
-        )
-    return ProviderTimeout(
-        f"model.function {function!r} could not run for {exc.held_s:.1f} s: its event loop "
-        f"is held by the call of sample {exc.culprit!r}, which does not await {fix}",
+
+def _blocked(function: str, held: Blocked) -> BadRequest:
+    """The permanent ``function_blocked`` error of a call whose attempt timed out while
+    it held its event loop without awaiting (``held.held_s`` seconds, past
+    BLOCK_LIMIT_S): a retry would only hold another loop."""
+    return BadRequest(
+        f"model.function {function!r} held its event loop for {held.held_s:.1f} s without "
+        f"awaiting in sample {held.label!r}, until its attempt timed out {_FIX}",
         error_type="function_blocked",
     )
 
