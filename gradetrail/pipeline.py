@@ -32,12 +32,13 @@ from gradetrail.conversation import (
     split_system,
 )
 from gradetrail.datasets import Sample
-from gradetrail.errors import DatasetError, ProviderError, SpecError
+from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
 from gradetrail.providers.base import PromptKeys, Request, Response
 from gradetrail.results import Row, make_row
-from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.spec import EvalSpec
 from gradetrail.templates import Template, compile_template
+from gradetrail.terminal import one_line
 from gradetrail.tools import ToolBox, ToolError, normalize_tool_choice, normalize_tools
 
 if TYPE_CHECKING:
@@ -587,11 +588,29 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         item.request.tools,
     )
     scorer = ctx.scorer
-    if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
-        score = await scorer.ascore(scored)
-    else:  # a synchronous scorer: no coroutine to wait on
-        score = _bounded_score(ctx, scored)
+    try:
+        if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
+            score = await scorer.ascore(scored)
+        else:  # a synchronous scorer: no coroutine to wait on
+            score = _bounded_score(ctx, scored)
+    except GradetrailError:  # the cache or the run failing: the run stops, as it says
+        raise
+    except Exception as exc:  # the scorer failing on this one response: its row says so
+        score = _scorer_failed(scorer, scored, exc)
     return _scored_row(item, response, score, cached, attempts, transcript)
+
+
+def _scorer_failed(scorer: Scorer, item: ScoreInput, exc: Exception) -> Score:
+    """The row of a response the scorer raised on (a bug it has with this text, e.g. an
+    overflow): a ``judge_error`` row left out of the mean, naming the exception, instead
+    of a run that stops and loses the rows after it."""
+    name = type(scorer).__name__
+    return scorer_error(
+        {"response_chars": len(item.response)},
+        "scorer_failed",
+        f"the {name} raised {type(exc).__name__} on this response ({one_line(str(exc))[:200]}); "
+        "the row is left out of the mean: report it with the response",
+    )
 
 
 def _bounded_score(ctx: SampleContext, item: ScoreInput) -> Score:

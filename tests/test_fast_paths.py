@@ -264,3 +264,39 @@ def test_sorted_keys_are_every_key_in_sorted_order() -> None:
     prepared = gradetrail.plan_run(spec).prepared
     assert list(prepared.sorted_keys()) == sorted(prepared.keys())
     assert len(set(prepared.keys())) == 900
+
+
+def test_a_scorer_that_raises_on_one_response_costs_that_row_not_the_run() -> None:
+    """A scorer's own failure on one response (an overflow, say) is that row's
+    judge_error, naming the exception, left out of the mean; a failure of the run itself
+    (a GradetrailError such as the cache's) still stops the run."""
+    import asyncio
+
+    from gradetrail.errors import CacheError
+    from gradetrail.pipeline import SampleContext, process
+    from gradetrail.runner import plan_run
+    from gradetrail.scorers.base import Scorer
+    from gradetrail.spec import load_spec
+
+    class Failing(Scorer):
+        def __init__(self, exc: Exception) -> None:
+            self.exc = exc
+
+        def score(self, item):  # noqa: ANN001, ANN202
+            raise self.exc
+
+    plan = plan_run(load_spec(GSM8K_SPEC))
+    item = plan.prepared[3]
+    hit = Response("so the answer is 1e400", served_model="m")
+    ctx = SampleContext(None, None, Failing(OverflowError("(34, 'Numerical result')")))  # type: ignore[arg-type]
+    row = asyncio.run(process(item, ctx, hit))
+    assert (row["state"], row["score"], row["sample_id"]) == ("judge_error", None, item.sample.id)
+    assert row["error"]["reason"] == "scorer_failed"
+    assert "Failing raised OverflowError on this response" in row["error"]["message"]
+    assert row["response"] == "so the answer is 1e400"
+    tally = Tally.for_spec(plan.spec)
+    tally.add(row, item.sample.index)
+    assert tally.counts["judge_error"] == 1 and tally.score_stats().n == 0
+    ctx.scorer = Failing(CacheError("cache x: write failed (disk full)"))
+    with pytest.raises(CacheError):
+        asyncio.run(process(item, ctx, hit))
