@@ -141,18 +141,31 @@ class Template:
 
     def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
         """Check that ``row`` (plus ``extra`` names provided at render time) has every
-        field the template reads.
+        field the template reads, unless the template renders on ``row`` without them (a
+        field read only under ``is defined`` or through ``default``: optional).
 
         Raises:
             SpecError: naming the missing fields and those the row has.
         """
         missing = sorted(self.names - set(row) - extra)
-        if missing:
+        if missing and not self._renders_without(row, extra):
             have = ", ".join(sorted(row)) or "(none)"
             raise SpecError(
                 f"{self.where}: template uses {', '.join(missing)} but the first row has "
                 f"only {have}; fix the template or the dataset"
             )
+
+    def _renders_without(self, row: Mapping[str, Any], extra: frozenset[str]) -> bool:
+        """True unless rendering over ``row`` (``extra`` names given as empty text) finds
+        a name undefined; another failure is left to the row's own rendering, which names
+        the sample."""
+        try:
+            self.render({**dict.fromkeys(extra, ""), **row})
+        except jinja2.UndefinedError:
+            return False
+        except Exception:  # noqa: BLE001 - not a missing field: the run's rendering reports it
+            return True
+        return True
 
 
 def _plain_parts(ast: nodes.Template) -> tuple[tuple[str, str | None], ...] | None:
