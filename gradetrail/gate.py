@@ -246,8 +246,8 @@ def regression_gate(
     Args:
         baseline: the baseline run directory (results.jsonl and manifest.json).
         candidate: the candidate run directory.
-        margin: the test's margin on the score scale (0.02 = two points); default 0.02
-            for non-inferiority and equivalence, 0 for superiority.
+        margin: the test's margin on the score scale (0.02 = two points), in [0, 1):
+            default 0.02 for non-inferiority and equivalence, 0 for superiority.
         confidence: two-sided confidence of the interval (0.95: one-sided tests at 0.025).
         method: "auto", or an interval of the module docstring that fits the pairing.
         errors: rows in an error state: "refuse" to compare, score them "as-fail" (0), or
@@ -267,7 +267,8 @@ def regression_gate(
             reducers, an incomplete run or unpaired samples without ``allow_partial``,
             errors under "refuse", no shared samples, too few samples or clusters, an
             interval of zero width).
-        ValueError: an argument out of its range.
+        ValueError: an argument out of its range (a margin of 1 or more, which every
+            candidate passes, too).
     """
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
     base = gate_runs.load_run(baseline, "baseline")
@@ -369,6 +370,11 @@ def _check_arguments(
         margin = 0.0 if test == "superiority" else 0.02
     if not margin >= 0 or not math.isfinite(margin):
         raise ValueError(f"margin must be a finite number >= 0, got {margin}")
+    if margin >= 1:  # a difference of [0, 1] scores lies in [-1, 1]: every run would pass
+        raise ValueError(
+            f"margin {margin:g} is on the score scale, where scores lie in [0, 1] and every "
+            "candidate would pass: pass a margin below 1 (0.02 is two points)"
+        )
     if test == "equivalence" and margin == 0:
         raise ValueError("an equivalence test needs a margin > 0")
     if not 0 < confidence < 1:

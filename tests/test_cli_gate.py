@@ -84,7 +84,7 @@ def test_gate_errors_option_counts_handled_samples(
     cand = write_run(tmp_path / "c", passes(4, 4), states={("s2", 1): "provider_error"})
     refused = runner.invoke(app, ["gate", str(base), str(cand)])
     assert refused.exit_code == 2 and "--errors" in refused.stderr
-    args = ["gate", str(base), str(cand), "--errors", "exclude", "--margin", "1"]
+    args = ["gate", str(base), str(cand), "--errors", "exclude", "--margin", "0.99"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "1: s2 (excluded from both runs)" in result.stdout
@@ -97,9 +97,9 @@ def test_gate_names_samples_present_in_one_run(
     --allow-partial it is named in the table."""
     base = write_run(tmp_path / "b", [1.0, 1.0, 1.0], ids=["a", "b", "lost"])
     cand = write_run(tmp_path / "c", [1.0, 1.0], ids=["a", "b"])
-    refused = runner.invoke(app, ["gate", str(base), str(cand), "--margin", "1"])
+    refused = runner.invoke(app, ["gate", str(base), str(cand), "--margin", "0.99"])
     assert refused.exit_code == 2 and "only in the baseline (lost)" in refused.stderr
-    args = ["gate", str(base), str(cand), "--margin", "1", "--allow-partial"]
+    args = ["gate", str(base), str(cand), "--margin", "0.99", "--allow-partial"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "only in baseline" in result.stdout and "lost" in result.stdout
@@ -112,6 +112,25 @@ def test_gate_rejects_an_unknown_method(
     base = write_run(tmp_path / "b", passes(4, 4))
     result = runner.invoke(app, ["gate", str(base), str(base), "--method", "bootstrap"])
     assert result.exit_code == 2
+
+
+def test_gate_refuses_a_margin_every_candidate_would_pass(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """--margin 2 (meant as two points) would pass any candidate on [0, 1] scores: one
+    line naming the scale, exit 2; 0.02 gates the same runs."""
+    base = write_run(tmp_path / "b", passes(40, 40))
+    cand = write_run(tmp_path / "c", passes(0, 40))
+    for margin in ("1", "2"):
+        refused = runner.invoke(app, ["gate", str(base), str(cand), "--margin", margin])
+        assert refused.exit_code == 2, refused.output
+        assert f"margin {margin} is on the score scale" in refused.stderr
+        assert "0.02 is two points" in refused.stderr
+    gated = runner.invoke(app, ["gate", str(base), str(cand), "--margin", "0.02"])
+    assert gated.exit_code == 1, gated.output
+    zero = ["gate", str(base), str(cand), "--test", "equivalence", "--margin", "0"]
+    refused = runner.invoke(app, zero)  # another out-of-range argument: one line, exit 2
+    assert refused.exit_code == 2 and "an equivalence test needs a margin > 0" in refused.stderr
 
 
 def test_power_sample_size_reproduces_miller(app: typer.Typer, runner: CliRunner) -> None:

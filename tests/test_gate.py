@@ -340,8 +340,8 @@ def test_incomplete_runs_are_flagged(tmp_path: Path) -> None:
     base = write_run(tmp_path / "b", passes(3, 3))
     cand = write_run(tmp_path / "c", passes(2, 2), status="interrupted")
     with pytest.raises(GateError, match="candidate run is interrupted.*--allow-partial"):
-        regression_gate(base, cand, margin=1.0)
-    result = regression_gate(base, cand, margin=1.0, allow_partial=True)
+        regression_gate(base, cand, margin=0.99)
+    result = regression_gate(base, cand, margin=0.99, allow_partial=True)
     assert result.missing_in_candidate == ("s2",)
     assert any("interrupted" in w for w in result.warnings)
 
@@ -349,11 +349,15 @@ def test_incomplete_runs_are_flagged(tmp_path: Path) -> None:
 def test_a_two_sample_t_interval_is_shown_clipped_and_decided_unclipped(tmp_path: Path) -> None:
     """Differences 0.5 and 0: the paired t interval [-2.9266, +3.4266] is reported as
     [-1, +1] with the unclipped bounds, a note, and a verdict (and reason) from the
-    unclipped bounds: at margin 1.5 the clipped -1 would pass on the range alone, the
-    unclipped -2.93 does not (as its p-value says)."""
+    unclipped bounds: at margin 0.99 the clipped -1 fails as the unclipped -2.93 does (as
+    its p-value says); a margin of 1 or more, which any candidate would pass on the range
+    alone, is refused."""
     base = write_run(tmp_path / "b", [0.2, 0.5])
     cand = write_run(tmp_path / "c", [0.7, 0.5])
-    for margin in (0.02, 1.5):
+    for margin in (1.0, 1.5):
+        with pytest.raises(ValueError, match=f"margin {margin:g} is on the score scale"):
+            regression_gate(base, cand, margin=margin)
+    for margin in (0.02, 0.99):
         r = regression_gate(base, cand, margin=margin)
         assert (r.method, r.lo, r.hi) == ("t", -1.0, 1.0)
         assert r.unclipped == pytest.approx((-2.926551, 3.426551), abs=1e-6)

@@ -169,9 +169,9 @@ def gate(
             reducer=reducer.value if reducer else None,
             pass_k=pass_k,
         )
-    except (GradetrailError, ValueError) as exc:
+    except (GradetrailError, ValueError) as exc:  # ValueError: an argument out of range
         reports.cannot_compare(str(exc))
-        raise fail(exc) from None
+        raise fail(exc if isinstance(exc, GradetrailError) else UsageError(str(exc))) from None
     if json_out:
         out = family.results[0].to_dict() if len(pairs) == 1 else family.to_dict()
         print(json.dumps(out))

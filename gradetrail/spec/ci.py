@@ -24,7 +24,11 @@ class CiSpec(_Strict):
         "when the run is non-inferior to it (the regression gate).",
     )
     margin: float = Field(
-        0.02, ge=0, allow_inf_nan=False, description="The gate's non-inferiority margin."
+        0.02,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="The gate's non-inferiority margin, on the score scale (0.02 = 2 points).",
     )
     confidence: float = Field(
         0.95, gt=0, lt=1, description="Two-sided confidence of the gate's interval."
