@@ -114,6 +114,69 @@ def test_two_final_letters_are_ambiguous(response: str, letters: list[str]) -> N
     assert "names 2 letters" in s.detail["reason"]
 
 
+@pytest.mark.parametrize(
+    ("response", "rule"),
+    [
+        ("I choose B.", "declared"),
+        ("We pick B", "declared"),
+        ("I'd select B here.", "declared"),
+        ("I'd go with B. A is a trap.", "declared"),
+        ("I’ll go with B, since Mercury orbits closest.", "declared"),
+        ("Having checked each one, it would be B.", "declared"),
+        ("So the answer must be B", "marker"),
+        ("Venus is second, so it must be B", "declared"),
+        ("The answer is not A; it is B.", "contrast"),
+        ("Not A but B", "contrast"),
+        ("The answer cannot be A. It's B.", "contrast"),
+        ("It isn't C, rather B", "contrast"),
+        ("B. 42", "leading"),
+        ("  B) Mercury, the closest", "leading"),
+        ("**B.** Mercury", "bold"),
+        ("Answer: Ｂ", "marker"),  # full-width letter
+        ("答案是Ｂ", "marker"),
+        ("Ａｎｓｗｅｒ：（Ｂ）", "marker"),
+        ("It is (B), not (A).", "parenthesized"),  # the negated letter is passed over
+        ("I would not choose A; I choose B", "declared"),
+    ],
+)
+def test_declared_contrasted_leading_and_full_width_answers(response: str, rule: str) -> None:
+    """Verbs that declare a choice, the turn after a negation, a reply that starts with
+    its letter, and full-width letters all read B (the target), by the rule named."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", rule)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "That must be a mistake",  # lower case after a declaring verb: a word
+        "I would go with a guess",
+        "Choose wisely.",
+        "The answer is not A.",  # negated, and nothing else named
+        "It isn't (A)",
+        "Mercury. B is for Bravo",  # a capital mid-text with no declaring word
+    ],
+)
+def test_negated_letters_and_lower_case_words_are_no_answer(response: str) -> None:
+    """A negated letter is never the answer; a lower-case word after a verb is a word."""
+    s = choice(response)
+    assert s.detail["extracted"] is None and s.value == 0.0
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("I choose both A and C", ["A", "C"]),
+        ("I'd pick B or C", ["B", "C"]),
+        ("It must be (B) or (D)", ["B", "D"]),
+    ],
+)
+def test_a_declared_choice_of_two_letters_is_ambiguous(response: str, letters: list) -> None:
+    """The new rules keep ambiguity: two letters declared together score 0, recorded."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
 TEN = "ABCDEFGHIJ"  # ten choices: I, A, E and O are all valid letters
 
 

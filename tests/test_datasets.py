@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gradetrail.datasets import load_samples
+from gradetrail.datasets import iter_jsonl, load_samples
 from gradetrail.errors import DatasetError
 
 
@@ -29,6 +29,65 @@ def test_id_field_is_used_when_present(tmp_path: Path) -> None:
     """The id field's value, as a string, is the id."""
     path = _write(tmp_path / "d.jsonl", [{"uid": 7}, {"uid": "x"}])
     assert [s.id for s in load_samples(path, id_field="uid")] == ["7", "x"]
+
+
+@pytest.mark.parametrize(
+    ("rows", "options", "ids"),
+    [
+        ([{"q": "a"}, {"q": "b"}], {}, ["1", "2"]),  # the default id, absent: positions
+        ([{"id": "x", "q": "a"}, {"q": "b"}], {}, ["x", "2"]),
+        ([{"uid": "u1"}, {"q": "b"}], {"id_field": "uid"}, ["u1", "2"]),  # named, in row 1
+        ([{"id": 5}, {"id": 6}], {"id_field": "id"}, ["5", "6"]),  # the default, named
+        ([{"key": "k1"}], {"id_field": "uid", "fields": {"uid": "key"}}, ["k1"]),  # renamed
+    ],
+)
+def test_an_id_field_present_in_the_first_row_or_the_default_absent_loads(
+    tmp_path: Path, rows: list[dict], options: dict, ids: list[str]
+) -> None:
+    """What must not change: the default ``id`` may be absent (positions), and a named
+    id field the first row has gives the ids (a later row without it, its position)."""
+    path = _write(tmp_path / "d.jsonl", rows)
+    assert [s.id for s in load_samples(path, **options)] == ids
+
+
+@pytest.mark.parametrize(
+    ("rows", "options", "message"),
+    [
+        ([{"id": "a", "q": "x"}], {"id_field": "nope"}, "no id field 'nope' (it has id, q)"),
+        ([{"q": "x"}, {"id": "b"}], {"id_field": "id"}, "no id field 'id' (it has q)"),
+        ([{"uid": "u"}], {"id_field": "uid", "fields": {"k": "uid"}}, "(it has k)"),
+        ([{}], {"id_field": "uid"}, "no id field 'uid' (it has (none))"),
+    ],
+)
+def test_a_named_id_field_the_first_row_lacks_is_refused(
+    tmp_path: Path, rows: list[dict], options: dict, message: str
+) -> None:
+    """A misspelled ``dataset.id_field`` would number every row by position: refused,
+    naming the row, the field and the fields the row has."""
+    path = _write(tmp_path / "d.jsonl", rows)
+    with pytest.raises(DatasetError, match=r"d\.jsonl:1: the first row has no id field") as e:
+        load_samples(path, **options)
+    assert message in str(e.value) and "fix dataset.id_field" in str(e.value)
+
+
+def test_a_named_id_field_is_checked_in_every_format(tmp_path: Path) -> None:
+    """CSV reads through the same assigner: a typo there is refused too."""
+    (tmp_path / "d.csv").write_text("id,q\na,x\n")
+    assert [s.id for s in load_samples(tmp_path / "d.csv")] == ["a"]
+    with pytest.raises(DatasetError, match=r"no id field 'ID' \(it has id, q\)"):
+        load_samples(tmp_path / "d.csv", id_field="ID")
+
+
+def test_replay_recordings_follow_the_same_id_rule(tmp_path: Path) -> None:
+    """iter_jsonl (replay recordings): the default absent gives positions; a named field
+    present gives its values; a named field the first row lacks is refused, naming the
+    setting (``model.recordings.id_field``)."""
+    path = _write(tmp_path / "r.jsonl", [{"qid": "a", "m": "x"}, {"m": "y"}])
+    assert [i for i, _, _ in iter_jsonl(path, "id")] == ["1", "2"]
+    named = "model.recordings.id_field"
+    assert [i for i, _, _ in iter_jsonl(path, "qid", named)] == ["a", "2"]
+    with pytest.raises(DatasetError, match=r"no id field 'uid' \(it has m, qid\); fix model\.rec"):
+        list(iter_jsonl(path, "uid", named))
 
 
 def test_ids_do_not_depend_on_seed_or_limit(tmp_path: Path) -> None:

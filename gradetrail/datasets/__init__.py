@@ -22,16 +22,20 @@ from gradetrail.datasets.samples import Samples
 __all__ = ["Sample", "Samples", "file_sha256", "iter_jsonl", "load_samples", "not_a_file"]
 
 
-def iter_jsonl(path: Path, id_field: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
+def iter_jsonl(
+    path: Path, id_field: str, named_by: str | None = None
+) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """Yield ``(sample_id, line_number, row)`` for each non-blank line of a JSONL file,
-    ids by the dataset rule (used for replay recordings).
+    ids by the dataset rule (used for replay recordings). ``named_by``: the setting that
+    named ``id_field`` explicitly (the first row must then have it), or None.
 
     Raises:
-        DatasetError: a missing file, a line that is not a JSON object, or (once every
-            row has been yielded) a duplicate id.
+        DatasetError: a missing file, a line that is not a JSON object, a first row
+            without an explicitly named ``id_field``, or (once every row has been
+            yielded) a duplicate id.
     """
     source = JsonlSource(path)
-    assigner = IdAssigner(source, id_field)
+    assigner = IdAssigner(source, id_field, named_by)
     ids: list[str] = []
     for row in source.rows():
         ids.append(assigner.assign(row, row.fields))

@@ -1,7 +1,9 @@
 """Sample ids, decided here for every format: the row's ``id_field`` when it has one, else
 its 1-based position in the source (for JSONL, its line number). Ids are assigned while
 the source is read, before any shuffle or limit, so a sample's id never depends on the
-seed; a second row with an id already seen is refused."""
+seed; a second row with an id already seen is refused. An ``id_field`` the spec names
+explicitly (not the default ``id``) must be a field of the first row: a misspelled one
+would otherwise number every row by position without a word."""
 
 from __future__ import annotations
 
@@ -50,18 +52,34 @@ class IdAssigner:
     Args:
         source: the source being read (for error messages).
         id_field: the row field holding the id (after ``dataset.fields`` renaming).
+        named_by: the setting that named ``id_field`` explicitly (``dataset.id_field``),
+            so the first row must have it; None for the default ``id``, which may be
+            absent (rows are then numbered by position).
     """
 
-    def __init__(self, source: Source, id_field: str) -> None:
+    def __init__(self, source: Source, id_field: str, named_by: str | None = None) -> None:
         self.source = source
         self.id_field = id_field
+        self.named_by = named_by
         self._hashes = array("q")
         self._from_field = bytearray()
         self._lines = array("q")
 
     def assign(self, row: Row, fields: dict[str, Any]) -> str:
         """The sample id of ``row`` (whose renamed fields are ``fields``): its
-        ``id_field`` value as text, else its 1-based position."""
+        ``id_field`` value as text, else its 1-based position.
+
+        Raises:
+            DatasetError: ``named_by`` is set and the first row has no ``id_field``
+                (naming the field, the fields the row has and the setting to fix).
+        """
+        if self.named_by and not self._hashes and self.id_field not in fields:
+            have = ", ".join(sorted(fields)) or "(none)"
+            raise DatasetError(
+                f"{row_at(self.source, row.line)}: the first row has no id field "
+                f"'{self.id_field}' (it has {have}); fix {self.named_by}, or remove it to "
+                "number the rows by position"
+            )
         value = fields.get(self.id_field)
         sample_id = str(row.position) if value is None else str(value)
         self._hashes.append(hash(sample_id))

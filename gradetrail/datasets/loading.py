@@ -53,14 +53,16 @@ def load_samples(
     Raises:
         DatasetError: one line naming the file, the format and the row or column: an
             unreadable source, a malformed row, a duplicate id, an empty dataset, a
-            missing cluster field.
+            missing cluster field, an explicit ``id_field`` the first row lacks.
     """
     spec = source if isinstance(source, DatasetSpec) else DatasetSpec(path=str(source), **options)
     src = open_source(spec, base_dir or Path("."), where)
     ids, lines, packer = Blob(), array("q"), Packer()
     # rows a shuffle will read in a random order stay uncompressed; others are read in order
     rows: Blob | Blocks = Blob() if spec.shuffle_seed is not None else Blocks()
-    assigner = IdAssigner(src, spec.id_field)
+    # the default id_field may be absent (rows numbered by position); a named one may not
+    named = "dataset.id_field" if "id_field" in spec.model_fields_set else None
+    assigner = IdAssigner(src, spec.id_field, named)
     rename = _Renamer(src, spec.fields) if spec.fields else None
     # without a shuffle, rows past the limit are never run: read (ids, errors), not kept
     keep_all = spec.shuffle_seed is not None or spec.limit is None

@@ -7,6 +7,7 @@ the 1-based line number) and ``response_field`` is a dotted path to the text, in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from gradetrail.datasets import file_sha256, iter_jsonl, not_a_file
@@ -37,7 +38,8 @@ class ReplayProvider(Provider):
         ``response_field`` (a wrong ``model.name`` would otherwise fail every sample).
 
         Raises:
-            DatasetError: the file is missing or its first row is malformed.
+            DatasetError: the file is missing, its first row is malformed or lacks an
+                id_field the spec names.
             SpecError: the first recording has no text at ``response_field``.
         """
         problem = not_a_file(self.path)
@@ -45,7 +47,7 @@ class ReplayProvider(Provider):
             raise DatasetError(
                 f"model.recordings.path: {self.path} {problem}; check the path in the spec"
             )
-        _, _, first = next(iter_jsonl(self.path, self.source.id_field), (None, None, {}))
+        _, _, first = next(self._recordings(), (None, None, {}))
         value: Any = first
         for depth, part in enumerate(self.field_path):
             if not isinstance(value, dict) or part not in value:
@@ -75,9 +77,17 @@ class ReplayProvider(Provider):
             self._hash = file_sha256(self.path)
         return {"recordings_sha256": self._hash, "response_field": ".".join(self.field_path)}
 
+    def _recordings(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
+        """The recordings' ``(sample id, line, row)``; an ``id_field`` the spec names
+        must be in the first row."""
+        named = "id_field" in self.source.model_fields_set
+        return iter_jsonl(
+            self.path, self.source.id_field, "model.recordings.id_field" if named else None
+        )
+
     def _load(self) -> dict[str, str | None]:
         texts: dict[str, str | None] = {}
-        for sample_id, _, row in iter_jsonl(self.path, self.source.id_field):
+        for sample_id, _, row in self._recordings():
             value: Any = row
             for part in self.field_path:
                 value = value.get(part) if isinstance(value, dict) else None

@@ -21,7 +21,16 @@ to least explicit:
   ``Answer: A because ...``), and ``Answer: I think so`` names none;
 - ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
-  (or ``C.`` / ``C)``); these three upper case only.
+  (or ``C.`` / ``C)``); these three upper case only;
+- ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
+  C``, ``I'd go with C``, ``it would be C``, ``so it must be C`` (upper case only);
+- ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
+  ``not A but C``, ``cannot be A. It's C``;
+- ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``
+  (``C. 42``, ``**C)** Mars``).
+
+A letter right after a negation (``not A``, ``isn't (A)``, ``would not choose A``) is
+never an answer, and full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``).
 
 When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
 ``B/C``, ``**B** **C**``, ``Answer: both A and C``), the reply is ambiguous: it scores 0
@@ -37,9 +46,10 @@ from typing import Any
 from gradetrail.choices import LETTERS, options
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.targets import require_target
 from gradetrail.spec import ChoiceScorerSpec
 
-__all__ = ["ChoiceScorer", "find_letters"]
+__all__ = ["ChoiceScorer", "find_letters", "narrow"]
 
 _L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'’])"
 #: after an explicit marker a lower-case letter counts too, unless a word other than
@@ -47,7 +57,7 @@ _L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'’])"
 #: not ``the answer is a bit long``)
 _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’])"
 _MARKERS = (
-    r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|would\s+be|will\s+be))?"
+    r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
     r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
     r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta)\b)"
 )
@@ -69,7 +79,40 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),
     ("parenthesized", re.compile(r"(?<![A-Za-z0-9])\(" + _L + r"\)")),
     ("alone", re.compile(r"(?m)^[ \t>*_-]*" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
+    (
+        "declared",
+        re.compile(
+            r"(?i:\b(?:choose|chose|choosing|pick|picked|picking|select|selected|selecting"
+            r"|go(?:ing)?\s+with|went\s+with|(?:would|must|should)\s+be))"
+            r"\s*:?\s*(?i:(?:both|either)\s+)?(?i:option\s+)?(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
+        ),
+    ),
+    (
+        "contrast",
+        re.compile(
+            r"(?i:\b(?:can)?not\b|n[’']t\b)[^\n]{0,80}?(?i:\b(?:it\s+is|it[’']s|but|rather|instead))"
+            r"\s*(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
+        ),
+    ),
+    ("leading", re.compile(r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?[.):](?=[ \t]|$)")),
 )
+#: rules whose letter is read past capitals that are words, as after a marker
+_PHRASED = frozenset({"marker", "declared", "contrast"})
+#: a letter right after a negation is never the answer: ``not A``, ``isn't (A)``,
+#: ``would not choose A``, ``cannot be A``
+_NEGATED = re.compile(
+    r"(?i:(?:\bnot|\bcannot|n[’']t)\s+(?:(?:choose|pick|select|go\s+with|be|option)\s+)?)"
+    r"(?:\*\*|[\(\[])?\s*$"
+)
+#: full-width forms (``Ｃ``, ``（Ｃ）``, ``Ａｎｓｗｅｒ：``) and the ideographic space, as
+#: ASCII: one character for one, so offsets into the text stay valid
+_NARROW = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
+
+
+def narrow(text: str) -> str:
+    """``text`` with full-width ASCII forms and the ideographic space made ASCII (same
+    length, so every offset still points at the same character)."""
+    return text.translate(_NARROW)
 
 
 #: capital letters that are also words in the markers' languages: English ``I`` and ``A``;
@@ -118,14 +161,18 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
 
     After a marker, a capital that is also a word (see :func:`_past_words`) is read as the
     word when a lower-case phrase follows it, so with nine or more choices ``Answer: I
-    think it is B`` reads B, never I."""
+    think it is B`` reads B, never I. Full-width forms read as ASCII (``Answer: Ｃ``), and
+    a letter right after a negation (``not A``, ``isn't (A)``) is never an answer."""
+    text = narrow(text)
     found: list[tuple[int, int, str, str]] = []
     for rule, pattern in _RULES:
         for m in pattern.finditer(text):
-            read = _past_words(text, m) if rule == "marker" else None
-            if rule == "marker" and read is None:
+            read = _past_words(text, m) if rule in _PHRASED else None
+            if rule in _PHRASED and read is None:
                 continue
             letter, start, end = read or (m.group("letter").upper(), m.start("letter"), m.end())
+            if _NEGATED.search(text, max(0, start - 40), start):
+                continue
             if letter in valid and not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
     return sorted(found)
@@ -164,8 +211,10 @@ class ChoiceScorer(Scorer):
         show them as the scorer letters them.
 
         Raises:
-            SpecError: naming the field or the template to fix.
+            SpecError: naming the field or the template to fix (``target`` when the spec
+                has none).
         """
+        require_target(first, "scorer: the choice scorer")
         try:
             choices = self._choices(first.sample.row)
             shown = options(choices, self.spec.shuffle_seed)
@@ -210,14 +259,15 @@ class ChoiceScorer(Scorer):
         }
         if self.spec.shuffle_seed is not None:
             detail["permutation"] = [index for _, index, _ in shown]
-        found = find_letters(item.response, "".join(by_letter))
+        response = narrow(item.response)
+        found = find_letters(response, "".join(by_letter))
         if not found:
             detail["reason"] = "no answer letter in the response"
             return Score(0.0, detail)
         start, _, letter, rule = found[-1]
         detail.update(extracted=letter, rule=rule, choice_index=by_letter[letter])
-        named = _listed_after(item.response, found[-1], "".join(by_letter))
-        named |= _listed_before(item.response, found)
+        named = _listed_after(response, found[-1], "".join(by_letter))
+        named |= _listed_before(response, found)
         if len(named) > 1:
             detail["ambiguous"] = sorted(named)
             detail["reason"] = f"the final answer names {len(named)} letters"

@@ -6,6 +6,7 @@ import re
 import unicodedata
 
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.targets import require_target
 from gradetrail.spec import ExactScorerSpec
 
 __all__ = ["ExactScorer"]
@@ -34,6 +35,14 @@ class ExactScorer(Scorer):
         if self.spec.case_fold:
             text = text.casefold()
         return text
+
+    def check(self, first: ScoreInput) -> None:
+        """The spec must have a target (without one every row would be compared with "").
+
+        Raises:
+            SpecError: the spec has no ``target``.
+        """
+        require_target(first, "scorer: the exact scorer")
 
     def score(self, item: ScoreInput) -> Score:
         """Compare response and target; the detail records both normalized strings."""

@@ -38,6 +38,7 @@ from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
 from gradetrail.results import JudgeRecord
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.targets import require_target, template_needs_target
 from gradetrail.scorers.verdicts import (
     Verdict,
     VerdictError,
@@ -100,6 +101,18 @@ class JudgeFile:
             SpecError: naming the missing variables.
         """
         self.template.check(row, extra=names)
+
+    def check_target(self, first: ScoreInput) -> None:
+        """A judge file that reads ``{{ target }}`` (outside an ``{% if target %}``) needs
+        the spec's target.
+
+        Raises:
+            SpecError: it does, and the spec has no ``target``.
+        """
+        if template_needs_target(self.template):
+            require_target(
+                first, f"{self.template.where}: the judge file reads {{{{ target }}}} and"
+            )
 
     def render(self, context: dict[str, Any], sample_id: str) -> str:
         """Render for one sample.
@@ -383,6 +396,7 @@ class JudgeScorer(Scorer):
             SpecError, DatasetError, GradetrailError: what would stop every judge call.
         """
         self.file.check(first.sample.row, JUDGE_NAMES)
+        self.file.check_target(first)
         self.file.render(self.context(first), first.sample.id)
         self.caller.check_ready()
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.targets import require_target
 from gradetrail.spec import MathScorerSpec
 
 __all__ = ["MathScorer"]
@@ -79,8 +80,7 @@ class MathScorer(Scorer):
         Raises:
             SpecError: no target, or math-verify finds no expression in the first one.
         """
-        if first.target is None:
-            raise SpecError("scorer: the math scorer needs a target; add target: '{{ ... }}'")
+        require_target(first, "scorer: the math scorer")
         try:
             parsed = self._parse_target(first.target, self._timeout())
         except Exception as exc:  # the library's own failure, named

@@ -14,6 +14,7 @@ from typing import Any
 
 from gradetrail.errors import DatasetError, SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.targets import require_target, template_needs_target
 from gradetrail.spec import RegexScorerSpec
 from gradetrail.templates import compile_template
 
@@ -55,7 +56,14 @@ class RegexScorer(Scorer):
         return self._compile(self.template.render(context))
 
     def check(self, first: ScoreInput) -> None:
-        """Check the template's fields and compile the first sample's pattern."""
+        """Check the template's fields and compile the first sample's pattern.
+
+        Raises:
+            SpecError: the pattern reads ``{{ target }}`` (unguarded) and the spec has no
+                target, a field the first row lacks, or a pattern that does not compile.
+        """
+        if template_needs_target(self.template):
+            require_target(first, f"{self.where}: the pattern reads {{{{ target }}}} and")
         self.template.check(first.sample.row, extra=frozenset({"target"}))
         self.pattern_for(first)
 

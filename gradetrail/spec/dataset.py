@@ -77,7 +77,8 @@ class DatasetSpec(_Strict):
         "id",
         description="Row field holding the sample id; rows without it get their 1-based "
         "position in the source (for JSONL, the line number). Ids are assigned before "
-        "shuffle_seed or limit apply.",
+        "shuffle_seed or limit apply. Only the default may be absent: a field named here "
+        "that the first row lacks is refused.",
     )
     shuffle_seed: int | None = Field(None, description="Shuffle the samples with this seed.")
     limit: int | None = Field(None, ge=1, description="Keep only the first N samples.")
