@@ -38,14 +38,16 @@ def test_id_field_is_used_when_present(tmp_path: Path) -> None:
         ([{"id": "x", "q": "a"}, {"q": "b"}], {}, ["x", "2"]),
         ([{"uid": "u1"}, {"q": "b"}], {"id_field": "uid"}, ["u1", "2"]),  # named, in row 1
         ([{"id": 5}, {"id": 6}], {"id_field": "id"}, ["5", "6"]),  # the default, named
+        ([{"q": "a"}, {"q": "b"}], {"id_field": "id"}, ["1", "2"]),  # ...and absent
         ([{"key": "k1"}], {"id_field": "uid", "fields": {"uid": "key"}}, ["k1"]),  # renamed
     ],
 )
 def test_an_id_field_present_in_the_first_row_or_the_default_absent_loads(
     tmp_path: Path, rows: list[dict], options: dict, ids: list[str]
 ) -> None:
-    """What must not change: the default ``id`` may be absent (positions), and a named
-    id field the first row has gives the ids (a later row without it, its position)."""
+    """What must not change: the default ``id`` may be absent (positions), also when a
+    spec names it (as one dumped with its defaults does), and another id field the first
+    row has gives the ids (a later row without it, its position)."""
     path = _write(tmp_path / "d.jsonl", rows)
     assert [s.id for s in load_samples(path, **options)] == ids
 
@@ -54,7 +56,7 @@ def test_an_id_field_present_in_the_first_row_or_the_default_absent_loads(
     ("rows", "options", "message"),
     [
         ([{"id": "a", "q": "x"}], {"id_field": "nope"}, "no id field 'nope' (it has id, q)"),
-        ([{"q": "x"}, {"id": "b"}], {"id_field": "id"}, "no id field 'id' (it has q)"),
+        ([{"q": "x"}, {"qid": "b"}], {"id_field": "qid"}, "no id field 'qid' (it has q)"),
         ([{"uid": "u"}], {"id_field": "uid", "fields": {"k": "uid"}}, "(it has k)"),
         ([{}], {"id_field": "uid"}, "no id field 'uid' (it has (none))"),
     ],

@@ -34,6 +34,7 @@ def _baseline(root: Path, rows: list[dict], *overrides: str, candidate: str = "e
     spec = write_eval(root / "baseline", rows, scorer={"type": "exact"}, name="baseline")
     raw = yaml.safe_load(spec.read_text())
     raw["prompt"] = "{{ base }}"
+    raw["target"] = "{{ base }}"  # the exact scorer needs one; the pairwise run reads none
     raw["model"]["function"] = f"fake_judges:{candidate}"
     for key in ("file", "model"):
         raw["scorer"].pop(key)

@@ -139,3 +139,21 @@ def test_a_judge_file_guarding_target_runs_with_or_without_one(tmp_path: Path) -
     assert not out[0]["scorer"]["prompt"].startswith("Reference:")
     _, out = run(spec, tmp_path / "r2", "target={{ answer }}!")
     assert out[0]["scorer"]["prompt"].startswith("Reference: a!\n")
+
+
+def test_a_pairwise_judge_file_reading_target_refuses_a_spec_without_one(
+    tmp_path: Path,
+) -> None:
+    """The pairwise judge file follows the same rule: {{ target }} needs a target."""
+    from test_pairwise import ROWS as PAIR_ROWS
+    from test_pairwise import _baseline, _pairwise
+
+    spec = _pairwise(tmp_path, PAIR_ROWS, _baseline(tmp_path, PAIR_ROWS))
+    judge = spec.parent / "judge.j2"
+    judge.write_text("Reference: {{ target }}\n" + judge.read_text())
+    fake_judges.CALLS.clear()
+    with pytest.raises(SpecError, match=r"the judge file reads \{\{ target \}\} and needs a"):
+        run(spec, tmp_path / "pairwise-results")
+    assert fake_judges.CALLS == []
+    _, rows = run(spec, tmp_path / "pairwise-results", "target={{ cand }}")
+    assert [r["score"] for r in rows] == [1.0, 0.0, 0.5, 0.5]

@@ -27,11 +27,11 @@ def iter_jsonl(
 ) -> Iterator[tuple[str, int, dict[str, Any]]]:
     """Yield ``(sample_id, line_number, row)`` for each non-blank line of a JSONL file,
     ids by the dataset rule (used for replay recordings). ``named_by``: the setting that
-    named ``id_field`` explicitly (the first row must then have it), or None.
+    named an ``id_field`` other than the default (the first row must then have it), or None.
 
     Raises:
         DatasetError: a missing file, a line that is not a JSON object, a first row
-            without an explicitly named ``id_field``, or (once every row has been
+            without the ``id_field`` ``named_by`` names, or (once every row has been
             yielded) a duplicate id.
     """
     source = JsonlSource(path)

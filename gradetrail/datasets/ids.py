@@ -1,9 +1,9 @@
 """Sample ids, decided here for every format: the row's ``id_field`` when it has one, else
 its 1-based position in the source (for JSONL, its line number). Ids are assigned while
 the source is read, before any shuffle or limit, so a sample's id never depends on the
-seed; a second row with an id already seen is refused. An ``id_field`` the spec names
-explicitly (not the default ``id``) must be a field of the first row: a misspelled one
-would otherwise number every row by position without a word."""
+seed; a second row with an id already seen is refused. An ``id_field`` other than the
+default ``id`` must be a field of the first row: a misspelled one would otherwise number
+every row by position without a word."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from typing import Any
 from gradetrail.datasets.base import Row, Source
 from gradetrail.errors import DatasetError
 
-__all__ = ["IdAssigner", "describe_row", "row_at"]
+__all__ = ["DEFAULT_ID_FIELD", "IdAssigner", "describe_row", "row_at"]
+
+#: the id field every spec has unless it names another; the only one rows may lack
+DEFAULT_ID_FIELD = "id"
 
 #: how messages spell each format
 FORMAT_NAMES = {
@@ -52,9 +55,9 @@ class IdAssigner:
     Args:
         source: the source being read (for error messages).
         id_field: the row field holding the id (after ``dataset.fields`` renaming).
-        named_by: the setting that named ``id_field`` explicitly (``dataset.id_field``),
-            so the first row must have it; None for the default ``id``, which may be
-            absent (rows are then numbered by position).
+        named_by: the setting that named an ``id_field`` other than the default
+            (``dataset.id_field``), so the first row must have it; None for the default
+            ``id``, which may be absent (rows are then numbered by position).
     """
 
     def __init__(self, source: Source, id_field: str, named_by: str | None = None) -> None:

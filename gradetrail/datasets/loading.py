@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.datasets.base import Row, Source, not_a_file
-from gradetrail.datasets.ids import IdAssigner, describe_row, row_at
+from gradetrail.datasets.ids import DEFAULT_ID_FIELD, IdAssigner, describe_row, row_at
 from gradetrail.datasets.samples import Blob, Blocks, Packer, Samples
 from gradetrail.errors import DatasetError
 from gradetrail.spec import DatasetSpec
@@ -53,15 +53,18 @@ def load_samples(
     Raises:
         DatasetError: one line naming the file, the format and the row or column: an
             unreadable source, a malformed row, a duplicate id, an empty dataset, a
-            missing cluster field, an explicit ``id_field`` the first row lacks.
+            missing cluster field, an ``id_field`` other than the default ``id`` that the
+            first row lacks.
     """
     spec = source if isinstance(source, DatasetSpec) else DatasetSpec(path=str(source), **options)
     src = open_source(spec, base_dir or Path("."), where)
     ids, lines, packer = Blob(), array("q"), Packer()
     # rows a shuffle will read in a random order stay uncompressed; others are read in order
     rows: Blob | Blocks = Blob() if spec.shuffle_seed is not None else Blocks()
-    # the default id_field may be absent (rows numbered by position); a named one may not
-    named = "dataset.id_field" if "id_field" in spec.model_fields_set else None
+    # the default id_field may be absent (rows numbered by position); another may not. By
+    # value, not by model_fields_set: a spec dumped with its defaults and loaded again
+    # names id_field: id, and must still number rows without one by position
+    named = "dataset.id_field" if spec.id_field != DEFAULT_ID_FIELD else None
     assigner = IdAssigner(src, spec.id_field, named)
     rename = _Renamer(src, spec.fields) if spec.fields else None
     # without a shuffle, rows past the limit are never run: read (ids, errors), not kept

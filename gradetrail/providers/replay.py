@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from gradetrail.datasets import file_sha256, iter_jsonl, not_a_file
+from gradetrail.datasets.ids import DEFAULT_ID_FIELD
 from gradetrail.errors import BadRequest, DatasetError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
 
@@ -78,9 +79,9 @@ class ReplayProvider(Provider):
         return {"recordings_sha256": self._hash, "response_field": ".".join(self.field_path)}
 
     def _recordings(self) -> Iterator[tuple[str, int, dict[str, Any]]]:
-        """The recordings' ``(sample id, line, row)``; an ``id_field`` the spec names
-        must be in the first row."""
-        named = "id_field" in self.source.model_fields_set
+        """The recordings' ``(sample id, line, row)``; an ``id_field`` other than the
+        default ``id`` must be in the first row."""
+        named = self.source.id_field != DEFAULT_ID_FIELD
         return iter_jsonl(
             self.path, self.source.id_field, "model.recordings.id_field" if named else None
         )
