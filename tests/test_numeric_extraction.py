@@ -3,6 +3,7 @@ including ones that must not match. Expected values are worked by hand from the 
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -429,6 +430,8 @@ def test_an_integer_before_an_improper_fraction_stays_apart() -> None:
         ("\\boxed{2 \\frac{1}{2}}", 2.5),
         ("\\boxed{3 \\times 10^{5}}", 3e5),
         ("\\boxed{\\$1,234.50}", 1234.5),
+        ("\\boxed{2^{10}}", 1024.0),  # a power of integers is its value
+        ("\\boxed{10^{6} \\text{ cells}}", 1e6),
     ],
 )
 def test_boxed_number_with_units_or_words(text: str, value: float) -> None:
@@ -442,7 +445,8 @@ def test_boxed_number_with_units_or_words(text: str, value: float) -> None:
     [
         "\\boxed{5\\sqrt{2}}",
         "\\boxed{2\\pi}",
-        "\\boxed{2^{10}}",
+        "\\boxed{2^{n}}",
+        "\\boxed{2^{10} + 1}",
         "nested \\boxed{{2}^{3}} then 9",
         "\\boxed{3 + 4}",
         "\\boxed{10, 12}",
@@ -474,14 +478,12 @@ def test_percent_after_a_no_break_space_or_in_arabic(text: str) -> None:
     assert score(text, "25", marker="A:", percent="strict").value == 0.0
 
 
-def test_a_target_without_a_number_is_left_out_of_the_mean(tmp_path) -> None:  # noqa: ANN001
-    """A run whose third row's target is text: that row is a scorer error (judge_error
-    state), the mean is over the two others (before: a 0 pulled it to 2/3)."""
+def _run(tmp_path, rows: list[tuple[str, str, str]]):  # noqa: ANN001, ANN202
+    """A replay run of ``(id, response, target)`` rows scored numeric with marker A:."""
     import json
 
     import gradetrail
 
-    rows = [("a", "A: 1", "1"), ("b", "A: 2", "2"), ("c", "A: 3", "n/a")]
     (tmp_path / "d.jsonl").write_text(
         "".join(json.dumps({"id": i, "t": t}) + "\n" for i, _, t in rows)
     )
@@ -495,12 +497,36 @@ def test_a_target_without_a_number_is_left_out_of_the_mean(tmp_path) -> None:  #
     )
     spec = gradetrail.load_spec(tmp_path / "s.yaml")
     result = gradetrail.run_eval(spec, results_root=tmp_path / "res", cache_path=tmp_path / "c")
+    return result, gradetrail.read_results(result.run_dir)
+
+
+def test_a_target_without_a_number_is_left_out_of_the_mean(tmp_path) -> None:  # noqa: ANN001
+    """A run whose third row's target is text: that row is a scorer error (judge_error
+    state), the mean is over the two others (before: a 0 pulled it to 2/3)."""
+    result, rows = _run(tmp_path, [("a", "A: 1", "1"), ("b", "A: 2", "2"), ("c", "A: 3", "n/a")])
     assert result.manifest.counts == {"scored": 2, "judge_error": 1}
     assert result.manifest.score.mean == 1.0
-    row = gradetrail.read_results(result.run_dir)[2]
+    row = rows[2]
     assert (
         row["error"]["kind"] == "scorer_error" and "'n/a' has no number" in row["error"]["message"]
     )
+
+
+def test_a_run_with_numbers_past_the_float_range_completes(tmp_path) -> None:  # noqa: ANN001
+    """Responses holding 1e400, 3×10^400 and 1E999999999999999999 once crashed the whole
+    run with OverflowError; now every row is scored and written (inf as JSON null)."""
+    rows = [
+        ("a", "A: 1e400", "5"),
+        ("b", "A: 3×10^400", "5"),
+        ("c", "A: 1E999999999999999999", "5"),
+        ("d", "A: " + "9" * 5000, "5"),
+        ("e", "A: 12 + 6 = 18", "18"),
+    ]
+    result, written = _run(tmp_path, rows)
+    assert result.manifest.counts == {"scored": 5}
+    assert [r["score"] for r in written] == [0.0, 0.0, 0.0, 0.0, 1.0]
+    assert written[0]["scorer"]["extracted"] == "1e400"
+    assert written[0]["scorer"]["extracted_value"] is None  # inf: JSON has no infinity
 
 
 def test_the_plain_integer_shortcut_reads_what_the_rules_read() -> None:
@@ -536,3 +562,233 @@ def test_a_plain_digit_match_is_read_as_its_groups_read_it() -> None:
         for m in matches:
             assert _number(m) == _parsed_number(m), (text, m.group())
     assert any(_matches(p)[0].group().isdigit() for p in pieces)
+
+
+# --- numbers past the float range never raise ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: 1e400", math.inf),
+        ("A: -1e400", -math.inf),
+        ("A: 3×10^400", math.inf),
+        ("A: 3 \\times 10^{400}", math.inf),
+        ("A: 2.5*10**999", math.inf),
+        ("A: 4·10⁴⁰⁰", math.inf),
+        ("A: 1E999999999999999999", math.inf),
+        ("A: 1e-400", 0.0),
+        ("A: 3×10^-400", 0.0),
+        ("A: 0e400", 0.0),  # zero times a huge power is 0, never inf * 0 = nan
+        ("A: 0×10^400", 0.0),
+        ("A: " + "9" * 400, math.inf),  # a 400-digit integer
+        ("A: " + "9" * 5000, math.inf),  # past Python's 4,300-digit int() limit
+        ("A: " + "1" * 5000 + "/" + "1" * 5000, 1.0),  # a ratio of 5,000-digit integers
+        ("A: " + "9" * 400 + "/3", math.inf),
+        ("A: \\frac{" + "9" * 400 + "}{3}", math.inf),
+        ("A: \\frac{1}{" + "9" * 400 + "}", 0.0),
+        ("A: 10^99999999999999999999", math.inf),
+        ("A: 2^-99999999999999999999", 0.0),
+        ("A: 7^400", math.inf),
+        ("A: 1^99999999999999999999", 1.0),
+        ("A: " + "9" * 305 + " million", math.inf),
+        ("A: " + "9" * 400 + "e-390", 1e10),
+    ],
+)
+def test_numbers_past_the_float_range_are_inf_or_zero(text: str, value: float) -> None:
+    """Each once raised OverflowError or ValueError (10.0 ** 400, int() of 5,000 digits,
+    int / int past a float): now a value, ±inf or 0.0 as float() gives, never nan."""
+    found = find_answer(text, "A:")
+    assert found.value == pytest.approx(value) and found.rule == "marker", text
+    assert score(text, "7", marker="A:").value == 0.0
+
+
+def test_zero_to_a_negative_power_has_no_value() -> None:
+    """0^-1 is 1/0: no value, like a zero denominator; 0^0 is 1, 0^5 is 0."""
+    assert find_answer("A: 0^-1", "A:").value is None
+    assert find_answer("A: 0^0", "A:").value == 1.0
+    assert find_answer("A: 0^5", "A:").value == 0.0
+
+
+def test_two_numbers_past_the_float_range_are_not_called_equal() -> None:
+    """1e400 and 2e400 are both inf as floats: the row scores 0 and says why, rather than
+    a false pass; an integer past the range compares exactly with its own digits."""
+    s = score("A: 2e400", "1e400", marker="A:")
+    assert s.value == 0.0 and "past the float range" in s.detail["reason"]
+    big = "7" * 500
+    assert score(f"A: {big}", big, marker="A:").value == 1.0
+    assert score(f"A: {big}", big[:-1] + "8", marker="A:").value == 0.0
+    assert score("A: 1e400", "5", marker="A:").value == 0.0
+
+
+# --- the marker's line: an expression's result, alternatives ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: 6 * 3 = 18", 18.0),
+        ("A: 12 + 6 = 18", 18.0),
+        ("A: 12 - 6 = 6", 6.0),
+        ("A: (12 + 6) = 18 apples", 18.0),
+        ("A: 6 × 3 = $18\nNext, 5 more.", 18.0),
+        ("A: 5 + 5 = 10 = 10", 10.0),
+        ("A: 1/2 + 1/4 = 3/4", 0.75),
+        ("A: -5 + 3 = -2", -2.0),
+        ("A: 6 \\times 3 = 18", 18.0),
+        ("A: ６ × ３ ＝ １８", 18.0),  # full-width
+        ("A: 3.14 * 2 ≈ 6.28", 6.28),
+        ("A: 5 * 10^2 + 3 = 503", 503.0),
+        ("Answer: 10-3 = 7", 7.0),
+    ],
+)
+def test_an_expression_after_the_marker_reads_its_result(text: str, value: float) -> None:
+    """The number after the last = of the marker's line, not the expression's first
+    operand (6 * 3 = 18 read 6; 12 + 6 = 18 read 12, a false pass for target 12)."""
+    found = find_answer(text, marker=text.split(":")[0] + ":")
+    assert (found.value, found.rule) == (pytest.approx(value), "marker")
+    assert score("A: 12 + 6 = 18", "12", marker="A:").value == 0.0
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: 12, check: 12 + 6 = 18", 12.0),  # words: a check, not the answer's expression
+        ("A: 12 (since 2 * 6 = 12 + 0 = 12)", 12.0),
+        ("A: 2x = 18", 2.0),  # no operator between numbers: not read as 18
+        ("A: x = 18", 18.0),
+        ("A: 18\n6 * 3 = 20", 18.0),  # the = is on another line
+        ("A: 18 = 18", 18.0),
+        ("A: 22/7 ≈ 3.14", 22 / 7),  # one number before the sign: the declared answer
+    ],
+)
+def test_an_equals_sign_that_is_not_an_expression_result(text: str, value: float) -> None:
+    """Only numbers joined by operators up to the = make an expression; otherwise the
+    first number after the marker stays the answer."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "written", "count"),
+    [
+        ("A: 18 or 19", "18 or 19", 2),
+        ("A: either 18 or 19", "18 or 19", 2),
+        ("A: 18, or 19", "18, or 19", 2),
+        ("A: 18 OR 19", "18 OR 19", 2),
+        ("A: $18 or maybe $19", "$18 or maybe $19", 2),
+        ("A: 18, 19 or 20", "18, 19 or 20", 3),
+        ("A: 6 * 3 = 18 or 19", "18 or 19", 2),
+        ("So the answer is 18 or 19.", "18 or 19", 2),  # the last rule too
+    ],
+)
+def test_two_different_numbers_offered_are_ambiguous(text: str, written: str, count: int) -> None:
+    """Alternatives are no answer (before: the first scored, a false pass for 18)."""
+    found = find_answer(text, "A:")
+    assert (found.value, found.text) == (None, written)
+    assert found.reason == f"the answer offers {count} different numbers ({written}): ambiguous"
+    s = score(text, "18", marker="A:")
+    assert s.value == 0.0 and "ambiguous" in s.detail["reason"]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: 18 (or 18.0)", 18.0),  # the same value twice
+        ("A: $18 or $18.00", 18.0),
+        ("A: 18 or so", 18.0),
+        ("A: 1,2,3", 1.0),  # a list, no 'or'
+        ("A: 18 / 19", 18 / 19),  # a spaced fraction
+        ("A: 18\nor 19 if rounded", 18.0),  # on another line
+        ("He had 3 or 4 apples, so 7 in all", 7.0),
+    ],
+)
+def test_not_alternatives(text: str, value: float) -> None:
+    """One value written twice, a list, a fraction, an 'or' elsewhere: an answer."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+# --- powers and scale words -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: 10^6", 1e6),
+        ("A: 10^{6}", 1e6),
+        ("A: 10**6", 1e6),
+        ("A: 10 ** 6", 1e6),
+        ("A: 10⁶", 1e6),
+        ("A: 2^10", 1024.0),
+        ("A: 10^-3", 1e-3),
+        ("A: 2.5^2", 6.25),
+        ("A: -2^2", -4.0),  # the sign applies to the power, as in mathematics
+        ("A: 2.5 million", 2.5e6),
+        ("A: 3 Million dollars", 3e6),
+        ("A: 1.5 billion", 1.5e9),
+        ("A: 4 trillion", 4e12),
+        ("A: 12 thousand", 12000.0),
+        ("A: 2 millions", 2e6),
+        ("A: $5k", 5000.0),
+        ("A: $2.5M", 2.5e6),
+        ("A: €3bn", 3e9),
+    ],
+)
+def test_powers_and_scale_words_are_their_value(text: str, value: float) -> None:
+    """A power reads its value (10^6 read 10), a scale word multiplies (2.5 million read
+    2.5), a k/M/B suffix only after a currency sign."""
+    found = find_answer(text, "A:")
+    assert found.value == pytest.approx(value) and found.text == text[3:].split(" dollars")[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("A: a 5k race", 5.0),  # no currency sign: k may be a unit
+        ("A: 5M HCl", 5.0),
+        ("A: 5B pencil", 5.0),
+        ("A: 2.5 millionaires", 2.5),
+        ("A: 3x10 boxes", 3.0),
+        ("the 10^5 rule then 7", 7.0),
+        ("x^2 = 49", 49.0),
+        ("A: 5 cm^2", 5.0),
+        ("A: 3×10^5", 3e5),
+    ],
+)
+def test_not_powers_or_scales(text: str, value: float) -> None:
+    """Suffixes without a currency sign, longer words, a variable's power, units: kept."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+# --- integers compared exactly --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected", "exact"),
+    [
+        ("A: 9007199254740993", "9007199254740992", 0.0, True),  # equal as floats
+        ("A: 9007199254740992", "9007199254740992", 1.0, True),
+        ("A: 9,007,199,254,740,993", "9007199254740993", 1.0, True),
+        ("A: 12345678901234567890", "12345678901234567891", 0.0, True),
+        ("A: 2^64", "18446744073709551616", 1.0, True),
+        ("A: 3^40", "12157665459056928800", 0.0, True),  # 3^40 ends in 801
+        ("A: 9007199254740993 thousand", "9007199254740993000", 1.0, True),
+        ("A: 9007199254740993", "9007199254740992.0", 0.0, False),  # an int, a float
+        ("A: 72", "72", 1.0, False),  # floats hold small integers exactly
+        ("A: 2.5 million", "2500000", 1.0, False),
+    ],
+)
+def test_integers_are_compared_exactly(
+    response: str, target: str, expected: float, exact: bool
+) -> None:
+    """Two integers past 2**53 are compared as ints (the detail keeps the floats)."""
+    s = score(response, target, marker="A:")
+    assert s.value == expected
+    assert isinstance(s.detail["extracted_value"], float)
+    assert (s.detail.get("compared") == "exact integers") == exact
+
+
+def test_exact_integers_with_a_tolerance() -> None:
+    """A tolerance applies to the exact difference: 1 apart is within abs_tol 1."""
+    assert score("A: 9007199254740993", "9007199254740992", marker="A:", abs_tol=1).value == 1.0
+    assert score("A: 9007199254740995", "9007199254740992", marker="A:", abs_tol=2).value == 0.0
+    assert score("A: 10000000000000001", "10000000000000000", rel_tol=1e-15).value == 1.0

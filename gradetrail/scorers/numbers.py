@@ -6,10 +6,21 @@ Rules, in priority order (the first that applies decides, and is recorded):
    declared answer, whatever numbers come after it (a check line, say). Its content must
    be one number, optionally with units, words or a ``x =`` before it (``\\boxed{18
    \\text{ cm}^2}``, ``\\boxed{x = 18}``); a box holding an expression (``5\\sqrt{2}``,
-   ``2\\pi``, ``3 + 4``, ``2^{10}``) or no number is an answer without a number, with its
+   ``2\\pi``, ``3 + 4``, ``2^{n}``) or no number is an answer without a number, with its
    reason: it is never passed over for a number elsewhere, nor read as its first number.
-2. ``marker``: the first number after the last occurrence of the spec's ``marker``.
+2. ``marker``: the first number after the last occurrence of the spec's ``marker``; but
+   when the numbers from that one up to the last ``=`` (or ``≈``) of its line are joined
+   by operators only (``A: 6 * 3 = 18``, ``A: (12 + 6) = 18``, ``Answer: 10-3 = 7``),
+   the number after that sign, the expression's result, as a careful grader reads it
+   (and lm-evaluation-harness's GSM8K ``flexible-extract``, which takes the last number);
+   ``A: 12, check: 12 + 6 = 18`` still declares 12: words are not operators.
 3. ``last``: the last number in the response.
+
+Two different numbers offered as alternatives (``A: 18 or 19``, ``either 18 or 19``,
+``18, 19 or 20``; after the marker, or as the last two numbers) are ambiguous: no
+number, and the reason says so, never a guess (as the choice scorer treats ``B or C``).
+The same value twice (``18 (or 18.0)``) is one answer; a list without ``or``
+(``1,2,3``) is not alternatives; ``18 / 19`` is the fraction 18/19.
 
 A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a currency sign
 ``$ € £ ¥ ₹``, ``\\$`` in LaTeX):
@@ -19,13 +30,27 @@ A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a curre
 - scientific notation: ``1e3``, ``2.5E-4``, and ``3×10^5`` when unambiguous (the
   ``10^k`` must be written: ``×``, ``x``, ``*``, ``·``, ``\\times`` or ``\\cdot``, then
   ``10^k``, ``10^{k}``, ``10**k`` or superscript digits ``10⁵``);
+- a power, a number to a signed integer exponent: ``10^6``, ``10^{6}``, ``10**6``,
+  ``10⁶``, ``2^10`` (1024), ``10^-3``, ``2.5^2``;
 - a plain fraction ``a/b`` of integers (``12/25``; not part of a date such as ``12/25/2023``);
 - a decimal with optional thousands separators, as written in any locale: ``1,234.5``,
   ``1{,}234`` and ``1\\,234`` (LaTeX), ``1.234.567`` and ``1.234,5`` (German),
   ``1 234 567`` and ``1\u202f234,5`` (French: a no-break, narrow or thin space, or a
   plain space between at least two groups), ``1'234'567`` (Swiss), ``12,34,567``
   (Indian), ``3,5`` (a decimal comma, unless three digits follow it: ``1,234`` is one
-  thousand two hundred thirty-four); a trailing period as in ``18.`` ends a sentence.
+  thousand two hundred thirty-four); a trailing period as in ``18.`` ends a sentence;
+- a number then a scale word, ``thousand``, ``million``, ``billion`` or ``trillion``
+  (any case, an ``s`` allowed): ``2.5 million`` is 2,500,000, as a careful grader reads
+  it. The suffixes ``k``, ``M``, ``B``, ``bn``, ``mn`` multiply only after a currency sign
+  (``$5k`` is 5,000, ``$2.5M`` 2,500,000): without one they are as often units (``a 5k
+  race``, ``5M`` molar, ``5B`` a pencil), so ``5k`` stays 5.
+
+No number raises: one past the float range (``1e400``, ``3×10^400``, ``10^99999``, a
+400-digit integer) is ±inf, as ``float('1e400')`` is, and one too small is 0.0; an
+exponent is never computed digit by digit, and an integer past Python's 4,300-digit
+``int`` limit is read only as a float. An integer a float may not hold exactly (16 or
+more digits, or a power or scale word at 2**53 or more) keeps its exact value
+(:attr:`Number.exact`), which the numeric scorer compares.
 
 Digits of any script count (full-width ``４２``, Arabic-Indic ``٤٢``, Devanagari ``४२``),
 and so do full-width signs and separators (``－５``, ``３．５``, ``４，２００``) and the
@@ -57,8 +82,10 @@ and a plain number only a plain target).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, localcontext
 from typing import Literal
 
 __all__ = ["Extraction", "Number", "PercentPolicy", "find_answer", "find_numbers"]
@@ -104,6 +131,8 @@ _DEC = (
 _SIGN = r"[-+]"
 _ARG = r"\s*\{\s*(?P<%s>" + _SIGN + r"?\s?" + _DEC + r")\s*\}|(?P<%s1>\d)"
 _SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+#: a power's written exponent (``^{6}``, `` ** 6``, ``⁶``) to its signed digits
+_EXPONENT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+", "^{}* \t")
 _MONTHS = (
     "January",
     "February",
@@ -160,7 +189,7 @@ _NUMBER = re.compile(
     r"(?:(?<![0-9A-Za-z_.\d/])|(?=\\[dt]?frac))"
     r"(?=[-+$€£¥₹\\.\d(]|[JFMASOND][a-z]{2,8}+\.?[ \t]++\d)"  # fails fast
     r"(?:(?>"
-    rf"(?P<sign>{_SIGN})?[ \t]?(?:[$€£¥₹]|\\\$)?[ \t]?"
+    rf"(?P<sign>{_SIGN})?[ \t]?(?P<cur>[$€£¥₹]|\\\$)?[ \t]?"
     r"(?:"
     r"\\[dt]?frac\s*(?:" + _ARG % ("fn", "fn") + r")\s*(?:" + _ARG % ("fd", "fd") + r")"
     r"|(?P<mant>" + _DEC + r")[ \t]*(?:\\times|\\cdot|[×x*·])[ \t]*10[ \t]*"
@@ -168,7 +197,13 @@ _NUMBER = re.compile(
     r"|\*\*[ \t]*(?P<exp2>" + _SIGN + r"?\d+)"
     r"|(?P<sup>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))"
     r"|(?P<pn>\d+)[ \t]?/[ \t]?(?P<pd>\d+)(?!\d)(?![ \t]?/[ \t]?\d)(?![.,]\d)"
-    r"|(?P<num>" + _DEC + r")(?:[eE](?P<e>[-+]?\d+))?"
+    r"|(?P<num>" + _DEC + r")"
+    # an exponent, a power or a scale, each behind one look ahead (few groups: fast)
+    r"(?:(?=[eE^*⁻⁺⁰¹²³⁴⁵⁶⁷⁸⁹kKMBbm]|[ \t][\^*tmbTMB])(?:[eE](?P<e>[-+]?\d+)"
+    r"|(?P<pow>[ \t]?(?:\^[ \t]?(?:\{[ \t]*[-+]?\d+[ \t]*\}|[-+]?\d+)|\*\*[ \t]?[-+]?\d+)"
+    r"|[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)"
+    r"|(?P<scale>[ \t](?i:thousand|million|billion|trillion)s?\b"
+    r"|(?(cur)(?:bn|mn|[kKMB])(?![A-Za-z])|(?!)))))?"
     r")"
     r"(?P<pct>[ \t" + _SPACES + r"]?(?:%|\\%|(?i:percent|per[ \t]cent)\b))?"
     r")(?!" + _NOT_A_NUMBER_TAIL + r")|" + _NOT_A_NUMBER + r")"
@@ -199,6 +234,9 @@ class Number:
         percent: it was written as a percentage.
         whole: an unsigned integer (it may start a mixed number).
         proper: an unsigned fraction below 1 (it may end a mixed number).
+        exact: its exact integer value when it is written as an integer a float may not
+            hold exactly (16 or more digits, or a power or scale word reaching 2**53),
+            up to Python's 4,300-digit ``int`` limit; None otherwise (``value`` is exact).
     """
 
     start: int
@@ -207,6 +245,7 @@ class Number:
     percent: bool = False
     whole: bool = False
     proper: bool = False
+    exact: int | None = None
 
     def policy_value(self, percent: PercentPolicy) -> float | None:
         """The value under the percent policy (``as_fraction``: a percentage / 100)."""
@@ -229,6 +268,8 @@ class Extraction:
         percent: the number was written as a percentage.
         marker_found: the marker occurs in the text (None when no marker was given).
         reason: why there is no value, or None.
+        exact: the number's exact integer value when a float may not hold it (see
+            :attr:`Number.exact`), else None.
     """
 
     value: float | None
@@ -237,12 +278,39 @@ class Extraction:
     percent: bool = False
     marker_found: bool | None = None
     reason: str | None = None
+    exact: int | None = None
+
+
+#: the most digits :func:`int` reads (Python's ``sys.get_int_max_str_digits`` default: the
+#: conversion is quadratic past it); a longer integer has no :attr:`Number.exact`
+_INT_DIGITS = 4300
+#: integers from here on may not be floats exactly
+_FLOAT_EXACT = 2**53
+#: fractions and negative powers are divided in decimal at this precision, then rounded
+#: once to a float; no exponent of a number held in memory passes its bounds
+_WIDE = Context(prec=40, Emax=MAX_EMAX, Emin=MIN_EMIN)
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_SUFFIXES = {"k": 10**3, "K": 10**3, "M": 10**6, "mn": 10**6, "B": 10**9, "bn": 10**9}
+
+
+def _exact_digits(text: str) -> int | None:
+    """The :attr:`Number.exact` of plain ASCII digits: ``int(text)`` for 16 to 4,300."""
+    return int(text) if 15 < len(text) <= _INT_DIGITS else None
 
 
 def _decimal(text: str) -> float:
-    """The value of a :data:`_DEC` match (a sign before it allowed) in any locale."""
+    """The value of a :data:`_DEC` match (a sign before it allowed) in any locale; past
+    the float range, ±inf (``float`` reads any length of digits)."""
     if text.isascii() and text.isdigit():  # plain digits, the common case: no separators
         return float(text)
+    return float(_plain(text))
+
+
+def _plain(text: str) -> str:
+    """A :data:`_DEC` match (a sign before it allowed) as ASCII decimal text:
+    ``1.234,5`` is ``1234.5``, ``-1 000`` is ``-1000``."""
+    if text.isascii() and text.isdigit():
+        return text
     negative = text.startswith("-")
     text = text.lstrip("+-").strip()
     for sep in ("{,}", ",\\!", "\\,", "'", "’", " ", *_SPACES):
@@ -259,11 +327,59 @@ def _decimal(text: str) -> float:
         if len(tail) != 3 or head == "0":  # a decimal comma: 3,5 and 0,250
             text = head + "." + tail
         text = text.replace(",", "")
-    return -float(text) if negative else float(text)
+    return "-" + text if negative else text
 
 
-def _arg(m: re.Match[str], name: str) -> float:
-    return _decimal(m.group(name) or m.group(name + "1"))
+def _arg(m: re.Match[str], name: str) -> str:
+    return _plain(m.group(name) or m.group(name + "1"))
+
+
+def _quotient(num: str, den: str) -> float | None:
+    """``num / den`` of two :func:`_plain` texts, rounded once to a float (±inf or 0.0
+    past its range, never an OverflowError); None for a zero denominator."""
+    d = Decimal(den)
+    if not d:
+        return None
+    with localcontext(_WIDE):
+        return float(Decimal(num) / d)
+
+
+def _power(base: str, exp: str) -> tuple[float | None, int | None]:
+    """``base ** exp`` (a :func:`_plain` text to signed ASCII digits) and its
+    :attr:`Number.exact`; a value past the float range is inf (or 0.0), never computed
+    digit by digit; None for zero to a negative power."""
+    negative, digits = exp.startswith("-"), exp.lstrip("+-")
+    if not digits.strip("0"):  # anything to the power 0
+        return 1.0, None
+    b = Decimal(base)
+    if b == 0 or b == 1:
+        return (None, None) if b == 0 and negative else (float(b), None)
+    if len(digits) > 7:  # past any float, either way
+        return (math.inf if (b > 1) != negative else 0.0), None
+    e = -int(digits) if negative else int(digits)
+    if e < 0 or "." in base or len(base) > _INT_DIGITS:  # a float's worth of digits
+        with localcontext(_WIDE):
+            return float(b**e), None
+    n = int(base)
+    if e * n.bit_length() > _INT_DIGITS * 3:  # past 10 ** 3,800: no int, no float
+        return math.inf, None
+    exact = n**e
+    try:
+        value = float(exact)
+    except OverflowError:  # past the largest float
+        value = math.inf
+    return value, exact if exact >= _FLOAT_EXACT else None
+
+
+def _scaled(plain: str, scale: int) -> tuple[float, int | None]:
+    """``plain`` (a :func:`_plain` text, at most 4,300 digits) times ``scale`` (a scale
+    word's) and its :attr:`Number.exact` (None when the product is not an integer)."""
+    value = float(plain) * scale
+    if abs(value) < _FLOAT_EXACT or math.isinf(value) or len(plain) > _INT_DIGITS:
+        return value, None
+    whole, _, fraction = plain.partition(".")
+    product, ten = int(whole + fraction) * scale, 10 ** len(fraction)
+    return value, product // ten if product % ten == 0 else None
 
 
 def _number(m: re.Match[str]) -> Number:
@@ -272,32 +388,45 @@ def _number(m: re.Match[str]) -> Number:
     holds equal)."""
     text = m.group()
     if text.isdigit() and text.isascii():
-        return Number(m.start(), m.end(), float(text), False, True, False)
+        return Number(m.start(), m.end(), float(text), False, True, False, _exact_digits(text))
     return _parsed_number(m)
 
 
 def _parsed_number(m: re.Match[str]) -> Number:
-    """:func:`_number` by the match's groups."""
+    """:func:`_number` by the match's groups. No value raises: a number past the float
+    range is ±inf (``float`` reads any exponent), an integer past 4,300 digits is never
+    given to ``int``."""
+    exact = None
     if m.group("fn") is not None or m.group("fn1") is not None:
-        num, den = _arg(m, "fn"), _arg(m, "fd")
-        value = None if den == 0 else num / den
+        value = _quotient(_arg(m, "fn"), _arg(m, "fd"))
         proper = m.group("sign") is None and value is not None and 0 <= value < 1
     elif m.group("mant") is not None:
         exp = m.group("exp") or m.group("exp2") or m.group("sup").translate(_SUPERSCRIPTS)
-        value, proper = _decimal(m.group("mant")) * 10.0 ** int(exp), False
+        value, proper = float(f"{_plain(m.group('mant'))}e{exp}"), False
     elif m.group("pn") is not None:
-        num, den = int(m.group("pn")), int(m.group("pd"))
-        value = None if den == 0 else num / den
-        proper = m.group("sign") is None and num < den
+        num, den = m.group("pn"), m.group("pd")
+        value = _quotient(num, den)
+        proper = m.group("sign") is None and value is not None and Decimal(num) < Decimal(den)
     else:
-        value, proper = _decimal(m.group("num")), False
+        plain, proper = _plain(m.group("num")), False
         if m.group("e") is not None:
-            value *= 10.0 ** int(m.group("e"))
+            value = float(f"{plain}e{m.group('e')}")
+        elif m.group("pow") is not None:
+            value, exact = _power(plain, m.group("pow").translate(_EXPONENT))
+        elif m.group("scale") is not None:
+            scale = m.group("scale").strip()
+            factor = _SUFFIXES.get(scale) or _SCALES[scale.lower().rstrip("s")]
+            value, exact = _scaled(plain, factor)
+        elif "." not in plain:
+            value, exact = float(plain), _exact_digits(plain.lstrip("-"))
+        else:
+            value = float(plain)
     if value is not None and m.group("sign") == "-":
-        value = -value
+        value, exact = -value, None if exact is None else -exact
     whole = m.group("num") is not None and m.group("num").isdigit() and not m.group("e")
+    whole = whole and m.group("scale") is None and m.group("pow") is None
     percent = bool(m.group("pct"))
-    return Number(m.start(), m.end(), value, percent, whole and not percent, proper)
+    return Number(m.start(), m.end(), value, percent, whole and not percent, proper, exact)
 
 
 def _matches(text: str, start: int = 0, end: int | None = None) -> list[re.Match[str]]:
@@ -389,7 +518,7 @@ def find_answer(
     """
     marker_found = None if not marker else marker in text
     if not marker_found and text.isdigit() and text.isascii():
-        return Extraction(float(text), text, "last", False, marker_found, None)
+        return Extraction(float(text), text, "last", False, marker_found, None, _exact_digits(text))
     return _find_answer(text, marker, percent, marker_found)
 
 
@@ -410,10 +539,16 @@ def _find_answer(
 def _after_marker(
     text: str, after: int, percent: PercentPolicy, marker_found: bool | None
 ) -> Extraction | None:
-    """The marker rule: the first number from ``after`` on, or no number when what
-    follows the marker is a date, a time...; None when nothing follows (the last rule
-    decides)."""
+    """The marker rule: the first number from ``after`` on, or the number after the last
+    ``=`` of its line when an expression leads up to it (``A: 6 * 3 = 18``), or no number
+    when what follows the marker is a date, a time..., or two different numbers offered
+    as alternatives (``A: 18 or 19``); None when nothing follows (the last rule decides)."""
     found = _matches(text, after)
+    tail = found[0].string[after:] if found else ""  # folded: a full-width = too
+    if "=" in tail or "≈" in tail:  # one look: most answers have neither
+        result = _result_of(found)
+        if result is not None:
+            return _after_marker(text, result, percent, marker_found)
     if found and found[0].group("skip") is not None:  # rare: filter only then
         lead = _LEAD.fullmatch(text, after, found[0].start())
         if lead and not _EQUALS.match(text, found[0].end()):  # Answer: 12/25/2023
@@ -422,12 +557,88 @@ def _after_marker(
     if not found:
         return None
     # the first number: a mixed one spans two matches (_merged passes over a non-number)
-    return _extraction(text, _merged(found[:2])[0], "marker", percent, marker_found)
+    n = _merged(found[:2])[0]
+    offered = _offered(found[0].string, n) if text[n.end : n.end + 1] in _OR_FIRST else None
+    if offered is not None:
+        return _ambiguous(text, n, offered, "marker", marker_found)
+    return _extraction(text, n, "marker", percent, marker_found)
+
+
+def _result_of(found: list[re.Match[str]]) -> int | None:
+    """Where the result of an expression begins (just after the last ``=`` or ``≈`` of
+    the first number's line) when the numbers from the first up to that sign are joined
+    by operators only (``6 * 3 =``, ``(12 + 6) =``, ``10-3 =``) and a number follows it
+    on the line; None otherwise (``A: 12, check: 12 + 6 = 18`` declares 12)."""
+    text, first = found[0].string, found[0].start()  # the folded text
+    line_end = text.find("\n", first)
+    line_end = len(text) if line_end < 0 else line_end
+    sign = max(text.rfind("=", first, line_end), text.rfind("≈", first, line_end))
+    if sign < 0:  # the common case: one look along the line
+        return None
+    head = [m for m in found if m.start() < sign]
+    rest = found[len(head) :]
+    if not rest or rest[0].start() >= line_end or head[-1].end() > sign:
+        return None
+    if not _CLOSE.fullmatch(text, head[-1].end(), sign):
+        return None
+    for m in head:
+        if m.group("skip") is not None and _kind(m.group()) != "a range (or a difference)":
+            return None
+    operators = [  # 12 + 6: the + is read as the sign of +6
+        _OPERATOR.fullmatch(text, a.end(), b.start() + (b.group("sign") is not None))
+        for a, b in zip(head, head[1:], strict=False)
+    ]
+    if not all(operators) or (not operators and head[0].group("skip") is None):
+        return None
+    return sign + 1
+
+
+#: between a number and the ``=`` after it in an expression: closing brackets, Markdown
+_CLOSE = re.compile(r"[ \t)\]}*_]*")
+#: between two numbers of an expression: an operator, brackets, spaces
+_OPERATOR = re.compile(r"[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div))[ \t()\[\]{}]*)+")
+#: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``
+_OR = re.compile(
+    r"[ \t]*[)\]*]*[ \t]*(?:,[ \t]*(?:(?P<or>or)\b)?|[(\[]?[ \t]*(?P<or1>or)\b)[ \t]*"
+    r"(?:(?:maybe|perhaps|possibly)[ \t]+)?[(\[*]*[ \t]*",
+    re.IGNORECASE,
+)
+
+
+#: what may follow a number that has alternatives (``""``: the end of the text is not)
+_OR_FIRST = frozenset(" \t,)]*(oO") - {""}
+
+
+def _offered(folded: str, n: Number) -> list[Number] | None:
+    """The numbers offered as alternatives to ``n`` right after it (``18 or 19``,
+    ``18, 19 or 20``: ``or`` at least once), when they are not all the same value
+    (``18 (or 18.0)`` is one answer); None otherwise (a plain list ``1,2,3`` too)."""
+    offered, pos, said_or = [n], n.end, False
+    while gap := _OR.match(folded, pos):
+        m = _NUMBER.match(folded, gap.end())
+        if m is None or m.group("skip") is not None:
+            break
+        said_or = said_or or bool(gap.group("or") or gap.group("or1"))
+        offered.append(_number(m))
+        pos = m.end()
+    if not said_or or len({x.value for x in offered}) == 1:
+        return None
+    return offered
+
+
+def _ambiguous(
+    text: str, n: Number, offered: list[Number], rule: Rule, marker_found: bool | None
+) -> Extraction:
+    """Two different numbers offered as the answer: no value, and the reason says so."""
+    written = text[n.start : offered[-1].end].strip()
+    reason = f"the answer offers {len(offered)} different numbers ({written}): ambiguous"
+    return Extraction(None, written, rule, False, marker_found, reason)
 
 
 def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extraction:
     """The last rule: the last number (a mixed one spans two matches), passing over
-    dates, times...; no number, saying which of those there were, when none is left."""
+    dates, times...; no number, saying which of those there were, when none is left, and
+    none when the last two are offered as alternatives (``... is 18 or 19``)."""
     every = _matches(text)
     tail: list[re.Match[str]] = []
     for m in reversed(every):
@@ -440,7 +651,12 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
         if every:  # only dates, times...: say which
             reason += f" ({every[-1].group().strip()} is {_kind(every[-1].group())}, not a number)"
         return Extraction(None, None, None, False, marker_found, reason)
-    return _extraction(text, _merged(tail[::-1])[-1], "last", percent, marker_found)
+    numbers = _merged(tail[::-1])
+    if len(numbers) == 2 and text[numbers[0].end : numbers[0].end + 1] in _OR_FIRST:
+        offered = _offered(tail[0].string, numbers[0])
+        if offered is not None and offered[-1].end == numbers[1].end:
+            return _ambiguous(text, numbers[0], offered, "last", marker_found)
+    return _extraction(text, numbers[-1], "last", percent, marker_found)
 
 
 #: after a difference, its result: ``Answer: 10-3 = 7`` declares 7, not a range
@@ -485,4 +701,6 @@ def _extraction(
 ) -> Extraction:
     value = n.policy_value(percent)
     reason = "zero denominator" if value is None else None
-    return Extraction(value, text[n.start : n.end].strip(), rule, n.percent, marker_found, reason)
+    exact = None if n.percent and percent == "as_fraction" else n.exact
+    written = text[n.start : n.end].strip()
+    return Extraction(value, written, rule, n.percent, marker_found, reason, exact)

@@ -1,19 +1,28 @@
 """The ``numeric`` scorer: extract the answer number and compare it numerically.
 
 Extraction (:mod:`gradetrail.scorers.numbers`): a ``\\boxed{...}`` / ``\\fbox{...}``
-answer first, else the first number after the last ``marker``, else the last number;
-fractions (``3/4``, ``\\frac{3}{4}``), scientific notation (``1e3``, ``3×10^5``),
-percentages under the spec's ``percent`` policy, thousands separators, currency signs,
-digits of any script, numbers touching non-ASCII letters. The target is read the same
+answer first, else the first number after the last ``marker`` (an expression's result
+when one follows it: ``A: 6 * 3 = 18`` is 18), else the last number; two different
+numbers offered as alternatives (``18 or 19``) are no answer. Fractions (``3/4``,
+``\\frac{3}{4}``), scientific notation (``1e3``, ``3×10^5``), powers (``10^6``), scale
+words (``2.5 million``), percentages under the spec's ``percent`` policy, thousands
+separators, currency signs, digits of any script, numbers touching non-ASCII letters are
+read; a number past the float range is ±inf, never an error. The target is read the same
 way. Comparison: ``math.isclose`` with the spec's ``abs_tol`` and ``rel_tol`` (both 0 by
-default: exact numeric equality). Every row records what was extracted and by which rule;
-a later row whose target has no number is a scorer error row (the dataset's fault, left
-out of the mean), never a 0.
+default: exact numeric equality); when both numbers are integers a float may not hold
+exactly (16 or more digits: ``9007199254740993`` is not ``9007199254740992``), their
+exact integers are compared instead (with a tolerance, in exact rational arithmetic),
+and the detail keeps the float values. Two numbers both past the float range (±inf, such
+as ``1e400`` and ``2e400``) cannot be told apart: the row scores 0 and says so. Every
+row records what was extracted and by which rule; a later row whose target has no number
+is a scorer error row (the dataset's fault, left out of the mean), never a 0.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+from fractions import Fraction
 from typing import Any
 
 from gradetrail.errors import SpecError
@@ -81,10 +90,34 @@ class NumericScorer(Scorer):
         if self.spec.percent == "strict" and got.percent != target.percent:
             detail["reason"] = _strict_reason(got, target)
             return Score(0.0, detail)
-        ok = math.isclose(
-            got.value, target.value, rel_tol=self.spec.rel_tol, abs_tol=self.spec.abs_tol
-        )
-        return Score(float(ok), detail)
+        a = got.exact if got.exact is not None else got.value
+        b = target.exact if target.exact is not None else target.value
+        if _past_float(a) and _past_float(b) and not (isinstance(a, int) and isinstance(b, int)):
+            detail["reason"] = (
+                "both numbers are past the float range (±inf): they cannot be compared"
+            )
+            return Score(0.0, detail)
+        if isinstance(a, int) and isinstance(b, int):
+            detail["compared"] = "exact integers"
+        return Score(float(_close(a, b, self.spec.rel_tol, self.spec.abs_tol)), detail)
+
+
+def _past_float(x: float | int) -> bool:
+    """Past the float range: an infinite float, or an integer beyond the largest float."""
+    return math.isinf(x) if isinstance(x, float) else abs(x) > sys.float_info.max
+
+
+def _close(a: float | int, b: float | int, rel_tol: float, abs_tol: float) -> bool:
+    """``math.isclose(a, b)``, exact for integers (an int is compared with a float by
+    value, as Python compares them; with a tolerance, in exact rational arithmetic)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+    if rel_tol == 0 and abs_tol == 0:
+        return a == b
+    if any(isinstance(x, float) and not math.isfinite(x) for x in (a, b)):
+        return False  # an integer is never within a tolerance of ±inf
+    fa, fb = Fraction(a), Fraction(b)
+    return abs(fa - fb) <= max(Fraction(rel_tol) * max(abs(fa), abs(fb)), Fraction(abs_tol))
 
 
 def _strict_reason(got: Extraction, target: Extraction) -> str:
