@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gradetrail.errors import CacheError
+from gradetrail.errors import CacheError, CacheRefused
 from gradetrail.providers.base import Request, Response
 
 __all__ = [
@@ -275,8 +275,8 @@ class ResponseCache:
 
     # ------------------------------------------------------------------ opening
 
-    def _refuse(self, what: str) -> CacheError:
-        return CacheError(f"cache {self.path}: {what}; pass another --cache PATH or --no-cache")
+    def _refuse(self, what: str) -> CacheRefused:
+        return CacheRefused(f"cache {self.path}: {what}; pass another --cache PATH or --no-cache")
 
     def _check_names(self) -> None:
         """Refuse a symlink, a hard link or a non-regular file at the path or a companion."""
@@ -412,7 +412,7 @@ class ResponseCache:
             or (columns and columns not in (set(_COLUMNS), set(_OLD_COLUMNS)))
             or (claims and claims != set(_CLAIM_COLUMNS))
         ):
-            raise CacheError(
+            raise CacheRefused(
                 f"cache {self.path}: not a gradetrail cache (it holds other tables or "
                 "columns); pass another --cache PATH"
             )

@@ -7,7 +7,9 @@ message that says what to fix, and an ``exit_code`` the CLI returns::
     ├── SpecError                   exit 2   a spec file or override is invalid
     ├── DatasetError                exit 2   a dataset file is missing or malformed
     ├── UsageError                  exit 2   a bad command-line argument or run directory
-    ├── CacheError                  exit 1   the response cache cannot be opened or read
+    ├── CacheError                  exit 1   the response cache cannot be read or written
+    │   └── CacheRefused            exit 2   the --cache path cannot be used (a symlink, not
+    │                                        a file, cannot be opened, not a gradetrail cache)
     ├── RunError                    exit 1   a run cannot proceed (fail-fast, unsafe output path)
     └── ProviderError               exit 1   one model call failed (recorded per sample)
         ├── ProviderTimeout                  no answer within the per-attempt or per-sample ceiling
@@ -66,6 +68,14 @@ class UsageError(GradetrailError):
 
 class CacheError(GradetrailError):
     """The response cache database cannot be opened, read or written."""
+
+
+class CacheRefused(CacheError):
+    """The cache path cannot be used as given (bad input: pass another ``--cache PATH``):
+    a symlink, a hard link, not a regular file, it cannot be opened or created, or the
+    file is not a gradetrail cache."""
+
+    exit_code = 2
 
 
 class RunError(GradetrailError):

@@ -9,8 +9,11 @@ order (``error.kind``, ``error.message``, ``error.status``, ``error.error_type``
 first seen. ``results.jsonl`` is read twice, streaming (once for the columns and their
 types, once to write), so memory stays flat in the run's size. Each column has one type
 in Parquet: bool, int64, float64 (ints and floats mixed) or string (anything else mixed,
-non-strings as JSON text). The file is written to a temporary name and renamed, so a
-failed export leaves nothing half-written.
+non-strings as JSON text). Text UTF-8 cannot encode (a lone surrogate in a response or
+a sample id) is written as its escape (:func:`gradetrail.jsontext.encodable`): a JSON
+escape in JSONL (lossless), the six characters ``\\ud800`` in a CSV or Parquet cell. The
+file is written to a temporary name and renamed, so a failed export leaves nothing
+half-written.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gradetrail.errors import UsageError
-from gradetrail.results import RESULTS_FILE, SampleResult, iter_results
+from gradetrail.jsontext import encodable
+from gradetrail.results import RESULTS_FILE, SampleResult, iter_results, read_manifest
 
 __all__ = ["ExportFormat", "Exported", "export_run", "flatten"]
 
@@ -53,11 +57,15 @@ class Exported:
         path: the file written (None for standard output).
         rows: rows written, one per (sample, epoch).
         columns: the column names in order.
+        status: the run's status as :func:`~gradetrail.results.read_manifest` reads it
+            (``killed`` when its process is gone without ending it), or None without a
+            readable manifest.
     """
 
     path: Path | None
     rows: int
     columns: tuple[str, ...]
+    status: str | None = None
 
 
 def flatten(row: dict[str, Any]) -> dict[str, Any]:
@@ -131,6 +139,10 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
         raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})")
     if out is None:
         out = Path(f"{run_dir.resolve().name}.{fmt}")
+    try:
+        status: str | None = str(read_manifest(run_dir).get("status", "complete"))
+    except UsageError:
+        status = None
     columns = _Columns()
     rows = 0
     for row in iter_results(run_dir):
@@ -140,7 +152,7 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
         if fmt == "parquet":
             raise UsageError("parquet is binary: write it to a file with --out FILE")
         _write_text(fmt, columns, run_dir, _stdout())
-        return Exported(None, rows, tuple(columns.kinds))
+        return Exported(None, rows, tuple(columns.kinds), status)
     path = Path(out)
     if fmt == "parquet":
         _import_pyarrow()  # before any file is created
@@ -150,7 +162,7 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
         else:
             with open(tmp, "w", encoding="utf-8", newline="") as f:
                 _write_text(fmt, columns, run_dir, f)
-    return Exported(path, rows, tuple(columns.kinds))
+    return Exported(path, rows, tuple(columns.kinds), status)
 
 
 def _stdout() -> Any:
@@ -166,7 +178,18 @@ def _records(columns: _Columns, run_dir: Path) -> Iterator[dict[str, Any]]:
         yield {name: flat.get(name) for name in names}
 
 
-def _write_text(fmt: str, columns: _Columns, run_dir: Path, f: Any) -> None:
+class _Encodable:
+    """A text stream's ``write`` with every string made :func:`encodable` first."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(encodable(text))
+
+
+def _write_text(fmt: str, columns: _Columns, run_dir: Path, stream: Any) -> None:
+    f = _Encodable(stream)
     if fmt == "jsonl":
         for record in _records(columns, run_dir):
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -208,11 +231,11 @@ def _write_parquet(columns: _Columns, run_dir: Path, path: Path) -> None:
         "float64": pa.float64(),
         "string": pa.string(),
     }
-    schema = pa.schema([(name, arrow[kind]) for name, kind in types.items()])
+    schema = pa.schema([(encodable(name), arrow[kind]) for name, kind in types.items()])
     with pq.ParquetWriter(path, schema) as writer:
         batch: list[dict[str, Any]] = []
         for record in _records(columns, run_dir):
-            batch.append({k: _typed(v, types[k]) for k, v in record.items()})
+            batch.append({encodable(k): _typed(v, types[k]) for k, v in record.items()})
             if len(batch) >= BATCH_ROWS:
                 writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
                 batch = []
@@ -221,9 +244,9 @@ def _write_parquet(columns: _Columns, run_dir: Path, path: Path) -> None:
 
 
 def _typed(value: Any, kind: str) -> Any:
-    if value is None or kind != "string" or isinstance(value, str):
+    if value is None or kind != "string":
         return float(value) if kind == "float64" and value is not None else value
-    return json.dumps(value, ensure_ascii=False)
+    return encodable(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from typing import Any
 from gradetrail import stats
 from gradetrail.errors import GradetrailError
 from gradetrail.reducers import REDUCERS, reduce_scores
+from gradetrail.rundir import KILLED, KILLED_FIX
 
 __all__ = ["GateError", "GateRun", "load_run", "resolve_reducer", "sample_scores"]
 
@@ -57,7 +58,8 @@ class GateRun:
 
     @property
     def status(self) -> str:
-        """The manifest's status (``complete`` when the manifest has none)."""
+        """The manifest's status as :func:`~gradetrail.results.read_manifest` reads it
+        (``killed`` for a run whose process is gone; ``complete`` when there is none)."""
         return str(self.manifest.get("status", "complete"))
 
 
@@ -130,6 +132,13 @@ def check_same_dataset(base: GateRun, cand: GateRun, allow_different_data: bool)
 
 def check_complete(run: GateRun) -> None:
     """Refuse a run that did not complete."""
+    if run.status == KILLED:
+        raise GateError(
+            f"{run.label} run was killed: its process is gone without ending it "
+            f"({len(run.rows)} of {run.manifest.get('n_samples', '?')} samples x "
+            f"{run.epochs} epochs written): {KILLED_FIX}, or pass --allow-partial to gate "
+            "the samples both runs have"
+        )
     if run.status != "complete":
         raise GateError(
             f"{run.label} run is {run.status} ({len(run.rows)} of "

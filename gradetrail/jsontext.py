@@ -5,7 +5,9 @@ UTF-16 surrogate (``"\\ud800"`` in a provider's JSON, a recordings file or a dat
 decodes to one), or the ``\\udcXX`` that Python makes of undecodable bytes in a command
 line. pydantic's JSON serializer refuses such text; :func:`model_json` then writes the
 same value with JSON escapes (``\\ud800``), which every JSON reader turns back into the
-same string, so nothing is lost and no write fails.
+same string, so nothing is lost and no write fails. :func:`encodable` does the same for
+text that is not JSON (a CSV or Markdown cell, a Parquet string, a line of output): each
+such character becomes its escape, ``\\ud800``, and every other character is kept.
 
 :func:`nests_deeper` bounds how deep a decoded value from outside (a model's tool-call
 arguments, a tool's JSON Schema) may nest before code that walks it recursively meets
@@ -21,7 +23,7 @@ import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["model_json", "nests_deeper", "value_json"]
+__all__ = ["encodable", "model_json", "nests_deeper", "value_json"]
 
 
 def model_json(model: BaseModel, *, indent: int | None = None) -> str:
@@ -42,6 +44,17 @@ def value_json(value: Any) -> bytes:
         return pydantic_core.to_json(value, inf_nan_mode="null")
     except PydanticSerializationError:
         return json.dumps(pydantic_core.to_jsonable_python(value, inf_nan_mode="null")).encode()
+
+
+def encodable(text: str) -> str:
+    """``text`` with every character UTF-8 cannot encode (a lone surrogate) written as its
+    backslash escape (``"\\ud800"``, six characters); text without one comes back as is.
+    Inside a JSON string that escape is the JSON escape of the same character."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def nests_deeper(value: Any, limit: int) -> bool:

@@ -137,7 +137,9 @@ def run_warnings(manifest: dict[str, Any]) -> list[str]:
 
     out = []
     status = manifest.get("status")
-    if status not in (None, "complete"):
+    if status == "killed":  # read_manifest's status of a run whose process is gone
+        out.append("run was killed (its process is gone without ending it): not every row is there")
+    elif status not in (None, "complete"):
         out.append(f"run is {status}: not every row is there")
     for error in manifest.get("top_errors") or []:
         kind = error.get("kind") or "error"

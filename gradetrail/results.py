@@ -31,7 +31,7 @@ from typing_extensions import TypedDict
 from gradetrail.conversation import Transcript
 from gradetrail.errors import RunError, UsageError
 from gradetrail.jsontext import value_json
-from gradetrail.rundir import RunDir
+from gradetrail.rundir import RunDir, run_status
 from gradetrail.slots import EpochSlots
 
 __all__ = [
@@ -491,8 +491,11 @@ def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str, Any]:
     """A run's ``manifest.json`` as a dict (see :class:`gradetrail.manifest.Manifest`).
+
+    A manifest still saying ``running`` whose process is gone reads ``"status": "killed"``
+    (:func:`gradetrail.rundir.run_status`, the one liveness check), unless ``as_written``.
 
     Raises:
         UsageError: missing or unreadable manifest.
@@ -509,6 +512,8 @@ def read_manifest(run_dir: str | Path) -> dict[str, Any]:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
     if not isinstance(manifest, dict):
         raise UsageError(f"{path}: not a gradetrail manifest (a JSON object is expected)")
+    if not as_written and manifest.get("status") == "running":
+        manifest["status"] = run_status(run_dir, "running")
     return manifest
 
 

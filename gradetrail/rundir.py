@@ -40,7 +40,7 @@ from typing import IO
 
 from gradetrail.errors import RunError
 
-__all__ = ["RunDir", "sample_file_name", "writer_pid"]
+__all__ = ["KILLED", "KILLED_FIX", "RunDir", "run_status", "sample_file_name", "writer_pid"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -362,3 +362,24 @@ def writer_pid(path: str | Path) -> int | None:
     except OSError:
         return None
     return pid
+
+
+KILLED = "killed"
+"""The status of a run whose manifest still says ``running`` but whose process is gone
+(``kill -9``, a crash, a lost machine): never written to a manifest, only read."""
+
+KILLED_FIX = "re-run the same command to resume it (every response paid for is in the cache)"
+"""How to finish a killed run, for messages that name one."""
+
+
+def run_status(path: str | Path, status: str) -> str:
+    """The status of the run directory at ``path`` now, given its manifest's ``status``:
+    :data:`KILLED` when that is ``running`` and no live process writes the run
+    (:func:`writer_pid`), else ``status`` itself.
+
+    The one liveness check behind every reader: ``gradetrail runs``, gate, diff, ci,
+    export, the viewer and :func:`gradetrail.read_manifest`.
+    """
+    if status == "running" and writer_pid(path) is None:
+        return KILLED
+    return status

@@ -108,11 +108,11 @@ def test_default_location_env_override(monkeypatch, tmp_path: Path) -> None:
 
 
 def test_unopenable_cache_is_a_clear_error(cli, tmp_path: Path) -> None:
-    """A cache path that is a directory fails with a one-line fix, exit 1."""
+    """A cache path that is a directory fails with a one-line fix, exit 2 (bad input)."""
     from paths import GSM8K_SPEC
 
     out = cli("run", str(GSM8K_SPEC), "--cache", str(tmp_path))
-    assert out.exit_code == 1
+    assert out.exit_code == 2
     assert "is not a regular file" in out.stderr and "--no-cache" in out.stderr
 
 
@@ -153,7 +153,7 @@ def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
 
 
 def test_foreign_sqlite_file_is_refused_untouched(cli, tmp_path: Path) -> None:
-    """Another program's database is never altered or cleared: one line, exit 1."""
+    """Another program's database is never altered or cleared: one line, exit 2."""
     import sqlite3
 
     path = tmp_path / "other.sqlite"
@@ -164,7 +164,7 @@ def test_foreign_sqlite_file_is_refused_untouched(cli, tmp_path: Path) -> None:
     db.close()
     for args in (["cache", "clear", "--yes"], ["cache", "stats"]):
         out = cli(*args, "--cache", str(path))
-        assert out.exit_code == 1
+        assert out.exit_code == 2
         assert "not a gradetrail cache" in out.stderr
     db = sqlite3.connect(path)
     assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (5,)

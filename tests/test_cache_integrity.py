@@ -146,7 +146,7 @@ def test_a_cache_from_before_checksums_is_upgraded_and_served(cli, cache_path: P
 @pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink", "fifo", "wal-symlink"])
 def test_cache_path_is_never_followed_or_shared(cli, tmp_path: Path, kind: str) -> None:
     """A symlink (dangling too), a hard link, a FIFO at the cache path, or a symlink at
-    its -wal name, is refused before any call (exit 1, one line); the target is untouched."""
+    its -wal name, is refused before any call (exit 2, one line); the target is untouched."""
     path = tmp_path / "c.sqlite"
     target = tmp_path / "victim.txt"
     if kind == "symlink":
@@ -163,7 +163,7 @@ def test_cache_path_is_never_followed_or_shared(cli, tmp_path: Path, kind: str) 
         target.write_text("precious\n")
         Path(f"{path}-wal").symlink_to(target)
     out = cli("run", str(GSM8K_SPEC), "--cache", str(path), "--set", "dataset.limit=2")
-    assert out.exit_code == 1
+    assert out.exit_code == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: cache {path}")
     assert any(w in lines[0] for w in ("symlink", "hard links", "not a regular file"))

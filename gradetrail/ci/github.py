@@ -50,7 +50,7 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None)
     if not target:
         return None
     path = Path(target)
-    with path.open("a", encoding="utf-8") as handle:
+    with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:  # \ud800
         handle.write(markdown)
     return path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -42,3 +43,10 @@ def export(
         raise fail(exc) from None
     if done.path is not None:
         print(f"wrote {done.rows} rows x {len(done.columns)} columns to {done.path}")
+    if done.status not in (None, "complete"):
+        from gradetrail.manifest import run_warnings
+
+        for line in run_warnings({"status": done.status}):
+            print(
+                f"warning: {line}: the export holds the {done.rows} rows written", file=sys.stderr
+            )

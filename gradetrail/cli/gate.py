@@ -217,7 +217,7 @@ class _Reports:
             if self.junit is not None:
                 write_junit(document, self.junit)
             if self.markdown is not None:
-                self.markdown.write_text(report, encoding="utf-8")
+                self.markdown.write_text(report, encoding="utf-8", errors="backslashreplace")
             if self.github:
                 append_step_summary(report)
         except OSError as exc:

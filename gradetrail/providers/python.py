@@ -115,7 +115,8 @@ class PythonProvider(Provider):
         """Import the function now, so a typo stops the run before any sample.
 
         Raises:
-            SpecError: the module or attribute cannot be imported, or is not callable.
+            SpecError: the module or attribute cannot be imported, is not callable, or
+                cannot be called as one of the accepted signatures (:data:`ACCEPTED`).
         """
         self._resolve()
 
@@ -127,7 +128,13 @@ class PythonProvider(Provider):
         module = import_user_module(module_name, self.base_dir, "model.function")
         fn = getattr(module, attr, None)
         if not callable(fn):
-            raise SpecError(f"model.function: {module_name!r} has no callable {attr!r}")
+            raise SpecError(
+                f"model.function {target!r}: {module_name!r} has no callable {attr!r} "
+                f"(it is {type(fn).__name__}); {ACCEPTED}"
+            )
+        problem = _signature_problem(fn)
+        if problem is not None:
+            raise SpecError(f"model.function {target!r} {problem}; {ACCEPTED}")
         self._fn = fn
         return fn
 
@@ -243,6 +250,38 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn) or (
         not inspect.isroutine(fn) and inspect.iscoroutinefunction(type(fn).__call__)
     )
+
+
+ACCEPTED = (
+    "accepted: def f(request), def f(request, row) or def f(request, *, row), "
+    "a plain def or an async def, returning str or Response"
+)
+"""The signatures ``model.function`` may have, for the line that refuses another."""
+
+
+def _signature_problem(fn: Callable[..., Any]) -> str | None:
+    """Why ``fn`` cannot be called as ``model.function`` (one clause), or None when it can:
+    a generator or async generator function (it yields, never returns the response), or a
+    signature that cannot take ``(request)``, ``(request, row)`` or ``(request, row=row)``
+    as :func:`_row_mode` chooses (three required parameters, none, a required
+    keyword-only one). A callable without a signature (a builtin) is let through."""
+    call = fn if inspect.isroutine(fn) else type(fn).__call__
+    if inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(call):
+        return "is an async generator function (async def with yield)"
+    if inspect.isgeneratorfunction(fn) or inspect.isgeneratorfunction(call):
+        return "is a generator function (def with yield)"
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    mode = _row_mode(fn)
+    args: tuple[Any, ...] = ("request", "row") if mode == "positional" else ("request",)
+    kwargs = {"row": "row"} if mode == "keyword" else {}
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        return f"has the signature {signature} ({exc})"
+    return None
 
 
 def _row_mode(fn: Callable[..., Any]) -> str | None:

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.manifest import Manifest, run_warnings
 from gradetrail.results import MANIFEST_FILE, RESULTS_FILE, count_result_lines, read_manifest
-from gradetrail.rundir import writer_pid
+from gradetrail.rundir import KILLED, KILLED_FIX, run_status
 from gradetrail.spec import EvalSpec
 from gradetrail.summary import Tally
 from gradetrail.view.files import refusal, refusals
@@ -112,8 +112,8 @@ def _warnings(raw: dict[str, Any], status: str, path: Path, refused: dict[str, s
     """The manifest's warnings (:func:`gradetrail.manifest.run_warnings`), with what only
     the viewer can see: a run whose process is gone, a missing results file."""
     out = [w for w in run_warnings(raw) if not w.startswith("run is ")]
-    if status == "killed":
-        out.insert(0, "the run's process is gone without ending it: run the same command again")
+    if status == KILLED:
+        out.insert(0, f"the run's process is gone without ending it: {KILLED_FIX}")
     elif status not in ("complete", "running"):
         out.insert(0, f"run is {status}: not every row is there")
     if RESULTS_FILE not in refused and not os.path.lexists(path / RESULTS_FILE):
@@ -231,7 +231,7 @@ class RunStore:
         if MANIFEST_FILE in refused:
             return unreadable(refused[MANIFEST_FILE])
         try:
-            raw = read_manifest(path)
+            raw = read_manifest(path, as_written=True)  # its figures, if it was killed
         except UsageError as exc:
             if not path.is_dir():
                 raise NotFound(f"run directory {name!r} was deleted") from None
@@ -247,8 +247,8 @@ class RunStore:
             )
         status, live = manifest.status, False
         if status == "running":
-            live = writer_pid(path) is not None
-            status = "running" if live else "killed"
+            status = run_status(path, status)
+            live = status != KILLED
         else:
             self._stop_counting(path)
         warnings = others + _warnings(raw, status, path, refused)
