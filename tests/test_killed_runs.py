@@ -12,17 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import run_support as rs
 from paths import ROOT
-from run_support import (
-    app_env,
-    count_lines,
-    only_run_dir,
-    run_to_end,
-    send,
-    start_run,
-    wait_until,
-    write_eval,
-)
 
 import gradetrail
 from gradetrail.view.store import RunStore
@@ -35,7 +26,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "gradetrail", *args],
         cwd=cwd,
-        env={**app_env(cwd / "unused"), "PYTHONPATH": str(ROOT)},
+        env={**rs.app_env(cwd / "unused"), "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -55,26 +46,30 @@ def test_a_killed_run_reads_killed_and_the_gate_says_how_to_resume(tmp_path: Pat
     while it lived and ``killed`` after; gate and diff refuse it as killed, naming the
     re-run and --allow-partial; export warns; the viewer and the API agree."""
     samples = 8
-    base_spec = write_eval(tmp_path / "base", samples=samples, concurrency=2)
-    cand_spec = write_eval(tmp_path / "cand", samples=samples, concurrency=2)
+    base_spec = rs.write_eval(tmp_path / "base", samples=samples, concurrency=2)
+    cand_spec = rs.write_eval(tmp_path / "cand", samples=samples, concurrency=2)
     cache, calls = tmp_path / "cache.sqlite", tmp_path / "calls"
     base_results, results = tmp_path / "base-results", tmp_path / "results"
-    code, _, err = run_to_end(
-        base_spec, tmp_path / "base-cache.sqlite", base_results, app_env(calls)
+    code, _, err = rs.run_to_end(
+        base_spec, tmp_path / "base-cache.sqlite", base_results, rs.app_env(calls)
     )
     assert code == 0, err
-    base_dir = only_run_dir(base_results)
+    base_dir = rs.only_run_dir(base_results)
 
-    proc = start_run(cand_spec, cache, results, app_env(tmp_path / "cand-calls", hold_after=4))
+    proc = rs.start_run(
+        cand_spec, cache, results, rs.app_env(tmp_path / "cand-calls", hold_after=4)
+    )
     try:
-        wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
-        run_dir = only_run_dir(results)
-        wait_until(lambda: count_lines(run_dir / "results.jsonl") >= 4, what="4 rows", proc=proc)
+        rs.wait_until(lambda: results.exists() and any(results.iterdir()), proc=proc)
+        run_dir = rs.only_run_dir(results)
+        rs.wait_until(
+            lambda: rs.count_lines(run_dir / "results.jsonl") >= 4, what="4 rows", proc=proc
+        )
         live = _cli("runs", "--results-root", str(results), cwd=tmp_path)
         assert _status_cell(live.stdout, run_dir) == "running", live.stdout
         assert gradetrail.read_manifest(run_dir)["status"] == "running"
     finally:
-        send(proc, signal.SIGKILL)
+        rs.send(proc, signal.SIGKILL)
         proc.wait(timeout=60)
 
     assert gradetrail.read_manifest(run_dir)["status"] == "killed"
@@ -92,7 +87,7 @@ def test_a_killed_run_reads_killed_and_the_gate_says_how_to_resume(tmp_path: Pat
         gradetrail.regression_gate(base_dir, run_dir)
     partial = _cli("gate", str(base_dir), str(run_dir), "--allow-partial", "--json", cwd=tmp_path)
     verdict = json.loads(partial.stdout)
-    assert verdict["n"] == count_lines(run_dir / "results.jsonl")
+    assert verdict["n"] == rs.count_lines(run_dir / "results.jsonl")
     assert any("candidate run is killed" in w for w in verdict["warnings"])
 
     diff = _cli("diff", str(base_dir), str(run_dir), "--json", cwd=tmp_path)
@@ -106,7 +101,7 @@ def test_a_killed_run_reads_killed_and_the_gate_says_how_to_resume(tmp_path: Pat
     info = RunStore(results).info(run_dir.name)
     assert (info.status, info.live) == ("killed", False)
 
-    code, _, err = run_to_end(cand_spec, cache, results, app_env(tmp_path / "cand-calls"))
+    code, _, err = rs.run_to_end(cand_spec, cache, results, rs.app_env(tmp_path / "cand-calls"))
     assert code == 0, err
     assert gradetrail.read_manifest(run_dir)["status"] == "complete"
     resumed = _cli("gate", str(base_dir), str(run_dir), "--json", cwd=tmp_path)
