@@ -146,7 +146,7 @@ def test_a_full_disk_loses_no_response_and_leaves_no_running_manifest(
 
 def test_a_read_only_cache_is_refused_before_any_call(tmp_path: Path) -> None:
     """A cache on a read-only filesystem is refused at open, before any call is paid for
-    (before: 16 calls were paid, then the run failed)."""
+    (before: 16 calls were paid, then the run failed); exit 2."""
     spec = write_eval(tmp_path / "eval", samples=20, concurrency=16)
     disk = tmp_path / "ro"
     calls = tmp_path / "calls.txt"
@@ -165,7 +165,7 @@ def test_a_read_only_cache_is_refused_before_any_call(tmp_path: Path) -> None:
                 out = _run(spec, cache, tmp_path / "results", calls)
             finally:
                 subprocess.run(["chattr", "-i", str(cache)], capture_output=True)
-    assert out.returncode == 1
+    assert out.returncode == 2  # bad input: pass another --cache
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: cache {cache}: not writable (")
     assert lines[0].endswith("); pass another --cache PATH or --no-cache")
