@@ -54,15 +54,15 @@ def star(*args):
 
 
 def _eval(tmp_path: Path, function: str) -> Path:
-    """A two-sample eval calling ``app:<function>``; the spec's path."""
+    """A two-sample eval calling ``sigcheck_app:<function>``; the spec's path."""
     (tmp_path / "d.jsonl").write_text(
         "".join(json.dumps({"id": f"s{i}", "q": str(i), "t": str(i)}) + "\n" for i in (1, 2))
     )
-    (tmp_path / "app.py").write_text(APP)
+    (tmp_path / "sigcheck_app.py").write_text(APP)
     spec = tmp_path / f"{function}.yaml"
     spec.write_text(
         f"name: {function}\ndataset: {{path: d.jsonl}}\nprompt: '{{{{ q }}}}'\n"
-        f"target: '{{{{ t }}}}'\nmodel: {{provider: python, name: m, function: 'app:{function}'}}\n"
+        f"target: '{{{{ t }}}}'\nmodel: {{provider: python, name: m, function: 'sigcheck_app:{function}'}}\n"
         "scorer: {type: numeric, marker: 'A:'}\n"
     )
     return spec
@@ -89,7 +89,7 @@ def test_a_function_of_the_wrong_kind_is_refused_before_the_run(
     out = run_cli("run", str(spec), "--results-root", str(tmp_path / "results"))
     assert out.code == 2, out.err
     (line,) = out.err_lines
-    assert f"model.function 'app:{function}'" in line and said in line
+    assert f"model.function 'sigcheck_app:{function}'" in line and said in line
     assert "def f(request), def f(request, row) or def f(request, *, row)" in line
     assert not (tmp_path / "results").exists()
 
