@@ -62,7 +62,8 @@ def _eval(tmp_path: Path, function: str) -> Path:
     spec = tmp_path / f"{function}.yaml"
     spec.write_text(
         f"name: {function}\ndataset: {{path: d.jsonl}}\nprompt: '{{{{ q }}}}'\n"
-        f"target: '{{{{ t }}}}'\nmodel: {{provider: python, name: m, function: 'sigcheck_app:{function}'}}\n"
+        f"target: '{{{{ t }}}}'\nmodel: {{provider: python, name: m, "
+        f"function: 'sigcheck_app:{function}'}}\n"
         "scorer: {type: numeric, marker: 'A:'}\n"
     )
     return spec
