@@ -29,6 +29,7 @@ coroutine when it next awaits.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
 import time
@@ -118,6 +119,8 @@ class _Loop:
         self.beat = time.monotonic()
         self.step: tuple[_Call, float] | None = None  # the call running, since (monotonic)
         self.replaced = False
+        self._calls = 0  # calls submitted here and not yet ended (see submit)
+        self._calls_lock = threading.Lock()
         started = threading.Event()
         self.loop.call_soon(self._heartbeat, started)
         threading.Thread(target=self.loop.run_forever, name=name, daemon=True).start()
@@ -132,10 +135,28 @@ class _Loop:
         self.beat = time.monotonic()
         if started is not None:
             started.set()
-        if self.replaced and not asyncio.all_tasks(self.loop):
+        if self.replaced and not self._calls and not asyncio.all_tasks(self.loop):
             self.loop.stop()
             return
         self.loop.call_later(_BEAT_S, self._heartbeat)
+
+    def submit(self, coro: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
+        """Run ``coro`` on this loop; it is counted until it ends, so a replaced loop
+        never stops under a call (counted before it is handed over: its task does not
+        exist until the loop takes it, and the heartbeat may look in between)."""
+        with self._calls_lock:
+            self._calls += 1
+        try:
+            done = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except BaseException:
+            self._ended(None)
+            raise
+        done.add_done_callback(self._ended)
+        return done
+
+    def _ended(self, _: object) -> None:
+        with self._calls_lock:
+            self._calls -= 1
 
     def holding(self, call: _Call) -> float | None:
         """Seconds ``call`` has been mid-step, when it is the call holding the loop now
@@ -211,7 +232,7 @@ class UserLoop:
         """
         where = self._current()
         call = _Call(label)
-        done = asyncio.run_coroutine_threadsafe(_guarded(coro, where, call), where.loop)
+        done = where.submit(_guarded(coro, where, call))
         waiting = asyncio.wrap_future(done)
         told = on_held is None
         try:
@@ -229,7 +250,7 @@ class UserLoop:
                         done.cancel()  # never started: its task ends at once on that loop
                         where, call = fresh, _Call(label)
                         moved = _guarded(coro, where, call)
-                        done = asyncio.run_coroutine_threadsafe(moved, where.loop)
+                        done = where.submit(moved)
                         waiting = asyncio.wrap_future(done)
         except asyncio.CancelledError:
             held = where.holding(call)

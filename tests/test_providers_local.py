@@ -380,7 +380,7 @@ def test_an_async_function_that_holds_its_loop_for_a_while_is_answered_and_said_
     [warning] = _held_warnings(result.run_dir)
     assert warning["level"] == "warning"
     assert (warning["function"], warning["sample_id"]) == (f"{module}:holds", "q1")
-    assert warning["held_s"] > 1.0
+    assert warning["held_s"] >= 1.0  # first seen just past the bound (kept to the ms)
     message = warning["message"]
     assert message.startswith(f"model.function '{module}:holds' ")
     assert "held its event loop for " in message

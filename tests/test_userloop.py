@@ -57,7 +57,7 @@ def _thread() -> str:
 
 def test_a_call_that_holds_its_loop_runs_on_and_queued_calls_move_without_error() -> None:
     """A call holding its loop past held_s is not failed: it returns what it returns, and
-    on_held is told once, while it holds. A call queued behind it that has not started
+    on_held is told once, with how long it held. A call queued behind it that has not started
     moves to a fresh loop and is answered while the hold lasts; a call already started
     on the held loop waits for it there, and is answered too; neither is told."""
     release = threading.Event()
@@ -103,8 +103,8 @@ def test_a_call_that_holds_its_loop_runs_on_and_queued_calls_move_without_error(
     holder, waiter, moved = asyncio.run(main())
     assert holder == waiter != moved  # the started call stayed; the queued one moved
     assert len(told["holder"]) == 1
-    held_s, holding = told["holder"][0]
-    assert holding and held_s > 0.2
+    held_s, _ = told["holder"][0]  # told while it holds, or (a loaded machine's poll
+    assert held_s > 0.2  # coming late) once it has let go: either way, with its hold
     assert told["queued"] == told["started"] == []
 
 
