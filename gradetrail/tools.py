@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import SpecError
-from gradetrail.jsontext import nests_deeper
+from gradetrail.jsontext import encodable, nests_deeper
 from gradetrail.userloop import Escaped, UserLoop, in_daemon_thread
 
 __all__ = [
@@ -356,7 +356,7 @@ _TOOLS_LOOP = UserLoop("gradetrail-async-tools", held_s=0.5)
 
 
 def _failed(kind: str, message: str, latency_s: float) -> ToolOutcome:
-    message = _sendable(message)
+    message = encodable(message)
     return ToolOutcome(f"Error: {kind}: {message}", {"kind": kind, "message": message}, latency_s)
 
 
@@ -380,7 +380,7 @@ def _as_text(value: Any) -> str:
         UnprintableResult: the value cannot be turned into text at all.
     """
     if isinstance(value, str):
-        return _sendable(value)
+        return encodable(value)
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except Exception:  # a key JSON cannot hold, a cycle, a __str__ that raises
@@ -391,14 +391,4 @@ def _as_text(value: Any) -> str:
                 f"the tool returned a {type(value).__name__} that cannot be turned into "
                 f"text ({type(exc).__name__}: {_message(exc)}); return a string or JSON values"
             ) from None
-    return _sendable(text)
-
-
-def _sendable(text: str) -> str:
-    """``text`` with characters UTF-8 cannot encode (lone surrogates) written as their
-    ``\\udXXX`` escapes; any other text unchanged."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    return encodable(text)
