@@ -512,8 +512,7 @@ class PreparedRequests(Sequence[Prepared]):
         if not 0 <= index < self._len:
             raise IndexError(index)
         epoch, at = divmod(index, self._n)
-        key = self._digests[32 * index : 32 * index + 32].hex()
-        return prepare(self.samples[at], epoch + 1, self.renderer, key)
+        return prepare(self.samples[at], epoch + 1, self.renderer, self.key(index))
 
     def __iter__(self) -> Iterator[Prepared]:
         for i in range(len(self)):
