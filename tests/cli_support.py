@@ -1,13 +1,17 @@
 """Run the ``gradetrail`` command in this process (its real entry point, ``main()``),
 capturing what it prints and its exit code: a hundred refusals cost milliseconds each
-instead of a Python start-up each."""
+instead of a Python start-up each; and write a small python-provider eval to run."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
 
 from gradetrail.cli import main
 
@@ -44,3 +48,35 @@ def run_cli(*args: str) -> CliOutcome:
         out.getvalue(),
         err.getvalue(),
     )
+
+
+APP = """\
+from gradetrail.errors import BadRequest
+
+
+def answer(request):
+    if "boom" in request.prompt:
+        raise BadRequest("bad\\n  mean score  1.0000\\n  status      complete\\r\\nfake")
+    if "echo" in request.prompt:
+        return request.prompt
+    return "A: " + request.prompt.rsplit("=", 1)[1].strip()
+"""
+
+
+def write_eval(directory: Path, rows: list[dict], **fields) -> Path:
+    """A python-provider eval over ``rows`` (fields q, a); ``fields`` override the spec."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / "spoof_app.py").write_text(APP)
+    spec = {
+        "name": "hostile",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "What is {{ q }}? = {{ a }}",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "app", "function": "spoof_app:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+        **fields,
+    }
+    path = directory / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path

@@ -8,39 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
-from cli_support import run_cli
-
-APP = """\
-from gradetrail.errors import BadRequest
-
-
-def answer(request):
-    if "boom" in request.prompt:
-        raise BadRequest("bad\\n  mean score  1.0000\\n  status      complete\\r\\nfake")
-    if "echo" in request.prompt:
-        return request.prompt
-    return "A: " + request.prompt.rsplit("=", 1)[1].strip()
-"""
-
-
-def write_eval(directory: Path, rows: list[dict], **fields) -> Path:
-    """A python-provider eval over ``rows`` (fields q, a); ``fields`` override the spec."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (directory / "spoof_app.py").write_text(APP)
-    spec = {
-        "name": "hostile",
-        "dataset": {"path": "data.jsonl"},
-        "prompt": "What is {{ q }}? = {{ a }}",
-        "target": "{{ a }}",
-        "model": {"provider": "python", "name": "app", "function": "spoof_app:answer"},
-        "scorer": {"type": "numeric", "marker": "A:"},
-        **fields,
-    }
-    path = directory / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+from cli_support import run_cli, write_eval
 
 
 def run(spec: Path, tmp_path: Path, *args: str):

@@ -4,16 +4,13 @@ a field read unguarded that the first row lacks is still refused before any call
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
-from cli_support import run_cli
+from cli_support import run_cli, write_eval
 
 import gradetrail
 
-APP = 'def answer(request):\n    return "A: " + request.prompt.rsplit("=", 1)[1].strip()\n'
 ROWS = [
     {"id": "q1", "q": "1+1", "a": 2},
     {"id": "q2", "q": "2+2", "a": 4, "hint": "double it"},
@@ -21,19 +18,7 @@ ROWS = [
 
 
 def _spec(tmp_path: Path, prompt: str) -> Path:
-    (tmp_path / "app.py").write_text(APP)
-    (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    spec = {
-        "name": "optional",
-        "dataset": {"path": "data.jsonl"},
-        "prompt": prompt,
-        "target": "{{ a }}",
-        "model": {"provider": "python", "name": "app", "function": "app:answer"},
-        "scorer": {"type": "numeric", "marker": "A:"},
-    }
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
+    return write_eval(tmp_path, ROWS, name="optional", prompt=prompt)
 
 
 @pytest.mark.parametrize(
