@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 def _open_and_write(path: str, barrier, errors) -> None:  # noqa: ANN001
     """One process: wait for the others, then open the cache and store one response."""
-    from gradetrail.cache import ResponseCache
+    from gradetrail.cache.store import ResponseCache
     from gradetrail.providers.base import Request, Response
 
     request = Request("replay", "m", None, None, ({"role": "user", "content": "q"},), {})
@@ -45,7 +45,7 @@ def race(rounds: int, procs: int) -> tuple[int, int, list[str]]:
     Returns:
         ``(rounds with a failure, failed opens, distinct messages)``.
     """
-    import gradetrail.cache  # noqa: F401 - imported once in the parent, shared by fork
+    import gradetrail.cache.store  # noqa: F401 - imported once in the parent, shared by fork
 
     ctx = multiprocessing.get_context("fork")
     failed_rounds, failed_opens, messages = 0, 0, set()

@@ -42,8 +42,8 @@ from protocol_server import ServerHandle, running_server  # noqa: E402
 
 import gradetrail  # noqa: E402
 from gradetrail.executors.local import LocalExecutor  # noqa: E402
+from gradetrail.executors.retry import RetryPolicy  # noqa: E402
 from gradetrail.providers import make_provider  # noqa: E402
-from gradetrail.retry import RetryPolicy  # noqa: E402
 
 N_SAMPLES = 1319
 CONCURRENCY = 64

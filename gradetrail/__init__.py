@@ -19,10 +19,10 @@ from gradetrail._version import __version__
 #: only for what it touches: ``gradetrail run`` never imports the gate, and nothing
 #: imports scipy until a statistic needs it.
 _EXPORTS = {
-    "cohen_kappa": "gradetrail.agreement",
-    "measure_agreement": "gradetrail.agreement",
-    "ResponseCache": "gradetrail.cache",
-    "default_cache_path": "gradetrail.cache",
+    "cohen_kappa": "gradetrail.stats.agreement",
+    "measure_agreement": "gradetrail.stats.agreement",
+    "ResponseCache": "gradetrail.cache.store",
+    "default_cache_path": "gradetrail.cache.store",
     "CacheError": "gradetrail.errors",
     "DatasetError": "gradetrail.errors",
     "GradetrailError": "gradetrail.errors",
@@ -32,36 +32,37 @@ _EXPORTS = {
     "SpecError": "gradetrail.errors",
     "UsageError": "gradetrail.errors",
     "RayOptions": "gradetrail.executors.ray",
-    "GateError": "gradetrail.gate",
-    "GateResult": "gradetrail.gate",
-    "regression_gate": "gradetrail.gate",
+    "GateError": "gradetrail.analysis.gate",
+    "GateResult": "gradetrail.analysis.gate",
+    "regression_gate": "gradetrail.analysis.gate",
     "Provider": "gradetrail.providers.base",
     "Request": "gradetrail.providers.base",
     "Response": "gradetrail.providers.base",
-    "pass_at_k": "gradetrail.reducers",
-    "SampleResult": "gradetrail.results",
-    "SampleScore": "gradetrail.results",
-    "list_runs": "gradetrail.results",
-    "read_manifest": "gradetrail.results",
-    "read_results": "gradetrail.results",
-    "read_samples": "gradetrail.results",
-    "RunPlan": "gradetrail.runner",
-    "RunResult": "gradetrail.runner",
-    "plan_run": "gradetrail.runner",
-    "run_eval": "gradetrail.runner",
+    "pass_at_k": "gradetrail.stats.reducers",
+    "SampleResult": "gradetrail.rundir.results",
+    "SampleScore": "gradetrail.rundir.results",
+    "list_runs": "gradetrail.rundir.results",
+    "read_manifest": "gradetrail.rundir.results",
+    "read_results": "gradetrail.rundir.results",
+    "read_samples": "gradetrail.rundir.results",
+    "RunPlan": "gradetrail.engine.runner",
+    "RunResult": "gradetrail.engine.runner",
+    "plan_run": "gradetrail.engine.runner",
+    "run_eval": "gradetrail.engine.runner",
     "Score": "gradetrail.scorers.base",
     "ScoreInput": "gradetrail.scorers.base",
     "Scorer": "gradetrail.scorers.base",
     "EvalSpec": "gradetrail.spec",
     "load_spec": "gradetrail.spec",
     "spec_json_schema": "gradetrail.spec",
-    "PowerPlan": "gradetrail.stats",
-    "plan_power": "gradetrail.stats",
+    "PowerPlan": "gradetrail.stats.intervals",
+    "plan_power": "gradetrail.stats.intervals",
 }
 
 if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
-    from gradetrail.agreement import cohen_kappa, measure_agreement
-    from gradetrail.cache import ResponseCache, default_cache_path
+    from gradetrail.analysis.gate import GateError, GateResult, regression_gate
+    from gradetrail.cache.store import ResponseCache, default_cache_path
+    from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
     from gradetrail.errors import (
         CacheError,
         DatasetError,
@@ -73,10 +74,8 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __get
         UsageError,
     )
     from gradetrail.executors.ray import RayOptions
-    from gradetrail.gate import GateError, GateResult, regression_gate
     from gradetrail.providers.base import Provider, Request, Response
-    from gradetrail.reducers import pass_at_k
-    from gradetrail.results import (
+    from gradetrail.rundir.results import (
         SampleResult,
         SampleScore,
         list_runs,
@@ -84,10 +83,11 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __get
         read_results,
         read_samples,
     )
-    from gradetrail.runner import RunPlan, RunResult, plan_run, run_eval
     from gradetrail.scorers.base import Score, ScoreInput, Scorer
     from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
-    from gradetrail.stats import PowerPlan, plan_power
+    from gradetrail.stats.agreement import cohen_kappa, measure_agreement
+    from gradetrail.stats.intervals import PowerPlan, plan_power
+    from gradetrail.stats.reducers import pass_at_k
 
 
 def _lazy_names(

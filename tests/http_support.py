@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 
 import gradetrail
-from gradetrail.cache import ResponseCache
+from gradetrail.cache.store import ResponseCache
 from gradetrail.executors.local import LocalExecutor
+from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import make_provider
-from gradetrail.retry import RetryPolicy
 from gradetrail.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -225,7 +225,7 @@ def test_a_stop_mid_conversation_then_rerun_pays_only_for_uncached_turns(
     from protocol_server import running_server
     from run_support import drain_logged, only_run_dir, run_to_end, send, start_run, wait_until
 
-    from gradetrail.cache import ResponseCache
+    from gradetrail.cache.store import ResponseCache
 
     cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
     # requests after the 3rd are held: once both conversations wait on one, the stop comes

@@ -32,7 +32,7 @@ def test_all_lists_every_public_name() -> None:
 def test_import_does_not_load_sdks_or_scipy() -> None:
     """Importing gradetrail (and running the CLI module) stays lean: no SDK, no scipy."""
     code = (
-        "import sys, gradetrail, gradetrail.cli, gradetrail.runner;"
+        "import sys, gradetrail, gradetrail.cli, gradetrail.engine.runner;"
         "print(sorted(m for m in ('openai','anthropic','scipy','ray') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -45,8 +45,9 @@ def test_the_ray_workers_module_imports_only_what_a_call_needs() -> None:
     the model's (a provider holds its ModelSpec)."""
     code = (
         "import sys, gradetrail.executors._ray_worker;"
-        "print(sorted(m for m in ('gradetrail.runner', 'gradetrail.cache', 'gradetrail.scorers',"
-        " 'gradetrail.stats', 'gradetrail.agreement', 'gradetrail.datasets', 'gradetrail.results',"
+        "print(sorted(m for m in ('gradetrail.engine.runner', 'gradetrail.cache.store',"
+        " 'gradetrail.scorers', 'gradetrail.stats.intervals', 'gradetrail.stats.agreement',"
+        " 'gradetrail.datasets', 'gradetrail.rundir.results',"
         " 'gradetrail.spec.eval', 'gradetrail.spec.scorer', 'gradetrail.spec.loading',"
         " 'jinja2', 'numpy') if m in sys.modules))"
     )

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gradetrail.bounded import BoundedCalls, CallTimedOut
+from gradetrail._util.bounded import BoundedCalls, CallTimedOut
 
 
 class Clock:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gradetrail.cache import ResponseCache, default_cache_path
+from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.providers.base import Request, Response
 
 BASE = Request(

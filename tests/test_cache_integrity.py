@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from paths import GSM8K_SPEC
 
-from gradetrail.cache import ResponseCache, checksum
+from gradetrail.cache.store import ResponseCache, checksum
 from gradetrail.providers.base import Request, Response
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 import gradetrail
-from gradetrail.choices import options, render_options
 from gradetrail.datasets import Sample
 from gradetrail.errors import SpecError
+from gradetrail.prompts.choices import options, render_options
+from gradetrail.prompts.templates import compile_template
 from gradetrail.scorers.base import ScoreInput
 from gradetrail.scorers.choice import ChoiceScorer, find_letters
 from gradetrail.spec import ChoiceScorerSpec
-from gradetrail.templates import compile_template
 
 ROOT = Path(__file__).resolve().parents[1]
 CHOICES = ["Venus", "Mercury", "Mars", "Earth"]

@@ -8,8 +8,8 @@ import io
 import pytest
 
 from gradetrail.cli.progress import RunProgress, format_duration
-from gradetrail.results import Row, make_row
-from gradetrail.summary import Tally
+from gradetrail.rundir.results import Row, make_row
+from gradetrail.rundir.summary import Tally
 
 
 class Clock:
@@ -130,7 +130,7 @@ def test_terminal_bar_shows_counts_and_notes_without_escapes(
 def test_progress_cost_counts_the_judge() -> None:
     """A judge run whose model calls are free (or unpriced) shows what the judge has cost
     so far, never 'cost n/a' (issue 15, item 16)."""
-    from gradetrail.results import JudgeRecord
+    from gradetrail.rundir.results import JudgeRecord
 
     tally = Tally()
     judged = make_row(

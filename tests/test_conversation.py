@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradetrail.conversation import (
+from gradetrail.conversation.messages import (
     ConversationError,
     flatten_transcript,
     normalize_messages,

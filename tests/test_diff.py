@@ -1,4 +1,5 @@
-"""gradetrail.diff and `gradetrail diff`: two runs joined on sample id, classified, gated."""
+"""gradetrail.analysis.diff and `gradetrail diff`: two runs joined on sample id, classified,
+gated."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 import pytest
 from view_support import app_run, gsm8k_labels, gsm8k_run, write_app_eval
 
-from gradetrail.diff import diff_runs, identity_diff
-from gradetrail.gate import regression_gate
+from gradetrail.analysis.diff import diff_runs, identity_diff
+from gradetrail.analysis.gate import regression_gate
 
 
 @pytest.fixture(scope="module")

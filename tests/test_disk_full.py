@@ -24,7 +24,7 @@ import pytest
 from run_support import ROOT, app_env, read_calls, write_eval
 
 import gradetrail
-from gradetrail.cache import ResponseCache
+from gradetrail.cache.store import ResponseCache
 
 
 def _mount(path: Path, size: str) -> bool:

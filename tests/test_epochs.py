@@ -10,9 +10,9 @@ import pytest
 from run_support import app_env, read_calls, write_eval
 
 import gradetrail
-from gradetrail.cache import ResponseCache
+from gradetrail.cache.store import ResponseCache
 from gradetrail.errors import SpecError
-from gradetrail.stats import summarize
+from gradetrail.stats.intervals import summarize
 
 #: sample id -> epochs answered wrongly (3 epochs): scores q0 [0,0,1], q1 [1,1,0],
 #: q2 [1,1,1], q3 [0,0,0]

@@ -25,10 +25,10 @@ from ray_support import RunningCluster, grep_tree, ray_env, two_node_cluster
 from run_support import count_lines, drain_logged, only_run_dir, wait_until
 
 import gradetrail
-from gradetrail.cache import ResponseCache
+from gradetrail.cache.store import ResponseCache
 from gradetrail.executors.ray import RayExecutor, RayOptions
+from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import make_provider
-from gradetrail.retry import RetryPolicy
 from gradetrail.testing import FakeClock
 
 SECRET = "sk-ray-SECRET-7f3a9c1e5b"

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import gradetrail
-from gradetrail.export import flatten
+from gradetrail.analysis.export import flatten
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from http_support import gsm8k_spec
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
+from gradetrail.engine.failfast import FailFast
 from gradetrail.errors import AuthError, RunError, ServerError
-from gradetrail.failfast import FailFast
-from gradetrail.results import Row, make_row
+from gradetrail.rundir.results import Row, make_row
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")

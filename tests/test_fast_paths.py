@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from paths import GSM8K_SPEC
 
-import gradetrail.runlog as runlog
-from gradetrail.jsontext import model_json
+import gradetrail.rundir.runlog as runlog
+from gradetrail._util.jsontext import model_json
+from gradetrail.prompts.templates import Template
 from gradetrail.providers.base import PromptKeys, Request, Response
-from gradetrail.reducers import reduce_scores
-from gradetrail.results import JudgeRecord, SampleResult, SampleScore, make_row, row_json
-from gradetrail.rundir import RunDir
-from gradetrail.summary import Tally
-from gradetrail.templates import Template
+from gradetrail.rundir.layout import RunDir
+from gradetrail.rundir.results import JudgeRecord, SampleResult, SampleScore, make_row, row_json
+from gradetrail.rundir.summary import Tally
+from gradetrail.stats.reducers import reduce_scores
 
 TEXTS = [
     "",
@@ -221,7 +221,7 @@ def test_rows_skip_validation_only_when_it_would_change_nothing() -> None:
     """A pipeline row whose values already have their exact field types is what
     validation returns; any other value (an int score, a bool label, a float count, a
     str subclass, a non-str detail key) goes through validation."""
-    from gradetrail.pipeline import _exact
+    from gradetrail.engine.pipeline import _exact
 
     plain = make_row(
         sample_id="s",
@@ -272,9 +272,9 @@ def test_a_scorer_that_raises_on_one_response_costs_that_row_not_the_run() -> No
     (a GradetrailError such as the cache's) still stops the run."""
     import asyncio
 
+    from gradetrail.engine.pipeline import SampleContext, process
+    from gradetrail.engine.runner import plan_run
     from gradetrail.errors import CacheError
-    from gradetrail.pipeline import SampleContext, process
-    from gradetrail.runner import plan_run
     from gradetrail.scorers.base import Scorer
     from gradetrail.spec import load_spec
 

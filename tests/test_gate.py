@@ -1,4 +1,5 @@
-"""Tests for gradetrail.gate: pairing two runs, the non-inferiority verdict, cannot-compare."""
+"""Tests for gradetrail.analysis.gate: pairing two runs, the non-inferiority verdict,
+cannot-compare."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gradetrail.gate import GateError, regression_gate
+from gradetrail.analysis.gate import GateError, regression_gate
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K_SOLUTIONS = ROOT / "examples/data/gsm8k/example_model_solutions.jsonl"

@@ -48,8 +48,8 @@ def test_stronger_candidate_and_self_pass_the_gate(cli, runs: dict[str, Path]) -
 def test_identity_differences_name_spec_keys_and_files(cli, gsm8k_copy: Path, tmp_path) -> None:
     """A changed prompt and a changed dataset file are named as where the identities differ;
     execution-only settings (concurrency) are not."""
-    from gradetrail.manifest import identity_differences
-    from gradetrail.results import read_manifest
+    from gradetrail.rundir.manifest import identity_differences
+    from gradetrail.rundir.results import read_manifest
 
     base = json.loads(cli("run", str(gsm8k_copy), "--json").stdout)
     data = gsm8k_copy.parent / "data" / "gsm8k" / "test.jsonl"

@@ -15,9 +15,10 @@ import pytest
 from test_gate import passes, write_run
 from typer.testing import CliRunner
 
-from gradetrail import hypotheses, stats
+from gradetrail.analysis.gate import GateError, gate_family, regression_gate
 from gradetrail.cli import app
-from gradetrail.gate import GateError, gate_family, regression_gate
+from gradetrail.stats import hypotheses
+from gradetrail.stats import intervals as stats
 
 BASE = [0.2, 0.9, 0.4, 0.4, 1.0, 0.0, 0.6, 0.3, 0.8, 0.5, 0.7, 0.6]
 CAND = [0.3, 0.8, 0.5, 0.4, 0.9, 0.1, 0.6, 0.4, 0.8, 0.5, 0.6, 0.7]

@@ -57,10 +57,10 @@ NOT_FOR_RUN = {
     "gradetrail.cli.gate",
     "gradetrail.cli.runs",
     "gradetrail.cli.view",
-    "gradetrail.diff",
-    "gradetrail.gate",
+    "gradetrail.analysis.diff",
+    "gradetrail.analysis.gate",
     "gradetrail.executors.ray",
-    "gradetrail.export",
+    "gradetrail.analysis.export",
     "gradetrail.view",
 }
 
@@ -95,7 +95,7 @@ def test_import_gradetrail_imports_its_names_on_first_use() -> None:
     assert own == {"gradetrail", "gradetrail._version"}
     assert "pydantic" not in before
     assert {"gradetrail.spec", "gradetrail.spec.loading"} <= after
-    assert "gradetrail.runner" not in after
+    assert "gradetrail.engine.runner" not in after
 
 
 def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 from run_support import app_env, read_calls, release, start_run, wait_until, write_eval
 
 import gradetrail
-from gradetrail.cache import ResponseCache
+from gradetrail.cache.store import ResponseCache
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")

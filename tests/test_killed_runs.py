@@ -1,6 +1,6 @@
 """A run whose process was killed (``kill -9``) reads ``killed`` everywhere a run's status
 is reported or decided on: ``gradetrail runs``, gate, diff, export, the viewer and
-:func:`gradetrail.read_manifest`, all through :func:`gradetrail.rundir.run_status`.
+:func:`gradetrail.read_manifest`, all through :func:`gradetrail.rundir.layout.run_status`.
 While its process lives, the same run reads ``running``."""
 
 from __future__ import annotations

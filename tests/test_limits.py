@@ -200,8 +200,8 @@ def test_run_settles_under_a_servers_rate_limit(tmp_path, monkeypatch) -> None:
 
     import gradetrail
     from gradetrail.executors.local import LocalExecutor
+    from gradetrail.executors.retry import RetryPolicy
     from gradetrail.providers import make_provider
-    from gradetrail.retry import RetryPolicy
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     with running_server(latency=0.05, rate_limit=10, rate_limit_window=0.5) as srv:

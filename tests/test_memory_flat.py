@@ -20,8 +20,8 @@ import gradetrail
 from gradetrail.datasets import load_samples
 from gradetrail.datasets.samples import Blocks
 from gradetrail.errors import DatasetError
-from gradetrail.results import ResultsWriter, Row, make_row
-from gradetrail.summary import Tally
+from gradetrail.rundir.results import ResultsWriter, Row, make_row
+from gradetrail.rundir.summary import Tally
 
 APP = '''
 def answer(request):

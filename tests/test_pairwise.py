@@ -12,9 +12,9 @@ import yaml
 from judge_evals import run, write_eval
 
 import gradetrail
-from gradetrail.cli.report import summary_lines
 from gradetrail.errors import SpecError
-from gradetrail.stats import summarize
+from gradetrail.report.run import summary_lines
+from gradetrail.stats.intervals import summarize
 
 PAIR_JUDGE = (
     "Which response answers better?\n<<A>>{{ response_a }}<<B>>{{ response_b }}<<END_PAIR>>\n"

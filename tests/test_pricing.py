@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from gradetrail.pricing import Price, load_price_table, price_for, snapshot_base
+from gradetrail.providers.pricing import Price, load_price_table, price_for, snapshot_base
 
 
 def test_every_entry_is_dated_and_sourced() -> None:

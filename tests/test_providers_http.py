@@ -509,7 +509,7 @@ def test_spec_rate_cap_reaches_the_default_executor(srv, tmp_path: Path) -> None
     """run.requests_per_minute in the spec reaches the executor a run builds by default,
     and paces it: at 60 a minute four samples wait 1 s three times (on the injected clock:
     wall-clock gaps between arrivals break on a loaded machine)."""
-    from gradetrail.runner import _executor, plan_run
+    from gradetrail.engine.runner import _executor, plan_run
 
     run = {"requests_per_minute": 60, "concurrency": 4}
     spec = gsm8k_spec(tmp_path, srv, "openai_compatible", limit=4, run=run)

@@ -100,7 +100,7 @@ def test_max_tokens_cut_is_flagged_truncated_and_counted(srv, tmp_path: Path) ->
     assert out.result.manifest.truncated == 3
     from rich.console import Console
 
-    from gradetrail.cli.report import print_summary
+    from gradetrail.report.run import print_summary
 
     console = Console(record=True, width=120)
     print_summary(out.result, console=console)

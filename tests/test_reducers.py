@@ -7,7 +7,7 @@ from itertools import combinations
 
 import pytest
 
-from gradetrail.reducers import pass_at_k, reduce_scores
+from gradetrail.stats.reducers import pass_at_k, reduce_scores
 
 
 def _closed_form(n: int, c: int, k: int) -> float:

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from gradetrail.errors import UsageError
-from gradetrail.results import ResultsWriter, Row, make_row, read_results, read_samples, row_json
+from gradetrail.rundir.results import (
+    ResultsWriter,
+    Row,
+    make_row,
+    read_results,
+    read_samples,
+    row_json,
+)
 
 
 def _row(sample_id: str, epoch: int = 1) -> Row:

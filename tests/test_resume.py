@@ -30,7 +30,7 @@ from run_support import (
 )
 
 import gradetrail
-from gradetrail.cache import ResponseCache
+from gradetrail.cache.store import ResponseCache
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from gradetrail.errors import BadRequest, ProviderError, ProviderTimeout, RateLimited, ServerError
+from gradetrail.executors.retry import RetryPolicy, call_with_retry
 from gradetrail.providers.base import Response
-from gradetrail.retry import RetryPolicy, call_with_retry
 from gradetrail.testing import FakeClock
 
 OK = Response(text="fine")

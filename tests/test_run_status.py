@@ -13,8 +13,8 @@ from run_support import write_eval
 import gradetrail
 from gradetrail.errors import CacheError, RunError
 from gradetrail.executors.base import Executor
+from gradetrail.executors.retry import CallOutcome
 from gradetrail.providers.base import Request, Response
-from gradetrail.retry import CallOutcome
 
 
 class BreaksAfter(Executor):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gradetrail.errors import RunError
-from gradetrail.rundir import RunDir, sample_file_name
+from gradetrail.rundir.layout import RunDir, sample_file_name
 
 
 def test_create_makes_the_results_root_and_the_run_directory(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_second_process_is_refused_the_lock(tmp_path: Path) -> None:
         run_dir.lock()
         code = (
             "import sys\n"
-            "from gradetrail.rundir import RunDir\n"
+            "from gradetrail.rundir.layout import RunDir\n"
             "from gradetrail.errors import RunError\n"
             f"d = RunDir.create({str(run_dir.path)!r})\n"
             "try:\n    d.lock()\nexcept RunError as e:\n    print(e)\n"

@@ -14,8 +14,8 @@ from protocol_server import running_server
 from run_support import app_env, write_eval
 
 import gradetrail
-from gradetrail import runlog
-from gradetrail.rundir import RunDir
+from gradetrail.rundir import runlog
+from gradetrail.rundir.layout import RunDir
 
 CALL_FIELDS = {
     "ts",

@@ -202,7 +202,7 @@ def test_runs_survives_a_malformed_manifest(cli, tmp_path: Path) -> None:
 def test_the_git_probe_leaves_the_repository_as_it_was(tmp_path: Path) -> None:
     """The manifest's git probe only reads: ``git status`` refreshes no index (a probe a
     refused run ends early must not leave ``.git/index.lock`` behind, nor rewrite it)."""
-    from gradetrail.manifest import GitProbe
+    from gradetrail.rundir.manifest import GitProbe
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -16,9 +16,9 @@ from judge_evals import SCRIPTED_JUDGE, run, write_eval
 import gradetrail
 from gradetrail.datasets import Sample
 from gradetrail.errors import SpecError
+from gradetrail.prompts.templates import compile_template
 from gradetrail.scorers.base import ScoreInput
 from gradetrail.scorers.targets import template_needs_target
-from gradetrail.templates import compile_template
 
 APP = 'def answer(request):\n    return "A: " + request.prompt.rsplit("=", 1)[1].strip()\n'
 ROWS = [{"id": f"q{i}", "q": f"{i}+{i}", "a": 2 * i} for i in (1, 2, 3)]

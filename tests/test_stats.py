@@ -1,4 +1,4 @@
-"""Tests for gradetrail.stats: error bars, paired intervals, McNemar and power."""
+"""Tests for gradetrail.stats.intervals: error bars, paired intervals, McNemar and power."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gradetrail import stats
+from gradetrail.stats import intervals as stats
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,7 +146,7 @@ def test_importing_stats_and_summarizing_does_not_import_scipy() -> None:
     """The run summary path stays pure Python, small runs (Student t) included: scipy is
     imported lazily by the gate's functions, never by summarize."""
     code = (
-        "import sys; from gradetrail import stats; "
+        "import sys; from gradetrail.stats import intervals as stats; "
         "stats.summarize([1.0, 0.0, 1.0] * 440, ['c'] * 1320); "
         "stats.summarize([1.0, 0.0, 1.0] * 40); "
         "assert 'scipy' not in sys.modules, 'scipy imported'"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gradetrail.terminal import clean
+from gradetrail._util.terminal import clean
 
 
 @pytest.mark.parametrize(

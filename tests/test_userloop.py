@@ -1,4 +1,4 @@
-"""gradetrail.userloop: where the user's coroutines run, off the run's event loop."""
+"""gradetrail._util.userloop: where the user's coroutines run, off the run's event loop."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from gradetrail.userloop import MAX_HELD, Blocked, UserLoop
+from gradetrail._util.userloop import MAX_HELD, Blocked, UserLoop
 
 
 async def _until(condition, what: str) -> None:  # noqa: ANN001

@@ -255,7 +255,7 @@ def test_a_fifo_in_a_run_directory_never_hangs_a_page(root: Path, name: str) -> 
     refuses it (before: the page, then the server's threads, hung for good)."""
     import threading
 
-    from gradetrail.diff import diff_runs
+    from gradetrail.analysis.diff import diff_runs
     from gradetrail.errors import GradetrailError
 
     run = only_run(root)
@@ -355,8 +355,8 @@ def test_a_live_run_shows_the_figures_of_its_rows_so_far(root: Path) -> None:
     marked partial, on its page."""
     from view_support import as_started
 
-    from gradetrail.cli.report import manifest_lines
-    from gradetrail.manifest import Manifest
+    from gradetrail.report.run import manifest_lines
+    from gradetrail.rundir.manifest import Manifest
 
     run = only_run(root)
     final = Manifest.model_validate_json((run / "manifest.json").read_text())

@@ -98,9 +98,9 @@ def as_started(run_dir: Path, pid: int) -> None:
     """Make an ended run look as it does while being written by process ``pid``: its
     manifest as the run writes it at its start (status running, every figure the rows
     decide, ended_at and wall time at their defaults) and a ``.lock`` naming ``pid``."""
-    from gradetrail.manifest import Manifest
+    from gradetrail.rundir.manifest import Manifest
+    from gradetrail.rundir.summary import Tally
     from gradetrail.spec import EvalSpec
-    from gradetrail.summary import Tally
 
     path = run_dir / "manifest.json"
     m = Manifest.model_validate_json(path.read_text())

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gradetrail.analysis.gate import GateResult
     from gradetrail.ci.threshold import ThresholdResult
-    from gradetrail.gate import GateResult
-    from gradetrail.runner import RunResult
+    from gradetrail.engine.runner import RunResult
     from gradetrail.spec import EvalSpec
 
 __all__ = ["EvalCheck", "check_eval"]
@@ -46,8 +46,8 @@ class EvalCheck:
         """The failure report: the problems (a missed min score with its interval), the
         run's summary lines and, after a gate, its interval and the samples that regressed
         (the first few, then a count)."""
-        from gradetrail.cli.report import summary_lines
-        from gradetrail.terminal import clean
+        from gradetrail._util.terminal import clean
+        from gradetrail.report.run import summary_lines
 
         lines = [f"eval {self.run.manifest.name}: " + ("passed" if self.passed else "FAILED")]
         lines += [f"  {clean(p)}" for p in self.problems]
@@ -100,10 +100,10 @@ def check_eval(
             ``gradetrail run`` would refuse it). A gate that cannot compare is a problem
             of the check, not an exception.
     """
+    from gradetrail.analysis.gate import regression_gate
     from gradetrail.ci.threshold import check_min_score
+    from gradetrail.engine.runner import run_eval
     from gradetrail.errors import GradetrailError
-    from gradetrail.gate import regression_gate
-    from gradetrail.runner import run_eval
     from gradetrail.spec import load_spec
 
     if not hasattr(spec, "model_dump"):

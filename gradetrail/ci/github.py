@@ -8,9 +8,9 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gradetrail.analysis.gate import GateFamily
 from gradetrail.ci.junit import verdict_line
 from gradetrail.ci.text import github_data, github_property
-from gradetrail.gate import GateFamily
 
 __all__ = ["append_step_summary", "cannot_compare_annotation", "gate_annotations"]
 
@@ -20,7 +20,7 @@ def gate_annotations(
 ) -> list[str]:
     """Workflow command lines: one ``::error`` per failed comparison (its verdict line),
     one ``::warning`` per gate warning and per run warning (errors, truncations, a
-    served-model mismatch; see :func:`gradetrail.manifest.run_warnings`)."""
+    served-model mismatch; see :func:`gradetrail.rundir.manifest.run_warnings`)."""
     out = []
     for index, result in enumerate(family.results):
         if not result.passed:

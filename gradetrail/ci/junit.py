@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gradetrail.analysis.gate import GateFamily, GateResult
 from gradetrail.ci.text import xml_text
-from gradetrail.gate import GateFamily, GateResult
 
 __all__ = ["cannot_compare_junit", "gate_junit", "verdict_line", "write_junit"]
 
@@ -24,7 +24,7 @@ def gate_junit(family: GateFamily) -> ET.ElementTree:
     ``<testsuites>`` holding one ``<testsuite name tests failures errors skipped time
     timestamp>`` per comparison, each with a ``<properties>`` block (runs, test, margin,
     method, family) and ``<testcase>`` elements: the verdict, named after the test
-    (``non-inferiority``...), classname ``gradetrail.gate``; then one per paired sample,
+    (``non-inferiority``...), classname ``gradetrail.analysis.gate``; then one per paired sample,
     named by sample id, classname ``gradetrail.samples``, failed when it regressed.
     """
     suites = ET.Element("testsuites", name=NAME)
@@ -69,7 +69,11 @@ def _suite(parent: ET.Element, result: GateResult, family: GateFamily, stamp: st
     ):
         ET.SubElement(properties, "property", name=key, value=xml_text(value))
     verdict = ET.SubElement(
-        suite, "testcase", name=xml_text(result.test), classname="gradetrail.gate", time="0"
+        suite,
+        "testcase",
+        name=xml_text(result.test),
+        classname="gradetrail.analysis.gate",
+        time="0",
     )
     line = verdict_line(result)
     if result.passed:
@@ -93,7 +97,9 @@ def cannot_compare_junit(message: str) -> ET.ElementTree:
     suite = ET.SubElement(
         suites, "testsuite", name=NAME, tests="1", failures="0", errors="1", skipped="0"
     )
-    case = ET.SubElement(suite, "testcase", name="gate", classname="gradetrail.gate", time="0")
+    case = ET.SubElement(
+        suite, "testcase", name="gate", classname="gradetrail.analysis.gate", time="0"
+    )
     ET.SubElement(case, "error", type="CannotCompare", message=xml_text(message))
     ET.indent(suites)
     return ET.ElementTree(suites)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gradetrail.analysis.gate import GateFamily, GateResult
 from gradetrail.ci.text import markdown_code
-from gradetrail.gate import GateFamily, GateResult
 
 __all__ = ["cannot_compare_markdown", "gate_markdown"]
 
@@ -21,7 +21,7 @@ def gate_markdown(family: GateFamily, warnings: Sequence[Mapping[str, Sequence[s
     Args:
         family: the gate's comparisons (one, or several Holm-corrected).
         warnings: per comparison, run label (``baseline``, ``candidate``) -> that run's
-            warnings (see :func:`gradetrail.manifest.run_warnings`).
+            warnings (see :func:`gradetrail.rundir.manifest.run_warnings`).
     """
     sections = []
     if len(family.results) > 1:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from gradetrail.analysis.gate import GateResult
 from gradetrail.errors import GradetrailError
-from gradetrail.gate import GateResult
 
 __all__ = ["gate_run_warnings"]
 
 
 def gate_run_warnings(result: GateResult) -> dict[str, list[str]]:
     """``{"baseline": [...], "candidate": [...]}``: each run's
-    :func:`~gradetrail.manifest.run_warnings` (a manifest that can no longer be read is
+    :func:`~gradetrail.rundir.manifest.run_warnings` (a manifest that can no longer be read is
     itself the warning)."""
-    from gradetrail.manifest import run_warnings
-    from gradetrail.results import read_manifest
+    from gradetrail.rundir.manifest import run_warnings
+    from gradetrail.rundir.results import read_manifest
 
     out: dict[str, list[str]] = {}
     for label, path in (("baseline", result.baseline), ("candidate", result.candidate)):

@@ -55,7 +55,7 @@ def check_min_score(score: Any, min_score: float) -> ThresholdResult:
 
     Args:
         score: the run's score statistics: ``manifest.score`` (a
-            :class:`~gradetrail.manifest.ScoreStats`, its dict form from ``manifest.json``,
+            :class:`~gradetrail.rundir.manifest.ScoreStats`, its dict form from ``manifest.json``,
             or None when nothing scored).
         min_score: the threshold; the run passes iff its interval's lower bound >= it.
 

@@ -107,7 +107,7 @@ def fail(error: GradetrailError) -> typer.Exit:
     terminal escape sequences stripped (messages can quote dataset rows and provider
     replies, which must not print lines of their own); return the Exit to raise with its
     exit code."""
-    from gradetrail.terminal import one_line
+    from gradetrail._util.terminal import one_line
 
     problems = getattr(error, "problems", None) or [str(error)]
     for problem in problems:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from gradetrail.cache import CacheCheck, ResponseCache, default_cache_path
+from gradetrail.cache.store import CacheCheck, ResponseCache, default_cache_path
 from gradetrail.errors import GradetrailError, UsageError
 
 CacheOpt = Annotated[
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             table = Table("provider", "model", "entries")
             from rich.markup import escape
 
-            from gradetrail.terminal import one_line
+            from gradetrail._util.terminal import one_line
 
             for provider, model, n in s.by_model:
                 table.add_row(escape(one_line(provider)), escape(one_line(model)), str(n))

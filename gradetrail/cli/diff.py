@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from gradetrail.diff import KINDS, RunDiff, SampleDiff, diff_runs
+from gradetrail.analysis.diff import KINDS, RunDiff, SampleDiff, diff_runs
 from gradetrail.errors import GradetrailError
 
 __all__ = ["print_diff", "register"]
@@ -94,7 +94,7 @@ def _score(x: float | None) -> str:
 
 
 def _snippet(sample: SampleDiff, side: str) -> str:
-    from gradetrail.terminal import clean
+    from gradetrail._util.terminal import clean
 
     for pair in sample.epochs:
         brief = getattr(pair, side)
@@ -143,7 +143,7 @@ def _gate_line(r: RunDiff) -> str:
 def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | None = None) -> None:
     """The header (runs, identity, counts, gate), then one table row per listed sample:
     sample id, kind, both mean scores and the start of both responses."""
-    from gradetrail.terminal import clean
+    from gradetrail._util.terminal import clean
 
     console = console or Console(highlight=False, soft_wrap=True)
     for label, text in header_lines(result):

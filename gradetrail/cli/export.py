@@ -31,9 +31,9 @@ def export(
 ) -> None:
     """Write one row per (sample, epoch) with flat columns (scorer.*, error.kind, ...),
     ready for pandas, DuckDB or a spreadsheet."""
+    from gradetrail.analysis.export import export_run
     from gradetrail.cli import fail
     from gradetrail.errors import GradetrailError, UsageError
-    from gradetrail.export import export_run
 
     try:
         if format_ not in ("csv", "parquet", "jsonl"):
@@ -44,7 +44,7 @@ def export(
     if done.path is not None:
         print(f"wrote {done.rows} rows x {len(done.columns)} columns to {done.path}")
     if done.status not in (None, "complete"):
-        from gradetrail.manifest import run_warnings
+        from gradetrail.rundir.manifest import run_warnings
 
         for line in run_warnings({"status": done.status}):
             print(

@@ -13,9 +13,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gradetrail import stats
+from gradetrail.analysis.gate import GateFamily, GateResult, gate_family
 from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.gate import GateFamily, GateResult, gate_family
+from gradetrail.stats import intervals as stats
 
 __all__ = ["register"]
 
@@ -233,7 +233,7 @@ def _num(x: float | None, digits: int = 4) -> str:
 def _ids(ids: tuple[str, ...]) -> str:
     from rich.markup import escape
 
-    from gradetrail.terminal import one_line
+    from gradetrail._util.terminal import one_line
 
     shown = escape(one_line(", ".join(ids[:_SHOWN_IDS])))
     more = f", … {len(ids) - _SHOWN_IDS} more (--json lists all)" if len(ids) > _SHOWN_IDS else ""
@@ -265,7 +265,7 @@ def _verdict_rule(r: GateResult) -> str:
 def print_gate(result: GateResult, console: Console | None = None) -> None:
     """The gate's table: n, clusters, epochs, means, discordant counts, the interval, the
     test and verdict, and, on a failure, why (half-width, MDE, n needed, flipped samples)."""
-    from gradetrail.terminal import one_line
+    from gradetrail._util.terminal import one_line
 
     console = console or Console(highlight=False)
     r = result

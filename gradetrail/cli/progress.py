@@ -15,9 +15,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import TextIO
 
-from gradetrail.results import Row
-from gradetrail.summary import Tally
-from gradetrail.terminal import one_line
+from gradetrail._util.terminal import one_line
+from gradetrail.rundir.results import Row
+from gradetrail.rundir.summary import Tally
 
 __all__ = ["RunProgress", "format_duration"]
 

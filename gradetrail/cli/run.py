@@ -82,13 +82,13 @@ def run(
     """
     import math
 
+    from gradetrail._util.terminal import clean
     from gradetrail.ci.threshold import check_min_score
     from gradetrail.cli import fail
     from gradetrail.cli.progress import RunProgress
-    from gradetrail.cli.report import cache_warnings, print_summary
-    from gradetrail.runner import run_eval
+    from gradetrail.engine.runner import run_eval
+    from gradetrail.report.run import cache_warnings, print_summary
     from gradetrail.spec import load_spec
-    from gradetrail.terminal import clean
 
     if executor not in ("local", "ray"):
         raise typer.BadParameter(
@@ -150,7 +150,7 @@ def run(
     except GradetrailError as exc:
         exit_ = fail(exc)
         if started_in is not None:  # the run had begun: say where what landed is
-            from gradetrail.terminal import one_line
+            from gradetrail._util.terminal import one_line
 
             print(f"note: the rows that landed are in {one_line(str(started_in))}", file=sys.stderr)
         raise exit_ from None

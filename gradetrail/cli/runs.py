@@ -40,8 +40,8 @@ def run_row(path: Path, m: dict[str, Any]) -> tuple[str, ...]:
     what tells runs apart (identity hash, model, base URL, dataset path and content hash)
     and how the run went (status with its errors, samples, error rows, mean score), each
     cell one line of text."""
-    from gradetrail.manifest import status_text
-    from gradetrail.terminal import one_line
+    from gradetrail._util.terminal import one_line
+    from gradetrail.rundir.manifest import status_text
 
     counts = m.get("counts") if isinstance(m.get("counts"), dict) else {}
     rows = sum(n for n in counts.values() if isinstance(n, int))
@@ -73,7 +73,7 @@ def runs(
 ) -> None:
     """List run directories, newest first: identity hash, model, base URL, dataset (path
     and content hash), status, samples, error rows, mean score, start time."""
-    from gradetrail.results import list_runs
+    from gradetrail.rundir.results import list_runs
 
     found = list_runs(results_root)
     if not found:

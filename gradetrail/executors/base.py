@@ -1,7 +1,7 @@
 """The executor interface: decides *where* ``provider.complete`` runs, nothing else.
 
 Cache reads and writes, scoring and result writing stay in the driver process
-(:mod:`gradetrail.pipeline`), so every executor shares one per-sample pipeline.
+(:mod:`gradetrail.engine.pipeline`), so every executor shares one per-sample pipeline.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from gradetrail.errors import RunError
+from gradetrail.executors.retry import CallOutcome
 from gradetrail.providers.base import Provider, Request
-from gradetrail.retry import CallOutcome
 
 __all__ = ["Executor"]
 

@@ -3,7 +3,7 @@ optional requests-per-minute and tokens-per-minute caps, and a shared pause when
 server says how long to wait.
 
 :class:`Throttle` is what :class:`~gradetrail.executors.local.LocalExecutor` puts around
-every attempt (a :class:`~gradetrail.retry.Gate`):
+every attempt (a :class:`~gradetrail.executors.retry.Gate`):
 
 1. **Retry-After pause.** A 429 (or overloaded) answer that carries ``Retry-After`` holds
    every *new* attempt until then, not only the retry of the request that got it: the
@@ -253,7 +253,7 @@ class Throttle:
         self._throttled = 0
 
     def gate(self, request: Request) -> RequestGate:
-        """The :class:`~gradetrail.retry.Gate` for one request's attempts."""
+        """The :class:`~gradetrail.executors.retry.Gate` for one request's attempts."""
         return RequestGate(self, estimate_tokens(request) if self.tpm is not None else 0)
 
     async def acquire(self, tokens: int) -> tuple[int, float]:

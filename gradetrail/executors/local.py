@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+from gradetrail.executors.retry import RetryPolicy
 from gradetrail.executors.retrying import RetryingExecutor
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.retry import RetryPolicy
 
 __all__ = ["LocalExecutor"]
 

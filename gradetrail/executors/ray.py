@@ -4,9 +4,9 @@ the driver.
 Who does what:
 
 - The **driver** (this process) keeps the cache, scoring and results, as with the local
-  executor: :func:`~gradetrail.calls.cached_call` looks the cache up first and only
+  executor: :func:`~gradetrail.executors.calls.cached_call` looks the cache up first and only
   misses reach :meth:`RayExecutor.complete`. It also keeps the retry loop
-  (:func:`~gradetrail.retry.call_with_retry`) and ONE
+  (:func:`~gradetrail.executors.retry.call_with_retry`) and ONE
   :class:`~gradetrail.executors.limits.Throttle` per provider, so ``run.concurrency``,
   the rate caps, the AIMD cut on 429s and a Retry-After pause are global across workers
   by construction: switching executors never multiplies the load on a provider.
@@ -56,9 +56,9 @@ from typing import Any
 
 from gradetrail.errors import ProviderConnectionError, ProviderError, RunError, UsageError
 from gradetrail.executors._ray_worker import Call, Failure, ProviderWorker
+from gradetrail.executors.retry import RetryPolicy
 from gradetrail.executors.retrying import RetryingExecutor
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.retry import RetryPolicy
 
 __all__ = ["RayExecutor", "RayOptions", "WorkerStats"]
 

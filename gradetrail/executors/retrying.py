@@ -16,8 +16,8 @@ from typing import Any
 
 from gradetrail.executors.base import Executor
 from gradetrail.executors.limits import Throttle, ThrottleStats
+from gradetrail.executors.retry import CallOutcome, RetryPolicy, call_with_retry
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.retry import CallOutcome, RetryPolicy, call_with_retry
 
 __all__ = ["RetryingExecutor"]
 

@@ -42,9 +42,9 @@ from gradetrail.errors import (
     ServerError,
     SpecError,
 )
-from gradetrail.pricing import Price, price_for
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
+from gradetrail.providers.pricing import Price, price_for
 from gradetrail.spec.model import HttpClientName
 
 __all__ = [
@@ -619,7 +619,7 @@ class HttpProvider(Provider):
 
 
 def _runlog_event(event: str, **fields: Any) -> None:
-    from gradetrail import runlog
+    from gradetrail.rundir import runlog
 
     current = runlog.current()
     if current is not None:

@@ -2,7 +2,7 @@
 
 A provider turns one :class:`Request` into one :class:`Response`, or raises a
 :class:`~gradetrail.errors.ProviderError` subclass that says whether a retry may help.
-It never retries itself: :mod:`gradetrail.retry` owns the loop, and the cache and
+It never retries itself: :mod:`gradetrail.executors.retry` owns the loop, and the cache and
 scoring live above it (see ARCHITECTURE.md, "One sample's path").
 """
 
@@ -40,7 +40,7 @@ class Request:
         base_url: the endpoint, or None for the provider's default.
         system: the rendered system prompt, or None.
         messages: chat messages in gradetrail's normalized shape (see
-            :mod:`gradetrail.conversation`): ``{"role", "content"}``, assistant messages
+            :mod:`gradetrail.conversation.messages`): ``{"role", "content"}``, assistant messages
             with ``tool_calls`` and ``tool`` results.
         params: sampling parameters that were set (None values dropped).
         epoch: 1-based epoch index; part of the key so k epochs are k distinct calls.
@@ -49,7 +49,7 @@ class Request:
         identity: provider-specific material that decides the response besides the above
             (e.g. the replay file's content hash); part of the key.
         tools: tool definitions ``{"name", "description", "parameters"}`` offered to the
-            model (see :mod:`gradetrail.tools`); part of the key when given.
+            model (see :mod:`gradetrail.conversation.tools`); part of the key when given.
         tool_choice: ``auto``, ``none``, ``required``, ``{"name": TOOL}`` or None; part of
             the key when tools are given.
         row: the sample's dataset row, for a provider that asks for it
@@ -189,7 +189,7 @@ class Response:
         cache_write_tokens: prompt tokens written to the provider's prompt cache (part of
             ``input_tokens``; priced at the cache-write rate).
         tool_calls: the tools the model called, normalized (``{"id", "name",
-            "arguments"}``; see :mod:`gradetrail.conversation`), in its order.
+            "arguments"}``; see :mod:`gradetrail.conversation.messages`), in its order.
     """
 
     text: str

@@ -26,11 +26,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gradetrail.conversation import to_openai, tool_calls_from_openai
+from gradetrail.conversation.messages import to_openai, tool_calls_from_openai
+from gradetrail.conversation.tools import openai_tool_choice, openai_tools
 from gradetrail.errors import BadRequest, InvalidResponse
 from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers.base import Request, Response
-from gradetrail.tools import openai_tool_choice, openai_tools
 
 __all__ = ["OpenAIProvider"]
 

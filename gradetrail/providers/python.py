@@ -11,7 +11,7 @@ fields, so an application under test can use its structured inputs; the row's SH
 then enters each request's cache key. One-argument functions work as before. The module
 is imported with the spec's directory and the working directory on ``sys.path``.
 
-The function never runs on the run's own event loop (:mod:`gradetrail.userloop`), so
+The function never runs on the run's own event loop (:mod:`gradetrail._util.userloop`), so
 whatever it does, run.timeout_s, the sample ceiling, Ctrl-C and SIGTERM keep working: a
 sync function runs in a daemon thread; an async one on an event loop of its own, shared
 by its calls. An async function that holds that loop for over ``BLOCK_LIMIT_S`` (1 s)
@@ -53,12 +53,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gradetrail import runlog
-from gradetrail.conversation import make_tool_call
+from gradetrail._util.userloop import BLOCK_LIMIT_S, Blocked, Escaped, UserLoop, in_daemon_thread
+from gradetrail.conversation.messages import make_tool_call
 from gradetrail.datasets import file_sha256, not_a_file
 from gradetrail.errors import BadRequest, ProviderError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.userloop import BLOCK_LIMIT_S, Blocked, Escaped, UserLoop, in_daemon_thread
+from gradetrail.rundir import runlog
 
 __all__ = ["PythonProvider"]
 

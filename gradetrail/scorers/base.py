@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from gradetrail.datasets import Sample
 
 if TYPE_CHECKING:
-    from gradetrail.cache import ResponseCache
+    from gradetrail.cache.store import ResponseCache
     from gradetrail.executors.base import Executor
-    from gradetrail.results import JudgeRecord
+    from gradetrail.rundir.results import JudgeRecord
 
 __all__ = ["Score", "ScoreInput", "Scorer", "scorer_error"]
 

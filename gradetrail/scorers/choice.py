@@ -1,7 +1,7 @@
 """The ``choice`` scorer: multiple choice (MMLU-style), read by answer letter.
 
 The row's choices (``scorer.choices_field``, a list) are shown in the prompt with the
-``lettered`` filter (:mod:`gradetrail.choices`), optionally shuffled per sample with a
+``lettered`` filter (:mod:`gradetrail.prompts.choices`), optionally shuffled per sample with a
 stable seed. The target names the correct choice in the row's own order: a letter
 (``C``) or an index (``2``, from ``index_base``).
 
@@ -43,8 +43,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gradetrail.choices import LETTERS, options
 from gradetrail.errors import SpecError
+from gradetrail.prompts.choices import LETTERS, options
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.scorers.targets import require_target
 from gradetrail.spec import ChoiceScorerSpec

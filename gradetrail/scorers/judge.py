@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from gradetrail import runlog
-from gradetrail.calls import cached_call
 from gradetrail.datasets import file_sha256, not_a_file
 from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
+from gradetrail.executors.calls import cached_call
+from gradetrail.prompts.templates import Template, compile_template
 from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
-from gradetrail.results import JudgeRecord
+from gradetrail.rundir import runlog
+from gradetrail.rundir.results import JudgeRecord
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.targets import require_target, template_needs_target
 from gradetrail.scorers.verdicts import (
@@ -48,10 +49,9 @@ from gradetrail.scorers.verdicts import (
     truncate_reply,
 )
 from gradetrail.spec import EvalSpec, JudgeScorerSpec, ModelSpec
-from gradetrail.templates import Template, compile_template
 
 if TYPE_CHECKING:
-    from gradetrail.cache import ResponseCache
+    from gradetrail.cache.store import ResponseCache
     from gradetrail.executors.base import Executor
 
 __all__ = [

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradetrail.errors import DatasetError, SpecError, UsageError
 from gradetrail.providers.base import canonical_json
-from gradetrail.results import RESULTS_FILE, JudgeRecord, iter_results
+from gradetrail.rundir.results import RESULTS_FILE, JudgeRecord, iter_results
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.judge import (
     JudgeCaller,
@@ -41,7 +41,7 @@ from gradetrail.scorers.verdicts import pairwise_parser, reduce_verdicts
 from gradetrail.spec import EvalSpec, PairwiseScorerSpec
 
 if TYPE_CHECKING:
-    from gradetrail.cache import ResponseCache
+    from gradetrail.cache.store import ResponseCache
     from gradetrail.executors.base import Executor
 
 __all__ = ["PairwiseScorer", "baseline_hash", "load_baseline"]

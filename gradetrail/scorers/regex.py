@@ -13,10 +13,10 @@ from functools import lru_cache
 from typing import Any
 
 from gradetrail.errors import DatasetError, SpecError
+from gradetrail.prompts.templates import compile_template
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.scorers.targets import require_target, template_needs_target
 from gradetrail.spec import RegexScorerSpec
-from gradetrail.templates import compile_template
 
 __all__ = ["RegexScorer"]
 

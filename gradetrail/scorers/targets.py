@@ -16,8 +16,8 @@ import jinja2
 from jinja2 import nodes
 
 from gradetrail.errors import SpecError
+from gradetrail.prompts.templates import Template
 from gradetrail.scorers.base import ScoreInput
-from gradetrail.templates import Template
 
 __all__ = ["require_target", "template_needs_target"]
 

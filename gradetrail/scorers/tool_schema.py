@@ -8,7 +8,7 @@ The schema is read the way pydantic, OpenAI function schemas and MCP servers wri
 into ``$defs`` / ``definitions`` (nested models and enums), ``enum``, ``const``, and
 nested ``items`` / ``prefixItems`` / ``properties`` / ``additionalProperties``. Whether a
 value fits is decided by the ``jsonschema`` library (the schema's own draft, 2020-12 by
-default, as :func:`gradetrail.tools.normalize_tools` checks it); ``$ref`` is resolved
+default, as :func:`gradetrail.conversation.tools.normalize_tools` checks it); ``$ref`` is resolved
 with ``referencing`` within the schema only (a remote reference is never fetched: what
 it describes is unknown here, so nothing is claimed about it).
 """

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gradetrail.reducers import reduce_scores
 from gradetrail.spec import GradeParse, JsonParse, NumericParse, PairwiseParse
+from gradetrail.stats.reducers import reduce_scores
 
 __all__ = [
     "Verdict",
@@ -250,7 +250,7 @@ def pairwise_parser(spec: PairwiseParse) -> VerdictParser:
 
 def reduce_verdicts(values: list[float], how: Literal["mean", "majority"]) -> float:
     """One score from a sample's k verdicts: their mean, or the majority verdict (a tie
-    goes to the lowest tied score, as :func:`gradetrail.reducers.reduce_scores`).
+    goes to the lowest tied score, as :func:`gradetrail.stats.reducers.reduce_scores`).
 
     Raises:
         ValueError: no verdicts.

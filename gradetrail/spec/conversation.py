@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gradetrail.conversation import ConversationError, check_order
+from gradetrail.conversation.messages import ConversationError, check_order
+from gradetrail.conversation.tools import ToolError, normalize_tool_choice, normalize_tools
 from gradetrail.spec.base import _Strict
-from gradetrail.tools import ToolError, normalize_tool_choice, normalize_tools
 
 
 class MessageTemplate(_Strict):
@@ -21,7 +21,7 @@ class MessageTemplate(_Strict):
 
 def check_prompt(value: Any) -> Any:
     """A ``prompt`` is a template string or a list of ``{role, content}`` messages in a
-    valid role order (see :mod:`gradetrail.conversation`). Raises ValueError (one line)."""
+    valid role order (see :mod:`gradetrail.conversation.messages`). Raises ValueError (one line)."""
     if value is None or isinstance(value, str):
         return value
     if not isinstance(value, list) or not value:

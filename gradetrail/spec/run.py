@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gradetrail.reducers import ReducerName
 from gradetrail.spec.base import _Strict
+from gradetrail.stats.reducers import ReducerName
 
 #: documented bounds where nothing natural limits a value (each refused above it, exit 2)
 MAX_CONCURRENCY = 10_000

@@ -39,10 +39,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gradetrail.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
+from gradetrail.analysis.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
 from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.manifest import Manifest
-from gradetrail.results import (
+from gradetrail.rundir.manifest import Manifest
+from gradetrail.rundir.results import (
     MANIFEST_FILE,
     RESULTS_FILE,
     SAMPLES_FILE,
@@ -514,9 +514,9 @@ def _no_rows(info: RunInfo, per: int, problem: UsageError) -> dict[str, Any]:
 
 def _summary(m: Manifest, run_dir: Path) -> dict[str, Any]:
     """What the run page's summary shows of manifest ``m``: ``lines``, the (label, text)
-    pairs the CLI prints (:func:`gradetrail.cli.report.manifest_lines`), ``rows`` and
+    pairs the CLI prints (:func:`gradetrail.report.run.manifest_lines`), ``rows`` and
     ``counts`` (rows per state)."""
-    from gradetrail.cli.report import manifest_lines
+    from gradetrail.report.run import manifest_lines
 
     return {
         "lines": manifest_lines(m, run_dir),

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from gradetrail.results import OUTPUT_FILES
+from gradetrail.rundir.results import OUTPUT_FILES
 
 __all__ = ["refusal", "refusals"]
 
@@ -64,7 +64,7 @@ def refusal(root: Path, path: Path) -> str | None:
 
 
 def refusals(root: Path, run_dir: Path) -> dict[str, str]:
-    """Every file a run writes (:data:`gradetrail.results.OUTPUT_FILES`) that the viewer
+    """Every file a run writes (:data:`gradetrail.rundir.results.OUTPUT_FILES`) that the viewer
     will not read in ``run_dir``, name -> its :func:`refusal` line, in that order."""
     found = {}
     for name in OUTPUT_FILES:

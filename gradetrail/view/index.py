@@ -3,14 +3,14 @@ the whole file.
 
 :class:`RowIndex` keeps, for every row, where it is in the file and the few fields that
 filters and sorting need (state, score, truncated, latency, cost, tokens); a page then
-reads only its own rows by offset (:func:`gradetrail.results.read_row_at`). The index is
+reads only its own rows by offset (:func:`gradetrail.rundir.results.read_row_at`). The index is
 keyed by the file's inode, size and modification time: a run still appending rows is
 indexed from where the last refresh stopped, and a file replaced by the run's final
 rewrite (a new inode) or shrunk is indexed again from the start. Lines come through
-:func:`gradetrail.results.iter_result_spans`, the same parser every reader uses.
+:func:`gradetrail.rundir.results.iter_result_spans`, the same parser every reader uses.
 
 An index made with a ``tally_of`` also counts every row in a
-:class:`gradetrail.summary.Tally` (the runner's own totals) as it indexes it, so a run
+:class:`gradetrail.rundir.summary.Tally` (the runner's own totals) as it indexes it, so a run
 still being written has its figures so far at the cost of the rows appended since the
 last refresh.
 """
@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from gradetrail.errors import UsageError
-from gradetrail.results import (
+from gradetrail.rundir.results import (
     RESULTS_FILE,
     iter_result_spans,
     make_row,
@@ -35,8 +35,8 @@ from gradetrail.results import (
     parse_row,
     read_row_at,
 )
+from gradetrail.rundir.summary import Tally
 from gradetrail.spec import EvalSpec
-from gradetrail.summary import Tally
 
 __all__ = ["FILTERS", "SORTS", "Entry", "Query", "RowIndex"]
 

@@ -6,7 +6,7 @@ component, no ``..`` (decoded or not), and after following links still inside th
 results root. A run's files are checked one by one (:mod:`gradetrail.view.files`): one
 linked outside the root, a FIFO, a directory or an unreadable file is never opened, and
 the run is still listed with the reason, showing what does not need that file.
-Manifests and rows are read through :mod:`gradetrail.results`, never parsed here;
+Manifests and rows are read through :mod:`gradetrail.rundir.results`, never parsed here;
 nothing under the root is ever written.
 """
 
@@ -22,11 +22,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.manifest import Manifest, run_warnings
-from gradetrail.results import MANIFEST_FILE, RESULTS_FILE, count_result_lines, read_manifest
-from gradetrail.rundir import KILLED, KILLED_FIX, run_status
+from gradetrail.rundir.layout import KILLED, KILLED_FIX, run_status
+from gradetrail.rundir.manifest import Manifest, run_warnings
+from gradetrail.rundir.results import MANIFEST_FILE, RESULTS_FILE, count_result_lines, read_manifest
+from gradetrail.rundir.summary import Tally
 from gradetrail.spec import EvalSpec
-from gradetrail.summary import Tally
 from gradetrail.view.files import refusal, refusals
 from gradetrail.view.index import RowIndex
 
@@ -109,7 +109,7 @@ class RunInfo:
 
 
 def _warnings(raw: dict[str, Any], status: str, path: Path, refused: dict[str, str]) -> list[str]:
-    """The manifest's warnings (:func:`gradetrail.manifest.run_warnings`), with what only
+    """The manifest's warnings (:func:`gradetrail.rundir.manifest.run_warnings`), with what only
     the viewer can see: a run whose process is gone, a missing results file."""
     out = [w for w in run_warnings(raw) if not w.startswith("run is ")]
     if status == KILLED:

@@ -1,0 +1,1 @@
+"""Comparing and exporting runs: the gate, the diff, export."""

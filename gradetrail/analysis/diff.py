@@ -1,0 +1,394 @@
+"""Two runs side by side: which samples improved, regressed or changed, and why the runs
+may not be comparable.
+
+:func:`diff_runs` joins a baseline and a candidate run directory on sample id and epoch.
+Each sample is compared on its score: its scored epochs reduced by the run's own
+``run.reducer`` (:func:`gradetrail.stats.reducers.reduce_scores`, the per-sample value the
+run's summary reports and the regression gate pairs), and gets one kind:
+
+- ``improved`` / ``regressed``: both runs scored every epoch, and the candidate's score
+  is higher / lower;
+- ``changed``: the same score, but some epoch's response differs;
+- ``same``: the same score and the same responses;
+- ``error``: a row in an error state on either side, an epoch only one run has, or no
+  score from the reducer (pass@k over fewer than k epochs);
+- ``only_baseline`` / ``only_candidate``: the sample is in one run only.
+
+The verdict and its interval come from :func:`gradetrail.analysis.gate.regression_gate` itself
+(never recomputed here); when the gate cannot compare the runs, its one-line reason is
+kept instead. :class:`IdentityDiff` says whether the identity hashes differ and where
+(:func:`gradetrail.rundir.manifest.identity_differences`: the spec keys in the identity hash,
+the dataset hash and every other file hash: judge file, recordings, baseline).
+
+Runs are read through :mod:`gradetrail.rundir.results`; nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gradetrail.analysis.gate import ErrorPolicy, GateError, GateResult, regression_gate
+from gradetrail.analysis.gate_runs import GateRun
+from gradetrail.rundir.manifest import identity_differences
+from gradetrail.rundir.results import iter_results, read_manifest
+from gradetrail.stats.reducers import reduce_scores
+
+__all__ = [
+    "DISAGREEMENTS",
+    "KINDS",
+    "DiffKind",
+    "EpochPair",
+    "IdentityDiff",
+    "RowBrief",
+    "RunDiff",
+    "SampleDiff",
+    "diff_runs",
+]
+
+DiffKind = Literal[
+    "improved", "regressed", "changed", "same", "error", "only_baseline", "only_candidate"
+]
+#: every kind, in the order counts are shown
+KINDS: tuple[DiffKind, ...] = (
+    "improved",
+    "regressed",
+    "changed",
+    "error",
+    "only_baseline",
+    "only_candidate",
+    "same",
+)
+#: the kinds shown by default: every disagreement
+DISAGREEMENTS: frozenset[str] = frozenset(KINDS) - {"same"}
+
+#: characters of each response kept when full responses are not asked for
+HEAD_CHARS = 400
+
+
+@dataclass(frozen=True, slots=True)
+class RowBrief:
+    """One run's row of one (sample, epoch): its state, score and response (the whole
+    text, or its first :data:`HEAD_CHARS` characters; see ``diff_runs(responses=)``)."""
+
+    state: str
+    score: float | None
+    response: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"state": self.state, "score": self.score, "response": self.response}
+
+
+@dataclass(frozen=True, slots=True)
+class EpochPair:
+    """One epoch of a sample in both runs; a side is None when that run has no row."""
+
+    epoch: int
+    baseline: RowBrief | None
+    candidate: RowBrief | None
+    response_changed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "epoch": self.epoch,
+            "baseline": self.baseline.to_dict() if self.baseline else None,
+            "candidate": self.candidate.to_dict() if self.candidate else None,
+            "response_changed": self.response_changed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SampleDiff:
+    """One sample of the join: its kind and each run's score (its scored epochs reduced by
+    that run's ``run.reducer``; None when the reducer gives none)."""
+
+    sample_id: str
+    kind: DiffKind
+    baseline_score: float | None
+    candidate_score: float | None
+    epochs: tuple[EpochPair, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "sample_id": self.sample_id,
+            "kind": self.kind,
+            "baseline_score": self.baseline_score,
+            "candidate_score": self.candidate_score,
+            "epochs": [e.to_dict() for e in self.epochs],
+        }
+
+
+@dataclass(frozen=True)
+class IdentityDiff:
+    """Where two runs' identities differ.
+
+    Attributes:
+        same: the identity hashes are equal (the runs are comparable as they are).
+        baseline_hash, candidate_hash: the two identity hashes.
+        differences: one line each, from :func:`gradetrail.rundir.manifest.identity_differences`
+            (``spec model.name: "a" -> "b"``, ``dataset hash ...``, ``judge file hash
+            ...``); empty when the hashes match.
+    """
+
+    same: bool
+    baseline_hash: str | None
+    candidate_hash: str | None
+    differences: tuple[str, ...] = ()
+
+    @property
+    def dataset_differs(self) -> bool:
+        """The dataset content hashes differ."""
+        return any(line.startswith("dataset hash") for line in self.differences)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "same": self.same,
+            "baseline_hash": self.baseline_hash,
+            "candidate_hash": self.candidate_hash,
+            "differences": list(self.differences),
+        }
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    """The comparison of a candidate run with a baseline run.
+
+    Attributes:
+        baseline, candidate: the two run directories.
+        baseline_model, candidate_model: ``provider:requested model`` of each run.
+        identity: where the identities differ.
+        counts: samples per kind (every kind in :data:`KINDS`, zeros included).
+        samples: every sample of the join: the baseline's order, then samples only the
+            candidate has, in its order.
+        gate: the regression gate's result, or None when it cannot compare the runs.
+        gate_error: the gate's one-line reason when it cannot (else None).
+    """
+
+    baseline: str
+    candidate: str
+    baseline_model: str
+    candidate_model: str
+    identity: IdentityDiff
+    counts: dict[str, int]
+    samples: tuple[SampleDiff, ...]
+    gate: GateResult | None
+    gate_error: str | None
+    _by_id: dict[str, SampleDiff] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def paired(self) -> int:
+        """Samples present in both runs."""
+        return len(self.samples) - self.counts["only_baseline"] - self.counts["only_candidate"]
+
+    def shown(
+        self, show_all: bool = False, kinds: frozenset[str] | None = None
+    ) -> list[SampleDiff]:
+        """The samples to list: the disagreements (every kind but ``same``), everything
+        with ``show_all``, or only ``kinds`` when given."""
+        wanted = kinds if kinds is not None else (frozenset(KINDS) if show_all else DISAGREEMENTS)
+        return [s for s in self.samples if s.kind in wanted]
+
+    def sample(self, sample_id: str) -> SampleDiff | None:
+        """One sample of the join by id, or None."""
+        if not self._by_id:
+            self._by_id.update((s.sample_id, s) for s in self.samples)
+        return self._by_id.get(sample_id)
+
+    def to_dict(self, show_all: bool = False) -> dict[str, Any]:
+        """JSON-ready: the header (runs, identity, counts, gate) and the shown samples."""
+        return {
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "baseline_model": self.baseline_model,
+            "candidate_model": self.candidate_model,
+            "identity": self.identity.to_dict(),
+            "paired": self.paired,
+            "counts": dict(self.counts),
+            "gate": self.gate.to_dict() if self.gate is not None else None,
+            "gate_error": self.gate_error,
+            "samples": [s.to_dict() for s in self.shown(show_all)],
+        }
+
+
+def diff_runs(
+    baseline: Path | str,
+    candidate: Path | str,
+    margin: float = 0.02,
+    errors: ErrorPolicy = "refuse",
+    allow_partial: bool = False,
+    responses: bool = False,
+) -> RunDiff:
+    """Join two runs on sample id and epoch, classify each sample, and gate them.
+
+    Args:
+        baseline: the baseline run directory.
+        candidate: the candidate run directory.
+        margin: the gate's non-inferiority margin (score scale).
+        errors: the gate's policy for rows in an error state ("refuse", "as-fail",
+            "exclude"); it does not change the kinds, where such a sample is ``error``.
+        allow_partial: let the gate compare incomplete runs on their shared samples.
+        responses: keep each response whole (else its first :data:`HEAD_CHARS`
+            characters; whether it changed is decided on the whole text either way).
+
+    Returns:
+        The :class:`RunDiff`; a gate that cannot compare the runs leaves ``gate`` None
+        and its reason in ``gate_error`` (the join is still made).
+
+    Raises:
+        UsageError: a directory is not a run directory (no manifest or results file),
+            or its manifest is not valid JSON.
+    """
+    base_manifest = read_manifest(baseline)
+    cand_manifest = read_manifest(candidate)
+    base_rows = _collect(baseline, responses)
+    cand_rows = _collect(candidate, responses)
+    reducers = (
+        GateRun("baseline", Path(baseline), base_manifest, []).reducer,
+        GateRun("candidate", Path(candidate), cand_manifest, []).reducer,
+    )
+    samples = _join(base_rows, cand_rows, reducers)
+    counts = dict.fromkeys(KINDS, 0)
+    for sample in samples:
+        counts[sample.kind] += 1
+    gate, gate_error = _gate(baseline, candidate, margin, errors, allow_partial)
+    return RunDiff(
+        baseline=str(baseline),
+        candidate=str(candidate),
+        baseline_model=_model(base_manifest),
+        candidate_model=_model(cand_manifest),
+        identity=identity_diff(base_manifest, cand_manifest),
+        counts=counts,
+        samples=tuple(samples),
+        gate=gate,
+        gate_error=gate_error,
+    )
+
+
+_Collected = dict[str, dict[int, tuple[RowBrief, str | None]]]
+
+
+def _collect(run_dir: Path | str, whole: bool) -> _Collected:
+    """sample id -> epoch -> (brief row, digest of the whole response), in row order."""
+    out: _Collected = {}
+    for row in iter_results(run_dir):
+        response = row.get("response")
+        text = response if isinstance(response, str) else None
+        digest = (
+            hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+            if text
+            else None
+        )
+        score = row.get("score")
+        brief = RowBrief(
+            state=str(row.get("state")),
+            score=float(score) if isinstance(score, int | float) else None,
+            response=text if whole or text is None else text[:HEAD_CHARS],
+        )
+        out.setdefault(str(row.get("sample_id")), {})[int(row.get("epoch") or 1)] = (
+            brief,
+            digest,
+        )
+    return out
+
+
+_Reducer = tuple[str, int]
+
+
+def _join(
+    base: _Collected, cand: _Collected, reducers: tuple[_Reducer, _Reducer]
+) -> list[SampleDiff]:
+    ids = list(base) + [sid for sid in cand if sid not in base]
+    return [_classify(sid, base.get(sid), cand.get(sid), reducers) for sid in ids]
+
+
+def _score(
+    epochs: dict[int, tuple[RowBrief, str | None]] | None, reducer: _Reducer
+) -> float | None:
+    """The scored epochs reduced by the run's reducer, or None."""
+    scored = [
+        brief.score
+        for _, (brief, _) in sorted((epochs or {}).items())
+        if brief.state == "scored" and brief.score is not None
+    ]
+    return reduce_scores(scored, reducer[0], reducer[1]) if scored else None  # type: ignore[arg-type]
+
+
+def _classify(
+    sample_id: str,
+    base: dict[int, tuple[RowBrief, str | None]] | None,
+    cand: dict[int, tuple[RowBrief, str | None]] | None,
+    reducers: tuple[_Reducer, _Reducer],
+) -> SampleDiff:
+    pairs = []
+    for epoch in sorted(set(base or {}) | set(cand or {})):
+        b = (base or {}).get(epoch)
+        c = (cand or {}).get(epoch)
+        changed = b is not None and c is not None and b[1] != c[1]
+        pairs.append(EpochPair(epoch, b[0] if b else None, c[0] if c else None, changed))
+    kind: DiffKind
+    if cand is None:
+        kind = "only_baseline"
+    elif base is None:
+        kind = "only_candidate"
+    elif any(
+        p.baseline is None
+        or p.candidate is None
+        or p.baseline.state != "scored"
+        or p.candidate.state != "scored"
+        for p in pairs
+    ):
+        kind = "error"
+    else:
+        b_mean, c_mean = _score(base, reducers[0]), _score(cand, reducers[1])
+        if b_mean is None or c_mean is None:  # pass@k with fewer than k epochs
+            kind = "error"
+        elif c_mean > b_mean:
+            kind = "improved"
+        elif c_mean < b_mean:
+            kind = "regressed"
+        elif any(p.response_changed for p in pairs):
+            kind = "changed"
+        else:
+            kind = "same"
+    return SampleDiff(
+        sample_id, kind, _score(base, reducers[0]), _score(cand, reducers[1]), tuple(pairs)
+    )
+
+
+def _gate(
+    baseline: Path | str,
+    candidate: Path | str,
+    margin: float,
+    errors: ErrorPolicy,
+    allow_partial: bool,
+) -> tuple[GateResult | None, str | None]:
+    try:
+        return (
+            regression_gate(
+                baseline, candidate, margin=margin, errors=errors, allow_partial=allow_partial
+            ),
+            None,
+        )
+    except GateError as exc:
+        return None, str(exc)
+
+
+def _model(manifest: dict[str, Any]) -> str:
+    return f"{manifest.get('provider', '?')}:{manifest.get('requested_model', '?')}"
+
+
+def identity_diff(baseline: dict[str, Any], candidate: dict[str, Any]) -> IdentityDiff:
+    """Where two manifests' identities differ (see :class:`IdentityDiff`)."""
+    hash_a, hash_b = baseline.get("identity_hash"), candidate.get("identity_hash")
+    return IdentityDiff(
+        same=hash_a is not None and hash_a == hash_b,
+        baseline_hash=hash_a,
+        candidate_hash=hash_b,
+        differences=tuple(identity_differences(baseline, candidate)),
+    )

@@ -1,0 +1,721 @@
+"""The regression gate: may a candidate run ship, compared with a baseline run?
+
+Each run's epochs are reduced per sample by its own ``run.reducer`` (what its summary
+reports; :mod:`gradetrail.analysis.gate_runs`), then the difference delta = mean(candidate) -
+mean(baseline) gets a two-sided confidence interval and a test
+(:mod:`gradetrail.stats.hypotheses`): ``non-inferiority`` (default; pass iff the lower bound >=
+-margin), ``superiority`` or ``equivalence`` (TOST).
+
+Paired (the default: samples matched by sample id), the interval is
+
+- ``tango``: binary per-sample scores, no clusters (Tango 1998 score interval; honest at
+  small n and with no discordant pairs, where the Wald interval collapses to a point);
+- ``t``: otherwise (paired t, clustered CR1 with ``dataset.cluster_field``);
+- ``z``: the seed formula (paired z, Miller eq. 7-8), on request.
+
+Unpaired (``unpaired=True``, runs on different samples; Miller eq. 5-6):
+
+- ``newcombe``: binary scores (Newcombe 1998 hybrid score interval);
+- ``welch``: otherwise (Welch t on SE = sqrt(SE_A^2 + SE_B^2));
+- ``z``: Miller eq. 5-6 as written, on request.
+
+A t, z or Welch interval whose standard error is 0 (every paired difference equal, or
+both runs constant) is [delta, delta], which is not certainty: the gate refuses it
+(exit 2) rather than pass. Several pairs at once (:func:`gate_family`) are one family
+with Holm-adjusted p-values. A verdict explains itself (:attr:`GateResult.reason`): the
+interval's half-width against the margin, the minimum detectable effect at this n (Miller
+eq. 10), the n that ``gradetrail power`` says would be needed, and the samples that
+regressed and improved.
+
+When runs cannot be compared the gate raises :class:`GateError` (exit code 2) with a
+one-line message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from gradetrail.analysis import gate_runs
+from gradetrail.analysis.gate_runs import GateError, GateRun
+from gradetrail.rundir.manifest import identity_differences
+from gradetrail.stats import hypotheses
+from gradetrail.stats import intervals as stats
+from gradetrail.stats.hypotheses import TestKind
+
+__all__ = [
+    "ErrorPolicy",
+    "GateError",
+    "GateFamily",
+    "GateResult",
+    "Method",
+    "gate_family",
+    "regression_gate",
+]
+
+Method = Literal["auto", "tango", "t", "z", "welch", "newcombe"]
+ErrorPolicy = Literal["refuse", "as-fail", "exclude"]
+
+_PAIRED_METHODS = ("auto", "tango", "t", "z")
+_UNPAIRED_METHODS = ("auto", "welch", "newcombe", "z")
+_ERROR_POLICIES: tuple[str, ...] = ("refuse", "as-fail", "exclude")
+#: the power the gate's explanation plans for (Miller eq. 9-10), as `gradetrail power`
+_POWER = 0.8
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The verdict of one gate comparison, and everything it was computed from.
+
+    The difference is candidate - baseline, so `delta` > 0 means the candidate scored
+    higher. Scores are per sample, each run's epochs reduced by `reducer` (pass@`pass_k`
+    for pass_at_k). Fields in the order a report reads them:
+
+    Attributes:
+        passed: the verdict of `test` (see :mod:`gradetrail.stats.hypotheses`); within a family
+            of several comparisons, ``p_adjusted <= alpha``.
+        delta, lo, hi: the difference and its two-sided interval at `confidence`; when
+            every score lies in [0, 1], clipped to [-1, 1], the possible range of their
+            difference (see :func:`gradetrail.stats.intervals.clip_interval`).
+        unclipped: (lo, hi) before clipping when the method's interval reached past
+            [-1, 1] (a t or z interval at small n), else None; the verdict, the p-value
+            and `half_width` use these bounds.
+        se: the standard error of the difference (for tango and newcombe the Wald SE, for
+            reference only: those intervals do not use it).
+        n: samples compared: the paired samples, or n_baseline + n_candidate unpaired.
+        n_clusters: clusters of a clustered interval, else None.
+        epochs: (baseline epochs, candidate epochs).
+        baseline_mean, candidate_mean: the two means over the compared samples.
+        only_baseline, only_candidate: paired binary scores only: samples only that run
+            passed (else None); `mcnemar_p` their exact McNemar p-value.
+        correlation: Pearson correlation of the paired scores (None unpaired or constant).
+        margin: the margin of the test, on the score scale (>= 0).
+        confidence: two-sided confidence of the interval; each one-sided test is at
+            `alpha` = (1 - confidence) / 2.
+        method: "tango", "t", "z" (paired) or "newcombe", "welch", "z" (unpaired).
+        missing_in_baseline: samples only the candidate has (not compared when paired),
+            and `missing_in_candidate` vice versa.
+        errors, n_errors_handled, errored_samples: the error policy ("refuse", "as-fail":
+            scored 0, "exclude": dropped from both runs) and the samples it applied to.
+        baseline, candidate: the run directories.
+        warnings: things the reader should know that did not stop the gate.
+        regressed, improved: paired samples whose score is lower (higher) in the
+            candidate, in the baseline's order (all of them; a report shows a few).
+        test: "non-inferiority", "superiority" or "equivalence".
+        unpaired: True for an unpaired comparison (Miller eq. 5-6).
+        reducer, pass_k: how epochs became per-sample scores.
+        n_baseline, n_candidate: samples from each run in the comparison.
+        alpha: the one-sided level of each test.
+        bounds: the null boundaries the interval is held against ((-margin, None) for
+            non-inferiority, (margin, None) superiority, (-margin, margin) equivalence).
+        p_value: the test's one-sided p-value (TOST: the larger of its two).
+        p_adjusted: Holm-adjusted p-value within `family` (None for a single comparison).
+        family: the family the comparison was corrected in, e.g. "Holm over 3
+            comparisons", or None.
+        family_size: comparisons in the family (1 alone).
+        half_width: (hi - lo) / 2 of the unclipped interval.
+        omega2: the variance of the per-sample difference (paired) or var_A + var_B
+            (unpaired), Miller's omega^2, from the data.
+        mde: the minimum detectable effect at this n (Miller eq. 10, power 0.8, two-sided
+            alpha 1 - confidence), None when omega2 is 0.
+        n_needed: samples (per run, unpaired) that would reach the verdict's bound with
+            power 0.8 if the true difference were 0 (superiority: if it were `delta`),
+            as ``gradetrail power`` computes it; None when no n would.
+        power_command: the ``gradetrail power`` command that gives `n_needed`.
+        reason: one line saying why the comparison passed or failed.
+        identity_differences: where the two runs' identities differ (spec keys, dataset
+            hash, file hashes; see :func:`gradetrail.rundir.manifest.identity_differences`),
+            empty when they match.
+        paired: all n paired sample ids, in the baseline's order (empty when unpaired).
+    """
+
+    passed: bool
+    delta: float
+    lo: float
+    hi: float
+    se: float
+    n: int
+    n_clusters: int | None
+    epochs: tuple[int, int]
+    baseline_mean: float
+    candidate_mean: float
+    only_baseline: int | None
+    only_candidate: int | None
+    correlation: float | None
+    margin: float
+    confidence: float
+    method: str
+    mcnemar_p: float | None
+    missing_in_baseline: tuple[str, ...]
+    missing_in_candidate: tuple[str, ...]
+    errors: str
+    n_errors_handled: int
+    errored_samples: tuple[str, ...]
+    baseline: str
+    candidate: str
+    warnings: tuple[str, ...] = ()
+    regressed: tuple[str, ...] = ()
+    improved: tuple[str, ...] = ()
+    test: str = "non-inferiority"
+    unpaired: bool = False
+    reducer: str = "mean"
+    pass_k: int | None = None
+    n_baseline: int = 0
+    n_candidate: int = 0
+    alpha: float = 0.025
+    bounds: tuple[float | None, ...] = ()
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    family: str | None = None
+    family_size: int = 1
+    half_width: float = math.nan
+    unclipped: tuple[float, float] | None = None
+    omega2: float | None = None
+    mde: float | None = None
+    n_needed: int | None = None
+    power_command: str | None = None
+    reason: str = ""
+    identity_differences: tuple[str, ...] = ()
+    paired: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready data: tuples become lists, NaN becomes None."""
+        return {key: _json_value(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class GateFamily:
+    """Several comparisons gated at once, Holm-corrected as one family.
+
+    Attributes:
+        results: one :class:`GateResult` per (baseline, candidate) pair, in the order
+            given, each with its `p_adjusted` and a `passed` decided by it.
+        correction: "holm" (one comparison: "none").
+        alpha: the family-wise one-sided level.
+        passed: every comparison passed.
+    """
+
+    results: tuple[GateResult, ...]
+    correction: str
+    alpha: float
+
+    @property
+    def passed(self) -> bool:
+        """Every comparison in the family passed."""
+        return all(r.passed for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``passed``, ``family`` (correction, size, alpha), ``results``."""
+        return {
+            "passed": self.passed,
+            "family": {
+                "correction": self.correction,
+                "size": len(self.results),
+                "alpha": self.alpha,
+            },
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def regression_gate(
+    baseline: Path | str,
+    candidate: Path | str,
+    margin: float | None = None,
+    confidence: float = 0.95,
+    method: Method = "auto",
+    errors: ErrorPolicy = "refuse",
+    allow_different_data: bool = False,
+    allow_partial: bool = False,
+    *,
+    test: TestKind = "non-inferiority",
+    unpaired: bool = False,
+    reducer: str | None = None,
+    pass_k: int | None = None,
+) -> GateResult:
+    """Gate `candidate` against `baseline` (see the module docstring for the statistics).
+
+    Args:
+        baseline: the baseline run directory (results.jsonl and manifest.json).
+        candidate: the candidate run directory.
+        margin: the test's margin on the score scale (0.02 = two points), in [0, 1):
+            default 0.02 for non-inferiority and equivalence, 0 for superiority.
+        confidence: two-sided confidence of the interval (0.95: one-sided tests at 0.025).
+        method: "auto", or an interval of the module docstring that fits the pairing.
+        errors: rows in an error state: "refuse" to compare, score them "as-fail" (0), or
+            "exclude" their samples from both runs.
+        allow_different_data: compare runs whose dataset content hashes differ (implied
+            by ``unpaired``).
+        allow_partial: compare runs that did not complete, or (paired) whose sample sets
+            differ, on the samples they share; the others are counted and named.
+        test: "non-inferiority", "superiority" or "equivalence".
+        unpaired: compare the two runs' means over their own samples (Miller eq. 5-6),
+            for runs on different samples.
+        reducer: gate both runs on this reducer instead of their own ``run.reducer``
+            (with `pass_k` for pass_at_k).
+
+    Raises:
+        GateError: the runs cannot be compared (missing files, different datasets or
+            reducers, an incomplete run or unpaired samples without ``allow_partial``,
+            errors under "refuse", no shared samples, too few samples or clusters, an
+            interval of zero width).
+        ValueError: an argument out of its range (a margin of 1 or more, which every
+            candidate passes, too).
+    """
+    margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
+    base = gate_runs.load_run(baseline, "baseline")
+    cand = gate_runs.load_run(candidate, "candidate")
+    # runs on different samples are what --unpaired is for: their datasets differ
+    gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
+    if not allow_partial:
+        gate_runs.check_complete(base)
+        gate_runs.check_complete(cand)
+    red, k = gate_runs.resolve_reducer(base, cand, reducer, pass_k)
+    errored = gate_runs.errored_ids(base) | gate_runs.errored_ids(cand)
+    if errored and errors == "refuse":
+        raise GateError(gate_runs.refuse_message(base, cand))
+    dropped = set(errored) if errors == "exclude" else set()
+    b_scores, b_unscored = gate_runs.sample_scores(base, dropped, red, k)
+    c_scores, c_unscored = gate_runs.sample_scores(cand, dropped, red, k)
+    common = {
+        "margin": margin,
+        "confidence": confidence,
+        "errors": errors,
+        "n_errors_handled": len(errored),
+        "errored_samples": tuple(errored),
+        "baseline": str(base.path),
+        "candidate": str(cand.path),
+        "epochs": (base.epochs, cand.epochs),
+        "test": test,
+        "reducer": red,
+        "pass_k": k if red == "pass_at_k" else None,
+        "alpha": (1 - confidence) / 2,
+        "identity_differences": tuple(identity_differences(base.manifest, cand.manifest)),
+    }
+    notes = _warnings(base, cand, b_unscored + c_unscored, gate_runs.reducer_label(red, k))
+    if unpaired:
+        result = _unpaired(base, cand, b_scores, c_scores, method, common, notes)
+    else:
+        result = _paired(base, cand, b_scores, c_scores, method, allow_partial, common, notes)
+    return _explain(result)
+
+
+def gate_family(pairs: Sequence[tuple[Path | str, Path | str]], **options: Any) -> GateFamily:
+    """Gate several (baseline, candidate) pairs as one family, Holm-corrected.
+
+    Each pair is gated by :func:`regression_gate` with the same ``options``; then Holm's
+    step-down adjustment (:func:`gradetrail.stats.hypotheses.holm_adjust`) is applied to their
+    p-values, and each comparison passes iff its adjusted p-value <= alpha, so the chance
+    that any failing candidate passes stays at alpha for the whole family. A single pair
+    is returned as it is (correction "none").
+
+    Raises:
+        GateError: any pair cannot be compared (the message names the pair).
+        ValueError: no pairs, or an argument out of range.
+    """
+    if not pairs:
+        raise ValueError("give at least one (baseline, candidate) pair")
+    results = []
+    for i, (b, c) in enumerate(pairs, start=1):
+        try:
+            results.append(regression_gate(b, c, **options))
+        except GateError as exc:
+            if len(pairs) == 1:
+                raise
+            raise GateError(f"pair {i} ({b} vs {c}): {exc}") from None
+    alpha = results[0].alpha
+    if len(results) == 1:
+        return GateFamily(tuple(results), "none", alpha)
+    adjusted = hypotheses.holm_adjust([r.p_value for r in results])  # type: ignore[misc]
+    family = f"Holm over {len(results)} comparisons"
+    corrected = []
+    for result, p_adj in zip(results, adjusted, strict=True):
+        r = replace(
+            result,
+            p_adjusted=p_adj,
+            family=family,
+            family_size=len(results),
+            passed=p_adj <= alpha,
+        )
+        corrected.append(replace(r, reason=_reason(r)))
+    return GateFamily(tuple(corrected), "holm", alpha)
+
+
+def _check_arguments(
+    margin: float | None,
+    confidence: float,
+    method: str,
+    errors: str,
+    test: str,
+    unpaired: bool,
+) -> float:
+    methods = _UNPAIRED_METHODS if unpaired else _PAIRED_METHODS
+    if method not in methods:
+        kind = "unpaired" if unpaired else "paired"
+        choices = ", ".join(methods)
+        raise GateError(f"--method {method} is not a {kind} interval: use one of {choices}")
+    if errors not in _ERROR_POLICIES:
+        raise ValueError(f"errors must be one of {', '.join(_ERROR_POLICIES)}, got {errors!r}")
+    if test not in hypotheses.TESTS:
+        raise ValueError(f"test must be one of {', '.join(hypotheses.TESTS)}, got {test!r}")
+    if margin is None:
+        margin = 0.0 if test == "superiority" else 0.02
+    if not margin >= 0 or not math.isfinite(margin):
+        raise ValueError(f"margin must be a finite number >= 0, got {margin}")
+    if margin >= 1:  # a difference of [0, 1] scores lies in [-1, 1]: every run would pass
+        raise ValueError(
+            f"margin {margin:g} is on the score scale, where scores lie in [0, 1] and every "
+            "candidate would pass: pass a margin below 1 (0.02 is two points)"
+        )
+    if test == "equivalence" and margin == 0:
+        raise ValueError("an equivalence test needs a margin > 0")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+    return margin
+
+
+def _paired(
+    base: GateRun,
+    cand: GateRun,
+    b_scores: dict[str, float],
+    c_scores: dict[str, float],
+    method: str,
+    allow_partial: bool,
+    common: dict[str, Any],
+    notes: list[str],
+) -> GateResult:
+    shared = [sid for sid in b_scores if sid in c_scores]
+    if shared and not allow_partial:
+        gate_runs.check_paired(b_scores, c_scores)
+    if not shared:
+        raise GateError(
+            f"baseline and candidate share no sample ids ({len(b_scores)} vs "
+            f"{len(c_scores)} samples): gate two runs of the same samples, or pass "
+            "--unpaired to compare their means"
+        )
+    b = [b_scores[sid] for sid in shared]
+    c = [c_scores[sid] for sid in shared]
+    clusters = gate_runs.clusters_of((base, cand), shared)
+    binary = gate_runs.is_binary(b, c)
+    chosen = _choose_paired(method, binary, clusters is not None)
+    interval, tails = _paired_interval(chosen, b, c, clusters, common["confidence"])
+    interval = _clipped(interval, b, c, notes)
+    discordant = stats.discordant_counts(b, c) if binary else None
+    diffs = stats.paired_differences(b, c)
+    verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
+    return GateResult(
+        **_measured(interval, verdict, b, c),
+        n=len(shared),
+        only_baseline=discordant[0] if discordant else None,
+        only_candidate=discordant[1] if discordant else None,
+        correlation=stats.correlation(b, c),
+        method=chosen,
+        mcnemar_p=stats.mcnemar_exact(*discordant) if discordant else None,
+        missing_in_baseline=tuple(sid for sid in c_scores if sid not in b_scores),
+        missing_in_candidate=tuple(sid for sid in b_scores if sid not in c_scores),
+        warnings=tuple(notes),
+        regressed=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y < x),
+        improved=tuple(sid for sid, x, y in zip(shared, b, c, strict=True) if y > x),
+        paired=tuple(shared),
+        n_baseline=len(shared),
+        n_candidate=len(shared),
+        omega2=_variance(diffs),
+        **common,
+    )
+
+
+def _unpaired(
+    base: GateRun,
+    cand: GateRun,
+    b_scores: dict[str, float],
+    c_scores: dict[str, float],
+    method: str,
+    common: dict[str, Any],
+    notes: list[str],
+) -> GateResult:
+    b, c = list(b_scores.values()), list(c_scores.values())
+    if min(len(b), len(c)) < 2:
+        raise GateError(
+            f"an unpaired comparison needs at least 2 samples in each run ({len(b)} "
+            f"baseline, {len(c)} candidate)"
+        )
+    binary = gate_runs.is_binary(b, c)
+    chosen = method if method != "auto" else ("newcombe" if binary else "welch")
+    if chosen == "newcombe" and not binary:
+        raise GateError("--method newcombe needs binary (0/1) scores: use welch or auto")
+    b_clusters = gate_runs.clusters_of((base,), list(b_scores))
+    c_clusters = gate_runs.clusters_of((cand,), list(c_scores))
+    if (b_clusters or c_clusters) and chosen == "newcombe":
+        chosen = "welch"  # Newcombe's interval has no clustered form; Welch takes CR1 SEs
+    interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
+    interval = _clipped(interval, b, c, notes)
+    verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
+    return GateResult(
+        **_measured(interval, verdict, b, c),
+        n=len(b) + len(c),
+        only_baseline=None,
+        only_candidate=None,
+        correlation=None,
+        method=chosen,
+        mcnemar_p=None,
+        missing_in_baseline=(),
+        missing_in_candidate=(),
+        warnings=tuple(notes),
+        unpaired=True,
+        n_baseline=len(b),
+        n_candidate=len(c),
+        omega2=_variance(b) + _variance(c),
+        **common,
+    )
+
+
+def _clipped(
+    interval: stats.Interval, b: list[float], c: list[float], notes: list[str]
+) -> stats.Interval:
+    """``interval`` clipped to [-1, 1] when every score lies in [0, 1] (see
+    :func:`gradetrail.stats.intervals.clip_interval`), with a note saying so in ``notes``.
+
+    The verdict is still decided on the unclipped interval, so it agrees with the
+    method's p-value: at a margin below 1 clipping could not change it anyway (a lower
+    bound under -1 is under -margin clipped or not), and at a margin of 1 or more the
+    unclipped bound keeps the test from passing on the range alone."""
+    if not all(0.0 <= v <= 1.0 for v in b) or not all(0.0 <= v <= 1.0 for v in c):
+        return interval
+    clipped = stats.clip_interval(interval, -1.0, 1.0)
+    if clipped.unclipped is not None:
+        lo, hi = clipped.unclipped
+        notes.append(
+            f"the {interval.method} interval [{lo:+.4f}, {hi:+.4f}] reaches past the "
+            "possible range of a difference of [0, 1] scores: shown clipped to "
+            f"[{clipped.lo:+.4f}, {clipped.hi:+.4f}]; the verdict uses the unclipped bounds"
+        )
+    return clipped
+
+
+def _measured(
+    interval: stats.Interval, verdict: hypotheses.Verdict, b: list[float], c: list[float]
+) -> dict[str, Any]:
+    """The GateResult fields an interval and its verdict decide, paired or not."""
+    return {
+        "passed": verdict.passed,
+        "delta": interval.delta,
+        "lo": interval.lo,
+        "hi": interval.hi,
+        "unclipped": interval.unclipped,
+        "se": interval.se,
+        "n_clusters": interval.n_clusters,
+        "baseline_mean": math.fsum(b) / len(b),
+        "candidate_mean": math.fsum(c) / len(c),
+        "bounds": verdict.bounds,
+        "p_value": verdict.p_value,
+        "half_width": (interval.raw[1] - interval.raw[0]) / 2,
+    }
+
+
+def _choose_paired(method: str, binary: bool, clustered: bool) -> str:
+    if method == "auto":
+        return "tango" if binary and not clustered else "t"
+    if method == "tango" and not binary:
+        raise GateError(
+            "--method tango needs binary (0/1) per-sample scores: use --method t or auto"
+        )
+    if method == "tango" and clustered:
+        raise GateError(
+            "--method tango ignores the dataset's clusters: use --method t (clustered) or auto"
+        )
+    return method
+
+
+def _paired_interval(
+    method: str,
+    baseline: list[float],
+    candidate: list[float],
+    clusters: list[str | None] | None,
+    confidence: float,
+) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
+    n = len(baseline)
+    if method == "tango":
+        only_b, only_c = stats.discordant_counts(baseline, candidate)
+        lo, hi = stats.tango_interval(only_b, only_c, n, confidence)
+        se = stats.standard_error(stats.paired_differences(baseline, candidate))
+        interval = stats.Interval((only_c - only_b) / n, lo, hi, se, "tango")
+        return interval, hypotheses.tango_tails(only_b, only_c, n)
+    if n < 2:
+        raise GateError(
+            f"only {n} sample is shared: a {method} interval needs at least 2 "
+            "(binary scores can use --method tango)"
+        )
+    compute = stats.paired_t if method == "t" else stats.paired_z
+    try:
+        interval = compute(baseline, candidate, clusters, confidence)
+    except ValueError as exc:
+        raise GateError(f"{exc}: gate runs with more clusters, or without clusters") from None
+    _require_spread(interval, n, "paired differences")
+    return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
+
+
+def _unpaired_interval(
+    method: str,
+    b: list[float],
+    c: list[float],
+    b_clusters: list[str | None] | None,
+    c_clusters: list[str | None] | None,
+    common: dict[str, Any],
+) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
+    confidence = common["confidence"]
+    if method == "newcombe":
+        xb, xc = round(sum(b)), round(sum(c))
+        lo, hi = stats.newcombe_interval(xb, len(b), xc, len(c), confidence)
+        delta = xc / len(c) - xb / len(b)
+        se = math.hypot(stats.standard_error(b), stats.standard_error(c))
+        interval = stats.Interval(delta, lo, hi, se, "newcombe")
+        return interval, hypotheses.newcombe_tails(xb, len(b), xc, len(c))
+    if b_clusters or c_clusters:
+        interval = _clustered_unpaired(b, c, b_clusters, c_clusters, method, confidence)
+    elif method == "welch":
+        interval = stats.welch_interval(b, c, confidence)
+    else:  # Miller eq. 5-6 with the normal quantile
+        delta = math.fsum(c) / len(c) - math.fsum(b) / len(b)
+        se = math.hypot(stats.standard_error(b), stats.standard_error(c))
+        z = stats.normal_quantile(confidence)
+        interval = stats.Interval(delta, delta - z * se, delta + z * se, se, "z")
+    _require_spread(interval, len(b) + len(c), "scores of both runs")
+    return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
+
+
+def _clustered_unpaired(
+    b: list[float],
+    c: list[float],
+    b_clusters: list[str | None] | None,
+    c_clusters: list[str | None] | None,
+    method: str,
+    confidence: float,
+) -> stats.Interval:
+    """Miller eq. 5-6 with each run's CR1 clustered SE; t on min(G_A, G_B) - 1 df."""
+    se_b, g_b = stats.clustered_standard_error(b, b_clusters or [None] * len(b))
+    se_c, g_c = stats.clustered_standard_error(c, c_clusters or [None] * len(c))
+    delta = math.fsum(c) / len(c) - math.fsum(b) / len(b)
+    se = math.hypot(se_b, se_c)
+    df = min(g_b, g_c) - 1
+    if df < 1 or math.isnan(se):
+        raise GateError("each run needs at least 2 clusters for a clustered comparison")
+    if method == "z":
+        q, df_out = stats.normal_quantile(confidence), None
+    else:
+        from scipy.stats import t as student_t
+
+        q, df_out = float(student_t.ppf(0.5 + confidence / 2, df)), df
+    return stats.Interval(delta, delta - q * se, delta + q * se, se, method, df_out, g_b + g_c)
+
+
+def _require_spread(interval: stats.Interval, n: int, what: str) -> None:
+    """Refuse a zero-width (or undefined) interval: it would pass on no evidence."""
+    if interval.se > 0 and math.isfinite(interval.se):
+        return
+    raise GateError(
+        f"the {what} have no variance over {n} samples (each difference "
+        f"{interval.delta:+.4f}), so a {interval.method} interval is "
+        f"[{interval.lo:+.4f}, {interval.hi:+.4f}], which is not certainty: gate binary "
+        "scores (a max or majority reducer, so Tango's or Newcombe's interval applies), "
+        "or more samples"
+    )
+
+
+def _variance(values: Sequence[float]) -> float:
+    """Sample variance (n - 1); 0 for fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean = math.fsum(values) / n
+    return math.fsum((v - mean) ** 2 for v in values) / (n - 1)
+
+
+def _explain(r: GateResult) -> GateResult:
+    """Add the minimum detectable effect, the n needed and the one-line reason."""
+    n_per_run = min(r.n_baseline, r.n_candidate)
+    mde = n_needed = command = None
+    alpha2 = 1 - r.confidence
+    if r.omega2 and n_per_run >= 1:
+        mde = stats.minimum_detectable_effect(n_per_run, r.omega2, alpha=alpha2, power=_POWER)
+        target = _distance_to_bound(r)
+        if target is not None and target > 0:
+            n_needed = stats.sample_size(target, r.omega2, alpha=alpha2, power=_POWER)
+            command = (
+                f"gradetrail power --omega2 {r.omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
+            )
+    elif r.method == "tango" and r.test != "superiority":
+        # no discordant pair: Tango's bound is -z^2 / (n + z^2), within the margin from
+        # n >= z^2 (1 - margin) / margin on
+        z = stats.normal_quantile(r.confidence)
+        if r.margin > 0:
+            n_needed = max(1, math.ceil(z * z * (1 - r.margin) / r.margin - 1e-9))
+    out = replace(r, mde=mde, n_needed=n_needed, power_command=command)
+    return replace(out, reason=_reason(out))
+
+
+def _distance_to_bound(r: GateResult) -> float | None:
+    """The difference a test must detect: margin + 0 for non-inferiority and equivalence
+    (if the true difference were 0), delta - margin for superiority (if it were delta)."""
+    if r.test == "superiority":
+        return r.delta - r.margin
+    return r.margin
+
+
+def _reason(r: GateResult) -> str:
+    """One line: which bound decided, against which margin, and what would change it."""
+    level = f"{r.confidence:.0%}"
+    lo, hi = r.unclipped or (r.lo, r.hi)  # what decided
+    if r.test == "non-inferiority":
+        decided = f"lower bound {lo:+.4f} {'>=' if lo >= -r.margin else '<'} {-r.margin:+.4f}"
+    elif r.test == "superiority":
+        decided = f"lower bound {lo:+.4f} {'>' if lo > r.margin else '<='} {r.margin:+.4f}"
+    else:
+        inside = -r.margin < lo and hi < r.margin
+        decided = (
+            f"[{lo:+.4f}, {hi:+.4f}] {'inside' if inside else 'not inside'} "
+            f"(-{r.margin:g}, +{r.margin:g})"
+        )
+    parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}, {level} {decided}"]
+    if r.p_adjusted is not None:
+        parts.append(
+            f"Holm-adjusted p {r.p_adjusted:.3g} {'<=' if r.passed else '>'} alpha "
+            f"{r.alpha:g} ({r.family})"
+        )
+    if not r.passed:
+        parts.append(f"half-width {r.half_width:.4f} against margin {r.margin:g}")
+        if r.mde is not None:
+            parts.append(f"detectable at n = {min(r.n_baseline, r.n_candidate)}: {r.mde:.4f}")
+        if r.n_needed is not None:
+            per = " per run" if r.unpaired else ""
+            parts.append(f"n needed{per}: {r.n_needed}")
+        elif r.test == "superiority" and r.delta <= r.margin:
+            parts.append("no n would pass at the observed difference")
+        if not r.unpaired:
+            parts.append(f"{len(r.regressed)} samples regressed, {len(r.improved)} improved")
+    return "; ".join(parts)
+
+
+def _warnings(base: GateRun, cand: GateRun, unscored: list[str], reducer: str) -> list[str]:
+    out = []
+    for run in (base, cand):
+        if run.status != "complete":
+            out.append(f"{run.label} run is {run.status}: samples it did not reach are missing")
+    if base.epochs != cand.epochs:
+        out.append(
+            f"epochs differ ({base.epochs} baseline, {cand.epochs} candidate): per-sample "
+            f"{reducer} scores are compared, but their noise differs"
+        )
+    if unscored:
+        shown = ", ".join(unscored[:5]) + (", ..." if len(unscored) > 5 else "")
+        out.append(f"{len(unscored)} samples have too few scored epochs for {reducer}: {shown}")
+    return out

@@ -1,0 +1,239 @@
+"""Reading the two runs a gate compares, and deciding what in them may be compared.
+
+Each run's rows are reduced to one score per sample by the run's own ``run.reducer``
+(the quantity its summary reports), so the gate tests the same number the summaries
+show. Every refusal is a :class:`GateError` (exit code 2) whose one-line message says
+what to fix.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gradetrail.errors import GradetrailError
+from gradetrail.rundir.layout import KILLED, KILLED_FIX
+from gradetrail.stats import intervals as stats
+from gradetrail.stats.reducers import REDUCERS, reduce_scores
+
+__all__ = ["GateError", "GateRun", "load_run", "resolve_reducer", "sample_scores"]
+
+
+class GateError(GradetrailError):
+    """The two runs cannot be compared; the message says what to fix."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """One run directory as the gate sees it.
+
+    Attributes:
+        label: "baseline" or "candidate" (names the run in messages).
+        path: the run directory.
+        manifest: ``manifest.json`` as a dict.
+        rows: ``results.jsonl``, one dict per (sample, epoch).
+    """
+
+    label: str
+    path: Path
+    manifest: dict[str, Any]
+    rows: list[dict[str, Any]]
+
+    @property
+    def epochs(self) -> int:
+        """The run's ``run.epochs`` (else the largest epoch seen)."""
+        observed = max((int(r.get("epoch", 1)) for r in self.rows), default=1)
+        return int(self.manifest.get("epochs") or observed)
+
+    @property
+    def reducer(self) -> tuple[str, int]:
+        """``(run.reducer, k)`` from the manifest's spec; k is 1 unless pass_at_k."""
+        run = (self.manifest.get("spec") or {}).get("run") or {}
+        name = str(run.get("reducer") or "mean")
+        return name, int(run.get("pass_k") or 1) if name == "pass_at_k" else 1
+
+    @property
+    def status(self) -> str:
+        """The manifest's status as :func:`~gradetrail.rundir.results.read_manifest` reads it
+        (``killed`` for a run whose process is gone; ``complete`` when there is none)."""
+        return str(self.manifest.get("status", "complete"))
+
+
+def load_run(path: Path | str, label: str) -> GateRun:
+    """Read a run directory. Raises GateError naming the run when it cannot be read."""
+    from gradetrail.rundir.results import read_manifest, read_results
+
+    try:
+        manifest = read_manifest(path)
+        rows = read_results(path)
+    except GradetrailError as exc:
+        raise GateError(f"{label} {exc}") from None
+    return GateRun(label, Path(path), manifest, rows)
+
+
+def reducer_label(reducer: str, k: int) -> str:
+    """``pass@k`` for pass_at_k, else the reducer's name."""
+    return f"pass@{k}" if reducer == "pass_at_k" else reducer
+
+
+def resolve_reducer(
+    base: GateRun, cand: GateRun, override: str | None = None, pass_k: int | None = None
+) -> tuple[str, int]:
+    """The reducer both runs are gated on: ``override`` (with ``pass_k``), else the runs'
+    own ``run.reducer``, which must then agree.
+
+    Raises:
+        GateError: the runs reduce differently; an unknown reducer; a reducer whose
+            per-sample quantity depends on the number of epochs (max, majority) on runs
+            with different epochs; a pass@k with more k than a run has epochs.
+    """
+    if override is not None:
+        if override not in REDUCERS:
+            raise GateError(f"--reducer must be one of {', '.join(REDUCERS)}, got {override!r}")
+        chosen = (override, (pass_k or 1) if override == "pass_at_k" else 1)
+    else:
+        if base.reducer != cand.reducer:
+            raise GateError(
+                f"the runs reduce epochs differently (baseline {reducer_label(*base.reducer)}, "
+                f"candidate {reducer_label(*cand.reducer)}), so their per-sample scores are "
+                "different quantities: re-run one with the other's run.reducer, or pass "
+                "--reducer to gate both on one"
+            )
+        chosen = base.reducer
+    name, k = chosen
+    if name in ("max", "majority") and base.epochs != cand.epochs:
+        raise GateError(
+            f"reducer {name} over {base.epochs} baseline vs {cand.epochs} candidate epochs "
+            f"measures different quantities (the {name} of a different number of tries): "
+            "re-run with the same run.epochs, or pass --reducer mean"
+        )
+    if name == "pass_at_k" and k > min(base.epochs, cand.epochs):
+        raise GateError(
+            f"pass@{k} needs at least {k} epochs per sample but a run has "
+            f"{min(base.epochs, cand.epochs)}: pass a smaller --pass-k"
+        )
+    return chosen
+
+
+def check_same_dataset(base: GateRun, cand: GateRun, allow_different_data: bool) -> None:
+    """Refuse runs of different dataset content unless allowed."""
+    b_hash, c_hash = base.manifest.get("dataset_hash"), cand.manifest.get("dataset_hash")
+    if b_hash != c_hash and not allow_different_data:
+        raise GateError(
+            f"baseline and candidate ran on different datasets (dataset_hash "
+            f"{str(b_hash)[:12]} vs {str(c_hash)[:12]}): re-run one on the other's dataset, "
+            "or pass --allow-different-data to compare them anyway"
+        )
+
+
+def check_complete(run: GateRun) -> None:
+    """Refuse a run that did not complete."""
+    if run.status == KILLED:
+        raise GateError(
+            f"{run.label} run was killed: its process is gone without ending it "
+            f"({len(run.rows)} of {run.manifest.get('n_samples', '?')} samples x "
+            f"{run.epochs} epochs written): {KILLED_FIX}, or pass --allow-partial to gate "
+            "the samples both runs have"
+        )
+    if run.status != "complete":
+        raise GateError(
+            f"{run.label} run is {run.status} ({len(run.rows)} of "
+            f"{run.manifest.get('n_samples', '?')} samples x {run.epochs} epochs written): "
+            "finish it by re-running the same spec, or pass --allow-partial to gate the "
+            "samples both runs have"
+        )
+
+
+def check_paired(base_scores: dict[str, float], cand_scores: dict[str, float]) -> None:
+    """Refuse samples present in only one run (the pairing would drop them silently)."""
+    for label, ours, theirs in (
+        ("baseline", base_scores, cand_scores),
+        ("candidate", cand_scores, base_scores),
+    ):
+        only = [sid for sid in ours if sid not in theirs]
+        if only:
+            shown = ", ".join(only[:5]) + (", ..." if len(only) > 5 else "")
+            raise GateError(
+                f"{len(only)} samples are only in the {label} ({shown}): gate runs of the "
+                "same samples (same dataset.limit and shuffle_seed), pass --allow-partial "
+                "to gate the shared ones, or --unpaired to compare the two runs' means"
+            )
+
+
+def errored_ids(run: GateRun) -> dict[str, None]:
+    """Ids of samples with a row in an error state, in row order (a dict as an ordered set)."""
+    return {str(r["sample_id"]): None for r in run.rows if r.get("state") != "scored"}
+
+
+def refuse_message(base: GateRun, cand: GateRun) -> str:
+    """Why runs with error rows are refused, counted per state, and the two ways out."""
+    parts = []
+    for run in (base, cand):
+        states = Counter(r.get("state") for r in run.rows if r.get("state") != "scored")
+        if states:
+            detail = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+            parts.append(f"{run.label} has {detail}")
+    return (
+        f"{'; '.join(parts)}: re-run to complete them, or pass --errors as-fail "
+        "(score them 0) or --errors exclude (drop those samples from both runs)"
+    )
+
+
+def sample_scores(
+    run: GateRun, dropped: set[str], reducer: str, k: int
+) -> tuple[dict[str, float], list[str]]:
+    """Each sample's score, its epochs reduced by ``reducer`` (:mod:`gradetrail.stats.reducers`).
+
+    Error rows score 0 (``--errors as-fail``; under "refuse" none reach here); samples in
+    ``dropped`` are left out. Returns ``(scores, unscored)``: scores in the run's sample
+    order, and the ids of samples the reducer gives no score (pass@k with fewer than k
+    epochs).
+
+    Raises:
+        GateError: a scored row without a score, or a (sample, epoch) written twice.
+    """
+    epochs: dict[str, dict[int, float]] = {}
+    for row in run.rows:
+        sid = str(row["sample_id"])
+        if sid in dropped:
+            continue
+        score = row.get("score")
+        if row.get("state") == "scored":
+            if score is None:
+                raise GateError(f"{run.label} row {sid!r} is scored but has no score")
+        else:
+            score = 0.0
+        per = epochs.setdefault(sid, {})
+        epoch = int(row.get("epoch", 1))
+        if epoch in per:
+            raise GateError(f"{run.label} run {run.path}: sample {sid!r} has epoch {epoch} twice")
+        per[epoch] = float(score)
+    scores: dict[str, float] = {}
+    unscored: list[str] = []
+    for sid, per in epochs.items():
+        value = reduce_scores(list(per.values()), reducer, k)  # type: ignore[arg-type]
+        if value is None:
+            unscored.append(sid)
+        else:
+            scores[sid] = value
+    return scores, unscored
+
+
+def clusters_of(runs: tuple[GateRun, ...], ids: list[str]) -> list[str | None] | None:
+    """Each sample's cluster (the first run's value wins); None when no sample has one."""
+    found: dict[str, str] = {}
+    for run in reversed(runs):
+        for row in run.rows:
+            if row.get("cluster") is not None:
+                found[str(row["sample_id"])] = str(row["cluster"])
+    clusters = [found.get(sid) for sid in ids]
+    return clusters if any(c is not None for c in clusters) else None
+
+
+def is_binary(*score_lists: list[float]) -> bool:
+    """Every per-sample score in every list is 0 or 1."""
+    return all(stats.is_binary(scores) for scores in score_lists)

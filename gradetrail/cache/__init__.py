@@ -1,0 +1,1 @@
+"""The response cache: storage, in-flight claims, responses pending a write."""

@@ -1,0 +1,162 @@
+"""Requests in flight: each cache key is asked for once, in this process and across the
+processes that share one cache.
+
+- **In this process**, identical requests (same cache key) that are in flight at once
+  wait for the first one's call: at concurrency 16 two samples with the same rendered
+  request make one call and one cache hit, as they do at concurrency 1. If that call
+  fails (errors are never cached), the next one waiting makes its own, again as at
+  concurrency 1.
+- **Across processes**, the first process to miss a key writes a claim into the cache
+  (:meth:`ResponseCache.claim`) before calling; another process that misses the same key
+  meanwhile waits for the response to appear instead of paying for it, polling the cache.
+  A claim is renewed while its call runs and lapses when its process dies (at once on the
+  same host, else after :data:`~gradetrail.cache.store.CLAIM_TTL_S`), and the waiting process
+  then makes the call itself.
+
+Only a run with a cache de-duplicates: ``--no-cache`` asks for every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+from gradetrail.cache.store import CLAIM_TTL_S, Claim, ResponseCache
+from gradetrail.providers.base import Response
+
+__all__ = ["InFlight", "Shared", "in_flight"]
+
+T = TypeVar("T")
+#: where a response that this caller did not pay for came from
+Source = Literal["twin", "other_process"]
+_POLL_FIRST_S = 0.02
+_POLL_MAX_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """A response another caller paid for.
+
+    Attributes:
+        response: the response.
+        source: ``twin`` (an identical request in flight in this process) or
+            ``other_process`` (another process sharing the cache).
+    """
+
+    response: Response
+    source: Source
+
+
+@dataclass
+class InFlight:
+    """The calls in flight on one cache (see the module docstring).
+
+    Attributes:
+        cache: the cache the calls go through.
+        twins: requests answered by an identical request's call in this process.
+        waited: requests answered by another process's call (the case that used to be
+            paid twice).
+        holders: ``host:pid`` of every other process whose claim was waited on.
+    """
+
+    cache: ResponseCache
+    twins: int = 0
+    waited: int = 0
+    holders: set[str] = field(default_factory=set)
+    _calls: dict[str, asyncio.Future[Response | None]] = field(default_factory=dict)
+
+    async def once(
+        self,
+        key: str,
+        call: Callable[[], Awaitable[T]],
+        answer: Callable[[T], Response | None],
+    ) -> T | Shared:
+        """Make ``call`` for ``key`` unless another caller is making it.
+
+        Args:
+            key: the request's cache key (already a miss in the cache).
+            call: makes the call (and caches a success); awaited at most once.
+            answer: the response in ``call``'s result, or None when it failed.
+
+        Returns:
+            ``call``'s result when this caller made it, else the :class:`Shared` response.
+
+        Raises:
+            CacheError: the claim cannot be written (a full or read-only cache): no call
+                is made.
+        """
+        while True:
+            twin = self._calls.get(key)
+            if twin is not None:
+                response = await asyncio.shield(twin)
+                if response is not None:
+                    self.twins += 1
+                    return Shared(response, "twin")
+                continue  # its call failed: this caller tries, as it would after it
+            mine: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+            self._calls[key] = mine
+            response: Response | None = None
+            try:
+                found = self.cache.claim(key)
+                if isinstance(found, Response):  # it landed since the caller's miss
+                    response = found
+                    self.waited += 1
+                    return Shared(found, "other_process")
+                if isinstance(found, Claim):
+                    response = await self._wait(key, found)
+                    if response is not None:
+                        self.waited += 1
+                        return Shared(response, "other_process")
+                    continue  # the claim is gone without a response: claim it again
+                result = await self._renewing(key, call)
+                response = answer(result)
+                if response is None:
+                    self.cache.release(key)
+                return result
+            except BaseException:
+                self.cache.release(key)
+                raise
+            finally:
+                del self._calls[key]
+                mine.set_result(response)
+
+    async def _wait(self, key: str, claim: Claim) -> Response | None:
+        """Poll the cache until another process's response for ``key`` is there (returned)
+        or its claim is gone without one (None)."""
+        self.holders.add(f"{claim.host}:{claim.pid}")
+        delay = _POLL_FIRST_S
+        while True:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _POLL_MAX_S)
+            response = self.cache.get(key)
+            if response is not None:
+                return response
+            if self.cache.holder(key) is None:
+                return self.cache.get(key)  # it may have landed just before the release
+
+    async def _renewing(self, key: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Await ``call()``, renewing this process's claim on ``key`` a few times a TTL."""
+        task = asyncio.ensure_future(call())
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=CLAIM_TTL_S / 3)
+                if done:
+                    return task.result()
+                self.cache.renew(key)
+        finally:
+            if not task.done():
+                task.cancel()
+
+
+_registries: weakref.WeakKeyDictionary[ResponseCache, InFlight] = weakref.WeakKeyDictionary()
+
+
+def in_flight(cache: ResponseCache) -> InFlight:
+    """The :class:`InFlight` registry of ``cache`` (one per open cache, made on first use)."""
+    registry = _registries.get(cache)
+    if registry is None:
+        registry = _registries[cache] = InFlight(cache)
+    return registry

@@ -1,0 +1,742 @@
+"""The response cache: one SQLite database (WAL), one row per request key.
+
+Only successful responses are stored, and each is committed the moment it arrives, so a
+killed run loses nothing it paid for. The key is :meth:`Request.key` (never the scorer).
+
+Location: ``--cache PATH``, else ``$GRADETRAIL_CACHE``, else
+``$XDG_CACHE_HOME/gradetrail/cache/store/sqlite`` (``~/.cache/gradetrail/cache/store/sqlite``).
+
+What the file guarantees:
+
+- **Integrity.** Every entry carries a checksum (SHA-256 over its key and stored text). An
+  entry whose checksum or shape is wrong is never served: it is a miss, counted in
+  :attr:`ResponseCache.damaged`, and the next response for its key replaces it.
+  ``gradetrail cache check [--repair]`` reports (and deletes) damaged entries.
+- **Lossless text.** A response holding text that UTF-8 cannot encode (a lone surrogate
+  such as ``\\ud800`` in a provider's JSON) is stored with JSON escapes and read back
+  unchanged.
+- **Opening.** The file is opened without following a symlink at its name (a dangling one
+  included), and refused when it has more than one hard link or is not a regular file;
+  the same holds for its ``-wal``, ``-shm`` and ``-journal`` companions. A run's cache is
+  written once when it is opened, so a read-only file or directory, or a full disk, is
+  found before any call is paid for. Several processes may open one new file at the same
+  instant: the first switch to WAL, which SQLite's busy timeout does not cover, is retried
+  up to the timeout.
+- **A deleted file is noticed.** If the file is deleted (or replaced) while a run has it
+  open, the cache recreates it at its path with every entry this process could still
+  read from the open (unlinked) file, and counts it in :attr:`ResponseCache.recreated`.
+- **Claims.** A process about to call a missing key writes a claim (its host, pid and an
+  expiry, :data:`CLAIM_TTL_S`, renewed while the call runs); other processes sharing the
+  cache wait for that response instead of paying for it again. The claim of a process
+  that died lapses: at once on the same host (its pid is gone), else at its expiry.
+
+Schema migration: a cache written before checksums (schema 1, no ``checksum`` column, no
+``claims`` table) is upgraded the first time a writable open sees it. Each old entry that
+still parses as a response gets its checksum then; one that does not keeps none and is
+treated as damaged. Damage that happened before the upgrade and still parses cannot be
+detected. gradetrail versions from before the upgrade refuse an upgraded cache as "not a
+gradetrail cache".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import itertools
+import json
+import os
+import random
+import socket
+import sqlite3
+import stat
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradetrail.errors import CacheError, CacheRefused
+from gradetrail.providers.base import Request, Response
+
+__all__ = [
+    "CLAIM_TTL_S",
+    "CacheCheck",
+    "CacheStats",
+    "Claim",
+    "ResponseCache",
+    "default_cache_path",
+]
+
+#: the schema this module writes (``PRAGMA user_version``)
+SCHEMA_VERSION = 2
+#: seconds a claim on a key in flight lives without renewal
+CLAIM_TTL_S = 60.0
+_OLD_COLUMNS = ("key", "provider", "model", "response", "created_at")
+_COLUMNS = (*_OLD_COLUMNS, "checksum")
+_CLAIM_COLUMNS = ("key", "owner", "host", "pid", "expires_at")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    checksum TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    expires_at REAL NOT NULL
+) WITHOUT ROWID;
+"""
+_COMPANIONS = ("-wal", "-shm", "-journal")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_HOST = socket.gethostname()
+
+
+def default_cache_path() -> Path:
+    """The cache file used when no ``--cache`` is given: ``$GRADETRAIL_CACHE`` or the XDG
+    cache directory."""
+    env = os.environ.get("GRADETRAIL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gradetrail" / "cache.sqlite"
+
+
+def checksum(key: str, text: str) -> str:
+    """The checksum stored with an entry: SHA-256 hex over ``key``, a NUL and the stored
+    text (UTF-8; lone surrogates passed through, so no text makes it fail)."""
+    data = f"{key}\0{text}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()
+
+
+def _parse(text: str) -> Response | None:
+    """The response stored as ``text``, or None when it is not a well-formed response."""
+    try:
+        response = Response.from_json(text)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(response.text, str):
+        return None
+    return response
+
+
+def _sql_text(value: str) -> str:
+    """``value`` if UTF-8 can encode it, else with unencodable characters escaped
+    (``\\udc80``): SQLite text must be valid UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+    return value
+
+
+def _stored_text(response: Response) -> str:
+    """The JSON stored for ``response``: UTF-8 as is, or every non-ASCII character escaped
+    when the text holds one that UTF-8 cannot encode (lossless either way)."""
+    text = response.to_json()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(json.loads(text))
+    return text
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, owned by someone else
+        return True
+    return True
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Another process's claim on a key in flight.
+
+    Attributes:
+        host: the claiming process's host name.
+        pid: its process id.
+        expires_at: Unix time at which the claim lapses unless renewed.
+    """
+
+    host: str
+    pid: int
+    expires_at: float
+
+    def live(self, now: float) -> bool:
+        """True while the claim holds: not expired, and on this host its process exists."""
+        if self.expires_at <= now:
+            return False
+        return self.host != _HOST or _pid_alive(self.pid)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """What a cache holds.
+
+    Attributes:
+        path: the database file.
+        entries: number of cached responses.
+        size_bytes: size of the database file (plus its WAL).
+        by_model: ``(provider, model, entries)`` triples, most entries first.
+    """
+
+    path: Path
+    entries: int
+    size_bytes: int
+    by_model: list[tuple[str, str, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheCheck:
+    """What ``gradetrail cache check`` found.
+
+    Attributes:
+        path: the database file.
+        entries: entries read.
+        damaged: ``(key, reason)`` of every entry that is never served (checksum mismatch,
+            no checksum, not a well-formed response).
+        integrity: SQLite's ``PRAGMA integrity_check`` lines (``["ok"]`` when sound).
+        repaired: entries deleted by ``--repair`` (0 without it).
+    """
+
+    path: Path
+    entries: int
+    damaged: list[tuple[str, str]]
+    integrity: list[str]
+    repaired: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """No damaged entry and a sound file."""
+        return not self.damaged and self.integrity == ["ok"]
+
+
+#: what :meth:`ResponseCache.put` calls when the database cannot be written:
+#: ``(key, provider, model, stored text, checksum) -> kept elsewhere``
+Fallback = Callable[[str, str, str, str, str], bool]
+
+
+class ResponseCache:
+    """A SQLite response cache; safe to share across runs and processes.
+
+    Args:
+        path: the database file; its directory is created if missing (unless
+            ``read_only``).
+        read_only: open for reading only (``cache stats``, ``cache check``): no write is
+            made, an old schema is read as it is, and a missing file is an error.
+        timeout_s: how long to wait for another process's lock (SQLite's busy timeout,
+            and the bound on retrying the first switch to WAL).
+
+    Attributes:
+        took_over: claims of another process that had lapsed (it died, or stopped
+            renewing), replaced by this process's.
+        recreated: times the file was found deleted or replaced and was recreated.
+        rescued: entries copied into a recreated file.
+        write_error: the first failed write of a response, when a fallback kept it.
+        unsaved: responses that could not be written and were handed to the fallback.
+        lost: responses that neither the database nor the fallback could keep.
+        fallback: where responses go when the database cannot be written (set by a run
+            to its run directory); None to raise instead.
+
+    Raises:
+        CacheError: the file is a symlink, a hard link, not a regular file, cannot be
+            opened or written, or is not a gradetrail cache.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False, timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self.timeout_s = timeout_s
+        self.owner = f"{_HOST}:{os.getpid()}:{random.getrandbits(48):012x}"
+        self._damaged: set[str] = set()
+        self.took_over = 0
+        self.recreated = 0
+        self.rescued = 0
+        self.unsaved = 0
+        self.lost = 0
+        self.write_error: CacheError | None = None
+        self.fallback: Fallback | None = None
+        self._has_checksums = True
+        self._opened_at = time.time()
+        self._db, self._identity = self._connect()
+
+    # ------------------------------------------------------------------ opening
+
+    def _refuse(self, what: str) -> CacheRefused:
+        return CacheRefused(f"cache {self.path}: {what}; pass another --cache PATH or --no-cache")
+
+    def _check_names(self) -> None:
+        """Refuse a symlink, a hard link or a non-regular file at the path or a companion."""
+        for suffix in ("", *_COMPANIONS):
+            name = Path(f"{self.path}{suffix}")
+            try:
+                st = os.lstat(name)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise self._refuse(f"cannot open ({exc.strerror})") from None
+            what = f"{name.name} " if suffix else ""
+            if stat.S_ISLNK(st.st_mode):
+                raise self._refuse(
+                    f"{what}is a symlink (to {os.readlink(name)}); the cache is never opened "
+                    "through a link"
+                )
+            if not stat.S_ISREG(st.st_mode):
+                raise self._refuse(f"{what}is not a regular file")
+            if st.st_nlink > 1:
+                raise self._refuse(f"{what}has {st.st_nlink} hard links (one is allowed)")
+
+    def _pin(self) -> tuple[int, int]:
+        """Open (creating) the file without following links; return its (device, inode)."""
+        flags = (os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT) | _NOFOLLOW
+        try:
+            fd = os.open(self.path, flags | _NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise self._refuse(
+                    "is a symlink; the cache is never opened through a link"
+                ) from None
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and not self.read_only:
+                raise self._refuse(f"not writable ({exc.strerror})") from None
+            raise self._refuse(f"cannot open ({exc.strerror})") from None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise self._refuse("is not a regular file")
+        if st.st_nlink > 1:
+            raise self._refuse(f"has {st.st_nlink} hard links (one is allowed)")
+        return st.st_dev, st.st_ino
+
+    def _connect(self) -> tuple[sqlite3.Connection, tuple[int, int]]:
+        if self.read_only and not self.path.is_file():
+            raise self._refuse("not found")
+        try:
+            if not self.read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._refuse(f"cannot create its directory ({exc.strerror})") from None
+        self._check_names()
+        identity = self._pin()
+        try:
+            uri = self.path.resolve().as_uri() + ("?mode=ro" if self.read_only else "")
+            db = sqlite3.connect(uri, uri=True, timeout=self.timeout_s, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._refuse(f"cannot open ({exc})") from None
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) != identity:
+                raise self._refuse("was replaced while it was being opened")
+            db.create_function("gt_checksum", 2, checksum, deterministic=True)
+            db.create_function("gt_valid", 1, lambda t: _parse(t) is not None)
+            self._retrying_busy(lambda: self._init(db))
+        except sqlite3.Error as exc:
+            db.close()
+            if "readonly" in str(exc) or "unable to open" in str(exc):
+                raise self._refuse(f"not writable ({exc})") from None
+            raise self._refuse(f"cannot open ({exc})") from None
+        except BaseException:
+            db.close()
+            raise
+        return db, identity
+
+    def _retrying_busy(self, step: Callable[[], None]) -> None:
+        """Run ``step``, again while it fails with ``database is locked`` (up to the busy
+        timeout): a new file's first switch to WAL returns that at once, without waiting."""
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.002
+        while True:
+            try:
+                return step()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 0.2)
+
+    def _init(self, db: sqlite3.Connection) -> None:
+        """Check the schema, switch to WAL and upgrade the schema (writable opens), with
+        one real write so an unwritable file or a full disk is found now."""
+        columns = self._check_schema(db)
+        if self.read_only:
+            self._has_checksums = "checksum" in columns
+            return
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = self._check_schema(db)
+            if columns and "checksum" not in columns:
+                db.execute("ALTER TABLE responses ADD COLUMN checksum TEXT")
+                db.execute(
+                    "UPDATE responses SET checksum = gt_checksum(key, response) "
+                    "WHERE gt_valid(response)"
+                )
+            for statement in _SCHEMA.split(";")[:-1]:  # executescript would COMMIT
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # the write that proves it
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def _check_schema(self, db: sqlite3.Connection) -> set[str]:
+        """Refuse a database that holds anything but gradetrail's tables; return the
+        columns of ``responses`` (empty for a new file)."""
+        tables = {
+            name
+            for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
+        claims = {row[1] for row in db.execute("PRAGMA table_info(claims)")}
+        if (
+            tables - {"responses", "claims"}
+            or (columns and columns not in (set(_COLUMNS), set(_OLD_COLUMNS)))
+            or (claims and claims != set(_CLAIM_COLUMNS))
+        ):
+            raise CacheRefused(
+                f"cache {self.path}: not a gradetrail cache (it holds other tables or "
+                "columns); pass another --cache PATH"
+            )
+        return columns
+
+    # ------------------------------------------------------------------ the file itself
+
+    def still_there(self) -> bool:
+        """True when the path still names the file this cache has open."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._identity
+
+    def ensure_file(self) -> bool:
+        """Recreate the file if it was deleted or replaced since it was opened, copying
+        every entry still readable from the open (unlinked) file into it. Returns True
+        when it recreated it.
+
+        Raises:
+            CacheError: the new file cannot be created (see the constructor).
+        """
+        if self.read_only or self.still_there():
+            return False
+        old = self._db
+        rows = []
+        with contextlib.suppress(sqlite3.Error):  # what cannot be read is requested again
+            rows = old.execute(
+                "SELECT key, provider, model, response, created_at, checksum FROM responses"
+            ).fetchall()
+        self._db, self._identity = self._connect()
+        try:
+            with self._write():
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows
+                )
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+        finally:
+            old.close()
+        self.recreated += 1
+        self.rescued += len(rows)
+        return True
+
+    # ------------------------------------------------------------------ entries
+
+    def get(self, key: str) -> Response | None:
+        """The cached response for ``key``, or None (a damaged entry counts as none: it
+        is counted in :attr:`damaged`, never served)."""
+        try:
+            row = self._db.execute(self._select_one, (key,)).fetchone()
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+        if row is None:
+            return None
+        return self._verified(key, row[0], row[1])
+
+    @property
+    def _select_one(self) -> str:
+        column = "checksum" if self._has_checksums else "NULL"
+        return f"SELECT response, {column} FROM responses WHERE key = ?"
+
+    def _verified(self, key: str, text: str, stored: str | None) -> Response | None:
+        if not isinstance(text, str) or stored != checksum(key, text):
+            self._damaged.add(key)
+            return None
+        response = _parse(text)
+        if response is None:
+            self._damaged.add(key)
+        return response
+
+    @property
+    def damaged(self) -> int:
+        """Distinct keys found damaged (and not served) since the cache was opened."""
+        return len(self._damaged)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Response]:
+        """The cached responses among ``keys``, by key: one query per 500 keys instead of
+        one per key. Keys not cached, and damaged entries (counted in :attr:`damaged`, as
+        :meth:`get` counts them), are left out."""
+        column = "checksum" if self._has_checksums else "NULL"
+        found: dict[str, Response] = {}
+        try:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, response, {column} FROM responses WHERE key IN ({marks})",
+                    chunk,
+                ).fetchall()
+                for key, text, stored in rows:
+                    response = self._verified(key, text, stored)
+                    if response is not None:
+                        found[key] = response
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+        return found
+
+    def any_missing(self, keys: Iterable[str]) -> bool:
+        """True when at least one of ``keys`` has no cached response (500 keys a query,
+        taken from ``keys`` as they come: a generator is never held whole; damaged entries
+        count as present here and as misses when read). Keys in sorted order read about
+        four times faster: neighbours share the table's pages, which SQLite reads once."""
+        it = iter(keys)
+        try:
+            while chunk := list(itertools.islice(it, 500)):
+                marks = ",".join("?" * len(chunk))
+                (found,) = self._db.execute(
+                    f"SELECT COUNT(*) FROM responses WHERE key IN ({marks})", chunk
+                ).fetchone()
+                if found < len(set(chunk)):
+                    return True
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+        return False
+
+    def put(self, key: str, request: Request, response: Response) -> None:
+        """Store a successful response (committed at once) and drop this process's claim
+        on ``key``.
+
+        When the database cannot be written (a full disk, say) and :attr:`fallback` is
+        set, the response is handed to it instead and the failure is kept in
+        :attr:`write_error`; the caller stops starting new calls.
+
+        Raises:
+            CacheError: the write failed and there is no fallback.
+        """
+        text = _stored_text(response)
+        self.store(key, request.provider, request.model, text, checksum(key, text))
+
+    def store(self, key: str, provider: str, model: str, text: str, check: str) -> None:
+        """Store one entry as :meth:`put` does, given its stored text and checksum (from a
+        fallback file, say).
+
+        Raises:
+            CacheError: the write failed and there is no fallback.
+        """
+        row = (key, _sql_text(provider), _sql_text(model), text, time.time(), check)
+        try:
+            self.ensure_file()
+            with self._write():
+                self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
+                self._db.execute(
+                    "DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner)
+                )
+        except (sqlite3.Error, CacheError) as exc:
+            error = CacheError(f"cache {self.path}: write failed ({_reason(exc)})")
+            if self.fallback is None:
+                raise error from None
+            self.write_error = self.write_error or error
+            self.unsaved += 1
+            if not self.fallback(*row[:4], check):
+                self.lost += 1
+
+    # ------------------------------------------------------------------ claims
+
+    def claim(self, key: str) -> Response | Claim | None:
+        """Claim ``key`` for a call by this process.
+
+        Returns:
+            None when this process now holds the claim (make the call); the response when
+            one was cached meanwhile; another process's live :class:`Claim` otherwise.
+
+        Raises:
+            CacheError: the claim cannot be written (the call must not be made).
+        """
+        now = time.time()
+        try:
+            self.ensure_file()
+            with self._write():
+                row = self._db.execute(self._select_one, (key,)).fetchone()
+                if row is not None:
+                    response = self._verified(key, row[0], row[1])
+                    if response is not None:
+                        return response
+                held = self._db.execute(
+                    "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
+                ).fetchone()
+                if held is not None and held[0] != self.owner:
+                    other = Claim(held[1], held[2], held[3])
+                    if other.live(now):
+                        return other
+                    self.took_over += 1  # its process died or stopped renewing it
+                self._db.execute(
+                    "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
+                    (key, self.owner, _HOST, os.getpid(), now + CLAIM_TTL_S),
+                )
+        except (sqlite3.Error, CacheError) as exc:
+            raise CacheError(f"cache {self.path}: write failed ({_reason(exc)})") from None
+        return None
+
+    def holder(self, key: str) -> Claim | None:
+        """Another process's live claim on ``key``, or None."""
+        try:
+            held = self._db.execute(
+                "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+        if held is None or held[0] == self.owner:
+            return None
+        other = Claim(held[1], held[2], held[3])
+        return other if other.live(time.time()) else None
+
+    def renew(self, key: str) -> None:
+        """Push this process's claim on ``key`` :data:`CLAIM_TTL_S` into the future."""
+        self._quietly(
+            "UPDATE claims SET expires_at = ? WHERE key = ? AND owner = ?",
+            (time.time() + CLAIM_TTL_S, key, self.owner),
+        )
+
+    def release(self, key: str) -> None:
+        """Drop this process's claim on ``key`` (its call failed: another may try)."""
+        self._quietly("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
+
+    def _quietly(self, sql: str, args: tuple[object, ...]) -> None:
+        """A claim update that may fail (a full disk): the claim then lapses by itself."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute(sql, args)
+
+    def _write(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    # ------------------------------------------------------------------ maintenance
+
+    def stats(self) -> CacheStats:
+        """Counts per (provider, model) and the file size.
+
+        Raises:
+            CacheError: the database cannot be read.
+        """
+        try:
+            rows = self._db.execute(
+                "SELECT provider, model, COUNT(*) FROM responses GROUP BY provider, model "
+                "ORDER BY 3 DESC"
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+        return CacheStats(self.path, sum(r[2] for r in rows), size, [tuple(r) for r in rows])
+
+    def _entries(self) -> Iterator[tuple[str, object, object]]:
+        column = "checksum" if self._has_checksums else "NULL"
+        yield from self._db.execute(f"SELECT key, response, {column} FROM responses")
+
+    def check(self, *, repair: bool = False) -> CacheCheck:
+        """Verify every entry's checksum and shape, and the file's structure.
+
+        Args:
+            repair: delete the damaged entries (their keys miss and are requested again).
+
+        Raises:
+            CacheError: the database cannot be read (or, with ``repair``, written).
+        """
+        damaged: list[tuple[str, str]] = []
+        entries = 0
+        try:
+            integrity = [r[0] for r in self._db.execute("PRAGMA integrity_check")]
+            for key, text, stored in self._entries():
+                entries += 1
+                if stored is None:
+                    damaged.append((str(key), "no checksum (not a well-formed response)"))
+                elif not isinstance(text, str) or stored != checksum(str(key), text):
+                    damaged.append((str(key), "checksum mismatch"))
+                elif _parse(text) is None:
+                    damaged.append((str(key), "not a well-formed response"))
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+        repaired = 0
+        if repair and damaged:
+            try:
+                with self._write():
+                    for key, _ in damaged:
+                        repaired += self._db.execute(
+                            "DELETE FROM responses WHERE key = ?", (key,)
+                        ).rowcount
+            except sqlite3.Error as exc:
+                raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+        return CacheCheck(self.path, entries, damaged, integrity, repaired)
+
+    def clear(self, model: str | None = None) -> int:
+        """Delete every entry (or only ``model``'s); returns how many were deleted.
+
+        Raises:
+            CacheError: the database cannot be written.
+        """
+        try:
+            if model is None:
+                cur = self._db.execute("DELETE FROM responses")
+            else:
+                cur = self._db.execute("DELETE FROM responses WHERE model = ?", (_sql_text(model),))
+            self._db.execute("VACUUM")
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+        return cur.rowcount
+
+    def close(self) -> None:
+        """Drop this process's remaining claims and close the connection."""
+        if not self.read_only:
+            self._quietly("DELETE FROM claims WHERE owner = ?", (self.owner,))
+        self._db.close()
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    prefix = "write failed ("
+    if prefix in text:  # a CacheError from recreating the file: its reason only
+        return text.split(prefix, 1)[1].rsplit(")", 1)[0]
+    return text
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back on an error): the write lock is taken
+    first, so a read-then-write decision cannot race another process."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if kind is None:
+            self._db.execute("COMMIT")
+        elif self._db.in_transaction:
+            self._db.execute("ROLLBACK")

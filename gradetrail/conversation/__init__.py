@@ -1,0 +1,1 @@
+"""Provider-neutral conversations: messages, tool definitions, transcripts."""

@@ -1,0 +1,575 @@
+"""Running an eval: plan (load and check everything before any call), drive the
+per-sample pipeline over the executor, write results, manifest and summary.
+
+The Python API behind ``gradetrail run``::
+
+    spec = gradetrail.load_spec("examples/gsm8k.yaml", ["model.name=175b_finetuning"])
+    result = gradetrail.run_eval(spec)
+    print(result.manifest.score.mean, result.run_dir)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gradetrail._util.bounded import BoundedCalls
+from gradetrail.cache.inflight import in_flight
+from gradetrail.cache.pending import PendingResponses, restore_pending
+from gradetrail.cache.store import ResponseCache, default_cache_path
+from gradetrail.datasets import Sample, Samples, load_samples
+from gradetrail.engine.failfast import FailFast
+from gradetrail.engine.interrupts import Interrupts, StopKind
+from gradetrail.engine.pipeline import (
+    Prepared,
+    PreparedRequests,
+    Renderer,
+    SampleContext,
+    prepare,
+    process,
+    with_hits,
+)
+from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
+from gradetrail.executors.base import Executor
+from gradetrail.executors.local import LocalExecutor
+from gradetrail.executors.retry import RetryPolicy
+from gradetrail.providers import Provider, make_provider
+from gradetrail.rundir.layout import RunDir
+from gradetrail.rundir.manifest import (
+    CacheReport,
+    GitProbe,
+    Manifest,
+    RunStatus,
+    identity_hash,
+    now_iso,
+    runtime_versions,
+    spec_hash,
+    write_manifest,
+)
+from gradetrail.rundir.results import (
+    OUTPUT_FILES,
+    PENDING_FILE,
+    RESERVE_FILE,
+    SAMPLES_FILE,
+    ResultsWriter,
+    Row,
+)
+from gradetrail.rundir.runlog import RunLog, rotated_names
+from gradetrail.rundir.summary import Tally
+from gradetrail.scorers import Scorer, make_scorer
+from gradetrail.scorers.base import ScoreInput
+from gradetrail.spec import EvalSpec
+from gradetrail.spec.run import MAX_ROWS
+
+if TYPE_CHECKING:
+    from gradetrail.executors.ray import RayOptions
+
+__all__ = ["RunPlan", "RunResult", "plan_run", "run_eval"]
+
+#: bytes set aside in the run directory while a run goes, so the final manifest can be
+#: written when the results disk fills (a final manifest is a few KB)
+RESERVE_BYTES = 64 * 1024
+
+
+@dataclass
+class RunPlan:
+    """Everything a run needs, loaded and checked before any model call.
+
+    Attributes:
+        spec: the validated spec.
+        samples: the dataset in run order.
+        provider: the provider (ready: keys and files checked).
+        scorer: the scorer (checked against the first sample).
+        prepared: every (sample, epoch), keyed, epoch-major (rendered on access).
+        file_hashes: role -> SHA-256 of each file the run reads.
+        identity_hash: the run's identity hash.
+    """
+
+    spec: EvalSpec
+    samples: Sequence[Sample]
+    provider: Provider
+    scorer: Scorer
+    prepared: PreparedRequests
+    file_hashes: dict[str, str]
+    identity_hash: str
+
+    def run_dir(self, results_root: Path) -> Path:
+        """``<results_root>/<name>-<first 12 hex of the identity hash>``."""
+        return results_root / f"{self.spec.name}-{self.identity_hash[:12]}"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a finished (or interrupted) run produced.
+
+    Attributes:
+        run_dir: the run directory.
+        manifest: the manifest as written.
+        tally: the run's totals.
+    """
+
+    run_dir: Path
+    manifest: Manifest
+    tally: Tally = field(repr=False)
+
+
+def plan_run(spec: EvalSpec) -> RunPlan:
+    """Load the dataset, build and check the provider and scorer, render every request.
+
+    Raises:
+        SpecError, DatasetError: anything wrong with the spec or its files, before any call:
+            also a row nested past Python's recursion limit, more than
+            :data:`~gradetrail.spec.run.MAX_ROWS` rows (samples x epochs), and a scorer
+            that fails on any sample's own data (a regex pattern one row makes invalid).
+    """
+    try:
+        samples = load_samples(spec.dataset, base_dir=spec.base_dir, where=spec.source)
+    except RecursionError:
+        raise DatasetError(
+            f"{spec.source}: dataset.path: a row is nested too deeply to read (over about "
+            f"{sys.getrecursionlimit()} levels); flatten the rows"
+        ) from None
+    rows = len(samples) * spec.run.epochs
+    if rows > MAX_ROWS:
+        raise SpecError(
+            f"{spec.source}: run.epochs: {len(samples):,} samples x {spec.run.epochs:,} epochs "
+            f"is {rows:,} rows, over the limit of {MAX_ROWS:,} a run; lower run.epochs or "
+            "dataset.limit, or split the dataset"
+        )
+    provider = make_provider(spec.model, spec.base_dir)
+    with _naming_the_spec(spec):
+        provider.check_ready()
+    identity = provider.identity()
+    with _naming_the_spec(spec):  # a tools module that cannot be imported, say
+        renderer = Renderer(spec, identity, provider.keyed_by_sample, provider.wants_row())
+    renderer.check(samples[0].row)
+    scorer = make_scorer(spec)
+    first = prepare(samples[0], 1, renderer)
+    with _naming_the_spec(spec):
+        scorer.check(
+            ScoreInput(
+                first.sample, 1, first.request.prompt, first.request.system, first.target, ""
+            )
+        )
+
+    def check_row(item: Prepared) -> None:  # what a scorer derives from the row alone
+        with _naming_the_spec(spec):
+            scorer.check_row(
+                ScoreInput(
+                    item.sample, 1, item.request.prompt, item.request.system, item.target, ""
+                )
+            )
+
+    overridden = type(scorer).check_row is not Scorer.check_row  # else nothing to check
+    try:
+        prepared = PreparedRequests(
+            samples, spec.run.epochs, renderer, check_row if overridden else None
+        )
+    except RecursionError:
+        raise DatasetError(
+            f"{spec.source}: a row is nested too deeply to render; flatten the rows"
+        ) from None
+    file_hashes = {"dataset": samples.content_hash, **renderer.file_hashes()}
+    for role, value in identity.items():
+        if role.endswith("sha256"):
+            file_hashes[role.removesuffix("_sha256")] = value
+    file_hashes.update(scorer.identity())
+    return RunPlan(
+        spec, samples, provider, scorer, prepared, file_hashes, identity_hash(spec, file_hashes)
+    )
+
+
+@contextlib.contextmanager
+def _naming_the_spec(spec: EvalSpec) -> Iterator[None]:
+    """Prefix the spec file to a SpecError or DatasetError that does not name it yet."""
+    try:
+        yield
+    except (SpecError, DatasetError) as exc:
+        if str(exc).startswith(spec.source):
+            raise
+        raise type(exc)(f"{spec.source}: {exc}") from None
+
+
+def run_eval(
+    spec: EvalSpec,
+    *,
+    results_root: str | Path = "results",
+    cache_path: str | Path | None = None,
+    use_cache: bool = True,
+    overrides: Iterable[str] = (),
+    executor: Executor | RayOptions | None = None,
+    on_row: Callable[[Row, Tally], None] | None = None,
+    on_start: Callable[[RunPlan, Path], None] | None = None,
+    on_interrupt: Callable[[StopKind, str, int], None] | None = None,
+    echo_log: bool = False,
+) -> RunResult:
+    """Run an eval end to end.
+
+    Everything that can refuse the run (spec, dataset, provider, a symlink planted in the
+    run directory, another process writing it, the cache) is checked before the first
+    model call. Re-running the same spec after a crash or an interrupt finishes the run:
+    responses already cached are not requested again.
+
+    Ctrl-C (SIGINT) stops starting new samples and lets the requests in flight land; a
+    second Ctrl-C or SIGTERM cancels them (see :mod:`gradetrail.engine.interrupts`). Either way
+    the run returns normally with ``manifest.status == "interrupted"``.
+
+    Args:
+        spec: a validated spec (see :func:`gradetrail.load_spec`).
+        results_root: where run directories go (default ``results`` under the cwd).
+        cache_path: the SQLite cache file (default :func:`default_cache_path`).
+        use_cache: False to neither read nor write the cache.
+        overrides: the ``--set`` strings the spec was loaded with (recorded in the manifest).
+        executor: where provider calls run: an executor, :class:`RayOptions` for Ray
+            workers built for this run's provider, or None for a :class:`LocalExecutor`.
+        on_row: called with each result row (a dict shaped as :class:`SampleResult`, as
+            :func:`~gradetrail.read_results` reads them back) and the running tally.
+        on_start: called once the plan is checked, with the plan and the run directory.
+        on_interrupt: called when a signal arrives, with ``"drain"`` or ``"abort"``, the
+            signal's name and the number of requests in flight.
+        echo_log: also write the structured log's lines to stderr.
+
+    Returns:
+        The run directory, manifest and tally (also for an interrupted run).
+
+    Raises:
+        SpecError, DatasetError: before any model call.
+        CacheError, RunError: the cache or results directory cannot be used (before any
+            call), or the cache fails mid-run (the manifest then says ``failed``).
+    """
+    git = GitProbe()  # git answers while the run is planned; the manifest records it
+    try:
+        plan = plan_run(spec)
+        executor = _executor(plan, executor)
+        cache = (
+            ResponseCache(Path(cache_path) if cache_path else default_cache_path())
+            if use_cache
+            else None
+        )
+    except BaseException:
+        git.close()
+        raise
+    driving = False  # once the run drives its pipeline, the pipeline closes the executor
+    try:
+        if cache is None or cache.any_missing(plan.prepared.sorted_keys()):
+            plan.provider.warm_up()  # may still refuse the run: before its directory exists
+            executor.start()  # Ray: import, join the cluster (never for a fully cached run)
+        with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
+            run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
+            run_dir.lock()
+            pending = _keep_what_the_cache_cannot(run_dir, cache)
+            run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
+            manifest = _initial_manifest(plan, list(overrides), git.result())
+            write_manifest(run_dir, manifest)
+            writer = ResultsWriter(run_dir, spec.run.epochs)
+            try:
+                with RunLog(run_dir, echo=echo_log) as log:
+                    log.event(
+                        "run_start",
+                        run_dir=str(run_dir.path),
+                        identity_hash=plan.identity_hash,
+                        rows=len(plan.prepared),
+                        samples=len(plan.samples),
+                        epochs=spec.run.epochs,
+                        cache=str(cache.path) if cache is not None else None,
+                        pid=os.getpid(),
+                    )
+                    if on_start is not None:
+                        on_start(plan, run_dir.path)
+                    run = _Run(plan, run_dir, SampleContext(cache, executor, plan.scorer, log))
+                    driving = True
+                    return run.execute(manifest, writer, on_row, on_interrupt)
+            finally:
+                writer.close()
+                if pending is not None:
+                    pending.close()
+    finally:
+        try:
+            if not driving:  # refused before any call: release what start() acquired
+                asyncio.run(executor.aclose())
+        finally:
+            git.close()
+            if cache is not None:
+                cache.close()
+
+
+def _keep_what_the_cache_cannot(
+    run_dir: RunDir, cache: ResponseCache | None
+) -> PendingResponses | None:
+    """Store what an earlier run of this directory could not (its cache was full), then
+    send what this run's cache cannot store to ``pending-cache.jsonl``.
+
+    Raises:
+        CacheError: the cache still cannot store the earlier run's responses.
+    """
+    if cache is None:
+        return None
+    restore_pending(run_dir, cache)
+    pending = PendingResponses(run_dir)
+    cache.fallback = pending.keep
+    return pending
+
+
+def _executor(plan: RunPlan, chosen: Executor | RayOptions | None) -> Executor:
+    """The executor for ``plan``: ``chosen`` itself, or one built from the spec's run
+    settings (retry policy, concurrency, rate caps), local or on Ray."""
+    if isinstance(chosen, Executor):
+        return chosen
+    run = plan.spec.run
+    policy = RetryPolicy(
+        max_retries=run.max_retries, timeout_s=run.timeout_s, sample_timeout_s=run.sample_timeout_s
+    )
+    limits: dict[str, Any] = {
+        "requests_per_minute": run.requests_per_minute,
+        "tokens_per_minute": run.tokens_per_minute,
+        "adaptive": run.adaptive_concurrency,
+    }
+    if chosen is None:
+        return LocalExecutor(plan.provider, policy, run.concurrency, **limits)
+    return chosen.build(plan.provider, policy, run.concurrency, **limits)
+
+
+class _Run:
+    """One execution of a plan: drive the pipeline, then write what it produced."""
+
+    def __init__(self, plan: RunPlan, run_dir: RunDir, ctx: SampleContext) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.ctx = ctx
+        self.log: RunLog = ctx.log  # type: ignore[assignment]
+        self.tally = Tally.for_spec(plan.spec)
+        self.in_flight = 0
+
+    def execute(
+        self,
+        manifest: Manifest,
+        writer: ResultsWriter,
+        on_row: Callable[[Row, Tally], None] | None,
+        on_interrupt: Callable[[StopKind, str, int], None] | None,
+    ) -> RunResult:
+        def signalled(kind: StopKind, name: str) -> None:
+            self.log.event("interrupt", kind=kind, signal=name, in_flight=self.in_flight)
+            if on_interrupt is not None:
+                on_interrupt(kind, name, self.in_flight)
+
+        stop = Interrupts(signalled)
+        start = time.perf_counter()
+        status: RunStatus = "failed"
+        unwritten: Exception | None = None
+        try:
+            asyncio.run(self._main(writer, on_row, stop))
+            status = "interrupted" if stop.stopping else "complete"
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            status = "interrupted"
+        finally:
+            # an interrupted or failed run keeps its rows too, in input order
+            try:
+                self._write_outputs(writer)
+            except Exception as exc:  # e.g. a full disk: never leave the status "running"
+                if status == "complete":
+                    status, unwritten = "failed", exc
+            manifest = _final_manifest(
+                manifest, self.plan, self.tally, status, time.perf_counter() - start
+            ).model_copy(update={"executor": self.ctx.executor.describe()})
+            if self.ctx.cache is not None:
+                manifest = manifest.model_copy(update={"cache": self._cache_report()})
+            if stop.signal_name is not None:
+                manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
+            self._write_manifest(manifest)
+            self.log.event(
+                "run_end",
+                status=status,
+                counts=dict(self.tally.counts),
+                cache_hits=self.tally.cache_hits,
+                cost_usd=self.tally.cost_usd,
+                wall_s=manifest.wall_time_s,
+            )
+        if unwritten is not None:
+            raise unwritten
+        return RunResult(self.run_dir.path, manifest, self.tally)
+
+    def _cache_report(self) -> CacheReport:
+        """What the cache saw, once it is checked to still be there (recreated if not)."""
+        cache = self.ctx.cache
+        assert cache is not None
+        try:
+            if cache.ensure_file():
+                self.log.event("cache_recreated", path=str(cache.path), rescued=cache.rescued)
+        except CacheError as exc:
+            self.log.event("cache_lost", path=str(cache.path), message=str(exc))
+        shared = in_flight(cache)
+        return CacheReport(
+            path=str(cache.path),
+            damaged=cache.damaged,
+            twins=shared.twins,
+            shared=shared.waited,
+            other_processes=sorted(shared.holders),
+            took_over=cache.took_over,
+            recreated=cache.recreated,
+            rescued=cache.rescued,
+            unsaved=cache.unsaved,
+            lost=cache.lost,
+        )
+
+    def _unstored(self, cache: ResponseCache) -> CacheError:
+        """The error that stops a run whose cache could not store what arrived."""
+        kept = cache.unsaved - cache.lost
+        where = f"{self.run_dir.path / PENDING_FILE}"
+        text = (
+            f"{cache.write_error}; the run stopped starting samples, and the {kept} "
+            f"responses that arrived since are kept in {where} and go into the cache on the "
+            "next run: free space and run the same command again"
+        )
+        if cache.lost:
+            text += f" ({cache.lost} could not be kept anywhere and will be requested again)"
+        return CacheError(text)
+
+    def _write_manifest(self, manifest: Manifest) -> None:
+        """Write the final manifest; on a full disk, free the space reserved for it first.
+
+        Raises:
+            RunError: it cannot be written even then.
+        """
+        try:
+            write_manifest(self.run_dir, manifest)
+        except RunError:
+            self.run_dir.remove(RESERVE_FILE)
+            write_manifest(self.run_dir, manifest)
+        self.run_dir.remove(RESERVE_FILE)
+
+    def _write_outputs(self, writer: ResultsWriter) -> None:
+        """results.jsonl in input order, then samples.jsonl. If this fails, the rows
+        appended so far stay on disk as they are."""
+        writer.finalize()
+        samples = self.plan.samples
+        pairs = (
+            samples.id_clusters()
+            if isinstance(samples, Samples)
+            else ((s.id, s.cluster) for s in samples)
+        )
+        self.run_dir.write_atomic(SAMPLES_FILE, self.tally.sample_lines(pairs))
+
+    async def _main(
+        self,
+        writer: ResultsWriter,
+        on_row: Callable[[Row, Tally], None] | None,
+        stop: Interrupts,
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        stop.install(task)
+        # after the loop's own handlers: scorers stay within reach of SIGINT/SIGTERM
+        bounded = BoundedCalls(self.plan.spec.run.score_timeout_s, lambda: stop.stopping)
+        self.ctx.bounded = bounded
+        try:
+            with bounded:
+                await self._drive(writer, on_row, stop)
+        finally:
+            stop.uninstall()
+            if stop.signal_name is None and bounded.aborted_by is not None:
+                stop.signal_name = bounded.aborted_by  # the loop never saw it: it ended first
+
+    async def _drive(
+        self,
+        writer: ResultsWriter,
+        on_row: Callable[[Row, Tally], None] | None,
+        stop: Interrupts,
+    ) -> None:
+        prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
+        items = with_hits(prepared, ctx.cache)  # one shared iterator, read in batches
+        fail_fast = FailFast(self.plan.spec.run.fail_fast)
+        halted = False  # set when one worker fails: the others start nothing new
+
+        async def worker() -> None:
+            nonlocal halted
+            try:
+                for item, hit in items:  # each item is taken by one worker
+                    if stop.stopping or halted:
+                        return  # Ctrl-C or a failed worker: start nothing new
+                    self.in_flight += 1
+                    try:
+                        row = await process(item, ctx, hit)
+                    finally:
+                        self.in_flight -= 1
+                    # a cache hit's row may wait for the next ones: nothing is lost
+                    writer.append((item.sample.index, item.epoch), row, hold=row["cached"])
+                    tally.add(row, item.sample.index)
+                    if on_row is not None:
+                        on_row(row, tally)
+                    fail_fast.observe(row)  # raises RunError: one permanent error, N times
+                    if ctx.cache is not None and ctx.cache.write_error is not None:
+                        halted = True  # the cache cannot store what arrives: pay for no more
+            except BaseException:  # fail-fast, a cache or results error: start nothing new
+                halted = True
+                raise
+
+        try:
+            await ctx.scorer.bind(ctx.cache, ctx.executor)  # judges share cache and retries
+            workers = min(ctx.executor.concurrency, len(prepared)) or 1
+            tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
+            try:
+                # once one worker fails the others start nothing new, and the requests they
+                # have in flight land (paid for: their responses are kept, not cancelled)
+                ended = await asyncio.gather(*tasks, return_exceptions=True)
+            finally:  # an abort (SIGTERM, a second Ctrl-C) cancels what is in flight
+                for task in tasks:
+                    task.cancel()
+            failures = [e for e in ended if isinstance(e, BaseException)]
+            if failures:
+                raise next((e for e in failures if isinstance(e, Exception)), failures[0])
+            if ctx.cache is not None and ctx.cache.write_error is not None:
+                raise self._unstored(ctx.cache)
+        finally:
+            try:
+                await ctx.scorer.aclose()
+            finally:
+                await ctx.executor.aclose()
+
+
+def _initial_manifest(
+    plan: RunPlan, overrides: list[str], git: tuple[str | None, bool | None]
+) -> Manifest:
+    version, python = runtime_versions()
+    sha, dirty = git
+    spec = plan.spec
+    return Manifest(
+        name=spec.name,
+        status="running",
+        identity_hash=plan.identity_hash,
+        spec_hash=spec_hash(spec),
+        dataset_hash=plan.file_hashes["dataset"],
+        dataset=plan.samples.info if isinstance(plan.samples, Samples) else None,
+        file_hashes=plan.file_hashes,
+        spec=spec.model_dump(mode="json"),
+        spec_path=spec.source,
+        overrides=overrides,
+        requested_model=spec.model.name,
+        provider=spec.model.provider,
+        gradetrail_version=version,
+        python_version=python,
+        git_sha=sha,
+        git_dirty=dirty,
+        started_at=now_iso(),
+        n_samples=len(plan.samples),
+        epochs=spec.run.epochs,
+    )
+
+
+def _final_manifest(
+    manifest: Manifest, plan: RunPlan, tally: Tally, status: str, wall_s: float
+) -> Manifest:
+    return manifest.model_copy(
+        update={
+            "status": status,
+            "ended_at": now_iso(),
+            "wall_time_s": round(wall_s, 4),
+            **tally.manifest_figures(plan.spec),
+        }
+    )

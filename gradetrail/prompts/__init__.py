@@ -1,0 +1,1 @@
+"""Prompt templates, their rendering and choices."""

@@ -1,0 +1,1 @@
+"""The lines a run and a gate print, shared by the CLI, the viewer and CI."""

@@ -1,0 +1,181 @@
+"""The end-of-run summary printed by ``gradetrail run``: one labelled line per fact, never
+wrapped or truncated (paths stay copyable)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gradetrail.report.judge import agreement_lines, judge_lines
+from gradetrail.rundir.manifest import CacheReport, Manifest, status_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gradetrail.engine.runner import RunResult
+
+__all__ = ["cache_warnings", "manifest_lines", "print_summary", "summary_lines"]
+
+
+def _fmt(x: float | None, digits: int = 4) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def summary_lines(result: RunResult) -> list[tuple[str, str]]:
+    """``(label, text)`` pairs of a finished run (see :func:`manifest_lines`)."""
+    return manifest_lines(result.manifest, result.run_dir)
+
+
+def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
+    """``(label, text)`` pairs from a run's manifest: counts per state (the denominator
+    explicit), mean score with standard error and 95% CI, tokens, cost, cache hits, wall
+    time, status, run directory. The viewer shows the same lines as the CLI summary."""
+    counts = m.counts
+    rows = sum(counts.values())
+    errors = rows - counts.get("scored", 0)
+    states = ", ".join(
+        f"{k} {counts.get(k, 0)}" for k in ("scored", "provider_error", "judge_error")
+    )
+    epochs = "epoch" if m.epochs == 1 else "epochs"
+    lines = [("rows", f"{rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
+    s = m.score
+    what = "win rate" if m.spec.get("scorer", {}).get("type") == "pairwise" else "mean score"
+    if s and s.mean is not None:
+        kind = " (Wilson)" if s.ci_method == "wilson" else ""
+        ci = f"[{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]" if s.ci_low is not None else "n/a"
+        score = f"{s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI {ci}{kind}"
+        score += f", over {s.n} scored samples"
+        run = m.spec.get("run", {})
+        if m.epochs > 1 or run.get("reducer", "mean") != "mean":
+            reducer = run.get("reducer", "mean")
+            if reducer == "pass_at_k":
+                reducer = f"pass@{run.get('pass_k') or 1}"
+            score += f" (epochs reduced by {reducer})"
+        if s.n_clusters is not None:
+            score += f" in {s.n_clusters} clusters"
+        if errors:
+            score += f"; {errors} error rows are not in it"
+        lines.append((what, score))
+    else:
+        lines.append((what, "n/a (no sample scored)"))
+    lines += judge_lines(m) + agreement_lines(m)
+    for error in m.top_errors:
+        what_kind = error["kind"] + (f" {error['status']}" if error["status"] else "")
+        if error["error_type"]:
+            what_kind += f" ({error['error_type']})"
+        lines.append(
+            ("errors", f"{error['rows']} {error['state']} {what_kind}: {error['message']}")
+        )
+    shown = sum(int(error["rows"]) for error in m.top_errors)
+    errors = sum(n for state, n in m.counts.items() if state != "scored")
+    if m.top_errors and errors > shown:
+        lines.append(("errors", f"{errors - shown} more rows with other errors (results.jsonl)"))
+    if m.conversations is not None:
+        c = m.conversations
+        stopped = ", ".join(f"{k} {v}" for k, v in c.stopped.items())
+        lines.append(
+            (
+                "turns",
+                f"{c.turns} model turns over {c.rows} conversations, {c.tool_calls} tool calls "
+                f"({c.tool_errors} returned errors); stopped: {stopped}",
+            )
+        )
+    if m.truncated:
+        lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens"))
+    lines.append(
+        (
+            "tokens",
+            f"{m.input_tokens} in (of which {m.cached_input_tokens} cached), {m.output_tokens} out",
+        )
+    )
+    cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"
+    if m.cost_usd_cached is not None:
+        cost += f" (cache hits saved ${m.cost_usd_cached:.4f})"
+    lines.append(("cost", cost))
+    lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
+    lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
+    if m.executor and m.executor.get("kind") == "ray":
+        lines.append(("executor", _ray_line(m.executor)))
+    status = status_text(m.status, m.counts)
+    if m.status == "interrupted":
+        signal = f" by {m.stop_signal}" if m.stop_signal else ""
+        done = f"{rows} of {m.n_samples * m.epochs} rows"
+        status += f"{signal} ({done}); run the same command again to finish from the cache"
+    lines.append(("status", status))
+    lines.append(("results", str(run_dir)))
+    return lines
+
+
+def cache_warnings(report: CacheReport | None) -> list[str]:
+    """One line for each thing the cache went through that the user should know about."""
+    if report is None:
+        return []
+    lines = []
+    if report.damaged:
+        lines.append(
+            f"{report.damaged} damaged cache entries were not served (requested again and "
+            "rewritten); `gradetrail cache check` looks for more"
+        )
+    if report.shared:
+        pids = ", ".join(report.other_processes) or "?"
+        lines.append(
+            f"{report.shared} responses came from another gradetrail process ({pids}) making "
+            "the same requests on this cache at the same time; none was paid for twice"
+        )
+    if report.took_over:
+        lines.append(
+            f"{report.took_over} requests claimed by a gradetrail process that stopped were "
+            "made here once its claim lapsed"
+        )
+    if report.recreated:
+        lines.append(
+            f"the cache file {report.path} was deleted during the run; recreated it with the "
+            f"{report.rescued} entries still readable"
+        )
+    if report.lost:
+        lines.append(
+            f"{report.lost} responses could be kept neither in the cache nor in the run "
+            "directory (disk full?); they will be requested again"
+        )
+    return lines
+
+
+def _ray_line(ex: dict) -> str:
+    """Where a Ray run's calls went: workers, nodes, the in-flight share per worker, the
+    attempts each served, and Ray's start-up time (workers up: from the first cache miss,
+    connecting included; the first call waited only for what the driver's own
+    preparation did not hide)."""
+    if not ex.get("started"):
+        return "ray, not started (every response came from the cache)"
+    per = ex.get("per_worker", [])
+    served = " + ".join(str(w["served"]) for w in per)
+    lost = sum(w["lost"] for w in per)
+    workers, nodes = ex["workers"], ex["nodes"]
+    line = (
+        f"ray at {ex.get('address')}: {workers} worker{'s' * (workers != 1)} on {nodes} "
+        f"node{'s' * (nodes != 1)}, "
+        f"{ex['in_flight_per_worker']} in flight per worker (run.concurrency "
+        f"{ex['concurrency']}); attempts served {served}"
+    )
+    if lost:
+        line += f", {lost} lost with a worker"
+    line += f"; Ray connect {ex['connect_s']:.2f} s, workers up {ex['start_s']:.2f} s"
+    waited = ex.get("waited_s")
+    return line if waited is None else line + f" (the first call waited {waited:.2f} s)"
+
+
+def print_summary(result: RunResult, console: Console | None = None) -> None:
+    """Print :func:`summary_lines` under a title naming the eval and model, one printed
+    line each (terminal escape sequences stripped and line breaks folded: the lines can
+    quote model, dataset and provider text)."""
+    from rich.console import Console  # here: a run with --json never imports rich
+    from rich.markup import escape
+
+    from gradetrail._util.terminal import one_line
+
+    console = console or Console(highlight=False, soft_wrap=True)
+    m = result.manifest
+    model = escape(one_line(f"{m.provider}:{m.requested_model}"))
+    console.print(f"[bold]{m.name}[/bold]  {model}", markup=True)
+    for label, text in summary_lines(result):
+        console.print(f"  {label:<11} {one_line(text)}", markup=False)

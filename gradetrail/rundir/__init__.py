@@ -1,0 +1,1 @@
+"""The run directory: its layout, result rows, manifest, run log and summary."""

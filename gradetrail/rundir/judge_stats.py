@@ -1,0 +1,93 @@
+"""Run totals of judge calls (``manifest.judge``), summed from each row's
+:class:`~gradetrail.rundir.results.JudgeRecord` so progress, the summary and the manifest agree.
+
+Judge errors are counted by ``error.reason`` (``unparseable``, ``truncated``,
+``provider_error``, ``template_error``, ``missing_baseline``, ``baseline_error``), apart
+from the rows that were scored; pairwise outcomes are counted as win, tie, loss and
+split (the two orders disagreed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pydantic import BaseModel, Field
+
+from gradetrail.rundir.results import Row
+
+__all__ = ["JudgeStats", "JudgeTally"]
+
+
+class JudgeStats(BaseModel):
+    """What the judge did over a run."""
+
+    rows: int = Field(description="Rows the judge scorer handled (scored or judge_error).")
+    requests: int = Field(description="Judge requests (rows x samples x orders).")
+    calls: int = Field(description="Requests sent to the judge this run (cache misses).")
+    attempts: int = Field(description="Attempts over those calls, retries included.")
+    cache_hits: int = Field(description="Requests answered from gradetrail's cache.")
+    verdicts: int = Field(description="Replies a verdict was read from.")
+    truncated: int = Field(description="Replies that stopped at the judge's max_tokens.")
+    input_tokens: int = Field(description="Judge prompt tokens (cache hits included).")
+    output_tokens: int = Field(description="Judge completion tokens (cache hits included).")
+    cost_usd: float | None = Field(description="USD paid for judge calls this run.")
+    cost_usd_cached: float | None = Field(description="USD the judge's cache hits once cost.")
+    errors: dict[str, int] = Field(description="judge_error rows per reason.")
+    outcomes: dict[str, int] = Field(
+        description="Pairwise rows per outcome: win, tie, loss, split; empty for a judge."
+    )
+
+
+class JudgeTally:
+    """Sums the judge records of rows as they arrive."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.totals: Counter[str] = Counter()
+        self.cost_usd: float | None = None
+        self.cost_usd_cached: float | None = None
+        self.errors: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()
+
+    def add(self, row: Row) -> None:
+        """Count one row's judge record (rows without one are ignored)."""
+        record = row["judge"]
+        if record is None:
+            return
+        self.rows += 1
+        for name in _COUNTS:
+            self.totals[name] += getattr(record, name)
+        if record.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + record.cost_usd
+        if record.cost_usd_cached is not None:
+            self.cost_usd_cached = (self.cost_usd_cached or 0.0) + record.cost_usd_cached
+        if row["state"] == "judge_error":
+            self.errors[str((row["error"] or {}).get("reason", "unknown"))] += 1
+        elif record.outcome is not None:
+            self.outcomes[record.outcome] += 1
+
+    def stats(self) -> JudgeStats | None:
+        """The totals, or None when no row had a judge."""
+        if not self.rows:
+            return None
+        return JudgeStats(
+            rows=self.rows,
+            **{name: self.totals[name] for name in _COUNTS},
+            cost_usd=self.cost_usd,
+            cost_usd_cached=self.cost_usd_cached,
+            errors=dict(sorted(self.errors.items())),
+            outcomes={k: self.outcomes[k] for k in _OUTCOMES if k in self.outcomes},
+        )
+
+
+_COUNTS = (
+    "requests",
+    "calls",
+    "attempts",
+    "cache_hits",
+    "verdicts",
+    "truncated",
+    "input_tokens",
+    "output_tokens",
+)
+_OUTCOMES = ("win", "tie", "loss", "split")

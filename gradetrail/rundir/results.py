@@ -1,0 +1,537 @@
+"""Result rows: the :class:`SampleResult` model, the run directory's files, and reading
+them back.
+
+A run directory holds ``results.jsonl`` (one :class:`SampleResult` a line, one per
+(sample, epoch), in input order once the run ends), ``samples.jsonl`` (one
+:class:`SampleScore` a line: each sample's epochs reduced to one score, in input order),
+``manifest.json`` and ``log.jsonl`` (every provider and judge call). While a run is
+going, rows are appended as samples finish (written through, so a crash keeps them; rows
+served from the cache 64 KB at a time, as a re-run rebuilds them at once); at the end the
+file is rewritten in input order through a temporary file and an atomic rename (unless
+every row already came in input order, as in a warm run).
+Every file is written through :class:`~gradetrail.rundir.layout.RunDir`, never through a
+symlink.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import json
+import os
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from typing_extensions import TypedDict
+
+from gradetrail._util.jsontext import value_json
+from gradetrail._util.slots import EpochSlots
+from gradetrail.conversation.messages import Transcript
+from gradetrail.errors import RunError, UsageError
+from gradetrail.rundir.layout import RunDir, run_status
+
+__all__ = [
+    "RESULTS_FILE",
+    "SAMPLES_FILE",
+    "JudgeRecord",
+    "Row",
+    "SampleResult",
+    "SampleScore",
+    "SampleState",
+    "ResultsWriter",
+    "count_result_lines",
+    "iter_result_spans",
+    "iter_results",
+    "make_row",
+    "open_run_file",
+    "parse_row",
+    "read_row_at",
+    "read_manifest",
+    "read_results",
+    "read_samples",
+    "row_json",
+]
+
+RESULTS_FILE = "results.jsonl"
+MANIFEST_FILE = "manifest.json"
+SAMPLES_FILE = "samples.jsonl"
+LOG_FILE = "log.jsonl"
+#: responses the cache could not store (its disk full), kept until the next run stores them
+PENDING_FILE = "pending-cache.jsonl"
+#: space set aside while a run goes, freed to write the final manifest on a full disk
+RESERVE_FILE = ".reserve"
+#: every name a run writes in its run directory (checked for planted symlinks up front)
+OUTPUT_FILES = (
+    RESULTS_FILE,
+    RESULTS_FILE + ".tmp",
+    SAMPLES_FILE,
+    SAMPLES_FILE + ".tmp",
+    MANIFEST_FILE,
+    MANIFEST_FILE + ".tmp",
+    LOG_FILE,
+    PENDING_FILE,
+    RESERVE_FILE,
+    ".lock",
+)
+
+SampleState = Literal["scored", "provider_error", "judge_error"]
+
+
+class JudgeRecord(BaseModel):
+    """The judge calls behind one row's score (``SampleResult.judge``)."""
+
+    requests: int = Field(0, description="Judge requests made (samples x orders).")
+    calls: int = Field(0, description="Requests sent to the judge this run (cache misses).")
+    attempts: int = Field(0, description="Attempts over those calls, retries included.")
+    cache_hits: int = Field(0, description="Requests answered from gradetrail's cache.")
+    verdicts: int = Field(0, description="Replies a verdict was read from.")
+    truncated: int = Field(0, description="Replies that stopped at the judge's max_tokens.")
+    input_tokens: int = Field(
+        0,
+        description="Judge prompt tokens, provider prompt-cache reads included (gradetrail "
+        "cache hits included).",
+    )
+    output_tokens: int = Field(0, description="Judge completion tokens (cache hits included).")
+    cost_usd: float | None = Field(None, description="USD paid for calls made this run.")
+    cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
+    outcome: Literal["win", "tie", "loss", "split"] | None = Field(
+        None,
+        description="Pairwise only: the same verdict in both orders (win, tie, loss), or "
+        "split when the two orders disagree.",
+    )
+
+
+class SampleResult(BaseModel):
+    """One (sample, epoch) of a run."""
+
+    model_config = ConfigDict(extra="allow")
+
+    sample_id: str = Field(description="The stable sample id.")
+    epoch: int = Field(1, description="1-based epoch index.")
+    state: SampleState = Field(description="scored, provider_error or judge_error.")
+    score: float | None = Field(None, description="Score in [0, 1]; null unless scored.")
+    system: str | None = Field(None, description="The rendered system prompt, or null.")
+    prompt: str | None = Field(None, description="The rendered user message sent to the model.")
+    target: str | None = Field(None, description="The rendered target.")
+    response: str | None = Field(None, description="The response text; null on provider_error.")
+    stop_reason: str | None = Field(None, description="Normalized stop reason.")
+    raw_stop_reason: str | None = Field(None, description="The provider's own stop reason.")
+    truncated: bool = Field(False, description="The response stopped at max_tokens.")
+    served_model: str | None = Field(None, description="The model that served the request.")
+    input_tokens: int = Field(
+        0, description="Prompt tokens the provider counted as input, prompt-cache reads included."
+    )
+    output_tokens: int = Field(0, description="Completion tokens.")
+    cached_input_tokens: int = Field(
+        0, description="Of input_tokens, those read from the provider's prompt cache."
+    )
+    cost_usd: float | None = Field(
+        None, description="Price of the response in USD; null if unknown."
+    )
+    cached: bool = Field(False, description="The response came from gradetrail's cache.")
+    latency_s: float | None = Field(
+        None, description="Seconds the call took (the original call's latency when cached)."
+    )
+    attempts: int = Field(0, description="Calls made this run (0 on a cache hit).")
+    error: dict[str, Any] | None = Field(
+        None, description="kind, message, status, error_type, code."
+    )
+    scorer: dict[str, Any] = Field(
+        default_factory=dict, description="What the scorer saw and extracted."
+    )
+    cluster: str | None = Field(None, description="The sample's cluster, when the spec names one.")
+    label: float | None = Field(
+        None, description="The sample's human label as a score (dataset.label_field), or null."
+    )
+    judge: JudgeRecord | None = Field(
+        None, description="What the judge calls for this row did and cost; null without a judge."
+    )
+    tool_calls: list[dict[str, Any]] | None = Field(
+        None,
+        description="The model's tool calls over every turn (id, name, arguments); null for a "
+        "plain prompt.",
+    )
+    transcript: Transcript | None = Field(
+        None,
+        description="Conversation samples: the input messages and every turn (response, tool "
+        "calls, tool results, stop reason, tokens, cost, latency); null for a plain prompt.",
+    )
+
+
+class SampleScore(BaseModel):
+    """One sample of a run: its epochs reduced to one score (a line of ``samples.jsonl``)."""
+
+    sample_id: str = Field(description="The stable sample id.")
+    score: float | None = Field(
+        description="The reduced score in [0, 1] (run.reducer over the scored epochs); null "
+        "when no epoch was scored, or fewer than k for pass_at_k."
+    )
+    epochs: int = Field(description="Epochs with a row (scored or not).")
+    scored: int = Field(description="Epochs in state scored; the reducer's n.")
+    scores: list[float | None] = Field(
+        description="Each epoch's score in epoch order; null for an epoch in an error state."
+    )
+    cluster: str | None = Field(None, description="The sample's cluster, when the spec names one.")
+
+
+#: bytes of cache-hit rows :meth:`ResultsWriter.append` may hold back before writing them
+HOLD_BYTES = 64 * 1024
+
+#: one result row as a run builds it: a dict holding :class:`SampleResult`'s fields in
+#: their order, values as its validation makes them (nested judge records and transcripts
+#: stay models), the same shape :func:`read_results` gives back
+Row = dict[str, Any]
+
+
+@functools.cache
+def _row_schema() -> tuple[TypeAdapter[Any], dict[str, Any], dict[str, Any]]:
+    """SampleResult's fields as a TypedDict adapter (built at the first row, not at
+    import), each field's plain default (None for the required ones), and the default
+    factories (called for each row)."""
+    model_fields = SampleResult.model_fields
+    typed = TypedDict(  # type: ignore[misc]  # the functional form, from the model's fields
+        "SampleRow", {name: f.annotation for name, f in model_fields.items()}
+    )
+    typed.__pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[attr-defined]
+    defaults = {
+        name: None if f.is_required() or f.default_factory else f.default
+        for name, f in model_fields.items()
+    }
+    factories = {name: f.default_factory for name, f in model_fields.items() if f.default_factory}
+    return TypeAdapter(typed), defaults, factories
+
+
+def make_row(**fields: Any) -> Row:
+    """A result row: ``fields`` over :class:`SampleResult`'s defaults, validated by its
+    field types (the same coercions: an int score becomes 1.0), in its field order; one
+    validation in pydantic-core, no model object (a third of the cost).
+
+    Raises:
+        pydantic.ValidationError: a value of the wrong type, or sample_id/state missing.
+    """
+    adapter, defaults, factories = _row_schema()
+    row = {**defaults, **fields}
+    for name, factory in factories.items():
+        if name not in fields:
+            row[name] = factory()  # type: ignore[call-arg]
+    return adapter.validate_python(row)
+
+
+def row_json(row: Mapping[str, Any]) -> bytes:
+    """One ``results.jsonl`` line (its newline included): byte for byte what
+    :func:`~gradetrail._util.jsontext.model_json` writes for ``SampleResult(**row)``."""
+    return value_json(row) + b"\n"
+
+
+class ResultsWriter:
+    """Appends rows to a run directory's ``results.jsonl`` and rewrites it in input order.
+
+    Only each row's offset and length are kept in memory (not the row), in two arrays
+    indexed by the row's place in input order (:class:`~gradetrail._util.slots.EpochSlots`: 16
+    bytes a row, no Python object per row; a million rows cost 16 MB where a dict of
+    tuples cost ~200 MB); :meth:`finalize` copies the rows into input order.
+
+    Opening truncates the file: a re-run of a killed run writes every row again, from the
+    cache. That loses nothing paid for, because the pipeline commits each response to the
+    cache *before* its row is appended here, so every row on disk (a torn last line
+    included) has its response in the cache; ``results.jsonl`` is derived data, and
+    rebuilding it cannot merge a torn line into the next row or duplicate one. (With
+    ``--no-cache`` nothing is kept between runs, by request.)
+
+    Args:
+        run_dir: the open run directory, or its path (must already exist).
+        epochs: the run's epochs (a hint: a later epoch still works, at a copy).
+
+    Raises:
+        RunError: ``results.jsonl`` is a symlink or cannot be written.
+    """
+
+    def __init__(self, run_dir: RunDir | Path, epochs: int = 1) -> None:
+        self._own = not isinstance(run_dir, RunDir)
+        self._dir = RunDir.create(run_dir) if self._own else run_dir
+        self.path = self._dir.path / RESULTS_FILE
+        # by (sample index, epoch): where its row starts, and its length (0: no row yet;
+        # a row is never empty)
+        self._slots = EpochSlots("q", "q", epochs=epochs)
+        self._offset = 0  # where the next row goes (rows held back included)
+        self._written = 0  # bytes on disk
+        self._held = bytearray()  # rows held back, not yet written
+        self._held_slots: list[int] = []
+        self._last = (-1, -1)
+        self._in_order = True  # every row so far came after the one before it
+        self._fd = self._dir.open_fd(RESULTS_FILE, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+
+    def append(self, order: tuple[int, int], row: Row, *, hold: bool = False) -> None:
+        """Write one row now (unbuffered, so a crash keeps it); ``order`` is
+        ``(sample index, epoch)``, the epoch 1-based (a second row for one order replaces
+        the first in the final file). With ``hold`` (a row whose response came from the
+        cache, so a crash loses nothing a re-run does not rebuild at once) the row may be
+        held back with the next ones, up to :data:`HOLD_BYTES`, and written with them:
+        one write for many cache hits instead of one a row.
+
+        Raises:
+            ValueError: a negative sample index or an epoch below 1.
+            RunError: the row (or those held back) cannot be written (e.g. the disk is
+                full); the rows not written are forgotten.
+        """
+        slot = self._slots.at(*order)
+        data = row_json(row)
+        self._held += data
+        self._held_slots.append(slot)
+        starts, lengths = self._slots.arrays
+        starts[slot] = self._offset
+        lengths[slot] = len(data)
+        self._offset += len(data)
+        if order <= self._last:
+            self._in_order = False
+        self._last = order
+        if not hold or len(self._held) >= HOLD_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the rows held back.
+
+        Raises:
+            RunError: they cannot be written; none of them stays on disk or in the spans.
+        """
+        if not self._held:
+            return
+        data, slots = self._held, self._held_slots
+        self._held, self._held_slots = bytearray(), []
+        try:
+            written = os.write(self._fd, data)
+            if written < len(data):  # the disk filled mid-row: no torn row stays behind
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._written)
+            lengths = self._slots.arrays[1]
+            for slot in slots:
+                lengths[slot] = 0
+            self._offset = self._written
+            raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
+        self._written += len(data)
+
+    def _spans(self) -> Iterator[tuple[int, int]]:
+        """``(offset, length)`` of each written row, in input order."""
+        starts, lengths = self._slots.arrays
+        for slot, length in enumerate(lengths):
+            if length:
+                yield starts[slot], length
+
+    def finalize(self) -> None:
+        """Rewrite the file in input order, atomically (temporary file, then rename); a
+        file whose rows were all appended in input order (a warm run's, every row a cache
+        hit) already is that file, and is only flushed to disk.
+
+        Raises:
+            RunError: the file cannot be written.
+        """
+        self.flush()
+        if self._in_order:
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
+            self.close()
+            return
+        self._dir.write_atomic(
+            RESULTS_FILE,
+            (os.pread(self._fd, length, offset) for offset, length in self._spans()),
+        )
+        self.close()
+
+    def close(self) -> None:
+        """Close without reordering (the rows written so far, and those held back when
+        they can be written, stay on disk)."""
+        if self._fd >= 0:
+            with contextlib.suppress(RunError):
+                self.flush()
+            os.close(self._fd)
+            self._fd = -1
+        if self._own:
+            self._dir.close()
+            self._own = False
+
+
+def parse_row(line: bytes | str) -> dict[str, Any] | None:
+    """One ``results.jsonl`` line as a dict, or None for a torn or malformed line (a line
+    without its newline, invalid JSON, or JSON that is not an object). Invalid UTF-8 is
+    replaced, never raised."""
+    if isinstance(line, bytes):
+        if not line.endswith(b"\n"):
+            return None  # torn write
+        line = line.decode("utf-8", errors="replace")
+    elif not line.endswith("\n"):
+        return None
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def open_run_file(path: Path) -> IO[bytes]:
+    """A run directory's file, opened for reading only if it is a regular file: a FIFO
+    in its place would block the reader until some writer came (a viewer's page, a diff,
+    a gate hung for good), a device could be read forever.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: there is no such file.
+        UsageError: it is not a regular file, or it cannot be read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
+    except (FileNotFoundError, NotADirectoryError):
+        raise
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UsageError(f"{path}: not a regular file (a FIFO, device or directory)")
+    return os.fdopen(fd, "rb")
+
+
+def _open_results(run_dir: str | Path) -> IO[bytes]:
+    try:
+        return open_run_file(Path(run_dir) / RESULTS_FILE)
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})") from None
+
+
+def iter_result_spans(
+    run_dir: str | Path, start: int = 0
+) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
+    """Yield ``(offset, length, row)`` for each line of ``results.jsonl`` from byte
+    ``start``: where the line is in the file (bytes, its newline included) and the row as
+    a dict, or None for a malformed line. A torn last line (a line still being written, or
+    left by a killed process) ends the iteration without being yielded, so a caller can
+    resume from the last span's end once it is complete.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    with _open_results(run_dir) as f:
+        f.seek(start)
+        offset = start
+        for line in f:
+            if not line.endswith(b"\n"):
+                break  # torn write
+            yield offset, len(line), parse_row(line)
+            offset += len(line)
+
+
+def count_result_lines(run_dir: str | Path) -> int:
+    """Complete lines in ``results.jsonl`` (rows, malformed ones included), counted
+    without parsing: about 0.1 s for 100,000 rows.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    count = 0
+    with _open_results(run_dir) as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+    return count
+
+
+def read_row_at(run_dir: str | Path, offset: int, length: int) -> dict[str, Any] | None:
+    """The row at ``offset`` (``length`` bytes) of ``results.jsonl``, as found by
+    :func:`iter_result_spans`; None if those bytes are no longer one whole row (the file
+    was rewritten since).
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    before = 1 if offset > 0 else 0
+    with _open_results(run_dir) as f:
+        f.seek(offset - before)
+        data = f.read(length + before)
+    if len(data) != length + before or (before and data[:1] != b"\n"):
+        return None  # shorter now, or no longer at the start of a line
+    return parse_row(data[before:])
+
+
+def iter_results(run_dir: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the rows of a run directory's ``results.jsonl`` as dicts.
+
+    A torn last line (from a killed process) is skipped, never merged into another row;
+    a malformed line is skipped.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    for _, _, row in iter_result_spans(run_dir):
+        if row is not None:
+            yield row
+
+
+def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
+    """All rows of a run as dicts (see :class:`SampleResult` for the fields)."""
+    return list(iter_results(run_dir))
+
+
+def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run's ``samples.jsonl`` as dicts (see :class:`SampleScore`), in input order.
+
+    Raises:
+        UsageError: the directory has no samples file (a run from before reducers, or one
+            killed before it ended).
+    """
+    path = Path(run_dir) / SAMPLES_FILE
+    try:
+        with open_run_file(path) as f:
+            text = f.read().decode("utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{run_dir}: no {SAMPLES_FILE}; re-run the spec to write it") from None
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str, Any]:
+    """A run's ``manifest.json`` as a dict (see :class:`gradetrail.rundir.manifest.Manifest`).
+
+    A manifest still saying ``running`` whose process is gone reads ``"status": "killed"``
+    (:func:`gradetrail.rundir.layout.run_status`, the one liveness check), unless ``as_written``.
+
+    Raises:
+        UsageError: missing or unreadable manifest.
+    """
+    path = Path(run_dir) / MANIFEST_FILE
+    try:
+        with open_run_file(path) as f:
+            manifest = json.loads(f.read().decode("utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
+    if not isinstance(manifest, dict):
+        raise UsageError(f"{path}: not a gradetrail manifest (a JSON object is expected)")
+    if not as_written and manifest.get("status") == "running":
+        manifest["status"] = run_status(run_dir, "running")
+    return manifest
+
+
+def list_runs(results_root: str | Path = "results") -> list[tuple[Path, dict[str, Any]]]:
+    """The run directories under ``results_root`` with their manifests, newest first.
+
+    Returns:
+        ``(run_dir, manifest)`` pairs; directories without a readable manifest are skipped.
+    """
+    root = Path(results_root)
+    if not root.is_dir():
+        return []
+    runs = []
+    for path in root.iterdir():
+        if path.is_dir() and not path.is_symlink():
+            try:
+                runs.append((path, read_manifest(path)))
+            except UsageError:
+                continue
+    runs.sort(key=lambda run: str(run[1].get("started_at", "")), reverse=True)
+    return runs

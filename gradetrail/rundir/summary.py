@@ -1,0 +1,325 @@
+"""Running totals of a run (counts per state, tokens, cost, cache hits) and its score
+statistics, fed one result row at a time so progress and the summary share one tally."""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gradetrail._util.jsontext import value_json
+from gradetrail._util.slots import EpochSlots
+from gradetrail.conversation.messages import ConversationStats, ConversationTally
+from gradetrail.rundir.judge_stats import JudgeStats, JudgeTally
+from gradetrail.rundir.manifest import ScoreStats
+from gradetrail.rundir.results import Row
+from gradetrail.stats.agreement import AgreementStats, AgreementTally, label_field_of
+from gradetrail.stats.intervals import summarize
+from gradetrail.stats.reducers import ReducerName, reduce_scores
+
+if TYPE_CHECKING:
+    from gradetrail.spec import EvalSpec
+
+__all__ = ["Tally"]
+
+
+#: an epoch's state in :attr:`Tally._states`
+_NO_ROW, _SCORED, _UNSCORED = 0, 1, 2
+_VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
+
+
+def _shape(message: str) -> str:
+    """A message with its quoted values and numbers blanked: messages that differ only in
+    the sample they name have one shape, and count as one reason."""
+    return _VARYING.sub("#", message)[:200]
+
+
+def _finite(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else x
+
+
+@dataclass
+class Tally:
+    """Totals over the rows seen so far.
+
+    Attributes:
+        rows: rows seen.
+        counts: rows per state.
+        cache_hits: rows whose response came from the cache.
+        truncated: rows whose response stopped at max_tokens.
+        input_tokens, output_tokens, cached_input_tokens: token totals (cache hits included);
+            input counts prompt-cache reads, of which ``cached_input_tokens`` were read.
+        cost_usd: USD paid this run (rows not from the cache: 0.0 when every priced row
+            was a cache hit), None while nothing is priced.
+        cost_usd_cached: USD the cache hits once cost.
+        served_models: served model -> rows.
+        reducer: how a sample's scored epochs become its score (see
+            :mod:`gradetrail.stats.reducers`).
+        pass_k: the k of reducer ``pass_at_k``.
+        epochs: the run's epochs (a hint: a later epoch still works, at a copy).
+        judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
+        agreement: (label, score) pairs of labelled rows, for judge agreement.
+        conversations: turns and tool calls of the rows with a transcript.
+    """
+
+    rows: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    cache_hits: int = 0
+    truncated: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: float | None = None
+    cost_usd_cached: float | None = None
+    served_models: Counter[str] = field(default_factory=Counter)
+    reducer: ReducerName = "mean"
+    pass_k: int = 1
+    epochs: int = 1
+    judge: JudgeTally = field(default_factory=JudgeTally)
+    agreement: AgreementTally = field(default_factory=AgreementTally)
+    conversations: ConversationTally = field(default_factory=ConversationTally)
+    #: (state, error kind, provider error type, status, message shape) -> [rows, first
+    #: message]
+    error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
+        default_factory=dict
+    )
+    # Per (sample, epoch), no Python object: its state (_NO_ROW, _SCORED, _UNSCORED: an
+    # error row) and, when scored, its score, by (slot, epoch), where a sample's slot is
+    # its index in run order when add() is given it, else the order its id was first
+    # seen (_slot_of, kept only then). 9 bytes a row: a million cost 9 MB, where a dict
+    # of per-sample lists cost ~150 MB.
+    _rows: EpochSlots = field(init=False, repr=False)
+    _slot_of: dict[str, int] | None = None
+    _by_index: bool = False
+    #: by slot: 1 + the code of the sample's cluster (0: none); the codes' names
+    _cluster_codes: array[int] = field(default_factory=lambda: array("q"))
+    _cluster_code: dict[str, int] = field(default_factory=dict)
+    _cluster_names: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._rows = EpochSlots("B", "d", epochs=self.epochs)
+
+    @classmethod
+    def for_spec(cls, spec: EvalSpec) -> Tally:
+        """An empty tally reducing epochs as ``spec.run`` says."""
+        run = spec.run
+        return cls(reducer=run.reducer, pass_k=run.pass_k or 1, epochs=run.epochs)
+
+    def manifest_figures(self, spec: EvalSpec) -> dict[str, Any]:
+        """What the rows so far decide of a run's manifest, as :class:`Manifest` field
+        names: counts, served models, tokens, cost, cache hits, score statistics (clustered
+        when ``spec.dataset`` names a cluster field), judge, agreement, top errors and
+        conversations. The final manifest records these; the viewer shows them for a run
+        still being written."""
+        return {
+            "counts": dict(self.counts),
+            "served_models": dict(self.served_models),
+            "truncated": self.truncated,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "cost_usd": self.cost_usd,
+            "cost_usd_cached": self.cost_usd_cached,
+            "cache_hits": self.cache_hits,
+            "score": self.score_stats(clustered=spec.dataset.cluster_field is not None),
+            "judge": self.judge_stats(),
+            "agreement": self.agreement_stats(label_field_of(spec)),
+            "top_errors": self.top_errors(),
+            "conversations": self.conversation_stats(),
+        }
+
+    def add(self, row: Row, at: int | None = None) -> None:
+        """Count one row (a dict shaped as :class:`~gradetrail.rundir.results.SampleResult`);
+        ``at`` is its sample's index in run order (``Sample.index``), which keeps no
+        per-sample id in memory: give it for every row or for none.
+
+        Raises:
+            ValueError: an epoch below 1, or rows with and without ``at`` in one tally.
+        """
+        self.rows += 1
+        state, cached, cost = row["state"], row["cached"], row["cost_usd"]
+        self.counts[state] += 1
+        self.cache_hits += cached
+        self.truncated += row["truncated"]
+        self.input_tokens += row["input_tokens"]
+        self.output_tokens += row["output_tokens"]
+        self.cached_input_tokens += row["cached_input_tokens"]
+        if row["served_model"]:
+            self.served_models[row["served_model"]] += 1
+        if cost is not None:
+            if cached:
+                self.cost_usd_cached = (self.cost_usd_cached or 0.0) + cost
+                self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
+            else:
+                self.cost_usd = (self.cost_usd or 0.0) + cost
+        sample_id, score = row["sample_id"], row["score"]
+        kept = score if state == "scored" else None
+        self._record(self._slot(sample_id, at), row["epoch"], kept, row["cluster"])
+        if row["error"] is not None:
+            self._count_error(row)
+        if row["judge"] is not None:
+            self.judge.add(row)
+        self.agreement.add(state, row["label"], score, sample_id)
+        self.conversations.add(row["transcript"])
+
+    def _slot(self, sample_id: str, at: int | None) -> int:
+        if at is not None:
+            if self._slot_of is not None:
+                raise ValueError("Tally.add: rows with and without a sample index")
+            self._by_index = True
+            return at
+        if self._by_index:
+            raise ValueError("Tally.add: rows with and without a sample index")
+        if self._slot_of is None:
+            self._slot_of = {}
+        slot = self._slot_of.get(sample_id)
+        if slot is None:
+            slot = self._slot_of[sample_id] = len(self._slot_of)
+        return slot
+
+    def _record(self, slot: int, epoch: int, score: float | None, cluster: str | None) -> None:
+        """Keep one row's score (None: not scored) in its sample's slot."""
+        at = self._rows.at(slot, epoch)
+        states, scores = self._rows.arrays
+        if score is None:
+            states[at] = _UNSCORED
+        else:
+            states[at] = _SCORED
+            scores[at] = score
+        if cluster is not None:
+            codes = self._cluster_codes
+            if slot >= len(codes):
+                codes.frombytes(bytes(8 * max(slot + 1 - len(codes), len(codes) // 8)))
+            code = self._cluster_code.get(cluster)
+            if code is None:
+                code = self._cluster_code[cluster] = len(self._cluster_names)
+                self._cluster_names.append(cluster)
+            codes[slot] = code + 1
+
+    def _epoch_scores(self, slot: int) -> list[float | None] | None:
+        """A sample's scores in epoch order (None for an error row), the epochs without a
+        row left out; None when it has no row."""
+        states, scores = self._rows.arrays
+        if self._rows.epochs == 1:  # the common case, kept lean
+            state = states[slot] if slot < len(states) else _NO_ROW
+            if state == _NO_ROW:
+                return None
+            return [scores[slot] if state == _SCORED else None]
+        got = [
+            scores[at] if states[at] == _SCORED else None
+            for at in self._rows.positions(slot)
+            if states[at] != _NO_ROW
+        ]
+        return got or None
+
+    def _cluster(self, slot: int) -> str | None:
+        codes = self._cluster_codes
+        code = codes[slot] if slot < len(codes) else 0
+        return self._cluster_names[code - 1] if code else None
+
+    def conversation_stats(self) -> ConversationStats | None:
+        """Turns, tool calls, tool errors and stop reasons of the conversation rows, or
+        None when there were none."""
+        return self.conversations.stats()
+
+    def _count_error(self, row: Row) -> None:
+        error = row["error"] or {}
+        kind = str(error.get("kind") or error.get("reason") or "error")
+        message = str(error.get("message") or "")
+        # one entry a reason: the same kind with another message (digits and quoted
+        # values aside, which name the sample) is another reason, counted apart
+        key = (row["state"], kind, error.get("error_type"), error.get("status"), _shape(message))
+        entry = self.error_kinds.get(key)
+        if entry is None:
+            self.error_kinds[key] = [1, message]
+        else:
+            entry[0] += 1
+
+    def top_errors(self, limit: int = 3) -> list[dict[str, Any]]:
+        """The most frequent kinds of error rows, most first: ``state``, ``kind``,
+        ``error_type``, ``status``, ``rows`` and the first row's ``message``."""
+        ranked = sorted(self.error_kinds.items(), key=lambda item: -item[1][0])[:limit]
+        return [
+            {
+                "state": state,
+                "kind": kind,
+                "error_type": error_type,
+                "status": status,
+                "rows": rows,
+                "message": message,
+            }
+            for (state, kind, error_type, status, _), (rows, message) in ranked
+        ]
+
+    @property
+    def errors(self) -> int:
+        """Rows in an error state."""
+        return self.rows - self.counts["scored"]
+
+    def _reduce(self, scores: list[float | None]) -> float | None:
+        """A sample's scored epochs reduced by :attr:`reducer` (None when there is
+        nothing to reduce)."""
+        return reduce_scores([v for v in scores if v is not None], self.reducer, self.pass_k)
+
+    def sample_lines(self, samples: Iterable[tuple[str, str | None]]) -> Iterator[bytes]:
+        """The ``samples.jsonl`` lines (newline included), one per sample with at least one
+        row, in the order of ``samples`` (``(sample id, cluster)`` of every sample in the
+        run's input order), made one at a time: byte for byte what :class:`SampleScore`'s
+        ``model_dump_json`` writes, without building the model."""
+        slot_of = self._slot_of
+        for index, (sample_id, cluster) in enumerate(samples):
+            slot = index if slot_of is None else slot_of.get(sample_id)
+            scores = self._epoch_scores(slot) if slot is not None else None
+            if scores is None:
+                continue
+            scored = [v for v in scores if v is not None]
+            score = reduce_scores(scored, self.reducer, self.pass_k)
+            line = {
+                "sample_id": sample_id,
+                "score": None if score is None else float(score),
+                "epochs": len(scores),
+                "scored": len(scored),
+                "scores": scores,
+                "cluster": cluster,
+            }
+            yield value_json(line) + b"\n"
+
+    def score_stats(self, clustered: bool = False) -> ScoreStats:
+        """Mean over samples of their reduced scores (samples without a score left out;
+        in run order, or first-seen order for rows added without a sample index) with
+        standard error and 95% CI over samples, not rows; clustered standard error when
+        ``clustered``. Binary scores get Wilson's interval (see
+        :func:`gradetrail.stats.intervals.summarize`). Scores lie in [0, 1], so the interval is
+        clipped to it (a small run's t interval can reach past either end)."""
+        values = array("d")
+        clusters: list[str | None] | None = [] if clustered else None
+        for slot in range(len(self._rows)):
+            scores = self._epoch_scores(slot)
+            value = self._reduce(scores) if scores is not None else None
+            if value is None:
+                continue
+            values.append(value)
+            if clusters is not None:
+                clusters.append(self._cluster(slot))
+        s = summarize(values, clusters)
+        return ScoreStats(
+            n=s.n,
+            mean=_finite(s.mean),
+            se=_finite(s.se),
+            ci_low=_finite(max(s.ci_low, 0.0)) if not math.isnan(s.ci_low) else None,
+            ci_high=_finite(min(s.ci_high, 1.0)) if not math.isnan(s.ci_high) else None,
+            n_clusters=s.n_clusters,
+            ci_method=s.method,
+        )
+
+    def judge_stats(self) -> JudgeStats | None:
+        """The judge's totals (None when no row had a judge)."""
+        return self.judge.stats()
+
+    def agreement_stats(self, label_field: str | None) -> AgreementStats | None:
+        """Agreement of the scores with the labels (None when the spec names no label)."""
+        return None if label_field is None else self.agreement.stats(label_field)

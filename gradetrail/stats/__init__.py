@@ -1,0 +1,1 @@
+"""Statistics on plain numbers: intervals, hypothesis tests, reducers, agreement. Pure, no I/O."""
