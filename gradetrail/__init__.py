@@ -9,9 +9,9 @@ The public Python API; everything the CLI does goes through these names::
     rows = gradetrail.read_results(result.run_dir)
 """
 
-import importlib as _importlib
 import typing as _typing
 
+from gradetrail._util.lazy import lazy_names as _lazy_names
 from gradetrail._version import __version__
 
 #: public name -> the module that defines it. Imported on first use (PEP 562), so
@@ -88,31 +88,6 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __get
     from gradetrail.stats.agreement import cohen_kappa, measure_agreement
     from gradetrail.stats.intervals import PowerPlan, plan_power
     from gradetrail.stats.reducers import pass_at_k
-
-
-def _lazy_names(
-    package: str, exports: dict[str, str], namespace: dict[str, _typing.Any]
-) -> tuple[_typing.Callable[[str], _typing.Any], _typing.Callable[[], list[str]]]:
-    """PEP 562 ``__getattr__`` and ``__dir__`` for ``package``, whose public names
-    (``exports``: name -> the module that defines it) are imported on first use and then
-    cached in ``namespace`` (the package's ``globals()``). ``gradetrail`` and
-    ``gradetrail.spec`` both use them.
-
-    The returned ``__getattr__`` raises AttributeError for a name not in ``exports`` (then
-    ``from package import x`` falls back to the submodule ``package.x``)."""
-
-    def __getattr__(name: str) -> _typing.Any:
-        module = exports.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(_importlib.import_module(module), name)
-        namespace[name] = value
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*namespace, *exports})
-
-    return __getattr__, __dir__
 
 
 __getattr__, __dir__ = _lazy_names(__name__, _EXPORTS, globals())

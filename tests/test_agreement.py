@@ -14,9 +14,10 @@ from judge_evals import run, write_eval
 from paths import EXAMPLES, GSM8K_DATA
 
 import gradetrail
+from gradetrail.datasets.labels import LabelReader
 from gradetrail.errors import DatasetError, SpecError
 from gradetrail.report.run import summary_lines
-from gradetrail.stats.agreement import LabelReader, cohen_kappa, measure_agreement
+from gradetrail.stats.agreement import cohen_kappa, measure_agreement
 
 #: (table, kappa, standard error) from statsmodels 0.15.0
 #: ``inter_rater.cohens_kappa(table, return_results=True)`` (``kappa``, ``std_kappa``), an

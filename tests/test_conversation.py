@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gradetrail.conversation.messages import (
-    ConversationError,
-    flatten_transcript,
-    normalize_messages,
-    split_system,
-    to_anthropic,
-    to_openai,
-    tool_calls_from_anthropic,
-    tool_calls_from_openai,
-)
+from gradetrail.conversation.messages import ConversationError, normalize_messages, split_system
+from gradetrail.conversation.transcript import flatten_transcript
+from gradetrail.providers._anthropic_wire import to_anthropic, tool_calls_from_anthropic
+from gradetrail.providers._openai_wire import to_openai, tool_calls_from_openai
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
 AGENTIC = [

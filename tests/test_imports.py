@@ -92,7 +92,7 @@ def test_import_gradetrail_imports_its_names_on_first_use() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     before, after = (set(names) for names in json.loads(out.stdout))
     own = {m for m in before if m.startswith("gradetrail")}
-    assert own == {"gradetrail", "gradetrail._version"}
+    assert own == {"gradetrail", "gradetrail._version", "gradetrail._util", "gradetrail._util.lazy"}
     assert "pydantic" not in before
     assert {"gradetrail.spec", "gradetrail.spec.loading"} <= after
     assert "gradetrail.engine.runner" not in after

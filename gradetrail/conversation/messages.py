@@ -1,5 +1,6 @@
-"""Conversations: the message shape, role-order validation, conversion to each
-provider's native shape, tool calls, and the transcript of a multi-turn sample.
+"""Conversations: the provider-neutral message shape, role-order validation and tool
+calls. Each provider converts this shape to its own wire format (``providers/``); the
+transcript of a multi-turn sample is :mod:`gradetrail.conversation.transcript`.
 
 gradetrail keeps one message shape (in requests, cache keys and transcripts): OpenAI's
 chat shape, normalized so equal conversations give equal keys.
@@ -26,38 +27,28 @@ first, then a user message; an assistant message with tool calls is followed by 
 message per call (each answering an id it made) before anything else; the conversation
 ends with a user or tool message (the model answers it). Consecutive user (or assistant)
 messages are allowed, as both APIs allow them: OpenAI receives them as they are, and
-:func:`to_anthropic` merges them into one turn of several content blocks, so roles
-alternate as the Messages API requires. That API also refuses a message with no text
-(:func:`check_anthropic_content`).
+:func:`gradetrail.providers._anthropic_wire.to_anthropic` merges them into one turn of
+several content blocks, so roles alternate as the Messages API requires.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from gradetrail._util.jsontext import nests_deeper
 
 __all__ = [
     "ConversationError",
-    "ConversationStats",
-    "ConversationTally",
+    "Message",
     "ToolCall",
-    "ToolResultRecord",
-    "Transcript",
-    "TurnRecord",
-    "check_anthropic_content",
+    "assistant_message",
     "check_order",
-    "flatten_transcript",
+    "make_tool_call",
     "normalize_messages",
+    "parse_arguments",
     "split_system",
-    "to_anthropic",
-    "to_openai",
-    "tool_calls_from_anthropic",
-    "tool_calls_from_openai",
 ]
 
 #: the normalized tool call: {"id", "name", "arguments"} (+ raw_arguments, arguments_error)
@@ -71,9 +62,6 @@ class ConversationError(ValueError):
     """A conversation that cannot be sent: an unknown role, an invalid role order, or a
     malformed message. The message names the 1-based message number; callers prefix the
     spec field or the sample and raise SpecError or DatasetError."""
-
-
-# --------------------------------------------------------------------------- normalizing
 
 
 def _text(content: Any, number: int) -> str:
@@ -273,283 +261,9 @@ def split_system(messages: Iterable[Message]) -> tuple[str | None, tuple[Message
     return ("\n\n".join(system) if system else None), tuple(rest)
 
 
-# --------------------------------------------------------------------------- native shapes
-
-
-def _arguments_text(call: ToolCall) -> str:
-    if call.get("arguments") is None:
-        return str(call.get("raw_arguments") or "")
-    return json.dumps(call["arguments"], ensure_ascii=False)
-
-
-def to_openai(system: str | None, messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Chat Completions ``messages``: the system prompt first, assistant ``tool_calls``
-    as ``{"id", "type": "function", "function": {"name", "arguments": <JSON text>}}`` and
-    tool results as ``role: tool`` messages."""
-    out: list[dict[str, Any]] = []
-    if system is not None:
-        out.append({"role": "system", "content": system})
-    for message in messages:
-        role = message["role"]
-        if role == "assistant" and message.get("tool_calls"):
-            out.append(
-                {
-                    "role": "assistant",
-                    "content": message["content"] or None,
-                    "tool_calls": [
-                        {
-                            "id": call["id"],
-                            "type": "function",
-                            "function": {"name": call["name"], "arguments": _arguments_text(call)},
-                        }
-                        for call in message["tool_calls"]
-                    ],
-                }
-            )
-        elif role == "tool":
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": message["tool_call_id"],
-                    "content": message["content"],
-                }
-            )
-        elif len(message) == 2:  # {"role", "content"}: sent as it is, no copy
-            out.append(message)
-        else:
-            out.append({"role": role, "content": message["content"]})
-    return out
-
-
-def to_anthropic(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Messages API ``messages`` (the system prompt goes apart, as ``system``): assistant
-    tool calls as ``tool_use`` blocks, tool results as ``tool_result`` blocks of a user
-    turn, and consecutive messages of one role (tool results and the user message after
-    them included) merged into one turn of content blocks, so roles alternate as the API
-    requires. A lone text message keeps its plain string content. Arguments that were not
-    a JSON object are sent as ``{}`` (the API accepts only objects)."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        role = message["role"]
-        if role == "assistant":
-            calls = message.get("tool_calls")
-            if not calls:
-                _add_turn(out, "assistant", message["content"])
-                continue
-            blocks: list[dict[str, Any]] = []
-            if message["content"]:
-                blocks.append({"type": "text", "text": message["content"]})
-            for call in calls:
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call["id"],
-                        "name": call["name"],
-                        "input": call["arguments"] if call.get("arguments") is not None else {},
-                    }
-                )
-            _add_turn(out, "assistant", blocks)
-        elif role == "tool":
-            block = {
-                "type": "tool_result",
-                "tool_use_id": message["tool_call_id"],
-                "content": message["content"],
-            }
-            if message.get("is_error"):
-                block["is_error"] = True
-            _add_turn(out, "user", [block])
-        else:
-            _add_turn(out, "user", message["content"])
-    return out
-
-
-def _add_turn(out: list[dict[str, Any]], role: str, content: str | list[dict[str, Any]]) -> None:
-    """Append a turn, or merge it into the last one when that has the same role."""
-    if not out or out[-1]["role"] != role:
-        out.append({"role": role, "content": content})
-        return
-    before = out[-1]["content"]
-    blocks = before if isinstance(before, list) else [{"type": "text", "text": before}]
-    more = content if isinstance(content, list) else [{"type": "text", "text": content}]
-    out[-1] = {"role": role, "content": [*blocks, *more]}
-
-
-def check_anthropic_content(messages: Sequence[Message]) -> None:
-    """The Messages API refuses a user or assistant message with no text (an assistant
-    message that only calls tools excepted): check before any call.
-
-    Args:
-        messages: the normalized conversation, system messages included (so the message
-            numbers are the row's).
-
-    Raises:
-        ConversationError: naming the first such message.
-    """
-    for number, message in enumerate(messages, start=1):
-        if message["role"] not in ("user", "assistant") or message.get("tool_calls"):
-            continue
-        if not message["content"].strip():
-            raise ConversationError(
-                f"message {number} ({message['role']}) is empty, which the Anthropic API "
-                "refuses; fill it or drop it"
-            )
-
-
-def tool_calls_from_openai(raw: Any) -> tuple[ToolCall, ...]:
-    """Normalized tool calls of a Chat Completions ``message.tool_calls`` (arguments are
-    JSON text there; text that does not parse is kept and flagged)."""
-    if not isinstance(raw, list):
-        return ()
-    calls = []
-    for item in raw:
-        if not isinstance(item, dict):
-            continue
-        fn = item.get("function") if isinstance(item.get("function"), dict) else {}
-        calls.append(make_tool_call(item.get("id"), fn.get("name"), fn.get("arguments")))
-    return tuple(calls)
-
-
-def tool_calls_from_anthropic(content: Any) -> tuple[ToolCall, ...]:
-    """Normalized tool calls of a Messages answer's ``tool_use`` content blocks."""
-    if not isinstance(content, list):
-        return ()
-    return tuple(
-        make_tool_call(block.get("id"), block.get("name"), block.get("input"))
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "tool_use"
-    )
-
-
 def assistant_message(text: str, tool_calls: Sequence[ToolCall]) -> Message:
     """The assistant message a response adds to the conversation."""
     message: Message = {"role": "assistant", "content": text}
     if tool_calls:
         message["tool_calls"] = [dict(call) for call in tool_calls]
     return message
-
-
-# --------------------------------------------------------------------------- transcripts
-
-
-class ToolResultRecord(BaseModel):
-    """One tool call's execution in an agent loop."""
-
-    tool_call_id: str = Field(description="The id of the call it answers.")
-    name: str = Field(description="The tool the model called.")
-    arguments: dict[str, Any] | None = Field(
-        None, description="The arguments it was called with (null: they were not JSON)."
-    )
-    content: str = Field(description="What was returned to the model (the error text if any).")
-    is_error: bool = Field(False, description="The tool raised, was unknown, or timed out.")
-    error: dict[str, Any] | None = Field(
-        None, description="kind and message of the failure, when is_error."
-    )
-    latency_s: float = Field(0.0, description="Seconds the tool took.")
-
-
-class TurnRecord(BaseModel):
-    """One model turn: the response, its tool calls and what the tools returned."""
-
-    turn: int = Field(description="1-based turn number.")
-    response: str = Field(description="The response text of this turn.")
-    tool_calls: list[dict[str, Any]] = Field(
-        default_factory=list, description="Normalized tool calls: id, name, arguments."
-    )
-    tool_results: list[ToolResultRecord] = Field(
-        default_factory=list, description="The executed calls' results (agent loop only)."
-    )
-    stop_reason: str | None = Field(None, description="Normalized stop reason.")
-    raw_stop_reason: str | None = Field(None, description="The provider's own stop reason.")
-    served_model: str | None = Field(None, description="The model that served this turn.")
-    input_tokens: int = Field(0, description="Prompt tokens, excluding cached input tokens.")
-    output_tokens: int = Field(0, description="Completion tokens.")
-    cached_input_tokens: int = Field(0, description="Prompt tokens read from a prompt cache.")
-    cost_usd: float | None = Field(None, description="USD for this turn; null if unknown.")
-    latency_s: float = Field(0.0, description="Seconds the model call took.")
-    cached: bool = Field(False, description="Served from gradetrail's cache.")
-    attempts: int = Field(0, description="Calls made for this turn this run (0 when cached).")
-    key: str = Field(description="The turn's cache key (SHA-256 of the conversation so far).")
-
-
-TranscriptStop = Literal["answered", "tool_calls", "max_turns", "sample_timeout", "provider_error"]
-
-
-class Transcript(BaseModel):
-    """A conversation sample: the input messages and every model turn (row key
-    ``transcript``).
-
-    ``stopped`` says why it ended: ``answered`` (the model replied without calling a
-    tool), ``tool_calls`` (no tools module: the model's calls are the answer),
-    ``max_turns`` (run.max_turns reached while the model still called tools),
-    ``sample_timeout`` (run.sample_timeout_s passed) or ``provider_error`` (a turn
-    failed; the row's error says how).
-    """
-
-    messages: list[dict[str, Any]] = Field(
-        description="The input conversation, normalized; the system prompt first (role "
-        "system) when there is one."
-    )
-    tools: list[str] = Field(default_factory=list, description="Names of the tools offered.")
-    turns: list[TurnRecord] = Field(default_factory=list, description="Model turns, in order.")
-    stopped: TranscriptStop = Field("answered", description="Why the conversation ended.")
-
-
-def flatten_transcript(transcript: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A row's ``transcript`` (the JSON form of :class:`Transcript`) as one list of
-    messages in conversation order, for display: the input messages, then for each turn
-    an ``assistant`` entry (``content``, ``tool_calls``, ``turn``, ``stop_reason``,
-    tokens, ``cost_usd``, ``latency_s``, ``cached``) followed by a ``tool`` entry per
-    tool result (``name``, ``tool_call_id``, ``content``, ``is_error``, ``error``,
-    ``latency_s``). Tool calls and tool results are distinct entries (roles
-    ``assistant`` with ``tool_calls`` and ``tool``)."""
-    out: list[dict[str, Any]] = [dict(m) for m in transcript.get("messages") or ()]
-    for turn in transcript.get("turns") or ():
-        entry = {k: v for k, v in turn.items() if k not in ("response", "tool_results")}
-        out.append({"role": "assistant", "content": turn.get("response", ""), **entry})
-        for result in turn.get("tool_results") or ():
-            out.append({"role": "tool", **result})
-    return out
-
-
-class ConversationStats(BaseModel):
-    """A run's conversations in numbers (``manifest.conversations``)."""
-
-    rows: int = Field(description="Rows with a transcript.")
-    turns: int = Field(description="Model turns over those rows.")
-    tool_calls: int = Field(description="Tool calls the model made.")
-    tool_errors: int = Field(
-        description="Tool results that were errors (the tool raised, was unknown, got "
-        "arguments that were not JSON, or timed out)."
-    )
-    stopped: dict[str, int] = Field(description="Rows per reason the conversation ended.")
-
-
-class ConversationTally:
-    """Counts transcripts row by row (see :class:`ConversationStats`)."""
-
-    def __init__(self) -> None:
-        self.rows = self.turns = self.tool_calls = self.tool_errors = 0
-        self.stopped: dict[str, int] = {}
-
-    def add(self, transcript: Transcript | None) -> None:
-        """Count one row's transcript (None: not a conversation row)."""
-        if transcript is None:
-            return
-        self.rows += 1
-        self.turns += len(transcript.turns)
-        for turn in transcript.turns:
-            self.tool_calls += len(turn.tool_calls)
-            self.tool_errors += sum(r.is_error for r in turn.tool_results)
-        self.stopped[transcript.stopped] = self.stopped.get(transcript.stopped, 0) + 1
-
-    def stats(self) -> ConversationStats | None:
-        """The totals, or None when no row was a conversation."""
-        if not self.rows:
-            return None
-        return ConversationStats(
-            rows=self.rows,
-            turns=self.turns,
-            tool_calls=self.tool_calls,
-            tool_errors=self.tool_errors,
-            stopped=dict(sorted(self.stopped.items())),
-        )

@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gradetrail.datasets.base import Sample, file_sha256, not_a_file
+from gradetrail.datasets.base import Sample, file_sha256
 from gradetrail.datasets.ids import IdAssigner
 from gradetrail.datasets.jsonl import JsonlSource
 from gradetrail.datasets.loading import load_samples
 from gradetrail.datasets.samples import Samples
 
-__all__ = ["Sample", "Samples", "file_sha256", "iter_jsonl", "load_samples", "not_a_file"]
+__all__ = ["Sample", "Samples", "file_sha256", "iter_jsonl", "load_samples"]
 
 
 def iter_jsonl(

@@ -4,7 +4,6 @@ module returns, and file hashing."""
 from __future__ import annotations
 
 import hashlib
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any, Protocol
 
 from gradetrail.errors import DatasetError
 
-__all__ = ["Sample", "Source", "file_sha256", "not_a_file"]
+__all__ = ["Sample", "Source", "file_sha256"]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
@@ -102,30 +101,6 @@ class FileSource:
 
     def info(self) -> dict[str, Any]:
         return {"format": self.format}
-
-
-def not_a_file(path: Path) -> str | None:
-    """Why a file the spec names cannot be read as one, or None when it is a regular file
-    (through symlinks): ``"not found"``, ``"is a symlink to nothing"``, or ``"is a FIFO,
-    not a regular file"`` (a directory, a device, a socket likewise). Reading a FIFO waits
-    for a writer that may never come, so callers refuse it rather than hang."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return "is a symlink to nothing" if path.is_symlink() else "not found"
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror})"
-    if stat.S_ISREG(st.st_mode):
-        return None
-    kinds = (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a device"),
-        (stat.S_ISBLK, "a device"),
-    )
-    kind = next((name for test, name in kinds if test(st.st_mode)), "not a file")
-    return f"is {kind}, not a regular file"
 
 
 def file_sha256(path: Path) -> str:

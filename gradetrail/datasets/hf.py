@@ -112,7 +112,7 @@ class HFSource:
 
     def content_hash(self) -> str:
         """SHA-256 over the resolved revision and fingerprint (Hub), or the files' hashes."""
-        from gradetrail.providers.base import canonical_json
+        from gradetrail._util.canonical import canonical_json
 
         self.load()
         return hashlib.sha256(canonical_json(self._identity).encode()).hexdigest()

@@ -11,7 +11,8 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from gradetrail.datasets.base import Row, Source, not_a_file
+from gradetrail._util.files import not_a_file
+from gradetrail.datasets.base import Row, Source
 from gradetrail.datasets.ids import DEFAULT_ID_FIELD, IdAssigner, describe_row, row_at
 from gradetrail.datasets.samples import Blob, Blocks, Packer, Samples
 from gradetrail.errors import DatasetError

@@ -32,15 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gradetrail.conversation.messages import (
-    ToolCall,
+from gradetrail.conversation.messages import ToolCall, assistant_message
+from gradetrail.conversation.transcript import (
     ToolResultRecord,
     Transcript,
     TranscriptStop,
     TurnRecord,
-    assistant_message,
 )
-from gradetrail.conversation.tools import ToolBox, ToolOutcome
+from gradetrail.engine.toolbox import ToolBox, ToolOutcome
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.executors.calls import CallResult, cached_call
 from gradetrail.providers.base import Request, Response

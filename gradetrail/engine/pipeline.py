@@ -22,24 +22,21 @@ from jinja2.exceptions import SecurityError
 
 from gradetrail._util.bounded import BoundedCalls, CallAborted, CallTimedOut
 from gradetrail._util.terminal import one_line
-from gradetrail.conversation.messages import (
-    ConversationError,
-    Transcript,
-    check_anthropic_content,
-    normalize_messages,
-    split_system,
-)
-from gradetrail.conversation.tools import ToolBox, ToolError, normalize_tool_choice, normalize_tools
+from gradetrail.conversation.messages import ConversationError, normalize_messages, split_system
+from gradetrail.conversation.tools import ToolError, normalize_tool_choice, normalize_tools
+from gradetrail.conversation.transcript import Transcript
 from gradetrail.datasets import Sample
+from gradetrail.datasets.labels import LabelReader
 from gradetrail.engine.agent import Agent, converse, single_turn
+from gradetrail.engine.toolbox import ToolBox
 from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
 from gradetrail.executors.calls import cached_call, served_call
 from gradetrail.prompts.templates import Template, compile_template
+from gradetrail.providers._anthropic_wire import check_anthropic_content
 from gradetrail.providers.base import PromptKeys, Request, Response
 from gradetrail.rundir.results import Row, make_row
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.spec import EvalSpec
-from gradetrail.stats.agreement import LabelReader
 
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache

@@ -21,9 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradetrail.conversation.messages import to_anthropic, tool_calls_from_anthropic
-from gradetrail.conversation.tools import anthropic_tool_choice, anthropic_tools
 from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.providers._anthropic_wire import (
+    anthropic_tool_choice,
+    anthropic_tools,
+    to_anthropic,
+    tool_calls_from_anthropic,
+)
 from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers.base import Request, Response
 

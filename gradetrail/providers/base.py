@@ -19,14 +19,10 @@ from typing import Any, ClassVar
 
 import pydantic_core
 
+from gradetrail._util.canonical import canonical_json
 from gradetrail.spec import ModelSpec
 
-__all__ = ["PromptKeys", "Provider", "Request", "Response", "canonical_json"]
-
-
-def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no whitespace: the same value always gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+__all__ = ["PromptKeys", "Provider", "Request", "Response"]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x

@@ -26,10 +26,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gradetrail.conversation.messages import to_openai, tool_calls_from_openai
-from gradetrail.conversation.tools import openai_tool_choice, openai_tools
 from gradetrail.errors import BadRequest, InvalidResponse
 from gradetrail.providers._http import HttpProvider, usage_int
+from gradetrail.providers._openai_wire import (
+    openai_tool_choice,
+    openai_tools,
+    to_openai,
+    tool_calls_from_openai,
+)
 from gradetrail.providers.base import Request, Response
 
 __all__ = ["OpenAIProvider"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from gradetrail.datasets import file_sha256, iter_jsonl, not_a_file
+from gradetrail._util.files import not_a_file
+from gradetrail.datasets import file_sha256, iter_jsonl
 from gradetrail.datasets.ids import DEFAULT_ID_FIELD
 from gradetrail.errors import BadRequest, DatasetError, SpecError
 from gradetrail.providers.base import Provider, Request, Response

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from gradetrail._util.canonical import canonical_json
 from gradetrail._util.jsontext import model_json
-from gradetrail.conversation.messages import ConversationStats
-from gradetrail.providers.base import canonical_json
+from gradetrail.conversation.transcript import ConversationStats
 from gradetrail.rundir.judge_stats import JudgeStats
 from gradetrail.rundir.layout import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
@@ -383,7 +383,7 @@ def now_iso() -> str:
 
 def runtime_versions() -> tuple[str, str]:
     """``(gradetrail version, Python version)``."""
-    from gradetrail import __version__
+    from gradetrail._version import __version__
 
     return __version__, platform.python_version()
 

@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 
 from gradetrail._util.jsontext import value_json
 from gradetrail._util.slots import EpochSlots
-from gradetrail.conversation.messages import Transcript
+from gradetrail.conversation.transcript import Transcript
 from gradetrail.errors import RunError, UsageError
 from gradetrail.rundir.layout import RunDir, run_status
 

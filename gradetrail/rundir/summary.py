@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from gradetrail._util.jsontext import value_json
 from gradetrail._util.slots import EpochSlots
-from gradetrail.conversation.messages import ConversationStats, ConversationTally
+from gradetrail.conversation.transcript import ConversationStats, ConversationTally
+from gradetrail.datasets.labels import label_field_of
 from gradetrail.rundir.judge_stats import JudgeStats, JudgeTally
 from gradetrail.rundir.manifest import ScoreStats
 from gradetrail.rundir.results import Row
-from gradetrail.stats.agreement import AgreementStats, AgreementTally, label_field_of
+from gradetrail.stats.agreement import AgreementStats, AgreementTally
 from gradetrail.stats.intervals import summarize
 from gradetrail.stats.reducers import ReducerName, reduce_scores
 

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from gradetrail.datasets import file_sha256, not_a_file
+from gradetrail._util.files import not_a_file
+from gradetrail.datasets import file_sha256
 from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
 from gradetrail.executors.calls import cached_call
 from gradetrail.prompts.templates import Template, compile_template

@@ -25,8 +25,8 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gradetrail._util.canonical import canonical_json
 from gradetrail.errors import DatasetError, SpecError, UsageError
-from gradetrail.providers.base import canonical_json
 from gradetrail.rundir.results import RESULTS_FILE, JudgeRecord, iter_results
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.judge import (

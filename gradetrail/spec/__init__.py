@@ -22,7 +22,7 @@ section's pydantic models.
 
 import typing as _typing
 
-from gradetrail import _lazy_names
+from gradetrail._util.lazy import lazy_names as _lazy_names
 
 #: public name -> the section (module) that defines it
 _EXPORTS = {

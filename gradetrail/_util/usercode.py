@@ -1,0 +1,43 @@
+"""Loading the user's own code: a module the spec names (a python provider's function, an
+agent's tools module, a custom scorer)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from gradetrail._util.files import not_a_file
+from gradetrail.errors import SpecError
+
+__all__ = ["import_user_module"]
+
+
+def import_user_module(module_name: str, base_dir: Path, where: str) -> Any:
+    """Import the user's module (a python provider's function, an agent's tools), the
+    spec's directory and the working directory first on ``sys.path``.
+
+    Raises:
+        SpecError: naming ``where``: the module cannot be found or imported, raises while
+            importing, or its file is not a regular file (a FIFO would block the import).
+    """
+    for extra in (str(base_dir), "."):
+        if extra not in sys.path:
+            sys.path.insert(0, extra)
+    try:
+        found = importlib.util.find_spec(module_name)
+        origin = found.origin if found is not None else None
+        problem = not_a_file(Path(origin)) if origin and found.has_location else None
+        if problem is not None:
+            raise SpecError(f"{where}: {module_name!r} is {origin}, which {problem}")
+        return importlib.import_module(module_name)
+    except SpecError:
+        raise
+    except (ImportError, ValueError) as exc:
+        raise SpecError(f"{where}: cannot import {module_name!r} ({exc})") from None
+    except (Exception, SystemExit) as exc:  # the user's module failed while importing
+        raise SpecError(
+            f"{where}: importing {module_name!r} raised {type(exc).__name__}: {exc}; fix the module"
+        ) from None

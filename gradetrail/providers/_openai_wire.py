@@ -1,0 +1,84 @@
+"""OpenAI Chat Completions' wire format: gradetrail's neutral messages and tools in the
+API's shapes, and the API's tool calls read back into the neutral shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gradetrail.conversation.messages import Message, ToolCall, make_tool_call
+from gradetrail.conversation.tools import ToolDef
+
+__all__ = ["openai_tool_choice", "openai_tools", "to_openai", "tool_calls_from_openai"]
+
+
+def openai_tools(tools: Sequence[ToolDef]) -> list[dict[str, Any]]:
+    """Chat Completions ``tools``: ``{"type": "function", "function": {...}}``."""
+    return [{"type": "function", "function": dict(tool)} for tool in tools]
+
+
+def openai_tool_choice(choice: str | Mapping[str, str]) -> Any:
+    """Chat Completions ``tool_choice``."""
+    if isinstance(choice, str):
+        return choice
+    return {"type": "function", "function": {"name": choice["name"]}}
+
+
+def _arguments_text(call: ToolCall) -> str:
+    if call.get("arguments") is None:
+        return str(call.get("raw_arguments") or "")
+    return json.dumps(call["arguments"], ensure_ascii=False)
+
+
+def to_openai(system: str | None, messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Chat Completions ``messages``: the system prompt first, assistant ``tool_calls``
+    as ``{"id", "type": "function", "function": {"name", "arguments": <JSON text>}}`` and
+    tool results as ``role: tool`` messages."""
+    out: list[dict[str, Any]] = []
+    if system is not None:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        role = message["role"]
+        if role == "assistant" and message.get("tool_calls"):
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": message["content"] or None,
+                    "tool_calls": [
+                        {
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["name"], "arguments": _arguments_text(call)},
+                        }
+                        for call in message["tool_calls"]
+                    ],
+                }
+            )
+        elif role == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": message["tool_call_id"],
+                    "content": message["content"],
+                }
+            )
+        elif len(message) == 2:  # {"role", "content"}: sent as it is, no copy
+            out.append(message)
+        else:
+            out.append({"role": role, "content": message["content"]})
+    return out
+
+
+def tool_calls_from_openai(raw: Any) -> tuple[ToolCall, ...]:
+    """Normalized tool calls of a Chat Completions ``message.tool_calls`` (arguments are
+    JSON text there; text that does not parse is kept and flagged)."""
+    if not isinstance(raw, list):
+        return ()
+    calls = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        fn = item.get("function") if isinstance(item.get("function"), dict) else {}
+        calls.append(make_tool_call(item.get("id"), fn.get("name"), fn.get("arguments")))
+    return tuple(calls)
