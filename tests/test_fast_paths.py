@@ -273,6 +273,7 @@ def test_a_scorer_that_raises_on_one_response_costs_that_row_not_the_run() -> No
     import asyncio
 
     from gradetrail.engine.pipeline import SampleContext, process
+    from gradetrail.executors.calls import Calls
     from gradetrail.engine.runner import plan_run
     from gradetrail.errors import CacheError
     from gradetrail.scorers.base import Scorer
@@ -288,7 +289,8 @@ def test_a_scorer_that_raises_on_one_response_costs_that_row_not_the_run() -> No
     plan = plan_run(load_spec(GSM8K_SPEC))
     item = plan.prepared[3]
     hit = Response("so the answer is 1e400", served_model="m")
-    ctx = SampleContext(None, None, Failing(OverflowError("(34, 'Numerical result')")))  # type: ignore[arg-type]
+    calls = Calls(None, None, None)
+    ctx = SampleContext(calls, Failing(OverflowError("(34, 'Numerical result')")))
     row = asyncio.run(process(item, ctx, hit))
     assert (row["state"], row["score"], row["sample_id"]) == ("judge_error", None, item.sample.id)
     assert row["error"]["reason"] == "scorer_failed"

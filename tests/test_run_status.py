@@ -28,7 +28,7 @@ class BreaksAfter(Executor):
         self.manifest = manifest
         self.seen: list[str] = []
 
-    async def complete(self, request: Request) -> CallOutcome:
+    async def complete(self, request: Request, on_attempt: object = None) -> CallOutcome:
         """Answer correctly, or raise once ``n`` requests were answered."""
         self.seen.append(json.loads(self.manifest.read_text())["status"])
         if len(self.seen) > self.n:
@@ -66,7 +66,7 @@ class Answers(Executor):
     def __init__(self, hook) -> None:  # noqa: ANN001
         self.hook = hook
 
-    async def complete(self, request: Request) -> CallOutcome:
+    async def complete(self, request: Request, on_attempt: object = None) -> CallOutcome:
         """Answer correctly after calling the hook."""
         self.hook()
         answer = request.prompt.rsplit("=", 1)[1].strip()

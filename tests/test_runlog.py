@@ -1,5 +1,5 @@
 """The structured run log (log.jsonl): every provider call (each retried attempt too)
-with its fields, errors as warnings, judge calls through runlog.current(), rotation, and
+with its fields, errors as warnings, judge calls and provider events, rotation, and
 -v on stderr."""
 
 from __future__ import annotations
@@ -99,13 +99,21 @@ def test_each_run_starts_a_fresh_log_and_keeps_three_older(tmp_path: Path, env: 
     assert starts == sorted(starts) and starts[-1] < _lines(run_dir / "log.jsonl")[0]["ts"]
 
 
-def test_judge_calls_are_logged_through_current(tmp_path: Path) -> None:
-    """Code running inside a run finds the log with runlog.current() (None outside) and
-    logs judge_call lines."""
-    assert runlog.current() is None
+def test_judge_calls_are_logged_with_their_turn_and_provider_events_followed(
+    tmp_path: Path,
+) -> None:
+    """The log is passed to what logs (no global "current" log): a judge_call line, an
+    agent turn's number, and a provider's events, those kept before the log opened first
+    and none after it closed."""
+    from gradetrail._util.events import Events
+
+    assert not hasattr(runlog, "current")
+    events = Events()
+    events.emit("missing_usage", provider="openai", model="m")
     with RunDir.create(tmp_path / "run") as run_dir, runlog.RunLog(run_dir) as log:
-        assert runlog.current() is log
-        runlog.current().call(
+        log.follow(events)
+        events.emit("function_held_loop", "warning", function="f", held_s=1.5)
+        log.call(
             "judge",
             sample_id="7",
             epoch=2,
@@ -116,10 +124,13 @@ def test_judge_calls_are_logged_through_current(tmp_path: Path) -> None:
             latency_ms=812.34,
             input_tokens=350,
             output_tokens=12,
+            turn=4,
         )
-    assert runlog.current() is None
-    (line,) = _lines(tmp_path / "run" / "log.jsonl")
-    assert line["event"] == "judge_call" and line["latency_ms"] == 812.3
+    events.emit("after_close")
+    kept, held, line = _lines(tmp_path / "run" / "log.jsonl")
+    assert (kept["event"], kept["level"], kept["model"]) == ("missing_usage", "info", "m")
+    assert (held["event"], held["level"], held["held_s"]) == ("function_held_loop", "warning", 1.5)
+    assert line["event"] == "judge_call" and line["latency_ms"] == 812.3 and line["turn"] == 4
     assert (line["model"], line["attempt"], line["input_tokens"]) == ("judge-model", 3, 350)
 
 

@@ -19,7 +19,6 @@ Only a run with a cache de-duplicates: ``--no-cache`` asks for every request.
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -27,7 +26,7 @@ from typing import Literal, TypeVar
 from gradetrail.cache.store import CLAIM_TTL_S, Claim, ResponseCache
 from gradetrail.providers.base import Response
 
-__all__ = ["InFlight", "Shared", "in_flight"]
+__all__ = ["InFlight", "Shared"]
 
 T = TypeVar("T")
 #: where a response that this caller did not pay for came from
@@ -149,14 +148,3 @@ class InFlight:
         finally:
             if not task.done():
                 task.cancel()
-
-
-_registries: weakref.WeakKeyDictionary[ResponseCache, InFlight] = weakref.WeakKeyDictionary()
-
-
-def in_flight(cache: ResponseCache) -> InFlight:
-    """The :class:`InFlight` registry of ``cache`` (one per open cache, made on first use)."""
-    registry = _registries.get(cache)
-    if registry is None:
-        registry = _registries[cache] = InFlight(cache)
-    return registry

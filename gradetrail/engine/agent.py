@@ -2,7 +2,7 @@
 (``model.tools_module``), gradetrail executes them and returns their results, until the
 model answers without calling a tool.
 
-Every model turn is one request through :func:`gradetrail.executors.calls.cached_call`, keyed on
+Every model turn is one request through :meth:`gradetrail.executors.calls.Calls.call`, keyed on
 the conversation so far (its tool calls and tool results included), so a re-run replays
 every turn from the cache and makes no call. The tools module's SHA-256 enters the key of
 every turn after the first tool result (the first turn's input does not depend on the
@@ -41,13 +41,10 @@ from gradetrail.conversation.transcript import (
 )
 from gradetrail.engine.toolbox import ToolBox, ToolOutcome
 from gradetrail.errors import ProviderError, ProviderTimeout
-from gradetrail.executors.calls import CallResult, cached_call
+from gradetrail.executors.calls import CallResult, Calls
 from gradetrail.providers.base import Request, Response
-from gradetrail.rundir.runlog import CALL_TURN
 
 if TYPE_CHECKING:
-    from gradetrail.cache.store import ResponseCache
-    from gradetrail.executors.base import Executor
     from gradetrail.rundir.runlog import RunLog
 
 __all__ = ["Agent", "Conversation", "converse", "single_turn", "totals"]
@@ -193,14 +190,8 @@ class _Loop:
         left = self.remaining()
         if left is not None and left <= 0:
             raise TimeoutError
-        token = CALL_TURN.set(number)
-        try:
-            coro = cached_call(
-                request, key, ctx.cache, ctx.executor, ctx.log, kind="provider", epoch=ctx.epoch
-            )
-            return await (coro if left is None else asyncio.wait_for(coro, left))
-        finally:
-            CALL_TURN.reset(token)
+        coro = ctx.calls.call(request, key, kind="provider", epoch=ctx.epoch, turn=number)
+        return await (coro if left is None else asyncio.wait_for(coro, left))
 
     async def run_tools(
         self, calls: list[ToolCall], record: TurnRecord, services: _Services
@@ -282,10 +273,12 @@ class _Loop:
 
 @dataclass(frozen=True, slots=True)
 class _Services:
-    cache: ResponseCache | None
-    executor: Executor | None
-    log: RunLog | None
+    calls: Calls
     epoch: int
+
+    @property
+    def log(self) -> RunLog | None:
+        return self.calls.log
 
 
 async def converse(
@@ -293,9 +286,7 @@ async def converse(
     request: Request,
     key: str,
     *,
-    cache: ResponseCache | None,
-    executor: Executor | None,
-    log: RunLog | None,
+    calls: Calls,
     epoch: int,
 ) -> Conversation:
     """Run one sample's agent loop (see the module docstring).
@@ -304,14 +295,14 @@ async def converse(
         agent: the run's tools and bounds.
         request: the first turn's request (the rendered conversation and tools).
         key: its cache key.
-        cache, executor, log: the run's services, as for :func:`cached_call`.
+        calls: the run's calls (its cache, executor and log).
         epoch: the row's epoch.
 
     Returns:
         The conversation; never raises for a failed turn or tool (they are in it).
     """
     loop = _Loop(agent, request)
-    services = _Services(cache, executor, log, epoch)
+    services = _Services(calls, epoch)
     for number in range(1, agent.max_turns + 1):
         turn_request, turn_key = loop.turn_request(number, key)
         try:

@@ -30,7 +30,7 @@ from gradetrail.datasets.labels import LabelReader
 from gradetrail.engine.agent import Agent, converse, single_turn
 from gradetrail.engine.toolbox import ToolBox
 from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
-from gradetrail.executors.calls import cached_call, served_call
+from gradetrail.executors.calls import Calls
 from gradetrail.prompts.templates import Template, compile_template
 from gradetrail.providers._anthropic_wire import check_anthropic_content
 from gradetrail.providers.base import PromptKeys, Request, Response
@@ -521,20 +521,34 @@ class SampleContext:
     """What :func:`process` needs besides the sample: shared by all samples of a run.
 
     Attributes:
-        cache: the response cache, or None with ``--no-cache``.
-        executor: where provider calls run.
+        calls: the run's calls: its response cache (None with ``--no-cache``), executor
+            (where provider calls run) and structured log (``log.jsonl``; None to log
+            nothing).
         scorer: the run's scorer.
-        log: the run's structured log (``log.jsonl``), or None to log nothing.
         bounded: runs a synchronous scorer's ``score`` with the run's time bound and within
             reach of SIGINT/SIGTERM (see :mod:`gradetrail._util.bounded`), or None to call it
             directly.
     """
 
-    cache: ResponseCache | None
-    executor: Executor
+    calls: Calls
     scorer: Scorer
-    log: RunLog | None = None
     bounded: BoundedCalls | None = None
+
+    @property
+    def cache(self) -> ResponseCache | None:
+        """The run's response cache, or None with ``--no-cache``."""
+        return self.calls.cache
+
+    @property
+    def executor(self) -> Executor:
+        """Where provider calls run."""
+        assert self.calls.executor is not None
+        return self.calls.executor
+
+    @property
+    def log(self) -> RunLog | None:
+        """The run's structured log, or None."""
+        return self.calls.log
 
 
 async def process(item: Prepared, ctx: SampleContext, hit: Response | None = None) -> Row:
@@ -548,26 +562,16 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
             item.agent,
             item.request,
             item.key,
-            cache=ctx.cache,
-            executor=ctx.executor,
-            log=ctx.log,
+            calls=ctx.calls,
             epoch=item.epoch,
         )
         response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
         transcript: Transcript | None = talk.transcript
     else:
         call = (
-            served_call(item.request, hit, ctx.executor, ctx.log, "provider", item.epoch)
+            ctx.calls.served(item.request, hit, kind="provider", epoch=item.epoch)
             if hit is not None  # read already: nothing to wait for
-            else await cached_call(
-                item.request,
-                item.key,
-                ctx.cache,
-                ctx.executor,
-                ctx.log,
-                kind="provider",
-                epoch=item.epoch,
-            )
+            else await ctx.calls.call(item.request, item.key, kind="provider", epoch=item.epoch)
         )
         response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
@@ -585,7 +589,7 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
     )
     scorer = ctx.scorer
     try:
-        if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
+        if ctx.bounded is None or scorer.asynchronous:
             score = await scorer.ascore(scored)
         else:  # a synchronous scorer: no coroutine to wait on
             score = _bounded_score(ctx, scored)

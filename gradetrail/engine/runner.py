@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gradetrail._util.bounded import BoundedCalls
-from gradetrail.cache.inflight import in_flight
+from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
@@ -38,6 +38,7 @@ from gradetrail.engine.pipeline import (
 )
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
+from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import Provider, make_provider
@@ -167,10 +168,9 @@ def plan_run(spec: EvalSpec) -> RunPlan:
                 )
             )
 
-    overridden = type(scorer).check_row is not Scorer.check_row  # else nothing to check
     try:
         prepared = PreparedRequests(
-            samples, spec.run.epochs, renderer, check_row if overridden else None
+            samples, spec.run.epochs, renderer, check_row if scorer.checks_rows else None
         )
     except RecursionError:
         raise DatasetError(
@@ -261,6 +261,7 @@ def run_eval(
         if cache is None or cache.any_missing(plan.prepared.sorted_keys()):
             plan.provider.warm_up()  # may still refuse the run: before its directory exists
             executor.start()  # Ray: import, join the cluster (never for a fully cached run)
+        inflight = InFlight(cache) if cache is not None else None
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
             run_dir.lock()
@@ -283,7 +284,9 @@ def run_eval(
                     )
                     if on_start is not None:
                         on_start(plan, run_dir.path)
-                    run = _Run(plan, run_dir, SampleContext(cache, executor, plan.scorer, log))
+                    log.follow(plan.provider.events)
+                    calls = Calls(cache, executor, log, inflight)
+                    run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
@@ -339,8 +342,11 @@ def _executor(plan: RunPlan, chosen: Executor | RayOptions | None) -> Executor:
 class _Run:
     """One execution of a plan: drive the pipeline, then write what it produced."""
 
-    def __init__(self, plan: RunPlan, run_dir: RunDir, ctx: SampleContext) -> None:
+    def __init__(
+        self, plan: RunPlan, run_dir: RunDir, ctx: SampleContext, inflight: InFlight | None
+    ) -> None:
         self.plan = plan
+        self.inflight = inflight
         self.run_dir = run_dir
         self.ctx = ctx
         self.log: RunLog = ctx.log  # type: ignore[assignment]
@@ -404,7 +410,8 @@ class _Run:
                 self.log.event("cache_recreated", path=str(cache.path), rescued=cache.rescued)
         except CacheError as exc:
             self.log.event("cache_lost", path=str(cache.path), message=str(exc))
-        shared = in_flight(cache)
+        shared = self.inflight
+        assert shared is not None
         return CacheReport(
             path=str(cache.path),
             damaged=cache.damaged,
@@ -511,7 +518,7 @@ class _Run:
                 raise
 
         try:
-            await ctx.scorer.bind(ctx.cache, ctx.executor)  # judges share cache and retries
+            await ctx.scorer.bind(ctx.calls)  # judges share cache, log and retries
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
             tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
             try:

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from gradetrail.errors import RunError
-from gradetrail.executors.retry import CallOutcome
+from gradetrail.executors.retry import AttemptListener, CallOutcome
 from gradetrail.providers.base import Provider, Request
 
 __all__ = ["Executor"]
@@ -39,9 +39,12 @@ class Executor(ABC):
         return {"kind": "local", "concurrency": self.concurrency}
 
     @abstractmethod
-    async def complete(self, request: Request) -> CallOutcome:
+    async def complete(
+        self, request: Request, on_attempt: AttemptListener | None = None
+    ) -> CallOutcome:
         """Serve one request with retries; never raises a ProviderError (it is in the
-        outcome)."""
+        outcome). ``on_attempt`` is told of each failed attempt as it ends, when the retry
+        loop runs in this process (see :data:`~gradetrail.executors.retry.AttemptListener`)."""
 
     def for_provider(self, provider: Provider) -> Executor:
         """An executor of the same kind, retry policy and concurrency bound that calls

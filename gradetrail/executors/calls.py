@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
-from gradetrail.cache.inflight import Shared, in_flight
+from gradetrail.cache.inflight import InFlight, Shared
 from gradetrail.errors import ProviderError, RunError
-from gradetrail.executors.retry import ATTEMPT_LISTENER
 from gradetrail.providers.base import Request, Response
 
 if TYPE_CHECKING:
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from gradetrail.executors.retry import RetriedAttempt
     from gradetrail.rundir.runlog import RunLog
 
-__all__ = ["CallResult", "cached_call"]
+__all__ = ["CallResult", "Calls"]
 
 CallKind = Literal["provider", "judge"]
 
@@ -47,108 +46,129 @@ class CallResult:
     attempts: int
 
 
-async def cached_call(
-    request: Request,
-    key: str,
-    cache: ResponseCache | None,
-    executor: Executor | None,
-    log: RunLog | None,
-    *,
-    kind: CallKind,
-    epoch: int,
-    hit: Response | None = None,
-) -> CallResult:
-    """Serve ``request`` from ``cache`` (under ``key``), else through ``executor``.
+class Calls:
+    """The run's one way to make a model call: its cache (with in-flight de-duplication),
+    its executor (the retry policy and concurrency bound) and its log. Built once a run,
+    by the runner, and passed down; a judge gets one for its own model from
+    :meth:`for_executor`.
 
     Args:
-        request: the rendered request.
-        key: its cache key (``request.key()``, computed once by the caller).
         cache: the run's cache, or None (``--no-cache``).
-        executor: where the call runs, with the run's retry policy.
+        executor: where calls run, or None for a caller that serves only cache hits.
         log: the run's log, or None to log nothing.
-        kind: ``provider`` (the model under evaluation) or ``judge``.
-        epoch: the row's epoch, for the log.
-        hit: its cached response when the caller already read it (a batched read); None
-            to look it up here.
-
-    Raises:
-        RunError: a cache miss with no executor (a caller that was never bound to a run).
+        inflight: the calls in flight on ``cache``, shared by every caller of this run
+            (built from ``cache`` when not given).
     """
-    response = hit if hit is not None or cache is None else cache.get(key)
-    if response is not None:
-        return served_call(request, response, executor, log, kind, epoch)
-    if executor is None:
-        raise RunError(f"a {kind} call was made before the run bound its executor")
-    if cache is None:
-        return await _call(request, key, None, executor, log, kind, epoch)
-    result = await in_flight(cache).once(
-        key, lambda: _call(request, key, cache, executor, log, kind, epoch), _response_of
-    )
-    if isinstance(result, Shared):  # an identical request in flight, here or elsewhere
-        return served_call(request, result.response, executor, log, kind, epoch)
-    return result
+
+    def __init__(
+        self,
+        cache: ResponseCache | None,
+        executor: Executor | None,
+        log: RunLog | None,
+        inflight: InFlight | None = None,
+    ) -> None:
+        self.cache = cache
+        self.executor = executor
+        self.log = log
+        self.inflight = inflight if inflight is not None or cache is None else InFlight(cache)
+
+    def for_executor(self, executor: Executor) -> Calls:
+        """The same cache, log and in-flight requests, calling through ``executor``."""
+        return Calls(self.cache, executor, self.log, self.inflight)
+
+    async def call(
+        self,
+        request: Request,
+        key: str,
+        *,
+        kind: CallKind,
+        epoch: int,
+        hit: Response | None = None,
+        turn: int | None = None,
+    ) -> CallResult:
+        """Serve ``request`` from the cache (under ``key``), else through the executor.
+
+        Args:
+            request: the rendered request.
+            key: its cache key (``request.key()``, computed once by the caller).
+            kind: ``provider`` (the model under evaluation) or ``judge``.
+            epoch: the row's epoch, for the log.
+            hit: its cached response when the caller already read it (a batched read);
+                None to look it up here.
+            turn: the agent loop's turn number (1-based), for the log; None outside one.
+
+        Raises:
+            RunError: a cache miss with no executor (a caller that was never bound to a
+                run).
+        """
+        cache = self.cache
+        response = hit if hit is not None or cache is None else cache.get(key)
+        if response is not None:
+            return self.served(request, response, kind=kind, epoch=epoch, turn=turn)
+        if self.executor is None:
+            raise RunError(f"a {kind} call was made before the run bound its executor")
+        if self.inflight is None:
+            return await self._call(request, key, kind, epoch, turn)
+        result = await self.inflight.once(
+            key, lambda: self._call(request, key, kind, epoch, turn), _response_of
+        )
+        if isinstance(result, Shared):  # an identical request in flight, here or elsewhere
+            return self.served(request, result.response, kind=kind, epoch=epoch, turn=turn)
+        return result
+
+    def served(
+        self,
+        request: Request,
+        response: Response,
+        *,
+        kind: CallKind,
+        epoch: int,
+        turn: int | None = None,
+    ) -> CallResult:
+        """The end of a call this run did not pay for: ``response`` came from the cache (a
+        batched read) or from an identical request's call. It is priced as the spec prices
+        it now (the executor's provider, or as stored without one) and logged as served."""
+        executor = self.executor
+        if executor is not None:  # price it as the spec prices it now, not as when cached
+            cost = executor.provider.price(request, response)
+            if cost != response.cost_usd:
+                response = replace(response, cost_usd=cost)
+        if self.log is not None:
+            _log_ok(self.log, kind, request, epoch, response, True, 0, turn)
+        return CallResult(response, None, True, 0)
+
+    async def _call(
+        self, request: Request, key: str, kind: CallKind, epoch: int, turn: int | None
+    ) -> CallResult:
+        """One call through the executor; a success is cached at once. Each failed
+        attempt is logged the moment it ends (the executor's ``on_attempt``)."""
+        log, executor = self.log, self.executor
+        assert executor is not None
+        live: list[ProviderError] = []
+
+        def attempt_ended(number: int, attempt: RetriedAttempt) -> None:
+            live.append(attempt.error)
+            if log is not None:
+                _log_attempt(log, kind, request, epoch, number, attempt, turn)
+
+        outcome = await executor.complete(request, on_attempt=attempt_ended)
+        if log is not None and not live:  # the retry loop ran elsewhere: log its report
+            for number, attempt in enumerate(outcome.retried, start=1):
+                _log_attempt(log, kind, request, epoch, number, attempt, turn)
+        if outcome.response is None:
+            error = outcome.error or ProviderError("no response and no error")
+            if log is not None and (not live or live[-1] is not error):  # the sample ceiling
+                _log_error(log, kind, request, epoch, error, outcome.attempts, turn)
+            return CallResult(None, error, False, outcome.attempts)
+        if self.cache is not None:
+            self.cache.put(key, request, outcome.response)
+        if log is not None:
+            _log_ok(log, kind, request, epoch, outcome.response, False, outcome.attempts, turn)
+        return CallResult(outcome.response, None, False, outcome.attempts)
 
 
 def _response_of(result: CallResult) -> Response | None:
     return result.response
-
-
-def served_call(
-    request: Request,
-    response: Response,
-    executor: Executor | None,
-    log: RunLog | None,
-    kind: CallKind,
-    epoch: int,
-) -> CallResult:
-    """The end of a call this run did not pay for: ``response`` came from the cache (a
-    batched read) or from an identical request's call. It is priced as the spec prices
-    it now (``executor``'s provider, or as stored without one) and logged as served."""
-    if executor is not None:  # price it as the spec prices it now, not as when cached
-        cost = executor.provider.price(request, response)
-        if cost != response.cost_usd:
-            response = replace(response, cost_usd=cost)
-    if log is not None:
-        _log_ok(log, kind, request, epoch, response, True, 0)
-    return CallResult(response, None, True, 0)
-
-
-async def _call(
-    request: Request,
-    key: str,
-    cache: ResponseCache | None,
-    executor: Executor,
-    log: RunLog | None,
-    kind: CallKind,
-    epoch: int,
-) -> CallResult:
-    """One call through the executor; a success is cached at once. Each failed attempt
-    is logged the moment it ends (see :data:`gradetrail.executors.retry.ATTEMPT_LISTENER`)."""
-    live: list[ProviderError] = []
-
-    def attempt_ended(number: int, attempt: RetriedAttempt) -> None:
-        live.append(attempt.error)
-        if log is not None:
-            _log_attempt(log, kind, request, epoch, number, attempt)
-
-    token = ATTEMPT_LISTENER.set(attempt_ended)
-    try:
-        outcome = await executor.complete(request)
-    finally:
-        ATTEMPT_LISTENER.reset(token)
-    if log is not None and not live:  # the retry loop ran elsewhere: log what it reports
-        for number, attempt in enumerate(outcome.retried, start=1):
-            _log_attempt(log, kind, request, epoch, number, attempt)
-    if outcome.response is None:
-        error = outcome.error or ProviderError("no response and no error")
-        if log is not None and (not live or live[-1] is not error):  # e.g. the sample ceiling
-            _log_error(log, kind, request, epoch, error, outcome.attempts, None)
-        return CallResult(None, error, False, outcome.attempts)
-    if cache is not None:
-        cache.put(key, request, outcome.response)
-    if log is not None:
-        _log_ok(log, kind, request, epoch, outcome.response, False, outcome.attempts)
-    return CallResult(outcome.response, None, False, outcome.attempts)
 
 
 def _log_ok(
@@ -159,8 +179,9 @@ def _log_ok(
     response: Response,
     cached: bool,
     attempts: int,
+    turn: int | None,
 ) -> None:
-    log.served(kind, request.sample_id, epoch, request.model, response, cached, attempts)
+    log.served(kind, request.sample_id, epoch, request.model, response, cached, attempts, turn)
 
 
 def _log_attempt(
@@ -170,6 +191,7 @@ def _log_attempt(
     epoch: int,
     number: int,
     attempt: RetriedAttempt,
+    turn: int | None,
 ) -> None:
     log.call(
         kind,
@@ -184,6 +206,7 @@ def _log_attempt(
         status=attempt.error.status,
         message=str(attempt.error),
         retry_in_s=attempt.backoff_s,
+        turn=turn,
     )
 
 
@@ -194,18 +217,19 @@ def _log_error(
     epoch: int,
     error: ProviderError,
     attempts: int,
-    latency_s: float | None,
+    turn: int | None,
 ) -> None:
     log.call(
         kind,
         sample_id=request.sample_id,
         epoch=epoch,
         model=request.model,
-        latency_ms=None if latency_s is None else latency_s * 1000.0,
+        latency_ms=None,
         cached=False,
         attempt=attempts,
         outcome="error",
         error=type(error).__name__,
         status=error.status,
         message=str(error),
+        turn=turn,
     )

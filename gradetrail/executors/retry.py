@@ -10,7 +10,6 @@ ceiling over all attempts. Time and sleep are injected so tests need not wait.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -21,7 +20,7 @@ from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.providers.base import Response
 
 __all__ = [
-    "ATTEMPT_LISTENER",
+    "AttemptListener",
     "CallOutcome",
     "Gate",
     "RetriedAttempt",
@@ -74,13 +73,12 @@ class RetriedAttempt:
 
 
 #: called with ``(attempt number, RetriedAttempt)`` the moment each failed attempt ends
-#: (before its backoff), by :func:`call_with_retry` running in this context: the run log
-#: writes each attempt as it happens (``tail -f`` shows retries live), with its own time
-#: and latency. An executor that runs the loop elsewhere (another process) never calls it;
-#: the caller then logs :attr:`CallOutcome.retried` at the end.
-ATTEMPT_LISTENER: contextvars.ContextVar[Callable[[int, RetriedAttempt], None] | None] = (
-    contextvars.ContextVar("gradetrail_attempt_listener", default=None)
-)
+#: (before its backoff), when passed to :func:`call_with_retry` (through
+#: :meth:`~gradetrail.executors.base.Executor.complete`): the run log writes each attempt
+#: as it happens (``tail -f`` shows retries live), with its own time and latency. An
+#: executor that runs the loop elsewhere (another process) never calls it; the caller then
+#: logs :attr:`CallOutcome.retried` at the end.
+AttemptListener = Callable[[int, RetriedAttempt], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +122,7 @@ async def call_with_retry(
     clock: Callable[[], float] = time.monotonic,
     rand: Callable[[], float] = random.random,
     gate: Gate | None = None,
+    on_attempt: AttemptListener | None = None,
 ) -> CallOutcome:
     """Call ``call`` until it succeeds, fails permanently, or the policy's bounds end it.
 
@@ -136,6 +135,9 @@ async def call_with_retry(
     says why it could not end in time by letting the cancellation out as
     ``CancelledError(error)`` with a ProviderError: that is the attempt's error (the
     python provider's permanent ``function_blocked``, for a function holding its loop).
+
+    ``on_attempt`` is called the moment each failed attempt ends (see
+    :data:`AttemptListener`).
 
     Never raises a ProviderError: failures are returned in the outcome.
     """
@@ -174,7 +176,7 @@ async def call_with_retry(
         if error is None:
             return CallOutcome(response, None, attempts, slept, tuple(retried))
         latency = clock() - started
-        listener = ATTEMPT_LISTENER.get()
+        listener = on_attempt
         if not error.transient or attempts > policy.max_retries:
             if listener is not None:
                 listener(attempts, RetriedAttempt(error, latency, None))

@@ -16,7 +16,7 @@ from typing import Any
 
 from gradetrail.executors.base import Executor
 from gradetrail.executors.limits import Throttle, ThrottleStats
-from gradetrail.executors.retry import CallOutcome, RetryPolicy, call_with_retry
+from gradetrail.executors.retry import AttemptListener, CallOutcome, RetryPolicy, call_with_retry
 from gradetrail.providers.base import Provider, Request, Response
 
 __all__ = ["RetryingExecutor"]
@@ -99,8 +99,11 @@ class RetryingExecutor(Executor):
             ProviderError: the classified failure (the retry policy decides what next).
         """
 
-    async def complete(self, request: Request) -> CallOutcome:
-        """Serve ``request`` with retries; each attempt passes the throttle."""
+    async def complete(
+        self, request: Request, on_attempt: AttemptListener | None = None
+    ) -> CallOutcome:
+        """Serve ``request`` with retries; each attempt passes the throttle, and
+        ``on_attempt`` hears of each failed one as it ends."""
         return await call_with_retry(
             partial(self.attempt, request),
             self.policy,
@@ -108,4 +111,5 @@ class RetryingExecutor(Executor):
             clock=self._clock,
             rand=self._rand,
             gate=self.throttle.gate(request),
+            on_attempt=on_attempt,
         )

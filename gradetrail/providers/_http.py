@@ -602,12 +602,12 @@ class HttpProvider(Provider):
                 self.model.provider,
                 request_model,
             )
-            _runlog_event("missing_usage", provider=self.model.provider, model=request_model)
+            self.events.emit("missing_usage", provider=self.model.provider, model=request_model)
 
     async def aclose(self) -> None:
         """Close the transport; log how many responses had no usage."""
         if self._missing_usage:
-            _runlog_event(
+            self.events.emit(
                 "missing_usage_total",
                 provider=self.model.provider,
                 model=self.model.name,
@@ -616,14 +616,6 @@ class HttpProvider(Provider):
         if self._transport is not None:
             transport, self._transport = self._transport, None
             await transport.aclose()
-
-
-def _runlog_event(event: str, **fields: Any) -> None:
-    from gradetrail.rundir import runlog
-
-    current = runlog.current()
-    if current is not None:
-        current.event(event, **fields)
 
 
 def usage_int(usage: Mapping[str, Any], *path: str) -> int:

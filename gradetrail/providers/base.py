@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import pydantic_core
 
 from gradetrail._util.canonical import canonical_json
+from gradetrail._util.events import Events
 from gradetrail.spec import ModelSpec
 
 __all__ = ["PromptKeys", "Provider", "Request", "Response"]
@@ -262,6 +263,8 @@ class Provider(ABC):
     def __init__(self, model: ModelSpec, base_dir: Path) -> None:
         self.model = model
         self.base_dir = base_dir
+        #: what the provider notices for the run's log (see :mod:`gradetrail._util.events`)
+        self.events = Events()
 
     def wants_row(self) -> bool:
         """True when :meth:`complete` reads ``request.row`` (the sample's fields); the row

@@ -57,7 +57,6 @@ from gradetrail.conversation.messages import make_tool_call
 from gradetrail.datasets import file_sha256
 from gradetrail.errors import BadRequest, ProviderError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.rundir import runlog
 
 __all__ = ["PythonProvider"]
 
@@ -204,15 +203,14 @@ class PythonProvider(Provider):
             f"{_FIX}. Calls that arrive meanwhile run on a fresh event loop beside it, "
             "without its async clients; said once a run"
         )
-        log = runlog.current()
-        if log is not None:
-            log.warning(
-                "function_held_loop",
-                function=function,
-                sample_id=sample_id,
-                held_s=round(held_s, 3),
-                message=message,
-            )
+        self.events.emit(
+            "function_held_loop",
+            "warning",
+            function=function,
+            sample_id=sample_id,
+            held_s=round(held_s, 3),
+            message=message,
+        )
         # sys.stderr looked up now: a live progress display that redirects it shows the
         # line above itself
         with contextlib.suppress(OSError, ValueError):  # stderr closed

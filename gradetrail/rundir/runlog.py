@@ -21,7 +21,7 @@ sequences. Events:
   it ends, before its backoff, so its ``ts`` is its own end time; a final line with
   ``latency_ms`` null records a request stopped by the sample ceiling between attempts.
   A turn of an agent loop also has ``turn`` (1-based), the number of the model turn it
-  is (set by the loop through :data:`CALL_TURN`).
+  is (passed by the loop with each call).
 - ``interrupt`` (a Ctrl-C or SIGTERM arrived, with ``in_flight``), ``run_end`` (status,
   counts, wall time).
 - ``function_held_loop`` (level ``warning``, once a run): a python provider's async
@@ -37,18 +37,14 @@ cache-hit lines are buffered a few KB at a time. Each ``gradetrail run`` starts 
 ``log.3.jsonl``, so a killed run's log survives its resume. JSON escapes every control
 character, so the file can be printed or tailed safely.
 
-A judge (or any code running inside a run) logs through :func:`current`::
-
-    log = gradetrail.rundir.runlog.current()
-    if log is not None:
-        log.call("judge", sample_id=..., epoch=..., model=..., cached=False, attempt=1,
-                 outcome="ok", latency_ms=812.0, input_tokens=350, output_tokens=12)
+The run's one :class:`RunLog` is built by the runner and passed to what logs (the
+calls of the model and of judges, :class:`~gradetrail.executors.calls.Calls`; providers
+through their event sink): there is no global "current log".
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
 import math
 import os
@@ -58,29 +54,15 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii
 from typing import IO, Any, Literal
 
+from gradetrail._util.events import Events, Level
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.results import LOG_FILE
 
-__all__ = ["CALL_TURN", "LOG_FILE", "LOG_KEEP", "RunLog", "current", "rotated_names"]
-
-#: the agent-loop turn whose calls are being logged (None outside an agent loop)
-CALL_TURN: contextvars.ContextVar[int | None] = contextvars.ContextVar(
-    "gradetrail_call_turn", default=None
-)
+__all__ = ["LOG_FILE", "LOG_KEEP", "RunLog", "rotated_names"]
 
 #: previous invocations' logs kept beside log.jsonl (log.1.jsonl ... log.3.jsonl)
 LOG_KEEP = 3
 _MESSAGE_CHARS = 500
-
-_current: contextvars.ContextVar[RunLog | None] = contextvars.ContextVar(
-    "gradetrail_run_log", default=None
-)
-
-
-def current() -> RunLog | None:
-    """The log of the run this code runs inside (set by :func:`gradetrail.run_eval` for
-    the duration of the run), or None outside a run."""
-    return _current.get()
 
 
 def rotated_names(keep: int = LOG_KEEP) -> tuple[str, ...]:
@@ -166,8 +148,8 @@ class RunLog:
         self._echo = _console(sys.stderr) if echo else None
         #: why the log stopped being written (a full disk), or None; the run goes on
         self.write_error: str | None = None
-        self._token: contextvars.Token[RunLog | None] | None = None
         self._encoded: dict[tuple[str, str, Any], tuple[str, str]] = {}  # see _names
+        self._followed: list[Events] = []
 
     def _emit(self, level: str, event: str, fields: dict[str, Any], flush: bool) -> None:
         record = {"ts": _now_iso(), "level": level, "event": event, **fields}
@@ -196,14 +178,19 @@ class RunLog:
             self._echo = None
 
     def __enter__(self) -> RunLog:
-        self._token = _current.set(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _current.reset(self._token)
-            self._token = None
         self.close()
+
+    def follow(self, events: Events) -> None:
+        """Write what ``events`` (a provider's outbox) holds and receives until this log
+        closes (see :mod:`gradetrail._util.events`)."""
+        events.follow(self._forwarded)
+        self._followed.append(events)
+
+    def _forwarded(self, level: Level, event: str, fields: dict[str, Any]) -> None:
+        self._emit(level, event, fields, flush=True)
 
     def event(self, event: str, **fields: Any) -> None:
         """Log one event (level info) with JSON-ready fields; written through at once."""
@@ -234,10 +221,12 @@ class RunLog:
         status: int | None = None,
         message: str | None = None,
         retry_in_s: float | None = None,
+        turn: int | None = None,
     ) -> None:
         """Log one provider or judge call (event ``provider_call`` / ``judge_call``; level
         warning on error). ``latency_ms`` in milliseconds; ``message`` is cut to 500
-        characters; ``retry_in_s`` (seconds) marks an attempt that is retried.
+        characters; ``retry_in_s`` (seconds) marks an attempt that is retried; ``turn`` is the
+        agent loop's turn number (1-based), None outside one.
 
         A call made this run (``cached=False``) is written through at once, so a killed
         run's log shows every call it paid for; cache hits are buffered (a few KB) so a
@@ -256,7 +245,6 @@ class RunLog:
             "attempt": attempt,
             "outcome": outcome,
         }
-        turn = CALL_TURN.get()
         if turn is not None:
             fields["turn"] = turn
         if outcome == "error":
@@ -297,6 +285,7 @@ class RunLog:
         response: Any,
         cached: bool,
         attempt: int,
+        turn: int | None = None,
     ) -> None:
         """Log one successful call, as :meth:`call` with outcome ``ok`` and the served
         model, latency, tokens and cost of ``response`` (a
@@ -306,7 +295,7 @@ class RunLog:
         latency_ms = response.latency_s * 1000.0
         tokens = response.total_input_tokens
         out, cached_in = response.output_tokens, response.cached_input_tokens
-        if self._echo is None and CALL_TURN.get() is None:  # an agent turn adds its number
+        if self._echo is None and turn is None:  # an agent turn adds its number
             try:
                 event, models = self._names(kind, model, response.served_model)
                 if type(epoch) is type(tokens) is type(out) is type(cached_in) is int:
@@ -345,10 +334,15 @@ class RunLog:
             cached=cached,
             attempt=attempt,
             outcome="ok",
+            turn=turn,
         )
 
     def close(self) -> None:
-        """Close the file (idempotent; a failed last flush is kept in ``write_error``)."""
+        """Close the file (idempotent; a failed last flush is kept in ``write_error``) and
+        stop following the providers' events."""
+        for events in self._followed:
+            events.stop()
+        self._followed.clear()
         if not self._file.closed:
             try:
                 self._file.close()

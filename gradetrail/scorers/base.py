@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gradetrail.datasets import Sample
 
 if TYPE_CHECKING:
-    from gradetrail.cache.store import ResponseCache
-    from gradetrail.executors.base import Executor
+    from gradetrail.executors.calls import Calls
     from gradetrail.rundir.results import JudgeRecord
 
 __all__ = ["Score", "ScoreInput", "Scorer", "scorer_error"]
@@ -78,7 +77,28 @@ def scorer_error(detail: dict[str, Any], reason: str, message: str) -> Score:
 
 class Scorer:
     """Base class of scorers. Override :meth:`score` (sync) or :meth:`ascore` (async, for
-    scorers that call a model)."""
+    scorers that call a model).
+
+    What a scorer needs from the run is declared as class attributes, decided once when
+    the class is created (a subclass may set them itself; else they follow from the
+    methods it defines):
+
+    Attributes:
+        asynchronous: the pipeline awaits :meth:`ascore` (a scorer that calls a model);
+            False: :meth:`score` is called directly, within the run's time bound.
+        checks_rows: :meth:`check_row` has something to check in every row before any
+            call; False: the runner skips it.
+    """
+
+    asynchronous: ClassVar[bool] = False
+    checks_rows: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "asynchronous" not in cls.__dict__ and "ascore" in cls.__dict__:
+            cls.asynchronous = True
+        if "checks_rows" not in cls.__dict__ and "check_row" in cls.__dict__:
+            cls.checks_rows = True
 
     def score(self, item: ScoreInput) -> Score:
         """Score one response."""
@@ -103,12 +123,12 @@ class Scorer:
         the run's identity hash."""
         return {}
 
-    async def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
-        """Receive the run's services before the first :meth:`ascore`: the response cache
-        (None with ``--no-cache``) and the run's executor, whose
-        :meth:`~gradetrail.executors.base.Executor.for_provider` gives model-calling
-        scorers the run's retry policy and concurrency bound. Called once per run by the
-        runner, on the run's event loop. Default: nothing."""
+    async def bind(self, calls: Calls) -> None:
+        """Receive the run's calls before the first :meth:`ascore`: its cache (None with
+        ``--no-cache``), log and executor; ``calls.executor.for_provider`` and
+        :meth:`~gradetrail.executors.calls.Calls.for_executor` give a model-calling scorer
+        the run's retry policy, concurrency bound, cache and log for its own model. Called
+        once per run by the runner, on the run's event loop. Default: nothing."""
 
     async def aclose(self) -> None:
         """Release what :meth:`bind` set up. Called once at the end of the run."""

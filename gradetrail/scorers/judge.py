@@ -32,12 +32,10 @@ import jinja2
 
 from gradetrail._util.files import not_a_file
 from gradetrail.datasets import file_sha256
-from gradetrail.errors import DatasetError, GradetrailError, ProviderError, SpecError
-from gradetrail.executors.calls import cached_call
+from gradetrail.errors import DatasetError, GradetrailError, ProviderError, RunError, SpecError
 from gradetrail.prompts.templates import Template, compile_template
 from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
-from gradetrail.rundir import runlog
 from gradetrail.rundir.results import JudgeRecord
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.targets import require_target, template_needs_target
@@ -52,8 +50,7 @@ from gradetrail.scorers.verdicts import (
 from gradetrail.spec import EvalSpec, JudgeScorerSpec, ModelSpec
 
 if TYPE_CHECKING:
-    from gradetrail.cache.store import ResponseCache
-    from gradetrail.executors.base import Executor
+    from gradetrail.executors.calls import Calls
 
 __all__ = [
     "JudgeCaller",
@@ -198,8 +195,7 @@ class JudgeCaller:
             params.pop("extra", None)
         self.params = params
         self._identity: dict[str, Any] | None = None
-        self._cache: ResponseCache | None = None
-        self._executor: Executor | None = None
+        self._calls: Calls | None = None
 
     def check_ready(self) -> None:
         """Fail before any call when the judge cannot serve (missing key, file, function).
@@ -215,16 +211,25 @@ class JudgeCaller:
             raise type(exc)(f"{self.where}: judge {self.name}: {message}") from None
         self._identity = self.provider.identity()
 
-    def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
-        """Use the run's cache, and an executor like the run's for the judge's provider."""
-        self._cache = cache
-        self._executor = executor.for_provider(self.provider)
+    def bind(self, calls: Calls) -> None:
+        """Use the run's cache and log, and an executor like the run's for the judge's
+        provider.
+
+        Raises:
+            RunError: the run's executor cannot call another model (see
+                :meth:`~gradetrail.executors.base.Executor.for_provider`).
+        """
+        if calls.executor is None:
+            raise RunError(f"judge {self.name}: the run has no executor to call the judge")
+        self._calls = calls.for_executor(calls.executor.for_provider(self.provider))
+        if calls.log is not None:
+            calls.log.follow(self.provider.events)
 
     async def aclose(self) -> None:
         """Close the judge's executor and provider."""
-        if self._executor is not None:
-            await self._executor.aclose()
-            self._executor = None
+        if self._calls is not None and self._calls.executor is not None:
+            await self._calls.executor.aclose()
+        self._calls = None
 
     def request(self, prompt: str, sample_id: str, index: int) -> Request:
         """The judge request for one rendered judge prompt; ``index`` (1-based judge
@@ -255,15 +260,9 @@ class JudgeCaller:
         Raises:
             RunError: the scorer was not bound to the run (a bug in the caller).
         """
-        call = await cached_call(
-            request,
-            request.key(),
-            self._cache,
-            self._executor,
-            runlog.current(),
-            kind="judge",
-            epoch=epoch,
-        )
+        if self._calls is None:
+            raise RunError(f"judge {self.name}: a judge call was made before the run bound it")
+        call = await self._calls.call(request, request.key(), kind="judge", epoch=epoch)
         if call.response is None:
             error = call.error
             message = f"judge {self.name}: {type(error).__name__}: {error}"
@@ -401,9 +400,9 @@ class JudgeScorer(Scorer):
         self.file.render(self.context(first), first.sample.id)
         self.caller.check_ready()
 
-    async def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
-        """Call the judge through the run's cache and an executor like the run's."""
-        self.caller.bind(cache, executor)
+    async def bind(self, calls: Calls) -> None:
+        """Call the judge through the run's cache and log and an executor like the run's."""
+        self.caller.bind(calls)
 
     async def aclose(self) -> None:
         """Close the judge's connections."""

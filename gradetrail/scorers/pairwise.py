@@ -41,8 +41,7 @@ from gradetrail.scorers.verdicts import pairwise_parser, reduce_verdicts
 from gradetrail.spec import EvalSpec, PairwiseScorerSpec
 
 if TYPE_CHECKING:
-    from gradetrail.cache.store import ResponseCache
-    from gradetrail.executors.base import Executor
+    from gradetrail.executors.calls import Calls
 
 __all__ = ["PairwiseScorer", "baseline_hash", "load_baseline"]
 
@@ -143,9 +142,9 @@ class PairwiseScorer(Scorer):
         self.file.render(self.context(first, "", ""), first.sample.id)
         self.caller.check_ready()
 
-    async def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
-        """Call the judge through the run's cache and an executor like the run's."""
-        self.caller.bind(cache, executor)
+    async def bind(self, calls: Calls) -> None:
+        """Call the judge through the run's cache and log and an executor like the run's."""
+        self.caller.bind(calls)
 
     async def aclose(self) -> None:
         """Close the judge's connections."""
