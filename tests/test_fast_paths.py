@@ -273,9 +273,9 @@ def test_a_scorer_that_raises_on_one_response_costs_that_row_not_the_run() -> No
     import asyncio
 
     from gradetrail.engine.pipeline import SampleContext, process
-    from gradetrail.executors.calls import Calls
     from gradetrail.engine.runner import plan_run
     from gradetrail.errors import CacheError
+    from gradetrail.executors.calls import Calls
     from gradetrail.scorers.base import Scorer
     from gradetrail.spec import load_spec
 
