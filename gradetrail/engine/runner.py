@@ -27,15 +27,8 @@ from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
 from gradetrail.engine.failfast import FailFast
 from gradetrail.engine.interrupts import Interrupts, StopKind
-from gradetrail.engine.pipeline import (
-    Prepared,
-    PreparedRequests,
-    Renderer,
-    SampleContext,
-    prepare,
-    process,
-    with_hits,
-)
+from gradetrail.engine.pipeline import SampleContext, process
+from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.calls import Calls
@@ -149,7 +142,7 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         provider.check_ready()
     identity = provider.identity()
     with _naming_the_spec(spec):  # a tools module that cannot be imported, say
-        renderer = Renderer(spec, identity, provider.keyed_by_sample, provider.wants_row())
+        renderer = Renderer(spec, identity, provider)
     renderer.check(samples[0].row)
     scorer = make_scorer(spec)
     first = prepare(samples[0], 1, renderer)

@@ -19,12 +19,15 @@ input = ``cache_read_input_tokens``; cache writes are priced at the cache-write 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from gradetrail.conversation.messages import Message
 from gradetrail.errors import BadRequest, InvalidResponse, SpecError
 from gradetrail.providers._anthropic_wire import (
     anthropic_tool_choice,
     anthropic_tools,
+    check_anthropic_content,
     to_anthropic,
     tool_calls_from_anthropic,
 )
@@ -58,6 +61,16 @@ class AnthropicProvider(HttpProvider):
     path = "/v1/messages"
     price_provider = "anthropic"
     default_base_url = ANTHROPIC_BASE_URL
+    empty_prompt_refused = "the prompt renders empty, which the Anthropic API refuses"
+
+    def check_messages(self, messages: Sequence[Message]) -> None:
+        """The Messages API refuses a message with no text (see
+        :func:`~gradetrail.providers._anthropic_wire.check_anthropic_content`).
+
+        Raises:
+            ConversationError: naming the message.
+        """
+        check_anthropic_content(messages)
 
     def base_url_advice(self) -> str:
         """The path ``/v1/messages`` is added to the base URL: it should not end in /v1."""

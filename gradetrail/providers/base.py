@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -21,6 +21,7 @@ import pydantic_core
 
 from gradetrail._util.canonical import canonical_json
 from gradetrail._util.events import Events
+from gradetrail.conversation.messages import Message
 from gradetrail.spec import ModelSpec
 
 __all__ = ["PromptKeys", "Provider", "Request", "Response"]
@@ -259,12 +260,23 @@ class Provider(ABC):
     #: True when the response depends on the sample itself, not only on the rendered
     #: request (replay): the sample id then enters the cache key
     keyed_by_sample: ClassVar[bool] = False
+    #: why the API refuses a prompt that renders empty (a row is then refused before any
+    #: call, with these words), or None when an empty prompt may be sent
+    empty_prompt_refused: ClassVar[str | None] = None
 
     def __init__(self, model: ModelSpec, base_dir: Path) -> None:
         self.model = model
         self.base_dir = base_dir
         #: what the provider notices for the run's log (see :mod:`gradetrail._util.events`)
         self.events = Events()
+
+    def check_messages(self, messages: Sequence[Message]) -> None:
+        """Refuse a conversation this provider's API would reject, before any call.
+        Default: nothing (the neutral shape's own checks have run).
+
+        Raises:
+            ConversationError: naming the 1-based message and what is wrong.
+        """
 
     def wants_row(self) -> bool:
         """True when :meth:`complete` reads ``request.row`` (the sample's fields); the row
