@@ -42,7 +42,7 @@ def gsm8k_spec(
 ) -> gradetrail.EvalSpec:
     """The bundled GSM8K eval (first ``limit`` problems) served over ``protocol``
     (through the client ``$GT_TEST_HTTP_CLIENT`` names, ``aiohttp`` or ``sdk``, when set:
-    ``GT_TEST_HTTP_CLIENT=sdk pytest tests/test_providers_http.py`` checks the SDK path)."""
+    ``GT_TEST_HTTP_CLIENT=sdk pytest tests/providers/test_http.py`` checks the SDK path)."""
     directory.mkdir(parents=True, exist_ok=True)
     fields: dict[str, Any] = {
         "provider": protocol,

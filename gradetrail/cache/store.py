@@ -4,7 +4,7 @@ Only successful responses are stored, and each is committed the moment it arrive
 killed run loses nothing it paid for. The key is :meth:`Request.key` (never the scorer).
 
 Location: ``--cache PATH``, else ``$GRADETRAIL_CACHE``, else
-``$XDG_CACHE_HOME/gradetrail/cache/store/sqlite`` (``~/.cache/gradetrail/cache/store/sqlite``).
+``$XDG_CACHE_HOME/gradetrail/cache.sqlite`` (``~/.cache/gradetrail/cache.sqlite``).
 
 What the file guarantees:
 

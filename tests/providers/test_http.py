@@ -217,7 +217,7 @@ def test_dead_base_url_ends_in_rows_naming_the_connection_error(
 ) -> None:
     """Nobody listening: every sample is a provider_error row naming the URL and the
     refused connection, after its retries (with run.fail_fast off; by default the first
-    five such rows stop the run: tests/test_failfast.py)."""
+    five such rows stop the run: tests/engine/test_failfast.py)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_gate import passes, write_run
+from gate_support import passes, write_run
 from typer.testing import CliRunner
 
 from gradetrail.analysis.gate import GateError, gate_family, regression_gate

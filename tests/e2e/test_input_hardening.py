@@ -170,7 +170,7 @@ def test_the_sdks_are_core_dependencies() -> None:
     runs without an extra); heavy pieces stay in extras."""
     import tomllib
 
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     core = {dep.split(">")[0].split("[")[0] for dep in project["project"]["dependencies"]}
     assert {"openai", "anthropic"} <= core
     assert not core & {"pyarrow", "datasets", "starlette", "uvicorn", "ray", "playwright"}

@@ -18,7 +18,7 @@ from gradetrail.scorers.base import ScoreInput
 from gradetrail.scorers.choice import ChoiceScorer, find_letters
 from gradetrail.spec import ChoiceScorerSpec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHOICES = ["Venus", "Mercury", "Mars", "Earth"]
 
 

@@ -1,5 +1,5 @@
 """The manifest always says whether a run is complete: running while it goes, complete,
-interrupted (see test_resume.py), or failed when an error stops it, with the rows that
+interrupted (see e2e/test_resume.py), or failed when an error stops it, with the rows that
 landed kept in input order."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from test_gate import passes, write_run
+from gate_support import passes, write_run
 from typer.testing import CliRunner
 
 from gradetrail.cli.gate import register

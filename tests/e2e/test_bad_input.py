@@ -17,7 +17,7 @@ import yaml
 from cli_support import run_cli
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
-    (Path(__file__).parent / "data" / "bad_input.yaml").read_text(encoding="utf-8")
+    (Path(__file__).parents[1] / "data" / "bad_input.yaml").read_text(encoding="utf-8")
 )
 
 APP = 'def answer(request):\n    return "A: " + request.prompt.rsplit("=", 1)[1].strip()\n'

@@ -18,7 +18,7 @@ from paths import GSM8K_SPEC
 from gradetrail.cache.store import ResponseCache, checksum
 from gradetrail.providers.base import Request, Response
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 LIMIT = ["--set", "dataset.limit=60"]

@@ -109,7 +109,7 @@ def test_a_dataset_row_an_api_cannot_be_sent_is_one_error_row(
     is a provider_error naming the character and the fix; the other rows are scored."""
     rows = [
         line
-        for line in (Path(__file__).parents[1] / "examples/data/gsm8k/test.jsonl")
+        for line in (Path(__file__).parents[2] / "examples/data/gsm8k/test.jsonl")
         .read_text()
         .splitlines()[:3]
     ]
@@ -122,7 +122,7 @@ def test_a_dataset_row_an_api_cannot_be_sent_is_one_error_row(
     spec = (
         (tmp_path / "spec.yaml")
         .read_text()
-        .replace(str(Path(__file__).parents[1] / "examples/data/gsm8k/test.jsonl"), str(data))
+        .replace(str(Path(__file__).parents[2] / "examples/data/gsm8k/test.jsonl"), str(data))
     )
     (tmp_path / "spec.yaml").write_text(spec)
     out = cli("run", str(tmp_path / "spec.yaml"), "--json")

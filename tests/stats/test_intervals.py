@@ -12,7 +12,7 @@ import pytest
 
 from gradetrail.stats import intervals as stats
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- error bars over samples (Miller eq. 1-2, 4) ---------------------------------------------
