@@ -20,7 +20,7 @@ from gradetrail.engine.rendering import Prepared
 from gradetrail.errors import GradetrailError, ProviderError
 from gradetrail.executors.calls import Calls
 from gradetrail.providers.base import Response
-from gradetrail.rundir.results import Row, make_row
+from gradetrail.rundir.results import Row, is_exact, make_row
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 
 if TYPE_CHECKING:
@@ -195,41 +195,7 @@ def _scored_row(
         "tool_calls": list(response.tool_calls) if item.conversational else None,
         "transcript": transcript,
     }
-    return row if _exact(row) else make_row(**row)
-
-
-_OPT_FLOAT = (float, type(None))
-_OPT_STR = (str, type(None))
-_STR_ONLY = frozenset([str])
-
-
-def _exact(row: Row) -> bool:
-    """True when the row's values from scorers, providers and the dataset have exactly
-    their SampleResult field types (an int score, a numpy float, a non-str key or a tool
-    call list is left to validation)."""
-    detail, error = row["scorer"], row["error"]
-    return (
-        type(row["score"]) in _OPT_FLOAT
-        and type(row["cost_usd"]) in _OPT_FLOAT
-        and type(row["latency_s"]) in _OPT_FLOAT
-        and type(row["label"]) in _OPT_FLOAT
-        and type(row["sample_id"]) is str
-        and type(row["response"]) is str
-        and type(row["stop_reason"]) in _OPT_STR
-        and type(row["raw_stop_reason"]) in _OPT_STR
-        and type(row["served_model"]) in _OPT_STR
-        and type(row["cluster"]) in _OPT_STR
-        and type(row["truncated"]) is bool
-        and type(row["input_tokens"]) is int
-        and type(row["output_tokens"]) is int
-        and type(row["cached_input_tokens"]) is int
-        and type(detail) is dict
-        and {*map(type, detail)} <= _STR_ONLY
-        and (error is None or (type(error) is dict and {*map(type, error)} <= _STR_ONLY))
-        and row["judge"] is None
-        and row["tool_calls"] is None
-        and row["transcript"] is None
-    )
+    return row if is_exact(row) else make_row(**row)
 
 
 def _error_row(

@@ -59,6 +59,7 @@ from gradetrail.rundir.runlog import RunLog, rotated_names
 from gradetrail.rundir.summary import Tally
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
+from gradetrail.scorers.function import ScoreFunction, as_scorer, code_identity
 from gradetrail.spec import EvalSpec
 from gradetrail.spec.run import MAX_ROWS
 
@@ -114,8 +115,12 @@ class RunResult:
     tally: Tally = field(repr=False)
 
 
-def plan_run(spec: EvalSpec) -> RunPlan:
+def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) -> RunPlan:
     """Load the dataset, build and check the provider and scorer, render every request.
+
+    ``scorer``: a scorer of the user's own (a :class:`~gradetrail.scorers.base.Scorer`
+    instance or a function of one ScoreInput, see :mod:`gradetrail.scorers.function`) in
+    place of the spec's; its code enters the identity hash.
 
     Raises:
         SpecError, DatasetError: anything wrong with the spec or its files, before any call:
@@ -144,7 +149,13 @@ def plan_run(spec: EvalSpec) -> RunPlan:
     with _naming_the_spec(spec):  # a tools module that cannot be imported, say
         renderer = Renderer(spec, identity, provider)
     renderer.check(samples[0].row)
-    scorer = make_scorer(spec)
+    custom_scorer = scorer
+    if custom_scorer is None:
+        scorer = make_scorer(spec)
+        custom: dict[str, str] = {}
+    else:  # the user's own: its code identifies it (the spec's scorer section does not)
+        scorer = as_scorer(custom_scorer)
+        custom = {"custom_scorer": code_identity(custom_scorer)}
     first = prepare(samples[0], 1, renderer)
     with _naming_the_spec(spec):
         scorer.check(
@@ -174,6 +185,7 @@ def plan_run(spec: EvalSpec) -> RunPlan:
         if role.endswith("sha256"):
             file_hashes[role.removesuffix("_sha256")] = value
     file_hashes.update(scorer.identity())
+    file_hashes.update(custom)
     return RunPlan(
         spec, samples, provider, scorer, prepared, file_hashes, identity_hash(spec, file_hashes)
     )
@@ -202,6 +214,7 @@ def run_eval(
     on_start: Callable[[RunPlan, Path], None] | None = None,
     on_interrupt: Callable[[StopKind, str, int], None] | None = None,
     echo_log: bool = False,
+    scorer: Scorer | ScoreFunction | None = None,
 ) -> RunResult:
     """Run an eval end to end.
 
@@ -228,6 +241,7 @@ def run_eval(
         on_interrupt: called when a signal arrives, with ``"drain"`` or ``"abort"``, the
             signal's name and the number of requests in flight.
         echo_log: also write the structured log's lines to stderr.
+        scorer: a scorer of your own in place of the spec's (see :func:`plan_run`).
 
     Returns:
         The run directory, manifest and tally (also for an interrupted run).
@@ -239,7 +253,7 @@ def run_eval(
     """
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     try:
-        plan = plan_run(spec)
+        plan = plan_run(spec, scorer=scorer)
         executor = _executor(plan, executor)
         cache = (
             ResponseCache(Path(cache_path) if cache_path else default_cache_path())

@@ -21,7 +21,9 @@ import functools
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -45,6 +47,7 @@ __all__ = [
     "ResultsWriter",
     "count_result_lines",
     "iter_result_spans",
+    "is_exact",
     "iter_results",
     "make_row",
     "open_run_file",
@@ -219,6 +222,57 @@ def make_row(**fields: Any) -> Row:
         if name not in fields:
             row[name] = factory()  # type: ignore[call-arg]
     return adapter.validate_python(row)
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _type_check(expr: str, annotation: Any, names: dict[str, Any]) -> str:
+    """Python source of a test that ``expr`` is exactly of the field type ``annotation``
+    (so validation would return it unchanged); types are bound in ``names``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation in _PLAIN:
+        names[annotation.__name__] = annotation
+        return f"type({expr}) is {annotation.__name__}"
+    if origin is typing.Literal:
+        return f"{expr} in {args!r}"
+    if origin is dict and args[0] is str:
+        names["_STR_ONLY"] = frozenset([str])
+        return f"(type({expr}) is dict and {{*map(type, {expr})}} <= _STR_ONLY)"
+    if origin in (types.UnionType, typing.Union):
+        members = [a for a in args if a is not type(None)]
+        if all(m in _PLAIN for m in members):
+            key = "_T_" + "_".join(m.__name__ for m in members)
+            names[key] = (*members, type(None))
+            return f"type({expr}) in {key}"
+        inner = " or ".join(_type_check(expr, m, names) for m in members if _exact_able(m))
+        return f"({expr} is None{' or ' + inner if inner else ''})"
+    return "False"  # a model or a list: always validated
+
+
+def _exact_able(annotation: Any) -> bool:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    return annotation in _PLAIN or (origin is dict and bool(args) and args[0] is str)
+
+
+def _make_is_exact() -> Callable[[Row], bool]:
+    """:func:`is_exact`, generated from :class:`SampleResult`'s fields (one expression
+    over the row's values; the model is the only definition of their types)."""
+    names: dict[str, Any] = {}
+    checks = [
+        _type_check(f"row[{name!r}]", field.annotation, names)
+        for name, field in SampleResult.model_fields.items()
+    ]
+    source = "def is_exact(row):\n    return (\n        " + "\n        and ".join(checks)
+    exec(source + "\n    )\n", names)  # the fast path, derived from the model
+    return names["is_exact"]
+
+
+#: True when every value of a result row (a dict with all of SampleResult's fields) has
+#: exactly its field's type, so :func:`make_row` would return it unchanged; a model or list
+#: value (a judge record, tool calls, a transcript), an int score or a numpy float is left
+#: to validation
+is_exact: Callable[[Row], bool] = _make_is_exact()
 
 
 def row_json(row: Mapping[str, Any]) -> bytes:

@@ -221,7 +221,7 @@ def test_rows_skip_validation_only_when_it_would_change_nothing() -> None:
     """A pipeline row whose values already have their exact field types is what
     validation returns; any other value (an int score, a bool label, a float count, a
     str subclass, a non-str detail key) goes through validation."""
-    from gradetrail.engine.pipeline import _exact
+    from gradetrail.rundir.results import is_exact as _exact
 
     plain = make_row(
         sample_id="s",
@@ -250,9 +250,23 @@ def test_rows_skip_validation_only_when_it_would_change_nothing() -> None:
         ("scorer", {1: "x"}),
         ("error", {"kind": 1, 2: "y"}),
         ("tool_calls", []),
+        ("state", "unknown"),
+        ("epoch", 1.0),
     ]:
         odd = {**plain, name: value}
         assert not _exact(odd), name
+
+
+def test_the_exact_row_check_follows_every_field_of_the_model() -> None:
+    """The fast check is generated from SampleResult: every field is tested, so a field
+    added to the model is covered without editing a second list of types."""
+    from gradetrail.rundir.results import SampleResult, is_exact
+
+    plain = make_row(sample_id="s", state="scored", score=1.0)
+    for name in SampleResult.model_fields:
+        assert is_exact(plain)
+        broken = {**plain, name: object()}
+        assert not is_exact(broken), name
 
 
 def test_sorted_keys_are_every_key_in_sorted_order() -> None:
