@@ -54,11 +54,13 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii
 from typing import IO, Any, Literal
 
+from pydantic import BaseModel, Field
+
 from gradetrail._util.events import Events, Level
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.results import LOG_FILE
 
-__all__ = ["LOG_FILE", "LOG_KEEP", "RunLog", "rotated_names"]
+__all__ = ["LOG_FILE", "LOG_KEEP", "CallEvent", "RunLog", "rotated_names"]
 
 #: previous invocations' logs kept beside log.jsonl (log.1.jsonl ... log.3.jsonl)
 LOG_KEEP = 3
@@ -70,6 +72,41 @@ def rotated_names(keep: int = LOG_KEEP) -> tuple[str, ...]:
     stem, dot, ext = LOG_FILE.partition(".")
     return tuple(f"{stem}.{i}{dot}{ext}" for i in range(1, keep + 1))
 
+
+class CallEvent(BaseModel):
+    """One ``provider_call`` / ``judge_call`` line of ``log.jsonl``, after ``ts``,
+    ``level`` and ``event``: its fields, in the order they are written. The one
+    definition of the line: :meth:`RunLog.call` writes a dict in this order, and the fast
+    path of :meth:`RunLog.served` is generated from it (:data:`_SERVED_LINE`)."""
+
+    sample_id: str = Field(description="The sample the call was for.")
+    epoch: int = Field(description="The row's epoch (a judge's: its sample number).")
+    model: str = Field(description="The requested model.")
+    served_model: str | None = Field(description="The model the provider says answered.")
+    latency_ms: float | None = Field(description="The attempt's own latency, milliseconds.")
+    input_tokens: int = Field(description="Prompt tokens, cached ones included.")
+    output_tokens: int = Field(description="Completion tokens.")
+    cached_input_tokens: int = Field(description="Prompt tokens read from the cache.")
+    cost_usd: float | None = Field(description="USD, or null when the price is unknown.")
+    cached: bool = Field(description="Served from gradetrail's cache (nothing paid).")
+    attempt: int = Field(description="1, 2, ... for this request this run; 0 on a hit.")
+    outcome: Literal["ok", "error"] = Field(description="How the attempt ended.")
+    turn: int | None = Field(None, description="An agent loop's turn (1-based), if any.")
+    error: str | None = Field(None, description="On error: the error class.")
+    status: int | None = Field(None, description="On error: the HTTP status, if any.")
+    message: str | None = Field(None, description="On error: its message, cut to 500.")
+    retry_in_s: float | None = Field(None, description="Backoff before the next attempt.")
+
+
+#: the fields every call line has, in order (those of CallEvent without a default)
+_CALL_FIELDS = tuple(n for n, f in CallEvent.model_fields.items() if f.is_required())
+#: a served line with named ``str.format`` slots (``ts``, ``event`` and each field's
+#: JSON), the fields in CallEvent's order: generated from it, never written by hand
+_SERVED_LINE = (
+    '{{"ts":"{ts}","level":"info","event":{event},'
+    + ",".join(f'"{name}":{{{name}}}' for name in _CALL_FIELDS)
+    + "}}"
+)
 
 _second: list[Any] = [-1, ""]
 _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
@@ -231,7 +268,7 @@ class RunLog:
         A call made this run (``cached=False``) is written through at once, so a killed
         run's log shows every call it paid for; cache hits are buffered (a few KB) so a
         warm re-score does not pay a write per line."""
-        fields: dict[str, Any] = {
+        values = {
             "sample_id": sample_id,
             "epoch": epoch,
             "model": model,
@@ -245,6 +282,7 @@ class RunLog:
             "attempt": attempt,
             "outcome": outcome,
         }
+        fields: dict[str, Any] = {name: values[name] for name in _CALL_FIELDS}
         if turn is not None:
             fields["turn"] = turn
         if outcome == "error":
@@ -257,10 +295,9 @@ class RunLog:
         else:
             self._emit("info", f"{kind}_call", fields, flush=not cached)
 
-    def _names(self, kind: str, model: str, served_model: Any) -> tuple[str, str]:
-        """The JSON of a served line's event name, and of its model and served model
-        fields (``"model":...,"served_model":...,``), encoded once for each (a run serves
-        a few models, a warm run one line a row).
+    def _names(self, kind: str, model: str, served_model: Any) -> tuple[str, str, str]:
+        """The JSON of a served line's event name, model and served model, encoded once
+        for each (a run serves a few models, a warm run one line a row).
 
         Raises:
             _NotPlain: a served model that is not a str or None.
@@ -268,10 +305,7 @@ class RunLog:
         names = (kind, model, served_model)
         found = self._encoded.get(names)
         if found is None:
-            found = (
-                _plain(f"{kind}_call"),
-                f'"model":{_plain(model)},"served_model":{_plain(served_model)},',
-            )
+            found = (_plain(f"{kind}_call"), _plain(model), _plain(served_model))
             if len(self._encoded) < 256:  # a provider that names every response anew
                 self._encoded[names] = found
         return found
@@ -297,23 +331,22 @@ class RunLog:
         out, cached_in = response.output_tokens, response.cached_input_tokens
         if self._echo is None and turn is None:  # an agent turn adds its number
             try:
-                event, models = self._names(kind, model, response.served_model)
-                if type(epoch) is type(tokens) is type(out) is type(cached_in) is int:
-                    counts = (  # the common case: ints written directly
-                        f'"input_tokens":{tokens},"output_tokens":{out},'
-                        f'"cached_input_tokens":{cached_in},'
-                    )
-                else:  # a provider's odd count (a float, say): written as the encoder would
-                    counts = (
-                        f'"input_tokens":{_plain(tokens)},"output_tokens":{_plain(out)},'
-                        f'"cached_input_tokens":{_plain(cached_in)},'
-                    )
-                line = (
-                    f'{{"ts":"{_now_iso()}","level":"info","event":{event},'
-                    f'"sample_id":{_plain(sample_id)},"epoch":{_plain(epoch)},{models}'
-                    f'"latency_ms":{_plain(round(latency_ms, 1))},{counts}'
-                    f'"cost_usd":{_plain(response.cost_usd)},"cached":{_plain(cached)},'
-                    f'"attempt":{_plain(attempt)},"outcome":"ok"}}'
+                event, model_json, served_json = self._names(kind, model, response.served_model)
+                line = _SERVED_LINE.format(
+                    ts=_now_iso(),
+                    event=event,
+                    sample_id=_plain(sample_id),
+                    epoch=_plain(epoch),
+                    model=model_json,
+                    served_model=served_json,
+                    latency_ms=_plain(round(latency_ms, 1)),
+                    input_tokens=_plain(tokens),
+                    output_tokens=_plain(out),
+                    cached_input_tokens=_plain(cached_in),
+                    cost_usd=_plain(response.cost_usd),
+                    cached=_plain(cached),
+                    attempt=_plain(attempt),
+                    outcome='"ok"',
                 )
             except _NotPlain:
                 pass

@@ -72,6 +72,12 @@ def test_every_provider_call_is_logged_with_its_fields(tmp_path: Path, env: None
     assert failed["level"] == "warning" and failed["error"] == "BadRequest"
     assert "application failed on purpose" in failed["message"]
     assert failed["attempt"] == 1 and failed["cached"] is False
+    for line in calls:  # CallEvent is the one definition of a call line, in its order
+        fields = {k: v for k, v in line.items() if k not in ("ts", "level", "event")}
+        assert runlog.CallEvent.model_validate(fields).model_dump(exclude_none=True) == {
+            k: v for k, v in fields.items() if v is not None
+        }
+        assert list(fields)[:12] == list(runlog.CallEvent.model_fields)[:12]
 
 
 def test_cache_hits_are_logged_as_cached_with_no_attempt(tmp_path: Path, env: None) -> None:
