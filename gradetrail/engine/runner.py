@@ -291,7 +291,8 @@ def run_eval(
                     )
                     if on_start is not None:
                         on_start(plan, run_dir.path)
-                    log.follow(plan.provider.events)
+                    for provider in {id(p): p for p in (plan.provider, executor.provider)}.values():
+                        log.follow(provider.events)  # what the providers notice, logged
                     calls = Calls(cache, executor, log, inflight)
                     run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
                     driving = True

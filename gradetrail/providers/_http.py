@@ -45,6 +45,7 @@ from gradetrail.errors import (
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.providers.pricing import Price, price_for
+from gradetrail.providers.served import served_model_matches
 from gradetrail.spec.model import HttpClientName
 
 __all__ = [
@@ -55,7 +56,6 @@ __all__ = [
     "implied_status",
     "parse_retry_after",
     "redact",
-    "served_model_matches",
 ]
 
 log = logging.getLogger("gradetrail.providers")
@@ -68,8 +68,6 @@ PLACEHOLDER_KEY = "EMPTY"
 _KEY_SHAPES = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
 _QUOTA = re.compile(r"quota|credit balance|billing|insufficient.?funds|spend limit", re.I)
 _QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
-_SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
-_ALIAS_SUFFIXES = ("-latest", "-0")
 
 
 def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
@@ -286,22 +284,6 @@ def classify_status(
     if should_retry in ("true", "false"):
         error.transient = should_retry == "true"
     return error
-
-
-def served_model_matches(requested: str, served: str | None) -> bool:
-    """True when ``served`` is ``requested`` or its documented alias-to-snapshot form:
-    ``foo`` served as ``foo-20250101`` or ``foo-2025-01-01``, and ``foo-latest`` /
-    ``foo-0`` served as ``foo-<date>`` (Anthropic's aliases for pre-4.6 models)."""
-    if served is None:
-        return False
-    if served == requested:
-        return True
-    base = _SNAPSHOT_SUFFIX.sub("", served)
-    if base == served:
-        return False
-    if base == requested:
-        return True
-    return any(requested == base + suffix for suffix in _ALIAS_SUFFIXES)
 
 
 class HttpProvider(Provider):

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from gradetrail._util.canonical import canonical_json
 from gradetrail._util.jsontext import model_json
 from gradetrail.conversation.transcript import ConversationStats
+from gradetrail.providers.served import served_model_matches
 from gradetrail.rundir.judge_stats import JudgeStats
 from gradetrail.rundir.layout import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
@@ -133,8 +134,6 @@ def run_warnings(manifest: dict[str, Any]) -> list[str]:
     JSON form: a status other than complete, error rows by kind, truncated responses, a
     served model other than the requested one, judge errors per reason, a dirty git tree.
     Empty for a clean, complete run."""
-    from gradetrail.providers._http import served_model_matches
-
     out = []
     status = manifest.get("status")
     if status == "killed":  # read_manifest's status of a run whose process is gone

@@ -16,7 +16,8 @@ import pytest
 from http_support import PROTOCOLS, ROOT, SECRET_KEY, gsm8k_spec, run_http
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
-from gradetrail.providers._http import parse_retry_after, served_model_matches
+from gradetrail.providers._http import parse_retry_after
+from gradetrail.providers.served import served_model_matches
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")
