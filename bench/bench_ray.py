@@ -51,7 +51,8 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from protocol_server import ServerHandle, running_server  # noqa: E402
 
 import gradetrail  # noqa: E402
-from gradetrail.executors.ray import LOCAL_OBJECT_STORE_BYTES, RayOptions  # noqa: E402
+from gradetrail.executors.ray import RayOptions  # noqa: E402
+from gradetrail.executors.ray_cluster import LOCAL_OBJECT_STORE_BYTES  # noqa: E402
 
 N = 1319
 CONCURRENCY = 64

@@ -15,7 +15,7 @@ The requests in flight are bounded by the driver's throttle, not by Ray: they ar
 tasks on the actor's event loop, not actor calls.
 
 This module imports no ``ray`` at import time, and only what a provider call needs
-(the package's names load lazily): :mod:`gradetrail.executors.ray` wraps
+(the package's names load lazily): :mod:`gradetrail.executors.ray_pool` wraps
 :class:`ProviderWorker` with ``ray.remote`` when a run first needs workers. On a worker
 it is imported by reference, so gradetrail must be installed on every node (as Ray
 itself must be).

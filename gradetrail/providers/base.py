@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -25,6 +26,24 @@ from gradetrail.conversation.messages import Message
 from gradetrail.spec import ModelSpec
 
 __all__ = ["PromptKeys", "Provider", "Request", "Response"]
+
+
+#: The request key's payload, defined once: the :class:`Request` fields that decide its
+#: response. :meth:`Request.key` hashes their canonical JSON, and :class:`PromptKeys`, the
+#: fast path, is generated from the same fields; a field added here enters both.
+KEY_FIELDS: tuple[str, ...] = (
+    "provider",
+    "model",
+    "base_url",
+    "system",
+    "messages",
+    "params",
+    "epoch",
+    "identity",
+)
+#: Key fields present only when tools (or a tool choice) are offered, so the keys of
+#: requests without tools are the ones they had before tools existed.
+TOOL_KEY_FIELDS: tuple[str, ...] = ("tools", "tool_choice")
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
@@ -70,25 +89,18 @@ class Request:
     tool_choice: str | dict[str, str] | None = None
     row: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
-    def key(self) -> str:
-        """The cache key: SHA-256 hex of canonical JSON over everything that decides the
-        response (provider, model, base_url, system, messages, params, epoch, identity,
-        and tools with tool_choice when tools are offered)."""
-        payload: dict[str, Any] = {
-            "provider": self.provider,
-            "model": self.model,
-            "base_url": self.base_url,
-            "system": self.system,
-            "messages": self.messages,
-            "params": self.params,
-            "epoch": self.epoch,
-            "identity": self.identity,
-        }
+    def key_payload(self) -> dict[str, Any]:
+        """What :meth:`key` hashes: the fields of :data:`KEY_FIELDS`, then those of
+        :data:`TOOL_KEY_FIELDS` when tools (or a tool choice) are offered."""
+        payload = {name: getattr(self, name) for name in KEY_FIELDS}
         if self.tools or self.tool_choice is not None:  # absent: keys stay as they were
-            payload["tools"] = self.tools
-            payload["tool_choice"] = self.tool_choice
+            payload.update({name: getattr(self, name) for name in TOOL_KEY_FIELDS})
+        return payload
+
+    def key(self) -> str:
+        """The cache key: SHA-256 hex of the canonical JSON of :meth:`key_payload`."""
         # surrogatepass: a lone surrogate from a dataset row keys its own entry, no crash
-        data = canonical_json(payload).encode("utf-8", "surrogatepass")
+        data = canonical_json(self.key_payload()).encode("utf-8", "surrogatepass")
         return hashlib.sha256(data).hexdigest()
 
     @property
@@ -102,15 +114,24 @@ class Request:
 
 class PromptKeys:
     """:meth:`Request.key` of the requests of one run that are a single user message with
-    no tools, built from JSON pieces encoded once: a row encodes only its prompt, system
-    prompt, epoch and its own identity entries (the sample id, the row's hash). About a
-    tenth of encoding the whole payload again; the same key (tests/test_cache_keys.py
-    compares the two over awkward text).
+    no tools, generated from the key's definition rather than restating it.
+
+    Once per run, the canonical JSON of a prototype request's :meth:`Request.key_payload`,
+    whose varying parts (the system prompt, the message's text, the epoch and the per-row
+    identity entries) are placeholders, is cut at the placeholders; :attr:`digest` is a
+    function compiled from those pieces that puts a row's own encoded values between them.
+    A row encodes only its own values: about a tenth of :meth:`Request.key`, the same key
+    (tests/providers/test_keys.py and tests/engine/test_fast_paths.py compare the two).
 
     Args:
         provider, model, base_url, params, identity: what every request shares (the
             identity without its per-row entries).
         per_row: the identity's entries that each row sets (e.g. ``("sample_id",)``).
+
+    Attributes:
+        digest: ``digest(system, prompt, epoch, row) -> bytes``, the 32 bytes of the key of
+            the request with this system prompt (or None), user message and epoch, whose
+            per-row identity entries are ``row`` (every name of ``per_row``).
     """
 
     def __init__(
@@ -124,26 +145,32 @@ class PromptKeys:
     ) -> None:
         self.per_row = per_row
         shared = {k: v for k, v in identity.items() if k not in per_row}
-        # the identity object's text between per-row values, in sorted key order
-        pieces, text, first = [], "{", True
-        for name in sorted([*shared, *per_row]):
-            text += ("" if first else ",") + encode_basestring(name) + ":"
-            first = False
-            if name in shared:
-                text += canonical_json(shared[name])
-            else:
-                pieces.append((text, name))
-                text = ""
-        self._identity = (tuple(pieces), text + "}")
-        self._head = '{"base_url":' + canonical_json(base_url) + ',"epoch":'
-        self._tail = (
-            ',"role":"user"}],"model":'
-            + canonical_json(model)
-            + ',"params":'
-            + canonical_json(params)
-            + ',"provider":'
-            + canonical_json(provider)
-            + ',"system":'
+        # what each placeholder is replaced with, as an expression of digest's arguments
+        values = [
+            "('null' if system is None else _text(system))",
+            "_text(prompt)",
+            "int(epoch)",
+            *(f"_value(row[_name{i}])" for i in range(len(per_row))),
+        ]
+        marks = [f"\x00{secrets.token_hex(16)}\x00" for _ in values]
+        system, prompt, epoch, *own = marks
+        prototype = Request(
+            provider,
+            model,
+            base_url,
+            system,
+            ({"role": "user", "content": prompt},),
+            params,
+            epoch,  # type: ignore[arg-type]  # a placeholder
+            identity={**shared, **dict(zip(per_row, own, strict=True))},
+        )
+        text = canonical_json(prototype.key_payload())
+        slots = [
+            (encode_basestring(mark), value) for mark, value in zip(marks, values, strict=True)
+        ]
+        names = {f"_name{i}": name for i, name in enumerate(per_row)}
+        self.digest: Callable[[str | None, str, int, Mapping[str, Any]], bytes] = _compile(
+            text, slots, names
         )
 
     def key(self, system: str | None, prompt: str, epoch: int, row: Mapping[str, Any]) -> str:
@@ -151,16 +178,37 @@ class PromptKeys:
         whose per-row identity entries are ``row`` (every name of ``per_row``)."""
         return self.digest(system, prompt, epoch, row).hex()
 
-    def digest(self, system: str | None, prompt: str, epoch: int, row: Mapping[str, Any]) -> bytes:
-        """:meth:`key` as its 32 bytes."""
-        pieces, end = self._identity
-        identity = "".join([f"{text}{_json_value(row[name])}" for text, name in pieces]) + end
-        system_json = "null" if system is None else encode_basestring(system)
-        text = (
-            f'{self._head}{int(epoch)},"identity":{identity},"messages":[{{"content":'
-            f"{encode_basestring(prompt)}{self._tail}{system_json}}}"
-        )
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+def _compile(
+    text: str, slots: list[tuple[str, str]], names: dict[str, str]
+) -> Callable[..., bytes]:
+    """The function ``digest(system, prompt, epoch, row) -> bytes`` hashing ``text`` with
+    each placeholder of ``slots`` (its JSON text, an expression of digest's arguments and
+    ``names``) replaced by the expression's value: one f-string of the literal pieces and
+    the expressions, as fast as a hand-written one. A placeholder absent from ``text`` (a
+    field the key does not hold) is skipped."""
+    found = sorted((text.find(mark), mark, value) for mark, value in slots if mark in text)
+    namespace: dict[str, Any] = {
+        **names,
+        "_sha256": hashlib.sha256,
+        "_text": encode_basestring,
+        "_value": _json_value,
+    }
+    parts, at = [], 0
+    for start, mark, value in found:
+        if text.count(mark) != 1:
+            raise ValueError(f"request key placeholder found {text.count(mark)} times")
+        namespace[f"_piece{len(parts)}"] = text[at:start]
+        parts.append(f"{{_piece{len(parts)}}}{{{value}}}")
+        at = start + len(mark)
+    namespace[f"_piece{len(parts)}"] = text[at:]
+    source = (
+        "def digest(system, prompt, epoch, row):\n"
+        f'    text = f"{"".join(parts)}{{_piece{len(parts)}}}"\n'
+        '    return _sha256(text.encode("utf-8", "surrogatepass")).digest()\n'
+    )
+    exec(source, namespace)  # noqa: S102  # built here from fixed parts; values by name
+    return namespace["digest"]
 
 
 def _json_value(value: Any) -> str:
