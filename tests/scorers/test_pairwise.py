@@ -9,54 +9,15 @@ from pathlib import Path
 import fake_judges
 import pytest
 import yaml
-from judge_evals import run, write_eval
+from judge_evals import run
+from pairwise_support import ROWS
+from pairwise_support import baseline_run as _baseline
+from pairwise_support import pairwise_spec as _pairwise
 
 import gradetrail
 from gradetrail.errors import SpecError
 from gradetrail.report.run import summary_lines
 from gradetrail.stats.intervals import summarize
-
-PAIR_JUDGE = (
-    "Which response answers better?\n<<A>>{{ response_a }}<<B>>{{ response_b }}<<END_PAIR>>\n"
-    "{% if biased %}POSITION-BIASED{% endif %}\n"
-)
-ROWS = [
-    {"id": "s1", "base": "bad s1", "cand": "GOOD s1", "biased": False},
-    {"id": "s2", "base": "GOOD s2", "cand": "bad s2", "biased": False},
-    {"id": "s3", "base": "GOOD s3", "cand": "GOOD s3 too", "biased": False},
-    {"id": "s4", "base": "bad s4", "cand": "GOOD s4", "biased": True},
-]
-PAIR_MODEL = {"provider": "python", "name": "pair-judge", "function": "fake_judges:pairwise"}
-
-
-def _baseline(root: Path, rows: list[dict], *overrides: str, candidate: str = "echo") -> Path:
-    """Run the baseline eval (prompt = each row's ``base``) and return its run directory."""
-    spec = write_eval(root / "baseline", rows, scorer={"type": "exact"}, name="baseline")
-    raw = yaml.safe_load(spec.read_text())
-    raw["prompt"] = "{{ base }}"
-    raw["target"] = "{{ base }}"  # the exact scorer needs one; the pairwise run reads none
-    raw["model"]["function"] = f"fake_judges:{candidate}"
-    for key in ("file", "model"):
-        raw["scorer"].pop(key)
-    spec.write_text(yaml.safe_dump(raw))
-    result = gradetrail.run_eval(
-        gradetrail.load_spec(spec, list(overrides)), results_root=root / "results"
-    )
-    return result.run_dir
-
-
-def _pairwise(root: Path, rows: list[dict], baseline: Path, **scorer) -> Path:
-    spec = write_eval(
-        root / "candidate",
-        rows,
-        judge_text=PAIR_JUDGE,
-        scorer={"type": "pairwise", "baseline": str(baseline), "model": PAIR_MODEL, **scorer},
-        name="candidate",
-    )
-    raw = yaml.safe_load(spec.read_text())
-    raw["prompt"] = "{{ cand }}"
-    spec.write_text(yaml.safe_dump(raw))
-    return spec
 
 
 def test_both_orders_cancel_position_bias(tmp_path: Path) -> None:

@@ -145,8 +145,9 @@ def test_a_pairwise_judge_file_reading_target_refuses_a_spec_without_one(
     tmp_path: Path,
 ) -> None:
     """The pairwise judge file follows the same rule: {{ target }} needs a target."""
-    from test_pairwise import ROWS as PAIR_ROWS
-    from test_pairwise import _baseline, _pairwise
+    from pairwise_support import ROWS as PAIR_ROWS
+    from pairwise_support import baseline_run as _baseline
+    from pairwise_support import pairwise_spec as _pairwise
 
     spec = _pairwise(tmp_path, PAIR_ROWS, _baseline(tmp_path, PAIR_ROWS))
     judge = spec.parent / "judge.j2"

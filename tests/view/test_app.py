@@ -599,7 +599,9 @@ def test_large_runs_stream_their_first_pages_with_the_same_rows(root: Path, monk
 def test_sample_page_shows_the_judge_prompts_of_both_pairwise_orders(tmp_path: Path) -> None:
     """A pairwise row: each order's judge prompt (escaped) and reply, and the outcome."""
     from judge_evals import run
-    from test_pairwise import ROWS, _baseline, _pairwise  # the pairwise tests' own eval
+    from pairwise_support import ROWS  # the pairwise tests' own eval
+    from pairwise_support import baseline_run as _baseline
+    from pairwise_support import pairwise_spec as _pairwise
 
     baseline = _baseline(tmp_path, ROWS)
     result, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
