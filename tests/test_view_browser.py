@@ -7,8 +7,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from view_support import CHROMIUM, CHROMIUM_ARGS, app_run, as_started, gsm8k_run, write_app_eval
+from view_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CHROMIUM_MISSING,
+    app_run,
+    as_started,
+    chromium_required,
+    gsm8k_run,
+    write_app_eval,
+)
+
+if not os.access(CHROMIUM, os.X_OK):
+    if chromium_required():
+        pytest.fail(CHROMIUM_MISSING + " (required here: CI)", pytrace=False)
+    pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
 from gradetrail.view.server import BackgroundServer
 
