@@ -93,12 +93,19 @@ def _score(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def _snippet(sample: SampleDiff, side: str) -> str:
+def _snippet(sample: SampleDiff, side: str, answer: bool = False) -> str:
+    """The start of the first epoch's response on ``side`` (with ``answer``, the answer
+    its scorer extracted), its state when it has none, or ``(no row)``."""
     from gradetrail.terminal import clean
 
     for pair in sample.epochs:
         brief = getattr(pair, side)
         if brief is not None:
+            if answer:
+                if brief.extracted is None:
+                    return f"({brief.state})" if brief.state != "scored" else "∅"
+                text = " ".join(clean(brief.extracted).split())
+                return text if len(text) <= _SNIPPET else text[: _SNIPPET - 1] + "…"
             if brief.response is None:
                 return f"({brief.state})"
             text = " ".join(clean(brief.response).split())
@@ -141,8 +148,10 @@ def _gate_line(r: RunDiff) -> str:
 
 
 def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | None = None) -> None:
-    """The header (runs, identity, counts, gate), then one table row per listed sample:
-    sample id, kind, both mean scores and the start of both responses."""
+    """The header (runs, identity, counts, gate), then one table row per listed sample
+    (regressions first: :meth:`RunDiff.shown`): sample id, kind, both scores, both
+    extracted answers when the scorer records them, and the start of both responses
+    where the terminal has room."""
     from gradetrail.terminal import clean
 
     console = console or Console(highlight=False, soft_wrap=True)
@@ -153,19 +162,33 @@ def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | No
         return
     ids = min(max(9, *(len(clean(s.sample_id)) for s in samples)), 24)
     kinds = max(4, *(len(s.kind) for s in samples))
+    answers = any(
+        side is not None and side.extracted is not None
+        for s in samples
+        for p in s.epochs
+        for side in (p.baseline, p.candidate)
+    )
+    room = console.width - ids - kinds - 8 - 9 - 19  # the other columns and borders
+    answers = answers and room >= 18  # a narrower terminal: the ids and scores alone
     table = Table(show_lines=False)
     table.add_column("sample id", overflow="fold", min_width=ids)
     table.add_column("kind", no_wrap=True, min_width=kinds)
-    table.add_column("baseline", justify="right", no_wrap=True, min_width=8)
-    table.add_column("candidate", justify="right", no_wrap=True, min_width=9)
-    room = console.width - ids - kinds - 8 - 9 - 19  # the other columns and borders
-    snippets = room // 2 >= 10  # too narrow a terminal: the ids and scores, no responses
+    answer_width = max(6, min(16, room // 4)) if answers else 0
+    for side, width in (("baseline", 8), ("candidate", 9)):
+        table.add_column(side, justify="right", no_wrap=True, min_width=width)
+        if answers:  # the answer its scorer extracted, beside its score
+            table.add_column("answer", overflow="ellipsis", no_wrap=True, max_width=answer_width)
+    room -= 2 * (answer_width + 3) if answers else 0
+    snippets = room // 2 >= 10  # too narrow a terminal: no responses
     if snippets:
         for column in ("baseline response", "candidate response"):  # one line a sample
             table.add_column(column, overflow="ellipsis", no_wrap=True, width=room // 2)
     for s in samples:
         cells = [escape(clean(s.sample_id)), s.kind.replace("_", " ")]
-        cells += [_score(s.baseline_score), _score(s.candidate_score)]
+        for side, score in (("baseline", s.baseline_score), ("candidate", s.candidate_score)):
+            cells.append(_score(score))
+            if answers:
+                cells.append(escape(_snippet(s, side, answer=True)))
         if snippets:
             cells += [escape(_snippet(s, "baseline")), escape(_snippet(s, "candidate"))]
         table.add_row(*cells)
