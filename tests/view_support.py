@@ -55,6 +55,8 @@ def answer(request):
         return f"Adding them up. A: {value}"
     if action.startswith("say:"):
         return action[4:] + f" A: {value}"
+    if action.startswith("raw:"):
+        return action[4:]
     return f"A: {value}"
 """
 
@@ -103,7 +105,8 @@ def app_run(
     overrides: list[str] | None = None,
 ) -> Path:
     """Run the planned eval as ``model`` (plan: "<sample id>/<epoch>" -> right, wrong,
-    fail, verbose or "say:<text>"); its run directory."""
+    fail, verbose, "say:<text>" (the text, then the right answer) or "raw:<text>" (the
+    text alone)); its run directory."""
     monkeypatch.setenv("GT_PLAN", json.dumps({model: plan or {}}))
     loaded = gradetrail.load_spec(spec, overrides=[f"model.name={model}", *(overrides or [])])
     return gradetrail.run_eval(loaded, results_root=root, cache_path=cache).run_dir

@@ -39,7 +39,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gradetrail.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
+from gradetrail.diff import DISAGREEMENTS, KINDS, LISTED_ORDER, RunDiff, diff_runs
 from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.manifest import Manifest
 from gradetrail.results import (
@@ -55,6 +55,7 @@ from gradetrail.view import pages
 from gradetrail.view.index import FILTERS, SORTS, Query
 from gradetrail.view.security import HostCheck, SecurityHeaders, default_hosts
 from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
+from gradetrail.view.text import highlighted
 from gradetrail.view.text import shown as shown_text
 
 __all__ = ["create_app", "default_hosts"]
@@ -85,6 +86,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["pretty"] = _pretty
     env.filters["shown"] = shown_text
+    env.filters["highlighted"] = highlighted
     env.globals.update(
         qs=pages.query_string,
         num=pages.fmt_num,
@@ -93,6 +95,7 @@ def _environment() -> jinja2.Environment:
         FILTERS=FILTERS,
         SORTS=SORTS,
         KINDS=KINDS,
+        LISTED_ORDER=LISTED_ORDER,
         KIND_NAMES=KIND_NAMES,
         STATES=STATES,
     )
@@ -298,13 +301,41 @@ class Viewer:
                 404,
             )
         back = request.query_params.get("back", "")
+        back = back if back.startswith("?") else ""
+        steps = self._steps(info, sample_id, back)
         return self.render(
             "sample.html",
             info=info,
             sample_id=sample_id,
             rows=rows,
-            back=back if back.startswith("?") else "",
+            back=back,
+            steps=steps,
         )
+
+    def _steps(self, info: RunInfo, sample_id: str, back: str) -> dict[str, Any] | None:
+        """Where the sample is in the list the run page showed (its filters, search and
+        sort, from ``back``): the previous and next sample ids of that list, the sample's
+        place and the list's length; None when the sample is not in it."""
+        from starlette.datastructures import QueryParams
+
+        query, _, _ = pages.parse_query(QueryParams(back[1:]))
+        try:
+            index = self.store.index(info.path)
+            positions = index.select(query) if not query.plain else range(len(index.entries))
+            ids = list(dict.fromkeys(index.entries[i].sample_id for i in positions))
+        except (UsageError, IndexError):
+            return None
+        try:
+            at = ids.index(sample_id)
+        except ValueError:
+            return None
+        return {
+            "prev": ids[at - 1] if at > 0 else None,
+            "next": ids[at + 1] if at < len(ids) - 1 else None,
+            "number": at + 1,
+            "total": len(ids),
+            "filtered": not query.plain,
+        }
 
     def _sample_rows(self, info: RunInfo, sample_id: str) -> list[dict[str, Any]]:
         try:
