@@ -1,5 +1,5 @@
 # Two commands do all set-up:
-#   make example   install gradetrail in .venv and run the bundled GSM8K eval
+#   make example   install gradetrail (with its viewer) in .venv and run the bundled GSM8K eval
 #   make test      install gradetrail with its test dependencies and run the test suite
 #   make wheel     build dist/gradetrail-<version>-py3-none-any.whl (to install elsewhere)
 #   make docs      build the documentation site into site/ (strict: a broken link fails)
@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e '.[view]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
