@@ -695,3 +695,25 @@ def test_a_large_diff_is_computed_in_the_background(gsm8k_root: Path, monkeypatc
             break
         time.sleep(0.1)
     assert 'regressed <b class="count">360</b>' in page.text
+
+
+def test_identical_errors_are_grouped_with_a_count(tmp_path: Path, monkeypatch) -> None:
+    """Seven rows failing with one error and one with a wrong answer: with the errors (or
+    failures) filter, the run page shows one group, 7 ×, its message once and the first
+    sample ids; an error row shows its known target, not ∅."""
+    spec = write_app_eval(tmp_path / "eval", samples=8)
+    results = tmp_path / "results"
+    plan = {f"q{i}/1": "fail" for i in range(1, 8)} | {"q0/1": "wrong"}
+    app_run(spec, results, tmp_path / "cache.sqlite", "base", plan, monkeypatch)
+    client = client_for(results)
+    name = only_run(results).name
+    for filters in ("f=errors", "f=failures"):
+        page = client.get(f"/runs/{name}?{filters}")
+        assert page.status_code == 200
+        text = plain(page.text)
+        assert page.text.count('class="group-count"') == 1  # one group for the seven
+        assert "Identical errors, grouped" in text
+        assert re.search(r"7 × provider_error", text)
+        assert re.search(r"q1 ?, q2 ?, q3 ?, q4 ?, q5 ?…", text)
+    assert "∅ / 2" in plain(client.get(f"/runs/{name}?f=errors").text)
+    assert "Identical errors" not in client.get(f"/runs/{name}").text

@@ -69,6 +69,10 @@ STREAM_BYTES = 8 << 20
 #: two results files larger than this together are diffed in the background, the page
 #: refreshing itself until the diff is ready (the gate reads both runs as well)
 DIFF_BYTES = 32 << 20
+#: error rows the run page groups (the filtered table's first ones), and sample ids it
+#: names a group
+GROUP_ROWS = 5000
+GROUP_IDS = 5
 
 
 def _pretty(value: Any) -> str:
@@ -162,8 +166,10 @@ class Viewer:
         partial = self._live_figures(info)
         table = self._table(info, query, number, per)
         m = partial or info.manifest
+        groups = self._error_groups(table["index"], query)
         response = self.render(
             "run.html",
+            error_groups=groups,
             info=info,
             m=m,
             partial=partial is not None,
@@ -236,6 +242,35 @@ class Viewer:
         else:
             rows = [r for r in rows if r is not None]
         return {"rows": rows, "page": page, "index": index, "streamed": False, "problem": None}
+
+    def _error_groups(self, index: Any, query: Query) -> list[dict[str, Any]]:
+        """The error rows the table lists (when its filters keep only failures or errors),
+        grouped by what went wrong (state, kind, type, status and message), most rows
+        first: ``rows``, those fields, and the first :data:`GROUP_IDS` sample ids. Reads
+        at most :data:`GROUP_ROWS` error rows; none without an index."""
+        if index is None or not set(query.filters) & {"failures", "errors", "judge_errors"}:
+            return []
+        positions = [i for i in (index.select(query)) if index.entries[i].state != "scored"][
+            :GROUP_ROWS
+        ]
+        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in index.rows(positions):
+            if row is None:
+                continue
+            error = row.get("error") if isinstance(row.get("error"), dict) else {}
+            fields = {
+                "state": row.get("state"),
+                "kind": error.get("kind"),
+                "error_type": error.get("error_type"),
+                "status": error.get("status"),
+                "message": error.get("message"),
+            }
+            key = tuple(str(v) for v in fields.values())
+            group = groups.setdefault(key, {**fields, "rows": 0, "ids": []})
+            group["rows"] += 1
+            if len(group["ids"]) < GROUP_IDS:
+                group["ids"].append(row.get("sample_id"))
+        return sorted(groups.values(), key=lambda g: -g["rows"])
 
     def _streamed(self, info: RunInfo, number: int, per: int) -> dict[str, Any]:
         total = count_result_lines(info.path)
