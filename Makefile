@@ -42,4 +42,4 @@ $(VENV)/.installed-docs: pyproject.toml | $(BIN)/python
 
 docs: $(VENV)/.installed-docs
 	$(BIN)/python scripts/gen_docs.py
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
