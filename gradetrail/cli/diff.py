@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from gradetrail.diff import KINDS, RunDiff, SampleDiff, diff_runs
 from gradetrail.errors import GradetrailError
@@ -170,26 +168,90 @@ def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | No
     )
     room = console.width - ids - kinds - 8 - 9 - 19  # the other columns and borders
     answers = answers and room >= 18  # a narrower terminal: the ids and scores alone
-    table = Table(show_lines=False)
-    table.add_column("sample id", overflow="fold", min_width=ids)
-    table.add_column("kind", no_wrap=True, min_width=kinds)
     answer_width = max(6, min(16, room // 4)) if answers else 0
+    columns: list[tuple[str, int, str]] = [("sample id", ids, "fold"), ("kind", kinds, "")]
     for side, width in (("baseline", 8), ("candidate", 9)):
-        table.add_column(side, justify="right", no_wrap=True, min_width=width)
+        columns.append((side, width, "right"))
         if answers:  # the answer its scorer extracted, beside its score
-            table.add_column("answer", overflow="ellipsis", no_wrap=True, max_width=answer_width)
+            columns.append(("answer", answer_width, ""))
     room -= 2 * (answer_width + 3) if answers else 0
     snippets = room // 2 >= 10  # too narrow a terminal: no responses
     if snippets:
         for column in ("baseline response", "candidate response"):  # one line a sample
-            table.add_column(column, overflow="ellipsis", no_wrap=True, width=room // 2)
+            columns.append((column, room // 2, ""))
+    rows = []
     for s in samples:
-        cells = [escape(clean(s.sample_id)), s.kind.replace("_", " ")]
+        cells = [clean(s.sample_id), s.kind.replace("_", " ")]
         for side, score in (("baseline", s.baseline_score), ("candidate", s.candidate_score)):
             cells.append(_score(score))
             if answers:
-                cells.append(escape(_snippet(s, side, answer=True)))
+                cells.append(_snippet(s, side, answer=True))
         if snippets:
-            cells += [escape(_snippet(s, "baseline")), escape(_snippet(s, "candidate"))]
-        table.add_row(*cells)
-    console.print(table)
+            cells += [_snippet(s, "baseline"), _snippet(s, "candidate")]
+        rows.append(cells)
+    console.print(
+        "\n".join(_table_lines(columns, rows)),
+        markup=False,
+        highlight=False,
+        emoji=False,
+        soft_wrap=True,
+    )
+
+
+def _table_lines(columns: list[tuple[str, int, str]], rows: list[list[str]]) -> list[str]:
+    """A table as text lines, boxed as rich draws one (``┏``, ``│``), each column at most
+    its width in terminal cells: the one marked ``fold`` wraps onto further lines, the
+    others end in an ellipsis, ``right`` aligns right. Drawn by hand because rich's Table
+    measures every cell of every row (5 s for the 1,318 rows of a GSM8K diff)."""
+    from rich.cells import cell_len, set_cell_size
+
+    widths = [
+        min(width, max([cell_len(header), *(cell_len(r[i]) for r in rows)]))
+        if mode != "right"
+        else max(width, cell_len(header))
+        for i, (header, width, mode) in enumerate(columns)
+    ]
+    widths = [
+        max(w, cell_len(h) if mode == "fold" else min(cell_len(h), w), 1)
+        for w, (h, _, mode) in zip(widths, columns, strict=True)
+    ]
+
+    def fit(text: str, width: int, mode: str) -> str:
+        if cell_len(text) > width:
+            return set_cell_size(text, width - 1) + "…"
+        return text.rjust(width) if mode == "right" else set_cell_size(text, width)
+
+    def fold(text: str, width: int) -> list[str]:
+        parts, line = [], ""
+        for ch in text:
+            if cell_len(line + ch) > width:
+                parts.append(line)
+                line = ""
+            line += ch
+        return [*parts, line]
+
+    def rule(left: str, mid: str, right: str, fill: str) -> str:
+        return left + mid.join(fill * (w + 2) for w in widths) + right
+
+    header = (
+        "┃"
+        + "┃".join(f" {fit(h, w, '')} " for (h, _, _), w in zip(columns, widths, strict=True))
+        + "┃"
+    )
+    lines = [rule("┏", "┳", "┓", "━"), header, rule("┡", "╇", "┩", "━")]
+    for cells in rows:
+        stacked = [
+            fold(cell, w) if mode == "fold" else [fit(cell, w, mode)]
+            for cell, w, (_, _, mode) in zip(cells, widths, columns, strict=True)
+        ]
+        for k in range(max(len(part) for part in stacked)):
+            lines.append(
+                "│"
+                + "│".join(
+                    f" {set_cell_size(part[k] if k < len(part) else '', w)} "
+                    for part, w in zip(stacked, widths, strict=True)
+                )
+                + "│"
+            )
+    lines.append(rule("└", "┴", "┘", "─"))
+    return lines
