@@ -717,3 +717,31 @@ def test_identical_errors_are_grouped_with_a_count(tmp_path: Path, monkeypatch) 
         assert re.search(r"q1 ?, q2 ?, q3 ?, q4 ?, q5 ?…", text)
     assert "∅ / 2" in plain(client.get(f"/runs/{name}?f=errors").text)
     assert "Identical errors" not in client.get(f"/runs/{name}").text
+
+
+def test_sample_steps_follow_the_filtered_list_across_table_pages(gsm8k_root: Path) -> None:
+    """The last failure of the table's first page links to the first failure of its
+    second page, and that sample's way back is to the second page; the first failure has
+    no previous one; a sample outside the filtered list gets no steps."""
+    client = client_for(gsm8k_root)
+    name = run_named(gsm8k_root, "175b_verification")
+    ids = {
+        n: re.findall(
+            r'class="sample-link" href="[^"]*\?id=([^&"]+)',
+            client.get(f"/runs/{name}?f=failures&page={n}").text,
+        )
+        for n in (1, 2)
+    }
+    assert len(ids[1]) == 50 and ids[2]
+    last = client.get(f"/runs/{name}/sample", params={"id": ids[1][-1], "back": "?f=failures"})
+    text = plain(last.text)
+    assert "50 of 577 shown" in text
+    (nxt,) = re.findall(r'rel="next" href="([^"]+)"', last.text)
+    after = client.get(nxt.replace("&amp;", "&"))
+    assert f"Sample {ids[2][0]}" in plain(after.text) and "51 of 577 shown" in plain(after.text)
+    (back,) = re.findall(r'class="back" href="([^"]+)"', after.text)
+    assert back.replace("&amp;", "&").endswith("?f=failures&page=2#samples")
+    first = client.get(f"/runs/{name}/sample", params={"id": ids[1][0], "back": "?f=failures"})
+    assert 'rel="prev"' not in first.text and "1 of 577 shown" in plain(first.text)
+    right = client.get(f"/runs/{name}/sample", params={"id": "1", "back": "?f=failures"})
+    assert right.status_code == 200 and "shown" not in plain(right.text).split("Sample 1")[1][:80]

@@ -349,24 +349,31 @@ class Viewer:
 
     def _steps(self, info: RunInfo, sample_id: str, back: str) -> dict[str, Any] | None:
         """Where the sample is in the list the run page showed (its filters, search and
-        sort, from ``back``): the previous and next sample ids of that list, the sample's
-        place and the list's length; None when the sample is not in it."""
+        sort, from ``back``): the previous and next sample ids of that list, each with
+        the ``back`` of the table page that lists it, the sample's place and the list's
+        length; None when the sample is not in it."""
         from starlette.datastructures import QueryParams
 
-        query, _, _ = pages.parse_query(QueryParams(back[1:]))
+        query, _, per = pages.parse_query(QueryParams(back[1:]))
         try:
             index = self.store.index(info.path)
             positions = index.select(query) if not query.plain else range(len(index.entries))
-            ids = list(dict.fromkeys(index.entries[i].sample_id for i in positions))
+            first: dict[str, int] = {}  # sample id -> its first row's place in the list
+            for place, i in enumerate(positions):
+                first.setdefault(index.entries[i].sample_id, place)
         except (UsageError, IndexError):
             return None
-        try:
-            at = ids.index(sample_id)
-        except ValueError:
+        ids = list(first)
+        if sample_id not in first:
             return None
+        at = ids.index(sample_id)
+        prev_id = ids[at - 1] if at > 0 else None
+        next_id = ids[at + 1] if at < len(ids) - 1 else None
         return {
-            "prev": ids[at - 1] if at > 0 else None,
-            "next": ids[at + 1] if at < len(ids) - 1 else None,
+            "prev": prev_id,
+            "next": next_id,
+            "prev_back": _back_at(back, first[prev_id] // per + 1) if prev_id else back,
+            "next_back": _back_at(back, first[next_id] // per + 1) if next_id else back,
             "number": at + 1,
             "total": len(ids),
             "filtered": not query.plain,
@@ -564,6 +571,17 @@ def _params(request: Request) -> dict[str, Any]:
         else:
             out[key] = [value] if key == "f" else value
     return out
+
+
+def _back_at(back: str, page: int) -> str:
+    """The run page's query ``back`` (``?f=failures&sort=score``) at table page ``page``."""
+    from starlette.datastructures import QueryParams
+
+    params: dict[str, Any] = {}
+    for key, value in QueryParams(back[1:]).multi_items():
+        params.setdefault(key, []).append(value)
+    params["page"] = page if page > 1 else None
+    return pages.query_string(params)
 
 
 def _no_rows(info: RunInfo, per: int, problem: UsageError) -> dict[str, Any]:
