@@ -52,7 +52,7 @@ def test_gsm8k_in_every_format_has_the_run_rows_and_flat_columns(
 
 
 def test_readme_pandas_example(gsm8k_run: Path, tmp_path: Path, monkeypatch, cli) -> None:
-    """The README's three lines of pandas, on the default output name."""
+    """The three lines of pandas in docs/runs.md, on the default output name."""
     monkeypatch.chdir(tmp_path)
     assert cli("export", str(gsm8k_run), "--format", "parquet").exit_code == 0
     import pandas as pd
