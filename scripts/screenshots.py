@@ -1,4 +1,4 @@
-"""Take the README's screenshots of every viewer page into docs/.
+"""Take the documentation's screenshots of every viewer page into docs/ (docs/viewer.md).
 
 Builds the bundled GSM8K example for the two 175B models (replay provider, a private
 cache in a temporary directory), serves the viewer on a free loopback port and drives

@@ -39,6 +39,7 @@ from gradetrail.stats.reducers import reduce_scores
 __all__ = [
     "DISAGREEMENTS",
     "KINDS",
+    "LISTED_ORDER",
     "DiffKind",
     "EpochPair",
     "IdentityDiff",
@@ -63,6 +64,19 @@ KINDS: tuple[DiffKind, ...] = (
 )
 #: the kinds shown by default: every disagreement
 DISAGREEMENTS: frozenset[str] = frozenset(KINDS) - {"same"}
+#: the order samples are listed in (:meth:`RunDiff.shown`): score changes first, then rows
+#: that could not be compared, then responses that changed with the same score; the
+#: baseline's order within a kind
+LISTED_ORDER: tuple[DiffKind, ...] = (
+    "regressed",
+    "improved",
+    "error",
+    "only_baseline",
+    "only_candidate",
+    "changed",
+    "same",
+)
+_RANK = {kind: i for i, kind in enumerate(LISTED_ORDER)}
 
 #: characters of each response kept when full responses are not asked for
 HEAD_CHARS = 400
@@ -71,15 +85,23 @@ HEAD_CHARS = 400
 @dataclass(frozen=True, slots=True)
 class RowBrief:
     """One run's row of one (sample, epoch): its state, score and response (the whole
-    text, or its first :data:`HEAD_CHARS` characters; see ``diff_runs(responses=)``)."""
+    text, or its first :data:`HEAD_CHARS` characters; see ``diff_runs(responses=)``), and
+    the answer its scorer extracted (``scorer.extracted``, as text; None when the scorer
+    records none)."""
 
     state: str
     score: float | None
     response: str | None
+    extracted: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return {"state": self.state, "score": self.score, "response": self.response}
+        return {
+            "state": self.state,
+            "score": self.score,
+            "response": self.response,
+            "extracted": self.extracted,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +212,10 @@ class RunDiff:
         self, show_all: bool = False, kinds: frozenset[str] | None = None
     ) -> list[SampleDiff]:
         """The samples to list: the disagreements (every kind but ``same``), everything
-        with ``show_all``, or only ``kinds`` when given."""
+        with ``show_all``, or only ``kinds`` when given; regressions first, then
+        improvements, then the other kinds in :data:`LISTED_ORDER`."""
         wanted = kinds if kinds is not None else (frozenset(KINDS) if show_all else DISAGREEMENTS)
-        return [s for s in self.samples if s.kind in wanted]
+        return sorted((s for s in self.samples if s.kind in wanted), key=lambda s: _RANK[s.kind])
 
     def sample(self, sample_id: str) -> SampleDiff | None:
         """One sample of the join by id, or None."""
@@ -285,10 +308,15 @@ def _collect(run_dir: Path | str, whole: bool) -> _Collected:
             else None
         )
         score = row.get("score")
+        scorer = row.get("scorer")
+        extracted = scorer.get("extracted") if isinstance(scorer, dict) else None
+        if extracted is not None and not isinstance(extracted, str):
+            extracted = str(extracted)
         brief = RowBrief(
             state=str(row.get("state")),
             score=float(score) if isinstance(score, int | float) else None,
             response=text if whole or text is None else text[:HEAD_CHARS],
+            extracted=extracted if whole or extracted is None else extracted[:HEAD_CHARS],
         )
         out.setdefault(str(row.get("sample_id")), {})[int(row.get("epoch") or 1)] = (
             brief,

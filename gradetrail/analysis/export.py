@@ -3,7 +3,10 @@
 
 Nested fields become dotted columns (``scorer.extracted``, ``error.kind``,
 ``judge.calls``), down to :data:`MAX_DEPTH` levels; lists, and anything deeper, become
-JSON text. The columns are :class:`~gradetrail.rundir.results.SampleResult`'s fields in their
+JSON text. The first three columns say which run a row came from, so exports of several runs can be
+concatenated: ``run`` (the run directory's name), ``model`` (the requested model) and
+``identity`` (the run's identity hash; empty when its manifest cannot be read). Then
+come :class:`~gradetrail.rundir.results.SampleResult`'s fields in their
 order (``error.kind``, ``error.message``, ``error.status``, ``error.error_type`` and
 ``error.code`` always, even when no row failed), then every other column in the order
 first seen. ``results.jsonl`` is read twice, streaming (once for the columns and their
@@ -13,7 +16,8 @@ non-strings as JSON text). Text UTF-8 cannot encode (a lone surrogate in a respo
 a sample id) is written as its escape (:func:`gradetrail._util.jsontext.encodable`): a JSON
 escape in JSONL (lossless), the six characters ``\\ud800`` in a CSV or Parquet cell. The
 file is written to a temporary name and renamed, so a failed export leaves nothing
-half-written.
+half-written; it is created with the permissions the user's umask gives a new file
+(readable by others unless the umask says otherwise), like any file a tool writes.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ __all__ = ["ExportFormat", "Exported", "export_run", "flatten"]
 ExportFormat = Literal["csv", "parquet", "jsonl"]
 MAX_DEPTH = 3
 BATCH_ROWS = 10_000
+#: the columns naming the run of every row (first in every export)
+RUN_COLUMNS = ("run", "model", "identity")
 ERROR_COLUMNS = ("error.kind", "error.message", "error.status", "error.error_type", "error.code")
 _NESTED = ("error", "scorer", "judge")
 #: the Parquet type of known columns that no row filled (an all-null column)
@@ -91,7 +97,7 @@ class _Columns:
     """The columns of a run's rows, in order, with the kinds of value each holds."""
 
     def __init__(self) -> None:
-        self.kinds: dict[str, set[type]] = {}
+        self.kinds: dict[str, set[type]] = {name: {str} for name in RUN_COLUMNS}
         for name in SampleResult.model_fields:
             if name == "error":
                 for column in ERROR_COLUMNS:
@@ -140,9 +146,15 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
     if out is None:
         out = Path(f"{run_dir.resolve().name}.{fmt}")
     try:
-        status: str | None = str(read_manifest(run_dir).get("status", "complete"))
+        manifest = read_manifest(run_dir)
+        status: str | None = str(manifest.get("status", "complete"))
     except UsageError:
-        status = None
+        manifest, status = {}, None
+    names = {
+        "run": run_dir.resolve().name,
+        "model": manifest.get("requested_model"),
+        "identity": manifest.get("identity_hash"),
+    }
     columns = _Columns()
     rows = 0
     for row in iter_results(run_dir):
@@ -151,17 +163,17 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
     if str(out) == "-":
         if fmt == "parquet":
             raise UsageError("parquet is binary: write it to a file with --out FILE")
-        _write_text(fmt, columns, run_dir, _stdout())
+        _write_text(fmt, columns, run_dir, _stdout(), names)
         return Exported(None, rows, tuple(columns.kinds), status)
     path = Path(out)
     if fmt == "parquet":
         _import_pyarrow()  # before any file is created
     with _atomic(path) as tmp:
         if fmt == "parquet":
-            _write_parquet(columns, run_dir, tmp)
+            _write_parquet(columns, run_dir, tmp, names)
         else:
             with open(tmp, "w", encoding="utf-8", newline="") as f:
-                _write_text(fmt, columns, run_dir, f)
+                _write_text(fmt, columns, run_dir, f, names)
     return Exported(path, rows, tuple(columns.kinds), status)
 
 
@@ -171,10 +183,10 @@ def _stdout() -> Any:
     return sys.stdout
 
 
-def _records(columns: _Columns, run_dir: Path) -> Iterator[dict[str, Any]]:
+def _records(columns: _Columns, run_dir: Path, run: dict[str, Any]) -> Iterator[dict[str, Any]]:
     names = list(columns.kinds)
     for row in iter_results(run_dir):
-        flat = flatten(row)
+        flat = {**flatten(row), **run}
         yield {name: flat.get(name) for name in names}
 
 
@@ -188,15 +200,17 @@ class _Encodable:
         return self.stream.write(encodable(text))
 
 
-def _write_text(fmt: str, columns: _Columns, run_dir: Path, stream: Any) -> None:
+def _write_text(
+    fmt: str, columns: _Columns, run_dir: Path, stream: Any, run: dict[str, Any]
+) -> None:
     f = _Encodable(stream)
     if fmt == "jsonl":
-        for record in _records(columns, run_dir):
+        for record in _records(columns, run_dir, run):
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     writer = csv.writer(f)
     writer.writerow(columns.kinds)
-    for record in _records(columns, run_dir):
+    for record in _records(columns, run_dir, run):
         writer.writerow(_csv_cell(v) for v in record.values())
 
 
@@ -220,7 +234,7 @@ def _import_pyarrow() -> Any:
     return pa
 
 
-def _write_parquet(columns: _Columns, run_dir: Path, path: Path) -> None:
+def _write_parquet(columns: _Columns, run_dir: Path, path: Path, run: dict[str, Any]) -> None:
     pa = _import_pyarrow()
     import pyarrow.parquet as pq
 
@@ -234,7 +248,7 @@ def _write_parquet(columns: _Columns, run_dir: Path, path: Path) -> None:
     schema = pa.schema([(encodable(name), arrow[kind]) for name, kind in types.items()])
     with pq.ParquetWriter(path, schema) as writer:
         batch: list[dict[str, Any]] = []
-        for record in _records(columns, run_dir):
+        for record in _records(columns, run_dir, run):
             batch.append({encodable(k): _typed(v, types[k]) for k, v in record.items()})
             if len(batch) >= BATCH_ROWS:
                 writer.write_batch(pa.RecordBatch.from_pylist(batch, schema=schema))
@@ -260,7 +274,10 @@ def _atomic(path: Path) -> Iterator[Path]:
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 is for secrets; an export is not
+    finally:
+        os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
@@ -269,3 +286,10 @@ def _atomic(path: Path) -> Iterator[Path]:
         raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

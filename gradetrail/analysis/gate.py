@@ -123,7 +123,8 @@ class GateResult:
             alpha 1 - confidence), None when omega2 is 0.
         n_needed: samples (per run, unpaired) that would reach the verdict's bound with
             power 0.8 if the true difference were 0 (superiority: if it were `delta`),
-            as ``gradetrail power`` computes it; None when no n would.
+            as ``gradetrail power`` computes it; None when no n would (the whole
+            interval past the margin).
         power_command: the ``gradetrail power`` command that gives `n_needed`.
         reason: one line saying why the comparison passed or failed.
         identity_differences: where the two runs' identities differ (spec keys, dataset
@@ -648,12 +649,12 @@ def _explain(r: GateResult) -> GateResult:
     if r.omega2 and n_per_run >= 1:
         mde = stats.minimum_detectable_effect(n_per_run, r.omega2, alpha=alpha2, power=_POWER)
         target = _distance_to_bound(r)
-        if target is not None and target > 0:
+        if target is not None and target > 0 and not _past_the_margin(r):
             n_needed = stats.sample_size(target, r.omega2, alpha=alpha2, power=_POWER)
             command = (
                 f"gradetrail power --omega2 {r.omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
             )
-    elif r.method == "tango" and r.test != "superiority":
+    elif r.method == "tango" and r.test != "superiority" and not _past_the_margin(r):
         # no discordant pair: Tango's bound is -z^2 / (n + z^2), within the margin from
         # n >= z^2 (1 - margin) / margin on
         z = stats.normal_quantile(r.confidence)
@@ -661,6 +662,18 @@ def _explain(r: GateResult) -> GateResult:
             n_needed = max(1, math.ceil(z * z * (1 - r.margin) / r.margin - 1e-9))
     out = replace(r, mde=mde, n_needed=n_needed, power_command=command)
     return replace(out, reason=_reason(out))
+
+
+def _past_the_margin(r: GateResult) -> bool:
+    """The whole interval lies on the failing side of the margin (a regression beyond it,
+    or for superiority no gain beyond it): more samples would narrow the interval around
+    the same difference and not pass it, so no n needed is offered."""
+    lo, hi = r.unclipped or (r.lo, r.hi)
+    if r.test == "non-inferiority":
+        return hi < -r.margin
+    if r.test == "superiority":
+        return hi <= r.margin
+    return hi < -r.margin or lo > r.margin
 
 
 def _distance_to_bound(r: GateResult) -> float | None:
@@ -698,6 +711,8 @@ def _reason(r: GateResult) -> str:
         if r.n_needed is not None:
             per = " per run" if r.unpaired else ""
             parts.append(f"n needed{per}: {r.n_needed}")
+        elif _past_the_margin(r):
+            parts.append("the whole interval is past the margin: more samples would not pass")
         elif r.test == "superiority" and r.delta <= r.margin:
             parts.append("no n would pass at the observed difference")
         if not r.unpaired:

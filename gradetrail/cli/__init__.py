@@ -52,7 +52,7 @@ class _LazyCommands(TyperGroup):
 
     def load(self, module: str) -> None:
         """Import ``gradetrail.cli.<module>`` and add the commands it registers."""
-        sub = typer.Typer(pretty_exceptions_enable=False)
+        sub = typer.Typer(pretty_exceptions_enable=False, rich_markup_mode=None)
         sub.callback()(lambda: None)  # a callback makes typer build a group, even of one
         importlib.import_module(f"gradetrail.cli.{module}").register(sub)
         for name, command in typer.main.get_command(sub).commands.items():  # type: ignore[attr-defined]
@@ -73,6 +73,9 @@ app = typer.Typer(
     help="LLM evals that behave like tests: declarative, cached, reproducible.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # click's own help: flags without a `<bool>`, brackets as written (`[parquet]`), each
+    # paragraph wrapped to the terminal's width
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},  # every command inherits it
 )
 

@@ -49,7 +49,9 @@ def render_check(report: CacheCheck) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the ``cache`` command group to ``app``."""
-    group = typer.Typer(help="Inspect or clear the response cache.", no_args_is_help=True)
+    group = typer.Typer(
+        help="Inspect or clear the response cache.", no_args_is_help=True, rich_markup_mode=None
+    )
 
     @group.command("stats")
     def stats(cache: CacheOpt = None) -> None:

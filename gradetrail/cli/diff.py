@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from gradetrail.analysis.diff import KINDS, RunDiff, SampleDiff, diff_runs
 from gradetrail.errors import GradetrailError
@@ -93,12 +91,19 @@ def _score(x: float | None) -> str:
     return "-" if x is None else f"{x:.4g}"
 
 
-def _snippet(sample: SampleDiff, side: str) -> str:
+def _snippet(sample: SampleDiff, side: str, answer: bool = False) -> str:
+    """The start of the first epoch's response on ``side`` (with ``answer``, the answer
+    its scorer extracted), its state when it has none, or ``(no row)``."""
     from gradetrail._util.terminal import clean
 
     for pair in sample.epochs:
         brief = getattr(pair, side)
         if brief is not None:
+            if answer:
+                if brief.extracted is None:
+                    return f"({brief.state})" if brief.state != "scored" else "∅"
+                text = " ".join(clean(brief.extracted).split())
+                return text if len(text) <= _SNIPPET else text[: _SNIPPET - 1] + "…"
             if brief.response is None:
                 return f"({brief.state})"
             text = " ".join(clean(brief.response).split())
@@ -141,8 +146,10 @@ def _gate_line(r: RunDiff) -> str:
 
 
 def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | None = None) -> None:
-    """The header (runs, identity, counts, gate), then one table row per listed sample:
-    sample id, kind, both mean scores and the start of both responses."""
+    """The header (runs, identity, counts, gate), then one table row per listed sample
+    (regressions first: :meth:`RunDiff.shown`): sample id, kind, both scores, both
+    extracted answers when the scorer records them, and the start of both responses
+    where the terminal has room."""
     from gradetrail._util.terminal import clean
 
     console = console or Console(highlight=False, soft_wrap=True)
@@ -153,20 +160,98 @@ def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | No
         return
     ids = min(max(9, *(len(clean(s.sample_id)) for s in samples)), 24)
     kinds = max(4, *(len(s.kind) for s in samples))
-    table = Table(show_lines=False)
-    table.add_column("sample id", overflow="fold", min_width=ids)
-    table.add_column("kind", no_wrap=True, min_width=kinds)
-    table.add_column("baseline", justify="right", no_wrap=True, min_width=8)
-    table.add_column("candidate", justify="right", no_wrap=True, min_width=9)
+    answers = any(
+        side is not None and side.extracted is not None
+        for s in samples
+        for p in s.epochs
+        for side in (p.baseline, p.candidate)
+    )
     room = console.width - ids - kinds - 8 - 9 - 19  # the other columns and borders
-    snippets = room // 2 >= 10  # too narrow a terminal: the ids and scores, no responses
+    answers = answers and room >= 18  # a narrower terminal: the ids and scores alone
+    answer_width = max(6, min(16, room // 4)) if answers else 0
+    columns: list[tuple[str, int, str]] = [("sample id", ids, "fold"), ("kind", kinds, "")]
+    for side, width in (("baseline", 8), ("candidate", 9)):
+        columns.append((side, width, "right"))
+        if answers:  # the answer its scorer extracted, beside its score
+            columns.append(("answer", answer_width, ""))
+    room -= 2 * (answer_width + 3) if answers else 0
+    snippets = room // 2 >= 10  # too narrow a terminal: no responses
     if snippets:
         for column in ("baseline response", "candidate response"):  # one line a sample
-            table.add_column(column, overflow="ellipsis", no_wrap=True, width=room // 2)
+            columns.append((column, room // 2, ""))
+    rows = []
     for s in samples:
-        cells = [escape(clean(s.sample_id)), s.kind.replace("_", " ")]
-        cells += [_score(s.baseline_score), _score(s.candidate_score)]
+        cells = [clean(s.sample_id), s.kind.replace("_", " ")]
+        for side, score in (("baseline", s.baseline_score), ("candidate", s.candidate_score)):
+            cells.append(_score(score))
+            if answers:
+                cells.append(_snippet(s, side, answer=True))
         if snippets:
-            cells += [escape(_snippet(s, "baseline")), escape(_snippet(s, "candidate"))]
-        table.add_row(*cells)
-    console.print(table)
+            cells += [_snippet(s, "baseline"), _snippet(s, "candidate")]
+        rows.append(cells)
+    console.print(
+        "\n".join(_table_lines(columns, rows)),
+        markup=False,
+        highlight=False,
+        emoji=False,
+        soft_wrap=True,
+    )
+
+
+def _table_lines(columns: list[tuple[str, int, str]], rows: list[list[str]]) -> list[str]:
+    """A table as text lines, boxed as rich draws one (``┏``, ``│``), each column at most
+    its width in terminal cells: the one marked ``fold`` wraps onto further lines, the
+    others end in an ellipsis, ``right`` aligns right. Drawn by hand because rich's Table
+    measures every cell of every row (5 s for the 1,318 rows of a GSM8K diff)."""
+    from rich.cells import cell_len, set_cell_size
+
+    widths = [
+        min(width, max([cell_len(header), *(cell_len(r[i]) for r in rows)]))
+        if mode != "right"
+        else max(width, cell_len(header))
+        for i, (header, width, mode) in enumerate(columns)
+    ]
+    widths = [
+        max(w, cell_len(h) if mode == "fold" else min(cell_len(h), w), 1)
+        for w, (h, _, mode) in zip(widths, columns, strict=True)
+    ]
+
+    def fit(text: str, width: int, mode: str) -> str:
+        if cell_len(text) > width:
+            return set_cell_size(text, width - 1) + "…"
+        return text.rjust(width) if mode == "right" else set_cell_size(text, width)
+
+    def fold(text: str, width: int) -> list[str]:
+        parts, line = [], ""
+        for ch in text:
+            if cell_len(line + ch) > width:
+                parts.append(line)
+                line = ""
+            line += ch
+        return [*parts, line]
+
+    def rule(left: str, mid: str, right: str, fill: str) -> str:
+        return left + mid.join(fill * (w + 2) for w in widths) + right
+
+    header = (
+        "┃"
+        + "┃".join(f" {fit(h, w, '')} " for (h, _, _), w in zip(columns, widths, strict=True))
+        + "┃"
+    )
+    lines = [rule("┏", "┳", "┓", "━"), header, rule("┡", "╇", "┩", "━")]
+    for cells in rows:
+        stacked = [
+            fold(cell, w) if mode == "fold" else [fit(cell, w, mode)]
+            for cell, w, (_, _, mode) in zip(cells, widths, columns, strict=True)
+        ]
+        for k in range(max(len(part) for part in stacked)):
+            lines.append(
+                "│"
+                + "│".join(
+                    f" {set_cell_size(part[k] if k < len(part) else '', w)} "
+                    for part, w in zip(stacked, widths, strict=True)
+                )
+                + "│"
+            )
+    lines.append(rule("└", "┴", "┘", "─"))
+    return lines

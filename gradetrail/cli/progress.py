@@ -41,20 +41,27 @@ def format_duration(seconds: float | None) -> str:
 
 
 class _Rate:
-    """Rows per second over a sliding window of (time, rows done) points."""
+    """Rows per second over a sliding window of (time, rows done) points, from the first
+    finished row on: the time before it (a Ray cluster starting, the first connection,
+    the plan) is not a rate, so no ETA is promised from it."""
 
     def __init__(self, start: float, window_s: float) -> None:
         self.window_s = window_s
         self.start = start
-        self.points: deque[tuple[float, int]] = deque([(start, 0)])
+        self.points: deque[tuple[float, int]] = deque()
 
     def add(self, now: float, done: int) -> None:
+        if not self.points:  # the first finished rows: where the rate is measured from
+            self.points.append((now, done))
+            return
         if now - self.points[-1][0] >= 0.25:
             self.points.append((now, done))
         while len(self.points) > 2 and now - self.points[1][0] >= self.window_s:
             self.points.popleft()
 
     def per_s(self, now: float, done: int) -> float:
+        if not self.points:
+            return 0.0
         t0, d0 = self.points[0]
         span = now - t0
         return (done - d0) / span if span > 0 else 0.0

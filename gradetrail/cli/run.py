@@ -131,6 +131,8 @@ def run(
 
             chosen = RayOptions(address=address, workers=workers)
         loaded = load_spec(spec, overrides)
+        for line in loaded.model.unused_keys():  # before the run: it forks the identity
+            print(f"warning: {line}", file=sys.stderr)
         try:
             result = run_eval(
                 loaded,

@@ -94,7 +94,7 @@ class ProviderWorker:
 
         Raises:
             Exception: the provider cannot be unpickled here (its code is missing on this
-                node: see the README on shipping the ``python`` provider's module).
+                node: see docs/ray.md on shipping the ``python`` provider's module).
         """
         if slot not in self._providers:
             provider: Provider = pickle.loads(blob)

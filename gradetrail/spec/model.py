@@ -178,3 +178,21 @@ class ModelSpec(_Strict):
         if self.provider == "openai_compatible" and not self.base_url:
             raise ValueError("provider 'openai_compatible' needs model.base_url")
         return self
+
+    def unused_keys(self) -> list[str]:
+        """One line for each key set here that the chosen provider never reads (a
+        ``recordings`` left from a replay spec under ``openai_compatible``): it has no
+        effect on the responses, yet enters the identity hash, so two runs of one model
+        would not be comparable."""
+        reads = {
+            "recordings": self.provider == "replay",
+            "function": self.provider == "python",
+            "base_url": self.provider in ("anthropic", "openai", "openai_compatible"),
+            "api_key_env": self.provider in ("anthropic", "openai", "openai_compatible"),
+        }
+        return [
+            f"model.{key} has no effect with provider {self.provider!r} but enters the "
+            f"run's identity hash: remove it (--set model.{key}=null)"
+            for key, read in reads.items()
+            if not read and getattr(self, key) is not None
+        ]

@@ -149,7 +149,8 @@ def measure_agreement(
     Args:
         pairs: one ``(label, score)`` per compared row, both in [0, 1].
         label_field: the spec's label field (recorded as is).
-        unlabelled, not_scored: rows left out, recorded for the denominators.
+        unlabelled: rows left out without a label, recorded for the denominators.
+        not_scored: rows left out without a score, recorded for the denominators.
         samples: each pair's sample id (parallel to ``pairs``); when a sample has several
             pairs, the standard errors are clustered by sample (see the module docstring).
         confidence: of both intervals: Wilson's score interval for accuracy (Wilson 1927,

@@ -22,7 +22,7 @@ d_i = candidate_i - baseline_i, so a positive mean difference means the candidat
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 
@@ -493,13 +493,12 @@ def tango_interval(
 
     `only_baseline` and `only_candidate` are the discordant counts (samples only that run
     passed). The interval is {delta : |Z(delta)| <= z}, Z the score statistic of
-    `_tango_score`; each bound is the root of Z(delta) = +-z, found with
-    scipy.optimize.brentq between the point estimate and -1 or 1. Unlike the Wald interval
+    `_tango_score`; each bound is the root of Z(delta) = +-z, found by bisection between
+    the point estimate and -1 or 1 (Z decreases in delta) to 1e-12, in pure Python so the
+    gate and the diff import no scipy for binary scores. Unlike the Wald interval
     it does not collapse to a point when there are no discordant pairs: with n = 100 and
     none, it is +-z^2 / (n + z^2) = +-0.037.
     """
-    from scipy.optimize import brentq
-
     if not 0 <= only_baseline + only_candidate <= n or min(only_baseline, only_candidate) < 0:
         raise ValueError(f"discordant counts {only_baseline}, {only_candidate} do not fit n={n}")
     _require_samples(n, 1)
@@ -512,23 +511,52 @@ def tango_interval(
 
     lo, hi = -1.0, 1.0
     if estimate > -1 and score(-1 + edge) > z:
-        lo = brentq(lambda d: score(d) - z, -1 + edge, estimate, xtol=1e-12)
+        lo = _bisect(lambda d: score(d) - z, -1 + edge, estimate)
     if estimate < 1 and score(1 - edge) < -z:
-        hi = brentq(lambda d: score(d) + z, estimate, 1 - edge, xtol=1e-12)
+        hi = _bisect(lambda d: score(d) + z, estimate, 1 - edge)
     return lo, hi
+
+
+def _bisect(f: Callable[[float], float], a: float, b: float, xtol: float = 1e-12) -> float:
+    """The root of ``f`` in [a, b], where f(a) and f(b) differ in sign (or one is 0)."""
+    fa = f(a)
+    if fa == 0:
+        return a
+    for _ in range(200):
+        mid = (a + b) / 2
+        fm = f(mid)
+        if fm == 0:
+            return mid
+        if (fm > 0) == (fa > 0):
+            a, fa = mid, fm
+        else:
+            b = mid
+        if b - a <= xtol:
+            break
+    return (a + b) / 2
 
 
 def mcnemar_exact(only_baseline: int, only_candidate: int) -> float:
     """Exact two-sided McNemar p-value: a binomial test of the discordant pairs at p = 1/2.
 
-    Uses scipy.stats.binomtest; 1.0 when there are no discordant pairs.
+    At p = 1/2 the distribution is symmetric, so the two-sided p-value (scipy's
+    ``binomtest``) is twice the smaller tail, at most 1: 2 P(X <= min(b, c)) with X
+    binomial(b + c, 1/2), summed in log space (pure Python: no scipy import). 1.0 when
+    there are no discordant pairs.
     """
-    from scipy.stats import binomtest
-
     discordant = only_baseline + only_candidate
     if discordant == 0:
         return 1.0
-    return float(binomtest(only_candidate, discordant, 0.5).pvalue)
+    k = min(only_baseline, only_candidate)
+    if 2 * k >= discordant:
+        return 1.0
+    n = discordant
+    log_terms = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in range(k + 1)
+    ]
+    top = max(log_terms)
+    tail = math.exp(top - n * math.log(2)) * math.fsum(math.exp(t - top) for t in log_terms)
+    return min(1.0, 2 * tail)
 
 
 def correlation(x: Sequence[float], y: Sequence[float]) -> float | None:

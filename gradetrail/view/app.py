@@ -39,7 +39,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from gradetrail.analysis.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
+from gradetrail.analysis.diff import DISAGREEMENTS, KINDS, LISTED_ORDER, RunDiff, diff_runs
 from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.rundir.manifest import Manifest
 from gradetrail.rundir.results import (
@@ -55,6 +55,7 @@ from gradetrail.view import pages
 from gradetrail.view.index import FILTERS, SORTS, Query
 from gradetrail.view.security import HostCheck, SecurityHeaders, default_hosts
 from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
+from gradetrail.view.text import highlighted
 from gradetrail.view.text import shown as shown_text
 
 __all__ = ["create_app", "default_hosts"]
@@ -68,6 +69,10 @@ STREAM_BYTES = 8 << 20
 #: two results files larger than this together are diffed in the background, the page
 #: refreshing itself until the diff is ready (the gate reads both runs as well)
 DIFF_BYTES = 32 << 20
+#: error rows the run page groups (the filtered table's first ones), and sample ids it
+#: names a group
+GROUP_ROWS = 5000
+GROUP_IDS = 5
 
 
 def _pretty(value: Any) -> str:
@@ -85,6 +90,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["pretty"] = _pretty
     env.filters["shown"] = shown_text
+    env.filters["highlighted"] = highlighted
     env.globals.update(
         qs=pages.query_string,
         num=pages.fmt_num,
@@ -93,6 +99,7 @@ def _environment() -> jinja2.Environment:
         FILTERS=FILTERS,
         SORTS=SORTS,
         KINDS=KINDS,
+        LISTED_ORDER=LISTED_ORDER,
         KIND_NAMES=KIND_NAMES,
         STATES=STATES,
     )
@@ -159,8 +166,10 @@ class Viewer:
         partial = self._live_figures(info)
         table = self._table(info, query, number, per)
         m = partial or info.manifest
+        groups = self._error_groups(table["index"], query)
         response = self.render(
             "run.html",
+            error_groups=groups,
             info=info,
             m=m,
             partial=partial is not None,
@@ -234,6 +243,35 @@ class Viewer:
             rows = [r for r in rows if r is not None]
         return {"rows": rows, "page": page, "index": index, "streamed": False, "problem": None}
 
+    def _error_groups(self, index: Any, query: Query) -> list[dict[str, Any]]:
+        """The error rows the table lists (when its filters keep only failures or errors),
+        grouped by what went wrong (state, kind, type, status and message), most rows
+        first: ``rows``, those fields, and the first :data:`GROUP_IDS` sample ids. Reads
+        at most :data:`GROUP_ROWS` error rows; none without an index."""
+        if index is None or not set(query.filters) & {"failures", "errors", "judge_errors"}:
+            return []
+        positions = [i for i in (index.select(query)) if index.entries[i].state != "scored"][
+            :GROUP_ROWS
+        ]
+        groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in index.rows(positions):
+            if row is None:
+                continue
+            error = row.get("error") if isinstance(row.get("error"), dict) else {}
+            fields = {
+                "state": row.get("state"),
+                "kind": error.get("kind"),
+                "error_type": error.get("error_type"),
+                "status": error.get("status"),
+                "message": error.get("message"),
+            }
+            key = tuple(str(v) for v in fields.values())
+            group = groups.setdefault(key, {**fields, "rows": 0, "ids": []})
+            group["rows"] += 1
+            if len(group["ids"]) < GROUP_IDS:
+                group["ids"].append(row.get("sample_id"))
+        return sorted(groups.values(), key=lambda g: -g["rows"])
+
     def _streamed(self, info: RunInfo, number: int, per: int) -> dict[str, Any]:
         total = count_result_lines(info.path)
         page = pages.paginate(total, number, per)
@@ -298,13 +336,48 @@ class Viewer:
                 404,
             )
         back = request.query_params.get("back", "")
+        back = back if back.startswith("?") else ""
+        steps = self._steps(info, sample_id, back)
         return self.render(
             "sample.html",
             info=info,
             sample_id=sample_id,
             rows=rows,
-            back=back if back.startswith("?") else "",
+            back=back,
+            steps=steps,
         )
+
+    def _steps(self, info: RunInfo, sample_id: str, back: str) -> dict[str, Any] | None:
+        """Where the sample is in the list the run page showed (its filters, search and
+        sort, from ``back``): the previous and next sample ids of that list, each with
+        the ``back`` of the table page that lists it, the sample's place and the list's
+        length; None when the sample is not in it."""
+        from starlette.datastructures import QueryParams
+
+        query, _, per = pages.parse_query(QueryParams(back[1:]))
+        try:
+            index = self.store.index(info.path)
+            positions = index.select(query) if not query.plain else range(len(index.entries))
+            first: dict[str, int] = {}  # sample id -> its first row's place in the list
+            for place, i in enumerate(positions):
+                first.setdefault(index.entries[i].sample_id, place)
+        except (UsageError, IndexError):
+            return None
+        ids = list(first)
+        if sample_id not in first:
+            return None
+        at = ids.index(sample_id)
+        prev_id = ids[at - 1] if at > 0 else None
+        next_id = ids[at + 1] if at < len(ids) - 1 else None
+        return {
+            "prev": prev_id,
+            "next": next_id,
+            "prev_back": _back_at(back, first[prev_id] // per + 1) if prev_id else back,
+            "next_back": _back_at(back, first[next_id] // per + 1) if next_id else back,
+            "number": at + 1,
+            "total": len(ids),
+            "filtered": not query.plain,
+        }
 
     def _sample_rows(self, info: RunInfo, sample_id: str) -> list[dict[str, Any]]:
         try:
@@ -498,6 +571,17 @@ def _params(request: Request) -> dict[str, Any]:
         else:
             out[key] = [value] if key == "f" else value
     return out
+
+
+def _back_at(back: str, page: int) -> str:
+    """The run page's query ``back`` (``?f=failures&sort=score``) at table page ``page``."""
+    from starlette.datastructures import QueryParams
+
+    params: dict[str, Any] = {}
+    for key, value in QueryParams(back[1:]).multi_items():
+        params.setdefault(key, []).append(value)
+    params["page"] = page if page > 1 else None
+    return pages.query_string(params)
 
 
 def _no_rows(info: RunInfo, per: int, problem: UsageError) -> dict[str, Any]:

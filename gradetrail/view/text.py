@@ -16,7 +16,7 @@ import re
 
 from markupsafe import Markup, escape
 
-__all__ = ["shown"]
+__all__ = ["highlighted", "shown"]
 
 _HIDDEN = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"  # control characters but tab, CR and LF
@@ -37,3 +37,19 @@ def shown(text: object) -> Markup:
     if not _HIDDEN.search(escaped):
         return Markup(escaped)
     return Markup(_HIDDEN.sub(_token, escaped))
+
+
+def highlighted(text: object, needle: object) -> Markup:
+    """:func:`shown` of ``text`` with the last occurrence of ``needle`` (the answer a
+    scorer extracted) marked ``<mark class="extracted">``; ``text`` alone when ``needle``
+    is empty or not in it."""
+    if not isinstance(text, str) or needle is None or isinstance(needle, bool):
+        return shown(text)
+    found = str(needle)
+    at = text.rfind(found) if found.strip() else -1
+    if at < 0:
+        return shown(text)
+    end = at + len(found)
+    return Markup(
+        f'{shown(text[:at])}<mark class="extracted">{shown(found)}</mark>{shown(text[end:])}'
+    )

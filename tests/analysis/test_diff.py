@@ -43,6 +43,21 @@ def test_gsm8k_pair_matches_the_authors_labels(gsm8k: tuple[Path, Path]) -> None
     assert len(d.shown()) == 1319 - d.counts["same"] and len(d.shown(show_all=True)) == 1319
 
 
+def test_listed_regressions_first_with_extracted_answers(gsm8k: tuple[Path, Path]) -> None:
+    """The list leads with the 360 regressions, then the 76 improvements, then the 882
+    same-score response changes, each in the baseline's order; every row carries the
+    answer its scorer extracted."""
+    d = diff_runs(*gsm8k)
+    listed = d.shown()
+    kinds = [s.kind for s in listed]
+    assert kinds == ["regressed"] * 360 + ["improved"] * 76 + ["changed"] * d.counts["changed"]
+    first = [s.sample_id for s in listed[:3]]
+    assert first == sorted(first, key=int)
+    pair = listed[0].epochs[0]
+    assert pair.baseline.extracted == "18" and pair.candidate.extracted == "4"
+    assert pair.baseline.to_dict()["extracted"] == "18"
+
+
 def test_gate_is_the_gates_own_result(gsm8k: tuple[Path, Path]) -> None:
     """The diff's verdict and interval are regression_gate's, field for field."""
     d = diff_runs(*gsm8k, margin=0.05)
@@ -145,7 +160,8 @@ def test_cli_table_keeps_every_sample_id_at_any_width(
     tmp_path: Path, monkeypatch, width: int
 ) -> None:
     """Long kind names (only in candidate) and a narrow terminal never squeeze the sample
-    id column away: each listed id is printed whole; responses only where they fit."""
+    id column away: each listed id is printed whole; answers and responses only where
+    they fit."""
     from rich.console import Console
 
     from gradetrail.cli.diff import print_diff
@@ -162,4 +178,6 @@ def test_cli_table_keeps_every_sample_id_at_any_width(
         "q0",
         "q3",
     ]
-    assert ("A: -1" in table) == (width >= 80)
+    # the extracted answers beside the scores from 80 columns, the responses where room is left
+    assert ("│ -1 " in table) == (width >= 80)
+    assert ("A: -1" in table) == (width >= 120)

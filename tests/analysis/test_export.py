@@ -52,7 +52,7 @@ def test_gsm8k_in_every_format_has_the_run_rows_and_flat_columns(
 
 
 def test_readme_pandas_example(gsm8k_run: Path, tmp_path: Path, monkeypatch, cli) -> None:
-    """The README's three lines of pandas, on the default output name."""
+    """The three lines of pandas in docs/runs.md, on the default output name."""
     monkeypatch.chdir(tmp_path)
     assert cli("export", str(gsm8k_run), "--format", "parquet").exit_code == 0
     import pandas as pd
@@ -115,3 +115,31 @@ def test_export_errors_are_one_line_exit_2(
     assert list(tmp_path.iterdir()) == [] or all(
         not p.name.startswith(".") for p in tmp_path.iterdir()
     )
+
+
+def test_exports_name_their_run_and_follow_the_umask(gsm8k_run: Path, tmp_path: Path, cli) -> None:
+    """Every row starts with run, model and identity (two runs' exports stay apart after
+    a concat), in every format; the file gets the mode the umask gives (0644 under 022,
+    0600 under 077), never mkstemp's 0600 regardless."""
+    import os
+
+    manifest = json.loads((gsm8k_run / "manifest.json").read_text())
+    expected = [gsm8k_run.name, "175b_verification", manifest["identity_hash"]]
+    old = os.umask(0o022)
+    try:
+        for fmt in ("csv", "parquet", "jsonl"):
+            out = tmp_path / f"r.{fmt}"
+            assert cli("export", str(gsm8k_run), "--format", fmt, "--out", str(out)).exit_code == 0
+            assert out.stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        assert cli("export", str(gsm8k_run), "--out", str(tmp_path / "private.csv")).exit_code == 0
+        assert (tmp_path / "private.csv").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)
+    with (tmp_path / "r.csv").open(newline="") as f:
+        header, first = list(csv.reader(f))[:2]
+    assert header[:3] == ["run", "model", "identity"] and first[:3] == expected
+    table = pq.read_table(tmp_path / "r.parquet", columns=["run", "model", "identity"])
+    assert table.slice(1318, 1).to_pylist() == [dict(zip(header[:3], expected, strict=True))]
+    row = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    assert [row["run"], row["model"], row["identity"]] == expected

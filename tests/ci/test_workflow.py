@@ -178,3 +178,62 @@ def test_run_steps_use_only_expressions_the_test_evaluates() -> None:
     for step in job["steps"]:
         if "run" in step:
             _expand(step["run"], {}, {})  # raises on any other expression
+
+
+def test_the_install_step_installs_this_checkout_from_a_wheel(tmp_path: Path) -> None:
+    """The page's install step, as written, installs gradetrail from the wheel that `make
+    wheel` builds and the page's layout keeps in tools/ (never the registry's unrelated
+    `gradetrail`): its dependencies are the test's own (PIP_NO_DEPS), its target a
+    folder of its own (PIP_TARGET), so what it installed is what imports there."""
+    step = next(
+        s
+        for s in next(iter(_workflow()["jobs"].values()))["steps"]
+        if s.get("name") == "Install gradetrail"
+    )
+    assert "tools/gradetrail-" in step["run"] and "pip install" in step["run"]
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(repo / "tools"),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert build.returncode == 0, build.stderr
+    site = tmp_path / "site"
+    env = {**os.environ, "PIP_NO_DEPS": "1", "PIP_TARGET": str(site), "PIP_NO_INDEX": "1"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    proc = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    probe = "import gradetrail; print(gradetrail.__file__); print(gradetrail.__version__)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    where, version = out.stdout.split()
+    from gradetrail import __version__
+
+    assert Path(where).is_relative_to(site) and version == __version__
+    assert (site / "gradetrail" / "view" / "templates" / "diff.html").exists()
+    assert (site / "pytest_gradetrail.py").exists()

@@ -38,3 +38,28 @@ def test_no_arguments_prints_help_once() -> None:
     )
     assert out.returncode == 2
     assert (out.stdout + out.stderr).count("Usage:") == 1
+
+
+@pytest.mark.parametrize("columns", [60, 120])
+def test_help_reads_as_written(columns: int) -> None:
+    """A flag shows no value type (`<bool>`), brackets in help text stay (`[parquet]`),
+    and each paragraph is wrapped to the terminal: no line past its width, and a
+    wider terminal gives longer lines."""
+    import os
+
+    env = {**os.environ, "COLUMNS": str(columns)}
+    outs = {}
+    for command in ("run", "export", "gate"):
+        out = subprocess.run(
+            [sys.executable, "-m", "gradetrail", command, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+        assert out.returncode == 0, out.stderr
+        outs[command] = out.stdout
+        assert "<bool>" not in out.stdout
+        assert max(len(line) for line in out.stdout.splitlines()) <= columns
+    assert "gradetrail[parquet]" in outs["export"]
+    assert "--no-cache" in outs["run"] and "--print-run-dir" in outs["run"]

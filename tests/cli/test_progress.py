@@ -144,3 +144,16 @@ def test_progress_cost_counts_the_judge() -> None:
     clock = Clock()
     line = RunProgress(10, io.StringIO(), clock=clock).line(tally, clock())
     assert line.endswith("cost $0.0025")
+
+
+def test_no_eta_until_the_first_row_and_none_from_the_start_up() -> None:
+    """A run whose workers take 20 s to start (Ray): no ETA while no row is done, and the
+    rate after the first rows is theirs, not 1 row over 20 s (which read 'eta 8h50m')."""
+    stream, clock, tally = io.StringIO(), Clock(), Tally()
+    progress = RunProgress(1000, stream, interval_s=1000.0, clock=clock)
+    assert "eta ?" in progress.line(tally, clock())
+    clock.now += 20.0
+    _feed(progress, tally, clock, [_row()], dt=0.0)  # the first row, 20 s after the start
+    assert "eta ?" in progress.line(tally, clock())
+    _feed(progress, tally, clock, [_row()] * 100, dt=0.1)  # then 10 rows a second
+    assert "(10%, 10.0/s, eta 1m30s)" in progress.line(tally, clock())

@@ -1,6 +1,6 @@
 """The bad-input corpus (issue 15, Proof): every case in ``data/bad_input.yaml`` is a
 spec, dataset, override or command a user can get wrong. Each must be refused the way
-the README promises: one ``error:`` line on stderr naming what to fix, exit code 2, and
+docs/spec.md promises: one ``error:`` line on stderr naming what to fix, exit code 2, and
 nothing written (no run directory, no cache file, no file at all).
 
 The command runs in this process (``gradetrail.cli.main``), so the whole corpus takes

@@ -328,3 +328,23 @@ def test_overlong_name_is_refused_before_any_call(cli, workdir: Path) -> None:
     """A name too long for a directory name is a spec error (exit 2)."""
     line = _error(cli, _write(workdir, {**GOOD, "name": "n" * 101}))
     assert "name: String should have at most 100 characters" in line
+
+
+def test_keys_the_provider_never_reads_are_warned_before_the_run(cli, monkeypatch) -> None:
+    """A replay spec switched to openai keeps model.recordings, which no openai request
+    reads but the identity hash does: `gradetrail run` says so (and how to drop it)
+    before anything else; the spec as written warns of nothing."""
+    from paths import GSM8K_SPEC
+
+    assert gradetrail.load_spec(GSM8K_SPEC).model.unused_keys() == []
+    switched = ["model.provider=openai", "model.name=gpt-4o-mini"]
+    lines = gradetrail.load_spec(GSM8K_SPEC, overrides=switched).model.unused_keys()
+    assert len(lines) == 1 and lines[0].startswith("model.recordings has no effect")
+    assert "--set model.recordings=null" in lines[0]
+    dropped = [*switched, "model.recordings=null"]
+    assert gradetrail.load_spec(GSM8K_SPEC, overrides=dropped).model.unused_keys() == []
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    out = cli("run", str(GSM8K_SPEC), *(f"--set={s}" for s in switched))
+    assert out.exit_code == 1  # no key: nothing is called
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("warning: model.recordings has no effect with provider 'openai'")

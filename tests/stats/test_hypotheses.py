@@ -300,3 +300,16 @@ def test_family_of_pairs_is_holm_corrected(tmp_path: Path) -> None:
     assert out.exit_code == 1 and data["passed"] is False
     odd = CliRunner().invoke(app, ["gate", *map(str, runs[:3])])
     assert odd.exit_code == 2 and "in pairs" in odd.output
+
+
+def test_a_regression_past_the_margin_offers_no_n_needed(tmp_path: Path) -> None:
+    """100/100 against 70/100: the whole interval is below -margin, so no number of
+    samples would pass it and none is offered (it read 'n needed' beside the regression)."""
+    b = write_run(tmp_path / "b", passes(100, 100))
+    c = write_run(tmp_path / "c", passes(70, 100))
+    r = regression_gate(b, c)
+    assert not r.passed and r.hi < -r.margin
+    assert r.n_needed is None and r.power_command is None
+    assert "more samples would not pass" in r.reason and "n needed" not in r.reason
+    out = CliRunner().invoke(app, ["gate", str(b), str(c)], terminal_width=200)
+    assert out.exit_code == 1 and "n needed" not in out.output

@@ -697,3 +697,53 @@ def test_a_large_diff_is_computed_in_the_background(gsm8k_root: Path, monkeypatc
             break
         time.sleep(0.1)
     assert 'regressed <b class="count">360</b>' in page.text
+
+
+def test_identical_errors_are_grouped_with_a_count(tmp_path: Path, monkeypatch) -> None:
+    """Seven rows failing with one error and one with a wrong answer: with the errors (or
+    failures) filter, the run page shows one group, 7 ×, its message once and the first
+    sample ids; an error row shows its known target, not ∅."""
+    spec = write_app_eval(tmp_path / "eval", samples=8)
+    results = tmp_path / "results"
+    plan = {f"q{i}/1": "fail" for i in range(1, 8)} | {"q0/1": "wrong"}
+    app_run(spec, results, tmp_path / "cache.sqlite", "base", plan, monkeypatch)
+    client = client_for(results)
+    name = only_run(results).name
+    for filters in ("f=errors", "f=failures"):
+        page = client.get(f"/runs/{name}?{filters}")
+        assert page.status_code == 200
+        text = plain(page.text)
+        assert page.text.count('class="group-count"') == 1  # one group for the seven
+        assert "Identical errors, grouped" in text
+        assert re.search(r"7 × provider_error", text)
+        assert re.search(r"q1 ?, q2 ?, q3 ?, q4 ?, q5 ?…", text)
+    assert "∅ / 2" in plain(client.get(f"/runs/{name}?f=errors").text)
+    assert "Identical errors" not in client.get(f"/runs/{name}").text
+
+
+def test_sample_steps_follow_the_filtered_list_across_table_pages(gsm8k_root: Path) -> None:
+    """The last failure of the table's first page links to the first failure of its
+    second page, and that sample's way back is to the second page; the first failure has
+    no previous one; a sample outside the filtered list gets no steps."""
+    client = client_for(gsm8k_root)
+    name = run_named(gsm8k_root, "175b_verification")
+    ids = {
+        n: re.findall(
+            r'class="sample-link" href="[^"]*\?id=([^&"]+)',
+            client.get(f"/runs/{name}?f=failures&page={n}").text,
+        )
+        for n in (1, 2)
+    }
+    assert len(ids[1]) == 50 and ids[2]
+    last = client.get(f"/runs/{name}/sample", params={"id": ids[1][-1], "back": "?f=failures"})
+    text = plain(last.text)
+    assert "50 of 577 shown" in text
+    (nxt,) = re.findall(r'rel="next" href="([^"]+)"', last.text)
+    after = client.get(nxt.replace("&amp;", "&"))
+    assert f"Sample {ids[2][0]}" in plain(after.text) and "51 of 577 shown" in plain(after.text)
+    (back,) = re.findall(r'class="back" href="([^"]+)"', after.text)
+    assert back.replace("&amp;", "&").endswith("?f=failures&page=2#samples")
+    first = client.get(f"/runs/{name}/sample", params={"id": ids[1][0], "back": "?f=failures"})
+    assert 'rel="prev"' not in first.text and "1 of 577 shown" in plain(first.text)
+    right = client.get(f"/runs/{name}/sample", params={"id": "1", "back": "?f=failures"})
+    assert right.status_code == 200 and "shown" not in plain(right.text).split("Sample 1")[1][:80]

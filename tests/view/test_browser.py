@@ -7,11 +7,34 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from view_support import CHROMIUM, CHROMIUM_ARGS, app_run, as_started, gsm8k_run, write_app_eval
+from view_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    CHROMIUM_MISSING,
+    app_run,
+    as_started,
+    chromium_required,
+    gsm8k_run,
+    write_app_eval,
+)
+
+if not os.access(CHROMIUM, os.X_OK):
+    if chromium_required():
+        pytest.fail(CHROMIUM_MISSING + " (required here: CI)", pytrace=False)
+    pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
 from gradetrail.view.server import BackgroundServer
 
+#: answers a degenerate model gives: a 1,482-digit number, 3,000 characters without a
+#: space, and right-to-left text with a bidi override before its answer
+LONG_NUMBER = "7" * 1482
+PATHOLOGICAL = {
+    "q0/1": "raw:A: " + LONG_NUMBER,
+    "q1/1": "raw:" + "x" * 3000 + " A: -5",
+    "q2/1": "raw:\u05e9\u05dc\u05d5\u05dd \u202eA: 9 \u0645\u0631\u062d\u0628\u0627",
+}
 XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 #: milliseconds an expectation or a page action may wait: Playwright's defaults (5 s for
 #: expect) are short for chromium on a loaded 2-core machine; these only guard a hang
@@ -23,8 +46,9 @@ expect.set_options(timeout=WAIT_MS)
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A results root with the two 175B GSM8K runs, a run whose response holds markup, a
     run whose log.jsonl links outside the root, a run being written by this process
-    (``live``: one row of three so far; the others in ``runs["live_rest"]``), and
-    ``counted``, ended (a test makes it look live)."""
+    (``live``: one row of three so far; the others in ``runs["live_rest"]``),
+    ``counted``, ended (a test makes it look live), and ``pathological``, whose three
+    answers are :data:`PATHOLOGICAL`."""
     tmp = tmp_path_factory.mktemp("browser")
     root, cache = tmp / "results", tmp / "cache.sqlite"
     out = {
@@ -38,6 +62,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out["refused"] = app_run(three, root, cache, "refused", {"q2/1": "wrong"}, mp)
         out["live"] = app_run(three, root, cache, "live", {"q2/1": "wrong"}, mp)
         out["counted"] = app_run(three, root, cache, "counted", {"q2/1": "wrong"}, mp)
+        out["pathological"] = app_run(three, root, cache, "pathological", PATHOLOGICAL, mp)
     (tmp / "outside.jsonl").write_text('{"secret": "SECRET"}\n')
     (out["refused"] / "log.jsonl").unlink()
     (out["refused"] / "log.jsonl").symlink_to(tmp / "outside.jsonl")
@@ -219,3 +244,110 @@ def test_a_large_live_run_fills_its_figures_in_once_counted(
     expect(page.locator("p.partial")).to_contain_text("partial, from the 3 rows written so far")
     expect(page.locator("section.summary h2 .badge")).to_have_text("partial")
     expect(page.locator("table.summary-lines")).to_contain_text("0.6667")
+
+
+def _fits(page: Page) -> None:
+    """Nothing on the page is wider than the window (no horizontal scrolling)."""
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= page.viewport_size["width"], width  # type: ignore[index]
+
+
+def test_pathological_answers_never_widen_the_failures_table(
+    page: Page, url: str, runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A 1,482-digit answer, 3,000 characters without a space and bidi text: the failures
+    table stays within the window, each long cell cut with an ellipsis, every column on
+    screen; the sample page has the whole value, and the extracted answer marked."""
+    name = runs["pathological"].name
+    page.goto(f"{url}/runs/{name}?f=failures")
+    expect(page.locator("p.count")).to_contain_text("3 rows match")
+    _fits(page)
+    cells = page.locator("td.answer div.cut")
+    expect(cells.first).to_contain_text("7777")
+    box = cells.first.bounding_box()
+    assert box is not None and box["width"] <= 240
+    assert page.evaluate("(el) => el.scrollWidth > el.clientWidth", cells.first.element_handle())
+    assert (
+        page.evaluate("getComputedStyle(document.querySelector('td.answer div.cut')).textOverflow")
+        == "ellipsis"
+    )
+    cost = page.locator("table.samples thead th").filter(has_text="response").bounding_box()
+    assert cost is not None and cost["x"] + cost["width"] <= 1280
+    expect(page.locator("table.samples")).to_contain_text("U+202E")  # the override shown
+    page.screenshot(path=str(tmp_path_factory.getbasetemp() / "failures-pathological.png"))
+    page.locator("a.sample-link").first.click()
+    expect(page.locator("section.scorer")).to_contain_text(LONG_NUMBER)
+    expect(page.locator("section.response mark.extracted")).to_have_text(LONG_NUMBER)
+    _fits(page)
+    page.keyboard.press("j")
+    expect(page.locator("h1")).to_contain_text("Sample q1")
+    _fits(page)
+    page.keyboard.press("j")
+    expect(page.locator("h1")).to_contain_text("Sample q2")
+    expect(page.locator("section.response")).to_contain_text("U+202E")
+    _fits(page)
+
+
+def test_step_through_the_filtered_failures_with_keys_and_links(page: Page, url: str) -> None:
+    """From the first failure, j and the right arrow open the next failure of the filtered
+    list, k and the left arrow the previous; the links say where the sample is; a key
+    typed in a field does not step."""
+    name = "175b_verification"
+    page.goto(url + "/")
+    page.get_by_role("row").filter(has_text=name).get_by_role("link").first.click()
+    page.get_by_label("failures").check()
+    page.wait_for_url("**f=failures**")
+    ids = page.locator("a.sample-link").all_inner_texts()[:3]
+    page.locator("a.sample-link").first.click()
+    expect(page.locator("h1")).to_contain_text(f"Sample {ids[0]}")
+    expect(page.locator("nav.steps .position")).to_have_text("1 of 577 shown")
+    expect(page.locator("section.response mark.extracted")).to_have_text("65000")
+    page.keyboard.press("j")
+    expect(page.locator("h1")).to_contain_text(f"Sample {ids[1]}")
+    page.keyboard.press("ArrowRight")
+    expect(page.locator("h1")).to_contain_text(f"Sample {ids[2]}")
+    expect(page.locator("nav.steps .position")).to_have_text("3 of 577 shown")
+    page.keyboard.press("k")
+    expect(page.locator("h1")).to_contain_text(f"Sample {ids[1]}")
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("h1")).to_contain_text(f"Sample {ids[0]}")
+    page.locator("nav.steps a[rel=next]").click()
+    expect(page.locator("h1")).to_contain_text(f"Sample {ids[1]}")
+    page.locator("nav.steps a.back").click()
+    expect(page.locator("p.count")).to_contain_text("577 rows match")
+
+
+def test_the_diff_leads_with_regressions_and_their_answers(
+    page: Page, url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The diff's default list opens on the 360 regressions, then the 76 improvements,
+    before any same-score response change; each row shows both extracted answers; the
+    sample page steps on with j; a diff being computed says so at once."""
+    page.goto(url + "/")
+    rows = page.get_by_role("row")
+    rows.filter(has_text="175b_verification").get_by_role("checkbox").check()
+    rows.filter(has_text="175b_finetuning").get_by_role("checkbox").click()
+    page.wait_for_url("**/diff?**")
+    table = page.locator("table.diff tbody tr")
+    expect(table).to_have_count(50)
+    kinds = page.locator("table.diff tbody td .badge").all_inner_texts()
+    assert set(kinds) == {"regressed"}
+    first = table.first.locator("td")
+    expect(first.nth(0)).to_have_text("1")
+    expect(first.nth(3)).to_have_text("18")
+    expect(first.nth(5)).to_have_text("4")
+    _fits(page)
+    page.screenshot(path=str(tmp_path_factory.getbasetemp() / "diff-regressions-first.png"))
+    # a link to another diff says at once that it is being computed (the navigation is
+    # cancelled here, after the viewer's own handler, to see the page before it goes)
+    page.evaluate("window.addEventListener('click', (e) => e.preventDefault())")
+    page.get_by_role("link", name="swap baseline and candidate").click()
+    expect(page.locator(".busy")).to_have_text("Computing the diff\u2026")
+    page.goto(page.url + "&page=8")  # rows 351-400: the last regressions, then improvements
+    kinds = page.locator("table.diff tbody td .badge").all_inner_texts()
+    assert kinds == ["regressed"] * 10 + ["improved"] * 40
+    page.locator("table.diff tbody a").nth(9).click()  # the last regression
+    expect(page.locator("article.side")).to_have_count(2)
+    expect(page.locator(".nav-line .badge")).to_have_text("regressed")
+    page.keyboard.press("j")
+    expect(page.locator(".nav-line .badge")).to_have_text("improved")

@@ -82,6 +82,7 @@ function enhanceDiffForm(form) {
       update();
       if (order.length === 2) {
         const params = new URLSearchParams({ a: order[0], b: order[1] });
+        showBusy("Computing the diff\u2026");
         window.location.assign("/diff?" + params.toString());
       }
     });
@@ -96,7 +97,44 @@ function autosubmit(form) {
   });
 }
 
+// Sample pages: j or the right arrow opens the next sample of the list, k or the left
+// arrow the previous one (the links rel=next / rel=prev of the page), unless a field has
+// the focus or a modifier key is held.
+function stepKeys(event) {
+  if (event.defaultPrevented || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+  const target = event.target;
+  if (target && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName))) return;
+  const rel = { j: "next", ArrowRight: "next", k: "prev", ArrowLeft: "prev" }[event.key];
+  if (!rel) return;
+  const link = document.querySelector("nav.steps a[rel=" + rel + "], p.nav-line a[rel=" + rel + "]");
+  if (!link) return;
+  event.preventDefault();
+  window.location.assign(link.href);
+}
+
+// A diff is computed when first opened (seconds for large runs): say so at once.
+function showBusy(text) {
+  if (document.querySelector(".busy")) return;
+  const banner = document.createElement("div");
+  banner.className = "busy";
+  banner.setAttribute("role", "status");
+  banner.textContent = text;
+  document.body.prepend(banner);
+}
+
+function diffBusy(event) {
+  const link = event.target.closest && event.target.closest('a[href^="/diff?"]');
+  if (link && !event.ctrlKey && !event.metaKey && !event.shiftKey && event.button === 0) {
+    showBusy("Computing the diff…");
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  document.addEventListener("keydown", stepKeys);
+  document.addEventListener("click", diffBusy);
+  document.addEventListener("submit", (event) => {
+    if (new URL(event.target.action, window.location.href).pathname === "/diff") showBusy("Computing the diff\u2026");
+  });
   document.querySelectorAll("[data-progress]").forEach(watchProgress);
   const diffForm = document.getElementById("diff-form");
   if (diffForm) enhanceDiffForm(diffForm);
