@@ -291,8 +291,11 @@ def run_eval(
                     )
                     if on_start is not None:
                         on_start(plan, run_dir.path)
-                    for provider in {id(p): p for p in (plan.provider, executor.provider)}.values():
-                        log.follow(provider.events)  # what the providers notice, logged
+                    # what the providers notice, logged (an executor of the caller's own
+                    # may hold none)
+                    providers = (plan.provider, getattr(executor, "provider", None))
+                    for provider in {id(p): p for p in providers if p is not None}.values():
+                        log.follow(provider.events)
                     calls = Calls(cache, executor, log, inflight)
                     run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
                     driving = True
