@@ -391,7 +391,7 @@ def test_a_large_live_run_is_counted_in_the_background(root: Path, monkeypatch) 
     come, partial, once counted."""
     from view_support import as_started
 
-    import gradetrail.view.app as view_app
+    import gradetrail.view.run_pages as view_app
 
     run = only_run(root)
     as_started(run, os.getpid())
@@ -585,7 +585,7 @@ def test_only_get_and_nothing_is_written(root: Path) -> None:
 
 def test_large_runs_stream_their_first_pages_with_the_same_rows(root: Path, monkeypatch) -> None:
     """Streamed unfiltered pages (a large file, no index yet) show what the index shows."""
-    import gradetrail.view.app as view_app
+    import gradetrail.view.run_pages as view_app
 
     run = only_run(root)
     indexed = client_for(root).get(f"/runs/{run.name}?per=10&page=1").text
@@ -681,7 +681,7 @@ def test_a_large_diff_is_computed_in_the_background(gsm8k_root: Path, monkeypatc
     """Above the size threshold: a page that refreshes itself, then the diff."""
     import time
 
-    import gradetrail.view.app as view_app
+    import gradetrail.view.diff_pages as view_app
 
     monkeypatch.setattr(view_app, "DIFF_BYTES", 0)
     client = client_for(gsm8k_root)

@@ -235,7 +235,7 @@ def test_a_large_live_run_fills_its_figures_in_once_counted(
 ) -> None:
     """A live run too large to count before its page is sent: the page says its rows are
     being counted, then its poll fills in the partial figures."""
-    import gradetrail.view.app as view_app
+    import gradetrail.view.run_pages as view_app
 
     monkeypatch.setattr(view_app, "STREAM_BYTES", 0)
     as_started(runs["counted"], os.getpid())  # never indexed before: nothing counted yet
