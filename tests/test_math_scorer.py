@@ -68,14 +68,71 @@ def test_unparsable_first_target_stops_the_run() -> None:
         scorer.check(item)
 
 
-def test_timeout_is_a_scorer_error() -> None:
-    """A parse that runs past timeout_s is a scorer error row with its reason (math-verify's
-    own alarm, in the main thread)."""
+def test_a_response_that_runs_out_of_time_is_a_wrong_answer_with_its_reason() -> None:
+    """A response whose parse or comparison runs past timeout_s scores 0 with the reason
+    (as math-verify itself counts it), never an error row left out of the mean."""
     huge = "$" + "+".join(f"x^{{{i}}}" for i in range(20000)) + "$"  # takes far over 1 s
     s = math_score(huge, "1", timeout_s=1)
+    assert s.value == 0.0 and s.error is None and s.detail["timeout_applied"] is True
+    assert s.detail["reason"].startswith("timeout: math-verify did not parse the response")
+    tower = math_score("So the value is $\\boxed{3^{3^{3^{51}}}}$.", "7", timeout_s=1)
+    assert tower.value == 0.0 and tower.error is None
+    assert tower.detail["reason"].startswith("timeout: math-verify did not compare")
+
+
+@pytest.mark.parametrize("target", ["no number here", "(see the figure)", "\\text{}"])
+def test_a_target_without_a_value_is_a_scorer_error(target: str) -> None:
+    """A target from which math-verify reads no mathematical value is the dataset's fault:
+    a scorer error row naming what to fix, never a 0."""
+    s = math_score("$\\boxed{5}$", target)
     assert s.value is None and s.error["kind"] == "scorer_error"
-    assert s.error["reason"] == "timeout" and s.detail["timeout_applied"] is True
-    assert len(s.error["message"]) <= 200
+    assert s.error["reason"] == "target_unparsed" and "target" in s.error["message"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["(2, 5)", "[0,3)", "{4,7,9}", "\\{-1, 1\\}", "(-\\infty, 0]", "[3, 8]", "y \\ge 5"],
+)
+def test_a_response_identical_to_its_target_scores_1(answer: str) -> None:
+    """Target and response are read by one reader: tuples, intervals, sets and relations
+    written identically (with or without delimiters) are equal."""
+    assert math_score(answer, answer).value == 1.0
+    assert math_score(f"${answer}$", answer).value == 1.0
+    assert math_score(f"Final answer: $\\boxed{{{answer}}}$", answer).value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("3**(1/3)", "\\sqrt[3]{3}", 1.0),  # Python power, target LaTeX
+        ("$\\sqrt[3]{3}$", "3**(1/3)", 1.0),  # the target is not read as its base
+        ("3", "3**(1/3)", 0.0),
+        ("5", "5=y", 1.0),  # an assignment written backwards names its value
+        ("$y = 5$", "5=y", 1.0),
+        ("6", "5=y", 0.0),
+        ("2.75", "2,75", 1.0),  # a decimal comma, as math-verify reads it
+        ("275", "2,75", 0.0),
+        ("2 + sqrt(5)", "2+\\sqrt{5}", 1.0),  # a plain function call, no delimiters
+        ("2 + sqrt(5)", "2", 0.0),
+        ("The answer is 2 + sqrt(5).", "2+\\sqrt{5}", 1.0),
+        ("12.5\\%", "0.125", 1.0),  # an escaped percent without delimiters
+        ("4\\,096", "4096", 1.0),  # digits grouped by a LaTeX thin space
+        ("$4\\,096$", "4096", 1.0),
+        ("8 192", "8192", 1.0),  # grouped by a space
+        ("8\u00a0192", "8192", 1.0),  # by a no-break space
+        ("\\boxed{135°}", "135", 1.0),  # a degree sign inside a box
+        ("45°", "45^\\circ", 1.0),
+        ("y>7", "y>7", 1.0),  # a relation without delimiters
+        ("y>7", "y>8", 0.0),
+        ("pi/3", "\\frac{\\pi}{3}", 1.0),
+    ],
+)
+def test_answers_written_without_latex_delimiters(
+    response: str, target: str, expected: float
+) -> None:
+    """Plain formulas are read whole on both sides, never reduced to a first number."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
 
 
 def test_scoring_off_the_main_thread_works_without_the_alarm() -> None:
