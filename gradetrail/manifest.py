@@ -89,6 +89,10 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     # judge file and baseline enter through their content hashes, not their paths
     body.get("scorer", {}).pop("file", None)
     body.get("scorer", {}).pop("baseline", None)
+    # choice options counted instead of listed: absent keys keep older hashes valid
+    for key in ("n_choices", "letters"):
+        if body.get("scorer", {}).get(key, 0) is None:
+            body["scorer"].pop(key)
     return body
 
 

@@ -84,7 +84,7 @@ def test_reads_the_last_well_formed_letter(response: str, letter: str, rule: str
         "The answer: a planet closer than Venus",
         "(b) is a list item, not an answer",  # lower case outside a marker
         "I think E",  # not among the shown letters
-        "Answer: Earth",
+        "Answer: Jupiter",  # a text that is no choice
         "ABCD",
     ],
 )
@@ -331,3 +331,138 @@ def test_bundled_multiple_choice_example_scores_8_of_12(tmp_path: Path) -> None:
     assert "MIT license" in license_text
     assert len((ROOT / "examples/data/mcq/questions.jsonl").read_text().splitlines()) == 12
     assert json.loads((ROOT / "examples/data/mcq/answers.jsonl").open().readline())["id"]
+
+
+# --- issue 23: a stated answer beats letters discussed after it --------------------------
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer is B. (A) is wrong because Venus is second, and (C) is farther still.",
+        "Answer: B. Option (D) would need a much larger orbit.",
+        "The correct option is **B**. (A) was a tempting distractor.",
+        "Final answer: (B)\n\nWhy not the others:\n(A) Venus is second.\n(C) Mars is fourth.",
+        "I choose B. Choices (A), (C) and (D) all orbit farther out.",
+        "I'd go with **B** - (C) and (D) are outer planets.",
+        "B. Mercury. Note that (A) is the hottest planet, not the closest.",
+        "\\boxed{B}\n\nA common slip is (A), because Venus is brightest.",
+        "None of them is perfect, but B is closest.",
+        "Mercury has the smallest orbit, so B is the correct answer; (A) comes next.",
+        ": B",
+        "ANSWERS: B",
+        "  :  (B)  ",
+    ],
+)
+def test_a_stated_answer_beats_letters_in_the_explanation(response: str) -> None:
+    """A letter stated by a marker, a box, a declaring verb or phrase, or a bare marker
+    is the answer; letters mentioned while explaining the other options are not."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert "ambiguous" not in s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("B or maybe C", ["B", "C"]),
+        ("Answer: B, or possibly C", ["B", "C"]),
+        ("The answer is B, perhaps D", ["B", "D"]),
+        ("I'd pick (A) or perhaps (B).", ["A", "B"]),
+        ("Answer: C, or else B", ["B", "C"]),
+    ],
+)
+def test_hedged_answers_are_ambiguous(response: str, letters: list[str]) -> None:
+    """A hedge between two letters scores 0 with both recorded, never its first letter."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("Mercury", 1.0),
+        ("mercury.", 1.0),
+        ("The answer is Mercury.", 1.0),
+        ("**Mercury**", 1.0),
+        ("Answer: Mars", 0.0),
+        ("B Mercury", 1.0),  # the letter and its text
+        ("(B) Mercury", 1.0),
+    ],
+)
+def test_a_reply_that_is_a_choice_text_names_that_choice(response: str, expected: float) -> None:
+    """A reply that is exactly one choice's text (case, emphasis, a closing stop aside)
+    is that choice."""
+    s = choice(response)
+    assert s.value == expected and s.detail["extracted"] in {"B", "C"}
+
+
+def test_a_text_two_choices_share_names_none() -> None:
+    """When the reply's text matches two choices, it names neither."""
+    row = {"choices": ["Paris", "Rome", "paris"]}
+    prompt = render_options(row["choices"])
+    scorer = ChoiceScorer(ChoiceScorerSpec(type="choice"))
+    s = scorer.score(ScoreInput(Sample(0, "s", row, 1), 1, prompt, None, "A", "Paris"))
+    assert s.value == 0.0 and s.detail["extracted"] is None
+
+
+MMLU_PROMPT = (
+    "Which planet is closest to the Sun?\nA) Venus\nB) Mercury\nC) Mars\nD) Earth\nE) Saturn"
+)
+
+
+def mmlu(response: str, target: str, **kw: object):  # noqa: ANN201
+    """A row with its options written into the question and an answer letter (MMLU CSV)."""
+    scorer = ChoiceScorer(ChoiceScorerSpec(type="choice", **kw))
+    row = {"question": MMLU_PROMPT, "answer": target}
+    s_in = ScoreInput(Sample(0, "s", row, 1), 1, MMLU_PROMPT, None, target, response)
+    scorer.check(s_in)
+    return scorer.score(s_in)
+
+
+def test_options_written_in_the_question_need_no_choices_list() -> None:
+    """n_choices (or letters) says which letters are valid; no list, no lettered filter."""
+    assert mmlu("Answer: B. (A) is second.", "B", n_choices=5).value == 1.0
+    assert mmlu("The answer is E", "E", n_choices=5).value == 1.0
+    assert mmlu("The answer is E", "B", letters="ABCDE").value == 0.0
+    assert mmlu("Answer: 1", "1", n_choices=5, index_base=1).value == 0.0  # no letter
+    s = mmlu("The answer is F", "B", n_choices=5)  # F is not a valid letter
+    assert s.value == 0.0 and s.detail["extracted"] is None
+    assert mmlu("(C)", "2", n_choices=4).value == 1.0  # an index target, from 0
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"n_choices": 4, "letters": "ABCD"}, "not both"),
+        ({"letters": "ABB"}, "distinct capital letters"),
+        ({"letters": "abcd"}, "distinct capital letters"),
+        ({"n_choices": 1}, "n_choices"),
+        ({"n_choices": 4, "shuffle_seed": 3}, "shuffle_seed needs the row's list"),
+        ({"n_choices": 4, "choices_field": "opts"}, "not both"),
+    ],
+)
+def test_malformed_counted_choice_specs_say_what_to_fix(kw: dict, message: str) -> None:
+    """Each conflict is refused with a line naming the fix."""
+    from pydantic import ValidationError
+
+    with pytest.raises((ValidationError, SpecError), match=message):
+        ChoiceScorerSpec(type="choice", **kw)
+
+
+def test_a_target_outside_the_counted_letters_stops_the_run() -> None:
+    """check(): a target that names none of the valid letters is a SpecError."""
+    with pytest.raises(SpecError, match="names none of the 4 choices"):
+        mmlu("A", "E", n_choices=4)
+
+
+def test_the_identity_of_a_choice_spec_without_the_new_keys_is_unchanged() -> None:
+    """n_choices and letters left unset do not enter the identity: older runs stay
+    comparable; set, they do."""
+    from gradetrail.manifest import identity_body
+
+    plain = ChoiceScorerSpec(type="choice").model_dump(mode="json")
+    body = identity_body({"scorer": plain})
+    assert "n_choices" not in body["scorer"] and "letters" not in body["scorer"]
+    counted = ChoiceScorerSpec(type="choice", n_choices=4).model_dump(mode="json")
+    assert identity_body({"scorer": counted})["scorer"]["n_choices"] == 4

@@ -57,7 +57,7 @@ _L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'’])"
 #: not ``the answer is a bit long``)
 _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’])"
 _MARKERS = (
-    r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
+    r"(?i:\b(?:answers?|option|choice)\b(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
     r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
     r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta)\b)"
 )
@@ -90,12 +90,33 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "contrast",
         re.compile(
-            r"(?i:\b(?:can)?not\b|n[’']t\b)[^\n]{0,80}?(?i:\b(?:it\s+is|it[’']s|but|rather|instead))"
+            r"(?i:\b(?:can)?not\b|n[’']t\b|\bnone\b)[^\n]{0,80}?"
+            r"(?i:\b(?:it\s+is|it[’']s|but|rather|instead))"
             r"\s*(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
         ),
     ),
-    ("leading", re.compile(r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?[.):](?=[ \t]|$)")),
+    (
+        "leading",
+        re.compile(
+            r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?"
+            r"(?:[.):](?=[ \t]|$)|(?=[ \t]*(?:,|/|\bor\b)))"
+        ),
+    ),
+    (
+        "named",
+        re.compile(
+            r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?" + _L + r"(?:\*\*|[\)\]])?[ \t]+"
+            r"(?i:(?:is|seems|looks)[ \t]+(?:to[ \t]+be[ \t]+)?(?:the[ \t]+)?"
+            r"(?:correct|right|best|closest|most[ \t]+(?:likely|accurate|plausible)"
+            r"|(?:correct|right|best|final)[ \t]+(?:answer|choice|option)|answer)\b)"
+        ),
+    ),
+    ("bare", re.compile(r"(?m)^[ \t>*_]*[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*" + _L)),
 )
+#: rules that state the answer (a marker, a box, a declaring verb or phrase, the turn after
+#: a negation, a leading or bare-marked letter): the last of these is the answer, and
+#: letters discussed around it (``(A) is incorrect because ...``) are not
+_DECLARING = frozenset({"marker", "boxed", "declared", "contrast", "leading", "named", "bare"})
 #: rules whose letter is read past capitals that are words, as after a marker
 _PHRASED = frozenset({"marker", "declared", "contrast"})
 #: a letter right after a negation is never the answer: ``not A``, ``isn't (A)``,
@@ -163,8 +184,15 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
     word when a lower-case phrase follows it, so with nine or more choices ``Answer: I
     think it is B`` reads B, never I. Full-width forms read as ASCII (``Answer: Ｃ``), and
     a letter right after a negation (``not A``, ``isn't (A)``) is never an answer."""
+    return _scan(text, valid)[0]
+
+
+def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[int]]:
+    """:func:`find_letters`, and the starts of the letters some declaring rule states
+    (``I pick **B**`` is bold and declared)."""
     text = narrow(text)
     found: list[tuple[int, int, str, str]] = []
+    declared: set[int] = set()
     for rule, pattern in _RULES:
         for m in pattern.finditer(text):
             read = _past_words(text, m) if rule in _PHRASED else None
@@ -173,13 +201,63 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
             letter, start, end = read or (m.group("letter").upper(), m.start("letter"), m.end())
             if _NEGATED.search(text, max(0, start - 40), start):
                 continue
-            if letter in valid and not any(s <= start < e for s, e, _, _ in found):
+            if letter not in valid:
+                continue
+            if rule in _DECLARING and not (rule == "marker" and _NAMING.match(m.group())):
+                declared.add(start)
+            if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
-    return sorted(found)
+    return sorted(found), declared
+
+
+#: ``option (D)``, ``choice C``: a marker word that names an option without stating it as
+#: the answer (no ``is``, no colon), as in an explanation
+_NAMING = re.compile(r"(?i)\s*(?:option|choice)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
+
+
+def _answer_of(found: list[tuple[int, int, str, str]], declared: set[int]) -> int:
+    """Index in ``found`` of the answer: the last stated one, else the last one."""
+    stated = [i for i, f in enumerate(found) if f[0] in declared]
+    return stated[-1] if stated else len(found) - 1
+
+
+#: what wraps a reply that is a choice's text: markers, emphasis, quotes, a full stop
+_TEXT_WRAP = re.compile(
+    r"\A(?i:(?:the\s+)?(?:final\s+|correct\s+)?(?:answer|choice|option)\s*(?:is|:)?\s*)?"
+    r"(?P<text>.*?)[\s.!]*\Z",
+    re.DOTALL,
+)
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.replace("*", "").strip(" \t\n\"'“”‘’`").casefold().split())
+
+
+def _by_text(response: str, texts: dict[str, str]) -> str | None:
+    """The letter whose choice text the whole reply is (``Berlin``, ``The answer is
+    Berlin.``), when exactly one choice's text matches; else None."""
+    m = _TEXT_WRAP.match(response.strip())
+    said = _fold(m.group("text") if m else response)
+    if not said:
+        return None
+    hits = [letter for letter, text in texts.items() if _fold(text) == said]
+    if len(hits) == 1:
+        return hits[0]
+    # the letter and its own text: ``B Mercury``, ``(B) Mercury``, ``B) Mercury``
+    lead = re.match(r"\(?([A-Z])[.):]?\s+(.+)\Z", m.group("text").strip() if m else "", re.S)
+    if lead and lead.group(1) in texts and _fold(texts[lead.group(1)]) == _fold(lead.group(2)):
+        return lead.group(1)
+    return None
 
 
 class ChoiceScorer(Scorer):
-    """1.0 when the response's answer letter names the target choice."""
+    """1.0 when the response's answer letter names the target choice.
+
+    The choices come from each row's list (``choices_field``, shown with ``lettered``) or,
+    for options written into the question, from ``n_choices`` / ``letters``: then the
+    target is a valid letter (or an index from ``index_base``) and a reply is read by its
+    letter only (no choice texts to match).
+    """
 
     def __init__(self, spec: ChoiceScorerSpec) -> None:
         self.spec = spec
@@ -193,28 +271,39 @@ class ChoiceScorer(Scorer):
             value = value[part]
         return value
 
-    def _target_index(self, target: str | None, n: int) -> int:
+    def _target_index(self, target: str | None, letters: str) -> int:
+        """The target's position among ``letters`` (a letter, or an index from
+        ``index_base``). Raises ValueError naming the valid forms."""
         text = (target or "").strip()
-        if len(text) == 1 and text.upper() in LETTERS[:n]:
-            return LETTERS.index(text.upper())
+        n = len(letters)
+        if len(text) == 1 and text.upper() in letters:
+            return letters.index(text.upper())
         if re.fullmatch(r"-?\d+", text):
             index = int(text) - self.spec.index_base
             if 0 <= index < n:
                 return index
         raise ValueError(
-            f"target {text!r} names none of the {n} choices (a letter A-{LETTERS[n - 1]} or "
-            f"an index from {self.spec.index_base})"
+            f"target {text!r} names none of the {n} choices (a letter {letters[0]}-"
+            f"{letters[-1]} or an index from {self.spec.index_base})"
         )
 
     def check(self, first: ScoreInput) -> None:
-        """The first row must hold the choices and a target naming one; the prompt must
-        show them as the scorer letters them.
+        """The first row must hold the choices (unless ``n_choices`` / ``letters`` says the
+        question shows them) and a target naming one; the prompt must show the choices as
+        the scorer letters them.
 
         Raises:
             SpecError: naming the field or the template to fix (``target`` when the spec
                 has none).
         """
         require_target(first, "scorer: the choice scorer")
+        valid = self.spec.valid_letters
+        if valid is not None:
+            try:
+                self._target_index(first.target, valid)
+            except ValueError as exc:
+                raise SpecError(f"target: the first sample's {exc}") from None
+            return
         try:
             choices = self._choices(first.sample.row)
             shown = options(choices, self.spec.shuffle_seed)
@@ -222,12 +311,13 @@ class ChoiceScorer(Scorer):
             have = ", ".join(sorted(first.sample.row)) or "(none)"
             raise SpecError(
                 f"scorer.choices_field: the first row has no '{self.spec.choices_field}' (it "
-                f"has {have}); name the row's list of choices"
+                f"has {have}); name the row's list of choices, or give scorer.n_choices when "
+                "the question itself shows the options"
             ) from None
         except ValueError as exc:
             raise SpecError(f"scorer.choices_field: the first row's choices: {exc}") from None
         try:
-            self._target_index(first.target, len(choices))
+            self._target_index(first.target, LETTERS[: len(choices)])
         except ValueError as exc:
             raise SpecError(f"target: the first sample's {exc}") from None
         block = "\n".join(f"{letter}. {text}" for letter, _, text in shown)
@@ -239,13 +329,28 @@ class ChoiceScorer(Scorer):
                 f"them with {{{{ {self.spec.choices_field} | {call} }}}}"
             )
 
+    def _shown(self, item: ScoreInput) -> tuple[list[tuple[str, int, str]], int]:
+        """``(letter, index, text)`` as shown and the target's index. Raises KeyError or
+        ValueError when the row cannot be scored."""
+        valid = self.spec.valid_letters
+        if valid is not None:
+            return [(letter, i, "") for i, letter in enumerate(valid)], self._target_index(
+                item.target, valid
+            )
+        choices = self._choices(item.sample.row)
+        shown = options(choices, self.spec.shuffle_seed)
+        return shown, self._target_index(item.target, LETTERS[: len(choices)])
+
     def score(self, item: ScoreInput) -> Score:
-        """Read the last answer letter and compare; the detail records the letter, its
-        rule, the choice it names, the target's letter as shown, and any ambiguity."""
+        """Read the answer and compare; the detail records the letter, its rule, the
+        choice it names, the target's letter as shown, and any ambiguity.
+
+        The answer is the last letter a declaring rule states (a marker, a box, a
+        declaring verb or phrase, a leading or bare-marked letter), else the last
+        well-formed letter; a reply that is exactly one choice's text names that choice.
+        """
         try:
-            choices = self._choices(item.sample.row)
-            shown = options(choices, self.spec.shuffle_seed)
-            target = self._target_index(item.target, len(choices))
+            shown, target = self._shown(item)
         except (KeyError, ValueError) as exc:  # the dataset's fault: no score, never a 0
             message = f"cannot score this row: {exc}: fix the dataset row"
             return scorer_error({"extracted": None}, "bad_row", message)
@@ -260,14 +365,20 @@ class ChoiceScorer(Scorer):
         if self.spec.shuffle_seed is not None:
             detail["permutation"] = [index for _, index, _ in shown]
         response = narrow(item.response)
-        found = find_letters(response, "".join(by_letter))
+        valid = "".join(by_letter)
+        texts = {letter: text for letter, _, text in shown if text}
+        if (letter := _by_text(response, texts)) is not None:
+            detail.update(extracted=letter, rule="text", choice_index=by_letter[letter])
+            return Score(float(by_letter[letter] == target), detail)
+        found, declared = _scan(response, valid)
         if not found:
             detail["reason"] = "no answer letter in the response"
             return Score(0.0, detail)
-        start, _, letter, rule = found[-1]
+        at = _answer_of(found, declared)
+        _, _, letter, rule = found[at]
         detail.update(extracted=letter, rule=rule, choice_index=by_letter[letter])
-        named = _listed_after(response, found[-1], "".join(by_letter))
-        named |= _listed_before(response, found)
+        named = _listed_after(response, found[at], valid)
+        named |= _listed_before(response, found[: at + 1])
         if len(named) > 1:
             detail["ambiguous"] = sorted(named)
             detail["reason"] = f"the final answer names {len(named)} letters"
@@ -275,7 +386,17 @@ class ChoiceScorer(Scorer):
         return Score(float(by_letter[letter] == target), detail)
 
 
-_MORE = re.compile(r"[\)\]]?(?:\*\*)?\s*(?:,|/|&|\bor\b|\band\b)\s*(?:\*\*|[\(\[])?\s*" + _ML)
+#: a second letter offered beside the answer, hedged or not: ``B or C``, ``B/C``, ``B or
+#: maybe C``, ``B, or possibly C``, ``B, perhaps C``
+_HEDGE = r"(?i:maybe|perhaps|possibly|probably|potentially|even|also|else)"
+_MORE = re.compile(
+    r"[\)\]]?(?:\*\*)?\s*(?:,?\s*(?:/|&|\bor\b|\band\b)(?:\s+"
+    + _HEDGE
+    + r"\b)?|,(?:\s*"
+    + _HEDGE
+    + r"\b)?)\s*(?:\*\*|[\(\[])?\s*"
+    + _ML
+)
 
 
 def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:

@@ -81,6 +81,52 @@ class ChoiceScorerSpec(_Strict):
         description="Shuffle each sample's choices stably with this seed (to measure position "
         "bias); the prompt must render them with lettered(shuffle_seed=<the same seed>).",
     )
+    n_choices: int | None = Field(
+        None,
+        ge=2,
+        le=26,
+        description="For options already written in the question (MMLU-style CSVs with an "
+        "answer letter): how many there are, lettered A, B, ...; no list of choices needed.",
+    )
+    letters: str | None = Field(
+        None,
+        description="For options already written in the question: the valid answer letters "
+        "(e.g. ABCDE); no list of choices needed.",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> ChoiceScorerSpec:
+        if self.n_choices is not None and self.letters is not None:
+            raise ValueError("give n_choices or letters, not both")
+        letters = self.letters
+        if letters is not None and (
+            not re.fullmatch(r"[A-Z]{2,26}", letters) or len(set(letters)) != len(letters)
+        ):
+            raise ValueError(
+                f"letters {letters!r}: give 2 to 26 distinct capital letters, e.g. ABCD"
+            )
+        if self.valid_letters is not None:
+            if self.shuffle_seed is not None:
+                raise ValueError(
+                    "shuffle_seed needs the row's list of choices; drop it with "
+                    "n_choices or letters (options written in the question cannot be shuffled)"
+                )
+            if "choices_field" in self.model_fields_set:
+                raise ValueError(
+                    "give choices_field (a list of choices in each row) or n_choices/letters "
+                    "(options written in the question), not both"
+                )
+        return self
+
+    @property
+    def valid_letters(self) -> str | None:
+        """The answer letters when the options are written in the question (from
+        ``letters`` or ``n_choices``), or None when each row holds its list of choices."""
+        if self.letters is not None:
+            return self.letters
+        if self.n_choices is not None:
+            return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: self.n_choices]
+        return None
 
 
 class MathScorerSpec(_Strict):
