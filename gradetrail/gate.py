@@ -34,6 +34,7 @@ one-line message that says what to fix.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -128,6 +129,11 @@ class GateResult:
             hash, file hashes; see :func:`gradetrail.manifest.identity_differences`),
             empty when they match.
         paired: all n paired sample ids, in the baseline's order (empty when unpaired).
+        exact_p: binary scores tested against a null boundary of 0 (superiority, or
+            non-inferiority at margin 0): the exact one-sided p-value (paired: McNemar's
+            exact conditional test, the discordant pairs binomial at 1/2; unpaired:
+            Fisher's exact test), which the verdict may never be more liberal than (the
+            comparison fails when it exceeds `alpha`); None otherwise.
     """
 
     passed: bool
@@ -178,6 +184,7 @@ class GateResult:
     reason: str = ""
     identity_differences: tuple[str, ...] = ()
     paired: tuple[str, ...] = ()
+    exact_p: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -411,6 +418,10 @@ def _paired(
     discordant = stats.discordant_counts(b, c) if binary else None
     diffs = stats.paired_differences(b, c)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
+    exact = None
+    if discordant is not None and _exact_applies(common):
+        exact = stats.mcnemar_exact_greater(*discordant)
+        verdict = _no_more_liberal(verdict, exact, common["alpha"], "McNemar's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
         n=len(shared),
@@ -428,6 +439,7 @@ def _paired(
         n_baseline=len(shared),
         n_candidate=len(shared),
         omega2=_variance(diffs),
+        exact_p=exact,
         **common,
     )
 
@@ -458,8 +470,14 @@ def _unpaired(
     interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
     interval = _clipped(interval, b, c, notes)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
+    exact = None
+    if binary and _exact_applies(common):
+        xb, xc = round(sum(b)), round(sum(c))
+        exact = stats.fisher_exact_greater(xb, len(b), xc, len(c))
+        verdict = _no_more_liberal(verdict, exact, common["alpha"], "Fisher's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
+        exact_p=exact,
         n=len(b) + len(c),
         only_baseline=None,
         only_candidate=None,
@@ -474,6 +492,29 @@ def _unpaired(
         n_candidate=len(c),
         omega2=_variance(b) + _variance(c),
         **common,
+    )
+
+
+def _exact_applies(common: dict[str, Any]) -> bool:
+    """The test's null boundary is 0 (superiority, or non-inferiority at margin 0), where
+    an exact test of binary scores exists: McNemar's (paired) or Fisher's (unpaired)."""
+    return common["margin"] == 0 and common["test"] in ("superiority", "non-inferiority")
+
+
+def _no_more_liberal(
+    verdict: hypotheses.Verdict, exact: float, alpha: float, name: str, notes: list[str]
+) -> hypotheses.Verdict:
+    """``verdict`` made no more liberal than the exact one-sided test: it fails when the
+    exact p-value exceeds alpha, and reports the larger p-value. The asymptotic intervals
+    (Tango's, Newcombe's) can pass on a handful of discordant pairs or samples where the
+    exact test cannot reject (0/5 vs 5/5 paired: McNemar's exact one-sided p = 1/32)."""
+    if verdict.passed and exact > alpha:
+        notes.append(
+            f"the interval alone would pass, but {name} one-sided test gives p = {exact:.3g} "
+            f"> alpha {alpha:g}: too few samples (or discordant pairs) to conclude"
+        )
+    return hypotheses.Verdict(
+        verdict.passed and exact <= alpha, max(verdict.p_value, exact), verdict.bounds
     )
 
 
@@ -558,7 +599,7 @@ def _paired_interval(
         interval = compute(baseline, candidate, clusters, confidence)
     except ValueError as exc:
         raise GateError(f"{exc}: gate runs with more clusters, or without clusters") from None
-    _require_spread(interval, n, "paired differences")
+    _require_spread(interval, n, "paired differences", interval.delta)
     return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
 
 
@@ -587,7 +628,8 @@ def _unpaired_interval(
         se = math.hypot(stats.standard_error(b), stats.standard_error(c))
         z = stats.normal_quantile(confidence)
         interval = stats.Interval(delta, delta - z * se, delta + z * se, se, "z")
-    _require_spread(interval, len(b) + len(c), "scores of both runs")
+    means = (math.fsum(b) / len(b), math.fsum(c) / len(c))
+    _require_spread(interval, len(b) + len(c), "scores of both runs", max(map(abs, means)))
     return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
 
 
@@ -616,9 +658,12 @@ def _clustered_unpaired(
     return stats.Interval(delta, delta - q * se, delta + q * se, se, method, df_out, g_b + g_c)
 
 
-def _require_spread(interval: stats.Interval, n: int, what: str) -> None:
-    """Refuse a zero-width (or undefined) interval: it would pass on no evidence."""
-    if interval.se > 0 and math.isfinite(interval.se):
+def _require_spread(interval: stats.Interval, n: int, what: str, scale: float) -> None:
+    """Refuse a zero-width (or undefined) interval: it would pass on no evidence. A
+    standard error below 10 machine epsilons of ``scale`` (the size of the means: the
+    mean difference paired, the larger mean unpaired) is rounding noise of equal values
+    and is refused like 0, as R's ``t.test`` refuses "essentially constant" data."""
+    if interval.se > 10 * sys.float_info.epsilon * abs(scale) and math.isfinite(interval.se):
         return
     raise GateError(
         f"the {what} have no variance over {n} samples (each difference "
@@ -684,6 +729,9 @@ def _reason(r: GateResult) -> str:
             f"(-{r.margin:g}, +{r.margin:g})"
         )
     parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}, {level} {decided}"]
+    if r.exact_p is not None and r.exact_p > r.alpha:
+        exact = "Fisher's" if r.unpaired else "McNemar's"
+        parts.append(f"{exact} exact one-sided p {r.exact_p:.3g} > alpha {r.alpha:g}")
     if r.p_adjusted is not None:
         parts.append(
             f"Holm-adjusted p {r.p_adjusted:.3g} {'<=' if r.passed else '>'} alpha "
