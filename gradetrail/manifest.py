@@ -353,6 +353,11 @@ class Manifest(BaseModel):
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cache_hits: int = 0
     score: ScoreStats | None = None
+    metrics: dict[str, ScoreStats] | None = Field(
+        None,
+        description="With several scorers (scorers:), each metric's statistics by name, the "
+        "primary's equal to score; null with one scorer.",
+    )
     judge: JudgeStats | None = Field(
         None, description="Judge calls, cache hits, tokens, cost and errors per reason."
     )

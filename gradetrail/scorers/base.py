@@ -32,6 +32,9 @@ class ScoreInput:
         tools: the tool definitions the request offered (``{"name", "description",
             "parameters"}``, parameters a JSON Schema), for scorers that read their
             argument types.
+        response_meta: what the provider reported with the response (``stop_reason``,
+            ``truncated``, ``served_model``, ``input_tokens``, ``output_tokens``,
+            ``cost_usd``, ``latency_s``, ``cached``), or None when not known (a check).
     """
 
     sample: Sample
@@ -42,6 +45,7 @@ class ScoreInput:
     response: str
     tool_calls: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
+    response_meta: dict[str, Any] | None = None
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
@@ -56,12 +60,15 @@ class Score:
         error: why no score could be given (a ``judge_error`` row), or None.
         judge: what the judge calls behind this score did and cost, or None for scorers
             that call no model.
+        metrics: with several scorers (``scorers:``), each metric's value by name (None
+            for a metric that could not score this row); None with one scorer.
     """
 
     value: float | None
     detail: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     judge: JudgeRecord | None = None
+    metrics: dict[str, float | None] | None = None
 
 
 def scorer_error(detail: dict[str, Any], reason: str, message: str) -> Score:

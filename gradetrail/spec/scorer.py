@@ -318,6 +318,35 @@ class PairwiseScorerSpec(_JudgeBase):
     )
 
 
+class PythonScorerSpec(_Strict):
+    """A scorer the user writes: a Python function, sync or async, that receives the
+    sample (:class:`gradetrail.scorers.python.ScoredSample`: row, rendered prompt, target,
+    response and its metadata) and returns a number in [0, 1], a bool, or a
+    :class:`gradetrail.Score` with a detail dict. Its module file's SHA-256 enters the
+    run's identity; it runs under ``run.score_timeout_s``; an exception is a scorer error
+    row naming the function."""
+
+    type: Literal["python"]
+    function: str = Field(
+        description="The function as module:name, e.g. mypkg.grading:score (the module is "
+        "imported with the spec's directory and the working directory on sys.path)."
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> PythonScorerSpec:
+        module, sep, name = self.function.partition(":")
+        if (
+            not sep
+            or not name.isidentifier()
+            or not all(part.isidentifier() for part in module.split("."))
+        ):
+            raise ValueError(
+                f"function {self.function!r}: name it as module:function, e.g. "
+                "mypkg.grading:score (a dotted module, a colon, a function name)"
+            )
+        return self
+
+
 ScorerSpec = Annotated[
     ExactScorerSpec
     | RegexScorerSpec
@@ -326,7 +355,8 @@ ScorerSpec = Annotated[
     | MathScorerSpec
     | JudgeScorerSpec
     | PairwiseScorerSpec
-    | ToolCallsScorerSpec,
+    | ToolCallsScorerSpec
+    | PythonScorerSpec,
     Field(discriminator="type"),
 ]
 

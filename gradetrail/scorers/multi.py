@@ -1,0 +1,103 @@
+"""Several scorers a run (``scorers:``): each row records every metric; one is primary.
+
+The primary metric is the row's ``score`` (and its ``state``, ``error`` and ``judge``):
+what ``gate``, ``--min-score`` and the summary's headline use by default. Every metric's
+value is in the row's ``metrics`` (``{name: value or null}``), and the other metrics'
+details and errors under ``scorer.metrics`` (``{name: {"value", "detail", "error"}}``). A
+metric that fails on a row is null there, and its error is recorded; the row stays scored
+when the primary scored it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gradetrail.errors import DatasetError, SpecError
+from gradetrail.scorers.base import Score, ScoreInput, Scorer
+
+if TYPE_CHECKING:
+    from gradetrail.cache import ResponseCache
+    from gradetrail.executors.base import Executor
+
+__all__ = ["MultiScorer"]
+
+
+class MultiScorer(Scorer):
+    """Named scorers run on every response; the pipeline scores each in turn (a
+    synchronous one under the run's time bound) and :meth:`combine` makes the row's Score.
+
+    Args:
+        scorers: ``(name, scorer)`` in the spec's order, names unique.
+        primary: the primary metric's name (one of ``scorers``).
+
+    Raises:
+        ValueError: ``primary`` names none of the scorers.
+    """
+
+    def __init__(self, scorers: list[tuple[str, Scorer]], primary: str) -> None:
+        if primary not in {name for name, _ in scorers}:
+            raise ValueError(f"primary metric {primary!r} is none of the scorers")
+        self.scorers = scorers
+        self.primary = primary
+        self.wants_meta = any(getattr(s, "wants_meta", False) for _, s in scorers)
+
+    def combine(self, scores: list[tuple[str, Score]]) -> Score:
+        """The row's Score: the primary's value, detail, error and judge record, with every
+        metric's value in ``metrics`` and the others' details under ``detail.metrics``."""
+        by_name = dict(scores)
+        main = by_name[self.primary]
+        others = {
+            name: {"value": s.value, "detail": s.detail, "error": s.error}
+            for name, s in scores
+            if name != self.primary
+        }
+        detail = {**main.detail, "metrics": others}
+        metrics = {name: (s.value if s.error is None else None) for name, s in scores}
+        return Score(main.value, detail, main.error, main.judge, metrics)
+
+    def score(self, item: ScoreInput) -> Score:
+        """Every scorer in turn, synchronously (the pipeline instead scores each one with
+        the run's time bound); for use outside a run."""
+        return self.combine([(name, s.score(item)) for name, s in self.scorers])
+
+    def check(self, first: ScoreInput) -> None:
+        """Each scorer's check, its error naming the metric.
+
+        Raises:
+            SpecError: from a scorer's check, prefixed ``scorers[NAME]``.
+        """
+        for name, scorer in self.scorers:
+            try:
+                scorer.check(first)
+            except SpecError as exc:
+                raise SpecError(f"scorers[{name}]: {exc}") from None
+
+    def check_row(self, item: ScoreInput) -> None:
+        """Each scorer's row check, its error naming the metric.
+
+        Raises:
+            SpecError, DatasetError: from a scorer, prefixed ``scorers[NAME]``.
+        """
+        for name, scorer in self.scorers:
+            try:
+                scorer.check_row(item)
+            except (SpecError, DatasetError) as exc:
+                raise type(exc)(f"scorers[{name}]: {exc}") from None
+
+    def identity(self) -> dict[str, Any]:
+        """Every scorer's identity material, keyed ``NAME.key``."""
+        return {
+            f"{name}.{key}": value
+            for name, scorer in self.scorers
+            for key, value in scorer.identity().items()
+        }
+
+    async def bind(self, cache: ResponseCache | None, executor: Executor) -> None:
+        """Bind every scorer to the run's services."""
+        for _, scorer in self.scorers:
+            await scorer.bind(cache, executor)
+
+    async def aclose(self) -> None:
+        """Close every scorer."""
+        for _, scorer in self.scorers:
+            await scorer.aclose()
