@@ -134,6 +134,7 @@ class GateResult:
             exact conditional test, the discordant pairs binomial at 1/2; unpaired:
             Fisher's exact test), which the verdict may never be more liberal than (the
             comparison fails when it exceeds `alpha`); None otherwise.
+        metric: the metric gated (``--metric``), or None for the runs' primary score.
     """
 
     passed: bool
@@ -185,6 +186,7 @@ class GateResult:
     identity_differences: tuple[str, ...] = ()
     paired: tuple[str, ...] = ()
     exact_p: float | None = None
+    metric: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -247,6 +249,7 @@ def regression_gate(
     unpaired: bool = False,
     reducer: str | None = None,
     pass_k: int | None = None,
+    metric: str | None = None,
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -268,6 +271,8 @@ def regression_gate(
             for runs on different samples.
         reducer: gate both runs on this reducer instead of their own ``run.reducer``
             (with `pass_k` for pass_at_k).
+        metric: runs with several scorers (``scorers:``): gate this metric instead of the
+            primary score (a row where it is null counts as an error row).
 
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets or
@@ -280,6 +285,14 @@ def regression_gate(
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
     base = gate_runs.load_run(baseline, "baseline")
     cand = gate_runs.load_run(candidate, "candidate")
+    if metric is not None:
+        from gradetrail.scorers.multi import metric_rows
+
+        try:
+            base = replace(base, rows=metric_rows(base.rows, metric, "baseline"))
+            cand = replace(cand, rows=metric_rows(cand.rows, metric, "candidate"))
+        except ValueError as exc:
+            raise GateError(str(exc)) from None
     # runs on different samples are what --unpaired is for: their datasets differ
     gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
     if not allow_partial:
@@ -306,6 +319,7 @@ def regression_gate(
         "pass_k": k if red == "pass_at_k" else None,
         "alpha": (1 - confidence) / 2,
         "identity_differences": tuple(identity_differences(base.manifest, cand.manifest)),
+        "metric": metric,
     }
     notes = _warnings(base, cand, b_unscored + c_unscored, gate_runs.reducer_label(red, k))
     if unpaired:
@@ -728,7 +742,8 @@ def _reason(r: GateResult) -> str:
             f"[{lo:+.4f}, {hi:+.4f}] {'inside' if inside else 'not inside'} "
             f"(-{r.margin:g}, +{r.margin:g})"
         )
-    parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}, {level} {decided}"]
+    gated = f" of metric {r.metric}" if r.metric else ""
+    parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}{gated}, {level} {decided}"]
     if r.exact_p is not None and r.exact_p > r.alpha:
         exact = "Fisher's" if r.unpaired else "McNemar's"
         parts.append(f"{exact} exact one-sided p {r.exact_p:.3g} > alpha {r.alpha:g}")

@@ -101,3 +101,33 @@ class MultiScorer(Scorer):
         """Close every scorer."""
         for _, scorer in self.scorers:
             await scorer.aclose()
+
+
+def metric_rows(rows: list[dict[str, Any]], metric: str, label: str) -> list[dict[str, Any]]:
+    """A run's rows with ``metric``'s value as each row's score (what ``gate --metric``
+    gates): a row whose metric is null (the metric failed there, or the row is an error
+    row) is an error row of that metric.
+
+    Args:
+        rows: the run's ``results.jsonl`` rows.
+        metric: a metric name of the run's ``scorers:``.
+        label: ``baseline`` or ``candidate``, for the message.
+
+    Raises:
+        ValueError: the run records no metrics, or none of that name (naming those it has).
+    """
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update(dict.fromkeys(row.get("metrics") or {}))
+    if metric not in names:
+        have = ", ".join(names) or "none: it was run with one scorer"
+        raise ValueError(
+            f"the {label} run has no metric {metric!r} (its metrics: {have}); name one of "
+            "them, or leave out --metric to gate the primary score"
+        )
+    out = []
+    for row in rows:
+        value = (row.get("metrics") or {}).get(metric)
+        state = "scored" if value is not None else "metric_error"
+        out.append({**row, "score": value, "state": state})
+    return out
