@@ -89,10 +89,9 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     # judge file and baseline enter through their content hashes, not their paths
     body.get("scorer", {}).pop("file", None)
     body.get("scorer", {}).pop("baseline", None)
-    # choice options counted instead of listed: absent keys keep older hashes valid
-    for key in ("n_choices", "letters"):
-        if body.get("scorer", {}).get(key, 0) is None:
-            body["scorer"].pop(key)
+    for named in body.get("scorers") or []:  # several scorers: the same for each
+        named.get("scorer", {}).pop("file", None)
+        named.get("scorer", {}).pop("baseline", None)
     return body
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, model_serializer, model_validator
 
 from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
@@ -117,6 +117,16 @@ class ChoiceScorerSpec(_Strict):
                     "(options written in the question), not both"
                 )
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_absent_counts(self, handler: Any) -> Any:
+        # a spec without n_choices / letters dumps as before: its hashes are kept
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("n_choices", "letters"):
+                if data.get(key, 0) is None:
+                    data.pop(key)
+        return data
 
     @property
     def valid_letters(self) -> str | None:
