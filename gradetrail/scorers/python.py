@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import inspect
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +109,10 @@ class PythonScorer(Scorer):
         self.spec = spec
         self.timeout_s = timeout_s
         module_name, _, name = spec.function.partition(":")
+        loaded = sys.modules.get(module_name)
         module = import_user_module(module_name, base_dir, "scorer.function")
+        if loaded is not None:  # imported before (a run in this process): run the code
+            module = _reloaded(module, module_name)  # whose hash enters the identity
         fn = getattr(module, name, None)
         if not callable(fn):
             have = sorted(n for n, v in vars(module).items() if callable(v) and n[0] != "_")
@@ -171,6 +176,18 @@ class PythonScorer(Scorer):
                 "number in [0, 1], a bool, or a gradetrail.Score",
             )
         return Score(float(value), detail)
+
+
+def _reloaded(module: Any, module_name: str) -> Any:
+    """``module`` re-executed from its file, so the function run is the file's current
+    code. Raises SpecError when re-executing it fails."""
+    try:
+        return importlib.reload(module)
+    except (Exception, SystemExit) as exc:
+        raise SpecError(
+            f"scorer.function: re-importing {module_name!r} raised {type(exc).__name__}: "
+            f"{exc}; fix the module"
+        ) from None
 
 
 class AsyncPythonScorer(PythonScorer):
