@@ -192,3 +192,31 @@ def test_a_metric_failing_on_a_row_leaves_the_row_scored(cli, tmp_path: Path) ->
     assert row["metrics"] == {"exact": 1.0, "picky": None}
     error = row["scorer"]["metrics"]["picky"]["error"]
     assert "grading_m:picky raised RuntimeError: no opinion on 3" in error["message"]
+
+
+def test_diff_and_junit_show_each_metric(cli, tmp_path: Path) -> None:
+    """diff lists each metric's mean in both runs and compares --metric's values; the
+    gate's JUnit names the metric it gated."""
+    base = _run(cli, "175b_finetuning")["run_dir"]
+    cand = _run(cli, "175b_verification")["run_dir"]
+    out = json.loads(cli("diff", base, cand, "--json").stdout)
+    assert out["metrics"]["accuracy"]["baseline"] == pytest.approx(458 / 1319, abs=1e-12)
+    assert out["metrics"]["accuracy"]["candidate"] == pytest.approx(742 / 1319, abs=1e-12)
+    assert set(out["metrics"]) == {"accuracy", "arithmetic"} and out["metric"] is None
+    text = cli("diff", base, cand).stdout
+    assert "accuracy: 0.3472 -> 0.5625 (+0.2153)" in text
+    by_metric = json.loads(cli("diff", base, cand, "--metric", "arithmetic", "--json").stdout)
+    assert by_metric["metric"] == "arithmetic" and by_metric["gate"]["metric"] == "arithmetic"
+    rows_b = {r["sample_id"]: r for r in gradetrail.read_results(base)}
+    rows_c = {r["sample_id"]: r for r in gradetrail.read_results(cand)}
+    worse = {
+        sid
+        for sid in rows_b
+        if rows_c[sid]["metrics"]["arithmetic"] < rows_b[sid]["metrics"]["arithmetic"]
+    }
+    assert by_metric["counts"]["regressed"] == len(worse) > 0
+    junit = tmp_path / "gate.xml"
+    cli("gate", base, cand, "--metric", "arithmetic", "--junit", str(junit))
+    xml = junit.read_text()
+    assert 'name="non-inferiority (arithmetic)"' in xml
+    assert '<property name="metric" value="arithmetic"' in xml
