@@ -466,3 +466,46 @@ def test_the_identity_of_a_choice_spec_without_the_new_keys_is_unchanged() -> No
     assert "n_choices" not in body["scorer"] and "letters" not in body["scorer"]
     counted = ChoiceScorerSpec(type="choice", n_choices=4).model_dump(mode="json")
     assert identity_body({"scorer": counted})["scorer"]["n_choices"] == 4
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Venus and Mars are not it. Therefore B.",
+        "Options A, C and D all fail, so B.",
+        "It's B. A common mistake is choosing A.",  # a gerund describes, it does not choose
+        "That is B; picking (D) would confuse it with Earth.",
+    ],
+)
+def test_a_concluding_letter_beats_letters_discussed_around_it(response: str) -> None:
+    """``Therefore B.``, ``so B.``, ``It's B.`` state the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("B, though C is also plausible", ["B", "C"]),
+        ("Answer: B, but D could be right as well", ["B", "D"]),
+        ("The answer is B (A might also work)", ["A", "B"]),
+    ],
+)
+def test_a_hedge_later_in_the_answers_sentence_is_ambiguous(
+    response: str, letters: list[str]
+) -> None:
+    """A second letter hedged in the answer's own sentence makes the reply ambiguous."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["It is Mercury.", "Mercury is the correct answer.", "My answer is Mercury", "I pick Mercury"],
+)
+def test_a_choice_text_stated_in_a_short_sentence(response: str) -> None:
+    """A reply that states one choice's text, wrapped in a declaring phrase, is that
+    choice; a sentence that only mentions a text elsewhere is not read as one."""
+    s = choice(response)
+    assert (s.value, s.detail["rule"]) == (1.0, "text")
+    assert choice("The closest planet is Mercury, farther than the Sun").detail["rule"] is None

@@ -2,12 +2,20 @@
 
 The row's choices (``scorer.choices_field``, a list) are shown in the prompt with the
 ``lettered`` filter (:mod:`gradetrail.choices`), optionally shuffled per sample with a
-stable seed. The target names the correct choice in the row's own order: a letter
+stable seed. Options written into the question itself (MMLU-style CSVs with an answer
+letter) need no list: ``n_choices: 5`` (letters A-E) or ``letters: ABCDE`` says which
+letters are valid. The target names the correct choice in the row's own order: a letter
 (``C``) or an index (``2``, from ``index_base``).
 
-The answer is the last well-formed answer letter in the response, one of the letters
-shown (never a letter inside a word: ``Apple`` holds no ``A``). Well-formed, from most
-to least explicit:
+The answer is the last letter the reply *states* (by ``marker``, ``boxed``,
+``declared``, ``contrast``, ``leading``, ``named``, ``bare`` or ``concluded`` below),
+else the last well-formed answer letter: letters discussed while explaining the other
+options (``The answer is B. (A) is incorrect because ...``, ``Option (D) would need
+...``, ``a common mistake is choosing D``) are not the answer. Only letters shown count
+(never a letter inside a word: ``Apple`` holds no ``A``). A reply that is exactly one
+choice's text (``Berlin``, ``It is Berlin.``, ``Berlin is the correct answer``; case,
+emphasis and a closing stop aside), or a letter with its own text (``B Berlin``), names
+that choice (rule ``text``). Well-formed, from most to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
   ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
@@ -27,14 +35,25 @@ to least explicit:
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``
-  (``C. 42``, ``**C)** Mars``).
+  (``C. 42``, ``**C)** Mars``), or with a letter and ``or`` / ``,`` (``B or maybe C``);
+- ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
+  ``B is closest``;
+- ``bare``: a line that starts with a colon: ``: B`` (and ``ANSWERS: A`` is a marker);
+- ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
+  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``.
+
+A marker word naming an option without stating it (``Option (D) would ...``, no ``is`` and
+no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do not
+state it.
 
 A letter right after a negation (``not A``, ``isn't (A)``, ``would not choose A``) is
 never an answer, and full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``).
 
 When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
-``B/C``, ``**B** **C**``, ``Answer: both A and C``), the reply is ambiguous: it scores 0
-and the row records both, never a guess. With a shuffle, the row records the permutation
+``B/C``, ``**B** **C**``, ``Answer: both A and C``), hedges between them (``B or maybe
+C``, ``B, or possibly C``, ``B, perhaps D``), or its sentence goes on to hedge toward
+another (``B, though C is also plausible``), the reply is ambiguous: it scores 0 and the
+row records both, never a guess. With a shuffle, the row records the permutation
 and the letter the target was shown under, so position bias can be measured.
 """
 
@@ -112,11 +131,25 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("bare", re.compile(r"(?m)^[ \t>*_]*[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*" + _L)),
+    (
+        "concluded",
+        re.compile(
+            r"(?im:(?:\b(?:therefore|thus|hence|so|consequently)|\bit(?:[’']s|\s+is|\s+must\s+be)"
+            r"|\bthat(?:[’']s|\s+is))[,:]?[ \t]+)(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])"
+            + _L
+            + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
+        ),
+    ),
 )
 #: rules that state the answer (a marker, a box, a declaring verb or phrase, the turn after
 #: a negation, a leading or bare-marked letter): the last of these is the answer, and
 #: letters discussed around it (``(A) is incorrect because ...``) are not
-_DECLARING = frozenset({"marker", "boxed", "declared", "contrast", "leading", "named", "bare"})
+_DECLARING = frozenset(
+    {"marker", "boxed", "declared", "contrast", "leading", "named", "bare", "concluded"}
+)
+#: a declaring verb as a gerund describes a choice rather than makes it (``a common
+#: mistake is choosing D``): its letter is found, but not stated
+_GERUND = re.compile(r"(?i)\A(?:choosing|picking|selecting)\b")
 #: rules whose letter is read past capitals that are words, as after a marker
 _PHRASED = frozenset({"marker", "declared", "contrast"})
 #: a letter right after a negation is never the answer: ``not A``, ``isn't (A)``,
@@ -203,7 +236,10 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[i
                 continue
             if letter not in valid:
                 continue
-            if rule in _DECLARING and not (rule == "marker" and _NAMING.match(m.group())):
+            if rule in _DECLARING and not (
+                (rule == "marker" and _NAMING.match(m.group()))
+                or (rule == "declared" and _GERUND.match(m.group()))
+            ):
                 declared.add(start)
             if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
@@ -223,8 +259,11 @@ def _answer_of(found: list[tuple[int, int, str, str]], declared: set[int]) -> in
 
 #: what wraps a reply that is a choice's text: markers, emphasis, quotes, a full stop
 _TEXT_WRAP = re.compile(
-    r"\A(?i:(?:the\s+)?(?:final\s+|correct\s+)?(?:answer|choice|option)\s*(?:is|:)?\s*)?"
-    r"(?P<text>.*?)[\s.!]*\Z",
+    r"\A(?i:(?:(?:my\s+|the\s+)?(?:final\s+|correct\s+)?(?:answer|choice|option)\s*(?:is|:)?"
+    r"|it\s+is|it[’']s|that\s+is|that[’']s|i\s+(?:choose|pick|select))\s*)?"
+    r"(?P<text>.*?)"
+    r"(?i:\s+(?:is\s+(?:the\s+)?(?:correct|right)(?:\s+(?:answer|choice|option))?"
+    r"|is\s+the\s+answer))?[\s.!]*\Z",
     re.DOTALL,
 )
 
@@ -379,6 +418,7 @@ class ChoiceScorer(Scorer):
         detail.update(extracted=letter, rule=rule, choice_index=by_letter[letter])
         named = _listed_after(response, found[at], valid)
         named |= _listed_before(response, found[: at + 1])
+        named |= _hedged_after(response, found[at], valid)
         if len(named) > 1:
             detail["ambiguous"] = sorted(named)
             detail["reason"] = f"the final answer names {len(named)} letters"
@@ -408,6 +448,31 @@ def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set
             letters.add(m.group("letter").upper())
         pos = m.end()
     return letters
+
+
+#: the rest of the answer's sentence hedges toward another letter: ``B, though C is also
+#: plausible``, ``B, but C could also work``, ``B (C might be right too)``
+_HEDGE_WORDS = re.compile(
+    r"(?i)\b(?:also|too|as\s+well|plausible|possibl[ey]|might|could|may|maybe|perhaps"
+    r"|not\s+sure|unsure|torn|alternatively)\b"
+)
+_OTHER_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?(?P<letter>[A-Z])(?![A-Za-z0-9'’])")
+
+
+def _hedged_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
+    """Letters the answer's own sentence hedges toward (``B, though C is also plausible``):
+    another valid letter in the rest of the sentence, with a hedging word there."""
+    rest = re.match(r"[^.!?\n]*", text[last[1] :]).group()  # type: ignore[union-attr]
+    if not _HEDGE_WORDS.search(rest):
+        return {last[2]}
+    others = {
+        m.group("letter")
+        for m in _OTHER_LETTER.finditer(rest)
+        if m.group("letter") in valid
+        and not _NEGATED.search(rest, max(0, m.start() - 40), m.start())
+        and m.group("letter") != "I"  # the pronoun
+    }
+    return {last[2], *others}
 
 
 _JOIN = re.compile(r"[\s*()\[\]]*(?:,|/|&|\bor\b|\band\b)?[\s*()\[\]]*", re.IGNORECASE)
