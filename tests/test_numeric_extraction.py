@@ -823,6 +823,7 @@ def test_unicode_vulgar_fractions_are_their_values(text: str, value: float) -> N
         ("所以总数等于一百零八。", 108.0),
         ("答案为三千二百万", 32_000_000.0),
         ("他们一共买了5个, 答案是六", 6.0),
+        ("他们一共有十五个", 15.0),  # after 一共 (in all)
     ],
 )
 def test_cjk_numerals_stating_an_answer(text: str, value: float) -> None:
@@ -872,6 +873,8 @@ def test_a_space_grouped_target_scores_its_number() -> None:
         ("That is 9 pens instead of 11", 9.0),
         ("Roughly 35% of 200 voters", 35.0),
         ("So 12.5 percent of the 80 students", 12.5),
+        ("That is 20% of the total 100", 20.0),
+        ("It is 3\u20444 of the cake", 0.75),  # the fraction slash
     ],
 )
 def test_a_stated_answer_beats_later_numbers(text: str, value: float) -> None:

@@ -717,7 +717,7 @@ _NOT_BEFORE = re.compile(
     r"(?i:\bnot|\bn[’']t|\brather\s+than|\binstead\s+of)[ \t]*(?:[$€£¥₹][ \t]?)?\Z"
 )
 #: between a percentage and its base: ``20% of 100``, ``15 percent of the 40``
-_BASE_OF = re.compile(r"[ \t]+of[ \t]+(?:(?:the|all|its|their|a|an)[ \t]+)?(?:[$€£¥₹][ \t]?)?")
+_BASE_OF = re.compile(r"[ \t]+of[ \t]+(?:[A-Za-z]+[ \t]+){0,3}(?:[$€£¥₹][ \t]?)?")
 
 
 #: Unicode vulgar fractions, as the fractions they stand for
@@ -734,7 +734,8 @@ _CJK_BIG = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
 #: a number in CJK numerals where it is an answer: the whole text, or after ``答案是``,
 #: ``等于``, ``=`` or ``是``, before a measure word, punctuation or the end
 _CJK_RUN = re.compile(
-    r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|是|为|為)\s*)"
+    r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|是|为|為"
+    r"|(?:一共|总共|總共|共计|共計|合计|合計|总计|總計|共)有?)\s*)"
     r"(?P<run>[零〇一二两兩三四五六七八九十百千万萬亿億]+)"
     r"(?=\s*(?:[个個只人元岁歲天本张張条條次种種件名位块塊米斤克分秒倍年月日辆輛台頭头本]"
     r"|[%％。．.，,！!？?；;)）]|\s*\Z))"
@@ -766,6 +767,8 @@ def _spelled(text: str) -> str:
     """``text`` with vulgar fractions as fractions (``2½`` is ``2 1/2``, ``-½`` is
     ``-1/2``) and CJK numerals where they state an answer as digits (``答案是三`` is
     ``答案是3``); other text unchanged."""
+    if "\u2044" in text:  # the fraction slash: 3⁄4
+        text = text.replace("\u2044", "/")
     if any(c in _VULGAR for c in text):
         text = _VULGAR_RE.sub(
             lambda m: (
