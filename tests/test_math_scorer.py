@@ -125,6 +125,11 @@ def test_a_response_identical_to_its_target_scores_1(answer: str) -> None:
         ("y>7", "y>7", 1.0),  # a relation without delimiters
         ("y>7", "y>8", 0.0),
         ("pi/3", "\\frac{\\pi}{3}", 1.0),
+        ("y ≤ 4", "y \\le 4", 1.0),  # Unicode relations
+        ("the vertex is (3, -2)", "(3,-2)", 1.0),  # a closing formula in prose
+        ("the vertex is (3, -2)", "(3,2)", 0.0),
+        ("We expand $(x+1)^2$ first. Answer: 2 + sqrt(5)", "2+\\sqrt{5}", 1.0),
+        ("\\infty", "oo", 1.0),
     ],
 )
 def test_answers_written_without_latex_delimiters(

@@ -163,9 +163,9 @@ _FORMULA_WORDS = re.compile(
     r"|pi|infty|infinity|inf|oo)\b"
 )
 #: the answer a prose reply states at its end: ``The answer is -1 + sqrt(3).``
-_STATED = re.compile(
-    r"(?is)\b(?:answer|result|solution)\s*(?:is|:|=)\s*(?P<answer>[^\n]+?)[\s.]*\Z"
-)
+_STATED = re.compile(r"(?i)\b(?:answer|result|solution)\s*(?:is\b|:|=)")
+#: any closing statement of a value: ``the point is (1, 2)``, ``so x = 3``
+_CLOSING = re.compile(r"(?i)\bis\b|:|=|≈")
 #: ``x = 2`` or ``2 = x``: an answer assigned to one variable is its value
 _ASSIGNED = re.compile(
     r"\A\s*(?:[A-Za-z](?:_\w+)?\s*=\s*(?P<rhs>[^=]+)|(?P<lhs>[^=]+?)\s*=\s*[A-Za-z](?:_\w+)?)\s*\Z"
@@ -175,20 +175,36 @@ _ASSIGNED = re.compile(
 def _formula(text: str) -> bool:
     """True when ``text`` is one line of mathematics without prose (``-1 + sqrt(3)``,
     ``x<2``, ``33.5\\%``, ``(0, 1)``)."""
-    if not text or "\n" in text or len(text) > 200:
+    if not text or "\n" in text or len(text) > 200 or _DELIMITED.search(text):
         return False
     rest = _FORMULA_WORDS.sub(" ", text)
-    return re.search(r"[A-Za-z]{2,}", rest) is None and re.search(r"[\dA-Za-z]", rest) is not None
+    return re.search(r"[A-Za-z]{2,}", rest) is None and re.search(r"[\dA-Za-z]", text) is not None
+
+
+def _closing_formula(text: str, marker: re.Pattern[str]) -> str | None:
+    """The formula after the last ``marker`` that ends ``text`` (a closing stop aside),
+    or None."""
+    for m in reversed(list(marker.finditer(text))):
+        tail = text[m.end() :].strip().rstrip(".").strip()
+        if _formula(tail):
+            return tail
+        if "\n" in tail:  # statements before the last line do not close the text
+            break
+    return None
 
 
 def bare_answer(text: str) -> str | None:
     """The answer ``text`` writes without LaTeX delimiters, or None: the whole text when it
-    is a formula, else the formula a closing ``answer is ...`` states. An assignment to one
-    variable (``x = 2``, ``2 = x``) is its value (``2``)."""
+    is a formula, else the formula a closing ``answer is ...`` (``Answer:``, ``the result
+    is``) states, else, in text without LaTeX delimiters, the formula after a closing
+    ``is``, ``:`` or ``=`` (``the point is (1, 2)``). An assignment to one variable (``x =
+    2``, ``2 = x``) is its value (``2``)."""
     text = text.strip()
     found = text if _formula(text) else None
-    if found is None and (m := _STATED.search(text)) and _formula(m.group("answer").strip()):
-        found = m.group("answer").strip()
+    if found is None:
+        found = _closing_formula(text, _STATED)
+    if found is None and not _DELIMITED.search(text):
+        found = _closing_formula(text, _CLOSING)
     if found is not None and (m := _ASSIGNED.match(found)):
         found = (m.group("rhs") or m.group("lhs")).strip()
     return found
@@ -198,6 +214,8 @@ def _as_latex(formula: str) -> str:
     """A plain formula in LaTeX for math-verify's LaTeX reader (``2**(1/4)`` as ``2^(1/4)``,
     ``sqrt(3)`` as ``\\sqrt{3}``, ``<=`` as ``\\le``, a bare ``%`` escaped)."""
     out = formula.replace("**", "^").replace("<=", r"\le ").replace(">=", r"\ge ")
+    out = out.replace("≤", r"\le ").replace("≥", r"\ge ").replace("≠", r"\neq ")
+    out = out.replace("√", r"\sqrt").replace("π", r"\pi ").replace("∞", r"\infty ")
     for _ in range(3):  # nested calls, innermost first
         out = re.sub(r"(?<!\\)\b(sqrt|sin|cos|tan|log|ln|exp)\(([^()]*)\)", r"\\\1{\2}", out)
     out = re.sub(r"(?<!\\)\b(pi)\b", r"\\pi", out)
@@ -229,8 +247,6 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
 
     text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
     text = _DEGREE.sub(r"^\\circ", text)
-    if _DELIMITED.search(text):
-        return parse(text)
     bare = bare_answer(text)
     if bare is None:
         return parse(text)
