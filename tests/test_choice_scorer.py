@@ -509,3 +509,40 @@ def test_a_choice_text_stated_in_a_short_sentence(response: str) -> None:
     s = choice(response)
     assert (s.value, s.detail["rule"]) == (1.0, "text")
     assert choice("The closest planet is Mercury, farther than the Sun").detail["rule"] is None
+
+
+def test_an_mmlu_style_csv_runs_with_n_choices(cli, tmp_path: Path) -> None:
+    """End to end: a CSV whose question holds its options and whose answer is a letter,
+    scored with n_choices and no list of choices; explanations after the answer do not
+    change it."""
+    import csv
+
+    rows = [
+        ("Which gas do plants absorb? A) Oxygen B) Carbon dioxide C) Helium D) Neon", "B"),
+        ("2 + 2 = ? A) 3 B) 5 C) 4 D) 22", "C"),
+        ("Largest ocean? A) Pacific B) Atlantic C) Indian D) Arctic", "A"),
+    ]
+    with (tmp_path / "mmlu.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["question", "answer"])
+        writer.writerows(rows)
+    (tmp_path / "mmlu_app.py").write_text(
+        "REPLIES = {'gas': 'The answer is B. (A) is what they release.',\n"
+        "           '2 + 2': 'Answer: C. Option (D) is string concatenation.',\n"
+        "           'ocean': 'B or maybe A'}\n"
+        "def answer(request):\n"
+        "    return next(v for k, v in REPLIES.items() if k in request.prompt)\n"
+    )
+    (tmp_path / "mmlu.yaml").write_text(
+        "name: mmlu-csv\n"
+        "dataset: {path: mmlu.csv}\n"
+        'prompt: "{{ question }}"\n'
+        'target: "{{ answer }}"\n'
+        "model: {provider: python, name: app, function: 'mmlu_app:answer'}\n"
+        "scorer: {type: choice, n_choices: 4}\n"
+    )
+    manifest = json.loads(cli("run", str(tmp_path / "mmlu.yaml"), "--json").stdout)
+    assert manifest["counts"] == {"scored": 3}
+    rows_out = gradetrail.read_results(manifest["run_dir"])
+    assert [r["score"] for r in rows_out] == [1.0, 1.0, 0.0]
+    assert rows_out[2]["scorer"]["ambiguous"] == ["A", "B"]
