@@ -148,3 +148,36 @@ def test_scoring_off_the_main_thread_works_without_the_alarm() -> None:
     thread.start()
     thread.join(30)
     assert out["s"].value == 1.0 and out["s"].detail["timeout_applied"] is False
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        # a dataset's LaTeX target without $...$ is read as LaTeX, as a response is
+        ("so $\\boxed{\\frac{7}{2}}$", "\\frac{7}{2}", 1.0),
+        (
+            "$\\begin{pmatrix}2 & 0 \\\\ 0 & 2\\end{pmatrix}$",
+            "\\begin{pmatrix}2&0\\\\0&2\\end{pmatrix}",
+            1.0,
+        ),
+        (
+            "$\\begin{pmatrix}2 & 0 \\\\ 0 & 3\\end{pmatrix}$",
+            "\\begin{pmatrix}2&0\\\\0&2\\end{pmatrix}",
+            0.0,
+        ),
+        ("Hence $\\boxed{\\text{Tuesday}}$.", "\\text{Tuesday}", 1.0),
+        ("$a_{n} = 3$", "a_{n}=3", 1.0),
+        # a comma between digits: either reading of the target counts
+        ("the roots are $\\boxed{-3,4}$", "-3,4", 1.0),
+        ("2.5", "2,5", 1.0),
+        ("25", "2,5", 0.0),
+        # a short line listing values
+        ("$\\{7, 12, 30\\}$", "7, 12, and 30", 1.0),
+        ("30", "7, 12, and 30", 0.0),
+    ],
+)
+def test_bare_latex_targets_and_listed_values(response: str, target: str, expected: float) -> None:
+    """Targets as datasets store them (LaTeX without delimiters, comma lists) are read
+    whole, never as their last number."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)

@@ -247,13 +247,62 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
 
     text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
     text = _DEGREE.sub(r"^\\circ", text)
+    if _bare_latex(text):  # \frac{14}{3}, \begin{pmatrix}...\end{pmatrix}, \text{Evelyn}
+        wrapped = parse(f"${text.strip()}$")
+        if _has_value(wrapped):
+            return wrapped
     bare = bare_answer(text)
     if bare is None:
-        return parse(text)
+        listed = _listed(text, parse)
+        return listed if listed is not None else parse(text)
     raw = parse(bare)
     if raw and isinstance(raw[-1], str) and _compact(raw[-1]) == _compact(bare):
+        if _DIGIT_COMMA.search(bare):  # 1,22 or {1, 22}: both readings count
+            return raw + parse(f"${_as_latex(bare)}$")
         return raw
     return parse(f"${_as_latex(bare)}$") or raw or parse(text)
+
+
+#: a comma between digits: a decimal comma (math-verify's plain reading) or a list
+_DIGIT_COMMA = re.compile(r"\d,\d")
+#: a short line listing values: ``19, 46, and 82``, ``(11,7) or (7,11)``, ``AB=4, CD=5``
+_LISTING = re.compile(r"\A[^\n.;!?]{0,80}\d[^\n.;!?]*(?:,|\bor\b|\band\b)[^\n.;!?]*\d[^\n.;!?]*\Z")
+
+
+def _listed(text: str, parse: Any) -> list[Any] | None:
+    """The values a short line lists (``19, 46, and 82`` is {19, 46, 82}), read as LaTeX
+    when that gives a set, tuple or interval; None otherwise (the plain reading decides)."""
+    import sympy
+
+    line = text.strip()
+    if not _LISTING.match(line):
+        return None
+    wrapped = parse(f"${_as_latex(line)}$")
+    containers = (sympy.Set, sympy.Tuple, sympy.FiniteSet)
+    if wrapped and isinstance(wrapped[0], containers):
+        return wrapped
+    return None
+
+
+#: math delimiters math-verify's extraction looks for: ``$``, ``\\(``, ``\\[`` or a box
+_MATH_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\(?:boxed|fbox)\b")
+#: LaTeX markup: a command (not spacing alone) or a braced super- or subscript
+_LATEX = re.compile(r"\\[A-Za-z]{2,}|[\^_]\{")
+#: what a LaTeX command and its text argument leave out of a prose check
+_COMMANDS = re.compile(r"\\(?:text\w*|mathrm|operatorname|mbox)\s*\{[^{}]*\}|\\[A-Za-z]+")
+
+
+def _bare_latex(text: str) -> bool:
+    """True for one line of LaTeX written without math delimiters (a dataset's target such
+    as ``\\frac{14}{3}``, ``\\begin{pmatrix}1 & 0\\\\0 & 1\\end{pmatrix}``,
+    ``\\text{Evelyn}``, ``S_{n}=7``): read as the LaTeX it is, on either side. Prose
+    (two words in a row outside commands) is not."""
+    text = text.strip()
+    if not text or len(text) > 400 or "\n" in text or _MATH_DELIMITED.search(text):
+        return False
+    if not _LATEX.search(text):
+        return False
+    return re.search(r"[A-Za-z]{2,}[ \t]+[A-Za-z]{2,}", _COMMANDS.sub(" ", text)) is None
 
 
 def _has_value(parsed: list[Any]) -> bool:
