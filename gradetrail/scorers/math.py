@@ -232,10 +232,15 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
     the same reading for a target and a response.
 
     Digits grouped by thin or plain spaces become one number and ``74°`` reads as
-    ``74^\\circ`` on both sides. Text with LaTeX delimiters or a ``\\boxed`` goes to
-    math-verify as it is. A formula without delimiters (see :func:`bare_answer`) is read by
-    math-verify's plain-expression reader when that reads all of it (``2**(1/4)``,
-    ``1,22``), else as LaTeX (``(0, 1)``, ``\\{1,2,3\\}``, ``x<2``, ``-1 + sqrt(3)``).
+    ``74^\\circ`` on both sides. One line of LaTeX without delimiters (``\\frac{7}{2}``, a
+    ``pmatrix``, ``\\text{Evelyn}``: how datasets store targets) is read as LaTeX. A
+    formula without delimiters (see :func:`bare_answer`) is read by math-verify's
+    plain-expression reader when that reads all of it (``2**(1/4)``, ``1,22``; with a
+    comma between digits the LaTeX reading, a list, counts too), else as LaTeX (``(0,
+    1)``, ``\\{1,2,3\\}``, ``x<2``, ``-1 + sqrt(3)``). A short line listing values
+    (``19, 46, and 82``) is their set. Anything else (prose, text with delimiters or a
+    ``\\boxed``) goes to math-verify as it is, unless it closes on a stated formula
+    without delimiters (``Answer: -1 + sqrt(3)``).
 
     Raises:
         math_verify.errors.TimeoutException: a parse ran past ``timeout`` seconds.
