@@ -220,3 +220,24 @@ def test_diff_and_junit_show_each_metric(cli, tmp_path: Path) -> None:
     xml = junit.read_text()
     assert 'name="non-inferiority (arithmetic)"' in xml
     assert '<property name="metric" value="arithmetic"' in xml
+
+
+def test_the_viewer_and_export_show_each_metric(cli, tmp_path: Path) -> None:
+    """The viewer's run summary carries a line per metric; export has a column each."""
+    from gradetrail.manifest import Manifest
+    from gradetrail.results import read_manifest
+    from gradetrail.view.app import _summary
+
+    run_dir = Path(_run(cli, "175b_finetuning")["run_dir"])
+    lines = _summary(Manifest.model_validate(read_manifest(run_dir)), run_dir)["lines"]
+    metrics = [text for label, text in lines if label == "metric"]
+    assert metrics[0].startswith("accuracy (primary): 0.3472") and metrics[1].startswith(
+        "arithmetic: 0.99"
+    )
+    out = tmp_path / "rows.csv"
+    assert cli("export", str(run_dir), "--out", str(out)).exit_code == 0
+    import csv
+
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 1319 and float(rows[0]["metrics.arithmetic"]) == 1.0
+    assert sum(float(r["metrics.accuracy"]) for r in rows) == 458
