@@ -82,7 +82,7 @@ def test_a_response_that_runs_out_of_time_is_a_wrong_answer_with_its_reason() ->
 
 @pytest.mark.parametrize("target", ["no number here", "(see the figure)", "\\text{}"])
 def test_a_target_without_a_value_is_a_scorer_error(target: str) -> None:
-    """A target from which math-verify reads no mathematical value is the dataset's fault:
+    """A target in which math-verify finds no answer at all is the dataset's fault:
     a scorer error row naming what to fix, never a 0."""
     s = math_score("$\\boxed{5}$", target)
     assert s.value is None and s.error["kind"] == "scorer_error"

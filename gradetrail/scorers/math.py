@@ -16,9 +16,10 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
 - a response with no parsable answer, or whose parse or comparison runs past
   ``timeout_s`` (``\\boxed{2^{2^{2^{49}}}}``), scores 0 with the reason recorded
   (``detail.reason``), as math-verify itself counts it, never a silent 0;
-- a target without a mathematical value, a target whose parse runs out of time, or an
-  error inside the library while reading the target is a scorer error row (``error.kind:
-  scorer_error``) naming what to fix, never a score.
+- a target in which math-verify finds no answer at all, a target whose parse runs out of
+  time, or an error inside the library while reading the target is a scorer error row
+  (``error.kind: scorer_error``) naming what to fix, never a score; a target math-verify
+  reads only as text (``12:00``) is compared as math-verify compares it.
 
 math-verify bounds its work with ``signal.alarm``, which only the main thread may set;
 when scoring runs in another thread (off the event loop) its alarm cannot be used and the
@@ -114,12 +115,12 @@ class MathScorer(Scorer):
         except Exception as exc:  # noqa: BLE001 - the library's failure becomes a row
             return _error(detail, "math_verify_error", f"parse the target: {_named(exc)}")
         detail["parsed_target"] = _shown(gold)
-        if not _has_value(gold):
+        if not gold:
             return _error(
                 detail,
                 "target_unparsed",
-                "math-verify finds no mathematical value in the target; fix the dataset's "
-                "target or use exact, numeric or regex for text targets",
+                "math-verify finds no answer in the target; fix the dataset's target or use "
+                "exact, numeric or regex for text targets",
             )
         stage = "parse the response"
         try:
@@ -132,7 +133,9 @@ class MathScorer(Scorer):
                 return Score(0.0, detail)
             stage = "compare"
             began = time.monotonic()
-            ok = self.mv.verify(gold, pred, timeout_seconds=timeout, raise_on_error=True)
+            # as the library's authors call it: a pair of readings it cannot compare
+            # (zoo, a matrix against a number) is unequal, and the next pair is tried
+            ok = self.mv.verify(gold, pred, timeout_seconds=timeout, raise_on_error=False)
             self._in_time(began, timeout)
         except self._timeout_error:
             detail.setdefault("parsed_response", None)
