@@ -21,7 +21,21 @@ Unpaired (``unpaired=True``, runs on different samples; Miller eq. 5-6):
 
 A t, z or Welch interval whose standard error is 0 (every paired difference equal, or
 both runs constant) is [delta, delta], which is not certainty: the gate refuses it
-(exit 2) rather than pass. Several pairs at once (:func:`gate_family`) are one family
+(exit 2) rather than pass; so it does with a standard error below 10 machine epsilons of
+the size of the means (equal differences up to rounding, SE ~1e-17), as R's ``t.test``
+refuses "essentially constant" data.
+
+Binary scores tested against a null boundary of 0 (``superiority`` at margin 0, or
+``non-inferiority`` at margin 0) are also held to the exact one-sided test, and the
+verdict is never more liberal than it (:attr:`GateResult.exact_p`): paired, McNemar's exact
+conditional test (McNemar 1947, Psychometrika 12:153-157; the discordant pairs binomial
+at 1/2, as R's ``binom.test``), unpaired, Fisher's exact test (Fisher 1935, J. Royal
+Statistical Society 98:39-82; R's ``fisher.test(alternative = "greater")``). The exact
+tests, not their mid-p versions: mid-p is less conservative and can fall below alpha
+where the exact test does not (0/5 vs 5/5 paired: exact p = 1/32 = 0.031 > 0.025, mid-p
+0.016), and the gate must not pass there. Tango's and Newcombe's intervals alone would.
+With a positive margin no exact test of the same hypothesis is used: the score interval
+decides. Several pairs at once (:func:`gate_family`) are one family
 with Holm-adjusted p-values. A verdict explains itself (:attr:`GateResult.reason`): the
 interval's half-width against the margin, the minimum detectable effect at this n (Miller
 eq. 10), the n that ``gradetrail power`` says would be needed, and the samples that
