@@ -824,6 +824,10 @@ def test_unicode_vulgar_fractions_are_their_values(text: str, value: float) -> N
         ("答案为三千二百万", 32_000_000.0),
         ("他们一共买了5个, 答案是六", 6.0),
         ("他们一共有十五个", 15.0),  # after 一共 (in all)
+        ("答案是一亿二千万", 120_000_000.0),  # 亿 then 万
+        ("十二万三千四百五十六", 123_456.0),
+        ("答案：三点五", 3.5),  # 点, the decimal point
+        ("二〇二四", 2024.0),  # digit by digit
     ],
 )
 def test_cjk_numerals_stating_an_answer(text: str, value: float) -> None:

@@ -736,31 +736,46 @@ _CJK_BIG = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
 _CJK_RUN = re.compile(
     r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|是|为|為"
     r"|(?:一共|总共|總共|共计|共計|合计|合計|总计|總計|共)有?)\s*)"
-    r"(?P<run>[零〇一二两兩三四五六七八九十百千万萬亿億]+)"
+    r"(?P<run>[零〇一二两兩三四五六七八九十百千万萬亿億]+(?:[点點][零〇一二三四五六七八九]+)?)"
     r"(?=\s*(?:[个個只人元岁歲天本张張条條次种種件名位块塊米斤克分秒倍年月日辆輛台頭头本]"
     r"|[%％。．.，,！!？?；;)）]|\s*\Z))"
 )
 
 
+def _cjk_number(run: str) -> str | None:
+    """The decimal text a run of CJK numerals writes, a ``点`` decimal point allowed
+    (``三点五`` is ``3.5``); None when it is not a well-formed number."""
+    whole, point, fraction = run.replace("點", "点").partition("点")
+    value = _cjk_value(whole)
+    if value is None:
+        return None
+    if not point:
+        return str(value)
+    return f"{value}." + "".join(str(_CJK_DIGITS[c]) for c in fraction)
+
+
 def _cjk_value(run: str) -> int | None:
     """The integer a run of CJK numerals writes (``三`` 3, ``十二`` 12, ``二十五`` 25,
-    ``一百零五`` 105, ``三千二百万`` 32,000,000, ``二〇二三`` 2023 digit by digit); None when it is
-    not a well-formed number."""
+    ``一百零五`` 105, ``三千二百万`` 32,000,000, ``一亿二千万`` 120,000,000, ``二〇二三`` 2023
+    digit by digit); None when it is not a well-formed number."""
     if all(c in _CJK_DIGITS for c in run):  # digit by digit: 二〇二三
         return int("".join(str(_CJK_DIGITS[c]) for c in run))
-    total = section = digit = 0
+    yi = wan = section = digit = 0  # the 亿 part, the 万 part, below 万, the last digit
     for c in run:
         if c in _CJK_DIGITS:
             digit = _CJK_DIGITS[c]
         elif c in _CJK_UNITS:
             section += (digit or 1) * _CJK_UNITS[c]
             digit = 0
-        elif c in _CJK_BIG:
-            total = (total + section + digit) * _CJK_BIG[c]
+        elif _CJK_BIG.get(c) == 10**4:
+            wan += (section + digit or 1) * 10**4
             section = digit = 0
+        elif c in _CJK_BIG:
+            yi = (yi + wan + section + digit or 1) * 10**8
+            wan = section = digit = 0
         else:
             return None
-    return total + section + digit
+    return yi + wan + section + digit
 
 
 def _spelled(text: str) -> str:
@@ -779,10 +794,10 @@ def _spelled(text: str) -> str:
     if any("\u3007" <= c <= "\u9fff" for c in text):
 
         def digits(m: re.Match[str]) -> str:
-            value = _cjk_value(m.group("run"))
+            value = _cjk_number(m.group("run"))
             if value is None:
                 return m.group()
-            return m.group()[: m.start("run") - m.start()] + str(value)
+            return m.group()[: m.start("run") - m.start()] + value
 
         text = _CJK_RUN.sub(digits, text)
     return text
