@@ -352,6 +352,8 @@ def test_bundled_multiple_choice_example_scores_8_of_12(tmp_path: Path) -> None:
         ": B",
         "ANSWERS: B",
         "  :  (B)  ",
+        "Note: (A) is the hottest. My pick: B",  # a colon and a letter closing a line
+        "Venus (A) is second.\nFinal: (B).",
     ],
 )
 def test_a_stated_answer_beats_letters_in_the_explanation(response: str) -> None:

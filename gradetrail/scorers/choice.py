@@ -131,6 +131,15 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("bare", re.compile(r"(?m)^[ \t>*_]*[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*" + _L)),
+    # a colon and a letter closing a line: ``My pick: B``, ``Final: (C).``
+    (
+        "bare",
+        re.compile(
+            r"(?m)(?<![0-9])[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*"
+            + _L
+            + r"[ \t]*(?:\*\*|[\)\]])?[ \t]*\.?[ \t*]*$"
+        ),
+    ),
     (
         "concluded",
         re.compile(
