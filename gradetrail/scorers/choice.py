@@ -38,7 +38,8 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
   (``C. 42``, ``**C)** Mars``), or with a letter and ``or`` / ``,`` (``B or maybe C``);
 - ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
   ``B is closest``;
-- ``bare``: a line that starts with a colon: ``: B`` (and ``ANSWERS: A`` is a marker);
+- ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
+  line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
   ``it's``, ``that is``: ``Therefore B.``, ``It's B.``.
 
