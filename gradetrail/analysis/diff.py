@@ -190,6 +190,10 @@ class RunDiff:
             candidate has, in its order.
         gate: the regression gate's result, or None when it cannot compare the runs.
         gate_error: the gate's one-line reason when it cannot (else None).
+        metric: the metric compared (``--metric``), or None for the primary score.
+        metrics: runs with several scorers: each metric's mean in each run, ``{name:
+            {"baseline": mean or None, "candidate": mean or None}}`` (from the
+            manifests); empty otherwise.
     """
 
     baseline: str
@@ -201,6 +205,8 @@ class RunDiff:
     samples: tuple[SampleDiff, ...]
     gate: GateResult | None
     gate_error: str | None
+    metric: str | None = None
+    metrics: dict[str, dict[str, float | None]] = field(default_factory=dict)
     _by_id: dict[str, SampleDiff] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -235,6 +241,8 @@ class RunDiff:
             "counts": dict(self.counts),
             "gate": self.gate.to_dict() if self.gate is not None else None,
             "gate_error": self.gate_error,
+            "metric": self.metric,
+            "metrics": self.metrics,
             "samples": [s.to_dict() for s in self.shown(show_all)],
         }
 
@@ -246,6 +254,7 @@ def diff_runs(
     errors: ErrorPolicy = "refuse",
     allow_partial: bool = False,
     responses: bool = False,
+    metric: str | None = None,
 ) -> RunDiff:
     """Join two runs on sample id and epoch, classify each sample, and gate them.
 
@@ -258,6 +267,8 @@ def diff_runs(
         allow_partial: let the gate compare incomplete runs on their shared samples.
         responses: keep each response whole (else its first :data:`HEAD_CHARS`
             characters; whether it changed is decided on the whole text either way).
+        metric: runs with several scorers: compare (and gate) this metric instead of the
+            primary score; a row where it is null is an ``error`` sample.
 
     Returns:
         The :class:`RunDiff`; a gate that cannot compare the runs leaves ``gate`` None
@@ -269,8 +280,8 @@ def diff_runs(
     """
     base_manifest = read_manifest(baseline)
     cand_manifest = read_manifest(candidate)
-    base_rows = _collect(baseline, responses)
-    cand_rows = _collect(candidate, responses)
+    base_rows = _collect(baseline, responses, metric)
+    cand_rows = _collect(candidate, responses, metric)
     reducers = (
         GateRun("baseline", Path(baseline), base_manifest, []).reducer,
         GateRun("candidate", Path(candidate), cand_manifest, []).reducer,
@@ -279,7 +290,17 @@ def diff_runs(
     counts = dict.fromkeys(KINDS, 0)
     for sample in samples:
         counts[sample.kind] += 1
-    gate, gate_error = _gate(baseline, candidate, margin, errors, allow_partial)
+    gate, gate_error = _gate(baseline, candidate, margin, errors, allow_partial, metric)
+    names = dict.fromkeys(
+        [*(base_manifest.get("metrics") or {}), *(cand_manifest.get("metrics") or {})]
+    )
+    metrics = {
+        name: {
+            side: ((m.get("metrics") or {}).get(name) or {}).get("mean")
+            for side, m in (("baseline", base_manifest), ("candidate", cand_manifest))
+        }
+        for name in names
+    }
     return RunDiff(
         baseline=str(baseline),
         candidate=str(candidate),
@@ -290,16 +311,26 @@ def diff_runs(
         samples=tuple(samples),
         gate=gate,
         gate_error=gate_error,
+        metric=metric,
+        metrics=metrics,
     )
 
 
 _Collected = dict[str, dict[int, tuple[RowBrief, str | None]]]
 
 
-def _collect(run_dir: Path | str, whole: bool) -> _Collected:
-    """sample id -> epoch -> (brief row, digest of the whole response), in row order."""
+def _collect(run_dir: Path | str, whole: bool, metric: str | None = None) -> _Collected:
+    """sample id -> epoch -> (brief row, digest of the whole response), in row order;
+    with ``metric``, each row's score is that metric's value (null: an error row)."""
     out: _Collected = {}
     for row in iter_results(run_dir):
+        if metric is not None:
+            value = (row.get("metrics") or {}).get(metric)
+            row = {
+                **row,
+                "score": value,
+                "state": "scored" if value is not None else "metric_error",
+            }
         response = row.get("response")
         text = response if isinstance(response, str) else None
         digest = (
@@ -395,11 +426,17 @@ def _gate(
     margin: float,
     errors: ErrorPolicy,
     allow_partial: bool,
+    metric: str | None = None,
 ) -> tuple[GateResult | None, str | None]:
     try:
         return (
             regression_gate(
-                baseline, candidate, margin=margin, errors=errors, allow_partial=allow_partial
+                baseline,
+                candidate,
+                margin=margin,
+                errors=errors,
+                allow_partial=allow_partial,
+                metric=metric,
             ),
             None,
         )

@@ -21,7 +21,21 @@ Unpaired (``unpaired=True``, runs on different samples; Miller eq. 5-6):
 
 A t, z or Welch interval whose standard error is 0 (every paired difference equal, or
 both runs constant) is [delta, delta], which is not certainty: the gate refuses it
-(exit 2) rather than pass. Several pairs at once (:func:`gate_family`) are one family
+(exit 2) rather than pass; so it does with a standard error below 10 machine epsilons of
+the size of the means (equal differences up to rounding, SE ~1e-17), as R's ``t.test``
+refuses "essentially constant" data.
+
+Binary scores tested against a null boundary of 0 (``superiority`` at margin 0, or
+``non-inferiority`` at margin 0) are also held to the exact one-sided test, and the
+verdict is never more liberal than it (:attr:`GateResult.exact_p`): paired, McNemar's exact
+conditional test (McNemar 1947, Psychometrika 12:153-157; the discordant pairs binomial
+at 1/2, as R's ``binom.test``), unpaired, Fisher's exact test (Fisher 1935, J. Royal
+Statistical Society 98:39-82; R's ``fisher.test(alternative = "greater")``). The exact
+tests, not their mid-p versions: mid-p is less conservative and can fall below alpha
+where the exact test does not (0/5 vs 5/5 paired: exact p = 1/32 = 0.031 > 0.025, mid-p
+0.016), and the gate must not pass there. Tango's and Newcombe's intervals alone would.
+With a positive margin no exact test of the same hypothesis is used: the score interval
+decides. Several pairs at once (:func:`gate_family`) are one family
 with Holm-adjusted p-values. A verdict explains itself (:attr:`GateResult.reason`): the
 interval's half-width against the margin, the minimum detectable effect at this n (Miller
 eq. 10), the n that ``gradetrail power`` says would be needed, and the samples that
@@ -34,6 +48,7 @@ one-line message that says what to fix.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -131,6 +146,12 @@ class GateResult:
             hash, file hashes; see :func:`gradetrail.rundir.manifest.identity_differences`),
             empty when they match.
         paired: all n paired sample ids, in the baseline's order (empty when unpaired).
+        exact_p: binary scores tested against a null boundary of 0 (superiority, or
+            non-inferiority at margin 0): the exact one-sided p-value (paired: McNemar's
+            exact conditional test, the discordant pairs binomial at 1/2; unpaired:
+            Fisher's exact test), which the verdict may never be more liberal than (the
+            comparison fails when it exceeds `alpha`); None otherwise.
+        metric: the metric gated (``--metric``), or None for the runs' primary score.
     """
 
     passed: bool
@@ -181,6 +202,8 @@ class GateResult:
     reason: str = ""
     identity_differences: tuple[str, ...] = ()
     paired: tuple[str, ...] = ()
+    exact_p: float | None = None
+    metric: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -243,6 +266,7 @@ def regression_gate(
     unpaired: bool = False,
     reducer: str | None = None,
     pass_k: int | None = None,
+    metric: str | None = None,
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -264,6 +288,8 @@ def regression_gate(
             for runs on different samples.
         reducer: gate both runs on this reducer instead of their own ``run.reducer``
             (with `pass_k` for pass_at_k).
+        metric: runs with several scorers (``scorers:``): gate this metric instead of the
+            primary score (a row where it is null counts as an error row).
 
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets or
@@ -276,6 +302,14 @@ def regression_gate(
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
     base = gate_runs.load_run(baseline, "baseline")
     cand = gate_runs.load_run(candidate, "candidate")
+    if metric is not None:
+        from gradetrail.scorers.multi import metric_rows
+
+        try:
+            base = replace(base, rows=metric_rows(base.rows, metric, "baseline"))
+            cand = replace(cand, rows=metric_rows(cand.rows, metric, "candidate"))
+        except ValueError as exc:
+            raise GateError(str(exc)) from None
     # runs on different samples are what --unpaired is for: their datasets differ
     gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
     if not allow_partial:
@@ -302,6 +336,7 @@ def regression_gate(
         "pass_k": k if red == "pass_at_k" else None,
         "alpha": (1 - confidence) / 2,
         "identity_differences": tuple(identity_differences(base.manifest, cand.manifest)),
+        "metric": metric,
     }
     notes = _warnings(base, cand, b_unscored + c_unscored, gate_runs.reducer_label(red, k))
     if unpaired:
@@ -414,6 +449,10 @@ def _paired(
     discordant = stats.discordant_counts(b, c) if binary else None
     diffs = stats.paired_differences(b, c)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
+    exact = None
+    if discordant is not None and _exact_applies(common):
+        exact = stats.mcnemar_exact_greater(*discordant)
+        verdict = _no_more_liberal(verdict, exact, common["alpha"], "McNemar's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
         n=len(shared),
@@ -431,6 +470,7 @@ def _paired(
         n_baseline=len(shared),
         n_candidate=len(shared),
         omega2=_variance(diffs),
+        exact_p=exact,
         **common,
     )
 
@@ -461,8 +501,14 @@ def _unpaired(
     interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
     interval = _clipped(interval, b, c, notes)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
+    exact = None
+    if binary and _exact_applies(common):
+        xb, xc = round(sum(b)), round(sum(c))
+        exact = stats.fisher_exact_greater(xb, len(b), xc, len(c))
+        verdict = _no_more_liberal(verdict, exact, common["alpha"], "Fisher's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
+        exact_p=exact,
         n=len(b) + len(c),
         only_baseline=None,
         only_candidate=None,
@@ -477,6 +523,29 @@ def _unpaired(
         n_candidate=len(c),
         omega2=_variance(b) + _variance(c),
         **common,
+    )
+
+
+def _exact_applies(common: dict[str, Any]) -> bool:
+    """The test's null boundary is 0 (superiority, or non-inferiority at margin 0), where
+    an exact test of binary scores exists: McNemar's (paired) or Fisher's (unpaired)."""
+    return common["margin"] == 0 and common["test"] in ("superiority", "non-inferiority")
+
+
+def _no_more_liberal(
+    verdict: hypotheses.Verdict, exact: float, alpha: float, name: str, notes: list[str]
+) -> hypotheses.Verdict:
+    """``verdict`` made no more liberal than the exact one-sided test: it fails when the
+    exact p-value exceeds alpha, and reports the larger p-value. The asymptotic intervals
+    (Tango's, Newcombe's) can pass on a handful of discordant pairs or samples where the
+    exact test cannot reject (0/5 vs 5/5 paired: McNemar's exact one-sided p = 1/32)."""
+    if verdict.passed and exact > alpha:
+        notes.append(
+            f"the interval alone would pass, but {name} one-sided test gives p = {exact:.3g} "
+            f"> alpha {alpha:g}: too few samples (or discordant pairs) to conclude"
+        )
+    return hypotheses.Verdict(
+        verdict.passed and exact <= alpha, max(verdict.p_value, exact), verdict.bounds
     )
 
 
@@ -561,7 +630,7 @@ def _paired_interval(
         interval = compute(baseline, candidate, clusters, confidence)
     except ValueError as exc:
         raise GateError(f"{exc}: gate runs with more clusters, or without clusters") from None
-    _require_spread(interval, n, "paired differences")
+    _require_spread(interval, n, "paired differences", interval.delta)
     return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
 
 
@@ -590,7 +659,8 @@ def _unpaired_interval(
         se = math.hypot(stats.standard_error(b), stats.standard_error(c))
         z = stats.normal_quantile(confidence)
         interval = stats.Interval(delta, delta - z * se, delta + z * se, se, "z")
-    _require_spread(interval, len(b) + len(c), "scores of both runs")
+    means = (math.fsum(b) / len(b), math.fsum(c) / len(c))
+    _require_spread(interval, len(b) + len(c), "scores of both runs", max(map(abs, means)))
     return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
 
 
@@ -619,9 +689,12 @@ def _clustered_unpaired(
     return stats.Interval(delta, delta - q * se, delta + q * se, se, method, df_out, g_b + g_c)
 
 
-def _require_spread(interval: stats.Interval, n: int, what: str) -> None:
-    """Refuse a zero-width (or undefined) interval: it would pass on no evidence."""
-    if interval.se > 0 and math.isfinite(interval.se):
+def _require_spread(interval: stats.Interval, n: int, what: str, scale: float) -> None:
+    """Refuse a zero-width (or undefined) interval: it would pass on no evidence. A
+    standard error below 10 machine epsilons of ``scale`` (the size of the means: the
+    mean difference paired, the larger mean unpaired) is rounding noise of equal values
+    and is refused like 0, as R's ``t.test`` refuses "essentially constant" data."""
+    if interval.se > 10 * sys.float_info.epsilon * abs(scale) and math.isfinite(interval.se):
         return
     raise GateError(
         f"the {what} have no variance over {n} samples (each difference "
@@ -698,7 +771,11 @@ def _reason(r: GateResult) -> str:
             f"[{lo:+.4f}, {hi:+.4f}] {'inside' if inside else 'not inside'} "
             f"(-{r.margin:g}, +{r.margin:g})"
         )
-    parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}, {level} {decided}"]
+    gated = f" of metric {r.metric}" if r.metric else ""
+    parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}{gated}, {level} {decided}"]
+    if r.exact_p is not None and r.exact_p > r.alpha:
+        exact = "Fisher's" if r.unpaired else "McNemar's"
+        parts.append(f"{exact} exact one-sided p {r.exact_p:.3g} > alpha {r.alpha:g}")
     if r.p_adjusted is not None:
         parts.append(
             f"Holm-adjusted p {r.p_adjusted:.3g} {'<=' if r.passed else '>'} alpha "

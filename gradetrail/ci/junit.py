@@ -66,14 +66,12 @@ def _suite(parent: ET.Element, result: GateResult, family: GateFamily, stamp: st
         ("method", result.method),
         ("samples", str(result.n)),
         ("family", result.family or "none"),
+        ("metric", result.metric or "primary score"),
     ):
         ET.SubElement(properties, "property", name=key, value=xml_text(value))
+    case = result.test if result.metric is None else f"{result.test} ({result.metric})"
     verdict = ET.SubElement(
-        suite,
-        "testcase",
-        name=xml_text(result.test),
-        classname="gradetrail.analysis.gate",
-        time="0",
+        suite, "testcase", name=xml_text(case), classname="gradetrail.analysis.gate", time="0"
     )
     line = verdict_line(result)
     if result.passed:

@@ -52,6 +52,10 @@ def diff(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the comparison as JSON (whole responses).")
     ] = False,
+    metric: Annotated[
+        str | None,
+        typer.Option(help="Runs with several scorers: compare this metric, not the primary."),
+    ] = None,
 ) -> None:
     """Compare two runs sample by sample: improved, regressed, changed; the gate's verdict;
     where their identities differ. Lists disagreements unless --all."""
@@ -74,6 +78,7 @@ def diff(
             errors=errors,  # type: ignore[arg-type]
             allow_partial=allow_partial,
             responses=json_out,
+            metric=metric,
         )
     except GradetrailError as exc:
         raise fail(exc) from None
@@ -127,6 +132,12 @@ def header_lines(result: RunDiff) -> list[tuple[str, str]]:
         lines.append(("identity", f"differs ({a} vs {b})"))
         lines += [("", line) for line in ident.differences]
     counts = ", ".join(f"{r.counts[k]} {_KIND_NAMES[k]}" for k in KINDS if r.counts[k])
+    if r.metric is not None:
+        lines.append(("metric", f"{r.metric} (--metric; not the primary score)"))
+    for name, means in r.metrics.items():
+        a, b = means["baseline"], means["candidate"]
+        change = f" ({b - a:+.4f})" if a is not None and b is not None else ""
+        lines.append(("metric", f"{name}: {_score(a)} -> {_score(b)}{change}"))
     lines.append(("samples", f"{r.paired} paired: {counts or 'none'}"))
     lines.append(("gate", _gate_line(r)))
     return lines

@@ -116,6 +116,10 @@ def gate(
         typer.Option(help="Gate both runs on this reducer instead of their run.reducer."),
     ] = None,
     pass_k: Annotated[int | None, typer.Option(min=1, help="The k of --reducer pass_at_k.")] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(help="Runs with several scorers: gate this metric, not the primary."),
+    ] = None,
     errors: Annotated[
         ErrorsChoice,
         typer.Option(help="Rows in an error state: refuse, score as-fail (0), or exclude."),
@@ -168,6 +172,7 @@ def gate(
             unpaired=unpaired,
             reducer=reducer.value if reducer else None,
             pass_k=pass_k,
+            metric=metric,
         )
     except (GradetrailError, ValueError) as exc:  # ValueError: an argument out of range
         reports.cannot_compare(str(exc))
@@ -282,6 +287,8 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     table.add_row("clusters", "none" if r.n_clusters is None else str(r.n_clusters))
     reduced = f" (per-sample scores: {r.reducer if r.pass_k is None else f'pass@{r.pass_k}'})"
     table.add_row("epochs", f"{r.epochs[0]} baseline, {r.epochs[1]} candidate{reduced}")
+    if r.metric is not None:
+        table.add_row("metric", f"{r.metric} (--metric; not the primary score)")
     table.add_row("baseline mean", f"{r.baseline_mean:.4f}")
     table.add_row("candidate mean", f"{r.candidate_mean:.4f}")
     if r.only_baseline is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradetrail._util.bounded import BoundedCalls, CallAborted, CallTimedOut
 from gradetrail._util.terminal import one_line
@@ -22,6 +22,7 @@ from gradetrail.executors.calls import Calls
 from gradetrail.providers.base import Response
 from gradetrail.rundir.results import Row, is_exact, make_row
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.multi import MultiScorer
 
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
@@ -101,18 +102,42 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         response.text,
         response.tool_calls,
         item.request.tools,
+        _meta(response, cached) if ctx.scorer.wants_meta else None,
     )
     scorer = ctx.scorer
+    if isinstance(scorer, MultiScorer):  # several metrics: each scored as one scorer is
+        scores = [(name, await _score(ctx, one, scored)) for name, one in scorer.scorers]
+        score = scorer.combine(scores)
+    else:
+        score = await _score(ctx, scorer, scored)
+    return _scored_row(item, response, score, cached, attempts, transcript)
+
+
+async def _score(ctx: SampleContext, scorer: Scorer, scored: ScoreInput) -> Score:
+    """One scorer's verdict on one response: a synchronous scorer through the run's time
+    bound, an asynchronous one awaited; a scorer that raises gives a scorer error row."""
     try:
         if ctx.bounded is None or scorer.asynchronous:
-            score = await scorer.ascore(scored)
-        else:  # a synchronous scorer: no coroutine to wait on
-            score = _bounded_score(ctx, scored)
+            return await scorer.ascore(scored)
+        return _bounded_score(ctx, scored, scorer)  # synchronous: no coroutine to wait on
     except GradetrailError:  # the cache or the run failing: the run stops, as it says
         raise
     except Exception as exc:  # the scorer failing on this one response: its row says so
-        score = _scorer_failed(scorer, scored, exc)
-    return _scored_row(item, response, score, cached, attempts, transcript)
+        return _scorer_failed(scorer, scored, exc)
+
+
+def _meta(response: Response, cached: bool) -> dict[str, Any]:
+    """What a python scorer sees of the response besides its text."""
+    return {
+        "stop_reason": response.stop_reason,
+        "truncated": response.truncated,
+        "served_model": response.served_model,
+        "input_tokens": response.total_input_tokens,
+        "output_tokens": response.output_tokens,
+        "cost_usd": response.cost_usd,
+        "latency_s": response.latency_s,
+        "cached": cached,
+    }
 
 
 def _scorer_failed(scorer: Scorer, item: ScoreInput, exc: Exception) -> Score:
@@ -128,13 +153,12 @@ def _scorer_failed(scorer: Scorer, item: ScoreInput, exc: Exception) -> Score:
     )
 
 
-def _bounded_score(ctx: SampleContext, item: ScoreInput) -> Score:
+def _bounded_score(ctx: SampleContext, item: ScoreInput, scorer: Scorer) -> Score:
     """A synchronous scorer's verdict (one that implements only ``score``), run through
     ``ctx.bounded``: past the run's ``score_timeout_s`` it is stopped and the row is a
     ``judge_error`` with reason ``scorer_timeout``; SIGTERM or a second Ctrl-C during it
     cancels the sample like any other in flight."""
     assert ctx.bounded is not None
-    scorer = ctx.scorer
     try:
         return ctx.bounded.call(scorer.score, item)
     except CallTimedOut:
@@ -195,6 +219,9 @@ def _scored_row(
         "tool_calls": list(response.tool_calls) if item.conversational else None,
         "transcript": transcript,
     }
+    if score.metrics is not None:  # several scorers: every metric's value (see scorers.multi)
+        row["metrics"] = score.metrics
+        return make_row(**row)
     return row if is_exact(row) else make_row(**row)
 
 

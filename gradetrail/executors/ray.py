@@ -4,7 +4,7 @@ the driver.
 Who does what:
 
 - The **driver** (this process) keeps the cache, scoring and results, as with the local
-  executor: :func:`~gradetrail.executors.calls.cached_call` looks the cache up first and only
+  executor: :meth:`~gradetrail.executors.calls.Calls.call` looks the cache up first and only
   misses reach :meth:`RayExecutor.complete`. It also keeps the retry loop
   (:func:`~gradetrail.executors.retry.call_with_retry`) and ONE
   :class:`~gradetrail.executors.limits.Throttle` per provider, so ``run.concurrency``,

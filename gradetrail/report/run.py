@@ -26,6 +26,33 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
     return manifest_lines(result.manifest, result.run_dir)
 
 
+def metric_lines(m: Manifest) -> list[tuple[str, str]]:
+    """``("metric", text)`` for each metric of a run with several scorers: its name (the
+    primary marked), mean, SE, 95% CI and scored samples; none with one scorer."""
+    if not m.metrics:
+        return []
+    primary = next(
+        (n.get("name") for n in m.spec.get("scorers") or [] if n.get("primary")),
+        next(iter(m.metrics)),
+    )
+    lines = []
+    for name, s in m.metrics.items():
+        mark = " (primary)" if name == primary else ""
+        if s.mean is None:
+            lines.append(("metric", f"{name}{mark}: n/a (no sample scored)"))
+            continue
+        kind = " (Wilson)" if s.ci_method == "wilson" else ""
+        ci = f"[{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]" if s.ci_low is not None else "n/a"
+        lines.append(
+            (
+                "metric",
+                f"{name}{mark}: {s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI {ci}{kind}, over {s.n} "
+                "scored samples",
+            )
+        )
+    return lines
+
+
 def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     """``(label, text)`` pairs from a run's manifest: counts per state (the denominator
     explicit), mean score with standard error and 95% CI, tokens, cost, cache hits, wall
@@ -58,6 +85,7 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
         lines.append((what, score))
     else:
         lines.append((what, "n/a (no sample scored)"))
+    lines += metric_lines(m)
     lines += judge_lines(m) + agreement_lines(m)
     for error in m.top_errors:
         what_kind = error["kind"] + (f" {error['status']}" if error["status"] else "")

@@ -90,6 +90,9 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     # judge file and baseline enter through their content hashes, not their paths
     body.get("scorer", {}).pop("file", None)
     body.get("scorer", {}).pop("baseline", None)
+    for named in body.get("scorers") or []:  # several scorers: the same for each
+        named.get("scorer", {}).pop("file", None)
+        named.get("scorer", {}).pop("baseline", None)
     return body
 
 
@@ -348,6 +351,11 @@ class Manifest(BaseModel):
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cache_hits: int = 0
     score: ScoreStats | None = None
+    metrics: dict[str, ScoreStats] | None = Field(
+        None,
+        description="With several scorers (scorers:), each metric's statistics by name, the "
+        "primary's equal to score; null with one scorer.",
+    )
     judge: JudgeStats | None = Field(
         None, description="Judge calls, cache hits, tokens, cost and errors per reason."
     )

@@ -100,6 +100,8 @@ class Tally:
     _cluster_codes: array[int] = field(default_factory=lambda: array("q"))
     _cluster_code: dict[str, int] = field(default_factory=dict)
     _cluster_names: list[str] = field(default_factory=list)
+    #: with several scorers: each metric's scores, by name, in a tally of its own
+    _metrics: dict[str, Tally] | None = None
 
     def __post_init__(self) -> None:
         self._rows = EpochSlots("B", "d", epochs=self.epochs)
@@ -127,6 +129,7 @@ class Tally:
             "cost_usd_cached": self.cost_usd_cached,
             "cache_hits": self.cache_hits,
             "score": self.score_stats(clustered=spec.dataset.cluster_field is not None),
+            "metrics": self.metric_stats(clustered=spec.dataset.cluster_field is not None),
             "judge": self.judge_stats(),
             "agreement": self.agreement_stats(label_field_of(spec)),
             "top_errors": self.top_errors(),
@@ -159,7 +162,12 @@ class Tally:
                 self.cost_usd = (self.cost_usd or 0.0) + cost
         sample_id, score = row["sample_id"], row["score"]
         kept = score if state == "scored" else None
-        self._record(self._slot(sample_id, at), row["epoch"], kept, row["cluster"])
+        slot = self._slot(sample_id, at)
+        self._record(slot, row["epoch"], kept, row["cluster"])
+        metrics = row.get("metrics")
+        if metrics:  # several scorers: each metric tallied as the score is
+            for name, value in metrics.items():
+                self._metric(name)._record(slot, row["epoch"], value, row["cluster"])
         if row["error"] is not None:
             self._count_error(row)
         if row["judge"] is not None:
@@ -316,6 +324,25 @@ class Tally:
             n_clusters=s.n_clusters,
             ci_method=s.method,
         )
+
+    def _metric(self, name: str) -> Tally:
+        if self._metrics is None:
+            self._metrics = {}
+        tally = self._metrics.get(name)
+        if tally is None:
+            tally = self._metrics[name] = Tally(
+                reducer=self.reducer, pass_k=self.pass_k, epochs=self.epochs
+            )
+            tally._cluster_codes = self._cluster_codes  # one sample, one cluster
+            tally._cluster_names = self._cluster_names
+        return tally
+
+    def metric_stats(self, clustered: bool = False) -> dict[str, ScoreStats] | None:
+        """With several scorers, each metric's :meth:`score_stats` by name (in the order
+        the rows first named them); None with one scorer."""
+        if not self._metrics:
+            return None
+        return {name: t.score_stats(clustered) for name, t in self._metrics.items()}
 
     def judge_stats(self) -> JudgeStats | None:
         """The judge's totals (None when no row had a judge)."""

@@ -12,12 +12,21 @@ __all__ = ["Score", "ScoreInput", "Scorer", "make_scorer"]
 
 
 def make_scorer(spec: EvalSpec) -> Scorer:
-    """Build the scorer a spec names.
+    """Build the scorer a spec names (a :class:`~gradetrail.scorers.multi.MultiScorer`
+    for ``scorers:``).
 
     Raises:
         SpecError: a scorer template does not compile; a judge file or baseline run
             directory cannot be read.
     """
+    if spec.scorers is not None:  # several metrics: each built as its own one-scorer spec
+        from gradetrail.scorers.multi import MultiScorer
+
+        named = [
+            (n.name, make_scorer(spec.model_copy(update={"scorer": n.scorer, "scorers": None})))
+            for n in spec.scorers
+        ]
+        return MultiScorer(named, spec.primary_metric or named[0][0])
     s = spec.scorer
     if isinstance(s, ExactScorerSpec):
         return ExactScorer(s)
@@ -45,4 +54,8 @@ def make_scorer(spec: EvalSpec) -> Scorer:
         from gradetrail.scorers.pairwise import PairwiseScorer
 
         return PairwiseScorer(spec)
+    if s.type == "python":  # the user's function, imported only when named
+        from gradetrail.scorers.python import make_python_scorer
+
+        return make_python_scorer(s, spec.base_dir, spec.run.score_timeout_s)
     raise TypeError(f"unknown scorer spec {type(s).__name__}")

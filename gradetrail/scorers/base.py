@@ -31,6 +31,9 @@ class ScoreInput:
         tools: the tool definitions the request offered (``{"name", "description",
             "parameters"}``, parameters a JSON Schema), for scorers that read their
             argument types.
+        response_meta: what the provider reported with the response (``stop_reason``,
+            ``truncated``, ``served_model``, ``input_tokens``, ``output_tokens``,
+            ``cost_usd``, ``latency_s``, ``cached``), or None when not known (a check).
     """
 
     sample: Sample
@@ -41,6 +44,7 @@ class ScoreInput:
     response: str
     tool_calls: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
+    response_meta: dict[str, Any] | None = None
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
@@ -55,12 +59,15 @@ class Score:
         error: why no score could be given (a ``judge_error`` row), or None.
         judge: what the judge calls behind this score did and cost, or None for scorers
             that call no model.
+        metrics: with several scorers (``scorers:``), each metric's value by name (None
+            for a metric that could not score this row); None with one scorer.
     """
 
     value: float | None
     detail: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     judge: JudgeRecord | None = None
+    metrics: dict[str, float | None] | None = None
 
 
 def scorer_error(detail: dict[str, Any], reason: str, message: str) -> Score:
@@ -88,10 +95,14 @@ class Scorer:
             False: :meth:`score` is called directly, within the run's time bound.
         checks_rows: :meth:`check_row` has something to check in every row before any
             call; False: the runner skips it.
+        wants_meta: the scorer reads the response's metadata besides its text (stop
+            reason, tokens, cost, latency); the pipeline builds it only then.
     """
 
     asynchronous: ClassVar[bool] = False
     checks_rows: ClassVar[bool] = False
+    #: the pipeline builds each response's metadata (:attr:`ScoreInput.meta`) for it
+    wants_meta: bool = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -2,12 +2,20 @@
 
 The row's choices (``scorer.choices_field``, a list) are shown in the prompt with the
 ``lettered`` filter (:mod:`gradetrail.prompts.choices`), optionally shuffled per sample with a
-stable seed. The target names the correct choice in the row's own order: a letter
+stable seed. Options written into the question itself (MMLU-style CSVs with an answer
+letter) need no list: ``n_choices: 5`` (letters A-E) or ``letters: ABCDE`` says which
+letters are valid. The target names the correct choice in the row's own order: a letter
 (``C``) or an index (``2``, from ``index_base``).
 
-The answer is the last well-formed answer letter in the response, one of the letters
-shown (never a letter inside a word: ``Apple`` holds no ``A``). Well-formed, from most
-to least explicit:
+The answer is the last letter the reply *states* (by ``marker``, ``boxed``,
+``declared``, ``contrast``, ``leading``, ``named``, ``bare`` or ``concluded`` below),
+else the last well-formed answer letter: letters discussed while explaining the other
+options (``The answer is B. (A) is incorrect because ...``, ``Option (D) would need
+...``, ``a common mistake is choosing D``) are not the answer. Only letters shown count
+(never a letter inside a word: ``Apple`` holds no ``A``). A reply that is exactly one
+choice's text (``Berlin``, ``It is Berlin.``, ``Berlin is the correct answer``; case,
+emphasis and a closing stop aside), or a letter with its own text (``B Berlin``), names
+that choice (rule ``text``). Well-formed, from most to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
   ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
@@ -27,14 +35,26 @@ to least explicit:
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``
-  (``C. 42``, ``**C)** Mars``).
+  (``C. 42``, ``**C)** Mars``), or with a letter and ``or`` / ``,`` (``B or maybe C``);
+- ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
+  ``B is closest``;
+- ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
+  line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
+- ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
+  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``.
+
+A marker word naming an option without stating it (``Option (D) would ...``, no ``is`` and
+no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do not
+state it.
 
 A letter right after a negation (``not A``, ``isn't (A)``, ``would not choose A``) is
 never an answer, and full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``).
 
 When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
-``B/C``, ``**B** **C**``, ``Answer: both A and C``), the reply is ambiguous: it scores 0
-and the row records both, never a guess. With a shuffle, the row records the permutation
+``B/C``, ``**B** **C**``, ``Answer: both A and C``), hedges between them (``B or maybe
+C``, ``B, or possibly C``, ``B, perhaps D``), or its sentence goes on to hedge toward
+another (``B, though C is also plausible``), the reply is ambiguous: it scores 0 and the
+row records both, never a guess. With a shuffle, the row records the permutation
 and the letter the target was shown under, so position bias can be measured.
 """
 
@@ -57,7 +77,7 @@ _L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'’])"
 #: not ``the answer is a bit long``)
 _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’])"
 _MARKERS = (
-    r"(?i:\b(?:answer|option|choice)\b(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
+    r"(?i:\b(?:answers?|option|choice)\b(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
     r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
     r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta)\b)"
 )
@@ -90,12 +110,56 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "contrast",
         re.compile(
-            r"(?i:\b(?:can)?not\b|n[’']t\b)[^\n]{0,80}?(?i:\b(?:it\s+is|it[’']s|but|rather|instead))"
+            r"(?i:\b(?:can)?not\b|n[’']t\b|\bnone\b)[^\n]{0,80}?"
+            r"(?i:\b(?:it\s+is|it[’']s|but|rather|instead))"
             r"\s*(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
         ),
     ),
-    ("leading", re.compile(r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?[.):](?=[ \t]|$)")),
+    (
+        "leading",
+        re.compile(
+            r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?"
+            r"(?:[.):](?=[ \t]|$)|(?=[ \t]*(?:,|/|\bor\b)))"
+        ),
+    ),
+    (
+        "named",
+        re.compile(
+            r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?" + _L + r"(?:\*\*|[\)\]])?[ \t]+"
+            r"(?i:(?:is|seems|looks)[ \t]+(?:to[ \t]+be[ \t]+)?(?:the[ \t]+)?"
+            r"(?:correct|right|best|closest|most[ \t]+(?:likely|accurate|plausible)"
+            r"|(?:correct|right|best|final)[ \t]+(?:answer|choice|option)|answer)\b)"
+        ),
+    ),
+    ("bare", re.compile(r"(?m)^[ \t>*_]*[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*" + _L)),
+    # a colon and a letter closing a line: ``My pick: B``, ``Final: (C).``
+    (
+        "bare",
+        re.compile(
+            r"(?m)(?<![0-9])[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*"
+            + _L
+            + r"[ \t]*(?:\*\*|[\)\]])?[ \t]*\.?[ \t*]*$"
+        ),
+    ),
+    (
+        "concluded",
+        re.compile(
+            r"(?im:(?:\b(?:therefore|thus|hence|so|consequently)|\bit(?:[’']s|\s+is|\s+must\s+be)"
+            r"|\bthat(?:[’']s|\s+is))[,:]?[ \t]+)(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])"
+            + _L
+            + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
+        ),
+    ),
 )
+#: rules that state the answer (a marker, a box, a declaring verb or phrase, the turn after
+#: a negation, a leading or bare-marked letter): the last of these is the answer, and
+#: letters discussed around it (``(A) is incorrect because ...``) are not
+_DECLARING = frozenset(
+    {"marker", "boxed", "declared", "contrast", "leading", "named", "bare", "concluded"}
+)
+#: a declaring verb as a gerund describes a choice rather than makes it (``a common
+#: mistake is choosing D``): its letter is found, but not stated
+_GERUND = re.compile(r"(?i)\A(?:choosing|picking|selecting)\b")
 #: rules whose letter is read past capitals that are words, as after a marker
 _PHRASED = frozenset({"marker", "declared", "contrast"})
 #: a letter right after a negation is never the answer: ``not A``, ``isn't (A)``,
@@ -163,8 +227,15 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
     word when a lower-case phrase follows it, so with nine or more choices ``Answer: I
     think it is B`` reads B, never I. Full-width forms read as ASCII (``Answer: Ｃ``), and
     a letter right after a negation (``not A``, ``isn't (A)``) is never an answer."""
+    return _scan(text, valid)[0]
+
+
+def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[int]]:
+    """:func:`find_letters`, and the starts of the letters some declaring rule states
+    (``I pick **B**`` is bold and declared)."""
     text = narrow(text)
     found: list[tuple[int, int, str, str]] = []
+    declared: set[int] = set()
     for rule, pattern in _RULES:
         for m in pattern.finditer(text):
             read = _past_words(text, m) if rule in _PHRASED else None
@@ -173,13 +244,69 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
             letter, start, end = read or (m.group("letter").upper(), m.start("letter"), m.end())
             if _NEGATED.search(text, max(0, start - 40), start):
                 continue
-            if letter in valid and not any(s <= start < e for s, e, _, _ in found):
+            if letter not in valid:
+                continue
+            if rule in _DECLARING and not (
+                (rule == "marker" and _NAMING.match(m.group()))
+                or (rule == "declared" and _GERUND.match(m.group()))
+            ):
+                declared.add(start)
+            if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
-    return sorted(found)
+    return sorted(found), declared
+
+
+#: ``option (D)``, ``choice C``: a marker word that names an option without stating it as
+#: the answer (no ``is``, no colon), as in an explanation
+_NAMING = re.compile(r"(?i)\s*(?:option|choice)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
+
+
+def _answer_of(found: list[tuple[int, int, str, str]], declared: set[int]) -> int:
+    """Index in ``found`` of the answer: the last stated one, else the last one."""
+    stated = [i for i, f in enumerate(found) if f[0] in declared]
+    return stated[-1] if stated else len(found) - 1
+
+
+#: what wraps a reply that is a choice's text: markers, emphasis, quotes, a full stop
+_TEXT_WRAP = re.compile(
+    r"\A(?i:(?:(?:my\s+|the\s+)?(?:final\s+|correct\s+)?(?:answer|choice|option)\s*(?:is|:)?"
+    r"|it\s+is|it[’']s|that\s+is|that[’']s|i\s+(?:choose|pick|select))\s*)?"
+    r"(?P<text>.*?)"
+    r"(?i:\s+(?:is\s+(?:the\s+)?(?:correct|right)(?:\s+(?:answer|choice|option))?"
+    r"|is\s+the\s+answer))?[\s.!]*\Z",
+    re.DOTALL,
+)
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.replace("*", "").strip(" \t\n\"'“”‘’`").casefold().split())
+
+
+def _by_text(response: str, texts: dict[str, str]) -> str | None:
+    """The letter whose choice text the whole reply is (``Berlin``, ``The answer is
+    Berlin.``), when exactly one choice's text matches; else None."""
+    m = _TEXT_WRAP.match(response.strip())
+    said = _fold(m.group("text") if m else response)
+    if not said:
+        return None
+    hits = [letter for letter, text in texts.items() if _fold(text) == said]
+    if len(hits) == 1:
+        return hits[0]
+    # the letter and its own text: ``B Mercury``, ``(B) Mercury``, ``B) Mercury``
+    lead = re.match(r"\(?([A-Z])[.):]?\s+(.+)\Z", m.group("text").strip() if m else "", re.S)
+    if lead and lead.group(1) in texts and _fold(texts[lead.group(1)]) == _fold(lead.group(2)):
+        return lead.group(1)
+    return None
 
 
 class ChoiceScorer(Scorer):
-    """1.0 when the response's answer letter names the target choice."""
+    """1.0 when the response's answer letter names the target choice.
+
+    The choices come from each row's list (``choices_field``, shown with ``lettered``) or,
+    for options written into the question, from ``n_choices`` / ``letters``: then the
+    target is a valid letter (or an index from ``index_base``) and a reply is read by its
+    letter only (no choice texts to match).
+    """
 
     def __init__(self, spec: ChoiceScorerSpec) -> None:
         self.spec = spec
@@ -193,28 +320,39 @@ class ChoiceScorer(Scorer):
             value = value[part]
         return value
 
-    def _target_index(self, target: str | None, n: int) -> int:
+    def _target_index(self, target: str | None, letters: str) -> int:
+        """The target's position among ``letters`` (a letter, or an index from
+        ``index_base``). Raises ValueError naming the valid forms."""
         text = (target or "").strip()
-        if len(text) == 1 and text.upper() in LETTERS[:n]:
-            return LETTERS.index(text.upper())
+        n = len(letters)
+        if len(text) == 1 and text.upper() in letters:
+            return letters.index(text.upper())
         if re.fullmatch(r"-?\d+", text):
             index = int(text) - self.spec.index_base
             if 0 <= index < n:
                 return index
         raise ValueError(
-            f"target {text!r} names none of the {n} choices (a letter A-{LETTERS[n - 1]} or "
-            f"an index from {self.spec.index_base})"
+            f"target {text!r} names none of the {n} choices (a letter {letters[0]}-"
+            f"{letters[-1]} or an index from {self.spec.index_base})"
         )
 
     def check(self, first: ScoreInput) -> None:
-        """The first row must hold the choices and a target naming one; the prompt must
-        show them as the scorer letters them.
+        """The first row must hold the choices (unless ``n_choices`` / ``letters`` says the
+        question shows them) and a target naming one; the prompt must show the choices as
+        the scorer letters them.
 
         Raises:
             SpecError: naming the field or the template to fix (``target`` when the spec
                 has none).
         """
         require_target(first, "scorer: the choice scorer")
+        valid = self.spec.valid_letters
+        if valid is not None:
+            try:
+                self._target_index(first.target, valid)
+            except ValueError as exc:
+                raise SpecError(f"target: the first sample's {exc}") from None
+            return
         try:
             choices = self._choices(first.sample.row)
             shown = options(choices, self.spec.shuffle_seed)
@@ -222,12 +360,13 @@ class ChoiceScorer(Scorer):
             have = ", ".join(sorted(first.sample.row)) or "(none)"
             raise SpecError(
                 f"scorer.choices_field: the first row has no '{self.spec.choices_field}' (it "
-                f"has {have}); name the row's list of choices"
+                f"has {have}); name the row's list of choices, or give scorer.n_choices when "
+                "the question itself shows the options"
             ) from None
         except ValueError as exc:
             raise SpecError(f"scorer.choices_field: the first row's choices: {exc}") from None
         try:
-            self._target_index(first.target, len(choices))
+            self._target_index(first.target, LETTERS[: len(choices)])
         except ValueError as exc:
             raise SpecError(f"target: the first sample's {exc}") from None
         block = "\n".join(f"{letter}. {text}" for letter, _, text in shown)
@@ -239,13 +378,28 @@ class ChoiceScorer(Scorer):
                 f"them with {{{{ {self.spec.choices_field} | {call} }}}}"
             )
 
+    def _shown(self, item: ScoreInput) -> tuple[list[tuple[str, int, str]], int]:
+        """``(letter, index, text)`` as shown and the target's index. Raises KeyError or
+        ValueError when the row cannot be scored."""
+        valid = self.spec.valid_letters
+        if valid is not None:
+            return [(letter, i, "") for i, letter in enumerate(valid)], self._target_index(
+                item.target, valid
+            )
+        choices = self._choices(item.sample.row)
+        shown = options(choices, self.spec.shuffle_seed)
+        return shown, self._target_index(item.target, LETTERS[: len(choices)])
+
     def score(self, item: ScoreInput) -> Score:
-        """Read the last answer letter and compare; the detail records the letter, its
-        rule, the choice it names, the target's letter as shown, and any ambiguity."""
+        """Read the answer and compare; the detail records the letter, its rule, the
+        choice it names, the target's letter as shown, and any ambiguity.
+
+        The answer is the last letter a declaring rule states (a marker, a box, a
+        declaring verb or phrase, a leading or bare-marked letter), else the last
+        well-formed letter; a reply that is exactly one choice's text names that choice.
+        """
         try:
-            choices = self._choices(item.sample.row)
-            shown = options(choices, self.spec.shuffle_seed)
-            target = self._target_index(item.target, len(choices))
+            shown, target = self._shown(item)
         except (KeyError, ValueError) as exc:  # the dataset's fault: no score, never a 0
             message = f"cannot score this row: {exc}: fix the dataset row"
             return scorer_error({"extracted": None}, "bad_row", message)
@@ -260,14 +414,21 @@ class ChoiceScorer(Scorer):
         if self.spec.shuffle_seed is not None:
             detail["permutation"] = [index for _, index, _ in shown]
         response = narrow(item.response)
-        found = find_letters(response, "".join(by_letter))
+        valid = "".join(by_letter)
+        texts = {letter: text for letter, _, text in shown if text}
+        if (letter := _by_text(response, texts)) is not None:
+            detail.update(extracted=letter, rule="text", choice_index=by_letter[letter])
+            return Score(float(by_letter[letter] == target), detail)
+        found, declared = _scan(response, valid)
         if not found:
             detail["reason"] = "no answer letter in the response"
             return Score(0.0, detail)
-        start, _, letter, rule = found[-1]
+        at = _answer_of(found, declared)
+        _, _, letter, rule = found[at]
         detail.update(extracted=letter, rule=rule, choice_index=by_letter[letter])
-        named = _listed_after(response, found[-1], "".join(by_letter))
-        named |= _listed_before(response, found)
+        named = _listed_after(response, found[at], valid)
+        named |= _listed_before(response, found[: at + 1])
+        named |= _hedged_after(response, found[at], valid)
         if len(named) > 1:
             detail["ambiguous"] = sorted(named)
             detail["reason"] = f"the final answer names {len(named)} letters"
@@ -275,7 +436,17 @@ class ChoiceScorer(Scorer):
         return Score(float(by_letter[letter] == target), detail)
 
 
-_MORE = re.compile(r"[\)\]]?(?:\*\*)?\s*(?:,|/|&|\bor\b|\band\b)\s*(?:\*\*|[\(\[])?\s*" + _ML)
+#: a second letter offered beside the answer, hedged or not: ``B or C``, ``B/C``, ``B or
+#: maybe C``, ``B, or possibly C``, ``B, perhaps C``
+_HEDGE = r"(?i:maybe|perhaps|possibly|probably|potentially|even|also|else)"
+_MORE = re.compile(
+    r"[\)\]]?(?:\*\*)?\s*(?:,?\s*(?:/|&|\bor\b|\band\b)(?:\s+"
+    + _HEDGE
+    + r"\b)?|,(?:\s*"
+    + _HEDGE
+    + r"\b)?)\s*(?:\*\*|[\(\[])?\s*"
+    + _ML
+)
 
 
 def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
@@ -287,6 +458,31 @@ def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set
             letters.add(m.group("letter").upper())
         pos = m.end()
     return letters
+
+
+#: the rest of the answer's sentence hedges toward another letter: ``B, though C is also
+#: plausible``, ``B, but C could also work``, ``B (C might be right too)``
+_HEDGE_WORDS = re.compile(
+    r"(?i)\b(?:also|too|as\s+well|plausible|possibl[ey]|might|could|may|maybe|perhaps"
+    r"|not\s+sure|unsure|torn|alternatively)\b"
+)
+_OTHER_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?(?P<letter>[A-Z])(?![A-Za-z0-9'’])")
+
+
+def _hedged_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
+    """Letters the answer's own sentence hedges toward (``B, though C is also plausible``):
+    another valid letter in the rest of the sentence, with a hedging word there."""
+    rest = re.match(r"[^.!?\n]*", text[last[1] :]).group()  # type: ignore[union-attr]
+    if not _HEDGE_WORDS.search(rest):
+        return {last[2]}
+    others = {
+        m.group("letter")
+        for m in _OTHER_LETTER.finditer(rest)
+        if m.group("letter") in valid
+        and not _NEGATED.search(rest, max(0, m.start() - 40), m.start())
+        and m.group("letter") != "I"  # the pronoun
+    }
+    return {last[2], *others}
 
 
 _JOIN = re.compile(r"[\s*()\[\]]*(?:,|/|&|\bor\b|\band\b)?[\s*()\[\]]*", re.IGNORECASE)

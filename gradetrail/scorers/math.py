@@ -5,14 +5,21 @@ The library does the mathematics: it extracts the response's final answer (a
 decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2`` =
 ``1/\\sqrt{2}``, intervals, sets, equations). gradetrail wraps it:
 
+- target and response are read by one reader (:func:`read_answer`), as math-verify's
+  authors compare them: a response written exactly as its target always equals it
+  (``(0, 1)``, ``{1,2,3}``, ``[1,2]``), and a target is never rewritten on its own;
+- answers without LaTeX delimiters are read whole (``-1 + sqrt(3)``, ``x<2``,
+  ``33.5\\%``), digits grouped by thin or plain spaces are one number (``1\\,234``) and
+  ``74°`` is ``74^\\circ``;
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
-- a response with no parsable answer scores 0 with the reason recorded
-  (``reason: no parsable answer``), never a silent 0;
-- a parse or comparison that exceeds ``timeout_s`` (interrupted by the library's alarm,
-  or finished late because the alarm landed where the library swallowed it), a target that
-  does not parse, or an error inside the library is a scorer error row (``error.kind:
-  scorer_error``), never a score.
+- a response with no parsable answer, or whose parse or comparison runs past
+  ``timeout_s`` (``\\boxed{2^{2^{2^{49}}}}``), scores 0 with the reason recorded
+  (``detail.reason``), as math-verify itself counts it, never a silent 0;
+- a target in which math-verify finds no answer at all, a target whose parse runs out of
+  time, or an error inside the library while reading the target is a scorer error row
+  (``error.kind: scorer_error``) naming what to fix, never a score; a target math-verify
+  reads only as text (``12:00``) is compared as math-verify compares it.
 
 math-verify bounds its work with ``signal.alarm``, which only the main thread may set;
 when scoring runs in another thread (off the event loop) its alarm cannot be used and the
@@ -22,6 +29,7 @@ Install with ``pip install 'gradetrail[math]'``.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
@@ -31,7 +39,7 @@ from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.scorers.targets import require_target
 from gradetrail.spec import MathScorerSpec
 
-__all__ = ["MathScorer"]
+__all__ = ["MathScorer", "bare_answer", "read_answer"]
 
 _SHOWN = 200  # characters of a parse or message kept in the row
 
@@ -67,12 +75,10 @@ class MathScorer(Scorer):
         in_main = threading.current_thread() is threading.main_thread()
         return self.spec.timeout_s if in_main else None
 
-    def _parse_target(self, target: str, timeout: int | None) -> list[Any]:
-        """The target as LaTeX math (``$target$``: plain numbers parse too), else as text."""
-        parsed = self.mv.parse(f"${target}$", parsing_timeout=timeout, raise_on_error=True)
-        if not parsed:
-            parsed = self.mv.parse(target, parsing_timeout=timeout, raise_on_error=True)
-        return parsed
+    def _read(self, text: str, timeout: int | None) -> list[Any]:
+        """What math-verify parses from ``text``, read the same way for a target and a
+        response (see :func:`bare_answer` for answers written without LaTeX delimiters)."""
+        return read_answer(self.mv, text, timeout)
 
     def check(self, first: ScoreInput) -> None:
         """The first target must parse.
@@ -82,7 +88,7 @@ class MathScorer(Scorer):
         """
         require_target(first, "scorer: the math scorer")
         try:
-            parsed = self._parse_target(first.target, self._timeout())
+            parsed = self._read(first.target, self._timeout())
         except Exception as exc:  # the library's own failure, named
             raise SpecError(
                 f"target: math-verify cannot parse {first.target[:80]!r}: {str(exc)[:_SHOWN]}"
@@ -94,22 +100,32 @@ class MathScorer(Scorer):
             )
 
     def score(self, item: ScoreInput) -> Score:
-        """Parse both, verify; every outcome is recorded (see the module docstring)."""
+        """Read both sides the same way, verify; every outcome is recorded (see the module
+        docstring). A response whose parse or comparison runs out of time is a wrong answer
+        with its reason, as in math-verify itself; the target's failures are scorer errors."""
         timeout = self._timeout()
         detail: dict[str, Any] = {"timeout_applied": timeout is not None}
-        stage = "parse the target"
         try:
             began = time.monotonic()
-            gold = self._parse_target(item.target or "", timeout)
+            gold = self._read(item.target or "", timeout)
             self._in_time(began, timeout)
-            detail["parsed_target"] = _shown(gold)
-            if not gold:
-                return _error(
-                    detail, "target_unparsed", "math-verify finds no expression in the target"
-                )
-            stage = "parse the response"
+        except self._timeout_error:
+            message = f"math-verify did not parse the target within {self.spec.timeout_s} s"
+            return _error(detail, "timeout", message)
+        except Exception as exc:  # noqa: BLE001 - the library's failure becomes a row
+            return _error(detail, "math_verify_error", f"parse the target: {_named(exc)}")
+        detail["parsed_target"] = _shown(gold)
+        if not gold:
+            return _error(
+                detail,
+                "target_unparsed",
+                "math-verify finds no answer in the target; fix the dataset's target or use "
+                "exact, numeric or regex for text targets",
+            )
+        stage = "parse the response"
+        try:
             began = time.monotonic()
-            pred = self.mv.parse(item.response, parsing_timeout=timeout, raise_on_error=True)
+            pred = self._read(item.response, timeout)
             self._in_time(began, timeout)
             detail["parsed_response"] = _shown(pred)
             if not pred:
@@ -117,15 +133,196 @@ class MathScorer(Scorer):
                 return Score(0.0, detail)
             stage = "compare"
             began = time.monotonic()
-            ok = self.mv.verify(gold, pred, timeout_seconds=timeout, raise_on_error=True)
+            # as the library's authors call it: a pair of readings it cannot compare
+            # (zoo, a matrix against a number) is unequal, and the next pair is tried
+            ok = self.mv.verify(gold, pred, timeout_seconds=timeout, raise_on_error=False)
             self._in_time(began, timeout)
         except self._timeout_error:
-            return _error(
-                detail, "timeout", f"math-verify did not {stage} within {self.spec.timeout_s} s"
+            detail.setdefault("parsed_response", None)
+            detail["reason"] = (
+                f"timeout: math-verify did not {stage} within {self.spec.timeout_s} s"
             )
-        except Exception as exc:  # noqa: BLE001 - the library's failure becomes a row
-            return _error(detail, "math_verify_error", f"{stage}: {type(exc).__name__}: {exc}")
+            return Score(0.0, detail)
+        except Exception as exc:  # noqa: BLE001 - math-verify counts these as not equal
+            detail.setdefault("parsed_response", None)
+            detail["reason"] = f"math-verify could not {stage}: {_named(exc)}"[:_SHOWN]
+            return Score(0.0, detail)
         return Score(float(bool(ok)), detail)
+
+
+#: LaTeX math delimiters or a box: math-verify's own extraction finds the answer
+_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\(?:boxed|fbox|begin)\b")
+#: digits grouped in threes by a thin space (``\,``, ``\;``, ``\ ``), ``{,}``, a space, a
+#: no-break space or a narrow no-break space: one number (``1\,234``, ``12 500``)
+_GROUPED = re.compile(
+    r"(?<![\d.,])\d{1,3}(?:(?:\\[,;: ]|\{,\}|[ \u00a0\u202f\u2009])\d{3})+(?![\d])"
+)
+_GROUP_SEP = re.compile(r"\\[,;: ]|\{,\}|[ \u00a0\u202f\u2009]")
+#: a degree sign after a number, as LaTeX (``74°`` is ``74^\circ``)
+_DEGREE = re.compile(r"(?<=[\d}])\s*°")
+#: words a bare formula may hold: functions, constants and LaTeX commands
+_FORMULA_WORDS = re.compile(
+    r"\\[A-Za-z]+|\b(?:sqrt|cbrt|sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|log|ln|exp"
+    r"|pi|infty|infinity|inf|oo)\b"
+)
+#: the answer a prose reply states at its end: ``The answer is -1 + sqrt(3).``
+_STATED = re.compile(r"(?i)\b(?:answer|result|solution)\s*(?:is\b|:|=)")
+#: any closing statement of a value: ``the point is (1, 2)``, ``so x = 3``
+_CLOSING = re.compile(r"(?i)\bis\b|:|=|≈")
+#: ``x = 2`` or ``2 = x``: an answer assigned to one variable is its value
+_ASSIGNED = re.compile(
+    r"\A\s*(?:[A-Za-z](?:_\w+)?\s*=\s*(?P<rhs>[^=]+)|(?P<lhs>[^=]+?)\s*=\s*[A-Za-z](?:_\w+)?)\s*\Z"
+)
+
+
+def _formula(text: str) -> bool:
+    """True when ``text`` is one line of mathematics without prose (``-1 + sqrt(3)``,
+    ``x<2``, ``33.5\\%``, ``(0, 1)``)."""
+    if not text or "\n" in text or len(text) > 200 or _DELIMITED.search(text):
+        return False
+    rest = _FORMULA_WORDS.sub(" ", text)
+    return re.search(r"[A-Za-z]{2,}", rest) is None and re.search(r"[\dA-Za-z]", text) is not None
+
+
+def _closing_formula(text: str, marker: re.Pattern[str]) -> str | None:
+    """The formula after the last ``marker`` that ends ``text`` (a closing stop aside),
+    or None."""
+    for m in reversed(list(marker.finditer(text))):
+        tail = text[m.end() :].strip().rstrip(".").strip()
+        if _formula(tail):
+            return tail
+        if "\n" in tail:  # statements before the last line do not close the text
+            break
+    return None
+
+
+def bare_answer(text: str) -> str | None:
+    """The answer ``text`` writes without LaTeX delimiters, or None: the whole text when it
+    is a formula, else the formula a closing ``answer is ...`` (``Answer:``, ``the result
+    is``) states, else, in text without LaTeX delimiters, the formula after a closing
+    ``is``, ``:`` or ``=`` (``the point is (1, 2)``). An assignment to one variable (``x =
+    2``, ``2 = x``) is its value (``2``)."""
+    text = text.strip()
+    found = text if _formula(text) else None
+    if found is None:
+        found = _closing_formula(text, _STATED)
+    if found is None and not _DELIMITED.search(text):
+        found = _closing_formula(text, _CLOSING)
+    if found is not None and (m := _ASSIGNED.match(found)):
+        found = (m.group("rhs") or m.group("lhs")).strip()
+    return found
+
+
+def _as_latex(formula: str) -> str:
+    """A plain formula in LaTeX for math-verify's LaTeX reader (``2**(1/4)`` as ``2^(1/4)``,
+    ``sqrt(3)`` as ``\\sqrt{3}``, ``<=`` as ``\\le``, a bare ``%`` escaped)."""
+    out = formula.replace("**", "^").replace("<=", r"\le ").replace(">=", r"\ge ")
+    out = out.replace("≤", r"\le ").replace("≥", r"\ge ").replace("≠", r"\neq ")
+    out = out.replace("√", r"\sqrt").replace("π", r"\pi ").replace("∞", r"\infty ")
+    for _ in range(3):  # nested calls, innermost first
+        out = re.sub(r"(?<!\\)\b(sqrt|sin|cos|tan|log|ln|exp)\(([^()]*)\)", r"\\\1{\2}", out)
+    out = re.sub(r"(?<!\\)\b(pi)\b", r"\\pi", out)
+    out = re.sub(r"(?<!\\)\b(?:infinity|infty|inf|oo)\b", r"\\infty", out)
+    return re.sub(r"(?<!\\)%", r"\\%", out)
+
+
+def _compact(text: str) -> str:
+    return re.sub(r"[\s$]", "", text).replace(",", ".")
+
+
+def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
+    """math-verify's parse of ``text`` (``[sympy value, source text]``, empty when none),
+    the same reading for a target and a response.
+
+    Digits grouped by thin or plain spaces become one number and ``74°`` reads as
+    ``74^\\circ`` on both sides. One line of LaTeX without delimiters (``\\frac{7}{2}``, a
+    ``pmatrix``, ``\\text{Evelyn}``: how datasets store targets) is read as LaTeX. A
+    formula without delimiters (see :func:`bare_answer`) is read by math-verify's
+    plain-expression reader when that reads all of it (``2**(1/4)``, ``1,22``; with a
+    comma between digits the LaTeX reading, a list, counts too), else as LaTeX (``(0,
+    1)``, ``\\{1,2,3\\}``, ``x<2``, ``-1 + sqrt(3)``). A short line listing values
+    (``19, 46, and 82``) is their set. Anything else (prose, text with delimiters or a
+    ``\\boxed``) goes to math-verify as it is, unless it closes on a stated formula
+    without delimiters (``Answer: -1 + sqrt(3)``).
+
+    Raises:
+        math_verify.errors.TimeoutException: a parse ran past ``timeout`` seconds.
+        Exception: math-verify's own error (``raise_on_error``).
+    """
+
+    def parse(source: str) -> list[Any]:
+        return mv.parse(source, parsing_timeout=timeout, raise_on_error=True)
+
+    text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
+    text = _DEGREE.sub(r"^\\circ", text)
+    if _bare_latex(text):  # \frac{14}{3}, \begin{pmatrix}...\end{pmatrix}, \text{Evelyn}
+        wrapped = parse(f"${text.strip()}$")
+        if _has_value(wrapped):
+            return wrapped
+    bare = bare_answer(text)
+    if bare is None:
+        listed = _listed(text, parse)
+        return listed if listed is not None else parse(text)
+    raw = parse(bare)
+    if raw and isinstance(raw[-1], str) and _compact(raw[-1]) == _compact(bare):
+        if _DIGIT_COMMA.search(bare):  # 1,22 or {1, 22}: both readings count
+            return raw + parse(f"${_as_latex(bare)}$")
+        return raw
+    return parse(f"${_as_latex(bare)}$") or raw or parse(text)
+
+
+#: a comma between digits: a decimal comma (math-verify's plain reading) or a list
+_DIGIT_COMMA = re.compile(r"\d,\d")
+#: a short line listing values: ``19, 46, and 82``, ``(11,7) or (7,11)``, ``AB=4, CD=5``
+_LISTING = re.compile(r"\A[^\n.;!?]{0,80}\d[^\n.;!?]*(?:,|\bor\b|\band\b)[^\n.;!?]*\d[^\n.;!?]*\Z")
+
+
+def _listed(text: str, parse: Any) -> list[Any] | None:
+    """The values a short line lists (``19, 46, and 82`` is {19, 46, 82}), read as LaTeX
+    when that gives a set, tuple or interval; None otherwise (the plain reading decides)."""
+    import sympy
+
+    line = text.strip()
+    if not _LISTING.match(line):
+        return None
+    wrapped = parse(f"${_as_latex(line)}$")
+    containers = (sympy.Set, sympy.Tuple, sympy.FiniteSet)
+    if wrapped and isinstance(wrapped[0], containers):
+        return wrapped
+    return None
+
+
+#: math delimiters math-verify's extraction looks for: ``$``, ``\\(``, ``\\[`` or a box
+_MATH_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\(?:boxed|fbox)\b")
+#: LaTeX markup: a command (not spacing alone) or a braced super- or subscript
+_LATEX = re.compile(r"\\[A-Za-z]{2,}|[\^_]\{")
+#: what a LaTeX command and its text argument leave out of a prose check
+_COMMANDS = re.compile(r"\\(?:text\w*|mathrm|operatorname|mbox)\s*\{[^{}]*\}|\\[A-Za-z]+")
+
+
+def _bare_latex(text: str) -> bool:
+    """True for one line of LaTeX written without math delimiters (a dataset's target such
+    as ``\\frac{14}{3}``, ``\\begin{pmatrix}1 & 0\\\\0 & 1\\end{pmatrix}``,
+    ``\\text{Evelyn}``, ``S_{n}=7``): read as the LaTeX it is, on either side. Prose
+    (two words in a row outside commands) is not."""
+    text = text.strip()
+    if not text or len(text) > 400 or "\n" in text or _MATH_DELIMITED.search(text):
+        return False
+    if not _LATEX.search(text):
+        return False
+    return re.search(r"[A-Za-z]{2,}[ \t]+[A-Za-z]{2,}", _COMMANDS.sub(" ", text)) is None
+
+
+def _has_value(parsed: list[Any]) -> bool:
+    """True when a parse holds a SymPy value that is a number or expression (not only the
+    matched text, and not ``nan`` or complex infinity)."""
+    import sympy
+
+    return any(not isinstance(p, str) and p not in (sympy.nan, sympy.zoo) for p in parsed)
+
+
+def _named(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _shown(parsed: list[Any]) -> list[str] | None:

@@ -14,7 +14,17 @@ Rules, in priority order (the first that applies decides, and is recorded):
    the number after that sign, the expression's result, as a careful grader reads it
    (and lm-evaluation-harness's GSM8K ``flexible-extract``, which takes the last number);
    ``A: 12, check: 12 + 6 = 18`` still declares 12: words are not operators.
-3. ``last``: the last number in the response.
+3. ``stated``: the first number right after the last answer stated in words (``the
+   answer is 7``, ``Final answer: 7``, ``答案是7``), whatever numbers follow it (``Note:
+   this took 3 steps``); words between the statement and a number (``the answer is that
+   3 boxes ...``) state none.
+4. ``last``: the last number in the response, passing over a number denied (``3 apples,
+   not 4``, ``rather than 4``, ``instead of 4``); when the last number is a percentage's
+   base (``about 20% of 100 people``), the percentage.
+
+Unicode vulgar fractions are fractions (``½`` 0.5, ``2½`` 2.5, ``-½`` -0.5), and a number
+in CJK numerals is read where it states an answer (the whole text, or after ``答案是``,
+``等于``, ``是``...: ``答案是三`` is 3, ``一百零五`` 105), never inside a word (``三角形``).
 
 Two different numbers offered as alternatives (``A: 18 or 19``, ``either 18 or 19``,
 ``18, 19 or 20``; after the marker, or as the last two numbers) are ambiguous: no
@@ -35,10 +45,11 @@ A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a curre
 - a plain fraction ``a/b`` of integers (``12/25``; not part of a date such as ``12/25/2023``);
 - a decimal with optional thousands separators, as written in any locale: ``1,234.5``,
   ``1{,}234`` and ``1\\,234`` (LaTeX), ``1.234.567`` and ``1.234,5`` (German),
-  ``1 234 567`` and ``1\u202f234,5`` (French: a no-break, narrow or thin space, or a
-  plain space between at least two groups), ``1'234'567`` (Swiss), ``12,34,567``
-  (Indian), ``3,5`` (a decimal comma, unless three digits follow it: ``1,234`` is one
-  thousand two hundred thirty-four); a trailing period as in ``18.`` ends a sentence;
+  ``1 234 567``, ``1 000`` and ``1\u202f234,5`` (French: a no-break, narrow or thin
+  space, or a plain space, not in a list ``1 2 300`` nor before a compound ``3
+  120-page``), ``1'234'567`` (Swiss), ``12,34,567`` (Indian), ``3,5`` (a decimal
+  comma, unless three digits follow it: ``1,234`` is one thousand two hundred
+  thirty-four); a trailing period as in ``18.`` ends a sentence;
 - a number then a scale word, ``thousand``, ``million``, ``billion`` or ``trillion``
   (any case, an ``s`` allowed): ``2.5 million`` is 2,500,000, as a careful grader reads
   it. The suffixes ``k``, ``M``, ``B``, ``bn``, ``mn`` multiply only after a currency sign
@@ -91,7 +102,7 @@ from typing import Literal
 __all__ = ["Extraction", "Number", "PercentPolicy", "find_answer", "find_numbers"]
 
 PercentPolicy = Literal["as_number", "as_fraction", "strict"]
-Rule = Literal["boxed", "marker", "last"]
+Rule = Literal["boxed", "marker", "stated", "last"]
 
 #: one character for one (offsets are kept): full-width ASCII, the minus sign, Arabic
 #: decimal / thousands / percent signs
@@ -115,7 +126,10 @@ _SEPARATED = "|".join(
         rf"{_groups('.', 2)}(?:,\d+)?",  # 1.234.567(,5)
         r"\d{1,3}\.\d{3},\d+(?![.,]?\d)",  # 1.234,5
         *(rf"{_groups(c)}(?:[.,]\d+)?" for c in _SPACES),  # 1 234,5
-        rf"{_groups(' ', 2)}(?:[.,]\d+)?",  # 1 234 567 (one plain space could be a list)
+        rf"{_groups(' ', 2)}(?:[.,]\d+)?",  # 1 234 567
+        # 1 000, 12 500: one plain space and three digits (not in a list of numbers, not
+        # a count before a compound: 3 120-page books)
+        r"(?<!\d )(?<!\d,)(?!0 )\d{1,3} \d{3}(?![ ]?\d)(?![.,]\d)(?![-–])",
         *(rf"{_groups(c)}(?:\.\d+)?" for c in ("'", "’")),  # 1'234.5
         r"\d{1,2}(?:,\d{2})+,\d{3}(?!,?\d)(?:\.\d+)?",  # 12,34,567
         *(rf"{_groups(s)}(?:\.\d+)?" for s in (",", "{,}", ",\\!", "\\,")),  # 1,234.5
@@ -519,6 +533,8 @@ def find_answer(
     marker_found = None if not marker else marker in text
     if not marker_found and text.isdigit() and text.isascii():
         return Extraction(float(text), text, "last", False, marker_found, None, _exact_digits(text))
+    if not text.isascii():
+        text = _spelled(text)
     return _find_answer(text, marker, percent, marker_found)
 
 
@@ -533,7 +549,36 @@ def _find_answer(
         found = _after_marker(text, text.rfind(marker) + len(marker), percent, marker_found)
         if found is not None:
             return found
+    stated = None
+    for stated in _STATED.finditer(text):  # noqa: B007 - the last statement is the answer
+        pass
+    if stated is not None:
+        found = _after_marker(text, stated.end(), percent, marker_found)
+        if found is not None and _STATED_GAP.fullmatch(
+            text, stated.end(), _start_of(found, text, stated.end())
+        ):
+            found.rule = "stated"
+            return found
     return _last(text, percent, marker_found)
+
+
+#: an answer stated in words (``the answer is 7``, ``Final answer: 7``, ``答案是7``): the
+#: first number after the last one is the answer, whatever numbers follow (a note, a check)
+_STATED = re.compile(
+    r"(?i:\b(?:the\s+)?(?:final\s+|correct\s+)?answer\s*(?:is|:|=|would\s+be|will\s+be)"
+    r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is)"
+    r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]"
+)
+#: between a statement and its number: spaces, Markdown, a currency sign, ``about``
+_STATED_GAP = re.compile(r"[\s*_:=#>`(\[]*(?i:(?:about|approximately|roughly|exactly)\s+)?")
+
+
+def _start_of(found: Extraction, text: str, after: int) -> int:
+    """Where the stated answer's text begins (its number, or its sign / currency)."""
+    if found.text is None:
+        return after
+    at = text.find(found.text, after)
+    return at if at >= 0 else after
 
 
 def _after_marker(
@@ -642,7 +687,9 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
     every = _matches(text)
     tail: list[re.Match[str]] = []
     for m in reversed(every):
-        if m.group("skip") is None:
+        if m.group("skip") is None and not _NOT_BEFORE.search(
+            text, max(0, m.start() - 24), m.start()
+        ):
             tail.append(m)
             if len(tail) == 2:
                 break
@@ -656,7 +703,104 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
         offered = _offered(tail[0].string, numbers[0])
         if offered is not None and offered[-1].end == numbers[1].end:
             return _ambiguous(text, numbers[0], offered, "last", marker_found)
+    if (
+        len(numbers) == 2
+        and numbers[0].percent
+        and _BASE_OF.fullmatch(text, numbers[0].end, numbers[1].start)
+    ):  # 20% of 100 people: the percentage is the answer, 100 its base
+        return _extraction(text, numbers[0], "last", percent, marker_found)
     return _extraction(text, numbers[-1], "last", percent, marker_found)
+
+
+#: before a number that is denied, not given: ``3 apples, not 4``, ``rather than 4``
+_NOT_BEFORE = re.compile(
+    r"(?i:\bnot|\bn[’']t|\brather\s+than|\binstead\s+of)[ \t]*(?:[$€£¥₹][ \t]?)?\Z"
+)
+#: between a percentage and its base: ``20% of 100``, ``15 percent of the 40``
+_BASE_OF = re.compile(r"[ \t]+of[ \t]+(?:[A-Za-z]+[ \t]+){0,3}(?:[$€£¥₹][ \t]?)?")
+
+
+#: Unicode vulgar fractions, as the fractions they stand for
+_VULGAR = {
+    "½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅖": "2/5",
+    "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅐": "1/7", "⅛": "1/8", "⅜": "3/8",
+    "⅝": "5/8", "⅞": "7/8", "⅑": "1/9", "⅒": "1/10",
+}  # fmt: skip
+_VULGAR_RE = re.compile(r"(?P<whole>\d)?[ \t]?(?P<frac>[" + "".join(_VULGAR) + "])")
+_CJK_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5,
+               "六": 6, "七": 7, "八": 8, "九": 9}  # fmt: skip
+_CJK_UNITS = {"十": 10, "百": 100, "千": 1000}
+_CJK_BIG = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
+#: a number in CJK numerals where it is an answer: the whole text, or after ``答案是``,
+#: ``等于``, ``=`` or ``是``, before a measure word, punctuation or the end
+_CJK_RUN = re.compile(
+    r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|是|为|為"
+    r"|(?:一共|总共|總共|共计|共計|合计|合計|总计|總計|共)有?)\s*)"
+    r"(?P<run>[零〇一二两兩三四五六七八九十百千万萬亿億]+(?:[点點][零〇一二三四五六七八九]+)?)"
+    r"(?=\s*(?:[个個只人元岁歲天本张張条條次种種件名位块塊米斤克分秒倍年月日辆輛台頭头本]"
+    r"|[%％。．.，,！!？?；;)）]|\s*\Z))"
+)
+
+
+def _cjk_number(run: str) -> str | None:
+    """The decimal text a run of CJK numerals writes, a ``点`` decimal point allowed
+    (``三点五`` is ``3.5``); None when it is not a well-formed number."""
+    whole, point, fraction = run.replace("點", "点").partition("点")
+    value = _cjk_value(whole)
+    if value is None:
+        return None
+    if not point:
+        return str(value)
+    return f"{value}." + "".join(str(_CJK_DIGITS[c]) for c in fraction)
+
+
+def _cjk_value(run: str) -> int | None:
+    """The integer a run of CJK numerals writes (``三`` 3, ``十二`` 12, ``二十五`` 25,
+    ``一百零五`` 105, ``三千二百万`` 32,000,000, ``一亿二千万`` 120,000,000, ``二〇二三`` 2023
+    digit by digit); None when it is not a well-formed number."""
+    if all(c in _CJK_DIGITS for c in run):  # digit by digit: 二〇二三
+        return int("".join(str(_CJK_DIGITS[c]) for c in run))
+    yi = wan = section = digit = 0  # the 亿 part, the 万 part, below 万, the last digit
+    for c in run:
+        if c in _CJK_DIGITS:
+            digit = _CJK_DIGITS[c]
+        elif c in _CJK_UNITS:
+            section += (digit or 1) * _CJK_UNITS[c]
+            digit = 0
+        elif _CJK_BIG.get(c) == 10**4:
+            wan += (section + digit or 1) * 10**4
+            section = digit = 0
+        elif c in _CJK_BIG:
+            yi = (yi + wan + section + digit or 1) * 10**8
+            wan = section = digit = 0
+        else:
+            return None
+    return yi + wan + section + digit
+
+
+def _spelled(text: str) -> str:
+    """``text`` with vulgar fractions as fractions (``2½`` is ``2 1/2``, ``-½`` is
+    ``-1/2``) and CJK numerals where they state an answer as digits (``答案是三`` is
+    ``答案是3``); other text unchanged."""
+    if "\u2044" in text:  # the fraction slash: 3⁄4
+        text = text.replace("\u2044", "/")
+    if any(c in _VULGAR for c in text):
+        text = _VULGAR_RE.sub(
+            lambda m: (
+                (m.group("whole") + " " if m.group("whole") else "") + _VULGAR[m.group("frac")]
+            ),
+            text,
+        )
+    if any("\u3007" <= c <= "\u9fff" for c in text):
+
+        def digits(m: re.Match[str]) -> str:
+            value = _cjk_number(m.group("run"))
+            if value is None:
+                return m.group()
+            return m.group()[: m.start("run") - m.start()] + value
+
+        text = _CJK_RUN.sub(digits, text)
+    return text
 
 
 #: after a difference, its result: ``Answer: 10-3 = 7`` declares 7, not a range

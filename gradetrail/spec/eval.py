@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_serializer, model_validator
 
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.ci import CiSpec
@@ -15,6 +15,7 @@ from gradetrail.spec.dataset import DatasetSpec
 from gradetrail.spec.model import ModelSpec
 from gradetrail.spec.run import RunSettings
 from gradetrail.spec.scorer import ScorerSpec
+from gradetrail.spec.scorers import NamedScorer, check_scorers
 
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
@@ -51,7 +52,16 @@ class EvalSpec(_Strict):
         description="auto (the model decides), none, required (some tool) or {name: TOOL}.",
     )
     model: ModelSpec
-    scorer: ScorerSpec
+    scorer: ScorerSpec = Field(
+        None,  # type: ignore[assignment]  # with scorers:, the primary's (see _one_scorer)
+        description="How a response is scored. With scorers:, leave it out (it reads as "
+        "the primary metric's).",
+    )
+    scorers: list[NamedScorer] | None = Field(
+        None,
+        description="Several named scorers, each row recording every metric; one is primary "
+        "(primary: true, default the first): the one gate, --min-score and the headline use.",
+    )
     run: RunSettings = Field(default_factory=RunSettings)
     ci: CiSpec | None = Field(
         None, description="What a CI check requires (not part of the identity hash)."
@@ -84,6 +94,37 @@ class EvalSpec(_Strict):
         if "tools" in info.data:  # else the tools error is the one to show
             check_tools(info.data["tools"], value)
         return value
+
+    @model_validator(mode="after")
+    def _one_scorer(self) -> EvalSpec:
+        if self.scorers is None:
+            if self.scorer is None:
+                raise ValueError("scorer: required field is missing; add it (or scorers:)")
+            return self
+        primary = check_scorers(self.scorers)
+        if self.scorer is not None and self.scorer != primary.scorer:
+            raise ValueError(
+                "give scorer: (one scorer) or scorers: (several), not both; move it into "
+                "scorers: as an entry"
+            )
+        # every reader of spec.scorer reads the primary metric's section
+        object.__setattr__(self, "scorer", primary.scorer)
+        return self
+
+    @property
+    def primary_metric(self) -> str | None:
+        """The primary metric's name with ``scorers:``, else None."""
+        if self.scorers is None:
+            return None
+        return check_scorers(self.scorers).name
+
+    @model_serializer(mode="wrap")
+    def _without_absent_scorers(self, handler: Any) -> Any:
+        # a spec with one scorer dumps as before: its spec and identity hashes are kept
+        data = handler(self)
+        if isinstance(data, dict) and data.get("scorers", 0) is None:
+            data.pop("scorers")
+        return data
 
     @model_validator(mode="after")
     def _conversation_fields(self) -> EvalSpec:

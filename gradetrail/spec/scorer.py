@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, model_serializer, model_validator
 
 from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
@@ -81,6 +81,62 @@ class ChoiceScorerSpec(_Strict):
         description="Shuffle each sample's choices stably with this seed (to measure position "
         "bias); the prompt must render them with lettered(shuffle_seed=<the same seed>).",
     )
+    n_choices: int | None = Field(
+        None,
+        ge=2,
+        le=26,
+        description="For options already written in the question (MMLU-style CSVs with an "
+        "answer letter): how many there are, lettered A, B, ...; no list of choices needed.",
+    )
+    letters: str | None = Field(
+        None,
+        description="For options already written in the question: the valid answer letters "
+        "(e.g. ABCDE); no list of choices needed.",
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> ChoiceScorerSpec:
+        if self.n_choices is not None and self.letters is not None:
+            raise ValueError("give n_choices or letters, not both")
+        letters = self.letters
+        if letters is not None and (
+            not re.fullmatch(r"[A-Z]{2,26}", letters) or len(set(letters)) != len(letters)
+        ):
+            raise ValueError(
+                f"letters {letters!r}: give 2 to 26 distinct capital letters, e.g. ABCD"
+            )
+        if self.valid_letters is not None:
+            if self.shuffle_seed is not None:
+                raise ValueError(
+                    "shuffle_seed needs the row's list of choices; drop it with "
+                    "n_choices or letters (options written in the question cannot be shuffled)"
+                )
+            if "choices_field" in self.model_fields_set:
+                raise ValueError(
+                    "give choices_field (a list of choices in each row) or n_choices/letters "
+                    "(options written in the question), not both"
+                )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_absent_counts(self, handler: Any) -> Any:
+        # a spec without n_choices / letters dumps as before: its hashes are kept
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("n_choices", "letters"):
+                if data.get(key, 0) is None:
+                    data.pop(key)
+        return data
+
+    @property
+    def valid_letters(self) -> str | None:
+        """The answer letters when the options are written in the question (from
+        ``letters`` or ``n_choices``), or None when each row holds its list of choices."""
+        if self.letters is not None:
+            return self.letters
+        if self.n_choices is not None:
+            return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: self.n_choices]
+        return None
 
 
 class MathScorerSpec(_Strict):
@@ -272,6 +328,35 @@ class PairwiseScorerSpec(_JudgeBase):
     )
 
 
+class PythonScorerSpec(_Strict):
+    """A scorer the user writes: a Python function, sync or async, that receives the
+    sample (:class:`gradetrail.scorers.python.ScoredSample`: row, rendered prompt, target,
+    response and its metadata) and returns a number in [0, 1], a bool, or a
+    :class:`gradetrail.Score` with a detail dict. Its module file's SHA-256 enters the
+    run's identity; it runs under ``run.score_timeout_s``; an exception is a scorer error
+    row naming the function."""
+
+    type: Literal["python"]
+    function: str = Field(
+        description="The function as module:name, e.g. mypkg.grading:score (the module is "
+        "imported with the spec's directory and the working directory on sys.path)."
+    )
+
+    @model_validator(mode="after")
+    def _valid(self) -> PythonScorerSpec:
+        module, sep, name = self.function.partition(":")
+        if (
+            not sep
+            or not name.isidentifier()
+            or not all(part.isidentifier() for part in module.split("."))
+        ):
+            raise ValueError(
+                f"function {self.function!r}: name it as module:function, e.g. "
+                "mypkg.grading:score (a dotted module, a colon, a function name)"
+            )
+        return self
+
+
 ScorerSpec = Annotated[
     ExactScorerSpec
     | RegexScorerSpec
@@ -280,7 +365,8 @@ ScorerSpec = Annotated[
     | MathScorerSpec
     | JudgeScorerSpec
     | PairwiseScorerSpec
-    | ToolCallsScorerSpec,
+    | ToolCallsScorerSpec
+    | PythonScorerSpec,
     Field(discriminator="type"),
 ]
 

@@ -158,7 +158,10 @@ def measure_agreement(
             kappa's possible range: near perfect agreement it would reach past 1; the
             clipped set keeps its coverage, Mandelkern 2002). Kappa's SE and interval are None
             when the labels or the scores use a single category (the SE formula
-            degenerates to 0 there).
+            degenerates to 0 there). At perfect agreement the SE is 0 and kappa +- z SE
+            would be [1, 1]: the interval is then Wilson's interval of the observed
+            agreement mapped through kappa = (p_o - p_e) / (1 - p_e) at the estimated
+            chance agreement p_e (upper bound 1, lower bound below 1 at any n).
 
     Returns:
         The statistics; with no pairs, every figure is None and the confusion is empty.
@@ -185,6 +188,13 @@ def measure_agreement(
             se = math.nan
         z = normal_quantile(confidence)
         lo, hi = max(-1.0, kappa - z * se), min(1.0, kappa + z * se)  # kappa is in [-1, 1]
+        if se == 0 and result.p_expected < 1:
+            # perfect agreement: the large-sample SE is 0 and kappa +- z SE is [1, 1], a
+            # certainty no finite sample gives; kappa is then read through Wilson's
+            # interval of the observed agreement p_o at the estimated chance agreement p_e
+            # (kappa = (p_o - p_e) / (1 - p_e) is increasing in p_o)
+            lo = max(-1.0, (acc_lo - result.p_expected) / (1 - result.p_expected))
+            hi = min(1.0, (acc_hi - result.p_expected) / (1 - result.p_expected))
     return AgreementStats(
         label_field=label_field,
         n=len(pairs),

@@ -38,6 +38,8 @@ __all__ = [
     "discordant_counts",
     "is_binary",
     "mcnemar_exact",
+    "mcnemar_exact_greater",
+    "fisher_exact_greater",
     "newcombe_interval",
     "minimum_detectable_effect",
     "normal_quantile",
@@ -557,6 +559,39 @@ def mcnemar_exact(only_baseline: int, only_candidate: int) -> float:
     top = max(log_terms)
     tail = math.exp(top - n * math.log(2)) * math.fsum(math.exp(t - top) for t in log_terms)
     return min(1.0, 2 * tail)
+
+
+def mcnemar_exact_greater(only_baseline: int, only_candidate: int) -> float:
+    """Exact one-sided McNemar p-value that the candidate is better: P(X >= only_candidate)
+    for X ~ Binomial(only_baseline + only_candidate, 1/2), the exact conditional test of
+    the discordant pairs (McNemar 1947; as R's ``binom.test(c, b + c, alternative =
+    "greater")``). Not mid-p: the gate must never be more liberal than the exact test.
+    1.0 when there are no discordant pairs."""
+    from scipy.stats import binom
+
+    discordant = only_baseline + only_candidate
+    if discordant == 0:
+        return 1.0
+    return float(min(1.0, binom.sf(only_candidate - 1, discordant, 0.5)))
+
+
+def fisher_exact_greater(
+    x_baseline: int, n_baseline: int, x_candidate: int, n_candidate: int
+) -> float:
+    """Fisher's exact one-sided p-value that the candidate's success rate is higher
+    (Fisher 1935; R's ``fisher.test(matrix(c(xc, nc - xc, xb, nb - xb), 2, byrow = TRUE),
+    alternative = "greater")``): the hypergeometric upper tail of the candidate's
+    successes given both margins.
+
+    Raises:
+        ValueError: a count outside [0, n].
+    """
+    from scipy.stats import fisher_exact
+
+    if not (0 <= x_baseline <= n_baseline and 0 <= x_candidate <= n_candidate):
+        raise ValueError("successes must lie in [0, n] for each run")
+    table = [[x_candidate, n_candidate - x_candidate], [x_baseline, n_baseline - x_baseline]]
+    return float(fisher_exact(table, alternative="greater").pvalue)
 
 
 def correlation(x: Sequence[float], y: Sequence[float]) -> float | None:

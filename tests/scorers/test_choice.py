@@ -84,7 +84,7 @@ def test_reads_the_last_well_formed_letter(response: str, letter: str, rule: str
         "The answer: a planet closer than Venus",
         "(b) is a list item, not an answer",  # lower case outside a marker
         "I think E",  # not among the shown letters
-        "Answer: Earth",
+        "Answer: Jupiter",  # a text that is no choice
         "ABCD",
     ],
 )
@@ -331,3 +331,220 @@ def test_bundled_multiple_choice_example_scores_8_of_12(tmp_path: Path) -> None:
     assert "MIT license" in license_text
     assert len((ROOT / "examples/data/mcq/questions.jsonl").read_text().splitlines()) == 12
     assert json.loads((ROOT / "examples/data/mcq/answers.jsonl").open().readline())["id"]
+
+
+# --- issue 23: a stated answer beats letters discussed after it --------------------------
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer is B. (A) is wrong because Venus is second, and (C) is farther still.",
+        "Answer: B. Option (D) would need a much larger orbit.",
+        "The correct option is **B**. (A) was a tempting distractor.",
+        "Final answer: (B)\n\nWhy not the others:\n(A) Venus is second.\n(C) Mars is fourth.",
+        "I choose B. Choices (A), (C) and (D) all orbit farther out.",
+        "I'd go with **B** - (C) and (D) are outer planets.",
+        "B. Mercury. Note that (A) is the hottest planet, not the closest.",
+        "\\boxed{B}\n\nA common slip is (A), because Venus is brightest.",
+        "None of them is perfect, but B is closest.",
+        "Mercury has the smallest orbit, so B is the correct answer; (A) comes next.",
+        ": B",
+        "ANSWERS: B",
+        "  :  (B)  ",
+        "Note: (A) is the hottest. My pick: B",  # a colon and a letter closing a line
+        "Venus (A) is second.\nFinal: (B).",
+    ],
+)
+def test_a_stated_answer_beats_letters_in_the_explanation(response: str) -> None:
+    """A letter stated by a marker, a box, a declaring verb or phrase, or a bare marker
+    is the answer; letters mentioned while explaining the other options are not."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert "ambiguous" not in s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("B or maybe C", ["B", "C"]),
+        ("Answer: B, or possibly C", ["B", "C"]),
+        ("The answer is B, perhaps D", ["B", "D"]),
+        ("I'd pick (A) or perhaps (B).", ["A", "B"]),
+        ("Answer: C, or else B", ["B", "C"]),
+    ],
+)
+def test_hedged_answers_are_ambiguous(response: str, letters: list[str]) -> None:
+    """A hedge between two letters scores 0 with both recorded, never its first letter."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ("Mercury", 1.0),
+        ("mercury.", 1.0),
+        ("The answer is Mercury.", 1.0),
+        ("**Mercury**", 1.0),
+        ("Answer: Mars", 0.0),
+        ("B Mercury", 1.0),  # the letter and its text
+        ("(B) Mercury", 1.0),
+    ],
+)
+def test_a_reply_that_is_a_choice_text_names_that_choice(response: str, expected: float) -> None:
+    """A reply that is exactly one choice's text (case, emphasis, a closing stop aside)
+    is that choice."""
+    s = choice(response)
+    assert s.value == expected and s.detail["extracted"] in {"B", "C"}
+
+
+def test_a_text_two_choices_share_names_none() -> None:
+    """When the reply's text matches two choices, it names neither."""
+    row = {"choices": ["Paris", "Rome", "paris"]}
+    prompt = render_options(row["choices"])
+    scorer = ChoiceScorer(ChoiceScorerSpec(type="choice"))
+    s = scorer.score(ScoreInput(Sample(0, "s", row, 1), 1, prompt, None, "A", "Paris"))
+    assert s.value == 0.0 and s.detail["extracted"] is None
+
+
+MMLU_PROMPT = (
+    "Which planet is closest to the Sun?\nA) Venus\nB) Mercury\nC) Mars\nD) Earth\nE) Saturn"
+)
+
+
+def mmlu(response: str, target: str, **kw: object):  # noqa: ANN201
+    """A row with its options written into the question and an answer letter (MMLU CSV)."""
+    scorer = ChoiceScorer(ChoiceScorerSpec(type="choice", **kw))
+    row = {"question": MMLU_PROMPT, "answer": target}
+    s_in = ScoreInput(Sample(0, "s", row, 1), 1, MMLU_PROMPT, None, target, response)
+    scorer.check(s_in)
+    return scorer.score(s_in)
+
+
+def test_options_written_in_the_question_need_no_choices_list() -> None:
+    """n_choices (or letters) says which letters are valid; no list, no lettered filter."""
+    assert mmlu("Answer: B. (A) is second.", "B", n_choices=5).value == 1.0
+    assert mmlu("The answer is E", "E", n_choices=5).value == 1.0
+    assert mmlu("The answer is E", "B", letters="ABCDE").value == 0.0
+    assert mmlu("Answer: 1", "1", n_choices=5, index_base=1).value == 0.0  # no letter
+    s = mmlu("The answer is F", "B", n_choices=5)  # F is not a valid letter
+    assert s.value == 0.0 and s.detail["extracted"] is None
+    assert mmlu("(C)", "2", n_choices=4).value == 1.0  # an index target, from 0
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"n_choices": 4, "letters": "ABCD"}, "not both"),
+        ({"letters": "ABB"}, "distinct capital letters"),
+        ({"letters": "abcd"}, "distinct capital letters"),
+        ({"n_choices": 1}, "n_choices"),
+        ({"n_choices": 4, "shuffle_seed": 3}, "shuffle_seed needs the row's list"),
+        ({"n_choices": 4, "choices_field": "opts"}, "not both"),
+    ],
+)
+def test_malformed_counted_choice_specs_say_what_to_fix(kw: dict, message: str) -> None:
+    """Each conflict is refused with a line naming the fix."""
+    from pydantic import ValidationError
+
+    with pytest.raises((ValidationError, SpecError), match=message):
+        ChoiceScorerSpec(type="choice", **kw)
+
+
+def test_a_target_outside_the_counted_letters_stops_the_run() -> None:
+    """check(): a target that names none of the valid letters is a SpecError."""
+    with pytest.raises(SpecError, match="names none of the 4 choices"):
+        mmlu("A", "E", n_choices=4)
+
+
+def test_the_identity_of_a_choice_spec_without_the_new_keys_is_unchanged() -> None:
+    """n_choices and letters left unset do not enter the identity: older runs stay
+    comparable; set, they do."""
+    from gradetrail.rundir.manifest import identity_body
+
+    plain = ChoiceScorerSpec(type="choice").model_dump(mode="json")
+    body = identity_body({"scorer": plain})
+    assert "n_choices" not in body["scorer"] and "letters" not in body["scorer"]
+    counted = ChoiceScorerSpec(type="choice", n_choices=4).model_dump(mode="json")
+    assert identity_body({"scorer": counted})["scorer"]["n_choices"] == 4
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Venus and Mars are not it. Therefore B.",
+        "Options A, C and D all fail, so B.",
+        "It's B. A common mistake is choosing A.",  # a gerund describes, it does not choose
+        "That is B; picking (D) would confuse it with Earth.",
+    ],
+)
+def test_a_concluding_letter_beats_letters_discussed_around_it(response: str) -> None:
+    """``Therefore B.``, ``so B.``, ``It's B.`` state the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("B, though C is also plausible", ["B", "C"]),
+        ("Answer: B, but D could be right as well", ["B", "D"]),
+        ("The answer is B (A might also work)", ["A", "B"]),
+    ],
+)
+def test_a_hedge_later_in_the_answers_sentence_is_ambiguous(
+    response: str, letters: list[str]
+) -> None:
+    """A second letter hedged in the answer's own sentence makes the reply ambiguous."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["It is Mercury.", "Mercury is the correct answer.", "My answer is Mercury", "I pick Mercury"],
+)
+def test_a_choice_text_stated_in_a_short_sentence(response: str) -> None:
+    """A reply that states one choice's text, wrapped in a declaring phrase, is that
+    choice; a sentence that only mentions a text elsewhere is not read as one."""
+    s = choice(response)
+    assert (s.value, s.detail["rule"]) == (1.0, "text")
+    assert choice("The closest planet is Mercury, farther than the Sun").detail["rule"] is None
+
+
+def test_an_mmlu_style_csv_runs_with_n_choices(cli, tmp_path: Path) -> None:
+    """End to end: a CSV whose question holds its options and whose answer is a letter,
+    scored with n_choices and no list of choices; explanations after the answer do not
+    change it."""
+    import csv
+
+    rows = [
+        ("Which gas do plants absorb? A) Oxygen B) Carbon dioxide C) Helium D) Neon", "B"),
+        ("2 + 2 = ? A) 3 B) 5 C) 4 D) 22", "C"),
+        ("Largest ocean? A) Pacific B) Atlantic C) Indian D) Arctic", "A"),
+    ]
+    with (tmp_path / "mmlu.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["question", "answer"])
+        writer.writerows(rows)
+    (tmp_path / "mmlu_app.py").write_text(
+        "REPLIES = {'gas': 'The answer is B. (A) is what they release.',\n"
+        "           '2 + 2': 'Answer: C. Option (D) is string concatenation.',\n"
+        "           'ocean': 'B or maybe A'}\n"
+        "def answer(request):\n"
+        "    return next(v for k, v in REPLIES.items() if k in request.prompt)\n"
+    )
+    (tmp_path / "mmlu.yaml").write_text(
+        "name: mmlu-csv\n"
+        "dataset: {path: mmlu.csv}\n"
+        'prompt: "{{ question }}"\n'
+        'target: "{{ answer }}"\n'
+        "model: {provider: python, name: app, function: 'mmlu_app:answer'}\n"
+        "scorer: {type: choice, n_choices: 4}\n"
+    )
+    manifest = json.loads(cli("run", str(tmp_path / "mmlu.yaml"), "--json").stdout)
+    assert manifest["counts"] == {"scored": 3}
+    rows_out = gradetrail.read_results(manifest["run_dir"])
+    assert [r["score"] for r in rows_out] == [1.0, 1.0, 0.0]
+    assert rows_out[2]["scorer"]["ambiguous"] == ["A", "B"]

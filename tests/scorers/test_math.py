@@ -68,14 +68,76 @@ def test_unparsable_first_target_stops_the_run() -> None:
         scorer.check(item)
 
 
-def test_timeout_is_a_scorer_error() -> None:
-    """A parse that runs past timeout_s is a scorer error row with its reason (math-verify's
-    own alarm, in the main thread)."""
+def test_a_response_that_runs_out_of_time_is_a_wrong_answer_with_its_reason() -> None:
+    """A response whose parse or comparison runs past timeout_s scores 0 with the reason
+    (as math-verify itself counts it), never an error row left out of the mean."""
     huge = "$" + "+".join(f"x^{{{i}}}" for i in range(20000)) + "$"  # takes far over 1 s
     s = math_score(huge, "1", timeout_s=1)
+    assert s.value == 0.0 and s.error is None and s.detail["timeout_applied"] is True
+    assert s.detail["reason"].startswith("timeout: math-verify did not parse the response")
+    tower = math_score("So the value is $\\boxed{3^{3^{3^{51}}}}$.", "7", timeout_s=1)
+    assert tower.value == 0.0 and tower.error is None
+    assert tower.detail["reason"].startswith("timeout: math-verify did not compare")
+
+
+@pytest.mark.parametrize("target", ["no number here", "(see the figure)", "\\text{}"])
+def test_a_target_without_a_value_is_a_scorer_error(target: str) -> None:
+    """A target in which math-verify finds no answer at all is the dataset's fault:
+    a scorer error row naming what to fix, never a 0."""
+    s = math_score("$\\boxed{5}$", target)
     assert s.value is None and s.error["kind"] == "scorer_error"
-    assert s.error["reason"] == "timeout" and s.detail["timeout_applied"] is True
-    assert len(s.error["message"]) <= 200
+    assert s.error["reason"] == "target_unparsed" and "target" in s.error["message"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["(2, 5)", "[0,3)", "{4,7,9}", "\\{-1, 1\\}", "(-\\infty, 0]", "[3, 8]", "y \\ge 5"],
+)
+def test_a_response_identical_to_its_target_scores_1(answer: str) -> None:
+    """Target and response are read by one reader: tuples, intervals, sets and relations
+    written identically (with or without delimiters) are equal."""
+    assert math_score(answer, answer).value == 1.0
+    assert math_score(f"${answer}$", answer).value == 1.0
+    assert math_score(f"Final answer: $\\boxed{{{answer}}}$", answer).value == 1.0
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("3**(1/3)", "\\sqrt[3]{3}", 1.0),  # Python power, target LaTeX
+        ("$\\sqrt[3]{3}$", "3**(1/3)", 1.0),  # the target is not read as its base
+        ("3", "3**(1/3)", 0.0),
+        ("5", "5=y", 1.0),  # an assignment written backwards names its value
+        ("$y = 5$", "5=y", 1.0),
+        ("6", "5=y", 0.0),
+        ("2.75", "2,75", 1.0),  # a decimal comma, as math-verify reads it
+        ("275", "2,75", 0.0),
+        ("2 + sqrt(5)", "2+\\sqrt{5}", 1.0),  # a plain function call, no delimiters
+        ("2 + sqrt(5)", "2", 0.0),
+        ("The answer is 2 + sqrt(5).", "2+\\sqrt{5}", 1.0),
+        ("12.5\\%", "0.125", 1.0),  # an escaped percent without delimiters
+        ("4\\,096", "4096", 1.0),  # digits grouped by a LaTeX thin space
+        ("$4\\,096$", "4096", 1.0),
+        ("8 192", "8192", 1.0),  # grouped by a space
+        ("8\u00a0192", "8192", 1.0),  # by a no-break space
+        ("\\boxed{135°}", "135", 1.0),  # a degree sign inside a box
+        ("45°", "45^\\circ", 1.0),
+        ("y>7", "y>7", 1.0),  # a relation without delimiters
+        ("y>7", "y>8", 0.0),
+        ("pi/3", "\\frac{\\pi}{3}", 1.0),
+        ("y ≤ 4", "y \\le 4", 1.0),  # Unicode relations
+        ("the vertex is (3, -2)", "(3,-2)", 1.0),  # a closing formula in prose
+        ("the vertex is (3, -2)", "(3,2)", 0.0),
+        ("We expand $(x+1)^2$ first. Answer: 2 + sqrt(5)", "2+\\sqrt{5}", 1.0),
+        ("\\infty", "oo", 1.0),
+    ],
+)
+def test_answers_written_without_latex_delimiters(
+    response: str, target: str, expected: float
+) -> None:
+    """Plain formulas are read whole on both sides, never reduced to a first number."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
 
 
 def test_scoring_off_the_main_thread_works_without_the_alarm() -> None:
@@ -86,3 +148,36 @@ def test_scoring_off_the_main_thread_works_without_the_alarm() -> None:
     thread.start()
     thread.join(30)
     assert out["s"].value == 1.0 and out["s"].detail["timeout_applied"] is False
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        # a dataset's LaTeX target without $...$ is read as LaTeX, as a response is
+        ("so $\\boxed{\\frac{7}{2}}$", "\\frac{7}{2}", 1.0),
+        (
+            "$\\begin{pmatrix}2 & 0 \\\\ 0 & 2\\end{pmatrix}$",
+            "\\begin{pmatrix}2&0\\\\0&2\\end{pmatrix}",
+            1.0,
+        ),
+        (
+            "$\\begin{pmatrix}2 & 0 \\\\ 0 & 3\\end{pmatrix}$",
+            "\\begin{pmatrix}2&0\\\\0&2\\end{pmatrix}",
+            0.0,
+        ),
+        ("Hence $\\boxed{\\text{Tuesday}}$.", "\\text{Tuesday}", 1.0),
+        ("$a_{n} = 3$", "a_{n}=3", 1.0),
+        # a comma between digits: either reading of the target counts
+        ("the roots are $\\boxed{-3,4}$", "-3,4", 1.0),
+        ("2.5", "2,5", 1.0),
+        ("25", "2,5", 0.0),
+        # a short line listing values
+        ("$\\{7, 12, 30\\}$", "7, 12, and 30", 1.0),
+        ("30", "7, 12, and 30", 0.0),
+    ],
+)
+def test_bare_latex_targets_and_listed_values(response: str, target: str, expected: float) -> None:
+    """Targets as datasets store them (LaTeX without delimiters, comma lists) are read
+    whole, never as their last number."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)

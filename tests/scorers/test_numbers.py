@@ -372,13 +372,14 @@ def test_separators_of_other_locales(text: str, value: float) -> None:
         ("A: 1.234", 1.234),  # one dot group: a decimal point
         ("A: 1,2,3", 1.0),  # a list, not 1.2
         ("the multiples are 3,6,9", 9.0),
-        ("He bought 3 120-page books", 120.0),  # one plain space: two numbers
-        ("A: 2 300", 2.0),
+        ("He bought 3 120-page books", 120.0),  # a count, then a compound: two numbers
+        ("A: 2 3", 2.0),  # one plain space before fewer than three digits
+        ("A: 1 2 300", 1.0),  # a list of numbers
     ],
 )
 def test_separators_that_are_not_grouping(text: str, value: float) -> None:
-    """A single plain space, a list, one dot group or three digits after a comma keep
-    their English reading."""
+    """A list, a count before a compound, one dot group or three digits after a comma
+    keep their English reading."""
     assert find_answer(text, "A:").value == pytest.approx(value)
 
 
@@ -792,3 +793,105 @@ def test_exact_integers_with_a_tolerance() -> None:
     assert score("A: 9007199254740993", "9007199254740992", marker="A:", abs_tol=1).value == 1.0
     assert score("A: 9007199254740995", "9007199254740992", marker="A:", abs_tol=2).value == 0.0
     assert score("A: 10000000000000001", "10000000000000000", rel_tol=1e-15).value == 1.0
+
+
+# --- issue 23: vulgar fractions, CJK numerals, space grouping, stated answers --------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("¾", 0.75),
+        ("The recipe needs 1¼ cups.", 1.25),
+        ("It took 3 ½ hours", 3.5),
+        ("The change is −⅔", -2 / 3),
+        ("-⅛", -0.125),
+        ("A: 5⅞ inches", 5.875),
+    ],
+)
+def test_unicode_vulgar_fractions_are_their_values(text: str, value: float) -> None:
+    """A vulgar fraction alone, after an integer (a mixed number) or signed is its value."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("七", 7.0),
+        ("答案是十二", 12.0),
+        ("答案：四十七个苹果", 47.0),
+        ("所以总数等于一百零八。", 108.0),
+        ("答案为三千二百万", 32_000_000.0),
+        ("他们一共买了5个, 答案是六", 6.0),
+        ("他们一共有十五个", 15.0),  # after 一共 (in all)
+        ("答案是一亿二千万", 120_000_000.0),  # 亿 then 万
+        ("十二万三千四百五十六", 123_456.0),
+        ("答案：三点五", 3.5),  # 点, the decimal point
+        ("二〇二四", 2024.0),  # digit by digit
+    ],
+)
+def test_cjk_numerals_stating_an_answer(text: str, value: float) -> None:
+    """A number in CJK numerals that is the whole reply or follows an answer phrase."""
+    assert find_answer(text).value == pytest.approx(value)
+
+
+def test_cjk_numerals_inside_words_are_not_numbers() -> None:
+    """一样 (the same), 三角形 (triangle): numerals that are parts of words stay words."""
+    assert find_answer("答案是18, 两个方法结果一样").value == 18.0
+    assert find_answer("三角形的周长").value is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("2 000", 2000.0),
+        ("A: 45 250 dollars", 45250.0),
+        ("Total: 7 300 km", 7300.0),
+        ("#### 3 000", 3000.0),
+        ("The price is 9\u00a0999 yen", 9999.0),  # a no-break space
+        ("It weighs 1\u202f500 kg", 1500.0),  # a narrow no-break space
+    ],
+)
+def test_thousands_grouped_by_one_space(text: str, value: float) -> None:
+    """One plain or no-break space before a group of three digits is thousands grouping."""
+    assert find_answer(text, "A:").value == pytest.approx(value)
+
+
+def test_a_space_grouped_target_scores_its_number() -> None:
+    """A ``#### 3 000`` target is 3000, and a response of 3000 matches it."""
+    s = NumericScorer(NumericScorerSpec(type="numeric")).score(
+        _item("So the total is 3000.", "#### 3 000")
+    )
+    assert s.value == 1.0 and s.detail["target_value"] == 3000.0
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is 12. That took 4 steps and 2 checks.", 12.0),
+        ("Final answer: 9 (I verified it 3 times)", 9.0),
+        ("the answer is 250, computed in 5 minutes", 250.0),
+        ("So the result is 40; earlier I wrongly had 35.", 40.0),
+        ("She ends with 6 marbles, not 8.", 6.0),
+        ("It costs $15 rather than $12.", 15.0),
+        ("That is 9 pens instead of 11", 9.0),
+        ("Roughly 35% of 200 voters", 35.0),
+        ("So 12.5 percent of the 80 students", 12.5),
+        ("That is 20% of the total 100", 20.0),
+        ("It is 3\u20444 of the cake", 0.75),  # the fraction slash
+    ],
+)
+def test_a_stated_answer_beats_later_numbers(text: str, value: float) -> None:
+    """An answer stated in words is read though other numbers follow; a number denied
+    (``not 8``) or a percentage's base (``of 200``) is not the answer."""
+    assert find_answer(text).value == pytest.approx(value)
+
+
+def test_a_stated_answer_with_words_before_its_number_is_not_stated() -> None:
+    """``the answer is that ...`` states no number: the last rule reads on."""
+    e = find_answer("The answer is that 3 boxes hold 36 eggs")
+    assert (e.value, e.rule) == (36.0, "last")
+
+
+def _item(response: str, target: str) -> ScoreInput:
+    return ScoreInput(Sample(0, "s1", {}, 1), 1, "p", None, target, response)

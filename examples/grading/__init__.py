@@ -1,0 +1,1 @@
+"""Grading functions for the ``python`` scorer examples (see gsm8k.py)."""

@@ -1,0 +1,138 @@
+"""Issue 23: the gate on degenerate and thin evidence. A near-zero standard error (equal
+differences up to rounding) is refused as R's t.test refuses "essentially constant" data;
+with few discordant pairs (paired) or few samples (unpaired) the verdict is never more
+liberal than the exact one-sided test (McNemar's exact conditional test, Fisher's exact
+test); kappa at perfect agreement has an interval that is not a point.
+
+Reference p-values are R's: ``binom.test(k, n, alternative = "greater")$p.value`` and
+``fisher.test(matrix(c(xc, nc - xc, xb, nb - xb), 2, byrow = TRUE), alternative =
+"greater")$p.value``; each is also a closed form (1/32, 1/6, 1/252, 11/1024), written
+beside it (6446/184756 = sum over k >= 8 of C(11, k) C(9, 10 - k) / C(20, 10)).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gate_support import passes, write_run
+
+from gradetrail.analysis.gate import GateError, regression_gate
+from gradetrail.stats import intervals as stats
+from gradetrail.stats.agreement import measure_agreement
+
+
+@pytest.mark.parametrize(
+    ("only_baseline", "only_candidate", "p"),
+    [(0, 5, 1 / 32), (1, 9, 11 / 1024), (0, 8, 1 / 256), (3, 3, 0.65625), (0, 0, 1.0)],
+)
+def test_mcnemar_one_sided_matches_r_binom_test(
+    only_baseline: int, only_candidate: int, p: float
+) -> None:
+    """P(X >= c), X ~ Bin(b + c, 1/2), to 1e-12."""
+    assert stats.mcnemar_exact_greater(only_baseline, only_candidate) == pytest.approx(p, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("xb", "nb", "xc", "nc", "p"),
+    [(0, 2, 2, 2, 1 / 6), (0, 5, 5, 5, 1 / 252), (3, 10, 8, 10, 6446 / 184756), (2, 2, 0, 2, 1.0)],
+)
+def test_fisher_one_sided_matches_r_fisher_test(
+    xb: int, nb: int, xc: int, nc: int, p: float
+) -> None:
+    """The hypergeometric upper tail, as R's fisher.test(alternative = "greater")."""
+    assert stats.fisher_exact_greater(xb, nb, xc, nc) == pytest.approx(p, abs=1e-9)
+
+
+def test_paired_zero_of_five_against_five_of_five_is_not_superior(tmp_path: Path) -> None:
+    """5 discordant pairs all for the candidate: Tango's interval excludes 0, but McNemar's
+    exact one-sided p is 1/32 > 0.025: the gate fails and says why."""
+    base = write_run(tmp_path / "b", passes(0, 5))
+    cand = write_run(tmp_path / "c", passes(5, 5))
+    r = regression_gate(base, cand, test="superiority")
+    assert r.lo > 0  # the interval alone would pass
+    assert not r.passed and r.exact_p == pytest.approx(1 / 32)
+    assert r.p_value >= 1 / 32 and "McNemar's exact one-sided p 0.0312" in r.reason
+    assert any("too few" in w for w in r.warnings)
+
+
+def test_paired_eight_discordant_pairs_are_enough(tmp_path: Path) -> None:
+    """8 of 8 discordant pairs for the candidate: exact p 1/256 <= 0.025, the gate passes."""
+    r = regression_gate(
+        write_run(tmp_path / "b", passes(0, 8)),
+        write_run(tmp_path / "c", passes(8, 8)),
+        test="superiority",
+    )
+    assert r.passed and r.exact_p == pytest.approx(1 / 256)
+
+
+def test_unpaired_two_of_two_is_not_superior(tmp_path: Path) -> None:
+    """0/2 vs 2/2 on different samples: Fisher's one-sided p is 1/6; the gate fails."""
+    r = regression_gate(
+        write_run(tmp_path / "b", passes(0, 2), ids=["a1", "a2"]),
+        write_run(tmp_path / "c", passes(2, 2), ids=["b1", "b2"], dataset_hash="other"),
+        test="superiority",
+        unpaired=True,
+    )
+    assert not r.passed and r.exact_p == pytest.approx(1 / 6)
+    assert "Fisher's exact one-sided p" in r.reason
+
+
+def test_unpaired_five_of_five_is_superior(tmp_path: Path) -> None:
+    """0/5 vs 5/5: Fisher's p is 1/252, and the interval agrees: the gate passes."""
+    r = regression_gate(
+        write_run(tmp_path / "b", passes(0, 5), ids=[f"a{i}" for i in range(5)]),
+        write_run(tmp_path / "c", passes(5, 5), ids=[f"b{i}" for i in range(5)]),
+        test="superiority",
+        unpaired=True,
+    )
+    assert r.passed and r.exact_p == pytest.approx(1 / 252)
+
+
+def test_non_inferiority_at_a_positive_margin_has_no_exact_override(tmp_path: Path) -> None:
+    """The exact tests test a boundary of 0; at margin 0.02 the interval decides alone."""
+    r = regression_gate(
+        write_run(tmp_path / "b", passes(90)), write_run(tmp_path / "c", passes(90))
+    )
+    assert r.exact_p is None
+
+
+@pytest.mark.parametrize(
+    "baseline",
+    [[0.1 * i for i in range(1, 9)], [0.15, 0.35, 0.55, 0.75]],
+)
+def test_a_near_zero_standard_error_is_refused(tmp_path: Path, baseline: list[float]) -> None:
+    """Differences equal up to floating-point rounding (SE ~1e-17) are refused like a
+    zero SE, never passed with p = 1e-49 (R: "data are essentially constant")."""
+    candidate = [x + 0.1 for x in baseline]
+    assert 0 < stats.standard_error(stats.paired_differences(baseline, candidate)) < 1e-16
+    base = write_run(tmp_path / "b", baseline)
+    cand = write_run(tmp_path / "c", candidate)
+    for test in ("non-inferiority", "superiority"):
+        with pytest.raises(GateError, match="no variance"):
+            regression_gate(base, cand, test=test)
+
+
+def test_a_small_real_spread_is_still_gated(tmp_path: Path) -> None:
+    """A standard error far above rounding (1e-6) is evidence, and is gated."""
+    baseline = [0.1 * i for i in range(1, 9)]
+    candidate = [x + 0.1 + (1e-6 if i % 2 else -1e-6) for i, x in enumerate(baseline)]
+    r = regression_gate(
+        write_run(tmp_path / "b", baseline),
+        write_run(tmp_path / "c", candidate),
+        test="superiority",
+    )
+    assert r.passed and r.method == "t"
+
+
+def test_kappa_at_perfect_agreement_has_an_interval_that_is_not_a_point() -> None:
+    """20 rows, all agreeing: kappa 1, SE 0, but the interval is not [1, 1]; its lower
+    bound is Wilson's lower bound of p_o (0.8389) mapped through p_e = 0.5."""
+    pairs = [(1.0, 1.0)] * 10 + [(0.0, 0.0)] * 10
+    a = measure_agreement(pairs, "label")
+    assert a.kappa == 1.0 and a.kappa_ci_high == 1.0
+    wilson_lo, _ = stats.wilson_interval(20, 20)
+    assert a.kappa_ci_low == pytest.approx((wilson_lo - 0.5) / 0.5, abs=1e-12)
+    assert a.kappa_ci_low < 0.7
+    more = measure_agreement([(1.0, 1.0)] * 200 + [(0.0, 0.0)] * 200, "label")
+    assert a.kappa_ci_low < more.kappa_ci_low < 1.0  # narrows with n, never a point
