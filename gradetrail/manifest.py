@@ -67,6 +67,16 @@ def spec_hash(spec: EvalSpec) -> str:
     return hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode()).hexdigest()
 
 
+#: (section, key, default) of spec fields added after runs were recorded without them
+_LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
+    ("run", "refusals", "score"),
+    ("model", "api_version", None),
+    ("model", "reasoning", None),
+    ("model", "stream", "auto"),
+    ("scorer", "strip_reasoning", None),
+)
+
+
 def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     """The part of a spec's JSON form (``spec.model_dump(mode="json")``, or a manifest's
     ``spec``) that enters the identity: without execution-only settings and without file
@@ -84,6 +94,14 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
         if not dataset.get(key):
             dataset.pop(key, None)
     body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
+    # fields added later, left at their defaults: older runs keep their identity hashes
+    for section, key, default in _LATER_DEFAULTS:
+        part = body.get(section)
+        if isinstance(part, dict) and key in part and part[key] == default:
+            del part[key]
+    price = body.get("model", {}).get("price")
+    if isinstance(price, dict) and price.get("server_tool_usd") is None:
+        price.pop("server_tool_usd", None)
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
     # judge file and baseline enter through their content hashes, not their paths
@@ -150,6 +168,13 @@ def run_warnings(manifest: dict[str, Any]) -> list[str]:
         )
     if manifest.get("truncated"):
         out.append(f"{manifest['truncated']} responses stopped at max_tokens (truncated)")
+    if manifest.get("reasoning_exhausted"):
+        out.append(
+            f"{manifest['reasoning_exhausted']} responses ran out of max_tokens while still "
+            "reasoning (no answer): raise model.params.max_tokens or lower the reasoning effort"
+        )
+    if manifest.get("refusals"):
+        out.append(f"{manifest['refusals']} responses were refusals (the model declined)")
     requested = str(manifest.get("requested_model") or "")
     provider = manifest.get("provider")
     if provider not in ("replay", "python"):
@@ -345,6 +370,20 @@ class Manifest(BaseModel):
     input_tokens: int = Field(0, description="Prompt tokens, prompt-cache reads included.")
     output_tokens: int = 0
     cached_input_tokens: int = Field(0, description="Of input_tokens, prompt-cache reads.")
+    cache_write_tokens: int = Field(0, description="Of input_tokens, prompt-cache writes.")
+    reasoning_tokens: int = Field(
+        0, description="Of output_tokens, those spent reasoning (not in the visible answers)."
+    )
+    reasoning_exhausted: int = Field(
+        0, description="Rows whose max_tokens ran out while the model was still reasoning."
+    )
+    refusals: int = Field(
+        0, description="Rows whose model declined (stop reason refusal or content_filter)."
+    )
+    server_tool_uses: dict[str, int] = Field(
+        default_factory=dict,
+        description="Server-side tool uses billed per use (e.g. web_search_requests).",
+    )
     cost_usd: float | None = Field(None, description="USD paid this run (cache hits cost 0).")
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cache_hits: int = 0

@@ -531,6 +531,8 @@ class SampleContext:
         bounded: runs a synchronous scorer's ``score`` with the run's time bound and within
             reach of SIGINT/SIGTERM (see :mod:`gradetrail.bounded`), or None to call it
             directly.
+        refusals: ``run.refusals``: ``score`` a refusal's text as any answer, or
+            ``exclude`` it from the mean (a ``judge_error`` row, reason ``refusal``).
     """
 
     cache: ResponseCache | None
@@ -538,6 +540,7 @@ class SampleContext:
     scorer: Scorer
     log: RunLog | None = None
     bounded: BoundedCalls | None = None
+    refusals: str = "score"
 
 
 async def process(item: Prepared, ctx: SampleContext, hit: Response | None = None) -> Row:
@@ -587,6 +590,9 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         item.request.tools,
     )
     scorer = ctx.scorer
+    if response.refused and ctx.refusals == "exclude":
+        score = refusal_excluded(response)
+        return _scored_row(item, response, score, cached, attempts, transcript)
     try:
         if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
             score = await scorer.ascore(scored)
@@ -597,6 +603,42 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
     except Exception as exc:  # the scorer failing on this one response: its row says so
         score = _scorer_failed(scorer, scored, exc)
     return _scored_row(item, response, score, cached, attempts, transcript)
+
+
+def refusal_excluded(response: Response) -> Score:
+    """The score of a refusal under ``run.refusals: exclude``: none, the row left out of
+    the mean (``judge_error``, reason ``refusal``), its tokens and cost kept."""
+    why = response.refusal or "no explanation given"
+    return scorer_error(
+        {"response_chars": len(response.text)},
+        "refusal",
+        f"the model declined (stop reason {response.raw_stop_reason or response.stop_reason}"
+        f"): {one_line(why)[:200]}; run.refusals is exclude, so the row is left out of the "
+        "mean",
+    )
+
+
+def response_extras(response: Response) -> dict[str, Any]:
+    """The optional row fields a response sets (absent when at their defaults, so rows of
+    responses without them stay as they were): ``reasoning`` (text), ``reasoning_tokens``
+    (of output_tokens), ``reasoning_exhausted`` (max_tokens ran out while reasoning),
+    ``refusal`` (the refusal text or explanation), ``cache_write_tokens`` (of
+    input_tokens, written to the prompt cache) and ``server_tool_uses`` (billed per use,
+    ``{"web_search_requests": n}``)."""
+    extras: dict[str, Any] = {}
+    if response.reasoning is not None:
+        extras["reasoning"] = response.reasoning
+    if response.reasoning_tokens:
+        extras["reasoning_tokens"] = response.reasoning_tokens
+    if response.reasoning_exhausted:
+        extras["reasoning_exhausted"] = True
+    if response.refused:
+        extras["refusal"] = response.refusal or ""
+    if response.cache_write_tokens:
+        extras["cache_write_tokens"] = response.cache_write_tokens
+    if response.server_tool_uses:
+        extras["server_tool_uses"] = dict(response.server_tool_uses)
+    return extras
 
 
 def _scorer_failed(scorer: Scorer, item: ScoreInput, exc: Exception) -> Score:
@@ -679,6 +721,9 @@ def _scored_row(
         "tool_calls": list(response.tool_calls) if item.conversational else None,
         "transcript": transcript,
     }
+    extras = response_extras(response)
+    if extras:
+        row.update(extras)
     return row if _exact(row) else make_row(**row)
 
 

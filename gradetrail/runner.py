@@ -283,7 +283,13 @@ def run_eval(
                     )
                     if on_start is not None:
                         on_start(plan, run_dir.path)
-                    run = _Run(plan, run_dir, SampleContext(cache, executor, plan.scorer, log))
+                    run = _Run(
+                        plan,
+                        run_dir,
+                        SampleContext(
+                            cache, executor, plan.scorer, log, refusals=spec.run.refusals
+                        ),
+                    )
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:

@@ -42,7 +42,7 @@ from gradetrail.errors import (
     ServerError,
     SpecError,
 )
-from gradetrail.pricing import Price, price_for
+from gradetrail.pricing import Price, price_for, server_tool_fees
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.spec.model import HttpClientName
@@ -68,6 +68,36 @@ PLACEHOLDER_KEY = "EMPTY"
 _KEY_SHAPES = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
 _QUOTA = re.compile(r"quota|credit balance|billing|insufficient.?funds|spend limit", re.I)
 _QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+#: an error type or code that names a rate limit (decisive: the message is not read)
+_RATE_CODES = re.compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
+#: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
+_URL = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+/\S*", re.I)
+
+
+def message_words(message: str | None) -> str:
+    """An error message with its links removed: the words a classifier may read (a link
+    to a billing or quota page says where to go, not what happened)."""
+    return _URL.sub(" ", message or "")
+
+
+def quota_exhausted(etype: str | None, code: str | None, message: str | None) -> bool:
+    """True when a rate-limit answer (429) means the quota or credit is exhausted, a
+    permanent failure, rather than a per-minute limit to wait out.
+
+    Decided by the error's code and type first: a quota code (``insufficient_quota``,
+    ``billing_hard_limit_reached``, ``billing_not_active``) is exhausted; a code or type
+    naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
+    ``tokens``/``requests`` types) or a code that is itself an HTTP status (Azure's
+    ``"429"``) is not, whatever the message says. Only when neither says is the message
+    read, its links removed: quota, credit or billing words without rate-limit words.
+    """
+    for value in (code, etype):  # the code first: it is the more specific
+        if value in _QUOTA_CODES:
+            return True
+        if value and (_RATE_CODES.search(value) or value.isdigit()):
+            return False
+    words = message_words(message)
+    return bool(_QUOTA.search(words)) and not _RATE_WORDS.search(words)
 _SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 _ALIAS_SUFFIXES = ("-latest", "-0")
 
@@ -213,7 +243,7 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     for status, names in _STATUS_WORDS:
         if any(name in words for name in names):
             return status
-    text = message or ""
+    text = message_words(message)
     if _RATE_WORDS.search(text) or _QUOTA.search(text):
         return 429
     if "overloaded" in text.lower():
@@ -245,7 +275,8 @@ def classify_status(
 ) -> ProviderError:
     """The gradetrail error for an HTTP error answer.
 
-    Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted), 5xx,
+    Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted, as
+    :func:`quota_exhausted` decides by code, type, then message), 5xx,
     529, and any body whose error type says overloaded. Permanent: 400, 401, 403, 404, 422
     and every other 4xx. A server's ``x-should-retry: true/false`` header overrides the
     status (both official SDKs honour it). The provider's error type and code are kept;
@@ -270,7 +301,7 @@ def classify_status(
     }
     overloaded = "overloaded" in (etype or "")
     if status == 429:
-        exhausted = code in _QUOTA_CODES or etype in _QUOTA_CODES or bool(_QUOTA.search(text))
+        exhausted = quota_exhausted(etype, code, message)
         error: ProviderError = RateLimited(text, transient=not exhausted, **fields)
     elif status in (401, 403):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
@@ -332,7 +363,11 @@ class HttpProvider(Provider):
         self._pool_size = 16
         self._missing_usage = 0
         self._price_override = (
-            Price.from_dict(self.model.price.model_dump()) if self.model.price else None
+            Price.from_dict(self.model.price.model_dump()).with_fees(
+                server_tool_fees(self.price_provider)
+            )
+            if self.model.price
+            else None
         )
         self._prices: dict[str | None, Price | None] = {}
 
@@ -583,13 +618,16 @@ class HttpProvider(Provider):
             response.cached_input_tokens,
             response.cache_write_tokens,
         )
-        return round(cost, 10)
+        fees = price.tool_fees(response.server_tool_uses)
+        return None if fees is None else round(cost + fees, 10)
 
     def _price(self, model: str, served: str | None) -> Price | None:
         if self._price_override is not None:
             return self._price_override
         if served not in self._prices:
-            self._prices[served] = price_for(self.price_provider, model, served)
+            price = price_for(self.price_provider, model, served)
+            fees = server_tool_fees(self.price_provider)
+            self._prices[served] = price.with_fees(fees) if price is not None else None
         return self._prices[served]
 
     def usage_missing(self, request_model: str) -> None:

@@ -10,11 +10,16 @@ has no ``seed``; a spec that sets one is refused before any call. ``stop`` is se
 ``stop_sequences``.
 
 Stop reasons are Anthropic's own (``end_turn``, ``max_tokens``, ``stop_sequence``,
-``tool_use``); ``model_context_window_exceeded`` counts as ``max_tokens`` (truncated);
-``refusal`` (the safety classifiers stopped the answer) is a permanent ``BadRequest``
-with error type ``content_filter``. Tokens: ``input_tokens`` excludes prompt-cache reads
+``tool_use``, ``pause_turn``: a server-tool loop paused, flagged truncated);
+``model_context_window_exceeded`` counts as ``max_tokens`` (truncated); ``refusal`` (the
+safety classifiers stopped the answer) is a model answer whose usage and cost are kept,
+scored as ``run.refusals`` says. Tokens: ``input_tokens`` excludes prompt-cache reads
 and writes, so input = ``input_tokens`` + ``cache_creation_input_tokens`` and cached
-input = ``cache_read_input_tokens``; cache writes are priced at the cache-write rate.
+input = ``cache_read_input_tokens``; cache writes are priced at the cache-write rate;
+``output_tokens_details.thinking_tokens`` are the reasoning tokens (part of output);
+``server_tool_use`` counts (web searches, fetches) are priced per use. ``thinking`` and
+``redacted_thinking`` blocks are kept verbatim (:attr:`Response.reasoning_blocks`) and
+their text as :attr:`Response.reasoning`.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradetrail.conversation import to_anthropic, tool_calls_from_anthropic
-from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.errors import InvalidResponse, SpecError
 from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers.base import Request, Response
 from gradetrail.tools import anthropic_tool_choice, anthropic_tools
@@ -41,8 +46,11 @@ _STOP = {
     "stop_sequence": "stop_sequence",
     "tool_use": "tool_use",
     "model_context_window_exceeded": "max_tokens",
-    "refusal": "content_filter",
+    "pause_turn": "pause_turn",
+    "refusal": "refusal",
 }
+#: content blocks an agent loop must send back verbatim on its next turn
+REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
 
 class AnthropicProvider(HttpProvider):
@@ -139,22 +147,32 @@ class AnthropicProvider(HttpProvider):
         )
         raw_stop = data.get("stop_reason")
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
-        if stop == "content_filter":
-            raise BadRequest(
-                "the model's safety classifiers stopped the response (stop_reason refusal)",
-                status=200,
-                error_type="content_filter",
-                code=raw_stop,
-            )
         usage = data.get("usage")
+        servers: dict[str, int] = {}
         if isinstance(usage, dict):
             fresh = usage_int(usage, "input_tokens")
             write = usage_int(usage, "cache_creation_input_tokens")
             read = usage_int(usage, "cache_read_input_tokens")
             output = usage_int(usage, "output_tokens")
+            thinking = usage_int(usage, "output_tokens_details", "thinking_tokens")
+            server_use = usage.get("server_tool_use")
+            if isinstance(server_use, dict):
+                servers = {k: usage_int(server_use, k) for k in server_use}
+                servers = {k: v for k, v in servers.items() if v > 0}
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
-            fresh = write = read = output = 0
+            fresh = write = read = output = thinking = 0
+        blocks = tuple(
+            block
+            for block in content
+            if isinstance(block, dict) and block.get("type") in REASONING_BLOCKS
+        )
+        thoughts = [b["thinking"] for b in blocks if isinstance(b.get("thinking"), str)]
+        refusal = None
+        if stop == "refusal":
+            details = data.get("stop_details")
+            explanation = details.get("explanation") if isinstance(details, dict) else None
+            refusal = explanation if isinstance(explanation, str) else text or "refusal"
         served = data.get("model")
         response = Response(
             text=text,
@@ -166,5 +184,10 @@ class AnthropicProvider(HttpProvider):
             cached_input_tokens=read,
             latency_s=latency_s,
             tool_calls=tool_calls_from_anthropic(content),
+            reasoning="\n\n".join(thoughts) if thoughts else None,
+            reasoning_tokens=thinking,
+            reasoning_blocks=blocks,
+            server_tool_uses=servers,
+            refusal=refusal,
         )
         return response, write

@@ -59,6 +59,11 @@ class PriceSpec(_Strict):
         description="Input tokens written to the prompt cache (Anthropic "
         "cache_creation_input_tokens; default: input price).",
     )
+    server_tool_usd: dict[str, float] | None = Field(
+        None,
+        description="USD per use of a server-side tool, by the provider's usage name "
+        "(e.g. {web_search_requests: 0.01}); default: the bundled fees.",
+    )
 
 
 def check_base_url(value: str) -> None:
