@@ -27,7 +27,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -118,7 +118,7 @@ class Price:
             long_context=long_context,
             as_of=as_of,
             source=source,
-            per_use=tuple(sorted((str(k), float(v)) for k, v in (raw.get("server_tool_usd") or {}).items())),
+            per_use=_fees(raw.get("server_tool_usd")),
         )
 
     def with_fees(self, fees: Mapping[str, float]) -> Price:
@@ -127,11 +127,16 @@ class Price:
         return replace(self, per_use=tuple(sorted(merged.items())))
 
 
+def _fees(raw: Any) -> tuple[tuple[str, float], ...]:
+    """``{usage name: USD per use}`` (or None) as sorted pairs."""
+    return tuple(sorted((str(k), float(v)) for k, v in (raw or {}).items()))
+
+
 def _opt(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-@lru_cache(maxsize=None)
+@cache
 def server_tool_fees(provider: str) -> dict[str, float]:
     """The bundled USD per use of ``provider``'s server-side tools, by usage name
     (``{"web_search_requests": 0.01, ...}``; empty for a provider with none).
@@ -142,9 +147,7 @@ def server_tool_fees(provider: str) -> dict[str, float]:
     try:
         text = resources.files("gradetrail").joinpath("data/prices.json").read_text("utf-8")
         rows = json.loads(text).get("server_tools") or []
-        return {
-            str(r["usage"]): float(r["usd_per_use"]) for r in rows if r["provider"] == provider
-        }
+        return {str(r["usage"]): float(r["usd_per_use"]) for r in rows if r["provider"] == provider}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise GradetrailError(
             f"gradetrail/data/prices.json is unreadable ({exc}); reinstall gradetrail"

@@ -98,6 +98,8 @@ def quota_exhausted(etype: str | None, code: str | None, message: str | None) ->
             return False
     words = message_words(message)
     return bool(_QUOTA.search(words)) and not _RATE_WORDS.search(words)
+
+
 _SNAPSHOT_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 _ALIAS_SUFFIXES = ("-latest", "-0")
 
