@@ -138,6 +138,10 @@ Fault rules
 - ``error``: any status, params ``status`` (required), ``type``, ``message``, ``code``.
 - ``error_200``: the protocol's error body under status 200.
 - ``garbage_200``: an unparseable body (param ``body``) under status 200, JSON content type.
+- ``answer``: a whole answer as given: ``body`` (a JSON value, sent as JSON; a string is
+  sent verbatim), ``status`` (default 200) and ``headers``: the shapes the real APIs send
+  that the GSM8K answers do not (refusals, pause_turn, thinking blocks, usage details,
+  rate-limit bodies of other wordings).
 - ``stall``: sleep ``seconds`` (default 600) before answering normally; ends early, without
   answering, when the client disconnects (so a client timeout frees the server).
 - ``hold``: keep the request until ``POST /_control/release`` (``ServerHandle.release()``),
@@ -491,7 +495,7 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
 
 
 ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
-ERROR_KINDS |= {"garbage_200", "drop"}
+ERROR_KINDS |= {"garbage_200", "drop", "answer"}
 MODIFIER_KINDS = {"no_usage", "alias"}
 FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall", "hold"}
 KIND_ALIASES = {
@@ -1263,6 +1267,12 @@ class ProtocolServer:
             headers["retry-after"] = str(params["retry_after"])
         if params.get("retry_after_ms") is not None:
             headers["retry-after-ms"] = str(params["retry_after_ms"])
+        if rule.kind == "answer":  # a whole answer as given: any status, any body
+            raw = params.get("body", {})
+            body = raw.encode() if isinstance(raw, str) else _dumps(raw)
+            return Response(
+                body, int(params.get("status", 200)), headers, media_type="application/json"
+            )
         if rule.kind == "garbage_200":
             default = '{"id": "chatcmpl-gt' if protocol == OPENAI else '{"id": "msg_gt'
             body = str(params.get("body", default)).encode()

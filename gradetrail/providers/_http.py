@@ -66,7 +66,11 @@ _WARNED: set[str] = set()
 PLACEHOLDER_KEY = "EMPTY"
 
 _KEY_SHAPES = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
-_QUOTA = re.compile(r"quota|credit balance|billing|insufficient.?funds|spend limit", re.I)
+_QUOTA = re.compile(
+    r"quota|credit balance|billing|insufficient.?(?:funds|credits?|balance)|spend(?:ing)? limit|"
+    r"out of credits?|credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
+    re.I,
+)
 _QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
 #: an error type or code that names a rate limit (decisive: the message is not read)
 _RATE_CODES = re.compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
