@@ -326,17 +326,19 @@ def to_anthropic(messages: Iterable[Message]) -> list[dict[str, Any]]:
     tool calls as ``tool_use`` blocks, tool results as ``tool_result`` blocks of a user
     turn, and consecutive messages of one role (tool results and the user message after
     them included) merged into one turn of content blocks, so roles alternate as the API
-    requires. A lone text message keeps its plain string content. Arguments that were not
-    a JSON object are sent as ``{}`` (the API accepts only objects)."""
+    requires. A lone text message keeps its plain string content. An assistant message's
+    ``reasoning_blocks`` (thinking, redacted thinking) open its turn, verbatim. Arguments
+    that were not a JSON object are sent as ``{}`` (the API accepts only objects)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role == "assistant":
             calls = message.get("tool_calls")
-            if not calls:
+            thinking = [dict(b) for b in message.get("reasoning_blocks") or ()]
+            if not calls and not thinking:
                 _add_turn(out, "assistant", message["content"])
                 continue
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = thinking  # first, verbatim
             if message["content"]:
                 blocks.append({"type": "text", "text": message["content"]})
             for call in calls:
@@ -420,11 +422,21 @@ def tool_calls_from_anthropic(content: Any) -> tuple[ToolCall, ...]:
     )
 
 
-def assistant_message(text: str, tool_calls: Sequence[ToolCall]) -> Message:
-    """The assistant message a response adds to the conversation."""
+def assistant_message(
+    text: str,
+    tool_calls: Sequence[ToolCall],
+    reasoning_blocks: Sequence[Mapping[str, Any]] = (),
+) -> Message:
+    """The assistant message a response adds to the conversation; with its Anthropic
+    ``thinking`` / ``redacted_thinking`` blocks, verbatim (signatures included), under
+    ``reasoning_blocks`` when it has any: :func:`to_anthropic` sends them back first, as
+    the API requires of a tool-use turn with thinking on, and they enter the next turn's
+    cache key with the rest of the conversation."""
     message: Message = {"role": "assistant", "content": text}
     if tool_calls:
         message["tool_calls"] = [dict(call) for call in tool_calls]
+    if reasoning_blocks:
+        message["reasoning_blocks"] = [dict(block) for block in reasoning_blocks]
     return message
 
 

@@ -202,6 +202,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import hashlib
 import itertools
@@ -634,6 +635,7 @@ CONFIG_KEYS = {
     "rate_limit",
     "rate_limit_window",
     "faults",
+    "redacted_thinking",
 }
 FAULT_CONFIG_KEYS = {"faults", "rate_limit", "rate_limit_window"}
 
@@ -653,6 +655,7 @@ class Settings:
     api_key: str | None
     rate_limit: float | None
     rate_limit_window: float
+    redacted_thinking: bool = False
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Settings:
@@ -684,6 +687,7 @@ class Settings:
             api_key=raw.get("api_key"),
             rate_limit=None if rate_limit is None else float(rate_limit),
             rate_limit_window=window,
+            redacted_thinking=bool(raw.get("redacted_thinking")),
         )
 
 
@@ -715,6 +719,8 @@ class Stats:
         self.rate_limited = 0
         self.tool_requests = 0
         self.tool_results = 0
+        self.versions: dict[str, int] = {}
+        self.thinking_returned = 0
         self.max_in_flight = self.in_flight
 
     def arrive(self, path: str) -> None:
@@ -749,6 +755,8 @@ class Stats:
             "unmatched": self.unmatched,
             "tool_requests": self.tool_requests,
             "tool_results": self.tool_results,
+            "versions": dict(self.versions),
+            "thinking_returned": self.thinking_returned,
             "fingerprints": dict(self.fingerprints),
             "repeated": sum(1 for c in counts if c > 1),
             "max_repeat": max(counts, default=0),
@@ -1164,6 +1172,102 @@ def _check_anthropic_tools(
     return frozenset(names), results, last_result, last_role
 
 
+#: the Messages API versions the server knows; from NO_SAMPLING_VERSION on, temperature,
+#: top_p and top_k are refused on every model, as the real API does
+ANTHROPIC_VERSIONS = ("2023-01-01", "2023-06-01", "2026-10-21")
+NO_SAMPLING_VERSION = "2026-10-21"
+_THINKING_KEY = b"gradetrail-protocol-server-thinking"
+
+
+def thinking_signature(kind: str, text: str) -> str:
+    """The signature the server gives a thinking block (or the ``data`` of a redacted
+    one): a keyed hash of its text, so a block sent back altered fails the check."""
+    digest = hashlib.sha256(_THINKING_KEY + kind.encode() + b"\0" + text.encode()).digest()
+    return base64.b64encode(digest).decode()
+
+
+def _check_version(version: str | None, body: dict[str, Any]) -> str | None:
+    """The real API's 400 for a missing or unknown ``anthropic-version``, or for a sampling
+    parameter under a version that takes none."""
+    if version is None:
+        return "anthropic-version: header is required"
+    if version not in ANTHROPIC_VERSIONS:
+        return f"anthropic-version: {version!r} is not a valid version"
+    if version >= NO_SAMPLING_VERSION:
+        for name in ("temperature", "top_p", "top_k"):
+            if name in body:
+                return f"{name}: Extra inputs are not permitted"
+    return None
+
+
+def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
+    """The real API's 400s for thinking: a budget below 1,024 or not below max_tokens, a
+    temperature other than 1 with thinking on, a thinking block sent back altered (its
+    signature no longer matches), and, with thinking on, a final assistant turn that uses
+    tools without opening with its thinking block."""
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if thinking is not None and kind not in ("enabled", "adaptive", "disabled"):
+        return "thinking.type: Input should be 'enabled', 'adaptive' or 'disabled'"
+    on = kind in ("enabled", "adaptive")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if budget >= body.get("max_tokens", 0):
+            return "max_tokens: must be greater than thinking.budget_tokens"
+    if on and body.get("temperature", 1) != 1:
+        return "`temperature` may only be set to 1 when thinking is enabled"
+    last_tool_turn = None
+    for i, msg in enumerate(messages):
+        content = msg.get("content")
+        if msg.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        for j, block in enumerate(content):
+            btype = block.get("type") if isinstance(block, dict) else None
+            if btype == "thinking":
+                sig = thinking_signature("thinking", str(block.get("thinking", "")))
+                if block.get("signature") != sig:
+                    return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+            elif btype == "redacted_thinking":
+                data = str(block.get("data", ""))
+                if (
+                    not data.startswith("RT:")
+                    or thinking_signature("redacted", data[3:].split(":", 1)[-1])
+                    != data[3:].split(":", 1)[0]
+                ):
+                    return f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+        if any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
+            last_tool_turn = (i, content)
+    if on and last_tool_turn is not None and last_tool_turn[0] >= len(messages) - 2:
+        i, content = last_tool_turn
+        first = content[0].get("type") if isinstance(content[0], dict) else None
+        if first not in ("thinking", "redacted_thinking"):
+            return (
+                f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+                f"found `{first}`. When `thinking` is enabled, a final `assistant` message "
+                "must start with a thinking block"
+            )
+    return None
+
+
+def _thinking_blocks(prompt: str, redacted: bool) -> list[dict[str, Any]]:
+    """The thinking the server "does" before answering: a signed block about the prompt's
+    last words, or, with ``redacted_thinking`` configured, an opaque redacted one."""
+    words = prompt.split()[-12:]
+    text = "Reading the question: " + " ".join(words)
+    if redacted:
+        return [
+            {
+                "type": "redacted_thinking",
+                "data": f"RT:{thinking_signature('redacted', text)}:{text}",
+            }
+        ]
+    return [
+        {"type": "thinking", "thinking": text, "signature": thinking_signature("thinking", text)}
+    ]
+
+
 # --------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------
@@ -1427,6 +1531,12 @@ class ProtocolServer:
         parsed = _parse_openai(body) if protocol == OPENAI else _parse_anthropic(body)
         if isinstance(parsed, str):
             return self._error(protocol, 400, "invalid_request_error", parsed), 400
+        if protocol == ANTHROPIC:
+            version = request.headers.get("anthropic-version")
+            stats.bump(stats.versions, str(version))
+            refused = _check_version(version, body) or _check_thinking(body, body["messages"])
+            if refused:
+                return self._error(protocol, 400, "invalid_request_error", refused), 400
         stats.bump(stats.models, parsed.model)
         if not self._authorised(request, protocol):
             if protocol == ANTHROPIC:
@@ -1562,6 +1672,13 @@ class ProtocolServer:
                 content = content if text else []
                 content += _anthropic_calls(tool_calls, parsed.prompt)
                 stop_reason = "tool_use" if stop_reason == "end_turn" else stop_reason
+            thought = 0
+            if (body.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+                thinking = _thinking_blocks(parsed.prompt, settings.redacted_thinking)
+                content = thinking + content
+                thought = len(str(thinking[0].get("thinking") or thinking[0]["data"]).split())
+                completion_tokens += thought
+                stats.thinking_returned += 1
             out = {
                 "id": f"msg_gt{seq:018d}",
                 "type": "message",
@@ -1579,6 +1696,8 @@ class ProtocolServer:
                     "cache_read_input_tokens": cached,
                     "service_tier": "standard",
                 }
+                if thought:
+                    out["usage"]["output_tokens_details"] = {"thinking_tokens": thought}
             headers = {"request-id": f"req_gt{seq:012d}"}
         return Response(_dumps(out), 200, headers, media_type="application/json"), 200
 
@@ -1773,6 +1892,12 @@ def _build_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--rate-limit", type=float, default=None, help="requests per window")
     ap.add_argument("--rate-limit-window", type=float, default=None, help="seconds (1.0)")
+    ap.add_argument(
+        "--redacted-thinking",
+        action="store_true",
+        default=None,
+        help="answer thinking requests with redacted_thinking blocks",
+    )
     ap.add_argument("--fault", action="append", default=[], help="JSON or KIND[:k=v,...]")
     ap.add_argument("--no-usage", action="store_true", help="omit usage from answers")
     ap.add_argument("--served-model-suffix", default=None, help="e.g. -20250101")

@@ -377,6 +377,13 @@ class HttpProvider(Provider):
         )
         self._prices: dict[str | None, Price | None] = {}
 
+    def identity(self) -> dict[str, Any]:
+        """``model.reasoning`` when set (it decides the response; absent otherwise, so keys
+        made without it stay valid)."""
+        if self.model.reasoning is None:
+            return {}
+        return {"reasoning": self.model.reasoning.model_dump(exclude_none=True)}
+
     # -- readiness ---------------------------------------------------------------------
 
     @property
@@ -611,6 +618,9 @@ class HttpProvider(Provider):
                 code=served,
             )
         response = replace(response, cache_write_tokens=cache_write)
+        reasoning = self.model.reasoning
+        if reasoning is not None and reasoning.summary is False:  # tokens kept, text not
+            response = replace(response, reasoning=None)
         return replace(response, cost_usd=self.price(request, response))
 
     def price(self, request: Request, response: Response) -> float | None:

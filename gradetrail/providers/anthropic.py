@@ -30,15 +30,20 @@ from gradetrail.conversation import to_anthropic, tool_calls_from_anthropic
 from gradetrail.errors import InvalidResponse, SpecError
 from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers.base import Request, Response
+from gradetrail.spec.reasoning import (
+    ANTHROPIC_DEFAULT_MAX_TOKENS,
+    DEFAULT_ANTHROPIC_VERSION,
+    anthropic_reasoning_fields,
+)
 from gradetrail.tools import anthropic_tool_choice, anthropic_tools
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 #: max_tokens sent when the spec sets none (the Messages API requires one)
-DEFAULT_MAX_TOKENS = 4096
-#: the ``anthropic-version`` header the lean client sends (the Messages API's version)
-ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = ANTHROPIC_DEFAULT_MAX_TOKENS
+#: the ``anthropic-version`` header both clients send when ``model.api_version`` is unset
+ANTHROPIC_VERSION = DEFAULT_ANTHROPIC_VERSION
 
 _STOP = {
     "end_turn": "end_turn",
@@ -81,18 +86,30 @@ class AnthropicProvider(HttpProvider):
         super().check_ready()
 
     def identity(self) -> dict[str, Any]:
-        """The default ``max_tokens``, when the spec sets none (it decides the output)."""
+        """The default ``max_tokens``, when the spec sets none (it decides the output);
+        ``model.api_version`` and ``model.reasoning`` when set (absent at their defaults,
+        so keys made without them stay valid)."""
+        out: dict[str, Any] = super().identity()
         if self.model.params.max_tokens is None:
-            return {"default_max_tokens": DEFAULT_MAX_TOKENS}
-        return {}
+            out["default_max_tokens"] = DEFAULT_MAX_TOKENS
+        if self.model.api_version is not None and self.model.api_version != ANTHROPIC_VERSION:
+            out["api_version"] = self.model.api_version
+        return out
+
+    @property
+    def api_version(self) -> str:
+        """The ``anthropic-version`` both clients send: ``model.api_version``, else
+        :data:`ANTHROPIC_VERSION` (never the installed SDK's own default)."""
+        return self.model.api_version or ANTHROPIC_VERSION
 
     def headers(self, key: str) -> dict[str, str]:
-        """``x-api-key`` and ``anthropic-version`` (:data:`ANTHROPIC_VERSION`), as the
+        """``x-api-key`` and ``anthropic-version`` (:attr:`api_version`), as the
         Messages API documents them."""
-        return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
+        return {"x-api-key": key, "anthropic-version": self.api_version}
 
     def make_client(self, key: str, http_client: Any) -> Any:
-        """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off."""
+        """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off, sending the
+        run's ``anthropic-version`` (:attr:`api_version`)."""
         import anthropic
 
         kwargs: dict[str, Any] = {
@@ -100,6 +117,8 @@ class AnthropicProvider(HttpProvider):
             "base_url": self.base_url,
             "max_retries": 0,
             "http_client": http_client,
+            # the run's API version, not the SDK's default (2.x sends 2026-10-21)
+            "default_headers": {"anthropic-version": self.api_version},
         }
         try:
             return anthropic.AsyncAnthropic(**kwargs, open_telemetry=False)
@@ -109,7 +128,8 @@ class AnthropicProvider(HttpProvider):
     def body(self, request: Request) -> dict[str, Any]:
         """The Messages body: ``system`` apart, roles alternating (tool calls as
         ``tool_use``, results as ``tool_result`` blocks), ``tools`` and ``tool_choice``,
-        ``stop`` as ``stop_sequences``."""
+        ``stop`` as ``stop_sequences``, ``model.reasoning`` as ``thinking`` /
+        ``output_config`` (see :mod:`gradetrail.spec.reasoning`)."""
         params = request.params
         body: dict[str, Any] = {
             "model": request.model,
@@ -127,6 +147,8 @@ class AnthropicProvider(HttpProvider):
                 body[name] = params[name]
         if "stop" in params:
             body["stop_sequences"] = params["stop"]
+        if self.model.reasoning is not None:
+            body.update(anthropic_reasoning_fields(request.model, self.model.reasoning))
         extra = params.get("extra")
         if extra:
             body.update(extra)

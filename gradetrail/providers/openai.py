@@ -35,6 +35,7 @@ from gradetrail.conversation import to_openai, tool_calls_from_openai
 from gradetrail.errors import InvalidResponse
 from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers.base import Request, Response
+from gradetrail.spec.reasoning import openai_reasoning_fields
 from gradetrail.tools import openai_tool_choice, openai_tools
 
 __all__ = ["OpenAIProvider"]
@@ -111,7 +112,8 @@ class OpenAIProvider(HttpProvider):
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Chat Completions body: system prompt first, the conversation (tool calls and
-        ``role: tool`` results), ``tools`` and ``tool_choice``, sampling params, ``extra``."""
+        ``role: tool`` results), ``tools`` and ``tool_choice``, sampling params,
+        ``model.reasoning`` as ``reasoning_effort``, ``extra``."""
         messages = to_openai(request.system, request.messages)
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.tools:
@@ -125,6 +127,8 @@ class OpenAIProvider(HttpProvider):
         if "max_tokens" in params:
             field = "max_completion_tokens" if self.model.provider == "openai" else "max_tokens"
             body[field] = params["max_tokens"]
+        if self.model.reasoning is not None:
+            body.update(openai_reasoning_fields(self.model.reasoning))
         extra = params.get("extra")
         if extra:
             body.update(extra)

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
+from gradetrail.spec.reasoning import ANTHROPIC_DEFAULT_MAX_TOKENS, ReasoningSpec, problems
 
 
 class SamplingParams(_Strict):
@@ -131,6 +132,19 @@ class ModelSpec(_Strict):
         "openai/anthropic SDK's client; 'auto' (default) takes aiohttp when installed. Both "
         "send the same body and give the same rows; not part of the run's identity.",
     )
+    api_version: str | None = Field(
+        None,
+        description="anthropic only: the Messages API version (anthropic-version header) both "
+        "HTTP clients send (default 2023-06-01, whatever the installed SDK's own default); "
+        "2026-10-21 refuses temperature, top_p and top_k. Part of the run's identity and "
+        "every cache key when set.",
+    )
+    reasoning: ReasoningSpec | None = Field(
+        None,
+        description="Reasoning effort, thinking budget and whether to keep the reasoning text, "
+        "mapped per provider and model family (what the API would refuse is refused before "
+        "any call). Enters every cache key when set.",
+    )
     require_served_model: bool = Field(
         False,
         description="Make a response served by another model than model.name a provider_error "
@@ -182,4 +196,14 @@ class ModelSpec(_Strict):
             raise ValueError("tools_module needs a provider that answers tool results, not replay")
         if self.provider == "openai_compatible" and not self.base_url:
             raise ValueError("provider 'openai_compatible' needs model.base_url")
+        refused = problems(
+            self.provider,
+            self.name,
+            self.params,
+            self.reasoning,
+            self.api_version,
+            ANTHROPIC_DEFAULT_MAX_TOKENS,
+        )
+        if refused:
+            raise ValueError("; ".join(refused))
         return self
