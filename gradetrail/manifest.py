@@ -72,8 +72,8 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("run", "refusals", "score"),
     ("model", "api_version", None),
     ("model", "reasoning", None),
-    ("model", "stream", "auto"),
-    ("scorer", "strip_reasoning", None),
+    ("model", "stream", None),
+    ("scorer", "reasoning_tags", ["think"]),
 )
 
 

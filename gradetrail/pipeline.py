@@ -36,6 +36,7 @@ from gradetrail.errors import DatasetError, GradetrailError, ProviderError, Spec
 from gradetrail.providers.base import PromptKeys, Request, Response
 from gradetrail.results import Row, make_row
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.reasoning import Split, split_reasoning
 from gradetrail.spec import EvalSpec
 from gradetrail.templates import Template, compile_template
 from gradetrail.terminal import one_line
@@ -533,6 +534,9 @@ class SampleContext:
             directly.
         refusals: ``run.refusals``: ``score`` a refusal's text as any answer, or
             ``exclude`` it from the mean (a ``judge_error`` row, reason ``refusal``).
+        reasoning_tags: ``scorer.reasoning_tags``: the scorer sees only the text after
+            the last closing tag of these names; a tag left open scores 0 as no answer
+            (see :mod:`gradetrail.scorers.reasoning`).
     """
 
     cache: ResponseCache | None
@@ -541,6 +545,7 @@ class SampleContext:
     log: RunLog | None = None
     bounded: BoundedCalls | None = None
     refusals: str = "score"
+    reasoning_tags: tuple[str, ...] = ()
 
 
 async def process(item: Prepared, ctx: SampleContext, hit: Response | None = None) -> Row:
@@ -579,13 +584,17 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
     if response is None:
         return _error_row(item, error, attempts, transcript)
+    text, split = response.text, None
+    if ctx.reasoning_tags and "<" in text:
+        split = split_reasoning(text, ctx.reasoning_tags)
+        text = split.answer
     scored = ScoreInput(
         item.sample,
         item.epoch,
         item.request.prompt,
         item.request.system,
         item.target,
-        response.text,
+        text,
         response.tool_calls,
         item.request.tools,
     )
@@ -593,6 +602,17 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
     if response.refused and ctx.refusals == "exclude":
         score = refusal_excluded(response)
         return _scored_row(item, response, score, cached, attempts, transcript)
+    if split is not None and split.unclosed is not None:  # no answer: never its thinking
+        score = Score(
+            0.0,
+            {
+                "extracted": None,
+                "reason": f"no answer: the <{split.unclosed}> reasoning was never closed (the "
+                "model ran out while reasoning); raise max_tokens",
+                "response_chars": len(response.text),
+            },
+        )
+        return _scored_row(item, response, score, cached, attempts, transcript, split)
     try:
         if ctx.bounded is None or type(scorer).ascore is not Scorer.ascore:
             score = await scorer.ascore(scored)
@@ -602,7 +622,7 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         raise
     except Exception as exc:  # the scorer failing on this one response: its row says so
         score = _scorer_failed(scorer, scored, exc)
-    return _scored_row(item, response, score, cached, attempts, transcript)
+    return _scored_row(item, response, score, cached, attempts, transcript, split)
 
 
 def refusal_excluded(response: Response) -> Score:
@@ -687,11 +707,14 @@ def _scored_row(
     cached: bool,
     attempts: int,
     transcript: Transcript | None = None,
+    split: Split | None = None,
 ) -> Row:
     """The row of a scored (or judge_error) sample: built as a dict in SampleResult's field
     order; validated by :func:`~gradetrail.results.make_row` only when a value from the
     scorer or the provider is not exactly of its field's type (validation would return
-    every other row unchanged: the pipeline's own values have their types already)."""
+    every other row unchanged: the pipeline's own values have their types already).
+    ``split``: the response split at reasoning tags in its text (the row keeps the whole
+    text as ``response``, the reasoning as ``reasoning``)."""
     ok = score.error is None
     row = {
         "sample_id": item.sample.id,
@@ -722,6 +745,11 @@ def _scored_row(
         "transcript": transcript,
     }
     extras = response_extras(response)
+    if split is not None:
+        if split.reasoning is not None and "reasoning" not in extras:
+            extras["reasoning"] = split.reasoning
+        if split.unclosed is not None:
+            extras["reasoning_exhausted"] = True
     if extras:
         row.update(extras)
     return row if _exact(row) else make_row(**row)

@@ -287,7 +287,12 @@ def run_eval(
                         plan,
                         run_dir,
                         SampleContext(
-                            cache, executor, plan.scorer, log, refusals=spec.run.refusals
+                            cache,
+                            executor,
+                            plan.scorer,
+                            log,
+                            refusals=spec.run.refusals,
+                            reasoning_tags=tuple(getattr(spec.scorer, "reasoning_tags", ())),
                         ),
                     )
                     driving = True

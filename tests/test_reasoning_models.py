@@ -317,3 +317,37 @@ def test_adaptive_thinking_reaches_the_server_and_its_text_is_kept_apart(
     )
     out = run_http(quiet, tmp_path / "q")
     assert "reasoning" not in out.row and out.row["reasoning_tokens"] > 0
+
+
+# --------------------------------------------------------------------------------------
+# <think> in the answer text (open models served without a reasoning parser)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_think_tags_are_stripped_and_an_unclosed_one_is_no_answer(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """Only the text after the last </think> is scored; a <think> never closed (the model
+    ran out while reasoning) scores 0 as no answer, never its thinking read as one; the
+    row keeps the whole text and the reasoning apart. reasoning_tags: [] opts out."""
+    srv.configure(
+        script={
+            "rules": [
+                {"contains": "Janet", "reply": "<think>Is it A: 17? No, 9 x 2.</think>\nA: 18"},
+                {"contains": "robe", "reply": "<think>So A: 3, let me check the blue fib"},
+            ]
+        }
+    )
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", http_client=client, limit=2)
+    out = run_http(spec, tmp_path)
+    closed, unclosed = out.rows
+    assert closed["score"] == 1.0 and closed["scorer"]["extracted"] == "18"
+    assert closed["response"].startswith("<think>Is it A: 17?")
+    assert closed["reasoning"] == "Is it A: 17? No, 9 x 2."
+    assert unclosed["state"] == "scored" and unclosed["score"] == 0.0
+    assert "never closed" in unclosed["scorer"]["reason"]
+    assert unclosed["reasoning_exhausted"] is True
+    assert out.result.manifest.reasoning_exhausted == 1
+    raw = gradetrail.load_spec(tmp_path / "spec.yaml", ["scorer.reasoning_tags=[]"])
+    again = run_http(raw, tmp_path / "raw")
+    assert [r["score"] for r in again.rows] == [1.0, 1.0]  # the thinking read as the answer
