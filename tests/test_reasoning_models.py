@@ -351,3 +351,29 @@ def test_think_tags_are_stripped_and_an_unclosed_one_is_no_answer(
     raw = gradetrail.load_spec(tmp_path / "spec.yaml", ["scorer.reasoning_tags=[]"])
     again = run_http(raw, tmp_path / "raw")
     assert [r["score"] for r in again.rows] == [1.0, 1.0]  # the thinking read as the answer
+
+
+def test_the_viewer_shows_reasoning_apart_from_the_answer(srv, tmp_path: Path) -> None:
+    """The run page says how many rows ran out while reasoning and how many output tokens
+    were reasoning; the sample page shows the reasoning text apart, and the badge."""
+    from starlette.testclient import TestClient
+
+    from gradetrail.view.app import create_app
+
+    srv.configure(
+        script={
+            "rules": [{"contains": "Q:", "reply": "<think>9 eggs left, times 2"}],
+            "models": ["claude-opus-4-6"],
+        }
+    )
+    spec = gsm8k_spec(
+        tmp_path, srv, "anthropic", model="claude-opus-4-6", reasoning={"effort": "low"}
+    )
+    out = run_http(spec, tmp_path)
+    client = TestClient(create_app(tmp_path / "results"), base_url="http://127.0.0.1")
+    name = out.result.run_dir.name
+    page = client.get(f"/runs/{name}").text
+    assert "ran out of max_tokens while reasoning" in page
+    assert f"(of which {out.row['reasoning_tokens']} reasoning)" in page
+    sample = client.get(f"/runs/{name}/sample", params={"id": "1"}).text
+    assert "ran out while reasoning" in sample and "Reading the question:" in sample
