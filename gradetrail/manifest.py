@@ -72,7 +72,6 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("run", "refusals", "score"),
     ("model", "api_version", None),
     ("model", "reasoning", None),
-    ("model", "stream", None),
     ("scorer", "reasoning_tags", ["think"]),
 )
 
@@ -94,6 +93,7 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
         if not dataset.get(key):
             dataset.pop(key, None)
     body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
+    body.get("model", {}).pop("stream", None)  # likewise
     # fields added later, left at their defaults: older runs keep their identity hashes
     for section, key, default in _LATER_DEFAULTS:
         part = body.get(section)

@@ -643,8 +643,9 @@ def response_extras(response: Response) -> dict[str, Any]:
     responses without them stay as they were): ``reasoning`` (text), ``reasoning_tokens``
     (of output_tokens), ``reasoning_exhausted`` (max_tokens ran out while reasoning),
     ``refusal`` (the refusal text or explanation), ``cache_write_tokens`` (of
-    input_tokens, written to the prompt cache) and ``server_tool_uses`` (billed per use,
-    ``{"web_search_requests": n}``)."""
+    input_tokens, written to the prompt cache), ``server_tool_uses`` (billed per use,
+    ``{"web_search_requests": n}``) and ``ttft_s`` (seconds to the first token of a
+    streamed answer)."""
     extras: dict[str, Any] = {}
     if response.reasoning is not None:
         extras["reasoning"] = response.reasoning
@@ -658,6 +659,8 @@ def response_extras(response: Response) -> dict[str, Any]:
         extras["cache_write_tokens"] = response.cache_write_tokens
     if response.server_tool_uses:
         extras["server_tool_uses"] = dict(response.server_tool_uses)
+    if response.ttft_s is not None:
+        extras["ttft_s"] = response.ttft_s
     return extras
 
 

@@ -22,6 +22,7 @@ from gradetrail.providers.base import Response
 
 __all__ = [
     "ATTEMPT_LISTENER",
+    "attempt_progress",
     "CallOutcome",
     "Gate",
     "RetriedAttempt",
@@ -83,6 +84,24 @@ ATTEMPT_LISTENER: contextvars.ContextVar[Callable[[int, RetriedAttempt], None] |
 )
 
 
+#: set by :func:`call_with_retry` around each attempt: restarts the attempt's timeout
+#: from now (never past the sample ceiling)
+_PROGRESS: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "gradetrail_attempt_progress", default=None
+)
+
+
+def attempt_progress() -> None:
+    """Say that the current attempt is still receiving its answer (a stream produced
+    bytes): its timeout (``timeout_s``) counts again from now, so a long answer that keeps
+    streaming is never cut off and paid twice, while one that stalls for ``timeout_s`` is.
+    The per-sample ceiling (``sample_timeout_s``) still bounds it. Outside an attempt it
+    does nothing."""
+    progress = _PROGRESS.get()
+    if progress is not None:
+        progress()
+
+
 @dataclass(frozen=True, slots=True)
 class CallOutcome:
     """The end of one request's attempts: a response or the last error.
@@ -132,7 +151,9 @@ async def call_with_retry(
     time queued behind other samples before that does not count, and covers every later
     wait, attempt and backoff.
 
-    An attempt cut off by its timeout is a transient ProviderTimeout, unless the call
+    An attempt's timeout counts from its start, or from the last byte of a streamed
+    answer still arriving (:func:`attempt_progress`). An attempt cut off by its timeout
+    is a transient ProviderTimeout, unless the call
     says why it could not end in time by letting the cancellation out as
     ``CancelledError(error)`` with a ProviderError: that is the attempt's error (the
     python provider's permanent ``function_blocked``, for a function holding its loop).
@@ -161,11 +182,28 @@ async def call_with_retry(
         response: Response | None = None
         error: ProviderError | None = None
         started = clock()
+        progressed = False
         try:
-            async with asyncio.timeout(timeout):
-                response = await call()
+            async with asyncio.timeout(timeout) as limit:
+
+                def progress(
+                    limit: asyncio.Timeout = limit, ceiling: float | None = deadline
+                ) -> None:
+                    nonlocal progressed
+                    progressed = True
+                    left = policy.timeout_s
+                    if ceiling is not None:
+                        left = min(left, max(ceiling - clock(), 0.0))
+                    limit.reschedule(asyncio.get_running_loop().time() + left)
+
+                token = _PROGRESS.set(progress)
+                try:
+                    response = await call()
+                finally:
+                    _PROGRESS.reset(token)
         except TimeoutError as exc:
-            error = _cut_off(exc) or ProviderTimeout(f"no response within {timeout:.3g} s")
+            what = "no bytes" if progressed else "no response"
+            error = _cut_off(exc) or ProviderTimeout(f"{what} within {timeout:.3g} s")
         except ProviderError as exc:
             error = exc
         finally:

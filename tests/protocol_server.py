@@ -497,7 +497,7 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
 
 ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
 ERROR_KINDS |= {"garbage_200", "drop", "answer"}
-MODIFIER_KINDS = {"no_usage", "alias"}
+MODIFIER_KINDS = {"no_usage", "alias", "stream_cut"}
 FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall", "hold"}
 KIND_ALIASES = {
     "429": "rate_limit",
@@ -509,7 +509,7 @@ KIND_ALIASES = {
 _SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "after", "every", "p"}
 _SELECTOR_KEYS |= {"seed", "times"}
 _PARAM_KEYS = {"retry_after", "retry_after_ms", "headers", "message", "status", "type", "code"}
-_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model"}
+_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model", "tokens"}
 
 
 @dataclass
@@ -636,6 +636,7 @@ CONFIG_KEYS = {
     "rate_limit_window",
     "faults",
     "redacted_thinking",
+    "stream_tps",
 }
 FAULT_CONFIG_KEYS = {"faults", "rate_limit", "rate_limit_window"}
 
@@ -656,6 +657,7 @@ class Settings:
     rate_limit: float | None
     rate_limit_window: float
     redacted_thinking: bool = False
+    stream_tps: float | None = None
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Settings:
@@ -688,6 +690,7 @@ class Settings:
             rate_limit=None if rate_limit is None else float(rate_limit),
             rate_limit_window=window,
             redacted_thinking=bool(raw.get("redacted_thinking")),
+            stream_tps=float(raw["stream_tps"]) if raw.get("stream_tps") else None,
         )
 
 
@@ -721,6 +724,7 @@ class Stats:
         self.tool_results = 0
         self.versions: dict[str, int] = {}
         self.thinking_returned = 0
+        self.streamed = 0
         self.max_in_flight = self.in_flight
 
     def arrive(self, path: str) -> None:
@@ -757,6 +761,7 @@ class Stats:
             "tool_results": self.tool_results,
             "versions": dict(self.versions),
             "thinking_returned": self.thinking_returned,
+            "streamed": self.streamed,
             "fingerprints": dict(self.fingerprints),
             "repeated": sum(1 for c in counts if c > 1),
             "max_repeat": max(counts, default=0),
@@ -1268,6 +1273,137 @@ def _thinking_blocks(prompt: str, redacted: bool) -> list[dict[str, Any]]:
     ]
 
 
+def _word_pieces(text: str) -> list[str]:
+    """Text in pieces of one word each (its trailing white space with it): one token a
+    piece, as the server counts tokens."""
+    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+
+
+def _anthropic_events(message: dict[str, Any]) -> list[tuple[str | None, Any, int]]:
+    """A Message as the Messages API streams it: ``(event, data, tokens it carries)``."""
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    usage = dict(message.get("usage") or {})
+    if usage:
+        start["usage"] = {**usage, "output_tokens": 1}
+    events: list[tuple[str | None, Any, int]] = [
+        ("message_start", {"type": "message_start", "message": start}, 0)
+    ]
+    for index, block in enumerate(message.get("content") or []):
+        kind = block.get("type")
+        if kind == "text":
+            opening: dict[str, Any] = {"type": "text", "text": ""}
+        elif kind == "thinking":
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+        elif kind == "tool_use":
+            opening = {**block, "input": {}}
+        else:
+            opening = block
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opening},
+                0,
+            )
+        )
+        if kind in ("text", "thinking"):
+            field = "text" if kind == "text" else "thinking"
+            for piece in _word_pieces(str(block.get(field) or "")):
+                delta = {"type": f"{field}_delta", field: piece}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                        1,
+                    )
+                )
+            if kind == "thinking":
+                delta = {"type": "signature_delta", "signature": block.get("signature", "")}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                        0,
+                    )
+                )
+        elif kind == "tool_use":
+            raw = (
+                json.dumps(block.get("input"), ensure_ascii=False)
+                if not isinstance(block.get("input"), str)
+                else block["input"]
+            )
+            for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
+                delta = {"type": "input_json_delta", "partial_json": part}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                        0,
+                    )
+                )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}, 0))
+        if index == 0:
+            events.append(("ping", {"type": "ping"}, 0))
+    delta = {
+        "stop_reason": message.get("stop_reason"),
+        "stop_sequence": message.get("stop_sequence"),
+    }
+    final: dict[str, Any] = {"type": "message_delta", "delta": delta}
+    if usage:
+        final["usage"] = {"output_tokens": usage.get("output_tokens", 0)}
+        if "output_tokens_details" in usage:
+            final["usage"]["output_tokens_details"] = usage["output_tokens_details"]
+    events.append(("message_delta", final, 0))
+    events.append(("message_stop", {"type": "message_stop"}, 0))
+    return events
+
+
+def _openai_events(
+    completion: dict[str, Any], include_usage: bool
+) -> list[tuple[str | None, Any, int]]:
+    """A chat completion's first choice as Chat Completions streams it."""
+    head = {
+        k: completion[k]
+        for k in ("id", "created", "model", "system_fingerprint")
+        if k in completion
+    }
+    head["object"] = "chat.completion.chunk"
+    choice = (completion.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            **head,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+
+    events: list[tuple[str | None, Any, int]] = [
+        (None, chunk({"role": "assistant", "content": ""}), 0)
+    ]
+    for key in ("reasoning_content", "content", "refusal"):
+        if isinstance(message.get(key), str):
+            for piece in _word_pieces(message[key]):
+                events.append((None, chunk({key: piece}), 1))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        fn = call.get("function") or {}
+        first = {
+            "index": i,
+            "id": call.get("id"),
+            "type": "function",
+            "function": {"name": fn.get("name"), "arguments": ""},
+        }
+        events.append((None, chunk({"tool_calls": [first]}), 0))
+        args = str(fn.get("arguments") or "")
+        for part in (args[: len(args) // 2], args[len(args) // 2 :]):
+            events.append(
+                (None, chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}), 0)
+            )
+    events.append((None, chunk({}, choice.get("finish_reason")), 0))
+    if include_usage and "usage" in completion:
+        events.append((None, {**head, "choices": [], "usage": completion["usage"]}, 0))
+    events.append((None, "[DONE]", 0))
+    return events
+
+
 # --------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------
@@ -1550,9 +1686,7 @@ class ProtocolServer:
                 return self._error(protocol, 404, "not_found_error", msg), 404
             msg = f"The model `{parsed.model}` does not exist or you do not have access to it."
             return self._error(protocol, 404, "invalid_request_error", msg, "model_not_found"), 404
-        if body.get("stream"):
-            msg = "stream: streaming is not supported by the gradetrail test server"
-            return self._error(protocol, 400, "invalid_request_error", msg), 400
+        stream = body.get("stream") is True
 
         error_rule: FaultRule | None = None
         modifiers: list[FaultRule] = []
@@ -1622,6 +1756,8 @@ class ProtocolServer:
             stats.bump(stats.faults, rule.kind)
             if rule.kind == "no_usage":
                 include_usage = False
+            elif rule.kind == "stream_cut":
+                continue  # applied to the stream itself
             elif rule.params.get("served_model"):
                 served = str(rule.params["served_model"])
             else:
@@ -1699,7 +1835,48 @@ class ProtocolServer:
                 if thought:
                     out["usage"]["output_tokens_details"] = {"thinking_tokens": thought}
             headers = {"request-id": f"req_gt{seq:012d}"}
+        if stream:
+            stats.streamed += 1
+            cut = next((r for r in modifiers if r.kind == "stream_cut"), None)
+            include_usage = protocol == ANTHROPIC or bool(
+                (body.get("stream_options") or {}).get("include_usage")
+            )
+            events = (
+                _anthropic_events(out)
+                if protocol == ANTHROPIC
+                else _openai_events(out, include_usage)
+            )
+            return self._streamed(events, headers, cut), 200
         return Response(_dumps(out), 200, headers, media_type="application/json"), 200
+
+    def _streamed(
+        self,
+        events: list[tuple[str | None, dict[str, Any] | str, int]],
+        headers: dict[str, str],
+        cut: FaultRule | None,
+    ) -> Response:
+        """A streamed answer: each event as server-sent event text, paced at
+        ``stream_tps`` output tokens a second (the third item of each event: the tokens
+        it carries); a ``stream_cut`` rule drops the connection once that many tokens
+        went out."""
+        from starlette.responses import StreamingResponse
+
+        tps = self.settings.stream_tps
+        limit = None if cut is None else int(cut.params.get("tokens", 0))
+
+        async def body() -> Any:
+            sent = 0
+            for event, data, tokens in events:
+                if tps and tokens:
+                    await asyncio.sleep(tokens / tps)
+                sent += tokens
+                if limit is not None and sent > limit:
+                    raise ConnectionAbortedError("stream_cut fault")
+                text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+                head = f"event: {event}\n" if event else ""
+                yield f"{head}data: {text}\n\n".encode()
+
+        return StreamingResponse(body(), 200, headers, media_type="text/event-stream")
 
     # -- models and control ----------------------------------------------------------
 
@@ -1897,6 +2074,9 @@ def _build_arg_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="answer thinking requests with redacted_thinking blocks",
+    )
+    ap.add_argument(
+        "--stream-tps", type=float, default=None, help="output tokens a second when streaming"
     )
     ap.add_argument("--fault", action="append", default=[], help="JSON or KIND[:k=v,...]")
     ap.add_argument("--no-usage", action="store_true", help="omit usage from answers")

@@ -27,7 +27,7 @@ import re
 import sys
 import time
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC
 from typing import Any, ClassVar
@@ -43,6 +43,7 @@ from gradetrail.errors import (
     SpecError,
 )
 from gradetrail.pricing import Price, price_for, server_tool_fees
+from gradetrail.providers._stream import Fold, SseParser
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.spec.model import HttpClientName
@@ -548,8 +549,13 @@ class HttpProvider(Provider):
         """
         transport = self.transport()
         start = time.perf_counter()
+        fold: Fold | None = None
         try:
-            answer = await transport.send(self.body(request))
+            if self.streams(request):
+                fold = self.fold(start)
+                answer = await transport.stream(self.stream_body(request), _feeder(fold))
+            else:
+                answer = await transport.send(self.body(request))
         except ProviderError:
             raise
         except UnicodeEncodeError as exc:  # a lone surrogate from a row: one recorded row
@@ -568,8 +574,30 @@ class HttpProvider(Provider):
                 hint=self.key_hint(),
                 not_found=self.endpoint_hint(body, request.model) if answer.status == 404 else "",
             )
-        response, cache_write = self.normalize(self._decode(answer), latency)
+        if fold is not None:
+            response, cache_write = self.normalize(fold.answer(), latency)
+            response = replace(response, ttft_s=fold.first_token_s)
+        else:
+            response, cache_write = self.normalize(self._decode(answer), latency)
         return self._finish(request, response, cache_write)
+
+    def streams(self, request: Request) -> bool:
+        """Whether ``request`` is streamed: ``model.stream`` when set, else what the
+        provider requires (:meth:`needs_stream`)."""
+        wanted = self.model.stream
+        return self.needs_stream(request) if wanted is None else wanted
+
+    def needs_stream(self, request: Request) -> bool:
+        """True when the provider requires streaming for this request (default: never)."""
+        return False
+
+    @abstractmethod
+    def fold(self, started: float) -> Fold:
+        """A fold of this protocol's stream events into its non-streaming answer."""
+
+    def stream_body(self, request: Request) -> dict[str, Any]:
+        """:meth:`body` asking for a streamed answer (``stream: true``)."""
+        return {**self.body(request), "stream": True}
 
     def _decode(self, answer: Answer) -> dict[str, Any]:
         try:
@@ -670,6 +698,18 @@ class HttpProvider(Provider):
         if self._transport is not None:
             transport, self._transport = self._transport, None
             await transport.aclose()
+
+
+def _feeder(fold: Fold) -> Callable[[str], None]:
+    """A line handler parsing server-sent events into ``fold``."""
+    parser = SseParser()
+
+    def on_line(line: str) -> None:
+        event = parser.line(line)
+        if event is not None:
+            fold.feed(*event)
+
+    return on_line
 
 
 def _runlog_event(event: str, **fields: Any) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 from gradetrail.conversation import to_anthropic, tool_calls_from_anthropic
 from gradetrail.errors import InvalidResponse, SpecError
 from gradetrail.providers._http import HttpProvider, usage_int
+from gradetrail.providers._stream import AnthropicFold
 from gradetrail.providers.base import Request, Response
 from gradetrail.spec.reasoning import (
     ANTHROPIC_DEFAULT_MAX_TOKENS,
@@ -54,6 +55,9 @@ _STOP = {
     "pause_turn": "pause_turn",
     "refusal": "refusal",
 }
+#: max_tokens above which a request is streamed (model.stream unset): the SDK's rule, an
+#: expected 60 min x max_tokens / 128,000 over ten minutes
+STREAM_ABOVE_MAX_TOKENS = 21_333
 #: content blocks an agent loop must send back verbatim on its next turn
 REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -153,6 +157,17 @@ class AnthropicProvider(HttpProvider):
         if extra:
             body.update(extra)
         return body
+
+    def needs_stream(self, request: Request) -> bool:
+        """True when max_tokens is above :data:`STREAM_ABOVE_MAX_TOKENS`: an answer that
+        long may take past ten minutes, which the API (and its SDK) refuse to serve
+        without streaming."""
+        max_tokens = request.params.get("max_tokens", DEFAULT_MAX_TOKENS)
+        return int(max_tokens) > STREAM_ABOVE_MAX_TOKENS
+
+    def fold(self, started: float) -> AnthropicFold:
+        """Messages stream events folded into a Message."""
+        return AnthropicFold(started)
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
         """Text, tool calls (``tool_use`` blocks), stop reason, served model and usage of

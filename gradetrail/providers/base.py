@@ -207,6 +207,8 @@ class Response:
             name (Anthropic ``usage.server_tool_use``: ``{"web_search_requests": 3}``).
         refusal: the refusal text when the model declined (OpenAI ``message.refusal``,
             Anthropic ``stop_details.explanation``), else None.
+        ttft_s: seconds from sending a streamed request to its first output token (text,
+            thinking, refusal or tool call); None when not streamed.
     """
 
     text: str
@@ -225,6 +227,7 @@ class Response:
     reasoning_blocks: tuple[dict[str, Any], ...] = ()
     server_tool_uses: dict[str, int] = field(default_factory=dict)
     refusal: str | None = None
+    ttft_s: float | None = None
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies

@@ -34,6 +34,7 @@ from typing import Any
 from gradetrail.conversation import to_openai, tool_calls_from_openai
 from gradetrail.errors import InvalidResponse
 from gradetrail.providers._http import HttpProvider, usage_int
+from gradetrail.providers._stream import OpenAIFold
 from gradetrail.providers.base import Request, Response
 from gradetrail.spec.reasoning import openai_reasoning_fields
 from gradetrail.tools import openai_tool_choice, openai_tools
@@ -133,6 +134,15 @@ class OpenAIProvider(HttpProvider):
         if extra:
             body.update(extra)
         return body
+
+    def fold(self, started: float) -> OpenAIFold:
+        """Chat Completions chunks folded into a chat completion."""
+        return OpenAIFold(started)
+
+    def stream_body(self, request: Request) -> dict[str, Any]:
+        """:meth:`body` with ``stream: true`` and ``stream_options.include_usage`` (the
+        usage comes in a last chunk)."""
+        return {**self.body(request), "stream": True, "stream_options": {"include_usage": True}}
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
         """Text, tool calls, stop reason, served model and usage of a Chat Completions

@@ -145,6 +145,14 @@ class ModelSpec(_Strict):
         "mapped per provider and model family (what the API would refuse is refused before "
         "any call). Enters every cache key when set.",
     )
+    stream: bool | None = Field(
+        None,
+        description="HTTP providers: true streams every answer (server-sent events; the "
+        "attempt timeout then counts from the last byte received, and the time to the first "
+        "token is recorded), false never; unset streams where the provider requires it "
+        "(Anthropic max_tokens above 21,333). How answers are sent, not what: not part of "
+        "the run's identity or the cache key.",
+    )
     require_served_model: bool = Field(
         False,
         description="Make a response served by another model than model.name a provider_error "
@@ -180,11 +188,14 @@ class ModelSpec(_Strict):
                 "holds the key, or model.api_key_required: false for a server that checks none"
             )
         if not http and (
-            self.price is not None or self.require_served_model or self.http_client != "auto"
+            self.price is not None
+            or self.require_served_model
+            or self.http_client != "auto"
+            or self.stream is not None
         ):
             raise ValueError(
-                "price, require_served_model and http_client apply to HTTP providers, not "
-                f"{self.provider!r}"
+                "price, require_served_model, http_client and stream apply to HTTP providers, "
+                f"not {self.provider!r}"
             )
         if self.provider == "replay" and self.recordings is None:
             raise ValueError("provider 'replay' needs model.recordings.path")
