@@ -35,12 +35,23 @@ pytest fixtures (this module does not touch conftest.py; conftest can do)::
 
 Endpoints
 ---------
-- ``POST /v1/chat/completions`` (OpenAI, non-streaming; ``n``, ``stop``, ``max_tokens`` /
+- ``POST /v1/chat/completions`` (OpenAI; ``n``, ``stop``, ``max_tokens`` /
   ``max_completion_tokens`` honoured) and ``GET /v1/models`` (OpenAI list shape, or the
   Anthropic shape when the request carries an ``anthropic-version`` header).
-- ``POST /v1/messages`` (Anthropic Messages, non-streaming; ``stop_sequences`` and
-  ``max_tokens`` honoured). ``stream: true`` is answered with a 400: streaming is not
-  implemented.
+- ``POST /v1/messages`` (Anthropic Messages; ``stop_sequences`` and ``max_tokens``
+  honoured). The ``anthropic-version`` header is required and must be a known version
+  (``2023-01-01``, ``2023-06-01``, ``2026-10-21``); under ``2026-10-21`` a request with
+  ``temperature``, ``top_p`` or ``top_k`` gets the 400 that version gives. With
+  ``thinking`` on (``enabled`` with a budget of at least 1,024 below ``max_tokens``, or
+  ``adaptive``; ``temperature`` only 1) the answer opens with a signed ``thinking`` block
+  (or, with ``redacted_thinking``, a ``redacted_thinking`` one), counted in
+  ``output_tokens`` and ``output_tokens_details.thinking_tokens``; a thinking block sent
+  back altered gets a 400, and so does a final tool-use assistant turn that does not open
+  with its thinking block, as the real API rules.
+- ``stream: true`` (both protocols): the same answer as server-sent events, in the real
+  APIs' event shapes (Messages ``message_start`` ... ``message_stop``; Chat Completions
+  chunks, the usage chunk when ``stream_options.include_usage``, ``[DONE]``), one word a
+  delta, paced at ``stream_tps`` output tokens a second.
 - ``POST /_control/config`` (JSON, merged into the current config; ``faults`` replaces the
   fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
   ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
@@ -120,6 +131,8 @@ Config keys (CLI flag / ``/_control/config`` key / ``running_server`` keyword)
                       (sliding window, default window 1.0); beyond it a 429 with
                       ``retry-after`` (whole seconds, rounded up) and ``retry-after-ms``.
 ``faults``            list of fault rules (below); ``add_faults`` appends to it.
+``redacted_thinking`` answer thinking requests with redacted_thinking blocks.
+``stream_tps``        output tokens a second of a streamed answer (default: no pacing).
 
 Fault rules
 -----------
@@ -151,6 +164,8 @@ Fault rules
   they take to arrive on a loaded machine. Released holds stay released until the fault
   list is set again (``faults``/``add_faults``) or reset, which also releases.
 - ``drop``: abort the TCP connection without sending any response.
+- ``stream_cut``: (modifier) a streamed answer's connection drops once param ``tokens``
+  output tokens went out.
 - ``no_usage``: (modifier) omit ``usage`` from a successful answer.
 - ``alias``: (modifier) answer with ``model`` = requested + ``suffix`` (default
   ``"-20250101"``), or = ``served_model`` if given.
@@ -195,7 +210,8 @@ and the canonical JSON body, keys sorted -> count), ``repeated`` (how many finge
 were seen more than once) and ``max_repeat``, ``in_flight`` and ``max_in_flight``,
 ``held`` (requests a ``hold`` fault keeps now),
 ``arrivals`` (``time.time()`` of each request arrival, in order), ``since`` (when the stats
-were last cleared).
+were last cleared), ``versions`` (Messages requests per ``anthropic-version`` sent),
+``thinking_returned`` (answers that carried thinking) and ``streamed`` (streamed answers).
 """
 
 from __future__ import annotations
