@@ -125,6 +125,7 @@ def totals(responses: Sequence[Response]) -> Response:
         output_tokens=sum(r.output_tokens for r in responses),
         cached_input_tokens=sum(r.cached_input_tokens for r in responses),
         cache_write_tokens=sum(r.cache_write_tokens for r in responses),
+        cache_write_1h_tokens=sum(r.cache_write_1h_tokens for r in responses),
         reasoning_tokens=sum(r.reasoning_tokens for r in responses),
         server_tool_uses=_summed(r.server_tool_uses for r in responses),
         latency_s=sum(r.latency_s for r in responses),

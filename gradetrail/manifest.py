@@ -100,8 +100,9 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
         if isinstance(part, dict) and key in part and part[key] == default:
             del part[key]
     price = body.get("model", {}).get("price")
-    if isinstance(price, dict) and price.get("server_tool_usd") is None:
-        price.pop("server_tool_usd", None)
+    for key in ("server_tool_usd", "cache_write_1h_per_mtok"):
+        if isinstance(price, dict) and price.get(key) is None:
+            price.pop(key, None)
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
     # judge file and baseline enter through their content hashes, not their paths

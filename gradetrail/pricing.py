@@ -47,6 +47,8 @@ class Price:
         output_per_mtok: output tokens.
         cached_input_per_mtok: prompt-cache reads (None: the input price).
         cache_write_per_mtok: prompt-cache writes (None: the input price).
+        cache_write_1h_per_mtok: prompt-cache writes with a one-hour TTL (Anthropic; None:
+            twice the input price).
         long_context: ``(threshold_tokens, Price)``: the rates for a request whose prompt
             is above the threshold, or None.
         as_of: the date the price was read (ISO 8601), or "" for a spec override.
@@ -59,6 +61,7 @@ class Price:
     output_per_mtok: float
     cached_input_per_mtok: float | None = None
     cache_write_per_mtok: float | None = None
+    cache_write_1h_per_mtok: float | None = None
     long_context: tuple[int, Price] | None = None
     as_of: str = ""
     source: str = "spec"
@@ -84,9 +87,12 @@ class Price:
         output_tokens: int,
         cached_input_tokens: int = 0,
         cache_write_tokens: int = 0,
+        cache_write_1h_tokens: int = 0,
     ) -> float:
         """USD for one response's tokens; ``input_tokens`` excludes cache reads and
-        writes (server-tool fees: :meth:`tool_fees`)."""
+        writes; of ``cache_write_tokens``, ``cache_write_1h_tokens`` were written with
+        Anthropic's one-hour TTL, priced at ``cache_write_1h_per_mtok`` (default twice
+        the input price, Anthropic's rule). Server-tool fees: :meth:`tool_fees`."""
         rates = self
         if self.long_context is not None:
             threshold, tier = self.long_context
@@ -98,8 +104,12 @@ class Price:
             input_tokens * rates.input_per_mtok
             + output_tokens * rates.output_per_mtok
             + cached_input_tokens * (rates.input_per_mtok if cached is None else cached)
-            + cache_write_tokens * (rates.input_per_mtok if write is None else write)
+            + (cache_write_tokens - cache_write_1h_tokens)
+            * (rates.input_per_mtok if write is None else write)
         )
+        if cache_write_1h_tokens:
+            long = rates.cache_write_1h_per_mtok
+            total += cache_write_1h_tokens * (2 * rates.input_per_mtok if long is None else long)
         return total / 1_000_000
 
     @classmethod
@@ -115,6 +125,7 @@ class Price:
             output_per_mtok=float(raw["output_per_mtok"]),
             cached_input_per_mtok=_opt(raw.get("cached_input_per_mtok")),
             cache_write_per_mtok=_opt(raw.get("cache_write_per_mtok")),
+            cache_write_1h_per_mtok=_opt(raw.get("cache_write_1h_per_mtok")),
             long_context=long_context,
             as_of=as_of,
             source=source,

@@ -352,3 +352,24 @@ def test_running_out_while_reasoning_is_its_own_stop_state(
     assert row["truncated"] is True and row["reasoning_exhausted"] is True
     assert row["response"] == ""
     assert out.result.manifest.reasoning_exhausted == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_one_hour_cache_writes_are_priced_at_their_own_rate(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """Anthropic's cache_creation splits writes by TTL: the one-hour ones cost twice the
+    input price, the five-minute ones the cache-write rate."""
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "cache_creation_input_tokens": 3000,
+        "cache_read_input_tokens": 0,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000},
+    }
+    _serve_once(srv, _message([{"type": "text", "text": "A: 18"}], "end_turn", usage))
+    out = _run(srv, tmp_path, "anthropic", client)
+    row = out.row
+    assert (row["input_tokens"], row["cache_write_tokens"]) == (3010, 3000)
+    expected = (10 * 1.0 + 1000 * 1.25 + 2000 * 2.0 + 5 * 2.0) / 1e6
+    assert row["cost_usd"] == pytest.approx(expected)

@@ -661,6 +661,7 @@ class HttpProvider(Provider):
             response.output_tokens,
             response.cached_input_tokens,
             response.cache_write_tokens,
+            response.cache_write_1h_tokens,
         )
         fees = price.tool_fees(response.server_tool_uses)
         return None if fees is None else round(cost + fees, 10)

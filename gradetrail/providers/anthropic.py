@@ -192,13 +192,14 @@ class AnthropicProvider(HttpProvider):
             read = usage_int(usage, "cache_read_input_tokens")
             output = usage_int(usage, "output_tokens")
             thinking = usage_int(usage, "output_tokens_details", "thinking_tokens")
+            long_write = min(usage_int(usage, "cache_creation", "ephemeral_1h_input_tokens"), write)
             server_use = usage.get("server_tool_use")
             if isinstance(server_use, dict):
                 servers = {k: usage_int(server_use, k) for k in server_use}
                 servers = {k: v for k, v in servers.items() if v > 0}
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
-            fresh = write = read = output = thinking = 0
+            fresh = write = read = output = thinking = long_write = 0
         blocks = tuple(
             block
             for block in content
@@ -226,5 +227,6 @@ class AnthropicProvider(HttpProvider):
             reasoning_blocks=blocks,
             server_tool_uses=servers,
             refusal=refusal,
+            cache_write_1h_tokens=long_write,
         )
         return response, write

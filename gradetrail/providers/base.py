@@ -209,6 +209,9 @@ class Response:
             Anthropic ``stop_details.explanation``), else None.
         ttft_s: seconds from sending a streamed request to its first output token (text,
             thinking, refusal or tool call); None when not streamed.
+        cache_write_1h_tokens: of ``cache_write_tokens``, those written with Anthropic's
+            one-hour TTL (``usage.cache_creation.ephemeral_1h_input_tokens``), priced at
+            the one-hour write rate.
     """
 
     text: str
@@ -228,6 +231,7 @@ class Response:
     server_tool_uses: dict[str, int] = field(default_factory=dict)
     refusal: str | None = None
     ttft_s: float | None = None
+    cache_write_1h_tokens: int = 0
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies

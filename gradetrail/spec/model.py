@@ -60,6 +60,12 @@ class PriceSpec(_Strict):
         description="Input tokens written to the prompt cache (Anthropic "
         "cache_creation_input_tokens; default: input price).",
     )
+    cache_write_1h_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="Input tokens written to the prompt cache with a one-hour TTL (Anthropic "
+        "cache_creation.ephemeral_1h_input_tokens; default: twice the input price).",
+    )
     server_tool_usd: dict[str, float] | None = Field(
         None,
         description="USD per use of a server-side tool, by the provider's usage name "
