@@ -231,6 +231,16 @@ REFUSALS = [
         "I can't help with that.",
         (64, 13),
     ),
+    (  # a refusal as a content part
+        "openai_compatible",
+        _completion(
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "Not that."}]},
+            "stop",
+            {"prompt_tokens": 30, "completion_tokens": 3},
+        ),
+        "Not that.",
+        (30, 3),
+    ),
     (  # the documented shape: a refusal and no content key at all
         "openai_compatible",
         _completion(
@@ -245,7 +255,7 @@ REFUSALS = [
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pytest.mark.parametrize(("protocol", "body", "why", "tokens"), REFUSALS, ids=range(4))
+@pytest.mark.parametrize(("protocol", "body", "why", "tokens"), REFUSALS, ids=range(5))
 @pytest.mark.parametrize("policy", ["score", "exclude"])
 def test_refusals_are_one_policy_with_their_usage_and_cost(
     srv, tmp_path: Path, client: str, protocol: str, body: dict, why: str, tokens, policy: str

@@ -155,9 +155,13 @@ class OpenAIProvider(HttpProvider):
         choice = choices[0]
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
-        if isinstance(text, list):  # content parts
-            text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
         refusal = message.get("refusal")
+        if isinstance(text, list):  # content parts: text, and a refusal part where sent
+            parts = [p for p in text if isinstance(p, dict)]
+            text = "".join(p.get("text") or "" for p in parts if p.get("type") != "refusal")
+            refused = [p.get("refusal") for p in parts if p.get("type") == "refusal"]
+            if not refusal and refused and isinstance(refused[0], str):
+                refusal = refused[0]
         refusal = refusal if isinstance(refusal, str) and refusal.strip() else None
         reasoning = _reasoning_text(message)
         raw_stop = choice.get("finish_reason")
