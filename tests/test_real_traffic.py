@@ -167,36 +167,61 @@ def _completion(message: dict, finish: str, usage: dict) -> dict:
     }
 
 
+PAUSED_CONTENT = [
+    {"type": "text", "text": "Searching first. "},
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+]
+PAUSED_USAGE = {
+    "input_tokens": 1000,
+    "output_tokens": 50,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 0,
+    "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 0},
+}
+
+
 @pytest.mark.parametrize("client", CLIENTS)
-def test_pause_turn_is_a_stop_reason_and_web_searches_are_billed(
+def test_pause_turn_is_continued_and_web_searches_are_billed(
     srv, tmp_path: Path, client: str
 ) -> None:
-    """A server-tool loop paused mid-way is truncated with stop reason pause_turn, and its
-    web searches cost $0.01 each on top of the tokens."""
-    content = [
-        {"type": "text", "text": "Searching first."},
-        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
-        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
-    ]
-    usage = {
-        "input_tokens": 1000,
-        "output_tokens": 50,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-        "server_tool_use": {"web_search_requests": 3, "web_fetch_requests": 0},
-    }
-    _serve_once(srv, _message(content, "pause_turn", usage))
+    """A server-tool loop the API paused (pause_turn) is sent back verbatim and
+    continued: one response whose text, tokens and cost cover both parts, its web
+    searches at $0.01 each on top of the tokens."""
+    _serve_once(srv, _message(PAUSED_CONTENT, "pause_turn", PAUSED_USAGE))
     out = _run(srv, tmp_path, "anthropic", client)
     row = out.row
+    assert srv.stats()["total"] == 2 and row["attempts"] == 1
+    assert row["response"].startswith("Searching first. ") and row["score"] == 1.0
+    assert (row["stop_reason"], row["truncated"]) == ("end_turn", False)
+    assert row["server_tool_uses"] == {"web_search_requests": 3}
+    tokens_in, tokens_out = row["input_tokens"], row["output_tokens"]
+    assert tokens_in > 1000 and tokens_out > 50
+    assert row["cost_usd"] == pytest.approx((tokens_in * 1.0 + tokens_out * 2.0) / 1e6 + 0.03)
+    assert out.result.manifest.server_tool_uses == {"web_search_requests": 3}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_turn_still_paused_after_five_continuations_is_truncated(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """An answer paused again and again stops after five continuations with stop reason
+    pause_turn, flagged truncated and counted, every part's tokens and searches paid."""
+    srv.configure(
+        faults=[{"kind": "answer", "body": _message(PAUSED_CONTENT, "pause_turn", PAUSED_USAGE)}]
+    )
+    out = _run(srv, tmp_path, "anthropic", client)
+    row = out.row
+    assert srv.stats()["total"] == 6
     assert (row["stop_reason"], row["raw_stop_reason"], row["truncated"]) == (
         "pause_turn",
         "pause_turn",
         True,
     )
-    assert row["server_tool_uses"] == {"web_search_requests": 3}
-    assert row["cost_usd"] == pytest.approx((1000 * 1.0 + 50 * 2.0) / 1e6 + 0.03)
-    manifest = out.result.manifest
-    assert manifest.truncated == 1 and manifest.server_tool_uses == {"web_search_requests": 3}
+    assert row["server_tool_uses"] == {"web_search_requests": 18}
+    assert (row["input_tokens"], row["output_tokens"]) == (6000, 300)
+    assert row["cost_usd"] == pytest.approx((6000 * 1.0 + 300 * 2.0) / 1e6 + 0.18)
+    assert out.result.manifest.truncated == 1
 
 
 REFUSALS = [

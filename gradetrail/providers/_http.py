@@ -49,6 +49,7 @@ from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.spec.model import HttpClientName
 
 __all__ = [
+    "MAX_CONTINUATIONS",
     "HttpProvider",
     "classify_status",
     "error_body",
@@ -63,6 +64,8 @@ log = logging.getLogger("gradetrail.providers")
 #: *_BASE_URL variables already warned about in this process
 _WARNED: set[str] = set()
 
+#: times a paused answer (Anthropic pause_turn) is sent back to be continued at most
+MAX_CONTINUATIONS = 5
 #: placeholder key for openai_compatible servers that check none (vLLM's documented value)
 PLACEHOLDER_KEY = "EMPTY"
 
@@ -540,22 +543,54 @@ class HttpProvider(Provider):
     # -- one call ------------------------------------------------------------------------
 
     async def complete(self, request: Request) -> Response:
-        """Send one request and normalize the answer.
+        """Send one request and normalize the answer; an answer the provider says is to
+        be continued (:meth:`continuation`: Anthropic's ``pause_turn``) is sent back, up
+        to :data:`MAX_CONTINUATIONS` times, and the parts make one response (texts
+        joined, tokens, server-tool uses and cost summed, the last part's stop reason).
 
         Raises:
             ProviderError: a subclass saying whether a retry may help (see
                 :func:`classify_status`); connection failures name the endpoint and the
                 error; an error body under 200 or an unparseable body is InvalidResponse.
         """
-        transport = self.transport()
         start = time.perf_counter()
+        streamed = self.streams(request)
+        body = self.stream_body(request) if streamed else self.body(request)
+        data, ttft = await self._exchange(request, body, streamed, start)
+        response, cache_write = self.normalize(data, time.perf_counter() - start)
+        response = replace(response, ttft_s=ttft, cache_write_tokens=cache_write)
+        for _ in range(MAX_CONTINUATIONS):
+            more = self.continuation(body, data)
+            if more is None:
+                break
+            body = more
+            data, _ = await self._exchange(request, body, streamed, start)
+            part, cache_write = self.normalize(data, time.perf_counter() - start)
+            response = _joined(response, replace(part, cache_write_tokens=cache_write))
+        return self._finish(request, response, response.cache_write_tokens)
+
+    def continuation(self, body: dict[str, Any], data: dict[str, Any]) -> dict[str, Any] | None:
+        """The body that continues an answer the API paused (``data``, the answer to
+        ``body``), or None when it is finished (default: always finished)."""
+        return None
+
+    async def _exchange(
+        self, request: Request, body: dict[str, Any], streamed: bool, start: float
+    ) -> tuple[dict[str, Any], float | None]:
+        """Send ``body``: the decoded answer (a stream folded into it) and the time to
+        its first token when streamed.
+
+        Raises:
+            ProviderError: see :meth:`complete`.
+        """
+        transport = self.transport()
         fold: Fold | None = None
         try:
-            if self.streams(request):
+            if streamed:
                 fold = self.fold(start)
-                answer = await transport.stream(self.stream_body(request), _feeder(fold))
+                answer = await transport.stream(body, _feeder(fold))
             else:
-                answer = await transport.send(self.body(request))
+                answer = await transport.send(body)
         except ProviderError:
             raise
         except UnicodeEncodeError as exc:  # a lone surrogate from a row: one recorded row
@@ -563,23 +598,19 @@ class HttpProvider(Provider):
         except Exception as exc:  # not a transport error: record it (fail-fast catches it)
             text = redact(f"{type(exc).__name__}: {exc}", self._key)
             raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None
-        latency = time.perf_counter() - start
         if answer.status >= 400:
-            body = error_body(answer.content)
+            error = error_body(answer.content)
             raise classify_status(
                 answer.status,
                 answer.headers,
-                body,
+                error,
                 key=self._key,
                 hint=self.key_hint(),
-                not_found=self.endpoint_hint(body, request.model) if answer.status == 404 else "",
+                not_found=self.endpoint_hint(error, request.model) if answer.status == 404 else "",
             )
         if fold is not None:
-            response, cache_write = self.normalize(fold.answer(), latency)
-            response = replace(response, ttft_s=fold.first_token_s)
-        else:
-            response, cache_write = self.normalize(self._decode(answer), latency)
-        return self._finish(request, response, cache_write)
+            return fold.answer(), fold.first_token_s
+        return self._decode(answer), None
 
     def streams(self, request: Request) -> bool:
         """Whether ``request`` is streamed: ``model.stream`` when set, else what the
@@ -645,7 +676,8 @@ class HttpProvider(Provider):
                 error_type="served_model_mismatch",
                 code=served,
             )
-        response = replace(response, cache_write_tokens=cache_write)
+        if response.cache_write_tokens != cache_write:
+            response = replace(response, cache_write_tokens=cache_write)
         reasoning = self.model.reasoning
         if reasoning is not None and reasoning.summary is False:  # tokens kept, text not
             response = replace(response, reasoning=None)
@@ -699,6 +731,30 @@ class HttpProvider(Provider):
         if self._transport is not None:
             transport, self._transport = self._transport, None
             await transport.aclose()
+
+
+def _joined(first: Response, then: Response) -> Response:
+    """One response from an answer and its continuation: texts, tool calls and reasoning
+    joined; tokens and server-tool uses summed; the continuation's stop reason."""
+    uses = dict(first.server_tool_uses)
+    for name, n in then.server_tool_uses.items():
+        uses[name] = uses.get(name, 0) + n
+    reasoning = [r for r in (first.reasoning, then.reasoning) if r]
+    return replace(
+        then,
+        text=first.text + then.text,
+        input_tokens=first.input_tokens + then.input_tokens,
+        output_tokens=first.output_tokens + then.output_tokens,
+        cached_input_tokens=first.cached_input_tokens + then.cached_input_tokens,
+        cache_write_tokens=first.cache_write_tokens + then.cache_write_tokens,
+        cache_write_1h_tokens=first.cache_write_1h_tokens + then.cache_write_1h_tokens,
+        reasoning_tokens=first.reasoning_tokens + then.reasoning_tokens,
+        reasoning="\n\n".join(reasoning) if reasoning else None,
+        reasoning_blocks=first.reasoning_blocks + then.reasoning_blocks,
+        tool_calls=first.tool_calls + then.tool_calls,
+        server_tool_uses=uses,
+        ttft_s=first.ttft_s,
+    )
 
 
 def _feeder(fold: Fold) -> Callable[[str], None]:

@@ -10,7 +10,8 @@ has no ``seed``; a spec that sets one is refused before any call. ``stop`` is se
 ``stop_sequences``.
 
 Stop reasons are Anthropic's own (``end_turn``, ``max_tokens``, ``stop_sequence``,
-``tool_use``, ``pause_turn``: a server-tool loop paused, flagged truncated);
+``tool_use``, ``pause_turn``: a server-tool loop paused, sent back verbatim to be
+continued, up to five times, then flagged truncated);
 ``model_context_window_exceeded`` counts as ``max_tokens`` (truncated); ``refusal`` (the
 safety classifiers stopped the answer) is a model answer whose usage and cost are kept,
 scored as ``run.refusals`` says. Tokens: ``input_tokens`` excludes prompt-cache reads
@@ -164,6 +165,19 @@ class AnthropicProvider(HttpProvider):
         without streaming."""
         max_tokens = request.params.get("max_tokens", DEFAULT_MAX_TOKENS)
         return int(max_tokens) > STREAM_ABOVE_MAX_TOKENS
+
+    def continuation(self, body: dict[str, Any], data: dict[str, Any]) -> dict[str, Any] | None:
+        """For ``stop_reason: pause_turn`` (a server-tool loop the API paused): the body
+        with the paused answer's content sent back verbatim as the last assistant turn,
+        which the API continues; None otherwise."""
+        content = data.get("content")
+        if data.get("stop_reason") != "pause_turn" or not isinstance(content, list):
+            return None
+        messages = list(body["messages"])
+        if messages and messages[-1].get("role") == "assistant":  # continuing a continuation
+            before = messages.pop()["content"]
+            content = [*before, *content] if isinstance(before, list) else content
+        return {**body, "messages": [*messages, {"role": "assistant", "content": content}]}
 
     def fold(self, started: float) -> AnthropicFold:
         """Messages stream events folded into a Message."""
