@@ -72,6 +72,7 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("run", "refusals", "score"),
     ("model", "api_version", None),
     ("model", "reasoning", None),
+    ("model", "pause_turn_continuations", 0),
     ("scorer", "reasoning_tags", ["think"]),
 )
 

@@ -182,14 +182,34 @@ PAUSED_USAGE = {
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_pause_turn_is_continued_and_web_searches_are_billed(
+def test_pause_turn_is_truncated_and_its_web_searches_billed(
     srv, tmp_path: Path, client: str
 ) -> None:
-    """A server-tool loop the API paused (pause_turn) is sent back verbatim and
+    """By default a server-tool loop the API paused (pause_turn) is recorded as it came:
+    stop reason pause_turn, truncated, its web searches at $0.01 each on top of the
+    tokens."""
+    _serve_once(srv, _message(PAUSED_CONTENT, "pause_turn", PAUSED_USAGE))
+    out = _run(srv, tmp_path, "anthropic", client)
+    row = out.row
+    assert srv.stats()["total"] == 1 and row["response"] == "Searching first. "
+    assert (row["stop_reason"], row["raw_stop_reason"], row["truncated"]) == (
+        "pause_turn",
+        "pause_turn",
+        True,
+    )
+    assert row["cost_usd"] == pytest.approx((1000 * 1.0 + 50 * 2.0) / 1e6 + 0.03)
+    assert out.result.manifest.truncated == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_pause_turn_is_continued_when_asked_and_web_searches_are_billed(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """With model.pause_turn_continuations, the paused answer is sent back verbatim and
     continued: one response whose text, tokens and cost cover both parts, its web
     searches at $0.01 each on top of the tokens."""
     _serve_once(srv, _message(PAUSED_CONTENT, "pause_turn", PAUSED_USAGE))
-    out = _run(srv, tmp_path, "anthropic", client)
+    out = _run(srv, tmp_path, "anthropic", client, pause_turn_continuations=5)
     row = out.row
     assert srv.stats()["total"] == 2 and row["attempts"] == 1
     assert row["response"].startswith("Searching first. ") and row["score"] == 1.0
@@ -202,15 +222,16 @@ def test_pause_turn_is_continued_and_web_searches_are_billed(
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-def test_a_turn_still_paused_after_five_continuations_is_truncated(
+def test_a_turn_still_paused_after_its_continuations_is_truncated(
     srv, tmp_path: Path, client: str
 ) -> None:
-    """An answer paused again and again stops after five continuations with stop reason
-    pause_turn, flagged truncated and counted, every part's tokens and searches paid."""
+    """An answer paused again and again stops after model.pause_turn_continuations with
+    stop reason pause_turn, flagged truncated and counted, every part's tokens and
+    searches paid."""
     srv.configure(
         faults=[{"kind": "answer", "body": _message(PAUSED_CONTENT, "pause_turn", PAUSED_USAGE)}]
     )
-    out = _run(srv, tmp_path, "anthropic", client)
+    out = _run(srv, tmp_path, "anthropic", client, pause_turn_continuations=5)
     row = out.row
     assert srv.stats()["total"] == 6
     assert (row["stop_reason"], row["raw_stop_reason"], row["truncated"]) == (

@@ -49,7 +49,6 @@ from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.spec.model import HttpClientName
 
 __all__ = [
-    "MAX_CONTINUATIONS",
     "HttpProvider",
     "classify_status",
     "error_body",
@@ -64,8 +63,6 @@ log = logging.getLogger("gradetrail.providers")
 #: *_BASE_URL variables already warned about in this process
 _WARNED: set[str] = set()
 
-#: times a paused answer (Anthropic pause_turn) is sent back to be continued at most
-MAX_CONTINUATIONS = 5
 #: placeholder key for openai_compatible servers that check none (vLLM's documented value)
 PLACEHOLDER_KEY = "EMPTY"
 
@@ -545,8 +542,9 @@ class HttpProvider(Provider):
     async def complete(self, request: Request) -> Response:
         """Send one request and normalize the answer; an answer the provider says is to
         be continued (:meth:`continuation`: Anthropic's ``pause_turn``) is sent back, up
-        to :data:`MAX_CONTINUATIONS` times, and the parts make one response (texts
-        joined, tokens, server-tool uses and cost summed, the last part's stop reason).
+        to ``model.pause_turn_continuations`` times, and the parts make one response
+        (texts joined, tokens, server-tool uses and cost summed, the last part's stop
+        reason).
 
         Raises:
             ProviderError: a subclass saying whether a retry may help (see
@@ -559,7 +557,7 @@ class HttpProvider(Provider):
         data, ttft = await self._exchange(request, body, streamed, start)
         response, cache_write = self.normalize(data, time.perf_counter() - start)
         response = replace(response, ttft_s=ttft, cache_write_tokens=cache_write)
-        for _ in range(MAX_CONTINUATIONS):
+        for _ in range(self.model.pause_turn_continuations):
             more = self.continuation(body, data)
             if more is None:
                 break

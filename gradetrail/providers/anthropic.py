@@ -10,8 +10,8 @@ has no ``seed``; a spec that sets one is refused before any call. ``stop`` is se
 ``stop_sequences``.
 
 Stop reasons are Anthropic's own (``end_turn``, ``max_tokens``, ``stop_sequence``,
-``tool_use``, ``pause_turn``: a server-tool loop paused, sent back verbatim to be
-continued, up to five times, then flagged truncated);
+``tool_use``, ``pause_turn``: a server-tool loop paused, flagged truncated, or sent
+back verbatim to be continued up to ``model.pause_turn_continuations`` times);
 ``model_context_window_exceeded`` counts as ``max_tokens`` (truncated); ``refusal`` (the
 safety classifiers stopped the answer) is a model answer whose usage and cost are kept,
 scored as ``run.refusals`` says. Tokens: ``input_tokens`` excludes prompt-cache reads
@@ -92,13 +92,15 @@ class AnthropicProvider(HttpProvider):
 
     def identity(self) -> dict[str, Any]:
         """The default ``max_tokens``, when the spec sets none (it decides the output);
-        ``model.api_version`` and ``model.reasoning`` when set (absent at their defaults,
-        so keys made without them stay valid)."""
+        ``model.api_version``, ``model.pause_turn_continuations`` and ``model.reasoning``
+        when set (absent at their defaults, so keys made without them stay valid)."""
         out: dict[str, Any] = super().identity()
         if self.model.params.max_tokens is None:
             out["default_max_tokens"] = DEFAULT_MAX_TOKENS
         if self.model.api_version is not None and self.model.api_version != ANTHROPIC_VERSION:
             out["api_version"] = self.model.api_version
+        if self.model.pause_turn_continuations:
+            out["pause_turn_continuations"] = self.model.pause_turn_continuations
         return out
 
     @property

@@ -151,6 +151,15 @@ class ModelSpec(_Strict):
         "mapped per provider and model family (what the API would refuse is refused before "
         "any call). Enters every cache key when set.",
     )
+    pause_turn_continuations: int = Field(
+        0,
+        ge=0,
+        le=20,
+        description="anthropic only: times an answer the API paused (stop reason pause_turn, a "
+        "server-tool loop such as web search) is sent back verbatim to be continued; the parts "
+        "make one response, their tokens, searches and cost summed. 0 (default) records the "
+        "paused answer, flagged truncated. Part of the cache key when set.",
+    )
     stream: bool | None = Field(
         None,
         description="HTTP providers: true streams every answer (server-sent events; the "
@@ -213,6 +222,10 @@ class ModelSpec(_Strict):
             raise ValueError("tools_module needs a provider that answers tool results, not replay")
         if self.provider == "openai_compatible" and not self.base_url:
             raise ValueError("provider 'openai_compatible' needs model.base_url")
+        if self.pause_turn_continuations and self.provider != "anthropic":
+            raise ValueError(
+                "pause_turn_continuations applies to the anthropic provider only; remove it"
+            )
         refused = problems(
             self.provider,
             self.name,
