@@ -165,7 +165,8 @@ Fault rules
   list is set again (``faults``/``add_faults``) or reset, which also releases.
 - ``drop``: abort the TCP connection without sending any response.
 - ``stream_cut``: (modifier) a streamed answer's connection drops once param ``tokens``
-  output tokens went out.
+  output tokens went out; with param ``type`` (e.g. ``overloaded_error``) an ``error``
+  event of that type ends the stream instead, as the real APIs send mid-stream errors.
 - ``no_usage``: (modifier) omit ``usage`` from a successful answer.
 - ``alias``: (modifier) answer with ``model`` = requested + ``suffix`` (default
   ``"-20250101"``), or = ``served_model`` if given.
@@ -1887,6 +1888,11 @@ class ProtocolServer:
                     await asyncio.sleep(tokens / tps)
                 sent += tokens
                 if limit is not None and sent > limit:
+                    if cut is not None and cut.params.get("type"):  # an error event instead
+                        error = {"type": cut.params["type"], "message": "Injected stream error"}
+                        payload = {"type": "error", "error": error}
+                        yield f"event: error\ndata: {json.dumps(payload)}\n\n".encode()
+                        return
                     raise ConnectionAbortedError("stream_cut fault")
                 text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
                 head = f"event: {event}\n" if event else ""

@@ -111,7 +111,9 @@ SCRIPT = {
 }
 
 
-def _agent_spec(tmp_path: Path, srv: Any, client: str) -> gradetrail.EvalSpec:
+def _agent_spec(
+    tmp_path: Path, srv: Any, client: str, stream: bool | None = None
+) -> gradetrail.EvalSpec:
     shutil.copy(EXAMPLES / "agent_tools" / "calculator.py", tmp_path / "thinking_tools.py")
     spec = {
         "name": "thinking-agent",
@@ -126,6 +128,7 @@ def _agent_spec(tmp_path: Path, srv: Any, client: str) -> gradetrail.EvalSpec:
             "tools_module": "thinking_tools",
             "params": {"max_tokens": 2048},
             "reasoning": {"budget_tokens": 1024},
+            "stream": stream,
         },
         "scorer": {"type": "numeric", "marker": "A:"},
         "run": {"max_turns": 6, "max_retries": 0},
@@ -137,14 +140,16 @@ def _agent_spec(tmp_path: Path, srv: Any, client: str) -> gradetrail.EvalSpec:
 
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("redacted", [False, True], ids=["thinking", "redacted"])
+@pytest.mark.parametrize("stream", [None, True], ids=["plain", "streamed"])
 def test_agent_loop_with_thinking_completes_three_tool_turns(
-    srv, tmp_path: Path, client: str, redacted: bool
+    srv, tmp_path: Path, client: str, redacted: bool, stream: bool | None
 ) -> None:
     """Three tool turns, then the answer, against a server that refuses a tool-use turn
-    sent back without its (signed, unaltered) thinking block: every turn is answered,
-    the answer scores, and a re-run is served from the cache."""
+    sent back without its (signed, unaltered) thinking block: every turn is answered
+    (streamed too: the signature comes in its own delta), the answer scores, and a re-run
+    is served from the cache."""
     srv.configure(script=SCRIPT, redacted_thinking=redacted)
-    spec = _agent_spec(tmp_path, srv, client)
+    spec = _agent_spec(tmp_path, srv, client, stream)
     result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     row = gradetrail.read_results(result.run_dir)[0]
     assert row["state"] == "scored" and row["score"] == 1.0, row.get("error")

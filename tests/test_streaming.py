@@ -141,3 +141,28 @@ def test_anthropic_streams_long_answers_unasked_and_not_short_ones(
     )
     run_http(small, tmp_path / "b")
     assert srv.stats()["streamed"] == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(
+    ("protocol", "etype", "attempts"),
+    [
+        ("anthropic", "overloaded_error", 2),
+        ("openai_compatible", "server_error", 2),
+        ("anthropic", "invalid_request_error", 1),
+    ],
+)
+def test_an_error_event_mid_stream_is_classified_like_an_error_body(
+    srv, tmp_path: Path, client: str, protocol: str, etype: str, attempts: int
+) -> None:
+    """An error event after some tokens is the error it names: overloaded or a server
+    error is retried, an invalid request is not; no partial answer is kept."""
+    srv.configure(faults=[{"kind": "stream_cut", "tokens": 3, "type": etype, "first": 1}])
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, stream=True)
+    out = run_http(spec, tmp_path)
+    assert out.row["attempts"] == attempts
+    if attempts == 2:
+        assert out.row["state"] == "scored" and out.cached == 1
+    else:
+        assert out.row["state"] == "provider_error" and out.cached == 0
+        assert out.row["error"]["error_type"] == etype
