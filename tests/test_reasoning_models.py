@@ -236,6 +236,7 @@ REFUSED = [
     ("openai", "gpt-5-mini-2025-08-07", {"params": {"stop": ["x"]}}, "takes no stop"),
     ("openai", "gpt-5.1", {"reasoning": {"effort": "minimal"}}, "not 'minimal'"),
     ("openai", "gpt-4o", {"reasoning": {"effort": "low"}}, "not a reasoning model"),
+    ("openai", "o1-mini", {"reasoning": {"effort": "low"}}, "takes no reasoning effort"),
     ("openai", "o3", {"reasoning": {"budget_tokens": 2048}}, "take an effort, not a budget"),
     ("openai", "o4-mini", {"reasoning": {"summary": True}}, "returns no reasoning summary"),
     (

@@ -215,6 +215,17 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "openai",
+        r"o1-(?:mini|preview)",
+        "effort",
+        (),
+        sampling=False,
+        stop=False,
+        as_of="2026-12-03",
+        source=f"{_O_DOCS} (o1-mini and o1-preview take no reasoning_effort); recorded 400 "
+        "on o1-mini: 'system' role unsupported",
+    ),
+    Family(
+        "openai",
         r"o[134](?:-mini|-pro)?",
         "effort",
         ("low", "medium", "high"),
@@ -404,9 +415,9 @@ def _openai(
             if family.thinking is None:
                 out.append(f"model.reasoning: {where} is not a reasoning model; remove it")
             elif reasoning.effort not in family.efforts:
+                takes = ", ".join(family.efforts) or "no reasoning effort"
                 out.append(
-                    f"model.reasoning.effort: {where} takes {', '.join(family.efforts)}, not "
-                    f"{reasoning.effort!r}"
+                    f"model.reasoning.effort: {where} takes {takes}, not {reasoning.effort!r}"
                 )
     if family is not None and not family.sampling:
         for name, value in (("temperature", temperature), ("top_p", top_p)):
