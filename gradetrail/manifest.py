@@ -26,6 +26,7 @@ from gradetrail.judge_stats import JudgeStats
 from gradetrail.providers.base import canonical_json
 from gradetrail.rundir import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
+from gradetrail.spec.reasoning import DEFAULT_ANTHROPIC_VERSION
 
 __all__ = [
     "CacheReport",
@@ -67,14 +68,24 @@ def spec_hash(spec: EvalSpec) -> str:
     return hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode()).hexdigest()
 
 
-#: (section, key, default) of spec fields added after runs were recorded without them
+#: (section, key, default) of spec fields added after runs were recorded without them;
+#: section "model" is the model under evaluation and a judge's (scorer.model) alike
 _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("run", "refusals", "score"),
     ("model", "api_version", None),
+    ("model", "api_version", DEFAULT_ANTHROPIC_VERSION),  # named or not: the same requests
     ("model", "reasoning", None),
     ("model", "pause_turn_continuations", 0),
     ("scorer", "reasoning_tags", ["think"]),
 )
+
+
+def _sections(body: dict[str, Any], name: str) -> list[Any]:
+    """The spec sections a later default applies to (``model``: the judge's too)."""
+    if name != "model":
+        return [body.get(name)]
+    scorer = body.get("scorer")
+    return [body.get("model"), scorer.get("model") if isinstance(scorer, dict) else None]
 
 
 def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
@@ -94,16 +105,19 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
         if not dataset.get(key):
             dataset.pop(key, None)
     body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
-    body.get("model", {}).pop("stream", None)  # likewise
     # fields added later, left at their defaults: older runs keep their identity hashes
     for section, key, default in _LATER_DEFAULTS:
-        part = body.get(section)
-        if isinstance(part, dict) and key in part and part[key] == default:
-            del part[key]
-    price = body.get("model", {}).get("price")
-    for key in ("server_tool_usd", "cache_write_1h_per_mtok"):
-        if isinstance(price, dict) and price.get(key) is None:
-            price.pop(key, None)
+        for part in _sections(body, section):
+            if isinstance(part, dict) and key in part and part[key] == default:
+                del part[key]
+    for model in _sections(body, "model"):
+        if not isinstance(model, dict):
+            continue
+        model.pop("stream", None)  # how answers are sent, not what
+        price = model.get("price")
+        for key in ("server_tool_usd", "cache_write_1h_per_mtok"):
+            if isinstance(price, dict) and price.get(key) is None:
+                price.pop(key, None)
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
     # judge file and baseline enter through their content hashes, not their paths

@@ -383,3 +383,24 @@ def test_the_viewer_shows_reasoning_apart_from_the_answer(srv, tmp_path: Path) -
     assert f"(of which {out.row['reasoning_tokens']} reasoning)" in page
     sample = client.get(f"/runs/{name}/sample", params={"id": "1"}).text
     assert "ran out while reasoning" in sample and "Reading the question:" in sample
+
+
+def test_new_fields_at_their_defaults_leave_identities_and_keys_as_they_were() -> None:
+    """A spec that sets none of the fields issue 21 added has the identity body it had
+    before them (the judge's model section included), and its provider adds nothing to
+    the cache key."""
+    from gradetrail.manifest import identity_body
+
+    added = {"api_version", "reasoning", "pause_turn_continuations", "stream"}
+    added |= {"reasoning_tags", "refusals", "server_tool_usd", "cache_write_1h_per_mtok"}
+
+    def keys(value: Any) -> set[str]:
+        if isinstance(value, dict):
+            return set(value) | {k for v in value.values() for k in keys(v)}
+        return set()
+
+    for name in ("gsm8k.yaml", "gsm8k-judge.yaml"):
+        spec = gradetrail.load_spec(EXAMPLES / name)
+        assert not keys(identity_body(spec.model_dump(mode="json"))) & added
+    spec = gradetrail.load_spec(EXAMPLES / "gsm8k.yaml", ["model.provider=anthropic"])
+    assert make_provider(spec.model, spec.base_dir).identity() == {"default_max_tokens": 4096}
