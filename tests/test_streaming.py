@@ -166,3 +166,27 @@ def test_an_error_event_mid_stream_is_classified_like_an_error_body(
     else:
         assert out.row["state"] == "provider_error" and out.cached == 0
         assert out.row["error"]["error_type"] == etype
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_sample_ceiling_still_bounds_a_stream_that_keeps_producing(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """run.sample_timeout_s is the whole-sample ceiling: a stream still producing when it
+    passes is stopped (a ProviderTimeout naming the ceiling), never retried past it."""
+    import gradetrail
+
+    reply = "count " * 300 + "A: 18"
+    srv.configure(script={"rules": [{"contains": "Q:", "reply": reply}]}, stream_tps=100)
+    spec = gsm8k_spec(
+        tmp_path,
+        srv,
+        "anthropic",
+        http_client=client,
+        stream=True,
+        run={"timeout_s": 0.5, "sample_timeout_s": 1.0},
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    row = gradetrail.read_results(result.run_dir)[0]
+    assert row["state"] == "provider_error" and row["error"]["kind"] == "ProviderTimeout"
+    assert "sample ceiling of 1 s" in row["error"]["message"] and row["attempts"] == 1
