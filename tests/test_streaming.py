@@ -190,3 +190,17 @@ def test_the_sample_ceiling_still_bounds_a_stream_that_keeps_producing(
     row = gradetrail.read_results(result.run_dir)[0]
     assert row["state"] == "provider_error" and row["error"]["kind"] == "ProviderTimeout"
     assert "sample ceiling of 1 s" in row["error"]["message"] and row["attempts"] == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_event_longer_than_any_read_buffer_is_read_whole(
+    srv, tmp_path: Path, protocol: str, client: str
+) -> None:
+    """One delta of 200,000 characters (a server sending its answer in one piece) is one
+    line of the stream, read whole, multi-byte characters intact."""
+    blob = "é" * 200_000
+    srv.configure(script={"rules": [{"contains": "Q:", "reply": f"{blob} A: 18"}]})
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, stream=True)
+    out = run_http(spec, tmp_path)
+    assert out.row["response"] == f"{blob} A: 18" and out.row["score"] == 1.0

@@ -200,12 +200,14 @@ class AioHttpTransport(Transport):
                 if answer.status >= 400:
                     return Answer(answer.status, answer.headers, await answer.read())
                 _progress()
-                while True:
-                    raw = await answer.content.readline()
-                    if not raw:
-                        break
+                pending = b""  # a line's start (lines may be longer than any read)
+                async for chunk in answer.content.iter_any():
                     _progress()
-                    on_line(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for raw in lines:
+                        on_line(raw.decode("utf-8", "replace").rstrip("\r"))
+                if pending:
+                    on_line(pending.decode("utf-8", "replace").rstrip("\r"))
                 return Answer(answer.status, answer.headers, b"")
         except self._errors as exc:
             raise connection_error(exc, self.base_url) from None
