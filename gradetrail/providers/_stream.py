@@ -99,7 +99,7 @@ class Fold(ABC):
             ) from None
         if not isinstance(value, dict):
             return
-        if event == "error" or value.get("type") == "error" or "error" in value:
+        if event == "error" or value.get("type") == "error" or value.get("error"):
             self.error = value
             self.done = True
             return
