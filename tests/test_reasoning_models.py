@@ -6,6 +6,7 @@ combinations the API refuses refused before any call."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -404,3 +405,34 @@ def test_new_fields_at_their_defaults_leave_identities_and_keys_as_they_were() -
         assert not keys(identity_body(spec.model_dump(mode="json"))) & added
     spec = gradetrail.load_spec(EXAMPLES / "gsm8k.yaml", ["model.provider=anthropic"])
     assert make_provider(spec.model, spec.base_dir).identity() == {"default_max_tokens": 4096}
+
+
+def test_a_python_application_reports_its_reasoning_like_a_provider(tmp_path: Path) -> None:
+    """A model.function returning a Response with reasoning text and tokens gets the same
+    row fields and summary counts as an API; a reasoning that is not text is refused."""
+    (tmp_path / "thinking_app.py").write_text(
+        "import gradetrail\n"
+        "def answer(request):\n"
+        "    bad = 'Tom' in request.prompt\n"
+        "    return gradetrail.Response('A: 18', output_tokens=9, reasoning_tokens=7,\n"
+        "                               reasoning=7 if bad else 'nine eggs, two dollars')\n"
+    )
+    rows = [{"id": "a", "q": "Janet", "a": "18"}, {"id": "b", "q": "Tom", "a": "18"}]
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = {
+        "name": "app",
+        "dataset": {"path": str(data)},
+        "prompt": "{{ q }}",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "app", "function": "thinking_app:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = gradetrail.run_eval(
+        gradetrail.load_spec(tmp_path / "spec.yaml"), results_root=tmp_path / "results"
+    )
+    good, bad = gradetrail.read_results(result.run_dir)
+    assert good["reasoning"] == "nine eggs, two dollars" and good["reasoning_tokens"] == 7
+    assert bad["state"] == "provider_error" and "reasoning is int" in bad["error"]["message"]
+    assert result.manifest.reasoning_tokens == 7
