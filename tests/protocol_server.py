@@ -35,12 +35,23 @@ pytest fixtures (this module does not touch conftest.py; conftest can do)::
 
 Endpoints
 ---------
-- ``POST /v1/chat/completions`` (OpenAI, non-streaming; ``n``, ``stop``, ``max_tokens`` /
+- ``POST /v1/chat/completions`` (OpenAI; ``n``, ``stop``, ``max_tokens`` /
   ``max_completion_tokens`` honoured) and ``GET /v1/models`` (OpenAI list shape, or the
   Anthropic shape when the request carries an ``anthropic-version`` header).
-- ``POST /v1/messages`` (Anthropic Messages, non-streaming; ``stop_sequences`` and
-  ``max_tokens`` honoured). ``stream: true`` is answered with a 400: streaming is not
-  implemented.
+- ``POST /v1/messages`` (Anthropic Messages; ``stop_sequences`` and ``max_tokens``
+  honoured). The ``anthropic-version`` header is required and must be a known version
+  (``2023-01-01``, ``2023-06-01``, ``2026-10-21``); under ``2026-10-21`` a request with
+  ``temperature``, ``top_p`` or ``top_k`` gets the 400 that version gives. With
+  ``thinking`` on (``enabled`` with a budget of at least 1,024 below ``max_tokens``, or
+  ``adaptive``; ``temperature`` only 1) the answer opens with a signed ``thinking`` block
+  (or, with ``redacted_thinking``, a ``redacted_thinking`` one), counted in
+  ``output_tokens`` and ``output_tokens_details.thinking_tokens``; a thinking block sent
+  back altered gets a 400, and so does a final tool-use assistant turn that does not open
+  with its thinking block, as the real API rules.
+- ``stream: true`` (both protocols): the same answer as server-sent events, in the real
+  APIs' event shapes (Messages ``message_start`` ... ``message_stop``; Chat Completions
+  chunks, the usage chunk when ``stream_options.include_usage``, ``[DONE]``), one word a
+  delta, paced at ``stream_tps`` output tokens a second.
 - ``POST /_control/config`` (JSON, merged into the current config; ``faults`` replaces the
   fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
   ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
@@ -120,6 +131,8 @@ Config keys (CLI flag / ``/_control/config`` key / ``running_server`` keyword)
                       (sliding window, default window 1.0); beyond it a 429 with
                       ``retry-after`` (whole seconds, rounded up) and ``retry-after-ms``.
 ``faults``            list of fault rules (below); ``add_faults`` appends to it.
+``redacted_thinking`` answer thinking requests with redacted_thinking blocks.
+``stream_tps``        output tokens a second of a streamed answer (default: no pacing).
 
 Fault rules
 -----------
@@ -138,6 +151,10 @@ Fault rules
 - ``error``: any status, params ``status`` (required), ``type``, ``message``, ``code``.
 - ``error_200``: the protocol's error body under status 200.
 - ``garbage_200``: an unparseable body (param ``body``) under status 200, JSON content type.
+- ``answer``: a whole answer as given: ``body`` (a JSON value, sent as JSON; a string is
+  sent verbatim), ``status`` (default 200) and ``headers``: the shapes the real APIs send
+  that the GSM8K answers do not (refusals, pause_turn, thinking blocks, usage details,
+  rate-limit bodies of other wordings).
 - ``stall``: sleep ``seconds`` (default 600) before answering normally; ends early, without
   answering, when the client disconnects (so a client timeout frees the server).
 - ``hold``: keep the request until ``POST /_control/release`` (``ServerHandle.release()``),
@@ -147,6 +164,9 @@ Fault rules
   they take to arrive on a loaded machine. Released holds stay released until the fault
   list is set again (``faults``/``add_faults``) or reset, which also releases.
 - ``drop``: abort the TCP connection without sending any response.
+- ``stream_cut``: (modifier) a streamed answer's connection drops once param ``tokens``
+  output tokens went out; with param ``type`` (e.g. ``overloaded_error``) an ``error``
+  event of that type ends the stream instead, as the real APIs send mid-stream errors.
 - ``no_usage``: (modifier) omit ``usage`` from a successful answer.
 - ``alias``: (modifier) answer with ``model`` = requested + ``suffix`` (default
   ``"-20250101"``), or = ``served_model`` if given.
@@ -191,13 +211,15 @@ and the canonical JSON body, keys sorted -> count), ``repeated`` (how many finge
 were seen more than once) and ``max_repeat``, ``in_flight`` and ``max_in_flight``,
 ``held`` (requests a ``hold`` fault keeps now),
 ``arrivals`` (``time.time()`` of each request arrival, in order), ``since`` (when the stats
-were last cleared).
+were last cleared), ``versions`` (Messages requests per ``anthropic-version`` sent),
+``thinking_returned`` (answers that carried thinking) and ``streamed`` (streamed answers).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import hashlib
 import itertools
@@ -491,8 +513,8 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
 
 
 ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
-ERROR_KINDS |= {"garbage_200", "drop"}
-MODIFIER_KINDS = {"no_usage", "alias"}
+ERROR_KINDS |= {"garbage_200", "drop", "answer"}
+MODIFIER_KINDS = {"no_usage", "alias", "stream_cut"}
 FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall", "hold"}
 KIND_ALIASES = {
     "429": "rate_limit",
@@ -504,7 +526,7 @@ KIND_ALIASES = {
 _SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "after", "every", "p"}
 _SELECTOR_KEYS |= {"seed", "times"}
 _PARAM_KEYS = {"retry_after", "retry_after_ms", "headers", "message", "status", "type", "code"}
-_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model"}
+_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model", "tokens"}
 
 
 @dataclass
@@ -630,6 +652,8 @@ CONFIG_KEYS = {
     "rate_limit",
     "rate_limit_window",
     "faults",
+    "redacted_thinking",
+    "stream_tps",
 }
 FAULT_CONFIG_KEYS = {"faults", "rate_limit", "rate_limit_window"}
 
@@ -649,6 +673,8 @@ class Settings:
     api_key: str | None
     rate_limit: float | None
     rate_limit_window: float
+    redacted_thinking: bool = False
+    stream_tps: float | None = None
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> Settings:
@@ -680,6 +706,8 @@ class Settings:
             api_key=raw.get("api_key"),
             rate_limit=None if rate_limit is None else float(rate_limit),
             rate_limit_window=window,
+            redacted_thinking=bool(raw.get("redacted_thinking")),
+            stream_tps=float(raw["stream_tps"]) if raw.get("stream_tps") else None,
         )
 
 
@@ -711,6 +739,9 @@ class Stats:
         self.rate_limited = 0
         self.tool_requests = 0
         self.tool_results = 0
+        self.versions: dict[str, int] = {}
+        self.thinking_returned = 0
+        self.streamed = 0
         self.max_in_flight = self.in_flight
 
     def arrive(self, path: str) -> None:
@@ -745,6 +776,9 @@ class Stats:
             "unmatched": self.unmatched,
             "tool_requests": self.tool_requests,
             "tool_results": self.tool_results,
+            "versions": dict(self.versions),
+            "thinking_returned": self.thinking_returned,
+            "streamed": self.streamed,
             "fingerprints": dict(self.fingerprints),
             "repeated": sum(1 for c in counts if c > 1),
             "max_repeat": max(counts, default=0),
@@ -1160,6 +1194,233 @@ def _check_anthropic_tools(
     return frozenset(names), results, last_result, last_role
 
 
+#: the Messages API versions the server knows; from NO_SAMPLING_VERSION on, temperature,
+#: top_p and top_k are refused on every model, as the real API does
+ANTHROPIC_VERSIONS = ("2023-01-01", "2023-06-01", "2026-10-21")
+NO_SAMPLING_VERSION = "2026-10-21"
+_THINKING_KEY = b"gradetrail-protocol-server-thinking"
+
+
+def thinking_signature(kind: str, text: str) -> str:
+    """The signature the server gives a thinking block (or the ``data`` of a redacted
+    one): a keyed hash of its text, so a block sent back altered fails the check."""
+    digest = hashlib.sha256(_THINKING_KEY + kind.encode() + b"\0" + text.encode()).digest()
+    return base64.b64encode(digest).decode()
+
+
+def _check_version(version: str | None, body: dict[str, Any]) -> str | None:
+    """The real API's 400 for a missing or unknown ``anthropic-version``, or for a sampling
+    parameter under a version that takes none."""
+    if version is None:
+        return "anthropic-version: header is required"
+    if version not in ANTHROPIC_VERSIONS:
+        return f"anthropic-version: {version!r} is not a valid version"
+    if version >= NO_SAMPLING_VERSION:
+        for name in ("temperature", "top_p", "top_k"):
+            if name in body:
+                return f"{name}: Extra inputs are not permitted"
+    return None
+
+
+def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
+    """The real API's 400s for thinking: a budget below 1,024 or not below max_tokens, a
+    temperature other than 1 with thinking on, a thinking block sent back altered (its
+    signature no longer matches), and, with thinking on, a final assistant turn that uses
+    tools without opening with its thinking block."""
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if thinking is not None and kind not in ("enabled", "adaptive", "disabled"):
+        return "thinking.type: Input should be 'enabled', 'adaptive' or 'disabled'"
+    on = kind in ("enabled", "adaptive")
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if budget >= body.get("max_tokens", 0):
+            return "max_tokens: must be greater than thinking.budget_tokens"
+    if on and body.get("temperature", 1) != 1:
+        return "`temperature` may only be set to 1 when thinking is enabled"
+    last_tool_turn = None
+    for i, msg in enumerate(messages):
+        content = msg.get("content")
+        if msg.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        for j, block in enumerate(content):
+            btype = block.get("type") if isinstance(block, dict) else None
+            if btype == "thinking":
+                sig = thinking_signature("thinking", str(block.get("thinking", "")))
+                if block.get("signature") != sig:
+                    return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+            elif btype == "redacted_thinking":
+                data = str(block.get("data", ""))
+                if (
+                    not data.startswith("RT:")
+                    or thinking_signature("redacted", data[3:].split(":", 1)[-1])
+                    != data[3:].split(":", 1)[0]
+                ):
+                    return f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+        if any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
+            last_tool_turn = (i, content)
+    if on and last_tool_turn is not None and last_tool_turn[0] >= len(messages) - 2:
+        i, content = last_tool_turn
+        first = content[0].get("type") if isinstance(content[0], dict) else None
+        if first not in ("thinking", "redacted_thinking"):
+            return (
+                f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+                f"found `{first}`. When `thinking` is enabled, a final `assistant` message "
+                "must start with a thinking block"
+            )
+    return None
+
+
+def _thinking_blocks(prompt: str, redacted: bool) -> list[dict[str, Any]]:
+    """The thinking the server "does" before answering: a signed block about the prompt's
+    last words, or, with ``redacted_thinking`` configured, an opaque redacted one."""
+    words = prompt.split()[-12:]
+    text = "Reading the question: " + " ".join(words)
+    if redacted:
+        return [
+            {
+                "type": "redacted_thinking",
+                "data": f"RT:{thinking_signature('redacted', text)}:{text}",
+            }
+        ]
+    return [
+        {"type": "thinking", "thinking": text, "signature": thinking_signature("thinking", text)}
+    ]
+
+
+def _word_pieces(text: str) -> list[str]:
+    """Text in pieces of one word each (its trailing white space with it): one token a
+    piece, as the server counts tokens."""
+    return re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+
+
+def _anthropic_events(message: dict[str, Any]) -> list[tuple[str | None, Any, int]]:
+    """A Message as the Messages API streams it: ``(event, data, tokens it carries)``."""
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    usage = dict(message.get("usage") or {})
+    if usage:
+        start["usage"] = {**usage, "output_tokens": 1}
+    events: list[tuple[str | None, Any, int]] = [
+        ("message_start", {"type": "message_start", "message": start}, 0)
+    ]
+    for index, block in enumerate(message.get("content") or []):
+        kind = block.get("type")
+        if kind == "text":
+            opening: dict[str, Any] = {"type": "text", "text": ""}
+        elif kind == "thinking":
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+        elif kind == "tool_use":
+            opening = {**block, "input": {}}
+        else:
+            opening = block
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": opening},
+                0,
+            )
+        )
+        if kind in ("text", "thinking"):
+            field = "text" if kind == "text" else "thinking"
+            for piece in _word_pieces(str(block.get(field) or "")):
+                delta = {"type": f"{field}_delta", field: piece}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                        1,
+                    )
+                )
+            if kind == "thinking":
+                delta = {"type": "signature_delta", "signature": block.get("signature", "")}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                        0,
+                    )
+                )
+        elif kind == "tool_use":
+            raw = (
+                json.dumps(block.get("input"), ensure_ascii=False)
+                if not isinstance(block.get("input"), str)
+                else block["input"]
+            )
+            for part in (raw[: len(raw) // 2], raw[len(raw) // 2 :]):
+                delta = {"type": "input_json_delta", "partial_json": part}
+                events.append(
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": index, "delta": delta},
+                        0,
+                    )
+                )
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}, 0))
+        if index == 0:
+            events.append(("ping", {"type": "ping"}, 0))
+    delta = {
+        "stop_reason": message.get("stop_reason"),
+        "stop_sequence": message.get("stop_sequence"),
+    }
+    final: dict[str, Any] = {"type": "message_delta", "delta": delta}
+    if usage:
+        final["usage"] = {"output_tokens": usage.get("output_tokens", 0)}
+        if "output_tokens_details" in usage:
+            final["usage"]["output_tokens_details"] = usage["output_tokens_details"]
+    events.append(("message_delta", final, 0))
+    events.append(("message_stop", {"type": "message_stop"}, 0))
+    return events
+
+
+def _openai_events(
+    completion: dict[str, Any], include_usage: bool
+) -> list[tuple[str | None, Any, int]]:
+    """A chat completion's first choice as Chat Completions streams it."""
+    head = {
+        k: completion[k]
+        for k in ("id", "created", "model", "system_fingerprint")
+        if k in completion
+    }
+    head["object"] = "chat.completion.chunk"
+    choice = (completion.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            **head,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+
+    events: list[tuple[str | None, Any, int]] = [
+        (None, chunk({"role": "assistant", "content": ""}), 0)
+    ]
+    for key in ("reasoning_content", "content", "refusal"):
+        if isinstance(message.get(key), str):
+            for piece in _word_pieces(message[key]):
+                events.append((None, chunk({key: piece}), 1))
+    for i, call in enumerate(message.get("tool_calls") or []):
+        fn = call.get("function") or {}
+        first = {
+            "index": i,
+            "id": call.get("id"),
+            "type": "function",
+            "function": {"name": fn.get("name"), "arguments": ""},
+        }
+        events.append((None, chunk({"tool_calls": [first]}), 0))
+        args = str(fn.get("arguments") or "")
+        for part in (args[: len(args) // 2], args[len(args) // 2 :]):
+            events.append(
+                (None, chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}), 0)
+            )
+    events.append((None, chunk({}, choice.get("finish_reason")), 0))
+    if include_usage and "usage" in completion:
+        events.append((None, {**head, "choices": [], "usage": completion["usage"]}, 0))
+    events.append((None, "[DONE]", 0))
+    return events
+
+
 # --------------------------------------------------------------------------------------
 # The server
 # --------------------------------------------------------------------------------------
@@ -1263,6 +1524,12 @@ class ProtocolServer:
             headers["retry-after"] = str(params["retry_after"])
         if params.get("retry_after_ms") is not None:
             headers["retry-after-ms"] = str(params["retry_after_ms"])
+        if rule.kind == "answer":  # a whole answer as given: any status, any body
+            raw = params.get("body", {})
+            body = raw.encode() if isinstance(raw, str) else _dumps(raw)
+            return Response(
+                body, int(params.get("status", 200)), headers, media_type="application/json"
+            )
         if rule.kind == "garbage_200":
             default = '{"id": "chatcmpl-gt' if protocol == OPENAI else '{"id": "msg_gt'
             body = str(params.get("body", default)).encode()
@@ -1417,6 +1684,12 @@ class ProtocolServer:
         parsed = _parse_openai(body) if protocol == OPENAI else _parse_anthropic(body)
         if isinstance(parsed, str):
             return self._error(protocol, 400, "invalid_request_error", parsed), 400
+        if protocol == ANTHROPIC:
+            version = request.headers.get("anthropic-version")
+            stats.bump(stats.versions, str(version))
+            refused = _check_version(version, body) or _check_thinking(body, body["messages"])
+            if refused:
+                return self._error(protocol, 400, "invalid_request_error", refused), 400
         stats.bump(stats.models, parsed.model)
         if not self._authorised(request, protocol):
             if protocol == ANTHROPIC:
@@ -1430,9 +1703,7 @@ class ProtocolServer:
                 return self._error(protocol, 404, "not_found_error", msg), 404
             msg = f"The model `{parsed.model}` does not exist or you do not have access to it."
             return self._error(protocol, 404, "invalid_request_error", msg, "model_not_found"), 404
-        if body.get("stream"):
-            msg = "stream: streaming is not supported by the gradetrail test server"
-            return self._error(protocol, 400, "invalid_request_error", msg), 400
+        stream = body.get("stream") is True
 
         error_rule: FaultRule | None = None
         modifiers: list[FaultRule] = []
@@ -1502,6 +1773,8 @@ class ProtocolServer:
             stats.bump(stats.faults, rule.kind)
             if rule.kind == "no_usage":
                 include_usage = False
+            elif rule.kind == "stream_cut":
+                continue  # applied to the stream itself
             elif rule.params.get("served_model"):
                 served = str(rule.params["served_model"])
             else:
@@ -1552,6 +1825,13 @@ class ProtocolServer:
                 content = content if text else []
                 content += _anthropic_calls(tool_calls, parsed.prompt)
                 stop_reason = "tool_use" if stop_reason == "end_turn" else stop_reason
+            thought = 0
+            if (body.get("thinking") or {}).get("type") in ("enabled", "adaptive"):
+                thinking = _thinking_blocks(parsed.prompt, settings.redacted_thinking)
+                content = thinking + content
+                thought = len(str(thinking[0].get("thinking") or thinking[0]["data"]).split())
+                completion_tokens += thought
+                stats.thinking_returned += 1
             out = {
                 "id": f"msg_gt{seq:018d}",
                 "type": "message",
@@ -1569,8 +1849,56 @@ class ProtocolServer:
                     "cache_read_input_tokens": cached,
                     "service_tier": "standard",
                 }
+                if thought:
+                    out["usage"]["output_tokens_details"] = {"thinking_tokens": thought}
             headers = {"request-id": f"req_gt{seq:012d}"}
+        if stream:
+            stats.streamed += 1
+            cut = next((r for r in modifiers if r.kind == "stream_cut"), None)
+            include_usage = protocol == ANTHROPIC or bool(
+                (body.get("stream_options") or {}).get("include_usage")
+            )
+            events = (
+                _anthropic_events(out)
+                if protocol == ANTHROPIC
+                else _openai_events(out, include_usage)
+            )
+            return self._streamed(events, headers, cut), 200
         return Response(_dumps(out), 200, headers, media_type="application/json"), 200
+
+    def _streamed(
+        self,
+        events: list[tuple[str | None, dict[str, Any] | str, int]],
+        headers: dict[str, str],
+        cut: FaultRule | None,
+    ) -> Response:
+        """A streamed answer: each event as server-sent event text, paced at
+        ``stream_tps`` output tokens a second (the third item of each event: the tokens
+        it carries); a ``stream_cut`` rule drops the connection once that many tokens
+        went out."""
+        from starlette.responses import StreamingResponse
+
+        tps = self.settings.stream_tps
+        limit = None if cut is None else int(cut.params.get("tokens", 0))
+
+        async def body() -> Any:
+            sent = 0
+            for event, data, tokens in events:
+                if tps and tokens:
+                    await asyncio.sleep(tokens / tps)
+                sent += tokens
+                if limit is not None and sent > limit:
+                    if cut is not None and cut.params.get("type"):  # an error event instead
+                        error = {"type": cut.params["type"], "message": "Injected stream error"}
+                        payload = {"type": "error", "error": error}
+                        yield f"event: error\ndata: {json.dumps(payload)}\n\n".encode()
+                        return
+                    raise ConnectionAbortedError("stream_cut fault")
+                text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+                head = f"event: {event}\n" if event else ""
+                yield f"{head}data: {text}\n\n".encode()
+
+        return StreamingResponse(body(), 200, headers, media_type="text/event-stream")
 
     # -- models and control ----------------------------------------------------------
 
@@ -1763,6 +2091,15 @@ def _build_arg_parser() -> argparse.ArgumentParser:
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--rate-limit", type=float, default=None, help="requests per window")
     ap.add_argument("--rate-limit-window", type=float, default=None, help="seconds (1.0)")
+    ap.add_argument(
+        "--redacted-thinking",
+        action="store_true",
+        default=None,
+        help="answer thinking requests with redacted_thinking blocks",
+    )
+    ap.add_argument(
+        "--stream-tps", type=float, default=None, help="output tokens a second when streaming"
+    )
     ap.add_argument("--fault", action="append", default=[], help="JSON or KIND[:k=v,...]")
     ap.add_argument("--no-usage", action="store_true", help="omit usage from answers")
     ap.add_argument("--served-model-suffix", default=None, help="e.g. -20250101")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -110,8 +110,9 @@ def _turn(number: int, key: str, call: CallResult) -> TurnRecord:
 
 
 def totals(responses: Sequence[Response]) -> Response:
-    """The last response with tokens, latency and cost summed over ``responses`` (cost
-    None only when no turn's cost is known) and every turn's tool calls, in order."""
+    """The last response with tokens (reasoning tokens included), server-tool uses,
+    latency and cost summed over ``responses`` (cost None only when no turn's cost is
+    known) and every turn's tool calls, in order."""
     last = responses[-1]
     costs = [r.cost_usd for r in responses if r.cost_usd is not None]
     return replace(
@@ -120,10 +121,22 @@ def totals(responses: Sequence[Response]) -> Response:
         output_tokens=sum(r.output_tokens for r in responses),
         cached_input_tokens=sum(r.cached_input_tokens for r in responses),
         cache_write_tokens=sum(r.cache_write_tokens for r in responses),
+        cache_write_1h_tokens=sum(r.cache_write_1h_tokens for r in responses),
+        reasoning_tokens=sum(r.reasoning_tokens for r in responses),
+        server_tool_uses=_summed(r.server_tool_uses for r in responses),
         latency_s=sum(r.latency_s for r in responses),
         cost_usd=sum(costs) if costs else None,
         tool_calls=tuple(c for r in responses for c in r.tool_calls),
     )
+
+
+def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Per-name counts summed over turns."""
+    out: dict[str, int] = {}
+    for one in counts:
+        for name, n in one.items():
+            out[name] = out.get(name, 0) + n
+    return out
 
 
 def _input_messages(request: Request) -> list[dict[str, Any]]:
@@ -322,7 +335,9 @@ async def converse(
             return loop.end("max_turns")
         calls = _unique_ids(call.response.tool_calls, number)
         record.tool_calls = calls
-        loop.messages.append(assistant_message(call.response.text, calls))
+        loop.messages.append(
+            assistant_message(call.response.text, calls, call.response.reasoning_blocks)
+        )
         try:
             await loop.run_tools(calls, record, services)
         except TimeoutError:

@@ -23,6 +23,7 @@ from gradetrail.providers.base import Response
 from gradetrail.rundir.results import Row, is_exact, make_row
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.scorers.multi import MultiScorer
+from gradetrail.scorers.reasoning import Split, split_reasoning
 
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
@@ -44,11 +45,18 @@ class SampleContext:
         bounded: runs a synchronous scorer's ``score`` with the run's time bound and within
             reach of SIGINT/SIGTERM (see :mod:`gradetrail._util.bounded`), or None to call it
             directly.
+        refusals: ``run.refusals``: ``score`` a refusal's text as any answer, or
+            ``exclude`` it from the mean (a ``judge_error`` row, reason ``refusal``).
+        reasoning_tags: ``scorer.reasoning_tags``: the scorer sees only the text after
+            the last closing tag of these names; a tag left open scores 0 as no answer
+            (see :mod:`gradetrail.scorers.reasoning`).
     """
 
     calls: Calls
     scorer: Scorer
     bounded: BoundedCalls | None = None
+    refusals: str = "score"
+    reasoning_tags: tuple[str, ...] = ()
 
     @property
     def cache(self) -> ResponseCache | None:
@@ -93,24 +101,81 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
     if response is None:
         return _error_row(item, error, attempts, transcript)
+    text, split = response.text, None
+    if ctx.reasoning_tags and "<" in text:
+        split = split_reasoning(text, ctx.reasoning_tags)
+        text = split.answer
     scored = ScoreInput(
         item.sample,
         item.epoch,
         item.request.prompt,
         item.request.system,
         item.target,
-        response.text,
+        text,
         response.tool_calls,
         item.request.tools,
         _meta(response, cached) if ctx.scorer.wants_meta else None,
     )
     scorer = ctx.scorer
+    if response.refused and ctx.refusals == "exclude":
+        score = refusal_excluded(response)
+        return _scored_row(item, response, score, cached, attempts, transcript)
+    if split is not None and split.unclosed is not None:  # no answer: never its thinking
+        score = Score(
+            0.0,
+            {
+                "extracted": None,
+                "reason": f"no answer: the <{split.unclosed}> reasoning was never closed (the "
+                "model ran out while reasoning); raise max_tokens",
+                "response_chars": len(response.text),
+            },
+        )
+        return _scored_row(item, response, score, cached, attempts, transcript, split)
     if isinstance(scorer, MultiScorer):  # several metrics: each scored as one scorer is
         scores = [(name, await _score(ctx, one, scored)) for name, one in scorer.scorers]
         score = scorer.combine(scores)
     else:
         score = await _score(ctx, scorer, scored)
-    return _scored_row(item, response, score, cached, attempts, transcript)
+    return _scored_row(item, response, score, cached, attempts, transcript, split)
+
+
+def refusal_excluded(response: Response) -> Score:
+    """The score of a refusal under ``run.refusals: exclude``: none, the row left out of
+    the mean (``judge_error``, reason ``refusal``), its tokens and cost kept."""
+    why = response.refusal or "no explanation given"
+    return scorer_error(
+        {"response_chars": len(response.text)},
+        "refusal",
+        f"the model declined (stop reason {response.raw_stop_reason or response.stop_reason}"
+        f"): {one_line(why)[:200]}; run.refusals is exclude, so the row is left out of the "
+        "mean",
+    )
+
+
+def response_extras(response: Response) -> dict[str, Any]:
+    """The optional row fields a response sets (absent when at their defaults, so rows of
+    responses without them stay as they were): ``reasoning`` (text), ``reasoning_tokens``
+    (of output_tokens), ``reasoning_exhausted`` (max_tokens ran out while reasoning),
+    ``refusal`` (the refusal text or explanation), ``cache_write_tokens`` (of
+    input_tokens, written to the prompt cache), ``server_tool_uses`` (billed per use,
+    ``{"web_search_requests": n}``) and ``ttft_s`` (seconds to the first token of a
+    streamed answer)."""
+    extras: dict[str, Any] = {}
+    if response.reasoning is not None:
+        extras["reasoning"] = response.reasoning
+    if response.reasoning_tokens:
+        extras["reasoning_tokens"] = response.reasoning_tokens
+    if response.reasoning_exhausted:
+        extras["reasoning_exhausted"] = True
+    if response.refused:
+        extras["refusal"] = response.refusal or ""
+    if response.cache_write_tokens:
+        extras["cache_write_tokens"] = response.cache_write_tokens
+    if response.server_tool_uses:
+        extras["server_tool_uses"] = dict(response.server_tool_uses)
+    if response.ttft_s is not None:
+        extras["ttft_s"] = response.ttft_s
+    return extras
 
 
 async def _score(ctx: SampleContext, scorer: Scorer, scored: ScoreInput) -> Score:
@@ -185,6 +250,7 @@ def _scored_row(
     cached: bool,
     attempts: int,
     transcript: Transcript | None = None,
+    split: Split | None = None,
 ) -> Row:
     """The row of a scored (or judge_error) sample: built as a dict in SampleResult's field
     order; validated by :func:`~gradetrail.rundir.results.make_row` only when a value from the
@@ -219,6 +285,14 @@ def _scored_row(
         "tool_calls": list(response.tool_calls) if item.conversational else None,
         "transcript": transcript,
     }
+    extras = response_extras(response)
+    if split is not None:
+        if split.reasoning is not None and "reasoning" not in extras:
+            extras["reasoning"] = split.reasoning
+        if split.unclosed is not None:
+            extras["reasoning_exhausted"] = True
+    if extras:
+        row.update(extras)
     if score.metrics is not None:  # several scorers: every metric's value (see scorers.multi)
         row["metrics"] = score.metrics
         return make_row(**row)

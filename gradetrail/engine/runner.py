@@ -297,7 +297,13 @@ def run_eval(
                     for provider in {id(p): p for p in providers if p is not None}.values():
                         log.follow(provider.events)
                     calls = Calls(cache, executor, log, inflight)
-                    run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
+                    context = SampleContext(
+                        calls,
+                        plan.scorer,
+                        refusals=spec.run.refusals,
+                        reasoning_tags=tuple(getattr(spec.scorer, "reasoning_tags", ())),
+                    )
+                    run = _Run(plan, run_dir, context, inflight)
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from gradetrail._util.progress import ATTEMPT_PROGRESS
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.providers.base import Response
 
@@ -131,7 +132,9 @@ async def call_with_retry(
     time queued behind other samples before that does not count, and covers every later
     wait, attempt and backoff.
 
-    An attempt cut off by its timeout is a transient ProviderTimeout, unless the call
+    An attempt's timeout counts from its start, or from the last byte of a streamed
+    answer still arriving (:func:`gradetrail._util.progress.attempt_progress`). An
+    attempt cut off by its timeout is a transient ProviderTimeout, unless the call
     says why it could not end in time by letting the cancellation out as
     ``CancelledError(error)`` with a ProviderError: that is the attempt's error (the
     python provider's permanent ``function_blocked``, for a function holding its loop).
@@ -163,11 +166,28 @@ async def call_with_retry(
         response: Response | None = None
         error: ProviderError | None = None
         started = clock()
+        progressed = False
         try:
-            async with asyncio.timeout(timeout):
-                response = await call()
+            async with asyncio.timeout(timeout) as limit:
+
+                def progress(
+                    limit: asyncio.Timeout = limit, ceiling: float | None = deadline
+                ) -> None:
+                    nonlocal progressed
+                    progressed = True
+                    left = policy.timeout_s
+                    if ceiling is not None:
+                        left = min(left, max(ceiling - clock(), 0.0))
+                    limit.reschedule(asyncio.get_running_loop().time() + left)
+
+                token = ATTEMPT_PROGRESS.set(progress)
+                try:
+                    response = await call()
+                finally:
+                    ATTEMPT_PROGRESS.reset(token)
         except TimeoutError as exc:
-            error = _cut_off(exc) or ProviderTimeout(f"no response within {timeout:.3g} s")
+            what = "no bytes" if progressed else "no response"
+            error = _cut_off(exc) or ProviderTimeout(f"{what} within {timeout:.3g} s")
         except ProviderError as exc:
             error = exc
         finally:

@@ -43,17 +43,19 @@ def to_anthropic(messages: Iterable[Message]) -> list[dict[str, Any]]:
     tool calls as ``tool_use`` blocks, tool results as ``tool_result`` blocks of a user
     turn, and consecutive messages of one role (tool results and the user message after
     them included) merged into one turn of content blocks, so roles alternate as the API
-    requires. A lone text message keeps its plain string content. Arguments that were not
-    a JSON object are sent as ``{}`` (the API accepts only objects)."""
+    requires. A lone text message keeps its plain string content. An assistant message's
+    ``reasoning_blocks`` (thinking, redacted thinking) open its turn, verbatim. Arguments
+    that were not a JSON object are sent as ``{}`` (the API accepts only objects)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role == "assistant":
             calls = message.get("tool_calls")
-            if not calls:
+            thinking = [dict(b) for b in message.get("reasoning_blocks") or ()]
+            if not calls and not thinking:
                 _add_turn(out, "assistant", message["content"])
                 continue
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = thinking  # first, verbatim
             if message["content"]:
                 blocks.append({"type": "text", "text": message["content"]})
             for call in calls:

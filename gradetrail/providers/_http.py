@@ -27,7 +27,7 @@ import re
 import sys
 import time
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC
 from typing import Any, ClassVar
@@ -42,9 +42,10 @@ from gradetrail.errors import (
     ServerError,
     SpecError,
 )
+from gradetrail.providers._stream import Fold, SseParser
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.providers.pricing import Price, price_for
+from gradetrail.providers.pricing import Price, price_for, server_tool_fees
 from gradetrail.providers.served import served_model_matches
 from gradetrail.spec.model import HttpClientName
 
@@ -66,8 +67,42 @@ _WARNED: set[str] = set()
 PLACEHOLDER_KEY = "EMPTY"
 
 _KEY_SHAPES = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
-_QUOTA = re.compile(r"quota|credit balance|billing|insufficient.?funds|spend limit", re.I)
+_QUOTA = re.compile(
+    r"quota|credit balance|billing|insufficient.?(?:funds|credits?|balance)|spend(?:ing)? limit|"
+    r"out of credits?|credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
+    re.I,
+)
 _QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+#: an error type or code that names a rate limit (decisive: the message is not read)
+_RATE_CODES = re.compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
+#: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
+_URL = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+/\S*", re.I)
+
+
+def message_words(message: str | None) -> str:
+    """An error message with its links removed: the words a classifier may read (a link
+    to a billing or quota page says where to go, not what happened)."""
+    return _URL.sub(" ", message or "")
+
+
+def quota_exhausted(etype: str | None, code: str | None, message: str | None) -> bool:
+    """True when a rate-limit answer (429) means the quota or credit is exhausted, a
+    permanent failure, rather than a per-minute limit to wait out.
+
+    Decided by the error's code and type first: a quota code (``insufficient_quota``,
+    ``billing_hard_limit_reached``, ``billing_not_active``) is exhausted; a code or type
+    naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
+    ``tokens``/``requests`` types) or a code that is itself an HTTP status (Azure's
+    ``"429"``) is not, whatever the message says. Only when neither says is the message
+    read, its links removed: quota, credit or billing words without rate-limit words.
+    """
+    for value in (code, etype):  # the code first: it is the more specific
+        if value in _QUOTA_CODES:
+            return True
+        if value and (_RATE_CODES.search(value) or value.isdigit()):
+            return False
+    words = message_words(message)
+    return bool(_QUOTA.search(words)) and not _RATE_WORDS.search(words)
 
 
 def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
@@ -211,7 +246,7 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     for status, names in _STATUS_WORDS:
         if any(name in words for name in names):
             return status
-    text = message or ""
+    text = message_words(message)
     if _RATE_WORDS.search(text) or _QUOTA.search(text):
         return 429
     if "overloaded" in text.lower():
@@ -243,7 +278,8 @@ def classify_status(
 ) -> ProviderError:
     """The gradetrail error for an HTTP error answer.
 
-    Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted), 5xx,
+    Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted, as
+    :func:`quota_exhausted` decides by code, type, then message), 5xx,
     529, and any body whose error type says overloaded. Permanent: 400, 401, 403, 404, 422
     and every other 4xx. A server's ``x-should-retry: true/false`` header overrides the
     status (both official SDKs honour it). The provider's error type and code are kept;
@@ -268,7 +304,7 @@ def classify_status(
     }
     overloaded = "overloaded" in (etype or "")
     if status == 429:
-        exhausted = code in _QUOTA_CODES or etype in _QUOTA_CODES or bool(_QUOTA.search(text))
+        exhausted = quota_exhausted(etype, code, message)
         error: ProviderError = RateLimited(text, transient=not exhausted, **fields)
     elif status in (401, 403):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
@@ -314,9 +350,20 @@ class HttpProvider(Provider):
         self._pool_size = 16
         self._missing_usage = 0
         self._price_override = (
-            Price.from_dict(self.model.price.model_dump()) if self.model.price else None
+            Price.from_dict(self.model.price.model_dump()).with_fees(
+                server_tool_fees(self.price_provider)
+            )
+            if self.model.price
+            else None
         )
         self._prices: dict[str | None, Price | None] = {}
+
+    def identity(self) -> dict[str, Any]:
+        """``model.reasoning`` when set (it decides the response; absent otherwise, so keys
+        made without it stay valid)."""
+        if self.model.reasoning is None:
+            return {}
+        return {"reasoning": self.model.reasoning.model_dump(exclude_none=True)}
 
     # -- readiness ---------------------------------------------------------------------
 
@@ -473,17 +520,55 @@ class HttpProvider(Provider):
     # -- one call ------------------------------------------------------------------------
 
     async def complete(self, request: Request) -> Response:
-        """Send one request and normalize the answer.
+        """Send one request and normalize the answer; an answer the provider says is to
+        be continued (:meth:`continuation`: Anthropic's ``pause_turn``) is sent back, up
+        to ``model.pause_turn_continuations`` times, and the parts make one response
+        (texts joined, tokens, server-tool uses and cost summed, the last part's stop
+        reason).
 
         Raises:
             ProviderError: a subclass saying whether a retry may help (see
                 :func:`classify_status`); connection failures name the endpoint and the
                 error; an error body under 200 or an unparseable body is InvalidResponse.
         """
-        transport = self.transport()
         start = time.perf_counter()
+        streamed = self.streams(request)
+        body = self.stream_body(request) if streamed else self.body(request)
+        data, ttft = await self._exchange(request, body, streamed, start)
+        response, cache_write = self.normalize(data, time.perf_counter() - start)
+        response = replace(response, ttft_s=ttft, cache_write_tokens=cache_write)
+        for _ in range(self.model.pause_turn_continuations):
+            more = self.continuation(body, data)
+            if more is None:
+                break
+            body = more
+            data, _ = await self._exchange(request, body, streamed, start)
+            part, cache_write = self.normalize(data, time.perf_counter() - start)
+            response = _joined(response, replace(part, cache_write_tokens=cache_write))
+        return self._finish(request, response, response.cache_write_tokens)
+
+    def continuation(self, body: dict[str, Any], data: dict[str, Any]) -> dict[str, Any] | None:
+        """The body that continues an answer the API paused (``data``, the answer to
+        ``body``), or None when it is finished (default: always finished)."""
+        return None
+
+    async def _exchange(
+        self, request: Request, body: dict[str, Any], streamed: bool, start: float
+    ) -> tuple[dict[str, Any], float | None]:
+        """Send ``body``: the decoded answer (a stream folded into it) and the time to
+        its first token when streamed.
+
+        Raises:
+            ProviderError: see :meth:`complete`.
+        """
+        transport = self.transport()
+        fold: Fold | None = None
         try:
-            answer = await transport.send(self.body(request))
+            if streamed:
+                fold = self.fold(start)
+                answer = await transport.stream(body, _feeder(fold))
+            else:
+                answer = await transport.send(body)
         except ProviderError:
             raise
         except UnicodeEncodeError as exc:  # a lone surrogate from a row: one recorded row
@@ -491,19 +576,37 @@ class HttpProvider(Provider):
         except Exception as exc:  # not a transport error: record it (fail-fast catches it)
             text = redact(f"{type(exc).__name__}: {exc}", self._key)
             raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None
-        latency = time.perf_counter() - start
         if answer.status >= 400:
-            body = error_body(answer.content)
+            error = error_body(answer.content)
             raise classify_status(
                 answer.status,
                 answer.headers,
-                body,
+                error,
                 key=self._key,
                 hint=self.key_hint(),
-                not_found=self.endpoint_hint(body, request.model) if answer.status == 404 else "",
+                not_found=self.endpoint_hint(error, request.model) if answer.status == 404 else "",
             )
-        response, cache_write = self.normalize(self._decode(answer), latency)
-        return self._finish(request, response, cache_write)
+        if fold is not None:
+            return fold.answer(), fold.first_token_s
+        return self._decode(answer), None
+
+    def streams(self, request: Request) -> bool:
+        """Whether ``request`` is streamed: ``model.stream`` when set, else what the
+        provider requires (:meth:`needs_stream`)."""
+        wanted = self.model.stream
+        return self.needs_stream(request) if wanted is None else wanted
+
+    def needs_stream(self, request: Request) -> bool:
+        """True when the provider requires streaming for this request (default: never)."""
+        return False
+
+    @abstractmethod
+    def fold(self, started: float) -> Fold:
+        """A fold of this protocol's stream events into its non-streaming answer."""
+
+    def stream_body(self, request: Request) -> dict[str, Any]:
+        """:meth:`body` asking for a streamed answer (``stream: true``)."""
+        return {**self.body(request), "stream": True}
 
     def _decode(self, answer: Answer) -> dict[str, Any]:
         try:
@@ -551,7 +654,11 @@ class HttpProvider(Provider):
                 error_type="served_model_mismatch",
                 code=served,
             )
-        response = replace(response, cache_write_tokens=cache_write)
+        if response.cache_write_tokens != cache_write:
+            response = replace(response, cache_write_tokens=cache_write)
+        reasoning = self.model.reasoning
+        if reasoning is not None and reasoning.summary is False:  # tokens kept, text not
+            response = replace(response, reasoning=None)
         return replace(response, cost_usd=self.price(request, response))
 
     def price(self, request: Request, response: Response) -> float | None:
@@ -564,14 +671,18 @@ class HttpProvider(Provider):
             response.output_tokens,
             response.cached_input_tokens,
             response.cache_write_tokens,
+            response.cache_write_1h_tokens,
         )
-        return round(cost, 10)
+        fees = price.tool_fees(response.server_tool_uses)
+        return None if fees is None else round(cost + fees, 10)
 
     def _price(self, model: str, served: str | None) -> Price | None:
         if self._price_override is not None:
             return self._price_override
         if served not in self._prices:
-            self._prices[served] = price_for(self.price_provider, model, served)
+            price = price_for(self.price_provider, model, served)
+            fees = server_tool_fees(self.price_provider)
+            self._prices[served] = price.with_fees(fees) if price is not None else None
         return self._prices[served]
 
     def usage_missing(self, request_model: str) -> None:
@@ -598,6 +709,42 @@ class HttpProvider(Provider):
         if self._transport is not None:
             transport, self._transport = self._transport, None
             await transport.aclose()
+
+
+def _joined(first: Response, then: Response) -> Response:
+    """One response from an answer and its continuation: texts, tool calls and reasoning
+    joined; tokens and server-tool uses summed; the continuation's stop reason."""
+    uses = dict(first.server_tool_uses)
+    for name, n in then.server_tool_uses.items():
+        uses[name] = uses.get(name, 0) + n
+    reasoning = [r for r in (first.reasoning, then.reasoning) if r]
+    return replace(
+        then,
+        text=first.text + then.text,
+        input_tokens=first.input_tokens + then.input_tokens,
+        output_tokens=first.output_tokens + then.output_tokens,
+        cached_input_tokens=first.cached_input_tokens + then.cached_input_tokens,
+        cache_write_tokens=first.cache_write_tokens + then.cache_write_tokens,
+        cache_write_1h_tokens=first.cache_write_1h_tokens + then.cache_write_1h_tokens,
+        reasoning_tokens=first.reasoning_tokens + then.reasoning_tokens,
+        reasoning="\n\n".join(reasoning) if reasoning else None,
+        reasoning_blocks=first.reasoning_blocks + then.reasoning_blocks,
+        tool_calls=first.tool_calls + then.tool_calls,
+        server_tool_uses=uses,
+        ttft_s=first.ttft_s,
+    )
+
+
+def _feeder(fold: Fold) -> Callable[[str], None]:
+    """A line handler parsing server-sent events into ``fold``."""
+    parser = SseParser()
+
+    def on_line(line: str) -> None:
+        event = parser.line(line)
+        if event is not None:
+            fold.feed(*event)
+
+    return on_line
 
 
 def usage_int(usage: Mapping[str, Any], *path: str) -> int:

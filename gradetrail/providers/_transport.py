@@ -83,8 +83,27 @@ class Transport(ABC):
         """
 
     @abstractmethod
+    async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
+        """POST ``body`` (``stream: true``) and hand each line of a streamed answer to
+        ``on_line`` (decoded, line end removed) as it arrives, calling
+        :func:`gradetrail._util.progress.attempt_progress` for each, so the attempt's timeout
+        counts from the last byte received. Returns the answer with an empty body for a
+        stream, or the whole body of an error answer (status 400 or more).
+
+        Raises:
+            ProviderConnectionError, ProviderTimeout: no answer, or the connection broke
+                mid-stream.
+        """
+
+    @abstractmethod
     async def aclose(self) -> None:
         """Close the connections."""
+
+
+def _progress() -> None:
+    from gradetrail._util.progress import attempt_progress
+
+    attempt_progress()
 
 
 def innermost(exc: BaseException) -> BaseException:
@@ -165,6 +184,31 @@ class AioHttpTransport(Transport):
             async with session.post(self.url, data=_dumps(body).encode()) as answer:
                 content = await answer.read()
                 return Answer(answer.status, answer.headers, content)
+        except self._errors as exc:
+            raise connection_error(exc, self.base_url) from None
+
+    async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
+        """See :meth:`Transport.stream`."""
+        session = self._session
+        if session is None:
+            session = self._session = self._open()
+        headers = {"Accept": "text/event-stream"}
+        try:
+            async with session.post(
+                self.url, data=_dumps(body).encode(), headers=headers
+            ) as answer:
+                if answer.status >= 400:
+                    return Answer(answer.status, answer.headers, await answer.read())
+                _progress()
+                pending = b""  # a line's start (lines may be longer than any read)
+                async for chunk in answer.content.iter_any():
+                    _progress()
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for raw in lines:
+                        on_line(raw.decode("utf-8", "replace").rstrip("\r"))
+                if pending:
+                    on_line(pending.decode("utf-8", "replace").rstrip("\r"))
+                return Answer(answer.status, answer.headers, b"")
         except self._errors as exc:
             raise connection_error(exc, self.base_url) from None
 
@@ -318,6 +362,35 @@ class SdkTransport(Transport):
         finally:
             pool.give(i)
         return Answer(raw.status_code, raw.headers, raw.content)
+
+    async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
+        """See :meth:`Transport.stream`: the SDK's ``client.post(..., stream=True)`` with
+        the raw HTTP response, read line by line."""
+        pool, sdk = self.pool, self._sdk
+        i = pool.take()
+        try:
+            raw = await pool.clients[i].post(
+                self.url, body=body, cast_to=self._raw_type, stream=True
+            )
+            try:
+                _progress()
+                async for line in raw.aiter_lines():
+                    _progress()
+                    on_line(line)
+            finally:
+                await raw.aclose()
+        except sdk.APIStatusError as exc:
+            response = exc.response
+            return Answer(response.status_code, response.headers, response.content)
+        except sdk.APIConnectionError as exc:  # APITimeoutError included
+            raise connection_error(exc, self.base_url) from None
+        except Exception as exc:  # the HTTP library's own error mid-stream (a cut)
+            if isinstance(exc, ProviderError):
+                raise
+            raise connection_error(exc, self.base_url) from None
+        finally:
+            pool.give(i)
+        return Answer(raw.status_code, raw.headers, b"")
 
     async def aclose(self) -> None:
         """Close every SDK client."""

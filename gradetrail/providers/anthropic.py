@@ -10,11 +10,17 @@ has no ``seed``; a spec that sets one is refused before any call. ``stop`` is se
 ``stop_sequences``.
 
 Stop reasons are Anthropic's own (``end_turn``, ``max_tokens``, ``stop_sequence``,
-``tool_use``); ``model_context_window_exceeded`` counts as ``max_tokens`` (truncated);
-``refusal`` (the safety classifiers stopped the answer) is a permanent ``BadRequest``
-with error type ``content_filter``. Tokens: ``input_tokens`` excludes prompt-cache reads
+``tool_use``, ``pause_turn``: a server-tool loop paused, flagged truncated, or sent
+back verbatim to be continued up to ``model.pause_turn_continuations`` times);
+``model_context_window_exceeded`` counts as ``max_tokens`` (truncated); ``refusal`` (the
+safety classifiers stopped the answer) is a model answer whose usage and cost are kept,
+scored as ``run.refusals`` says. Tokens: ``input_tokens`` excludes prompt-cache reads
 and writes, so input = ``input_tokens`` + ``cache_creation_input_tokens`` and cached
-input = ``cache_read_input_tokens``; cache writes are priced at the cache-write rate.
+input = ``cache_read_input_tokens``; cache writes are priced at the cache-write rate;
+``output_tokens_details.thinking_tokens`` are the reasoning tokens (part of output);
+``server_tool_use`` counts (web searches, fetches) are priced per use. ``thinking`` and
+``redacted_thinking`` blocks are kept verbatim (:attr:`Response.reasoning_blocks`) and
+their text as :attr:`Response.reasoning`.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gradetrail.conversation.messages import Message
-from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.errors import InvalidResponse, SpecError
 from gradetrail.providers._anthropic_wire import (
     anthropic_tool_choice,
     anthropic_tools,
@@ -32,15 +38,21 @@ from gradetrail.providers._anthropic_wire import (
     tool_calls_from_anthropic,
 )
 from gradetrail.providers._http import HttpProvider, usage_int
+from gradetrail.providers._stream import AnthropicFold
 from gradetrail.providers.base import Request, Response
+from gradetrail.spec.reasoning import (
+    ANTHROPIC_DEFAULT_MAX_TOKENS,
+    DEFAULT_ANTHROPIC_VERSION,
+    anthropic_reasoning_fields,
+)
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider"]
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 #: max_tokens sent when the spec sets none (the Messages API requires one)
-DEFAULT_MAX_TOKENS = 4096
-#: the ``anthropic-version`` header the lean client sends (the Messages API's version)
-ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = ANTHROPIC_DEFAULT_MAX_TOKENS
+#: the ``anthropic-version`` header both clients send when ``model.api_version`` is unset
+ANTHROPIC_VERSION = DEFAULT_ANTHROPIC_VERSION
 
 _STOP = {
     "end_turn": "end_turn",
@@ -48,8 +60,14 @@ _STOP = {
     "stop_sequence": "stop_sequence",
     "tool_use": "tool_use",
     "model_context_window_exceeded": "max_tokens",
-    "refusal": "content_filter",
+    "pause_turn": "pause_turn",
+    "refusal": "refusal",
 }
+#: max_tokens above which a request is streamed (model.stream unset): the SDK's rule, an
+#: expected 60 min x max_tokens / 128,000 over ten minutes
+STREAM_ABOVE_MAX_TOKENS = 21_333
+#: content blocks an agent loop must send back verbatim on its next turn
+REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
 
 class AnthropicProvider(HttpProvider):
@@ -90,18 +108,32 @@ class AnthropicProvider(HttpProvider):
         super().check_ready()
 
     def identity(self) -> dict[str, Any]:
-        """The default ``max_tokens``, when the spec sets none (it decides the output)."""
+        """The default ``max_tokens``, when the spec sets none (it decides the output);
+        ``model.api_version``, ``model.pause_turn_continuations`` and ``model.reasoning``
+        when set (absent at their defaults, so keys made without them stay valid)."""
+        out: dict[str, Any] = super().identity()
         if self.model.params.max_tokens is None:
-            return {"default_max_tokens": DEFAULT_MAX_TOKENS}
-        return {}
+            out["default_max_tokens"] = DEFAULT_MAX_TOKENS
+        if self.model.api_version is not None and self.model.api_version != ANTHROPIC_VERSION:
+            out["api_version"] = self.model.api_version
+        if self.model.pause_turn_continuations:
+            out["pause_turn_continuations"] = self.model.pause_turn_continuations
+        return out
+
+    @property
+    def api_version(self) -> str:
+        """The ``anthropic-version`` both clients send: ``model.api_version``, else
+        :data:`ANTHROPIC_VERSION` (never the installed SDK's own default)."""
+        return self.model.api_version or ANTHROPIC_VERSION
 
     def headers(self, key: str) -> dict[str, str]:
-        """``x-api-key`` and ``anthropic-version`` (:data:`ANTHROPIC_VERSION`), as the
+        """``x-api-key`` and ``anthropic-version`` (:attr:`api_version`), as the
         Messages API documents them."""
-        return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
+        return {"x-api-key": key, "anthropic-version": self.api_version}
 
     def make_client(self, key: str, http_client: Any) -> Any:
-        """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off."""
+        """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off, sending the
+        run's ``anthropic-version`` (:attr:`api_version`)."""
         import anthropic
 
         kwargs: dict[str, Any] = {
@@ -109,6 +141,8 @@ class AnthropicProvider(HttpProvider):
             "base_url": self.base_url,
             "max_retries": 0,
             "http_client": http_client,
+            # the run's API version, not the SDK's default (2.x sends 2026-10-21)
+            "default_headers": {"anthropic-version": self.api_version},
         }
         try:
             return anthropic.AsyncAnthropic(**kwargs, open_telemetry=False)
@@ -118,7 +152,8 @@ class AnthropicProvider(HttpProvider):
     def body(self, request: Request) -> dict[str, Any]:
         """The Messages body: ``system`` apart, roles alternating (tool calls as
         ``tool_use``, results as ``tool_result`` blocks), ``tools`` and ``tool_choice``,
-        ``stop`` as ``stop_sequences``."""
+        ``stop`` as ``stop_sequences``, ``model.reasoning`` as ``thinking`` /
+        ``output_config`` (see :mod:`gradetrail.spec.reasoning`)."""
         params = request.params
         body: dict[str, Any] = {
             "model": request.model,
@@ -136,10 +171,36 @@ class AnthropicProvider(HttpProvider):
                 body[name] = params[name]
         if "stop" in params:
             body["stop_sequences"] = params["stop"]
+        if self.model.reasoning is not None:
+            body.update(anthropic_reasoning_fields(request.model, self.model.reasoning))
         extra = params.get("extra")
         if extra:
             body.update(extra)
         return body
+
+    def needs_stream(self, request: Request) -> bool:
+        """True when max_tokens is above :data:`STREAM_ABOVE_MAX_TOKENS`: an answer that
+        long may take past ten minutes, which the API (and its SDK) refuse to serve
+        without streaming."""
+        max_tokens = request.params.get("max_tokens", DEFAULT_MAX_TOKENS)
+        return int(max_tokens) > STREAM_ABOVE_MAX_TOKENS
+
+    def continuation(self, body: dict[str, Any], data: dict[str, Any]) -> dict[str, Any] | None:
+        """For ``stop_reason: pause_turn`` (a server-tool loop the API paused): the body
+        with the paused answer's content sent back verbatim as the last assistant turn,
+        which the API continues; None otherwise."""
+        content = data.get("content")
+        if data.get("stop_reason") != "pause_turn" or not isinstance(content, list):
+            return None
+        messages = list(body["messages"])
+        if messages and messages[-1].get("role") == "assistant":  # continuing a continuation
+            before = messages.pop()["content"]
+            content = [*before, *content] if isinstance(before, list) else content
+        return {**body, "messages": [*messages, {"role": "assistant", "content": content}]}
+
+    def fold(self, started: float) -> AnthropicFold:
+        """Messages stream events folded into a Message."""
+        return AnthropicFold(started)
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
         """Text, tool calls (``tool_use`` blocks), stop reason, served model and usage of
@@ -156,22 +217,33 @@ class AnthropicProvider(HttpProvider):
         )
         raw_stop = data.get("stop_reason")
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
-        if stop == "content_filter":
-            raise BadRequest(
-                "the model's safety classifiers stopped the response (stop_reason refusal)",
-                status=200,
-                error_type="content_filter",
-                code=raw_stop,
-            )
         usage = data.get("usage")
+        servers: dict[str, int] = {}
         if isinstance(usage, dict):
             fresh = usage_int(usage, "input_tokens")
             write = usage_int(usage, "cache_creation_input_tokens")
             read = usage_int(usage, "cache_read_input_tokens")
             output = usage_int(usage, "output_tokens")
+            thinking = usage_int(usage, "output_tokens_details", "thinking_tokens")
+            long_write = min(usage_int(usage, "cache_creation", "ephemeral_1h_input_tokens"), write)
+            server_use = usage.get("server_tool_use")
+            if isinstance(server_use, dict):
+                servers = {k: usage_int(server_use, k) for k in server_use}
+                servers = {k: v for k, v in servers.items() if v > 0}
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
-            fresh = write = read = output = 0
+            fresh = write = read = output = thinking = long_write = 0
+        blocks = tuple(
+            block
+            for block in content
+            if isinstance(block, dict) and block.get("type") in REASONING_BLOCKS
+        )
+        thoughts = [b["thinking"] for b in blocks if isinstance(b.get("thinking"), str)]
+        refusal = None
+        if stop == "refusal":
+            details = data.get("stop_details")
+            explanation = details.get("explanation") if isinstance(details, dict) else None
+            refusal = explanation if isinstance(explanation, str) else text or "refusal"
         served = data.get("model")
         response = Response(
             text=text,
@@ -183,5 +255,11 @@ class AnthropicProvider(HttpProvider):
             cached_input_tokens=read,
             latency_s=latency_s,
             tool_calls=tool_calls_from_anthropic(content),
+            reasoning="\n\n".join(thoughts) if thoughts else None,
+            reasoning_tokens=thinking,
+            reasoning_blocks=blocks,
+            server_tool_uses=servers,
+            refusal=refusal,
+            cache_write_1h_tokens=long_write,
         )
         return response, write

@@ -223,7 +223,10 @@ class Response:
     Attributes:
         text: the completion text.
         stop_reason: normalized stop reason: ``end_turn``, ``max_tokens``,
-            ``stop_sequence``, ``tool_use``, ``content_filter`` or None when unknown.
+            ``stop_sequence``, ``tool_use``, ``pause_turn`` (a server-tool loop paused
+            before the answer was finished), ``refusal`` (the model declined: Anthropic's
+            stop reason, OpenAI's ``message.refusal``), ``content_filter`` (the provider
+            withheld the output) or None when unknown.
         raw_stop_reason: the provider's own value (e.g. OpenAI's ``length``).
         served_model: the model the provider says served the request.
         input_tokens: prompt tokens not read from the provider's prompt cache (cache writes
@@ -236,6 +239,25 @@ class Response:
             ``input_tokens``; priced at the cache-write rate).
         tool_calls: the tools the model called, normalized (``{"id", "name",
             "arguments"}``; see :mod:`gradetrail.conversation.messages`), in its order.
+        reasoning: the reasoning text the API returned apart from the visible answer
+            (Anthropic ``thinking`` blocks' text, summarized or full; an OpenAI-compatible
+            server's ``reasoning_content`` / ``reasoning``), or None. ``<think>`` text
+            inside the answer stays in ``text``; the scorer strips it.
+        reasoning_tokens: of ``output_tokens``, those spent reasoning (OpenAI's
+            ``completion_tokens_details.reasoning_tokens``, Anthropic's
+            ``output_tokens_details.thinking_tokens``); 0 when the API does not say.
+        reasoning_blocks: Anthropic ``thinking`` / ``redacted_thinking`` content blocks,
+            verbatim (signatures and data included), in the answer's order: an agent
+            loop sends them back unchanged on its next turn, as the API requires.
+        server_tool_uses: server-side tool calls the provider bills per use, by its usage
+            name (Anthropic ``usage.server_tool_use``: ``{"web_search_requests": 3}``).
+        refusal: the refusal text when the model declined (OpenAI ``message.refusal``,
+            Anthropic ``stop_details.explanation``), else None.
+        ttft_s: seconds from sending a streamed request to its first output token (text,
+            thinking, refusal or tool call); None when not streamed.
+        cache_write_1h_tokens: of ``cache_write_tokens``, those written with Anthropic's
+            one-hour TTL (``usage.cache_creation.ephemeral_1h_input_tokens``), priced at
+            the one-hour write rate.
     """
 
     text: str
@@ -249,6 +271,13 @@ class Response:
     cost_usd: float | None = None
     cache_write_tokens: int = 0
     tool_calls: tuple[dict[str, Any], ...] = ()
+    reasoning: str | None = None
+    reasoning_tokens: int = 0
+    reasoning_blocks: tuple[dict[str, Any], ...] = ()
+    server_tool_uses: dict[str, int] = field(default_factory=dict)
+    refusal: str | None = None
+    ttft_s: float | None = None
+    cache_write_1h_tokens: int = 0
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
@@ -269,10 +298,12 @@ class Response:
             data = json.loads(text)
         if type(data) is dict and tuple(data) == _FIELDS:  # as to_json wrote it
             values = list(data.values())  # by position: half the time of keywords
-            values[-1] = tuple(values[-1])  # tool_calls
+            values[_TOOL_CALLS] = tuple(values[_TOOL_CALLS])
+            values[_BLOCKS] = tuple(values[_BLOCKS])
             return cls(*values)
-        if "tool_calls" in data:
-            data["tool_calls"] = tuple(data["tool_calls"])
+        for name in ("tool_calls", "reasoning_blocks"):  # older entries lack the later
+            if name in data:
+                data[name] = tuple(data[name])
         return cls(**data)
 
     @property
@@ -285,11 +316,34 @@ class Response:
 
     @property
     def truncated(self) -> bool:
-        """True when the response stopped at max_tokens."""
-        return self.stop_reason == "max_tokens"
+        """True when the response stopped before its end: at max_tokens, or paused
+        (``pause_turn``: a server-tool loop the API stopped, to be continued)."""
+        return self.stop_reason in _UNFINISHED
+
+    @property
+    def refused(self) -> bool:
+        """True when the model declined to answer (stop reason ``refusal``) or the
+        provider withheld its output (``content_filter``): a model answer all the same,
+        its usage and cost kept (the run's ``run.refusals`` says how it is scored)."""
+        return self.stop_reason in _REFUSED
+
+    @property
+    def reasoning_exhausted(self) -> bool:
+        """True when the response ran out of max_tokens while still reasoning: truncated,
+        with reasoning (tokens or text) and no visible answer or tool call."""
+        return (
+            self.stop_reason == "max_tokens"
+            and (self.reasoning_tokens > 0 or bool(self.reasoning) or bool(self.reasoning_blocks))
+            and not self.text.strip()
+            and not self.tool_calls
+        )
 
 
 _FIELDS = tuple(f.name for f in fields(Response))
+_TOOL_CALLS = _FIELDS.index("tool_calls")
+_BLOCKS = _FIELDS.index("reasoning_blocks")
+_UNFINISHED = frozenset(["max_tokens", "pause_turn"])
+_REFUSED = frozenset(["refusal", "content_filter"])
 
 
 class Provider(ABC):

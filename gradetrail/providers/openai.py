@@ -15,10 +15,15 @@ official ``openai`` SDK (``AsyncOpenAI``).
 
 Stop reasons: ``stop`` -> ``end_turn`` (``stop_sequence`` when the server names the
 matched stop string, as vLLM does), ``length`` -> ``max_tokens`` (the sample is flagged
-truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; ``content_filter`` is a
-permanent ``BadRequest`` (the provider withheld the answer). Tokens: ``prompt_tokens``
-includes the prompt-cache reads (``prompt_tokens_details.cached_tokens``), which are
-subtracted so input and cached input are never counted twice.
+truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; ``content_filter`` (the
+provider withheld the output) and a ``message.refusal`` (stop reason ``refusal``, the
+refusal kept in :attr:`Response.refusal`) are model answers whose usage and cost are
+kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
+prompt-cache reads (``prompt_tokens_details.cached_tokens``), which are subtracted so
+input and cached input are never counted twice, and the cache writes
+(``prompt_tokens_details.cache_write_tokens``), priced at the cache-write rate;
+``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output).
+A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from gradetrail.errors import BadRequest, InvalidResponse
+from gradetrail.errors import InvalidResponse
 from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers._openai_wire import (
     openai_tool_choice,
@@ -34,7 +39,9 @@ from gradetrail.providers._openai_wire import (
     to_openai,
     tool_calls_from_openai,
 )
+from gradetrail.providers._stream import OpenAIFold
 from gradetrail.providers.base import Request, Response
+from gradetrail.spec.reasoning import openai_reasoning_fields
 
 __all__ = ["OpenAIProvider"]
 
@@ -48,6 +55,18 @@ _STOP = {
     "content_filter": "content_filter",
 }
 _PASSED = ("temperature", "top_p", "stop", "seed")
+#: message fields OpenAI-compatible servers put reasoning text in (vLLM, SGLang,
+#: OpenRouter, DeepSeek)
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def _reasoning_text(message: dict[str, Any]) -> str | None:
+    """The reasoning text a server returned beside the answer, or None."""
+    for name in _REASONING_FIELDS:
+        value = message.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 class OpenAIProvider(HttpProvider):
@@ -98,7 +117,8 @@ class OpenAIProvider(HttpProvider):
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Chat Completions body: system prompt first, the conversation (tool calls and
-        ``role: tool`` results), ``tools`` and ``tool_choice``, sampling params, ``extra``."""
+        ``role: tool`` results), ``tools`` and ``tool_choice``, sampling params,
+        ``model.reasoning`` as ``reasoning_effort``, ``extra``."""
         messages = to_openai(request.system, request.messages)
         body: dict[str, Any] = {"model": request.model, "messages": messages}
         if request.tools:
@@ -112,10 +132,21 @@ class OpenAIProvider(HttpProvider):
         if "max_tokens" in params:
             field = "max_completion_tokens" if self.model.provider == "openai" else "max_tokens"
             body[field] = params["max_tokens"]
+        if self.model.reasoning is not None:
+            body.update(openai_reasoning_fields(self.model.reasoning))
         extra = params.get("extra")
         if extra:
             body.update(extra)
         return body
+
+    def fold(self, started: float) -> OpenAIFold:
+        """Chat Completions chunks folded into a chat completion."""
+        return OpenAIFold(started)
+
+    def stream_body(self, request: Request) -> dict[str, Any]:
+        """:meth:`body` with ``stream: true`` and ``stream_options.include_usage`` (the
+        usage comes in a last chunk)."""
+        return {**self.body(request), "stream": True, "stream_options": {"include_usage": True}}
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
         """Text, tool calls, stop reason, served model and usage of a Chat Completions
@@ -128,32 +159,34 @@ class OpenAIProvider(HttpProvider):
         choice = choices[0]
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
-        if isinstance(text, list):  # content parts
-            text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
-        if text is None and isinstance(message.get("refusal"), str):
-            text = message["refusal"]
+        refusal = message.get("refusal")
+        if isinstance(text, list):  # content parts: text, and a refusal part where sent
+            parts = [p for p in text if isinstance(p, dict)]
+            text = "".join(p.get("text") or "" for p in parts if p.get("type") != "refusal")
+            refused = [p.get("refusal") for p in parts if p.get("type") == "refusal"]
+            if not refusal and refused and isinstance(refused[0], str):
+                refusal = refused[0]
+        refusal = refusal if isinstance(refusal, str) and refusal.strip() else None
+        reasoning = _reasoning_text(message)
         raw_stop = choice.get("finish_reason")
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
         if stop == "end_turn" and isinstance(choice.get("stop_reason"), str):
             stop = "stop_sequence"
-        if stop == "content_filter":
-            raise BadRequest(
-                "the provider's content filter withheld the response (finish_reason "
-                "content_filter)",
-                status=200,
-                error_type="content_filter",
-                code=raw_stop,
-            )
+        if refusal is not None:
+            stop = "refusal"
         usage = data.get("usage")
         if isinstance(usage, dict):
             prompt = usage_int(usage, "prompt_tokens")
             cached = usage_int(usage, "prompt_tokens_details", "cached_tokens")
+            write = usage_int(usage, "prompt_tokens_details", "cache_write_tokens")
             output = usage_int(usage, "completion_tokens")
+            thinking = usage_int(usage, "completion_tokens_details", "reasoning_tokens")
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
-            prompt = cached = output = 0
+            prompt = cached = write = output = thinking = 0
         tool_calls = tool_calls_from_openai(message.get("tool_calls"))
-        if text is None and not tool_calls:
+        answered = refusal is not None or reasoning is not None or stop == "content_filter"
+        if text is None and not tool_calls and not answered:
             # nothing to score: never cached and scored 0 as if the model answered ""
             raise InvalidResponse(
                 "200 answer has no content (message.content is null, with no refusal and "
@@ -172,5 +205,8 @@ class OpenAIProvider(HttpProvider):
             cached_input_tokens=cached,
             latency_s=latency_s,
             tool_calls=tool_calls,
+            reasoning=reasoning,
+            reasoning_tokens=min(thinking, output) if output else thinking,
+            refusal=refusal,
         )
-        return response, 0
+        return response, min(write, max(prompt - cached, 0))

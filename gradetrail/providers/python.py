@@ -314,7 +314,13 @@ def _checked(response: Response) -> Response:
     problems = []
     if not isinstance(response.text, str):
         problems.append(f"text is {type(response.text).__name__}, not str")
-    for name in ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens"):
+    for name in (
+        "input_tokens",
+        "output_tokens",
+        "cached_input_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+    ):
         value = getattr(response, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             problems.append(f"{name} is {value!r}, not a non-negative int")
@@ -328,6 +334,8 @@ def _checked(response: Response) -> Response:
         isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls
     ):
         problems.append("tool_calls must be a list of {id, name, arguments} dicts")
+    if response.reasoning is not None and not isinstance(response.reasoning, str):
+        problems.append(f"reasoning is {type(response.reasoning).__name__}, not str or None")
     if problems:
         raise BadRequest(
             f"model.function returned a bad Response: {'; '.join(problems)}",

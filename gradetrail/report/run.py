@@ -110,12 +110,21 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
         )
     if m.truncated:
         lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens"))
-    lines.append(
-        (
-            "tokens",
-            f"{m.input_tokens} in (of which {m.cached_input_tokens} cached), {m.output_tokens} out",
+    if m.reasoning_exhausted:
+        lines.append(
+            ("reasoning", f"{m.reasoning_exhausted} ran out of max_tokens while reasoning")
         )
-    )
+    if m.refusals:
+        lines.append(("refusals", f"{m.refusals} responses declined (refusal)"))
+    tokens = f"{m.input_tokens} in (of which {m.cached_input_tokens} cached"
+    tokens += f", {m.cache_write_tokens} cache writes)" if m.cache_write_tokens else ")"
+    tokens += f", {m.output_tokens} out"
+    if m.reasoning_tokens:
+        tokens += f" (of which {m.reasoning_tokens} reasoning)"
+    lines.append(("tokens", tokens))
+    if m.server_tool_uses:
+        uses = ", ".join(f"{n} {k}" for k, n in sorted(m.server_tool_uses.items()))
+        lines.append(("server tools", uses))
     cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"
     if m.cost_usd_cached is not None:
         cost += f" (cache hits saved ${m.cost_usd_cached:.4f})"

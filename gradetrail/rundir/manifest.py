@@ -26,6 +26,7 @@ from gradetrail.providers.served import served_model_matches
 from gradetrail.rundir.judge_stats import JudgeStats
 from gradetrail.rundir.layout import RunDir
 from gradetrail.spec import EXECUTION_ONLY, EvalSpec
+from gradetrail.spec.reasoning import DEFAULT_ANTHROPIC_VERSION
 from gradetrail.stats.agreement import AgreementStats
 
 __all__ = [
@@ -64,8 +65,42 @@ def status_text(status: str, counts: dict[str, int]) -> str:
 
 
 def spec_hash(spec: EvalSpec) -> str:
-    """SHA-256 of the whole spec (execution settings included), as validated."""
-    return hashlib.sha256(canonical_json(spec.model_dump(mode="json")).encode()).hexdigest()
+    """SHA-256 of the whole spec (execution settings included), as validated; fields
+    added later and left at their defaults (:data:`_LATER_DEFAULTS`) are left out, so a
+    spec that does not use them hashes as it did before they existed."""
+    body = spec.model_dump(mode="json")
+    _drop_later_defaults(body)
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+
+#: (section, key, default) of spec fields added after runs were recorded without them;
+#: section "model" is the model under evaluation and a judge's (scorer.model) alike
+_LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
+    ("run", "refusals", "score"),
+    ("model", "api_version", None),
+    ("model", "api_version", DEFAULT_ANTHROPIC_VERSION),  # named or not: the same requests
+    ("model", "reasoning", None),
+    ("model", "pause_turn_continuations", 0),
+    ("model", "stream", None),
+    ("scorer", "reasoning_tags", ["think"]),
+)
+
+
+def _sections(body: dict[str, Any], name: str) -> list[Any]:
+    """The spec sections a later default applies to (``model``: the judge's too)."""
+    if name != "model":
+        return [body.get(name)]
+    scorer = body.get("scorer")
+    return [body.get("model"), scorer.get("model") if isinstance(scorer, dict) else None]
+
+
+def _drop_later_defaults(body: dict[str, Any]) -> None:
+    """Remove from a spec's JSON form, in place, the fields added after runs were
+    recorded without them, where they are left at their defaults."""
+    for section, key, default in _LATER_DEFAULTS:
+        for part in _sections(body, section):
+            if isinstance(part, dict) and key in part and part[key] == default:
+                del part[key]
 
 
 def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +120,15 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
         if not dataset.get(key):
             dataset.pop(key, None)
     body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
+    _drop_later_defaults(body)  # older runs keep their identity hashes
+    for model in _sections(body, "model"):
+        if not isinstance(model, dict):
+            continue
+        model.pop("stream", None)  # how answers are sent, not what
+        price = model.get("price")
+        for key in ("server_tool_usd", "cache_write_1h_per_mtok"):
+            if isinstance(price, dict) and price.get(key) is None:
+                price.pop(key, None)
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
     # judge file and baseline enter through their content hashes, not their paths
@@ -152,6 +196,13 @@ def run_warnings(manifest: dict[str, Any]) -> list[str]:
         )
     if manifest.get("truncated"):
         out.append(f"{manifest['truncated']} responses stopped at max_tokens (truncated)")
+    if manifest.get("reasoning_exhausted"):
+        out.append(
+            f"{manifest['reasoning_exhausted']} responses ran out of max_tokens while still "
+            "reasoning (no answer): raise model.params.max_tokens or lower the reasoning effort"
+        )
+    if manifest.get("refusals"):
+        out.append(f"{manifest['refusals']} responses were refusals (the model declined)")
     requested = str(manifest.get("requested_model") or "")
     provider = manifest.get("provider")
     if provider not in ("replay", "python"):
@@ -347,6 +398,20 @@ class Manifest(BaseModel):
     input_tokens: int = Field(0, description="Prompt tokens, prompt-cache reads included.")
     output_tokens: int = 0
     cached_input_tokens: int = Field(0, description="Of input_tokens, prompt-cache reads.")
+    cache_write_tokens: int = Field(0, description="Of input_tokens, prompt-cache writes.")
+    reasoning_tokens: int = Field(
+        0, description="Of output_tokens, those spent reasoning (not in the visible answers)."
+    )
+    reasoning_exhausted: int = Field(
+        0, description="Rows whose max_tokens ran out while the model was still reasoning."
+    )
+    refusals: int = Field(
+        0, description="Rows whose model declined (stop reason refusal or content_filter)."
+    )
+    server_tool_uses: dict[str, int] = Field(
+        default_factory=dict,
+        description="Server-side tool uses billed per use (e.g. web_search_requests).",
+    )
     cost_usd: float | None = Field(None, description="USD paid this run (cache hits cost 0).")
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cache_hits: int = 0

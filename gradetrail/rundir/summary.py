@@ -17,7 +17,7 @@ from gradetrail.conversation.transcript import ConversationStats, ConversationTa
 from gradetrail.datasets.labels import label_field_of
 from gradetrail.rundir.judge_stats import JudgeStats, JudgeTally
 from gradetrail.rundir.manifest import ScoreStats
-from gradetrail.rundir.results import Row
+from gradetrail.rundir.results import Row, SampleResult
 from gradetrail.stats.agreement import AgreementStats, AgreementTally
 from gradetrail.stats.intervals import summarize
 from gradetrail.stats.reducers import ReducerName, reduce_scores
@@ -30,6 +30,8 @@ __all__ = ["Tally"]
 
 #: an epoch's state in :attr:`Tally._states`
 _NO_ROW, _SCORED, _UNSCORED = 0, 1, 2
+#: the fields every row has (a row with more carries optional ones)
+_DECLARED = len(SampleResult.model_fields)
 _VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
 
 
@@ -58,6 +60,11 @@ class Tally:
             was a cache hit), None while nothing is priced.
         cost_usd_cached: USD the cache hits once cost.
         served_models: served model -> rows.
+        cache_write_tokens: of input, prompt-cache writes.
+        reasoning_tokens: of output, tokens spent reasoning.
+        reasoning_exhausted: rows whose max_tokens ran out while still reasoning.
+        refusals: rows whose model declined (stop reason refusal or content_filter).
+        server_tool_uses: server-side tool uses billed per use, by usage name.
         reducer: how a sample's scored epochs become its score (see
             :mod:`gradetrail.stats.reducers`).
         pass_k: the k of reducer ``pass_at_k``.
@@ -77,6 +84,11 @@ class Tally:
     cost_usd: float | None = None
     cost_usd_cached: float | None = None
     served_models: Counter[str] = field(default_factory=Counter)
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    reasoning_exhausted: int = 0
+    refusals: int = 0
+    server_tool_uses: Counter[str] = field(default_factory=Counter)
     reducer: ReducerName = "mean"
     pass_k: int = 1
     epochs: int = 1
@@ -125,6 +137,11 @@ class Tally:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cached_input_tokens": self.cached_input_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "reasoning_exhausted": self.reasoning_exhausted,
+            "refusals": self.refusals,
+            "server_tool_uses": dict(self.server_tool_uses),
             "cost_usd": self.cost_usd,
             "cost_usd_cached": self.cost_usd_cached,
             "cache_hits": self.cache_hits,
@@ -154,6 +171,8 @@ class Tally:
         self.cached_input_tokens += row["cached_input_tokens"]
         if row["served_model"]:
             self.served_models[row["served_model"]] += 1
+        if len(row) != _DECLARED:  # optional fields: only rows that set them
+            self._add_optional(row)
         if cost is not None:
             if cached:
                 self.cost_usd_cached = (self.cost_usd_cached or 0.0) + cost
@@ -174,6 +193,16 @@ class Tally:
             self.judge.add(row)
         self.agreement.add(state, row["label"], score, sample_id)
         self.conversations.add(row["transcript"])
+
+    def _add_optional(self, row: Row) -> None:
+        """Count a row's optional fields (see
+        :func:`gradetrail.engine.pipeline.response_extras`)."""
+        self.cache_write_tokens += row.get("cache_write_tokens") or 0
+        self.reasoning_tokens += row.get("reasoning_tokens") or 0
+        self.reasoning_exhausted += bool(row.get("reasoning_exhausted"))
+        self.refusals += "refusal" in row
+        for name, uses in (row.get("server_tool_uses") or {}).items():
+            self.server_tool_uses[name] += uses
 
     def _slot(self, sample_id: str, at: int | None) -> int:
         if at is not None:

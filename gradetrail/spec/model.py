@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
+from gradetrail.spec.reasoning import ANTHROPIC_DEFAULT_MAX_TOKENS, ReasoningSpec, problems
 
 
 class SamplingParams(_Strict):
@@ -58,6 +59,17 @@ class PriceSpec(_Strict):
         ge=0,
         description="Input tokens written to the prompt cache (Anthropic "
         "cache_creation_input_tokens; default: input price).",
+    )
+    cache_write_1h_per_mtok: float | None = Field(
+        None,
+        ge=0,
+        description="Input tokens written to the prompt cache with a one-hour TTL (Anthropic "
+        "cache_creation.ephemeral_1h_input_tokens; default: twice the input price).",
+    )
+    server_tool_usd: dict[str, float] | None = Field(
+        None,
+        description="USD per use of a server-side tool, by the provider's usage name "
+        "(e.g. {web_search_requests: 0.01}); default: the bundled fees.",
     )
 
 
@@ -126,6 +138,36 @@ class ModelSpec(_Strict):
         "openai/anthropic SDK's client; 'auto' (default) takes aiohttp when installed. Both "
         "send the same body and give the same rows; not part of the run's identity.",
     )
+    api_version: str | None = Field(
+        None,
+        description="anthropic only: the Messages API version (anthropic-version header) both "
+        "HTTP clients send (default 2023-06-01, whatever the installed SDK's own default); "
+        "2026-10-21 refuses temperature, top_p and top_k. Part of the run's identity and "
+        "every cache key when set.",
+    )
+    reasoning: ReasoningSpec | None = Field(
+        None,
+        description="Reasoning effort, thinking budget and whether to keep the reasoning text, "
+        "mapped per provider and model family (what the API would refuse is refused before "
+        "any call). Enters every cache key when set.",
+    )
+    pause_turn_continuations: int = Field(
+        0,
+        ge=0,
+        le=20,
+        description="anthropic only: times an answer the API paused (stop reason pause_turn, a "
+        "server-tool loop such as web search) is sent back verbatim to be continued; the parts "
+        "make one response, their tokens, searches and cost summed. 0 (default) records the "
+        "paused answer, flagged truncated. Part of the cache key when set.",
+    )
+    stream: bool | None = Field(
+        None,
+        description="HTTP providers: true streams every answer (server-sent events; the "
+        "attempt timeout then counts from the last byte received, and the time to the first "
+        "token is recorded), false never; unset streams where the provider requires it "
+        "(Anthropic max_tokens above 21,333). How answers are sent, not what: not part of "
+        "the run's identity or the cache key.",
+    )
     require_served_model: bool = Field(
         False,
         description="Make a response served by another model than model.name a provider_error "
@@ -161,11 +203,14 @@ class ModelSpec(_Strict):
                 "holds the key, or model.api_key_required: false for a server that checks none"
             )
         if not http and (
-            self.price is not None or self.require_served_model or self.http_client != "auto"
+            self.price is not None
+            or self.require_served_model
+            or self.http_client != "auto"
+            or self.stream is not None
         ):
             raise ValueError(
-                "price, require_served_model and http_client apply to HTTP providers, not "
-                f"{self.provider!r}"
+                "price, require_served_model, http_client and stream apply to HTTP providers, "
+                f"not {self.provider!r}"
             )
         if self.provider == "replay" and self.recordings is None:
             raise ValueError("provider 'replay' needs model.recordings.path")
@@ -177,6 +222,20 @@ class ModelSpec(_Strict):
             raise ValueError("tools_module needs a provider that answers tool results, not replay")
         if self.provider == "openai_compatible" and not self.base_url:
             raise ValueError("provider 'openai_compatible' needs model.base_url")
+        if self.pause_turn_continuations and self.provider != "anthropic":
+            raise ValueError(
+                "pause_turn_continuations applies to the anthropic provider only; remove it"
+            )
+        refused = problems(
+            self.provider,
+            self.name,
+            self.params,
+            self.reasoning,
+            self.api_version,
+            ANTHROPIC_DEFAULT_MAX_TOKENS,
+        )
+        if refused:
+            raise ValueError("; ".join(refused))
         return self
 
     def unused_keys(self) -> list[str]:

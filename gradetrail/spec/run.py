@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from gradetrail.spec.base import _Strict
@@ -77,6 +79,14 @@ class RunSettings(_Strict):
     )
     pass_k: int | None = Field(
         None, ge=1, description="The k of reducer pass_at_k (default 1); at most run.epochs."
+    )
+    refusals: Literal["score", "exclude"] = Field(
+        "score",
+        description="A refusal (the model declined: Anthropic stop reason refusal, OpenAI "
+        "message.refusal, or a content filter withholding the output) is a model answer "
+        "whose tokens and cost count either way: score scores its visible text as any "
+        "answer; exclude leaves it out of the mean (a judge_error row, reason refusal). "
+        "Both count refusals in the summary.",
     )
 
     @model_validator(mode="after")

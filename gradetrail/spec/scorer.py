@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_serializer, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_serializer, model_validator
 
 from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
@@ -14,7 +14,28 @@ from gradetrail.spec.conversation import ToolCallsScorerSpec
 from gradetrail.spec.model import ModelSpec
 
 
-class ExactScorerSpec(_Strict):
+class _ScorerBase(_Strict):
+    """What every scorer that reads the response text shares."""
+
+    reasoning_tags: list[str] = Field(
+        default_factory=lambda: ["think"],
+        description="Reasoning that open models write inside the answer (<think>...</think>, "
+        "as served by vLLM without a reasoning parser): only the text after the last closing "
+        "tag of these names is scored, the whole text kept in the row; a tag left open (the "
+        "model ran out while reasoning) is no answer, with its reason. [] scores the text "
+        "as it is.",
+    )
+
+    @field_validator("reasoning_tags")
+    @classmethod
+    def _tag_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z][\w:.-]*", name):
+                raise ValueError(f"{name!r} is not a tag name; give names such as think")
+        return value
+
+
+class ExactScorerSpec(_ScorerBase):
     """Whole-string equality of response and target after normalization; never substring."""
 
     type: Literal["exact"]
@@ -24,7 +45,7 @@ class ExactScorerSpec(_Strict):
     nfkc: bool = Field(False, description="Apply Unicode NFKC normalization.")
 
 
-class RegexScorerSpec(_Strict):
+class RegexScorerSpec(_ScorerBase):
     """A per-sample regular expression; values rendered into it are regex-escaped."""
 
     type: Literal["regex"]
@@ -44,7 +65,7 @@ class RegexScorerSpec(_Strict):
     )
 
 
-class NumericScorerSpec(_Strict):
+class NumericScorerSpec(_ScorerBase):
     """Extract a number from the response and compare it numerically with the target."""
 
     type: Literal["numeric"]
@@ -64,7 +85,7 @@ class NumericScorerSpec(_Strict):
     )
 
 
-class ChoiceScorerSpec(_Strict):
+class ChoiceScorerSpec(_ScorerBase):
     """Multiple choice: read the response's answer letter and compare it with the target
     choice. Render the choices in the prompt with ``{{ choices | lettered }}`` (with the
     same ``shuffle_seed`` when shuffling)."""
@@ -139,7 +160,7 @@ class ChoiceScorerSpec(_Strict):
         return None
 
 
-class MathScorerSpec(_Strict):
+class MathScorerSpec(_ScorerBase):
     """Symbolic equivalence of the response's final answer and the target through Hugging
     Face's math-verify (``pip install 'gradetrail[math]'``): ``\\frac{1}{2}`` equals
     ``0.5``, ``\\sqrt{2}/2`` equals ``1/\\sqrt{2}``, intervals and sets compare as such."""
@@ -256,7 +277,7 @@ ParseSpec = Annotated[
 ]
 
 
-class _JudgeBase(_Strict):
+class _JudgeBase(_ScorerBase):
     file: str = Field(
         description="The judge file: a Jinja2 template of the judge prompt, relative to the "
         "spec file. Its content hash enters the run's identity hash."

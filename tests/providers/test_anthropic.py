@@ -12,7 +12,7 @@ from paths import GSM8K_SPEC
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
-from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.errors import InvalidResponse, SpecError
 from gradetrail.providers import make_provider
 from gradetrail.providers.anthropic import DEFAULT_MAX_TOKENS
 
@@ -115,16 +115,26 @@ def test_cache_writes_count_as_input_priced_at_the_write_rate(tmp_path: Path) ->
     assert priced.cost_usd == pytest.approx(expected, rel=1e-12)
 
 
-def test_refusal_is_a_content_filter_error_and_errors_under_200_are_invalid(
+def test_refusal_is_an_answer_with_usage_and_errors_under_200_are_invalid(
     tmp_path: Path,
 ) -> None:
-    """stop_reason refusal is a permanent BadRequest; an error object under 200 is an
-    InvalidResponse (transient when the server says it was overloaded)."""
+    """stop_reason refusal is a model answer: its usage kept, its explanation recorded;
+    an error object under 200 is an InvalidResponse (transient when the server says it
+    was overloaded)."""
     p = provider(tmp_path)
-    refusal = {"content": [], "stop_reason": "refusal", "usage": {}}
-    with pytest.raises(BadRequest) as info:
-        p.normalize(refusal, 0.1)
-    assert info.value.error_type == "content_filter"
+    refusal = {
+        "content": [],
+        "stop_reason": "refusal",
+        "stop_details": {"type": "refusal", "explanation": "declined by policy"},
+        "usage": {"input_tokens": 40, "output_tokens": 0},
+    }
+    response, _ = p.normalize(refusal, 0.1)
+    assert (response.stop_reason, response.refusal, response.text) == (
+        "refusal",
+        "declined by policy",
+        "",
+    )
+    assert response.refused and response.input_tokens == 40
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     with pytest.raises(InvalidResponse) as bad:
         p.normalize(overloaded, 0.1)

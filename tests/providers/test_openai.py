@@ -159,22 +159,26 @@ def test_spec_price_overrides_and_unknown_price_is_null(srv, tmp_path: Path) -> 
     assert unpriced.result.manifest.cost_usd is None
 
 
-def test_content_filter_and_refusal_text(tmp_path: Path) -> None:
-    """finish_reason content_filter is a permanent BadRequest (the provider withheld the
-    answer: not a wrong answer); a refusal message is the answer's text; a vLLM-style
-    matched stop string is stop_sequence; an error under 200 is an InvalidResponse."""
-    from gradetrail.errors import BadRequest, InvalidResponse
+def test_content_filter_and_refusal_are_answers_with_their_usage(tmp_path: Path) -> None:
+    """finish_reason content_filter and a message.refusal are model answers (stop reasons
+    content_filter and refusal, usage kept), the refusal text apart from the visible
+    text; a vLLM-style matched stop string is stop_sequence; an error under 200 is an
+    InvalidResponse."""
+    from gradetrail.errors import InvalidResponse
     from gradetrail.providers import make_provider
 
     spec = gsm8k_spec(tmp_path, None, "openai_compatible", base_url="http://127.0.0.1:9/v1")
     provider = make_provider(spec.model, spec.base_dir)
+    usage = {"prompt_tokens": 9, "completion_tokens": 4}
     choice = {"message": {"content": None}, "finish_reason": "content_filter"}
-    with pytest.raises(BadRequest) as info:
-        provider.normalize({"choices": [choice], "model": "m"}, 0.1)
-    assert info.value.error_type == "content_filter" and info.value.transient is False
+    response, _ = provider.normalize({"choices": [choice], "model": "m", "usage": usage}, 0.1)
+    assert (response.stop_reason, response.refused, response.text) == ("content_filter", True, "")
+    assert (response.input_tokens, response.output_tokens) == (9, 4)
     refusal = {"message": {"content": None, "refusal": "I can't help."}, "finish_reason": "stop"}
-    response, _ = provider.normalize({"choices": [refusal], "model": "m"}, 0.1)
-    assert response.text == "I can't help." and response.stop_reason == "end_turn"
+    response, _ = provider.normalize({"choices": [refusal], "model": "m", "usage": usage}, 0.1)
+    assert (response.text, response.refusal) == ("", "I can't help.")
+    assert (response.stop_reason, response.raw_stop_reason) == ("refusal", "stop")
+    assert response.refused and response.output_tokens == 4
     vllm = {"message": {"content": "A: 3"}, "finish_reason": "stop", "stop_reason": "\n\n"}
     response, _ = provider.normalize({"choices": [vllm]}, 0.1)
     assert response.stop_reason == "stop_sequence" and response.served_model is None
