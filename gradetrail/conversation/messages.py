@@ -261,9 +261,18 @@ def split_system(messages: Iterable[Message]) -> tuple[str | None, tuple[Message
     return ("\n\n".join(system) if system else None), tuple(rest)
 
 
-def assistant_message(text: str, tool_calls: Sequence[ToolCall]) -> Message:
-    """The assistant message a response adds to the conversation."""
+def assistant_message(
+    text: str,
+    tool_calls: Sequence[ToolCall],
+    reasoning_blocks: Sequence[Mapping[str, Any]] = (),
+) -> Message:
+    """The assistant message a response adds to the conversation; with the API's
+    reasoning items, verbatim, under ``reasoning_blocks`` when it has any (the Responses
+    API's encrypted reasoning): the provider that made them sends them back first on the
+    next turn, and they enter that turn's cache key with the rest of the conversation."""
     message: Message = {"role": "assistant", "content": text}
     if tool_calls:
         message["tool_calls"] = [dict(call) for call in tool_calls]
+    if reasoning_blocks:
+        message["reasoning_blocks"] = [dict(block) for block in reasoning_blocks]
     return message

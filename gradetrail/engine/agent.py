@@ -120,6 +120,7 @@ def totals(responses: Sequence[Response]) -> Response:
         output_tokens=sum(r.output_tokens for r in responses),
         cached_input_tokens=sum(r.cached_input_tokens for r in responses),
         cache_write_tokens=sum(r.cache_write_tokens for r in responses),
+        reasoning_tokens=sum(r.reasoning_tokens for r in responses),
         latency_s=sum(r.latency_s for r in responses),
         cost_usd=sum(costs) if costs else None,
         tool_calls=tuple(c for r in responses for c in r.tool_calls),
@@ -322,7 +323,9 @@ async def converse(
             return loop.end("max_turns")
         calls = _unique_ids(call.response.tool_calls, number)
         record.tool_calls = calls
-        loop.messages.append(assistant_message(call.response.text, calls))
+        loop.messages.append(
+            assistant_message(call.response.text, calls, call.response.reasoning_blocks)
+        )
         try:
             await loop.run_tools(calls, record, services)
         except TimeoutError:

@@ -188,6 +188,16 @@ class Response:
             ``input_tokens``; priced at the cache-write rate).
         tool_calls: the tools the model called, normalized (``{"id", "name",
             "arguments"}``; see :mod:`gradetrail.conversation.messages`), in its order.
+        reasoning: the reasoning text the API returned apart from the answer (the
+            Responses API's reasoning summaries), or None.
+        reasoning_tokens: of ``output_tokens``, those spent reasoning (the Responses API's
+            ``output_tokens_details.reasoning_tokens``); 0 when the API does not say.
+        reasoning_blocks: the API's reasoning items, verbatim (the Responses API's
+            ``{"type": "reasoning", "id", "summary", "encrypted_content"}``), in the
+            answer's order: an agent loop sends them back unchanged on its next turn, as
+            the API requires to carry reasoning across turns.
+        refusal: the refusal text when the model declined (stop reason ``refusal``), else
+            None.
     """
 
     text: str
@@ -201,6 +211,10 @@ class Response:
     cost_usd: float | None = None
     cache_write_tokens: int = 0
     tool_calls: tuple[dict[str, Any], ...] = ()
+    reasoning: str | None = None
+    reasoning_tokens: int = 0
+    reasoning_blocks: tuple[dict[str, Any], ...] = ()
+    refusal: str | None = None
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
@@ -221,10 +235,12 @@ class Response:
             data = json.loads(text)
         if type(data) is dict and tuple(data) == _FIELDS:  # as to_json wrote it
             values = list(data.values())  # by position: half the time of keywords
-            values[-1] = tuple(values[-1])  # tool_calls
+            values[_TOOL_CALLS] = tuple(values[_TOOL_CALLS])
+            values[_BLOCKS] = tuple(values[_BLOCKS])
             return cls(*values)
-        if "tool_calls" in data:
-            data["tool_calls"] = tuple(data["tool_calls"])
+        for name in ("tool_calls", "reasoning_blocks"):  # older entries lack the later
+            if name in data:
+                data[name] = tuple(data[name])
         return cls(**data)
 
     @property
@@ -242,6 +258,8 @@ class Response:
 
 
 _FIELDS = tuple(f.name for f in fields(Response))
+_TOOL_CALLS = _FIELDS.index("tool_calls")
+_BLOCKS = _FIELDS.index("reasoning_blocks")
 
 
 class Provider(ABC):

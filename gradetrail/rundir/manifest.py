@@ -83,7 +83,11 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     for key in ("format", "fields", "types"):
         if not dataset.get(key):
             dataset.pop(key, None)
-    body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
+    model = body.get("model", {})
+    model.pop("http_client", None)  # how requests are sent, not what
+    for key in ("headers", "query", "response_format"):  # unset: older hashes stay valid
+        if model.get(key) is None:
+            model.pop(key, None)
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
     # judge file and baseline enter through their content hashes, not their paths
