@@ -45,7 +45,10 @@ Endpoints
   ``encrypted_content`` sealed by the server, sent when ``include`` asks for
   ``reasoning.encrypted_content``), and a later request must send every function call of
   such a turn back after that reasoning item, its content unchanged, or get the API's 400.
-  A rule's ``refusal`` text answers with a ``refusal`` content part. Errors and faults use
+  A rule's ``refusal`` text answers with a ``refusal`` content part. Chat Completions'
+  ``response_format`` is checked as the API checks its shape; a Messages request that
+  forces a tool (``tool_choice: {type: tool}``) with no scripted call is answered with a
+  call to that tool whose input is the reply, when the reply is a JSON object. Errors and faults use
   the OpenAI shape; fault rules target it as ``protocol: responses``.
 - ``POST /v1/messages`` (Anthropic Messages, non-streaming; ``stop_sequences`` and
   ``max_tokens`` honoured). ``stream: true`` is answered with a 400: streaming is not
@@ -973,6 +976,9 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     tools = _check_openai_tools(body, messages)
     if isinstance(tools, str):
         return tools
+    bad_format = _check_response_format(body)
+    if bad_format is not None:
+        return bad_format
     names, results, last_result = tools
     last_role = "tool" if messages[-1].get("role") == "tool" else "user"
     return ParsedRequest(
@@ -1039,6 +1045,47 @@ def _check_openai_tools(
                     return "assistant tool_calls need function.name and string arguments"
                 pending.add(str(call.get("id")))
     return frozenset(names), results, last_result
+
+
+def _forced_tool(body: dict[str, Any]) -> str | None:
+    """The tool a Messages request forces (``tool_choice: {"type": "tool", "name"}``)."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "tool":
+        return str(choice.get("name"))
+    return None
+
+
+def _forced_answer(name: str, reply: str) -> tuple[list[dict[str, Any]], str]:
+    """A reply to a forced-tool request, as a model answers one: a reply that is a JSON
+    object (a code fence around it allowed) becomes the tool's input; any other reply is
+    sent as text (there is no object to call the tool with)."""
+    text = reply.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[-1].rsplit("```", 1)[0]
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [], reply
+    if not isinstance(value, dict):
+        return [], reply
+    return [{"name": name, "arguments": value}], ""
+
+
+def _check_response_format(body: dict[str, Any]) -> str | None:
+    """The error Chat Completions gives for a malformed ``response_format``, or None."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema"):
+        return "Invalid value for 'response_format.type'"
+    spec = fmt.get("json_schema")
+    if fmt["type"] == "json_schema" and (
+        not isinstance(spec, dict)
+        or not isinstance(spec.get("name"), str)
+        or not isinstance(spec.get("schema"), dict)
+    ):
+        return "Missing required parameter: 'response_format.json_schema' (name and schema)."
+    return None
 
 
 def _read_messages(messages: list[Any], not_object: str) -> tuple[list[str], str] | str:
@@ -1807,6 +1854,9 @@ class ProtocolServer:
                 stop_reason = "max_tokens"
             else:
                 stop_reason = "stop_sequence" if stop_seq else "end_turn"
+            forced = _forced_tool(body)
+            if forced is not None and not tool_calls:
+                tool_calls, text = _forced_answer(forced, text)
             content: list[dict[str, Any]] = [{"type": "text", "text": text}]
             if tool_calls:
                 content = content if text else []

@@ -7,7 +7,8 @@ defaults to ``https://api.anthropic.com`` (``ANTHROPIC_BASE_URL`` is ignored, so
 cache key always names the endpoint). ``max_tokens`` is required by the API: when the
 spec sets none, :data:`DEFAULT_MAX_TOKENS` is sent (and enters the cache key). The API
 has no ``seed``; a spec that sets one is refused before any call. ``stop`` is sent as
-``stop_sequences``.
+``stop_sequences``. ``model.response_format`` (a JSON-schema answer) is asked for with a
+forced answer tool (see :mod:`gradetrail.providers._structured`).
 
 Stop reasons are Anthropic's own (``end_turn``, ``max_tokens``, ``stop_sequence``,
 ``tool_use``); ``model_context_window_exceeded`` counts as ``max_tokens`` (truncated);
@@ -32,6 +33,7 @@ from gradetrail.providers._anthropic_wire import (
     tool_calls_from_anthropic,
 )
 from gradetrail.providers._http import HttpProvider, usage_int
+from gradetrail.providers._structured import answer_from_forced_tool, force_answer_tool
 from gradetrail.providers.base import Request, Response
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicProvider"]
@@ -136,6 +138,8 @@ class AnthropicProvider(HttpProvider):
                 body[name] = params[name]
         if "stop" in params:
             body["stop_sequences"] = params["stop"]
+        if self.model.response_format is not None:  # a JSON answer through a forced tool
+            force_answer_tool(body, self.model.response_format)
         extra = params.get("extra")
         if extra:
             body.update(extra)
@@ -184,4 +188,6 @@ class AnthropicProvider(HttpProvider):
             latency_s=latency_s,
             tool_calls=tool_calls_from_anthropic(content),
         )
+        if self.model.response_format is not None:
+            response = answer_from_forced_tool(response, self.model.response_format)
         return response, write
