@@ -62,7 +62,7 @@ def test_gsm8k_through_responses_scores_as_replay(srv, tmp_path: Path, client: s
     score = result.manifest.score
     assert score is not None and score.mean is not None
     assert round(score.mean * 1319) == 742 and round(score.mean, 4) == 0.5625
-    stats = srv.stats()
+    stats = srv.settled_stats(1319)
     assert stats["paths"] == {"/v1/responses": 1319} and stats["unmatched"] == 0
 
 
@@ -242,9 +242,9 @@ def test_agent_loop_carries_reasoning_items_across_turns(srv, tmp_path: Path, cl
     turns = {sid: len(r["transcript"]["turns"]) for sid, r in rows.items()}
     assert turns == {"1": 2, "2": 3, "3": 2, "4": 3, "5": 3}
     assert result.manifest.score.mean == pytest.approx(0.8)
-    assert srv.stats()["statuses"] == {"200": sum(turns.values())}
+    assert srv.settled_stats(sum(turns.values()))["statuses"] == {"200": sum(turns.values())}
     again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
-    assert srv.stats()["total"] == sum(turns.values())
+    assert srv.settled_stats()["total"] == sum(turns.values())
     assert again.manifest.cache_hits == 5
 
 

@@ -160,7 +160,7 @@ def test_each_provider_sends_the_schema_natively_and_scores_alike(
     result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
     rows = _rows(result)
     _check_by_hand(rows)
-    assert srv.stats()["statuses"] == {"200": 24}
+    assert srv.settled_stats(24)["statuses"] == {"200": 24}
     if provider == "anthropic":  # the tool's input, read back as text: no fence left
         assert rows["16"]["scorer"]["fenced"] is False
         assert rows["16"]["stop_reason"] == "end_turn" and not rows["16"]["tool_calls"]
