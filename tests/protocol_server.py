@@ -50,6 +50,11 @@ Endpoints
   forces a tool (``tool_choice: {type: tool}``) with no scripted call is answered with a
   call to that tool whose input is the reply, when the reply is a JSON object. Errors and faults use
   the OpenAI shape; fault rules target it as ``protocol: responses``.
+- Provider recipes' paths, answered as above: Azure OpenAI's deployment URL ``POST
+  /openai/deployments/{deployment}/chat/completions`` (the ``api-version`` query required,
+  else Azure's 404 "Resource not found"; the key read from the ``api-key`` header) and its
+  v1 API ``/openai/v1/chat/completions`` / ``/openai/v1/responses`` (key in ``api-key``
+  too); Gemini's ``/v1beta/openai/chat/completions`` (bearer key).
 - ``POST /v1/messages`` (Anthropic Messages, non-streaming; ``stop_sequences`` and
   ``max_tokens`` honoured). ``stream: true`` is answered with a 400: streaming is not
   implemented.
@@ -1646,6 +1651,8 @@ class ProtocolServer:
         key = self.settings.api_key
         if key is None:
             return True
+        if request.scope["path"].startswith("/openai/"):  # Azure OpenAI: its own header
+            return request.headers.get("api-key") == key
         if protocol == ANTHROPIC:
             return request.headers.get("x-api-key") == key
         return request.headers.get("authorization") == f"Bearer {key}"
@@ -1677,6 +1684,16 @@ class ProtocolServer:
     async def responses(self, request: Request) -> Response:
         """``POST /v1/responses``."""
         return await self._inference(request, RESPONSES)
+
+    async def azure_deployment(self, request: Request) -> Response:
+        """``POST /openai/deployments/{deployment}/chat/completions?api-version=...``:
+        Azure OpenAI's deployment URL. Without the ``api-version`` query, Azure's 404
+        "Resource not found"; the key (``api_key`` config) is read from ``api-key``."""
+        if not request.query_params.get("api-version"):
+            self.stats.arrive(request.scope["path"])
+            self.stats.leave(404)
+            return self._error(OPENAI, 404, "invalid_request_error", "Resource not found", "404")
+        return await self._inference(request, OPENAI)
 
     async def _inference(self, request: Request, protocol: str) -> Response:
         """Count the request, run it, and count how it left."""
@@ -1967,6 +1984,16 @@ class ProtocolServer:
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
             Route("/v1/responses", self.responses, methods=["POST"]),
+            # Azure OpenAI: deployment URLs (api-version query) and the v1 API
+            Route(
+                "/openai/deployments/{deployment}/chat/completions",
+                self.azure_deployment,
+                methods=["POST"],
+            ),
+            Route("/openai/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/openai/v1/responses", self.responses, methods=["POST"]),
+            # Gemini's OpenAI-compatible endpoint
+            Route("/v1beta/openai/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/models", self.list_models, methods=["GET"]),
             Route("/_control/config", self.control_config, methods=["GET", "POST"]),
             Route("/_control/stats", self.control_stats, methods=["GET"]),

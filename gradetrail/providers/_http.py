@@ -519,19 +519,18 @@ class HttpProvider(Provider):
             own = {k: v for k, v in own.items() if k.lower() not in KEY_HEADERS}
         return {**own, **self.extra_headers()}
 
-    def _sdk_client(self, key: str, http_client: Any) -> Any:
-        """:meth:`make_client` with ``model.headers`` as the client's default headers
-        (the SDK's own key header omitted when the spec's headers carry the key)."""
-        client = self.make_client(key, http_client)
+    def _sdk_headers(self) -> dict[str, Any]:
+        """``model.headers`` for the SDK's requests; when they carry the key, the SDK's
+        own key headers are omitted (its ``Omit()``, which the SDK's auth check accepts
+        only per request)."""
         extra: dict[str, Any] = dict(self.extra_headers())
-        if not extra:
-            return client
-        if self.key_in_headers():
+        if extra and self.key_in_headers():
             omit = importlib.import_module(self.sdk).Omit()
-            for name in ("Authorization", "x-api-key", "api-key"):
-                if name.lower() not in {k.lower() for k in extra}:
+            named = {k.lower() for k in extra}
+            for name in ("Authorization", "X-Api-Key"):
+                if name.lower() not in named:
                     extra[name] = omit
-        return client.with_options(default_headers=extra)
+        return extra
 
     def _read_key(self) -> str:
         self.extra_headers()  # a header's variable unset: one line, before any call
@@ -593,10 +592,11 @@ class HttpProvider(Provider):
             else:
                 self._transport = SdkTransport(
                     self.sdk,
-                    lambda http_client: self._sdk_client(key, http_client),
+                    lambda http_client: self.make_client(key, http_client),
                     url,
                     self.base_url,
                     self._pool_size,
+                    self._sdk_headers(),
                 )
         return self._transport
 
