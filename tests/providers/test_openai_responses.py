@@ -306,3 +306,16 @@ def test_cache_key_covers_the_api_and_keeps_chat_keys(srv, tmp_path: Path) -> No
             GSM8K_SPEC,
             ["model.provider=openai_responses", "model.base_url=http://127.0.0.1:1/v1"],
         )
+
+
+def test_a_server_without_the_responses_api_says_to_use_openai_compatible(
+    srv, tmp_path: Path
+) -> None:
+    """Nothing answers /responses at the base URL (a server speaking only Chat
+    Completions): the 404 names the URL, model.base_url and openai_compatible."""
+    spec = _spec(tmp_path, srv, "aiohttp", base_url=f"{srv.base_url}/chat-only/v1")
+    out = run_http(spec, tmp_path)
+    message = out.row["error"]["message"]
+    assert out.row["attempts"] == 1
+    assert f"nothing answered at {srv.base_url}/chat-only/v1/responses" in message
+    assert "use openai_compatible" in message
