@@ -19,6 +19,7 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 
 import gradetrail
 from gradetrail.errors import SpecError
+from gradetrail.spec import parse_spec
 
 SCRIPT = EXAMPLES / "data" / "agent" / "server_script.json"
 server = protocol_server_fixture(scope="module", name="server")
@@ -319,3 +320,25 @@ def test_a_server_without_the_responses_api_says_to_use_openai_compatible(
     assert out.row["attempts"] == 1
     assert f"nothing answered at {srv.base_url}/chat-only/v1/responses" in message
     assert "use openai_compatible" in message
+
+
+def test_a_multi_turn_conversation_goes_as_input_items(srv, tmp_path: Path) -> None:
+    """A spec's conversation (user, assistant, user) reaches the server as input items,
+    the earlier assistant turn included; the system prompt as instructions."""
+    srv.configure(
+        script={
+            "rules": [{"regex": "^Be terse\\.\\n.*\\nEARLIER-ANSWER 17\\n", "reply": "A: 18"}],
+            "models": ["175b_verification"],
+        }
+    )
+    spec = _spec(tmp_path, srv, "sdk")
+    raw = spec.model_dump(mode="json", by_alias=True)
+    raw["system"] = "Be terse."
+    raw["prompt"] = [
+        {"role": "user", "content": "{{ question }}"},
+        {"role": "assistant", "content": "EARLIER-ANSWER 17"},
+        {"role": "user", "content": "Check it. End with a line 'A: <answer>'."},
+    ]
+    spec = parse_spec(raw, source=str(tmp_path / "multi.yaml"))
+    out = run_http(spec, tmp_path / "multi")
+    assert out.row["response"] == "A: 18" and out.row["score"] == 1.0

@@ -186,3 +186,28 @@ def test_bad_headers_are_one_line_exit_2_before_any_call(
     assert len(lines) == 1 and words in lines[0], out.stderr
     assert "ab\ncd" not in out.stderr
     assert srv.settled_stats()["total"] == 0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_anthropic_key_in_headers_replaces_its_own(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """An Anthropic-protocol gateway whose key goes in x-api-key from another variable:
+    ANTHROPIC_API_KEY is neither needed nor sent (the server checks the header)."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("GATEWAY_KEY", SECRET)
+    srv.configure(api_key=SECRET)
+    spec = gradetrail.load_spec(
+        EXAMPLES / "gsm8k.yaml",
+        [
+            "model.provider=anthropic",
+            f"model.base_url={srv.anthropic_base_url}",
+            f"model.http_client={client}",
+            "model.recordings=null",
+            "model.headers={'x-api-key': '${GATEWAY_KEY}'}",
+            "dataset.limit=2",
+        ],
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", cache_path=tmp_path / "c")
+    assert result.manifest.counts == {"scored": 2}
+    _assert_secret_nowhere(tmp_path, SECRET)
