@@ -46,7 +46,7 @@ from gradetrail.errors import (
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.providers.pricing import Price, price_for
-from gradetrail.spec.model import HttpClientName
+from gradetrail.spec.model import ENV_REFERENCE, HttpClientName
 
 __all__ = [
     "HttpProvider",
@@ -130,8 +130,6 @@ def resolve_headers(headers: Mapping[str, str] | None) -> tuple[dict[str, str], 
         SpecError: a named variable is unset or empty, or its value holds a line break or
             control character (one line naming the header and the variable, never a value).
     """
-    from gradetrail.spec.model import ENV_REFERENCE
-
     out: dict[str, str] = {}
     secrets: list[str] = []
     for name, text in (headers or {}).items():
