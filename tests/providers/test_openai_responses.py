@@ -342,3 +342,54 @@ def test_a_multi_turn_conversation_goes_as_input_items(srv, tmp_path: Path) -> N
     spec = parse_spec(raw, source=str(tmp_path / "multi.yaml"))
     out = run_http(spec, tmp_path / "multi")
     assert out.row["response"] == "A: 18" and out.row["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "transient", "words"),
+    [
+        (
+            {"status": "failed", "error": {"code": "server_error", "message": "boom"}},
+            "InvalidResponse",
+            True,
+            "server_error: boom",
+        ),
+        (
+            {"status": "failed", "error": {"code": "rate_limit_exceeded", "message": "slow"}},
+            "InvalidResponse",
+            True,
+            "rate_limit_exceeded",
+        ),
+        (
+            {"status": "failed", "error": {"code": "invalid_prompt", "message": "flagged"}},
+            "InvalidResponse",
+            False,
+            "invalid_prompt: flagged",
+        ),
+        (
+            {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}},
+            "BadRequest",
+            False,
+            "content filter",
+        ),
+        ({"status": "queued", "output": []}, "InvalidResponse", False, "background"),
+        ({"status": "completed", "output": []}, "InvalidResponse", False, "no content"),
+    ],
+)
+def test_answers_that_are_not_responses_are_classified(
+    body: dict[str, Any], kind: str, transient: bool, words: str
+) -> None:
+    """A failed response is retried as the status its error code means (a server error,
+    a rate limit) or recorded at once; a content filter is a permanent BadRequest; a
+    background response still queued, or one with nothing in its output, is never
+    cached."""
+    from gradetrail.errors import ProviderError
+    from gradetrail.providers import make_provider
+    from gradetrail.spec import ModelSpec
+
+    spec = ModelSpec(provider="openai_responses", name="gpt-5")
+    provider = make_provider(spec, Path("."))
+    data = {"id": "resp_1", "object": "response", "model": "gpt-5", "output": [], **body}
+    with pytest.raises(ProviderError) as caught:
+        provider.normalize(data, 0.1)
+    assert type(caught.value).__name__ == kind and caught.value.transient is transient
+    assert words in str(caught.value)
