@@ -52,6 +52,26 @@ Endpoints
   APIs' event shapes (Messages ``message_start`` ... ``message_stop``; Chat Completions
   chunks, the usage chunk when ``stream_options.include_usage``, ``[DONE]``), one word a
   delta, paced at ``stream_tps`` output tokens a second.
+- ``POST /v1/responses`` (OpenAI Responses, non-streaming: input items, flat function
+  tools, ``max_output_tokens`` honoured as an ``incomplete`` answer, ``text.format``
+  checked, ``stop`` / ``seed`` refused as unknown parameters). With ``reasoning`` set, the
+  answer opens with a reasoning item (summary: the rule's ``reasoning`` text; its
+  ``encrypted_content`` sealed by the server, sent when ``include`` asks for
+  ``reasoning.encrypted_content``), and a later request must send every function call of
+  such a turn back after that reasoning item, its content unchanged, or get the API's 400.
+  A rule's ``refusal`` text answers with a ``refusal`` content part. Chat Completions'
+  ``response_format`` is checked as the API checks its shape; a Messages request that
+  forces a tool (``tool_choice: {type: tool}``) with no scripted call is answered with a
+  call to that tool whose input is the reply, when the reply is a JSON object. Errors and faults use
+  the OpenAI shape; fault rules target it as ``protocol: responses``.
+- Provider recipes' paths, answered as above: Azure OpenAI's deployment URL ``POST
+  /openai/deployments/{deployment}/chat/completions`` (the ``api-version`` query required,
+  else Azure's 404 "Resource not found"; the key read from the ``api-key`` header) and its
+  v1 API ``/openai/v1/chat/completions`` / ``/openai/v1/responses`` (key in ``api-key``
+  too); Gemini's ``/v1beta/openai/chat/completions`` (bearer key).
+- ``POST /v1/messages`` (Anthropic Messages, non-streaming; ``stop_sequences`` and
+  ``max_tokens`` honoured). ``stream: true`` is answered with a 400: streaming is not
+  implemented.
 - ``POST /_control/config`` (JSON, merged into the current config; ``faults`` replaces the
   fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
   ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
@@ -253,6 +273,8 @@ LISTEN_PREFIX = "listening on "
 DEFAULT_REPLY = "I don't know."
 OPENAI = "openai"
 ANTHROPIC = "anthropic"
+#: OpenAI's Responses API (``POST /v1/responses``): errors in the OpenAI shape
+RESPONSES = "responses"
 
 # --------------------------------------------------------------------------------------
 # GSM8K data and question lookup
@@ -444,6 +466,8 @@ class ScriptRule:
     model: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     last: str | None = None
+    refusal: str | None = None
+    reasoning: str | None = None
 
     def matches(self, prompt: str, model: str, last: str = "user") -> bool:
         """Whether this rule answers ``prompt`` sent to ``model`` (its last message from
@@ -479,9 +503,10 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
         raise ConfigError("script must be a mapping, a list of rules or {'rules': [...]}")
     rules: list[ScriptRule] = []
     for raw in spec:
-        if not isinstance(raw, dict) or ("reply" not in raw and "tool_calls" not in raw):
-            raise ConfigError(f"script rule needs a 'reply' or 'tool_calls': {raw!r}")
+        if not isinstance(raw, dict) or not {"reply", "tool_calls", "refusal"} & set(raw):
+            raise ConfigError(f"script rule needs a 'reply', 'tool_calls' or 'refusal': {raw!r}")
         extra = set(raw) - {"contains", "regex", "reply", "model", "tool_calls", "last"}
+        extra -= {"refusal", "reasoning"}
         if extra:
             raise ConfigError(f"unknown script rule keys {sorted(extra)}")
         calls = raw.get("tool_calls")
@@ -506,6 +531,8 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
                 raw.get("model"),
                 calls,
                 raw.get("last"),
+                raw.get("refusal"),
+                raw.get("reasoning"),
             )
         )
     models.extend(r.model for r in rules if r.model)
@@ -563,7 +590,7 @@ class FaultRule:
             raise ConfigError(f"unknown fault rule keys {sorted(extra)}")
         if kind == "error" and "status" not in raw:
             raise ConfigError("fault kind 'error' needs a 'status'")
-        if raw.get("protocol") not in (None, OPENAI, ANTHROPIC):
+        if raw.get("protocol") not in (None, OPENAI, ANTHROPIC, RESPONSES):
             raise ConfigError("fault 'protocol' must be 'openai' or 'anthropic'")
         for key in ("first", "after", "every", "times"):
             if raw.get(key) is not None and (not isinstance(raw[key], int) or raw[key] < 0):
@@ -990,6 +1017,9 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     tools = _check_openai_tools(body, messages)
     if isinstance(tools, str):
         return tools
+    bad_format = _check_response_format(body)
+    if bad_format is not None:
+        return bad_format
     names, results, last_result = tools
     last_role = "tool" if messages[-1].get("role") == "tool" else "user"
     return ParsedRequest(
@@ -1056,6 +1086,47 @@ def _check_openai_tools(
                     return "assistant tool_calls need function.name and string arguments"
                 pending.add(str(call.get("id")))
     return frozenset(names), results, last_result
+
+
+def _forced_tool(body: dict[str, Any]) -> str | None:
+    """The tool a Messages request forces (``tool_choice: {"type": "tool", "name"}``)."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "tool":
+        return str(choice.get("name"))
+    return None
+
+
+def _forced_answer(name: str, reply: str) -> tuple[list[dict[str, Any]], str]:
+    """A reply to a forced-tool request, as a model answers one: a reply that is a JSON
+    object (a code fence around it allowed) becomes the tool's input; any other reply is
+    sent as text (there is no object to call the tool with)."""
+    text = reply.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[-1].rsplit("```", 1)[0]
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [], reply
+    if not isinstance(value, dict):
+        return [], reply
+    return [{"name": name, "arguments": value}], ""
+
+
+def _check_response_format(body: dict[str, Any]) -> str | None:
+    """The error Chat Completions gives for a malformed ``response_format``, or None."""
+    fmt = body.get("response_format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema"):
+        return "Invalid value for 'response_format.type'"
+    spec = fmt.get("json_schema")
+    if fmt["type"] == "json_schema" and (
+        not isinstance(spec, dict)
+        or not isinstance(spec.get("name"), str)
+        or not isinstance(spec.get("schema"), dict)
+    ):
+        return "Missing required parameter: 'response_format.json_schema' (name and schema)."
+    return None
 
 
 def _read_messages(messages: list[Any], not_object: str) -> tuple[list[str], str] | str:
@@ -1426,6 +1497,225 @@ def _openai_events(
 # --------------------------------------------------------------------------------------
 
 
+# --------------------------------------------------------------------------------------
+# The Responses API (POST /v1/responses)
+# --------------------------------------------------------------------------------------
+
+#: what the server signs its reasoning items' encrypted content with (a test stand-in for
+#: the real API's encryption: only content this server issued passes its check)
+_REASONING_SEAL = b"gradetrail-protocol-server"
+
+
+def _sealed(reasoning_id: str) -> str:
+    """The encrypted content this server issues with reasoning item ``reasoning_id``."""
+    digest = hashlib.sha256(_REASONING_SEAL + reasoning_id.encode()).hexdigest()
+    return base64.b64encode(f"gAAAA|{reasoning_id}|{digest}".encode()).decode()
+
+
+def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
+    """Pull the fields out of a Responses body, or return the error the real API gives.
+
+    Checked as the API checks them: ``input`` a string or a list of items (messages,
+    ``function_call``, ``function_call_output``, ``reasoning``); flat function tools
+    and a valid ``tool_choice``; every ``function_call_output`` answering an earlier
+    ``function_call``; no ``stop`` / ``seed`` (unknown parameters there); ``text.format``
+    of type ``json_schema`` with a name and an object schema. With ``reasoning`` set,
+    every function call this server made in a reasoning turn must come back after that
+    turn's reasoning item, its ``encrypted_content`` unchanged (what ``store: false``
+    requires of a real client).
+    """
+    for name in ("stop", "seed", "messages", "max_tokens"):
+        if name in body:
+            return f"Unknown parameter: '{name}'."
+    raw_input = body.get("input")
+    if isinstance(raw_input, str):
+        raw_input = [{"role": "user", "content": raw_input}]
+    if not isinstance(raw_input, list) or not raw_input:
+        return "'input' must be a string or a non-empty array of input items"
+    max_tokens = body.get("max_output_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 16):
+        return "Invalid 'max_output_tokens': integer below minimum value 16."
+    fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if fmt is not None:
+        if fmt.get("type") == "json_schema":
+            if not isinstance(fmt.get("name"), str) or not isinstance(fmt.get("schema"), dict):
+                return "text.format json_schema needs 'name' and an object 'schema'"
+        elif fmt.get("type") not in ("text", "json_object"):
+            return f"Invalid value for text.format.type: {fmt.get('type')!r}"
+    names: set[str] = set()
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not tool.get("name"):
+            return "tools: each function tool must be {type: function, name, parameters}"
+        if "function" in tool:
+            return "Unknown parameter: 'tools[0].function'."
+        names.add(str(tool["name"]))
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):
+        if choice.get("type") != "function" or choice.get("name") not in names:
+            return f"tool_choice: no function named {choice.get('name')!r} in tools"
+    elif choice not in (None, "auto", "none", "required"):
+        return f"tool_choice: invalid value {choice!r}"
+    reasoning_on = bool(body.get("reasoning"))
+    texts: list[str] = []
+    last_user, last_role, last_result = "", "user", ""
+    calls: set[str] = set()
+    sealed: set[str] = set()  # reasoning item ids that came back intact
+    results = 0
+    for i, item in enumerate(raw_input):
+        if not isinstance(item, dict):
+            return f"Invalid type for 'input[{i}]': expected an object"
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                return f"Invalid value: '{role}'. Supported values are: 'assistant', 'system', ..."
+            text = _content_text(item.get("content"))
+            texts.append(text)
+            last_role = "user"
+            if role == "user":
+                last_user = text
+        elif kind == "reasoning":
+            rid = str(item.get("id", ""))
+            if item.get("encrypted_content") == _sealed(rid):
+                sealed.add(rid)
+            elif "encrypted_content" in item:
+                return f"The encrypted content for item {rid} could not be verified."
+        elif kind == "function_call":
+            call_id = str(item.get("call_id", ""))
+            if not isinstance(item.get("arguments"), str) or not item.get("name"):
+                return f"input[{i}]: a function_call needs name and string arguments"
+            turn = call_id.split("_")[1] if call_id.count("_") >= 2 else ""
+            if reasoning_on and call_id.startswith("call_") and f"rs_{turn}" not in sealed:
+                return (
+                    f"Item 'fc_{turn}' of type 'function_call' was provided without its "
+                    f"required 'reasoning' item: 'rs_{turn}'."
+                )
+            calls.add(call_id)
+            texts.append(f"[tool_call {item.get('name')} {item.get('arguments')}]")
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if call_id not in calls:
+                return f"No tool call found for function call output with call_id {call_id}."
+            results += 1
+            last_result = str(item.get("output", ""))
+            texts.append(f"[tool_result {last_result}]")
+            last_role = "tool"
+        else:
+            return f"Invalid value for 'input[{i}].type': {kind!r}"
+    if isinstance(body.get("instructions"), str):
+        texts.insert(0, body["instructions"])
+    return ParsedRequest(
+        RESPONSES,
+        body,
+        str(body.get("model", "")),
+        "\n".join(texts),
+        last_user,
+        max_tokens,
+        [],
+        last_role,
+        last_result,
+        frozenset(names),
+        results,
+    )
+
+
+def _responses_answer(
+    req: ParsedRequest,
+    rule: ScriptRule | None,
+    text: str,
+    tool_calls: list[dict[str, Any]] | None,
+    seq: str,
+    served: str,
+    usage: tuple[int, int, int] | None,
+    *,
+    truncated: bool,
+) -> dict[str, Any]:
+    """A Responses answer: a reasoning item first when the request sets ``reasoning``
+    (its summary the rule's ``reasoning`` text, its encrypted content sealed, sent only
+    when ``include`` asks for it), then the message (``output_text``, or the rule's
+    ``refusal``), then the function calls; ``status: incomplete`` with reason
+    ``max_output_tokens`` when the reply was cut. Usage counts the reasoning summary's
+    words as reasoning tokens (at least 8 with reasoning on)."""
+    body = req.body
+    turn = hashlib.sha256(req.prompt.encode()).hexdigest()[:16]
+    output: list[dict[str, Any]] = []
+    reasoning_tokens = 0
+    if body.get("reasoning"):
+        summary = rule.reasoning if rule is not None and rule.reasoning else ""
+        reasoning_tokens = max(len(summary.split()), 8)
+        item: dict[str, Any] = {
+            "id": f"rs_{turn}",
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+        }
+        if "reasoning.encrypted_content" in (body.get("include") or []):
+            item["encrypted_content"] = _sealed(f"rs_{turn}")
+        output.append(item)
+    refusal = rule.refusal if rule is not None else None
+    if refusal:
+        content: list[dict[str, Any]] = [{"type": "refusal", "refusal": refusal}]
+    else:
+        content = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
+    if refusal or text or not tool_calls:
+        output.append(
+            {
+                "id": f"msg_{turn}",
+                "type": "message",
+                "status": "incomplete" if truncated else "completed",
+                "role": "assistant",
+                "content": content,
+            }
+        )
+    for i, call in enumerate(tool_calls or []):
+        args = call.get("arguments", {})
+        output.append(
+            {
+                "id": f"fc_{turn}_{i}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": str(call.get("id") or f"call_{turn}_{i}"),
+                "name": call["name"],
+                "arguments": args if isinstance(args, str) else json.dumps(args),
+            }
+        )
+    out: dict[str, Any] = {
+        "id": f"resp_gt{seq}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "incomplete" if truncated else "completed",
+        "error": None,
+        "incomplete_details": {"reason": "max_output_tokens"} if truncated else None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": served,
+        "output": output,
+        "parallel_tool_calls": True,
+        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+        "store": body.get("store", True),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+    }
+    if usage is not None:
+        prompt_tokens, cached, completion = usage
+        output_tokens = completion + reasoning_tokens
+        out["usage"] = {
+            "input_tokens": prompt_tokens,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": prompt_tokens + output_tokens,
+        }
+    return out
+
+
+_PARSERS: dict[str, Callable[[dict[str, Any]], ParsedRequest | str]] = {
+    OPENAI: _parse_openai,
+    ANTHROPIC: _parse_anthropic,
+    RESPONSES: _parse_responses,
+}
+
+
 class ProtocolServer:
     """State and request handling; :meth:`app` returns the ASGI application."""
 
@@ -1608,6 +1898,13 @@ class ProtocolServer:
                 return text, rule.tool_calls
         return self._recorded(req), None
 
+    def _rule(self, req: ParsedRequest) -> ScriptRule | None:
+        """The script rule that answers ``req``, or None (a recorded answer)."""
+        for rule in self.settings.script:
+            if rule.matches(req.prompt, req.model, req.last_role):
+                return rule
+        return None
+
     def _recorded(self, req: ParsedRequest) -> str | None:
         """The recorded GSM8K completion, the default reply, or None (-> 400)."""
         solutions = self.data.solutions.get(req.model)
@@ -1623,6 +1920,8 @@ class ProtocolServer:
         key = self.settings.api_key
         if key is None:
             return True
+        if request.scope["path"].startswith("/openai/"):  # Azure OpenAI: its own header
+            return request.headers.get("api-key") == key
         if protocol == ANTHROPIC:
             return request.headers.get("x-api-key") == key
         return request.headers.get("authorization") == f"Bearer {key}"
@@ -1650,6 +1949,20 @@ class ProtocolServer:
     async def messages(self, request: Request) -> Response:
         """``POST /v1/messages``."""
         return await self._inference(request, ANTHROPIC)
+
+    async def responses(self, request: Request) -> Response:
+        """``POST /v1/responses``."""
+        return await self._inference(request, RESPONSES)
+
+    async def azure_deployment(self, request: Request) -> Response:
+        """``POST /openai/deployments/{deployment}/chat/completions?api-version=...``:
+        Azure OpenAI's deployment URL. Without the ``api-version`` query, Azure's 404
+        "Resource not found"; the key (``api_key`` config) is read from ``api-key``."""
+        if not request.query_params.get("api-version"):
+            self.stats.arrive(request.scope["path"])
+            self.stats.leave(404)
+            return self._error(OPENAI, 404, "invalid_request_error", "Resource not found", "404")
+        return await self._inference(request, OPENAI)
 
     async def _inference(self, request: Request, protocol: str) -> Response:
         """Count the request, run it, and count how it left."""
@@ -1681,7 +1994,7 @@ class ProtocolServer:
         fingerprint = _fingerprint(request.scope["path"], raw_canonical)
         stats.bump(stats.fingerprints, fingerprint)
 
-        parsed = _parse_openai(body) if protocol == OPENAI else _parse_anthropic(body)
+        parsed = _PARSERS[protocol](body)
         if isinstance(parsed, str):
             return self._error(protocol, 400, "invalid_request_error", parsed), 400
         if protocol == ANTHROPIC:
@@ -1783,7 +2096,20 @@ class ProtocolServer:
         prompt_tokens = len(parsed.prompt.split())
         cached = min(settings.cache_read_tokens, prompt_tokens)
         seq = next(self._ids)
-        if protocol == OPENAI:
+        if protocol == RESPONSES:
+            rule = self._rule(parsed)
+            out = _responses_answer(
+                parsed,
+                rule,
+                text,
+                tool_calls,
+                f"{seq:012d}",
+                served,
+                (prompt_tokens, cached, completion_tokens) if include_usage else None,
+                truncated=finish == "length",
+            )
+            headers = {"x-request-id": f"req_gt{seq:012d}"}
+        elif protocol == OPENAI:
             n = body.get("n") or 1
             message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
             if tool_calls:
@@ -1820,6 +2146,9 @@ class ProtocolServer:
                 stop_reason = "max_tokens"
             else:
                 stop_reason = "stop_sequence" if stop_seq else "end_turn"
+            forced = _forced_tool(body)
+            if forced is not None and not tool_calls:
+                tool_calls, text = _forced_answer(forced, text)
             content: list[dict[str, Any]] = [{"type": "text", "text": text}]
             if tool_calls:
                 content = content if text else []
@@ -1984,6 +2313,17 @@ class ProtocolServer:
         routes = [
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/v1/responses", self.responses, methods=["POST"]),
+            # Azure OpenAI: deployment URLs (api-version query) and the v1 API
+            Route(
+                "/openai/deployments/{deployment}/chat/completions",
+                self.azure_deployment,
+                methods=["POST"],
+            ),
+            Route("/openai/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/openai/v1/responses", self.responses, methods=["POST"]),
+            # Gemini's OpenAI-compatible endpoint
+            Route("/v1beta/openai/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/models", self.list_models, methods=["GET"]),
             Route("/_control/config", self.control_config, methods=["GET", "POST"]),
             Route("/_control/stats", self.control_stats, methods=["GET"]),

@@ -18,6 +18,7 @@ PROVIDERS: dict[str, str] = {
     "anthropic": "gradetrail.providers.anthropic:AnthropicProvider",
     "openai": "gradetrail.providers.openai:OpenAIProvider",
     "openai_compatible": "gradetrail.providers.openai:OpenAIProvider",
+    "openai_responses": "gradetrail.providers.openai_responses:OpenAIResponsesProvider",
 }
 
 

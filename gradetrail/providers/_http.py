@@ -27,10 +27,11 @@ import re
 import sys
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC
 from typing import Any, ClassVar
+from urllib.parse import urlencode
 
 from gradetrail.errors import (
     AuthError,
@@ -47,7 +48,7 @@ from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTranspo
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.providers.pricing import Price, price_for, server_tool_fees
 from gradetrail.providers.served import served_model_matches
-from gradetrail.spec.model import HttpClientName
+from gradetrail.spec.model import ENV_REFERENCE, HttpClientName
 
 __all__ = [
     "HttpProvider",
@@ -139,12 +140,50 @@ def _set_instead(env: str | None) -> str:
     return ""
 
 
-def redact(text: str, key: str | None) -> str:
-    """``text`` with the API key, and anything shaped like a key or bearer token, masked:
-    provider error messages can echo part of a key (OpenAI's 401 shows a masked key)."""
-    if key and len(key) >= 4:
-        text = text.replace(key, "***")
+def redact(text: str, key: str | Sequence[str] | None) -> str:
+    """``text`` with the API key (or each of several secrets: the key and the values
+    ``model.headers`` read from the environment), and anything shaped like a key or bearer
+    token, masked: provider error messages can echo part of a key (OpenAI's 401 shows a
+    masked key)."""
+    for secret in (key,) if isinstance(key, str) or key is None else key:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
     return _KEY_SHAPES.sub("***", text)
+
+
+#: headers that carry a key: one in model.headers replaces the provider's own
+KEY_HEADERS = frozenset(["authorization", "api-key", "x-api-key"])
+
+
+def resolve_headers(headers: Mapping[str, str] | None) -> tuple[dict[str, str], tuple[str, ...]]:
+    """``model.headers`` with each ``${NAME}`` replaced by the environment variable's value,
+    and the values so read (secrets, to redact from every message).
+
+    Raises:
+        SpecError: a named variable is unset or empty, or its value holds a line break or
+            control character (one line naming the header and the variable, never a value).
+    """
+    out: dict[str, str] = {}
+    secrets: list[str] = []
+    for name, text in (headers or {}).items():
+
+        def value(match: re.Match[str], name: str = name) -> str:
+            env = match.group(1)
+            found = os.environ.get(env, "")
+            if not found.strip():
+                raise SpecError(
+                    f"model.headers {name!r}: ${{{env}}} is not set; export {env}=<value>"
+                )
+            if any(ord(ch) < 32 or ord(ch) == 127 for ch in found):
+                raise SpecError(
+                    f"model.headers {name!r}: the value of ${{{env}}} holds a line break or "
+                    f"control character; set {env} to one line"
+                )
+            secrets.append(found.strip())
+            return found.strip()
+
+        out[name] = ENV_REFERENCE.sub(value, text)
+    return out, tuple(secrets)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -272,7 +311,7 @@ def classify_status(
     headers: Mapping[str, str] | None,
     body: Any,
     *,
-    key: str | None = None,
+    key: str | Sequence[str] | None = None,
     hint: str = "",
     not_found: str = "",
 ) -> ProviderError:
@@ -289,7 +328,7 @@ def classify_status(
         status: the HTTP status code.
         headers: the response headers.
         body: the decoded JSON body, or the raw text.
-        key: the API key to redact from the message.
+        key: the API key (or the secrets) to redact from the message.
         hint: appended to auth errors (which variable holds the key).
         not_found: appended to a 404 (where the request went).
     """
@@ -357,13 +396,10 @@ class HttpProvider(Provider):
             else None
         )
         self._prices: dict[str | None, Price | None] = {}
-
-    def identity(self) -> dict[str, Any]:
-        """``model.reasoning`` when set (it decides the response; absent otherwise, so keys
-        made without it stay valid)."""
-        if self.model.reasoning is None:
-            return {}
-        return {"reasoning": self.model.reasoning.model_dump(exclude_none=True)}
+        self._extra_headers: dict[str, str] | None = None
+        self._header_secrets: tuple[str, ...] = ()
+        #: what every error message is redacted of: the key and the headers' secrets
+        self._secrets: tuple[str, ...] = ()
 
     # -- readiness ---------------------------------------------------------------------
 
@@ -389,6 +425,7 @@ class HttpProvider(Provider):
         """
         self._client = self._choose_client()
         self._warn_ignored_base_url()
+        self._extra_headers = None
         self._key = self._read_key()
 
     def _warn_ignored_base_url(self) -> None:
@@ -436,6 +473,8 @@ class HttpProvider(Provider):
     def key_hint(self) -> str:
         """What to fix after an auth error: which variable holds the key, or that none
         was sent (``model.api_key_required: false`` sends a placeholder)."""
+        if self.key_in_headers():
+            return "; check the key header in model.headers (and the variable it names)"
         if getattr(self, "_key", None) == PLACEHOLDER_KEY:
             return (
                 f"; no key was sent (model.api_key_required is false, so {PLACEHOLDER_KEY!r} "
@@ -456,7 +495,72 @@ class HttpProvider(Provider):
         """A protocol's usual mistake in ``model.base_url`` (after a 404), or empty."""
         return ""
 
+    def identity(self) -> dict[str, Any]:
+        """What the spec adds to every request besides the conversation, when set:
+        ``model.reasoning``, the answer's JSON Schema (``model.response_format``), the
+        URL's query (``model.query``) and the headers as the spec writes them (``${NAME}``
+        unresolved: never a secret). Unset, nothing: older keys stay as they were."""
+        out: dict[str, Any] = {}
+        if self.model.reasoning is not None:
+            out["reasoning"] = self.model.reasoning.model_dump(exclude_none=True)
+        if self.model.response_format is not None:
+            out["response_format"] = self.model.response_format.model_dump(mode="json")
+        if self.model.query:
+            out["query"] = dict(self.model.query)
+        if self.model.headers:
+            out["headers"] = dict(self.model.headers)
+        return out
+
+    def extra_headers(self) -> dict[str, str]:
+        """``model.headers`` resolved (see :func:`resolve_headers`); read once.
+
+        Raises:
+            SpecError: a header's variable is unset or holds a line break.
+        """
+        if self._extra_headers is None:
+            self._extra_headers, self._header_secrets = resolve_headers(self.model.headers)
+        return self._extra_headers
+
+    def key_in_headers(self) -> bool:
+        """True when ``model.headers`` carries the key (Authorization, api-key or
+        x-api-key): the provider's own key is then neither read nor sent."""
+        return any(name.lower() in KEY_HEADERS for name in self.model.headers or {})
+
+    def url(self) -> str:
+        """The endpoint's absolute URL: the base URL, the API's path and ``model.query``."""
+        url = self.base_url.rstrip("/") + self.path
+        if self.model.query:
+            url += ("&" if "?" in url else "?") + urlencode(self.model.query)
+        return url
+
+    def _all_headers(self, key: str) -> dict[str, str]:
+        """The lean client's headers: the protocol's, then ``model.headers`` over them
+        (with a key header there, the protocol's own key headers are dropped)."""
+        own = self.headers(key)
+        if self.key_in_headers():
+            own = {k: v for k, v in own.items() if k.lower() not in KEY_HEADERS}
+        return {**own, **self.extra_headers()}
+
+    def _sdk_headers(self) -> dict[str, Any]:
+        """``model.headers`` for the SDK's requests; when they carry the key, the SDK's
+        own key headers are omitted (its ``Omit()``, which the SDK's auth check accepts
+        only per request)."""
+        extra: dict[str, Any] = dict(self.extra_headers())
+        if extra and self.key_in_headers():
+            omit = importlib.import_module(self.sdk).Omit()
+            named = {k.lower() for k in extra}
+            for name in ("Authorization", "X-Api-Key"):
+                if name.lower() not in named:
+                    extra[name] = omit
+        return extra
+
     def _read_key(self) -> str:
+        self.extra_headers()  # a header's variable unset: one line, before any call
+        key = PLACEHOLDER_KEY if self.key_in_headers() else self._read_own_key()
+        self._secrets = (key, *self._header_secrets)
+        return key
+
+    def _read_own_key(self) -> str:
         env = self.key_env
         value = os.environ.get(env, "").strip() if env else ""
         if value:
@@ -502,10 +606,10 @@ class HttpProvider(Provider):
             key = self._key if self._key is not None else self._read_key()
             self._key = key
             # absolute: spares merging the path into the base URL on every call
-            url = self.base_url.rstrip("/") + self.path
+            url = self.url()
             if self._chosen() == "aiohttp":
                 self._transport = AioHttpTransport(
-                    url, self.base_url, self.headers(key), self._pool_size
+                    url, self.base_url, self._all_headers(key), self._pool_size
                 )
             else:
                 self._transport = SdkTransport(
@@ -514,6 +618,7 @@ class HttpProvider(Provider):
                     url,
                     self.base_url,
                     self._pool_size,
+                    self._sdk_headers(),
                 )
         return self._transport
 
@@ -574,7 +679,7 @@ class HttpProvider(Provider):
         except UnicodeEncodeError as exc:  # a lone surrogate from a row: one recorded row
             raise unencodable_request(exc) from None
         except Exception as exc:  # not a transport error: record it (fail-fast catches it)
-            text = redact(f"{type(exc).__name__}: {exc}", self._key)
+            text = redact(f"{type(exc).__name__}: {exc}", self._secrets)
             raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None
         if answer.status >= 400:
             error = error_body(answer.content)
@@ -582,7 +687,7 @@ class HttpProvider(Provider):
                 answer.status,
                 answer.headers,
                 error,
-                key=self._key,
+                key=self._secrets,
                 hint=self.key_hint(),
                 not_found=self.endpoint_hint(error, request.model) if answer.status == 404 else "",
             )
@@ -642,7 +747,7 @@ class HttpProvider(Provider):
         if implied is not None:
             transient = classify_status(implied, None, data).transient
         what = etype or (f"code {code}" if code else "error")
-        text = redact(f"200 answer is an error: {what}: {message or 'no message'}", self._key)
+        text = redact(f"200 answer is an error: {what}: {message or 'no message'}", self._secrets)
         return InvalidResponse(text, transient=transient, status=200, error_type=etype, code=code)
 
     def _finish(self, request: Request, response: Response, cache_write: int) -> Response:

@@ -312,6 +312,8 @@ class SdkTransport(Transport):
         url: the absolute endpoint URL (spares the SDK merging it per call).
         base_url: the endpoint's base, for error messages.
         connections: requests in flight at most.
+        headers: sent with every request over the client's own (``model.headers``; an
+            SDK ``Omit()`` value removes the client's header of that name).
     """
 
     def __init__(
@@ -321,8 +323,10 @@ class SdkTransport(Transport):
         url: str,
         base_url: str,
         connections: int,
+        headers: Mapping[str, Any] | None = None,
     ) -> None:
         self.url, self.base_url = url, base_url
+        self._options: dict[str, Any] = {"headers": dict(headers)} if headers else {}
         self._sdk = importlib.import_module(sdk)
         http = http_module()
         self._raw_type = http.Response
@@ -353,7 +357,9 @@ class SdkTransport(Transport):
         pool, sdk = self.pool, self._sdk
         i = pool.take()
         try:
-            raw = await pool.clients[i].post(self.url, body=body, cast_to=self._raw_type)
+            raw = await pool.clients[i].post(
+                self.url, body=body, cast_to=self._raw_type, options=self._options
+            )
         except sdk.APIStatusError as exc:
             response = exc.response
             return Answer(response.status_code, response.headers, response.content)

@@ -7,7 +7,8 @@ defaults to ``https://api.anthropic.com`` (``ANTHROPIC_BASE_URL`` is ignored, so
 cache key always names the endpoint). ``max_tokens`` is required by the API: when the
 spec sets none, :data:`DEFAULT_MAX_TOKENS` is sent (and enters the cache key). The API
 has no ``seed``; a spec that sets one is refused before any call. ``stop`` is sent as
-``stop_sequences``.
+``stop_sequences``. ``model.response_format`` (a JSON-schema answer) is asked for with a
+forced answer tool (see :mod:`gradetrail.providers._structured`).
 
 Stop reasons are Anthropic's own (``end_turn``, ``max_tokens``, ``stop_sequence``,
 ``tool_use``, ``pause_turn``: a server-tool loop paused, flagged truncated, or sent
@@ -39,6 +40,7 @@ from gradetrail.providers._anthropic_wire import (
 )
 from gradetrail.providers._http import HttpProvider, usage_int
 from gradetrail.providers._stream import AnthropicFold
+from gradetrail.providers._structured import answer_from_forced_tool, force_answer_tool
 from gradetrail.providers.base import Request, Response
 from gradetrail.spec.reasoning import (
     ANTHROPIC_DEFAULT_MAX_TOKENS,
@@ -173,6 +175,8 @@ class AnthropicProvider(HttpProvider):
             body["stop_sequences"] = params["stop"]
         if self.model.reasoning is not None:
             body.update(anthropic_reasoning_fields(request.model, self.model.reasoning))
+        if self.model.response_format is not None:  # a JSON answer through a forced tool
+            force_answer_tool(body, self.model.response_format)
         extra = params.get("extra")
         if extra:
             body.update(extra)
@@ -262,4 +266,6 @@ class AnthropicProvider(HttpProvider):
             refusal=refusal,
             cache_write_1h_tokens=long_write,
         )
+        if self.model.response_format is not None:
+            response = answer_from_forced_tool(response, self.model.response_format)
         return response, write

@@ -32,7 +32,7 @@ import os
 from typing import Any
 
 from gradetrail.errors import InvalidResponse
-from gradetrail.providers._http import HttpProvider, usage_int
+from gradetrail.providers._http import HttpProvider, error_fields, usage_int
 from gradetrail.providers._openai_wire import (
     openai_tool_choice,
     openai_tools,
@@ -93,6 +93,17 @@ class OpenAIProvider(HttpProvider):
             return ""
         return " (an OpenAI-compatible server's usually ends in /v1)"
 
+    def endpoint_hint(self, body: Any, model: str) -> str:
+        """After a 404: a model served on the Responses API only (OpenAI's "only
+        supported in v1/responses") names that provider; else the base class's hint."""
+        _, _, message = error_fields(body)
+        if "v1/responses" in (message or "").lower():
+            return (
+                f"; {model} is served on the Responses API only: use "
+                "model.provider: openai_responses"
+            )
+        return super().endpoint_hint(body, model)
+
     def headers(self, key: str) -> dict[str, str]:
         """``Authorization: Bearer <key>``; for ``openai`` also ``OpenAI-Organization`` /
         ``OpenAI-Project`` from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` when set, as the
@@ -134,6 +145,12 @@ class OpenAIProvider(HttpProvider):
             body[field] = params["max_tokens"]
         if self.model.reasoning is not None:
             body.update(openai_reasoning_fields(self.model.reasoning))
+        fmt = self.model.response_format
+        if fmt is not None:  # a JSON-schema answer (model.response_format)
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": fmt.name, "schema": fmt.schema_, "strict": fmt.strict},
+            }
         extra = params.get("extra")
         if extra:
             body.update(extra)

@@ -82,6 +82,9 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("model", "reasoning", None),
     ("model", "pause_turn_continuations", 0),
     ("model", "stream", None),
+    ("model", "headers", None),
+    ("model", "query", None),
+    ("model", "response_format", None),
     ("scorer", "reasoning_tags", ["think"]),
 )
 

@@ -50,6 +50,10 @@ def make_scorer(spec: EvalSpec) -> Scorer:
         from gradetrail.scorers.tool_calls import ToolCallsScorer
 
         return ToolCallsScorer(s)
+    if s.type == "json":
+        from gradetrail.scorers.json_answer import JsonScorer
+
+        return JsonScorer(s, spec.model.response_format)
     if s.type == "pairwise":
         from gradetrail.scorers.pairwise import PairwiseScorer
 

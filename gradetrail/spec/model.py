@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.reasoning import ANTHROPIC_DEFAULT_MAX_TOKENS, ReasoningSpec, problems
@@ -41,7 +42,11 @@ class ReplaySource(_Strict):
     )
 
 
-ProviderName = Literal["replay", "python", "anthropic", "openai", "openai_compatible"]
+ProviderName = Literal[
+    "replay", "python", "anthropic", "openai", "openai_compatible", "openai_responses"
+]
+#: the providers that call an HTTP API
+HTTP_PROVIDERS = ("anthropic", "openai", "openai_compatible", "openai_responses")
 #: how an HTTP provider sends its requests (execution only: not in the identity or key)
 HttpClientName = Literal["auto", "aiohttp", "sdk"]
 
@@ -71,6 +76,95 @@ class PriceSpec(_Strict):
         description="USD per use of a server-side tool, by the provider's usage name "
         "(e.g. {web_search_requests: 0.01}); default: the bundled fees.",
     )
+
+
+class ResponseFormat(_Strict):
+    """A JSON-schema answer: each provider sends the schema natively (Chat Completions
+    ``response_format: {type: json_schema}``, Responses ``text.format``, Anthropic a forced
+    tool whose input is the answer). The schema is checked with ``jsonschema`` when the spec
+    loads and enters every request's cache key."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, serialize_by_alias=True, validate_by_alias=True
+    )
+
+    schema_: dict[str, Any] = Field(
+        alias="schema",
+        description="The answer's JSON Schema (an object schema; draft 2020-12 unless it "
+        "names its own $schema).",
+    )
+    name: str = Field(
+        "answer",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="The schema's name as the APIs require it (letters, digits, _ and -).",
+    )
+    strict: bool = Field(
+        True,
+        description="Ask the API to follow the schema exactly (OpenAI strict mode, which needs "
+        "every property required and additionalProperties: false).",
+    )
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_json_schema(value)
+        return value
+
+
+def check_json_schema(schema: Any) -> None:
+    """Check that ``schema`` is a JSON Schema of an object answer, with the metaschema its
+    ``$schema`` names (draft 2020-12 by default).
+
+    Raises:
+        ValueError: one line naming the schema path that is wrong and why.
+    """
+    import jsonschema
+
+    if not isinstance(schema, dict):
+        raise ValueError(f"the schema must be an object, not {type(schema).__name__}")
+    validator = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+    try:
+        validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise ValueError(f"invalid JSON Schema at {where}: {exc.message}") from None
+    if schema.get("type") not in ("object", None) and "properties" not in schema:
+        raise ValueError(
+            f"the schema's type is {schema.get('type')!r}; the APIs take an object schema "
+            "(wrap the value in a property)"
+        )
+
+
+#: ``${NAME}`` in a header value: the environment variable's value, read at run time
+ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: headers the HTTP client sets itself
+_RESERVED_HEADERS = {"content-type", "content-length", "host", "accept-encoding", "connection"}
+
+
+def check_headers(headers: dict[str, str]) -> None:
+    """Check ``model.headers``: names are HTTP tokens (not one the client sets itself),
+    values hold no control characters and every ``${NAME}`` names a variable.
+
+    Raises:
+        ValueError: naming the header (never a value's secret) and the fix.
+    """
+    for name, value in headers.items():
+        if not _HEADER_NAME.match(name):
+            raise ValueError(f"header name {name!r} is not an HTTP token; use letters, digits, -")
+        if name.lower() in _RESERVED_HEADERS:
+            raise ValueError(f"header {name!r} is set by the HTTP client; remove it")
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise ValueError(f"header {name!r}: its value holds control characters; remove them")
+        for ref in ENV_REFERENCE.findall(value):
+            if not _ENV_NAME.match(ref):
+                raise ValueError(
+                    f"header {name!r}: ${{{ref}}} is not an environment variable's name; "
+                    "write ${NAME} with letters, digits and _"
+                )
+        if "${" in ENV_REFERENCE.sub("", value):
+            raise ValueError(f"header {name!r}: unclosed ${{ in its value; write ${{NAME}}")
 
 
 def check_base_url(value: str) -> None:
@@ -168,6 +262,25 @@ class ModelSpec(_Strict):
         "(Anthropic max_tokens above 21,333). How answers are sent, not what: not part of "
         "the run's identity or the cache key.",
     )
+    headers: dict[str, str] | None = Field(
+        None,
+        description="HTTP providers: extra request headers (e.g. Azure's api-key, a gateway's "
+        "routing header). ${NAME} in a value is replaced by the environment variable NAME at "
+        "run time; put secrets there: the spec (and so the manifest) holds only the text "
+        "as written, and secret values are never logged, cached or shown in errors. A header "
+        "named Authorization, api-key or x-api-key replaces the provider's own key header.",
+    )
+    query: dict[str, str] | None = Field(
+        None,
+        description="HTTP providers: query parameters added to every request's URL (Azure's "
+        "api-version). Literal values only (they are part of the endpoint, and of the "
+        "cache key).",
+    )
+    response_format: ResponseFormat | None = Field(
+        None,
+        description="Ask for a JSON answer that follows a JSON Schema, sent natively to the "
+        "provider; score it with scorer type json.",
+    )
     require_served_model: bool = Field(
         False,
         description="Make a response served by another model than model.name a provider_error "
@@ -181,6 +294,26 @@ class ModelSpec(_Strict):
             raise ValueError("name a module by its dotted name, e.g. mypkg.tools (no path, no ':')")
         return value
 
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None:
+            check_headers(value)
+        return value
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name, item in (value or {}).items():
+            if "${" in item:
+                raise ValueError(
+                    f"query {name!r}: query values are literal (they are part of the URL and the "
+                    "cache key); put secrets in model.headers"
+                )
+            if any(ch.isspace() or ord(ch) < 32 for ch in name + item):
+                raise ValueError(f"query {name!r}: whitespace or control characters; remove them")
+        return value
+
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
@@ -191,26 +324,38 @@ class ModelSpec(_Strict):
 
     @model_validator(mode="after")
     def _provider_fields(self) -> ModelSpec:
-        http = self.provider in ("anthropic", "openai", "openai_compatible")
-        if not self.api_key_required and self.provider != "openai_compatible":
+        http = self.provider in HTTP_PROVIDERS
+        # a key for another server: openai_compatible, or openai_responses at another URL
+        elsewhere = self.provider == "openai_compatible" or (
+            self.provider == "openai_responses"
+            and self.base_url is not None
+            and urlsplit(self.base_url).hostname != "api.openai.com"
+        )
+        key_header = any(
+            name.lower() in ("authorization", "api-key", "x-api-key") for name in self.headers or {}
+        )
+        if not self.api_key_required and not elsewhere:
             raise ValueError(
-                f"api_key_required: false applies only to openai_compatible; the {self.provider} "
-                "provider always needs a key"
+                f"api_key_required: false applies only to openai_compatible (or openai_responses "
+                f"at another base_url); the {self.provider} provider always needs a key"
             )
-        if self.provider == "openai_compatible" and self.api_key_required and not self.api_key_env:
+        if elsewhere and self.api_key_required and not self.api_key_env and not key_header:
             raise ValueError(
-                "provider 'openai_compatible' needs model.api_key_env naming the variable that "
-                "holds the key, or model.api_key_required: false for a server that checks none"
+                f"provider {self.provider!r} at {self.base_url} needs model.api_key_env naming "
+                "the variable that holds the key, a key header in model.headers, or "
+                "model.api_key_required: false for a server that checks none"
             )
         if not http and (
             self.price is not None
             or self.require_served_model
             or self.http_client != "auto"
             or self.stream is not None
+            or self.headers
+            or self.query
         ):
             raise ValueError(
-                "price, require_served_model, http_client and stream apply to HTTP providers, "
-                f"not {self.provider!r}"
+                "price, require_served_model, http_client, stream, headers and query apply to "
+                f"HTTP providers, not {self.provider!r}"
             )
         if self.provider == "replay" and self.recordings is None:
             raise ValueError("provider 'replay' needs model.recordings.path")
@@ -246,8 +391,8 @@ class ModelSpec(_Strict):
         reads = {
             "recordings": self.provider == "replay",
             "function": self.provider == "python",
-            "base_url": self.provider in ("anthropic", "openai", "openai_compatible"),
-            "api_key_env": self.provider in ("anthropic", "openai", "openai_compatible"),
+            "base_url": self.provider in HTTP_PROVIDERS,
+            "api_key_env": self.provider in HTTP_PROVIDERS,
         }
         return [
             f"model.{key} has no effect with provider {self.provider!r} but enters the "

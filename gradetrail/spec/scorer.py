@@ -6,12 +6,20 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_serializer, model_validator
+from pydantic import (
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.conversation import ToolCallsScorerSpec
-from gradetrail.spec.model import ModelSpec
+from gradetrail.spec.model import ModelSpec, check_json_schema
 
 
 class _ScorerBase(_Strict):
@@ -378,6 +386,67 @@ class PythonScorerSpec(_Strict):
         return self
 
 
+class JsonFieldRule(_Strict):
+    """How one field of a JSON answer is compared with the target's."""
+
+    match: Literal["exact", "normalized", "numeric", "ignore"] = Field(
+        "exact",
+        description="exact: equal JSON values (numbers numerically, 2 = 2.0; true is not 1); "
+        "normalized: strings compared case-folded with whitespace collapsed; numeric: "
+        "numbers within abs_tol / rel_tol; ignore: the field earns no credit and costs none.",
+    )
+    abs_tol: float = Field(0.0, ge=0, description="numeric: absolute tolerance.")
+    rel_tol: float = Field(0.0, ge=0, description="numeric: relative tolerance.")
+
+
+class JsonScorerSpec(_Strict):
+    """A JSON answer: it must parse (a code fence around it allowed) and validate against
+    the JSON Schema (invalid JSON and schema violations score 0, recorded apart with the
+    failing path); then each field of the target (its leaves: ``customer.name``,
+    ``items[0].qty``) is compared with the answer's, each earning credit 1 or 0 (recorded
+    per field), and the score is their mean (or 1 only when every field matches). The
+    target is JSON text (render it with ``{{ field | tojson }}``)."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, serialize_by_alias=True, validate_by_alias=True
+    )
+
+    type: Literal["json"]
+    schema_: dict[str, Any] | None = Field(
+        None,
+        alias="schema",
+        description="The answer's JSON Schema; default: model.response_format.schema.",
+    )
+    fields: dict[str, JsonFieldRule] = Field(
+        default_factory=dict,
+        description="Per-field comparison rules by path ('total', 'customer.name', "
+        "'items[].qty' for every element, 'items[0].qty' for one); unnamed fields: exact.",
+    )
+    score: Literal["mean", "all"] = Field(
+        "mean",
+        description="mean: the fraction of the target's fields matched; all: 1 only when "
+        "every field matches.",
+    )
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json_schema(value)
+        return value
+
+    @field_validator("fields")
+    @classmethod
+    def _paths(cls, value: dict[str, JsonFieldRule]) -> dict[str, JsonFieldRule]:
+        for path in value:
+            if not re.fullmatch(r"[^.\[\]]+(?:\[\d*\])*(?:\.[^.\[\]]+(?:\[\d*\])*)*", path):
+                raise ValueError(
+                    f"field path {path!r} is not a path; write name.sub, items[0].qty or "
+                    "items[].qty"
+                )
+        return value
+
+
 ScorerSpec = Annotated[
     ExactScorerSpec
     | RegexScorerSpec
@@ -387,7 +456,8 @@ ScorerSpec = Annotated[
     | JudgeScorerSpec
     | PairwiseScorerSpec
     | ToolCallsScorerSpec
-    | PythonScorerSpec,
+    | PythonScorerSpec
+    | JsonScorerSpec,
     Field(discriminator="type"),
 ]
 

@@ -195,6 +195,10 @@ def test_samples_lines_are_written_as_the_model_writes_them() -> None:
         assert json.loads(got[0])["scores"] == [1.0, 0.0]
 
 
+#: Response fields added after caches were written (their entries lack them)
+_LATER = ("reasoning", "reasoning_tokens", "reasoning_blocks", "refusal")
+
+
 def test_cached_responses_parse_as_json_loads_parses_them() -> None:
     """Response.from_json (pydantic-core, json.loads for what it refuses) reads back
     what to_json stored: awkward text, lone surrogates, tool calls, floats to the bit."""
@@ -214,8 +218,14 @@ def test_cached_responses_parse_as_json_loads_parses_them() -> None:
         assert Response.from_json(stored) == response
         data = json.loads(stored)
         assert Response.from_json(stored) == Response(
-            **{**data, "tool_calls": tuple(data["tool_calls"]), "reasoning_blocks": ()}
+            **{
+                **data,
+                "tool_calls": tuple(data["tool_calls"]),
+                "reasoning_blocks": tuple(data["reasoning_blocks"]),
+            }
         )
+        older = {k: v for k, v in data.items() if k not in _LATER}  # a cache entry of before
+        assert Response.from_json(json.dumps(older)) == response
 
 
 def test_rows_skip_validation_only_when_it_would_change_nothing() -> None:

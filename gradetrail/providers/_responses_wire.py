@@ -1,0 +1,168 @@
+"""The OpenAI Responses API's wire format (``POST /v1/responses``): gradetrail's neutral
+messages and tools as the API's input items, and its output items read back.
+
+Input items (what :func:`to_responses_input` writes):
+
+- a user message: ``{"role": "user", "content": TEXT}``;
+- an assistant message: its reasoning items first, verbatim (``{"type": "reasoning", "id",
+  "summary", "encrypted_content"}``, as the API returned them: with ``store: false`` the
+  encrypted content is the only way its reasoning reaches the next turn, and the API
+  requires a function call's reasoning item before it), then ``{"role": "assistant",
+  "content": TEXT}`` when it has text, then one ``{"type": "function_call", "call_id",
+  "name", "arguments": <JSON text>}`` a tool call;
+- a tool result: ``{"type": "function_call_output", "call_id", "output": TEXT}``.
+
+The system prompt travels apart, as ``instructions``. Tools are ``{"type": "function",
+"name", "description", "parameters"}`` (flat, unlike Chat Completions' nested
+``function``), ``tool_choice`` is ``auto`` / ``none`` / ``required`` or ``{"type":
+"function", "name"}``.
+
+Output items (what :func:`read_output` reads): ``message`` items (their ``output_text``
+parts are the answer; a ``refusal`` part is the model declining), ``function_call`` items
+(``call_id`` is the tool call's id), and ``reasoning`` items (kept verbatim, their
+``summary`` texts joined as the reasoning text). Other item types (web search calls,
+say) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gradetrail.conversation.messages import Message, ToolCall, make_tool_call
+from gradetrail.conversation.tools import ToolDef
+
+__all__ = [
+    "ResponsesOutput",
+    "read_output",
+    "responses_text_format",
+    "responses_tool_choice",
+    "responses_tools",
+    "to_responses_input",
+]
+
+
+def responses_tools(tools: Sequence[ToolDef]) -> list[dict[str, Any]]:
+    """Responses ``tools``: ``{"type": "function", "name", "description",
+    "parameters"}``."""
+    return [{"type": "function", **tool} for tool in tools]
+
+
+def responses_tool_choice(choice: str | Mapping[str, str]) -> Any:
+    """Responses ``tool_choice``: the mode, or ``{"type": "function", "name"}``."""
+    if isinstance(choice, str):
+        return choice
+    return {"type": "function", "name": choice["name"]}
+
+
+def responses_text_format(name: str, schema: Mapping[str, Any], strict: bool) -> dict[str, Any]:
+    """Responses ``text``: ``{"format": {"type": "json_schema", "name", "schema",
+    "strict"}}`` (flat, unlike Chat Completions' ``response_format.json_schema``)."""
+    return {
+        "format": {"type": "json_schema", "name": name, "schema": dict(schema), "strict": strict}
+    }
+
+
+def _arguments_text(call: ToolCall) -> str:
+    if call.get("arguments") is None:
+        return str(call.get("raw_arguments") or "")
+    return json.dumps(call["arguments"], ensure_ascii=False)
+
+
+def to_responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Responses ``input`` items for a conversation (see the module docstring); only
+    reasoning items of the Responses API's own shape (``type: reasoning``) are sent back."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        if role == "assistant":
+            for block in message.get("reasoning_blocks") or ():
+                if block.get("type") == "reasoning":
+                    out.append(dict(block))
+            if message["content"] or not message.get("tool_calls"):
+                out.append({"role": "assistant", "content": message["content"]})
+            for call in message.get("tool_calls") or ():
+                out.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call["id"],
+                        "name": call["name"],
+                        "arguments": _arguments_text(call),
+                    }
+                )
+        elif role == "tool":
+            out.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message["tool_call_id"],
+                    "output": message["content"],
+                }
+            )
+        else:
+            out.append({"role": role, "content": message["content"]})
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesOutput:
+    """What a Responses answer's ``output`` holds.
+
+    Attributes:
+        text: the ``output_text`` parts of every message item, joined in order.
+        refusal: the ``refusal`` parts' text, or None when the model did not decline.
+        tool_calls: the ``function_call`` items, normalized (id = the item's ``call_id``).
+        reasoning_items: the ``reasoning`` items, verbatim.
+        reasoning: the reasoning items' summary texts joined by blank lines, or None.
+        has_message: True when some message item was present (an empty answer is then
+            still an answer).
+    """
+
+    text: str
+    refusal: str | None
+    tool_calls: tuple[ToolCall, ...]
+    reasoning_items: tuple[dict[str, Any], ...]
+    reasoning: str | None
+    has_message: bool
+
+
+def read_output(output: Any) -> ResponsesOutput:
+    """Read a Responses answer's ``output`` list (items that are not objects, or of types
+    gradetrail does not use, are skipped)."""
+    texts: list[str] = []
+    refusals: list[str] = []
+    calls: list[ToolCall] = []
+    reasoning_items: list[dict[str, Any]] = []
+    summaries: list[str] = []
+    has_message = False
+    for item in output if isinstance(output, list) else ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            has_message = True
+            for part in item.get("content") or ():
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "output_text" and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+                elif part.get("type") == "refusal" and isinstance(part.get("refusal"), str):
+                    refusals.append(part["refusal"])
+        elif kind == "function_call":
+            calls.append(
+                make_tool_call(item.get("call_id"), item.get("name"), item.get("arguments"))
+            )
+        elif kind == "reasoning":
+            reasoning_items.append(item)
+            for part in item.get("summary") or ():
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    summaries.append(part["text"])
+    return ResponsesOutput(
+        text="".join(texts),
+        refusal="".join(refusals) if refusals else None,
+        tool_calls=tuple(calls),
+        reasoning_items=tuple(reasoning_items),
+        reasoning="\n\n".join(summaries) if summaries else None,
+        has_message=has_message,
+    )

@@ -1,0 +1,264 @@
+"""The ``openai_responses`` provider: OpenAI's Responses API (``POST /v1/responses``),
+through the lean aiohttp client or the official ``openai`` SDK's ``client.post``.
+
+Why a provider of its own, and not ``model.api: responses`` on ``openai``: the Responses
+API is another protocol (input items and ``instructions`` instead of messages, flat
+tools, output items, ``max_output_tokens``, no ``stop`` or ``seed``, reasoning items to
+carry across turns, its own usage and stop states), and each provider owns one wire
+format, its request checks and its error mapping. As a provider name it enters every
+request's cache key by itself, so Chat Completions keys stay byte-identical and a
+response from one API is never served for the other.
+
+- At OpenAI (no ``model.base_url``, or one at ``api.openai.com``): the key comes from
+  ``OPENAI_API_KEY`` or ``model.api_key_env``; bundled OpenAI prices apply.
+- At another server that speaks the protocol (vLLM, LM Studio, OpenRouter, Hugging Face,
+  Azure OpenAI's v1 API): ``model.base_url`` ending in ``/v1``, and the key's variable in
+  ``model.api_key_env`` (``OPENAI_API_KEY`` is never sent elsewhere), a key header in
+  ``model.headers``, or ``model.api_key_required: false``. Prices: ``model.price``.
+
+Requests are sent with ``store: false`` (nothing is kept on the server; each request is
+whole, so the cache key is everything that decides it). ``max_tokens`` is sent as
+``max_output_tokens``; ``temperature`` and ``top_p`` as they are; ``stop`` and ``seed``
+are refused before any call (the API has neither). Reasoning settings go in
+``model.params.extra`` (``reasoning: {effort: high, summary: auto}``), which enters the
+key; with them, ``include: ["reasoning.encrypted_content"]`` is sent so the reasoning
+items come back encrypted and an agent loop passes them back verbatim (see
+:mod:`gradetrail.providers._responses_wire`). ``model.response_format`` is sent as
+``text.format`` (``json_schema``).
+
+Answers: ``status: completed`` -> ``end_turn`` (``tool_use`` when the model called
+functions, ``refusal`` when it declined: the refusal text in :attr:`Response.refusal`);
+``status: incomplete`` with ``incomplete_details.reason: max_output_tokens`` ->
+``max_tokens`` (flagged truncated; a response that ran out while reasoning has empty
+text), ``content_filter`` -> a permanent ``BadRequest`` (as Chat Completions'); ``status:
+failed`` with its ``error`` -> an :class:`~gradetrail.errors.InvalidResponse` retried as
+the status its code means (``server_error``, ``rate_limit_exceeded``). Usage:
+``input_tokens`` includes ``input_tokens_details.cached_tokens`` (subtracted, so input and
+cached input are never counted twice); ``output_tokens`` includes
+``output_tokens_details.reasoning_tokens`` (kept in :attr:`Response.reasoning_tokens`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import urlsplit
+
+from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.providers._http import HttpProvider, error_fields, usage_int
+from gradetrail.providers._responses_wire import (
+    read_output,
+    responses_text_format,
+    responses_tool_choice,
+    responses_tools,
+    to_responses_input,
+)
+from gradetrail.providers._stream import Fold
+from gradetrail.providers.base import Request, Response
+
+__all__ = ["OpenAIResponsesProvider"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_PASSED = ("temperature", "top_p")
+_REFUSED_PARAMS = {
+    "stop": "the Responses API has no stop sequences; remove model.params.stop (or use "
+    "provider openai for Chat Completions)",
+    "seed": "the Responses API takes no seed; remove model.params.seed",
+}
+_INCOMPLETE = {"max_output_tokens": "max_tokens", "content_filter": "content_filter"}
+
+
+_NO_STREAM = (
+    "model.stream: the openai_responses provider does not stream yet; remove model.stream "
+    "(answers come whole)"
+)
+
+
+class OpenAIResponsesProvider(HttpProvider):
+    """The Responses API (see the module docstring)."""
+
+    name = "openai_responses"
+    sdk = "openai"
+    path = "/responses"
+    default_base_url = OPENAI_BASE_URL
+
+    @property
+    def at_openai(self) -> bool:
+        """True when requests go to OpenAI itself."""
+        base = self.model.base_url
+        return base is None or urlsplit(base).hostname == "api.openai.com"
+
+    @property
+    def default_key_env(self) -> str | None:  # type: ignore[override]
+        """``OPENAI_API_KEY`` at OpenAI; none elsewhere (the spec names the variable)."""
+        return "OPENAI_API_KEY" if self.at_openai else None
+
+    @property
+    def price_provider(self) -> str:  # type: ignore[override]
+        """Bundled OpenAI prices at OpenAI; elsewhere none (``model.price``)."""
+        return "openai" if self.at_openai else self.name
+
+    def check_ready(self) -> None:
+        """Refuse parameters the API does not have, then check the client and key.
+
+        Raises:
+            SpecError: ``model.params.stop`` or ``seed`` is set; ``model.stream`` is true
+                (this provider does not stream yet); the client is missing.
+            AuthError: the key's variable is unset.
+        """
+        params = self.model.params
+        for name, why in _REFUSED_PARAMS.items():
+            if getattr(params, name) is not None:
+                raise SpecError(f"model.params.{name}: {why}")
+        if self.model.stream:
+            raise SpecError(_NO_STREAM)
+        super().check_ready()
+
+    def fold(self, started: float) -> Fold:
+        """Never reached: a streamed answer is refused before any call (``check_ready``).
+
+        Raises:
+            SpecError: always.
+        """
+        raise SpecError(_NO_STREAM)
+
+    def base_url_advice(self) -> str:
+        """A Responses base URL usually ends in ``/v1``; a server without the Responses API
+        is reached with ``openai_compatible``."""
+        advice = "" if self.base_url.rstrip("/").endswith("/v1") else " (usually ending in /v1)"
+        return f"{advice}, or, for a server without the Responses API, use openai_compatible"
+
+    def endpoint_hint(self, body: Any, model: str) -> str:
+        """After a 404: a model served on Chat Completions only names the other provider;
+        else the base class's hint (nothing answered at the URL)."""
+        _, _, message = error_fields(body)
+        text = (message or "").lower()
+        if "chat/completions" in text or ("not supported" in text and "responses" in text):
+            return (
+                f"; {model} is served on Chat Completions, not the Responses API: use "
+                "model.provider: openai (or openai_compatible)"
+            )
+        return super().endpoint_hint(body, model)
+
+    def headers(self, key: str) -> dict[str, str]:
+        """``Authorization: Bearer <key>``; at OpenAI also ``OpenAI-Organization`` /
+        ``OpenAI-Project`` from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` when set."""
+        headers = {"Authorization": f"Bearer {key}"}
+        if self.at_openai:
+            for header, env in (
+                ("OpenAI-Organization", "OPENAI_ORG_ID"),
+                ("OpenAI-Project", "OPENAI_PROJECT_ID"),
+            ):
+                if os.environ.get(env):
+                    headers[header] = os.environ[env]
+        return headers
+
+    def make_client(self, key: str, http_client: Any) -> Any:
+        """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
+        import openai
+
+        return openai.AsyncOpenAI(
+            api_key=key, base_url=self.base_url, max_retries=0, http_client=http_client
+        )
+
+    def body(self, request: Request) -> dict[str, Any]:
+        """The Responses body: ``model``, ``input`` items, ``instructions`` (the system
+        prompt), ``tools`` / ``tool_choice``, ``max_output_tokens``, sampling params,
+        ``text.format`` for a JSON-schema answer, ``store: false``, then ``extra``; with
+        ``reasoning`` set, ``include: ["reasoning.encrypted_content"]``."""
+        body: dict[str, Any] = {
+            "model": request.model,
+            "input": to_responses_input(request.messages),
+            "store": False,
+        }
+        if request.system is not None:
+            body["instructions"] = request.system
+        if request.tools:
+            body["tools"] = responses_tools(request.tools)
+        if request.tool_choice is not None:
+            body["tool_choice"] = responses_tool_choice(request.tool_choice)
+        params = request.params
+        for name in _PASSED:
+            if name in params:
+                body[name] = params[name]
+        if "max_tokens" in params:
+            body["max_output_tokens"] = params["max_tokens"]
+        fmt = self.model.response_format
+        if fmt is not None:
+            body["text"] = responses_text_format(fmt.name, fmt.schema_, fmt.strict)
+        extra = params.get("extra")
+        if extra:
+            body.update(extra)
+        if body.get("reasoning") and "include" not in body:
+            body["include"] = ["reasoning.encrypted_content"]
+        return body
+
+    def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
+        """Text, tool calls, reasoning items, stop state, served model and usage of a
+        Responses answer (see the module docstring)."""
+        status = data.get("status")
+        if data.get("error") or status == "failed":
+            raise self.error_under_200(data if data.get("error") else {"error": "failed"})
+        if status not in ("completed", "incomplete", None):
+            raise InvalidResponse(
+                f"200 answer has status {status!r}, not completed or incomplete (background "
+                "responses are not supported: do not set background)",
+                status=200,
+                error_type="unfinished_response",
+            )
+        if not isinstance(data.get("output"), list):
+            raise InvalidResponse("200 answer has no output list", status=200)
+        out = read_output(data["output"])
+        details = data.get("incomplete_details")
+        raw_stop = details.get("reason") if isinstance(details, dict) else None
+        if status == "incomplete":
+            raw_stop = raw_stop if isinstance(raw_stop, str) else "incomplete"
+            stop = _INCOMPLETE.get(raw_stop)
+        else:
+            raw_stop = status if isinstance(status, str) else None
+            stop = "tool_use" if out.tool_calls else "end_turn"
+            if out.refusal is not None and not out.text:
+                stop = "refusal"
+        if stop == "content_filter":
+            raise BadRequest(
+                "the provider's content filter withheld the response (status incomplete, "
+                "reason content_filter)",
+                status=200,
+                error_type="content_filter",
+                code=raw_stop,
+            )
+        usage = data.get("usage")
+        if isinstance(usage, dict):
+            prompt = usage_int(usage, "input_tokens")
+            cached = usage_int(usage, "input_tokens_details", "cached_tokens")
+            output = usage_int(usage, "output_tokens")
+            reasoning_tokens = usage_int(usage, "output_tokens_details", "reasoning_tokens")
+        else:
+            self.usage_missing(str(data.get("model") or self.model.name))
+            prompt = cached = output = reasoning_tokens = 0
+        answered = out.has_message or out.tool_calls or out.refusal is not None
+        if not answered and status != "incomplete":
+            # nothing to score: never cached and scored 0 as if the model answered ""
+            raise InvalidResponse(
+                "200 answer has no content (no message, refusal or function call in its "
+                f"output; status {status!r})",
+                status=200,
+                error_type="null_content",
+            )
+        served = data.get("model")
+        response = Response(
+            text=out.text,
+            stop_reason=stop,
+            raw_stop_reason=raw_stop,
+            served_model=served if isinstance(served, str) else None,
+            input_tokens=max(prompt - cached, 0),
+            output_tokens=output,
+            cached_input_tokens=cached,
+            latency_s=latency_s,
+            tool_calls=out.tool_calls,
+            reasoning=out.reasoning,
+            reasoning_tokens=reasoning_tokens,
+            reasoning_blocks=out.reasoning_items,
+            refusal=out.refusal,
+        )
+        return response, 0

@@ -1,0 +1,395 @@
+"""The ``openai_responses`` provider through the lean aiohttp client and the real
+``openai`` SDK against the local protocol server's ``/v1/responses``: GSM8K reproduces the
+replay accuracy with both clients, rows are identical across clients, reasoning items are
+carried across an agent loop's turns, and usage, stop states, refusals and errors are read
+as the API writes them."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from http_support import SECRET_KEY, gsm8k_spec, run_http
+from paths import EXAMPLES, GSM8K_SPEC
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+from gradetrail.errors import SpecError
+from gradetrail.spec import parse_spec
+
+SCRIPT = EXAMPLES / "data" / "agent" / "server_script.json"
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+CLIENTS = ["aiohttp", "sdk"]
+#: fields of a row that differ between two runs of the same requests
+VOLATILE = {"latency_s", "started_at", "finished_at", "attempts", "cached", "run_id"}
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+def _spec(tmp_path: Path, srv: Any, client: str, **fields: Any) -> gradetrail.EvalSpec:
+    fields.setdefault("limit", 1)
+    fields.setdefault("api_key_required", False)
+    return gsm8k_spec(tmp_path / client, srv, "openai_responses", http_client=client, **fields)
+
+
+def _stable(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in VOLATILE}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_gsm8k_through_responses_scores_as_replay(srv, tmp_path: Path, client: str) -> None:
+    """The bundled GSM8K spec (1,319 problems) served over /v1/responses scores 742/1,319
+    = 0.5625 for 175b_verification, the authors' labels, through either client."""
+    spec = gradetrail.load_spec(
+        GSM8K_SPEC,
+        [
+            "model.provider=openai_responses",
+            f"model.base_url={srv.openai_base_url}",
+            "model.api_key_required=false",
+            f"model.http_client={client}",
+            "run.concurrency=64",
+        ],
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    assert result.manifest.counts == {"scored": 1319}
+    score = result.manifest.score
+    assert score is not None and score.mean is not None
+    assert round(score.mean * 1319) == 742 and round(score.mean, 4) == 0.5625
+    stats = srv.settled_stats(1319)
+    assert stats["paths"] == {"/v1/responses": 1319} and stats["unmatched"] == 0
+
+
+def test_both_clients_give_identical_rows(srv, tmp_path: Path) -> None:
+    """Text, tool calls, truncation, usage (cached and reasoning tokens) and refusals come
+    out the same through aiohttp and the SDK, row for row."""
+    srv.configure(
+        script={
+            "rules": [
+                {"contains": "A robe", "refusal": "I can't help with that."},
+                {"contains": "Josh decides", "reply": "A: 10", "reasoning": "Twelve an hour."},
+            ]
+        },
+        cache_read_tokens=6,
+    )
+    rows = {}
+    for client in CLIENTS:
+        spec = _spec(
+            tmp_path,
+            srv,
+            client,
+            limit=4,
+            params={"max_tokens": 40, "extra": {"reasoning": {"effort": "low"}}},
+        )
+        rows[client] = [_stable(r) for r in run_http(spec, tmp_path / client).rows]
+    assert rows["aiohttp"] == rows["sdk"]
+    by_id = {r["sample_id"]: r for r in rows["sdk"]}
+    assert by_id["2"]["stop_reason"] == "refusal" and by_id["2"]["response"] == ""
+    assert by_id["3"]["response"] == "A: 10" and by_id["3"]["stop_reason"] == "end_turn"
+    for row in rows["sdk"]:
+        assert row["cached_input_tokens"] == 6
+        assert row["output_tokens"] >= 8  # reasoning tokens are part of the output
+
+
+def test_usage_reads_cached_and_reasoning_tokens(srv, tmp_path: Path) -> None:
+    """input_tokens includes input_tokens_details.cached_tokens (subtracted once);
+    output_tokens includes output_tokens_details.reasoning_tokens, kept apart."""
+    import asyncio
+
+    from gradetrail.providers import make_provider
+
+    srv.configure(
+        script={"rules": [{"contains": "Q:", "reply": "A: 18", "reasoning": "one two three"}]},
+        cache_read_tokens=5,
+    )
+    spec = _spec(tmp_path, srv, "aiohttp", params={"extra": {"reasoning": {"effort": "low"}}})
+    provider = make_provider(spec.model, spec.base_dir)
+    provider.check_ready()
+    request = gradetrail.Request(
+        provider="openai_responses",
+        model="175b_verification",
+        base_url=srv.openai_base_url,
+        system="Be brief.",
+        messages=({"role": "user", "content": "Q: what is 9 + 9?"},),
+        params={"extra": {"reasoning": {"effort": "low"}}},
+    )
+
+    async def call() -> gradetrail.Response:
+        try:
+            return await provider.complete(request)
+        finally:
+            await provider.aclose()
+
+    response = asyncio.run(call())
+    prompt_words = 8  # "Be brief." and "Q: what is 9 + 9?", split on whitespace
+    assert response.total_input_tokens == prompt_words and response.cached_input_tokens == 5
+    assert response.input_tokens == prompt_words - 5
+    assert response.reasoning_tokens == 8 and response.output_tokens == 2 + 8
+    assert response.reasoning == "one two three"
+    (item,) = response.reasoning_blocks
+    assert item["type"] == "reasoning" and item["encrypted_content"]  # include was sent
+    assert (response.text, response.stop_reason, response.raw_stop_reason) == (
+        "A: 18",
+        "end_turn",
+        "completed",
+    )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_incomplete_at_max_output_tokens_is_truncated(srv, tmp_path: Path, client: str) -> None:
+    """status incomplete, reason max_output_tokens -> stop reason max_tokens, flagged
+    truncated, its raw reason kept."""
+    out = run_http(_spec(tmp_path, srv, client, limit=2, params={"max_tokens": 16}), tmp_path)
+    for row in out.rows:
+        assert (row["stop_reason"], row["raw_stop_reason"], row["truncated"]) == (
+            "max_tokens",
+            "max_output_tokens",
+            True,
+        )
+        assert row["output_tokens"] == 16
+    assert out.result.manifest.truncated == 2
+
+
+def test_stop_and_seed_are_refused_before_any_call(srv, tmp_path: Path, cli) -> None:
+    """The Responses API has no stop sequences or seed: a one-line spec error, exit 2,
+    and no request reaches the server."""
+    spec = _spec(tmp_path, srv, "aiohttp")
+    out = cli("run", str(spec.source), "--set", "model.params.stop=['\\n']")
+    assert out.exit_code == 2
+    assert "model.params.stop: the Responses API has no stop sequences" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert srv.stats()["total"] == 0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_errors_are_classified_under_the_one_retry_policy(srv, tmp_path: Path, client: str) -> None:
+    """A 429 is retried after its Retry-After; a failed response's server_error under 200
+    is retried; an exhausted quota is recorded at once, never cached."""
+    srv.configure(
+        faults=[
+            {"kind": "rate_limit", "first": 1, "retry_after": 2, "protocol": "responses"},
+            {"kind": "error_200", "after": 1, "times": 1, "protocol": "responses"},
+        ]
+    )
+    out = run_http(_spec(tmp_path, srv, client), tmp_path)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 3
+    assert out.slept[0] == 2
+    srv.configure(faults=[{"kind": "quota", "protocol": "responses"}])
+    again = run_http(_spec(tmp_path / "q", srv, client, model="6b_finetuning"), tmp_path / "q")
+    error = again.row["error"]
+    assert again.row["state"] == "provider_error" and error["code"] == "insufficient_quota"
+    assert error["transient"] is False and again.cached == 0
+
+
+def test_chat_only_model_names_the_other_api(srv, tmp_path: Path) -> None:
+    """A 404 saying the model is served on Chat Completions names provider openai; a
+    Responses-only model on Chat Completions names openai_responses (one line each)."""
+    srv.configure(
+        faults=[
+            {
+                "kind": "error",
+                "status": 404,
+                "protocol": "responses",
+                "message": "The model 175b_verification is not supported with the Responses "
+                "API; use v1/chat/completions.",
+            },
+            {
+                "kind": "error",
+                "status": 404,
+                "protocol": "openai",
+                "message": "This model is only supported in v1/responses and not in "
+                "v1/chat/completions.",
+            },
+        ]
+    )
+    out = run_http(_spec(tmp_path, srv, "aiohttp"), tmp_path)
+    message = out.row["error"]["message"]
+    assert "use model.provider: openai (or openai_compatible)" in message
+    chat = run_http(gsm8k_spec(tmp_path / "chat", srv, "openai_compatible"), tmp_path / "chat")
+    assert "use model.provider: openai_responses" in chat.row["error"]["message"]
+
+
+def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetrail.EvalSpec:
+    overrides = [
+        "model.provider=openai_responses",
+        "model.name=scripted-agent",
+        f"model.base_url={srv.openai_base_url}",
+        "model.api_key_required=false",
+        f"model.http_client={client}",
+        "model.params.max_tokens=null",
+        f"model.params.extra={json.dumps(extra)}",
+    ]
+    return gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_agent_loop_carries_reasoning_items_across_turns(srv, tmp_path: Path, client: str) -> None:
+    """The calculator agent over /v1/responses with reasoning on: each turn's reasoning
+    item (its encrypted content) goes back before the function calls it led to, which the
+    server checks as the API does; three-turn samples complete; the answers score 4/5 as
+    through Chat Completions; a re-run makes no call."""
+    srv.configure(script=str(SCRIPT))
+    spec = _agent_spec(tmp_path, srv, client, reasoning={"effort": "low", "summary": "auto"})
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    assert {sid: r["state"] for sid, r in rows.items()} == dict.fromkeys("12345", "scored")
+    turns = {sid: len(r["transcript"]["turns"]) for sid, r in rows.items()}
+    assert turns == {"1": 2, "2": 3, "3": 2, "4": 3, "5": 3}
+    assert result.manifest.score.mean == pytest.approx(0.8)
+    assert srv.settled_stats(sum(turns.values()))["statuses"] == {"200": sum(turns.values())}
+    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert srv.settled_stats()["total"] == sum(turns.values())
+    assert again.manifest.cache_hits == 5
+
+
+def test_server_refuses_function_calls_without_their_reasoning(srv) -> None:
+    """The protocol server enforces what the API requires of store: false: a function call
+    of a reasoning turn sent back without its reasoning item is a 400 (so the agent test
+    above proves the items were carried)."""
+    srv.configure(script={"rules": [{"contains": "go", "tool_calls": [{"name": "f"}]}]})
+    body: dict[str, Any] = {
+        "model": "175b_verification",
+        "store": False,
+        "reasoning": {"effort": "low"},
+        "include": ["reasoning.encrypted_content"],
+        "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+        "input": [{"role": "user", "content": "go"}],
+    }
+    first = _post(srv, body)
+    calls = [i for i in first["output"] if i["type"] == "function_call"]
+    reasoning = [i for i in first["output"] if i["type"] == "reasoning"]
+    result = {"type": "function_call_output", "call_id": calls[0]["call_id"], "output": "1"}
+    body["input"] += [*calls, result]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _post(srv, body)
+    assert refused.value.code == 400
+    assert "without its required 'reasoning' item" in refused.value.read().decode()
+    body["input"] = [body["input"][0], *reasoning, *calls, result]
+    assert _post(srv, body)["status"] == "completed"
+
+
+def _post(srv: Any, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{srv.openai_base_url}/responses",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def test_cache_key_covers_the_api_and_keeps_chat_keys(srv, tmp_path: Path) -> None:
+    """The provider name keys the API: the same prompt through Chat Completions and the
+    Responses API are two cache entries; a Chat Completions key is what it always was."""
+    from gradetrail.providers.base import Request
+
+    common = {
+        "model": "m",
+        "base_url": None,
+        "system": None,
+        "messages": ({"role": "user", "content": "hi"},),
+        "params": {},
+    }
+    chat = Request(provider="openai", **common).key()
+    responses = Request(provider="openai_responses", **common).key()
+    assert chat != responses
+    # pinned: the Chat Completions key of this request before the Responses API existed
+    assert chat == "4c45cdeb9393290163bd3940734458f969618b6d41b816d1d8d6db72ce1c1093"
+    with pytest.raises(SpecError):
+        gradetrail.load_spec(
+            GSM8K_SPEC,
+            ["model.provider=openai_responses", "model.base_url=http://127.0.0.1:1/v1"],
+        )
+
+
+def test_a_server_without_the_responses_api_says_to_use_openai_compatible(
+    srv, tmp_path: Path
+) -> None:
+    """Nothing answers /responses at the base URL (a server speaking only Chat
+    Completions): the 404 names the URL, model.base_url and openai_compatible."""
+    spec = _spec(tmp_path, srv, "aiohttp", base_url=f"{srv.base_url}/chat-only/v1")
+    out = run_http(spec, tmp_path)
+    message = out.row["error"]["message"]
+    assert out.row["attempts"] == 1
+    assert f"nothing answered at {srv.base_url}/chat-only/v1/responses" in message
+    assert "use openai_compatible" in message
+
+
+def test_a_multi_turn_conversation_goes_as_input_items(srv, tmp_path: Path) -> None:
+    """A spec's conversation (user, assistant, user) reaches the server as input items,
+    the earlier assistant turn included; the system prompt as instructions."""
+    srv.configure(
+        script={
+            "rules": [{"regex": "^Be terse\\.\\n.*\\nEARLIER-ANSWER 17\\n", "reply": "A: 18"}],
+            "models": ["175b_verification"],
+        }
+    )
+    spec = _spec(tmp_path, srv, "sdk")
+    raw = spec.model_dump(mode="json", by_alias=True)
+    raw["system"] = "Be terse."
+    raw["prompt"] = [
+        {"role": "user", "content": "{{ question }}"},
+        {"role": "assistant", "content": "EARLIER-ANSWER 17"},
+        {"role": "user", "content": "Check it. End with a line 'A: <answer>'."},
+    ]
+    spec = parse_spec(raw, source=str(tmp_path / "multi.yaml"))
+    out = run_http(spec, tmp_path / "multi")
+    assert out.row["response"] == "A: 18" and out.row["score"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "transient", "words"),
+    [
+        (
+            {"status": "failed", "error": {"code": "server_error", "message": "boom"}},
+            "InvalidResponse",
+            True,
+            "server_error: boom",
+        ),
+        (
+            {"status": "failed", "error": {"code": "rate_limit_exceeded", "message": "slow"}},
+            "InvalidResponse",
+            True,
+            "rate_limit_exceeded",
+        ),
+        (
+            {"status": "failed", "error": {"code": "invalid_prompt", "message": "flagged"}},
+            "InvalidResponse",
+            False,
+            "invalid_prompt: flagged",
+        ),
+        (
+            {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}},
+            "BadRequest",
+            False,
+            "content filter",
+        ),
+        ({"status": "queued", "output": []}, "InvalidResponse", False, "background"),
+        ({"status": "completed", "output": []}, "InvalidResponse", False, "no content"),
+    ],
+)
+def test_answers_that_are_not_responses_are_classified(
+    body: dict[str, Any], kind: str, transient: bool, words: str
+) -> None:
+    """A failed response is retried as the status its error code means (a server error,
+    a rate limit) or recorded at once; a content filter is a permanent BadRequest; a
+    background response still queued, or one with nothing in its output, is never
+    cached."""
+    from gradetrail.errors import ProviderError
+    from gradetrail.providers import make_provider
+    from gradetrail.spec import ModelSpec
+
+    spec = ModelSpec(provider="openai_responses", name="gpt-5")
+    provider = make_provider(spec, Path("."))
+    data = {"id": "resp_1", "object": "response", "model": "gpt-5", "output": [], **body}
+    with pytest.raises(ProviderError) as caught:
+        provider.normalize(data, 0.1)
+    assert type(caught.value).__name__ == kind and caught.value.transient is transient
+    assert words in str(caught.value)

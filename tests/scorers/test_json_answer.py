@@ -1,0 +1,231 @@
+"""The ``json`` scorer and structured outputs: the bundled order-extraction example (24
+recorded answers) scores per field exactly as worked out by hand below, through replay
+and through each provider's native schema request (Chat Completions ``response_format``,
+Responses ``text.format``, Anthropic's forced tool) against the local protocol server;
+bad schemas and targets are refused before any call."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from paths import EXAMPLES
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+from gradetrail.providers import make_provider
+from gradetrail.scorers.json_answer import compare_fields, parse_answer
+from gradetrail.spec import JsonFieldRule
+
+SPEC = EXAMPLES / "structured-output.yaml"
+REPLIES = EXAMPLES / "data" / "orders" / "replies.jsonl"
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+#: each row's score, worked out by hand from examples/data/orders (fields: customer.name,
+#: customer.tier, each item's sku and qty, total, express)
+BY_HAND = {
+    "01": Fraction(1),  # right
+    "02": Fraction(1),  # right, two items
+    "03": Fraction(5, 6),  # tier gold for basic
+    "04": Fraction(1),  # "edsger  DIJKSTRA": names compare normalized
+    "05": Fraction(1),  # total 50.005 for 50.0: within abs_tol 0.01
+    "06": Fraction(5, 6),  # total 121 for 120
+    "07": Fraction(7, 8),  # items[1].qty 3 for 2
+    "08": Fraction(6, 8),  # items[1] missing: its sku and qty
+    "09": Fraction(8, 9),  # an extra items[2]: a failed field
+    "10": Fraction(5, 6),  # express true for false
+    "11": Fraction(0),  # cut-off JSON
+    "12": Fraction(0),  # tier "diamond": not in the enum
+    "13": Fraction(0),  # qty 0: under the minimum
+    "14": Fraction(0),  # express missing: required
+    "15": Fraction(0),  # total "12.50": a string
+    "16": Fraction(1),  # right, in a ```json fence
+    "17": Fraction(5, 6),  # in a bare fence, items[0].sku wrong
+    "18": Fraction(0),  # JSON inside prose, unfenced: not JSON
+    "19": Fraction(4, 8),  # the two items swapped: each position's sku and qty wrong
+    "20": Fraction(1),  # qty 2.0 for 2: an integer by the schema, equal by value
+    "21": Fraction(0),  # express "true": a string
+    "22": Fraction(0),  # an additional property
+    "23": Fraction(3, 6),  # name, qty and total wrong
+    "24": Fraction(1),  # right, with no items (the empty array is one field)
+}
+FAILURES = {
+    "11": ("invalid_json", None),
+    "12": ("schema_violation", "/customer/tier"),
+    "13": ("schema_violation", "/items/0/qty"),
+    "14": ("schema_violation", "/"),
+    "15": ("schema_violation", "/total"),
+    "18": ("invalid_json", None),
+    "21": ("schema_violation", "/express"),
+    "22": ("schema_violation", "/"),
+}
+
+
+def _rows(result: gradetrail.RunResult) -> dict[str, dict[str, Any]]:
+    return {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+
+
+def _check_by_hand(rows: dict[str, dict[str, Any]]) -> None:
+    assert {sid: r["state"] for sid, r in rows.items()} == dict.fromkeys(BY_HAND, "scored")
+    for sid, want in BY_HAND.items():
+        assert rows[sid]["score"] == pytest.approx(float(want)), sid
+        failure = rows[sid]["scorer"].get("failure")
+        expected = FAILURES.get(sid)
+        assert failure == (expected[0] if expected else None), sid
+        if expected and expected[1] is not None:
+            paths = [e["path"] for e in rows[sid]["scorer"]["schema_errors"]]
+            assert paths == [expected[1]], sid
+
+
+def test_example_through_replay_scores_each_field_as_by_hand(tmp_path: Path) -> None:
+    """The bundled example: every row's score is the hand-worked one; the mean is their
+    mean (0.5770); the detail names each failed field and what was wanted."""
+    spec = gradetrail.load_spec(SPEC)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    rows = _rows(result)
+    _check_by_hand(rows)
+    mean = sum(BY_HAND.values()) / len(BY_HAND)
+    assert result.manifest.score.mean == pytest.approx(float(mean))
+    assert round(float(mean), 4) == 0.5770
+    assert rows["03"]["scorer"]["fields"] == {
+        "customer.name": 1.0,
+        "customer.tier": 0.0,
+        "items[0].sku": 1.0,
+        "items[0].qty": 1.0,
+        "total": 1.0,
+        "express": 1.0,
+    }
+    assert rows["03"]["scorer"]["mismatches"] == {"customer.tier": {"got": "gold", "want": "basic"}}
+    assert rows["08"]["scorer"]["mismatches"] == {
+        "items[1].sku": {"want": "SKU-K2"},
+        "items[1].qty": {"want": 1},
+    }
+    assert rows["09"]["scorer"]["mismatches"] == {
+        "items[2]": {"got": {"sku": "SKU-Z9", "qty": 1}, "want": "absent"}
+    }
+    assert rows["16"]["scorer"]["fenced"] is True and rows["17"]["scorer"]["fenced"] is True
+    assert "json_error" in rows["11"]["scorer"] and "answer" not in rows["11"]["scorer"]
+    # a schema violation is recorded apart from its fields, which still show what matched
+    assert rows["12"]["scorer"]["fields"]["customer.tier"] == 0.0
+    assert rows["12"]["scorer"]["fields"]["total"] == 1.0
+
+
+def _script() -> dict[str, Any]:
+    rules = []
+    for line in REPLIES.read_text().splitlines():
+        row = json.loads(line)
+        rules.append({"contains": f"Order {row['id']}:", "reply": row["order-extractor"]})
+    return {"rules": rules, "models": ["order-extractor"]}
+
+
+@pytest.mark.parametrize(
+    ("provider", "client"),
+    [
+        ("openai_compatible", "aiohttp"),
+        ("openai_responses", "aiohttp"),
+        ("openai_responses", "sdk"),
+        ("anthropic", "sdk"),
+    ],
+)
+def test_each_provider_sends_the_schema_natively_and_scores_alike(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str, client: str
+) -> None:
+    """The same answers served over each protocol score as through replay. The server
+    checks the schema's native shape (Chat Completions response_format, Responses
+    text.format) and answers Anthropic's forced answer tool with a tool call, whose input
+    the provider reads back as the JSON text."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    srv.configure(script=_script())
+    url = srv.anthropic_base_url if provider == "anthropic" else srv.openai_base_url
+    overrides = [
+        f"model.provider={provider}",
+        f"model.base_url={url}",
+        f"model.http_client={client}",
+        "model.recordings=null",
+    ]
+    if provider != "anthropic":
+        overrides.append("model.api_key_required=false")
+    spec = gradetrail.load_spec(SPEC, overrides)
+    body = make_provider(spec.model, spec.base_dir).body(_request(spec))
+    if provider == "openai_compatible":
+        assert body["response_format"]["json_schema"]["name"] == "order"
+    elif provider == "openai_responses":
+        assert body["text"]["format"]["type"] == "json_schema"
+    else:
+        assert body["tool_choice"] == {"type": "tool", "name": "order"}
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    rows = _rows(result)
+    _check_by_hand(rows)
+    assert srv.settled_stats(24)["statuses"] == {"200": 24}
+    if provider == "anthropic":  # the tool's input, read back as text: no fence left
+        assert rows["16"]["scorer"]["fenced"] is False
+        assert rows["16"]["stop_reason"] == "end_turn" and not rows["16"]["tool_calls"]
+
+
+def _request(spec: gradetrail.EvalSpec) -> gradetrail.Request:
+    return gradetrail.Request(
+        provider=spec.model.provider,
+        model=spec.model.name,
+        base_url=spec.model.base_url,
+        system=None,
+        messages=({"role": "user", "content": "Order 01: ..."},),
+        params={},
+    )
+
+
+def test_the_schema_enters_the_cache_key_and_unset_keeps_old_keys(srv, tmp_path: Path) -> None:
+    """A response_format (and a changed schema) keys its own entries; without one a
+    provider's identity is empty, so every existing key is unchanged."""
+    base = ["model.provider=openai_compatible", "model.base_url=http://127.0.0.1:9/v1"]
+    base.append("model.api_key_required=false")
+    with_schema = gradetrail.load_spec(SPEC, base)
+    changed = gradetrail.load_spec(
+        SPEC, [*base, "model.response_format.schema.properties.total.minimum=1"]
+    )
+    without = gradetrail.load_spec(SPEC, [*base, "model.response_format=null"])
+    ids = [make_provider(s.model, s.base_dir).identity() for s in (with_schema, changed, without)]
+    assert ids[0]["response_format"]["name"] == "order"
+    assert ids[0] != ids[1] and ids[2] == {}
+
+
+def test_a_bad_schema_is_one_line_exit_2_before_any_call(cli, tmp_path: Path) -> None:
+    """A schema jsonschema refuses: one line naming the field and the schema path."""
+    out = cli(
+        "run", str(SPEC), "--set", "model.response_format.schema.properties.total.type=decimal"
+    )
+    assert out.exit_code == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "invalid JSON Schema at properties/total/type" in lines[0]
+    out = cli("run", str(SPEC), "--set", "scorer.fields={'items..qty': {'match': 'exact'}}")
+    assert out.exit_code == 2 and "is not a path" in out.stderr
+
+
+def test_a_target_that_breaks_the_schema_is_refused_before_any_call(tmp_path: Path) -> None:
+    """A row whose expected answer does not follow the schema is the dataset's fault,
+    named before any call."""
+    rows = (EXAMPLES / "data" / "orders" / "orders.jsonl").read_text().splitlines()
+    bad = json.loads(rows[0])
+    bad["expected"]["customer"]["tier"] = "silver"
+    data = tmp_path / "orders.jsonl"
+    data.write_text("\n".join([json.dumps(bad), *rows[1:]]) + "\n")
+    spec = gradetrail.load_spec(SPEC, [f"dataset.path={data}"])
+    with pytest.raises(gradetrail.DatasetError, match=r"sample '01'.*/customer/tier"):
+        gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+
+
+def test_parse_and_compare_edges() -> None:
+    """Fences with or without a language, booleans never equal to numbers, tolerance only
+    where a rule asks for it, ignored fields neither earn nor cost."""
+    assert parse_answer('```json\n{"a": 1}\n```') == ({"a": 1}, True, None)
+    assert parse_answer(' {"a": 1} ') == ({"a": 1}, False, None)
+    value, fenced, error = parse_answer("no json here")
+    assert value is None and not fenced and error.startswith("Expecting value")
+    credit, misses = compare_fields({"a": True, "b": 1.0}, {"a": 1, "b": 1}, {})
+    assert credit == {"a": 0.0, "b": 1.0} and misses == {"a": {"got": True, "want": 1}}
+    rules = {"x": JsonFieldRule(match="numeric", rel_tol=0.1), "y": JsonFieldRule(match="ignore")}
+    credit, _ = compare_fields({"x": 10.5, "y": "?", "z": 3}, {"x": 10, "y": "!", "z": 3}, rules)
+    assert credit == {"x": 1.0, "z": 1.0}
