@@ -722,7 +722,8 @@ def _reason(r: GateResult) -> str:
     parts = [f"{'PASS' if r.passed else 'FAIL'}: {r.test}, {level} {decided}"]
     if r.p_adjusted is not None:
         parts.append(
-            f"{(r.family or 'Holm').split()[0]}-adjusted p {r.p_adjusted:.3g} {'<=' if r.passed else '>'} alpha "
+            f"{(r.family or 'Holm').split()[0]}-adjusted p {r.p_adjusted:.3g} "
+            f"{'<=' if r.passed else '>'} alpha "
             f"{r.alpha:g} ({r.family})"
         )
     if not r.passed:

@@ -234,7 +234,8 @@ def sweep_table(
     gate = dict(record.gate)
     correction = correction or str(gate.pop("correction", "holm"))
     gate.pop("correction", None)
-    options = {k: gate[k] for k in ("test", "margin", "confidence", "method", "errors") if k in gate}
+    keys = ("test", "margin", "confidence", "method", "errors")
+    options: dict[str, Any] = {k: gate[k] for k in keys if k in gate}
     options["allow_partial"] = allow_partial
     base_dir = root / base.run_dir
     candidates = [c for c in record.cells if c.name != base.name]
@@ -378,9 +379,7 @@ def _slices(
             slice_gate = corrected.get((cell.name, name))
             if slice_gate is None:
                 try:
-                    slice_gate = regression_gate(
-                        base_dir, run.path, samples=ids, **options
-                    )
+                    slice_gate = regression_gate(base_dir, run.path, samples=ids, **options)
                 except GateError as exc:
                     note = str(exc)
         hidden = bool(

@@ -195,8 +195,10 @@ def run_sweep(
             write_sweep_record(directory, record)
             raise
         status = result.manifest.status
-        outcome = "ran" if status == "complete" else (
-            "interrupted" if status == "interrupted" else "failed"
+        outcome = (
+            "ran"
+            if status == "complete"
+            else ("interrupted" if status == "interrupted" else "failed")
         )
         record.cells[index].outcome = outcome  # type: ignore[assignment]
         write_sweep_record(directory, record)

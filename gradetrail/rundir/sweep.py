@@ -96,4 +96,5 @@ def read_sweep_record(directory: str | Path) -> SweepRecord:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
     except ValidationError as exc:
-        raise UsageError(f"{path}: not a gradetrail sweep record ({exc.error_count()} errors)") from None
+        problems = exc.error_count()
+        raise UsageError(f"{path}: not a gradetrail sweep record ({problems} errors)") from None

@@ -184,8 +184,10 @@ class SweepSpec(_Strict):
             return matches[0]
         shown = ", ".join(c.name for c in (matches or cells)[:6])
         if matches:
-            raise SpecError(f"{self.source}: {what} {name!r} names {len(matches)} cells "
-                            f"({shown}); name one as label/label")
+            raise SpecError(
+                f"{self.source}: {what} {name!r} names {len(matches)} cells "
+                f"({shown}); name one as label/label"
+            )
         raise SpecError(f"{self.source}: {what} {name!r} is not a cell; the cells are {shown}")
 
 
