@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.analysis import gate_runs
-from gradetrail.analysis.gate import GateResult, correct_family, regression_gate
+from gradetrail.analysis.gate import GateFamily, GateResult, correct_family, regression_gate
 from gradetrail.analysis.gate_runs import GateError
 from gradetrail.rundir.sweep import CellRecord, SweepRecord, read_sweep_record
 from gradetrail.stats import intervals as stats
@@ -160,6 +160,17 @@ class SweepTable:
     def candidates(self) -> tuple[CellRow, ...]:
         """Every cell but the baseline."""
         return tuple(c for c in self.cells if not c.is_baseline)
+
+    def family(self) -> GateFamily:
+        """Every comparison of the family (each candidate overall, then its
+        must-not-regress slices), as :func:`gate_family` would return them: for JUnit
+        and GitHub reports shared with ``gradetrail gate``."""
+        results = []
+        for c in self.candidates:
+            if c.gate is not None:
+                results.append(c.gate)
+            results += [s.gate for s in c.slices if s.must_not_regress and s.gate]
+        return GateFamily(tuple(results), self.correction, self.alpha)
 
     def passed(self, candidate: str | None = None) -> bool:
         """Any candidate passed, or (named) that one did."""

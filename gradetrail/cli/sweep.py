@@ -1,0 +1,162 @@
+"""``gradetrail sweep``: run every cell of a sweep (models x prompts x ...) and print one
+table with each candidate's paired, multiplicity-corrected verdict against the baseline."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gradetrail.errors import GradetrailError, UsageError
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``sweep`` to ``app``."""
+    app.command("sweep")(sweep)
+
+
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="The sweep file (YAML).")],
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="The baseline cell (its name, or a label only one cell has)."),
+    ] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option(help="Exit 0 only if this cell passes (default: if any candidate does)."),
+    ] = None,
+    correction: Annotated[
+        str | None,
+        typer.Option(help="holm, bonferroni or none (default: the sweep file's, else holm)."),
+    ] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="Cache file (default: $GRADETRAIL_CACHE or ~/.cache/gradetrail)."),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
+    ] = False,
+    results_root: Annotated[
+        Path, typer.Option("--results-root", help="Where run directories are written.")
+    ] = Path("results"),
+    executor: Annotated[
+        str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
+    ] = "local",
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="List what would be called, and its estimated cost."),
+    ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial", help="Gate cells that did not complete, on shared samples."
+        ),
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Also write the table as Markdown to this file.")
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option(help="Also write every comparison as JUnit XML to this file.")
+    ] = None,
+    github: Annotated[
+        bool,
+        typer.Option("--github", help="Append the table to $GITHUB_STEP_SUMMARY; annotate."),
+    ] = False,
+) -> None:
+    """Run a sweep's cells (complete ones are not run again) and gate them against the
+    baseline: exit 0 a candidate passed (or --candidate did), 1 none, 2 bad input or the
+    cells cannot be compared, 130 interrupted."""
+    from gradetrail.analysis.sweep import sweep_table
+    from gradetrail.cli import fail
+    from gradetrail.engine.sweep import dry_run as plan_dry_run
+    from gradetrail.engine.sweep import run_sweep
+    from gradetrail.report.sweep import dry_run_lines, sweep_lines, sweep_markdown
+    from gradetrail.spec.sweep import load_sweep
+
+    if executor not in ("local", "ray"):
+        raise typer.BadParameter(
+            f"unknown executor {executor!r}; use local or ray", param_hint="--executor"
+        )
+    if correction not in (None, "holm", "bonferroni", "none"):
+        raise typer.BadParameter("use holm, bonferroni or none", param_hint="--correction")
+    try:
+        loaded = load_sweep(sweep_file)
+        if baseline is not None:
+            loaded.find(baseline, "--baseline")
+        if candidate is not None:
+            loaded.find(candidate, "--candidate")
+        if dry_run:
+            cells = plan_dry_run(loaded, results_root=results_root, cache_path=cache)
+            if json_out:
+                from dataclasses import asdict
+
+                print(json.dumps([asdict(c) for c in cells], indent=2))
+            else:
+                for line in dry_run_lines(cells):
+                    print(line)
+            raise typer.Exit(0)
+        chosen = None
+        if executor == "ray":
+            from gradetrail.executors.ray import RayOptions
+
+            chosen = RayOptions()
+
+        def on_cell(cell, outcome, result) -> None:  # noqa: ANN001 - typer-free callback
+            print(f"cell {cell.cell.name}: {outcome}", file=sys.stderr)
+
+        done = run_sweep(
+            loaded,
+            results_root=results_root,
+            cache_path=cache,
+            use_cache=not no_cache,
+            executor_options=chosen,
+            on_cell=on_cell,
+        )
+        if done.interrupted:
+            print(
+                "error: the sweep was interrupted; run the same command again to finish it "
+                "(nothing answered is paid twice)",
+                file=sys.stderr,
+            )
+            raise typer.Exit(143 if done.stop_signal == "SIGTERM" else 130)
+        table = sweep_table(
+            done.directory,
+            baseline=baseline,
+            correction=correction,
+            allow_partial=allow_partial,
+        )
+        passed = table.passed(candidate)
+    except GradetrailError as exc:
+        raise fail(exc) from None
+    except ValueError as exc:
+        raise fail(UsageError(str(exc))) from None
+    if json_out:
+        print(json.dumps({"passed": passed, **table.to_dict()}, indent=2))
+    else:
+        for line in sweep_lines(table):
+            print(line)
+    report = sweep_markdown(table) if (markdown is not None or github) else ""
+    try:
+        if markdown is not None:
+            markdown.write_text(report, encoding="utf-8", errors="backslashreplace")
+        if junit is not None:
+            from gradetrail.ci.junit import gate_junit, write_junit
+
+            write_junit(gate_junit(table.family()), junit)
+        if github:
+            from gradetrail.ci.github import append_step_summary
+
+            append_step_summary(report)
+            what = f"cell {candidate}" if candidate else "any candidate"
+            verdict = "passed" if passed else "did not pass"
+            kind = "notice" if passed else "error"
+            print(f"::{kind} title=gradetrail sweep {table.name}::{what} {verdict}")
+    except OSError as exc:
+        raise fail(UsageError(f"cannot write the sweep report: {exc}")) from None
+    raise typer.Exit(0 if passed else 1)
