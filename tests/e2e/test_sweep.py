@@ -16,7 +16,7 @@ import pytest
 import yaml
 from paths import GSM8K_DATA, ROOT
 from protocol_server import running_server
-from run_support import send, wait_until
+from run_support import send
 
 from gradetrail.analysis.gate import regression_gate
 from gradetrail.rundir.sweep import read_sweep_record
