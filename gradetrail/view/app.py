@@ -136,7 +136,10 @@ class Viewer:
 
     def runs_page(self, request: Request) -> Response:
         """Every run directory under the root, filtered and sorted by the URL."""
-        runs = self.store.runs()
+        from gradetrail.view import sweeps
+
+        runs = [r for r in self.store.runs() if not sweeps.is_sweep_dir(r.path)]
+        sweep_records, in_sweeps = sweeps.sweeps_by_run(self)
         shown = pages.filter_runs(runs, request.query_params)
         statuses = sorted({r.status for r in runs})
         return self.render(
@@ -148,6 +151,8 @@ class Viewer:
             statuses=statuses,
             params=dict(request.query_params),
             live=any(r.live for r in shown),
+            sweeps=sweep_records,
+            in_sweeps=in_sweeps,
         )
 
     def run_page(self, request: Request) -> Response:
@@ -482,6 +487,18 @@ class Viewer:
         next_id = listed[at + 1] if 0 <= at < len(listed) - 1 else None
         return result.sample(sample_id), prev_id, next_id
 
+    def sweep_page(self, request: Request) -> Response:
+        """A sweep's matrix, table and slices (:mod:`gradetrail.view.sweeps`)."""
+        from gradetrail.view import sweeps
+
+        return sweeps.sweep_page(self, request)
+
+    def sweep_sample_page(self, request: Request) -> Response:
+        """One sample across every cell of a sweep (:mod:`gradetrail.view.sweeps`)."""
+        from gradetrail.view import sweeps
+
+        return sweeps.sweep_sample_page(self, request)
+
     def no_such_page(self, request: Request) -> Response:
         """Any other path under /runs/: a run name holding ``/`` (``%2f``) or ``..``."""
         rest = request.path_params["rest"]
@@ -605,6 +622,8 @@ def create_app(results_root: str | Path, allowed_hosts: list[str] | None = None)
         Route("/runs/{run:str}/progress", page(viewer.progress), methods=["GET"]),
         Route("/runs/{run:str}/scores.svg", page(viewer.scores_chart), methods=["GET"]),
         Route("/diff", page(viewer.diff_page), methods=["GET"]),
+        Route("/sweeps/{sweep:str}", page(viewer.sweep_page), methods=["GET"]),
+        Route("/sweeps/{sweep:str}/sample", page(viewer.sweep_sample_page), methods=["GET"]),
         Route("/diff/sample", page(viewer.diff_sample_page), methods=["GET"]),
         Route("/runs/{rest:path}", page(viewer.no_such_page), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
