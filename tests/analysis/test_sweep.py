@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cli_support import run_cli
-from paths import GSM8K_SPEC
+from paths import EXAMPLES, GSM8K_SPEC
 
 from gradetrail.analysis.gate import regression_gate
 from gradetrail.analysis.sweep import sweep_table
@@ -24,19 +24,9 @@ MODELS = ["175b_verification", "175b_finetuning", "6b_verification", "6b_finetun
 
 @pytest.fixture(scope="module")
 def gsm8k(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A four-cell sweep over the GSM8K recordings, run once for the module."""
+    """The bundled example sweep over the four GSM8K recordings, run once for the module."""
     root = tmp_path_factory.mktemp("gsm8k-sweep")
-    sweep = root / "sweep.yaml"
-    sweep.write_text(
-        yaml.safe_dump(
-            {
-                "name": "gsm8k-models",
-                "spec": str(GSM8K_SPEC),
-                "axes": {"model.name": MODELS},
-                "baseline": "175b_finetuning",
-            }
-        )
-    )
+    sweep = EXAMPLES / "gsm8k-sweep.yaml"  # the bundled example: four models, Holm
     done = run_sweep(load_sweep(sweep), results_root=root / "results", cache_path=root / "c.db")
     assert [c.outcome for c in done.record.cells] == ["ran"] * 4
     return {"sweep": sweep, "dir": done.directory, "root": root}
@@ -119,6 +109,7 @@ def test_gsm8k_rerun_pays_nothing_and_adding_a_model_runs_only_it(
     raw = yaml.safe_load(gsm8k["sweep"].read_text())
     raw["axes"]["model.name"] = [*MODELS[:2], MODELS[3]]  # a three-model sweep first
     raw["name"] = "three"
+    raw["spec"] = str(GSM8K_SPEC)
     three = tmp_path / "three.yaml"
     three.write_text(yaml.safe_dump(raw))
     root = tmp_path / "results"
