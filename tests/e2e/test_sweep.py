@@ -16,7 +16,7 @@ import pytest
 import yaml
 from paths import GSM8K_DATA, ROOT
 from protocol_server import running_server
-from run_support import send
+from run_support import send, wait_until
 
 from gradetrail.analysis.gate import regression_gate
 from gradetrail.rundir.sweep import read_sweep_record
@@ -125,3 +125,60 @@ def test_kill_9_mid_sweep_then_rerun_pays_nothing_twice(tmp_path: Path) -> None:
     assert same["gate"]["lo"] == pytest.approx(-(1.959964**2) / (SAMPLES + 1.959964**2), rel=1e-5)
     resumed = cells["6b_verification/plain"]
     assert resumed["cache_hits"] == 10  # the 10 answered before the kill
+
+
+def test_ctrl_c_stops_the_sweep_after_its_requests_land(tmp_path: Path) -> None:
+    """Ctrl-C in the second cell: its 4 requests in flight land, no later cell starts, the
+    record says interrupted, exit 130; the same command finishes the sweep paying only
+    for the rest."""
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    with running_server(latency=0.02, faults=[{"kind": "hold", "after": 40}]) as srv:
+        sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
+        proc = _sweep(sweep, cache, results)
+        srv.wait_held(4)
+        send(proc, signal.SIGINT)
+        # the drain waits for the held requests: release them once the run has seen it
+        wait_until(lambda: _drain_logged(results), what="drain", proc=proc)
+        srv.release()
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err
+        assert "the sweep was interrupted; run the same command again" in err
+        first = srv.settled_stats(44)
+        assert first["total"] == 44
+        record = read_sweep_record(results / "sweep-http")
+        assert [c.outcome for c in record.cells] == ["ran", "interrupted", "pending", "pending"]
+        srv.configure(faults=[])
+        proc = _sweep(sweep, cache, results)
+        proc.communicate(timeout=120)
+        after = srv.stats()
+    assert after["total"] - first["total"] == SAMPLES * 4 - 44
+    assert after["repeated"] == 0
+    record = read_sweep_record(results / "sweep-http")
+    assert [c.outcome for c in record.cells] == ["existing", "ran", "ran", "ran"]
+
+
+def _drain_logged(results: Path) -> bool:
+    """Some run under ``results`` logged its Ctrl-C drain."""
+    return any('"interrupt"' in log.read_text() for log in results.glob("*/log.jsonl"))
+
+
+def test_dry_run_estimates_cost_at_the_spec_price(tmp_path: Path) -> None:
+    """--dry-run against an endpoint it never calls: 30 requests a cell, priced at the
+    spec's model.price from characters / 4 prompt tokens and max_tokens output tokens."""
+    sweep = _write_sweep(tmp_path / "eval", "http://127.0.0.1:9/v1")
+    spec_path = sweep.parent / "spec.yaml"
+    spec = yaml.safe_load(spec_path.read_text())
+    spec["model"]["price"] = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+    spec["model"]["params"] = {"max_tokens": 100}
+    spec_path.write_text(yaml.safe_dump(spec))
+    proc = _sweep(sweep, tmp_path / "c.db", tmp_path / "results", "--dry-run", "--json")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    cells = json.loads(out)
+    assert [c["to_call"] for c in cells] == [SAMPLES] * 4
+    for cell in cells:
+        assert cell["est_output_tokens"] == 100 * SAMPLES
+        expected = (cell["est_input_tokens"] * 2.0 + 100 * SAMPLES * 8.0) / 1e6
+        assert cell["est_cost_usd"] == pytest.approx(expected)
+        assert 30 * 40 < cell["est_input_tokens"] < 30 * 200  # GSM8K prompts: 160-800 chars
+    assert not (tmp_path / "results").exists()
