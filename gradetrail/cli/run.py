@@ -68,6 +68,14 @@ def run(
             help="Exit 1 unless the 95% CI's lower bound (not the mean) is at least this.",
         ),
     ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label",
+            help="A name for people (repeatable): sets run.labels, shown by `gradetrail runs` "
+            "and the viewer; not part of the identity hash.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Also show the run's log (log.jsonl) on stderr."),
@@ -103,6 +111,8 @@ def run(
     if min_score is not None and not math.isfinite(min_score):
         raise typer.BadParameter("must be a finite number", param_hint="--min-score")
     overrides = list(set_ or [])
+    if label:
+        overrides.append(f"run.labels={json.dumps(label)}")
     progress: RunProgress | None = None
     started_in: Path | None = None
 

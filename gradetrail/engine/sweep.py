@@ -11,6 +11,7 @@ concurrently under its spec's limits.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,9 +68,15 @@ def plan_sweep(sweep: SweepSpec) -> list[CellPlan]:
         SpecError, DatasetError: a cell's spec is invalid (the message names the cell).
     """
     out = []
+    try:
+        base_labels = load_spec(sweep.spec_path).run.labels
+    except SpecError as exc:
+        raise type(exc)(f"{sweep.source}: spec: {exc}") from None
     for cell in sweep.cells():
+        # each cell's run is labelled with the sweep and the cell (not in its identity)
+        labels = [*base_labels, f"{sweep.name}:{cell.name}"]
         try:
-            spec = load_spec(sweep.spec_path, list(cell.overrides))
+            spec = load_spec(sweep.spec_path, [*cell.overrides, f"run.labels={json.dumps(labels)}"])
             plan = plan_run(spec)
         except SpecError as exc:
             raise type(exc)(f"{sweep.source}: cell {cell.name}: {exc}") from None
@@ -186,7 +193,7 @@ def run_sweep(
                 results_root=root,
                 cache_path=cache_path,
                 use_cache=use_cache,
-                overrides=list(cell.cell.overrides),
+                overrides=[*cell.cell.overrides, f"run.labels={json.dumps(cell.spec.run.labels)}"],
                 executor=executor_options,
                 **run_options,
             )

@@ -12,6 +12,9 @@ import yaml
 from cli_support import run_cli
 from paths import GSM8K_SPEC
 
+from gradetrail.engine.runner import plan_run
+from gradetrail.spec import load_spec
+
 N = 300
 
 
@@ -143,3 +146,35 @@ def test_bad_options_exit_2(sweep_file: Path) -> None:
     out = _sweep(sweep_file, "--correction", "fdr")
     assert out.code == 2 and "holm, bonferroni or none" in out.err
     assert run_cli("sweep", "/nonexistent/sweep.yaml").code == 2
+
+
+def test_labels_name_runs_without_changing_their_identity(sweep_file: Path) -> None:
+    """A run made by hand with --label is the sweep's prod cell (same identity: the sweep
+    finds it complete and runs it not again); `gradetrail runs` shows each run's labels,
+    the sweep's cells labelled migrate:<cell>."""
+    root = sweep_file.parent / "results"
+    by_hand = run_cli(
+        "run", str(GSM8K_SPEC), "--set", "model.name=175b_finetuning", "--set",
+        f"dataset.limit={N}", "--label", "prod today", "--label", "TICKET-12",
+        "--results-root", str(root), "--json",
+    )  # fmt: skip
+    assert by_hand.code == 0, by_hand.err
+    manifest = json.loads(by_hand.out)
+    assert manifest["spec"]["run"]["labels"] == ["prod today", "TICKET-12"]
+    plain = load_spec(GSM8K_SPEC, ["model.name=175b_finetuning", f"dataset.limit={N}"])
+    assert plan_run(plain).identity_hash == manifest["identity_hash"]
+    out = _sweep(sweep_file, "--json")
+    assert out.code == 0, out.err
+    outcomes = {c["name"]: c["outcome"] for c in json.loads(out.out)["cells"]}
+    assert outcomes == {"prod": "existing", "big": "ran", "small": "ran"}
+    listing = run_cli("runs", "--results-root", str(root))
+    lines = listing.out.splitlines()
+    assert lines[0].rstrip().endswith("labels")
+    assert any(line.rstrip().endswith("migrate:big") for line in lines)
+    assert any(line.rstrip().endswith("prod today, TICKET-12") for line in lines)
+
+
+def test_bad_label_exits_2(tmp_path: Path) -> None:
+    """An empty label is refused in one line."""
+    out = run_cli("run", str(GSM8K_SPEC), "--label", " ", "--results-root", str(tmp_path))
+    assert out.code == 2 and "run.labels" in out.err and len(out.err_lines) == 1

@@ -55,6 +55,7 @@ def test_matrix_page_over_http(root: Path) -> None:
     assert runs.status_code == 200
     assert 'href="/sweeps/sweep-view"' in runs.text
     assert runs.text.count('class="run-row') == 3  # the sweep's directory is not a run
+    assert '<span class="badge run-label">view:175b_verification/200</span>' in runs.text
     page = client.get("/sweeps/sweep-view")
     assert page.status_code == 200
     assert 'data-cell="175b_verification/200"' in page.text
