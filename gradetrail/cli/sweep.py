@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from gradetrail.errors import GradetrailError, UsageError
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from gradetrail.spec.sweep import SweepSpec
+
+__all__ = ["register", "run_loaded"]
 
 
 def register(app: typer.Typer) -> None:
@@ -72,12 +75,55 @@ def sweep(
     """Run a sweep's cells (complete ones are not run again) and gate them against the
     baseline: exit 0 a candidate passed (or --candidate did), 1 none, 2 bad input or the
     cells cannot be compared, 130 interrupted."""
+    from gradetrail.cli import fail
+    from gradetrail.spec.sweep import load_sweep
+
+    try:
+        loaded = load_sweep(sweep_file)
+    except GradetrailError as exc:
+        raise fail(exc) from None
+    run_loaded(
+        loaded,
+        baseline=baseline,
+        candidate=candidate,
+        correction=correction,
+        cache=cache,
+        no_cache=no_cache,
+        results_root=results_root,
+        executor=executor,
+        dry_run=dry_run,
+        allow_partial=allow_partial,
+        json_out=json_out,
+        markdown=markdown,
+        junit=junit,
+        github=github,
+    )
+
+
+def run_loaded(
+    loaded: SweepSpec,
+    *,
+    baseline: str | None = None,
+    candidate: str | None = None,
+    correction: str | None = None,
+    cache: Path | None = None,
+    no_cache: bool = False,
+    results_root: Path = Path("results"),
+    executor: str = "local",
+    dry_run: bool = False,
+    allow_partial: bool = False,
+    json_out: bool = False,
+    markdown: Path | None = None,
+    junit: Path | None = None,
+    github: bool = False,
+) -> None:
+    """Run a loaded sweep and print its table (``gradetrail sweep`` and ``gradetrail run
+    --models``); raises typer.Exit with the exit code."""
     from gradetrail.analysis.sweep import sweep_table
     from gradetrail.cli import fail
     from gradetrail.engine.sweep import dry_run as plan_dry_run
     from gradetrail.engine.sweep import run_sweep
     from gradetrail.report.sweep import dry_run_lines, sweep_lines, sweep_markdown
-    from gradetrail.spec.sweep import load_sweep
 
     if executor not in ("local", "ray"):
         raise typer.BadParameter(
@@ -86,7 +132,6 @@ def sweep(
     if correction not in (None, "holm", "bonferroni", "none"):
         raise typer.BadParameter("use holm, bonferroni or none", param_hint="--correction")
     try:
-        loaded = load_sweep(sweep_file)
         if baseline is not None:
             loaded.find(baseline, "--baseline")
         if candidate is not None:

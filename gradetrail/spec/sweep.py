@@ -34,7 +34,7 @@ from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.field_errors import _format_error
 
-__all__ = ["SweepCell", "SweepGate", "SweepSlices", "SweepSpec", "load_sweep"]
+__all__ = ["SweepCell", "SweepGate", "SweepSlices", "SweepSpec", "load_sweep", "models_sweep"]
 
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 #: cells one sweep may hold (each is a whole run)
@@ -237,4 +237,34 @@ def load_sweep(path: str | Path) -> SweepSpec:
     sweep._base_dir = path.resolve().parent
     if sweep.baseline is not None:
         sweep.baseline_cell()  # names a cell, or a one-line error now
+    return sweep
+
+
+def models_sweep(
+    spec_path: str | Path, models: list[str], baseline: str | None = None
+) -> SweepSpec:
+    """The sweep of ``gradetrail run SPEC --models a,b,c``: one cell a model name, named
+    after the spec, the first model (or ``baseline``) the baseline.
+
+    Raises:
+        SpecError: no model, a model named twice, the spec cannot be read, or a baseline
+            that is not one of the models.
+    """
+    from gradetrail.spec.loading import load_spec
+
+    path = Path(spec_path)
+    names = [m.strip() for m in models if m.strip()]
+    if not names:
+        raise SpecError("--models: name at least one model, e.g. --models gpt-4o,gpt-4.1")
+    name = load_spec(path).name
+    raw = {"name": name, "spec": str(path.resolve()), "axes": {"model.name": names}}
+    if baseline is not None:
+        raw["baseline"] = baseline
+    try:
+        sweep = SweepSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(f"--models: {exc.errors()[0]['msg']}") from None
+    sweep._source = f"{path} --models"
+    sweep._base_dir = Path.cwd()
+    sweep.baseline_cell()
     return sweep

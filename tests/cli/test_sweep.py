@@ -178,3 +178,23 @@ def test_bad_label_exits_2(tmp_path: Path) -> None:
     """An empty label is refused in one line."""
     out = run_cli("run", str(GSM8K_SPEC), "--label", " ", "--results-root", str(tmp_path))
     assert out.code == 2 and "run.labels" in out.err and len(out.err_lines) == 1
+
+
+def test_run_with_models_is_a_sweep(tmp_path: Path) -> None:
+    """`gradetrail run SPEC --models a,b,c`: one cell a model, the first the baseline,
+    the same table and exit codes as `gradetrail sweep`."""
+    root = tmp_path / "results"
+    out = run_cli(
+        "run", str(GSM8K_SPEC), "--models", "175b_finetuning,175b_verification,6b_finetuning",
+        "--results-root", str(root), "--json",
+    )  # fmt: skip
+    assert out.code == 0, out.err
+    table = json.loads(out.out)
+    assert table["name"] == "gsm8k" and table["baseline"] == "175b_finetuning"
+    verdicts = [c["verdict"] for c in table["cells"]]
+    assert verdicts == ["baseline", "superior", "inferior"]
+    assert (root / "sweep-gsm8k" / "sweep.json").is_file()
+    refused = run_cli("run", str(GSM8K_SPEC), "--models", "a,a", "--results-root", str(root))
+    assert refused.code == 2 and "repeats a value" in refused.err
+    refused = run_cli("run", str(GSM8K_SPEC), "--models", "a", "--set", "x=1")
+    assert refused.code == 2 and "write a sweep file" in refused.err
