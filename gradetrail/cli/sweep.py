@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -152,17 +152,21 @@ def run_loaded(
 
             chosen = RayOptions()
 
-        def on_cell(cell, outcome, result) -> None:  # noqa: ANN001 - typer-free callback
-            print(f"cell {cell.cell.name}: {outcome}", file=sys.stderr)
-
-        done = run_sweep(
-            loaded,
-            results_root=results_root,
-            cache_path=cache,
-            use_cache=not no_cache,
-            executor_options=chosen,
-            on_cell=on_cell,
-        )
+        progress = _CellProgress()
+        try:
+            done = run_sweep(
+                loaded,
+                results_root=results_root,
+                cache_path=cache,
+                use_cache=not no_cache,
+                executor_options=chosen,
+                on_cell=progress.cell_done,
+                on_start=progress.start,
+                on_row=progress.row,
+                on_interrupt=progress.interrupt,
+            )
+        finally:
+            progress.close()
         if done.interrupted:
             print(
                 "error: the sweep was interrupted; run the same command again to finish it "
@@ -205,3 +209,45 @@ def run_loaded(
     except OSError as exc:
         raise fail(UsageError(f"cannot write the sweep report: {exc}")) from None
     raise typer.Exit(0 if passed else 1)
+
+
+class _CellProgress:
+    """The running cell's progress bar (as ``gradetrail run``'s), and a line a cell done."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def start(self, plan: Any, run_dir: Path) -> None:
+        """A cell's run begins: a bar over its rows."""
+        from gradetrail.cli.progress import RunProgress
+
+        self.close()
+        self.bar = RunProgress(len(plan.prepared)).__enter__()
+
+    def row(self, row: Any, tally: Any) -> None:
+        """A row landed."""
+        if self.bar is not None:
+            self.bar.update(row, tally)
+
+    def interrupt(self, kind: str, signal_name: str, in_flight: int) -> None:
+        """Ctrl-C or SIGTERM: say what happens to the requests in flight."""
+        if self.bar is None:
+            return
+        if kind == "drain":
+            self.bar.note(
+                f"{signal_name}: starting no new samples or cells; waiting for {in_flight} "
+                "in flight (Ctrl-C again to stop now)"
+            )
+        else:
+            self.bar.note(f"{signal_name}: stopping now; cancelling {in_flight} in flight")
+
+    def cell_done(self, cell: Any, outcome: str, result: Any) -> None:
+        """A cell ended (or was complete already): one line on stderr."""
+        self.close()
+        print(f"cell {cell.cell.name}: {outcome}", file=sys.stderr)
+
+    def close(self) -> None:
+        """Take the bar down."""
+        if self.bar is not None:
+            bar, self.bar = self.bar, None
+            bar.__exit__(None, None, None)
