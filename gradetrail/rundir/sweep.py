@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from gradetrail.errors import UsageError
+from gradetrail.errors import RunError, UsageError
 
 __all__ = [
     "SWEEP_FILE",
@@ -73,12 +73,23 @@ def sweep_dir(results_root: Path, name: str) -> Path:
 
 
 def write_sweep_record(directory: Path, record: SweepRecord) -> Path:
-    """Write ``directory/sweep.json`` through a temporary file and a rename."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write ``directory/sweep.json`` through a temporary file and a rename.
+
+    Raises:
+        RunError: the directory or the file cannot be written (the message says where).
+    """
     path = directory / SWEEP_FILE
     tmp = directory / (SWEEP_FILE + ".tmp")
-    tmp.write_text(json.dumps(record.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(record.model_dump(mode="json"), indent=2) + "\n"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise RunError(
+            f"cannot write the sweep record {path} ({exc.strerror or exc}): free space or "
+            "pick a writable --results-root"
+        ) from None
     return path
 
 

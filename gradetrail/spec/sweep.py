@@ -82,7 +82,7 @@ class SweepSpec(_Strict):
     name: str = Field(pattern=_NAME_RE, max_length=100, description="Names the sweep.")
     description: str | None = None
     spec: str = Field(min_length=1, description="The base eval spec, relative to this file.")
-    axes: dict[str, list[Any] | dict[str, dict[str, Any]]] = Field(
+    axes: dict[str, Any] = Field(
         description="Axis name -> labelled variants (label -> {dotted.key: value}), or a "
         "dotted spec key -> the list of its values."
     )
@@ -98,6 +98,17 @@ class SweepSpec(_Strict):
         if not axes:
             raise ValueError("name at least one axis, e.g. model.name: [a, b]")
         for axis, variants in axes.items():
+            if not isinstance(variants, list | dict) or (
+                isinstance(variants, dict)
+                and not all(
+                    isinstance(v, dict) and all(isinstance(k, str) for k in v)
+                    for v in variants.values()
+                )
+            ):
+                raise ValueError(
+                    f"axis {axis!r} must be a list of values (model.name: [a, b]) or labelled "
+                    "variants (label: {dotted.key: value})"
+                )
             if not variants:
                 raise ValueError(f"axis {axis!r} has no values; give at least one")
             labels = [str(v) for v in variants] if isinstance(variants, list) else list(variants)

@@ -198,3 +198,12 @@ def test_run_with_models_is_a_sweep(tmp_path: Path) -> None:
     assert refused.code == 2 and "repeats a value" in refused.err
     refused = run_cli("run", str(GSM8K_SPEC), "--models", "a", "--set", "x=1")
     assert refused.code == 2 and "write a sweep file" in refused.err
+
+
+def test_unwritable_results_root_exits_with_one_line(sweep_file: Path, tmp_path: Path) -> None:
+    """A results root that is a file: one error line naming the sweep record, no traceback."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    out = run_cli("sweep", str(sweep_file), "--results-root", str(blocker))
+    assert out.code == 1 and len(out.err_lines) == 1  # as gradetrail run's RunError
+    assert out.err_lines[0].startswith("error: cannot write the sweep record")
