@@ -50,6 +50,14 @@ def sweep(
     executor: Annotated[
         str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
     ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: auto, or HOST:PORT of the head node."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="With --executor ray: Ray workers making each cell's calls."),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="List what would be called, and its estimated cost."),
@@ -91,6 +99,8 @@ def sweep(
         no_cache=no_cache,
         results_root=results_root,
         executor=executor,
+        address=address,
+        workers=workers,
         dry_run=dry_run,
         allow_partial=allow_partial,
         json_out=json_out,
@@ -110,6 +120,8 @@ def run_loaded(
     no_cache: bool = False,
     results_root: Path = Path("results"),
     executor: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
     dry_run: bool = False,
     allow_partial: bool = False,
     json_out: bool = False,
@@ -128,6 +140,10 @@ def run_loaded(
     if executor not in ("local", "ray"):
         raise typer.BadParameter(
             f"unknown executor {executor!r}; use local or ray", param_hint="--executor"
+        )
+    if executor == "local" and (address is not None or workers is not None):
+        raise typer.BadParameter(
+            "--address and --workers are for --executor ray", param_hint="--executor"
         )
     if correction not in (None, "holm", "bonferroni", "none"):
         raise typer.BadParameter("use holm, bonferroni or none", param_hint="--correction")
@@ -150,7 +166,7 @@ def run_loaded(
         if executor == "ray":
             from gradetrail.executors.ray import RayOptions
 
-            chosen = RayOptions()
+            chosen = RayOptions(address=address, workers=workers)
 
         progress = _CellProgress()
         try:
