@@ -59,8 +59,8 @@ def verdict_text(c: CellRow) -> str:
     if c.gate is None:
         return "baseline"
     text = f"{'PASS' if c.passed else 'FAIL'} {c.verdict}"
-    if c.failed_slices:
-        text += f"; fails slice {', '.join(c.failed_slices)}"
+    if c.failed_slices:  # passes or not overall, a must-not-regress slice fails it
+        text = f"FAIL: {c.verdict} overall, fails slice {', '.join(c.failed_slices)}"
     hidden = [s.name for s in c.slices if s.hidden_regression and s.name not in c.failed_slices]
     if hidden:
         text += f"; regresses on {', '.join(hidden)}"

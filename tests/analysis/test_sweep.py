@@ -16,6 +16,7 @@ from paths import EXAMPLES, GSM8K_SPEC
 from gradetrail.analysis.gate import regression_gate
 from gradetrail.analysis.sweep import sweep_table
 from gradetrail.engine.sweep import run_sweep
+from gradetrail.report.sweep import sweep_lines
 from gradetrail.spec.sweep import load_sweep
 from gradetrail.stats.hypotheses import holm_adjust
 
@@ -204,6 +205,10 @@ def test_slice_regression_hidden_by_the_mean_is_caught(tmp_path: Path) -> None:
     assert table.family_size == 2
     assert new.passed is False and new.failed_slices == ("hard",)
     assert not table.passed() and table.best is None
+    text = "\n".join(sweep_lines(table))
+    assert f"FAIL: {new.verdict} overall, fails slice hard" in text
+    assert "hard *  40   0.2000 [0.1050, 0.3476]  -0.5000 [-0.6480, -0.3520]  FAIL" in text
+    assert "REGRESSION hidden by the mean" in text and "passed: none" in text
     overall, hard = new.gate, new.slices[1].gate
     assert [overall.p_adjusted, hard.p_adjusted] == pytest.approx(
         holm_adjust([overall.p_value, hard.p_value])
