@@ -8,6 +8,11 @@ what its spec's ``ci:`` section (or the ``--gradetrail-*`` options) requires: a 
 score on the 95% CI's lower bound and/or non-inferiority to a stored baseline run.
 A failure prints the run's summary and the samples that regressed.
 
+Sweep files (ini option ``gradetrail_sweeps``, default ``sweep_*.yaml sweep_*.yml
+*.sweep.yaml *.sweep.yml``) are one item each: the sweep runs (cached) and the item passes
+when a candidate cell passes its gate against the baseline (``--gradetrail-candidate``:
+when that cell does); a failure prints the sweep's table.
+
 This module imports nothing of gradetrail until a spec file is collected, so pytest
 sessions without evals pay nothing for it.
 """
@@ -21,6 +26,7 @@ from typing import Any
 import pytest
 
 DEFAULT_PATTERNS = ["eval_*.yaml", "eval_*.yml", "*.eval.yaml", "*.eval.yml"]
+SWEEP_PATTERNS = ["sweep_*.yaml", "sweep_*.yml", "*.sweep.yaml", "*.sweep.yml"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,6 +57,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="KEY=VALUE",
         help="Override a spec field in every eval, as gradetrail run --set (repeatable).",
     )
+    group.addoption(
+        "--gradetrail-candidate",
+        default=None,
+        help="A sweep passes when this cell passes (default: when any candidate does).",
+    )
+    parser.addini(
+        "gradetrail_sweeps",
+        type="args",
+        default=SWEEP_PATTERNS,
+        help="File name patterns of sweep files collected as tests.",
+    )
     parser.addini(
         "gradetrail_specs",
         type="args",
@@ -66,7 +83,17 @@ def pytest_collect_file(parent: pytest.Collector, file_path: Path) -> pytest.Col
     patterns = parent.config.getini("gradetrail_specs")
     if any(fnmatch(file_path.name, pattern) for pattern in patterns):
         return EvalFile.from_parent(parent, path=file_path)
+    if any(fnmatch(file_path.name, p) for p in parent.config.getini("gradetrail_sweeps")):
+        return SweepFile.from_parent(parent, path=file_path)
     return None
+
+
+class SweepFile(pytest.File):
+    """A sweep file: one :class:`SweepItem`."""
+
+    def collect(self) -> list[SweepItem]:
+        """The file's one sweep, named after the file."""
+        return [SweepItem.from_parent(self, name=self.path.stem)]
 
 
 class EvalFile(pytest.File):
@@ -115,3 +142,38 @@ class EvalItem(pytest.Item):
     def reportinfo(self) -> tuple[Path, int | None, str]:
         """Where the item comes from, for pytest's report."""
         return self.path, None, f"eval {self.path.name}"
+
+
+class SweepItem(pytest.Item):
+    """One sweep run as one test: passes when a candidate (or the named one) passes."""
+
+    def runtest(self) -> None:
+        """Run the sweep (cached) and gate it; raise :class:`EvalFailed` when none passes."""
+        from gradetrail.ci.sweep import check_sweep
+        from gradetrail.errors import GradetrailError
+
+        config = self.config
+        root = config.getoption("gradetrail_results_root") or config.rootpath / "results"
+        try:
+            check = check_sweep(
+                self.path,
+                candidate=config.getoption("gradetrail_candidate"),
+                results_root=root,
+                cache_path=config.getoption("gradetrail_cache"),
+            )
+        except GradetrailError as exc:
+            raise EvalFailed(f"sweep {self.path.name} cannot run: {exc}") from None
+        self.user_properties.append(("sweep_dir", check.table.directory))
+        self.user_properties.append(("best", str(check.table.best)))
+        if not check.passed:
+            raise EvalFailed(check.report())
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """The sweep's table, without a traceback into gradetrail."""
+        if isinstance(excinfo.value, EvalFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        """Where the item comes from, for pytest's report."""
+        return self.path, None, f"sweep {self.path.name}"

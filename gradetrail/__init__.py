@@ -35,6 +35,10 @@ _EXPORTS = {
     "GateError": "gradetrail.analysis.gate",
     "GateResult": "gradetrail.analysis.gate",
     "regression_gate": "gradetrail.analysis.gate",
+    "SweepTable": "gradetrail.analysis.sweep",
+    "sweep_table": "gradetrail.analysis.sweep",
+    "run_sweep": "gradetrail.engine.sweep",
+    "load_sweep": "gradetrail.spec.sweep",
     "Provider": "gradetrail.providers.base",
     "Request": "gradetrail.providers.base",
     "Response": "gradetrail.providers.base",
@@ -61,8 +65,10 @@ _EXPORTS = {
 
 if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __getattr__ below
     from gradetrail.analysis.gate import GateError, GateResult, regression_gate
+    from gradetrail.analysis.sweep import SweepTable, sweep_table
     from gradetrail.cache.store import ResponseCache, default_cache_path
     from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
+    from gradetrail.engine.sweep import run_sweep
     from gradetrail.errors import (
         CacheError,
         DatasetError,
@@ -85,6 +91,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __get
     )
     from gradetrail.scorers.base import Score, ScoreInput, Scorer
     from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
+    from gradetrail.spec.sweep import load_sweep
     from gradetrail.stats.agreement import cohen_kappa, measure_agreement
     from gradetrail.stats.intervals import PowerPlan, plan_power
     from gradetrail.stats.reducers import pass_at_k
@@ -117,12 +124,14 @@ __all__ = [
     "ScoreInput",
     "Scorer",
     "SpecError",
+    "SweepTable",
     "UsageError",
     "__version__",
     "cohen_kappa",
     "default_cache_path",
     "list_runs",
     "load_spec",
+    "load_sweep",
     "measure_agreement",
     "pass_at_k",
     "plan_power",
@@ -132,5 +141,7 @@ __all__ = [
     "read_samples",
     "regression_gate",
     "run_eval",
+    "run_sweep",
     "spec_json_schema",
+    "sweep_table",
 ]

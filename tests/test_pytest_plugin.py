@@ -91,6 +91,28 @@ def test_pytest_options_override_the_spec(pytester: pytest.Pytester) -> None:
     assert "eval eval_bad.yaml cannot run:" in out and "did you mean 'marker'" in out
 
 
+def test_a_sweep_file_is_one_item(pytester: pytest.Pytester) -> None:
+    """sweep_*.yaml is one item: with baseline 175b_finetuning it passes (175b_verification
+    is superior); --gradetrail-candidate 6b_finetuning fails it, printing the table."""
+    spec = _eval_file(pytester.path, "gsm8k.yaml")
+    sweep = {
+        "name": "ci",
+        "spec": spec.name,
+        "axes": {"model.name": ["175b_verification", "175b_finetuning", "6b_finetuning"]},
+        "baseline": "175b_finetuning",
+    }
+    (pytester.path / "sweep_models.yaml").write_text(yaml.safe_dump(sweep, sort_keys=False))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert len(_manifests(pytester.path / "results")) == 3
+    named = pytester.runpytest("-p", "no:cacheprovider", "--gradetrail-candidate", "6b_finetuning")
+    named.assert_outcomes(failed=1)
+    out = named.stdout.str()
+    assert "sweep ci: cell 6b_finetuning did not pass" in out
+    assert "FAIL inferior" in out and "best passing cell: 175b_verification" in out
+    assert "Traceback" not in out
+
+
 def test_a_session_without_evals_imports_no_gradetrail(pytester: pytest.Pytester) -> None:
     """The plugin loads in every pytest session but imports gradetrail only for evals."""
     pytester.makepyfile(

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -67,6 +67,7 @@ __all__ = [
     "GateFamily",
     "GateResult",
     "Method",
+    "correct_family",
     "gate_family",
     "regression_gate",
 ]
@@ -217,7 +218,7 @@ class GateFamily:
     Attributes:
         results: one :class:`GateResult` per (baseline, candidate) pair, in the order
             given, each with its `p_adjusted` and a `passed` decided by it.
-        correction: "holm" (one comparison: "none").
+        correction: "holm", "bonferroni" or "none" (one comparison, or uncorrected).
         alpha: the family-wise one-sided level.
         passed: every comparison passed.
     """
@@ -267,6 +268,7 @@ def regression_gate(
     reducer: str | None = None,
     pass_k: int | None = None,
     metric: str | None = None,
+    samples: Collection[str] | None = None,
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -290,6 +292,8 @@ def regression_gate(
             (with `pass_k` for pass_at_k).
         metric: runs with several scorers (``scorers:``): gate this metric instead of the
             primary score (a row where it is null counts as an error row).
+        samples: gate only these sample ids (a slice of the dataset; a sweep's per-slice
+            gates); None gates every sample.
 
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets or
@@ -322,6 +326,10 @@ def regression_gate(
     dropped = set(errored) if errors == "exclude" else set()
     b_scores, b_unscored = gate_runs.sample_scores(base, dropped, red, k)
     c_scores, c_unscored = gate_runs.sample_scores(cand, dropped, red, k)
+    if samples is not None:  # a slice: the other samples are not part of this comparison
+        kept = set(samples)
+        b_scores = {sid: v for sid, v in b_scores.items() if sid in kept}
+        c_scores = {sid: v for sid, v in c_scores.items() if sid in kept}
     common = {
         "margin": margin,
         "confidence": confidence,
@@ -369,11 +377,37 @@ def gate_family(pairs: Sequence[tuple[Path | str, Path | str]], **options: Any) 
             if len(pairs) == 1:
                 raise
             raise GateError(f"pair {i} ({b} vs {c}): {exc}") from None
+    return correct_family(results, "holm" if len(results) > 1 else "none")
+
+
+#: the multiplicity corrections a family can take: name -> adjustment of its p-values
+CORRECTIONS = {
+    "holm": hypotheses.holm_adjust,
+    "bonferroni": hypotheses.bonferroni_adjust,
+    "none": list,
+}
+
+
+def correct_family(results: Sequence[GateResult], correction: str = "holm") -> GateFamily:
+    """Correct already computed comparisons (each from :func:`regression_gate`) as one
+    family: their one-sided p-values adjusted by ``correction`` ("holm", "bonferroni" or
+    "none"), and each comparison passes iff its adjusted p-value <= alpha. With
+    "none", or a single comparison, the results are returned as they are.
+
+    Raises:
+        ValueError: no results, an unknown correction, or comparisons at different alphas.
+    """
+    if not results:
+        raise ValueError("give at least one comparison")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {', '.join(CORRECTIONS)}, got {correction!r}")
     alpha = results[0].alpha
-    if len(results) == 1:
+    if any(r.alpha != alpha for r in results):
+        raise ValueError("every comparison of a family must be at the same confidence")
+    if len(results) == 1 or correction == "none":
         return GateFamily(tuple(results), "none", alpha)
-    adjusted = hypotheses.holm_adjust([r.p_value for r in results])  # type: ignore[misc]
-    family = f"Holm over {len(results)} comparisons"
+    adjusted = CORRECTIONS[correction]([r.p_value for r in results])  # type: ignore[misc]
+    family = f"{correction.capitalize()} over {len(results)} comparisons"
     corrected = []
     for result, p_adj in zip(results, adjusted, strict=True):
         r = replace(
@@ -384,7 +418,7 @@ def gate_family(pairs: Sequence[tuple[Path | str, Path | str]], **options: Any) 
             passed=p_adj <= alpha,
         )
         corrected.append(replace(r, reason=_reason(r)))
-    return GateFamily(tuple(corrected), "holm", alpha)
+    return GateFamily(tuple(corrected), correction, alpha)
 
 
 def _check_arguments(
@@ -778,7 +812,8 @@ def _reason(r: GateResult) -> str:
         parts.append(f"{exact} exact one-sided p {r.exact_p:.3g} > alpha {r.alpha:g}")
     if r.p_adjusted is not None:
         parts.append(
-            f"Holm-adjusted p {r.p_adjusted:.3g} {'<=' if r.passed else '>'} alpha "
+            f"{(r.family or 'Holm').split()[0]}-adjusted p {r.p_adjusted:.3g} "
+            f"{'<=' if r.passed else '>'} alpha "
             f"{r.alpha:g} ({r.family})"
         )
     if not r.passed:

@@ -30,6 +30,7 @@ COMMANDS = {
     "view": "view",
     "export": "export",
     "gate": "gate",
+    "sweep": "sweep",
     "power": "gate",
     "cache": "cache",
 }

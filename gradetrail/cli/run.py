@@ -68,6 +68,22 @@ def run(
             help="Exit 1 unless the 95% CI's lower bound (not the mean) is at least this.",
         ),
     ] = None,
+    models: Annotated[
+        str | None,
+        typer.Option(
+            "--models",
+            help="Comma-separated model names: run the spec once per model and gate each "
+            "against the first, as `gradetrail sweep` (one table, Holm-corrected).",
+        ),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label",
+            help="A name for people (repeatable): sets run.labels, shown by `gradetrail runs` "
+            "and the viewer; not part of the identity hash.",
+        ),
+    ] = None,
     verbose: Annotated[
         bool,
         typer.Option("--verbose", "-v", help="Also show the run's log (log.jsonl) on stderr."),
@@ -98,11 +114,15 @@ def run(
         raise typer.BadParameter(
             "--address and --workers are for --executor ray", param_hint="--executor"
         )
+    if models is not None:
+        _run_models(spec, models, set_, cache, no_cache, results_root, executor, json_out)
     if json_out and print_run_dir:
         raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
     if min_score is not None and not math.isfinite(min_score):
         raise typer.BadParameter("must be a finite number", param_hint="--min-score")
     overrides = list(set_ or [])
+    if label:
+        overrides.append(f"run.labels={json.dumps(label)}")
     progress: RunProgress | None = None
     started_in: Path | None = None
 
@@ -177,6 +197,41 @@ def run(
     if threshold is not None and not threshold.passed:
         raise typer.Exit(1)
     raise typer.Exit(0 if result.tally.counts["scored"] else 1)
+
+
+def _run_models(
+    spec: Path,
+    models: str,
+    set_: list[str] | None,
+    cache: Path | None,
+    no_cache: bool,
+    results_root: Path,
+    executor: str,
+    json_out: bool,
+) -> None:
+    """``gradetrail run SPEC --models a,b,c``: the sweep of one cell a model."""
+    from gradetrail.cli import fail
+    from gradetrail.cli.sweep import run_loaded
+    from gradetrail.spec.sweep import models_sweep
+
+    if set_:
+        raise typer.BadParameter(
+            "--models runs the spec as it is: for other changes write a sweep file "
+            "(gradetrail sweep)",
+            param_hint="--set",
+        )
+    try:
+        loaded = models_sweep(spec, models.split(","))
+    except GradetrailError as exc:
+        raise fail(exc) from None
+    run_loaded(
+        loaded,
+        cache=cache,
+        no_cache=no_cache,
+        results_root=results_root,
+        executor=executor,
+        json_out=json_out,
+    )
 
 
 def schema() -> None:

@@ -20,6 +20,7 @@ HEADER = (
     "errors",
     "mean",
     "started",
+    "labels",
 )
 
 
@@ -62,6 +63,9 @@ def run_row(path: Path, m: dict[str, Any]) -> tuple[str, ...]:
         str(errors),
         f"{mean:.4f}" if isinstance(mean, int | float) else "n/a",
         str(m.get("started_at", ""))[:19],
+        ", ".join(str(x) for x in (_get(m, "spec", "run", "labels") or []))
+        if isinstance(_get(m, "spec", "run", "labels"), list)
+        else "",
     )
     return tuple(one_line(cell) for cell in cells)
 
@@ -72,7 +76,7 @@ def runs(
     ] = Path("results"),
 ) -> None:
     """List run directories, newest first: identity hash, model, base URL, dataset (path
-    and content hash), status, samples, error rows, mean score, start time."""
+    and content hash), status, samples, error rows, mean score, start time, labels."""
     from gradetrail.rundir.results import list_runs
 
     found = list_runs(results_root)

@@ -61,6 +61,8 @@ _EXPORTS = {
     "RegexScorerSpec": "gradetrail.spec.scorer",
     "ScorerSpec": "gradetrail.spec.scorer",
     "regex_compile": "gradetrail.spec.scorer",
+    "SweepSpec": "gradetrail.spec.sweep",
+    "load_sweep": "gradetrail.spec.sweep",
 }
 
 if _typing.TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ below
@@ -97,6 +99,7 @@ if _typing.TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ be
         ScorerSpec,
         regex_compile,
     )
+    from gradetrail.spec.sweep import SweepSpec, load_sweep
 
 
 # The public names, each imported from its section on first use.
@@ -133,9 +136,11 @@ __all__ = [
     "SamplingParams",
     "ToolCallsScorerSpec",
     "ScorerSpec",
+    "SweepSpec",
     "apply_overrides",
     "label_text",
     "load_spec",
+    "load_sweep",
     "parse_spec",
     "regex_compile",
     "spec_json_schema",

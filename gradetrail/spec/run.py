@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gradetrail.spec.base import _Strict
 from gradetrail.stats.reducers import ReducerName
@@ -15,6 +15,9 @@ MAX_RETRIES = 100
 MAX_EPOCHS = 10_000
 #: rows (samples x epochs) one run may hold: each is rendered and keyed before any call
 MAX_ROWS = 1_000_000
+#: labels a run may carry, and characters a label
+MAX_LABELS = 20
+MAX_LABEL_CHARS = 100
 
 
 class RunSettings(_Strict):
@@ -88,6 +91,22 @@ class RunSettings(_Strict):
         "answer; exclude leaves it out of the mean (a judge_error row, reason refusal). "
         "Both count refusals in the summary.",
     )
+    labels: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_LABELS,
+        description="Names for people (a sweep's cell, a ticket): shown by `gradetrail runs`, "
+        "the viewer and the sweep; not part of the identity hash (`--label` on the CLI).",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_short(cls, labels: list[str]) -> list[str]:
+        for label in labels:
+            if not label.strip() or len(label) > MAX_LABEL_CHARS or not label.isprintable():
+                raise ValueError(
+                    f"label {label[:40]!r} must be 1-{MAX_LABEL_CHARS} printable characters"
+                )
+        return labels
 
     @model_validator(mode="after")
     def _reducer_fields(self) -> RunSettings:
@@ -112,4 +131,5 @@ EXECUTION_ONLY = (
     "tokens_per_minute",
     "adaptive_concurrency",
     "fail_fast",
+    "labels",
 )

@@ -37,6 +37,7 @@ __all__ = [
     "TailP",
     "TestKind",
     "Verdict",
+    "bonferroni_adjust",
     "decide",
     "holm_adjust",
     "newcombe_tails",
@@ -119,6 +120,13 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p_values[i]))
         adjusted[i] = running
     return adjusted
+
+
+def bonferroni_adjust(p_values: Sequence[float]) -> list[float]:
+    """Bonferroni-adjusted p-values, in the input order: min(1, m p). Equals R's
+    ``p.adjust(p, "bonferroni")``; never smaller than Holm's."""
+    m = len(p_values)
+    return [min(1.0, m * p) for p in p_values]
 
 
 def t_tails(delta: float, se: float, df: float | None) -> tuple[TailP, TailP]:

@@ -21,6 +21,7 @@ partial.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from gradetrail.errors import UsageError
+from gradetrail.view import sweeps
 from gradetrail.view.diff_pages import DiffPages
 from gradetrail.view.render import HERE, Renderer
 from gradetrail.view.run_pages import RunPages
@@ -96,6 +98,12 @@ def create_app(results_root: str | Path, allowed_hosts: list[str] | None = None)
         Route("/runs/{run:str}/progress", page(runs.progress), methods=["GET"]),
         Route("/runs/{run:str}/scores.svg", page(runs.scores_chart), methods=["GET"]),
         Route("/diff", page(diffs.diff_page), methods=["GET"]),
+        Route("/sweeps/{sweep:str}", page(partial(sweeps.sweep_page, runs)), methods=["GET"]),
+        Route(
+            "/sweeps/{sweep:str}/sample",
+            page(partial(sweeps.sweep_sample_page, runs)),
+            methods=["GET"],
+        ),
         Route("/diff/sample", page(diffs.diff_sample_page), methods=["GET"]),
         Route("/runs/{rest:path}", page(no_such_page), methods=["GET"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

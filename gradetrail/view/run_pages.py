@@ -53,8 +53,12 @@ class RunPages(Pages):
         self._lock = threading.Lock()
 
     def runs_page(self, request: Request) -> Response:
-        """Every run directory under the root, filtered and sorted by the URL."""
-        runs = self.store.runs()
+        """Every run directory under the root, filtered and sorted by the URL; the
+        sweeps, each with its cells."""
+        from gradetrail.view import sweeps
+
+        runs = [r for r in self.store.runs() if not sweeps.is_sweep_dir(r.path)]
+        sweep_records, in_sweeps = sweeps.sweeps_by_run(self)
         shown = pages.filter_runs(runs, request.query_params)
         statuses = sorted({r.status for r in runs})
         return self.render(
@@ -66,6 +70,8 @@ class RunPages(Pages):
             statuses=statuses,
             params=dict(request.query_params),
             live=any(r.live for r in shown),
+            sweeps=sweep_records,
+            in_sweeps=in_sweeps,
         )
 
     def run_page(self, request: Request) -> Response:

@@ -177,7 +177,7 @@ def test_runs_lists_run_directories_with_their_models(cli, tmp_path: Path) -> No
     lines = out.stdout.splitlines()
     assert lines[0].split() == [
         "run", "directory", "identity", "model", "base", "url", "dataset",
-        "status", "samples", "errors", "mean", "started",
+        "status", "samples", "errors", "mean", "started", "labels",
     ]  # fmt: skip
     assert len(lines) == 3
     by_model = {line.split()[2]: line.split() for line in lines[1:]}

@@ -1,0 +1,269 @@
+"""``gradetrail sweep``: run every cell of a sweep (models x prompts x ...) and print one
+table with each candidate's paired, multiplicity-corrected verdict against the baseline."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from gradetrail.errors import GradetrailError, UsageError
+
+if TYPE_CHECKING:
+    from gradetrail.spec.sweep import SweepSpec
+
+__all__ = ["register", "run_loaded"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``sweep`` to ``app``."""
+    app.command("sweep")(sweep)
+
+
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="The sweep file (YAML).")],
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="The baseline cell (its name, or a label only one cell has)."),
+    ] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option(help="Exit 0 only if this cell passes (default: if any candidate does)."),
+    ] = None,
+    correction: Annotated[
+        str | None,
+        typer.Option(help="holm, bonferroni or none (default: the sweep file's, else holm)."),
+    ] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(help="Cache file (default: $GRADETRAIL_CACHE or ~/.cache/gradetrail)."),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
+    ] = False,
+    results_root: Annotated[
+        Path, typer.Option("--results-root", help="Where run directories are written.")
+    ] = Path("results"),
+    executor: Annotated[
+        str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: auto, or HOST:PORT of the head node."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="With --executor ray: Ray workers making each cell's calls."),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="List what would be called, and its estimated cost."),
+    ] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option(
+            "--allow-partial", help="Gate cells that did not complete, on shared samples."
+        ),
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
+    markdown: Annotated[
+        Path | None, typer.Option(help="Also write the table as Markdown to this file.")
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option(help="Also write every comparison as JUnit XML to this file.")
+    ] = None,
+    github: Annotated[
+        bool,
+        typer.Option("--github", help="Append the table to $GITHUB_STEP_SUMMARY; annotate."),
+    ] = False,
+) -> None:
+    """Run a sweep's cells (complete ones are not run again) and gate them against the
+    baseline: exit 0 a candidate passed (or --candidate did), 1 none, 2 bad input or the
+    cells cannot be compared, 130 interrupted."""
+    from gradetrail.cli import fail
+    from gradetrail.spec.sweep import load_sweep
+
+    try:
+        loaded = load_sweep(sweep_file)
+    except GradetrailError as exc:
+        raise fail(exc) from None
+    run_loaded(
+        loaded,
+        baseline=baseline,
+        candidate=candidate,
+        correction=correction,
+        cache=cache,
+        no_cache=no_cache,
+        results_root=results_root,
+        executor=executor,
+        address=address,
+        workers=workers,
+        dry_run=dry_run,
+        allow_partial=allow_partial,
+        json_out=json_out,
+        markdown=markdown,
+        junit=junit,
+        github=github,
+    )
+
+
+def run_loaded(
+    loaded: SweepSpec,
+    *,
+    baseline: str | None = None,
+    candidate: str | None = None,
+    correction: str | None = None,
+    cache: Path | None = None,
+    no_cache: bool = False,
+    results_root: Path = Path("results"),
+    executor: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+    dry_run: bool = False,
+    allow_partial: bool = False,
+    json_out: bool = False,
+    markdown: Path | None = None,
+    junit: Path | None = None,
+    github: bool = False,
+) -> None:
+    """Run a loaded sweep and print its table (``gradetrail sweep`` and ``gradetrail run
+    --models``); raises typer.Exit with the exit code."""
+    from gradetrail.analysis.sweep import sweep_table
+    from gradetrail.cli import fail
+    from gradetrail.engine.sweep import dry_run as plan_dry_run
+    from gradetrail.engine.sweep import run_sweep
+    from gradetrail.report.sweep import dry_run_lines, sweep_lines, sweep_markdown
+
+    if executor not in ("local", "ray"):
+        raise typer.BadParameter(
+            f"unknown executor {executor!r}; use local or ray", param_hint="--executor"
+        )
+    if executor == "local" and (address is not None or workers is not None):
+        raise typer.BadParameter(
+            "--address and --workers are for --executor ray", param_hint="--executor"
+        )
+    if correction not in (None, "holm", "bonferroni", "none"):
+        raise typer.BadParameter("use holm, bonferroni or none", param_hint="--correction")
+    try:
+        if baseline is not None:
+            loaded.find(baseline, "--baseline")
+        if candidate is not None:
+            loaded.find(candidate, "--candidate")
+        if dry_run:
+            cells = plan_dry_run(loaded, results_root=results_root, cache_path=cache)
+            if json_out:
+                from dataclasses import asdict
+
+                print(json.dumps([asdict(c) for c in cells], indent=2))
+            else:
+                for line in dry_run_lines(cells):
+                    print(line)
+            raise typer.Exit(0)
+        chosen = None
+        if executor == "ray":
+            from gradetrail.executors.ray import RayOptions
+
+            chosen = RayOptions(address=address, workers=workers)
+
+        progress = _CellProgress()
+        try:
+            done = run_sweep(
+                loaded,
+                results_root=results_root,
+                cache_path=cache,
+                use_cache=not no_cache,
+                executor_options=chosen,
+                on_cell=progress.cell_done,
+                on_start=progress.start,
+                on_row=progress.row,
+                on_interrupt=progress.interrupt,
+            )
+        finally:
+            progress.close()
+        if done.interrupted:
+            print(
+                "error: the sweep was interrupted; run the same command again to finish it "
+                "(nothing answered is paid twice)",
+                file=sys.stderr,
+            )
+            raise typer.Exit(143 if done.stop_signal == "SIGTERM" else 130)
+        table = sweep_table(
+            done.directory,
+            baseline=baseline,
+            correction=correction,
+            allow_partial=allow_partial,
+        )
+        passed = table.passed(candidate)
+    except GradetrailError as exc:
+        raise fail(exc) from None
+    except ValueError as exc:
+        raise fail(UsageError(str(exc))) from None
+    if json_out:
+        print(json.dumps({"passed": passed, **table.to_dict()}, indent=2))
+    else:
+        for line in sweep_lines(table):
+            print(line)
+    report = sweep_markdown(table) if (markdown is not None or github) else ""
+    try:
+        if markdown is not None:
+            markdown.write_text(report, encoding="utf-8", errors="backslashreplace")
+        if junit is not None:
+            from gradetrail.ci.junit import gate_junit, write_junit
+
+            write_junit(gate_junit(table.family()), junit)
+        if github:
+            from gradetrail.ci.github import append_step_summary
+
+            append_step_summary(report)
+            what = f"cell {candidate}" if candidate else "any candidate"
+            verdict = "passed" if passed else "did not pass"
+            kind = "notice" if passed else "error"
+            print(f"::{kind} title=gradetrail sweep {table.name}::{what} {verdict}")
+    except OSError as exc:
+        raise fail(UsageError(f"cannot write the sweep report: {exc}")) from None
+    raise typer.Exit(0 if passed else 1)
+
+
+class _CellProgress:
+    """The running cell's progress bar (as ``gradetrail run``'s), and a line a cell done."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def start(self, plan: Any, run_dir: Path) -> None:
+        """A cell's run begins: a bar over its rows."""
+        from gradetrail.cli.progress import RunProgress
+
+        self.close()
+        self.bar = RunProgress(len(plan.prepared)).__enter__()
+
+    def row(self, row: Any, tally: Any) -> None:
+        """A row landed."""
+        if self.bar is not None:
+            self.bar.update(row, tally)
+
+    def interrupt(self, kind: str, signal_name: str, in_flight: int) -> None:
+        """Ctrl-C or SIGTERM: say what happens to the requests in flight."""
+        if self.bar is None:
+            return
+        if kind == "drain":
+            self.bar.note(
+                f"{signal_name}: starting no new samples or cells; waiting for {in_flight} "
+                "in flight (Ctrl-C again to stop now)"
+            )
+        else:
+            self.bar.note(f"{signal_name}: stopping now; cancelling {in_flight} in flight")
+
+    def cell_done(self, cell: Any, outcome: str, result: Any) -> None:
+        """A cell ended (or was complete already): one line on stderr."""
+        self.close()
+        print(f"cell {cell.cell.name}: {outcome}", file=sys.stderr)
+
+    def close(self) -> None:
+        """Take the bar down."""
+        if self.bar is not None:
+            bar, self.bar = self.bar, None
+            bar.__exit__(None, None, None)

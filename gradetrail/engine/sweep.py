@@ -1,0 +1,305 @@
+"""Running a sweep: each cell an ordinary run (:func:`~gradetrail.engine.runner.run_eval`)
+with its own identity hash and run directory, all sharing one cache.
+
+A cell whose run directory already holds a complete run of the same identity is not run
+again (outcome ``existing``); any other is run, so an interrupted or killed cell resumes
+from the cache and a cell that is new (a model added to the sweep) is the only one that
+pays. The sweep's record (:mod:`gradetrail.rundir.sweep`) is written before the first cell
+and after each one. Cells run one after another: each run drives its own requests
+concurrently under its spec's limits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
+from gradetrail.errors import SpecError, UsageError
+from gradetrail.rundir.results import read_manifest
+from gradetrail.rundir.sweep import (
+    CellRecord,
+    SweepRecord,
+    sweep_dir,
+    write_sweep_record,
+)
+from gradetrail.spec import EvalSpec, load_spec
+from gradetrail.spec.sweep import SweepCell, SweepSpec
+
+__all__ = ["CellPlan", "DryRunCell", "SweepResult", "dry_run", "plan_sweep", "run_sweep"]
+
+
+@dataclass
+class CellPlan:
+    """One cell, planned: its spec and run plan (no call made)."""
+
+    cell: SweepCell
+    spec: EvalSpec
+    plan: RunPlan
+
+    def run_dir(self, results_root: Path) -> Path:
+        """The cell's run directory."""
+        return self.plan.run_dir(results_root)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What ``run_sweep`` did.
+
+    Attributes:
+        directory: the sweep's directory (``sweep.json``).
+        record: the record as last written.
+        interrupted: a cell was interrupted (Ctrl-C, SIGTERM); the cells after it did not run.
+    """
+
+    directory: Path
+    record: SweepRecord
+    interrupted: bool
+    stop_signal: str | None = None
+
+
+def plan_sweep(sweep: SweepSpec) -> list[CellPlan]:
+    """Load every cell's spec and plan its run (dataset, provider, scorer, requests).
+
+    Raises:
+        SpecError, DatasetError: a cell's spec is invalid (the message names the cell).
+    """
+    out = []
+    try:
+        base_labels = load_spec(sweep.spec_path).run.labels
+    except SpecError as exc:
+        raise type(exc)(f"{sweep.source}: spec: {exc}") from None
+    for cell in sweep.cells():
+        # each cell's run is labelled with the sweep and the cell (not in its identity)
+        labels = [*base_labels, f"{sweep.name}:{cell.name}"]
+        try:
+            spec = load_spec(sweep.spec_path, [*cell.overrides, f"run.labels={json.dumps(labels)}"])
+            plan = plan_run(spec)
+        except SpecError as exc:
+            raise type(exc)(f"{sweep.source}: cell {cell.name}: {exc}") from None
+        out.append(CellPlan(cell, spec, plan))
+    return out
+
+
+def slice_groups(plan: RunPlan, field: str, where: str) -> dict[str, list[str]]:
+    """Sample ids by slice: each row's ``field`` names its slice (a list: each of them).
+
+    Raises:
+        SpecError: a row has no such field.
+    """
+    groups: dict[str, list[str]] = {}
+    for sample in plan.samples:
+        if field not in sample.row:
+            raise SpecError(
+                f"{where}: slices.field {field!r} is not in sample {sample.id!r} (line "
+                f"{sample.line}); name a field every row has"
+            )
+        value = sample.row[field]
+        for name in value if isinstance(value, list) else [value]:
+            groups.setdefault(str(name), []).append(sample.id)
+    return groups
+
+
+def _record(sweep: SweepSpec, cells: list[CellPlan], results_root: Path) -> SweepRecord:
+    baseline = sweep.baseline_cell()
+    groups: dict[str, list[str]] = {}
+    if sweep.slices is not None:
+        base_plan = next(c for c in cells if c.cell.name == baseline.name).plan
+        groups = slice_groups(base_plan, sweep.slices.field, sweep.source)
+        unknown = [s for s in sweep.slices.must_not_regress if s not in groups]
+        if unknown:
+            raise SpecError(
+                f"{sweep.source}: slices.must_not_regress names {', '.join(unknown)}, which "
+                f"no row's {sweep.slices.field} holds; the slices are {', '.join(list(groups)[:8])}"
+            )
+    return SweepRecord(
+        name=sweep.name,
+        sweep_path=sweep.source,
+        spec_path=str(sweep.spec_path),
+        axes=list(sweep.axes),
+        baseline=baseline.name,
+        gate=sweep.gate.model_dump(mode="json"),
+        slice_field=sweep.slices.field if sweep.slices else None,
+        must_not_regress=list(sweep.slices.must_not_regress) if sweep.slices else [],
+        slices=groups,
+        cells=[
+            CellRecord(
+                name=c.cell.name,
+                labels=list(c.cell.labels),
+                overrides=list(c.cell.overrides),
+                run_dir=c.run_dir(results_root).name,
+                identity_hash=c.plan.identity_hash,
+                model=f"{c.spec.model.provider}:{c.spec.model.name}",
+            )
+            for c in cells
+        ],
+    )
+
+
+def is_complete(run_dir: Path, identity_hash: str) -> bool:
+    """``run_dir`` holds a complete run of this identity."""
+    try:
+        manifest = read_manifest(run_dir)
+    except UsageError:
+        return False
+    return manifest.get("status") == "complete" and manifest.get("identity_hash") == identity_hash
+
+
+def run_sweep(
+    sweep: SweepSpec,
+    *,
+    results_root: str | Path = "results",
+    cache_path: str | Path | None = None,
+    use_cache: bool = True,
+    executor_options: Any = None,
+    on_cell: Callable[[CellPlan, str, RunResult | None], None] | None = None,
+    **run_options: Any,
+) -> SweepResult:
+    """Run every cell that is not complete yet, in order; write the sweep's record.
+
+    Args:
+        sweep: a loaded sweep (:func:`gradetrail.spec.sweep.load_sweep`).
+        results_root: where run directories and ``sweep-<name>/`` go.
+        cache_path, use_cache: the cache every cell shares (as :func:`run_eval`).
+        executor_options: :class:`~gradetrail.executors.ray.RayOptions` to run each cell's
+            calls on Ray, or None for local.
+        on_cell: called after each cell with its plan, its outcome (``existing``, ``ran``,
+            ``interrupted``, ``failed``) and its RunResult (None when not run).
+        run_options: passed to :func:`run_eval` (on_row, on_start, on_interrupt, echo_log).
+
+    Raises:
+        SpecError, DatasetError: a cell's spec, or the slices, before any call.
+        CacheError, RunError: as :func:`run_eval`; the record says which cells are done.
+    """
+    root = Path(results_root)
+    cells = plan_sweep(sweep)
+    record = _record(sweep, cells, root)
+    directory = sweep_dir(root, sweep.name)
+    write_sweep_record(directory, record)
+    for index, cell in enumerate(cells):
+        run_dir = cell.run_dir(root)
+        if is_complete(run_dir, cell.plan.identity_hash):
+            record.cells[index].outcome = "existing"
+            write_sweep_record(directory, record)
+            if on_cell is not None:
+                on_cell(cell, "existing", None)
+            continue
+        try:
+            result = run_eval(
+                cell.spec,
+                results_root=root,
+                cache_path=cache_path,
+                use_cache=use_cache,
+                overrides=[*cell.cell.overrides, f"run.labels={json.dumps(cell.spec.run.labels)}"],
+                executor=executor_options,
+                **run_options,
+            )
+        except BaseException:
+            record.cells[index].outcome = "failed"
+            write_sweep_record(directory, record)
+            raise
+        status = result.manifest.status
+        outcome = (
+            "ran"
+            if status == "complete"
+            else ("interrupted" if status == "interrupted" else "failed")
+        )
+        record.cells[index].outcome = outcome  # type: ignore[assignment]
+        write_sweep_record(directory, record)
+        if on_cell is not None:
+            on_cell(cell, outcome, result)
+        if outcome == "interrupted":
+            return SweepResult(directory, record, True, result.manifest.stop_signal)
+    return SweepResult(directory, record, False)
+
+
+@dataclass(frozen=True)
+class DryRunCell:
+    """What one cell would call.
+
+    Attributes:
+        name: the cell.
+        model: provider:model.
+        run_dir: its run directory.
+        complete: the run directory already holds it (nothing would be called).
+        requests: (sample, epoch) requests of the run.
+        to_call: of them, not in the cache (what would be paid for).
+        est_input_tokens: prompt tokens of `to_call`, estimated as characters / 4.
+        est_output_tokens: `to_call` x model.params.max_tokens, or None without it.
+        est_cost_usd: the estimate at the price table's (or the spec's) price, or None.
+    """
+
+    name: str
+    model: str
+    run_dir: str
+    complete: bool
+    requests: int
+    to_call: int
+    est_input_tokens: int
+    est_output_tokens: int | None
+    est_cost_usd: float | None
+
+
+def dry_run(
+    sweep: SweepSpec, *, results_root: str | Path = "results", cache_path: str | Path | None = None
+) -> list[DryRunCell]:
+    """Plan every cell and count what would be called (no call is made; the cache is
+    only read).
+
+    Raises:
+        SpecError, DatasetError: as :func:`plan_sweep`.
+    """
+    from gradetrail.cache.store import ResponseCache, default_cache_path
+
+    root = Path(results_root)
+    cells = plan_sweep(sweep)
+    _record(sweep, cells, root)  # the slices are checked too
+    path = Path(cache_path) if cache_path else default_cache_path()
+    cache = ResponseCache(path, read_only=True) if path.exists() else None
+    out = []
+    try:
+        for c in cells:
+            run_dir = c.run_dir(root)
+            complete = is_complete(run_dir, c.plan.identity_hash)
+            keys = list(c.plan.prepared.keys())
+            found = cache.get_many(keys) if cache is not None and not complete else {}
+            missing = [i for i, k in enumerate(keys) if k not in found] if not complete else []
+            chars = sum(len(_prompt_text(c.plan.prepared[i])) for i in missing)
+            est_in = chars // 4
+            max_tokens = c.spec.model.params.max_tokens if c.spec.model.params else None
+            est_out = None if max_tokens is None else max_tokens * len(missing)
+            out.append(
+                DryRunCell(
+                    c.cell.name,
+                    f"{c.spec.model.provider}:{c.spec.model.name}",
+                    str(run_dir),
+                    complete,
+                    len(keys),
+                    len(missing),
+                    est_in,
+                    est_out,
+                    _estimate(c.spec, est_in, est_out or 0) if missing else 0.0,
+                )
+            )
+    finally:
+        if cache is not None:
+            cache.close()
+    return out
+
+
+def _prompt_text(item: Any) -> str:
+    request = item.request
+    return (request.system or "") + (request.prompt or "")
+
+
+def _estimate(spec: EvalSpec, input_tokens: int, output_tokens: int) -> float | None:
+    from gradetrail.providers.pricing import Price, price_for
+
+    if spec.model.price is not None:
+        price = Price.from_dict(spec.model.price.model_dump())
+    else:
+        price = price_for(spec.model.provider, spec.model.name)
+    return None if price is None else price.cost(input_tokens, output_tokens)

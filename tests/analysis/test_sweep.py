@@ -1,0 +1,223 @@
+"""The sweep's table on real runs: the four GSM8K models of the authors' recordings as
+cells (replay provider), gated against a baseline cell exactly as ``gradetrail gate`` gates
+them pair by pair; and slices on a dataset built so that the overall mean hides a
+regression."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from cli_support import run_cli
+from paths import EXAMPLES, GSM8K_SPEC
+
+from gradetrail.analysis.gate import regression_gate
+from gradetrail.analysis.sweep import sweep_table
+from gradetrail.engine.sweep import run_sweep
+from gradetrail.report.sweep import sweep_lines
+from gradetrail.spec.sweep import load_sweep
+from gradetrail.stats.hypotheses import holm_adjust
+
+MODELS = ["175b_verification", "175b_finetuning", "6b_verification", "6b_finetuning"]
+
+
+@pytest.fixture(scope="module")
+def gsm8k(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The bundled example sweep over the four GSM8K recordings, run once for the module."""
+    root = tmp_path_factory.mktemp("gsm8k-sweep")
+    sweep = EXAMPLES / "gsm8k-sweep.yaml"  # the bundled example: four models, Holm
+    done = run_sweep(load_sweep(sweep), results_root=root / "results", cache_path=root / "c.db")
+    assert [c.outcome for c in done.record.cells] == ["ran"] * 4
+    return {"sweep": sweep, "dir": done.directory, "root": root}
+
+
+def test_gsm8k_table_scores_and_verdicts(gsm8k: dict[str, Path]) -> None:
+    """Scores match the authors' labels (742, 458, 515, 286 of 1,319 correct); against
+    175b_finetuning, 175b_verification and 6b_verification are superior, 6b_finetuning
+    inferior; the best passing cell is 175b_verification."""
+    table = sweep_table(gsm8k["dir"])
+    assert [c.name for c in table.cells] == MODELS
+    means = [c.mean for c in table.cells]
+    assert means == pytest.approx([742 / 1319, 458 / 1319, 515 / 1319, 286 / 1319])
+    assert [c.verdict for c in table.cells] == ["superior", "baseline", "superior", "inferior"]
+    assert [c.passed for c in table.cells] == [True, None, True, False]
+    assert table.best == "175b_verification"
+    assert table.family_size == 3 and table.correction == "holm"
+    assert all(c.n == 1319 and c.rows == 1319 and c.errors == {} for c in table.cells)
+    assert table.passed() and table.passed("6b_verification")
+    assert not table.passed("6b_finetuning")
+
+
+def test_gsm8k_equals_gate_pair_by_pair(gsm8k: dict[str, Path]) -> None:
+    """Each cell's interval, p-value and Holm-adjusted p equal ``gradetrail gate``'s family
+    over the same three pairs; each raw comparison equals a lone regression_gate."""
+    table = sweep_table(gsm8k["dir"])
+    base = next(c for c in table.cells if c.is_baseline).run_dir
+    args = []
+    for c in table.candidates:
+        args += [base, c.run_dir]
+    out = run_cli("gate", *args, "--json")
+    assert out.code == 1, out.err  # 6b_finetuning fails, so the family does not pass
+    family = json.loads(out.out)
+    for cell, gate in zip(table.candidates, family["results"], strict=True):
+        ours = cell.gate.to_dict()
+        for key in ("delta", "lo", "hi", "p_value", "p_adjusted", "method", "n", "passed"):
+            assert ours[key] == gate[key], (cell.name, key)
+        lone = regression_gate(base, cell.run_dir)
+        assert (lone.lo, lone.hi, lone.p_value) == (cell.gate.lo, cell.gate.hi, cell.gate.p_value)
+
+
+def test_gsm8k_holm_against_independent_values(gsm8k: dict[str, Path]) -> None:
+    """Holm's adjusted p-values equal statsmodels 0.15's ``multipletests(p, method="holm")``
+    on the same p-values (recorded here: statsmodels is not a dependency), and Bonferroni's
+    ``method="bonferroni"``."""
+    holm = sweep_table(gsm8k["dir"])
+    raw = [c.gate.p_value for c in holm.candidates]
+    assert raw == pytest.approx([0.0, 6.3469231121882075e-06, 0.9999999999999987], rel=1e-9)
+    adjusted = [c.gate.p_adjusted for c in holm.candidates]
+    assert adjusted == pytest.approx([0.0, 1.2693846224376415e-05, 0.9999999999999987], rel=1e-9)
+    bonf = sweep_table(gsm8k["dir"], correction="bonferroni")
+    adjusted = [c.gate.p_adjusted for c in bonf.candidates]
+    assert adjusted == pytest.approx([0.0, 1.9040769336564622e-05, 1.0], rel=1e-9)
+    none = sweep_table(gsm8k["dir"], correction="none")
+    assert [c.gate.p_adjusted for c in none.candidates] == [None] * 3
+
+
+def test_gsm8k_other_baseline_is_inconclusive(gsm8k: dict[str, Path]) -> None:
+    """--baseline 6b_verification: 175b_finetuning (34.7% vs 39.0%) is neither shown
+    non-inferior nor worse by more than the margin: inconclusive."""
+    table = sweep_table(gsm8k["dir"], baseline="6b_verification")
+    verdicts = {c.name: c.verdict for c in table.candidates}
+    assert verdicts == {
+        "175b_verification": "superior",
+        "175b_finetuning": "inconclusive",
+        "6b_finetuning": "inferior",
+    }
+    lo, hi = table.cell("175b_finetuning").gate.lo, table.cell("175b_finetuning").gate.hi
+    assert lo < -0.02 < hi
+
+
+def test_gsm8k_rerun_pays_nothing_and_adding_a_model_runs_only_it(
+    gsm8k: dict[str, Path], tmp_path: Path
+) -> None:
+    """A second sweep finds every cell complete; a sweep with one model added runs that
+    model alone (the others are the same run directories)."""
+    sweep = load_sweep(gsm8k["sweep"])
+    again = run_sweep(sweep, results_root=gsm8k["root"] / "results", cache_path=tmp_path / "x.db")
+    assert [c.outcome for c in again.record.cells] == ["existing"] * 4
+    raw = yaml.safe_load(gsm8k["sweep"].read_text())
+    raw["axes"]["model.name"] = [*MODELS[:2], MODELS[3]]  # a three-model sweep first
+    raw["name"] = "three"
+    raw["spec"] = str(GSM8K_SPEC)
+    three = tmp_path / "three.yaml"
+    three.write_text(yaml.safe_dump(raw))
+    root = tmp_path / "results"
+    first = run_sweep(load_sweep(three), results_root=root, cache_path=tmp_path / "c.db")
+    assert [c.outcome for c in first.record.cells] == ["ran"] * 3
+    raw["axes"]["model.name"] = MODELS
+    three.write_text(yaml.safe_dump(raw))
+    second = run_sweep(load_sweep(three), results_root=root, cache_path=tmp_path / "c.db")
+    outcomes = {c.name: c.outcome for c in second.record.cells}
+    assert outcomes == {
+        "175b_verification": "existing",
+        "175b_finetuning": "existing",
+        "6b_verification": "ran",
+        "6b_finetuning": "existing",
+    }
+
+
+def test_holm_helper_matches_an_independent_step_down() -> None:
+    """The shared Holm helper against a step-down written out here, and statsmodels' values
+    for p = [0.1, 0.012, 0.03, 0.5] (0.2, 0.048, 0.09, 0.5)."""
+    p = [0.1, 0.012, 0.03, 0.5]
+    assert holm_adjust(p) == pytest.approx([0.2, 0.048, 0.09, 0.5])
+
+
+# --- slices: a regression the overall mean hides -------------------------------------
+
+APP = """\
+def answer(request, row):
+    i = int(row["i"])
+    if request.model == "base":  # 70% right on both slices
+        right = i % 10 < 7
+    elif row["level"] == "hard":  # the candidate: 20% on the hard slice ...
+        right = i % 10 < 2
+    else:  # ... and 80% on the easy one
+        right = i % 10 < 8
+    return "A: " + (row["a"] if right else "-1")
+"""
+
+
+def write_slice_sweep(directory: Path, must_not_regress: list[str]) -> Path:
+    """400 rows, 360 easy and 40 hard; models base and new (see APP)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {"i": i, "q": f"{i} + 1", "a": str(i + 1), "level": "hard" if i >= 360 else "easy"}
+        for i in range(400)
+    ]
+    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / "slice_app.py").write_text(APP)
+    spec = {
+        "name": "slices",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "What is {{ q }}?",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "base", "function": "slice_app:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+    }
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
+    sweep = {
+        "name": "slice-sweep",
+        "spec": "spec.yaml",
+        "axes": {"model.name": ["base", "new"]},
+        "baseline": "base",
+        "slices": {"field": "level", "must_not_regress": must_not_regress},
+    }
+    (directory / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    return directory / "sweep.yaml"
+
+
+def test_slice_regression_hidden_by_the_mean_is_caught(tmp_path: Path) -> None:
+    """The candidate gains on the 360 easy rows and loses 50 points on the 40 hard ones:
+    non-inferior overall, flagged on the hard slice; with hard marked must-not-regress it
+    fails, its slice gate in the Holm family."""
+    sweep = load_sweep(write_slice_sweep(tmp_path / "a", []))
+    done = run_sweep(sweep, results_root=tmp_path / "results", cache_path=tmp_path / "c.db")
+    table = sweep_table(done.directory)
+    new = table.cell("new")
+    slices = {s.name: s for s in new.slices}
+    assert (slices["easy"].n, slices["hard"].n) == (360, 40)
+    assert slices["hard"].mean == pytest.approx(8 / 40)
+    assert table.cell("base").slices[1].mean == pytest.approx(28 / 40)
+    assert new.mean > table.cell("base").mean  # the overall mean improves
+    assert new.passed and new.verdict in ("non-inferior", "superior")
+    assert slices["hard"].hidden_regression and not slices["easy"].hidden_regression
+    assert slices["hard"].gate.hi < 0 and slices["hard"].gate.p_adjusted is None
+    assert table.family_size == 1
+
+    marked = load_sweep(write_slice_sweep(tmp_path / "b", ["hard"]))
+    done = run_sweep(marked, results_root=tmp_path / "results", cache_path=tmp_path / "c.db")
+    assert [c.outcome for c in done.record.cells] == ["existing", "existing"]  # same runs
+    table = sweep_table(done.directory)
+    new = table.cell("new")
+    assert table.family_size == 2
+    assert new.passed is False and new.failed_slices == ("hard",)
+    assert not table.passed() and table.best is None
+    text = "\n".join(sweep_lines(table))
+    assert f"FAIL: {new.verdict} overall, fails slice hard" in text
+    assert "hard *  40   0.2000 [0.1050, 0.3476]  -0.5000 [-0.6480, -0.3520]  FAIL" in text
+    assert "REGRESSION hidden by the mean" in text and "passed: none" in text
+    overall, hard = new.gate, new.slices[1].gate
+    assert [overall.p_adjusted, hard.p_adjusted] == pytest.approx(
+        holm_adjust([overall.p_value, hard.p_value])
+    )
+    lone = regression_gate(table.cell("base").run_dir, new.run_dir, samples=sweep_ids(done, "hard"))
+    assert (lone.lo, lone.hi, lone.p_value) == (hard.lo, hard.hi, hard.p_value)
+    assert lone.n == 40
+
+
+def sweep_ids(done, name: str) -> list[str]:  # noqa: ANN001
+    """The sample ids of slice ``name`` in a sweep's record."""
+    return done.record.slices[name]

@@ -1,0 +1,209 @@
+"""``gradetrail sweep``: the table, its outputs (--json, --markdown, --junit, --github),
+--baseline, --candidate, --dry-run and exit codes, on two GSM8K recordings (300 problems)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+from cli_support import run_cli
+from paths import GSM8K_SPEC
+
+from gradetrail.engine.runner import plan_run
+from gradetrail.spec import load_spec
+
+N = 300
+
+
+@pytest.fixture
+def sweep_file(tmp_path: Path) -> Path:
+    """Labelled variants: prod (175b_finetuning) and two candidates, first 300 problems."""
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "migrate",
+                "spec": str(GSM8K_SPEC),
+                "axes": {
+                    "model": {
+                        "prod": {"model.name": "175b_finetuning", "dataset.limit": N},
+                        "big": {"model.name": "175b_verification", "dataset.limit": N},
+                        "small": {"model.name": "6b_finetuning", "dataset.limit": N},
+                    }
+                },
+                "baseline": "prod",
+            },
+            sort_keys=False,
+        )
+    )
+    return path
+
+
+def _sweep(sweep_file: Path, *args: str):  # noqa: ANN202
+    root = sweep_file.parent / "results"
+    return run_cli("sweep", str(sweep_file), "--results-root", str(root), *args)
+
+
+def test_table_json_and_exit_codes(sweep_file: Path, tmp_path: Path) -> None:
+    """big passes (superior), small fails (inferior): exit 0 for any, 1 with --candidate
+    small, 0 with --candidate big; the second sweep runs nothing (every cell existing)."""
+    out = _sweep(sweep_file, "--json")
+    assert out.code == 0, out.err
+    table = json.loads(out.out)
+    assert table["passed"] is True and table["best"] == "big"
+    cells = {c["name"]: c for c in table["cells"]}
+    assert [cells[n]["verdict"] for n in ("prod", "big", "small")] == [
+        "baseline",
+        "superior",
+        "inferior",
+    ]
+    assert cells["big"]["gate"]["family"] == "Holm over 2 comparisons"
+    assert all(c["n"] == N and c["outcome"] == "ran" for c in table["cells"])
+    assert "cell prod: ran" in out.err
+    again = _sweep(sweep_file, "--candidate", "small")
+    assert again.code == 1, again.err
+    assert "cached (complete)" in again.out and "FAIL inferior" in again.out
+    assert "best passing cell: big" in again.out
+    assert _sweep(sweep_file, "--candidate", "big").code == 0
+
+
+def test_other_baseline_and_outputs(sweep_file: Path, tmp_path: Path) -> None:
+    """--baseline big: no candidate passes (exit 1); the Markdown report and the JUnit
+    file (one suite a comparison, as ``gradetrail gate`` writes it) are written."""
+    md, junit = tmp_path / "sweep.md", tmp_path / "sweep.xml"
+    out = _sweep(sweep_file, "--baseline", "big", "--markdown", str(md), "--junit", str(junit))
+    assert out.code == 1, out.err
+    assert "passed: none" in out.out
+    report = md.read_text()
+    assert report.startswith("## gradetrail sweep `migrate`: no candidate passed")
+    assert "| prod | replay:175b_finetuning |" in report
+    suites = ET.parse(junit).getroot().findall("testsuite")
+    assert len(suites) == 2
+    verdicts = [s.find("testcase[@classname='gradetrail.analysis.gate']") for s in suites]
+    assert all(v.find("failure") is not None for v in verdicts)
+
+
+def test_github_output(sweep_file: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """--github appends the Markdown table to the step summary and prints one notice."""
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    out = _sweep(sweep_file, "--github")
+    assert out.code == 0, out.err
+    assert "::notice title=gradetrail sweep migrate::any candidate passed" in out.out
+    assert "| big | replay:175b_verification |" in summary.read_text()
+
+
+def test_dry_run_calls_nothing(sweep_file: Path) -> None:
+    """--dry-run lists the requests each cell would make and writes no run directory."""
+    out = _sweep(sweep_file, "--dry-run", "--json")
+    assert out.code == 0, out.err
+    cells = json.loads(out.out)
+    assert [(c["name"], c["requests"], c["to_call"]) for c in cells] == [
+        ("prod", N, N),
+        ("big", N, N),
+        ("small", N, N),
+    ]
+    assert all(c["est_cost_usd"] is None for c in cells)  # replay has no price
+    assert not (sweep_file.parent / "results").exists()
+    text = _sweep(sweep_file, "--dry-run")
+    assert "would call 900 requests" in text.out
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"baseline": "nope"}, "baseline 'nope' is not a cell; the cells are prod, big, small"),
+        ({"axes": {}}, "axes"),
+        ({"axes": {"model.name": []}}, "has no values"),
+        ({"axes": {"model.name": ["a/b"]}}, "may not be empty or hold '/'"),
+        ({"spec": "missing.yaml"}, "spec file not found"),
+        ({"gate": {"correction": "fdr"}}, "gate.correction"),
+        ({"slices": {"field": "level"}}, "slices.field 'level' is not in sample"),
+        ({"colour": "red"}, "colour"),
+    ],
+)
+def test_bad_sweep_files_exit_2_with_one_line(
+    sweep_file: Path, change: dict, expected: str
+) -> None:
+    """Each mistake is one ``error:`` line naming the fix, exit 2, nothing run."""
+    raw = yaml.safe_load(sweep_file.read_text())
+    raw.update(change)
+    sweep_file.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = _sweep(sweep_file)
+    assert out.code == 2, out.out + out.err
+    assert len(out.err_lines) == 1 and out.err_lines[0].startswith("error: ")
+    assert expected in out.err_lines[0]
+    assert not (sweep_file.parent / "results").exists() or "spec" not in change
+
+
+def test_bad_options_exit_2(sweep_file: Path) -> None:
+    """An unknown --baseline cell or --correction: one line, exit 2."""
+    out = _sweep(sweep_file, "--baseline", "nope")
+    assert out.code == 2 and "--baseline 'nope' is not a cell" in out.err
+    out = _sweep(sweep_file, "--correction", "fdr")
+    assert out.code == 2 and "holm, bonferroni or none" in out.err
+    assert run_cli("sweep", "/nonexistent/sweep.yaml").code == 2
+
+
+def test_labels_name_runs_without_changing_their_identity(sweep_file: Path) -> None:
+    """A run made by hand with --label is the sweep's prod cell (same identity: the sweep
+    finds it complete and runs it not again); `gradetrail runs` shows each run's labels,
+    the sweep's cells labelled migrate:<cell>."""
+    root = sweep_file.parent / "results"
+    by_hand = run_cli(
+        "run", str(GSM8K_SPEC), "--set", "model.name=175b_finetuning", "--set",
+        f"dataset.limit={N}", "--label", "prod today", "--label", "TICKET-12",
+        "--results-root", str(root), "--json",
+    )  # fmt: skip
+    assert by_hand.code == 0, by_hand.err
+    manifest = json.loads(by_hand.out)
+    assert manifest["spec"]["run"]["labels"] == ["prod today", "TICKET-12"]
+    plain = load_spec(GSM8K_SPEC, ["model.name=175b_finetuning", f"dataset.limit={N}"])
+    assert plan_run(plain).identity_hash == manifest["identity_hash"]
+    out = _sweep(sweep_file, "--json")
+    assert out.code == 0, out.err
+    outcomes = {c["name"]: c["outcome"] for c in json.loads(out.out)["cells"]}
+    assert outcomes == {"prod": "existing", "big": "ran", "small": "ran"}
+    listing = run_cli("runs", "--results-root", str(root))
+    lines = listing.out.splitlines()
+    assert lines[0].rstrip().endswith("labels")
+    assert any(line.rstrip().endswith("migrate:big") for line in lines)
+    assert any(line.rstrip().endswith("prod today, TICKET-12") for line in lines)
+
+
+def test_bad_label_exits_2(tmp_path: Path) -> None:
+    """An empty label is refused in one line."""
+    out = run_cli("run", str(GSM8K_SPEC), "--label", " ", "--results-root", str(tmp_path))
+    assert out.code == 2 and "run.labels" in out.err and len(out.err_lines) == 1
+
+
+def test_run_with_models_is_a_sweep(tmp_path: Path) -> None:
+    """`gradetrail run SPEC --models a,b,c`: one cell a model, the first the baseline,
+    the same table and exit codes as `gradetrail sweep`."""
+    root = tmp_path / "results"
+    out = run_cli(
+        "run", str(GSM8K_SPEC), "--models", "175b_finetuning,175b_verification,6b_finetuning",
+        "--results-root", str(root), "--json",
+    )  # fmt: skip
+    assert out.code == 0, out.err
+    table = json.loads(out.out)
+    assert table["name"] == "gsm8k" and table["baseline"] == "175b_finetuning"
+    verdicts = [c["verdict"] for c in table["cells"]]
+    assert verdicts == ["baseline", "superior", "inferior"]
+    assert (root / "sweep-gsm8k" / "sweep.json").is_file()
+    refused = run_cli("run", str(GSM8K_SPEC), "--models", "a,a", "--results-root", str(root))
+    assert refused.code == 2 and "repeats a value" in refused.err
+    refused = run_cli("run", str(GSM8K_SPEC), "--models", "a", "--set", "x=1")
+    assert refused.code == 2 and "write a sweep file" in refused.err
+
+
+def test_unwritable_results_root_exits_with_one_line(sweep_file: Path, tmp_path: Path) -> None:
+    """A results root that is a file: one error line naming the sweep record, no traceback."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    out = run_cli("sweep", str(sweep_file), "--results-root", str(blocker))
+    assert out.code == 1 and len(out.err_lines) == 1  # as gradetrail run's RunError
+    assert out.err_lines[0].startswith("error: cannot write the sweep record")
