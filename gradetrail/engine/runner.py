@@ -25,16 +25,19 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
+from gradetrail.engine.batching import BatchOptions, BatchReport, run_batches
 from gradetrail.engine.failfast import FailFast
 from gradetrail.engine.interrupts import Interrupts, StopKind
 from gradetrail.engine.pipeline import SampleContext, process
 from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
+from gradetrail.executors.batched import BatchedExecutor
 from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import Provider, make_provider
+from gradetrail.rundir.batches import BatchLedger
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.manifest import (
     CacheReport,
@@ -215,6 +218,7 @@ def run_eval(
     on_interrupt: Callable[[StopKind, str, int], None] | None = None,
     echo_log: bool = False,
     scorer: Scorer | ScoreFunction | None = None,
+    batch: BatchOptions | None = None,
 ) -> RunResult:
     """Run an eval end to end.
 
@@ -242,6 +246,11 @@ def run_eval(
             signal's name and the number of requests in flight.
         echo_log: also write the structured log's lines to stderr.
         scorer: a scorer of your own in place of the spec's (see :func:`plan_run`).
+        batch: send the requests the cache lacks through the provider's batch API (half
+            price) before scoring (see :mod:`gradetrail.engine.batching`); None: online.
+            A run whose batches are still running when it returns (``detach``, Ctrl-C,
+            ``max_wait_s``) ends ``interrupted``, its batch ids in the run directory and
+            in ``manifest.executor.batch.waiting``: the same call later collects them.
 
     Returns:
         The run directory, manifest and tally (also for an interrupted run).
@@ -254,6 +263,8 @@ def run_eval(
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     try:
         plan = plan_run(spec, scorer=scorer)
+        if batch is not None:
+            _check_batchable(plan, use_cache)
         executor = _executor(plan, executor)
         cache = (
             ResponseCache(Path(cache_path) if cache_path else default_cache_path())
@@ -294,6 +305,7 @@ def run_eval(
                     log.follow(plan.provider.events)
                     calls = Calls(cache, executor, log, inflight)
                     run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
+                    run.batch = batch
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
@@ -327,15 +339,41 @@ def _keep_what_the_cache_cannot(
     return pending
 
 
+def _check_batchable(plan: RunPlan, use_cache: bool) -> None:
+    """Refuse ``--batch`` where it cannot hold: no batch API, no cache, agent loops.
+
+    Raises:
+        SpecError: naming what to change.
+    """
+    where = plan.spec.source
+    if not plan.provider.batches:
+        raise SpecError(
+            f"{where}: model.provider {plan.spec.model.provider!r} has no batch API; "
+            "run without --batch (openai and anthropic have one)"
+        )
+    if not use_cache:
+        raise SpecError(
+            f"{where}: --batch keeps each collected response in the cache; drop --no-cache"
+        )
+    if plan.spec.model.tools_module is not None:
+        raise SpecError(f"{where}: an agent loop's turns cannot be batched; run without --batch")
+
+
+def _policy(spec: EvalSpec) -> RetryPolicy:
+    """The run's one retry policy, from its run settings."""
+    run = spec.run
+    return RetryPolicy(
+        max_retries=run.max_retries, timeout_s=run.timeout_s, sample_timeout_s=run.sample_timeout_s
+    )
+
+
 def _executor(plan: RunPlan, chosen: Executor | RayOptions | None) -> Executor:
     """The executor for ``plan``: ``chosen`` itself, or one built from the spec's run
     settings (retry policy, concurrency, rate caps), local or on Ray."""
     if isinstance(chosen, Executor):
         return chosen
     run = plan.spec.run
-    policy = RetryPolicy(
-        max_retries=run.max_retries, timeout_s=run.timeout_s, sample_timeout_s=run.sample_timeout_s
-    )
+    policy = _policy(plan.spec)
     limits: dict[str, Any] = {
         "requests_per_minute": run.requests_per_minute,
         "tokens_per_minute": run.tokens_per_minute,
@@ -359,6 +397,9 @@ class _Run:
         self.log: RunLog = ctx.log  # type: ignore[assignment]
         self.tally = Tally.for_spec(plan.spec)
         self.in_flight = 0
+        #: the batch pass's options (None: online), and what it did
+        self.batch: BatchOptions | None = None
+        self.batch_report: BatchReport | None = None
 
     def execute(
         self,
@@ -378,7 +419,8 @@ class _Run:
         unwritten: Exception | None = None
         try:
             asyncio.run(self._main(writer, on_row, stop))
-            status = "interrupted" if stop.stopping else "complete"
+            waiting = self.batch_report is not None and self.batch_report.waiting
+            status = "interrupted" if stop.stopping or waiting else "complete"
         except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
         finally:
@@ -525,6 +567,10 @@ class _Run:
                 raise
 
         try:
+            if self.batch is not None:
+                report = await self._batch_pass(stop)
+                if report.waiting:
+                    return  # the batches run on: the same command collects them
             await ctx.scorer.bind(ctx.calls)  # judges share cache, log and retries
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
             tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
@@ -545,6 +591,26 @@ class _Run:
                 await ctx.scorer.aclose()
             finally:
                 await ctx.executor.aclose()
+
+    async def _batch_pass(self, stop: Interrupts) -> BatchReport:
+        """Send what the cache lacks in batches, wait, collect; then score through a
+        :class:`BatchedExecutor` (failed requests answered with their batch error)."""
+        ctx, batch = self.ctx, self.batch
+        assert batch is not None and ctx.cache is not None
+        requests = {item.key: item.request for item in self.plan.prepared}
+        report = await run_batches(
+            requests,
+            api=self.plan.provider.batch_api(),
+            ledger=BatchLedger(self.run_dir.path),
+            cache=ctx.cache,
+            policy=_policy(self.plan.spec),
+            options=batch,
+            log=self.log,
+            stopping=lambda: stop.stopping,
+        )
+        self.batch_report = report
+        ctx.calls.executor = BatchedExecutor(ctx.executor, report.failed, report.describe())
+        return report
 
 
 def _initial_manifest(

@@ -95,6 +95,14 @@ class AnthropicProvider(HttpProvider):
             return {"default_max_tokens": DEFAULT_MAX_TOKENS}
         return {}
 
+    batches = True
+
+    def batch_api(self) -> Any:
+        """The Message Batches API client (see :mod:`gradetrail.providers._anthropic_batch`)."""
+        from gradetrail.providers._anthropic_batch import AnthropicBatchAPI
+
+        return AnthropicBatchAPI(self)
+
     def headers(self, key: str) -> dict[str, str]:
         """``x-api-key`` and ``anthropic-version`` (:data:`ANTHROPIC_VERSION`), as the
         Messages API documents them."""
