@@ -17,7 +17,7 @@ Control: ``GET /_control/batches`` -> ``{"created": batches created, "requests":
 requests received in batches, "custom_ids": {custom_id: times submitted}, "repeated":
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
-"create" | null, "reset": true}``. ``hang`` makes that step never answer (after it took
+"create" | "results" | null, "reset": true}``. ``hang`` makes that step never answer (after it took
 effect: the file is stored, the batch created), until the client goes away: the moment a
 ``kill -9`` test kills the client in.
 """
@@ -242,6 +242,7 @@ class BatchAPIs:
         content = self.files.get(request.path_params["file_id"])
         if content is None:
             return self._not_found(OPENAI, "file")
+        await self._hang(request, "results")
         return Response(content, media_type="application/octet-stream")
 
     # -- OpenAI: batches -----------------------------------------------------------------
@@ -443,6 +444,7 @@ class BatchAPIs:
         if batch.status == "in_progress":
             msg = "results are not available until the batch has ended"
             return self.server._error(ANTHROPIC, 404, "not_found_error", msg)
+        await self._hang(request, "results")
         out = []
         for custom_id, _ in batch.lines:
             answer = batch.answers.get(custom_id)
@@ -467,7 +469,10 @@ class BatchAPIs:
             unknown = set(update) - {"polls", "expire_after", "hang"}
             if unknown:
                 return self._json({"error": f"unknown keys {sorted(unknown)}"}, 400)
-            self.polls = int(update.get("polls", self.polls))
+            if "polls" in update:  # batches in progress too: at most this many more
+                self.polls = int(update["polls"])
+                for batch in self.batches.values():
+                    batch.polls_left = min(batch.polls_left, self.polls)
             if "expire_after" in update:
                 self.expire_after = update["expire_after"]
             if "hang" in update:

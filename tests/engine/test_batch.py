@@ -37,9 +37,7 @@ def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def batch_spec(tmp_path: Path, srv: Any, protocol: str, limit: int = 12) -> gradetrail.EvalSpec:
     """GSM8K's first ``limit`` problems over ``protocol``, priced (see :data:`PRICE`)."""
-    base = srv.anthropic_base_url if protocol == "anthropic" else srv.openai_base_url
-    spec = gsm8k_spec(tmp_path / "spec", None, protocol, limit=limit, price=PRICE)
-    return spec.model_copy(update={"model": spec.model.model_copy(update={"base_url": base})})
+    return gsm8k_spec(tmp_path / "spec", srv, protocol, limit=limit, price=PRICE)
 
 
 def run(

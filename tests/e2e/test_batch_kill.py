@@ -1,0 +1,142 @@
+"""``kill -9`` a batched run at each step, then run it again: every request is submitted
+to the batch API exactly once (counted by the protocol server) and every row is scored.
+
+The run is a real child process (``gradetrail.run_eval`` with a batch), killed with
+SIGKILL once the server shows it inside the step: uploading the file (the server holds
+its answer), creating the batch (created, never acknowledged: the re-run must find it at
+the API), polling (in progress), reading the results (held), and after collecting."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from http_support import SECRET_KEY, gsm8k_spec
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+from gradetrail.engine.batching import BatchOptions
+from gradetrail.rundir.batches import BatchLedger
+from gradetrail.testing import FakeClock
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = textwrap.dedent(
+    """
+    import sys
+    import gradetrail
+    from gradetrail.engine.batching import BatchOptions
+
+    spec = gradetrail.load_spec(sys.argv[1])
+    gradetrail.run_eval(
+        spec,
+        results_root=sys.argv[2],
+        cache_path=sys.argv[3],
+        batch=BatchOptions(max_requests=4, first_poll_s=0.05, max_poll_s=0.05),
+    )
+    """
+)
+ROWS = 10
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+def _ledger_has(tmp_path: Path, event: str) -> Callable[[Any], bool]:
+    def seen(_: Any) -> bool:
+        return any(
+            json.loads(line).get("event") == event
+            for path in (tmp_path / "results").glob("*/batches.jsonl")
+            for line in path.read_text().splitlines()
+            if line.strip()
+        )
+
+    return seen
+
+
+#: moment -> (server settings while the child runs, when to kill it)
+MOMENTS: dict[str, tuple[dict[str, Any], Callable[[Path], Callable[[Any], bool]]]] = {
+    "upload": ({"hang": "upload"}, lambda _: lambda s: s["files"] >= 1),
+    "create": ({"hang": "create"}, lambda _: lambda s: s["created"] >= 1),
+    "polling": ({"polls": 10**6}, lambda _: lambda s: s["retrieves"] >= 3),
+    "results": ({"hang": "results", "polls": 0}, lambda _: lambda s: _ended(s)),
+    "scoring": ({"polls": 0}, lambda tmp: _ledger_has(tmp, "collected")),
+}
+
+
+def _ended(stats: dict[str, Any]) -> bool:
+    return any(state != "in_progress" for state in stats["states"].values())
+
+
+@pytest.mark.parametrize(
+    ("protocol", "moment"),
+    [("openai", m) for m in MOMENTS] + [("anthropic", m) for m in MOMENTS if m != "upload"],
+)
+def test_kill_9_then_rerun_submits_every_request_exactly_once(
+    srv, tmp_path: Path, protocol: str, moment: str
+) -> None:
+    settings, kill_when = MOMENTS[moment]
+    spec = gsm8k_spec(tmp_path / "spec", srv, protocol, limit=ROWS)
+    srv.batches(**settings)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            spec.source,
+            str(tmp_path / "results"),
+            str(tmp_path / "cache.sqlite"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait(srv, kill_when(tmp_path), child)
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        assert child.stderr is not None
+        child.stderr.close()
+    srv.batches(hang=None, polls=0)
+    result = gradetrail.run_eval(
+        spec,
+        results_root=tmp_path / "results",
+        cache_path=tmp_path / "cache.sqlite",
+        batch=BatchOptions(max_requests=4, sleep=FakeClock().sleep),
+    )
+    assert result.manifest.status == "complete"
+    assert result.manifest.counts == {"scored": ROWS}
+    counts = srv.batches()
+    assert counts["repeated"] == 0, counts["custom_ids"]
+    assert counts["requests"] == ROWS and len(counts["custom_ids"]) == ROWS
+    ledger = BatchLedger.read(result.run_dir)
+    assert not ledger.open_submissions()
+
+
+def _wait(srv: Any, done: Callable[[dict[str, Any]], bool], child: subprocess.Popen) -> None:
+    """Until ``done(batch stats)``; a hang guard of 60 s (never a timing assert)."""
+    deadline = time.monotonic() + 60
+    while not done(stats := srv.batches()):
+        if child.poll() is not None:
+            assert child.stderr is not None
+            raise AssertionError(f"the run ended first: {child.stderr.read().decode()[-2000:]}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"never reached the moment; server: {stats}")
+        time.sleep(0.02)
