@@ -32,6 +32,7 @@ COMMANDS = {
     "gate": "gate",
     "power": "gate",
     "cache": "cache",
+    "batches": "batches",
 }
 
 

@@ -72,6 +72,26 @@ def run(
         bool,
         typer.Option("--verbose", "-v", help="Also show the run's log (log.jsonl) on stderr."),
     ] = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send what the cache lacks through the provider's batch API (half price), "
+            "wait, then score. Re-running collects batches in flight, never resends them.",
+        ),
+    ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", help="With --batch: send, record the batches, and exit."),
+    ] = False,
+    batch_fallback: Annotated[
+        str,
+        typer.Option(
+            "--batch-fallback",
+            help="With --batch: where expired or failed requests go again: batch (a new "
+            "batch) or online.",
+        ),
+    ] = "batch",
 ) -> None:
     """Run an eval: call the model for every sample (cached), score, write results.
 
@@ -98,6 +118,12 @@ def run(
         raise typer.BadParameter(
             "--address and --workers are for --executor ray", param_hint="--executor"
         )
+    if (detach or batch_fallback != "batch") and not batch:
+        raise typer.BadParameter("needs --batch", param_hint="--detach/--batch-fallback")
+    if batch_fallback not in ("batch", "online"):
+        raise typer.BadParameter("use batch or online", param_hint="--batch-fallback")
+    if batch and executor != "local":
+        raise typer.BadParameter("--batch sends no calls from workers", param_hint="--executor")
     if json_out and print_run_dir:
         raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
     if min_score is not None and not math.isfinite(min_score):
@@ -131,6 +157,11 @@ def run(
 
             chosen = RayOptions(address=address, workers=workers)
         loaded = load_spec(spec, overrides)
+        batching = None
+        if batch:
+            from gradetrail.engine.batching import BatchOptions
+
+            batching = BatchOptions(fallback=batch_fallback, detach=detach)  # type: ignore[arg-type]
         try:
             result = run_eval(
                 loaded,
@@ -143,6 +174,7 @@ def run(
                 on_row=lambda row, tally: progress.update(row, tally) if progress else None,
                 on_interrupt=on_interrupt,
                 echo_log=verbose,
+                batch=batching,
             )
         finally:
             if progress is not None:
@@ -170,6 +202,16 @@ def run(
         print_summary(result)
         if threshold is not None:
             print(f"  {'min score':<11} {threshold.message()}")
+    waiting = ((result.manifest.executor or {}).get("batch") or {}).get("waiting") or []
+    if waiting:
+        print(
+            f"note: {len(waiting)} batches are still running ({', '.join(waiting)}); run the "
+            "same command again to collect them (`gradetrail batches "
+            f"{clean(str(result.run_dir))}` shows them)",
+            file=sys.stderr,
+        )
+        if result.manifest.stop_signal is None:  # --detach, or past the wait: as asked
+            raise typer.Exit(0)
     if result.manifest.status == "interrupted":
         raise typer.Exit(143 if result.manifest.stop_signal == "SIGTERM" else 130)
     if threshold is not None and not threshold.passed:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gradetrail.errors import RunError
+from gradetrail.errors import RunError, UsageError
 
 __all__ = ["BATCHES_FILE", "BatchLedger", "Submission"]
 
@@ -88,11 +88,11 @@ class BatchLedger:
         """The ledger of ``run_dir`` (empty when it has none).
 
         Raises:
-            RunError: ``run_dir`` is not a directory.
+            UsageError: ``run_dir`` is not a directory.
         """
         path = Path(run_dir)
         if not path.is_dir():
-            raise RunError(f"{path}: not a run directory; give the directory a run wrote")
+            raise UsageError(f"{path}: not a run directory; give the directory a run wrote")
         return cls(path)
 
     def _read(self) -> None:

@@ -1,0 +1,46 @@
+"""``gradetrail run --batch [--detach]`` and ``gradetrail batches`` against the protocol
+server's batch API, in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from http_support import SECRET_KEY, gsm8k_spec
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+def test_detach_list_then_collect(srv, cli, tmp_path: Path) -> None:
+    spec = gsm8k_spec(tmp_path / "s", srv, "openai", limit=3)
+    srv.batches(polls=0)
+    first = cli("run", spec.source, "--batch", "--detach", "--print-run-dir")
+    assert first.exit_code == 0, first.stderr
+    run_dir = first.stdout.strip().splitlines()[-1]
+    assert "batches are still running" in first.stderr and "run the same command" in first.stderr
+    listed = cli("batches", run_dir, "--json")
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert row["state"] == "in flight" and row["requests"] == 3 and row["batch_id"]
+    second = cli("run", spec.source, "--batch", "--print-run-dir")
+    assert second.exit_code == 0, second.stderr
+    assert srv.batches()["repeated"] == 0 and srv.batches()["requests"] == 3
+    text = cli("batches", run_dir).stdout
+    assert "collected" in text and "3 ok, 0 failed" in text
+
+
+def test_batches_of_a_missing_directory_says_so(cli, tmp_path: Path) -> None:
+    out = cli("batches", str(tmp_path / "nope"))
+    assert out.exit_code == 2 and "not a run directory" in out.stderr
+
+
+def test_detach_without_batch_is_refused(cli, tmp_path: Path) -> None:
+    out = cli("run", str(tmp_path / "x.yaml"), "--detach")
+    assert out.exit_code == 2 and "needs --batch" in out.stderr
