@@ -92,13 +92,29 @@ def run(
             "batch) or online.",
         ),
     ] = "batch",
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            help="A hard ceiling on what the run spends, USD, judges included "
+            "(run.max_cost_usd): no call starts that could pass it.",
+        ),
+    ] = None,
+    start_over_budget: Annotated[
+        bool,
+        typer.Option(
+            "--start-over-budget",
+            help="Start even when the worst case is over the ceiling (stop at it).",
+        ),
+    ] = False,
 ) -> None:
     """Run an eval: call the model for every sample (cached), score, write results.
 
     Ctrl-C stops starting new samples and waits for those in flight; a second Ctrl-C
     stops at once. Re-running the same command finishes the run from the cache.
-    Exit codes: 0 scored (and --min-score met), 1 nothing scored or --min-score missed,
-    2 bad spec or usage, 130 Ctrl-C, 143 SIGTERM.
+    Exit codes: 0 scored (and --min-score met; also --detach), 1 nothing scored or
+    --min-score missed, 2 bad spec or usage, 3 stopped at --max-cost (re-run with a larger
+    one to finish), 130 Ctrl-C, 143 SIGTERM.
     """
     import math
 
@@ -129,6 +145,12 @@ def run(
     if min_score is not None and not math.isfinite(min_score):
         raise typer.BadParameter("must be a finite number", param_hint="--min-score")
     overrides = list(set_ or [])
+    if max_cost is not None:
+        if not math.isfinite(max_cost) or max_cost <= 0:
+            raise typer.BadParameter("must be a positive number of USD", param_hint="--max-cost")
+        overrides.append(f"run.max_cost_usd={max_cost!r}")
+    if start_over_budget:
+        overrides.append("run.start_over_budget=true")
     progress: RunProgress | None = None
     started_in: Path | None = None
 
@@ -212,6 +234,9 @@ def run(
         )
         if result.manifest.stop_signal is None:  # --detach, or past the wait: as asked
             raise typer.Exit(0)
+    if result.manifest.stop_reason is not None:
+        print(f"error: {clean(result.manifest.stop_reason)}", file=sys.stderr)
+        raise typer.Exit(3)
     if result.manifest.status == "interrupted":
         raise typer.Exit(143 if result.manifest.stop_signal == "SIGTERM" else 130)
     if threshold is not None and not threshold.passed:

@@ -34,6 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from gradetrail.errors import ProviderError, RunError, ServerError
+from gradetrail.executors.budget import Budget, BudgetExhausted, worst_case_usd
 from gradetrail.executors.retry import RetryPolicy, call_with_retry
 from gradetrail.rundir.batches import BatchLedger, Submission
 
@@ -88,6 +89,7 @@ class BatchReport:
         batch_ids: every batch id the run directory knows.
         cancelled: batch ids that ended cancelled.
         protocol: the batch API's name.
+        over_budget: why requests were left unsent (the budget), or None.
     """
 
     sent: int = 0
@@ -99,6 +101,7 @@ class BatchReport:
     batch_ids: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     protocol: str = ""
+    over_budget: BudgetExhausted | None = None
 
     def describe(self) -> dict[str, Any]:
         """The manifest's record of the batches (execution only: not in the identity)."""
@@ -124,6 +127,7 @@ async def run_batches(
     cache: ResponseCache,
     policy: RetryPolicy,
     options: BatchOptions,
+    budget: Budget | None = None,
     log: RunLog | None = None,
     kind: str = "provider",
     stopping: Callable[[], bool] = lambda: False,
@@ -138,6 +142,9 @@ async def run_batches(
         cache: the run's cache (successes go in at once).
         policy: the run's retry policy (control calls and failed requests).
         options: how to send and wait.
+        budget: the run's budget: each batch's worst case (at the batch price) is reserved
+            before it is sent, and only the requests that fit are sent (batches resumed
+            from an earlier process are reserved first).
         log: the run's log.
         kind: ``provider`` or ``judge``.
         stopping: True once the run should start nothing new (Ctrl-C).
@@ -146,7 +153,9 @@ async def run_batches(
         RunError: a batch could not be sent and the API's answer does not say whether it
             was created (the re-run asks the API first), or the ledger is damaged.
     """
-    return await _Pass(requests, api, ledger, cache, policy, options, log, kind, stopping).run()
+    batch = _Pass(requests, api, ledger, cache, policy, options, log, kind, stopping)
+    batch.budget = budget
+    return await batch.run()
 
 
 class _Pass:
@@ -167,6 +176,10 @@ class _Pass:
         self.stopping = stopping
         self.report = BatchReport(protocol=api.protocol)
         self.attempts: dict[str, int] = {}
+        self.budget: Budget | None = None
+        #: submission -> USD reserved for it (its worst case at the batch price)
+        self.reserved: dict[str, float] = {}
+        self.over_budget: BudgetExhausted | None = None
 
     def _event(self, name: str, **fields: Any) -> None:
         if self.log is not None:
@@ -188,6 +201,11 @@ class _Pass:
     async def run(self) -> BatchReport:
         report = self.report
         await self._resolve()
+        if self.budget is not None:  # what earlier processes sent is in flight: reserve it
+            for sub in self.ledger.open_submissions():
+                worst = sum(self._worst(k) for k in sub.custom_ids if k in self.requests)
+                self.reserved[sub.submission] = worst
+                self.budget.reserved_usd += worst
         while True:
             todo = self._todo()
             if todo and not self.stopping():
@@ -203,7 +221,11 @@ class _Pass:
             s.batch_id for s in self.ledger.open_submissions() if s.batch_id is not None
         ]
         report.batch_ids = self.ledger.batch_ids()
+        report.over_budget = self.over_budget
         return report
+
+    def _worst(self, key: str) -> float:
+        return worst_case_usd(self.api.provider, self.requests[key], batch=True)
 
     # -- 1. resume -----------------------------------------------------------------------
 
@@ -266,11 +288,37 @@ class _Pass:
             chunks.append(chunk)
         return chunks
 
+    def _affordable(
+        self, chunk: list[tuple[str, dict[str, Any]]]
+    ) -> tuple[list[tuple[str, dict[str, Any]]], float]:
+        """The part of ``chunk`` whose worst case fits under the budget, and that worst
+        case (USD); all of it without a budget."""
+        if self.budget is None:
+            return chunk, 0.0
+        kept: list[tuple[str, dict[str, Any]]] = []
+        total = 0.0
+        for key, entry in chunk:
+            worst = self._worst(key)
+            if not self.budget.fits(total + worst):
+                try:
+                    self.budget.reserve(total + worst, f"a batch of {len(kept) + 1} requests")
+                except BudgetExhausted as exc:
+                    self.over_budget = exc
+                break
+            kept.append((key, entry))
+            total += worst
+        return kept, total
+
     async def _send(self, keys: list[str]) -> None:
-        for chunk in self._chunks(keys):
-            if self.stopping():
+        for whole in self._chunks(keys):
+            if self.stopping() or self.over_budget is not None:
+                return
+            chunk, worst = self._affordable(whole)
+            if not chunk:
                 return
             name = uuid.uuid4().hex
+            if self.budget is not None:
+                self.reserved[name] = self.budget.reserve(worst, "a batch")
             custom_ids = [key for key, _ in chunk]
             entries = [entry for _, entry in chunk]
             self.ledger.intent(name, self.api.protocol, self.kind, custom_ids, self.options.clock())
@@ -278,6 +326,7 @@ class _Pass:
                 batch_id = await self._control(partial(self.api.submit, entries, name))
             except ProviderError as exc:
                 if exc.status is not None and not exc.transient:  # refused: never created
+                    self._settle(name, 0.0)
                     self.ledger.lost(name)
                     for key in custom_ids:
                         self.report.failed[key] = (exc, self.attempts.get(key, 0) + 1)
@@ -299,6 +348,10 @@ class _Pass:
                 requests=len(custom_ids),
                 kind=self.kind,
             )
+
+    def _settle(self, name: str, cost_usd: float) -> None:
+        if self.budget is not None:
+            self.budget.settle(self.reserved.pop(name, 0.0), cost_usd)
 
     # -- 3. wait -------------------------------------------------------------------------
 
@@ -344,13 +397,14 @@ class _Pass:
         mine = {k: self.requests[k] for k in sub.custom_ids if k in self.requests}
         results = await self._control(lambda: self.api.results(sub.batch_id, mine))
         report, again = self.report, False
-        succeeded, failures = 0, dict.fromkeys(mine)
+        succeeded, failures, paid = 0, dict.fromkeys(mine), 0.0
         for result in results:
             if result.response is not None:
                 self.cache.put(result.custom_id, mine[result.custom_id], result.response)
                 failures.pop(result.custom_id, None)
                 succeeded += 1
                 cost = result.response.cost_usd
+                paid += cost or 0.0
                 report.cost_usd = (
                     None if cost is None or report.cost_usd is None else (report.cost_usd + cost)
                 )
@@ -368,6 +422,7 @@ class _Pass:
                 again = True  # not cached, not open: the next round sends it again
             else:
                 report.failed[key] = (error, attempts)
+        self._settle(sub.submission, paid)
         self.ledger.collected(sub.submission, succeeded, len(failures))
         self._event(
             "batch_collected",

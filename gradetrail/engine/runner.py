@@ -33,6 +33,7 @@ from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, pr
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.batched import BatchedExecutor
+from gradetrail.executors.budget import Budget, BudgetedExecutor, BudgetExhausted, worst_case_usd
 from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.retry import RetryPolicy
@@ -261,6 +262,7 @@ def run_eval(
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
     git = GitProbe()  # git answers while the run is planned; the manifest records it
+    cache: ResponseCache | None = None
     try:
         plan = plan_run(spec, scorer=scorer)
         if batch is not None:
@@ -271,8 +273,13 @@ def run_eval(
             if use_cache
             else None
         )
+        budget = _budget(plan, cache, batched=batch is not None)
+        if budget is not None:
+            executor = BudgetedExecutor(executor, budget)
     except BaseException:
         git.close()
+        if cache is not None:
+            cache.close()
         raise
     driving = False  # once the run drives its pipeline, the pipeline closes the executor
     try:
@@ -305,7 +312,7 @@ def run_eval(
                     log.follow(plan.provider.events)
                     calls = Calls(cache, executor, log, inflight)
                     run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
-                    run.batch = batch
+                    run.batch, run.budget = batch, budget
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
@@ -337,6 +344,36 @@ def _keep_what_the_cache_cannot(
     pending = PendingResponses(run_dir)
     cache.fallback = pending.keep
     return pending
+
+
+def _budget(plan: RunPlan, cache: ResponseCache | None, *, batched: bool) -> Budget | None:
+    """The run's budget (``run.max_cost_usd``), checked against the worst case of every
+    request the cache lacks (judge calls are not in it: they are held during the run).
+
+    Raises:
+        SpecError: no price or max_tokens to bound a call; or the worst case is over the
+            ceiling and ``run.start_over_budget`` is not set.
+    """
+    ceiling = plan.spec.run.max_cost_usd
+    if ceiling is None:
+        return None
+    provider, where = plan.provider, plan.spec.source
+    try:
+        worst_case_usd(provider, plan.prepared[0].request, batch=batched)  # a price at all
+        worst, count = 0.0, 0
+        for item, hit in with_hits(plan.prepared, cache):
+            if hit is None:
+                worst += worst_case_usd(provider, item.request, batch=batched)
+                count += 1
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    if worst > ceiling and not plan.spec.run.start_over_budget:
+        raise SpecError(
+            f"{where}: run.max_cost_usd: the {count:,} requests the cache lacks could cost up "
+            f"to ${worst:.4f}, over the ceiling of ${ceiling:.4f}; raise --max-cost, or give "
+            "--start-over-budget (run.start_over_budget: true) to run until the ceiling"
+        )
+    return Budget(ceiling)
 
 
 def _check_batchable(plan: RunPlan, use_cache: bool) -> None:
@@ -400,6 +437,9 @@ class _Run:
         #: the batch pass's options (None: online), and what it did
         self.batch: BatchOptions | None = None
         self.batch_report: BatchReport | None = None
+        #: the run's budget (``run.max_cost_usd``), or None
+        self.budget: Budget | None = None
+        self.stop_reason: str | None = None
 
     def execute(
         self,
@@ -423,6 +463,9 @@ class _Run:
             status = "interrupted" if stop.stopping or waiting else "complete"
         except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
+        except BudgetExhausted as exc:  # a clean stop: what landed is kept, resumable
+            status, self.stop_reason = "interrupted", str(exc)
+            self.log.event("budget_exhausted", message=str(exc))
         finally:
             # an interrupted or failed run keeps its rows too, in input order
             try:
@@ -437,6 +480,8 @@ class _Run:
                 manifest = manifest.model_copy(update={"cache": self._cache_report()})
             if stop.signal_name is not None:
                 manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
+            if self.stop_reason is not None:
+                manifest = manifest.model_copy(update={"stop_reason": self.stop_reason})
             self._write_manifest(manifest)
             self.log.event(
                 "run_end",
@@ -605,11 +650,18 @@ class _Run:
             cache=ctx.cache,
             policy=_policy(self.plan.spec),
             options=batch,
+            budget=self.budget,
             log=self.log,
             stopping=lambda: stop.stopping,
         )
         self.batch_report = report
-        ctx.calls.executor = BatchedExecutor(ctx.executor, report.failed, report.describe())
+        ctx.calls.executor = BatchedExecutor(
+            ctx.executor,
+            report.failed,
+            report.describe(),
+            report.over_budget,
+            frozenset(requests.keys() - report.online),
+        )
         return report
 
 

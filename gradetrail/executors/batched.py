@@ -25,6 +25,9 @@ class BatchedExecutor(Executor):
         failed: cache key -> (last error, batch attempts) of each request every batch
             attempt failed for.
         batch: what the manifest's ``executor`` records of the batches.
+        unsent: why some requests were not sent (the budget), or None: then a request
+            of ``batched`` that is not cached raises it instead of going online.
+        batched: the cache keys the batch pass was to serve.
     """
 
     def __init__(
@@ -32,10 +35,14 @@ class BatchedExecutor(Executor):
         online: Executor,
         failed: dict[str, tuple[ProviderError, int]],
         batch: dict[str, Any],
+        unsent: Exception | None = None,
+        batched: frozenset[str] = frozenset(),
     ) -> None:
         self.online = online
         self.failed = failed
         self.batch = batch
+        self.unsent = unsent
+        self.batched = batched
         self.provider: Provider = online.provider
         self.concurrency = online.concurrency
 
@@ -46,12 +53,19 @@ class BatchedExecutor(Executor):
     async def complete(
         self, request: Request, on_attempt: AttemptListener | None = None
     ) -> CallOutcome:
-        """The batch error of a failed request; any other goes online."""
-        if self.failed:
-            end = self.failed.get(request.key())
+        """The batch error of a failed request; any other goes online.
+
+        Raises:
+            Exception: ``unsent``, for a request the batch pass left unsent.
+        """
+        if self.failed or self.unsent is not None:
+            key = request.key()
+            end = self.failed.get(key)
             if end is not None:
                 error, attempts = end
                 return CallOutcome(None, error, attempts, 0.0)
+            if self.unsent is not None and key in self.batched:
+                raise self.unsent
         return await self.online.complete(request, on_attempt)
 
     def for_provider(self, provider: Provider) -> Executor:
