@@ -100,6 +100,14 @@ def run(
             "(run.max_cost_usd): no call starts that could pass it.",
         ),
     ] = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print the requests to make (after the cache), tokens and cost, per model "
+            "and for judges, and exit without any call.",
+        ),
+    ] = False,
     start_over_budget: Annotated[
         bool,
         typer.Option(
@@ -179,6 +187,16 @@ def run(
 
             chosen = RayOptions(address=address, workers=workers)
         loaded = load_spec(spec, overrides)
+        if estimate:
+            from gradetrail.engine.estimate import estimate_run
+
+            found = estimate_run(loaded, cache_path=cache, use_cache=not no_cache, batch=batch)
+            if json_out:
+                print(json.dumps(found.to_dict(), indent=2))
+            else:
+                for line in found.lines():
+                    print(clean(line))
+            raise typer.Exit(0)
         batching = None
         if batch:
             from gradetrail.engine.batching import BatchOptions

@@ -643,17 +643,21 @@ class _Run:
         ctx, batch = self.ctx, self.batch
         assert batch is not None and ctx.cache is not None
         requests = {item.key: item.request for item in self.plan.prepared}
-        report = await run_batches(
-            requests,
-            api=self.plan.provider.batch_api(),
-            ledger=BatchLedger(self.run_dir.path),
-            cache=ctx.cache,
-            policy=_policy(self.plan.spec),
-            options=batch,
-            budget=self.budget,
-            log=self.log,
-            stopping=lambda: stop.stopping,
-        )
+        api = self.plan.provider.batch_api()
+        try:
+            report = await run_batches(
+                requests,
+                api=api,
+                ledger=BatchLedger(self.run_dir.path),
+                cache=ctx.cache,
+                policy=_policy(self.plan.spec),
+                options=batch,
+                budget=self.budget,
+                log=self.log,
+                stopping=lambda: stop.stopping,
+            )
+        finally:
+            await api.aclose()
         self.batch_report = report
         ctx.calls.executor = BatchedExecutor(
             ctx.executor,
