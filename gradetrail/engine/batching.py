@@ -90,6 +90,8 @@ class BatchReport:
         cancelled: batch ids that ended cancelled.
         protocol: the batch API's name.
         over_budget: why requests were left unsent (the budget), or None.
+        paid: cache keys whose responses this process collected (paid for by this run:
+            their rows are not cache hits).
     """
 
     sent: int = 0
@@ -102,6 +104,7 @@ class BatchReport:
     cancelled: list[str] = field(default_factory=list)
     protocol: str = ""
     over_budget: BudgetExhausted | None = None
+    paid: set[str] = field(default_factory=set)
 
     def describe(self) -> dict[str, Any]:
         """The manifest's record of the batches (execution only: not in the identity)."""
@@ -367,9 +370,21 @@ class _Pass:
             if self.stopping() or waited >= self.options.max_wait_s:
                 return False
             delay = min(interval, self.options.max_wait_s - waited)
-            await self.options.sleep(delay)
+            await self._pause(delay)
             waited += delay
             interval = min(interval * 2, self.options.max_poll_s)
+
+    async def _pause(self, delay: float) -> None:
+        """Sleep ``delay`` seconds on the injected clock, ended early by a stop (Ctrl-C
+        is seen within a fifth of a second, whatever the poll interval)."""
+        sleeper = asyncio.ensure_future(self.options.sleep(delay))
+        try:
+            while not sleeper.done():
+                if self.stopping():
+                    return
+                await asyncio.wait({sleeper}, timeout=0.2)
+        finally:
+            sleeper.cancel()
 
     async def _poll(self, sub: Submission) -> None:
         assert sub.batch_id is not None
@@ -402,6 +417,7 @@ class _Pass:
             if result.response is not None:
                 self.cache.put(result.custom_id, mine[result.custom_id], result.response)
                 failures.pop(result.custom_id, None)
+                report.paid.add(result.custom_id)
                 succeeded += 1
                 cost = result.response.cost_usd
                 paid += cost or 0.0

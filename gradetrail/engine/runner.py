@@ -586,6 +586,7 @@ class _Run:
         prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
         items = with_hits(prepared, ctx.cache)  # one shared iterator, read in batches
         fail_fast = FailFast(self.plan.spec.run.fail_fast)
+        paid: set[str] = set()  # keys a batch of this process paid for
         halted = False  # set when one worker fails: the others start nothing new
 
         async def worker() -> None:
@@ -599,6 +600,8 @@ class _Run:
                         row = await process(item, ctx, hit)
                     finally:
                         self.in_flight -= 1
+                    if paid and row["cached"] and item.key in paid:  # a batch of this run's
+                        row = {**row, "cached": False, "attempts": max(row["attempts"], 1)}
                     # a cache hit's row may wait for the next ones: nothing is lost
                     writer.append((item.sample.index, item.epoch), row, hold=row["cached"])
                     tally.add(row, item.sample.index)
@@ -616,6 +619,7 @@ class _Run:
                 report = await self._batch_pass(stop)
                 if report.waiting:
                     return  # the batches run on: the same command collects them
+                paid = report.paid
             await ctx.scorer.bind(ctx.calls)  # judges share cache, log and retries
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
             tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]

@@ -140,3 +140,33 @@ def _wait(srv: Any, done: Callable[[dict[str, Any]], bool], child: subprocess.Po
         if time.monotonic() > deadline:
             raise TimeoutError(f"never reached the moment; server: {stats}")
         time.sleep(0.02)
+
+
+def test_ctrl_c_while_waiting_leaves_the_batches_running_and_says_how_to_collect(
+    srv, tmp_path: Path
+) -> None:
+    """SIGINT to ``gradetrail run --batch`` while it waits (its poll interval is 15 s):
+    it stops waiting at once, exits 130 naming the batches and how to collect them; the
+    same command then collects them without sending anything again."""
+    spec = gsm8k_spec(tmp_path / "spec", srv, "anthropic", limit=3)
+    srv.batches(polls=10**6)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADETRAIL_CACHE": str(tmp_path / "c.sqlite")}
+    argv = [sys.executable, "-m", "gradetrail", "run", spec.source, "--batch"]
+    argv += ["--results-root", str(tmp_path / "results")]
+    child = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait(srv, lambda s: s["retrieves"] >= 1, child)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    text = err.decode()
+    assert child.returncode == 130, text
+    assert "1 batches are still running" in text and "run the same command again" in text
+    srv.batches(polls=0)
+    again = subprocess.run(argv, env=env, capture_output=True, timeout=120)
+    assert again.returncode == 0, again.stderr.decode()
+    counts = srv.batches()
+    assert counts["created"] == 1 and counts["repeated"] == 0

@@ -82,6 +82,9 @@ def test_batched_run_scores_as_online_at_half_the_price(srv, tmp_path: Path, pro
     assert record["price_tier"] == "batch" and len(record["batch_ids"]) == 3
     assert record["sent"] == 12 and record["collected"] == 12 and record["waiting"] == []
     assert record["cost_usd"] == pytest.approx(batch_cost)
+    # paid by this run (in its batches): not cache hits
+    assert batched.manifest.cost_usd == pytest.approx(batch_cost)
+    assert batched.manifest.cache_hits == 0 and all(not r["cached"] for r in b_rows)
     # each batch stays in progress for two polls: 10 s, then 20 s, then it has ended
     assert clock.slept == [10, 20]
     assert "batched" not in batched.manifest.identity_hash  # same identity as online
