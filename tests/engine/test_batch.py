@@ -184,3 +184,16 @@ def _question(index: int) -> str:
             if n == index:
                 return json.loads(line)["question"]
     raise IndexError(index)
+
+
+def test_batches_are_split_by_bytes_too(srv, tmp_path: Path) -> None:
+    """A byte limit that holds two requests' lines makes three batches of six requests;
+    a limit under one request's line records it as the row's error, sent nowhere."""
+    spec = batch_spec(tmp_path, srv, "openai", limit=6)
+    result = run(spec, tmp_path / "a", FakeClock(), max_requests=100, max_bytes=1500)
+    assert srv.batches()["created"] == 3 and result.manifest.counts == {"scored": 6}
+    srv.reset()
+    tiny = run(spec, tmp_path / "b", FakeClock(), max_bytes=100)
+    assert srv.batches()["created"] == 0
+    (row, *_) = rows(tiny)
+    assert row["state"] == "provider_error" and "over the batch limit" in row["error"]["message"]
