@@ -60,6 +60,7 @@ from gradetrail.rundir.results import (
     Row,
 )
 from gradetrail.rundir.runlog import RunLog, rotated_names
+from gradetrail.rundir.spending import SpendingLog
 from gradetrail.rundir.summary import Tally
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
@@ -273,7 +274,9 @@ def run_eval(
             if use_cache
             else None
         )
-        budget = _budget(plan, cache, batched=batch is not None)
+        budget = _budget(
+            plan, cache, batched=batch is not None, run_dir=plan.run_dir(Path(results_root))
+        )
         if budget is not None:
             executor = BudgetedExecutor(executor, budget)
     except BaseException:
@@ -346,9 +349,13 @@ def _keep_what_the_cache_cannot(
     return pending
 
 
-def _budget(plan: RunPlan, cache: ResponseCache | None, *, batched: bool) -> Budget | None:
+def _budget(
+    plan: RunPlan, cache: ResponseCache | None, *, batched: bool, run_dir: Path
+) -> Budget | None:
     """The run's budget (``run.max_cost_usd``), checked against the worst case of every
     request the cache lacks (judge calls are not in it: they are held during the run).
+    What earlier processes of the run paid (``spending.jsonl`` in ``run_dir``) counts
+    against the ceiling, and what this one pays is added to it.
 
     Raises:
         SpecError: no price or max_tokens to bound a call; or the worst case is over the
@@ -367,13 +374,17 @@ def _budget(plan: RunPlan, cache: ResponseCache | None, *, batched: bool) -> Bud
                 count += 1
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
-    if worst > ceiling and not plan.spec.run.start_over_budget:
+    spending = SpendingLog(run_dir)
+    spent = spending.total()
+    if spent + worst > ceiling and not plan.spec.run.start_over_budget:
+        before = f" (${spent:.4f} of it spent by earlier runs of this run)" if spent else ""
         raise SpecError(
             f"{where}: run.max_cost_usd: the {count:,} requests the cache lacks could cost up "
-            f"to ${worst:.4f}, over the ceiling of ${ceiling:.4f}; raise --max-cost, or give "
-            "--start-over-budget (run.start_over_budget: true) to run until the ceiling"
+            f"to ${worst:.4f}, over what is left of the ceiling of ${ceiling:.4f}{before}; "
+            "raise --max-cost, or give --start-over-budget (run.start_over_budget: true) to "
+            "run until the ceiling"
         )
-    return Budget(ceiling)
+    return Budget(ceiling, spent_usd=spent, on_spend=spending.add)
 
 
 def _check_batchable(plan: RunPlan, use_cache: bool) -> None:

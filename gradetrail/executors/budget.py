@@ -18,7 +18,8 @@ start (never a silent "n/a").
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from gradetrail.errors import RunError, SpecError
@@ -87,11 +88,14 @@ class Budget:
         ceiling_usd: the most the run may spend, USD.
         spent_usd: USD paid so far by this run.
         reserved_usd: USD reserved for calls and batches in flight (their worst case).
+        on_spend: called with the USD of each settled call that cost something (the run
+            directory records it, so the ceiling holds across re-runs), or None.
     """
 
     ceiling_usd: float
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
+    on_spend: Callable[[float], None] | None = field(default=None, repr=False)
 
     def reserve(self, usd: float, what: str = "the next call") -> float:
         """Reserve ``usd`` for a call about to start; return it (to :meth:`settle`).
@@ -118,6 +122,8 @@ class Budget:
         paid, e.g. an error)."""
         self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
         self.spent_usd += cost_usd or 0.0
+        if cost_usd and self.on_spend is not None:
+            self.on_spend(cost_usd)
 
     def describe(self) -> dict[str, Any]:
         """For the manifest: ceiling, spent, in flight, USD."""

@@ -15,6 +15,7 @@ from gradetrail.engine.batching import BatchOptions
 from gradetrail.errors import SpecError
 from gradetrail.executors.budget import worst_case_usd
 from gradetrail.providers import make_provider
+from gradetrail.rundir.spending import SpendingLog
 from gradetrail.testing import FakeClock
 
 server = protocol_server_fixture(scope="module", name="server")
@@ -87,6 +88,10 @@ def test_half_the_worst_case_stops_at_the_ceiling_and_a_larger_one_finishes(
     assert 0 < spent <= ceiling
     done_first = srv.batches()["requests"] if batch else srv.stats()["total"]
     assert 0 < done_first < ROWS
+    # the same ceiling again: what the first process paid counts (spending.jsonl)
+    same = run(spec, tmp_path, batch)
+    assert same.manifest.status == "interrupted"
+    assert SpendingLog(first.run_dir).total() <= ceiling + 1e-12
     bigger = spec_for(tmp_path, srv, protocol, max_cost_usd=ceiling * 20)
     second = run(bigger, tmp_path, batch)
     assert second.manifest.status == "complete" and second.manifest.counts == {"scored": ROWS}
@@ -99,7 +104,7 @@ def test_half_the_worst_case_stops_at_the_ceiling_and_a_larger_one_finishes(
 def test_a_worst_case_over_the_ceiling_is_refused_before_any_call(srv, tmp_path: Path) -> None:
     base = spec_for(tmp_path, srv, "openai")
     spec = spec_for(tmp_path, srv, "openai", max_cost_usd=worst_total(base) / 2)
-    with pytest.raises(SpecError, match="could cost up to .* over the ceiling"):
+    with pytest.raises(SpecError, match="could cost up to .* over what is left of the ceiling"):
         run(spec, tmp_path, False)
     assert srv.stats()["total"] == 0
 
