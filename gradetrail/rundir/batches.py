@@ -28,6 +28,9 @@ from typing import Any, Literal
 
 from gradetrail.errors import RunError, UsageError
 
+#: never follow a symlink planted in the run directory
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 __all__ = ["BATCHES_FILE", "BatchLedger", "Submission"]
 
 BATCHES_FILE = "batches.jsonl"
@@ -138,7 +141,7 @@ class BatchLedger:
         """Append one line and fsync it (and the directory, the first time)."""
         data = json.dumps(line, separators=(",", ":")).encode() + b"\n"
         new = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o644)
         try:
             os.write(fd, data)
             os.fsync(fd)

@@ -12,6 +12,9 @@ import json
 import os
 from pathlib import Path
 
+#: never follow a symlink planted in the run directory
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
 __all__ = ["SPENDING_FILE", "SpendingLog"]
 
 SPENDING_FILE = "spending.jsonl"
@@ -41,7 +44,7 @@ class SpendingLog:
         """Record ``usd`` paid (nothing for 0)."""
         if usd <= 0:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o644)
         try:
             os.write(fd, json.dumps({"usd": round(usd, 12)}).encode() + b"\n")
         finally:

@@ -197,3 +197,30 @@ def test_batches_are_split_by_bytes_too(srv, tmp_path: Path) -> None:
     assert srv.batches()["created"] == 0
     (row, *_) = rows(tiny)
     assert row["state"] == "provider_error" and "over the batch limit" in row["error"]["message"]
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_a_batch_cancelled_elsewhere_is_reported_and_its_requests_sent_again(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """Someone cancels the batch (in the provider's console) while the run waits: the
+    manifest names it, and its unanswered requests go in a new batch."""
+    spec = batch_spec(tmp_path, srv, protocol, limit=3)
+    srv.batches(polls=1)
+    clock = FakeClock()
+    path = "/v1/messages/batches" if protocol == "anthropic" else "/v1/batches"
+
+    async def cancel_then_sleep(seconds: float) -> None:
+        for batch_id, state in srv.batches()["states"].items():
+            if state == "in_progress" and not clock.slept:
+                srv._call("POST", f"{path}/{batch_id}/cancel", {})
+        await clock.sleep(seconds)
+
+    batch = BatchOptions(sleep=cancel_then_sleep, clock=clock.now)
+    result = gradetrail.run_eval(
+        spec, results_root=tmp_path / "r", cache_path=tmp_path / "c.sqlite", batch=batch
+    )
+    record = result.manifest.executor["batch"]
+    assert len(record["cancelled"]) == 1 and len(record["batch_ids"]) == 2
+    assert result.manifest.counts == {"scored": 3}
+    assert srv.batches()["repeated"] == 3  # each sent twice: once cancelled, once answered
