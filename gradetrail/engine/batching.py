@@ -105,10 +105,21 @@ class BatchReport:
     protocol: str = ""
     over_budget: BudgetExhausted | None = None
     paid: set[str] = field(default_factory=set)
+    judges: list[BatchReport] = field(default_factory=list)
+
+    def add_judges(self, judges: BatchReport) -> None:
+        """Count a judge model's batches in (they wait as the answers' do)."""
+        self.judges.append(judges)
+        self.waiting += judges.waiting
+        if judges.over_budget is not None and self.over_budget is None:
+            self.over_budget = judges.over_budget
 
     def describe(self) -> dict[str, Any]:
-        """The manifest's record of the batches (execution only: not in the identity)."""
+        """The manifest's record of the batches (execution only: not in the identity);
+        a judge model's batches under ``judges``."""
+        judges = {"judges": [j.describe() for j in self.judges]} if self.judges else {}
         return {
+            **judges,
             "protocol": self.protocol,
             "price_tier": "batch",
             "batch_ids": self.batch_ids,

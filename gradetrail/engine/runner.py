@@ -36,6 +36,7 @@ from gradetrail.executors.batched import BatchedExecutor
 from gradetrail.executors.budget import Budget, BudgetedExecutor, BudgetExhausted, worst_case_usd
 from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
+from gradetrail.executors.recording import RecordingExecutor
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import Provider, make_provider
 from gradetrail.rundir.batches import BatchLedger
@@ -673,6 +674,8 @@ class _Run:
             )
         finally:
             await api.aclose()
+        if not report.waiting and report.over_budget is None:
+            await self._judge_batches(report, stop)
         self.batch_report = report
         ctx.calls.executor = BatchedExecutor(
             ctx.executor,
@@ -682,6 +685,63 @@ class _Run:
             frozenset(requests.keys() - report.online),
         )
         return report
+
+    async def _judge_batches(self, report: BatchReport, stop: Interrupts) -> None:
+        """Score the cached answers once through a :class:`RecordingExecutor` to learn the
+        judge requests scoring will make (those scores are thrown away), and send the
+        ones the cache lacks in batches of their own, one pass per judge model with a
+        batch API (others are called online when scoring). Follow-up judge requests
+        (made after a first reply) are made online."""
+        ctx, batch = self.ctx, self.batch
+        assert batch is not None and ctx.cache is not None
+        recorder = RecordingExecutor(self.plan.provider)
+        await ctx.scorer.bind(Calls(ctx.cache, recorder, None))
+        try:
+            if not recorder.others:
+                return  # no judge
+            prepared = self.plan.prepared
+            for start in range(0, len(prepared), 1000):
+                items = [prepared[i] for i in range(start, min(start + 1000, len(prepared)))]
+                hits = ctx.cache.get_many([item.key for item in items])
+                for item in items:
+                    response = hits.get(item.key)
+                    if response is None or stop.stopping:
+                        continue
+                    scored = ScoreInput(
+                        item.sample,
+                        item.epoch,
+                        item.request.prompt,
+                        item.request.system,
+                        item.target,
+                        response.text,
+                        response.tool_calls,
+                        item.request.tools,
+                    )
+                    with contextlib.suppress(Exception):
+                        await ctx.scorer.ascore(scored)
+        finally:
+            await ctx.scorer.aclose()
+        for provider in {id(p): p for p in recorder.others}.values():
+            requests = {k: r for k, (p, r) in recorder.recorded.items() if p is provider}
+            if not requests or not provider.batches:
+                continue
+            api = provider.batch_api()
+            try:
+                judged = await run_batches(
+                    requests,
+                    api=api,
+                    ledger=BatchLedger(self.run_dir.path),
+                    cache=ctx.cache,
+                    policy=_policy(self.plan.spec),
+                    options=batch,
+                    budget=self.budget,
+                    log=self.log,
+                    kind="judge",
+                    stopping=lambda: stop.stopping,
+                )
+            finally:
+                await api.aclose()
+            report.add_judges(judged)
 
 
 def _initial_manifest(

@@ -224,3 +224,39 @@ def test_a_batch_cancelled_elsewhere_is_reported_and_its_requests_sent_again(
     assert len(record["cancelled"]) == 1 and len(record["batch_ids"]) == 2
     assert result.manifest.counts == {"scored": 3}
     assert srv.batches()["repeated"] == 3  # each sent twice: once cancelled, once answered
+
+
+def test_judge_calls_go_in_a_batch_of_their_own_after_the_answers(srv, tmp_path: Path) -> None:
+    """Answers through OpenAI's Batch API, then the judge's calls through Anthropic's
+    Message Batches: no online call at all; a re-run sends nothing."""
+    import yaml
+
+    root = tmp_path / "judged"
+    root.mkdir()
+    (root / "judge.j2").write_text("Grade this response.\nResponse: {{ response }}\n")
+    spec_data = yaml.safe_load(
+        Path(batch_spec(tmp_path, srv, "openai", limit=4).source).read_text()
+    )
+    spec_data["scorer"] = {
+        "type": "judge",
+        "file": "judge.j2",
+        "model": {
+            "provider": "anthropic",
+            "name": "175b_verification",
+            "base_url": srv.anthropic_base_url,
+            "price": PRICE,
+        },
+    }
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec_data))
+    srv.configure(script=[{"contains": "Grade this response", "reply": "GRADE: C"}])
+    spec = gradetrail.load_spec(root / "spec.yaml")
+    result = run(spec, tmp_path, FakeClock())
+    assert result.manifest.counts == {"scored": 4} and result.manifest.score.mean == 1.0
+    record = result.manifest.executor["batch"]
+    (judges,) = record["judges"]
+    assert judges["protocol"] == "anthropic" and judges["sent"] == 4 and judges["collected"] == 4
+    counts = srv.batches()
+    assert counts["created"] == 2 and counts["requests"] == 8 and counts["repeated"] == 0
+    assert srv.stats()["total"] == 8  # every answer was made inside a batch: none online
+    again = run(spec, tmp_path, FakeClock())
+    assert again.manifest.counts == {"scored": 4} and srv.batches()["created"] == 2
