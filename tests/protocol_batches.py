@@ -17,7 +17,8 @@ Control: ``GET /_control/batches`` -> ``{"created": batches created, "requests":
 requests received in batches, "custom_ids": {custom_id: times submitted}, "repeated":
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
-"create" | "results" | null, "reset": true}``. ``hang`` makes that step never answer (after it took
+"create" | "results" | null, "reset": true}`` (``"create:anthropic"``: that API's
+only). ``hang`` makes that step never answer (after it took
 effect: the file is stored, the batch created), until the client goes away: the moment a
 ``kill -9`` test kills the client in.
 """
@@ -119,11 +120,13 @@ class BatchAPIs:
     def _not_found(self, protocol: str, what: str) -> Response:
         return self.server._error(protocol, 404, _not_found_type(protocol), f"{what} not found")
 
-    async def _hang(self, request: Request, step: str) -> None:
-        """Never answer ``step`` (when told to) until the client goes away."""
+    async def _hang(self, request: Request, step: str, protocol: str) -> None:
+        """Never answer ``step`` (when told to: ``hang`` is the step, or ``STEP:PROTOCOL``
+        for one API's only) until the client goes away."""
         import asyncio
 
-        while self.hang == step and not await request.is_disconnected():
+        steps = (step, f"{step}:{protocol}")
+        while self.hang in steps and not await request.is_disconnected():
             await asyncio.sleep(0.05)
 
     def _count(self, lines: list[tuple[str, dict[str, Any]]]) -> None:
@@ -221,7 +224,7 @@ class BatchAPIs:
         file_id = self._next("file-")
         self.files[file_id] = content
         self.uploads += 1
-        await self._hang(request, "upload")
+        await self._hang(request, "upload", OPENAI)
         return self._json(
             {
                 "id": file_id,
@@ -242,7 +245,7 @@ class BatchAPIs:
         content = self.files.get(request.path_params["file_id"])
         if content is None:
             return self._not_found(OPENAI, "file")
-        await self._hang(request, "results")
+        await self._hang(request, "results", OPENAI)
         return Response(content, media_type="application/octet-stream")
 
     # -- OpenAI: batches -----------------------------------------------------------------
@@ -305,7 +308,7 @@ class BatchAPIs:
         batch = self._new(OPENAI, lines, request)
         batch.input_file_id = body["input_file_id"]
         batch.metadata = dict(body.get("metadata") or {})
-        await self._hang(request, "create")
+        await self._hang(request, "create", OPENAI)
         return self._json(self._openai_object(batch))
 
     def _new(self, protocol: str, lines: list[tuple[str, Any]], request: Request) -> _Batch:
@@ -407,7 +410,7 @@ class BatchAPIs:
             seen.add(custom_id)
             lines.append((custom_id, item.get("params") or {}))
         batch = self._new(ANTHROPIC, lines, request)
-        await self._hang(request, "create")
+        await self._hang(request, "create", ANTHROPIC)
         return self._json(self._anthropic_object(batch, self._base(request)))
 
     async def anthropic_retrieve(self, request: Request) -> Response:
@@ -444,7 +447,7 @@ class BatchAPIs:
         if batch.status == "in_progress":
             msg = "results are not available until the batch has ended"
             return self.server._error(ANTHROPIC, 404, "not_found_error", msg)
-        await self._hang(request, "results")
+        await self._hang(request, "results", ANTHROPIC)
         out = []
         for custom_id, _ in batch.lines:
             answer = batch.answers.get(custom_id)

@@ -195,6 +195,18 @@ class _Pass:
         self.reserved: dict[str, float] = {}
         self.over_budget: BudgetExhausted | None = None
 
+    def _all(self) -> list[Submission]:
+        """The ledger's submissions of this pass: its API and kind (a run's answers and
+        its judges' have passes of their own, possibly through different APIs)."""
+        protocol, kind = self.api.protocol, self.kind
+        return [
+            s for s in self.ledger.submissions.values() if s.protocol == protocol and s.kind == kind
+        ]
+
+    def _open(self) -> list[Submission]:
+        """This pass's submissions still to be collected, in the order sent."""
+        return [s for s in self._all() if s.open]
+
     def _event(self, name: str, **fields: Any) -> None:
         if self.log is not None:
             self.log.event(name, **fields)
@@ -216,7 +228,7 @@ class _Pass:
         report = self.report
         await self._resolve()
         if self.budget is not None:  # what earlier processes sent is in flight: reserve it
-            for sub in self.ledger.open_submissions():
+            for sub in self._open():
                 worst = sum(self._worst(k) for k in sub.custom_ids if k in self.requests)
                 self.reserved[sub.submission] = worst
                 self.budget.reserved_usd += worst
@@ -231,10 +243,8 @@ class _Pass:
             retry = await self._collect_ended()
             if not retry or self.stopping():
                 break
-        report.waiting = [
-            s.batch_id for s in self.ledger.open_submissions() if s.batch_id is not None
-        ]
-        report.batch_ids = self.ledger.batch_ids()
+        report.waiting = [s.batch_id for s in self._open() if s.batch_id is not None]
+        report.batch_ids = [s.batch_id for s in self._all() if s.batch_id]
         report.over_budget = self.over_budget
         return report
 
@@ -245,7 +255,7 @@ class _Pass:
 
     async def _resolve(self) -> None:
         """Find (or mark lost) each submission sent but never acknowledged."""
-        for sub in self.ledger.open_submissions():
+        for sub in self._open():
             if sub.state != "intent":
                 continue
             taken = set(self.ledger.batch_ids())
@@ -262,7 +272,7 @@ class _Pass:
 
     def _todo(self) -> list[str]:
         """Keys neither cached, nor in an open batch, nor finished with an error."""
-        flying = self.ledger.in_flight()
+        flying = {c for sub in self._open() for c in sub.custom_ids}
         report = self.report
         keys = [
             k
@@ -373,10 +383,10 @@ class _Pass:
         """Poll until every open batch has ended (True), or stop waiting (False)."""
         interval, waited = self.options.first_poll_s, 0.0
         while True:
-            for sub in self.ledger.open_submissions():
+            for sub in self._open():
                 if sub.state == "submitted":
                     await self._poll(sub)
-            if all(s.state != "submitted" for s in self.ledger.open_submissions()):
+            if all(s.state != "submitted" for s in self._open()):
                 return True
             if self.stopping() or waited >= self.options.max_wait_s:
                 return False
@@ -413,7 +423,7 @@ class _Pass:
     async def _collect_ended(self) -> bool:
         """Collect every ended batch; True when some request is to be sent again."""
         again = False
-        for sub in self.ledger.open_submissions():
+        for sub in self._open():
             if sub.state == "ended":
                 again |= await self._collect(sub)
         return again

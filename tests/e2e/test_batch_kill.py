@@ -170,3 +170,54 @@ def test_ctrl_c_while_waiting_leaves_the_batches_running_and_says_how_to_collect
     assert again.returncode == 0, again.stderr.decode()
     counts = srv.batches()
     assert counts["created"] == 1 and counts["repeated"] == 0
+
+
+def test_kill_9_while_the_judge_batch_is_created_then_rerun(srv, tmp_path: Path) -> None:
+    """Answers batched through OpenAI, judges through Anthropic: killed as the judge
+    batch is created (never acknowledged), the re-run finds it and sends nothing twice."""
+    import yaml
+
+    root = tmp_path / "judged"
+    root.mkdir()
+    (root / "judge.j2").write_text("Grade this response.\nResponse: {{ response }}\n")
+    data = yaml.safe_load(
+        Path(gsm8k_spec(tmp_path / "spec", srv, "openai", limit=ROWS).source).read_text()
+    )
+    data["scorer"] = {
+        "type": "judge",
+        "file": "judge.j2",
+        "model": {
+            "provider": "anthropic",
+            "name": "175b_verification",
+            "base_url": srv.anthropic_base_url,
+        },
+    }
+    (root / "spec.yaml").write_text(yaml.safe_dump(data))
+    srv.configure(script=[{"contains": "Grade this response", "reply": "GRADE: C"}])
+    srv.batches(polls=0, hang="create:anthropic")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", CHILD, str(root / "spec.yaml"), str(tmp_path / "results")]
+    child = subprocess.Popen(
+        [*argv, str(tmp_path / "cache.sqlite")],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _wait(srv, lambda s: s["created"] >= 1 + -(-ROWS // 4), child)  # answers, then judges
+    finally:
+        if child.poll() is None:
+            child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        assert child.stderr is not None
+        child.stderr.close()
+    srv.batches(hang=None)
+    result = gradetrail.run_eval(
+        gradetrail.load_spec(root / "spec.yaml"),
+        results_root=tmp_path / "results",
+        cache_path=tmp_path / "cache.sqlite",
+        batch=BatchOptions(max_requests=4, sleep=FakeClock().sleep),
+    )
+    assert result.manifest.counts == {"scored": ROWS} and result.manifest.score.mean == 1.0
+    counts = srv.batches()
+    assert counts["repeated"] == 0 and counts["requests"] == 2 * ROWS
