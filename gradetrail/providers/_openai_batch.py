@@ -119,7 +119,6 @@ class OpenAIBatchAPI(BatchAPI):
         batch = await guarded(
             lambda: self.client.batches.retrieve(batch_id), self.provider._key, "polling"
         )
-        self._last = batch
         return self._state(batch)
 
     async def cancel(self, batch_id: str) -> BatchState:
