@@ -29,8 +29,9 @@ def test_detach_list_then_collect(srv, cli, tmp_path: Path) -> None:
     listed = cli("batches", run_dir, "--json")
     (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
     assert row["state"] == "in flight" and row["requests"] == 3 and row["batch_id"]
-    second = cli("run", spec.source, "--batch", "--print-run-dir")
+    second = cli("run", spec.source, "--batch")
     assert second.exit_code == 0, second.stderr
+    assert "0 requests sent, 3 collected through openai batches" in second.stdout
     assert srv.batches()["repeated"] == 0 and srv.batches()["requests"] == 3
     text = cli("batches", run_dir).stdout
     assert "collected" in text and "3 ok, 0 failed" in text
@@ -86,4 +87,5 @@ def test_max_cost_stops_with_exit_3_and_says_how_to_finish(srv, cli, tmp_path: P
     assert 0 < srv.stats()["total"] < 6
     done = cli("run", spec.source, "--max-cost", "1")
     assert done.exit_code == 0, done.stderr
+    assert "spent of $1.0000 (run.max_cost_usd)" in done.stdout
     assert srv.stats()["total"] == 6 and srv.stats()["repeated"] == 0
