@@ -72,6 +72,8 @@ Endpoints
 - ``POST /v1/messages`` (Anthropic Messages, non-streaming; ``stop_sequences`` and
   ``max_tokens`` honoured). ``stream: true`` is answered with a 400: streaming is not
   implemented.
+- The batch APIs: OpenAI ``/v1/files`` and ``/v1/batches``, Anthropic
+  ``/v1/messages/batches`` (see :mod:`protocol_batches`).
 - ``POST /_control/config`` (JSON, merged into the current config; ``faults`` replaces the
   fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
   ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
@@ -1731,6 +1733,9 @@ class ProtocolServer:
         self.released = asyncio.Event()
         self.stats = Stats()
         self._ids = itertools.count(1)
+        from protocol_batches import BatchAPIs  # the batch endpoints (tests/protocol_batches.py)
+
+        self.batch_apis = BatchAPIs(self)
         self.apply(self.startup)
 
     # -- configuration ---------------------------------------------------------------
@@ -1761,8 +1766,10 @@ class ProtocolServer:
         return dict(self.raw)
 
     def reset(self, config: bool = True) -> None:
-        """Clear the stats; with ``config``, drop faults and restore the startup config."""
+        """Clear the stats and the batches; with ``config``, drop faults and restore the
+        startup config."""
         self.stats.clear()
+        self.batch_apis.reset()
         if config:
             base = {k: v for k, v in self.startup.items() if k not in FAULT_CONFIG_KEYS}
             self.raw, self.rules = {}, []
@@ -2330,6 +2337,7 @@ class ProtocolServer:
             Route("/_control/reset", self.control_reset, methods=["POST"]),
             Route("/_control/release", self.control_release, methods=["POST"]),
             Route("/_control/health", self.control_health, methods=["GET"]),
+            *self.batch_apis.routes(),
         ]
         inner = Starlette(routes=routes)
 
@@ -2603,6 +2611,13 @@ class ServerHandle:
     def reset(self, *, config: bool = True) -> None:
         """Clear the stats and (unless ``config=False``) the faults."""
         self._call("POST", "/_control/reset", {"config": config})
+
+    def batches(self, **update: Any) -> dict[str, Any]:
+        """The batch APIs' counters, after applying ``update`` (``polls=``,
+        ``expire_after=``, ``reset=True``; see :mod:`protocol_batches`)."""
+        if update:
+            return self._call("POST", "/_control/batches", update)
+        return self._call("GET", "/_control/batches")
 
 
 @contextlib.contextmanager

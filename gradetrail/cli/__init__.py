@@ -33,6 +33,7 @@ COMMANDS = {
     "sweep": "sweep",
     "power": "gate",
     "cache": "cache",
+    "batches": "batches",
 }
 
 

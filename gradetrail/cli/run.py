@@ -88,13 +88,57 @@ def run(
         bool,
         typer.Option("--verbose", "-v", help="Also show the run's log (log.jsonl) on stderr."),
     ] = False,
+    batch: Annotated[
+        bool,
+        typer.Option(
+            "--batch",
+            help="Send what the cache lacks through the provider's batch API (half price), "
+            "wait, then score. Re-running collects batches in flight, never resends them.",
+        ),
+    ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option("--detach", help="With --batch: send, record the batches, and exit."),
+    ] = False,
+    batch_fallback: Annotated[
+        str,
+        typer.Option(
+            "--batch-fallback",
+            help="With --batch: where expired or failed requests go again: batch (a new "
+            "batch) or online.",
+        ),
+    ] = "batch",
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            help="A hard ceiling on what the run spends, USD, judges included "
+            "(run.max_cost_usd): no call starts that could pass it.",
+        ),
+    ] = None,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Print the requests to make (after the cache), tokens and cost, per model "
+            "and for judges, and exit without any call.",
+        ),
+    ] = False,
+    start_over_budget: Annotated[
+        bool,
+        typer.Option(
+            "--start-over-budget",
+            help="Start even when the worst case is over the ceiling (stop at it).",
+        ),
+    ] = False,
 ) -> None:
     """Run an eval: call the model for every sample (cached), score, write results.
 
     Ctrl-C stops starting new samples and waits for those in flight; a second Ctrl-C
     stops at once. Re-running the same command finishes the run from the cache.
-    Exit codes: 0 scored (and --min-score met), 1 nothing scored or --min-score missed,
-    2 bad spec or usage, 130 Ctrl-C, 143 SIGTERM.
+    Exit codes: 0 scored (and --min-score met; also --detach), 1 nothing scored or
+    --min-score missed, 2 bad spec or usage, 3 stopped at --max-cost (re-run with a larger
+    one to finish), 130 Ctrl-C, 143 SIGTERM.
     """
     import math
 
@@ -114,6 +158,12 @@ def run(
         raise typer.BadParameter(
             "--address and --workers are for --executor ray", param_hint="--executor"
         )
+    if (detach or batch_fallback != "batch") and not batch:
+        raise typer.BadParameter("needs --batch", param_hint="--detach/--batch-fallback")
+    if batch_fallback not in ("batch", "online"):
+        raise typer.BadParameter("use batch or online", param_hint="--batch-fallback")
+    if batch and executor != "local":
+        raise typer.BadParameter("--batch sends no calls from workers", param_hint="--executor")
     if models is not None:
         _run_models(spec, models, set_, cache, no_cache, results_root, executor, json_out)
     if json_out and print_run_dir:
@@ -123,6 +173,12 @@ def run(
     overrides = list(set_ or [])
     if label:
         overrides.append(f"run.labels={json.dumps(label)}")
+    if max_cost is not None:
+        if not math.isfinite(max_cost) or max_cost <= 0:
+            raise typer.BadParameter("must be a positive number of USD", param_hint="--max-cost")
+        overrides.append(f"run.max_cost_usd={max_cost!r}")
+    if start_over_budget:
+        overrides.append("run.start_over_budget=true")
     progress: RunProgress | None = None
     started_in: Path | None = None
 
@@ -153,6 +209,21 @@ def run(
         loaded = load_spec(spec, overrides)
         for line in loaded.model.unused_keys():  # before the run: it forks the identity
             print(f"warning: {line}", file=sys.stderr)
+        if estimate:
+            from gradetrail.engine.estimate import estimate_run
+
+            found = estimate_run(loaded, cache_path=cache, use_cache=not no_cache, batch=batch)
+            if json_out:
+                print(json.dumps(found.to_dict(), indent=2))
+            else:
+                for line in found.lines():
+                    print(clean(line))
+            raise typer.Exit(0)
+        batching = None
+        if batch:
+            from gradetrail.engine.batching import BatchOptions
+
+            batching = BatchOptions(fallback=batch_fallback, detach=detach)  # type: ignore[arg-type]
         try:
             result = run_eval(
                 loaded,
@@ -165,6 +236,7 @@ def run(
                 on_row=lambda row, tally: progress.update(row, tally) if progress else None,
                 on_interrupt=on_interrupt,
                 echo_log=verbose,
+                batch=batching,
             )
         finally:
             if progress is not None:
@@ -192,6 +264,19 @@ def run(
         print_summary(result)
         if threshold is not None:
             print(f"  {'min score':<11} {threshold.message()}")
+    waiting = ((result.manifest.executor or {}).get("batch") or {}).get("waiting") or []
+    if waiting:
+        print(
+            f"note: {len(waiting)} batches are still running ({', '.join(waiting)}); run the "
+            "same command again to collect them (`gradetrail batches "
+            f"{clean(str(result.run_dir))}` shows them)",
+            file=sys.stderr,
+        )
+        if result.manifest.stop_signal is None:  # --detach, or past the wait: as asked
+            raise typer.Exit(0)
+    if result.manifest.stop_reason is not None:
+        print(f"error: {clean(result.manifest.stop_reason)}", file=sys.stderr)
+        raise typer.Exit(3)
     if result.manifest.status == "interrupted":
         raise typer.Exit(143 if result.manifest.stop_signal == "SIGTERM" else 130)
     if threshold is not None and not threshold.passed:

@@ -25,16 +25,21 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
+from gradetrail.engine.batching import BatchOptions, BatchReport, run_batches
 from gradetrail.engine.failfast import FailFast
 from gradetrail.engine.interrupts import Interrupts, StopKind
 from gradetrail.engine.pipeline import SampleContext, process
 from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
+from gradetrail.executors.batched import BatchedExecutor
+from gradetrail.executors.budget import Budget, BudgetedExecutor, BudgetExhausted, worst_case_usd
 from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
+from gradetrail.executors.recording import RecordingExecutor
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import Provider, make_provider
+from gradetrail.rundir.batches import BatchLedger
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.manifest import (
     CacheReport,
@@ -56,6 +61,7 @@ from gradetrail.rundir.results import (
     Row,
 )
 from gradetrail.rundir.runlog import RunLog, rotated_names
+from gradetrail.rundir.spending import SpendingLog
 from gradetrail.rundir.summary import Tally
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
@@ -215,6 +221,7 @@ def run_eval(
     on_interrupt: Callable[[StopKind, str, int], None] | None = None,
     echo_log: bool = False,
     scorer: Scorer | ScoreFunction | None = None,
+    batch: BatchOptions | None = None,
 ) -> RunResult:
     """Run an eval end to end.
 
@@ -242,6 +249,11 @@ def run_eval(
             signal's name and the number of requests in flight.
         echo_log: also write the structured log's lines to stderr.
         scorer: a scorer of your own in place of the spec's (see :func:`plan_run`).
+        batch: send the requests the cache lacks through the provider's batch API (half
+            price) before scoring (see :mod:`gradetrail.engine.batching`); None: online.
+            A run whose batches are still running when it returns (``detach``, Ctrl-C,
+            ``max_wait_s``) ends ``interrupted``, its batch ids in the run directory and
+            in ``manifest.executor.batch.waiting``: the same call later collects them.
 
     Returns:
         The run directory, manifest and tally (also for an interrupted run).
@@ -252,16 +264,26 @@ def run_eval(
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
     git = GitProbe()  # git answers while the run is planned; the manifest records it
+    cache: ResponseCache | None = None
     try:
         plan = plan_run(spec, scorer=scorer)
+        if batch is not None:
+            _check_batchable(plan, use_cache)
         executor = _executor(plan, executor)
         cache = (
             ResponseCache(Path(cache_path) if cache_path else default_cache_path())
             if use_cache
             else None
         )
+        budget = _budget(
+            plan, cache, batched=batch is not None, run_dir=plan.run_dir(Path(results_root))
+        )
+        if budget is not None:
+            executor = BudgetedExecutor(executor, budget)
     except BaseException:
         git.close()
+        if cache is not None:
+            cache.close()
         raise
     driving = False  # once the run drives its pipeline, the pipeline closes the executor
     try:
@@ -303,7 +325,7 @@ def run_eval(
                         refusals=spec.run.refusals,
                         reasoning_tags=tuple(getattr(spec.scorer, "reasoning_tags", ())),
                     )
-                    run = _Run(plan, run_dir, context, inflight)
+                    run = _Run(plan, run_dir, context, inflight, batch, budget)
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
@@ -337,15 +359,79 @@ def _keep_what_the_cache_cannot(
     return pending
 
 
+def _budget(
+    plan: RunPlan, cache: ResponseCache | None, *, batched: bool, run_dir: Path
+) -> Budget | None:
+    """The run's budget (``run.max_cost_usd``), checked against the worst case of every
+    request the cache lacks (judge calls are not in it: they are held during the run).
+    What earlier processes of the run paid (``spending.jsonl`` in ``run_dir``) counts
+    against the ceiling, and what this one pays is added to it.
+
+    Raises:
+        SpecError: no price or max_tokens to bound a call; or the worst case is over the
+            ceiling and ``run.start_over_budget`` is not set.
+    """
+    ceiling = plan.spec.run.max_cost_usd
+    if ceiling is None:
+        return None
+    provider, where = plan.provider, plan.spec.source
+    try:
+        worst_case_usd(provider, plan.prepared[0].request, batch=batched)  # a price at all
+        worst, count = 0.0, 0
+        for item, hit in with_hits(plan.prepared, cache):
+            if hit is None:
+                worst += worst_case_usd(provider, item.request, batch=batched)
+                count += 1
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    spending = SpendingLog(run_dir)
+    spent = spending.total()
+    if spent + worst > ceiling and not plan.spec.run.start_over_budget:
+        before = f" (${spent:.4f} of it spent by earlier runs of this run)" if spent else ""
+        raise SpecError(
+            f"{where}: run.max_cost_usd: the {count:,} requests the cache lacks could cost up "
+            f"to ${worst:.4f}, over what is left of the ceiling of ${ceiling:.4f}{before}; "
+            "raise --max-cost, or give --start-over-budget (run.start_over_budget: true) to "
+            "run until the ceiling"
+        )
+    return Budget(ceiling, spent_usd=spent, on_spend=spending.add)
+
+
+def _check_batchable(plan: RunPlan, use_cache: bool) -> None:
+    """Refuse ``--batch`` where it cannot hold: no batch API, no cache, agent loops.
+
+    Raises:
+        SpecError: naming what to change.
+    """
+    where = plan.spec.source
+    if not plan.provider.batches:
+        raise SpecError(
+            f"{where}: model.provider {plan.spec.model.provider!r} has no batch API; "
+            "run without --batch (openai and anthropic have one)"
+        )
+    if not use_cache:
+        raise SpecError(
+            f"{where}: --batch keeps each collected response in the cache; drop --no-cache"
+        )
+    if plan.spec.model.tools_module is not None:
+        raise SpecError(f"{where}: an agent loop's turns cannot be batched; run without --batch")
+
+
+def _policy(spec: EvalSpec) -> RetryPolicy:
+    """The run's one retry policy, from its run settings."""
+    run = spec.run
+    return RetryPolicy(
+        max_retries=run.max_retries, timeout_s=run.timeout_s, sample_timeout_s=run.sample_timeout_s
+    )
+
+
 def _executor(plan: RunPlan, chosen: Executor | RayOptions | None) -> Executor:
     """The executor for ``plan``: ``chosen`` itself, or one built from the spec's run
     settings (retry policy, concurrency, rate caps), local or on Ray."""
     if isinstance(chosen, Executor):
         return chosen
     run = plan.spec.run
-    policy = RetryPolicy(
-        max_retries=run.max_retries, timeout_s=run.timeout_s, sample_timeout_s=run.sample_timeout_s
-    )
+    policy = _policy(plan.spec)
     limits: dict[str, Any] = {
         "requests_per_minute": run.requests_per_minute,
         "tokens_per_minute": run.tokens_per_minute,
@@ -360,7 +446,13 @@ class _Run:
     """One execution of a plan: drive the pipeline, then write what it produced."""
 
     def __init__(
-        self, plan: RunPlan, run_dir: RunDir, ctx: SampleContext, inflight: InFlight | None
+        self,
+        plan: RunPlan,
+        run_dir: RunDir,
+        ctx: SampleContext,
+        inflight: InFlight | None,
+        batch: BatchOptions | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.plan = plan
         self.inflight = inflight
@@ -369,6 +461,12 @@ class _Run:
         self.log: RunLog = ctx.log  # type: ignore[assignment]
         self.tally = Tally.for_spec(plan.spec)
         self.in_flight = 0
+        #: the batch pass's options (None: online), and what it did
+        self.batch = batch
+        self.batch_report: BatchReport | None = None
+        #: the run's budget (``run.max_cost_usd``), or None
+        self.budget = budget
+        self.stop_reason: str | None = None
 
     def execute(
         self,
@@ -388,9 +486,13 @@ class _Run:
         unwritten: Exception | None = None
         try:
             asyncio.run(self._main(writer, on_row, stop))
-            status = "interrupted" if stop.stopping else "complete"
+            waiting = self.batch_report is not None and self.batch_report.waiting
+            status = "interrupted" if stop.stopping or waiting else "complete"
         except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
+        except BudgetExhausted as exc:  # a clean stop: what landed is kept, resumable
+            status, self.stop_reason = "interrupted", str(exc)
+            self.log.event("budget_exhausted", message=str(exc))
         finally:
             # an interrupted or failed run keeps its rows too, in input order
             try:
@@ -405,6 +507,8 @@ class _Run:
                 manifest = manifest.model_copy(update={"cache": self._cache_report()})
             if stop.signal_name is not None:
                 manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
+            if self.stop_reason is not None:
+                manifest = manifest.model_copy(update={"stop_reason": self.stop_reason})
             self._write_manifest(manifest)
             self.log.event(
                 "run_end",
@@ -509,6 +613,7 @@ class _Run:
         prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
         items = with_hits(prepared, ctx.cache)  # one shared iterator, read in batches
         fail_fast = FailFast(self.plan.spec.run.fail_fast)
+        paid: set[str] = set()  # keys a batch of this process paid for
         halted = False  # set when one worker fails: the others start nothing new
 
         async def worker() -> None:
@@ -522,6 +627,8 @@ class _Run:
                         row = await process(item, ctx, hit)
                     finally:
                         self.in_flight -= 1
+                    if paid and row["cached"] and item.key in paid:  # a batch of this run's
+                        row = {**row, "cached": False, "attempts": max(row["attempts"], 1)}
                     # a cache hit's row may wait for the next ones: nothing is lost
                     writer.append((item.sample.index, item.epoch), row, hold=row["cached"])
                     tally.add(row, item.sample.index)
@@ -535,6 +642,11 @@ class _Run:
                 raise
 
         try:
+            if self.batch is not None:
+                report = await self._batch_pass(stop)
+                if report.waiting:
+                    return  # the batches run on: the same command collects them
+                paid = report.paid
             await ctx.scorer.bind(ctx.calls)  # judges share cache, log and retries
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
             tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]
@@ -555,6 +667,96 @@ class _Run:
                 await ctx.scorer.aclose()
             finally:
                 await ctx.executor.aclose()
+
+    async def _batch_pass(self, stop: Interrupts) -> BatchReport:
+        """Send what the cache lacks in batches, wait, collect; then score through a
+        :class:`BatchedExecutor` (failed requests answered with their batch error)."""
+        ctx, batch = self.ctx, self.batch
+        assert batch is not None and ctx.cache is not None
+        requests = {item.key: item.request for item in self.plan.prepared}
+        api = self.plan.provider.batch_api()
+        try:
+            report = await run_batches(
+                requests,
+                api=api,
+                ledger=BatchLedger(self.run_dir.path),
+                cache=ctx.cache,
+                policy=_policy(self.plan.spec),
+                options=batch,
+                budget=self.budget,
+                log=self.log,
+                stopping=lambda: stop.stopping,
+            )
+        finally:
+            await api.aclose()
+        if not report.waiting and report.over_budget is None:
+            await self._judge_batches(report, stop)
+        self.batch_report = report
+        ctx.calls.executor = BatchedExecutor(
+            ctx.executor,
+            report.failed,
+            report.describe(),
+            report.over_budget,
+            frozenset(requests.keys() - report.online),
+        )
+        return report
+
+    async def _judge_batches(self, report: BatchReport, stop: Interrupts) -> None:
+        """Score the cached answers once through a :class:`RecordingExecutor` to learn the
+        judge requests scoring will make (those scores are thrown away), and send the
+        ones the cache lacks in batches of their own, one pass per judge model with a
+        batch API (others are called online when scoring). Follow-up judge requests
+        (made after a first reply) are made online."""
+        ctx, batch = self.ctx, self.batch
+        assert batch is not None and ctx.cache is not None
+        recorder = RecordingExecutor(self.plan.provider)
+        await ctx.scorer.bind(Calls(ctx.cache, recorder, None))
+        try:
+            if not recorder.others:
+                return  # no judge
+            prepared = self.plan.prepared
+            for start in range(0, len(prepared), 1000):
+                items = [prepared[i] for i in range(start, min(start + 1000, len(prepared)))]
+                hits = ctx.cache.get_many([item.key for item in items])
+                for item in items:
+                    response = hits.get(item.key)
+                    if response is None or stop.stopping:
+                        continue
+                    scored = ScoreInput(
+                        item.sample,
+                        item.epoch,
+                        item.request.prompt,
+                        item.request.system,
+                        item.target,
+                        response.text,
+                        response.tool_calls,
+                        item.request.tools,
+                    )
+                    with contextlib.suppress(Exception):
+                        await ctx.scorer.ascore(scored)
+        finally:
+            await ctx.scorer.aclose()
+        for provider in {id(p): p for p in recorder.others}.values():
+            requests = {k: r for k, (p, r) in recorder.recorded.items() if p is provider}
+            if not requests or not provider.batches:
+                continue
+            api = provider.batch_api()
+            try:
+                judged = await run_batches(
+                    requests,
+                    api=api,
+                    ledger=BatchLedger(self.run_dir.path),
+                    cache=ctx.cache,
+                    policy=_policy(self.plan.spec),
+                    options=batch,
+                    budget=self.budget,
+                    log=self.log,
+                    kind="judge",
+                    stopping=lambda: stop.stopping,
+                )
+            finally:
+                await api.aclose()
+            report.add_judges(judged)
 
 
 def _initial_manifest(

@@ -767,7 +767,8 @@ class HttpProvider(Provider):
         return replace(response, cost_usd=self.price(request, response))
 
     def price(self, request: Request, response: Response) -> float | None:
-        """USD under the spec's ``model.price`` or the bundled table (None: unknown)."""
+        """USD under the spec's ``model.price`` or the bundled table (None: unknown); a
+        batch response (``response.batch``) at :attr:`batch_discount` of it."""
         price = self._price(request.model, response.served_model)
         if price is None:
             return None
@@ -779,7 +780,24 @@ class HttpProvider(Provider):
             response.cache_write_1h_tokens,
         )
         fees = price.tool_fees(response.server_tool_uses)
-        return None if fees is None else round(cost + fees, 10)
+        if fees is None:
+            return None
+        if response.batch:  # the batch tier discounts tokens; per-use fees stay whole
+            cost *= self.batch_discount
+        return round(cost + fees, 10)
+
+    #: the batch tier's share of the online price (both APIs: half)
+    batch_discount: ClassVar[float] = 0.5
+
+    def batch_response(self, request: Request, data: dict[str, Any]) -> Response:
+        """The response for one successful batch result's body (the same parser and
+        checks as an online answer), priced at the batch tier.
+
+        Raises:
+            InvalidResponse, BadRequest: as :meth:`normalize` and the served-model check.
+        """
+        response, cache_write = self.normalize(data, 0.0)
+        return self._finish(request, replace(response, batch=True), cache_write)
 
     def _price(self, model: str, served: str | None) -> Price | None:
         if self._price_override is not None:

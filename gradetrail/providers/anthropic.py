@@ -128,6 +128,14 @@ class AnthropicProvider(HttpProvider):
         :data:`ANTHROPIC_VERSION` (never the installed SDK's own default)."""
         return self.model.api_version or ANTHROPIC_VERSION
 
+    batches = True
+
+    def batch_api(self) -> Any:
+        """The Message Batches API client (see :mod:`gradetrail.providers._anthropic_batch`)."""
+        from gradetrail.providers._anthropic_batch import AnthropicBatchAPI
+
+        return AnthropicBatchAPI(self)
+
     def headers(self, key: str) -> dict[str, str]:
         """``x-api-key`` and ``anthropic-version`` (:attr:`api_version`), as the
         Messages API documents them."""

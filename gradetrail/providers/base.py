@@ -237,6 +237,7 @@ class Response:
         cost_usd: the call's price in USD, or None when unknown.
         cache_write_tokens: prompt tokens written to the provider's prompt cache (part of
             ``input_tokens``; priced at the cache-write rate).
+        batch: the response came through a batch API (priced at the batch tier).
         tool_calls: the tools the model called, normalized (``{"id", "name",
             "arguments"}``; see :mod:`gradetrail.conversation.messages`), in its order.
         reasoning: the reasoning text the API returned apart from the visible answer
@@ -270,6 +271,7 @@ class Response:
     latency_s: float = 0.0
     cost_usd: float | None = None
     cache_write_tokens: int = 0
+    batch: bool = False
     tool_calls: tuple[dict[str, Any], ...] = ()
     reasoning: str | None = None
     reasoning_tokens: int = 0
@@ -365,6 +367,8 @@ class Provider(ABC):
     #: why the API refuses a prompt that renders empty (a row is then refused before any
     #: call, with these words), or None when an empty prompt may be sent
     empty_prompt_refused: ClassVar[str | None] = None
+    #: True when the provider's API has a batch API (:meth:`batch_api` builds its client)
+    batches: bool = False
 
     def __init__(self, model: ModelSpec, base_dir: Path) -> None:
         self.model = model
@@ -419,6 +423,19 @@ class Provider(ABC):
         (``runtime_env.py_modules``). Default: none (gradetrail itself, and the SDKs, are
         installed on every node)."""
         return []
+
+    def batch_api(self) -> Any:
+        """The client of this provider's batch API (a
+        :class:`~gradetrail.providers._batch.BatchAPI`), when :attr:`batches` is True.
+
+        Raises:
+            SpecError: the provider has no batch API.
+        """
+        from gradetrail.errors import SpecError
+
+        raise SpecError(
+            f"model.provider {self.model.provider!r} has no batch API; run without --batch"
+        )
 
     def warm_up(self) -> None:
         """Load what the first call needs (an SDK import, say) ahead of time. The runner

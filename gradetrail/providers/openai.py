@@ -104,6 +104,17 @@ class OpenAIProvider(HttpProvider):
             )
         return super().endpoint_hint(body, model)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: the Batch API is OpenAI's own (an openai_compatible server has none)
+        self.batches = self.model.provider == "openai"
+
+    def batch_api(self) -> Any:
+        """The Batch API client (see :mod:`gradetrail.providers._openai_batch`)."""
+        from gradetrail.providers._openai_batch import OpenAIBatchAPI
+
+        return OpenAIBatchAPI(self)
+
     def headers(self, key: str) -> dict[str, str]:
         """``Authorization: Bearer <key>``; for ``openai`` also ``OpenAI-Organization`` /
         ``OpenAI-Project`` from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` when set, as the

@@ -4,7 +4,7 @@ wrapped or truncated (paths stay copyable)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradetrail.report.judge import agreement_lines, judge_lines
 from gradetrail.rundir.manifest import CacheReport, Manifest, status_text
@@ -133,6 +133,18 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
     if m.executor and m.executor.get("kind") == "ray":
         lines.append(("executor", _ray_line(m.executor)))
+    batch = (m.executor or {}).get("batch")
+    if isinstance(batch, dict):
+        lines.append(("batch", _batch_line(batch)))
+    budget = (m.executor or {}).get("budget")
+    if isinstance(budget, dict):
+        lines.append(
+            (
+                "budget",
+                f"${budget.get('spent_usd', 0):.4f} spent of ${budget.get('ceiling_usd', 0):.4f}"
+                " (run.max_cost_usd)",
+            )
+        )
     status = status_text(m.status, m.counts)
     if m.status == "interrupted":
         signal = f" by {m.stop_signal}" if m.stop_signal else ""
@@ -141,6 +153,24 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     lines.append(("status", status))
     lines.append(("results", str(run_dir)))
     return lines
+
+
+def _batch_line(batch: dict[str, Any]) -> str:
+    """The batch tier's line: what was sent and collected, its cost, what still runs."""
+    cost = batch.get("cost_usd")
+    text = (
+        f"{batch.get('sent', 0)} requests sent, {batch.get('collected', 0)} collected through "
+        f"{batch.get('protocol', '?')} batches, "
+        + ("n/a" if cost is None else f"${cost:.4f}")
+        + " at the batch price"
+    )
+    for judges in batch.get("judges") or []:
+        text += f"; judges: {judges.get('collected', 0)} collected"
+    if batch.get("waiting"):
+        text += f"; {len(batch['waiting'])} batches still running"
+    if batch.get("cancelled"):
+        text += f"; {len(batch['cancelled'])} cancelled"
+    return text
 
 
 def cache_warnings(report: CacheReport | None) -> list[str]:

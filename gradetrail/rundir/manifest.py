@@ -369,6 +369,10 @@ class Manifest(BaseModel):
     stop_signal: str | None = Field(
         None, description="SIGINT or SIGTERM when a signal ended the run, else null."
     )
+    stop_reason: str | None = Field(
+        None,
+        description="Why the run stopped starting calls before its end (the budget), or null.",
+    )
     identity_hash: str
     spec_hash: str
     dataset_hash: str = Field(

@@ -65,6 +65,18 @@ class RunSettings(_Strict):
         "permanent error (or all fail to reach the endpoint after their retries) and none "
         "succeeded (0: never).",
     )
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        description="A hard ceiling on what the run spends, USD, judges included: no call "
+        "starts whose worst case could pass it; the run then stops, resumable. Needs a price "
+        "and max_tokens for every model.",
+    )
+    start_over_budget: bool = Field(
+        False,
+        description="Start a run whose worst case is over run.max_cost_usd anyway (it stops "
+        "at the ceiling); by default such a run is refused before any call.",
+    )
     max_turns: int = Field(
         10,
         ge=1,
@@ -132,4 +144,6 @@ EXECUTION_ONLY = (
     "adaptive_concurrency",
     "fail_fast",
     "labels",
+    "max_cost_usd",
+    "start_over_budget",
 )

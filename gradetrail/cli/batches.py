@@ -1,0 +1,87 @@
+"""``gradetrail batches [RUN_DIR]``: what a batched run has in flight, as its run directory
+records it (``batches.jsonl``, ``manifest.json``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``batches`` to ``app``."""
+    app.command("batches")(batches)
+
+
+def batches(
+    run_dir: Annotated[
+        Path | None,
+        typer.Argument(help="A run directory (default: every run under --results-root)."),
+    ] = None,
+    results_root: Annotated[
+        Path, typer.Option("--results-root", help="Where run directories are.")
+    ] = Path("results"),
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+) -> None:
+    """List a run's batches: id, API, requests, state, and the run's batch cost so far.
+
+    A batch is ``in flight`` until its results are collected (re-run the same ``gradetrail
+    run --batch`` command to collect it). Exit codes: 0 listed, 2 not a run directory.
+    """
+    from gradetrail._util.terminal import clean
+    from gradetrail.cli import fail
+    from gradetrail.errors import GradetrailError
+    from gradetrail.rundir.batches import BATCHES_FILE, BatchLedger
+
+    dirs = (
+        [run_dir]
+        if run_dir is not None
+        else sorted(p.parent for p in results_root.glob(f"*/{BATCHES_FILE}"))
+    )
+    try:
+        ledgers = [(path, BatchLedger.read(path)) for path in dirs]
+    except GradetrailError as exc:
+        raise fail(exc) from None
+    if not json_out and not any(ledger.submissions for _, ledger in ledgers):
+        print("no batches" + ("" if run_dir is not None else f" under {clean(str(results_root))}"))
+        return
+    for path, ledger in ledgers:
+        cost = _cost(path)
+        for sub in ledger.submissions.values():
+            row: dict[str, Any] = {
+                "run_dir": str(path),
+                "batch_id": sub.batch_id,
+                "protocol": sub.protocol,
+                "kind": sub.kind,
+                "requests": len(sub.custom_ids),
+                "state": "in flight" if sub.open else sub.state,
+                "status": sub.status,
+                "succeeded": sub.succeeded,
+                "failed": sub.failed,
+            }
+            if json_out:
+                print(json.dumps(row))
+            else:
+                print(
+                    f"{clean(str(path))}  {sub.batch_id or '(unacknowledged)'}  {sub.protocol}  "
+                    f"{row['requests']} requests  {row['state']}"
+                    + (f" ({sub.status})" if sub.status else "")
+                    + (f"  {sub.succeeded} ok, {sub.failed} failed" if not sub.open else "")
+                )
+        if not json_out:
+            spent = "n/a" if cost is None else f"${cost:.4f}"
+            print(f"{clean(str(path))}  batch cost so far: {spent}")
+
+
+def _cost(run_dir: Path) -> float | None:
+    """USD the run's batches cost as its last manifest records it (None: unknown)."""
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        value = ((manifest.get("executor") or {}).get("batch") or {}).get("cost_usd")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, int | float) else None

@@ -1,0 +1,162 @@
+"""Anthropic's Message Batches: ``POST /v1/messages/batches`` with the requests inline,
+polled at ``/v1/messages/batches/{id}``, results read as JSONL from its ``results_url``.
+
+Wire format: ``{"requests": [{"custom_id": KEY, "params": <a Messages body>}]}``;
+results ``{"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored",
+"error"} | {"type": "expired"} | {"type": "canceled"}}``. Limits: 100,000 requests and
+256 MB a batch.
+
+The API carries no tag of ours, so a batch whose creation was never acknowledged is found
+by listing the batches: the newest one created since just before it was sent, with the
+same number of requests, that the run does not know yet (a stated heuristic: two runs
+sending equal-sized batches in the same second under one key could swap; the results are
+keyed by custom_id, so a swapped batch's results are skipped, never mis-cached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from gradetrail.errors import ServerError
+from gradetrail.providers._batch import BatchAPI, BatchResult, BatchState, guarded
+from gradetrail.providers.base import Request
+
+__all__ = ["AnthropicBatchAPI"]
+
+#: seconds of clock difference allowed between this machine and the API's
+_SKEW_S = 300.0
+
+
+class AnthropicBatchAPI(BatchAPI):
+    """The Message Batches API of ``anthropic`` (see the module docstring)."""
+
+    protocol = "anthropic"
+    max_requests = 100_000
+    max_bytes = 256 * 1024 * 1024
+
+    def make_client(self) -> Any:
+        """An ``anthropic.AsyncAnthropic`` at the provider's base URL, retries off."""
+        import anthropic
+
+        provider = self.provider
+        return anthropic.AsyncAnthropic(
+            api_key=provider._key or provider._read_key(),
+            base_url=provider.base_url,
+            max_retries=0,
+        )
+
+    def entry(self, custom_id: str, request: Request) -> dict[str, Any]:
+        """One request: the Messages body under ``params``."""
+        return {"custom_id": custom_id, "params": self.provider.body(request)}
+
+    async def submit(self, entries: list[dict[str, Any]], tag: str) -> str:
+        """Create the batch with its requests inline."""
+        batch = await guarded(
+            lambda: self.client.messages.batches.create(requests=entries),
+            self.provider._key,
+            "creating the batch",
+        )
+        return str(batch.id)
+
+    async def find(self, tag: str, count: int, since: float, taken: set[str]) -> str | None:
+        """The newest unknown batch of ``count`` requests created since ``since``."""
+        page = await guarded(
+            lambda: self.client.messages.batches.list(limit=100),
+            self.provider._key,
+            "listing batches",
+        )
+        async for batch in page:
+            created = _seconds(batch.created_at)
+            if created < since - _SKEW_S:
+                break
+            total = sum(int(v or 0) for v in batch.request_counts.model_dump().values())
+            if batch.id not in taken and total == count:
+                return str(batch.id)
+        return None
+
+    def _state(self, batch: Any) -> BatchState:
+        counts = {k: int(v or 0) for k, v in batch.request_counts.model_dump().items()}
+        status: Any = "in_progress"
+        if batch.processing_status == "ended":
+            status = "ended"
+            if counts.get("expired"):
+                status = "expired"
+            elif batch.cancel_initiated_at is not None:
+                status = "cancelled"
+        return BatchState(
+            batch_id=str(batch.id),
+            status=status,
+            counts=counts,
+            created_at=_seconds(batch.created_at),
+            raw_status=str(batch.processing_status),
+        )
+
+    async def retrieve(self, batch_id: str) -> BatchState:
+        """``GET /v1/messages/batches/{id}``."""
+        batch = await guarded(
+            lambda: self.client.messages.batches.retrieve(batch_id),
+            self.provider._key,
+            "polling",
+        )
+        return self._state(batch)
+
+    async def cancel(self, batch_id: str) -> BatchState:
+        """``POST /v1/messages/batches/{id}/cancel``."""
+        batch = await guarded(
+            lambda: self.client.messages.batches.cancel(batch_id),
+            self.provider._key,
+            "cancelling",
+        )
+        return self._state(batch)
+
+    async def results(self, batch_id: str, requests: Mapping[str, Request]) -> list[BatchResult]:
+        """Every result line of an ended batch, validated."""
+        from gradetrail.providers._http import classify_status, error_fields, implied_status
+
+        key = self.provider._key
+        decoder = await guarded(
+            lambda: self.client.messages.batches.results(batch_id), key, "reading results"
+        )
+        out: list[BatchResult] = []
+        try:
+            async for item in decoder:
+                request = requests.get(item.custom_id)
+                if request is None:
+                    continue
+                result = item.result.model_dump(mode="json")
+                kind = result.get("type")
+                if kind == "succeeded":
+                    response, failed = self.parse(request, result.get("message"))
+                    out.append(BatchResult(item.custom_id, response, failed))
+                elif kind == "errored":
+                    body = result.get("error") or {}
+                    etype, code, message = error_fields(body)
+                    status = implied_status(etype, code, message) or 500
+                    out.append(
+                        BatchResult(item.custom_id, None, classify_status(status, None, body))
+                    )
+                else:
+                    word = str(kind or "unknown")
+                    error = ServerError(
+                        f"batch: the request was {word}", error_type="batch", code=word
+                    )
+                    out.append(BatchResult(item.custom_id, None, error))
+        except Exception as exc:
+            from gradetrail.errors import ProviderError
+            from gradetrail.providers._batch import sdk_error
+
+            if isinstance(exc, ProviderError):
+                raise
+            raise sdk_error(exc, key, "reading results") from None
+        return out
+
+
+def _seconds(value: Any) -> float:
+    """POSIX seconds of an SDK datetime (or ISO text)."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return 0.0

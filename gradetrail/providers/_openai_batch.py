@@ -1,0 +1,174 @@
+"""OpenAI's Batch API for Chat Completions: a JSONL file uploaded to ``/v1/files``
+(``purpose=batch``), a batch created on it at ``/v1/batches`` (``completion_window
+24h``), polled, and its output and error files read back.
+
+Wire format (one line a request)::
+
+    {"custom_id": KEY, "method": "POST", "url": "/v1/chat/completions", "body": {...}}
+
+Output lines: ``{"custom_id", "response": {"status_code", "body"}, "error"}``; requests
+that failed are in the error file, with an HTTP status and error body, or with ``error:
+{"code": "batch_expired" | "batch_cancelled"}`` and no response. Limits: 50,000
+requests and 200 MB a file. The submission's tag goes in the batch's ``metadata``
+(``gradetrail_submission``), so a batch whose creation was never acknowledged is found
+by listing the batches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gradetrail.errors import ServerError
+from gradetrail.providers._batch import BatchAPI, BatchResult, BatchState, BatchStatus, guarded
+from gradetrail.providers.base import Request
+
+__all__ = ["OpenAIBatchAPI"]
+
+ENDPOINT = "/v1/chat/completions"
+TAG_KEY = "gradetrail_submission"
+_STATUS: dict[str, BatchStatus] = {
+    "validating": "in_progress",
+    "in_progress": "in_progress",
+    "finalizing": "in_progress",
+    "cancelling": "in_progress",
+    "completed": "ended",
+    "expired": "expired",
+    "cancelled": "cancelled",
+    "failed": "failed",
+}
+#: batches listed at most when looking for an unacknowledged one
+_LIST_LIMIT = 500
+
+
+class OpenAIBatchAPI(BatchAPI):
+    """The Batch API of ``openai`` (see the module docstring)."""
+
+    protocol = "openai"
+    max_requests = 50_000
+    max_bytes = 200 * 1024 * 1024
+
+    def make_client(self) -> Any:
+        """An ``openai.AsyncOpenAI`` at the provider's base URL, retries off."""
+        import openai
+
+        provider = self.provider
+        return openai.AsyncOpenAI(
+            api_key=provider._key or provider._read_key(),
+            base_url=provider.base_url,
+            max_retries=0,
+        )
+
+    def entry(self, custom_id: str, request: Request) -> dict[str, Any]:
+        """One input line: the Chat Completions body under ``body``."""
+        body = self.provider.body(request)
+        return {"custom_id": custom_id, "method": "POST", "url": ENDPOINT, "body": body}
+
+    async def submit(self, entries: list[dict[str, Any]], tag: str) -> str:
+        """Upload the lines, then create the batch (tagged in its metadata)."""
+        data = b"".join(
+            json.dumps(e, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
+            for e in entries
+        )
+        key = self.provider._key
+        uploaded = await guarded(
+            lambda: self.client.files.create(file=("batch.jsonl", data), purpose="batch"),
+            key,
+            "uploading the batch file",
+        )
+        batch = await guarded(
+            lambda: self.client.batches.create(
+                input_file_id=uploaded.id,
+                endpoint=ENDPOINT,
+                completion_window="24h",
+                metadata={TAG_KEY: tag},
+            ),
+            key,
+            "creating the batch",
+        )
+        return str(batch.id)
+
+    async def find(self, tag: str, count: int, since: float, taken: set[str]) -> str | None:
+        """The batch whose metadata carries ``tag`` (newest first, the last 500)."""
+        seen = 0
+        page = await guarded(
+            lambda: self.client.batches.list(limit=100), self.provider._key, "listing batches"
+        )
+        async for batch in page:
+            seen += 1
+            if (batch.metadata or {}).get(TAG_KEY) == tag and batch.id not in taken:
+                return str(batch.id)
+            if seen >= _LIST_LIMIT or (batch.created_at or 0) < since - 3600:
+                break
+        return None
+
+    def _state(self, batch: Any) -> BatchState:
+        counts = batch.request_counts.model_dump() if batch.request_counts else {}
+        return BatchState(
+            batch_id=str(batch.id),
+            status=_STATUS.get(batch.status, "in_progress"),
+            counts={k: int(v) for k, v in counts.items() if isinstance(v, int)},
+            created_at=float(batch.created_at or 0),
+            tag=(batch.metadata or {}).get(TAG_KEY),
+            raw_status=str(batch.status),
+        )
+
+    async def retrieve(self, batch_id: str) -> BatchState:
+        """``GET /v1/batches/{id}``."""
+        batch = await guarded(
+            lambda: self.client.batches.retrieve(batch_id), self.provider._key, "polling"
+        )
+        return self._state(batch)
+
+    async def cancel(self, batch_id: str) -> BatchState:
+        """``POST /v1/batches/{id}/cancel``."""
+        batch = await guarded(
+            lambda: self.client.batches.cancel(batch_id), self.provider._key, "cancelling"
+        )
+        return self._state(batch)
+
+    async def _lines(self, file_id: str | None) -> list[dict[str, Any]]:
+        if not file_id:
+            return []
+        content = await guarded(
+            lambda: self.client.files.content(file_id), self.provider._key, "reading results"
+        )
+        return [json.loads(line) for line in content.content.splitlines() if line.strip()]
+
+    async def results(self, batch_id: str, requests: Mapping[str, Request]) -> list[BatchResult]:
+        """The output and error files of an ended batch, each line validated."""
+        from gradetrail.providers._http import classify_status
+
+        batch = await guarded(
+            lambda: self.client.batches.retrieve(batch_id), self.provider._key, "polling"
+        )
+        lines = await self._lines(batch.output_file_id)
+        lines += await self._lines(batch.error_file_id)
+        out: list[BatchResult] = []
+        for line in lines:
+            custom_id = line.get("custom_id")
+            request = requests.get(custom_id) if isinstance(custom_id, str) else None
+            if request is None:
+                continue
+            answer = line.get("response") if isinstance(line.get("response"), dict) else None
+            error = line.get("error") if isinstance(line.get("error"), dict) else None
+            if answer is not None and answer.get("status_code") == 200:
+                response, failed = self.parse(request, answer.get("body"))
+                out.append(BatchResult(custom_id, response, failed))
+            elif answer is not None:
+                status = int(answer.get("status_code") or 500)
+                out.append(
+                    BatchResult(custom_id, None, classify_status(status, None, answer.get("body")))
+                )
+            else:
+                code = str((error or {}).get("code") or "batch_error")
+                message = str((error or {}).get("message") or "no message")
+                out.append(
+                    BatchResult(
+                        custom_id,
+                        None,
+                        ServerError(f"batch: {code}: {message}", error_type="batch", code=code),
+                    )
+                )
+        return out

@@ -1,0 +1,91 @@
+"""``gradetrail run --batch [--detach]`` and ``gradetrail batches`` against the protocol
+server's batch API, in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from http_support import SECRET_KEY, gsm8k_spec
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+def test_detach_list_then_collect(srv, cli, tmp_path: Path) -> None:
+    spec = gsm8k_spec(tmp_path / "s", srv, "openai", limit=3)
+    srv.batches(polls=0)
+    first = cli("run", spec.source, "--batch", "--detach", "--print-run-dir")
+    assert first.exit_code == 0, first.stderr
+    run_dir = first.stdout.strip().splitlines()[-1]
+    assert "batches are still running" in first.stderr and "run the same command" in first.stderr
+    listed = cli("batches", run_dir, "--json")
+    (row,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert row["state"] == "in flight" and row["requests"] == 3 and row["batch_id"]
+    second = cli("run", spec.source, "--batch")
+    assert second.exit_code == 0, second.stderr
+    assert "0 requests sent, 3 collected through openai batches" in second.stdout
+    assert srv.batches()["repeated"] == 0 and srv.batches()["requests"] == 3
+    text = cli("batches", run_dir).stdout
+    assert "collected" in text and "3 ok, 0 failed" in text
+
+
+def test_batches_of_a_missing_directory_says_so(cli, tmp_path: Path) -> None:
+    out = cli("batches", str(tmp_path / "nope"))
+    assert out.exit_code == 2 and "not a run directory" in out.stderr
+
+
+def test_detach_without_batch_is_refused(cli, tmp_path: Path) -> None:
+    out = cli("run", str(tmp_path / "x.yaml"), "--detach")
+    assert out.exit_code == 2 and "needs --batch" in out.stderr
+
+
+def test_estimate_makes_no_call_and_counts_what_the_cache_lacks(srv, cli, tmp_path: Path) -> None:
+    spec = gsm8k_spec(
+        tmp_path / "s",
+        srv,
+        "openai",
+        limit=4,
+        price={"input_per_mtok": 2.0, "output_per_mtok": 8.0},
+        params={"max_tokens": 100},
+    )
+    out = cli("run", spec.source, "--estimate", "--batch", "--json")
+    assert out.exit_code == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert found["to_make"] == 4 and found["max_output_tokens"] == 400
+    assert found["price_tier"] == "batch" and 0 < found["cost_usd"] <= found["max_cost_usd"]
+    assert srv.stats()["total"] == 0 and srv.batches()["created"] == 0
+    srv.batches(polls=0)
+    assert cli("run", spec.source, "--batch").exit_code == 0
+    again = json.loads(cli("run", spec.source, "--estimate", "--json").stdout)
+    assert again["to_make"] == 0 and again["cost_usd"] == 0
+
+
+def test_max_cost_stops_with_exit_3_and_says_how_to_finish(srv, cli, tmp_path: Path) -> None:
+    spec = gsm8k_spec(
+        tmp_path / "s",
+        srv,
+        "openai",
+        limit=6,
+        price={"input_per_mtok": 2.0, "output_per_mtok": 8.0},
+        params={"max_tokens": 100},
+        run={"concurrency": 1},
+    )
+    refused = cli("run", spec.source, "--max-cost", "0.0001")
+    assert refused.exit_code == 2 and "--start-over-budget" in refused.stderr
+    assert srv.stats()["total"] == 0
+    stopped = cli("run", spec.source, "--max-cost", "0.003", "--start-over-budget")
+    assert stopped.exit_code == 3, stopped.stderr
+    assert "re-run with a larger --max-cost" in stopped.stderr
+    assert 0 < srv.stats()["total"] < 6
+    done = cli("run", spec.source, "--max-cost", "1")
+    assert done.exit_code == 0, done.stderr
+    assert "spent of $1.0000 (run.max_cost_usd)" in done.stdout
+    assert srv.stats()["total"] == 6 and srv.stats()["repeated"] == 0

@@ -1,0 +1,262 @@
+"""Batched runs at the HTTP boundary: the real ``openai`` and ``anthropic`` SDKs against
+the protocol server's batch APIs (tests/protocol_batches.py), polled on a fake clock.
+
+Each test checks what the server counted (every custom_id submitted once, or once more
+for each retry of a failed request), the rows, and what the run directory recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from http_support import SECRET_KEY, gsm8k_spec
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+from gradetrail.engine.batching import BatchOptions
+from gradetrail.errors import SpecError
+from gradetrail.rundir.batches import BatchLedger
+from gradetrail.testing import FakeClock
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+#: both batch APIs: (spec provider, base URL attribute of the server handle)
+BATCH_PROTOCOLS = ("openai", "anthropic")
+#: USD per million tokens: online; a batch response costs half
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+def batch_spec(tmp_path: Path, srv: Any, protocol: str, limit: int = 12) -> gradetrail.EvalSpec:
+    """GSM8K's first ``limit`` problems over ``protocol``, priced (see :data:`PRICE`)."""
+    return gsm8k_spec(tmp_path / "spec", srv, protocol, limit=limit, price=PRICE)
+
+
+def run(
+    spec: gradetrail.EvalSpec, tmp_path: Path, clock: FakeClock, **options: Any
+) -> gradetrail.RunResult:
+    """One batched run of ``spec`` on ``clock``, 5 requests a batch unless told."""
+    options.setdefault("max_requests", 5)
+    batch = BatchOptions(sleep=clock.sleep, clock=clock.now, **options)
+    return gradetrail.run_eval(
+        spec,
+        results_root=tmp_path / "results",
+        cache_path=tmp_path / "cache.sqlite",
+        batch=batch,
+    )
+
+
+def rows(result: gradetrail.RunResult) -> list[dict[str, Any]]:
+    return list(gradetrail.read_results(result.run_dir))
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_batched_run_scores_as_online_at_half_the_price(srv, tmp_path: Path, protocol: str) -> None:
+    """12 requests in 3 batches (5, 5, 2): every custom_id submitted once, the rows
+    scored as the online run scores them, at half its cost; polls back off on the clock."""
+    srv.batches(polls=2)
+    spec = batch_spec(tmp_path, srv, protocol)
+    clock = FakeClock()
+    batched = run(spec, tmp_path / "b", clock, first_poll_s=10, max_poll_s=30)
+    counts = srv.batches()
+    assert counts["created"] == 3 and counts["requests"] == 12 and counts["repeated"] == 0
+    assert batched.manifest.status == "complete"
+    online = gradetrail.run_eval(
+        spec, results_root=tmp_path / "o" / "results", cache_path=tmp_path / "o" / "c.sqlite"
+    )
+    b_rows, o_rows = rows(batched), rows(online)
+    assert [r["score"] for r in b_rows] == [r["score"] for r in o_rows]
+    assert batched.manifest.score.mean == online.manifest.score.mean
+    batch_cost = sum(r["cost_usd"] for r in b_rows)
+    online_cost = sum(r["cost_usd"] for r in o_rows)
+    assert online_cost > 0 and batch_cost == pytest.approx(online_cost / 2)
+    record = batched.manifest.executor["batch"]
+    assert record["price_tier"] == "batch" and len(record["batch_ids"]) == 3
+    assert record["sent"] == 12 and record["collected"] == 12 and record["waiting"] == []
+    assert record["cost_usd"] == pytest.approx(batch_cost)
+    # paid by this run (in its batches): not cache hits
+    assert batched.manifest.cost_usd == pytest.approx(batch_cost)
+    assert batched.manifest.cache_hits == 0 and all(not r["cached"] for r in b_rows)
+    # each batch stays in progress for two polls: 10 s, then 20 s, then it has ended
+    assert clock.slept == [10, 20]
+    assert "batched" not in batched.manifest.identity_hash  # same identity as online
+    assert batched.manifest.identity_hash == online.manifest.identity_hash
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_rerun_collects_from_the_cache_and_sends_nothing(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    spec = batch_spec(tmp_path, srv, protocol, limit=4)
+    run(spec, tmp_path, FakeClock())
+    again = run(spec, tmp_path, FakeClock())
+    assert srv.batches()["created"] == 1
+    assert again.manifest.status == "complete" and again.manifest.cache_hits == 4
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_detach_then_collect_never_resubmits(srv, tmp_path: Path, protocol: str) -> None:
+    """--detach sends, records and returns (interrupted, batch ids in the manifest and
+    the ledger); the same call later collects every response without sending again."""
+    spec = batch_spec(tmp_path, srv, protocol, limit=7)
+    first = run(spec, tmp_path, FakeClock(), detach=True)
+    assert first.manifest.status == "interrupted"
+    waiting = first.manifest.executor["batch"]["waiting"]
+    assert len(waiting) == 2
+    ledger = BatchLedger.read(first.run_dir)
+    assert ledger.batch_ids() == waiting and len(ledger.in_flight()) == 7
+    second = run(spec, tmp_path, FakeClock())
+    assert second.manifest.status == "complete"
+    assert second.manifest.counts == {"scored": 7}
+    counts = srv.batches()
+    assert counts["created"] == 2 and counts["requests"] == 7 and counts["repeated"] == 0
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_expired_requests_are_retried_in_a_new_batch_and_bad_ones_recorded(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """A batch that expires after answering 3 of its 5 requests: the other 2 go in a new
+    batch (the retry policy's transient errors); a request the API refuses (400) is the
+    row's provider_error at once, never sent again."""
+    spec = batch_spec(tmp_path, srv, protocol, limit=5)
+    first_q = _question(0)
+    srv.configure(
+        faults=[{"kind": "error", "status": 400, "contains": first_q[:60], "message": "bad"}]
+    )
+    srv.batches(expire_after=3)
+    result = run(spec, tmp_path, FakeClock(), max_requests=5)
+    srv.batches(expire_after=None)
+    states = [r["state"] for r in rows(result)]
+    assert states.count("provider_error") == 1 and states.count("scored") == 4
+    bad = next(r for r in rows(result) if r["state"] == "provider_error")
+    assert bad["error"]["status"] == 400 and bad["attempts"] == 1
+    counts = srv.batches()
+    # 5 in the first batch; the 2 it expired before answering went in a second batch,
+    # which also expired after 3 (it held only 2): both answered there
+    assert counts["created"] == 2 and counts["requests"] == 7
+    assert counts["repeated"] == 2
+    assert result.manifest.status == "complete"
+
+
+def test_expired_past_the_retries_is_a_provider_error(srv, tmp_path: Path) -> None:
+    """Every batch expires before answering anything: max_retries + 1 batches, then each
+    row is a transient provider_error naming the expiry."""
+    spec = batch_spec(tmp_path, srv, "openai", limit=2)
+    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"max_retries": 1})})
+    srv.batches(expire_after=0)
+    result = run(spec, tmp_path, FakeClock())
+    assert srv.batches()["created"] == 2
+    for row in rows(result):
+        assert row["state"] == "provider_error" and row["attempts"] == 2
+        assert row["error"]["code"] == "batch_expired"
+
+
+def test_fallback_online_sends_expired_requests_online(srv, tmp_path: Path) -> None:
+    spec = batch_spec(tmp_path, srv, "anthropic", limit=3)
+    srv.batches(expire_after=1)
+    result = run(spec, tmp_path, FakeClock(), fallback="online")
+    assert srv.batches()["created"] == 1
+    assert result.manifest.counts == {"scored": 3}
+    assert result.manifest.executor["batch"]["online"] == 2
+    costs = sorted(r["cost_usd"] for r in rows(result))
+    assert costs[0] < costs[-1]  # one at the batch price, two online
+
+
+def test_a_provider_without_a_batch_api_is_refused(tmp_path: Path) -> None:
+    spec = gsm8k_spec(tmp_path, None, "openai_compatible", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(SpecError, match="has no batch API; run without --batch"):
+        gradetrail.run_eval(spec, results_root=tmp_path / "r", batch=BatchOptions())
+
+
+def _question(index: int) -> str:
+    path = Path(__file__).resolve().parents[2] / "examples/data/gsm8k/test.jsonl"
+    with path.open() as handle:
+        for n, line in enumerate(handle):
+            if n == index:
+                return json.loads(line)["question"]
+    raise IndexError(index)
+
+
+def test_batches_are_split_by_bytes_too(srv, tmp_path: Path) -> None:
+    """A byte limit that holds two requests' lines makes three batches of six requests;
+    a limit under one request's line records it as the row's error, sent nowhere."""
+    spec = batch_spec(tmp_path, srv, "openai", limit=6)
+    result = run(spec, tmp_path / "a", FakeClock(), max_requests=100, max_bytes=1500)
+    assert srv.batches()["created"] == 3 and result.manifest.counts == {"scored": 6}
+    srv.reset()
+    tiny = run(spec, tmp_path / "b", FakeClock(), max_bytes=100)
+    assert srv.batches()["created"] == 0
+    (row, *_) = rows(tiny)
+    assert row["state"] == "provider_error" and "over the batch limit" in row["error"]["message"]
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_a_batch_cancelled_elsewhere_is_reported_and_its_requests_sent_again(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """Someone cancels the batch (in the provider's console) while the run waits: the
+    manifest names it, and its unanswered requests go in a new batch."""
+    spec = batch_spec(tmp_path, srv, protocol, limit=3)
+    srv.batches(polls=1)
+    clock = FakeClock()
+    path = "/v1/messages/batches" if protocol == "anthropic" else "/v1/batches"
+
+    async def cancel_then_sleep(seconds: float) -> None:
+        for batch_id, state in srv.batches()["states"].items():
+            if state == "in_progress" and not clock.slept:
+                srv._call("POST", f"{path}/{batch_id}/cancel", {})
+        await clock.sleep(seconds)
+
+    batch = BatchOptions(sleep=cancel_then_sleep, clock=clock.now)
+    result = gradetrail.run_eval(
+        spec, results_root=tmp_path / "r", cache_path=tmp_path / "c.sqlite", batch=batch
+    )
+    record = result.manifest.executor["batch"]
+    assert len(record["cancelled"]) == 1 and len(record["batch_ids"]) == 2
+    assert result.manifest.counts == {"scored": 3}
+    assert srv.batches()["repeated"] == 3  # each sent twice: once cancelled, once answered
+
+
+def test_judge_calls_go_in_a_batch_of_their_own_after_the_answers(srv, tmp_path: Path) -> None:
+    """Answers through OpenAI's Batch API, then the judge's calls through Anthropic's
+    Message Batches: no online call at all; a re-run sends nothing."""
+    import yaml
+
+    root = tmp_path / "judged"
+    root.mkdir()
+    (root / "judge.j2").write_text("Grade this response.\nResponse: {{ response }}\n")
+    spec_data = yaml.safe_load(
+        Path(batch_spec(tmp_path, srv, "openai", limit=4).source).read_text()
+    )
+    spec_data["scorer"] = {
+        "type": "judge",
+        "file": "judge.j2",
+        "model": {
+            "provider": "anthropic",
+            "name": "175b_verification",
+            "base_url": srv.anthropic_base_url,
+            "price": PRICE,
+        },
+    }
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec_data))
+    srv.configure(script=[{"contains": "Grade this response", "reply": "GRADE: C"}])
+    spec = gradetrail.load_spec(root / "spec.yaml")
+    result = run(spec, tmp_path, FakeClock())
+    assert result.manifest.counts == {"scored": 4} and result.manifest.score.mean == 1.0
+    record = result.manifest.executor["batch"]
+    (judges,) = record["judges"]
+    assert judges["protocol"] == "anthropic" and judges["sent"] == 4 and judges["collected"] == 4
+    counts = srv.batches()
+    assert counts["created"] == 2 and counts["requests"] == 8 and counts["repeated"] == 0
+    assert srv.stats()["total"] == 8  # every answer was made inside a batch: none online
+    again = run(spec, tmp_path, FakeClock())
+    assert again.manifest.counts == {"scored": 4} and srv.batches()["created"] == 2

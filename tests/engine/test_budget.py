@@ -1,0 +1,131 @@
+"""run.max_cost_usd at the HTTP boundary: a ceiling that holds online and in batches,
+stops the run cleanly (resumable), and refuses what it cannot bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from http_support import SECRET_KEY, gsm8k_spec
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+import gradetrail
+from gradetrail.engine.batching import BatchOptions
+from gradetrail.errors import SpecError
+from gradetrail.executors.budget import worst_case_usd
+from gradetrail.providers import make_provider
+from gradetrail.rundir.spending import SpendingLog
+from gradetrail.testing import FakeClock
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+ROWS = 12
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+def spec_for(tmp_path: Path, srv: Any, protocol: str, **run: Any) -> gradetrail.EvalSpec:
+    return gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        protocol,
+        limit=ROWS,
+        price=PRICE,
+        params={"max_tokens": 300},
+        run={"concurrency": 4, **run},
+    )
+
+
+def worst_total(spec: gradetrail.EvalSpec, *, batch: bool = False) -> float:
+    plan = gradetrail.plan_run(spec)
+    return sum(worst_case_usd(plan.provider, p.request, batch=batch) for p in plan.prepared)
+
+
+def run(spec: gradetrail.EvalSpec, tmp_path: Path, batch: bool) -> gradetrail.RunResult:
+    clock = FakeClock()
+    options = BatchOptions(max_requests=3, sleep=clock.sleep, clock=clock.now) if batch else None
+    return gradetrail.run_eval(
+        spec, results_root=tmp_path / "results", cache_path=tmp_path / "c.sqlite", batch=options
+    )
+
+
+def paid(result: gradetrail.RunResult) -> float:
+    return sum(
+        r["cost_usd"] or 0.0 for r in gradetrail.read_results(result.run_dir) if not r["cached"]
+    )
+
+
+@pytest.mark.parametrize(("protocol", "batch"), [("openai", False), ("anthropic", True)])
+def test_half_the_worst_case_stops_at_the_ceiling_and_a_larger_one_finishes(
+    srv, tmp_path: Path, protocol: str, batch: bool
+) -> None:
+    """A ceiling of half what the run costs: the run stops (interrupted, the reason in the
+    manifest), having spent at most the ceiling; a re-run with room finishes, and no
+    request was paid for twice."""
+    measured = run(spec_for(tmp_path, srv, protocol), tmp_path / "measure", batch)
+    ceiling = (
+        measured.manifest.cost_usd / 2
+        if not batch
+        else (measured.manifest.executor["batch"]["cost_usd"] / 2)
+    )
+    srv.reset()
+    spec = spec_for(tmp_path, srv, protocol, max_cost_usd=ceiling, start_over_budget=True)
+    first = run(spec, tmp_path, batch)
+    assert first.manifest.status == "interrupted"
+    assert "run.max_cost_usd" in (first.manifest.stop_reason or "")
+    if batch:
+        spent = first.manifest.executor["batch"]["cost_usd"]
+    else:
+        spent = first.manifest.executor["budget"]["spent_usd"]
+        assert spent == pytest.approx(paid(first))
+    assert 0 < spent <= ceiling
+    done_first = srv.batches()["requests"] if batch else srv.stats()["total"]
+    assert 0 < done_first < ROWS
+    # the same ceiling again: what the first process paid counts (spending.jsonl)
+    same = run(spec, tmp_path, batch)
+    assert same.manifest.status == "interrupted"
+    assert SpendingLog(first.run_dir).total() <= ceiling + 1e-12
+    bigger = spec_for(tmp_path, srv, protocol, max_cost_usd=ceiling * 20)
+    second = run(bigger, tmp_path, batch)
+    assert second.manifest.status == "complete" and second.manifest.counts == {"scored": ROWS}
+    if batch:
+        assert srv.batches()["requests"] == ROWS and srv.batches()["repeated"] == 0
+    else:
+        assert srv.stats()["total"] == ROWS and srv.stats()["repeated"] == 0
+
+
+def test_a_worst_case_over_the_ceiling_is_refused_before_any_call(srv, tmp_path: Path) -> None:
+    base = spec_for(tmp_path, srv, "openai")
+    spec = spec_for(tmp_path, srv, "openai", max_cost_usd=worst_total(base) / 2)
+    with pytest.raises(SpecError, match="could cost up to .* over what is left of the ceiling"):
+        run(spec, tmp_path, False)
+    assert srv.stats()["total"] == 0
+
+
+def test_a_model_without_a_price_refuses_a_budgeted_run(srv, tmp_path: Path) -> None:
+    spec = gsm8k_spec(tmp_path, srv, "anthropic", limit=2, run={"max_cost_usd": 5})
+    with pytest.raises(SpecError, match="no price is known .* give model.price"):
+        run(spec, tmp_path, False)
+
+
+def test_openai_without_max_tokens_refuses_a_budgeted_run(srv, tmp_path: Path) -> None:
+    spec = gsm8k_spec(tmp_path, srv, "openai", limit=2, price=PRICE, run={"max_cost_usd": 5})
+    with pytest.raises(SpecError, match="model.params.max_tokens: a budgeted run needs"):
+        run(spec, tmp_path, False)
+
+
+def test_the_worst_case_bounds_the_real_cost(srv, tmp_path: Path) -> None:
+    spec = spec_for(tmp_path, srv, "anthropic")
+    result = run(spec, tmp_path, False)
+    provider = make_provider(spec.model, spec.base_dir)
+    plan = gradetrail.plan_run(spec)
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    for item in plan.prepared:
+        assert rows[item.sample.id]["cost_usd"] <= worst_case_usd(provider, item.request)
