@@ -242,6 +242,7 @@ def regression_gate(
     unpaired: bool = False,
     reducer: str | None = None,
     pass_k: int | None = None,
+    allow_different_splits: bool = False,
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -263,6 +264,8 @@ def regression_gate(
             for runs on different samples.
         reducer: gate both runs on this reducer instead of their own ``run.reducer``
             (with `pass_k` for pass_at_k).
+        allow_different_splits: compare runs on different ``dataset.split`` s (another
+            split name or other ids, or a split against the whole dataset).
 
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets or
@@ -277,6 +280,7 @@ def regression_gate(
     cand = gate_runs.load_run(candidate, "candidate")
     # runs on different samples are what --unpaired is for: their datasets differ
     gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
+    gate_runs.check_same_split(base, cand, allow_different_splits)
     if not allow_partial:
         gate_runs.check_complete(base)
         gate_runs.check_complete(cand)

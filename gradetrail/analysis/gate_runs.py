@@ -18,7 +18,14 @@ from gradetrail.rundir.layout import KILLED, KILLED_FIX
 from gradetrail.stats import intervals as stats
 from gradetrail.stats.reducers import REDUCERS, reduce_scores
 
-__all__ = ["GateError", "GateRun", "load_run", "resolve_reducer", "sample_scores"]
+__all__ = [
+    "GateError",
+    "GateRun",
+    "check_same_split",
+    "load_run",
+    "resolve_reducer",
+    "sample_scores",
+]
 
 
 class GateError(GradetrailError):
@@ -128,6 +135,36 @@ def check_same_dataset(base: GateRun, cand: GateRun, allow_different_data: bool)
             f"{str(b_hash)[:12]} vs {str(c_hash)[:12]}): re-run one on the other's dataset, "
             "or pass --allow-different-data to compare them anyway"
         )
+
+
+def split_of(run: GateRun) -> dict[str, Any] | None:
+    """The run's ``dataset.split`` as its manifest records it (``name``, ``ids_sha256``,
+    ...), or None for a run of the whole dataset."""
+    split = (run.manifest.get("dataset") or {}).get("split")
+    return split if isinstance(split, dict) else None
+
+
+def check_same_split(base: GateRun, cand: GateRun, allow_different_splits: bool) -> None:
+    """Refuse runs on different dataset splits (another split name, other ids, or a split
+    against the whole dataset) unless allowed: a loop tunes on one split and reports on
+    another, and comparing across them would mix the two."""
+    b, c = split_of(base), split_of(cand)
+    same = (b or {}).get("ids_sha256") == (c or {}).get("ids_sha256") and (b or {}).get("name") == (
+        c or {}
+    ).get("name")
+    if same or allow_different_splits:
+        return
+
+    def shown(split: dict[str, Any] | None) -> str:
+        if split is None:
+            return "the whole dataset"
+        ids_hash = str(split.get("ids_sha256"))[:12]
+        return f"split {split.get('name')!r} ({split.get('ids')} ids, {ids_hash})"
+
+    raise GateError(
+        f"baseline ran on {shown(b)} but candidate on {shown(c)}: gate runs of the same "
+        "dataset.split, or pass --allow-different-splits to compare them anyway"
+    )
 
 
 def check_complete(run: GateRun) -> None:

@@ -32,6 +32,8 @@ COMMANDS = {
     "gate": "gate",
     "power": "gate",
     "cache": "cache",
+    "split": "split",
+    "approve": "approve",
 }
 
 

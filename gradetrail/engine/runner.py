@@ -181,6 +181,8 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
             f"{spec.source}: a row is nested too deeply to render; flatten the rows"
         ) from None
     file_hashes = {"dataset": samples.content_hash, **renderer.file_hashes()}
+    if "split" in samples.info:  # the ids of dataset.split, in dataset order
+        file_hashes["split"] = samples.info["split"]["ids_sha256"]
     for role, value in identity.items():
         if role.endswith("sha256"):
             file_hashes[role.removesuffix("_sha256")] = value

@@ -81,9 +81,11 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     # a Hugging Face dataset enters through its resolved revision and fingerprint (the
     # dataset hash), not its name; keys left at their defaults keep older hashes valid
     dataset.pop("hf", None)
-    for key in ("format", "fields", "types"):
+    for key in ("format", "fields", "types", "split"):
         if not dataset.get(key):
             dataset.pop(key, None)
+    if dataset.get("split"):  # its ids enter through their hash (file role "split")
+        dataset["split"].pop("file", None)
     body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
