@@ -82,6 +82,7 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         )
         response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
         transcript: Transcript | None = talk.transcript
+        billed: Response | None = None
     else:
         call = (
             ctx.calls.served(item.request, hit, kind="provider", epoch=item.epoch)
@@ -90,8 +91,9 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         )
         response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
+        billed = call.billed
     if response is None:
-        return _error_row(item, error, attempts, transcript)
+        return _error_row(item, error, attempts, transcript, billed)
     scored = ScoreInput(
         item.sample,
         item.epoch,
@@ -203,9 +205,25 @@ def _error_row(
     error: ProviderError | None,
     attempts: int,
     transcript: Transcript | None = None,
+    billed: Response | None = None,
 ) -> Row:
+    """The row of a request that ended without a response: no tokens and no cost, unless
+    the provider answered and billed it before it was refused (``billed``: a served model
+    other than the requested one), whose tokens, USD cost and served model it keeps."""
     detail = error.detail() if error is not None else {"kind": "ProviderError", "message": "?"}
+    usage = (
+        {
+            "served_model": billed.served_model,
+            "input_tokens": billed.total_input_tokens,
+            "output_tokens": billed.output_tokens,
+            "cached_input_tokens": billed.cached_input_tokens,
+            "cost_usd": billed.cost_usd,
+        }
+        if billed is not None
+        else {}
+    )
     return make_row(
+        **usage,
         sample_id=item.sample.id,
         epoch=item.epoch,
         state="provider_error",

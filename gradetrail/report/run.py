@@ -91,6 +91,8 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"
     if m.cost_usd_cached is not None:
         cost += f" (cache hits saved ${m.cost_usd_cached:.4f})"
+    if m.cost_usd_unscored:
+        cost += f", of which ${m.cost_usd_unscored:.4f} on rows that did not score"
     lines.append(("cost", cost))
     lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))

@@ -348,6 +348,12 @@ class Manifest(BaseModel):
     cached_input_tokens: int = Field(0, description="Of input_tokens, prompt-cache reads.")
     cost_usd: float | None = Field(None, description="USD paid this run (cache hits cost 0).")
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
+    cost_usd_unscored: float | None = Field(
+        None,
+        description="Of cost_usd, USD paid for rows that did not score (a response billed "
+        "and then refused, a judge or scorer failing after the model answered); null "
+        "while none did.",
+    )
     cache_hits: int = 0
     score: ScoreStats | None = None
     judge: JudgeStats | None = Field(

@@ -57,6 +57,9 @@ class Tally:
         cost_usd: USD paid this run (rows not from the cache: 0.0 when every priced row
             was a cache hit), None while nothing is priced.
         cost_usd_cached: USD the cache hits once cost.
+        cost_usd_unscored: of ``cost_usd``, USD paid this run for rows in an error state
+            (billed and then refused, or a judge or scorer failing after the model
+            answered); None while no such row was priced.
         served_models: served model -> rows.
         reducer: how a sample's scored epochs become its score (see
             :mod:`gradetrail.stats.reducers`).
@@ -76,6 +79,7 @@ class Tally:
     cached_input_tokens: int = 0
     cost_usd: float | None = None
     cost_usd_cached: float | None = None
+    cost_usd_unscored: float | None = None
     served_models: Counter[str] = field(default_factory=Counter)
     reducer: ReducerName = "mean"
     pass_k: int = 1
@@ -125,6 +129,7 @@ class Tally:
             "cached_input_tokens": self.cached_input_tokens,
             "cost_usd": self.cost_usd,
             "cost_usd_cached": self.cost_usd_cached,
+            "cost_usd_unscored": self.cost_usd_unscored,
             "cache_hits": self.cache_hits,
             "score": self.score_stats(clustered=spec.dataset.cluster_field is not None),
             "judge": self.judge_stats(),
@@ -157,6 +162,8 @@ class Tally:
                 self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
             else:
                 self.cost_usd = (self.cost_usd or 0.0) + cost
+                if state != "scored":
+                    self.cost_usd_unscored = (self.cost_usd_unscored or 0.0) + cost
         sample_id, score = row["sample_id"], row["score"]
         kept = score if state == "scored" else None
         self._record(self._slot(sample_id, at), row["epoch"], kept, row["cluster"])
