@@ -281,6 +281,7 @@ def regression_gate(
     # runs on different samples are what --unpaired is for: their datasets differ
     gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
     gate_runs.check_same_split(base, cand, allow_different_splits)
+    gate_runs.truncated_policy(base, cand)
     if not allow_partial:
         gate_runs.check_complete(base)
         gate_runs.check_complete(cand)

@@ -76,6 +76,8 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     body.pop("ci", None)  # what a CI check requires decides no number
     for key in EXECUTION_ONLY:
         body.get("run", {}).pop(key, None)
+    if body.get("run", {}).get("truncated") == "score":  # the default: older hashes hold
+        body["run"].pop("truncated")
     dataset = body.get("dataset", {})
     dataset.pop("path", None)
     # a Hugging Face dataset enters through its resolved revision and fingerprint (the

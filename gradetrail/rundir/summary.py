@@ -18,6 +18,7 @@ from gradetrail.datasets.labels import label_field_of
 from gradetrail.rundir.judge_stats import JudgeStats, JudgeTally
 from gradetrail.rundir.manifest import ScoreStats
 from gradetrail.rundir.results import Row
+from gradetrail.rundir.truncation import counted_score
 from gradetrail.stats.agreement import AgreementStats, AgreementTally
 from gradetrail.stats.intervals import summarize
 from gradetrail.stats.reducers import ReducerName, reduce_scores
@@ -65,6 +66,8 @@ class Tally:
             :mod:`gradetrail.stats.reducers`).
         pass_k: the k of reducer ``pass_at_k``.
         epochs: the run's epochs (a hint: a later epoch still works, at a copy).
+        truncated_policy: ``run.truncated``: how a truncated row's score counts (see
+            :mod:`gradetrail.rundir.truncation`).
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
         agreement: (label, score) pairs of labelled rows, for judge agreement.
         conversations: turns and tool calls of the rows with a transcript.
@@ -84,6 +87,7 @@ class Tally:
     reducer: ReducerName = "mean"
     pass_k: int = 1
     epochs: int = 1
+    truncated_policy: str = "score"
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
     conversations: ConversationTally = field(default_factory=ConversationTally)
@@ -112,7 +116,12 @@ class Tally:
     def for_spec(cls, spec: EvalSpec) -> Tally:
         """An empty tally reducing epochs as ``spec.run`` says."""
         run = spec.run
-        return cls(reducer=run.reducer, pass_k=run.pass_k or 1, epochs=run.epochs)
+        return cls(
+            reducer=run.reducer,
+            pass_k=run.pass_k or 1,
+            epochs=run.epochs,
+            truncated_policy=run.truncated,
+        )
 
     def manifest_figures(self, spec: EvalSpec) -> dict[str, Any]:
         """What the rows so far decide of a run's manifest, as :class:`Manifest` field
@@ -165,7 +174,7 @@ class Tally:
                 if state != "scored":
                     self.cost_usd_unscored = (self.cost_usd_unscored or 0.0) + cost
         sample_id, score = row["sample_id"], row["score"]
-        kept = score if state == "scored" else None
+        kept = counted_score(row, self.truncated_policy)
         self._record(self._slot(sample_id, at), row["epoch"], kept, row["cluster"])
         if row["error"] is not None:
             self._count_error(row)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from gradetrail.spec.base import _Strict
@@ -13,6 +15,9 @@ MAX_RETRIES = 100
 MAX_EPOCHS = 10_000
 #: rows (samples x epochs) one run may hold: each is rendered and keyed before any call
 MAX_ROWS = 1_000_000
+
+#: how a response that stopped at max_tokens counts (see gradetrail.rundir.truncation)
+TruncatedPolicy = Literal["score", "exclude", "zero"]
 
 
 class RunSettings(_Strict):
@@ -77,6 +82,12 @@ class RunSettings(_Strict):
     )
     pass_k: int | None = Field(
         None, ge=1, description="The k of reducer pass_at_k (default 1); at most run.epochs."
+    )
+    truncated: TruncatedPolicy = Field(
+        "score",
+        description="A response that stopped at max_tokens: score it like any other (score), "
+        "leave it out of the mean (exclude) or count it 0 (zero). The summary, the gate and "
+        "the viewer apply it alike; it enters the identity hash.",
     )
 
     @model_validator(mode="after")
