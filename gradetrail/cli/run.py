@@ -72,6 +72,14 @@ def run(
         bool,
         typer.Option("--verbose", "-v", help="Also show the run's log (log.jsonl) on stderr."),
     ] = False,
+    require_approval: Annotated[
+        bool,
+        typer.Option(
+            "--require-approval",
+            help="Refuse to start if the harness changed since gradetrail approve "
+            "(run.require_approval).",
+        ),
+    ] = False,
 ) -> None:
     """Run an eval: call the model for every sample (cached), score, write results.
 
@@ -103,6 +111,8 @@ def run(
     if min_score is not None and not math.isfinite(min_score):
         raise typer.BadParameter("must be a finite number", param_hint="--min-score")
     overrides = list(set_ or [])
+    if require_approval:
+        overrides.append("run.require_approval=true")
     progress: RunProgress | None = None
     started_in: Path | None = None
 

@@ -47,6 +47,7 @@ from gradetrail.rundir.manifest import (
     spec_hash,
     write_manifest,
 )
+from gradetrail.rundir.progress import EVERY_S, ProgressFile
 from gradetrail.rundir.results import (
     OUTPUT_FILES,
     PENDING_FILE,
@@ -250,9 +251,15 @@ def run_eval(
 
     Raises:
         SpecError, DatasetError: before any model call.
+        ApprovalError: ``run.require_approval`` is set and the harness changed since
+            ``gradetrail approve`` (see :mod:`gradetrail.engine.approval`).
         CacheError, RunError: the cache or results directory cannot be used (before any
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
+    if spec.run.require_approval:  # before anything is read or called
+        from gradetrail.engine.approval import check_approval
+
+        check_approval(spec)
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     try:
         plan = plan_run(spec, scorer=scorer)
@@ -297,6 +304,8 @@ def run_eval(
                         log.follow(provider.events)  # what the providers notice, logged
                     calls = Calls(cache, executor, log, inflight)
                     run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
+                    run.progress = ProgressFile(run_dir, len(plan.prepared), _progress_path(spec))
+                    run.progress.write(run.tally, strict=True)  # a symlink refuses the run
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
@@ -311,6 +320,15 @@ def run_eval(
             git.close()
             if cache is not None:
                 cache.close()
+
+
+def _progress_path(spec: EvalSpec) -> Path | None:
+    """``run.progress_file`` resolved against the spec's directory, or None."""
+    chosen = spec.run.progress_file
+    if not chosen:
+        return None
+    path = Path(chosen).expanduser()
+    return path if path.is_absolute() else (spec.base_dir or Path(".")) / path
 
 
 def _keep_what_the_cache_cannot(
@@ -362,6 +380,7 @@ class _Run:
         self.log: RunLog = ctx.log  # type: ignore[assignment]
         self.tally = Tally.for_spec(plan.spec)
         self.in_flight = 0
+        self.progress: ProgressFile | None = None
 
     def execute(
         self,
@@ -399,6 +418,9 @@ class _Run:
             if stop.signal_name is not None:
                 manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
             self._write_manifest(manifest)
+            if self.progress is not None:
+                self.progress.write(self.tally, status)
+                self.progress.close()
             self.log.event(
                 "run_end",
                 status=status,
@@ -485,13 +507,23 @@ class _Run:
         # after the loop's own handlers: scorers stay within reach of SIGINT/SIGTERM
         bounded = BoundedCalls(self.plan.spec.run.score_timeout_s, lambda: stop.stopping)
         self.ctx.bounded = bounded
+        beat = asyncio.ensure_future(self._beat())
         try:
             with bounded:
                 await self._drive(writer, on_row, stop)
         finally:
+            beat.cancel()
             stop.uninstall()
             if stop.signal_name is None and bounded.aborted_by is not None:
                 stop.signal_name = bounded.aborted_by  # the loop never saw it: it ended first
+
+    async def _beat(self) -> None:
+        """Rewrite the progress file every few seconds while the run goes."""
+        if self.progress is None:
+            return
+        while True:
+            await asyncio.sleep(EVERY_S)
+            self.progress.write(self.tally)
 
     async def _drive(
         self,

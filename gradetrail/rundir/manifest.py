@@ -74,6 +74,7 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     paths (the files enter through their content hashes). Returns a new dict."""
     body = copy.deepcopy(spec)
     body.pop("ci", None)  # what a CI check requires decides no number
+    body.pop("harness", None)  # what an approval covers decides no number either
     for key in EXECUTION_ONLY:
         body.get("run", {}).pop(key, None)
     if body.get("run", {}).get("truncated") == "score":  # the default: older hashes hold

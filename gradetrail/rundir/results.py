@@ -79,6 +79,8 @@ OUTPUT_FILES = (
     PENDING_FILE,
     RESERVE_FILE,
     ".lock",
+    "progress.json",
+    "progress.json.tmp",
 )
 
 SampleState = Literal["scored", "provider_error", "judge_error"]

@@ -83,6 +83,23 @@ class RunSettings(_Strict):
     pass_k: int | None = Field(
         None, ge=1, description="The k of reducer pass_at_k (default 1); at most run.epochs."
     )
+    require_approval: bool = Field(
+        False,
+        description="Refuse to start (exit 2) when a file of the harness (the spec, the "
+        "files and modules it names, harness: globs, the lockfile) changed since "
+        "gradetrail approve recorded it. A change detector, not a security boundary.",
+    )
+    approval_file: str | None = Field(
+        None,
+        description="The approval file, relative to the spec file (default "
+        "<spec name>.approval.json beside it).",
+    )
+    progress_file: str | None = Field(
+        None,
+        description="Also write the run's progress.json (done/total, ok, failed, elapsed_s, "
+        "eta_s, cost) to this path (relative to the spec file), rewritten atomically every "
+        "2 s and at the end; every run writes it in its run directory.",
+    )
     truncated: TruncatedPolicy = Field(
         "score",
         description="A response that stopped at max_tokens: score it like any other (score), "
@@ -113,4 +130,7 @@ EXECUTION_ONLY = (
     "tokens_per_minute",
     "adaptive_concurrency",
     "fail_fast",
+    "require_approval",
+    "approval_file",
+    "progress_file",
 )
