@@ -50,6 +50,7 @@ def test_the_harness_is_the_spec_what_it_names_and_the_lockfile(project: Path) -
         "data/gsm8k/test.jsonl",  # dataset.path
         "hill_climb/app.py",  # model.function app:answer
         "hill_climb/grading.py",  # harness:
+        "hill_climb/loop.py",  # harness:
         "hill_climb/spec.yaml",
         "hill_climb/splits.json",  # dataset.split.file
         "uv.lock",
@@ -66,7 +67,7 @@ def test_a_run_requiring_approval_refuses_a_changed_harness(project: Path) -> No
     approved = run_cli("approve", str(project / "spec.yaml"))
     assert approved.code == 0, approved.err
     record = json.loads((project / "spec.approval.json").read_text())
-    assert len(record["files"]) == 6
+    assert len(record["files"]) == 7
     assert record["files"]["grading.py"] == _sha256(project / "grading.py")
     assert f"harness {record['harness_sha256'][:12]}" in approved.out
 
