@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gradetrail._util.bounded import BoundedCalls, CallAborted, CallTimedOut
 from gradetrail._util.terminal import one_line
@@ -26,6 +26,7 @@ from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
     from gradetrail.executors.base import Executor
+    from gradetrail.rundir.artifacts import Artifacts
     from gradetrail.rundir.runlog import RunLog
 
 __all__ = ["SampleContext", "process"]
@@ -43,11 +44,14 @@ class SampleContext:
         bounded: runs a synchronous scorer's ``score`` with the run's time bound and within
             reach of SIGINT/SIGTERM (see :mod:`gradetrail._util.bounded`), or None to call it
             directly.
+        artifacts: writes the files a python app hands back into the run directory, or
+            None (outside a run: the row then records no artifact).
     """
 
     calls: Calls
     scorer: Scorer
     bounded: BoundedCalls | None = None
+    artifacts: Artifacts | None = None
 
     @property
     def cache(self) -> ResponseCache | None:
@@ -103,6 +107,7 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         response.text,
         response.tool_calls,
         item.request.tools,
+        _app_input(response),
     )
     scorer = ctx.scorer
     try:
@@ -114,7 +119,29 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         raise
     except Exception as exc:  # the scorer failing on this one response: its row says so
         score = _scorer_failed(scorer, scored, exc)
-    return _scored_row(item, response, score, cached, attempts, transcript)
+    row = _scored_row(item, response, score, cached, attempts, transcript)
+    if response.app is not None or response.artifacts:
+        row = make_row(**row, app=_app_record(item, response, ctx))
+    return row
+
+
+def _app_input(response: Response) -> dict[str, Any] | None:
+    """What a scorer sees of a python app's extra fields (``ScoreInput.app``), or None."""
+    if response.app is None and not response.artifacts:
+        return None
+    return {
+        **(response.app or {}),
+        **({"artifacts": response.artifacts} if response.artifacts else {}),
+    }
+
+
+def _app_record(item: Prepared, response: Response, ctx: SampleContext) -> dict[str, Any]:
+    """The row's ``app``: the app's metadata, metrics and transcript, and each artifact
+    written into the run directory (``{name, path, bytes, sha256}``)."""
+    record = dict(response.app or {})
+    if response.artifacts and ctx.artifacts is not None:
+        record["artifacts"] = ctx.artifacts.save(item.sample.id, item.epoch, response.artifacts)
+    return record
 
 
 def _scorer_failed(scorer: Scorer, item: ScoreInput, exc: Exception) -> Score:

@@ -35,6 +35,7 @@ from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import Provider, make_provider
+from gradetrail.rundir.artifacts import Artifacts
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.manifest import (
     CacheReport,
@@ -303,7 +304,8 @@ def run_eval(
                     for provider in {id(p): p for p in (plan.provider, executor.provider)}.values():
                         log.follow(provider.events)  # what the providers notice, logged
                     calls = Calls(cache, executor, log, inflight)
-                    run = _Run(plan, run_dir, SampleContext(calls, plan.scorer), inflight)
+                    ctx = SampleContext(calls, plan.scorer, artifacts=Artifacts(run_dir))
+                    run = _Run(plan, run_dir, ctx, inflight)
                     run.progress = ProgressFile(run_dir, len(plan.prepared), _progress_path(spec))
                     run.progress.write(run.tally, strict=True)  # a symlink refuses the run
                     driving = True

@@ -373,6 +373,11 @@ class Manifest(BaseModel):
         description="Conversation rows: model turns, tool calls, tool errors and why each "
         "conversation ended; null when no row was a conversation.",
     )
+    app_metrics: dict[str, dict[str, float | int]] | None = Field(
+        None,
+        description="A python app's own metrics (Response.metrics), name -> {rows, mean} "
+        "over the rows that reported it; null when none did.",
+    )
     executor: dict[str, Any] | None = Field(
         None,
         description="Where provider calls ran (execution only, not in the identity hash): "

@@ -25,7 +25,7 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict
@@ -39,6 +39,7 @@ from gradetrail.rundir.layout import RunDir, run_status
 __all__ = [
     "RESULTS_FILE",
     "SAMPLES_FILE",
+    "SPARSE_FIELDS",
     "JudgeRecord",
     "Row",
     "SampleResult",
@@ -110,6 +111,11 @@ class JudgeRecord(BaseModel):
     )
 
 
+def _absent(value: Any) -> bool:
+    """A sparse field's value that is left out of the row (see :data:`SPARSE_FIELDS`)."""
+    return value is None
+
+
 class SampleResult(BaseModel):
     """One (sample, epoch) of a run."""
 
@@ -165,6 +171,18 @@ class SampleResult(BaseModel):
         description="Conversation samples: the input messages and every turn (response, tool "
         "calls, tool results, stop reason, tokens, cost, latency); null for a plain prompt.",
     )
+    app: dict[str, Any] | None = Field(
+        None,
+        exclude_if=_absent,
+        description="What a python app handed back beside its answer: metadata (an "
+        "object), metrics (name -> number), transcript (its steps) and artifacts ({name, "
+        "path under the run directory, bytes, sha256}); absent from the row when none.",
+    )
+
+
+#: fields a row holds only when they have a value (absent, not null, otherwise): rows
+#: of runs that do not use them keep the bytes they had
+SPARSE_FIELDS = tuple(n for n, f in SampleResult.model_fields.items() if f.exclude_if is _absent)
 
 
 class SampleScore(BaseModel):
@@ -199,12 +217,17 @@ def _row_schema() -> tuple[TypeAdapter[Any], dict[str, Any], dict[str, Any]]:
     factories (called for each row)."""
     model_fields = SampleResult.model_fields
     typed = TypedDict(  # type: ignore[misc]  # the functional form, from the model's fields
-        "SampleRow", {name: f.annotation for name, f in model_fields.items()}
+        "SampleRow",
+        {
+            name: NotRequired[f.annotation] if name in SPARSE_FIELDS else f.annotation  # type: ignore[misc]
+            for name, f in model_fields.items()
+        },
     )
     typed.__pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[attr-defined]
     defaults = {
         name: None if f.is_required() or f.default_factory else f.default
         for name, f in model_fields.items()
+        if name not in SPARSE_FIELDS  # absent unless given
     }
     factories = {name: f.default_factory for name, f in model_fields.items() if f.default_factory}
     return TypeAdapter(typed), defaults, factories
@@ -213,13 +236,17 @@ def _row_schema() -> tuple[TypeAdapter[Any], dict[str, Any], dict[str, Any]]:
 def make_row(**fields: Any) -> Row:
     """A result row: ``fields`` over :class:`SampleResult`'s defaults, validated by its
     field types (the same coercions: an int score becomes 1.0), in its field order; one
-    validation in pydantic-core, no model object (a third of the cost).
+    validation in pydantic-core, no model object (a third of the cost). A field of
+    :data:`SPARSE_FIELDS` is in the row only when given a value other than None.
 
     Raises:
         pydantic.ValidationError: a value of the wrong type, or sample_id/state missing.
     """
     adapter, defaults, factories = _row_schema()
     row = {**defaults, **fields}
+    for name in SPARSE_FIELDS:
+        if name in row and row[name] is None:
+            del row[name]  # absent, as SampleResult writes it
     for name, factory in factories.items():
         if name not in fields:
             row[name] = factory()  # type: ignore[call-arg]
@@ -263,6 +290,8 @@ def _make_is_exact() -> Callable[[Row], bool]:
     names: dict[str, Any] = {}
     checks = [
         _type_check(f"row[{name!r}]", field.annotation, names)
+        if name not in SPARSE_FIELDS
+        else f"({name!r} not in row or row[{name!r}] is None)"  # present: validated
         for name, field in SampleResult.model_fields.items()
     ]
     source = "def is_exact(row):\n    return (\n        " + "\n        and ".join(checks)

@@ -71,6 +71,7 @@ class Tally:
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
         agreement: (label, score) pairs of labelled rows, for judge agreement.
         conversations: turns and tool calls of the rows with a transcript.
+        app_metrics: a python app's metrics (``Response.metrics``): name -> [sum, rows].
     """
 
     rows: int = 0
@@ -91,6 +92,7 @@ class Tally:
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
     conversations: ConversationTally = field(default_factory=ConversationTally)
+    app_metrics: dict[str, list[float]] = field(default_factory=dict)
     #: (state, error kind, provider error type, status, message shape) -> [rows, first
     #: message]
     error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
@@ -145,6 +147,7 @@ class Tally:
             "agreement": self.agreement_stats(label_field_of(spec)),
             "top_errors": self.top_errors(),
             "conversations": self.conversation_stats(),
+            "app_metrics": self.app_metric_stats(),
         }
 
     def add(self, row: Row, at: int | None = None) -> None:
@@ -182,6 +185,12 @@ class Tally:
             self.judge.add(row)
         self.agreement.add(state, row["label"], score, sample_id)
         self.conversations.add(row["transcript"])
+        app = row.get("app")
+        if app and app.get("metrics"):
+            for name, value in app["metrics"].items():
+                entry = self.app_metrics.setdefault(name, [0.0, 0])
+                entry[0] += value
+                entry[1] += 1
 
     def _slot(self, sample_id: str, at: int | None) -> int:
         if at is not None:
@@ -332,6 +341,16 @@ class Tally:
             n_clusters=s.n_clusters,
             ci_method=s.method,
         )
+
+    def app_metric_stats(self) -> dict[str, dict[str, float | int]] | None:
+        """Each metric a python app reported: ``{"rows": n, "mean": ...}`` over the rows
+        that have it (cache hits included), or None when no row had one."""
+        if not self.app_metrics:
+            return None
+        return {
+            name: {"rows": int(n), "mean": total / n}
+            for name, (total, n) in sorted(self.app_metrics.items())
+        }
 
     def judge_stats(self) -> JudgeStats | None:
         """The judge's totals (None when no row had a judge)."""

@@ -31,6 +31,9 @@ class ScoreInput:
         tools: the tool definitions the request offered (``{"name", "description",
             "parameters"}``, parameters a JSON Schema), for scorers that read their
             argument types.
+        app: what a python app handed back beside its answer, or None: any of
+            ``metadata`` (a dict), ``metrics`` (name -> number), ``transcript`` (a list
+            of dicts) and ``artifacts`` (file name -> content, str or bytes).
     """
 
     sample: Sample
@@ -41,6 +44,7 @@ class ScoreInput:
     response: str
     tool_calls: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
+    app: dict[str, Any] | None = None
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
