@@ -38,7 +38,7 @@ ExportFormat = Literal["csv", "parquet", "jsonl"]
 MAX_DEPTH = 3
 BATCH_ROWS = 10_000
 ERROR_COLUMNS = ("error.kind", "error.message", "error.status", "error.error_type", "error.code")
-_NESTED = ("error", "scorer", "judge")
+_NESTED = ("error", "scorer", "judge", "app")  # flattened: app.metrics.words, ...
 #: the Parquet type of known columns that no row filled (an all-null column)
 _KNOWN_TYPES = {
     "score": "float64",

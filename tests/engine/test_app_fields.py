@@ -7,6 +7,7 @@ the cache. Rows of runs without app fields keep their bytes (no ``app`` key)."""
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -15,12 +16,15 @@ from pathlib import Path
 import pytest
 import yaml
 from paths import EXAMPLES
+from starlette.testclient import TestClient
 
 import gradetrail
 from gradetrail import Score, ScoreInput
+from gradetrail.analysis.export import export_run
 from gradetrail.errors import RunError
 from gradetrail.rundir.artifacts import Artifacts
 from gradetrail.rundir.layout import RunDir
+from gradetrail.view import create_app
 
 GSM8K = EXAMPLES / "data" / "gsm8k"
 N = 30
@@ -108,10 +112,22 @@ def test_the_app_fields_reach_the_scorer_the_rows_the_files_and_the_summary(
         assert refs["solution.txt"]["path"].startswith(f"artifacts/{row['sample_id']}-")
         assert refs["solution.txt"]["path"].endswith("/1/solution.txt")
     words = [len(t.split()) for t in solutions]
+    exported = export_run(result.run_dir, "csv", str(tmp_path / "rows.csv"))
+    assert "app" not in exported.columns  # flattened, as scorer and judge are
+    with (tmp_path / "rows.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert [int(r["app.metrics.words"]) for r in table] == words
+    assert {r["app.metadata.source"] for r in table} == {"175b_verification"}
     assert result.manifest.app_metrics["words"] == {
         "rows": N,
         "mean": pytest.approx(sum(words) / N),
     }
+
+    # the viewer's sample page shows them
+    client = TestClient(create_app(tmp_path / "r"), base_url="http://127.0.0.1")
+    page = client.get(f"/runs/{result.run_dir.name}/sample?id={rows[0]['sample_id']}").text
+    assert "what the app handed back" in page
+    assert "question_chars" in page and rows[0]["app"]["artifacts"][0]["path"] in page
 
     # warm: every field from the cache, the files written again
     first = (result.run_dir / "results.jsonl").read_bytes()
