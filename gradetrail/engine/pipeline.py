@@ -86,7 +86,7 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         )
         response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
         transcript: Transcript | None = talk.transcript
-        billed: Response | None = None
+        billed = talk.billed
     else:
         call = (
             ctx.calls.served(item.request, hit, kind="provider", epoch=item.epoch)
@@ -235,8 +235,9 @@ def _error_row(
     billed: Response | None = None,
 ) -> Row:
     """The row of a request that ended without a response: no tokens and no cost, unless
-    the provider answered and billed it before it was refused (``billed``: a served model
-    other than the requested one), whose tokens, USD cost and served model it keeps."""
+    something was billed (``billed``: a response refused after it was paid for, a served
+    model other than the requested one; an agent loop's answered turns before the one
+    that failed), whose tokens, USD cost and served model it keeps."""
     detail = error.detail() if error is not None else {"kind": "ProviderError", "message": "?"}
     usage = (
         {

@@ -7,11 +7,13 @@ against the local protocol server's own count of answered requests."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 from http_support import GSM8K_DATA
+from paths import EXAMPLES
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
@@ -102,3 +104,41 @@ def test_a_judge_failing_after_the_model_answered_leaves_the_spend(srv, tmp_path
     m = result.manifest
     assert m.cost_usd == pytest.approx(sum(_usd(r) for r in rows))
     assert m.cost_usd_unscored == pytest.approx(sum(_usd(r) for r in failed))
+
+
+def test_an_agent_loop_failing_after_a_paid_turn_keeps_that_turns_spend(
+    srv, tmp_path: Path
+) -> None:
+    """The calculator agent example: every first turn is answered (tool calls), every
+    second turn refused (an exhausted quota): each provider_error row keeps the first
+    turn's tokens and cost."""
+    script = json.loads((EXAMPLES / "data" / "agent" / "server_script.json").read_text())
+    srv.configure(
+        script=script, faults=[{"kind": "quota", "contains": "[tool_result", "status": 400}]
+    )
+    overrides = [
+        "model.provider=openai_compatible",
+        "model.name=scripted-agent",
+        f"model.base_url={srv.openai_base_url}",
+        "model.api_key_required=false",
+        f"model.price={json.dumps(PRICE)}",
+        "run.fail_fast=0",
+        "run.max_retries=0",
+    ]
+    spec = gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
+    rows = gradetrail.read_results(result.run_dir)
+    stats = srv.stats()
+    assert [r["state"] for r in rows] == ["provider_error"] * 5
+    assert stats["statuses"]["200"] == 5 and stats["total"] == 10
+    for row in rows:
+        assert len(row["transcript"]["turns"]) == 1  # the answered turn, kept
+        turn = row["transcript"]["turns"][0]
+        assert (row["input_tokens"], row["output_tokens"]) == (
+            turn["input_tokens"],
+            turn["output_tokens"],
+        )
+        assert row["input_tokens"] > 0 and row["cost_usd"] == pytest.approx(_usd(row))
+    m = result.manifest
+    assert m.cost_usd == pytest.approx(sum(_usd(r) for r in rows)) and m.cost_usd > 0
+    assert m.cost_usd_unscored == pytest.approx(m.cost_usd)
