@@ -38,6 +38,15 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     )
     epochs = "epoch" if m.epochs == 1 else "epochs"
     lines = [("rows", f"{rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
+    split = (m.dataset or {}).get("split")
+    if isinstance(split, dict):  # dataset.split: which ids of how many
+        total = sum((split.get("splits") or {}).values())
+        lines.append(
+            (
+                "split",
+                f"{split.get('name')}: {split.get('ids')} of {total} ids ({split.get('source')})",
+            )
+        )
     s = m.score
     what = "win rate" if m.spec.get("scorer", {}).get("type") == "pairwise" else "mean score"
     if s and s.mean is not None:
@@ -81,7 +90,10 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
             )
         )
     if m.truncated:
-        lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens"))
+        policy = {"exclude": "; left out of the mean", "zero": "; scored 0"}.get(
+            str(m.spec.get("run", {}).get("truncated")), ""
+        )  # run.truncated
+        lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens{policy}"))
     lines.append(
         (
             "tokens",

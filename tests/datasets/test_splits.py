@@ -16,6 +16,7 @@ import gradetrail
 from gradetrail.datasets import load_samples
 from gradetrail.datasets.splits import check_splits, hash_split, ids_hash
 from gradetrail.errors import DatasetError
+from gradetrail.report.run import manifest_lines
 from gradetrail.rundir.manifest import identity_body
 from gradetrail.spec import DatasetSpec
 
@@ -121,6 +122,7 @@ def test_a_split_run_records_it_and_the_gate_refuses_another_split(tmp_path: Pat
     assert test.manifest.n_samples == 271 and train.manifest.n_samples == 1048
     assert test.manifest.dataset["split"]["ids_sha256"] == ids_hash(written["test"])
     assert test.manifest.file_hashes["split"] == ids_hash(written["test"])
+    assert ("split", "test: 271 of 1319 ids (file)") in manifest_lines(test.manifest, "")
     # the split's ids enter the identity; the whole dataset keeps the hash it had
     assert len({test.manifest.identity_hash, train.manifest.identity_hash}) == 2
     assert "split" not in whole.manifest.file_hashes

@@ -14,6 +14,7 @@ from http_support import gsm8k_spec
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
+from gradetrail.report.run import manifest_lines
 from gradetrail.rundir.manifest import identity_body
 from gradetrail.rundir.summary import Tally
 from gradetrail.rundir.truncation import counted_score
@@ -53,6 +54,8 @@ def test_the_policy_decides_how_truncated_answers_count(srv, tmp_path: Path) -> 
     assert runs["exclude"].manifest.score.n == len(whole)
     assert means["zero"] == pytest.approx(sum(r["score"] for r in whole) / N)
     assert {r.manifest.truncated for r in runs.values()} == {len(cut)}
+    stated = dict(manifest_lines(runs["exclude"].manifest, ""))["truncated"]
+    assert stated == f"{len(cut)} responses stopped at max_tokens; left out of the mean"
     # samples.jsonl says the same
     lines = [json.loads(x) for x in (runs["zero"].run_dir / "samples.jsonl").read_text().split()]
     assert sum(line["score"] for line in lines) == pytest.approx(means["zero"] * N)
