@@ -27,7 +27,14 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 from typing_extensions import TypedDict
 
 from gradetrail._util.jsontext import value_json
@@ -111,9 +118,9 @@ class JudgeRecord(BaseModel):
     )
 
 
-def _absent(value: Any) -> bool:
-    """A sparse field's value that is left out of the row (see :data:`SPARSE_FIELDS`)."""
-    return value is None
+#: fields a row holds only when they have a value (absent, not null, otherwise): rows
+#: of runs that do not use them keep the bytes they had
+SPARSE_FIELDS = ("app",)
 
 
 class SampleResult(BaseModel):
@@ -173,16 +180,19 @@ class SampleResult(BaseModel):
     )
     app: dict[str, Any] | None = Field(
         None,
-        exclude_if=_absent,
         description="What a python app handed back beside its answer: metadata (an "
         "object), metrics (name -> number), transcript (its steps) and artifacts ({name, "
         "path under the run directory, bytes, sha256}); absent from the row when none.",
     )
 
-
-#: fields a row holds only when they have a value (absent, not null, otherwise): rows
-#: of runs that do not use them keep the bytes they had
-SPARSE_FIELDS = tuple(n for n, f in SampleResult.model_fields.items() if f.exclude_if is _absent)
+    @model_serializer(mode="wrap")
+    def _sparse(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave the :data:`SPARSE_FIELDS` that are None out of the row."""
+        data = handler(self)
+        for name in SPARSE_FIELDS:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
 
 
 class SampleScore(BaseModel):
