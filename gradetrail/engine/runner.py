@@ -282,6 +282,9 @@ def run_eval(
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
             run_dir.lock()
+            progress = ProgressFile(run_dir, len(plan.prepared), _progress_path(spec))
+            # before the manifest: a symlink at run.progress_file refuses the run here
+            progress.write(Tally.for_spec(spec), strict=True)
             pending = _keep_what_the_cache_cannot(run_dir, cache)
             run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides), git.result())
@@ -306,12 +309,12 @@ def run_eval(
                     calls = Calls(cache, executor, log, inflight)
                     ctx = SampleContext(calls, plan.scorer, artifacts=Artifacts(run_dir))
                     run = _Run(plan, run_dir, ctx, inflight)
-                    run.progress = ProgressFile(run_dir, len(plan.prepared), _progress_path(spec))
-                    run.progress.write(run.tally, strict=True)  # a symlink refuses the run
+                    run.progress = progress
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
                 writer.close()
+                progress.close()
                 if pending is not None:
                     pending.close()
     finally:

@@ -118,3 +118,20 @@ def test_progress_counts_the_rows_as_the_tally_does(tmp_path: Path) -> None:
     m = result.manifest
     assert final["done"] == final["total"] == 50 and final["status"] == "complete"
     assert final["ok"] == m.counts["scored"] and final["failed"] == 0
+
+
+def test_a_symlink_at_run_progress_file_refuses_the_run_before_its_manifest(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep")
+    (tmp_path / "progress.json").symlink_to(target)
+    spec = gradetrail.load_spec(
+        ROOT / "examples" / "gsm8k.yaml",
+        ["dataset.limit=5", f"run.progress_file={tmp_path / 'progress.json'}"],
+    )
+    with pytest.raises(RunError, match="progress.json: refusing to write: is a symlink"):
+        gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
+    assert target.read_text() == "keep"
+    (run_dir,) = (tmp_path / "r").iterdir()
+    assert not (run_dir / "manifest.json").exists()
