@@ -129,7 +129,9 @@ def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for role in sorted(files_a.keys() | files_b.keys()):
         if files_a.get(role) != files_b.get(role):
             was, now = (str(f.get(role) or "none")[:12] for f in (files_a, files_b))
-            label = "dataset hash" if role == "dataset" else f"{role} file hash"
+            label = {"dataset": "dataset hash", "split": "split ids hash"}.get(
+                role, f"{role} file hash"
+            )
             out.append(f"{label}: {was} -> {now}")
     return out or ["identity hashes differ (another gradetrail version's hashing?)"]
 

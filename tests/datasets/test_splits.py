@@ -17,7 +17,7 @@ from gradetrail.datasets import load_samples
 from gradetrail.datasets.splits import check_splits, hash_split, ids_hash
 from gradetrail.errors import DatasetError
 from gradetrail.report.run import manifest_lines
-from gradetrail.rundir.manifest import identity_body
+from gradetrail.rundir.manifest import identity_body, identity_differences
 from gradetrail.spec import DatasetSpec
 
 GSM8K = EXAMPLES / "data" / "gsm8k"
@@ -125,6 +125,12 @@ def test_a_split_run_records_it_and_the_gate_refuses_another_split(tmp_path: Pat
     assert ("split", "test: 271 of 1319 ids (file)") in manifest_lines(test.manifest, "")
     # the split's ids enter the identity; the whole dataset keeps the hash it had
     assert len({test.manifest.identity_hash, train.manifest.identity_hash}) == 2
+    changed = identity_differences(
+        json.loads((test.run_dir / "manifest.json").read_text()),
+        json.loads((train.run_dir / "manifest.json").read_text()),
+    )
+    assert 'spec dataset.split.name: "test" -> "train"' in changed
+    assert any(line.startswith("split ids hash: ") for line in changed)
     assert "split" not in whole.manifest.file_hashes
     assert "split" not in identity_body(whole.manifest.spec)["dataset"]  # hashes as before
     assert "file" not in identity_body(test.manifest.spec)["dataset"]["split"]
