@@ -43,7 +43,7 @@ def _spec(tmp_path: Path, srv, **scorer) -> gradetrail.EvalSpec:  # noqa: ANN001
         "target": "{{ answer.split('####')[-1] | trim }}",
         "model": model,
         "scorer": scorer or {"type": "numeric", "marker": "A:"},
-        "run": {"max_retries": 0, "concurrency": 4},
+        "run": {"max_retries": 0, "concurrency": 4, "fail_fast": 0},
     }
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -142,3 +142,36 @@ def test_an_agent_loop_failing_after_a_paid_turn_keeps_that_turns_spend(
     m = result.manifest
     assert m.cost_usd == pytest.approx(sum(_usd(r) for r in rows)) and m.cost_usd > 0
     assert m.cost_usd_unscored == pytest.approx(m.cost_usd)
+
+
+def test_a_judge_reply_from_another_model_keeps_its_spend_in_the_judge_record(
+    srv, tmp_path: Path
+) -> None:
+    (tmp_path / "judge.j2").write_text("Grade this answer: {{ response }}\nGRADE:")
+    judge = {
+        "provider": "openai_compatible",
+        "name": "grader",
+        "base_url": srv.openai_base_url,
+        "api_key_required": False,
+        "require_served_model": True,
+        "price": PRICE,
+    }
+    srv.configure(
+        models=["grader", "other-grader"],
+        script={"Grade this answer": "GRADE: C"},
+        faults=[{"kind": "alias", "served_model": "other-grader", "contains": "Grade this"}],
+    )
+    spec = _spec(tmp_path, srv, type="judge", file="judge.j2", model=judge)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
+    rows = gradetrail.read_results(result.run_dir)
+    assert [r["state"] for r in rows] == ["judge_error"] * N
+    assert srv.stats()["statuses"]["200"] == 2 * N  # every model and judge call answered
+    for row in rows:
+        assert row["error"]["provider_error"]["error_type"] == "served_model_mismatch"
+        record = row["judge"]
+        assert record["input_tokens"] > 0 and record["output_tokens"] > 0
+        assert record["cost_usd"] == pytest.approx(
+            (record["input_tokens"] * 3.0 + record["output_tokens"] * 15.0) / 1e6
+        )
+    judged = result.manifest.judge
+    assert judged.cost_usd == pytest.approx(sum(r["judge"]["cost_usd"] for r in rows))
