@@ -92,9 +92,14 @@ class ProviderError(GradetrailError):
         status: the HTTP status code, when there was one.
         error_type: the provider's own error type (e.g. ``rate_limit_error``).
         code: the provider's own error code (e.g. ``insufficient_quota``).
+        billed: the response the provider answered, and billed, before the call was
+            refused on this side (a :class:`~gradetrail.providers.base.Response`: a served
+            model other than the requested one under ``require_served_model``), or None
+            when nothing was billed. Its tokens and cost (USD) stay on the error row.
     """
 
     transient: bool = False
+    billed: Any = None
 
     def __init__(
         self,
@@ -105,8 +110,11 @@ class ProviderError(GradetrailError):
         status: int | None = None,
         error_type: str | None = None,
         code: str | None = None,
+        billed: Any = None,
     ) -> None:
         super().__init__(message)
+        if billed is not None:
+            self.billed = billed
         if transient is not None:
             self.transient = transient
         self.retry_after = retry_after

@@ -44,7 +44,7 @@ BATCH_ROWS = 10_000
 #: the columns naming the run of every row (first in every export)
 RUN_COLUMNS = ("run", "model", "identity")
 ERROR_COLUMNS = ("error.kind", "error.message", "error.status", "error.error_type", "error.code")
-_NESTED = ("error", "scorer", "judge")
+_NESTED = ("error", "scorer", "judge", "app")  # flattened: app.metrics.words, ...
 #: the Parquet type of known columns that no row filled (an all-null column)
 _KNOWN_TYPES = {
     "score": "float64",

@@ -269,6 +269,7 @@ def regression_gate(
     pass_k: int | None = None,
     metric: str | None = None,
     samples: Collection[str] | None = None,
+    allow_different_splits: bool = False,
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -294,6 +295,8 @@ def regression_gate(
             primary score (a row where it is null counts as an error row).
         samples: gate only these sample ids (a slice of the dataset; a sweep's per-slice
             gates); None gates every sample.
+        allow_different_splits: compare runs on different ``dataset.split`` s (another
+            split name or other ids, or a split against the whole dataset).
 
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets or
@@ -316,6 +319,8 @@ def regression_gate(
             raise GateError(str(exc)) from None
     # runs on different samples are what --unpaired is for: their datasets differ
     gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
+    gate_runs.check_same_split(base, cand, allow_different_splits)
+    gate_runs.truncated_policy(base, cand)
     if not allow_partial:
         gate_runs.check_complete(base)
         gate_runs.check_complete(cand)

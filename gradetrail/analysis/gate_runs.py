@@ -15,10 +15,18 @@ from typing import Any
 
 from gradetrail.errors import GradetrailError
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
+from gradetrail.rundir.truncation import counted_score, policy_of
 from gradetrail.stats import intervals as stats
 from gradetrail.stats.reducers import REDUCERS, reduce_scores
 
-__all__ = ["GateError", "GateRun", "load_run", "resolve_reducer", "sample_scores"]
+__all__ = [
+    "GateError",
+    "GateRun",
+    "check_same_split",
+    "load_run",
+    "resolve_reducer",
+    "sample_scores",
+]
 
 
 class GateError(GradetrailError):
@@ -130,6 +138,52 @@ def check_same_dataset(base: GateRun, cand: GateRun, allow_different_data: bool)
         )
 
 
+def split_of(run: GateRun) -> dict[str, Any] | None:
+    """The run's ``dataset.split`` as its manifest records it (``name``, ``ids_sha256``,
+    ...), or None for a run of the whole dataset."""
+    split = (run.manifest.get("dataset") or {}).get("split")
+    return split if isinstance(split, dict) else None
+
+
+def check_same_split(base: GateRun, cand: GateRun, allow_different_splits: bool) -> None:
+    """Refuse runs on different dataset splits (another split name, other ids, or a split
+    against the whole dataset) unless allowed: a loop tunes on one split and reports on
+    another, and comparing across them would mix the two."""
+    b, c = split_of(base), split_of(cand)
+    same = (b or {}).get("ids_sha256") == (c or {}).get("ids_sha256") and (b or {}).get("name") == (
+        c or {}
+    ).get("name")
+    if same or allow_different_splits:
+        return
+
+    def shown(split: dict[str, Any] | None) -> str:
+        if split is None:
+            return "the whole dataset"
+        ids_hash = str(split.get("ids_sha256"))[:12]
+        return f"split {split.get('name')!r} ({split.get('ids')} ids, {ids_hash})"
+
+    raise GateError(
+        f"baseline ran on {shown(b)} but candidate on {shown(c)}: gate runs of the same "
+        "dataset.split, or pass --allow-different-splits to compare them anyway"
+    )
+
+
+def truncated_policy(base: GateRun, cand: GateRun) -> str:
+    """The ``run.truncated`` both runs were made with, which must agree.
+
+    Raises:
+        GateError: the runs count truncated answers differently.
+    """
+    b, c = policy_of(base.manifest), policy_of(cand.manifest)
+    if b != c:
+        raise GateError(
+            f"the runs count truncated answers differently (baseline run.truncated: {b}, "
+            f"candidate: {c}), so their scores are different quantities: re-run one with "
+            "the other's run.truncated"
+        )
+    return b
+
+
 def check_complete(run: GateRun) -> None:
     """Refuse a run that did not complete."""
     if run.status == KILLED:
@@ -186,7 +240,9 @@ def refuse_message(base: GateRun, cand: GateRun) -> str:
 def sample_scores(
     run: GateRun, dropped: set[str], reducer: str, k: int
 ) -> tuple[dict[str, float], list[str]]:
-    """Each sample's score, its epochs reduced by ``reducer`` (:mod:`gradetrail.stats.reducers`).
+    """Each sample's score, its epochs reduced by ``reducer`` (:mod:`gradetrail.stats.reducers`),
+    a truncated row counted as the run's ``run.truncated`` says
+    (:func:`~gradetrail.rundir.truncation.counted_score`).
 
     Error rows score 0 (``--errors as-fail``; under "refuse" none reach here); samples in
     ``dropped`` are left out. Returns ``(scores, unscored)``: scores in the run's sample
@@ -197,6 +253,7 @@ def sample_scores(
         GateError: a scored row without a score, or a (sample, epoch) written twice.
     """
     epochs: dict[str, dict[int, float]] = {}
+    policy = policy_of(run.manifest)
     for row in run.rows:
         sid = str(row["sample_id"])
         if sid in dropped:
@@ -205,6 +262,11 @@ def sample_scores(
         if row.get("state") == "scored":
             if score is None:
                 raise GateError(f"{run.label} row {sid!r} is scored but has no score")
+            if row.get("truncated") and policy != "score":  # run.truncated, as the summary
+                score = counted_score(row, policy)
+                if score is None:  # exclude: this epoch counts with no score
+                    epochs.setdefault(sid, {})
+                    continue
         else:
             score = 0.0
         per = epochs.setdefault(sid, {})

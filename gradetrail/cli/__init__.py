@@ -34,6 +34,8 @@ COMMANDS = {
     "power": "gate",
     "cache": "cache",
     "batches": "batches",
+    "split": "split",
+    "approve": "approve",
 }
 
 

@@ -134,6 +134,10 @@ def gate(
             help="Gate runs that did not complete or whose samples differ, on the shared ones.",
         ),
     ] = False,
+    allow_different_splits: Annotated[
+        bool,
+        typer.Option("--allow-different-splits", help="Compare runs on different dataset.split s."),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     junit: Annotated[
         Path | None, typer.Option(help="Also write the verdict as JUnit XML to this file.")
@@ -173,6 +177,7 @@ def gate(
             reducer=reducer.value if reducer else None,
             pass_k=pass_k,
             metric=metric,
+            allow_different_splits=allow_different_splits,
         )
     except (GradetrailError, ValueError) as exc:  # ValueError: an argument out of range
         reports.cannot_compare(str(exc))

@@ -131,6 +131,14 @@ def run(
             help="Start even when the worst case is over the ceiling (stop at it).",
         ),
     ] = False,
+    require_approval: Annotated[
+        bool,
+        typer.Option(
+            "--require-approval",
+            help="Refuse to start if the harness changed since gradetrail approve "
+            "(run.require_approval).",
+        ),
+    ] = False,
 ) -> None:
     """Run an eval: call the model for every sample (cached), score, write results.
 
@@ -179,6 +187,8 @@ def run(
         overrides.append(f"run.max_cost_usd={max_cost!r}")
     if start_over_budget:
         overrides.append("run.start_over_budget=true")
+    if require_approval:
+        overrides.append("run.require_approval=true")
     progress: RunProgress | None = None
     started_in: Path | None = None
 

@@ -69,7 +69,7 @@ def load_samples(
     assigner = IdAssigner(src, spec.id_field, named)
     rename = _Renamer(src, spec.fields) if spec.fields else None
     # without a shuffle, rows past the limit are never run: read (ids, errors), not kept
-    keep_all = spec.shuffle_seed is not None or spec.limit is None
+    keep_all = spec.shuffle_seed is not None or spec.limit is None or spec.split is not None
     for row in src.rows():
         fields = rename(row) if rename else row.fields
         ids.append(assigner.assign(row, fields).encode("utf-8", "surrogatepass"))
@@ -80,6 +80,17 @@ def load_samples(
     del assigner
     if not len(ids):
         raise DatasetError(f"{src.where}: the dataset has no rows")
+    info = dict(src.info())
+    if spec.split is not None:  # before shuffle and limit: they apply within the split
+        from gradetrail.datasets.splits import select_split
+
+        every = [ids[k].decode("utf-8", "surrogatepass") for k in range(len(ids))]
+        kept_split, info["split"] = select_split(spec.split, every, base_dir or Path("."), where)
+        ids, lines, rows = (
+            ids.select(kept_split),
+            array("q", (lines[k] for k in kept_split)),
+            rows.select(kept_split),
+        )
     order: array[int] | None = None
     if spec.shuffle_seed is not None:
         order = array("q", range(len(ids)))
@@ -98,7 +109,7 @@ def load_samples(
         clusters,
         order,
         content_hash=src.content_hash(),
-        info=src.info(),
+        info=info,
         warnings=list(getattr(src, "warnings", [])),
     )
 

@@ -79,6 +79,9 @@ class Conversation:
         transcript: every turn, tool call and tool result.
         cached: every turn came from the cache.
         attempts: calls made over all turns this run.
+        billed: when the conversation failed, what its turns were billed for (the turns
+            that answered, and a failing turn's billed response), summed as
+            :func:`totals` sums them; None when nothing was billed or it did not fail.
     """
 
     response: Response | None
@@ -86,6 +89,7 @@ class Conversation:
     transcript: Transcript
     cached: bool
     attempts: int
+    billed: Response | None = None
 
 
 def _turn(number: int, key: str, call: CallResult) -> TurnRecord:
@@ -184,6 +188,7 @@ class _Loop:
         self.responses: list[Response] = []
         self.attempts = 0
         self.cached = True
+        self.failed_billed: Response | None = None  # a failing turn's billed response
         start = time.monotonic()
         self.deadline = start + agent.sample_timeout_s if agent.sample_timeout_s else None
 
@@ -281,7 +286,9 @@ class _Loop:
             stopped=stopped,
         )
         response = totals(self.responses) if self.responses and error is None else None
-        return Conversation(response, error, transcript, self.cached, self.attempts)
+        paid = [*self.responses, *([self.failed_billed] if self.failed_billed else [])]
+        billed = totals(paid) if paid and error is not None else None
+        return Conversation(response, error, transcript, self.cached, self.attempts, billed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +332,7 @@ async def converse(
         loop.attempts += call.attempts
         loop.cached = loop.cached and call.cached
         if call.response is None:
+            loop.failed_billed = call.billed
             return loop.end("provider_error", call.error or ProviderError("no response"))
         record = _turn(number, turn_key, call)
         loop.turns.append(record)

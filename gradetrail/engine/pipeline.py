@@ -28,6 +28,7 @@ from gradetrail.scorers.reasoning import Split, split_reasoning
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
     from gradetrail.executors.base import Executor
+    from gradetrail.rundir.artifacts import Artifacts
     from gradetrail.rundir.runlog import RunLog
 
 __all__ = ["SampleContext", "process"]
@@ -50,6 +51,8 @@ class SampleContext:
         reasoning_tags: ``scorer.reasoning_tags``: the scorer sees only the text after
             the last closing tag of these names; a tag left open scores 0 as no answer
             (see :mod:`gradetrail.scorers.reasoning`).
+        artifacts: writes the files a python app hands back into the run directory, or
+            None (outside a run: the row then records no artifact).
     """
 
     calls: Calls
@@ -57,6 +60,7 @@ class SampleContext:
     bounded: BoundedCalls | None = None
     refusals: str = "score"
     reasoning_tags: tuple[str, ...] = ()
+    artifacts: Artifacts | None = None
 
     @property
     def cache(self) -> ResponseCache | None:
@@ -91,6 +95,8 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         )
         response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
         transcript: Transcript | None = talk.transcript
+        billed = talk.billed
+        billed = talk.billed
     else:
         call = (
             ctx.calls.served(item.request, hit, kind="provider", epoch=item.epoch)
@@ -99,8 +105,10 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         )
         response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
+        billed = call.billed
+        billed = call.billed
     if response is None:
-        return _error_row(item, error, attempts, transcript)
+        return _error_row(item, error, attempts, transcript, billed)
     text, split = response.text, None
     if ctx.reasoning_tags and "<" in text:
         split = split_reasoning(text, ctx.reasoning_tags)
@@ -115,6 +123,7 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         response.tool_calls,
         item.request.tools,
         _meta(response, cached) if ctx.scorer.wants_meta else None,
+        app := _app_input(response),
     )
     scorer = ctx.scorer
     if response.refused and ctx.refusals == "exclude":
@@ -136,7 +145,35 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         score = scorer.combine(scores)
     else:
         score = await _score(ctx, scorer, scored)
-    return _scored_row(item, response, score, cached, attempts, transcript, split)
+    row = _scored_row(item, response, score, cached, attempts, transcript, split)
+    if app is not None:  # a python app's extra fields: rare, validated
+        row = make_row(**row, app=_app_record(item, response, ctx))
+    return row
+
+
+def _app_input(response: Response) -> dict[str, Any] | None:
+    """What a scorer sees of a python app's extra fields (``ScoreInput.app``), or None
+    (four attribute reads for every other response)."""
+    if (
+        response.metadata is None
+        and response.metrics is None
+        and response.transcript is None
+        and response.artifacts is None
+    ):
+        return None
+    seen = dict(response.app or {})
+    if response.artifacts:
+        seen["artifacts"] = response.artifacts
+    return seen or None
+
+
+def _app_record(item: Prepared, response: Response, ctx: SampleContext) -> dict[str, Any]:
+    """The row's ``app``: the app's metadata, metrics and transcript, and each artifact
+    written into the run directory (``{name, path, bytes, sha256}``)."""
+    record = dict(response.app or {})
+    if response.artifacts and ctx.artifacts is not None:
+        record["artifacts"] = ctx.artifacts.save(item.sample.id, item.epoch, response.artifacts)
+    return record
 
 
 def refusal_excluded(response: Response) -> Score:
@@ -304,9 +341,26 @@ def _error_row(
     error: ProviderError | None,
     attempts: int,
     transcript: Transcript | None = None,
+    billed: Response | None = None,
 ) -> Row:
+    """The row of a request that ended without a response: no tokens and no cost, unless
+    something was billed (``billed``: a response refused after it was paid for, a served
+    model other than the requested one; an agent loop's answered turns before the one
+    that failed), whose tokens, USD cost and served model it keeps."""
     detail = error.detail() if error is not None else {"kind": "ProviderError", "message": "?"}
+    usage = (
+        {
+            "served_model": billed.served_model,
+            "input_tokens": billed.total_input_tokens,
+            "output_tokens": billed.output_tokens,
+            "cached_input_tokens": billed.cached_input_tokens,
+            "cost_usd": billed.cost_usd,
+        }
+        if billed is not None
+        else {}
+    )
     return make_row(
+        **usage,
         sample_id=item.sample.id,
         epoch=item.epoch,
         state="provider_error",

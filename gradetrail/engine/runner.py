@@ -39,6 +39,7 @@ from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.recording import RecordingExecutor
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import Provider, make_provider
+from gradetrail.rundir.artifacts import Artifacts
 from gradetrail.rundir.batches import BatchLedger
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.manifest import (
@@ -52,6 +53,7 @@ from gradetrail.rundir.manifest import (
     spec_hash,
     write_manifest,
 )
+from gradetrail.rundir.progress import EVERY_S, ProgressFile
 from gradetrail.rundir.results import (
     OUTPUT_FILES,
     PENDING_FILE,
@@ -187,6 +189,9 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
             f"{spec.source}: a row is nested too deeply to render; flatten the rows"
         ) from None
     file_hashes = {"dataset": samples.content_hash, **renderer.file_hashes()}
+    split = samples.info.get("split")  # a Hugging Face dataset's is the split's name
+    if isinstance(split, dict):  # the ids of dataset.split, in dataset order
+        file_hashes["split"] = split["ids_sha256"]
     for role, value in identity.items():
         if role.endswith("sha256"):
             file_hashes[role.removesuffix("_sha256")] = value
@@ -260,9 +265,15 @@ def run_eval(
 
     Raises:
         SpecError, DatasetError: before any model call.
+        ApprovalError: ``run.require_approval`` is set and the harness changed since
+            ``gradetrail approve`` (see :mod:`gradetrail.engine.approval`).
         CacheError, RunError: the cache or results directory cannot be used (before any
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
+    if spec.run.require_approval:  # before anything is read or called
+        from gradetrail.engine.approval import check_approval
+
+        check_approval(spec)
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     cache: ResponseCache | None = None
     try:
@@ -294,6 +305,9 @@ def run_eval(
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
             run_dir.lock()
+            progress = ProgressFile(run_dir, len(plan.prepared), _progress_path(spec))
+            # before the manifest: a symlink at run.progress_file refuses the run here
+            progress.write(Tally.for_spec(spec), strict=True)
             pending = _keep_what_the_cache_cannot(run_dir, cache)
             run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides), git.result())
@@ -324,12 +338,14 @@ def run_eval(
                         plan.scorer,
                         refusals=spec.run.refusals,
                         reasoning_tags=tuple(getattr(spec.scorer, "reasoning_tags", ())),
+                        artifacts=Artifacts(run_dir),
                     )
-                    run = _Run(plan, run_dir, context, inflight, batch, budget)
+                    run = _Run(plan, run_dir, context, inflight, batch, budget, progress)
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
             finally:
                 writer.close()
+                progress.close()
                 if pending is not None:
                     pending.close()
     finally:
@@ -340,6 +356,15 @@ def run_eval(
             git.close()
             if cache is not None:
                 cache.close()
+
+
+def _progress_path(spec: EvalSpec) -> Path | None:
+    """``run.progress_file`` resolved against the spec's directory, or None."""
+    chosen = spec.run.progress_file
+    if not chosen:
+        return None
+    path = Path(chosen).expanduser()
+    return path if path.is_absolute() else (spec.base_dir or Path(".")) / path
 
 
 def _keep_what_the_cache_cannot(
@@ -453,6 +478,7 @@ class _Run:
         inflight: InFlight | None,
         batch: BatchOptions | None = None,
         budget: Budget | None = None,
+        progress: ProgressFile | None = None,
     ) -> None:
         self.plan = plan
         self.inflight = inflight
@@ -467,6 +493,8 @@ class _Run:
         #: the run's budget (``run.max_cost_usd``), or None
         self.budget = budget
         self.stop_reason: str | None = None
+        #: the run's progress file (``progress.json``), rewritten as rows land
+        self.progress = progress
 
     def execute(
         self,
@@ -510,6 +538,9 @@ class _Run:
             if self.stop_reason is not None:
                 manifest = manifest.model_copy(update={"stop_reason": self.stop_reason})
             self._write_manifest(manifest)
+            if self.progress is not None:
+                self.progress.write(self.tally, status)
+                self.progress.close()
             self.log.event(
                 "run_end",
                 status=status,
@@ -596,13 +627,23 @@ class _Run:
         # after the loop's own handlers: scorers stay within reach of SIGINT/SIGTERM
         bounded = BoundedCalls(self.plan.spec.run.score_timeout_s, lambda: stop.stopping)
         self.ctx.bounded = bounded
+        beat = asyncio.ensure_future(self._beat())
         try:
             with bounded:
                 await self._drive(writer, on_row, stop)
         finally:
+            beat.cancel()
             stop.uninstall()
             if stop.signal_name is None and bounded.aborted_by is not None:
                 stop.signal_name = bounded.aborted_by  # the loop never saw it: it ended first
+
+    async def _beat(self) -> None:
+        """Rewrite the progress file every few seconds while the run goes."""
+        if self.progress is None:
+            return
+        while True:
+            await asyncio.sleep(EVERY_S)
+            self.progress.write(self.tally)
 
     async def _drive(
         self,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gradetrail.executors.retry import RetriedAttempt
     from gradetrail.rundir.runlog import RunLog
 
-__all__ = ["CallResult", "Calls"]
+__all__ = ["CallResult", "Calls", "billed_sum"]
 
 CallKind = Literal["provider", "judge"]
 
@@ -38,12 +38,16 @@ class CallResult:
         error: the last error, or None on success.
         cached: the response came from the cache (no call was made).
         attempts: calls made (0 on a cache hit).
+        billed: on failure, what the provider answered and billed before the call was
+            refused (every attempt's :attr:`ProviderError.billed` summed: tokens, USD
+            cost, the last served model), or None when nothing was billed.
     """
 
     response: Response | None
     error: ProviderError | None
     cached: bool
     attempts: int
+    billed: Response | None = None
 
 
 class Calls:
@@ -159,12 +163,33 @@ class Calls:
             error = outcome.error or ProviderError("no response and no error")
             if log is not None and (not live or live[-1] is not error):  # the sample ceiling
                 _log_error(log, kind, request, epoch, error, outcome.attempts, turn)
-            return CallResult(None, error, False, outcome.attempts)
+            billed = billed_sum([*(a.error for a in outcome.retried), error])
+            return CallResult(None, error, False, outcome.attempts, billed)
         if self.cache is not None:
             self.cache.put(key, request, outcome.response)
         if log is not None:
             _log_ok(log, kind, request, epoch, outcome.response, False, outcome.attempts, turn)
         return CallResult(outcome.response, None, False, outcome.attempts)
+
+
+def billed_sum(errors: list[ProviderError]) -> Response | None:
+    """The responses ``errors`` were billed for (:attr:`ProviderError.billed`), summed
+    into one: tokens and cost (USD; None when none of them is priced) added, the last
+    served model kept; None when no error was billed."""
+    billed = [e.billed for e in errors if isinstance(e.billed, Response)]
+    if not billed:
+        return None
+    costs = [b.cost_usd for b in billed if b.cost_usd is not None]
+    return Response(
+        "",
+        served_model=billed[-1].served_model,
+        input_tokens=sum(b.input_tokens for b in billed),
+        output_tokens=sum(b.output_tokens for b in billed),
+        cached_input_tokens=sum(b.cached_input_tokens for b in billed),
+        latency_s=sum(b.latency_s for b in billed),
+        cost_usd=sum(costs) if costs else None,
+        cache_write_tokens=sum(b.cache_write_tokens for b in billed),
+    )
 
 
 def _response_of(result: CallResult) -> Response | None:

@@ -752,19 +752,21 @@ class HttpProvider(Provider):
 
     def _finish(self, request: Request, response: Response, cache_write: int) -> Response:
         served = response.served_model
+        if response.cache_write_tokens != cache_write:
+            response = replace(response, cache_write_tokens=cache_write)
+        reasoning = self.model.reasoning
+        if reasoning is not None and reasoning.summary is False:  # tokens kept, text not
+            response = replace(response, reasoning=None)
+        response = replace(response, cost_usd=self.price(request, response))
         if self.model.require_served_model and not served_model_matches(request.model, served):
             raise BadRequest(
                 f"served model {served!r} is not the requested {request.model!r} (or its "
                 "dated snapshot); model.require_served_model is set",
                 error_type="served_model_mismatch",
                 code=served,
+                billed=response,  # answered and paid for: its tokens and cost stay counted
             )
-        if response.cache_write_tokens != cache_write:
-            response = replace(response, cache_write_tokens=cache_write)
-        reasoning = self.model.reasoning
-        if reasoning is not None and reasoning.summary is False:  # tokens kept, text not
-            response = replace(response, reasoning=None)
-        return replace(response, cost_usd=self.price(request, response))
+        return response
 
     def price(self, request: Request, response: Response) -> float | None:
         """USD under the spec's ``model.price`` or the bundled table (None: unknown); a

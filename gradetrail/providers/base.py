@@ -8,8 +8,11 @@ scoring live above it (see ARCHITECTURE.md, "One sample's path").
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import math
+import re
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -259,6 +262,20 @@ class Response:
         cache_write_1h_tokens: of ``cache_write_tokens``, those written with Anthropic's
             one-hour TTL (``usage.cache_creation.ephemeral_1h_input_tokens``), priced at
             the one-hour write rate.
+        metadata: what an application (a ``python`` provider's function) reports beside
+            its answer, a JSON object (retrieved document ids, the prompt version...), or
+            None.
+        metrics: an application's own numbers, name -> finite number (latency of its own
+            steps in seconds, documents retrieved...); the summary averages each over the
+            rows that have it. None when there are none.
+        transcript: an application's own steps, a list of JSON objects (``{"step":
+            "retrieve", ...}``), or None.
+        artifacts: files an application hands back, file name -> content (text, or
+            bytes); written under the run directory (``artifacts/<sample>/<epoch>/``),
+            never outside it, and referenced from the row. None when there are none.
+
+    The four application fields are cached with the response, stored on its row (under
+    ``app``) and shown to scorers (:class:`~gradetrail.scorers.base.ScoreInput`).
     """
 
     text: str
@@ -280,11 +297,21 @@ class Response:
     refusal: str | None = None
     ttft_s: float | None = None
     cache_write_1h_tokens: int = 0
+    metadata: dict[str, Any] | None = None
+    metrics: dict[str, float] | None = None
+    transcript: list[dict[str, Any]] | None = None
+    artifacts: dict[str, str | bytes] | None = None
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
-        every value, a third of a cache write's cost)."""
-        return json.dumps({name: getattr(self, name) for name in _FIELDS}, ensure_ascii=False)
+        every value, a third of a cache write's cost). The application fields are written
+        only when set (artifact bytes as base64), so other responses keep their bytes."""
+        data = {name: getattr(self, name) for name in _FIELDS}
+        for name in APP_FIELDS:
+            value = getattr(self, name)
+            if value:
+                data[name] = _artifacts_json(value) if name == "artifacts" else value
+        return json.dumps(data, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> Response:
@@ -306,7 +333,17 @@ class Response:
         for name in ("tool_calls", "reasoning_blocks"):  # older entries lack the later
             if name in data:
                 data[name] = tuple(data[name])
+        if data.get("artifacts"):
+            data["artifacts"] = _artifacts_from_json(data["artifacts"])
         return cls(**data)
+
+    @property
+    def app(self) -> dict[str, Any] | None:
+        """The application fields that are set (``metadata``, ``metrics``, ``transcript``),
+        or None when none is; artifacts go to files (see
+        :class:`~gradetrail.rundir.artifacts.Artifacts`)."""
+        out = {n: getattr(self, n) for n in ("metadata", "metrics", "transcript")}
+        return {k: v for k, v in out.items() if v} or None
 
     @property
     def total_input_tokens(self) -> int:
@@ -341,7 +378,78 @@ class Response:
         )
 
 
-_FIELDS = tuple(f.name for f in fields(Response))
+#: what an application may hand back beside its answer (see :class:`Response`)
+APP_FIELDS = ("metadata", "metrics", "transcript", "artifacts")
+#: an artifact's file name: a plain name, no directory, not hidden (checked before a
+#: response is cached; the run directory's writer refuses any other)
+ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def app_problems(response: Response) -> list[str]:
+    """What is wrong with a response's application fields, one phrase each (empty when
+    nothing): metadata not a JSON object, a metric not a finite number, a transcript not
+    a list of objects, an artifact name that is not a plain file name or content that is
+    neither text nor bytes."""
+    problems = []
+    if response.metadata is not None and not isinstance(response.metadata, dict):
+        problems.append("metadata must be a dict")
+    elif response.metadata:
+        try:
+            json.dumps(response.metadata, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"metadata must be JSON ({exc})")
+    metrics = response.metrics
+    if metrics is not None and (
+        not isinstance(metrics, dict)
+        or not all(
+            isinstance(k, str)
+            and isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and math.isfinite(v)
+            for k, v in metrics.items()
+        )
+    ):
+        problems.append("metrics must be a dict of name -> finite number")
+    steps = response.transcript
+    if steps is not None and (
+        not isinstance(steps, list) or not all(isinstance(x, dict) for x in steps)
+    ):
+        problems.append("transcript must be a list of dicts")
+    elif steps:
+        try:
+            json.dumps(steps, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            problems.append(f"transcript must be JSON ({exc})")
+    artifacts = response.artifacts
+    if artifacts is not None and not isinstance(artifacts, dict):
+        problems.append("artifacts must be a dict of file name -> str or bytes")
+    for name, content in (artifacts or {}).items():
+        if not isinstance(name, str) or not ARTIFACT_NAME.fullmatch(name) or ".." in name:
+            problems.append(
+                f"artifact name {name!r} must be a plain file name (letters, digits, . _ -)"
+            )
+        elif not isinstance(content, str | bytes):
+            problems.append(f"artifact {name!r} must be str or bytes")
+    return problems
+
+
+def _artifacts_json(artifacts: dict[str, str | bytes]) -> dict[str, dict[str, str]]:
+    """Artifacts as JSON: name -> ``{"text": ...}`` or ``{"base64": ...}``."""
+    return {
+        name: {"base64": base64.b64encode(v).decode()} if isinstance(v, bytes) else {"text": v}
+        for name, v in artifacts.items()
+    }
+
+
+def _artifacts_from_json(data: dict[str, dict[str, str]]) -> dict[str, str | bytes]:
+    """Inverse of :func:`_artifacts_json`."""
+    return {
+        name: base64.b64decode(v["base64"]) if "base64" in v else v["text"]
+        for name, v in data.items()
+    }
+
+
+_FIELDS = tuple(f.name for f in fields(Response) if f.name not in APP_FIELDS)
 _TOOL_CALLS = _FIELDS.index("tool_calls")
 _BLOCKS = _FIELDS.index("reasoning_blocks")
 _UNFINISHED = frozenset(["max_tokens", "pause_turn"])

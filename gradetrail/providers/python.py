@@ -56,7 +56,7 @@ from gradetrail._util.userloop import BLOCK_LIMIT_S, Blocked, Escaped, UserLoop,
 from gradetrail.conversation.messages import make_tool_call
 from gradetrail.datasets import file_sha256
 from gradetrail.errors import BadRequest, ProviderError, SpecError
-from gradetrail.providers.base import Provider, Request, Response
+from gradetrail.providers.base import Provider, Request, Response, app_problems
 
 __all__ = ["PythonProvider"]
 
@@ -336,6 +336,7 @@ def _checked(response: Response) -> Response:
         problems.append("tool_calls must be a list of {id, name, arguments} dicts")
     if response.reasoning is not None and not isinstance(response.reasoning, str):
         problems.append(f"reasoning is {type(response.reasoning).__name__}, not str or None")
+    problems += app_problems(response)
     if problems:
         raise BadRequest(
             f"model.function returned a bad Response: {'; '.join(problems)}",

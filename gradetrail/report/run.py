@@ -65,6 +65,15 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     )
     epochs = "epoch" if m.epochs == 1 else "epochs"
     lines = [("rows", f"{rows} ({m.n_samples} samples x {m.epochs} {epochs}): {states}")]
+    split = (m.dataset or {}).get("split")
+    if isinstance(split, dict):  # dataset.split: which ids of how many
+        total = sum((split.get("splits") or {}).values())
+        lines.append(
+            (
+                "split",
+                f"{split.get('name')}: {split.get('ids')} of {total} ids ({split.get('source')})",
+            )
+        )
     s = m.score
     what = "win rate" if m.spec.get("scorer", {}).get("type") == "pairwise" else "mean score"
     if s and s.mean is not None:
@@ -109,7 +118,10 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
             )
         )
     if m.truncated:
-        lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens"))
+        policy = {"exclude": "; left out of the mean", "zero": "; scored 0"}.get(
+            str(m.spec.get("run", {}).get("truncated")), ""
+        )  # run.truncated
+        lines.append(("truncated", f"{m.truncated} responses stopped at max_tokens{policy}"))
     if m.reasoning_exhausted:
         lines.append(
             ("reasoning", f"{m.reasoning_exhausted} ran out of max_tokens while reasoning")
@@ -128,6 +140,8 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
     cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"
     if m.cost_usd_cached is not None:
         cost += f" (cache hits saved ${m.cost_usd_cached:.4f})"
+    if m.cost_usd_unscored:
+        cost += f", of which ${m.cost_usd_unscored:.4f} on rows that did not score"
     lines.append(("cost", cost))
     lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))

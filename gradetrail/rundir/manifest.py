@@ -74,7 +74,8 @@ def spec_hash(spec: EvalSpec) -> str:
 
 
 #: (section, key, default) of spec fields added after runs were recorded without them;
-#: section "model" is the model under evaluation and a judge's (scorer.model) alike
+#: section "model" is the model under evaluation and a judge's (scorer.model) alike, ""
+#: the spec's top level
 _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("run", "refusals", "score"),
     ("model", "api_version", None),
@@ -86,11 +87,22 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("model", "query", None),
     ("model", "response_format", None),
     ("scorer", "reasoning_tags", ["think"]),
+    ("run", "truncated", "score"),
+    ("run", "labels", []),
+    ("run", "max_cost_usd", None),
+    ("run", "start_over_budget", False),
+    ("run", "require_approval", False),
+    ("run", "approval_file", None),
+    ("run", "progress_file", None),
+    ("dataset", "split", None),
+    ("", "harness", None),
 )
 
 
 def _sections(body: dict[str, Any], name: str) -> list[Any]:
     """The spec sections a later default applies to (``model``: the judge's too)."""
+    if not name:  # a top-level key
+        return [body]
     if name != "model":
         return [body.get(name)]
     scorer = body.get("scorer")
@@ -112,16 +124,21 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
     paths (the files enter through their content hashes). Returns a new dict."""
     body = copy.deepcopy(spec)
     body.pop("ci", None)  # what a CI check requires decides no number
+    body.pop("harness", None)  # what an approval covers decides no number either
     for key in EXECUTION_ONLY:
         body.get("run", {}).pop(key, None)
+    if body.get("run", {}).get("truncated") == "score":  # the default: older hashes hold
+        body["run"].pop("truncated")
     dataset = body.get("dataset", {})
     dataset.pop("path", None)
     # a Hugging Face dataset enters through its resolved revision and fingerprint (the
     # dataset hash), not its name; keys left at their defaults keep older hashes valid
     dataset.pop("hf", None)
-    for key in ("format", "fields", "types"):
+    for key in ("format", "fields", "types", "split"):
         if not dataset.get(key):
             dataset.pop(key, None)
+    if dataset.get("split"):  # its ids enter through their hash (file role "split")
+        dataset["split"].pop("file", None)
     body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
     _drop_later_defaults(body)  # older runs keep their identity hashes
     for model in _sections(body, "model"):
@@ -174,7 +191,9 @@ def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for role in sorted(files_a.keys() | files_b.keys()):
         if files_a.get(role) != files_b.get(role):
             was, now = (str(f.get(role) or "none")[:12] for f in (files_a, files_b))
-            label = "dataset hash" if role == "dataset" else f"{role} file hash"
+            label = {"dataset": "dataset hash", "split": "split ids hash"}.get(
+                role, f"{role} file hash"
+            )
             out.append(f"{label}: {was} -> {now}")
     return out or ["identity hashes differ (another gradetrail version's hashing?)"]
 
@@ -421,6 +440,12 @@ class Manifest(BaseModel):
     )
     cost_usd: float | None = Field(None, description="USD paid this run (cache hits cost 0).")
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
+    cost_usd_unscored: float | None = Field(
+        None,
+        description="Of cost_usd, USD paid for rows that did not score (a response billed "
+        "and then refused, a judge or scorer failing after the model answered); null "
+        "while none did.",
+    )
     cache_hits: int = 0
     score: ScoreStats | None = None
     metrics: dict[str, ScoreStats] | None = Field(
@@ -441,6 +466,11 @@ class Manifest(BaseModel):
         None,
         description="Conversation rows: model turns, tool calls, tool errors and why each "
         "conversation ended; null when no row was a conversation.",
+    )
+    app_metrics: dict[str, dict[str, float | int]] | None = Field(
+        None,
+        description="A python app's own metrics (Response.metrics), name -> {rows, mean} "
+        "over the rows that reported it; null when none did.",
     )
     executor: dict[str, Any] | None = Field(
         None,

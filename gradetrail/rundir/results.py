@@ -25,9 +25,16 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 from typing_extensions import TypedDict
 
 from gradetrail._util.jsontext import value_json
@@ -39,6 +46,7 @@ from gradetrail.rundir.layout import RunDir, run_status
 __all__ = [
     "RESULTS_FILE",
     "SAMPLES_FILE",
+    "SPARSE_FIELDS",
     "JudgeRecord",
     "Row",
     "SampleResult",
@@ -79,6 +87,8 @@ OUTPUT_FILES = (
     PENDING_FILE,
     RESERVE_FILE,
     ".lock",
+    "progress.json",
+    "progress.json.tmp",
 )
 
 SampleState = Literal["scored", "provider_error", "judge_error"]
@@ -106,6 +116,11 @@ class JudgeRecord(BaseModel):
         description="Pairwise only: the same verdict in both orders (win, tie, loss), or "
         "split when the two orders disagree.",
     )
+
+
+#: fields a row holds only when they have a value (absent, not null, otherwise): rows
+#: of runs that do not use them keep the bytes they had
+SPARSE_FIELDS = ("app",)
 
 
 class SampleResult(BaseModel):
@@ -163,6 +178,21 @@ class SampleResult(BaseModel):
         description="Conversation samples: the input messages and every turn (response, tool "
         "calls, tool results, stop reason, tokens, cost, latency); null for a plain prompt.",
     )
+    app: dict[str, Any] | None = Field(
+        None,
+        description="What a python app handed back beside its answer: metadata (an "
+        "object), metrics (name -> number), transcript (its steps) and artifacts ({name, "
+        "path under the run directory, bytes, sha256}); absent from the row when none.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _sparse(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave the :data:`SPARSE_FIELDS` that are None out of the row."""
+        data = handler(self)
+        for name in SPARSE_FIELDS:
+            if data.get(name, 0) is None:
+                del data[name]
+        return data
 
 
 class SampleScore(BaseModel):
@@ -197,12 +227,17 @@ def _row_schema() -> tuple[TypeAdapter[Any], dict[str, Any], dict[str, Any]]:
     factories (called for each row)."""
     model_fields = SampleResult.model_fields
     typed = TypedDict(  # type: ignore[misc]  # the functional form, from the model's fields
-        "SampleRow", {name: f.annotation for name, f in model_fields.items()}
+        "SampleRow",
+        {
+            name: NotRequired[f.annotation] if name in SPARSE_FIELDS else f.annotation  # type: ignore[misc]
+            for name, f in model_fields.items()
+        },
     )
     typed.__pydantic_config__ = ConfigDict(extra="allow")  # type: ignore[attr-defined]
     defaults = {
         name: None if f.is_required() or f.default_factory else f.default
         for name, f in model_fields.items()
+        if name not in SPARSE_FIELDS  # absent unless given
     }
     factories = {name: f.default_factory for name, f in model_fields.items() if f.default_factory}
     return TypeAdapter(typed), defaults, factories
@@ -211,13 +246,17 @@ def _row_schema() -> tuple[TypeAdapter[Any], dict[str, Any], dict[str, Any]]:
 def make_row(**fields: Any) -> Row:
     """A result row: ``fields`` over :class:`SampleResult`'s defaults, validated by its
     field types (the same coercions: an int score becomes 1.0), in its field order; one
-    validation in pydantic-core, no model object (a third of the cost).
+    validation in pydantic-core, no model object (a third of the cost). A field of
+    :data:`SPARSE_FIELDS` is in the row only when given a value other than None.
 
     Raises:
         pydantic.ValidationError: a value of the wrong type, or sample_id/state missing.
     """
     adapter, defaults, factories = _row_schema()
     row = {**defaults, **fields}
+    for name in SPARSE_FIELDS:
+        if name in row and row[name] is None:
+            del row[name]  # absent, as SampleResult writes it
     for name, factory in factories.items():
         if name not in fields:
             row[name] = factory()  # type: ignore[call-arg]
@@ -261,6 +300,8 @@ def _make_is_exact() -> Callable[[Row], bool]:
     names: dict[str, Any] = {}
     checks = [
         _type_check(f"row[{name!r}]", field.annotation, names)
+        if name not in SPARSE_FIELDS
+        else f"({name!r} not in row or row[{name!r}] is None)"  # present: validated
         for name, field in SampleResult.model_fields.items()
     ]
     source = "def is_exact(row):\n    return (\n        " + "\n        and ".join(checks)

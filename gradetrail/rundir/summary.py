@@ -17,7 +17,8 @@ from gradetrail.conversation.transcript import ConversationStats, ConversationTa
 from gradetrail.datasets.labels import label_field_of
 from gradetrail.rundir.judge_stats import JudgeStats, JudgeTally
 from gradetrail.rundir.manifest import ScoreStats
-from gradetrail.rundir.results import Row, SampleResult
+from gradetrail.rundir.results import SPARSE_FIELDS, Row, SampleResult
+from gradetrail.rundir.truncation import counted_score
 from gradetrail.stats.agreement import AgreementStats, AgreementTally
 from gradetrail.stats.intervals import summarize
 from gradetrail.stats.reducers import ReducerName, reduce_scores
@@ -31,7 +32,7 @@ __all__ = ["Tally"]
 #: an epoch's state in :attr:`Tally._states`
 _NO_ROW, _SCORED, _UNSCORED = 0, 1, 2
 #: the fields every row has (a row with more carries optional ones)
-_DECLARED = len(SampleResult.model_fields)
+_DECLARED = len(SampleResult.model_fields) - len(SPARSE_FIELDS)  # fields every row has
 _VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|\d+(?:\.\d+)?")
 
 
@@ -59,6 +60,9 @@ class Tally:
         cost_usd: USD paid this run (rows not from the cache: 0.0 when every priced row
             was a cache hit), None while nothing is priced.
         cost_usd_cached: USD the cache hits once cost.
+        cost_usd_unscored: of ``cost_usd``, USD paid this run for rows in an error state
+            (billed and then refused, or a judge or scorer failing after the model
+            answered); None while no such row was priced.
         served_models: served model -> rows.
         cache_write_tokens: of input, prompt-cache writes.
         reasoning_tokens: of output, tokens spent reasoning.
@@ -69,9 +73,12 @@ class Tally:
             :mod:`gradetrail.stats.reducers`).
         pass_k: the k of reducer ``pass_at_k``.
         epochs: the run's epochs (a hint: a later epoch still works, at a copy).
+        truncated_policy: ``run.truncated``: how a truncated row's score counts (see
+            :mod:`gradetrail.rundir.truncation`).
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
         agreement: (label, score) pairs of labelled rows, for judge agreement.
         conversations: turns and tool calls of the rows with a transcript.
+        app_metrics: a python app's metrics (``Response.metrics``): name -> [sum, rows].
     """
 
     rows: int = 0
@@ -83,6 +90,7 @@ class Tally:
     cached_input_tokens: int = 0
     cost_usd: float | None = None
     cost_usd_cached: float | None = None
+    cost_usd_unscored: float | None = None
     served_models: Counter[str] = field(default_factory=Counter)
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
@@ -92,9 +100,11 @@ class Tally:
     reducer: ReducerName = "mean"
     pass_k: int = 1
     epochs: int = 1
+    truncated_policy: str = "score"
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
     conversations: ConversationTally = field(default_factory=ConversationTally)
+    app_metrics: dict[str, list[float]] = field(default_factory=dict)
     #: (state, error kind, provider error type, status, message shape) -> [rows, first
     #: message]
     error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
@@ -122,7 +132,12 @@ class Tally:
     def for_spec(cls, spec: EvalSpec) -> Tally:
         """An empty tally reducing epochs as ``spec.run`` says."""
         run = spec.run
-        return cls(reducer=run.reducer, pass_k=run.pass_k or 1, epochs=run.epochs)
+        return cls(
+            reducer=run.reducer,
+            pass_k=run.pass_k or 1,
+            epochs=run.epochs,
+            truncated_policy=run.truncated,
+        )
 
     def manifest_figures(self, spec: EvalSpec) -> dict[str, Any]:
         """What the rows so far decide of a run's manifest, as :class:`Manifest` field
@@ -144,6 +159,7 @@ class Tally:
             "server_tool_uses": dict(self.server_tool_uses),
             "cost_usd": self.cost_usd,
             "cost_usd_cached": self.cost_usd_cached,
+            "cost_usd_unscored": self.cost_usd_unscored,
             "cache_hits": self.cache_hits,
             "score": self.score_stats(clustered=spec.dataset.cluster_field is not None),
             "metrics": self.metric_stats(clustered=spec.dataset.cluster_field is not None),
@@ -151,6 +167,7 @@ class Tally:
             "agreement": self.agreement_stats(label_field_of(spec)),
             "top_errors": self.top_errors(),
             "conversations": self.conversation_stats(),
+            "app_metrics": self.app_metric_stats(),
         }
 
     def add(self, row: Row, at: int | None = None) -> None:
@@ -179,8 +196,10 @@ class Tally:
                 self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
             else:
                 self.cost_usd = (self.cost_usd or 0.0) + cost
+                if state != "scored":
+                    self.cost_usd_unscored = (self.cost_usd_unscored or 0.0) + cost
         sample_id, score = row["sample_id"], row["score"]
-        kept = score if state == "scored" else None
+        kept = counted_score(row, self.truncated_policy)
         slot = self._slot(sample_id, at)
         self._record(slot, row["epoch"], kept, row["cluster"])
         metrics = row.get("metrics")
@@ -193,6 +212,12 @@ class Tally:
             self.judge.add(row)
         self.agreement.add(state, row["label"], score, sample_id)
         self.conversations.add(row["transcript"])
+        app = row.get("app")
+        if app and app.get("metrics"):
+            for name, value in app["metrics"].items():
+                entry = self.app_metrics.setdefault(name, [0.0, 0])
+                entry[0] += value
+                entry[1] += 1
 
     def _add_optional(self, row: Row) -> None:
         """Count a row's optional fields (see
@@ -372,6 +397,16 @@ class Tally:
         if not self._metrics:
             return None
         return {name: t.score_stats(clustered) for name, t in self._metrics.items()}
+
+    def app_metric_stats(self) -> dict[str, dict[str, float | int]] | None:
+        """Each metric a python app reported: ``{"rows": n, "mean": ...}`` over the rows
+        that have it (cache hits included), or None when no row had one."""
+        if not self.app_metrics:
+            return None
+        return {
+            name: {"rows": int(n), "mean": total / n}
+            for name, (total, n) in sorted(self.app_metrics.items())
+        }
 
     def judge_stats(self) -> JudgeStats | None:
         """The judge's totals (None when no row had a judge)."""

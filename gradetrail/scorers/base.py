@@ -34,6 +34,9 @@ class ScoreInput:
         response_meta: what the provider reported with the response (``stop_reason``,
             ``truncated``, ``served_model``, ``input_tokens``, ``output_tokens``,
             ``cost_usd``, ``latency_s``, ``cached``), or None when not known (a check).
+        app: what a python app handed back beside its answer, or None: any of
+            ``metadata`` (a dict), ``metrics`` (name -> number), ``transcript`` (a list
+            of dicts) and ``artifacts`` (file name -> content, str or bytes).
     """
 
     sample: Sample
@@ -45,6 +48,7 @@ class ScoreInput:
     tool_calls: tuple[dict[str, Any], ...] = ()
     tools: tuple[dict[str, Any], ...] = ()
     response_meta: dict[str, Any] | None = None
+    app: dict[str, Any] | None = None
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x

@@ -143,6 +143,8 @@ class JudgeReply:
         provider_error: the classified provider error, or None.
         cached: the response came from the cache.
         attempts: calls made this run (0 on a cache hit).
+        billed: on a provider_error, what the judge was billed for before the call was
+            refused (its tokens and cost count in the row's judge record), or None.
     """
 
     index: int
@@ -153,6 +155,7 @@ class JudgeReply:
     provider_error: ProviderError | None
     cached: bool
     attempts: int
+    billed: Response | None = None
 
     def detail(self) -> dict[str, Any]:
         """The verdict as recorded in a row: index, grade and value (or the error), the
@@ -268,7 +271,15 @@ class JudgeCaller:
             message = f"judge {self.name}: {type(error).__name__}: {error}"
             message += f" (after {call.attempts} attempt{'s' * (call.attempts != 1)})"
             return JudgeReply(
-                request.epoch, None, "provider_error", message, None, error, False, call.attempts
+                request.epoch,
+                None,
+                "provider_error",
+                message,
+                None,
+                error,
+                False,
+                call.attempts,
+                call.billed,
             )
         return _read(request.epoch, call.response, parser, call.cached, call.attempts, self.model)
 
@@ -311,7 +322,7 @@ def judge_record(replies: list[JudgeReply], outcome: str | None = None) -> Judge
         record.attempts += reply.attempts
         record.cache_hits += reply.cached
         record.verdicts += reply.verdict is not None
-        response = reply.response
+        response = reply.response if reply.response is not None else reply.billed
         if response is None:
             continue
         record.truncated += response.truncated

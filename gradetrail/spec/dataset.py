@@ -48,6 +48,64 @@ class HFSpec(_Strict):
     )
 
 
+#: how far a hash split's fractions may sum from 1 (rounding in a YAML file)
+FRACTION_TOLERANCE = 1e-6
+
+
+class SplitSpec(_Strict):
+    """``dataset.split``: named lists of sample ids, and the one this run uses.
+
+    The lists come from a split file (JSON ``{"train": [ids], "test": [ids]}``, written
+    by ``gradetrail split``) or from a deterministic hash split (each id's SHA-256 with
+    ``seed`` placed in ``[0, 1)`` and cut by ``fractions``), and are checked against the
+    dataset before any call (unknown ids, an id in two splits, an id twice). The split
+    applies after ids are assigned and before ``shuffle_seed`` and ``limit``; the ids it
+    selects enter the run's identity hash and its manifest.
+    """
+
+    name: str = Field(description="The split this run uses, e.g. 'train' or 'test'.")
+    file: str | None = Field(
+        None,
+        description="A split file, relative to the spec file: a JSON object of split name "
+        "-> list of sample ids (gradetrail split writes one). Give file, or seed and "
+        "fractions.",
+    )
+    seed: int | None = Field(None, description="The hash split's seed (with fractions).")
+    fractions: dict[str, float] | None = Field(
+        None,
+        description="The hash split: split name -> fraction of the ids, each in (0, 1], "
+        "summing to 1, e.g. {train: 0.8, test: 0.2}. An id's split depends only on the "
+        "id and the seed, so adding rows never moves another id.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SplitSpec:
+        if (self.file is None) == (self.fractions is None):
+            raise ValueError(
+                "give dataset.split.file (a split file) or dataset.split.fractions with a "
+                "seed, not both or none"
+            )
+        if self.file is not None and self.seed is not None:
+            raise ValueError("dataset.split.seed applies to fractions; remove it or the file")
+        if self.fractions is not None:
+            if self.seed is None:
+                raise ValueError("dataset.split.fractions needs a seed, e.g. seed: 0")
+            for key, value in self.fractions.items():
+                if not 0.0 < value <= 1.0:
+                    raise ValueError(
+                        f"dataset.split.fractions[{key!r}] is {value}; use a fraction in (0, 1]"
+                    )
+            total = sum(self.fractions.values())
+            if abs(total - 1.0) > FRACTION_TOLERANCE:
+                raise ValueError(f"dataset.split.fractions sum to {total:g}; make them sum to 1")
+            if self.name not in self.fractions:
+                raise ValueError(
+                    f"dataset.split.name {self.name!r} is not one of the fractions' splits "
+                    f"({', '.join(self.fractions)}); name one of them"
+                )
+        return self
+
+
 class DatasetSpec(_Strict):
     """Where the samples come from."""
 
@@ -108,6 +166,11 @@ class DatasetSpec(_Strict):
         None,
         description="Label value -> score in [0, 1], keyed by the label's text (true, false, "
         "'correct', '3'). Default: true -> 1, false -> 0, numbers in [0, 1] as they are.",
+    )
+    split: SplitSpec | None = Field(
+        None,
+        description="Run one named split of the ids (from a split file, or a seeded hash "
+        "split): tune on one, report on another. Applied before shuffle_seed and limit.",
     )
 
     @field_validator("label_map", mode="before")

@@ -66,6 +66,13 @@ class EvalSpec(_Strict):
     ci: CiSpec | None = Field(
         None, description="What a CI check requires (not part of the identity hash)."
     )
+    harness: list[str] | None = Field(
+        None,
+        description="More files of the harness gradetrail approve records and "
+        "run.require_approval checks (globs relative to the spec file, e.g. 'app/**/*.py'); "
+        "the spec, the files and modules it names and the lockfile are in it already. Not "
+        "part of the identity hash.",
+    )
 
     @field_validator("prompt", mode="before")
     @classmethod

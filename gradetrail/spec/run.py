@@ -19,6 +19,9 @@ MAX_ROWS = 1_000_000
 MAX_LABELS = 20
 MAX_LABEL_CHARS = 100
 
+#: how a response that stopped at max_tokens counts (see gradetrail.rundir.truncation)
+TruncatedPolicy = Literal["score", "exclude", "zero"]
+
 
 class RunSettings(_Strict):
     """How the run executes. ``epochs``, ``reducer`` and ``pass_k`` decide the numbers and
@@ -120,6 +123,30 @@ class RunSettings(_Strict):
                 )
         return labels
 
+    require_approval: bool = Field(
+        False,
+        description="Refuse to start (exit 2) when a file of the harness (the spec, the "
+        "files and modules it names, harness: globs, the lockfile) changed since "
+        "gradetrail approve recorded it. A change detector, not a security boundary.",
+    )
+    approval_file: str | None = Field(
+        None,
+        description="The approval file, relative to the spec file (default "
+        "<spec name>.approval.json beside it).",
+    )
+    progress_file: str | None = Field(
+        None,
+        description="Also write the run's progress.json (done/total, ok, failed, elapsed_s, "
+        "eta_s, cost) to this path (relative to the spec file), rewritten atomically every "
+        "2 s and at the end; every run writes it in its run directory.",
+    )
+    truncated: TruncatedPolicy = Field(
+        "score",
+        description="A response that stopped at max_tokens: score it like any other (score), "
+        "leave it out of the mean (exclude) or count it 0 (zero). The summary, the gate and "
+        "the viewer apply it alike; it enters the identity hash.",
+    )
+
     @model_validator(mode="after")
     def _reducer_fields(self) -> RunSettings:
         if self.pass_k is not None and self.reducer != "pass_at_k":
@@ -146,4 +173,7 @@ EXECUTION_ONLY = (
     "labels",
     "max_cost_usd",
     "start_over_budget",
+    "require_approval",
+    "approval_file",
+    "progress_file",
 )

@@ -134,7 +134,14 @@ def test_sample_ids_are_never_used_as_paths(tmp_path: Path, calls: Path) -> None
     result = gradetrail.run_eval(gradetrail.load_spec(spec), results_root=tmp_path / "results")
     assert result.manifest.counts == {"scored": 5}
     written = sorted(p.name for p in result.run_dir.iterdir())
-    assert written == [".lock", "log.jsonl", "manifest.json", "results.jsonl", "samples.jsonl"]
+    assert written == [
+        ".lock",
+        "log.jsonl",
+        "manifest.json",
+        "progress.json",
+        "results.jsonl",
+        "samples.jsonl",
+    ]
     assert [r["sample_id"] for r in gradetrail.read_results(result.run_dir)] == ids
     created = {p.relative_to(tmp_path) for p in tmp_path.rglob("*")}
     assert not any("escaped" in str(p) or str(p).startswith("a/") for p in created)

@@ -1,0 +1,23 @@
+"""The loop's scorer: 1.0 when the number after the last "A:" equals the target (commas
+and a trailing ".0" ignored), else 0.0. Part of the approved harness (spec.yaml's
+``harness:``): a loop that edits it is refused until a person approves it again."""
+
+from __future__ import annotations
+
+import re
+
+from gradetrail import ScoreInput
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def _number(text: str) -> float | None:
+    found = _NUMBER.findall(text)
+    return float(found[-1].replace(",", "")) if found else None
+
+
+def score(item: ScoreInput) -> float:
+    """The response's final answer against the target."""
+    answer = item.response.rsplit("A:", 1)[-1] if "A:" in item.response else ""
+    got, want = _number(answer), _number(item.target or "")
+    return float(got is not None and want is not None and got == want)

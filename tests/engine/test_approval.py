@@ -1,0 +1,137 @@
+"""The approved harness, on a copy of examples/hill_climb (a python app answering GSM8K
+with the authors' recorded solutions, a scorer module listed under harness:, a split
+file): a run requiring approval refuses to start without one, runs once approved, and
+refuses again (exit 2, before any call) naming the file an edit changed, appeared or went,
+with the approved hash."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_support import run_cli
+from paths import EXAMPLES
+
+import gradetrail
+from gradetrail.engine.approval import ApprovalError, approve, check_approval, harness_files
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project: examples/hill_climb and the GSM8K data beside it, and a lockfile."""
+    shutil.copytree(EXAMPLES / "hill_climb", tmp_path / "hill_climb")
+    shutil.copytree(EXAMPLES / "data" / "gsm8k", tmp_path / "data" / "gsm8k")
+    (tmp_path / ".git").mkdir()  # the repository root: the lockfile search stops here
+    (tmp_path / "uv.lock").write_text("version = 1\n")
+    for stale in ("spec.approval.json", "progress.json"):
+        (tmp_path / "hill_climb" / stale).unlink(missing_ok=True)
+    return tmp_path / "hill_climb"
+
+
+def _run(project: Path, *extra: str):  # noqa: ANN202
+    return run_cli(
+        "run",
+        str(project / "spec.yaml"),
+        "--no-cache",
+        "--results-root",
+        str(project.parent / "results"),
+        "--set",
+        "dataset.split.name=test",
+        *extra,
+    )
+
+
+def test_the_harness_is_the_spec_what_it_names_and_the_lockfile(project: Path) -> None:
+    spec = gradetrail.load_spec(project / "spec.yaml")
+    names = sorted(p.relative_to(project.parent).as_posix() for p in harness_files(spec))
+    assert names == [
+        "data/gsm8k/test.jsonl",  # dataset.path
+        "hill_climb/app.py",  # model.function app:answer
+        "hill_climb/grading.py",  # harness:
+        "hill_climb/loop.py",  # harness:
+        "hill_climb/spec.yaml",
+        "hill_climb/splits.json",  # dataset.split.file
+        "uv.lock",
+    ]
+
+
+def test_a_run_requiring_approval_refuses_a_changed_harness(project: Path) -> None:
+    results = project.parent / "results"
+    unapproved = _run(project)
+    assert unapproved.code == 2 and not results.exists()
+    assert "run.require_approval is set but the harness has no approval" in unapproved.err
+    assert "gradetrail approve" in unapproved.err
+
+    approved = run_cli("approve", str(project / "spec.yaml"))
+    assert approved.code == 0, approved.err
+    record = json.loads((project / "spec.approval.json").read_text())
+    assert len(record["files"]) == 7
+    assert record["files"]["grading.py"] == _sha256(project / "grading.py")
+    assert f"harness {record['harness_sha256'][:12]}" in approved.out
+
+    first = _run(project)
+    assert first.code == 0, first.err
+    (run_dir,) = results.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["n_samples"] == 248 and manifest["counts"] == {"scored": 248}
+    # the app answers as the replay provider serves the same recorded solutions
+    split = project / "splits.json"
+    replay = gradetrail.load_spec(
+        EXAMPLES / "gsm8k.yaml",
+        ["model.name=6b_finetuning", f"dataset.split={{file: {split}, name: test}}"],
+    )
+    replayed = gradetrail.run_eval(replay, results_root=project.parent / "replay", use_cache=False)
+    assert manifest["score"]["mean"] == pytest.approx(replayed.manifest.score.mean)
+
+    # a loop edits the scorer module: refused before any call, the file named
+    grading = project / "grading.py"
+    before = _sha256(grading)
+    grading.write_text(grading.read_text().replace("got == want", "True"))
+    refused = _run(project)
+    assert refused.code == 2
+    assert len(refused.err_lines) == 1
+    line = refused.err_lines[0]
+    assert "the harness changed since its approval" in line
+    assert f"harness {record['harness_sha256'][:12]}" in line
+    assert f"changed grading.py (sha256 {before[:12]} -> {_sha256(grading)[:12]})" in line
+    assert len(list(results.iterdir())) == 1  # no run directory for the refused run
+
+    # the app, the lockfile, a new file under a harness glob: each named
+    (project / "app.py").write_text((project / "app.py").read_text() + "\n# tuned\n")
+    (project.parent / "uv.lock").write_text("version = 2\n")
+    line = _run(project).err_lines[0]
+    assert "changed app.py" in line and "changed ../uv.lock" in line
+
+    # a person reviews and approves again: the run goes
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    assert _run(project).code == 0
+
+
+def test_a_new_file_under_a_glob_and_a_gone_file_are_named(project: Path) -> None:
+    spec_path = project / "spec.yaml"
+    spec_path.write_text(spec_path.read_text().replace("- grading.py", "- '*.py'"))
+    spec = gradetrail.load_spec(spec_path)
+    approve(spec)
+    (project / "helper.py").write_text("X = 1\n")
+    with pytest.raises(ApprovalError, match=r"new helper\.py"):
+        check_approval(spec)
+    (project / "helper.py").unlink()
+    (project / "grading.py").unlink()
+    with pytest.raises(ApprovalError, match=r"gone grading\.py"):
+        check_approval(gradetrail.load_spec(spec_path))
+
+
+def test_a_glob_matching_nothing_is_a_one_line_error(project: Path) -> None:
+    spec_path = project / "spec.yaml"
+    spec_path.write_text(spec_path.read_text().replace("- grading.py", "- scorers/*.py"))
+    out = run_cli("approve", str(spec_path))
+    assert out.code == 2
+    assert "harness: 'scorers/*.py' matches no file" in out.err
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
