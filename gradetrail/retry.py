@@ -17,11 +17,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gradetrail.errors import ProviderError, ProviderTimeout
+from gradetrail.errors import MAX_RETRY_AFTER_S, ProviderError, ProviderTimeout, bounded_retry_after
 from gradetrail.providers.base import Response
 
 __all__ = [
     "ATTEMPT_LISTENER",
+    "MAX_RETRY_AFTER_S",
     "CallOutcome",
     "Gate",
     "RetriedAttempt",
@@ -52,8 +53,10 @@ class RetryPolicy:
     def backoff(self, retry: int, retry_after: float | None, rand: Callable[[], float]) -> float:
         """Seconds to wait before retry number ``retry`` (0-based): the server's
         ``retry_after`` when given, else full jitter over ``base * 2**retry`` capped at
-        ``max_delay_s``."""
-        if retry_after is not None and retry_after >= 0:
+        ``max_delay_s`` (a ``retry_after`` is capped at ``10 * max_delay_s`` and at
+        :data:`MAX_RETRY_AFTER_S`)."""
+        retry_after = bounded_retry_after(retry_after)
+        if retry_after is not None:
             return min(retry_after, self.max_delay_s * 10)
         return rand() * min(self.max_delay_s, self.base_delay_s * (2**retry))
 

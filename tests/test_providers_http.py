@@ -17,6 +17,7 @@ from http_support import PROTOCOLS, ROOT, SECRET_KEY, gsm8k_spec, run_http
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 from gradetrail.providers._http import parse_retry_after, served_model_matches
+from gradetrail.retry import MAX_RETRY_AFTER_S
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")
@@ -54,6 +55,25 @@ def test_retry_after_ms_wins_over_retry_after(srv, tmp_path: Path, protocol: str
     srv.configure(faults=[{"kind": "429", "first": 1, "retry_after": 3, "retry_after_ms": 1500}])
     out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
     assert out.row["attempts"] == 2 and out.slept == [1.5]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(
+    "header",
+    [{"retry_after": 999999999}, {"retry_after_ms": "1e309"}, {"retry_after": "1e400"}],
+    ids=["seconds", "ms-inf", "seconds-inf"],
+)
+def test_an_absurd_retry_after_is_capped_everywhere(
+    srv, tmp_path: Path, protocol: str, header: dict
+) -> None:
+    """One 429 asking to wait 31 years (or for ever) waits at most MAX_RETRY_AFTER_S, in
+    the retry's backoff and in the pause shared by every new attempt (before: the shared
+    pause took the raw value and froze the run for good)."""
+    srv.configure(faults=[{"kind": "rate_limit", "first": 1, "retry_after": None, **header}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert out.slept and max(out.slept) <= MAX_RETRY_AFTER_S
+    assert sum(out.slept) <= 2 * MAX_RETRY_AFTER_S
 
 
 def test_exhausted_quota_429_is_permanent(srv, tmp_path: Path) -> None:
@@ -480,6 +500,9 @@ def test_retry_after_header_forms() -> None:
     assert parse_retry_after({"retry-after": date}, now=1445412470.0) == 10.0
     assert parse_retry_after({"retry-after": date}, now=1445412490.0) == 0.0
     assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({"retry-after": "999999999"}) == MAX_RETRY_AFTER_S
+    assert parse_retry_after({"retry-after-ms": "1e309"}) == MAX_RETRY_AFTER_S
+    assert parse_retry_after({"retry-after-ms": "nan"}) is None
     assert parse_retry_after({}) is None
 
 

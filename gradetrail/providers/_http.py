@@ -41,6 +41,7 @@ from gradetrail.errors import (
     RateLimited,
     ServerError,
     SpecError,
+    bounded_retry_after,
 )
 from gradetrail.pricing import Price, price_for
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
@@ -117,7 +118,8 @@ def redact(text: str, key: str | None) -> str:
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds a response asks to wait: ``retry-after-ms`` (milliseconds, sent by OpenAI),
     else ``retry-after`` as seconds or an HTTP date (RFC 9110, section 10.2.3); None when
-    absent or unparseable; never negative.
+    absent or unparseable (NaN included); never negative, and at most
+    :data:`~gradetrail.errors.MAX_RETRY_AFTER_S` (an infinite or absurd value included).
 
     Args:
         headers: the response headers (case-insensitive mapping, or a plain dict with
@@ -129,9 +131,12 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
-            return max(float(ms) / 1000.0, 0.0)
+            seconds_ms = float(ms) / 1000.0
         except ValueError:
             pass
+        else:
+            if not math.isnan(seconds_ms):
+                return bounded_retry_after(seconds_ms)
     value = headers.get("retry-after")
     if value is None:
         return None
@@ -145,7 +150,7 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
-    return max(seconds, 0.0) if math.isfinite(seconds) else None
+    return bounded_retry_after(seconds)
 
 
 def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
