@@ -25,10 +25,16 @@ What the file guarantees:
 - **A deleted file is noticed.** If the file is deleted (or replaced) while a run has it
   open, the cache recreates it at its path with every entry this process could still
   read from the open (unlinked) file, and counts it in :attr:`ResponseCache.recreated`.
-- **Claims.** A process about to call a missing key writes a claim (its host, pid and an
-  expiry, :data:`CLAIM_TTL_S`, renewed while the call runs); other processes sharing the
-  cache wait for that response instead of paying for it again. The claim of a process
-  that died lapses: at once on the same host (its pid is gone), else at its expiry.
+- **Claims.** A process about to call a missing key writes a claim (its host, pid, boot
+  id, process start time and a heartbeat renewed every :data:`CLAIM_TTL_S` / 3 while the
+  call runs); other processes sharing the cache wait for that response instead of paying
+  for it again. Liveness never compares two processes' wall clocks: a claim lapses at
+  once when its process is gone from this host (its pid is gone or belongs to another
+  process, or the host rebooted since), else when the waiter has seen its heartbeat stand
+  still for :data:`CLAIM_TTL_S` on the waiter's own monotonic clock (a holder that hung,
+  or died on another host). Clock skew between processes or hosts therefore costs
+  nothing; a holder paused for longer than the TTL (a suspended laptop) can be taken
+  over, and its request is then paid twice.
 
 Schema migration: a cache written before checksums (schema 1, no ``checksum`` column, no
 ``claims`` table) is upgraded the first time a writable open sees it. Each old entry that
@@ -95,6 +101,29 @@ _COMPANIONS = ("-wal", "-shm", "-journal")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _HOST = socket.gethostname()
+
+
+def _boot_id() -> str:
+    """This host's boot id (Linux), or "-" where there is none."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()[:8] or "-"
+    except OSError:
+        return "-"
+
+
+def _started(pid: int) -> str:
+    """The start time of process ``pid`` in clock ticks since boot (Linux), or "-" when
+    unknown: with the boot id it tells a live process from another that reused its pid."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[19]
+    except (OSError, IndexError):
+        return "-"
+
+
+_BOOT = _boot_id()
 
 
 def default_cache_path() -> Path:
@@ -168,18 +197,33 @@ class Claim:
     Attributes:
         host: the claiming process's host name.
         pid: its process id.
-        expires_at: Unix time at which the claim lapses unless renewed.
+        expires_at: the claim's heartbeat: the holder's wall clock plus
+            :data:`CLAIM_TTL_S` at its last renewal. Only its changes are read (they show
+            the holder renewing); it is never compared with another clock.
+        owner: ``host:pid:boot:start:random`` of the holder ("" when unknown).
     """
 
     host: str
     pid: int
     expires_at: float
+    owner: str = ""
 
-    def live(self, now: float) -> bool:
-        """True while the claim holds: not expired, and on this host its process exists."""
-        if self.expires_at <= now:
+    def gone(self) -> bool:
+        """True when the holder is known to be gone: it ran on this host and its pid no
+        longer exists, belongs to a process started later, or the host rebooted since.
+        False when that cannot be told (another host): then only a heartbeat that stands
+        still shows it gone."""
+        if self.host != _HOST:
             return False
-        return self.host != _HOST or _pid_alive(self.pid)
+        if not _pid_alive(self.pid):
+            return True
+        parts = self.owner.split(":")
+        if len(parts) != 5:  # an owner from before boot ids: the pid is all there is
+            return False
+        boot, start = parts[2], parts[3]
+        if boot != "-" and _BOOT != "-" and boot != _BOOT:
+            return True
+        return start != "-" and start != _started(self.pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +283,10 @@ class ResponseCache:
             made, an old schema is read as it is, and a missing file is an error.
         timeout_s: how long to wait for another process's lock (SQLite's busy timeout,
             and the bound on retrying the first switch to WAL).
+        monotonic: this process's monotonic clock, seconds (injected for tests): a
+            claim's heartbeat standing still this long by it is what lapses a claim.
+        wall: the wall clock, seconds since the epoch (injected for tests): only stamps
+            entries and heartbeats, never decides liveness.
 
     Attributes:
         took_over: claims of another process that had lapsed (it died, or stopped
@@ -256,11 +304,24 @@ class ResponseCache:
             opened or written, or is not a gradetrail cache.
     """
 
-    def __init__(self, path: Path, *, read_only: bool = False, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        read_only: bool = False,
+        timeout_s: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
         self.read_only = read_only
         self.timeout_s = timeout_s
-        self.owner = f"{_HOST}:{os.getpid()}:{random.getrandbits(48):012x}"
+        self.monotonic = monotonic
+        self.wall = wall
+        pid = os.getpid()
+        self.owner = f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{random.getrandbits(48):012x}"
+        #: key -> (owner, heartbeat, when this process first saw that heartbeat)
+        self._beats: dict[str, tuple[str, float, float]] = {}
         self._damaged: set[str] = set()
         self.took_over = 0
         self.recreated = 0
@@ -270,7 +331,7 @@ class ResponseCache:
         self.write_error: CacheError | None = None
         self.fallback: Fallback | None = None
         self._has_checksums = True
-        self._opened_at = time.time()
+        self._opened_at = wall()
         self._db, self._identity = self._connect()
 
     # ------------------------------------------------------------------ opening
@@ -551,7 +612,7 @@ class ResponseCache:
         Raises:
             CacheError: the write failed and there is no fallback.
         """
-        row = (key, _sql_text(provider), _sql_text(model), text, time.time(), check)
+        row = (key, _sql_text(provider), _sql_text(model), text, self.wall(), check)
         try:
             self.ensure_file()
             with self._write():
@@ -580,7 +641,6 @@ class ResponseCache:
         Raises:
             CacheError: the claim cannot be written (the call must not be made).
         """
-        now = time.time()
         try:
             self.ensure_file()
             with self._write():
@@ -588,25 +648,41 @@ class ResponseCache:
                 if row is not None:
                     response = self._verified(key, row[0], row[1])
                     if response is not None:
+                        self._beats.pop(key, None)
                         return response
                 held = self._db.execute(
                     "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
                 ).fetchone()
                 if held is not None and held[0] != self.owner:
-                    other = Claim(held[1], held[2], held[3])
-                    if other.live(now):
+                    other = Claim(held[1], held[2], held[3], held[0])
+                    if not self._lapsed(key, other):
                         return other
                     self.took_over += 1  # its process died or stopped renewing it
+                self._beats.pop(key, None)
                 self._db.execute(
                     "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
-                    (key, self.owner, _HOST, os.getpid(), now + CLAIM_TTL_S),
+                    (key, self.owner, _HOST, os.getpid(), self.wall() + CLAIM_TTL_S),
                 )
         except (sqlite3.Error, CacheError) as exc:
             raise CacheError(f"cache {self.path}: write failed ({_reason(exc)})") from None
         return None
 
+    def _lapsed(self, key: str, other: Claim) -> bool:
+        """True when ``other``'s claim on ``key`` no longer holds: its process is gone
+        from this host, or its heartbeat has stood still for :data:`CLAIM_TTL_S` on this
+        process's monotonic clock since this process first saw it."""
+        if other.gone():
+            return True
+        now = self.monotonic()
+        seen = self._beats.get(key)
+        if seen is None or seen[:2] != (other.owner, other.expires_at):
+            self._beats[key] = (other.owner, other.expires_at, now)
+            return False
+        return now - seen[2] >= CLAIM_TTL_S
+
     def holder(self, key: str) -> Claim | None:
-        """Another process's live claim on ``key``, or None."""
+        """Another process's live claim on ``key``, or None (none, or it lapsed: see
+        :meth:`claim`)."""
         try:
             held = self._db.execute(
                 "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
@@ -614,15 +690,18 @@ class ResponseCache:
         except sqlite3.Error as exc:
             raise CacheError(f"cache {self.path}: read failed ({exc})") from None
         if held is None or held[0] == self.owner:
+            self._beats.pop(key, None)
             return None
-        other = Claim(held[1], held[2], held[3])
-        return other if other.live(time.time()) else None
+        other = Claim(held[1], held[2], held[3], held[0])
+        return None if self._lapsed(key, other) else other
 
     def renew(self, key: str) -> None:
-        """Push this process's claim on ``key`` :data:`CLAIM_TTL_S` into the future."""
+        """Beat this process's claim on ``key``: its heartbeat moves (to this wall clock
+        plus :data:`CLAIM_TTL_S`, and at least a millisecond on from the last one, so it
+        moves even when the wall clock stands still or steps back)."""
         self._quietly(
-            "UPDATE claims SET expires_at = ? WHERE key = ? AND owner = ?",
-            (time.time() + CLAIM_TTL_S, key, self.owner),
+            "UPDATE claims SET expires_at = MAX(?, expires_at + 0.001) WHERE key = ? AND owner = ?",
+            (self.wall() + CLAIM_TTL_S, key, self.owner),
         )
 
     def release(self, key: str) -> None:

@@ -124,8 +124,8 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
         )
     if report.took_over:
         lines.append(
-            f"{report.took_over} requests claimed by a gradetrail process that stopped were "
-            "made here once its claim lapsed"
+            f"{report.took_over} requests claimed by a gradetrail process that died or "
+            "stopped renewing its claim were made here once its claim lapsed"
         )
     if report.recreated:
         lines.append(
