@@ -296,6 +296,8 @@ class ResponseCache:
         write_error: the first failed write of a response, when a fallback kept it.
         unsaved: responses that could not be written and were handed to the fallback.
         lost: responses that neither the database nor the fallback could keep.
+        rejected: pending lines refused because no run on this cache signed them (set
+            by the run, :func:`gradetrail.pending.restore_pending`).
         fallback: where responses go when the database cannot be written (set by a run
             to its run directory); None to raise instead.
 
@@ -328,6 +330,7 @@ class ResponseCache:
         self.rescued = 0
         self.unsaved = 0
         self.lost = 0
+        self.rejected = 0
         self.write_error: CacheError | None = None
         self.fallback: Fallback | None = None
         self._has_checksums = True

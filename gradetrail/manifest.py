@@ -304,6 +304,11 @@ class CacheReport(BaseModel):
     rescued: int = Field(0, description="Entries copied into a recreated file.")
     unsaved: int = Field(0, description="Responses the cache could not store (kept elsewhere).")
     lost: int = Field(0, description="Responses neither the cache nor the run directory kept.")
+    rejected: int = Field(
+        0,
+        description="Lines of the run directory's pending-cache.jsonl not imported: not "
+        "signed by a run on this cache (planted, edited or from another cache).",
+    )
 
 
 class Manifest(BaseModel):

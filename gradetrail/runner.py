@@ -40,7 +40,7 @@ from gradetrail.manifest import (
     spec_hash,
     write_manifest,
 )
-from gradetrail.pending import PendingResponses, restore_pending
+from gradetrail.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.pipeline import (
     Prepared,
     PreparedRequests,
@@ -256,6 +256,13 @@ def run_eval(
     except BaseException:
         git.close()
         raise
+    try:
+        signing = cache_key(cache.path) if cache is not None else None
+    except BaseException:
+        git.close()
+        if cache is not None:
+            cache.close()
+        raise
     driving = False  # once the run drives its pipeline, the pipeline closes the executor
     try:
         if cache is None or cache.any_missing(plan.prepared.sorted_keys()):
@@ -264,7 +271,7 @@ def run_eval(
         with RunDir.create(plan.run_dir(Path(results_root))) as run_dir:
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
             run_dir.lock()
-            pending = _keep_what_the_cache_cannot(run_dir, cache)
+            pending = _keep_what_the_cache_cannot(run_dir, cache, signing)
             run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides), git.result())
             write_manifest(run_dir, manifest)
@@ -301,18 +308,20 @@ def run_eval(
 
 
 def _keep_what_the_cache_cannot(
-    run_dir: RunDir, cache: ResponseCache | None
+    run_dir: RunDir, cache: ResponseCache | None, key: bytes | None
 ) -> PendingResponses | None:
-    """Store what an earlier run of this directory could not (its cache was full), then
-    send what this run's cache cannot store to ``pending-cache.jsonl``.
+    """Store what an earlier run on this cache kept in this directory (its cache was
+    full), lines signed by ``key`` only, then send what this run's cache cannot store to
+    ``pending-cache.jsonl``, signed.
 
     Raises:
         CacheError: the cache still cannot store the earlier run's responses.
     """
-    if cache is None:
+    if cache is None or key is None:
         return None
-    restore_pending(run_dir, cache)
-    pending = PendingResponses(run_dir)
+    restored = restore_pending(run_dir, cache, key)
+    cache.rejected += restored.rejected
+    pending = PendingResponses(run_dir, key, cache.path)
     cache.fallback = pending.keep
     return pending
 
@@ -416,6 +425,7 @@ class _Run:
             rescued=cache.rescued,
             unsaved=cache.unsaved,
             lost=cache.lost,
+            rejected=cache.rejected,
         )
 
     def _unstored(self, cache: ResponseCache) -> CacheError:

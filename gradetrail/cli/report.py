@@ -132,6 +132,12 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
             f"the cache file {report.path} was deleted during the run; recreated it with the "
             f"{report.rescued} entries still readable"
         )
+    if report.rejected:
+        lines.append(
+            f"{report.rejected} responses in the run directory's pending-cache.jsonl were not "
+            "written by a run on this cache (planted, edited or copied) and were ignored; "
+            "their requests were made again"
+        )
     if report.lost:
         lines.append(
             f"{report.lost} responses could be kept neither in the cache nor in the run "
