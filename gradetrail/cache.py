@@ -324,6 +324,8 @@ class ResponseCache:
         self.owner = f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{random.getrandbits(48):012x}"
         #: key -> (owner, heartbeat, when this process first saw that heartbeat)
         self._beats: dict[str, tuple[str, float, float]] = {}
+        #: connections to lost files whose entries went to the fallback
+        self._handed_over: set[tuple[int, int]] = set()
         self._damaged: set[str] = set()
         self.took_over = 0
         self.recreated = 0
@@ -497,30 +499,61 @@ class ResponseCache:
         every entry still readable from the open (unlinked) file into it. Returns True
         when it recreated it.
 
+        When it cannot be recreated (its disk is full, a directory took its place), the
+        entries written since this cache was opened, still readable from the open file,
+        are handed to :attr:`fallback` (once per lost file) and counted in
+        :attr:`unsaved` (and in :attr:`lost` when the fallback cannot keep them either),
+        so nothing this run paid for dies with the deleted file.
+
         Raises:
             CacheError: the new file cannot be created (see the constructor).
         """
         if self.read_only or self.still_there():
             return False
-        old = self._db
+        old, lost_file = self._db, self._identity
         rows = []
         with contextlib.suppress(sqlite3.Error):  # what cannot be read is requested again
             rows = old.execute(
                 "SELECT key, provider, model, response, created_at, checksum FROM responses"
             ).fetchall()
-        self._db, self._identity = self._connect()
+        try:
+            self._db, self._identity = self._connect()
+        except CacheError:
+            self._hand_over(old, lost_file)  # the old file stays open: a later call may recreate it
+            raise
         try:
             with self._write():
                 self._db.executemany(
                     "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows
                 )
         except sqlite3.Error as exc:
+            self._hand_over(old, lost_file)
             raise CacheError(f"cache {self.path}: write failed ({exc})") from None
         finally:
             old.close()
         self.recreated += 1
         self.rescued += len(rows)
         return True
+
+    def _hand_over(self, old: sqlite3.Connection, lost_file: tuple[int, int]) -> None:
+        """Hand the entries written to the lost file ``old`` (device and inode
+        ``lost_file``) since this cache was opened to :attr:`fallback`, once per file,
+        counting them in :attr:`unsaved` and, when they cannot be kept, in :attr:`lost`."""
+        if lost_file in self._handed_over:
+            return
+        self._handed_over.add(lost_file)
+        try:
+            rows = old.execute(
+                "SELECT key, provider, model, response, checksum FROM responses "
+                "WHERE created_at >= ?",
+                (self._opened_at,),
+            )
+            for key, provider, model, text, check in rows:
+                self.unsaved += 1
+                if self.fallback is None or not self.fallback(key, provider, model, text, check):
+                    self.lost += 1
+        except sqlite3.Error:  # unreadable: nothing more can be saved from it
+            pass
 
     # ------------------------------------------------------------------ entries
 

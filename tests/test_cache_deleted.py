@@ -5,6 +5,7 @@ nothing again."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from run_support import (
     wait_until,
     write_eval,
 )
+from test_disk_full import small_disk
+
+import gradetrail
 
 
 @pytest.mark.parametrize("when", ["mid-run", "after-last-call"])
@@ -44,3 +48,64 @@ def test_a_cache_deleted_during_a_run_is_recreated_and_reported(tmp_path: Path, 
     code, again, _ = run_to_end(spec, cache, results, app_env(calls), "--json")
     assert code == 0 and json.loads(again)["cache_hits"] == 20
     assert sum(read_calls(calls).values()) == 20
+
+
+def _fill(directory: Path) -> None:
+    """Fill the filesystem under ``directory`` (a small tmpfs) to the last byte."""
+    for name, chunk in (("filler", 65536), ("filler2", 512)):
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * chunk):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("replaced_by", ["directory", "full-disk"])
+def test_a_cache_that_cannot_be_recreated_loses_no_paid_response(
+    tmp_path: Path, replaced_by: str
+) -> None:
+    """The cache file is deleted mid-run and cannot be made again (a directory takes its
+    place, or its disk is full): every response this run paid for, those stored in the
+    deleted file included, is kept in the run directory's pending file, the manifest's
+    ``lost`` is true (0), and once the cause is gone the same command pays for nothing
+    again (before: the 6 responses in the deleted file were lost, `lost: 0`, and paid
+    again)."""
+    spec = write_eval(tmp_path / "eval", samples=20, concurrency=2)
+    disk = tmp_path / "disk"
+    with small_disk(disk, "2m") as mounted:
+        if replaced_by == "full-disk" and not mounted:
+            pytest.skip("needs a tmpfs mount (root)")
+        cache, results, calls = disk / "c.sqlite", tmp_path / "results", tmp_path / "calls"
+        env = app_env(calls, delay=0.02, hold_after=5)
+        proc = start_run(spec, cache, results, env, "--json")
+        wait_until(lambda: len(read_calls(calls)) >= 6, what="calls", proc=proc)
+        for path in disk.glob("c.sqlite*"):
+            if not path.name.endswith("-key"):
+                path.unlink()
+        if replaced_by == "directory":
+            cache.mkdir()
+        else:
+            _fill(disk)
+        release(calls)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1, out + err
+        assert "Traceback" not in err
+        plan = gradetrail.plan_run(gradetrail.load_spec(spec))
+        manifest = gradetrail.read_manifest(plan.run_dir(results))
+        assert manifest["status"] == "failed" and "pending-cache.jsonl" in err, err
+        paid = sum(read_calls(calls).values())
+        assert manifest["cache"]["lost"] == 0, manifest["cache"]
+        assert manifest["cache"]["unsaved"] >= paid, (manifest["cache"], paid)
+        if replaced_by == "directory":
+            cache.rmdir()
+        else:
+            (disk / "filler").unlink()
+            (disk / "filler2").unlink()
+        code, again, err = run_to_end(spec, cache, results, app_env(calls), "--json")
+        assert code == 0, err
+        assert json.loads(again)["status"] == "complete"
+        counts = read_calls(calls)
+        assert len(counts) == 20 and set(counts.values()) == {1}, counts

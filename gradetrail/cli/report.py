@@ -132,6 +132,12 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
             f"the cache file {report.path} was deleted during the run; recreated it with the "
             f"{report.rescued} entries still readable"
         )
+    if report.unsaved > report.lost:
+        lines.append(
+            f"{report.unsaved - report.lost} responses this run paid for could not be stored "
+            f"in the cache {report.path} and wait in the run directory's pending-cache.jsonl: "
+            "the next run of the same command stores them"
+        )
     if report.rejected:
         lines.append(
             f"{report.rejected} responses in the run directory's pending-cache.jsonl were not "
