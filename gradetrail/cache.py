@@ -70,7 +70,9 @@ __all__ = [
     "CacheStats",
     "Claim",
     "ResponseCache",
+    "SetAside",
     "default_cache_path",
+    "set_aside",
 ]
 
 #: the schema this module writes (``PRAGMA user_version``)
@@ -341,6 +343,17 @@ class ResponseCache:
 
     # ------------------------------------------------------------------ opening
 
+    def _failed(self, what: str, exc: Exception) -> CacheError:
+        """The error for a failed ``what`` (read or write); for a damaged file it names
+        the command that sets the file aside and keeps what is readable."""
+        text = f"cache {self.path}: {what} failed ({_reason(exc)})"
+        if _damaged_file(exc):
+            text += (
+                f"; the file is damaged: `gradetrail cache check --repair --cache {self.path}` "
+                "sets it aside and keeps every entry still readable"
+            )
+        return CacheError(text)
+
     def _refuse(self, what: str) -> CacheRefused:
         return CacheRefused(f"cache {self.path}: {what}; pass another --cache PATH or --no-cache")
 
@@ -414,6 +427,8 @@ class ResponseCache:
             db.close()
             if "readonly" in str(exc) or "unable to open" in str(exc):
                 raise self._refuse(f"not writable ({exc})") from None
+            if _damaged_file(exc):
+                raise self._failed("read", exc) from None
             raise self._refuse(f"cannot open ({exc})") from None
         except BaseException:
             db.close()
@@ -516,6 +531,11 @@ class ResponseCache:
             rows = old.execute(
                 "SELECT key, provider, model, response, created_at, checksum FROM responses"
             ).fetchall()
+        with contextlib.suppress(sqlite3.Error):
+            # move the lost file's WAL into it and empty the WAL: a -wal left at the path
+            # would otherwise be replayed onto whatever file is put there (a stale copy
+            # put back), leaving it malformed for every later run
+            old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         try:
             self._db, self._identity = self._connect()
         except CacheError:
@@ -528,7 +548,7 @@ class ResponseCache:
                 )
         except sqlite3.Error as exc:
             self._hand_over(old, lost_file)
-            raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+            raise self._failed("write", exc) from None
         finally:
             old.close()
         self.recreated += 1
@@ -563,7 +583,7 @@ class ResponseCache:
         try:
             row = self._db.execute(self._select_one, (key,)).fetchone()
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         if row is None:
             return None
         return self._verified(key, row[0], row[1])
@@ -606,7 +626,7 @@ class ResponseCache:
                     if response is not None:
                         found[key] = response
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         return found
 
     def any_missing(self, keys: Iterable[str]) -> bool:
@@ -624,7 +644,7 @@ class ResponseCache:
                 if found < len(set(chunk)):
                     return True
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         return False
 
     def put(self, key: str, request: Request, response: Response) -> None:
@@ -657,7 +677,7 @@ class ResponseCache:
                     "DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner)
                 )
         except (sqlite3.Error, CacheError) as exc:
-            error = CacheError(f"cache {self.path}: write failed ({_reason(exc)})")
+            error = self._failed("write", exc)
             if self.fallback is None:
                 raise error from None
             self.write_error = self.write_error or error
@@ -700,7 +720,7 @@ class ResponseCache:
                     (key, self.owner, _HOST, os.getpid(), self.wall() + CLAIM_TTL_S),
                 )
         except (sqlite3.Error, CacheError) as exc:
-            raise CacheError(f"cache {self.path}: write failed ({_reason(exc)})") from None
+            raise self._failed("write", exc) from None
         return None
 
     def _lapsed(self, key: str, other: Claim) -> bool:
@@ -724,7 +744,7 @@ class ResponseCache:
                 "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
             ).fetchone()
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         if held is None or held[0] == self.owner:
             self._beats.pop(key, None)
             return None
@@ -766,7 +786,7 @@ class ResponseCache:
                 "ORDER BY 3 DESC"
             ).fetchall()
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
         return CacheStats(self.path, sum(r[2] for r in rows), size, [tuple(r) for r in rows])
 
@@ -796,7 +816,7 @@ class ResponseCache:
                 elif _parse(text) is None:
                     damaged.append((str(key), "not a well-formed response"))
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         repaired = 0
         if repair and damaged:
             try:
@@ -806,7 +826,7 @@ class ResponseCache:
                             "DELETE FROM responses WHERE key = ?", (key,)
                         ).rowcount
             except sqlite3.Error as exc:
-                raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+                raise self._failed("write", exc) from None
         return CacheCheck(self.path, entries, damaged, integrity, repaired)
 
     def clear(self, model: str | None = None) -> int:
@@ -822,7 +842,7 @@ class ResponseCache:
                 cur = self._db.execute("DELETE FROM responses WHERE model = ?", (_sql_text(model),))
             self._db.execute("VACUUM")
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+            raise self._failed("write", exc) from None
         return cur.rowcount
 
     def close(self) -> None:
@@ -830,6 +850,77 @@ class ResponseCache:
         if not self.read_only:
             self._quietly("DELETE FROM claims WHERE owner = ?", (self.owner,))
         self._db.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """What :func:`set_aside` did.
+
+    Attributes:
+        path: the cache file (new, holding the entries kept).
+        aside: where the damaged file went.
+        kept: entries read from it that verified their checksum, now in the new file.
+        unreadable: True when reading stopped at damage (entries past it are lost and
+            requested again).
+    """
+
+    path: Path
+    aside: Path
+    kept: int
+    unreadable: bool
+
+
+def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
+    """Move a damaged cache file aside (``<name>.damaged-<UTC time>``, its ``-wal`` and
+    ``-shm`` beside it under names SQLite never opens), make a new cache at ``path`` and
+    copy into it every entry still readable from the damaged file's main part whose
+    checksum verifies.
+
+    Raises:
+        CacheError: the file cannot be moved, or the new cache cannot be written.
+    """
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now()))
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    try:
+        if os.path.lexists(aside):
+            raise FileExistsError(errno.EEXIST, "a set-aside file of this second exists")
+        os.rename(path, aside)
+        for suffix in _COMPANIONS:
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{path}{suffix}", f"{aside}.set-aside{suffix}")
+    except OSError as exc:
+        raise CacheError(f"cache {path}: cannot set it aside ({exc.strerror})") from None
+    rows: list[tuple[object, ...]] = []
+    unreadable = False
+    try:
+        old = sqlite3.connect(f"{aside.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            for row in old.execute(
+                "SELECT key, provider, model, response, created_at, checksum FROM responses"
+            ):
+                key, text, check = row[0], row[3], row[5]
+                if isinstance(key, str) and isinstance(text, str) and check == checksum(key, text):
+                    rows.append(row)
+        finally:
+            old.close()
+    except sqlite3.Error:
+        unreadable = True
+    cache = ResponseCache(path)
+    try:
+        with cache._write():
+            cache._db.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows)
+    except sqlite3.Error as exc:
+        raise cache._failed("write", exc) from None
+    finally:
+        cache.close()
+    return SetAside(path, aside, len(rows), unreadable)
+
+
+def _damaged_file(exc: BaseException) -> bool:
+    """True when SQLite says the file itself is damaged (not busy, full or read-only)."""
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
 
 
 def _reason(exc: Exception) -> str:
