@@ -148,6 +148,9 @@ Fault rules
   list is set again (``faults``/``add_faults``) or reset, which also releases.
 - ``drop``: abort the TCP connection without sending any response.
 - ``no_usage``: (modifier) omit ``usage`` from a successful answer.
+- ``usage``: (modifier) set fields of a successful answer's ``usage`` (param ``usage``, an
+  object merged over it; ``NaN``, ``Infinity`` and ``-Infinity`` go out as those bare
+  JSON tokens, as a broken server sends them).
 - ``alias``: (modifier) answer with ``model`` = requested + ``suffix`` (default
   ``"-20250101"``), or = ``served_model`` if given.
 
@@ -492,7 +495,7 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
 
 ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
 ERROR_KINDS |= {"garbage_200", "drop"}
-MODIFIER_KINDS = {"no_usage", "alias"}
+MODIFIER_KINDS = {"no_usage", "alias", "usage"}
 FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall", "hold"}
 KIND_ALIASES = {
     "429": "rate_limit",
@@ -504,7 +507,7 @@ KIND_ALIASES = {
 _SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "after", "every", "p"}
 _SELECTOR_KEYS |= {"seed", "times"}
 _PARAM_KEYS = {"retry_after", "retry_after_ms", "headers", "message", "status", "type", "code"}
-_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model"}
+_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model", "usage"}
 
 
 @dataclass
@@ -1498,10 +1501,13 @@ class ProtocolServer:
 
         served = parsed.model
         include_usage = True
+        usage_over: dict[str, Any] = {}
         for rule in modifiers:
             stats.bump(stats.faults, rule.kind)
             if rule.kind == "no_usage":
                 include_usage = False
+            elif rule.kind == "usage":
+                usage_over.update(rule.params.get("usage") or {})
             elif rule.params.get("served_model"):
                 served = str(rule.params["served_model"])
             else:
@@ -1540,6 +1546,7 @@ class ProtocolServer:
                         "accepted_prediction_tokens": 0,
                         "rejected_prediction_tokens": 0,
                     },
+                    **usage_over,
                 }
             headers = {"x-request-id": f"req_gt{seq:012d}"}
         else:
@@ -1568,6 +1575,7 @@ class ProtocolServer:
                     "cache_creation_input_tokens": 0,
                     "cache_read_input_tokens": cached,
                     "service_tier": "standard",
+                    **usage_over,
                 }
             headers = {"request-id": f"req_gt{seq:012d}"}
         return Response(_dumps(out), 200, headers, media_type="application/json"), 200

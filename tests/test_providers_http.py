@@ -430,6 +430,33 @@ def test_a_missing_key_names_a_set_variable_that_looks_meant(
 # what a response carries
 
 
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), float("-inf"), -5000, 10**15, 1.5], ids=repr
+)
+def test_a_hostile_usage_count_is_zero_never_a_crash_or_negative_cost(
+    srv, tmp_path: Path, protocol: str, client: str, value: float
+) -> None:
+    """NaN, Infinity, a negative, an absurd or a fractional token count in ``usage`` is
+    not a count: the answer is scored and cached (a re-run pays nothing again), its
+    tokens count 0 and its cost is never negative (before: NaN and Infinity crashed the
+    whole run with a traceback, every re-run paid and crashed again, and -5000 made the
+    cost negative)."""
+    field = "completion_tokens" if protocol == "openai_compatible" else "output_tokens"
+    srv.configure(faults=[{"kind": "usage", "usage": {field: value}}])
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 4.0}
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, price=price)
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "scored", out.row
+    assert out.row["output_tokens"] == 0
+    assert out.cached == 1
+    cost = out.result.manifest.cost_usd
+    assert cost is not None and cost >= 0
+    log = (out.result.run_dir / "log.jsonl").read_text()
+    assert '"event":"invalid_usage"' in log
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_missing_usage_counts_zero_tokens_with_a_warning(
     srv, tmp_path: Path, protocol: str, caplog: pytest.LogCaptureFixture

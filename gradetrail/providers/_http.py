@@ -631,9 +631,26 @@ def _runlog_event(event: str, **fields: Any) -> None:
         current.event(event, **fields)
 
 
+#: the largest token count one response's ``usage`` may report; above it (or negative,
+#: fractional, NaN, infinite, not a number) a field is not a count and counts as 0
+MAX_USAGE_TOKENS = 100_000_000
+
+
 def usage_int(usage: Mapping[str, Any], *path: str) -> int:
-    """An integer token count at ``path`` in a usage object (0 when absent or null)."""
+    """An integer token count at ``path`` in a usage object: 0 when absent or null, and
+    0 with a logged warning and an ``invalid_usage`` event when the value is not a count
+    (NaN, infinite, negative, fractional, above :data:`MAX_USAGE_TOKENS`, or not a
+    number): a hostile usage never crashes a run or makes a cost negative."""
     value: Any = usage
     for part in path:
         value = value.get(part) if isinstance(value, Mapping) else None
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    if value is None:
+        return 0
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    whole = number and (isinstance(value, int) or (math.isfinite(value) and value.is_integer()))
+    if whole and 0 <= value <= MAX_USAGE_TOKENS:
+        return int(value)
+    shown = repr(value)[:40]
+    log.warning("a response's usage %s is %s, not a token count: counted as 0", path, shown)
+    _runlog_event("invalid_usage", field=".".join(path), value=shown)
+    return 0
