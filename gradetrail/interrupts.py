@@ -39,11 +39,14 @@ class Interrupts:
 
     Attributes:
         stopping: True once a signal asked the run to stop starting new samples.
+        on_stop: called (no arguments) when the first signal arrives, before
+            ``on_signal``: the run's drain switch (requests not yet sent are not sent).
         signal_name: ``"SIGINT"`` or ``"SIGTERM"``: the last signal received, or None.
     """
 
     def __init__(self, on_signal: Callable[[StopKind, str], None] | None = None) -> None:
         self.on_signal = on_signal
+        self.on_stop: list[Callable[[], None]] = []
         self.stopping = False
         self.signal_name: str | None = None
         self._task: asyncio.Task[object] | None = None
@@ -79,6 +82,9 @@ class Interrupts:
     def _received(self, sig: int) -> None:
         self.signal_name = signal.Signals(sig).name
         kind: StopKind = "abort" if self.stopping or sig == signal.SIGTERM else "drain"
+        if not self.stopping:
+            for stopped in self.on_stop:
+                stopped()
         self.stopping = True
         if kind == "abort":
             self.uninstall()

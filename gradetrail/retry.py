@@ -15,20 +15,80 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gradetrail.errors import MAX_RETRY_AFTER_S, ProviderError, ProviderTimeout, bounded_retry_after
 from gradetrail.providers.base import Response
 
 __all__ = [
     "ATTEMPT_LISTENER",
+    "DRAINING",
     "MAX_RETRY_AFTER_S",
     "CallOutcome",
+    "Drain",
+    "Drained",
     "Gate",
     "RetriedAttempt",
     "RetryPolicy",
     "call_with_retry",
 ]
+
+
+class Drained(BaseException):
+    """A request that had not been sent when the run began to drain (a first Ctrl-C): it
+    is never sent, and its sample gets no row (a re-run makes it). A BaseException, so no
+    ``except Exception`` on the way turns it into an error row."""
+
+
+_DRAIN_MESSAGE = "gradetrail: drained before it was sent"
+T = TypeVar("T")
+
+
+class Drain:
+    """The run's drain switch: once :meth:`start` is called, every request still waiting
+    to be sent (for admission: in-flight slots, rate caps, a Retry-After pause; or in a
+    retry's backoff) raises :class:`Drained` instead of being sent. Requests already sent
+    are left to finish."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self._waiting: set[asyncio.Task[object]] = set()
+
+    def start(self) -> None:
+        """Drain: cancel every wait in progress (they raise :class:`Drained`)."""
+        self.started = True
+        for task in list(self._waiting):
+            task.cancel(_DRAIN_MESSAGE)
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` (a wait before sending), unless the run drains first.
+
+        Raises:
+            Drained: the run drains (before or during the wait).
+        """
+        if self.started:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise Drained
+        task = asyncio.current_task()
+        if task is None:
+            return await awaitable
+        self._waiting.add(task)
+        try:
+            return await awaitable
+        except asyncio.CancelledError as exc:
+            if self.started and exc.args == (_DRAIN_MESSAGE,):
+                task.uncancel()
+                raise Drained from None
+            raise
+        finally:
+            self._waiting.discard(task)
+
+
+#: the running run's :class:`Drain` (None outside a run: nothing drains)
+DRAINING: contextvars.ContextVar[Drain | None] = contextvars.ContextVar(
+    "gradetrail_draining", default=None
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +201,12 @@ async def call_with_retry(
     python provider's permanent ``function_blocked``, for a function holding its loop).
 
     Never raises a ProviderError: failures are returned in the outcome.
+
+    Raises:
+        Drained: the run began to drain (:data:`DRAINING`) while this request waited to
+            be sent (for the gate, or in a backoff): it is not sent.
     """
+    drain = DRAINING.get()
     deadline: float | None = None
     attempts = 0
     slept = 0.0
@@ -151,10 +216,13 @@ async def call_with_retry(
         if gate is not None:
             try:
                 async with asyncio.timeout(None if deadline is None else deadline - clock()):
-                    ticket = await gate.acquire()
+                    acquired = gate.acquire()
+                    ticket = await (acquired if drain is None else drain.wait(acquired))
             except TimeoutError:
                 ceiling = _ceiling(policy, attempts, None)
                 return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
+        elif drain is not None and drain.started:
+            raise Drained
         if deadline is None and policy.sample_timeout_s is not None:
             deadline = clock() + policy.sample_timeout_s
         attempts += 1
@@ -192,7 +260,7 @@ async def call_with_retry(
         retried.append(attempt)
         if listener is not None:
             listener(attempts, attempt)
-        await sleep(delay)
+        await (sleep(delay) if drain is None else drain.wait(sleep(delay)))
         slept += delay
 
 

@@ -59,7 +59,7 @@ from gradetrail.results import (
     ResultsWriter,
     Row,
 )
-from gradetrail.retry import RetryPolicy
+from gradetrail.retry import DRAINING, Drain, Drained, RetryPolicy
 from gradetrail.rundir import RunDir
 from gradetrail.runlog import RunLog, rotated_names
 from gradetrail.scorers import Scorer, make_scorer
@@ -474,6 +474,9 @@ class _Run:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
+        drain = Drain()  # a first Ctrl-C: nothing still waiting to be sent is sent
+        DRAINING.set(drain)  # this task's context, copied into every worker it starts
+        stop.on_stop.append(drain.start)
         stop.install(task)
         # after the loop's own handlers: scorers stay within reach of SIGINT/SIGTERM
         bounded = BoundedCalls(self.plan.spec.run.score_timeout_s, lambda: stop.stopping)
@@ -506,6 +509,8 @@ class _Run:
                     self.in_flight += 1
                     try:
                         row = await process(item, ctx, hit)
+                    except Drained:
+                        return  # its request was never sent: no row, a re-run makes it
                     finally:
                         self.in_flight -= 1
                     # a cache hit's row may wait for the next ones: nothing is lost
