@@ -427,8 +427,11 @@ class ResponseCache:
             db.close()
             if "readonly" in str(exc) or "unable to open" in str(exc):
                 raise self._refuse(f"not writable ({exc})") from None
-            if _damaged_file(exc):
-                raise self._failed("read", exc) from None
+            if "malformed" in str(exc):
+                raise self._refuse(
+                    f"is damaged ({exc}); `gradetrail cache check --repair --cache {self.path}` "
+                    "sets it aside and keeps every entry still readable, or"
+                ) from None
             raise self._refuse(f"cannot open ({exc})") from None
         except BaseException:
             db.close()
