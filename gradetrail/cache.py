@@ -11,7 +11,12 @@ What the file guarantees:
 - **Integrity.** Every entry carries a checksum (SHA-256 over its key and stored text). An
   entry whose checksum or shape is wrong is never served: it is a miss, counted in
   :attr:`ResponseCache.damaged`, and the next response for its key replaces it.
-  ``gradetrail cache check [--repair]`` reports (and deletes) damaged entries.
+  ``gradetrail cache check [--repair]`` reports (and deletes) damaged entries; a file
+  whose structure is damaged is set aside by ``--repair`` (:func:`set_aside`), keeping
+  every entry still readable. The checksum catches damage, not tampering: anyone who can
+  write the file can change what it serves, so the cache is as trustworthy as its
+  directory's permissions. Nothing under a results directory is imported into it unless
+  a run on this cache signed it (:mod:`gradetrail.pending`).
 - **Lossless text.** A response holding text that UTF-8 cannot encode (a lone surrogate
   such as ``\\ud800`` in a provider's JSON) is stored with JSON escapes and read back
   unchanged.
