@@ -76,6 +76,47 @@ def test_an_absurd_retry_after_is_capped_everywhere(
     assert sum(out.slept) <= 2 * MAX_RETRY_AFTER_S
 
 
+@pytest.fixture(scope="module")
+def elsewhere():  # noqa: ANN201
+    """A second protocol server: the host a hostile endpoint redirects to."""
+    from protocol_server import running_server
+
+    with running_server() as other:
+        yield other
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("status", [302, 307, 308])
+def test_an_api_call_is_never_redirected(
+    srv, elsewhere, tmp_path: Path, protocol: str, client: str, status: int
+) -> None:
+    """An endpoint that answers a redirect to another host: the prompt (and key) is never
+    re-sent there and no answer from it is cached; the row is a permanent provider error
+    naming the redirect (before: 307/308 re-sent the prompt, and 302's GET answer was
+    cached as the model's)."""
+    path = "/v1/messages" if protocol == "anthropic" else "/v1/chat/completions"
+    target = elsewhere.base_url + path
+    elsewhere.reset()
+    srv.configure(
+        faults=[
+            {
+                "kind": "garbage_200",
+                "status": status,
+                "body": "{}",
+                "headers": {"location": target},
+            }
+        ]
+    )
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client)
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "provider_error", out.row
+    assert "redirect" in out.row["error"]["message"]
+    assert out.row["attempts"] == 1
+    assert out.cached == 0
+    assert elsewhere.stats()["total"] == 0
+
+
 def test_exhausted_quota_429_is_permanent(srv, tmp_path: Path) -> None:
     """OpenAI's 429 insufficient_quota is recorded at once with the provider's type and
     code, nothing slept, nothing cached."""

@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import replace
@@ -151,6 +152,21 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
             when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
     return bounded_retry_after(seconds)
+
+
+def _redirected(answer: Answer) -> BadRequest:
+    """The permanent error for a redirect answer: API calls are never redirected (a
+    307/308 would re-send the prompt and the key elsewhere; a 302's answer there is not
+    the model's)."""
+    location = str(answer.headers.get("location") or "")
+    where = urllib.parse.urlsplit(location).netloc if location else ""
+    to = f" to {where or 'this host'}" if location else ""
+    return BadRequest(
+        f"the endpoint answered {answer.status}, a redirect{to}; API calls are never "
+        "redirected (the prompt and key would go elsewhere): set model.base_url to the URL "
+        "that answers",
+        status=answer.status,
+    )
 
 
 def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
@@ -515,6 +531,8 @@ class HttpProvider(Provider):
             text = redact(f"{type(exc).__name__}: {exc}", self._key)
             raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None
         latency = time.perf_counter() - start
+        if 300 <= answer.status < 400:
+            raise _redirected(answer)
         if answer.status >= 400:
             body = error_body(answer.content)
             raise classify_status(

@@ -162,7 +162,11 @@ class AioHttpTransport(Transport):
         if session is None:
             session = self._session = self._open()
         try:
-            async with session.post(self.url, data=_dumps(body).encode()) as answer:
+            # never redirected: a 307/308 would re-send the prompt and the key to another
+            # host, and a 302's answer there would be cached as the model's
+            async with session.post(
+                self.url, data=_dumps(body).encode(), allow_redirects=False
+            ) as answer:
                 content = await answer.read()
                 return Answer(answer.status, answer.headers, content)
         except self._errors as exc:
@@ -295,7 +299,7 @@ class SdkTransport(Transport):
                 client_class(
                     limits=limits,
                     timeout=http.Timeout(None, connect=CONNECT_TIMEOUT_S),
-                    follow_redirects=True,
+                    follow_redirects=False,  # as the lean client: see AioHttpTransport.send
                     verify=verify,
                 )
             )
