@@ -117,6 +117,49 @@ def test_an_api_call_is_never_redirected(
     assert elsewhere.stats()["total"] == 0
 
 
+def _answer_with(protocol: str, content: object) -> str:
+    """A complete 200 answer whose text is ``content`` (any JSON value)."""
+    import json
+
+    if protocol == "anthropic":
+        body = {
+            "id": "msg_x", "type": "message", "role": "assistant", "model": "175b_verification",
+            "content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }  # fmt: skip
+    else:
+        body = {
+            "id": "chatcmpl-x", "object": "chat.completion", "model": "175b_verification",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content},
+                 "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }  # fmt: skip
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("content", [18, {"answer": 18}, True, [{"type": "text", "text": 18}]])
+def test_non_text_content_is_an_invalid_response_never_coerced(
+    srv, tmp_path: Path, protocol: str, client: str, content: object
+) -> None:
+    """A text that is a number, an object, a boolean (or a content part whose text is
+    one) is an invalid response, never cached, instead of being coerced (before: 18
+    became "18" and an object was cached as its Python repr)."""
+    if protocol == "anthropic" and isinstance(content, list):
+        pytest.skip("content parts are OpenAI's")
+    body = _answer_with(protocol, content)
+    srv.configure(faults=[{"kind": "garbage_200", "body": body}])
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, run={"max_retries": 0})
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "provider_error", out.row
+    assert out.row["error"]["kind"] == "InvalidResponse"
+    assert "not text" in out.row["error"]["message"]
+    assert out.cached == 0
+
+
 def test_exhausted_quota_429_is_permanent(srv, tmp_path: Path) -> None:
     """OpenAI's 429 insufficient_quota is recorded at once with the provider's type and
     code, nothing slept, nothing cached."""

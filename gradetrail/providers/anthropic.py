@@ -132,11 +132,18 @@ class AnthropicProvider(HttpProvider):
         content = data.get("content")
         if not isinstance(content, list):
             raise InvalidResponse("200 answer has no content list", status=200)
-        text = "".join(
-            block.get("text") or ""
+        texts = [
+            block.get("text")
             for block in content
             if isinstance(block, dict) and block.get("type") == "text"
-        )
+        ]
+        if any(t is not None and not isinstance(t, str) for t in texts):
+            raise InvalidResponse(
+                "200 answer's text block is not text; a model's answer is never coerced to text",
+                status=200,
+                error_type="invalid_content",
+            )
+        text = "".join(t or "" for t in texts)
         raw_stop = data.get("stop_reason")
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
         if stop == "content_filter":

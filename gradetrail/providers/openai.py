@@ -125,7 +125,12 @@ class OpenAIProvider(HttpProvider):
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
         if isinstance(text, list):  # content parts
-            text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
+            parts = [p.get("text") for p in text if isinstance(p, dict)]
+            if any(part is not None and not isinstance(part, str) for part in parts):
+                raise _not_text("a content part's text")
+            text = "".join(part or "" for part in parts)
+        if text is not None and not isinstance(text, str):
+            raise _not_text("message.content", text)
         if text is None and isinstance(message.get("refusal"), str):
             text = message["refusal"]
         raw_stop = choice.get("finish_reason")
@@ -159,7 +164,7 @@ class OpenAIProvider(HttpProvider):
             )
         served = data.get("model")
         response = Response(
-            text=str(text or ""),
+            text=text or "",
             stop_reason=stop,
             raw_stop_reason=raw_stop if isinstance(raw_stop, str) else None,
             served_model=served if isinstance(served, str) else None,
@@ -170,3 +175,13 @@ class OpenAIProvider(HttpProvider):
             tool_calls=tool_calls,
         )
         return response, 0
+
+
+def _not_text(field: str, value: object = None) -> InvalidResponse:
+    """A 200 answer whose text is not a string (never coerced, never cached)."""
+    kind = f" is {type(value).__name__}," if value is not None else ""
+    return InvalidResponse(
+        f"200 answer's {field}{kind} not text; a model's answer is never coerced to text",
+        status=200,
+        error_type="invalid_content",
+    )
