@@ -100,8 +100,12 @@ def run(
         )
     if json_out and print_run_dir:
         raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
-    if min_score is not None and not math.isfinite(min_score):
-        raise typer.BadParameter("must be a finite number", param_hint="--min-score")
+    if min_score is not None and not (math.isfinite(min_score) and 0 < min_score <= 1):
+        raise typer.BadParameter(
+            "must be a score in (0, 1]: scores are in [0, 1], so a value above 1 can never "
+            "pass and one at or below 0 always does",
+            param_hint="--min-score",
+        )
     overrides = list(set_ or [])
     progress: RunProgress | None = None
     started_in: Path | None = None

@@ -107,6 +107,7 @@ class ModelSpec(_Strict):
     )
     api_key_env: str | None = Field(
         None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="Environment variable holding the API key (default ANTHROPIC_API_KEY or "
         "OPENAI_API_KEY; openai_compatible has no default, so a key meant for OpenAI is never "
         "sent to another server).",
