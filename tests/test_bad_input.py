@@ -137,4 +137,6 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
     (line,) = out.err_lines
     assert line.startswith("error: ") and case["expect"] in line, line
     assert "Traceback" not in out.err + out.out
+    if "never_shown" in case:  # a secret the input holds: the error never repeats it
+        assert case["never_shown"] not in out.err + out.out
     assert _files(tmp_path) == before
