@@ -84,6 +84,20 @@ class RunError(GradetrailError):
     """A run cannot start or continue (for example: fail-fast stopped it)."""
 
 
+#: the most characters a provider error's message keeps (a provider's 20 MB message is
+#: cut in its middle, so results, manifest and log stay small)
+MAX_ERROR_CHARS = 4000
+
+
+def _bounded_message(message: str) -> str:
+    """``message`` cut to :data:`MAX_ERROR_CHARS` (its start and end kept)."""
+    if len(message) <= MAX_ERROR_CHARS:
+        return message
+    half = MAX_ERROR_CHARS // 2
+    omitted = len(message) - 2 * half
+    return f"{message[:half]} [... {omitted} characters omitted ...] {message[-half:]}"
+
+
 #: the longest wait, seconds, that a server's ``Retry-After`` (or ``retry-after-ms``) can
 #: impose: a larger value waits this long, an infinite one too, a NaN is ignored
 MAX_RETRY_AFTER_S = 600.0
@@ -127,7 +141,7 @@ class ProviderError(GradetrailError):
         error_type: str | None = None,
         code: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(_bounded_message(message))
         if transient is not None:
             self.transient = transient
         self.retry_after = bounded_retry_after(retry_after)

@@ -148,6 +148,9 @@ Fault rules
   list is set again (``faults``/``add_faults``) or reset, which also releases.
 - ``drop``: abort the TCP connection without sending any response.
 - ``no_usage``: (modifier) omit ``usage`` from a successful answer.
+- ``pad``: (modifier) append ``chars`` (param) ``a`` characters to a successful answer's
+  text; with ``gzip: true`` the whole answer is sent gzip-compressed (``Content-Encoding:
+  gzip``), so a huge answer is a small transfer (a gzip bomb).
 - ``usage``: (modifier) set fields of a successful answer's ``usage`` (param ``usage``, an
   object merged over it; ``NaN``, ``Infinity`` and ``-Infinity`` go out as those bare
   JSON tokens, as a broken server sends them).
@@ -495,7 +498,7 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
 
 ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
 ERROR_KINDS |= {"garbage_200", "drop"}
-MODIFIER_KINDS = {"no_usage", "alias", "usage"}
+MODIFIER_KINDS = {"no_usage", "alias", "usage", "pad"}
 FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall", "hold"}
 KIND_ALIASES = {
     "429": "rate_limit",
@@ -507,7 +510,7 @@ KIND_ALIASES = {
 _SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "after", "every", "p"}
 _SELECTOR_KEYS |= {"seed", "times"}
 _PARAM_KEYS = {"retry_after", "retry_after_ms", "headers", "message", "status", "type", "code"}
-_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model", "usage"}
+_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model", "usage", "chars", "gzip"}
 
 
 @dataclass
@@ -1502,10 +1505,14 @@ class ProtocolServer:
         served = parsed.model
         include_usage = True
         usage_over: dict[str, Any] = {}
+        gzipped = False
         for rule in modifiers:
             stats.bump(stats.faults, rule.kind)
             if rule.kind == "no_usage":
                 include_usage = False
+            elif rule.kind == "pad":
+                text += "a" * int(rule.params.get("chars", 0))
+                gzipped = gzipped or bool(rule.params.get("gzip"))
             elif rule.kind == "usage":
                 usage_over.update(rule.params.get("usage") or {})
             elif rule.params.get("served_model"):
@@ -1578,6 +1585,13 @@ class ProtocolServer:
                     **usage_over,
                 }
             headers = {"request-id": f"req_gt{seq:012d}"}
+        if gzipped:
+            import gzip
+
+            headers["content-encoding"] = "gzip"
+            return Response(
+                gzip.compress(_dumps(out), 1), 200, headers, media_type="application/json"
+            ), 200
         return Response(_dumps(out), 200, headers, media_type="application/json"), 200
 
     # -- models and control ----------------------------------------------------------

@@ -160,6 +160,36 @@ def test_non_text_content_is_an_invalid_response_never_coerced(
     assert out.cached == 0
 
 
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip-bomb"])
+def test_an_answer_over_the_size_bound_is_a_recorded_error_never_cached(
+    srv, tmp_path: Path, gzipped: bool
+) -> None:
+    """An answer larger than MAX_ANSWER_BYTES once decompressed (sent as is, or as a
+    small gzip bomb) is a permanent InvalidResponse naming the bound, never cached or
+    written as a row's text (before: a 500 MB answer used 3 GB and wrote a 1 GB row and
+    cache entry)."""
+    from gradetrail.providers._transport import MAX_ANSWER_BYTES
+
+    pad = {"kind": "pad", "chars": MAX_ANSWER_BYTES + 1024, "gzip": gzipped}
+    srv.configure(faults=[pad])
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", http_client="aiohttp")
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "provider_error", out.row["state"]
+    assert out.row["error"]["kind"] == "InvalidResponse"
+    assert "larger than" in out.row["error"]["message"]
+    assert out.row["attempts"] == 1 and out.cached == 0
+
+
+def test_a_huge_error_message_is_bounded() -> None:
+    """A provider error's message is kept to MAX_ERROR_CHARS characters (before: a 20 MB
+    message made a 21 MB manifest)."""
+    from gradetrail.errors import MAX_ERROR_CHARS, ServerError
+
+    error = ServerError("x" * 20_000_000, status=500)
+    assert len(str(error)) <= MAX_ERROR_CHARS + 100
+    assert "characters omitted" in str(error)
+
+
 def test_exhausted_quota_429_is_permanent(srv, tmp_path: Path) -> None:
     """OpenAI's 429 insufficient_quota is recorded at once with the provider's type and
     code, nothing slept, nothing cached."""

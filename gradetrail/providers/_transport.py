@@ -34,9 +34,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gradetrail.errors import ProviderConnectionError, ProviderError, ProviderTimeout, SpecError
+from gradetrail.errors import (
+    InvalidResponse,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    SpecError,
+)
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "CONNECTIONS_PER_CLIENT",
     "CONNECT_TIMEOUT_S",
     "AioHttpTransport",
@@ -96,6 +103,22 @@ def innermost(exc: BaseException) -> BaseException:
             return inner
         seen.add(id(nxt))
         inner = nxt
+
+
+#: the largest answer body read, bytes once decompressed (a gzip bomb is cut here too); a
+#: larger one is a permanent InvalidResponse, never cached
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+def too_large(status: int) -> InvalidResponse:
+    """The error for an answer over :data:`MAX_ANSWER_BYTES`."""
+    return InvalidResponse(
+        f"{status} answer is larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MB once "
+        "decompressed; it is not read further or cached",
+        status=status,
+        transient=False,
+        error_type="answer_too_large",
+    )
 
 
 def cause_text(exc: BaseException) -> str:
@@ -167,8 +190,14 @@ class AioHttpTransport(Transport):
             async with session.post(
                 self.url, data=_dumps(body).encode(), allow_redirects=False
             ) as answer:
-                content = await answer.read()
-                return Answer(answer.status, answer.headers, content)
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in answer.content.iter_any():  # decompressed as it comes
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise too_large(answer.status)
+                    chunks.append(chunk)
+                return Answer(answer.status, answer.headers, b"".join(chunks))
         except self._errors as exc:
             raise connection_error(exc, self.base_url) from None
 
@@ -316,11 +345,15 @@ class SdkTransport(Transport):
             raw = await pool.clients[i].post(self.url, body=body, cast_to=self._raw_type)
         except sdk.APIStatusError as exc:
             response = exc.response
+            if len(response.content) > MAX_ANSWER_BYTES:
+                raise too_large(response.status_code) from None
             return Answer(response.status_code, response.headers, response.content)
         except sdk.APIConnectionError as exc:  # APITimeoutError included
             raise connection_error(exc, self.base_url) from None
         finally:
             pool.give(i)
+        if len(raw.content) > MAX_ANSWER_BYTES:  # read whole by the SDK's client first
+            raise too_large(raw.status_code)
         return Answer(raw.status_code, raw.headers, raw.content)
 
     async def aclose(self) -> None:
