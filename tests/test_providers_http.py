@@ -190,6 +190,57 @@ def test_a_huge_error_message_is_bounded() -> None:
     assert "characters omitted" in str(error)
 
 
+def _echoes(protocol: str) -> dict[str, tuple[int, str]]:
+    """Answers that echo the API key in every field a provider controls: ``name ->
+    (status, body)``."""
+    import json
+
+    key = SECRET_KEY
+    forms = {"whole": key, "upper": key.upper(), "partial": key[1:-1]}
+    out = {}
+    for form, echoed in forms.items():
+        error = {"error": {"type": echoed, "code": echoed, "message": echoed}}
+        if protocol == "anthropic":
+            error = {"type": "error", "error": {"type": echoed, "message": echoed}}
+            ok = {
+                "id": "msg_x", "type": "message", "role": "assistant", "model": echoed,
+                "content": [{"type": "text", "text": f"A: 18 {echoed}"}],
+                "stop_reason": echoed, "usage": {"input_tokens": 1, "output_tokens": 1},
+            }  # fmt: skip
+        else:
+            ok = {
+                "id": "chatcmpl-x", "object": "chat.completion", "model": echoed,
+                "choices": [{"index": 0, "finish_reason": echoed,
+                             "message": {"role": "assistant", "content": f"A: 18 {echoed}"}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }  # fmt: skip
+        out[f"error-{form}"] = (400, json.dumps(error))
+        out[f"answer-{form}"] = (200, json.dumps(ok))
+        out[f"not-json-{form}"] = (200, f"<html>{echoed}</html>")
+    return out
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_provider_echoing_the_key_in_every_field_never_gets_it_stored(
+    srv, tmp_path: Path, protocol: str, client: str
+) -> None:
+    """A provider that echoes the API key (whole, upper-cased, or missing a character at
+    each end) in an error's type, code and message, in a non-JSON 200 body, and in the
+    answer's text, served model and stop reason: the key, in any of these forms, is found
+    nowhere the run writes (results, manifest, log, cache) (before: stored as sent)."""
+    for name, (status, body) in _echoes(protocol).items():
+        srv.configure(faults=[{"kind": "garbage_200", "status": status, "body": body}])
+        where = tmp_path / name
+        keyed = {"api_key_env": "OPENAI_API_KEY"} if protocol == "openai_compatible" else {}
+        run = {"max_retries": 0}
+        spec = gsm8k_spec(where, srv, protocol, http_client=client, run=run, **keyed)
+        run_http(spec, where)
+        written = b"".join(p.read_bytes() for p in where.rglob("*") if p.is_file())
+        for form in (SECRET_KEY, SECRET_KEY.upper(), SECRET_KEY[1:-1], SECRET_KEY[2:-2]):
+            assert form.encode() not in written, (name, form)
+
+
 def test_exhausted_quota_429_is_permanent(srv, tmp_path: Path) -> None:
     """OpenAI's 429 insufficient_quota is recorded at once with the provider's type and
     code, nothing slept, nothing cached."""

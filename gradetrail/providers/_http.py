@@ -108,12 +108,55 @@ def _set_instead(env: str | None) -> str:
     return ""
 
 
+#: the shortest run of a key's characters that is masked where it appears
+_KEY_WINDOW = 10
+
+
+def _key_runs(key: str) -> re.Pattern[str]:
+    """Every run of :data:`_KEY_WINDOW` characters of ``key``, any case, as one pattern."""
+    width = min(len(key), _KEY_WINDOW)
+    runs = {key[i : i + width] for i in range(len(key) - width + 1)}
+    return re.compile("|".join(re.escape(r) for r in sorted(runs)), re.IGNORECASE)
+
+
+_RUNS_CACHE: dict[str, re.Pattern[str]] = {}
+
+
 def redact(text: str, key: str | None) -> str:
     """``text`` with the API key, and anything shaped like a key or bearer token, masked:
-    provider error messages can echo part of a key (OpenAI's 401 shows a masked key)."""
+    a provider can echo a key whole, in another case, or in part (OpenAI's 401 shows a
+    masked key). Any stretch of ``text`` that is a part of the key of at least 10
+    characters (4 for a shorter key: the whole of it), matched case-insensitively, is
+    masked as ``***``, grown to the longest such stretch around it."""
     if key and len(key) >= 4:
-        text = text.replace(key, "***")
+        runs = _RUNS_CACHE.get(key)
+        if runs is None:
+            runs = _RUNS_CACHE[key] = _key_runs(key)
+        folded_key = key.casefold()
+        spans: list[tuple[int, int]] = []
+        for m in runs.finditer(text):
+            start, end = m.start(), m.end()
+            if spans and start < spans[-1][1]:
+                continue
+            while end < len(text) and text[start : end + 1].casefold() in folded_key:
+                end += 1
+            while start > 0 and text[start - 1 : end].casefold() in folded_key:
+                start -= 1
+            spans.append((start, end))
+        for start, end in reversed(spans):
+            text = f"{text[:start]}***{text[end:]}"
     return _KEY_SHAPES.sub("***", text)
+
+
+def _scrubbed(value: Any, key: str | None) -> Any:
+    """``value`` (text, or lists and dicts of it) with the key masked (:func:`redact`)."""
+    if isinstance(value, str):
+        return redact(value, key)
+    if isinstance(value, list | tuple):
+        return type(value)(_scrubbed(v, key) for v in value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, key) for k, v in value.items()}
+    return value
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -512,13 +555,45 @@ class HttpProvider(Provider):
     # -- one call ------------------------------------------------------------------------
 
     async def complete(self, request: Request) -> Response:
-        """Send one request and normalize the answer.
+        """Send one request and normalize the answer. The API key is masked
+        (:func:`redact`) in every field of the answer or error that a provider controls
+        (text, tool calls, served model, stop reason; an error's message, type and code),
+        so a provider that echoes it gets it stored nowhere.
 
         Raises:
             ProviderError: a subclass saying whether a retry may help (see
                 :func:`classify_status`); connection failures name the endpoint and the
                 error; an error body under 200 or an unparseable body is InvalidResponse.
         """
+        try:
+            response = await self._complete(request)
+        except ProviderError as exc:
+            key = self._secret()
+            if key:
+                exc.args = (redact(str(exc), key),)
+                exc.error_type = _scrubbed(exc.error_type, key)
+                exc.code = _scrubbed(exc.code, key)
+            raise
+        key = self._secret()
+        if not key:
+            return response
+        return replace(
+            response,
+            text=redact(response.text, key),
+            served_model=_scrubbed(response.served_model, key),
+            stop_reason=_scrubbed(response.stop_reason, key),
+            raw_stop_reason=_scrubbed(response.raw_stop_reason, key),
+            tool_calls=_scrubbed(response.tool_calls, key),
+        )
+
+    def _secret(self) -> str | None:
+        """The API key to mask (read by the first call's transport), or None: none, or
+        the placeholder sent when no key is required (no secret)."""
+        key = self._key
+        return None if key == PLACEHOLDER_KEY else key
+
+    async def _complete(self, request: Request) -> Response:
+        """:meth:`complete` before the key is masked."""
         transport = self.transport()
         start = time.perf_counter()
         try:
