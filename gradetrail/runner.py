@@ -60,7 +60,7 @@ from gradetrail.results import (
     Row,
 )
 from gradetrail.retry import DRAINING, Drain, Drained, RetryPolicy
-from gradetrail.rundir import RunDir
+from gradetrail.rundir import RunDir, check_results_root
 from gradetrail.runlog import RunLog, rotated_names
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
@@ -247,6 +247,7 @@ def run_eval(
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     try:
         plan = plan_run(spec)
+        check_results_root(results_root)  # before the cache is made or any call paid
         executor = _executor(plan, executor)
         cache = (
             ResponseCache(Path(cache_path) if cache_path else default_cache_path())

@@ -34,8 +34,8 @@ def run(
         bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
     ] = False,
     results_root: Annotated[
-        Path, typer.Option("--results-root", help="Where run directories are written.")
-    ] = Path("results"),
+        str, typer.Option("--results-root", help="Where run directories are written.")
+    ] = "results",
     executor: Annotated[
         str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
     ] = "local",
@@ -97,6 +97,10 @@ def run(
     if executor == "local" and (address is not None or workers is not None):
         raise typer.BadParameter(
             "--address and --workers are for --executor ray", param_hint="--executor"
+        )
+    if not results_root.strip():
+        raise typer.BadParameter(
+            "is empty; give the directory run directories go in", param_hint="--results-root"
         )
     if json_out and print_run_dir:
         raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
