@@ -351,6 +351,20 @@ class RunDir:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock = fd
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """Delete the ``*.tmp`` files a killed writer left (a kill -9 during a rewrite):
+        with the lock held no other gradetrail process writes here, so none is live.
+        Links are removed as names, never followed."""
+        try:
+            names = os.listdir(self._fd if self._fd is not None else self.path)
+        except OSError:
+            return
+        for name in names:
+            if name.endswith(".tmp") and "/" not in name:
+                with contextlib.suppress(OSError, RunError):
+                    self._unlink(name)
 
     def close(self) -> None:
         """Release the lock and the directory descriptor."""
