@@ -348,8 +348,15 @@ class RunDir:
                 f"{self.path}: another gradetrail run (pid {holder}) is writing this run "
                 "directory; wait for it to finish or stop it first"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # the results disk is full already
+            os.close(fd)
+            raise RunError(
+                f"{self.path}: cannot write in the run directory ({exc.strerror}); free space "
+                "on the results disk or pass --results-root elsewhere"
+            ) from None
         self._lock = fd
         self._remove_leftovers()
 

@@ -11,6 +11,7 @@ writes stops growing at the limit), and the same guarantees are checked.
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import sqlite3
@@ -171,3 +172,29 @@ def test_a_read_only_cache_is_refused_before_any_call(tmp_path: Path) -> None:
     assert lines[0].endswith("); pass another --cache PATH or --no-cache")
     assert read_calls(calls) == {}
     assert not (tmp_path / "results").exists()
+
+
+def test_a_results_disk_full_at_start_is_one_line_before_any_call(tmp_path: Path) -> None:
+    """The results disk is already full when the run starts: one `error:` line naming
+    the disk, no traceback, no call made (before: an OSError traceback)."""
+    spec = write_eval(tmp_path / "eval", samples=5, concurrency=2)
+    disk = tmp_path / "full"
+    calls = tmp_path / "calls.txt"
+    with small_disk(disk, "256k") as mounted:
+        if not mounted:
+            pytest.skip("needs a tmpfs mount (root)")
+        (disk / "results").mkdir()
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        out = _run(spec, tmp_path / "c.sqlite", disk / "results", calls)
+        assert out.returncode in (1, 2), out.stdout + out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
+        (line,) = out.stderr.strip().splitlines()
+        assert line.startswith("error: ") and ("space" in line or "full" in line), line
+        assert read_calls(calls) == {}
