@@ -292,6 +292,10 @@ class RunDir:
             with contextlib.suppress(OSError):
                 self._unlink(tmp)
             raise RunError(f"{self.path / name}: cannot write ({exc.strerror})") from None
+        except BaseException:  # a signal mid-write: no .tmp behind either
+            with contextlib.suppress(OSError):
+                self._unlink(tmp)
+            raise
 
     def remove(self, name: str) -> None:
         """Delete ``name`` if it exists (a link itself, never its target)."""

@@ -28,7 +28,7 @@ from gradetrail.executors.base import Executor
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.failfast import FailFast
 from gradetrail.inflight import in_flight
-from gradetrail.interrupts import Interrupts, StopKind
+from gradetrail.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.manifest import (
     CacheReport,
     GitProbe,
@@ -379,28 +379,31 @@ class _Run:
         except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
         finally:
-            # an interrupted or failed run keeps its rows too, in input order
-            try:
-                self._write_outputs(writer)
-            except Exception as exc:  # e.g. a full disk: never leave the status "running"
-                if status == "complete":
-                    status, unwritten = "failed", exc
-            manifest = _final_manifest(
-                manifest, self.plan, self.tally, status, time.perf_counter() - start
-            ).model_copy(update={"executor": self.ctx.executor.describe()})
-            if self.ctx.cache is not None:
-                manifest = manifest.model_copy(update={"cache": self._cache_report()})
-            if stop.signal_name is not None:
-                manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
-            self._write_manifest(manifest)
-            self.log.event(
-                "run_end",
-                status=status,
-                counts=dict(self.tally.counts),
-                cache_hits=self.tally.cache_hits,
-                cost_usd=self.tally.cost_usd,
-                wall_s=manifest.wall_time_s,
-            )
+            # a signal now would cut the final rewrite in half (status left "running",
+            # .tmp files behind): it is held until the results and manifest are written
+            with deferred_signals():
+                # an interrupted or failed run keeps its rows too, in input order
+                try:
+                    self._write_outputs(writer)
+                except Exception as exc:  # e.g. a full disk: never leave the status "running"
+                    if status == "complete":
+                        status, unwritten = "failed", exc
+                manifest = _final_manifest(
+                    manifest, self.plan, self.tally, status, time.perf_counter() - start
+                ).model_copy(update={"executor": self.ctx.executor.describe()})
+                if self.ctx.cache is not None:
+                    manifest = manifest.model_copy(update={"cache": self._cache_report()})
+                if stop.signal_name is not None:
+                    manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
+                self._write_manifest(manifest)
+                self.log.event(
+                    "run_end",
+                    status=status,
+                    counts=dict(self.tally.counts),
+                    cache_hits=self.tally.cache_hits,
+                    cost_usd=self.tally.cost_usd,
+                    wall_s=manifest.wall_time_s,
+                )
         if unwritten is not None:
             raise unwritten
         return RunResult(self.run_dir.path, manifest, self.tally)
