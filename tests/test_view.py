@@ -695,3 +695,25 @@ def test_a_large_diff_is_computed_in_the_background(gsm8k_root: Path, monkeypatc
             break
         time.sleep(0.1)
     assert 'regressed <b class="count">360</b>' in page.text
+
+
+def test_every_invisible_character_is_marked_in_the_body_and_the_title(root: Path) -> None:
+    """Characters outside the first marked set (a no-break space, an invisible
+    separator, a variation selector, a Hangul filler, a tag character) are marked too,
+    so two ids that look identical are told apart, and the page title shows a sample
+    id's bidi and zero-width characters as plain [U+XXXX] text (before: raw)."""
+    run = only_run(root)
+    path = run / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    sneaky = "A:\u00a05\u2063\ufe0f\u3164\U000e0041"
+    rows[0]["response"] = sneaky
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    client = client_for(root)
+    page = client.get(f"/runs/{run.name}/sample", params={"id": "q0"})
+    assert page.status_code == 200
+    for ch in "\u00a0\u2063\ufe0f\u3164\U000e0041":
+        assert ch not in page.text
+        assert f'title="U+{ord(ch):04X}"' in page.text
+    from gradetrail.view.text import titled
+
+    assert titled("q\u202e0\u200b") == "q[U+202E]0[U+200B]"

@@ -56,6 +56,7 @@ from gradetrail.view.index import FILTERS, SORTS, Query
 from gradetrail.view.security import HostCheck, SecurityHeaders, default_hosts
 from gradetrail.view.store import Forbidden, NotFound, RunInfo, RunStore
 from gradetrail.view.text import shown as shown_text
+from gradetrail.view.text import titled
 
 __all__ = ["create_app", "default_hosts"]
 
@@ -85,6 +86,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["pretty"] = _pretty
     env.filters["shown"] = shown_text
+    env.filters["titled"] = titled
     env.globals.update(
         qs=pages.query_string,
         num=pages.fmt_num,
