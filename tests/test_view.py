@@ -717,3 +717,19 @@ def test_every_invisible_character_is_marked_in_the_body_and_the_title(root: Pat
     from gradetrail.view.text import titled
 
     assert titled("q\u202e0\u200b") == "q[U+202E]0[U+200B]"
+
+
+def test_a_huge_response_makes_a_page_of_bounded_size(root: Path) -> None:
+    """A 5 MB response is shown up to MAX_SHOWN_CHARS with a note saying how much is cut
+    (before: a 200 MB response made a 419 MB page)."""
+    from gradetrail.view.text import MAX_SHOWN_CHARS
+
+    run = only_run(root)
+    path = run / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["response"] = "x" * 5_000_000
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = client_for(root).get(f"/runs/{run.name}/sample", params={"id": "q0"})
+    assert page.status_code == 200
+    assert len(page.text) < 3 * MAX_SHOWN_CHARS + 200_000
+    assert f"{5_000_000 - MAX_SHOWN_CHARS:,} more characters not shown" in page.text

@@ -71,9 +71,23 @@ def _token(m: re.Match[str]) -> str:
     return f'<span class="hidden-char" title="{code}">{code}</span>'
 
 
+#: the most characters of one text a page shows (a 200 MB response made a 419 MB page)
+MAX_SHOWN_CHARS = 200_000
+
+
 def shown(text: object) -> Markup:
     """``text`` escaped for HTML, each hidden or reordering character shown as a marked
-    ``U+XXXX`` token (None and other values through ``str``)."""
+    ``U+XXXX`` token (None and other values through ``str``); beyond
+    :data:`MAX_SHOWN_CHARS` it is cut, with a marked note saying how much is not shown
+    (the whole text stays in ``results.jsonl``)."""
+    raw = str(text) if not isinstance(text, str) else text
+    if len(raw) > MAX_SHOWN_CHARS:
+        rest = len(raw) - MAX_SHOWN_CHARS
+        note = (
+            f'<span class="hidden-char" title="cut">[... {rest:,} more characters not '
+            "shown; the whole text is in results.jsonl]</span>"
+        )
+        return Markup(str(shown(raw[:MAX_SHOWN_CHARS])) + note)
     escaped = str(escape(text))
     hidden = _hidden()
     if not hidden.search(escaped):
