@@ -52,6 +52,7 @@ from gradetrail.pipeline import (
 )
 from gradetrail.providers import Provider, make_provider
 from gradetrail.results import (
+    MANIFEST_FILE,
     OUTPUT_FILES,
     PENDING_FILE,
     RESERVE_FILE,
@@ -273,10 +274,16 @@ def run_eval(
             run_dir.check_outputs((*OUTPUT_FILES, *rotated_names()))
             run_dir.lock()
             pending = _keep_what_the_cache_cannot(run_dir, cache, signing)
-            run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides), git.result())
-            write_manifest(run_dir, manifest)
-            writer = ResultsWriter(run_dir, spec.run.epochs)
+            try:
+                run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
+                write_manifest(run_dir, manifest)
+                writer = ResultsWriter(run_dir, spec.run.epochs)
+            except BaseException:
+                _abandon_start(run_dir, manifest)
+                if pending is not None:
+                    pending.close()
+                raise
             try:
                 with RunLog(run_dir, echo=echo_log) as log:
                     log.event(
@@ -294,6 +301,10 @@ def run_eval(
                     run = _Run(plan, run_dir, SampleContext(cache, executor, plan.scorer, log))
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
+            except BaseException:
+                if not driving:  # the log could not be opened (no inode left, say)
+                    _abandon_start(run_dir, manifest)
+                raise
             finally:
                 writer.close()
                 if pending is not None:
@@ -306,6 +317,18 @@ def run_eval(
             git.close()
             if cache is not None:
                 cache.close()
+
+
+def _abandon_start(run_dir: RunDir, manifest: Manifest) -> None:
+    """A run that failed while setting up its directory (its disk has no space or inode
+    left): free the reserved space, then mark a manifest already written ``failed``, so
+    neither ``running`` nor ``.reserve`` is left behind (best effort: the error that
+    stopped the run is what the user sees)."""
+    with contextlib.suppress(OSError, RunError):
+        run_dir.remove(RESERVE_FILE)
+    with contextlib.suppress(OSError, RunError):
+        if (run_dir.path / MANIFEST_FILE).exists():
+            write_manifest(run_dir, manifest.model_copy(update={"status": "failed"}))
 
 
 def _keep_what_the_cache_cannot(

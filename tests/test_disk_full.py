@@ -11,6 +11,7 @@ writes stops growing at the limit), and the same guarantees are checked.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -198,3 +199,33 @@ def test_a_results_disk_full_at_start_is_one_line_before_any_call(tmp_path: Path
         (line,) = out.stderr.strip().splitlines()
         assert line.startswith("error: ") and ("space" in line or "full" in line), line
         assert read_calls(calls) == {}
+
+
+@pytest.mark.parametrize("inodes", [5, 6, 7])
+def test_no_inode_left_leaves_neither_running_nor_reserve(tmp_path: Path, inodes: int) -> None:
+    """A results disk with only a few inodes (the run runs out of them while setting up
+    its directory, at a different file each time): one error line, no traceback, and
+    neither a `running` manifest nor `.reserve` is left (before: both were)."""
+    spec = write_eval(tmp_path / "eval", samples=10, concurrency=2)
+    disk = tmp_path / "few-inodes"
+    disk.mkdir()
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size=4m,nr_inodes={inodes}", "tmpfs", str(disk)],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
+    if not mounted:
+        pytest.skip("needs a tmpfs mount (root)")
+    try:
+        out = _run(spec, tmp_path / "c.sqlite", disk / "results", tmp_path / "calls.txt")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "Traceback" not in out.stderr
+        assert out.stderr.strip().splitlines()[0].startswith("error: ")
+        names = {p.name for p in disk.rglob("*")}
+        assert ".reserve" not in names, names
+        for manifest in disk.rglob("manifest.json"):
+            assert json.loads(manifest.read_text())["status"] == "failed"
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
