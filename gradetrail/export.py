@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from gradetrail.errors import UsageError
 from gradetrail.jsontext import encodable
-from gradetrail.results import RESULTS_FILE, SampleResult, iter_results, read_manifest
+from gradetrail.results import RESULTS_FILE, SampleResult, iter_result_spans, read_manifest
 
 __all__ = ["ExportFormat", "Exported", "export_run", "flatten"]
 
@@ -97,6 +97,8 @@ class _Columns:
 
     def __init__(self) -> None:
         self.kinds: dict[str, set[type]] = {}
+        #: where the first pass ended in ``results.jsonl`` (bytes): the second stops there
+        self.end = 0
         for name in SampleResult.model_fields:
             if name == "error":
                 for column in ERROR_COLUMNS:
@@ -150,9 +152,12 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
         status = None
     columns = _Columns()
     rows = 0
-    for row in iter_results(run_dir):
-        columns.observe(flatten(row))
-        rows += 1
+    for offset, length, row in iter_result_spans(run_dir):
+        if row is not None:
+            columns.observe(flatten(row))
+            rows += 1
+        columns.end = offset + length  # the second pass stops here: rows appended since
+        # (a run still writing) are left out of both passes, so the count is the file's
     if str(out) == "-":
         if fmt == "parquet":
             raise UsageError("parquet is binary: write it to a file with --out FILE")
@@ -178,7 +183,11 @@ def _stdout() -> Any:
 
 def _records(columns: _Columns, run_dir: Path) -> Iterator[dict[str, Any]]:
     names = list(columns.kinds)
-    for row in iter_results(run_dir):
+    for offset, _, row in iter_result_spans(run_dir):
+        if offset >= columns.end:
+            return
+        if row is None:
+            continue
         flat = flatten(row)
         yield {name: flat.get(name) for name in names}
 

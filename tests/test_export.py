@@ -140,3 +140,39 @@ def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_quoted(
     assert row["response"] == "'" + text
     assert row["sample_id"] == f"'{lead}id"
     assert row["score"] == "0.0"  # a number is not text: left as it is
+
+
+def test_an_export_of_a_run_being_written_counts_the_rows_it_wrote(
+    gsm8k_run: Path, tmp_path: Path
+) -> None:
+    """Rows appended to results.jsonl while an export reads it (a run still writing)
+    are left out of both of its passes: the rows it reports are the rows it wrote (before:
+    the count came from the first pass and the file from the second)."""
+    import shutil
+    import threading
+
+    from gradetrail.export import export_run
+
+    run_dir = tmp_path / "live"
+    shutil.copytree(gsm8k_run, run_dir)
+    line = (run_dir / "results.jsonl").read_text().splitlines()[0] + "\n"
+    stop = threading.Event()
+
+    def append() -> None:  # the run, still writing (20,000 rows at most)
+        with (run_dir / "results.jsonl").open("a") as f:
+            for _ in range(400):
+                if stop.is_set():
+                    return
+                f.write(line * 50)
+                f.flush()
+                stop.wait(0.001)
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        exported = export_run(run_dir, "jsonl", tmp_path / "out.jsonl")
+    finally:
+        stop.set()
+        writer.join()
+    written = (tmp_path / "out.jsonl").read_text().count("\n")
+    assert exported.rows == written and written >= 1319
