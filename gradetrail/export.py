@@ -280,8 +280,11 @@ def _atomic(path: Path) -> Iterator[Path]:
     Raises:
         UsageError: the directory cannot be written.
     """
+    _remove_dead_exports(path)
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(
+            prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+        )
     except OSError as exc:
         raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
     os.close(fd)
@@ -293,3 +296,31 @@ def _atomic(path: Path) -> Iterator[Path]:
         raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _remove_dead_exports(path: Path) -> None:
+    """Delete the temporary files an export to ``path`` left when it was killed
+    (``.NAME.PID.XXXX.tmp`` whose process no longer exists); a live export's are kept."""
+    prefix = f".{path.name}."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        pid = name[len(prefix) :].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -176,3 +177,24 @@ def test_an_export_of_a_run_being_written_counts_the_rows_it_wrote(
         writer.join()
     written = (tmp_path / "out.jsonl").read_text().count("\n")
     assert exported.rows == written and written >= 1319
+
+
+def test_a_killed_exports_hidden_tmp_is_removed_by_the_next_export(
+    gsm8k_run: Path, tmp_path: Path
+) -> None:
+    """kill -9 during an export leaves `.NAME.PID.XXXX.tmp` beside the output: the next
+    export to that name removes it (its process is gone), and keeps a live one's."""
+    import subprocess
+    import sys
+
+    from gradetrail.export import export_run
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "out.csv"
+    left = tmp_path / f".out.csv.{dead.pid}.abc123.tmp"
+    left.write_bytes(b"\0" * 1000)
+    live = tmp_path / f".out.csv.{os.getpid()}.def456.tmp"
+    live.write_bytes(b"in progress")
+    export_run(gsm8k_run, "csv", out)
+    assert not left.exists() and live.exists()
