@@ -23,11 +23,13 @@ message that says what to fix, and an ``exit_code`` the CLI returns::
 
 Provider modules translate SDK exceptions into these classes at the boundary, so no
 code above a provider imports an SDK. A :class:`ProviderError` says whether retrying may
-help (``transient``) and how long the server asked to wait (``retry_after``, seconds).
+help (``transient``) and how long the server asked to wait (``retry_after``, seconds, at
+most :data:`MAX_RETRY_AFTER_S`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -82,6 +84,39 @@ class RunError(GradetrailError):
     """A run cannot start or continue (for example: fail-fast stopped it)."""
 
 
+#: the most characters a provider error's message keeps (a provider's 20 MB message is
+#: cut in its middle, so results, manifest and log stay small)
+MAX_ERROR_CHARS = 4000
+
+
+def _bounded_message(message: str) -> str:
+    """``message`` cut to :data:`MAX_ERROR_CHARS` (its start and end kept)."""
+    if len(message) <= MAX_ERROR_CHARS:
+        return message
+    half = MAX_ERROR_CHARS // 2
+    omitted = len(message) - 2 * half
+    return f"{message[:half]} [... {omitted} characters omitted ...] {message[-half:]}"
+
+
+#: the longest wait, seconds, that a server's ``Retry-After`` (or ``retry-after-ms``) can
+#: impose: a larger value waits this long, an infinite one too, a NaN is ignored
+MAX_RETRY_AFTER_S = 600.0
+
+
+def bounded_retry_after(seconds: float | None) -> float | None:
+    """``seconds`` clamped to ``[0, MAX_RETRY_AFTER_S]``; None for None or NaN (and for a
+    value that is not a number)."""
+    if seconds is None:
+        return None
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(value):
+        return None
+    return min(max(value, 0.0), MAX_RETRY_AFTER_S)
+
+
 class ProviderError(GradetrailError):
     """One model call failed.
 
@@ -112,12 +147,12 @@ class ProviderError(GradetrailError):
         code: str | None = None,
         billed: Any = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(_bounded_message(message))
         if billed is not None:
             self.billed = billed
         if transient is not None:
             self.transient = transient
-        self.retry_after = retry_after
+        self.retry_after = bounded_retry_after(retry_after)
         self.status = status
         self.error_type = error_type
         self.code = code

@@ -190,6 +190,12 @@ Fault rules
   output tokens went out; with param ``type`` (e.g. ``overloaded_error``) an ``error``
   event of that type ends the stream instead, as the real APIs send mid-stream errors.
 - ``no_usage``: (modifier) omit ``usage`` from a successful answer.
+- ``pad``: (modifier) append ``chars`` (param) ``a`` characters to a successful answer's
+  text; with ``gzip: true`` the whole answer is sent gzip-compressed (``Content-Encoding:
+  gzip``), so a huge answer is a small transfer (a gzip bomb).
+- ``usage``: (modifier) set fields of a successful answer's ``usage`` (param ``usage``, an
+  object merged over it; ``NaN``, ``Infinity`` and ``-Infinity`` go out as those bare
+  JSON tokens, as a broken server sends them).
 - ``alias``: (modifier) answer with ``model`` = requested + ``suffix`` (default
   ``"-20250101"``), or = ``served_model`` if given.
 
@@ -543,7 +549,7 @@ def parse_script(spec: Any) -> tuple[list[ScriptRule], list[str]]:
 
 ERROR_KINDS = {"rate_limit", "quota", "server_error", "overloaded", "error", "error_200"}
 ERROR_KINDS |= {"garbage_200", "drop", "answer"}
-MODIFIER_KINDS = {"no_usage", "alias", "stream_cut"}
+MODIFIER_KINDS = {"no_usage", "alias", "stream_cut", "usage", "pad"}
 FAULT_KINDS = ERROR_KINDS | MODIFIER_KINDS | {"stall", "hold"}
 KIND_ALIASES = {
     "429": "rate_limit",
@@ -555,7 +561,7 @@ KIND_ALIASES = {
 _SELECTOR_KEYS = {"contains", "regex", "model", "protocol", "first", "after", "every", "p"}
 _SELECTOR_KEYS |= {"seed", "times"}
 _PARAM_KEYS = {"retry_after", "retry_after_ms", "headers", "message", "status", "type", "code"}
-_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model", "tokens"}
+_PARAM_KEYS |= {"body", "seconds", "suffix", "served_model", "tokens", "usage", "chars", "gzip"}
 
 
 @dataclass
@@ -2089,12 +2095,19 @@ class ProtocolServer:
 
         served = parsed.model
         include_usage = True
+        usage_over: dict[str, Any] = {}
+        gzipped = False
         for rule in modifiers:
             stats.bump(stats.faults, rule.kind)
             if rule.kind == "no_usage":
                 include_usage = False
             elif rule.kind == "stream_cut":
                 continue  # applied to the stream itself
+            elif rule.kind == "pad":
+                text += "a" * int(rule.params.get("chars", 0))
+                gzipped = gzipped or bool(rule.params.get("gzip"))
+            elif rule.kind == "usage":
+                usage_over.update(rule.params.get("usage") or {})
             elif rule.params.get("served_model"):
                 served = str(rule.params["served_model"])
             else:
@@ -2146,6 +2159,7 @@ class ProtocolServer:
                         "accepted_prediction_tokens": 0,
                         "rejected_prediction_tokens": 0,
                     },
+                    **usage_over,
                 }
             headers = {"x-request-id": f"req_gt{seq:012d}"}
         else:
@@ -2184,6 +2198,7 @@ class ProtocolServer:
                     "cache_creation_input_tokens": 0,
                     "cache_read_input_tokens": cached,
                     "service_tier": "standard",
+                    **usage_over,
                 }
                 if thought:
                     out["usage"]["output_tokens_details"] = {"thinking_tokens": thought}
@@ -2200,6 +2215,13 @@ class ProtocolServer:
                 else _openai_events(out, include_usage)
             )
             return self._streamed(events, headers, cut), 200
+        if gzipped:
+            import gzip
+
+            headers["content-encoding"] = "gzip"
+            return Response(
+                gzip.compress(_dumps(out), 1), 200, headers, media_type="application/json"
+            ), 200
         return Response(_dumps(out), 200, headers, media_type="application/json"), 200
 
     def _streamed(

@@ -21,6 +21,11 @@ thousand steps), and :class:`BoundedCalls` installs, for the run:
   the loop then cancels the run as it would have, and the process exits 130/143. A first
   Ctrl-C (*drain*) lets the call finish or time out.
 
+The run's :class:`BoundedCalls` is also :data:`CURRENT` while it is entered, for
+synchronous code that runs deep inside a sample rather than as its scorer (a judge's
+verdict parser, whose spec ``parse.pattern`` may backtrack), so it is bounded the same
+way.
+
 Only the main thread can receive signals, so outside it (``run_eval`` called from a
 thread) calls run unbounded. Code in a C extension that never checks for signals is not
 interrupted either; Python code and the standard library's ``re`` are.
@@ -29,13 +34,14 @@ interrupted either; Python code and the standard library's ``re`` are.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import signal
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["BoundedCalls", "CallAborted", "CallTimedOut"]
+__all__ = ["CURRENT", "BoundedCalls", "CallAborted", "CallTimedOut"]
 
 T = TypeVar("T")
 
@@ -81,6 +87,7 @@ class BoundedCalls:
         self.enabled = threading.current_thread() is threading.main_thread()
 
     def __enter__(self) -> BoundedCalls:
+        self._token = CURRENT.set(self)
         if not self.enabled:
             return self
         for sig in (signal.SIGALRM, signal.SIGINT, signal.SIGTERM):
@@ -97,6 +104,8 @@ class BoundedCalls:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        with contextlib.suppress(ValueError):  # exited in another context: nothing to undo
+            CURRENT.reset(self._token)
         self._armed = False
         with contextlib.suppress(ValueError, OSError):
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -156,3 +165,9 @@ class BoundedCalls:
             return fn(*args)
         finally:
             self._active = False
+
+
+#: the run's :class:`BoundedCalls` while it is entered (None outside a run)
+CURRENT: contextvars.ContextVar[BoundedCalls | None] = contextvars.ContextVar(
+    "gradetrail_bounded", default=None
+)

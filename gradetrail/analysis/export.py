@@ -18,6 +18,11 @@ escape in JSONL (lossless), the six characters ``\\ud800`` in a CSV or Parquet c
 file is written to a temporary name and renamed, so a failed export leaves nothing
 half-written; it is created with the permissions the user's umask gives a new file
 (readable by others unless the umask says otherwise), like any file a tool writes.
+
+CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, ``-``,
+``@``, a tab or a carriage return as a formula: such a text cell (a model's response, a
+sample id, a column name) is written with a leading apostrophe (``'=HYPERLINK(...)``),
+which they show as text. Numbers are written as numbers. JSONL and Parquet are unchanged.
 """
 
 from __future__ import annotations
@@ -34,7 +39,12 @@ from typing import Any, Literal
 
 from gradetrail._util.jsontext import encodable
 from gradetrail.errors import UsageError
-from gradetrail.rundir.results import RESULTS_FILE, SampleResult, iter_results, read_manifest
+from gradetrail.rundir.results import (
+    RESULTS_FILE,
+    SampleResult,
+    iter_result_spans,
+    read_manifest,
+)
 
 __all__ = ["ExportFormat", "Exported", "export_run", "flatten"]
 
@@ -98,6 +108,8 @@ class _Columns:
 
     def __init__(self) -> None:
         self.kinds: dict[str, set[type]] = {name: {str} for name in RUN_COLUMNS}
+        #: where the first pass ended in ``results.jsonl`` (bytes): the second stops there
+        self.end = 0
         for name in SampleResult.model_fields:
             if name == "error":
                 for column in ERROR_COLUMNS:
@@ -157,9 +169,12 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
     }
     columns = _Columns()
     rows = 0
-    for row in iter_results(run_dir):
-        columns.observe(flatten(row))
-        rows += 1
+    for offset, length, row in iter_result_spans(run_dir):
+        if row is not None:
+            columns.observe(flatten(row))
+            rows += 1
+        columns.end = offset + length  # the second pass stops here: rows appended since
+        # (a run still writing) are left out of both passes, so the count is the file's
     if str(out) == "-":
         if fmt == "parquet":
             raise UsageError("parquet is binary: write it to a file with --out FILE")
@@ -185,7 +200,11 @@ def _stdout() -> Any:
 
 def _records(columns: _Columns, run_dir: Path, run: dict[str, Any]) -> Iterator[dict[str, Any]]:
     names = list(columns.kinds)
-    for row in iter_results(run_dir):
+    for offset, _, row in iter_result_spans(run_dir):
+        if offset >= columns.end:
+            return
+        if row is None:
+            continue
         flat = {**flatten(row), **run}
         yield {name: flat.get(name) for name in names}
 
@@ -209,16 +228,26 @@ def _write_text(
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
         return
     writer = csv.writer(f)
-    writer.writerow(columns.kinds)
+    writer.writerow(_csv_cell(name) for name in columns.kinds)
     for record in _records(columns, run_dir, run):
         writer.writerow(_csv_cell(v) for v in record.values())
 
 
+#: a CSV text cell starting with one of these is run as a formula by spreadsheets
+FORMULA_LEADS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_cell(value: Any) -> Any:
+    """One CSV cell: empty for None, ``true``/``false``, and a text that a spreadsheet
+    would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage
+    return) prefixed with an apostrophe, which spreadsheets show as text (OWASP's CSV
+    injection advice); numbers are left as they are."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and value.startswith(FORMULA_LEADS):
+        return "'" + value
     return value
 
 
@@ -270,8 +299,11 @@ def _atomic(path: Path) -> Iterator[Path]:
     Raises:
         UsageError: the directory cannot be written.
     """
+    _remove_dead_exports(path)
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(
+            prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent
+        )
     except OSError as exc:
         raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
     try:
@@ -293,3 +325,31 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def _remove_dead_exports(path: Path) -> None:
+    """Delete the temporary files an export to ``path`` left when it was killed
+    (``.NAME.PID.XXXX.tmp`` whose process no longer exists); a live export's are kept."""
+    prefix = f".{path.name}."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        pid = name[len(prefix) :].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True

@@ -10,8 +10,10 @@ processes that share one cache.
   (:meth:`ResponseCache.claim`) before calling; another process that misses the same key
   meanwhile waits for the response to appear instead of paying for it, polling the cache.
   A claim is renewed while its call runs and lapses when its process dies (at once on the
-  same host, else after :data:`~gradetrail.cache.store.CLAIM_TTL_S`), and the waiting process
-  then makes the call itself.
+  same host, else once its heartbeat has stood still for
+  :data:`~gradetrail.cache.store.CLAIM_TTL_S` on the waiter's own monotonic clock: wall clocks
+  that disagree across processes or hosts never decide it), and the waiting process then
+  makes the call itself.
 
 Only a run with a cache de-duplicates: ``--no-cache`` asks for every request.
 """

@@ -11,7 +11,12 @@ What the file guarantees:
 - **Integrity.** Every entry carries a checksum (SHA-256 over its key and stored text). An
   entry whose checksum or shape is wrong is never served: it is a miss, counted in
   :attr:`ResponseCache.damaged`, and the next response for its key replaces it.
-  ``gradetrail cache check [--repair]`` reports (and deletes) damaged entries.
+  ``gradetrail cache check [--repair]`` reports (and deletes) damaged entries; a file
+  whose structure is damaged is set aside by ``--repair`` (:func:`set_aside`), keeping
+  every entry still readable. The checksum catches damage, not tampering: anyone who can
+  write the file can change what it serves, so the cache is as trustworthy as its
+  directory's permissions. Nothing under a results directory is imported into it unless
+  a run on this cache signed it (:mod:`gradetrail.cache.pending`).
 - **Lossless text.** A response holding text that UTF-8 cannot encode (a lone surrogate
   such as ``\\ud800`` in a provider's JSON) is stored with JSON escapes and read back
   unchanged.
@@ -25,10 +30,16 @@ What the file guarantees:
 - **A deleted file is noticed.** If the file is deleted (or replaced) while a run has it
   open, the cache recreates it at its path with every entry this process could still
   read from the open (unlinked) file, and counts it in :attr:`ResponseCache.recreated`.
-- **Claims.** A process about to call a missing key writes a claim (its host, pid and an
-  expiry, :data:`CLAIM_TTL_S`, renewed while the call runs); other processes sharing the
-  cache wait for that response instead of paying for it again. The claim of a process
-  that died lapses: at once on the same host (its pid is gone), else at its expiry.
+- **Claims.** A process about to call a missing key writes a claim (its host, pid, boot
+  id, process start time and a heartbeat renewed every :data:`CLAIM_TTL_S` / 3 while the
+  call runs); other processes sharing the cache wait for that response instead of paying
+  for it again. Liveness never compares two processes' wall clocks: a claim lapses at
+  once when its process is gone from this host (its pid is gone or belongs to another
+  process, or the host rebooted since), else when the waiter has seen its heartbeat stand
+  still for :data:`CLAIM_TTL_S` on the waiter's own monotonic clock (a holder that hung,
+  or died on another host). Clock skew between processes or hosts therefore costs
+  nothing; a holder paused for longer than the TTL (a suspended laptop) can be taken
+  over, and its request is then paid twice.
 
 Schema migration: a cache written before checksums (schema 1, no ``checksum`` column, no
 ``claims`` table) is upgraded the first time a writable open sees it. Each old entry that
@@ -64,7 +75,9 @@ __all__ = [
     "CacheStats",
     "Claim",
     "ResponseCache",
+    "SetAside",
     "default_cache_path",
+    "set_aside",
 ]
 
 #: the schema this module writes (``PRAGMA user_version``)
@@ -95,6 +108,29 @@ _COMPANIONS = ("-wal", "-shm", "-journal")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _HOST = socket.gethostname()
+
+
+def _boot_id() -> str:
+    """This host's boot id (Linux), or "-" where there is none."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip()[:8] or "-"
+    except OSError:
+        return "-"
+
+
+def _started(pid: int) -> str:
+    """The start time of process ``pid`` in clock ticks since boot (Linux), or "-" when
+    unknown: with the boot id it tells a live process from another that reused its pid."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[19]
+    except (OSError, IndexError):
+        return "-"
+
+
+_BOOT = _boot_id()
 
 
 def default_cache_path() -> Path:
@@ -168,18 +204,33 @@ class Claim:
     Attributes:
         host: the claiming process's host name.
         pid: its process id.
-        expires_at: Unix time at which the claim lapses unless renewed.
+        expires_at: the claim's heartbeat: the holder's wall clock plus
+            :data:`CLAIM_TTL_S` at its last renewal. Only its changes are read (they show
+            the holder renewing); it is never compared with another clock.
+        owner: ``host:pid:boot:start:random`` of the holder ("" when unknown).
     """
 
     host: str
     pid: int
     expires_at: float
+    owner: str = ""
 
-    def live(self, now: float) -> bool:
-        """True while the claim holds: not expired, and on this host its process exists."""
-        if self.expires_at <= now:
+    def gone(self) -> bool:
+        """True when the holder is known to be gone: it ran on this host and its pid no
+        longer exists, belongs to a process started later, or the host rebooted since.
+        False when that cannot be told (another host): then only a heartbeat that stands
+        still shows it gone."""
+        if self.host != _HOST:
             return False
-        return self.host != _HOST or _pid_alive(self.pid)
+        if not _pid_alive(self.pid):
+            return True
+        parts = self.owner.split(":")
+        if len(parts) != 5:  # an owner from before boot ids: the pid is all there is
+            return False
+        boot, start = parts[2], parts[3]
+        if boot != "-" and _BOOT != "-" and boot != _BOOT:
+            return True
+        return start != "-" and start != _started(self.pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +290,10 @@ class ResponseCache:
             made, an old schema is read as it is, and a missing file is an error.
         timeout_s: how long to wait for another process's lock (SQLite's busy timeout,
             and the bound on retrying the first switch to WAL).
+        monotonic: this process's monotonic clock, seconds (injected for tests): a
+            claim's heartbeat standing still this long by it is what lapses a claim.
+        wall: the wall clock, seconds since the epoch (injected for tests): only stamps
+            entries and heartbeats, never decides liveness.
 
     Attributes:
         took_over: claims of another process that had lapsed (it died, or stopped
@@ -248,6 +303,8 @@ class ResponseCache:
         write_error: the first failed write of a response, when a fallback kept it.
         unsaved: responses that could not be written and were handed to the fallback.
         lost: responses that neither the database nor the fallback could keep.
+        rejected: pending lines refused because no run on this cache signed them (set
+            by the run, :func:`gradetrail.cache.pending.restore_pending`).
         fallback: where responses go when the database cannot be written (set by a run
             to its run directory); None to raise instead.
 
@@ -256,24 +313,51 @@ class ResponseCache:
             opened or written, or is not a gradetrail cache.
     """
 
-    def __init__(self, path: Path, *, read_only: bool = False, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        read_only: bool = False,
+        timeout_s: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(path)
         self.read_only = read_only
         self.timeout_s = timeout_s
-        self.owner = f"{_HOST}:{os.getpid()}:{random.getrandbits(48):012x}"
+        self.monotonic = monotonic
+        self.wall = wall
+        pid = os.getpid()
+        self.owner = f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{random.getrandbits(48):012x}"
+        #: key -> (owner, heartbeat, when this process first saw that heartbeat)
+        self._beats: dict[str, tuple[str, float, float]] = {}
+        #: connections to lost files whose entries went to the fallback
+        self._handed_over: set[tuple[int, int]] = set()
         self._damaged: set[str] = set()
         self.took_over = 0
         self.recreated = 0
         self.rescued = 0
         self.unsaved = 0
         self.lost = 0
+        self.rejected = 0
         self.write_error: CacheError | None = None
         self.fallback: Fallback | None = None
         self._has_checksums = True
-        self._opened_at = time.time()
+        self._opened_at = wall()
         self._db, self._identity = self._connect()
 
     # ------------------------------------------------------------------ opening
+
+    def _failed(self, what: str, exc: Exception) -> CacheError:
+        """The error for a failed ``what`` (read or write); for a damaged file it names
+        the command that sets the file aside and keeps what is readable."""
+        text = f"cache {self.path}: {what} failed ({_reason(exc)})"
+        if _damaged_file(exc):
+            text += (
+                f"; the file is damaged: `gradetrail cache check --repair --cache {self.path}` "
+                "sets it aside and keeps every entry still readable"
+            )
+        return CacheError(text)
 
     def _refuse(self, what: str) -> CacheRefused:
         return CacheRefused(f"cache {self.path}: {what}; pass another --cache PATH or --no-cache")
@@ -348,6 +432,11 @@ class ResponseCache:
             db.close()
             if "readonly" in str(exc) or "unable to open" in str(exc):
                 raise self._refuse(f"not writable ({exc})") from None
+            if "malformed" in str(exc):
+                raise self._refuse(
+                    f"is damaged ({exc}); `gradetrail cache check --repair --cache {self.path}` "
+                    "sets it aside and keeps every entry still readable, or"
+                ) from None
             raise self._refuse(f"cannot open ({exc})") from None
         except BaseException:
             db.close()
@@ -433,30 +522,66 @@ class ResponseCache:
         every entry still readable from the open (unlinked) file into it. Returns True
         when it recreated it.
 
+        When it cannot be recreated (its disk is full, a directory took its place), the
+        entries written since this cache was opened, still readable from the open file,
+        are handed to :attr:`fallback` (once per lost file) and counted in
+        :attr:`unsaved` (and in :attr:`lost` when the fallback cannot keep them either),
+        so nothing this run paid for dies with the deleted file.
+
         Raises:
             CacheError: the new file cannot be created (see the constructor).
         """
         if self.read_only or self.still_there():
             return False
-        old = self._db
+        old, lost_file = self._db, self._identity
         rows = []
         with contextlib.suppress(sqlite3.Error):  # what cannot be read is requested again
             rows = old.execute(
                 "SELECT key, provider, model, response, created_at, checksum FROM responses"
             ).fetchall()
-        self._db, self._identity = self._connect()
+        with contextlib.suppress(sqlite3.Error):
+            # move the lost file's WAL into it and empty the WAL: a -wal left at the path
+            # would otherwise be replayed onto whatever file is put there (a stale copy
+            # put back), leaving it malformed for every later run
+            old.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        try:
+            self._db, self._identity = self._connect()
+        except CacheError:
+            self._hand_over(old, lost_file)  # the old file stays open: a later call may recreate it
+            raise
         try:
             with self._write():
                 self._db.executemany(
                     "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows
                 )
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+            self._hand_over(old, lost_file)
+            raise self._failed("write", exc) from None
         finally:
             old.close()
         self.recreated += 1
         self.rescued += len(rows)
         return True
+
+    def _hand_over(self, old: sqlite3.Connection, lost_file: tuple[int, int]) -> None:
+        """Hand the entries written to the lost file ``old`` (device and inode
+        ``lost_file``) since this cache was opened to :attr:`fallback`, once per file,
+        counting them in :attr:`unsaved` and, when they cannot be kept, in :attr:`lost`."""
+        if lost_file in self._handed_over:
+            return
+        self._handed_over.add(lost_file)
+        try:
+            rows = old.execute(
+                "SELECT key, provider, model, response, checksum FROM responses "
+                "WHERE created_at >= ?",
+                (self._opened_at,),
+            )
+            for key, provider, model, text, check in rows:
+                self.unsaved += 1
+                if self.fallback is None or not self.fallback(key, provider, model, text, check):
+                    self.lost += 1
+        except sqlite3.Error:  # unreadable: nothing more can be saved from it
+            pass
 
     # ------------------------------------------------------------------ entries
 
@@ -466,7 +591,7 @@ class ResponseCache:
         try:
             row = self._db.execute(self._select_one, (key,)).fetchone()
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         if row is None:
             return None
         return self._verified(key, row[0], row[1])
@@ -509,7 +634,7 @@ class ResponseCache:
                     if response is not None:
                         found[key] = response
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         return found
 
     def any_missing(self, keys: Iterable[str]) -> bool:
@@ -527,7 +652,7 @@ class ResponseCache:
                 if found < len(set(chunk)):
                     return True
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         return False
 
     def put(self, key: str, request: Request, response: Response) -> None:
@@ -551,7 +676,7 @@ class ResponseCache:
         Raises:
             CacheError: the write failed and there is no fallback.
         """
-        row = (key, _sql_text(provider), _sql_text(model), text, time.time(), check)
+        row = (key, _sql_text(provider), _sql_text(model), text, self.wall(), check)
         try:
             self.ensure_file()
             with self._write():
@@ -560,7 +685,7 @@ class ResponseCache:
                     "DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner)
                 )
         except (sqlite3.Error, CacheError) as exc:
-            error = CacheError(f"cache {self.path}: write failed ({_reason(exc)})")
+            error = self._failed("write", exc)
             if self.fallback is None:
                 raise error from None
             self.write_error = self.write_error or error
@@ -580,7 +705,6 @@ class ResponseCache:
         Raises:
             CacheError: the claim cannot be written (the call must not be made).
         """
-        now = time.time()
         try:
             self.ensure_file()
             with self._write():
@@ -588,41 +712,60 @@ class ResponseCache:
                 if row is not None:
                     response = self._verified(key, row[0], row[1])
                     if response is not None:
+                        self._beats.pop(key, None)
                         return response
                 held = self._db.execute(
                     "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
                 ).fetchone()
                 if held is not None and held[0] != self.owner:
-                    other = Claim(held[1], held[2], held[3])
-                    if other.live(now):
+                    other = Claim(held[1], held[2], held[3], held[0])
+                    if not self._lapsed(key, other):
                         return other
                     self.took_over += 1  # its process died or stopped renewing it
+                self._beats.pop(key, None)
                 self._db.execute(
                     "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
-                    (key, self.owner, _HOST, os.getpid(), now + CLAIM_TTL_S),
+                    (key, self.owner, _HOST, os.getpid(), self.wall() + CLAIM_TTL_S),
                 )
         except (sqlite3.Error, CacheError) as exc:
-            raise CacheError(f"cache {self.path}: write failed ({_reason(exc)})") from None
+            raise self._failed("write", exc) from None
         return None
 
+    def _lapsed(self, key: str, other: Claim) -> bool:
+        """True when ``other``'s claim on ``key`` no longer holds: its process is gone
+        from this host, or its heartbeat has stood still for :data:`CLAIM_TTL_S` on this
+        process's monotonic clock since this process first saw it."""
+        if other.gone():
+            return True
+        now = self.monotonic()
+        seen = self._beats.get(key)
+        if seen is None or seen[:2] != (other.owner, other.expires_at):
+            self._beats[key] = (other.owner, other.expires_at, now)
+            return False
+        return now - seen[2] >= CLAIM_TTL_S
+
     def holder(self, key: str) -> Claim | None:
-        """Another process's live claim on ``key``, or None."""
+        """Another process's live claim on ``key``, or None (none, or it lapsed: see
+        :meth:`claim`)."""
         try:
             held = self._db.execute(
                 "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
             ).fetchone()
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         if held is None or held[0] == self.owner:
+            self._beats.pop(key, None)
             return None
-        other = Claim(held[1], held[2], held[3])
-        return other if other.live(time.time()) else None
+        other = Claim(held[1], held[2], held[3], held[0])
+        return None if self._lapsed(key, other) else other
 
     def renew(self, key: str) -> None:
-        """Push this process's claim on ``key`` :data:`CLAIM_TTL_S` into the future."""
+        """Beat this process's claim on ``key``: its heartbeat moves (to this wall clock
+        plus :data:`CLAIM_TTL_S`, and at least a millisecond on from the last one, so it
+        moves even when the wall clock stands still or steps back)."""
         self._quietly(
-            "UPDATE claims SET expires_at = ? WHERE key = ? AND owner = ?",
-            (time.time() + CLAIM_TTL_S, key, self.owner),
+            "UPDATE claims SET expires_at = MAX(?, expires_at + 0.001) WHERE key = ? AND owner = ?",
+            (self.wall() + CLAIM_TTL_S, key, self.owner),
         )
 
     def release(self, key: str) -> None:
@@ -651,7 +794,7 @@ class ResponseCache:
                 "ORDER BY 3 DESC"
             ).fetchall()
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
         return CacheStats(self.path, sum(r[2] for r in rows), size, [tuple(r) for r in rows])
 
@@ -681,7 +824,7 @@ class ResponseCache:
                 elif _parse(text) is None:
                     damaged.append((str(key), "not a well-formed response"))
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: read failed ({exc})") from None
+            raise self._failed("read", exc) from None
         repaired = 0
         if repair and damaged:
             try:
@@ -691,7 +834,7 @@ class ResponseCache:
                             "DELETE FROM responses WHERE key = ?", (key,)
                         ).rowcount
             except sqlite3.Error as exc:
-                raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+                raise self._failed("write", exc) from None
         return CacheCheck(self.path, entries, damaged, integrity, repaired)
 
     def clear(self, model: str | None = None) -> int:
@@ -707,7 +850,7 @@ class ResponseCache:
                 cur = self._db.execute("DELETE FROM responses WHERE model = ?", (_sql_text(model),))
             self._db.execute("VACUUM")
         except sqlite3.Error as exc:
-            raise CacheError(f"cache {self.path}: write failed ({exc})") from None
+            raise self._failed("write", exc) from None
         return cur.rowcount
 
     def close(self) -> None:
@@ -715,6 +858,77 @@ class ResponseCache:
         if not self.read_only:
             self._quietly("DELETE FROM claims WHERE owner = ?", (self.owner,))
         self._db.close()
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """What :func:`set_aside` did.
+
+    Attributes:
+        path: the cache file (new, holding the entries kept).
+        aside: where the damaged file went.
+        kept: entries read from it that verified their checksum, now in the new file.
+        unreadable: True when reading stopped at damage (entries past it are lost and
+            requested again).
+    """
+
+    path: Path
+    aside: Path
+    kept: int
+    unreadable: bool
+
+
+def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
+    """Move a damaged cache file aside (``<name>.damaged-<UTC time>``, its ``-wal`` and
+    ``-shm`` beside it under names SQLite never opens), make a new cache at ``path`` and
+    copy into it every entry still readable from the damaged file's main part whose
+    checksum verifies.
+
+    Raises:
+        CacheError: the file cannot be moved, or the new cache cannot be written.
+    """
+    path = Path(path)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now()))
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    try:
+        if os.path.lexists(aside):
+            raise FileExistsError(errno.EEXIST, "a set-aside file of this second exists")
+        os.rename(path, aside)
+        for suffix in _COMPANIONS:
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{path}{suffix}", f"{aside}.set-aside{suffix}")
+    except OSError as exc:
+        raise CacheError(f"cache {path}: cannot set it aside ({exc.strerror})") from None
+    rows: list[tuple[object, ...]] = []
+    unreadable = False
+    try:
+        old = sqlite3.connect(f"{aside.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            for row in old.execute(
+                "SELECT key, provider, model, response, created_at, checksum FROM responses"
+            ):
+                key, text, check = row[0], row[3], row[5]
+                if isinstance(key, str) and isinstance(text, str) and check == checksum(key, text):
+                    rows.append(row)
+        finally:
+            old.close()
+    except sqlite3.Error:
+        unreadable = True
+    cache = ResponseCache(path)
+    try:
+        with cache._write():
+            cache._db.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows)
+    except sqlite3.Error as exc:
+        raise cache._failed("write", exc) from None
+    finally:
+        cache.close()
+    return SetAside(path, aside, len(rows), unreadable)
+
+
+def _damaged_file(exc: BaseException) -> bool:
+    """True when SQLite says the file itself is damaged (not busy, full or read-only)."""
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
 
 
 def _reason(exc: Exception) -> str:

@@ -44,14 +44,16 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] | None = None)
     or None when the variable is unset or empty.
 
     Raises:
-        OSError: the file cannot be written.
+        OSError: the file cannot be written, is a symlink, or is not a regular file with
+            one link.
     """
     target = (environ if environ is not None else os.environ).get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
+    from gradetrail._util.outfiles import append_file
+
     path = Path(target)
-    with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:  # \ud800
-        handle.write(markdown)
+    append_file(path, markdown.encode("utf-8", "backslashreplace"))  # \ud800 as its escape
     return path
 
 

@@ -107,10 +107,19 @@ def write_junit(document: ET.ElementTree, path: Path) -> None:
     """Write a JUnit document (:func:`gate_junit`, :func:`cannot_compare_junit`) to
     ``path``, UTF-8 with an XML declaration.
 
+    The file is written beside ``path`` and renamed onto it, never through a link
+    planted at the name (:func:`gradetrail._util.outfiles.write_file`).
+
     Raises:
-        OSError: the file cannot be written.
+        OSError: the file cannot be written, or the name is a symlink.
     """
-    document.write(path, encoding="utf-8", xml_declaration=True)
+    import io
+
+    from gradetrail._util.outfiles import write_file
+
+    buffer = io.BytesIO()
+    document.write(buffer, encoding="utf-8", xml_declaration=True)
+    write_file(Path(path), buffer.getvalue())
 
 
 def verdict_line(result: GateResult) -> str:

@@ -8,8 +8,14 @@ from typing import Annotated
 
 import typer
 
-from gradetrail.cache.store import CacheCheck, ResponseCache, default_cache_path
-from gradetrail.errors import GradetrailError, UsageError
+from gradetrail.cache.store import (
+    CacheCheck,
+    ResponseCache,
+    SetAside,
+    default_cache_path,
+    set_aside,
+)
+from gradetrail.errors import CacheError, GradetrailError, UsageError
 
 CacheOpt = Annotated[
     Path | None,
@@ -39,12 +45,22 @@ def render_check(report: CacheCheck) -> str:
     if report.integrity != ["ok"]:
         lines.append("file structure damaged (SQLite integrity_check):")
         lines += [f"  {line}" for line in report.integrity[:10]]
-        lines.append("move the file aside and re-run: every response is requested again")
+        lines.append("pass --repair to set the file aside and keep every entry still readable")
     if report.repaired:
         lines.append(f"repaired: deleted {report.repaired} damaged entries; re-runs request them")
     elif report.damaged:
         lines.append("damaged entries are never served; pass --repair to delete them")
     return "\n".join(lines)
+
+
+def render_set_aside(done: SetAside) -> str:
+    """The one line ``cache check --repair`` prints after setting a damaged file aside."""
+    lost = "; entries past the damage could not be read" if done.unreadable else ""
+    return (
+        f"cache {done.path}: the file was damaged; set it aside as {done.aside.name} and "
+        f"made a new cache with the {done.kept} entries still readable{lost} (re-runs "
+        "request the rest)"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -89,10 +105,22 @@ def register(app: typer.Typer) -> None:
         """Verify every entry's checksum and the file's structure; exit 1 on damage left."""
         from gradetrail.cli import fail
 
+        path = cache or default_cache_path()
         try:
-            c = ResponseCache(_existing(cache or default_cache_path()))
-            report = c.check(repair=repair)
-            c.close()
+            try:
+                c = ResponseCache(_existing(path))
+                try:
+                    report = c.check(repair=repair)
+                finally:
+                    c.close()
+            except CacheError as exc:
+                if not (repair and "the file is damaged" in str(exc)):
+                    raise
+                report = None
+            if repair and (report is None or report.integrity != ["ok"]):
+                done = set_aside(path)
+                print(render_set_aside(done))
+                return
         except GradetrailError as exc:
             raise fail(exc) from None
         print(render_check(report))

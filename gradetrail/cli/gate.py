@@ -219,6 +219,7 @@ class _Reports:
         )
 
     def _write(self, document: Any, report: str, annotations: list[str]) -> None:
+        from gradetrail._util.outfiles import write_file
         from gradetrail.ci.github import append_step_summary
         from gradetrail.ci.junit import write_junit
         from gradetrail.cli import fail
@@ -227,7 +228,7 @@ class _Reports:
             if self.junit is not None:
                 write_junit(document, self.junit)
             if self.markdown is not None:
-                self.markdown.write_text(report, encoding="utf-8", errors="backslashreplace")
+                write_file(self.markdown, report.encode("utf-8", "backslashreplace"))
             if self.github:
                 append_step_summary(report)
         except OSError as exc:

@@ -34,8 +34,8 @@ def run(
         bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
     ] = False,
     results_root: Annotated[
-        Path, typer.Option("--results-root", help="Where run directories are written.")
-    ] = Path("results"),
+        str, typer.Option("--results-root", help="Where run directories are written.")
+    ] = "results",
     executor: Annotated[
         str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
     ] = "local",
@@ -166,6 +166,10 @@ def run(
         raise typer.BadParameter(
             "--address and --workers are for --executor ray", param_hint="--executor"
         )
+    if not results_root.strip():
+        raise typer.BadParameter(
+            "is empty; give the directory run directories go in", param_hint="--results-root"
+        )
     if (detach or batch_fallback != "batch") and not batch:
         raise typer.BadParameter("needs --batch", param_hint="--detach/--batch-fallback")
     if batch_fallback not in ("batch", "online"):
@@ -176,8 +180,12 @@ def run(
         _run_models(spec, models, set_, cache, no_cache, results_root, executor, json_out)
     if json_out and print_run_dir:
         raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
-    if min_score is not None and not math.isfinite(min_score):
-        raise typer.BadParameter("must be a finite number", param_hint="--min-score")
+    if min_score is not None and not (math.isfinite(min_score) and 0 < min_score <= 1):
+        raise typer.BadParameter(
+            "must be a score in (0, 1]: scores are in [0, 1], so a value above 1 can never "
+            "pass and one at or below 0 always does",
+            param_hint="--min-score",
+        )
     overrides = list(set_ or [])
     if label:
         overrides.append(f"run.labels={json.dumps(label)}")

@@ -19,10 +19,10 @@ import asyncio
 import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal
 
-__all__ = ["Interrupts", "StopKind"]
+__all__ = ["Interrupts", "StopKind", "deferred_signals"]
 
 StopKind = Literal["drain", "abort"]
 
@@ -39,11 +39,14 @@ class Interrupts:
 
     Attributes:
         stopping: True once a signal asked the run to stop starting new samples.
+        on_stop: called (no arguments) when the first signal arrives, before
+            ``on_signal``: the run's drain switch (requests not yet sent are not sent).
         signal_name: ``"SIGINT"`` or ``"SIGTERM"``: the last signal received, or None.
     """
 
     def __init__(self, on_signal: Callable[[StopKind, str], None] | None = None) -> None:
         self.on_signal = on_signal
+        self.on_stop: list[Callable[[], None]] = []
         self.stopping = False
         self.signal_name: str | None = None
         self._task: asyncio.Task[object] | None = None
@@ -79,6 +82,9 @@ class Interrupts:
     def _received(self, sig: int) -> None:
         self.signal_name = signal.Signals(sig).name
         kind: StopKind = "abort" if self.stopping or sig == signal.SIGTERM else "drain"
+        if not self.stopping:
+            for stopped in self.on_stop:
+                stopped()
         self.stopping = True
         if kind == "abort":
             self.uninstall()
@@ -86,3 +92,29 @@ class Interrupts:
                 self._task.cancel()
         if self.on_signal is not None:
             self.on_signal(kind, self.signal_name)
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[list[str]]:
+    """Hold SIGINT and SIGTERM back while the block runs (the run's final rewrite of its
+    results and manifest, which a signal must not cut in half, leaving ``running`` and
+    ``.tmp`` files): while it runs they are only recorded, and the yielded list names
+    them afterwards (the run was finishing anyway). The block takes as long as writing
+    its files does; ``kill -9`` still ends it. A no-op outside the main thread (only the
+    main thread can set handlers, and only it runs them)."""
+    arrived: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield arrived
+        return
+
+    def record(sig: int, _frame: object) -> None:
+        arrived.append(signal.Signals(sig).name)
+
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in saved:
+        signal.signal(sig, record)
+    try:
+        yield arrived
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from gradetrail._util.bounded import BoundedCalls
 from gradetrail.cache.inflight import InFlight
-from gradetrail.cache.pending import PendingResponses, restore_pending
+from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
 from gradetrail.engine.batching import BatchOptions, BatchReport, run_batches
 from gradetrail.engine.failfast import FailFast
-from gradetrail.engine.interrupts import Interrupts, StopKind
+from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
 from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
@@ -37,11 +37,11 @@ from gradetrail.executors.budget import Budget, BudgetedExecutor, BudgetExhauste
 from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.recording import RecordingExecutor
-from gradetrail.executors.retry import RetryPolicy
+from gradetrail.executors.retry import DRAINING, Drain, Drained, RetryPolicy
 from gradetrail.providers import Provider, make_provider
 from gradetrail.rundir.artifacts import Artifacts
 from gradetrail.rundir.batches import BatchLedger
-from gradetrail.rundir.layout import RunDir
+from gradetrail.rundir.layout import RunDir, check_results_root
 from gradetrail.rundir.manifest import (
     CacheReport,
     GitProbe,
@@ -55,6 +55,7 @@ from gradetrail.rundir.manifest import (
 )
 from gradetrail.rundir.progress import EVERY_S, ProgressFile
 from gradetrail.rundir.results import (
+    MANIFEST_FILE,
     OUTPUT_FILES,
     PENDING_FILE,
     RESERVE_FILE,
@@ -278,6 +279,7 @@ def run_eval(
     cache: ResponseCache | None = None
     try:
         plan = plan_run(spec, scorer=scorer)
+        check_results_root(results_root)  # before the cache is made or any call paid
         if batch is not None:
             _check_batchable(plan, use_cache)
         executor = _executor(plan, executor)
@@ -296,6 +298,13 @@ def run_eval(
         if cache is not None:
             cache.close()
         raise
+    try:
+        signing = cache_key(cache.path) if cache is not None else None
+    except BaseException:
+        git.close()
+        if cache is not None:
+            cache.close()
+        raise
     driving = False  # once the run drives its pipeline, the pipeline closes the executor
     try:
         if cache is None or cache.any_missing(plan.prepared.sorted_keys()):
@@ -308,11 +317,18 @@ def run_eval(
             progress = ProgressFile(run_dir, len(plan.prepared), _progress_path(spec))
             # before the manifest: a symlink at run.progress_file refuses the run here
             progress.write(Tally.for_spec(spec), strict=True)
-            pending = _keep_what_the_cache_cannot(run_dir, cache)
+            pending = _keep_what_the_cache_cannot(run_dir, cache, signing)
             run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
             manifest = _initial_manifest(plan, list(overrides), git.result())
-            write_manifest(run_dir, manifest)
-            writer = ResultsWriter(run_dir, spec.run.epochs)
+            try:
+                run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
+                write_manifest(run_dir, manifest)
+                writer = ResultsWriter(run_dir, spec.run.epochs)
+            except BaseException:
+                _abandon_start(run_dir, manifest)
+                if pending is not None:
+                    pending.close()
+                raise
             try:
                 with RunLog(run_dir, echo=echo_log) as log:
                     log.event(
@@ -343,6 +359,10 @@ def run_eval(
                     run = _Run(plan, run_dir, context, inflight, batch, budget, progress)
                     driving = True
                     return run.execute(manifest, writer, on_row, on_interrupt)
+            except BaseException:
+                if not driving:  # the log could not be opened (no inode left, say)
+                    _abandon_start(run_dir, manifest)
+                raise
             finally:
                 writer.close()
                 progress.close()
@@ -367,19 +387,33 @@ def _progress_path(spec: EvalSpec) -> Path | None:
     return path if path.is_absolute() else (spec.base_dir or Path(".")) / path
 
 
+def _abandon_start(run_dir: RunDir, manifest: Manifest) -> None:
+    """A run that failed while setting up its directory (its disk has no space or inode
+    left): free the reserved space, then mark a manifest already written ``failed``, so
+    neither ``running`` nor ``.reserve`` is left behind (best effort: the error that
+    stopped the run is what the user sees)."""
+    with contextlib.suppress(OSError, RunError):
+        run_dir.remove(RESERVE_FILE)
+    with contextlib.suppress(OSError, RunError):
+        if (run_dir.path / MANIFEST_FILE).exists():
+            write_manifest(run_dir, manifest.model_copy(update={"status": "failed"}))
+
+
 def _keep_what_the_cache_cannot(
-    run_dir: RunDir, cache: ResponseCache | None
+    run_dir: RunDir, cache: ResponseCache | None, key: bytes | None
 ) -> PendingResponses | None:
-    """Store what an earlier run of this directory could not (its cache was full), then
-    send what this run's cache cannot store to ``pending-cache.jsonl``.
+    """Store what an earlier run on this cache kept in this directory (its cache was
+    full), lines signed by ``key`` only, then send what this run's cache cannot store to
+    ``pending-cache.jsonl``, signed.
 
     Raises:
         CacheError: the cache still cannot store the earlier run's responses.
     """
-    if cache is None:
+    if cache is None or key is None:
         return None
-    restore_pending(run_dir, cache)
-    pending = PendingResponses(run_dir)
+    restored = restore_pending(run_dir, cache, key)
+    cache.rejected += restored.rejected
+    pending = PendingResponses(run_dir, key, cache.path)
     cache.fallback = pending.keep
     return pending
 
@@ -522,33 +556,36 @@ class _Run:
             status, self.stop_reason = "interrupted", str(exc)
             self.log.event("budget_exhausted", message=str(exc))
         finally:
-            # an interrupted or failed run keeps its rows too, in input order
-            try:
-                self._write_outputs(writer)
-            except Exception as exc:  # e.g. a full disk: never leave the status "running"
-                if status == "complete":
-                    status, unwritten = "failed", exc
-            manifest = _final_manifest(
-                manifest, self.plan, self.tally, status, time.perf_counter() - start
-            ).model_copy(update={"executor": self.ctx.executor.describe()})
-            if self.ctx.cache is not None:
-                manifest = manifest.model_copy(update={"cache": self._cache_report()})
-            if stop.signal_name is not None:
-                manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
-            if self.stop_reason is not None:
-                manifest = manifest.model_copy(update={"stop_reason": self.stop_reason})
-            self._write_manifest(manifest)
-            if self.progress is not None:
-                self.progress.write(self.tally, status)
-                self.progress.close()
-            self.log.event(
-                "run_end",
-                status=status,
-                counts=dict(self.tally.counts),
-                cache_hits=self.tally.cache_hits,
-                cost_usd=self.tally.cost_usd,
-                wall_s=manifest.wall_time_s,
-            )
+            # a signal now would cut the final rewrite in half (status left "running",
+            # .tmp files behind): it is held until the results and manifest are written
+            with deferred_signals():
+                # an interrupted or failed run keeps its rows too, in input order
+                try:
+                    self._write_outputs(writer)
+                except Exception as exc:  # e.g. a full disk: never leave the status "running"
+                    if status == "complete":
+                        status, unwritten = "failed", exc
+                manifest = _final_manifest(
+                    manifest, self.plan, self.tally, status, time.perf_counter() - start
+                ).model_copy(update={"executor": self.ctx.executor.describe()})
+                if self.ctx.cache is not None:
+                    manifest = manifest.model_copy(update={"cache": self._cache_report()})
+                if stop.signal_name is not None:
+                    manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
+                if self.stop_reason is not None:
+                    manifest = manifest.model_copy(update={"stop_reason": self.stop_reason})
+                self._write_manifest(manifest)
+                if self.progress is not None:
+                    self.progress.write(self.tally, status)
+                    self.progress.close()
+                self.log.event(
+                    "run_end",
+                    status=status,
+                    counts=dict(self.tally.counts),
+                    cache_hits=self.tally.cache_hits,
+                    cost_usd=self.tally.cost_usd,
+                    wall_s=manifest.wall_time_s,
+                )
         if unwritten is not None:
             raise unwritten
         return RunResult(self.run_dir.path, manifest, self.tally)
@@ -575,6 +612,7 @@ class _Run:
             rescued=cache.rescued,
             unsaved=cache.unsaved,
             lost=cache.lost,
+            rejected=cache.rejected,
         )
 
     def _unstored(self, cache: ResponseCache) -> CacheError:
@@ -623,6 +661,9 @@ class _Run:
     ) -> None:
         task = asyncio.current_task()
         assert task is not None
+        drain = Drain()  # a first Ctrl-C: nothing still waiting to be sent is sent
+        DRAINING.set(drain)  # this task's context, copied into every worker it starts
+        stop.on_stop.append(drain.start)
         stop.install(task)
         # after the loop's own handlers: scorers stay within reach of SIGINT/SIGTERM
         bounded = BoundedCalls(self.plan.spec.run.score_timeout_s, lambda: stop.stopping)
@@ -666,6 +707,8 @@ class _Run:
                     self.in_flight += 1
                     try:
                         row = await process(item, ctx, hit)
+                    except Drained:
+                        return  # its request was never sent: no row, a re-run makes it
                     finally:
                         self.in_flight -= 1
                     if paid and row["cached"] and item.key in paid:  # a batch of this run's

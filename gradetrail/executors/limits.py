@@ -7,7 +7,8 @@ every attempt (a :class:`~gradetrail.executors.retry.Gate`):
 
 1. **Retry-After pause.** A 429 (or overloaded) answer that carries ``Retry-After`` holds
    every *new* attempt until then, not only the retry of the request that got it: the
-   server has said that nothing sent earlier will be accepted.
+   server has said that nothing sent earlier will be accepted. One pause lasts at most
+   :data:`~gradetrail.errors.MAX_RETRY_AFTER_S` (600 s) from the answer that asked for it.
 2. **In-flight slots, AIMD.** At most ``limit`` attempts are in flight. A rate-limit
    answer multiplies ``limit`` by ``DECREASE`` (at most once per round: only an attempt
    admitted after the last decrease can cause another, as TCP counts one loss per window,
@@ -31,7 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gradetrail.errors import RateLimited, ServerError
+from gradetrail.errors import RateLimited, ServerError, bounded_retry_after
 from gradetrail.providers.base import Request, Response
 
 __all__ = ["AdaptiveLimit", "RateBucket", "Throttle", "ThrottleStats", "estimate_tokens"]
@@ -285,7 +286,8 @@ class Throttle:
         throttled = is_throttle(error)
         if throttled:
             self._throttled += 1
-            retry_after = getattr(error, "retry_after", None)
+            # bounded here too: a pause from a raw value would hold every request for good
+            retry_after = bounded_retry_after(getattr(error, "retry_after", None))
             if retry_after:
                 until = self._clock() + retry_after
                 if until > self._hold_until:

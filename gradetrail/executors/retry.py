@@ -10,24 +10,86 @@ ceiling over all attempts. Time and sleep are injected so tests need not wait.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from gradetrail._util.progress import ATTEMPT_PROGRESS
-from gradetrail.errors import ProviderError, ProviderTimeout
+from gradetrail.errors import MAX_RETRY_AFTER_S, ProviderError, ProviderTimeout, bounded_retry_after
 from gradetrail.providers.base import Response
 
 __all__ = [
     "AttemptListener",
+    "DRAINING",
+    "MAX_RETRY_AFTER_S",
     "CallOutcome",
+    "Drain",
+    "Drained",
     "Gate",
     "RetriedAttempt",
     "RetryPolicy",
     "call_with_retry",
 ]
+
+
+class Drained(BaseException):
+    """A request that had not been sent when the run began to drain (a first Ctrl-C): it
+    is never sent, and its sample gets no row (a re-run makes it). A BaseException, so no
+    ``except Exception`` on the way turns it into an error row."""
+
+
+_DRAIN_MESSAGE = "gradetrail: drained before it was sent"
+T = TypeVar("T")
+
+
+class Drain:
+    """The run's drain switch: once :meth:`start` is called, every request still waiting
+    to be sent (for admission: in-flight slots, rate caps, a Retry-After pause; or in a
+    retry's backoff) raises :class:`Drained` instead of being sent. Requests already sent
+    are left to finish."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self._waiting: set[asyncio.Task[object]] = set()
+
+    def start(self) -> None:
+        """Drain: cancel every wait in progress (they raise :class:`Drained`)."""
+        self.started = True
+        for task in list(self._waiting):
+            task.cancel(_DRAIN_MESSAGE)
+
+    async def wait(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` (a wait before sending), unless the run drains first.
+
+        Raises:
+            Drained: the run drains (before or during the wait).
+        """
+        if self.started:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()
+            raise Drained
+        task = asyncio.current_task()
+        if task is None:
+            return await awaitable
+        self._waiting.add(task)
+        try:
+            return await awaitable
+        except asyncio.CancelledError as exc:
+            if self.started and exc.args == (_DRAIN_MESSAGE,):
+                task.uncancel()
+                raise Drained from None
+            raise
+        finally:
+            self._waiting.discard(task)
+
+
+#: the running run's :class:`Drain` (None outside a run: nothing drains)
+DRAINING: contextvars.ContextVar[Drain | None] = contextvars.ContextVar(
+    "gradetrail_draining", default=None
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +114,10 @@ class RetryPolicy:
     def backoff(self, retry: int, retry_after: float | None, rand: Callable[[], float]) -> float:
         """Seconds to wait before retry number ``retry`` (0-based): the server's
         ``retry_after`` when given, else full jitter over ``base * 2**retry`` capped at
-        ``max_delay_s``."""
-        if retry_after is not None and retry_after >= 0:
+        ``max_delay_s`` (a ``retry_after`` is capped at ``10 * max_delay_s`` and at
+        :data:`MAX_RETRY_AFTER_S`)."""
+        retry_after = bounded_retry_after(retry_after)
+        if retry_after is not None:
             return min(retry_after, self.max_delay_s * 10)
         return rand() * min(self.max_delay_s, self.base_delay_s * (2**retry))
 
@@ -143,7 +207,12 @@ async def call_with_retry(
     :data:`AttemptListener`).
 
     Never raises a ProviderError: failures are returned in the outcome.
+
+    Raises:
+        Drained: the run began to drain (:data:`DRAINING`) while this request waited to
+            be sent (for the gate, or in a backoff): it is not sent.
     """
+    drain = DRAINING.get()
     deadline: float | None = None
     attempts = 0
     slept = 0.0
@@ -153,10 +222,13 @@ async def call_with_retry(
         if gate is not None:
             try:
                 async with asyncio.timeout(None if deadline is None else deadline - clock()):
-                    ticket = await gate.acquire()
+                    acquired = gate.acquire()
+                    ticket = await (acquired if drain is None else drain.wait(acquired))
             except TimeoutError:
                 ceiling = _ceiling(policy, attempts, None)
                 return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
+        elif drain is not None and drain.started:
+            raise Drained
         if deadline is None and policy.sample_timeout_s is not None:
             deadline = clock() + policy.sample_timeout_s
         attempts += 1
@@ -211,7 +283,7 @@ async def call_with_retry(
         retried.append(attempt)
         if listener is not None:
             listener(attempts, attempt)
-        await sleep(delay)
+        await (sleep(delay) if drain is None else drain.wait(sleep(delay)))
         slept += delay
 
 

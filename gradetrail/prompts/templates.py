@@ -11,14 +11,29 @@ list, dict or set are refused with a :class:`~jinja2.exceptions.SecurityError`, 
 pipeline reports as a one-line error naming the template and the sample before any call.
 Row values are data: they are inserted as text and never parsed as templates.
 
+Templates are also bounded in what they may build, so a spec cannot exhaust memory or
+time before any call (each limit is refused with a one-line error, exit 2):
+
+- ``*`` builds at most :data:`MAX_PRODUCT` items, ``**`` takes an exponent of at most
+  :data:`MAX_EXPONENT`;
+- a width, count or length passed to a string method or filter (``center``, ``ljust``,
+  ``zfill``, ``indent``, ``slice``, ...), and a width or precision inside a ``%`` or
+  ``format`` pattern (``'%0999999999d' % 1``), is at most :data:`MAX_PRODUCT`;
+  ``join`` and ``replace`` may not build more than :data:`MAX_RENDERED_CHARS`;
+- all the ``range()`` calls of one render go through at most :data:`MAX_RANGE_ITEMS`
+  items together (nested loops included), ``lipsum`` makes at most 100 paragraphs;
+- one render produces at most :data:`MAX_RENDERED_CHARS` characters.
+
 One filter is added to Jinja2's: ``lettered`` renders a list of choices as lettered
 options (``{{ choices | lettered }}``, shuffled stably with ``lettered(shuffle_seed=7)``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
-from collections.abc import Mapping
+import string
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -41,15 +56,109 @@ def _finalize_regex(value: Any) -> str:
 #: the largest string or list ``*`` may build in a template, and the largest ``**`` exponent
 MAX_PRODUCT = 1_000_000
 MAX_EXPONENT = 10_000
+#: the most characters one render may produce (a prompt larger than any context window)
+MAX_RENDERED_CHARS = 10_000_000
+#: the most items all ``range()`` calls of one render may go through together
+MAX_RANGE_ITEMS = 1_000_000
+#: the most paragraphs ``lipsum`` may make
+MAX_LIPSUM = 100
+
+#: what is left of the running render's range budget (a one-item list, mutated)
+_RANGE_LEFT: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "gradetrail_template_range", default=None
+)
+_PRINTF = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[a-zA-Z%]")
+_NUMBERS = re.compile(r"\d+")
+#: string methods whose integer arguments are widths or counts
+_SIZED_FILTERS = ("center", "indent", "slice", "batch", "wordwrap", "truncate", "format")
+
+
+def _over(what: str, size: int, limit: int = MAX_PRODUCT) -> SecurityError:
+    return SecurityError(f"{what} of {size:,} is over the template limit of {limit:,}")
+
+
+def _check_numbers(args: Iterable[Any], what: str) -> None:
+    """Refuse an integer (or float) argument above :data:`MAX_PRODUCT`."""
+    for arg in args:
+        if isinstance(arg, int | float) and not isinstance(arg, bool) and abs(arg) > MAX_PRODUCT:
+            raise _over(what, int(arg) if arg == arg and abs(arg) != float("inf") else 10**18)
+
+
+def _check_printf(pattern: str, args: Any) -> None:
+    """Refuse a ``%`` pattern whose width or precision (or a ``*`` argument) is above
+    :data:`MAX_PRODUCT`."""
+    for width, precision in _PRINTF.findall(pattern):
+        for value in (width, precision):
+            if value.isdigit() and int(value) > MAX_PRODUCT:
+                raise _over("a '%' width", int(value))
+        if "*" in (width, precision):
+            _check_numbers(args if isinstance(args, tuple) else (args,), "a '%' width")
+
+
+def _check_format(pattern: str) -> None:
+    """Refuse a ``str.format`` pattern with a width or precision above :data:`MAX_PRODUCT`
+    (nested fields included)."""
+    try:
+        parsed = list(string.Formatter().parse(pattern))
+    except ValueError:
+        return  # Python raises the same when it formats
+    for _, _, spec, _ in parsed:
+        for number in _NUMBERS.findall(spec or ""):
+            if int(number) > MAX_PRODUCT:
+                raise _over("a format width", int(number))
+        if spec and "{" in spec:
+            _check_format(spec)
+
+
+def _range(*args: Any) -> range:
+    """Jinja2's sandboxed ``range``, drawing on the render's budget of items."""
+    items = range(*args)
+    left = _RANGE_LEFT.get()
+    if left is not None:
+        left[0] -= len(items)
+        if left[0] < 0:
+            raise SecurityError(
+                f"the loops of this template go through more than {MAX_RANGE_ITEMS:,} "
+                f"range() items, over the template limit of {MAX_RANGE_ITEMS:,}"
+            )
+    return items
+
+
+def _sized_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original`` (a filter), refusing a width or count above :data:`MAX_PRODUCT`."""
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        _check_numbers([*args[1:], *kwargs.values()], f"the {name} filter's argument")
+        if name == "format" and args and isinstance(args[0], str):
+            _check_printf(args[0], tuple(args[1:]))
+        return original(*args, **kwargs)
+
+    return checked
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
     """Jinja2's immutable sandbox, also refusing ``*`` and ``**`` that would build a
     value too large to hold (``{{ 'a' * 10**12 }}``): Jinja2 already caps ``range``."""
 
-    intercepted_binops = frozenset({"*", "**"})
+    intercepted_binops = frozenset({"*", "**", "%"})
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
+        """A call in a template; a string method's sizes are checked first."""
+        owner = getattr(__obj, "__self__", None)
+        if isinstance(owner, str):
+            name = getattr(__obj, "__name__", "")
+            if name in ("format", "format_map"):
+                _check_format(owner)
+            elif name == "join" and args:
+                _check_join(owner, args[0])
+            elif name == "replace" and len(args) >= 2:
+                _check_replace(owner, args[0], args[1])
+            _check_numbers([*args, *kwargs.values()], f"the argument of str.{name}")
+        return super().call(__context, __obj, *args, **kwargs)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "%" and isinstance(left, str):
+            _check_printf(left, right)
         if operator == "**" and isinstance(right, int) and abs(right) > MAX_EXPONENT:
             raise SecurityError(f"exponent {right} is over the template limit of {MAX_EXPONENT}")
         if operator == "*":
@@ -63,6 +172,34 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         return super().call_binop(context, operator, left, right)
 
 
+def _check_join(sep: str, items: Any) -> None:
+    """Refuse a ``join`` that would build more than :data:`MAX_RENDERED_CHARS`."""
+    if isinstance(items, str | list | tuple):
+        size = len(sep) * max(len(items) - 1, 0) + sum(len(str(i)) for i in items)
+        if size > MAX_RENDERED_CHARS:
+            raise _over("a join", size, MAX_RENDERED_CHARS)
+
+
+def _check_replace(text: str, old: Any, new: Any) -> None:
+    """Refuse a ``replace`` that would build more than :data:`MAX_RENDERED_CHARS`."""
+    if isinstance(old, str) and isinstance(new, str):
+        size = len(text) + text.count(old) * (len(new) - len(old))
+        if size > MAX_RENDERED_CHARS:
+            raise _over("a replace", size, MAX_RENDERED_CHARS)
+
+
+def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002
+    """Jinja2's ``lipsum``, at most :data:`MAX_LIPSUM` paragraphs of at most 1,000 words."""
+    from jinja2.utils import generate_lorem_ipsum
+
+    if not isinstance(n, int) or n > MAX_LIPSUM:
+        raise _over("lipsum's paragraphs", n if isinstance(n, int) else 0, MAX_LIPSUM)
+    _check_numbers([min, max], "lipsum's words")
+    if max > 1000:
+        raise _over("lipsum's words", max, 1000)
+    return generate_lorem_ipsum(n=n, html=html, min=min, max=max)
+
+
 _ENV = _Sandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _REGEX_ENV = _Sandbox(
     undefined=jinja2.StrictUndefined,
@@ -73,6 +210,11 @@ _REGEX_ENV = _Sandbox(
 # {{ choices | lettered }}: a row's choices as "A. ..." lines (gradetrail.prompts.choices), the
 # same lettering (and optional stable shuffle) the choice scorer reads answers by
 _ENV.filters["lettered"] = lettered
+for _env in (_ENV, _REGEX_ENV):
+    _env.globals["range"] = _range
+    _env.globals["lipsum"] = _lipsum
+    for _name in _SIZED_FILTERS:
+        _env.filters[_name] = _sized_filter(_name, _env.filters[_name])
 
 
 class Template:
@@ -137,7 +279,18 @@ class Template:
                 )
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
-        return concat(self._root(self._context({**self._globals, **context})))
+        budget = _RANGE_LEFT.set([MAX_RANGE_ITEMS])
+        try:
+            chunks = []
+            size = 0
+            for chunk in self._root(self._context({**self._globals, **context})):
+                size += len(chunk)
+                if size > MAX_RENDERED_CHARS:
+                    raise _over("a rendered text", size, MAX_RENDERED_CHARS)
+                chunks.append(chunk)
+            return concat(chunks)
+        finally:
+            _RANGE_LEFT.reset(budget)
 
     def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
         """Check that ``row`` (plus ``extra`` names provided at render time) has every

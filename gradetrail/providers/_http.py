@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -33,6 +34,7 @@ from datetime import UTC
 from typing import Any, ClassVar
 from urllib.parse import urlencode
 
+from gradetrail._util.events import Events
 from gradetrail.errors import (
     AuthError,
     BadRequest,
@@ -42,6 +44,7 @@ from gradetrail.errors import (
     RateLimited,
     ServerError,
     SpecError,
+    bounded_retry_after,
 )
 from gradetrail.providers._stream import Fold, SseParser
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
@@ -140,15 +143,64 @@ def _set_instead(env: str | None) -> str:
     return ""
 
 
+#: the shortest run of a key's characters that is masked where it appears
+_KEY_WINDOW = 10
+
+
+def _key_runs(key: str) -> re.Pattern[str]:
+    """Every run of :data:`_KEY_WINDOW` characters of ``key``, any case, as one pattern."""
+    width = min(len(key), _KEY_WINDOW)
+    runs = {key[i : i + width] for i in range(len(key) - width + 1)}
+    return re.compile("|".join(re.escape(r) for r in sorted(runs)), re.IGNORECASE)
+
+
+_RUNS_CACHE: dict[str, re.Pattern[str]] = {}
+
+
 def redact(text: str, key: str | Sequence[str] | None) -> str:
     """``text`` with the API key (or each of several secrets: the key and the values
     ``model.headers`` read from the environment), and anything shaped like a key or bearer
-    token, masked: provider error messages can echo part of a key (OpenAI's 401 shows a
-    masked key)."""
+    token, masked: a provider can echo a key whole, in another case, or in part (OpenAI's
+    401 shows a masked key). Any stretch of ``text`` that is a part of a secret of at
+    least 10 characters (4 for a shorter secret: the whole of it), matched
+    case-insensitively, is masked as ``***``, grown to the longest such stretch around it."""
     for secret in (key,) if isinstance(key, str) or key is None else key:
         if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
+            text = _masked(text, secret)
     return _KEY_SHAPES.sub("***", text)
+
+
+def _masked(text: str, key: str) -> str:
+    """``text`` with every stretch of it that is a part of ``key`` masked (see
+    :func:`redact`)."""
+    runs = _RUNS_CACHE.get(key)
+    if runs is None:
+        runs = _RUNS_CACHE[key] = _key_runs(key)
+    folded_key = key.casefold()
+    spans: list[tuple[int, int]] = []
+    for m in runs.finditer(text):
+        start, end = m.start(), m.end()
+        if spans and start < spans[-1][1]:
+            continue
+        while end < len(text) and text[start : end + 1].casefold() in folded_key:
+            end += 1
+        while start > 0 and text[start - 1 : end].casefold() in folded_key:
+            start -= 1
+        spans.append((start, end))
+    for start, end in reversed(spans):
+        text = f"{text[:start]}***{text[end:]}"
+    return text
+
+
+def _scrubbed(value: Any, key: Sequence[str]) -> Any:
+    """``value`` (text, or lists and dicts of it) with the secrets masked (:func:`redact`)."""
+    if isinstance(value, str):
+        return redact(value, key)
+    if isinstance(value, list | tuple):
+        return type(value)(_scrubbed(v, key) for v in value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, key) for k, v in value.items()}
+    return value
 
 
 #: headers that carry a key: one in model.headers replaces the provider's own
@@ -189,7 +241,8 @@ def resolve_headers(headers: Mapping[str, str] | None) -> tuple[dict[str, str], 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds a response asks to wait: ``retry-after-ms`` (milliseconds, sent by OpenAI),
     else ``retry-after`` as seconds or an HTTP date (RFC 9110, section 10.2.3); None when
-    absent or unparseable; never negative.
+    absent or unparseable (NaN included); never negative, and at most
+    :data:`~gradetrail.errors.MAX_RETRY_AFTER_S` (an infinite or absurd value included).
 
     Args:
         headers: the response headers (case-insensitive mapping, or a plain dict with
@@ -201,9 +254,12 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
-            return max(float(ms) / 1000.0, 0.0)
+            seconds_ms = float(ms) / 1000.0
         except ValueError:
             pass
+        else:
+            if not math.isnan(seconds_ms):
+                return bounded_retry_after(seconds_ms)
     value = headers.get("retry-after")
     if value is None:
         return None
@@ -217,7 +273,22 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
-    return max(seconds, 0.0) if math.isfinite(seconds) else None
+    return bounded_retry_after(seconds)
+
+
+def _redirected(answer: Answer) -> BadRequest:
+    """The permanent error for a redirect answer: API calls are never redirected (a
+    307/308 would re-send the prompt and the key elsewhere; a 302's answer there is not
+    the model's)."""
+    location = str(answer.headers.get("location") or "")
+    where = urllib.parse.urlsplit(location).netloc if location else ""
+    to = f" to {where or 'this host'}" if location else ""
+    return BadRequest(
+        f"the endpoint answered {answer.status}, a redirect{to}; API calls are never "
+        "redirected (the prompt and key would go elsewhere): set model.base_url to the URL "
+        "that answers",
+        status=answer.status,
+    )
 
 
 def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
@@ -629,13 +700,48 @@ class HttpProvider(Provider):
         be continued (:meth:`continuation`: Anthropic's ``pause_turn``) is sent back, up
         to ``model.pause_turn_continuations`` times, and the parts make one response
         (texts joined, tokens, server-tool uses and cost summed, the last part's stop
-        reason).
+        reason). The API key and the headers' secrets are masked (:func:`redact`) in
+        every field of the answer or error that a provider controls (text, tool calls,
+        served model, stop reason; an error's message, type and code), so a provider that
+        echoes one gets it stored nowhere.
 
         Raises:
             ProviderError: a subclass saying whether a retry may help (see
                 :func:`classify_status`); connection failures name the endpoint and the
                 error; an error body under 200 or an unparseable body is InvalidResponse.
         """
+        try:
+            response = await self._complete(request)
+        except ProviderError as exc:
+            secrets = self._masked_secrets()
+            if secrets:
+                exc.args = (redact(str(exc), secrets),)
+                exc.error_type = _scrubbed(exc.error_type, secrets)
+                exc.code = _scrubbed(exc.code, secrets)
+            raise
+        secrets = self._masked_secrets()
+        if not secrets:
+            return response
+        return replace(
+            response,
+            text=redact(response.text, secrets),
+            served_model=_scrubbed(response.served_model, secrets),
+            stop_reason=_scrubbed(response.stop_reason, secrets),
+            raw_stop_reason=_scrubbed(response.raw_stop_reason, secrets),
+            tool_calls=_scrubbed(response.tool_calls, secrets),
+        )
+
+    def usage_int(self, usage: Mapping[str, Any], *path: str) -> int:
+        """:func:`usage_int`, a hostile value told to this provider's events."""
+        return usage_int(usage, *path, events=self.events)
+
+    def _masked_secrets(self) -> tuple[str, ...]:
+        """The secrets to mask (the key, read by the first call's transport, and the
+        headers' values), without the placeholder sent when no key is required."""
+        return tuple(s for s in self._secrets if s and s != PLACEHOLDER_KEY)
+
+    async def _complete(self, request: Request) -> Response:
+        """:meth:`complete` before the secrets are masked."""
         start = time.perf_counter()
         streamed = self.streams(request)
         body = self.stream_body(request) if streamed else self.body(request)
@@ -681,6 +787,8 @@ class HttpProvider(Provider):
         except Exception as exc:  # not a transport error: record it (fail-fast catches it)
             text = redact(f"{type(exc).__name__}: {exc}", self._secrets)
             raise ProviderError(f"unexpected error calling {self.base_url}: {text}") from None
+        if 300 <= answer.status < 400:
+            raise _redirected(answer)
         if answer.status >= 400:
             error = error_body(answer.content)
             raise classify_status(
@@ -872,9 +980,27 @@ def _feeder(fold: Fold) -> Callable[[str], None]:
     return on_line
 
 
-def usage_int(usage: Mapping[str, Any], *path: str) -> int:
-    """An integer token count at ``path`` in a usage object (0 when absent or null)."""
+#: the largest token count one response's ``usage`` may report; above it (or negative,
+#: fractional, NaN, infinite, not a number) a field is not a count and counts as 0
+MAX_USAGE_TOKENS = 100_000_000
+
+
+def usage_int(usage: Mapping[str, Any], *path: str, events: Events | None = None) -> int:
+    """An integer token count at ``path`` in a usage object: 0 when absent or null, and
+    0 with a logged warning and an ``invalid_usage`` event when the value is not a count
+    (NaN, infinite, negative, fractional, above :data:`MAX_USAGE_TOKENS`, or not a
+    number): a hostile usage never crashes a run or makes a cost negative."""
     value: Any = usage
     for part in path:
         value = value.get(part) if isinstance(value, Mapping) else None
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    if value is None:
+        return 0
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    whole = number and (isinstance(value, int) or (math.isfinite(value) and value.is_integer()))
+    if whole and 0 <= value <= MAX_USAGE_TOKENS:
+        return int(value)
+    shown = repr(value)[:40]
+    log.warning("a response's usage %s is %s, not a token count: counted as 0", path, shown)
+    if events is not None:  # the run's log follows the provider's events
+        events.emit("invalid_usage", "warning", field=".".join(path), value=shown)
+    return 0

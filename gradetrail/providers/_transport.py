@@ -34,9 +34,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gradetrail.errors import ProviderConnectionError, ProviderError, ProviderTimeout, SpecError
+from gradetrail.errors import (
+    InvalidResponse,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    SpecError,
+)
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "CONNECTIONS_PER_CLIENT",
     "CONNECT_TIMEOUT_S",
     "AioHttpTransport",
@@ -117,6 +124,22 @@ def innermost(exc: BaseException) -> BaseException:
         inner = nxt
 
 
+#: the largest answer body read, bytes once decompressed (a gzip bomb is cut here too); a
+#: larger one is a permanent InvalidResponse, never cached
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+
+def too_large(status: int) -> InvalidResponse:
+    """The error for an answer over :data:`MAX_ANSWER_BYTES`."""
+    return InvalidResponse(
+        f"{status} answer is larger than {MAX_ANSWER_BYTES // (1024 * 1024)} MB once "
+        "decompressed; it is not read further or cached",
+        status=status,
+        transient=False,
+        error_type="answer_too_large",
+    )
+
+
 def cause_text(exc: BaseException) -> str:
     """``"ConnectError: [Errno 111] Connection refused"``: the innermost cause of a
     connection error, named."""
@@ -181,9 +204,19 @@ class AioHttpTransport(Transport):
         if session is None:
             session = self._session = self._open()
         try:
-            async with session.post(self.url, data=_dumps(body).encode()) as answer:
-                content = await answer.read()
-                return Answer(answer.status, answer.headers, content)
+            # never redirected: a 307/308 would re-send the prompt and the key to another
+            # host, and a 302's answer there would be cached as the model's
+            async with session.post(
+                self.url, data=_dumps(body).encode(), allow_redirects=False
+            ) as answer:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in answer.content.iter_any():  # decompressed as it comes
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise too_large(answer.status)
+                    chunks.append(chunk)
+                return Answer(answer.status, answer.headers, b"".join(chunks))
         except self._errors as exc:
             raise connection_error(exc, self.base_url) from None
 
@@ -343,7 +376,7 @@ class SdkTransport(Transport):
                 client_class(
                     limits=limits,
                     timeout=http.Timeout(None, connect=CONNECT_TIMEOUT_S),
-                    follow_redirects=True,
+                    follow_redirects=False,  # as the lean client: see AioHttpTransport.send
                     verify=verify,
                 )
             )
@@ -362,11 +395,15 @@ class SdkTransport(Transport):
             )
         except sdk.APIStatusError as exc:
             response = exc.response
+            if len(response.content) > MAX_ANSWER_BYTES:
+                raise too_large(response.status_code) from None
             return Answer(response.status_code, response.headers, response.content)
         except sdk.APIConnectionError as exc:  # APITimeoutError included
             raise connection_error(exc, self.base_url) from None
         finally:
             pool.give(i)
+        if len(raw.content) > MAX_ANSWER_BYTES:  # read whole by the SDK's client first
+            raise too_large(raw.status_code)
         return Answer(raw.status_code, raw.headers, raw.content)
 
     async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:

@@ -38,7 +38,7 @@ from gradetrail.providers._anthropic_wire import (
     to_anthropic,
     tool_calls_from_anthropic,
 )
-from gradetrail.providers._http import HttpProvider, usage_int
+from gradetrail.providers._http import HttpProvider
 from gradetrail.providers._stream import AnthropicFold
 from gradetrail.providers._structured import answer_from_forced_tool, force_answer_tool
 from gradetrail.providers.base import Request, Response
@@ -222,25 +222,34 @@ class AnthropicProvider(HttpProvider):
         content = data.get("content")
         if not isinstance(content, list):
             raise InvalidResponse("200 answer has no content list", status=200)
-        text = "".join(
-            block.get("text") or ""
+        texts = [
+            block.get("text")
             for block in content
             if isinstance(block, dict) and block.get("type") == "text"
-        )
+        ]
+        if any(t is not None and not isinstance(t, str) for t in texts):
+            raise InvalidResponse(
+                "200 answer's text block is not text; a model's answer is never coerced to text",
+                status=200,
+                error_type="invalid_content",
+            )
+        text = "".join(t or "" for t in texts)
         raw_stop = data.get("stop_reason")
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
         usage = data.get("usage")
         servers: dict[str, int] = {}
         if isinstance(usage, dict):
-            fresh = usage_int(usage, "input_tokens")
-            write = usage_int(usage, "cache_creation_input_tokens")
-            read = usage_int(usage, "cache_read_input_tokens")
-            output = usage_int(usage, "output_tokens")
-            thinking = usage_int(usage, "output_tokens_details", "thinking_tokens")
-            long_write = min(usage_int(usage, "cache_creation", "ephemeral_1h_input_tokens"), write)
+            fresh = self.usage_int(usage, "input_tokens")
+            write = self.usage_int(usage, "cache_creation_input_tokens")
+            read = self.usage_int(usage, "cache_read_input_tokens")
+            output = self.usage_int(usage, "output_tokens")
+            thinking = self.usage_int(usage, "output_tokens_details", "thinking_tokens")
+            long_write = min(
+                self.usage_int(usage, "cache_creation", "ephemeral_1h_input_tokens"), write
+            )
             server_use = usage.get("server_tool_use")
             if isinstance(server_use, dict):
-                servers = {k: usage_int(server_use, k) for k in server_use}
+                servers = {k: self.usage_int(server_use, k) for k in server_use}
                 servers = {k: v for k, v in servers.items() if v > 0}
         else:
             self.usage_missing(str(data.get("model") or self.model.name))

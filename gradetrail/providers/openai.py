@@ -32,7 +32,7 @@ import os
 from typing import Any
 
 from gradetrail.errors import InvalidResponse
-from gradetrail.providers._http import HttpProvider, error_fields, usage_int
+from gradetrail.providers._http import HttpProvider, error_fields
 from gradetrail.providers._openai_wire import (
     openai_tool_choice,
     openai_tools,
@@ -190,10 +190,15 @@ class OpenAIProvider(HttpProvider):
         refusal = message.get("refusal")
         if isinstance(text, list):  # content parts: text, and a refusal part where sent
             parts = [p for p in text if isinstance(p, dict)]
-            text = "".join(p.get("text") or "" for p in parts if p.get("type") != "refusal")
+            texts = [p.get("text") for p in parts if p.get("type") != "refusal"]
+            if any(part is not None and not isinstance(part, str) for part in texts):
+                raise _not_text("a content part's text")
+            text = "".join(part or "" for part in texts)
             refused = [p.get("refusal") for p in parts if p.get("type") == "refusal"]
             if not refusal and refused and isinstance(refused[0], str):
                 refusal = refused[0]
+        if text is not None and not isinstance(text, str):
+            raise _not_text("message.content", text)
         refusal = refusal if isinstance(refusal, str) and refusal.strip() else None
         reasoning = _reasoning_text(message)
         raw_stop = choice.get("finish_reason")
@@ -204,11 +209,11 @@ class OpenAIProvider(HttpProvider):
             stop = "refusal"
         usage = data.get("usage")
         if isinstance(usage, dict):
-            prompt = usage_int(usage, "prompt_tokens")
-            cached = usage_int(usage, "prompt_tokens_details", "cached_tokens")
-            write = usage_int(usage, "prompt_tokens_details", "cache_write_tokens")
-            output = usage_int(usage, "completion_tokens")
-            thinking = usage_int(usage, "completion_tokens_details", "reasoning_tokens")
+            prompt = self.usage_int(usage, "prompt_tokens")
+            cached = self.usage_int(usage, "prompt_tokens_details", "cached_tokens")
+            write = self.usage_int(usage, "prompt_tokens_details", "cache_write_tokens")
+            output = self.usage_int(usage, "completion_tokens")
+            thinking = self.usage_int(usage, "completion_tokens_details", "reasoning_tokens")
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = write = output = thinking = 0
@@ -224,7 +229,7 @@ class OpenAIProvider(HttpProvider):
             )
         served = data.get("model")
         response = Response(
-            text=str(text or ""),
+            text=text or "",
             stop_reason=stop,
             raw_stop_reason=raw_stop if isinstance(raw_stop, str) else None,
             served_model=served if isinstance(served, str) else None,
@@ -238,3 +243,13 @@ class OpenAIProvider(HttpProvider):
             refusal=refusal,
         )
         return response, min(write, max(prompt - cached, 0))
+
+
+def _not_text(field: str, value: object = None) -> InvalidResponse:
+    """A 200 answer whose text is not a string (never coerced, never cached)."""
+    kind = f" is {type(value).__name__}," if value is not None else ""
+    return InvalidResponse(
+        f"200 answer's {field}{kind} not text; a model's answer is never coerced to text",
+        status=200,
+        error_type="invalid_content",
+    )

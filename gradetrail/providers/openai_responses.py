@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gradetrail.errors import BadRequest, InvalidResponse, SpecError
-from gradetrail.providers._http import HttpProvider, error_fields, usage_int
+from gradetrail.providers._http import HttpProvider, error_fields
 from gradetrail.providers._responses_wire import (
     read_output,
     responses_text_format,
@@ -229,10 +229,10 @@ class OpenAIResponsesProvider(HttpProvider):
             )
         usage = data.get("usage")
         if isinstance(usage, dict):
-            prompt = usage_int(usage, "input_tokens")
-            cached = usage_int(usage, "input_tokens_details", "cached_tokens")
-            output = usage_int(usage, "output_tokens")
-            reasoning_tokens = usage_int(usage, "output_tokens_details", "reasoning_tokens")
+            prompt = self.usage_int(usage, "input_tokens")
+            cached = self.usage_int(usage, "input_tokens_details", "cached_tokens")
+            output = self.usage_int(usage, "output_tokens")
+            reasoning_tokens = self.usage_int(usage, "output_tokens_details", "reasoning_tokens")
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = output = reasoning_tokens = 0

@@ -205,13 +205,25 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
         )
     if report.took_over:
         lines.append(
-            f"{report.took_over} requests claimed by a gradetrail process that stopped were "
-            "made here once its claim lapsed"
+            f"{report.took_over} requests claimed by a gradetrail process that died or "
+            "stopped renewing its claim were made here once its claim lapsed"
         )
     if report.recreated:
         lines.append(
             f"the cache file {report.path} was deleted during the run; recreated it with the "
             f"{report.rescued} entries still readable"
+        )
+    if report.unsaved > report.lost:
+        lines.append(
+            f"{report.unsaved - report.lost} responses this run paid for could not be stored "
+            f"in the cache {report.path} and wait in the run directory's pending-cache.jsonl: "
+            "the next run of the same command stores them"
+        )
+    if report.rejected:
+        lines.append(
+            f"{report.rejected} responses in the run directory's pending-cache.jsonl were not "
+            "written by a run on this cache (planted, edited or copied) and were ignored; "
+            "their requests were made again"
         )
     if report.lost:
         lines.append(

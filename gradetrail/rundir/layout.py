@@ -38,9 +38,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
-from gradetrail.errors import RunError
+from gradetrail.errors import RunError, UsageError
 
-__all__ = ["KILLED", "KILLED_FIX", "RunDir", "run_status", "sample_file_name", "writer_pid"]
+__all__ = [
+    "KILLED",
+    "KILLED_FIX",
+    "RunDir",
+    "check_results_root",
+    "run_status",
+    "sample_file_name",
+    "writer_pid",
+]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -87,6 +95,27 @@ def _refuse(path: Path, what: str) -> RunError:
         f"{path}: {what}; refusing to write results through it (remove it, or pass "
         "--results-root with another directory)"
     )
+
+
+def check_results_root(root: str | Path) -> None:
+    """Refuse a results root no run directory can be made in, before the cache is opened
+    or any call is paid for: it (or its nearest existing ancestor) is not a directory
+    (a file, ``/dev/null``), or cannot be written (read-only directory or filesystem).
+
+    Raises:
+        UsageError: naming the path and what to fix (exit 2).
+    """
+    path = Path(root)
+    if not str(root).strip():
+        raise UsageError("the results root is empty; give the directory run directories go in")
+    existing = path
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    fix = "pass another --results-root"
+    if not existing.is_dir():
+        raise UsageError(f"results root {path}: {existing} is not a directory; {fix}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"results root {path}: {existing} is not writable; {fix}")
 
 
 class RunDir:
@@ -263,6 +292,10 @@ class RunDir:
             with contextlib.suppress(OSError):
                 self._unlink(tmp)
             raise RunError(f"{self.path / name}: cannot write ({exc.strerror})") from None
+        except BaseException:  # a signal mid-write: no .tmp behind either
+            with contextlib.suppress(OSError):
+                self._unlink(tmp)
+            raise
 
     def remove(self, name: str) -> None:
         """Delete ``name`` if it exists (a link itself, never its target)."""
@@ -319,9 +352,30 @@ class RunDir:
                 f"{self.path}: another gradetrail run (pid {holder}) is writing this run "
                 "directory; wait for it to finish or stop it first"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:  # the results disk is full already
+            os.close(fd)
+            raise RunError(
+                f"{self.path}: cannot write in the run directory ({exc.strerror}); free space "
+                "on the results disk or pass --results-root elsewhere"
+            ) from None
         self._lock = fd
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """Delete the ``*.tmp`` files a killed writer left (a kill -9 during a rewrite):
+        with the lock held no other gradetrail process writes here, so none is live.
+        Links are removed as names, never followed."""
+        try:
+            names = os.listdir(self._fd if self._fd is not None else self.path)
+        except OSError:
+            return
+        for name in names:
+            if name.endswith(".tmp") and "/" not in name:
+                with contextlib.suppress(OSError, RunError):
+                    self._unlink(name)
 
     def close(self) -> None:
         """Release the lock and the directory descriptor."""

@@ -370,11 +370,20 @@ class CacheReport(BaseModel):
     other_processes: list[str] = Field(
         default_factory=list, description="host:pid of the processes whose claims were waited on."
     )
-    took_over: int = Field(0, description="Claims of a gone process that lapsed, taken over.")
+    took_over: int = Field(
+        0,
+        description="Claims taken over: their process was gone from this host, or their "
+        "heartbeat stood still for the claim TTL on this process's monotonic clock.",
+    )
     recreated: int = Field(0, description="Times the file was deleted mid-run and recreated.")
     rescued: int = Field(0, description="Entries copied into a recreated file.")
     unsaved: int = Field(0, description="Responses the cache could not store (kept elsewhere).")
     lost: int = Field(0, description="Responses neither the cache nor the run directory kept.")
+    rejected: int = Field(
+        0,
+        description="Lines of the run directory's pending-cache.jsonl not imported: not "
+        "signed by a run on this cache (planted, edited or from another cache).",
+    )
 
 
 class Manifest(BaseModel):

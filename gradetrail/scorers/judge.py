@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
+from gradetrail._util.bounded import CURRENT, CallAborted, CallTimedOut
 from gradetrail._util.files import not_a_file
 from gradetrail.datasets import file_sha256
 from gradetrail.errors import DatasetError, GradetrailError, ProviderError, RunError, SpecError
@@ -292,8 +293,21 @@ def _read(
     attempts: int,
     model: ModelSpec,
 ) -> JudgeReply:
+    bounded = CURRENT.get()
     try:
-        verdict = parser(response.text)
+        # within the run's scoring bound: a parse.pattern that backtracks catastrophically
+        # is stopped after run.score_timeout_s, and SIGTERM or a second Ctrl-C reach it
+        verdict = parser(response.text) if bounded is None else bounded.call(parser, response.text)
+    except CallTimedOut:
+        limit = bounded.timeout_s if bounded is not None else None
+        message = (
+            f"judge reply {index}: reading its verdict took more than {limit:g} s and was "
+            "stopped (run.score_timeout_s); a parse.pattern that backtracks catastrophically, "
+            "e.g. ((a|a)+)$, does this: fix the pattern"
+        )
+        return JudgeReply(index, None, "unparseable", message, response, None, cached, attempts)
+    except CallAborted:
+        raise asyncio.CancelledError from None
     except VerdictError as exc:
         if response.truncated:
             limit = model.params.max_tokens

@@ -15,8 +15,11 @@ class CiSpec(_Strict):
 
     min_score: float | None = Field(
         None,
+        gt=0,
+        le=1,
         allow_inf_nan=False,
-        description="Pass only when the run's 95% CI lower bound (not the mean) is at least this.",
+        description="Pass only when the run's 95% CI lower bound (not the mean) is at least "
+        "this; a score in (0, 1] (above 1 could never pass, 0 or below always would).",
     )
     baseline: str | None = Field(
         None,

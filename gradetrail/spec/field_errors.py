@@ -40,7 +40,13 @@ def _format_error(source: str, err: Any) -> str:
         msg = "use letters, digits, '.', '_' or '-' (it names the results directory)"
     got = err.get("input")
     shown = f" (got {got!r})" if isinstance(got, str | int | float | bool) else ""
+    if field_path and field_path[-1] in _NEVER_SHOWN:
+        shown = ""  # it may hold a credential: the error never repeats it
     return f"{source}: {where}: {msg}{shown}"
+
+
+#: fields whose value an error never repeats (a URL may hold a password)
+_NEVER_SHOWN = frozenset({"base_url"})
 
 
 def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import errno
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +35,7 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_spec(path).decode("utf-8")
     except FileNotFoundError:
         raise SpecError(f"{path}: spec file not found") from None
     except UnicodeDecodeError:
@@ -60,6 +63,36 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         raise SpecError(f"{path}: a value is nested too deeply; flatten the spec") from None
     spec._base_dir = path.resolve().parent
     return spec
+
+
+#: the largest spec file read, bytes (a spec is a page of YAML; its data lives elsewhere)
+MAX_SPEC_BYTES = 10 * 1024 * 1024
+
+
+def _read_spec(path: Path) -> bytes:
+    """The bytes of the spec file at ``path``: a regular file of at most
+    :data:`MAX_SPEC_BYTES`, opened without waiting (a FIFO or device never hangs or
+    floods the read).
+
+    Raises:
+        FileNotFoundError: no file.
+        SpecError: not a regular file, or too large.
+        OSError: it cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise SpecError(f"{path}: not a regular file (a pipe or device); give a YAML file")
+        data = f.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(
+            f"{path}: larger than {MAX_SPEC_BYTES // (1024 * 1024)} MB; a spec is YAML "
+            "settings, its samples belong in dataset.path"
+        )
+    return data
 
 
 #: values a spec may hold once YAML aliases are expanded (as hashing and JSON see it)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -177,6 +177,7 @@ def check_base_url(value: str) -> None:
         ValueError: naming what is wrong and the shape to use.
     """
     shape = "use http://HOST[:PORT]/PATH or https://..."
+    _refuse_credentials(value)
     if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise ValueError(f"base_url {value!r} holds whitespace or control characters; {shape}")
     try:
@@ -191,6 +192,30 @@ def check_base_url(value: str) -> None:
         raise ValueError(f"base_url {value!r} names no host; {shape}")
     if port == 0:
         raise ValueError(f"base_url {value!r} has port 0; {shape}")
+
+
+#: query parameter names that carry a credential (matched case-insensitively, in part)
+_SECRET_PARAM = re.compile(r"key|token|secret|passw|pwd|sig|auth|credential|session", re.I)
+
+
+def _refuse_credentials(value: str) -> None:
+    """Refuse a ``base_url`` that holds a credential (``user:password@`` or a query
+    parameter such as ``?api_key=``): the URL is written to results, the manifest and the
+    log and printed by ``gradetrail runs``. The message never repeats the URL.
+
+    Raises:
+        ValueError: naming where the credential is and where keys belong.
+    """
+    fix = "remove it and put the key in the variable model.api_key_env names"
+    try:
+        url = urlsplit(value)
+    except ValueError:
+        return  # not a URL: the checks after this one say so
+    if "@" in url.netloc:
+        raise ValueError(f"base_url holds a user name or password (before '@'); {fix}")
+    for name, _ in parse_qsl(url.query, keep_blank_values=True):
+        if _SECRET_PARAM.search(name):
+            raise ValueError(f"base_url's query holds a credential ({name!r}); {fix}")
 
 
 class ModelSpec(_Strict):
@@ -213,6 +238,7 @@ class ModelSpec(_Strict):
     )
     api_key_env: str | None = Field(
         None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
         description="Environment variable holding the API key (default ANTHROPIC_API_KEY or "
         "OPENAI_API_KEY; openai_compatible has no default, so a key meant for OpenAI is never "
         "sent to another server).",

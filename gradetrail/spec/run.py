@@ -21,6 +21,8 @@ MAX_LABEL_CHARS = 100
 
 #: how a response that stopped at max_tokens counts (see gradetrail.rundir.truncation)
 TruncatedPolicy = Literal["score", "exclude", "zero"]
+#: the longest timeout a spec may set, seconds (one day): every wait has a bound
+MAX_TIMEOUT_S = 86_400.0
 
 
 class RunSettings(_Strict):
@@ -33,16 +35,20 @@ class RunSettings(_Strict):
     max_retries: int = Field(
         5, ge=0, le=MAX_RETRIES, description="Retries of a transient error per request (up to 100)."
     )
-    timeout_s: float = Field(120.0, gt=0, description="Per-attempt timeout, seconds.")
+    timeout_s: float = Field(
+        120.0, gt=0, le=MAX_TIMEOUT_S, description="Per-attempt timeout, seconds (up to a day)."
+    )
     sample_timeout_s: float | None = Field(
         None,
         gt=0,
+        le=MAX_TIMEOUT_S,
         description="Wall-clock ceiling over all attempts of one request, and over all turns "
         "and tool calls of an agent-loop sample, seconds.",
     )
     score_timeout_s: float | None = Field(
         30.0,
         gt=0,
+        le=MAX_TIMEOUT_S,
         description="Seconds a scorer that calls no model (exact, regex, numeric, ...) may "
         "take on one response; past it the row is a judge_error (scorer_timeout) and the run "
         "goes on (null: no bound). Ctrl-C and SIGTERM reach a scorer at any time.",

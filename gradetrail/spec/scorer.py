@@ -57,7 +57,11 @@ class RegexScorerSpec(_ScorerBase):
     """A per-sample regular expression; values rendered into it are regex-escaped."""
 
     type: Literal["regex"]
-    pattern: str = Field(description="Jinja2 template of a Python regex over the row's fields.")
+    pattern: str = Field(
+        min_length=1,
+        description="Jinja2 template of a Python regex over the row's fields (not empty: an "
+        "empty pattern matches every response).",
+    )
     match: Literal["search", "fullmatch", "last"] = Field(
         "search",
         description="search: the first match anywhere; last: the last match (a final answer "

@@ -20,7 +20,7 @@ from gradetrail.rundir.results import MANIFEST_FILE, RESULTS_FILE, SampleState
 from gradetrail.view import pages
 from gradetrail.view.index import FILTERS, SORTS
 from gradetrail.view.store import RunInfo
-from gradetrail.view.text import highlighted
+from gradetrail.view.text import highlighted, titled
 from gradetrail.view.text import shown as shown_text
 
 __all__ = ["KIND_NAMES", "STATES", "Pages", "Renderer"]
@@ -56,6 +56,7 @@ def _environment() -> jinja2.Environment:
     env.filters["pretty"] = _pretty
     env.filters["shown"] = shown_text
     env.filters["highlighted"] = highlighted
+    env.filters["titled"] = titled
     env.globals.update(
         qs=pages.query_string,
         num=pages.fmt_num,

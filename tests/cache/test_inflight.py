@@ -4,7 +4,6 @@ call, and processes sharing a cache wait on each other's claims (a dead one's la
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sqlite3
 import subprocess
@@ -18,7 +17,8 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 from run_support import app_env, read_calls, release, start_run, wait_until, write_eval
 
 import gradetrail
-from gradetrail.cache.store import ResponseCache
+from gradetrail.cache.store import CLAIM_TTL_S, Claim, ResponseCache
+from gradetrail.testing import FakeClock
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")
@@ -82,10 +82,38 @@ def test_a_failed_call_is_made_again_by_its_twin(tmp_path: Path, srv) -> None:  
     assert srv.stats()["total"] == 16
 
 
-def _two_runs(tmp_path: Path, samples: int) -> tuple[list[tuple[int, str, str]], Path]:
+#: run as ``python -c``: ``gradetrail`` with the wall clock (``time.time``) moved by
+#: ``GT_SKEW_S`` seconds, as on a host whose clock runs ahead; the monotonic clock is
+#: left alone, as a skewed host's is
+_SKEWED = (
+    "import os, sys, time\n"
+    "_real = time.time\n"
+    "time.time = lambda: _real() + float(os.environ['GT_SKEW_S'])\n"
+    "from gradetrail.cli import main\n"
+    "sys.argv = ['gradetrail', *sys.argv[1:]]\n"
+    "main()\n"
+)
+
+
+def _start_skewed(
+    spec: Path, cache: Path, results: Path, env: dict, skew_s: float
+) -> subprocess.Popen:
+    """``gradetrail run --json`` in a child process whose wall clock is ``skew_s`` ahead."""
+    cmd = [sys.executable, "-c", _SKEWED, "run", str(spec), "--cache", str(cache)]
+    cmd += ["--results-root", str(results), "--json"]
+    env = {**env, "GT_SKEW_S": str(skew_s), "PYTHONPATH": str(Path(gradetrail.__file__).parents[1])}
+    return subprocess.Popen(
+        cmd, cwd=spec.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _two_runs(
+    tmp_path: Path, samples: int, skew_s: float | None = None
+) -> tuple[list[tuple[int, str, str]], Path]:
     """Two runs of one spec on one cache, overlapping on any machine: the first one's
     calls are held until the second has started (two processes started together can
-    start a second apart on a loaded machine, longer than a whole run takes)."""
+    start a second apart on a loaded machine, longer than a whole run takes). With
+    ``skew_s``, the second one's wall clock runs that many seconds ahead."""
     spec = write_eval(tmp_path / "eval", samples=samples, concurrency=8)
     calls = tmp_path / "calls.txt"
     env = app_env(calls, delay=0.1, hold_after=0)
@@ -93,7 +121,10 @@ def _two_runs(tmp_path: Path, samples: int) -> tuple[list[tuple[int, str, str]],
     first = start_run(spec, cache, tmp_path / "results0", env, "--json")
     try:
         wait_until(lambda: len(read_calls(calls)) >= 8, what="first run's calls", proc=first)
-        second = start_run(spec, cache, tmp_path / "results1", env, "--json")
+        if skew_s is None:
+            second = start_run(spec, cache, tmp_path / "results1", env, "--json")
+        else:
+            second = _start_skewed(spec, cache, tmp_path / "results1", env, skew_s)
         try:
             log = tmp_path / "results1"
             wait_until(lambda: _started(log), what="second run's start", proc=second)
@@ -149,34 +180,87 @@ def _keys(spec_path: Path) -> list[str]:
 
 
 def test_claims_of_a_dead_process_lapse_at_once(tmp_path: Path) -> None:
-    """Claims left by a killed process on this host (its pid is gone), and claims from
-    another host past their expiry, are taken over: each request is made once, and the
-    run says how many it took over."""
+    """Claims left by a killed process on this host (its pid is gone), whatever expiry
+    they carry, are taken over at once: each request is made once, and the run says how
+    many it took over."""
     spec = write_eval(tmp_path / "eval", samples=6, concurrency=4)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     cache = tmp_path / "c.sqlite"
     keys = _keys(spec)
     _plant_claims(cache, keys[:3], socket.gethostname(), dead.pid, time.time() + 3600)
-    _plant_claims(cache, keys[3:], "another-host", 1, time.time() - 1)
+    _plant_claims(cache, keys[3:], socket.gethostname(), dead.pid, time.time() - 1)
     calls = tmp_path / "calls.txt"
     proc = start_run(spec, cache, tmp_path / "results", app_env(calls), "--json")
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert set(read_calls(calls).values()) == {1} and len(read_calls(calls)) == 6
     assert json.loads(out)["cache"]["took_over"] == 6
-    assert "6 requests claimed by a gradetrail process that stopped" in err
+    assert "6 requests claimed by a gradetrail process that died or stopped renewing" in err
 
 
-def test_a_live_claim_is_waited_for_until_it_expires(tmp_path: Path) -> None:
-    """A claim held by a live process is waited on, not paid twice; when its holder
-    stops renewing it, it lapses at its expiry and the request is made once."""
-    spec = write_eval(tmp_path / "eval", samples=2, concurrency=2)
-    cache = tmp_path / "c.sqlite"
-    _plant_claims(cache, _keys(spec), socket.gethostname(), os.getpid(), time.time() + 1.5)
-    calls = tmp_path / "calls.txt"
-    proc = start_run(spec, cache, tmp_path / "results", app_env(calls), "--json")
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 0, err
-    assert read_calls(calls) == {("q0", 1): 1, ("q1", 1): 1}
-    assert json.loads(out)["cache"]["took_over"] == 2
+def test_two_processes_with_a_two_minute_clock_skew_pay_once(tmp_path: Path) -> None:
+    """The second process's wall clock runs 2 minutes ahead of the first's: it still
+    waits on the first one's live claims instead of taking them over (before: it read
+    their expiry as past and paid again, 16 of 24 twice). Liveness is the claim's renewal
+    seen moving on the waiter's own monotonic clock, never two wall clocks compared."""
+    outs, calls = _two_runs(tmp_path, 24, skew_s=120.0)
+    assert [code for code, _, _ in outs] == [0, 0], outs
+    counts = read_calls(calls)
+    assert len(counts) == 24 and set(counts.values()) == {1}, counts
+    manifests = [json.loads(out) for _, out, _ in outs]
+    assert [m["cache"]["took_over"] for m in manifests] == [0, 0]
+    assert not any("stopped renewing" in err for _, _, err in outs)
+
+
+def _two_caches(tmp_path: Path) -> tuple[ResponseCache, ResponseCache, FakeClock]:
+    """Two opens of one cache file as two processes would have them: the first holds its
+    own clocks, the second a :class:`FakeClock` as its monotonic clock."""
+    clock = FakeClock()
+    path = tmp_path / "c.sqlite"
+    holder = ResponseCache(path)
+    waiter = ResponseCache(path, monotonic=clock.now)
+    return holder, waiter, clock
+
+
+def test_a_claim_whose_renewals_stop_lapses_after_the_ttl_on_the_waiters_clock(
+    tmp_path: Path,
+) -> None:
+    """A live holder's claim that is not renewed for CLAIM_TTL_S, as the waiter measures
+    it, lapses (its process hangs, or lives on another host and died); one renewal in
+    between keeps it. The holder's wall clock, skewed by a year, changes nothing."""
+    holder, waiter, clock = _two_caches(tmp_path)
+    try:
+        assert holder.claim("k") is None
+        assert isinstance(waiter.claim("k"), Claim)
+        clock.time += CLAIM_TTL_S - 1
+        assert waiter.holder("k") is not None
+        holder.wall = lambda: time.time() - 365 * 86400  # a holder a year behind
+        holder.renew("k")
+        assert waiter.holder("k") is not None  # the renewal is seen: the wait starts again
+        clock.time += CLAIM_TTL_S - 1
+        assert waiter.holder("k") is not None and waiter.took_over == 0
+        clock.time += 2
+        assert waiter.holder("k") is None
+        assert waiter.claim("k") is None and waiter.took_over == 1
+    finally:
+        holder.close()
+        waiter.close()
+
+
+def test_a_claim_from_another_host_is_never_judged_by_its_expiry(tmp_path: Path) -> None:
+    """A claim from another host whose expiry is long past (that host's clock runs
+    behind) is waited on while it is fresh to this process, and lapses only after
+    CLAIM_TTL_S without a renewal on this process's own clock."""
+    cache_path = tmp_path / "c.sqlite"
+    _plant_claims(cache_path, ["k"], "another-host", 1, time.time() - 3600)
+    clock = FakeClock()
+    waiter = ResponseCache(cache_path, monotonic=clock.now)
+    try:
+        assert isinstance(waiter.claim("k"), Claim)
+        clock.time += CLAIM_TTL_S / 2
+        assert isinstance(waiter.claim("k"), Claim)
+        clock.time += CLAIM_TTL_S / 2
+        assert waiter.claim("k") is None and waiter.took_over == 1
+    finally:
+        waiter.close()

@@ -163,3 +163,26 @@ def test_several_pairs_give_one_suite_each(cli, runs, tmp_path: Path) -> None:
     text = md.read_text()
     assert text.startswith("## ❌ gradetrail gate: FAIL (1 of 2 comparisons pass, Holm")
     assert text.count("### ") == 2
+
+
+@pytest.mark.parametrize("option", ["--junit", "--markdown", "--github"])
+def test_a_planted_symlink_is_never_written_through(
+    cli, runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str
+) -> None:
+    """`gate --junit FILE --markdown FILE` (the docs/ci.md command) and the step summary,
+    each at a name where a symlink to another file was planted: the target is untouched
+    and the gate says, in one line, that it never writes through a link (exit 2)
+    (before: the report overwrote, or was appended to, the link's target)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / "report.out"
+    link.symlink_to(victim)
+    args = [option] if option == "--github" else [option, str(link)]
+    if option == "--github":
+        monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(link))
+    out = cli("gate", runs["175b_verification"], runs["175b_finetuning"], *args)
+    assert out.exit_code == 2, out.stdout + out.stderr
+    assert "never writes through a link" in out.stderr
+    assert victim.read_text() == "precious\n"
+    assert link.is_symlink()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -9,6 +9,7 @@ seconds rather than a Python start-up per case."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,8 @@ def _write_eval(directory: Path, case: dict[str, Any]) -> Path:
     (directory / "data.jsonl").write_text(data)
     for name, text in (case.get("files") or {}).items():
         (directory / name).write_text(text)
+    for name in case.get("fifos") or []:
+        os.mkfifo(directory / name)
     spec_path = directory / "spec.yaml"
     if "spec" in case:
         spec_path.write_text(case["spec"])
@@ -134,4 +137,6 @@ def test_bad_input_is_one_line_exit_2_nothing_written(
     (line,) = out.err_lines
     assert line.startswith("error: ") and case["expect"] in line, line
     assert "Traceback" not in out.err + out.out
+    if "never_shown" in case:  # a secret the input holds: the error never repeats it
+        assert case["never_shown"] not in out.err + out.out
     assert _files(tmp_path) == before

@@ -11,44 +11,25 @@ writes stops growing at the limit), and the same guarantees are checked.
 
 from __future__ import annotations
 
+import json
+import os
 import resource
 import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from disk_support import small_disk
 from run_support import ROOT, app_env, read_calls, write_eval
 
 import gradetrail
 from gradetrail.cache.store import ResponseCache
 
 
-def _mount(path: Path, size: str) -> bool:
-    path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-        capture_output=True,
-    )
-    return done.returncode == 0
-
-
 def _remount(path: Path, options: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True)
-
-
-@contextmanager
-def small_disk(path: Path, size: str) -> Iterator[bool]:
-    """A tmpfs of ``size`` at ``path`` (yields True), or nothing mounted (False)."""
-    mounted = _mount(path, size)
-    try:
-        yield mounted
-    finally:
-        if mounted:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def _run(  # noqa: ANN202
@@ -171,3 +152,59 @@ def test_a_read_only_cache_is_refused_before_any_call(tmp_path: Path) -> None:
     assert lines[0].endswith("); pass another --cache PATH or --no-cache")
     assert read_calls(calls) == {}
     assert not (tmp_path / "results").exists()
+
+
+def test_a_results_disk_full_at_start_is_one_line_before_any_call(tmp_path: Path) -> None:
+    """The results disk is already full when the run starts: one `error:` line naming
+    the disk, no traceback, no call made (before: an OSError traceback)."""
+    spec = write_eval(tmp_path / "eval", samples=5, concurrency=2)
+    disk = tmp_path / "full"
+    calls = tmp_path / "calls.txt"
+    with small_disk(disk, "256k") as mounted:
+        if not mounted:
+            pytest.skip("needs a tmpfs mount (root)")
+        (disk / "results").mkdir()
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        out = _run(spec, tmp_path / "c.sqlite", disk / "results", calls)
+        assert out.returncode in (1, 2), out.stdout + out.stderr
+        assert "Traceback" not in out.stderr, out.stderr
+        (line,) = out.stderr.strip().splitlines()
+        assert line.startswith("error: ") and ("space" in line or "full" in line), line
+        assert read_calls(calls) == {}
+
+
+@pytest.mark.parametrize("inodes", [5, 6, 7])
+def test_no_inode_left_leaves_neither_running_nor_reserve(tmp_path: Path, inodes: int) -> None:
+    """A results disk with only a few inodes (the run runs out of them while setting up
+    its directory, at a different file each time): one error line, no traceback, and
+    neither a `running` manifest nor `.reserve` is left (before: both were)."""
+    spec = write_eval(tmp_path / "eval", samples=10, concurrency=2)
+    disk = tmp_path / "few-inodes"
+    disk.mkdir()
+    mounted = (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size=4m,nr_inodes={inodes}", "tmpfs", str(disk)],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
+    if not mounted:
+        pytest.skip("needs a tmpfs mount (root)")
+    try:
+        out = _run(spec, tmp_path / "c.sqlite", disk / "results", tmp_path / "calls.txt")
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "Traceback" not in out.stderr
+        assert out.stderr.strip().splitlines()[0].startswith("error: ")
+        names = {p.name for p in disk.rglob("*")}
+        assert ".reserve" not in names, names
+        for manifest in disk.rglob("manifest.json"):
+            assert json.loads(manifest.read_text())["status"] == "failed"
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)

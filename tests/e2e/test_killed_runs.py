@@ -106,3 +106,20 @@ def test_a_killed_run_reads_killed_and_the_gate_says_how_to_resume(tmp_path: Pat
     assert gradetrail.read_manifest(run_dir)["status"] == "complete"
     resumed = _cli("gate", str(base_dir), str(run_dir), "--json", cwd=tmp_path)
     assert json.loads(resumed.stdout)["n"] == samples  # compared: 8 pairs are too few to pass
+
+
+def test_a_tmp_file_left_by_a_killed_rewrite_is_gone_after_a_complete_rerun(
+    tmp_path: Path,
+) -> None:
+    """A kill -9 during the final rewrite leaves `results.jsonl.tmp` (and the like): the
+    next complete run of the same command removes it (before: it survived)."""
+    spec = rs.write_eval(tmp_path / "eval", samples=3, concurrency=1)
+    cache, results = tmp_path / "c.sqlite", tmp_path / "results"
+    code, _, err = rs.run_to_end(spec, cache, results, rs.app_env(tmp_path / "calls"))
+    assert code == 0, err
+    run_dir = gradetrail.plan_run(gradetrail.load_spec(spec)).run_dir(results)
+    for name in ("results.jsonl.tmp", "samples.jsonl.tmp", "manifest.json.tmp"):
+        (run_dir / name).write_text("half a file")
+    code, _, err = rs.run_to_end(spec, cache, results, rs.app_env(tmp_path / "calls"))
+    assert code == 0, err
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.endswith(".tmp")) == []

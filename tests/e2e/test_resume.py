@@ -352,3 +352,58 @@ def test_on_a_terminal_the_bar_shows_progress_and_ctrl_c_drains(tmp_path: Path) 
     assert "cache hits 0" in text and "errors 0" in text and "cost n/a" in text
     assert "SIGINT: starting no new samples" in text
     assert "interrupted by SIGINT" in text
+
+
+@pytest.mark.parametrize("waiting_in", ["rate-cap", "backoff"])
+def test_a_first_ctrl_c_sends_nothing_that_waits_for_admission(
+    tmp_path: Path, waiting_in: str
+) -> None:
+    """Ctrl-C while requests wait in the rate limiter (6 a minute: one admitted every
+    10 s) or in a retry's backoff: none of them is sent after it, the in-flight one lands
+    and the run ends interrupted at once (before: the waiting requests were sent one by
+    one as the limiter admitted them, 37-269 s after Ctrl-C)."""
+    run = {"requests_per_minute": 6} if waiting_in == "rate-cap" else {"max_retries": 8}
+    spec = write_eval(tmp_path / "eval", samples=8, concurrency=8, run=run)
+    if waiting_in == "backoff":  # every call fails with a transient 503: each one backs off
+        (spec.parent / "slow_app.py").write_text(_FAILING_APP)
+    cache, results, calls = tmp_path / "cache.sqlite", tmp_path / "results", tmp_path / "c"
+    proc = start_run(spec, cache, results, app_env(calls, delay=0.05, hold_after=1))
+    wait_until(lambda: sum(read_calls(calls).values()) >= 1, what="first call", proc=proc)
+    if waiting_in == "backoff":
+        release(calls)
+        wait_until(lambda: _retried(results), what="a retry's backoff", proc=proc)
+    made = sum(read_calls(calls).values())
+    send(proc, signal.SIGINT)
+    wait_until(lambda: drain_logged(only_run_dir(results)), what="drain", proc=proc)
+    release(calls)
+    try:
+        out, err = proc.communicate(timeout=30)  # a hang guard: one admission per 10 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert sum(read_calls(calls).values()) == made  # nothing sent after Ctrl-C
+    manifest = json.loads((only_run_dir(results) / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+
+
+_FAILING_APP = """\
+import os
+
+from gradetrail.errors import ServerError
+
+
+async def answer(request):
+    with open(os.environ["GT_CALLS"], "a") as f:
+        f.write(f"{request.sample_id} {request.epoch}\\n")
+    raise ServerError("overloaded", status=503)
+"""
+
+
+def _retried(results: Path) -> bool:
+    """True once the run under ``results`` has logged a failed attempt it will retry."""
+    try:
+        return '"retry_in_s"' in (only_run_dir(results) / "log.jsonl").read_text()
+    except (AssertionError, FileNotFoundError, StopIteration, ValueError):
+        return False

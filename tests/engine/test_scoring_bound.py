@@ -127,3 +127,91 @@ def test_score_timeout_records_the_row_and_the_run_goes_on(tmp_path: Path) -> No
         assert (error["kind"], error["reason"]) == ("ScorerTimeout", "scorer_timeout")
         assert "run.score_timeout_s" in error["message"]
     assert rows[1]["cached"] is True
+
+
+JUDGE_APP = """\
+def answer(request):
+    return "fine"
+
+
+def judge(request):
+    return "a" * 60 + "c" if "evil" in request.prompt else "GRADE: aaaa"
+"""
+
+
+def write_judged(directory: Path, rows: list[str], score_timeout_s: float | None) -> Path:
+    """A judge eval whose parse.pattern (``^(a|aa)+$`` around the grade) backtracks
+    catastrophically on the judge's reply to an ``evil`` row."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "data.jsonl").write_text(
+        "".join(json.dumps({"id": f"s{i}", "q": q}) + "\n" for i, q in enumerate(rows))
+    )
+    (directory / "judge_app.py").write_text(JUDGE_APP)
+    (directory / "judge.j2").write_text("Grade: {{ response }} for {{ q }}\n")
+    spec = {
+        "name": "judged-backtrack",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "model": {"provider": "python", "name": "app", "function": "judge_app:answer"},
+        "scorer": {
+            "type": "judge",
+            "file": "judge.j2",
+            "model": {"provider": "python", "name": "judge", "function": "judge_app:judge"},
+            "parse": {
+                "kind": "grade",
+                "pattern": "^(?:GRADE: )?((?:a|aa)+)$",
+                "grades": {"aaaa": 1},
+            },
+        },
+        "run": {"concurrency": 1, "score_timeout_s": score_timeout_s},
+    }
+    path = directory / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_a_judge_pattern_that_backtracks_is_stopped_by_score_timeout(tmp_path: Path) -> None:
+    """A judge's parse.pattern that backtracks catastrophically on one reply is stopped
+    after run.score_timeout_s: that row is a judge_error naming the bound, the others are
+    scored (before: the verdict parser ran outside the scoring bound and hung the run)."""
+    spec = write_judged(tmp_path / "e", ["fine", "evil", "fine too"], 1.0)
+    out = run_cli(
+        "run", str(spec), "--cache", str(tmp_path / "cache.sqlite"),
+        "--results-root", str(tmp_path / "results"),
+    )  # fmt: skip
+    assert out.code == 0, out.err
+    (run_dir,) = (tmp_path / "results").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert [r["state"] for r in rows] == ["scored", "judge_error", "scored"]
+    assert rows[1]["error"]["reason"] == "unparseable"
+    assert "run.score_timeout_s" in rows[1]["error"]["message"]
+
+
+def test_sigterm_stops_a_judge_pattern_that_backtracks(tmp_path: Path) -> None:
+    """With no time bound, SIGTERM still stops the judge's backtracking pattern: exit 143."""
+    spec = write_judged(tmp_path / "e", ["evil"], None)
+    proc = start(spec, tmp_path)
+    try:
+        wait_until(judge_called(tmp_path), timeout=60, what="judging", proc=proc)
+        time.sleep(0.3)  # well inside the backtracking match
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=60)  # a hang guard, not a timing assertion
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143
+    m = manifest(tmp_path)
+    assert (m["status"], m["stop_signal"]) == ("interrupted", "SIGTERM")
+
+
+def judge_called(tmp_path: Path):  # noqa: ANN201
+    """True once the log shows the judge's call answered (its verdict is then read)."""
+
+    def check() -> bool:
+        for log in (tmp_path / "results").glob("*/log.jsonl"):
+            if '"judge_call"' in log.read_text():
+                return True
+        return False
+
+    return check

@@ -16,6 +16,7 @@ import pytest
 from http_support import PROTOCOLS, ROOT, SECRET_KEY, gsm8k_spec, run_http
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
+from gradetrail.executors.retry import MAX_RETRY_AFTER_S
 from gradetrail.providers._http import parse_retry_after
 from gradetrail.providers.served import served_model_matches
 
@@ -55,6 +56,190 @@ def test_retry_after_ms_wins_over_retry_after(srv, tmp_path: Path, protocol: str
     srv.configure(faults=[{"kind": "429", "first": 1, "retry_after": 3, "retry_after_ms": 1500}])
     out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
     assert out.row["attempts"] == 2 and out.slept == [1.5]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(
+    "header",
+    [{"retry_after": 999999999}, {"retry_after_ms": "1e309"}, {"retry_after": "1e400"}],
+    ids=["seconds", "ms-inf", "seconds-inf"],
+)
+def test_an_absurd_retry_after_is_capped_everywhere(
+    srv, tmp_path: Path, protocol: str, header: dict
+) -> None:
+    """One 429 asking to wait 31 years (or for ever) waits at most MAX_RETRY_AFTER_S, in
+    the retry's backoff and in the pause shared by every new attempt (before: the shared
+    pause took the raw value and froze the run for good)."""
+    srv.configure(faults=[{"kind": "rate_limit", "first": 1, "retry_after": None, **header}])
+    out = run_http(gsm8k_spec(tmp_path, srv, protocol), tmp_path)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert out.slept and max(out.slept) <= MAX_RETRY_AFTER_S
+    assert sum(out.slept) <= 2 * MAX_RETRY_AFTER_S
+
+
+@pytest.fixture(scope="module")
+def elsewhere():  # noqa: ANN201
+    """A second protocol server: the host a hostile endpoint redirects to."""
+    from protocol_server import running_server
+
+    with running_server() as other:
+        yield other
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("status", [302, 307, 308])
+def test_an_api_call_is_never_redirected(
+    srv, elsewhere, tmp_path: Path, protocol: str, client: str, status: int
+) -> None:
+    """An endpoint that answers a redirect to another host: the prompt (and key) is never
+    re-sent there and no answer from it is cached; the row is a permanent provider error
+    naming the redirect (before: 307/308 re-sent the prompt, and 302's GET answer was
+    cached as the model's)."""
+    path = "/v1/messages" if protocol == "anthropic" else "/v1/chat/completions"
+    target = elsewhere.base_url + path
+    elsewhere.reset()
+    srv.configure(
+        faults=[
+            {
+                "kind": "garbage_200",
+                "status": status,
+                "body": "{}",
+                "headers": {"location": target},
+            }
+        ]
+    )
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client)
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "provider_error", out.row
+    assert "redirect" in out.row["error"]["message"]
+    assert out.row["attempts"] == 1
+    assert out.cached == 0
+    assert elsewhere.stats()["total"] == 0
+
+
+def _answer_with(protocol: str, content: object) -> str:
+    """A complete 200 answer whose text is ``content`` (any JSON value)."""
+    import json
+
+    if protocol == "anthropic":
+        body = {
+            "id": "msg_x", "type": "message", "role": "assistant", "model": "175b_verification",
+            "content": [{"type": "text", "text": content}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }  # fmt: skip
+    else:
+        body = {
+            "id": "chatcmpl-x", "object": "chat.completion", "model": "175b_verification",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content},
+                 "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }  # fmt: skip
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("content", [18, {"answer": 18}, True, [{"type": "text", "text": 18}]])
+def test_non_text_content_is_an_invalid_response_never_coerced(
+    srv, tmp_path: Path, protocol: str, client: str, content: object
+) -> None:
+    """A text that is a number, an object, a boolean (or a content part whose text is
+    one) is an invalid response, never cached, instead of being coerced (before: 18
+    became "18" and an object was cached as its Python repr)."""
+    if protocol == "anthropic" and isinstance(content, list):
+        pytest.skip("content parts are OpenAI's")
+    body = _answer_with(protocol, content)
+    srv.configure(faults=[{"kind": "garbage_200", "body": body}])
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, run={"max_retries": 0})
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "provider_error", out.row
+    assert out.row["error"]["kind"] == "InvalidResponse"
+    assert "not text" in out.row["error"]["message"]
+    assert out.cached == 0
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip-bomb"])
+def test_an_answer_over_the_size_bound_is_a_recorded_error_never_cached(
+    srv, tmp_path: Path, gzipped: bool
+) -> None:
+    """An answer larger than MAX_ANSWER_BYTES once decompressed (sent as is, or as a
+    small gzip bomb) is a permanent InvalidResponse naming the bound, never cached or
+    written as a row's text (before: a 500 MB answer used 3 GB and wrote a 1 GB row and
+    cache entry)."""
+    from gradetrail.providers._transport import MAX_ANSWER_BYTES
+
+    pad = {"kind": "pad", "chars": MAX_ANSWER_BYTES + 1024, "gzip": gzipped}
+    srv.configure(faults=[pad])
+    spec = gsm8k_spec(tmp_path, srv, "openai_compatible", http_client="aiohttp")
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "provider_error", out.row["state"]
+    assert out.row["error"]["kind"] == "InvalidResponse"
+    assert "larger than" in out.row["error"]["message"]
+    assert out.row["attempts"] == 1 and out.cached == 0
+
+
+def test_a_huge_error_message_is_bounded() -> None:
+    """A provider error's message is kept to MAX_ERROR_CHARS characters (before: a 20 MB
+    message made a 21 MB manifest)."""
+    from gradetrail.errors import MAX_ERROR_CHARS, ServerError
+
+    error = ServerError("x" * 20_000_000, status=500)
+    assert len(str(error)) <= MAX_ERROR_CHARS + 100
+    assert "characters omitted" in str(error)
+
+
+def _echoes(protocol: str) -> dict[str, tuple[int, str]]:
+    """Answers that echo the API key in every field a provider controls: ``name ->
+    (status, body)``."""
+    import json
+
+    key = SECRET_KEY
+    forms = {"whole": key, "upper": key.upper(), "partial": key[1:-1]}
+    out = {}
+    for form, echoed in forms.items():
+        error = {"error": {"type": echoed, "code": echoed, "message": echoed}}
+        if protocol == "anthropic":
+            error = {"type": "error", "error": {"type": echoed, "message": echoed}}
+            ok = {
+                "id": "msg_x", "type": "message", "role": "assistant", "model": echoed,
+                "content": [{"type": "text", "text": f"A: 18 {echoed}"}],
+                "stop_reason": echoed, "usage": {"input_tokens": 1, "output_tokens": 1},
+            }  # fmt: skip
+        else:
+            ok = {
+                "id": "chatcmpl-x", "object": "chat.completion", "model": echoed,
+                "choices": [{"index": 0, "finish_reason": echoed,
+                             "message": {"role": "assistant", "content": f"A: 18 {echoed}"}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }  # fmt: skip
+        out[f"error-{form}"] = (400, json.dumps(error))
+        out[f"answer-{form}"] = (200, json.dumps(ok))
+        out[f"not-json-{form}"] = (200, f"<html>{echoed}</html>")
+    return out
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_provider_echoing_the_key_in_every_field_never_gets_it_stored(
+    srv, tmp_path: Path, protocol: str, client: str
+) -> None:
+    """A provider that echoes the API key (whole, upper-cased, or missing a character at
+    each end) in an error's type, code and message, in a non-JSON 200 body, and in the
+    answer's text, served model and stop reason: the key, in any of these forms, is found
+    nowhere the run writes (results, manifest, log, cache) (before: stored as sent)."""
+    for name, (status, body) in _echoes(protocol).items():
+        srv.configure(faults=[{"kind": "garbage_200", "status": status, "body": body}])
+        where = tmp_path / name
+        keyed = {"api_key_env": "OPENAI_API_KEY"} if protocol == "openai_compatible" else {}
+        run = {"max_retries": 0}
+        spec = gsm8k_spec(where, srv, protocol, http_client=client, run=run, **keyed)
+        run_http(spec, where)
+        written = b"".join(p.read_bytes() for p in where.rglob("*") if p.is_file())
+        for form in (SECRET_KEY, SECRET_KEY.upper(), SECRET_KEY[1:-1], SECRET_KEY[2:-2]):
+            assert form.encode() not in written, (name, form)
 
 
 def test_exhausted_quota_429_is_permanent(srv, tmp_path: Path) -> None:
@@ -411,6 +596,33 @@ def test_a_missing_key_names_a_set_variable_that_looks_meant(
 # what a response carries
 
 
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), float("-inf"), -5000, 10**15, 1.5], ids=repr
+)
+def test_a_hostile_usage_count_is_zero_never_a_crash_or_negative_cost(
+    srv, tmp_path: Path, protocol: str, client: str, value: float
+) -> None:
+    """NaN, Infinity, a negative, an absurd or a fractional token count in ``usage`` is
+    not a count: the answer is scored and cached (a re-run pays nothing again), its
+    tokens count 0 and its cost is never negative (before: NaN and Infinity crashed the
+    whole run with a traceback, every re-run paid and crashed again, and -5000 made the
+    cost negative)."""
+    field = "completion_tokens" if protocol == "openai_compatible" else "output_tokens"
+    srv.configure(faults=[{"kind": "usage", "usage": {field: value}}])
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 4.0}
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, price=price)
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "scored", out.row
+    assert out.row["output_tokens"] == 0
+    assert out.cached == 1
+    cost = out.result.manifest.cost_usd
+    assert cost is not None and cost >= 0
+    log = (out.result.run_dir / "log.jsonl").read_text()
+    assert '"event":"invalid_usage"' in log
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_missing_usage_counts_zero_tokens_with_a_warning(
     srv, tmp_path: Path, protocol: str, caplog: pytest.LogCaptureFixture
@@ -481,6 +693,9 @@ def test_retry_after_header_forms() -> None:
     assert parse_retry_after({"retry-after": date}, now=1445412470.0) == 10.0
     assert parse_retry_after({"retry-after": date}, now=1445412490.0) == 0.0
     assert parse_retry_after({"retry-after": "soon"}) is None
+    assert parse_retry_after({"retry-after": "999999999"}) == MAX_RETRY_AFTER_S
+    assert parse_retry_after({"retry-after-ms": "1e309"}) == MAX_RETRY_AFTER_S
+    assert parse_retry_after({"retry-after-ms": "nan"}) is None
     assert parse_retry_after({}) is None
 
 

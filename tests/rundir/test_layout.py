@@ -140,3 +140,36 @@ def test_sample_file_names_are_distinct_per_id() -> None:
     ids = ["a/b", "a_b", "a?b", "A", "a", "x" * 200, "x" * 201]
     assert len({sample_file_name(i) for i in ids}) == len(ids)
     assert sample_file_name("gsm8k-12").startswith("gsm8k-12-")
+
+
+def test_a_signal_mid_rewrite_leaves_no_tmp_file(tmp_path: Path) -> None:
+    """Ctrl-C (KeyboardInterrupt) while a file is being rewritten: the old file stays
+    whole and no `.tmp` is left behind (before: the `.tmp` stayed)."""
+    from gradetrail.rundir.layout import RunDir
+
+    def chunks():  # noqa: ANN202
+        yield b"first half"
+        raise KeyboardInterrupt
+
+    with RunDir.create(tmp_path / "run") as run_dir:
+        run_dir.write_atomic("results.jsonl", b"old\n")
+        with pytest.raises(KeyboardInterrupt):
+            run_dir.write_atomic("results.jsonl", chunks())
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["results.jsonl"]
+    assert (tmp_path / "run" / "results.jsonl").read_bytes() == b"old\n"
+
+
+def test_signals_are_held_during_the_final_rewrite() -> None:
+    """SIGINT and SIGTERM sent during the final rewrite are held until it is done (the
+    manifest cannot be left `running` by them), then consumed and named."""
+    import os
+    import signal
+
+    from gradetrail.engine.interrupts import deferred_signals
+
+    with deferred_signals() as arrived:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        finished = True  # reached: neither signal cut the block
+    assert finished
+    assert sorted(arrived) == ["SIGINT", "SIGTERM"]

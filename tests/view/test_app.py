@@ -747,3 +747,41 @@ def test_sample_steps_follow_the_filtered_list_across_table_pages(gsm8k_root: Pa
     assert 'rel="prev"' not in first.text and "1 of 577 shown" in plain(first.text)
     right = client.get(f"/runs/{name}/sample", params={"id": "1", "back": "?f=failures"})
     assert right.status_code == 200 and "shown" not in plain(right.text).split("Sample 1")[1][:80]
+
+
+def test_every_invisible_character_is_marked_in_the_body_and_the_title(root: Path) -> None:
+    """Characters outside the first marked set (a no-break space, an invisible
+    separator, a variation selector, a Hangul filler, a tag character) are marked too,
+    so two ids that look identical are told apart, and the page title shows a sample
+    id's bidi and zero-width characters as plain [U+XXXX] text (before: raw)."""
+    run = only_run(root)
+    path = run / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    sneaky = "A:\u00a05\u2063\ufe0f\u3164\U000e0041"
+    rows[0]["response"] = sneaky
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    client = client_for(root)
+    page = client.get(f"/runs/{run.name}/sample", params={"id": "q0"})
+    assert page.status_code == 200
+    for ch in "\u00a0\u2063\ufe0f\u3164\U000e0041":
+        assert ch not in page.text
+        assert f'title="U+{ord(ch):04X}"' in page.text
+    from gradetrail.view.text import titled
+
+    assert titled("q\u202e0\u200b") == "q[U+202E]0[U+200B]"
+
+
+def test_a_huge_response_makes_a_page_of_bounded_size(root: Path) -> None:
+    """A 5 MB response is shown up to MAX_SHOWN_CHARS with a note saying how much is cut
+    (before: a 200 MB response made a 419 MB page)."""
+    from gradetrail.view.text import MAX_SHOWN_CHARS
+
+    run = only_run(root)
+    path = run / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[0]["response"] = "x" * 5_000_000
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    page = client_for(root).get(f"/runs/{run.name}/sample", params={"id": "q0"})
+    assert page.status_code == 200
+    assert len(page.text) < 3 * MAX_SHOWN_CHARS + 200_000
+    assert f"{5_000_000 - MAX_SHOWN_CHARS:,} more characters not shown" in page.text

@@ -1,0 +1,88 @@
+"""Files gradetrail writes at a path the user names outside a run directory (the gate's
+``--junit`` and ``--markdown`` reports, GitHub's step summary), written so that a link
+planted at that path is never written through.
+
+- :func:`write_file` refuses a symlink at the name, writes a temporary file beside it
+  (``O_EXCL``, never followed) and renames it onto the name: a hard link at the name
+  (a second name for a file elsewhere) is replaced, never written into, and a failed
+  write leaves the old file whole and no temporary file behind.
+- :func:`append_file` appends to a file that exists or is created, opened with
+  ``O_NOFOLLOW`` (a symlink at the name is refused) and refused when it is not a
+  regular file or has more than one link.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+
+__all__ = ["append_file", "write_file"]
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _refuse_link(path: Path) -> None:
+    """Raise OSError(ELOOP) when ``path`` is a symlink (a dangling one included)."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            raise OSError(
+                errno.ELOOP, f"{path} is a symlink; gradetrail never writes through a link"
+            )
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (replacing it), never through a link at the name.
+
+    Raises:
+        OSError: the name is a symlink (``ELOOP``), or the file cannot be written.
+    """
+    path = Path(path)
+    _refuse_link(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{id(data):x}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        _refuse_link(path)  # planted meanwhile: still never written through
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def append_file(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` (created if missing), never through a link.
+
+    Raises:
+        OSError: the name is a symlink (``ELOOP``), not a regular file, has more than one
+            link, or cannot be written.
+    """
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(
+                errno.ELOOP, f"{path} is a symlink; gradetrail never writes through a link"
+            ) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OSError(errno.EPERM, f"{path} is not a regular file with one link")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
