@@ -9,7 +9,8 @@ first untimed run of each tree to fill it. Prints each scenario's medians for bo
 the ratio B / A of wall time and of CPU time, and the load average.
 
 Scenarios: ``c64`` (0 ms latency, 64 in flight, cache off: the harness's own CPU),
-``a64`` (100 ms latency: ratio to the ideal), ``warm`` (every response cached),
+``cold`` (the same with the cache on, each run filling a new cache file: what a cache
+write costs), ``a64`` (100 ms latency: ratio to the ideal), ``warm`` (every response cached),
 ``rescore`` (cached responses, a changed scorer) and ``rows`` (13,190 rows warm, replay).
 
     python bench/bench_revisions.py OLD_TREE NEW_TREE [--repeat 5] [--only c64 warm ...]
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from bench_runs import SPEC, N, http_args, load, timed  # noqa: E402
 from protocol_server import running_server  # noqa: E402
 
-SCENARIOS = ("c64", "a64", "warm", "rescore", "rows")
+SCENARIOS = ("c64", "cold", "a64", "warm", "rescore", "rows")
 
 
 def main() -> None:
@@ -55,6 +56,7 @@ def main() -> None:
         with running_server(latency=0.0) as srv:
             cases = {
                 "c64": (0.0, [*http_args(srv, 64), "--no-cache"], None),
+                "cold": (0.0, [*http_args(srv, 64)], "cache"),
                 "a64": (0.1, [*http_args(srv, 64), "--no-cache"], None),
                 "warm": (0.0, [*http_args(srv, 64)], None),
                 "rescore": (0.0, [*http_args(srv, 64)], "scorer.abs_tol"),
@@ -69,6 +71,8 @@ def main() -> None:
                 for i in range(args.repeat):
                     for tree in measures:
                         more = ["--set", f"{vary}={(i + 1) / 1e6:f}"] if vary else []
+                        if vary == "cache":  # a new, empty cache file: every row a miss
+                            more = ["--cache", str(work / f"cold-{tree}-{i}.sqlite")]
                         root = ["--results-root", str(work / tree)]
                         measures[tree].append(timed([*run_args, *more, *root], envs[tree], work))
                 _print(name, measures)

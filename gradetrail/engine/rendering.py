@@ -325,6 +325,49 @@ def _one_message(
     return system, prompt, target, label
 
 
+#: what :class:`PreparedRequests` keeps of what rows rendered to, from keying a run to
+#: running it, at most (bytes, as :data:`_HELD_OVERHEAD` and ASCII text count them): every
+#: row of most datasets; of a million GSM8K rows the first ~65,000, of a million short
+#: ones (``Q: What is 7 + 7?``) the first ~140,000; the others are rendered again when run
+HELD_BYTES = 32 * 1024 * 1024
+#: what a held row costs besides its text (measured: a tuple, the strings' headers, the
+#: list's slot); a per-row identity (``row_sha256``) adds a dict and a hash, ~340 bytes
+_HELD_OVERHEAD = 200
+_HELD_IDENTITY = 340
+
+#: what a one-message row renders to: system prompt, user message, target, label and its
+#: per-row identity entries (:func:`_row_identity`; None in a held row: made again)
+Rendered = tuple[str | None, str, str | None, float | None, dict[str, Any] | None]
+
+
+def _message_prepared(
+    sample: Sample, epoch: int, renderer: Renderer, rendered: Rendered, key: str | None
+) -> Prepared:
+    """The :class:`Prepared` of a one-message row (``renderer.keys`` is set) from what it
+    rendered to (``key``: its key when known, computed otherwise)."""
+    system, prompt, target, label, per_row = rendered
+    assert per_row is not None
+    model = renderer.model
+    request = Request(
+        model.provider,
+        model.name,
+        model.base_url,
+        system,
+        ({"role": "user", "content": prompt},),
+        renderer.params,
+        epoch,
+        sample.id,
+        {**renderer.identity, **per_row} if per_row else renderer.identity,
+        (),
+        None,
+        sample.row if renderer.with_row else None,
+    )  # by position: keywords cost twice as much
+    if key is None:
+        assert renderer.keys is not None
+        key = renderer.keys.key(system, prompt, epoch, per_row)
+    return Prepared(sample, epoch, request, key, target, label, None, False)
+
+
 def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = None) -> Prepared:
     """Render one (sample, epoch) into a keyed request (``key``: its key, when already
     known from an earlier rendering; computed otherwise).
@@ -333,27 +376,12 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = No
         DatasetError: a template fails on this row, or its conversation or tools are
             invalid (naming the sample id and line).
     """
+    if renderer.keys is not None:  # one user message: the common case, kept lean
+        rendered = (*_one_message(sample, renderer), _row_identity(renderer, sample))
+        return _message_prepared(sample, epoch, renderer, rendered, key)
     per_row = _row_identity(renderer, sample)
     identity = {**renderer.identity, **per_row} if per_row else renderer.identity
     model = renderer.model
-    if renderer.keys is not None:  # one user message: the common case, kept lean
-        system, prompt, target, label = _one_message(sample, renderer)
-        request = Request(
-            model.provider,
-            model.name,
-            model.base_url,
-            system,
-            ({"role": "user", "content": prompt},),
-            renderer.params,
-            epoch,
-            sample.id,
-            identity,
-            (),
-            None,
-            sample.row if renderer.with_row else None,
-        )  # by position: keywords cost twice as much
-        key = key or renderer.keys.key(system, prompt, epoch, per_row)
-        return Prepared(sample, epoch, request, key, target, label, None, False)
     if renderer.conversational:
         system, messages = _conversation(sample, renderer)
         tools, tool_choice = _row_tools(sample, renderer)
@@ -406,9 +434,12 @@ class PreparedRequests(Sequence[Prepared]):
     """Every (sample, epoch) of a run, epoch-major, rendered on access.
 
     Building it renders and keys every request once, so a template that fails on any row
-    stops the run before any call, but keeps only each request's key (32 bytes): a
-    :class:`Prepared` is rendered again when it is asked for, and dropped once its row is
-    written, so memory stays flat in the dataset's size (100,000 rendered prompts would
+    stops the run before any call. It keeps each request's key (32 bytes) and, for
+    one-message rows, what the first rows rendered to, up to about :data:`HELD_BYTES`:
+    those rows are not rendered again when asked for (every row of a
+    dataset of ordinary size, in every epoch). A row past that budget is rendered again
+    when it is asked for, and its :class:`Prepared` dropped once its row is written, so
+    memory stays bounded whatever the dataset's size (a million rendered prompts would
     otherwise be held for the whole run).
 
     Args:
@@ -434,13 +465,20 @@ class PreparedRequests(Sequence[Prepared]):
         # one buffer of the final size, filled in place (no growth slack, no final copy)
         digests = bytearray(32 * n * epochs)
         keys = renderer.keys
+        held: list[Rendered] = []  # what rows 0, 1, ... rendered to, while within budget
+        budget = HELD_BYTES
+        with_row = renderer.with_row  # the row's hash is kept; a sample id is not
         for at, sample in enumerate(samples):  # sample-major: a row is rendered once
             if keys is not None and check is None:
-                system, prompt, _, _ = _one_message(sample, renderer)
+                system, prompt, target, label = _one_message(sample, renderer)
                 per_row = _row_identity(renderer, sample)
                 for epoch in range(1, epochs + 1):
                     i = 32 * ((epoch - 1) * n + at)
                     digests[i : i + 32] = keys.digest(system, prompt, epoch, per_row)
+                if budget > 0:
+                    budget -= _HELD_OVERHEAD + len(prompt) + len(system or "")
+                    budget -= len(target or "") + (_HELD_IDENTITY if with_row else 0)
+                    held.append((system, prompt, target, label, per_row if with_row else None))
                 continue
             for epoch in range(1, epochs + 1):
                 item = prepare(sample, epoch, renderer)
@@ -449,6 +487,7 @@ class PreparedRequests(Sequence[Prepared]):
                 i = 32 * ((epoch - 1) * n + at)
                 digests[i : i + 32] = bytes.fromhex(item.key)
         self._digests = digests
+        self._held = held
         self._n, self._len = n, n * epochs  # read for every item
 
     def __len__(self) -> int:
@@ -488,6 +527,12 @@ class PreparedRequests(Sequence[Prepared]):
         if not 0 <= index < self._len:
             raise IndexError(index)
         epoch, at = divmod(index, self._n)
+        if at < len(self._held):  # rendered when the requests were keyed
+            sample, key, renderer = self.samples[at], self.key(index), self.renderer
+            rendered = self._held[at]
+            if rendered[4] is None:  # a sample id's entry: cheaper made again than kept
+                rendered = (*rendered[:4], _row_identity(renderer, sample))
+            return _message_prepared(sample, epoch + 1, renderer, rendered, key)
         return prepare(self.samples[at], epoch + 1, self.renderer, self.key(index))
 
     def __iter__(self) -> Iterator[Prepared]:

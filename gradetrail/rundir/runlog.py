@@ -100,12 +100,14 @@ class CallEvent(BaseModel):
 
 #: the fields every call line has, in order (those of CallEvent without a default)
 _CALL_FIELDS = tuple(n for n, f in CallEvent.model_fields.items() if f.is_required())
-#: a served line with named ``str.format`` slots (``ts``, ``event`` and each field's
-#: JSON), the fields in CallEvent's order: generated from it, never written by hand
+#: a served line with a ``%s`` slot for each value (``ts``, ``event``, then each field's
+#: JSON, in CallEvent's order): generated from it, never written by hand; filled by
+#: position, a third faster than ``str.format`` with named slots (a test holds the line
+#: equal to the general encoder's)
 _SERVED_LINE = (
-    '{{"ts":"{ts}","level":"info","event":{event},'
-    + ",".join(f'"{name}":{{{name}}}' for name in _CALL_FIELDS)
-    + "}}"
+    '{"ts":"%s","level":"info","event":%s,'
+    + ",".join(f'"{name}":%s' for name in _CALL_FIELDS)
+    + "}"
 )
 
 _second: list[Any] = [-1, ""]
@@ -332,21 +334,21 @@ class RunLog:
         if self._echo is None and turn is None:  # an agent turn adds its number
             try:
                 event, model_json, served_json = self._names(kind, model, response.served_model)
-                line = _SERVED_LINE.format(
-                    ts=_now_iso(),
-                    event=event,
-                    sample_id=_plain(sample_id),
-                    epoch=_plain(epoch),
-                    model=model_json,
-                    served_model=served_json,
-                    latency_ms=_plain(round(latency_ms, 1)),
-                    input_tokens=_plain(tokens),
-                    output_tokens=_plain(out),
-                    cached_input_tokens=_plain(cached_in),
-                    cost_usd=_plain(response.cost_usd),
-                    cached=_plain(cached),
-                    attempt=_plain(attempt),
-                    outcome='"ok"',
+                line = _SERVED_LINE % (
+                    _now_iso(),
+                    event,
+                    _plain(sample_id),
+                    _plain(epoch),
+                    model_json,
+                    served_json,
+                    _plain(round(latency_ms, 1)),
+                    _plain(tokens),
+                    _plain(out),
+                    _plain(cached_in),
+                    _plain(response.cost_usd),
+                    _plain(cached),
+                    _plain(attempt),
+                    '"ok"',
                 )
             except _NotPlain:
                 pass

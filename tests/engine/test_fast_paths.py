@@ -334,3 +334,27 @@ def test_a_scorer_that_raises_on_one_response_costs_that_row_not_the_run() -> No
     ctx.scorer = Failing(CacheError("cache x: write failed (disk full)"))
     with pytest.raises(CacheError):
         asyncio.run(process(item, ctx, hit))
+
+
+@pytest.mark.parametrize("system", [False, True])
+def test_rows_kept_rendered_are_the_rows_rendered_again(
+    system: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PreparedRequests keeps what its first rows rendered to (up to HELD_BYTES) and
+    renders the others again: either way an item is what prepare() renders afresh, in
+    every epoch (request, key, target, label)."""
+    import gradetrail
+    import gradetrail.engine.rendering as rendering
+
+    monkeypatch.setattr(rendering, "HELD_BYTES", 20 * 700)  # about 20 GSM8K rows
+    overrides = ["run.epochs=2", "dataset.limit=60"]
+    if system:
+        overrides.append("system=Answer {{ question | length }} characters.")
+    prepared = gradetrail.plan_run(gradetrail.load_spec(GSM8K_SPEC, overrides)).prepared
+    assert 0 < len(prepared._held) < 60  # both kinds of row are here
+    for i, item in enumerate(prepared):
+        fresh = rendering.prepare(item.sample, item.epoch, prepared.renderer)
+        assert item.key == fresh.key == prepared.key(i)
+        assert item.request == fresh.request
+        assert (item.target, item.label, item.epoch) == (fresh.target, fresh.label, fresh.epoch)
+        assert (item.request.system is not None) == system
