@@ -25,7 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from gradetrail.cache.store import CLAIM_TTL_S, Claim, ResponseCache
+from gradetrail.cache.claims import CLAIM_TTL_S, Claim
+from gradetrail.cache.store import ResponseCache
 from gradetrail.providers.base import Response
 
 __all__ = ["InFlight", "Shared"]

@@ -58,7 +58,6 @@ import itertools
 import json
 import os
 import random
-import socket
 import sqlite3
 import stat
 import time
@@ -66,6 +65,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradetrail.cache.claims import _BOOT, _HOST, CLAIM_TTL_S, Claim, Claims, _started
 from gradetrail.errors import CacheError, CacheRefused
 from gradetrail.providers.base import Request, Response
 
@@ -82,8 +82,6 @@ __all__ = [
 
 #: the schema this module writes (``PRAGMA user_version``)
 SCHEMA_VERSION = 2
-#: seconds a claim on a key in flight lives without renewal
-CLAIM_TTL_S = 60.0
 _OLD_COLUMNS = ("key", "provider", "model", "response", "created_at")
 _COLUMNS = (*_OLD_COLUMNS, "checksum")
 _CLAIM_COLUMNS = ("key", "owner", "host", "pid", "expires_at")
@@ -107,30 +105,6 @@ CREATE TABLE IF NOT EXISTS claims (
 _COMPANIONS = ("-wal", "-shm", "-journal")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-_HOST = socket.gethostname()
-
-
-def _boot_id() -> str:
-    """This host's boot id (Linux), or "-" where there is none."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read().strip()[:8] or "-"
-    except OSError:
-        return "-"
-
-
-def _started(pid: int) -> str:
-    """The start time of process ``pid`` in clock ticks since boot (Linux), or "-" when
-    unknown: with the boot id it tells a live process from another that reused its pid."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[19]
-    except (OSError, IndexError):
-        return "-"
-
-
-_BOOT = _boot_id()
 
 
 def default_cache_path() -> Path:
@@ -182,55 +156,9 @@ def _stored_text(response: Response) -> str:
     return text
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: it exists, owned by someone else
-        return True
-    return True
-
-
 def _busy(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """Another process's claim on a key in flight.
-
-    Attributes:
-        host: the claiming process's host name.
-        pid: its process id.
-        expires_at: the claim's heartbeat: the holder's wall clock plus
-            :data:`CLAIM_TTL_S` at its last renewal. Only its changes are read (they show
-            the holder renewing); it is never compared with another clock.
-        owner: ``host:pid:boot:start:random`` of the holder ("" when unknown).
-    """
-
-    host: str
-    pid: int
-    expires_at: float
-    owner: str = ""
-
-    def gone(self) -> bool:
-        """True when the holder is known to be gone: it ran on this host and its pid no
-        longer exists, belongs to a process started later, or the host rebooted since.
-        False when that cannot be told (another host): then only a heartbeat that stands
-        still shows it gone."""
-        if self.host != _HOST:
-            return False
-        if not _pid_alive(self.pid):
-            return True
-        parts = self.owner.split(":")
-        if len(parts) != 5:  # an owner from before boot ids: the pid is all there is
-            return False
-        boot, start = parts[2], parts[3]
-        if boot != "-" and _BOOT != "-" and boot != _BOOT:
-            return True
-        return start != "-" and start != _started(self.pid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,8 +257,8 @@ class ResponseCache:
         self.wall = wall
         pid = os.getpid()
         self.owner = f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{random.getrandbits(48):012x}"
-        #: key -> (owner, heartbeat, when this process first saw that heartbeat)
-        self._beats: dict[str, tuple[str, float, float]] = {}
+        #: this process's claims on keys in flight, shared with other processes
+        self.claims = Claims(self)
         #: connections to lost files whose entries went to the fallback
         self._handed_over: set[tuple[int, int]] = set()
         self._damaged: set[str] = set()
@@ -696,86 +624,20 @@ class ResponseCache:
     # ------------------------------------------------------------------ claims
 
     def claim(self, key: str) -> Response | Claim | None:
-        """Claim ``key`` for a call by this process.
-
-        Returns:
-            None when this process now holds the claim (make the call); the response when
-            one was cached meanwhile; another process's live :class:`Claim` otherwise.
-
-        Raises:
-            CacheError: the claim cannot be written (the call must not be made).
-        """
-        try:
-            self.ensure_file()
-            with self._write():
-                row = self._db.execute(self._select_one, (key,)).fetchone()
-                if row is not None:
-                    response = self._verified(key, row[0], row[1])
-                    if response is not None:
-                        self._beats.pop(key, None)
-                        return response
-                held = self._db.execute(
-                    "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
-                ).fetchone()
-                if held is not None and held[0] != self.owner:
-                    other = Claim(held[1], held[2], held[3], held[0])
-                    if not self._lapsed(key, other):
-                        return other
-                    self.took_over += 1  # its process died or stopped renewing it
-                self._beats.pop(key, None)
-                self._db.execute(
-                    "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
-                    (key, self.owner, _HOST, os.getpid(), self.wall() + CLAIM_TTL_S),
-                )
-        except (sqlite3.Error, CacheError) as exc:
-            raise self._failed("write", exc) from None
-        return None
-
-    def _lapsed(self, key: str, other: Claim) -> bool:
-        """True when ``other``'s claim on ``key`` no longer holds: its process is gone
-        from this host, or its heartbeat has stood still for :data:`CLAIM_TTL_S` on this
-        process's monotonic clock since this process first saw it."""
-        if other.gone():
-            return True
-        now = self.monotonic()
-        seen = self._beats.get(key)
-        if seen is None or seen[:2] != (other.owner, other.expires_at):
-            self._beats[key] = (other.owner, other.expires_at, now)
-            return False
-        return now - seen[2] >= CLAIM_TTL_S
+        """See :meth:`gradetrail.cache.claims.Claims.claim`."""
+        return self.claims.claim(key)
 
     def holder(self, key: str) -> Claim | None:
-        """Another process's live claim on ``key``, or None (none, or it lapsed: see
-        :meth:`claim`)."""
-        try:
-            held = self._db.execute(
-                "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise self._failed("read", exc) from None
-        if held is None or held[0] == self.owner:
-            self._beats.pop(key, None)
-            return None
-        other = Claim(held[1], held[2], held[3], held[0])
-        return None if self._lapsed(key, other) else other
+        """See :meth:`gradetrail.cache.claims.Claims.holder`."""
+        return self.claims.holder(key)
 
     def renew(self, key: str) -> None:
-        """Beat this process's claim on ``key``: its heartbeat moves (to this wall clock
-        plus :data:`CLAIM_TTL_S`, and at least a millisecond on from the last one, so it
-        moves even when the wall clock stands still or steps back)."""
-        self._quietly(
-            "UPDATE claims SET expires_at = MAX(?, expires_at + 0.001) WHERE key = ? AND owner = ?",
-            (self.wall() + CLAIM_TTL_S, key, self.owner),
-        )
+        """See :meth:`gradetrail.cache.claims.Claims.renew`."""
+        self.claims.renew(key)
 
     def release(self, key: str) -> None:
-        """Drop this process's claim on ``key`` (its call failed: another may try)."""
-        self._quietly("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner))
-
-    def _quietly(self, sql: str, args: tuple[object, ...]) -> None:
-        """A claim update that may fail (a full disk): the claim then lapses by itself."""
-        with contextlib.suppress(sqlite3.Error):
-            self._db.execute(sql, args)
+        """See :meth:`gradetrail.cache.claims.Claims.release`."""
+        self.claims.release(key)
 
     def _write(self) -> _Transaction:
         return _Transaction(self._db)
@@ -783,80 +645,32 @@ class ResponseCache:
     # ------------------------------------------------------------------ maintenance
 
     def stats(self) -> CacheStats:
-        """Counts per (provider, model) and the file size.
+        """See :func:`gradetrail.cache.maintenance.cache_stats`."""
+        from gradetrail.cache.maintenance import cache_stats
 
-        Raises:
-            CacheError: the database cannot be read.
-        """
-        try:
-            rows = self._db.execute(
-                "SELECT provider, model, COUNT(*) FROM responses GROUP BY provider, model "
-                "ORDER BY 3 DESC"
-            ).fetchall()
-        except sqlite3.Error as exc:
-            raise self._failed("read", exc) from None
-        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
-        return CacheStats(self.path, sum(r[2] for r in rows), size, [tuple(r) for r in rows])
+        return cache_stats(self)
 
-    def _entries(self) -> Iterator[tuple[str, object, object]]:
+    def entries(self) -> Iterator[tuple[str, object, object]]:
+        """Every entry's ``(key, response text, checksum)``, as stored (read-only)."""
         column = "checksum" if self._has_checksums else "NULL"
         yield from self._db.execute(f"SELECT key, response, {column} FROM responses")
 
     def check(self, *, repair: bool = False) -> CacheCheck:
-        """Verify every entry's checksum and shape, and the file's structure.
+        """See :func:`gradetrail.cache.maintenance.check_cache`."""
+        from gradetrail.cache.maintenance import check_cache
 
-        Args:
-            repair: delete the damaged entries (their keys miss and are requested again).
-
-        Raises:
-            CacheError: the database cannot be read (or, with ``repair``, written).
-        """
-        damaged: list[tuple[str, str]] = []
-        entries = 0
-        try:
-            integrity = [r[0] for r in self._db.execute("PRAGMA integrity_check")]
-            for key, text, stored in self._entries():
-                entries += 1
-                if stored is None:
-                    damaged.append((str(key), "no checksum (not a well-formed response)"))
-                elif not isinstance(text, str) or stored != checksum(str(key), text):
-                    damaged.append((str(key), "checksum mismatch"))
-                elif _parse(text) is None:
-                    damaged.append((str(key), "not a well-formed response"))
-        except sqlite3.Error as exc:
-            raise self._failed("read", exc) from None
-        repaired = 0
-        if repair and damaged:
-            try:
-                with self._write():
-                    for key, _ in damaged:
-                        repaired += self._db.execute(
-                            "DELETE FROM responses WHERE key = ?", (key,)
-                        ).rowcount
-            except sqlite3.Error as exc:
-                raise self._failed("write", exc) from None
-        return CacheCheck(self.path, entries, damaged, integrity, repaired)
+        return check_cache(self, repair=repair)
 
     def clear(self, model: str | None = None) -> int:
-        """Delete every entry (or only ``model``'s); returns how many were deleted.
+        """See :func:`gradetrail.cache.maintenance.clear_cache`."""
+        from gradetrail.cache.maintenance import clear_cache
 
-        Raises:
-            CacheError: the database cannot be written.
-        """
-        try:
-            if model is None:
-                cur = self._db.execute("DELETE FROM responses")
-            else:
-                cur = self._db.execute("DELETE FROM responses WHERE model = ?", (_sql_text(model),))
-            self._db.execute("VACUUM")
-        except sqlite3.Error as exc:
-            raise self._failed("write", exc) from None
-        return cur.rowcount
+        return clear_cache(self, model)
 
     def close(self) -> None:
         """Drop this process's remaining claims and close the connection."""
         if not self.read_only:
-            self._quietly("DELETE FROM claims WHERE owner = ?", (self.owner,))
+            self.claims.drop_all()
         self._db.close()
 
 

@@ -17,7 +17,8 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 from run_support import app_env, read_calls, release, start_run, wait_until, write_eval
 
 import gradetrail
-from gradetrail.cache.store import CLAIM_TTL_S, Claim, ResponseCache
+from gradetrail.cache.claims import CLAIM_TTL_S, Claim
+from gradetrail.cache.store import ResponseCache
 from gradetrail.testing import FakeClock
 
 server = protocol_server_fixture(scope="module", name="server")
