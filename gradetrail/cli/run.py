@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from gradetrail.cli.options import CacheOption, ExecutorOption, NoCacheOption
 from gradetrail.errors import GradetrailError
 
 __all__ = ["register"]
@@ -26,19 +27,12 @@ def run(
         list[str] | None,
         typer.Option("--set", help="Override a spec field: dotted.key=value (repeatable)."),
     ] = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option(help="Cache file (default: $GRADETRAIL_CACHE or ~/.cache/gradetrail)."),
-    ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
-    ] = False,
+    cache: CacheOption = None,
+    no_cache: NoCacheOption = False,
     results_root: Annotated[
         str, typer.Option("--results-root", help="Where run directories are written.")
     ] = "results",
-    executor: Annotated[
-        str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
-    ] = "local",
+    executor: ExecutorOption = "local",
     address: Annotated[
         str | None,
         typer.Option(

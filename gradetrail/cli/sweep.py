@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gradetrail.cli.options import CacheOption, ExecutorOption, NoCacheOption
 from gradetrail.errors import GradetrailError, UsageError
 
 if TYPE_CHECKING:
@@ -37,19 +38,12 @@ def sweep(
         str | None,
         typer.Option(help="holm, bonferroni or none (default: the sweep file's, else holm)."),
     ] = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option(help="Cache file (default: $GRADETRAIL_CACHE or ~/.cache/gradetrail)."),
-    ] = None,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Neither read nor write the cache.")
-    ] = False,
+    cache: CacheOption = None,
+    no_cache: NoCacheOption = False,
     results_root: Annotated[
         Path, typer.Option("--results-root", help="Where run directories are written.")
     ] = Path("results"),
-    executor: Annotated[
-        str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
-    ] = "local",
+    executor: ExecutorOption = "local",
     address: Annotated[
         str | None,
         typer.Option(help="With --executor ray: auto, or HOST:PORT of the head node."),

@@ -4,13 +4,21 @@ API's shapes, and the API's tool calls read back into the neutral shape."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gradetrail.conversation.messages import Message, ToolCall, make_tool_call
 from gradetrail.conversation.tools import ToolDef
 
-__all__ = ["openai_tool_choice", "openai_tools", "to_openai", "tool_calls_from_openai"]
+__all__ = [
+    "openai_client",
+    "openai_headers",
+    "openai_tool_choice",
+    "openai_tools",
+    "to_openai",
+    "tool_calls_from_openai",
+]
 
 
 def openai_tools(tools: Sequence[ToolDef]) -> list[dict[str, Any]]:
@@ -82,3 +90,28 @@ def tool_calls_from_openai(raw: Any) -> tuple[ToolCall, ...]:
         fn = item.get("function") if isinstance(item.get("function"), dict) else {}
         calls.append(make_tool_call(item.get("id"), fn.get("name"), fn.get("arguments")))
     return tuple(calls)
+
+
+def openai_headers(key: str, at_openai: bool) -> dict[str, str]:
+    """``Authorization: Bearer <key>``; at OpenAI itself (``at_openai``) also
+    ``OpenAI-Organization`` / ``OpenAI-Project`` from ``OPENAI_ORG_ID`` /
+    ``OPENAI_PROJECT_ID`` when set, as the SDK sends them (never to another server)."""
+    headers = {"Authorization": f"Bearer {key}"}
+    if at_openai:
+        for header, env in (
+            ("OpenAI-Organization", "OPENAI_ORG_ID"),
+            ("OpenAI-Project", "OPENAI_PROJECT_ID"),
+        ):
+            if os.environ.get(env):
+                headers[header] = os.environ[env]
+    return headers
+
+
+def openai_client(key: str, base_url: str, http_client: Any) -> Any:
+    """An ``openai.AsyncOpenAI`` with the SDK's own retries off around ``http_client``
+    (the run's one retry policy decides)."""
+    import openai
+
+    return openai.AsyncOpenAI(
+        api_key=key, base_url=base_url, max_retries=0, http_client=http_client
+    )

@@ -28,12 +28,13 @@ A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from gradetrail.errors import InvalidResponse
 from gradetrail.providers._http import HttpProvider, error_fields
 from gradetrail.providers._openai_wire import (
+    openai_client,
+    openai_headers,
     openai_tool_choice,
     openai_tools,
     to_openai,
@@ -119,23 +120,11 @@ class OpenAIProvider(HttpProvider):
         """``Authorization: Bearer <key>``; for ``openai`` also ``OpenAI-Organization`` /
         ``OpenAI-Project`` from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` when set, as the
         SDK sends them (never to an ``openai_compatible`` server)."""
-        headers = {"Authorization": f"Bearer {key}"}
-        if self.model.provider == "openai":
-            for header, env in (
-                ("OpenAI-Organization", "OPENAI_ORG_ID"),
-                ("OpenAI-Project", "OPENAI_PROJECT_ID"),
-            ):
-                if os.environ.get(env):
-                    headers[header] = os.environ[env]
-        return headers
+        return openai_headers(key, self.model.provider == "openai")
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
-        import openai
-
-        return openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, max_retries=0, http_client=http_client
-        )
+        return openai_client(key, self.base_url, http_client)
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Chat Completions body: system prompt first, the conversation (tool calls and

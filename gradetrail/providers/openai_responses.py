@@ -40,12 +40,12 @@ cached input are never counted twice); ``output_tokens`` includes
 
 from __future__ import annotations
 
-import os
 from typing import Any
 from urllib.parse import urlsplit
 
 from gradetrail.errors import BadRequest, InvalidResponse, SpecError
 from gradetrail.providers._http import HttpProvider, error_fields
+from gradetrail.providers._openai_wire import openai_client, openai_headers
 from gradetrail.providers._responses_wire import (
     read_output,
     responses_text_format,
@@ -143,23 +143,11 @@ class OpenAIResponsesProvider(HttpProvider):
     def headers(self, key: str) -> dict[str, str]:
         """``Authorization: Bearer <key>``; at OpenAI also ``OpenAI-Organization`` /
         ``OpenAI-Project`` from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` when set."""
-        headers = {"Authorization": f"Bearer {key}"}
-        if self.at_openai:
-            for header, env in (
-                ("OpenAI-Organization", "OPENAI_ORG_ID"),
-                ("OpenAI-Project", "OPENAI_PROJECT_ID"),
-            ):
-                if os.environ.get(env):
-                    headers[header] = os.environ[env]
-        return headers
+        return openai_headers(key, self.at_openai)
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
-        import openai
-
-        return openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, max_retries=0, http_client=http_client
-        )
+        return openai_client(key, self.base_url, http_client)
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Responses body: ``model``, ``input`` items, ``instructions`` (the system
