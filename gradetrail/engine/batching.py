@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gradetrail.errors import ProviderError, RunError, ServerError
 from gradetrail.executors.budget import Budget, BudgetExhausted, worst_case_usd
-from gradetrail.executors.retry import RetryPolicy, call_with_retry
+from gradetrail.executors.retry import Drained, RetryPolicy, call_with_retry
 from gradetrail.rundir.batches import BatchLedger, Submission
 
 if TYPE_CHECKING:
@@ -385,7 +385,10 @@ class _Pass:
         while True:
             for sub in self._open():
                 if sub.state == "submitted":
-                    await self._poll(sub)
+                    try:
+                        await self._poll(sub)
+                    except Drained:  # a first Ctrl-C during a poll's backoff: stop waiting
+                        return False
             if all(s.state != "submitted" for s in self._open()):
                 return True
             if self.stopping() or waited >= self.options.max_wait_s:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,12 @@ from gradetrail.engine.approval import ApprovalError, approve, check_approval, h
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A project: examples/hill_climb and the GSM8K data beside it, and a lockfile."""
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project: examples/hill_climb and the GSM8K data beside it, and a lockfile; the
+    example's modules (``app``, ``grading``) imported afresh from this copy, not taken
+    from ``sys.modules`` where another test's module of that name may sit."""
+    for name in ("app", "grading"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
     shutil.copytree(EXAMPLES / "hill_climb", tmp_path / "hill_climb")
     shutil.copytree(EXAMPLES / "data" / "gsm8k", tmp_path / "data" / "gsm8k")
     (tmp_path / ".git").mkdir()  # the repository root: the lockfile search stops here
