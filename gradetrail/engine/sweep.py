@@ -163,7 +163,8 @@ def run_sweep(
     Args:
         sweep: a loaded sweep (:func:`gradetrail.spec.sweep.load_sweep`).
         results_root: where run directories and ``sweep-<name>/`` go.
-        cache_path, use_cache: the cache every cell shares (as :func:`run_eval`).
+        cache_path: the cache every cell shares (as :func:`run_eval`).
+        use_cache: False to neither read nor write it.
         executor_options: :class:`~gradetrail.executors.ray.RayOptions` to run each cell's
             calls on Ray, or None for local.
         on_cell: called after each cell with its plan, its outcome (``existing``, ``ran``,
