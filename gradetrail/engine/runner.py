@@ -39,6 +39,7 @@ from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.recording import RecordingExecutor
 from gradetrail.executors.retry import DRAINING, Drain, Drained, RetryPolicy
 from gradetrail.providers import Provider, make_provider
+from gradetrail.providers.base import Request
 from gradetrail.rundir.artifacts import Artifacts
 from gradetrail.rundir.batches import BatchLedger
 from gradetrail.rundir.layout import RunDir, check_results_root
@@ -755,24 +756,10 @@ class _Run:
     async def _batch_pass(self, stop: Interrupts) -> BatchReport:
         """Send what the cache lacks in batches, wait, collect; then score through a
         :class:`BatchedExecutor` (failed requests answered with their batch error)."""
-        ctx, batch = self.ctx, self.batch
-        assert batch is not None and ctx.cache is not None
+        ctx = self.ctx
+        assert self.batch is not None and ctx.cache is not None
         requests = {item.key: item.request for item in self.plan.prepared}
-        api = self.plan.provider.batch_api()
-        try:
-            report = await run_batches(
-                requests,
-                api=api,
-                ledger=BatchLedger(self.run_dir.path),
-                cache=ctx.cache,
-                policy=_policy(self.plan.spec),
-                options=batch,
-                budget=self.budget,
-                log=self.log,
-                stopping=lambda: stop.stopping,
-            )
-        finally:
-            await api.aclose()
+        report = await self._send_batches(self.plan.provider, requests, stop, "provider")
         if not report.waiting and report.over_budget is None:
             await self._judge_batches(report, stop)
         self.batch_report = report
@@ -791,8 +778,8 @@ class _Run:
         ones the cache lacks in batches of their own, one pass per judge model with a
         batch API (others are called online when scoring). Follow-up judge requests
         (made after a first reply) are made online."""
-        ctx, batch = self.ctx, self.batch
-        assert batch is not None and ctx.cache is not None
+        ctx = self.ctx
+        assert self.batch is not None and ctx.cache is not None
         recorder = RecordingExecutor(self.plan.provider)
         await ctx.scorer.bind(Calls(ctx.cache, recorder, None))
         try:
@@ -824,23 +811,31 @@ class _Run:
             requests = {k: r for k, (p, r) in recorder.recorded.items() if p is provider}
             if not requests or not provider.batches:
                 continue
-            api = provider.batch_api()
-            try:
-                judged = await run_batches(
-                    requests,
-                    api=api,
-                    ledger=BatchLedger(self.run_dir.path),
-                    cache=ctx.cache,
-                    policy=_policy(self.plan.spec),
-                    options=batch,
-                    budget=self.budget,
-                    log=self.log,
-                    kind="judge",
-                    stopping=lambda: stop.stopping,
-                )
-            finally:
-                await api.aclose()
-            report.add_judges(judged)
+            report.add_judges(await self._send_batches(provider, requests, stop, "judge"))
+
+    async def _send_batches(
+        self, provider: Provider, requests: dict[str, Request], stop: Interrupts, kind: str
+    ) -> BatchReport:
+        """One batch pass of ``provider``'s ``requests`` (``kind``: ``provider`` or
+        ``judge``) through its batch API, closed afterwards (see
+        :func:`gradetrail.engine.batching.run_batches`)."""
+        assert self.batch is not None and self.ctx.cache is not None
+        api = provider.batch_api()
+        try:
+            return await run_batches(
+                requests,
+                api=api,
+                ledger=BatchLedger(self.run_dir.path),
+                cache=self.ctx.cache,
+                policy=_policy(self.plan.spec),
+                options=self.batch,
+                budget=self.budget,
+                log=self.log,
+                kind=kind,
+                stopping=lambda: stop.stopping,
+            )
+        finally:
+            await api.aclose()
 
 
 def _initial_manifest(
