@@ -14,6 +14,7 @@ import contextlib
 import os
 import socket
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -125,7 +126,7 @@ class Claims:
         self._quietly("DELETE FROM claims WHERE owner = ?", (self.cache.owner,))
 
     def claim(self, key: str) -> Response | Claim | None:
-        """Claim ``key`` for a call by this process.
+        """Claim ``key`` for a call by this process, in a transaction of its own.
 
         Returns:
             None when this process now holds the claim (make the call); the response when
@@ -137,28 +138,60 @@ class Claims:
         try:
             self.cache.ensure_file()
             with self.cache._write():
-                row = self.cache._db.execute(self.cache._select_one, (key,)).fetchone()
-                if row is not None:
-                    response = self.cache._verified(key, row[0], row[1])
-                    if response is not None:
-                        self._beats.pop(key, None)
-                        return response
-                held = self.cache._db.execute(
-                    "SELECT owner, host, pid, expires_at FROM claims WHERE key = ?", (key,)
-                ).fetchone()
-                if held is not None and held[0] != self.cache.owner:
-                    other = Claim(held[1], held[2], held[3], held[0])
-                    if not self._lapsed(key, other):
-                        return other
-                    self.cache.took_over += 1  # its process died or stopped renewing it
-                self._beats.pop(key, None)
-                self.cache._db.execute(
-                    "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
-                    (key, self.cache.owner, _HOST, os.getpid(), self.cache.wall() + CLAIM_TTL_S),
-                )
+                return self.claim_many([key])[0]
         except (sqlite3.Error, CacheError) as exc:
             raise self.cache._failed("write", exc) from None
-        return None
+
+    def claim_many(self, keys: Sequence[str]) -> list[Response | Claim | None]:
+        """Claim each of ``keys`` (distinct) as :meth:`claim` does, inside a write
+        transaction the caller holds (``BEGIN IMMEDIATE``: nothing can change between
+        the reads and the writes): two reads a 500 keys and one write for them all.
+
+        Returns:
+            One outcome a key, in the order of ``keys`` (see :meth:`claim`).
+
+        Raises:
+            sqlite3.Error: a read or the write failed (the caller rolls back).
+        """
+        cache = self.cache
+        db = cache._db
+        column = "checksum" if cache._has_checksums else "NULL"
+        found: dict[str, tuple[str, str | None]] = {}
+        held: dict[str, Claim] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, text, stored in db.execute(
+                f"SELECT key, response, {column} FROM responses WHERE key IN ({marks})", chunk
+            ):
+                found[key] = (text, stored)
+            for key, owner, host, pid, expires_at in db.execute(
+                f"SELECT key, owner, host, pid, expires_at FROM claims WHERE key IN ({marks})",
+                chunk,
+            ):
+                held[key] = Claim(host, pid, expires_at, owner)
+        outcomes: list[Response | Claim | None] = []
+        mine: list[tuple[str, str, str, int, float]] = []
+        expires_at = cache.wall() + CLAIM_TTL_S
+        for key in keys:
+            row = found.get(key)
+            if row is not None:
+                response = cache._verified(key, row[0], row[1])
+                if response is not None:
+                    self._beats.pop(key, None)
+                    outcomes.append(response)
+                    continue
+            other = held.get(key)
+            if other is not None and other.owner != cache.owner:
+                if not self._lapsed(key, other):
+                    outcomes.append(other)
+                    continue
+                cache.took_over += 1  # its process died or stopped renewing it
+            self._beats.pop(key, None)
+            mine.append((key, cache.owner, _HOST, os.getpid(), expires_at))
+            outcomes.append(None)
+        db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)", mine)
+        return outcomes
 
     def _lapsed(self, key: str, other: Claim) -> bool:
         """True when ``other``'s claim on ``key`` no longer holds: its process is gone
@@ -195,6 +228,14 @@ class Claims:
         self._quietly(
             "UPDATE claims SET expires_at = MAX(?, expires_at + 0.001) WHERE key = ? AND owner = ?",
             (self.cache.wall() + CLAIM_TTL_S, key, self.cache.owner),
+        )
+
+    def renew_all(self) -> None:
+        """Beat every claim this process holds, as :meth:`renew` beats one: one statement
+        however many calls are in flight."""
+        self._quietly(
+            "UPDATE claims SET expires_at = MAX(?, expires_at + 0.001) WHERE owner = ?",
+            (self.cache.wall() + CLAIM_TTL_S, self.cache.owner),
         )
 
     def release(self, key: str) -> None:

@@ -9,7 +9,8 @@ processes that share one cache.
 - **Across processes**, the first process to miss a key writes a claim into the cache
   (:meth:`ResponseCache.claim`) before calling; another process that misses the same key
   meanwhile waits for the response to appear instead of paying for it, polling the cache.
-  A claim is renewed while its call runs and lapses when its process dies (at once on the
+  A process's claims are renewed together (one statement a beat) while its calls run,
+  and each lapses when its process dies (at once on the
   same host, else once its heartbeat has stood still for
   :data:`~gradetrail.cache.store.CLAIM_TTL_S` on the waiter's own monotonic clock: wall clocks
   that disagree across processes or hosts never decide it), and the waiting process then
@@ -62,13 +63,18 @@ class InFlight:
         waited: requests answered by another process's call (the case that used to be
             paid twice).
         holders: ``host:pid`` of every other process whose claim was waited on.
+        beat_s: seconds between two renewals of this process's claims while it holds
+            any (a third of :data:`~gradetrail.cache.claims.CLAIM_TTL_S`).
     """
 
     cache: ResponseCache
     twins: int = 0
     waited: int = 0
     holders: set[str] = field(default_factory=set)
+    beat_s: float = CLAIM_TTL_S / 3
     _calls: dict[str, asyncio.Future[Response | None]] = field(default_factory=dict)
+    _held: int = 0
+    _beat: asyncio.TimerHandle | None = None
 
     async def once(
         self,
@@ -102,7 +108,7 @@ class InFlight:
             self._calls[key] = mine
             response: Response | None = None
             try:
-                found = self.cache.claim(key)
+                found = await self.cache.group.claim(key)
                 if isinstance(found, Response):  # it landed since the caller's miss
                     response = found
                     self.waited += 1
@@ -113,7 +119,11 @@ class InFlight:
                         self.waited += 1
                         return Shared(response, "other_process")
                     continue  # the claim is gone without a response: claim it again
-                result = await self._renewing(key, call)
+                self._hold()
+                try:
+                    result = await call()
+                finally:
+                    self._held -= 1
                 response = answer(result)
                 if response is None:
                     self.cache.release(key)
@@ -139,15 +149,17 @@ class InFlight:
             if self.cache.holder(key) is None:
                 return self.cache.get(key)  # it may have landed just before the release
 
-    async def _renewing(self, key: str, call: Callable[[], Awaitable[T]]) -> T:
-        """Await ``call()``, renewing this process's claim on ``key`` a few times a TTL."""
-        task = asyncio.ensure_future(call())
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=CLAIM_TTL_S / 3)
-                if done:
-                    return task.result()
-                self.cache.renew(key)
-        finally:
-            if not task.done():
-                task.cancel()
+    def _hold(self) -> None:
+        """Count one more claim held by a call in flight, and make sure a renewal of all
+        of them is due within :attr:`beat_s`."""
+        self._held += 1
+        if self._beat is None:
+            self._beat = asyncio.get_running_loop().call_later(self.beat_s, self._renew)
+
+    def _renew(self) -> None:
+        """Beat every claim this process holds (while it holds any), then again in
+        :attr:`beat_s`."""
+        self._beat = None
+        if self._held:
+            self.cache.claims.renew_all()
+            self._beat = asyncio.get_running_loop().call_later(self.beat_s, self._renew)

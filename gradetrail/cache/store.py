@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gradetrail.cache.claims import _BOOT, _HOST, CLAIM_TTL_S, Claim, Claims, _started
+from gradetrail.cache.group import GroupCommit
 from gradetrail.errors import CacheError, CacheRefused
 from gradetrail.providers.base import Request, Response
 
@@ -206,6 +207,9 @@ class CacheCheck:
 #: what :meth:`ResponseCache.put` calls when the database cannot be written:
 #: ``(key, provider, model, stored text, checksum) -> kept elsewhere``
 Fallback = Callable[[str, str, str, str, str], bool]
+#: a stored row: key, provider, model, response text, created_at (seconds since the
+#: epoch), checksum
+Entry = tuple[str, str, str, str, float, str]
 
 
 class ResponseCache:
@@ -273,6 +277,8 @@ class ResponseCache:
         self._has_checksums = True
         self._opened_at = wall()
         self._db, self._identity = self._connect()
+        #: claims and responses waiting for the next grouped transaction
+        self.group = GroupCommit(self)
 
     # ------------------------------------------------------------------ opening
 
@@ -594,8 +600,7 @@ class ResponseCache:
         Raises:
             CacheError: the write failed and there is no fallback.
         """
-        text = _stored_text(response)
-        self.store(key, request.provider, request.model, text, checksum(key, text))
+        self.write_one(self.prepared(key, request, response))
 
     def store(self, key: str, provider: str, model: str, text: str, check: str) -> None:
         """Store one entry as :meth:`put` does, given its stored text and checksum (from a
@@ -604,22 +609,58 @@ class ResponseCache:
         Raises:
             CacheError: the write failed and there is no fallback.
         """
-        row = (key, _sql_text(provider), _sql_text(model), text, self.wall(), check)
+        self.write_one(self.entry(key, provider, model, text, check))
+
+    def write_one(self, row: Entry) -> None:
+        """Write ``row`` in a transaction of its own, as :meth:`put` does (with its
+        fallback).
+
+        Raises:
+            CacheError: the write failed and there is no fallback.
+        """
         try:
             self.ensure_file()
             with self._write():
-                self._db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", row)
-                self._db.execute(
-                    "DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.owner)
-                )
+                self.write_entries([row])
         except (sqlite3.Error, CacheError) as exc:
-            error = self._failed("write", exc)
-            if self.fallback is None:
-                raise error from None
-            self.write_error = self.write_error or error
-            self.unsaved += 1
-            if not self.fallback(*row[:4], check):
-                self.lost += 1
+            self._keep_elsewhere(row, exc)
+
+    def entry(self, key: str, provider: str, model: str, text: str, check: str) -> Entry:
+        """The row :meth:`write_entries` stores for one response (stamped now)."""
+        return (key, _sql_text(provider), _sql_text(model), text, self.wall(), check)
+
+    def prepared(self, key: str, request: Request, response: Response) -> Entry:
+        """The row :meth:`put` stores for ``response`` (its text and checksum)."""
+        text = _stored_text(response)
+        return self.entry(key, request.provider, request.model, text, checksum(key, text))
+
+    def write_entries(self, rows: Sequence[Entry]) -> None:
+        """Write ``rows`` and drop this process's claims on their keys, inside a write
+        transaction the caller holds (:meth:`_write`): two statements for any number of
+        rows.
+
+        Raises:
+            sqlite3.Error: the write failed (the caller rolls back and decides).
+        """
+        self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows)
+        self._db.executemany(
+            "DELETE FROM claims WHERE key = ? AND owner = ?", [(r[0], self.owner) for r in rows]
+        )
+
+    def _keep_elsewhere(self, row: Entry, exc: Exception) -> None:
+        """A failed write of ``row``: hand it to :attr:`fallback` (counted in
+        :attr:`unsaved`, and in :attr:`lost` when the fallback cannot keep it either).
+
+        Raises:
+            CacheError: there is no fallback.
+        """
+        error = self._failed("write", exc)
+        if self.fallback is None:
+            raise error from None
+        self.write_error = self.write_error or error
+        self.unsaved += 1
+        if not self.fallback(*row[:4], row[5]):
+            self.lost += 1
 
     # ------------------------------------------------------------------ claims
 
@@ -668,8 +709,10 @@ class ResponseCache:
         return clear_cache(self, model)
 
     def close(self) -> None:
-        """Drop this process's remaining claims and close the connection."""
+        """Write what waits for a grouped transaction, drop this process's remaining
+        claims and close the connection."""
         if not self.read_only:
+            self.group.flush()
             self.claims.drop_all()
         self._db.close()
 

@@ -165,8 +165,8 @@ class Calls:
                 _log_error(log, kind, request, epoch, error, outcome.attempts, turn)
             billed = billed_sum([*(a.error for a in outcome.retried), error])
             return CallResult(None, error, False, outcome.attempts, billed)
-        if self.cache is not None:
-            self.cache.put(key, request, outcome.response)
+        if self.cache is not None:  # committed (with this pass's others) before the row
+            await self.cache.group.put(key, request, outcome.response)
         if log is not None:
             _log_ok(log, kind, request, epoch, outcome.response, False, outcome.attempts, turn)
         return CallResult(outcome.response, None, False, outcome.attempts)
