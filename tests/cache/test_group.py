@@ -1,0 +1,232 @@
+"""Group commit: the claims and responses of one event-loop pass share one transaction,
+and nothing about durability, errors or fallbacks changes with it."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from gradetrail.cache.claims import Claim
+from gradetrail.cache.inflight import InFlight
+from gradetrail.cache.store import ResponseCache
+from gradetrail.errors import CacheError
+from gradetrail.providers.base import Request, Response
+
+
+def _request(i: int) -> Request:
+    return Request(
+        provider="openai",
+        model="m",
+        base_url=None,
+        system=None,
+        messages=({"role": "user", "content": f"q{i}"},),
+        params={},
+        sample_id=f"s{i}",
+    )
+
+
+def _rows(path: Path, table: str) -> int:
+    with sqlite3.connect(path) as db:
+        return db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def test_one_pass_of_claims_and_responses_is_one_transaction(tmp_path: Path) -> None:
+    """64 tasks that each claim a key in one pass, then store its response in one pass,
+    make two transactions (not 128); every response is committed (readable by another
+    connection) by the time its ``put`` returns, and no claim is left behind."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    committed_when_returned: list[bool] = []
+
+    async def one(i: int) -> None:
+        request = _request(i)
+        assert await cache.group.claim(request.key()) is None
+        await cache.group.put(request.key(), request, Response(f"a{i}"))
+        with sqlite3.connect(tmp_path / "c.sqlite") as other:
+            row = other.execute(
+                "SELECT response FROM responses WHERE key = ?", (request.key(),)
+            ).fetchone()
+        committed_when_returned.append(row is not None)
+
+    async def main() -> None:
+        await asyncio.gather(*(one(i) for i in range(64)))
+
+    try:
+        asyncio.run(main())
+        assert cache.group.commits == 2
+        assert committed_when_returned == [True] * 64
+        assert _rows(tmp_path / "c.sqlite", "responses") == 64
+        assert _rows(tmp_path / "c.sqlite", "claims") == 0
+        assert cache.get(_request(7).key()) == Response("a7")
+    finally:
+        cache.close()
+
+
+def test_a_grouped_claim_sees_a_response_or_another_process_claim(tmp_path: Path) -> None:
+    """In one grouped transaction, a key already cached is answered with its response, a
+    key claimed by another live process with its claim, a free key is claimed."""
+    path = tmp_path / "c.sqlite"
+    other, mine = ResponseCache(path), ResponseCache(path)
+    cached, held, free = _request(1), _request(2), _request(3)
+    try:
+        other.put(cached.key(), cached, Response("kept"))
+        assert other.claim(held.key()) is None
+
+        async def main() -> list[object]:
+            return list(
+                await asyncio.gather(*(mine.group.claim(r.key()) for r in (cached, held, free)))
+            )
+
+        found = asyncio.run(main())
+        assert mine.group.commits == 1
+        assert found[0] == Response("kept")
+        assert isinstance(found[1], Claim) and found[1].owner == other.owner
+        assert found[2] is None and mine.holder(free.key()) is None
+        assert isinstance(other.holder(free.key()), Claim)
+    finally:
+        other.close()
+        mine.close()
+
+
+def test_a_failed_group_falls_back_one_by_one_and_loses_nothing(tmp_path: Path) -> None:
+    """When the file cannot be written at all (a directory took its place), each response
+    of the group goes to the run's fallback on its own (counted as unsaved, none lost) and
+    each claim is refused with the CacheError a lone claim gets: the call is not made."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    kept: list[tuple[str, str]] = []
+    cache.fallback = lambda key, provider, model, text, check: kept.append((key, text)) or True
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    path.mkdir()
+
+    async def store(i: int) -> None:
+        await cache.group.put(_request(i).key(), _request(i), Response(f"a{i}"))
+
+    async def main() -> list[object]:
+        claims = [cache.group.claim(_request(100 + i).key()) for i in range(3)]
+        return await asyncio.gather(*claims, *(store(i) for i in range(5)), return_exceptions=True)
+
+    try:
+        outcomes = asyncio.run(main())
+        assert [type(o) for o in outcomes[:3]] == [CacheError] * 3
+        assert outcomes[3:] == [None] * 5
+        assert sorted(k for k, _ in kept) == sorted(_request(i).key() for i in range(5))
+        assert (cache.unsaved, cache.lost, cache.group.commits) == (5, 0, 0)
+        assert cache.write_error is not None
+    finally:
+        cache.close()
+        shutil.rmtree(path)
+
+
+def test_a_cancelled_claim_is_not_written_and_a_cancelled_put_still_is(tmp_path: Path) -> None:
+    """A caller cancelled before its group is written: its claim is dropped (nobody would
+    call), its response is stored all the same (it was paid for)."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    claimed, stored = _request(1), _request(2)
+
+    async def main() -> None:
+        claim = asyncio.ensure_future(cache.group.claim(claimed.key()))
+        put = asyncio.ensure_future(cache.group.put(stored.key(), stored, Response("paid")))
+        await asyncio.sleep(0)  # both are waiting for the group
+        claim.cancel()
+        put.cancel()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+    try:
+        asyncio.run(main())
+        assert _rows(path, "claims") == 0
+        assert cache.get(stored.key()) == Response("paid")
+    finally:
+        cache.close()
+
+
+def test_what_waits_for_a_group_is_written_when_the_cache_closes(tmp_path: Path) -> None:
+    """A loop stopped before its group's turn loses nothing: closing the cache writes it."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    request = _request(1)
+    loop = asyncio.new_event_loop()
+    try:
+        task = loop.create_task(cache.group.put(request.key(), request, Response("paid")))
+        loop.call_soon(loop.stop)  # runs before the group's flush
+        loop.run_forever()
+        assert not task.done()
+    finally:
+        cache.close()
+        loop.run_until_complete(task)  # settled by the close
+        loop.close()
+    reopened = ResponseCache(path)
+    try:
+        assert reopened.get(request.key()) == Response("paid")
+    finally:
+        reopened.close()
+
+
+def test_claims_in_flight_are_renewed_together_while_calls_run(tmp_path: Path) -> None:
+    """While calls hold claims, one renewal a beat moves every claim's heartbeat; once no
+    call holds one, no renewal is due."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    inflight = InFlight(cache, beat_s=0.01)
+
+    def beats() -> list[float]:
+        with sqlite3.connect(path) as db:
+            return [e for (e,) in db.execute("SELECT expires_at FROM claims ORDER BY key")]
+
+    async def call(i: int, first: list[float]) -> Response:
+        while not first:
+            await asyncio.sleep(0.001)
+        for _ in range(10_000):  # until a renewal moved both heartbeats
+            now = beats()
+            if len(now) == 2 and all(a > b for a, b in zip(now, first, strict=True)):
+                return Response(f"a{i}")
+            await asyncio.sleep(0.002)
+        raise AssertionError("the claims were never renewed")
+
+    async def main() -> None:
+        first: list[float] = []
+        tasks = [
+            asyncio.ensure_future(
+                inflight.once(_request(i).key(), lambda i=i: call(i, first), lambda r: r)
+            )
+            for i in range(2)
+        ]
+        while len(beats()) < 2:
+            await asyncio.sleep(0.001)
+        first.extend(beats())
+        await asyncio.gather(*tasks)
+        assert inflight._held == 0
+        await asyncio.sleep(0.05)
+        assert inflight._beat is None  # nothing held: no renewal scheduled
+
+    try:
+        asyncio.run(main())
+    finally:
+        cache.close()
+
+
+@pytest.mark.parametrize("tasks", [1, 300])
+def test_responses_grouped_or_not_read_back_identical(tmp_path: Path, tasks: int) -> None:
+    """A response stored through a group reads back as the one stored alone."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    responses = [Response(f"é{i}\udc80", "end_turn", "stop", "m") for i in range(tasks)]
+
+    async def main() -> None:
+        await asyncio.gather(
+            *(cache.group.put(_request(i).key(), _request(i), r) for i, r in enumerate(responses))
+        )
+
+    try:
+        asyncio.run(main())
+        cache.put("alone", _request(0), responses[0])
+        assert cache.get("alone") == cache.get(_request(0).key()) == responses[0]
+        assert [cache.get(_request(i).key()) for i in range(tasks)] == responses
+    finally:
+        cache.close()
