@@ -34,7 +34,7 @@ __all__ = ["InFlight", "Shared"]
 
 T = TypeVar("T")
 #: where a response that this caller did not pay for came from
-Source = Literal["twin", "other_process"]
+Source = Literal["cache", "twin", "other_process"]
 _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.5
 
@@ -45,8 +45,10 @@ class Shared:
 
     Attributes:
         response: the response.
-        source: ``twin`` (an identical request in flight in this process) or
-            ``other_process`` (another process sharing the cache).
+        source: ``cache`` (it was cached by the time the claim was written: the caller's
+            earlier read missed it), ``twin`` (an identical request in flight in this
+            process) or ``other_process`` (another process sharing the cache, whose
+            claim was waited on).
     """
 
     response: Response
@@ -60,8 +62,8 @@ class InFlight:
     Attributes:
         cache: the cache the calls go through.
         twins: requests answered by an identical request's call in this process.
-        waited: requests answered by another process's call (the case that used to be
-            paid twice).
+        waited: requests answered by another process's call that was waited on (the
+            case that used to be paid twice).
         holders: ``host:pid`` of every other process whose claim was waited on.
         beat_s: seconds between two renewals of this process's claims while it holds
             any (a third of :data:`~gradetrail.cache.claims.CLAIM_TTL_S`).
@@ -109,10 +111,9 @@ class InFlight:
             response: Response | None = None
             try:
                 found = await self.cache.group.claim(key)
-                if isinstance(found, Response):  # it landed since the caller's miss
+                if isinstance(found, Response):  # it landed since the caller's read
                     response = found
-                    self.waited += 1
-                    return Shared(found, "other_process")
+                    return Shared(found, "cache")
                 if isinstance(found, Claim):
                     response = await self._wait(key, found)
                     if response is not None:

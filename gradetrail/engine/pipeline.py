@@ -79,11 +79,13 @@ class SampleContext:
         return self.calls.log
 
 
-async def process(item: Prepared, ctx: SampleContext, hit: Response | None = None) -> Row:
+async def process(
+    item: Prepared, ctx: SampleContext, hit: Response | None = None, *, missed: bool = False
+) -> Row:
     """Take one prepared (sample, epoch) to its result row (a dict shaped as
     :class:`~gradetrail.rundir.results.SampleResult`): the response from the cache
-    (``hit``, when the caller read it already), else from the executor (with the run's
-    retry policy, cached on success), then scored.
+    (``hit``, when the caller read it already; ``missed`` when that read found none),
+    else from the executor (with the run's retry policy, cached on success), then scored.
     With an agent loop every turn goes that way (:func:`gradetrail.engine.agent.converse`)."""
     if item.agent is not None:
         talk = await converse(
@@ -96,16 +98,16 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
         transcript: Transcript | None = talk.transcript
         billed = talk.billed
-        billed = talk.billed
     else:
         call = (
             ctx.calls.served(item.request, hit, kind="provider", epoch=item.epoch)
             if hit is not None  # read already: nothing to wait for
-            else await ctx.calls.call(item.request, item.key, kind="provider", epoch=item.epoch)
+            else await ctx.calls.call(
+                item.request, item.key, kind="provider", epoch=item.epoch, missed=missed
+            )
         )
         response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
-        billed = call.billed
         billed = call.billed
     if response is None:
         return _error_row(item, error, attempts, transcript, billed)

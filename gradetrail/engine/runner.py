@@ -707,7 +707,8 @@ class _Run:
                         return  # Ctrl-C or a failed worker: start nothing new
                     self.in_flight += 1
                     try:
-                        row = await process(item, ctx, hit)
+                        # with a cache, with_hits read every key: a None hit is a miss
+                        row = await process(item, ctx, hit, missed=ctx.cache is not None)
                     except Drained:
                         return  # its request was never sent: no row, a re-run makes it
                     finally:

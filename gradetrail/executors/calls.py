@@ -88,6 +88,7 @@ class Calls:
         kind: CallKind,
         epoch: int,
         hit: Response | None = None,
+        missed: bool = False,
         turn: int | None = None,
     ) -> CallResult:
         """Serve ``request`` from the cache (under ``key``), else through the executor.
@@ -99,6 +100,9 @@ class Calls:
             epoch: the row's epoch, for the log.
             hit: its cached response when the caller already read it (a batched read);
                 None to look it up here.
+            missed: the caller's batched read found no response for ``key``: it is not
+                looked up again here (the claim before the call reads it under the write
+                lock, and serves it if it landed since).
             turn: the agent loop's turn number (1-based), for the log; None outside one.
 
         Raises:
@@ -106,7 +110,7 @@ class Calls:
                 run).
         """
         cache = self.cache
-        response = hit if hit is not None or cache is None else cache.get(key)
+        response = hit if hit is not None or cache is None or missed else cache.get(key)
         if response is not None:
             return self.served(request, response, kind=kind, epoch=epoch, turn=turn)
         if self.executor is None:
@@ -116,7 +120,7 @@ class Calls:
         result = await self.inflight.once(
             key, lambda: self._call(request, key, kind, epoch, turn), _response_of
         )
-        if isinstance(result, Shared):  # an identical request in flight, here or elsewhere
+        if isinstance(result, Shared):  # cached since, or an identical request's response
             return self.served(request, result.response, kind=kind, epoch=epoch, turn=turn)
         return result
 
