@@ -220,13 +220,17 @@ async def call_with_retry(
     while True:
         ticket: object = None
         if gate is not None:
-            try:
-                async with asyncio.timeout(None if deadline is None else deadline - clock()):
-                    acquired = gate.acquire()
-                    ticket = await (acquired if drain is None else drain.wait(acquired))
-            except TimeoutError:
-                ceiling = _ceiling(policy, attempts, None)
-                return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
+            acquired = gate.acquire()
+            admitted = acquired if drain is None else drain.wait(acquired)
+            if deadline is None:  # no ceiling yet: nothing can cut the wait short
+                ticket = await admitted
+            else:
+                try:
+                    async with asyncio.timeout(deadline - clock()):
+                        ticket = await admitted
+                except TimeoutError:
+                    ceiling = _ceiling(policy, attempts, None)
+                    return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
         elif drain is not None and drain.started:
             raise Drained
         if deadline is None and policy.sample_timeout_s is not None:
