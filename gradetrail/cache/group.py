@@ -12,10 +12,10 @@ What it keeps:
   only once the transaction holding the response has committed, and the caller writes
   the row after it.
 - **What a kill can lose.** A response waits at most until the start of the next pass of
-  the event loop (before any new network data is read): the responses a ``kill -9`` can
-  lose are those that arrived and had not been committed yet, as before, widened by the
-  rest of one pass (each of them is at most one call in flight, so never more than the
-  run's concurrency).
+  the event loop (before any new network data is read), and never behind more than
+  :data:`MAX_WAITING` others: the ``kill -9`` that used to lose the responses that had
+  arrived and whose tasks had not run yet (at most the calls in flight) can lose at most
+  :data:`MAX_WAITING` - 1 more (``bench/bench_kill.py`` measures both).
 - **Errors and fallbacks as one at a time.** When a grouped write fails, each claim and
   response is written again on its own through the single-key paths
   (:meth:`~gradetrail.cache.claims.Claims.claim`, :meth:`ResponseCache.write_one`), so
@@ -43,6 +43,11 @@ if TYPE_CHECKING:
 __all__ = ["GroupCommit"]
 
 T = TypeVar("T")
+
+#: responses that may wait for one grouped transaction: the one that makes it this many
+#: is written at once, with every claim and response waiting (bounds what a kill can
+#: lose beyond the responses it always could, and the size of one transaction)
+MAX_WAITING = 32
 
 
 class GroupCommit:
@@ -81,6 +86,8 @@ class GroupCommit:
         entry = self.cache.prepared(key, request, response)
         future: asyncio.Future[None] = self._join().create_future()
         self._entries.append((entry, future))
+        if len(self._entries) >= MAX_WAITING:
+            self.flush()  # the loop's own flush then finds nothing to write
         await future
 
     def _join(self) -> asyncio.AbstractEventLoop:

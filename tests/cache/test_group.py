@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gradetrail.cache.claims import Claim
+from gradetrail.cache.group import MAX_WAITING
 from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.store import ResponseCache
 from gradetrail.errors import CacheError
@@ -35,8 +36,8 @@ def _rows(path: Path, table: str) -> int:
 
 
 def test_one_pass_of_claims_and_responses_is_one_transaction(tmp_path: Path) -> None:
-    """64 tasks that each claim a key in one pass, then store its response in one pass,
-    make two transactions (not 128); every response is committed (readable by another
+    """32 tasks that each claim a key in one pass, then store its response in one pass,
+    make two transactions (not 64); every response is committed (readable by another
     connection) by the time its ``put`` returns, and no claim is left behind."""
     cache = ResponseCache(tmp_path / "c.sqlite")
     committed_when_returned: list[bool] = []
@@ -52,15 +53,43 @@ def test_one_pass_of_claims_and_responses_is_one_transaction(tmp_path: Path) -> 
         committed_when_returned.append(row is not None)
 
     async def main() -> None:
-        await asyncio.gather(*(one(i) for i in range(64)))
+        await asyncio.gather(*(one(i) for i in range(32)))
 
     try:
         asyncio.run(main())
         assert cache.group.commits == 2
-        assert committed_when_returned == [True] * 64
-        assert _rows(tmp_path / "c.sqlite", "responses") == 64
+        assert committed_when_returned == [True] * 32
+        assert _rows(tmp_path / "c.sqlite", "responses") == 32
         assert _rows(tmp_path / "c.sqlite", "claims") == 0
         assert cache.get(_request(7).key()) == Response("a7")
+    finally:
+        cache.close()
+
+
+def test_no_more_than_max_waiting_responses_wait_for_a_group(tmp_path: Path) -> None:
+    """100 responses stored in one pass are written as they make MAX_WAITING (32, 64, 96),
+    the last 4 at the start of the next pass: what a kill can lose beyond the responses
+    whose tasks have not run stays under MAX_WAITING."""
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    waiting_at_most: list[int] = []
+
+    async def store(i: int) -> None:
+        await cache.group.put(_request(i).key(), _request(i), Response(f"a{i}"))
+
+    async def main() -> None:
+        def watch() -> None:
+            waiting_at_most.append(len(cache.group._entries))
+
+        tasks = [asyncio.ensure_future(store(i)) for i in range(100)]
+        asyncio.get_running_loop().call_soon(watch)  # after every task's first step
+        await asyncio.gather(*tasks)
+
+    try:
+        asyncio.run(main())
+        assert MAX_WAITING == 32
+        assert cache.group.commits == 4
+        assert waiting_at_most == [4]  # after the pass: only the 4 short of a group wait
+        assert _rows(tmp_path / "c.sqlite", "responses") == 100
     finally:
         cache.close()
 
