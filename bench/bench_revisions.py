@@ -161,7 +161,8 @@ def scale_case(
     if name in ("cold100k", "million"):
         rows, concurrency = (scale_rows, 64) if name == "cold100k" else (1_000_000, 256)
         warm_up(srv, trees, work)  # untimed: bytecode
-        runs = cold_runs(srv, trees, work, rows, concurrency, repeat)
+        progress = 60.0 if name == "million" else None
+        runs = cold_runs(srv, trees, work, rows, concurrency, repeat, progress)
     else:  # warm100k: each tree fills its own cache once, untimed
         rows = scale_rows
         spec = http_dataset(work, rows)

@@ -132,14 +132,22 @@ def _vm_rss_mb(pid: int) -> float | None:
     return None
 
 
-def sampled(args: list[str], env: dict[str, str], cwd: Path, interval: float = 0.5) -> Sampled:
-    """Run ``python -m gradetrail ARGS --json``, sampling its RSS every ``interval`` s."""
+def sampled(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    interval: float = 0.5,
+    progress: float | None = None,
+) -> Sampled:
+    """Run ``python -m gradetrail ARGS --json``, sampling its RSS every ``interval`` s (and
+    every ``progress`` s, if given, printing the time so far and the RSS)."""
     cmd = [sys.executable, "-m", "gradetrail", *args, "--json"]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.time()
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=err)
         samples: list[tuple[float, float]] = []
+        next_report = progress or 0.0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
@@ -147,6 +155,9 @@ def sampled(args: list[str], env: dict[str, str], cwd: Path, interval: float = 0
             rss = _vm_rss_mb(proc.pid)
             if rss is not None:
                 samples.append((time.perf_counter() - t0, rss))
+                if progress and samples[-1][0] >= next_report:
+                    next_report += progress
+                    print(f"    {samples[-1][0]:6.0f} s  RSS {rss:5.0f} MB  [{load()}]", flush=True)
             time.sleep(interval)
         wall = time.perf_counter() - t0
         ended = time.time()
@@ -199,6 +210,7 @@ def cold_runs(
     rows: int,
     concurrency: int,
     repeat: int,
+    progress: float | None = None,
 ) -> dict[str, list[Sampled]]:
     """``repeat`` cold runs of each tree, interleaved: each with a new, empty cache file and
     a new results root (both deleted after the run)."""
@@ -211,7 +223,8 @@ def cold_runs(
             root = work / f"cold-{name}-{i}"
             srv.reset(config=False)
             more = ["--cache", str(cache), "--results-root", str(root)]
-            m = sampled(http_run(srv, spec, concurrency, *more), tree_env(tree), work)
+            args = http_run(srv, spec, concurrency, *more)
+            m = sampled(args, tree_env(tree), work, progress=progress)
             assert m.summary["cache_hits"] == 0, m.summary["cache_hits"]
             assert m.summary["counts"] == {"scored": rows}, m.summary["counts"]
             runs[name].append(m)
@@ -236,6 +249,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--concurrency", type=int, default=256)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--progress", type=float, default=60.0, help="print the RSS every N s of a run (0: never)"
+    )
     ap.add_argument("--work", type=Path, help="work directory (kept; default: a temporary one)")
     args = ap.parse_args()
     names = ["old", "new"] if len(args.trees) == 2 else [f"t{i}" for i in range(len(args.trees))]
@@ -254,7 +270,9 @@ def main() -> None:
         http_dataset(work, args.rows)
         with running_server(latency=0.0) as srv:
             warm_up(srv, trees, work)
-            runs = cold_runs(srv, trees, work, args.rows, args.concurrency, args.repeat)
+            runs = cold_runs(
+                srv, trees, work, args.rows, args.concurrency, args.repeat, args.progress
+            )
         for name, measured in runs.items():
             print(line(name, measured), flush=True)
         if len(runs) == 2:
