@@ -17,7 +17,11 @@ server; default 1, 2 and 3 s), interleaved (A, B, A, B ...):
    table, read with sqlite3), ``pending`` (lines of ``pending-cache.jsonl`` in the run
    directory, responses kept for a cache that could not take them) and ``results``
    (lines of the run directory's ``results.jsonl``). ``lost`` = answered - cached -
-   pending: responses paid for that are stored nowhere, i.e. what the kill lost;
+   pending: responses paid for that are stored nowhere, i.e. what the kill lost. It
+   includes the responses the server had sent that the client had not read yet (in its
+   socket buffers): with each response committed as it arrives, ``lost`` is at most the
+   requests in flight (256); a write batch that widens the loss shows as ``lost`` above
+   that;
 3. the same command runs again to completion (same cache, same results root) and the
    server counts the requests it sends; ``paid twice`` = those whose request (the
    server's fingerprint: sha256 of the path and the canonical JSON body) the killed run
@@ -177,7 +181,8 @@ def main() -> None:
             print(
                 f"{name}: what a kill can lose (answered, not cached): median "
                 f"{statistics.median(lost):g}, max {max(lost)} | paid twice on resume: median "
-                f"{statistics.median(twice):g}, max {max(twice)}  ({len(runs)} kills; {load()})",
+                f"{statistics.median(twice):g}, max {max(twice)}  ({len(runs)} kills, 256 in "
+                f"flight; {load()})",
                 flush=True,
             )
         print(json.dumps(results, indent=1))
