@@ -25,8 +25,8 @@ Issue 29's scenarios besides ``a64`` and ``warm``:
   cache file once, untimed (cache keys may differ between trees), then every timed run
   must be all hits.
 - ``million``: 1,000,000 of those rows, 256 in flight, cache on (a new file each run), run
-  to the end, RSS sampled every 0.5 s (about 17 min a run on 2 cores: use ``--repeat 1``,
-  or ``bench/bench_scale.py`` for one tree).
+  to the end, RSS sampled every 0.5 s (a run takes 17 min or more on 2 cores, ~90 min
+  at load 9: use ``--repeat 1``, or ``bench/bench_scale.py`` for one tree).
 
 The load average (1, 5, 15 min) is printed with each scenario's line.
 

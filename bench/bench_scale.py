@@ -14,8 +14,8 @@ every 0.5 s; its peak RSS and CPU come from ``wait4`` (the kernel's ``ru_maxrss`
 10 %, 50 % and 90 % of the run's wall time (flat in the row count, or growing).
 
 Scenario ``million`` (issue 29): 1,000,000 rows, 256 in flight, a new cache file and a
-new results root, run to the end (about 17 min a run on 2 cores). One tree or several,
-interleaved (A, B, A, B ...)::
+new results root, run to the end (17 min or more a run on 2 cores: ~1,000 rows/s idle,
+~180 rows/s at load 9). One tree or several, interleaved (A, B, A, B ...)::
 
     python bench/bench_scale.py /work/base29                  # one tree, one run
     python bench/bench_scale.py OLD NEW --repeat 3             # interleaved
