@@ -13,7 +13,26 @@ Scenarios: ``c64`` (0 ms latency, 64 in flight, cache off: the harness's own CPU
 write costs), ``a64`` (100 ms latency: ratio to the ideal), ``warm`` (every response cached),
 ``rescore`` (cached responses, a changed scorer) and ``rows`` (13,190 rows warm, replay).
 
+Issue 29's scenarios besides ``a64`` and ``warm``:
+
+- ``startup``: from starting the a64 process (100 ms, 64 in flight, cache off) to the first
+  request's arrival at the server (:func:`bench_runs.first_arrival`, one clock).
+- ``cold100k``: 100,000 synthetic rows (:func:`bench_scale.http_dataset`: GSM8K questions
+  cycled, each prompt distinct) through ``openai_compatible`` and the 0 ms server, 64 in
+  flight, cache on, a new cache file and results root each run: rows/s, peak RSS, RSS at
+  10/50/90 % of the run.
+- ``warm100k``: the same 100,000 rows with every response cached: each tree fills its own
+  cache file once, untimed (cache keys may differ between trees), then every timed run
+  must be all hits.
+- ``million``: 1,000,000 of those rows, 256 in flight, cache on (a new file each run), run
+  to the end, RSS sampled every 0.5 s (a run takes 17 min or more on 2 cores, ~90 min
+  at load 9: use ``--repeat 1``, or ``bench/bench_scale.py`` for one tree).
+
+The load average (1, 5, 15 min) is printed with each scenario's line.
+
     python bench/bench_revisions.py OLD_TREE NEW_TREE [--repeat 5] [--only c64 warm ...]
+    python bench/bench_revisions.py OLD NEW --repeat 3 --only startup a64 warm cold100k warm100k
+    python bench/bench_revisions.py OLD NEW --repeat 1 --only million
 
 A tree is a checkout's root (``git worktree add /tmp/old main`` makes one).
 """
@@ -31,10 +50,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from bench_runs import SPEC, N, http_args, load, timed  # noqa: E402
-from protocol_server import running_server  # noqa: E402
+from bench_runs import SPEC, N, first_arrival, http_args, timed  # noqa: E402
+from bench_scale import (  # noqa: E402
+    Sampled,
+    cold_runs,
+    http_dataset,
+    http_run,
+    load,
+    sampled,
+    warm_up,
+)
+from bench_scale import line as scale_line  # noqa: E402
+from protocol_server import ServerHandle, running_server  # noqa: E402
 
 SCENARIOS = ("c64", "cold", "a64", "warm", "rescore", "rows")
+SCALE = ("startup", "cold100k", "warm100k", "million")
 
 
 def main() -> None:
@@ -42,7 +72,19 @@ def main() -> None:
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    ap.add_argument(
+        "--only",
+        nargs="+",
+        choices=(*SCENARIOS, *SCALE),
+        default=[*SCENARIOS, "startup", "cold100k", "warm100k"],
+        help="scenarios (default: all but million)",
+    )
+    ap.add_argument(
+        "--scale-rows",
+        type=int,
+        default=100_000,
+        help="rows of cold100k / warm100k (smaller only to try the script out)",
+    )
     args = ap.parse_args()
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",)}
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
@@ -63,6 +105,9 @@ def main() -> None:
                 "rows": (0.0, ["run", str(SPEC), "--set", "run.epochs=10"], None),
             }
             for name in args.only:
+                if name in SCALE:
+                    scale_case(name, srv, trees, envs, work, args.repeat, args.scale_rows)
+                    continue
                 latency, run_args, vary = cases[name]
                 srv.configure(latency=latency)
                 measures: dict[str, list] = {"old": [], "new": []}
@@ -78,6 +123,79 @@ def main() -> None:
                 _print(name, measures)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def scale_case(
+    name: str,
+    srv: ServerHandle,
+    trees: dict[str, Path],
+    envs: dict[str, dict[str, str]],
+    work: Path,
+    repeat: int,
+    scale_rows: int = 100_000,
+) -> None:
+    """``startup``, ``cold100k``, ``warm100k`` or ``million`` (see the module docstring)."""
+    if name == "startup":
+        srv.configure(latency=0.1)
+        firsts: dict[str, list[float]] = {"old": [], "new": []}
+        for tree in firsts:  # untimed: bytecode
+            timed(
+                [*http_args(srv, 64), "--no-cache", "--results-root", str(work / tree)],
+                envs[tree],
+                work,
+            )
+        for _ in range(repeat):
+            for tree in firsts:
+                cmd = [sys.executable, "-m", "gradetrail", *http_args(srv, 64), "--no-cache"]
+                cmd += ["--results-root", str(work / tree)]
+                firsts[tree].append(first_arrival(srv, cmd, envs[tree], work))
+        old, new = (statistics.median(firsts[t]) for t in ("old", "new"))
+        runs = "; ".join(f"{t} " + ", ".join(f"{v:.3f}" for v in firsts[t]) for t in firsts)
+        print(
+            f"{name:8s} start to first request: old {old:.3f} s | new {new:.3f} s | new/old "
+            f"{new / old:.3f}  [{runs}; {load()}]",
+            flush=True,
+        )
+        return
+    srv.configure(latency=0.0)
+    if name in ("cold100k", "million"):
+        rows, concurrency = (scale_rows, 64) if name == "cold100k" else (1_000_000, 256)
+        warm_up(srv, trees, work)  # untimed: bytecode
+        progress = 60.0 if name == "million" else None
+        runs = cold_runs(srv, trees, work, rows, concurrency, repeat, progress)
+    else:  # warm100k: each tree fills its own cache once, untimed
+        rows = scale_rows
+        spec = http_dataset(work, rows)
+        runs = {tree: [] for tree in trees}
+        args = {
+            tree: http_run(
+                srv,
+                spec,
+                64,
+                "--cache",
+                str(work / f"warm100k-{tree}.sqlite"),
+                "--results-root",
+                str(work / f"warm100k-{tree}"),
+            )
+            for tree in trees
+        }
+        for tree in trees:
+            fill = sampled(args[tree], envs[tree], work)
+            print(f"  {tree} fill: {fill.rows / fill.wall:.0f} rows/s (cold, untimed)", flush=True)
+        for _ in range(repeat):
+            for tree in trees:
+                m: Sampled = sampled(args[tree], envs[tree], work)
+                assert m.summary["cache_hits"] == rows, (tree, m.summary["cache_hits"])
+                runs[tree].append(m)
+    print(f"{name} ({rows:,} rows, 0 ms server, cache on)", flush=True)
+    for tree, measured in runs.items():
+        print("  " + scale_line(tree, measured), flush=True)
+    old, new = (statistics.median(m.wall for m in runs[t]) for t in ("old", "new"))
+    rss = {t: statistics.median(m.rss_mb for m in runs[t]) for t in ("old", "new")}
+    print(
+        f"{name:8s} new/old wall {new / old:.3f}  peak RSS new/old {rss['new'] / rss['old']:.3f}",
+        flush=True,
+    )
 
 
 def _print(name: str, measures: dict[str, list]) -> None:
