@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from gradetrail._util.events import Events
+from gradetrail._util.lazyre import lazy_compile
 from gradetrail.errors import (
     AuthError,
     BadRequest,
@@ -70,17 +71,17 @@ _WARNED: set[str] = set()
 #: placeholder key for openai_compatible servers that check none (vLLM's documented value)
 PLACEHOLDER_KEY = "EMPTY"
 
-_KEY_SHAPES = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
-_QUOTA = re.compile(
+_KEY_SHAPES = lazy_compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
+_QUOTA = lazy_compile(
     r"quota|credit balance|billing|insufficient.?(?:funds|credits?|balance)|spend(?:ing)? limit|"
     r"out of credits?|credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
     re.I,
 )
 _QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
 #: an error type or code that names a rate limit (decisive: the message is not read)
-_RATE_CODES = re.compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
+_RATE_CODES = lazy_compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
 #: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
-_URL = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+/\S*", re.I)
+_URL = lazy_compile(r"\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+/\S*", re.I)
 
 
 def message_words(message: str | None) -> str:
@@ -318,14 +319,14 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     )
 
 
-_RATE_WORDS = re.compile(r"rate.?limit|too many requests|throttl", re.I)
-_OVERLOAD_WORDS = re.compile(
+_RATE_WORDS = lazy_compile(r"rate.?limit|too many requests|throttl", re.I)
+_OVERLOAD_WORDS = lazy_compile(
     r"overloaded|internal (?:server )?error|server error|temporarily unavailable|"
     r"service unavailable|bad gateway|gateway time-?out|try again later",
     re.I,
 )
-_TIMEOUT_WORDS = re.compile(r"timed? ?out|timeout", re.I)
-_AUTH_WORDS = re.compile(r"invalid.{0,20}(?:api.?key|token|credential)|unauthori[sz]ed", re.I)
+_TIMEOUT_WORDS = lazy_compile(r"timed? ?out|timeout", re.I)
+_AUTH_WORDS = lazy_compile(r"invalid.{0,20}(?:api.?key|token|credential)|unauthori[sz]ed", re.I)
 #: (status, words in an error type or code that mean it), checked in order
 _STATUS_WORDS = (
     (529, ("overloaded",)),
