@@ -47,6 +47,7 @@ from gradetrail.errors import (
     SpecError,
     bounded_retry_after,
 )
+from gradetrail.providers._plain_http import PlainHttpTransport, plain_http_endpoint
 from gradetrail.providers._stream import Fold, SseParser
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
@@ -534,8 +535,19 @@ class HttpProvider(Provider):
 
     def warm_up(self) -> None:
         """Import the HTTP client (up to a second for an SDK), so the run's first samples
-        do not pay it."""
-        importlib.import_module("aiohttp" if self._chosen() == "aiohttp" else self.sdk)
+        do not pay it; nothing for a plain ``http://`` endpoint (:meth:`plain_http`)."""
+        if not self.plain_http():
+            importlib.import_module("aiohttp" if self._chosen() == "aiohttp" else self.sdk)
+
+    def plain_http(self) -> bool:
+        """Whether requests go through :class:`PlainHttpTransport` (asyncio's streams,
+        no HTTP library to import): ``model.http_client: auto`` where aiohttp would serve
+        a plain ``http://`` endpoint without a proxy (a local server)."""
+        return (
+            self.model.http_client == "auto"
+            and self._chosen() == "aiohttp"
+            and plain_http_endpoint(self.url())
+        )
 
     def _chosen(self) -> HttpClientName:
         if self._client is None:
@@ -679,7 +691,11 @@ class HttpProvider(Provider):
             self._key = key
             # absolute: spares merging the path into the base URL on every call
             url = self.url()
-            if self._chosen() == "aiohttp":
+            if self.plain_http():
+                self._transport = PlainHttpTransport(
+                    url, self.base_url, self._all_headers(key), self._pool_size
+                )
+            elif self._chosen() == "aiohttp":
                 self._transport = AioHttpTransport(
                     url, self.base_url, self._all_headers(key), self._pool_size
                 )

@@ -1,0 +1,362 @@
+"""HTTP/1.1 over asyncio's own streams, for a plain ``http://`` endpoint (a local vLLM or
+llama.cpp server, the test and benchmark protocol server): what ``model.http_client:
+auto`` uses there when no proxy is configured, instead of aiohttp.
+
+Importing aiohttp costs about as much CPU as the rest of a run's start-up to its first
+request (its two TLS contexts, built at import, load the CA store twice; a plain HTTP
+endpoint needs neither). This client needs nothing asyncio has not imported already. It
+speaks what such a server needs: keep-alive connections (at most ``connections``), a
+body by ``Content-Length``, ``chunked`` or to the end of the connection, ``gzip`` and
+``deflate`` content encodings, no redirects (as :class:`AioHttpTransport`), a connect
+timeout, and the same :class:`~gradetrail.providers._transport.Answer` and connection
+errors as the aiohttp transport. TLS and proxies stay aiohttp's
+(:func:`plain_http_endpoint` says when this one applies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import urllib.parse
+import zlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+from gradetrail._version import __version__
+from gradetrail.providers._transport import (
+    CONNECT_TIMEOUT_S,
+    MAX_ANSWER_BYTES,
+    Answer,
+    Transport,
+    _dumps,
+    _progress,
+    connection_error,
+    too_large,
+)
+
+__all__ = [
+    "InvalidHttpAnswer",
+    "PlainHttpTransport",
+    "ServerDisconnectedError",
+    "plain_http_endpoint",
+]
+
+#: the largest status line and header block read (a longer one is a broken server)
+_MAX_HEAD_BYTES = 1024 * 1024
+#: bytes read from the socket at a time
+_READ_BYTES = 64 * 1024
+
+
+class ServerDisconnectedError(ConnectionError):
+    """The server closed the connection before its answer was complete (aiohttp's name
+    and wording, so an error row reads the same through either client)."""
+
+    def __init__(self, message: str = "Server disconnected") -> None:
+        super().__init__(message)
+
+
+class InvalidHttpAnswer(ConnectionError):
+    """The server's answer is not well-formed HTTP/1.1 (a status line, a header, a chunk
+    size or a length that does not parse, a head over a megabyte)."""
+
+
+def plain_http_endpoint(url: str) -> bool:
+    """Whether :class:`PlainHttpTransport` can reach ``url``: plain ``http``, no
+    credentials in the URL, and no proxy in the environment (``HTTP_PROXY`` /
+    ``ALL_PROXY``, any case: aiohttp's proxy handling then applies)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or "@" in parts.netloc:
+        return False
+    return not any(name.lower() in ("http_proxy", "all_proxy") for name in os.environ)
+
+
+class _Headers(dict[str, str]):
+    """Response headers, looked up case-insensitively (stored lower-cased; repeated
+    headers joined with ``", "``)."""
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+
+class _Connection:
+    """One keep-alive connection: its reader and writer."""
+
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    def usable(self) -> bool:
+        """Whether the connection can carry another request (the server has not closed
+        it while it was idle)."""
+        return not self.writer.is_closing() and not self.reader.at_eof()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class PlainHttpTransport(Transport):
+    """POSTs over keep-alive HTTP/1.1 connections of asyncio streams; see the module
+    docstring.
+
+    Args:
+        url: the absolute endpoint URL (``http://``; see :func:`plain_http_endpoint`).
+        base_url: the endpoint's base, for error messages.
+        headers: sent with every request (authentication, API version).
+        connections: connections open at most (the run's concurrency); more requests
+            wait for one.
+    """
+
+    def __init__(
+        self, url: str, base_url: str, headers: Mapping[str, str], connections: int
+    ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.url, self.base_url = url, base_url
+        self.host, self.port = parts.hostname or "", parts.port or 80
+        self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.connections = max(1, connections)
+        defaults = {
+            "Host": parts.netloc,
+            "User-Agent": f"gradetrail/{__version__}",
+            "Accept-Encoding": "gzip, deflate",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
+        # one value a header name, whatever its case: the given headers win
+        merged = {name.lower(): (name, value) for name, value in defaults.items()}
+        merged |= {name.lower(): (name, value) for name, value in headers.items()}
+        self.headers = dict(merged.values())
+        self._idle: list[_Connection] = []
+        self._slots: asyncio.Semaphore | None = None  # made on the running loop
+
+    def _head(self, content_length: int, accept: str | None = None) -> bytes:
+        """The request line and headers of one POST."""
+        lines = [f"POST {self.target} HTTP/1.1"]
+        for name, value in self.headers.items():
+            if accept is not None and name.lower() == "accept":
+                value = accept
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                raise ValueError(f"a line break in the header {name!r}")
+            lines.append(f"{name}: {value}")
+        lines.append(f"Content-Length: {content_length}\r\n\r\n")
+        return "\r\n".join(lines).encode("utf-8")
+
+    async def _connection(self) -> _Connection:
+        """An idle connection that is still open, else a new one."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable():
+                return conn
+            conn.close()
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=_MAX_HEAD_BYTES),
+            CONNECT_TIMEOUT_S,
+        )
+        return _Connection(reader, writer)
+
+    async def _exchange(
+        self,
+        body: dict[str, Any],
+        accept: str | None,
+        use: Callable[[int, _Headers, AsyncIterator[bytes]], Any],
+    ) -> Answer:
+        """Send ``body`` on a connection and hand the status, headers and decoded body
+        chunks to ``use``; the connection goes back to the pool when the answer was read
+        whole and the server keeps it open."""
+        payload = _dumps(body).encode()
+        head = self._head(len(payload), accept)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.connections)
+        async with self._slots:
+            try:
+                conn = await self._connection()
+            except (OSError, TimeoutError) as exc:
+                raise connection_error(exc, self.base_url) from None
+            reusable = False
+            try:
+                conn.writer.write(head + payload)
+                status, headers, keep_alive = await _read_head(conn.reader)
+                reader = _Body(conn.reader, headers, status)
+                answer = await use(status, headers, reader.decoded())
+                reusable = keep_alive and reader.complete
+                return answer
+            except EOFError:  # asyncio.IncompleteReadError: closed mid-answer
+                raise connection_error(ServerDisconnectedError(), self.base_url) from None
+            except OSError as exc:  # InvalidHttpAnswer and ServerDisconnectedError included
+                raise connection_error(exc, self.base_url) from None
+            finally:
+                if reusable:
+                    self._idle.append(conn)
+                else:
+                    conn.close()
+
+    async def send(self, body: dict[str, Any]) -> Answer:
+        """See :meth:`Transport.send`."""
+
+        async def whole(status: int, headers: _Headers, chunks: AsyncIterator[bytes]) -> Answer:
+            parts: list[bytes] = []
+            size = 0
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise too_large(status)
+                parts.append(chunk)
+            return Answer(status, headers, b"".join(parts))
+
+        return await self._exchange(body, None, whole)
+
+    async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
+        """See :meth:`Transport.stream`."""
+
+        async def lines(status: int, headers: _Headers, chunks: AsyncIterator[bytes]) -> Answer:
+            if status >= 400:
+                return Answer(status, headers, b"".join([c async for c in chunks]))
+            _progress()
+            pending = b""  # a line's start (lines may be longer than any read)
+            async for chunk in chunks:
+                _progress()
+                *complete, pending = (pending + chunk).split(b"\n")
+                for raw in complete:
+                    on_line(raw.decode("utf-8", "replace").rstrip("\r"))
+            if pending:
+                on_line(pending.decode("utf-8", "replace").rstrip("\r"))
+            return Answer(status, headers, b"")
+
+        return await self._exchange(body, "text/event-stream", lines)
+
+    async def aclose(self) -> None:
+        """Close the idle connections (one in use closes when its request ends)."""
+        idle, self._idle = self._idle, []
+        self._slots = None  # a later run may use another event loop
+        for conn in idle:
+            conn.close()
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, _Headers, bool]:
+    """The status, headers and whether the connection stays open after this answer
+    (informational ``1xx`` answers skipped).
+
+    Raises:
+        ServerDisconnectedError: the connection closed before the head was complete.
+        ValueError: the head is not HTTP/1.x.
+    """
+    while True:
+        try:
+            raw = await reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError:
+            raw = None  # raised below, out of this block: the error names no other cause
+        except asyncio.LimitOverrunError:
+            raw = b""
+        if not raw:
+            raise (
+                ServerDisconnectedError()
+                if raw is None
+                else InvalidHttpAnswer("an answer's head is over a megabyte")
+            )
+        status_line, *lines = raw.decode("latin-1").split("\r\n")
+        version, _, rest = status_line.partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not code.isdigit():
+            raise InvalidHttpAnswer(f"not an HTTP/1.x answer: {status_line[:80]!r}")
+        status = int(code)
+        if 100 <= status < 200 and status != 101:
+            continue
+        headers = _Headers()
+        for line in lines:
+            if not line:
+                continue
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise InvalidHttpAnswer(f"a malformed header line: {line[:80]!r}")
+            key, value = name.strip().lower(), value.strip()
+            headers[key] = f"{dict.get(headers, key)}, {value}" if key in headers else value
+        tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+        keep_alive = "close" not in tokens and (version != "HTTP/1.0" or "keep-alive" in tokens)
+        return status, headers, keep_alive
+
+
+class _Body:
+    """An answer's body as it arrives, de-chunked and decompressed; :attr:`complete` once
+    it was read to its declared end (so the connection can carry another request)."""
+
+    def __init__(self, reader: asyncio.StreamReader, headers: _Headers, status: int) -> None:
+        self.reader, self.headers, self.status = reader, headers, status
+        self.complete = False
+
+    async def _raw(self) -> AsyncIterator[bytes]:
+        reader, headers = self.reader, self.headers
+        if self.status in (204, 304):
+            self.complete = True
+            return
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            while True:
+                line = await reader.readuntil(b"\r\n")
+                size = _integer(line.split(b";", 1)[0].strip(), 16, "chunk size")
+                if size == 0:
+                    while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
+                        pass
+                    self.complete = True
+                    return
+                chunk = await reader.readexactly(size + 2)
+                yield chunk[:-2]
+        length = headers.get("content-length")
+        if length is not None:
+            left = _integer(length.encode(), 10, "Content-Length")
+            if left > MAX_ANSWER_BYTES and "content-encoding" not in headers:
+                raise too_large(self.status)
+            while left > 0:
+                chunk = await reader.read(min(left, _READ_BYTES))
+                if not chunk:
+                    raise ServerDisconnectedError()
+                left -= len(chunk)
+                yield chunk
+            self.complete = True
+            return
+        while chunk := await reader.read(_READ_BYTES):  # to the end of the connection
+            yield chunk
+
+    async def decoded(self) -> AsyncIterator[bytes]:
+        """The body's bytes, decompressed (``gzip``, ``deflate``) as they come; never
+        more than one byte past :data:`MAX_ANSWER_BYTES` (a gzip bomb is cut)."""
+        encoding = self.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("gzip", "x-gzip", "deflate"):  # identity (or one not asked for)
+            async for chunk in self._raw():
+                yield chunk
+            return
+        wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
+        inflate = zlib.decompressobj(wbits)
+        room = MAX_ANSWER_BYTES + 1
+        try:
+            async for chunk in self._raw():
+                data = inflate.decompress(chunk, room)
+                room -= len(data)
+                if room <= 0:
+                    raise too_large(self.status)
+                if data:
+                    yield data
+            data = inflate.flush()
+        except zlib.error as exc:
+            raise InvalidHttpAnswer(f"a {encoding} body that does not decompress: {exc}") from None
+        if data:
+            yield data
+
+
+def _integer(text: bytes, base: int, what: str) -> int:
+    """``text`` as a non-negative integer in ``base``.
+
+    Raises:
+        InvalidHttpAnswer: it is not one.
+    """
+    try:
+        value = int(text, base)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidHttpAnswer(f"an invalid {what}: {text[:40]!r}")
+    return value
