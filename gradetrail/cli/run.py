@@ -145,11 +145,9 @@ def run(
     import math
 
     from gradetrail._util.terminal import clean
-    from gradetrail.ci.threshold import check_min_score
     from gradetrail.cli import fail
     from gradetrail.cli.progress import RunProgress
     from gradetrail.engine.runner import run_eval
-    from gradetrail.report.run import cache_warnings, print_summary
     from gradetrail.spec import load_spec
 
     if executor not in ("local", "ray"):
@@ -262,6 +260,10 @@ def run(
         raise exit_ from None
     except KeyboardInterrupt:  # a third Ctrl-C, while the run was closing
         raise typer.Exit(130) from None
+    # imported once the run is over: nothing before the first request waits for them
+    from gradetrail.ci.threshold import check_min_score
+    from gradetrail.report.run import cache_warnings, print_summary
+
     for line in cache_warnings(result.manifest.cache):
         print(f"warning: {clean(line)}", file=sys.stderr)
     threshold = None if min_score is None else check_min_score(result.manifest.score, min_score)
