@@ -61,11 +61,13 @@ class InvalidHttpAnswer(ConnectionError):
 
 
 def plain_http_endpoint(url: str) -> bool:
-    """Whether :class:`PlainHttpTransport` can reach ``url``: plain ``http``, no
-    credentials in the URL, and no proxy in the environment (``HTTP_PROXY`` /
+    """Whether :class:`PlainHttpTransport` can reach ``url``: plain ``http``, an ASCII
+    host, no credentials in the URL, and no proxy in the environment (``HTTP_PROXY`` /
     ``ALL_PROXY``, any case: aiohttp's proxy handling then applies)."""
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or "@" in parts.netloc:
+    if parts.scheme != "http" or not parts.hostname or not parts.netloc.isascii():
+        return False
+    if "@" in parts.netloc:  # credentials: aiohttp sends them as Basic auth
         return False
     return not any(name.lower() in ("http_proxy", "all_proxy") for name in os.environ)
 
@@ -181,6 +183,7 @@ class PlainHttpTransport(Transport):
             reusable = False
             try:
                 conn.writer.write(head + payload)
+                await conn.writer.drain()
                 status, headers, keep_alive = await _read_head(conn.reader)
                 reader = _Body(conn.reader, headers, status)
                 answer = await use(status, headers, reader.decoded())
@@ -332,6 +335,7 @@ class _Body:
         wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
         inflate = zlib.decompressobj(wbits)
         room = MAX_ANSWER_BYTES + 1
+        broken: zlib.error | None = None
         try:
             async for chunk in self._raw():
                 data = inflate.decompress(chunk, room)
@@ -342,7 +346,9 @@ class _Body:
                     yield data
             data = inflate.flush()
         except zlib.error as exc:
-            raise InvalidHttpAnswer(f"a {encoding} body that does not decompress: {exc}") from None
+            broken = exc
+        if broken is not None:  # raised here: the error names no cause but its own
+            raise InvalidHttpAnswer(f"a {encoding} body that does not decompress: {broken}")
         if data:
             yield data
 

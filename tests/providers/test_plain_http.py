@@ -149,7 +149,7 @@ def test_an_answer_to_the_end_of_the_connection_and_http_1_0() -> None:
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "invalid chunk size"),
         (
             b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabc",
-            "decompress",
+            "InvalidHttpAnswer: a gzip body that does not decompress",
         ),
     ],
 )
