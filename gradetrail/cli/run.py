@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from gradetrail._util import gcpause
 from gradetrail.cli.options import CacheOption, ExecutorOption, NoCacheOption
 from gradetrail.errors import GradetrailError
 
@@ -194,6 +195,7 @@ def run(
 
     def on_start(plan, run_dir) -> None:  # noqa: ANN001 - typer-free callback
         nonlocal progress, started_in
+        gcpause.resume()  # start-up is over: collect cycles as usual from here
         started_in = run_dir
         for warning in getattr(plan.samples, "warnings", ()):  # e.g. an unpinned revision
             print(f"warning: {warning}", file=sys.stderr)
@@ -309,6 +311,7 @@ def _run_models(
     json_out: bool,
 ) -> None:
     """``gradetrail run SPEC --models a,b,c``: the sweep of one cell a model."""
+    gcpause.resume()  # several runs: collect cycles as usual throughout
     from gradetrail.cli import fail
     from gradetrail.cli.sweep import run_loaded
     from gradetrail.spec.sweep import models_sweep
