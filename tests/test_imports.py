@@ -112,9 +112,17 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
 
 
 def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
-    """`gradetrail --help` and `gradetrail run --help` import no heavy library."""
+    """`gradetrail --help` and `gradetrail run --help` import no heavy library; the root
+    help lists every command from its module without what the commands use (the gate,
+    the diff, the cache, the spec's models, rich)."""
     assert heavy_imports(tmp_path, "--help") == set()
     assert heavy_imports(tmp_path, "run", "--help") == set()
+    listed = imported(tmp_path, "--help")
+    used = {"gradetrail.analysis.gate", "gradetrail.analysis.diff", "gradetrail.cache.store"}
+    assert listed & (NOT_FOR_RUN | used) <= {
+        m for m in NOT_FOR_RUN if m.startswith("gradetrail.cli.")
+    }
+    assert {m.split(".")[0] for m in listed} & {"pydantic", "rich", "jinja2", "yaml"} == set()
 
 
 @pytest.mark.parametrize("limit", [200, 1319])
