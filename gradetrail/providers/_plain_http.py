@@ -4,9 +4,11 @@ auto`` uses there when no proxy is configured, instead of aiohttp.
 
 Importing aiohttp costs about as much CPU as the rest of a run's start-up to its first
 request (its two TLS contexts, built at import, load the CA store twice; a plain HTTP
-endpoint needs neither). This client needs nothing asyncio has not imported already. It
-speaks what such a server needs: keep-alive connections (at most ``connections``), a
-body by ``Content-Length``, ``chunked`` or to the end of the connection, ``gzip`` and
+endpoint needs neither). HTTP/1.1 itself is `h11 <https://h11.readthedocs.io>`_'s (the
+protocol library under httpx and uvicorn, already installed with the SDKs): it frames
+and parses every request and answer (``Content-Length``, ``chunked`` or to the end of
+the connection, informational answers, keep-alive); this module adds the sockets
+(asyncio's streams), keep-alive connections (at most ``connections``), ``gzip`` and
 ``deflate`` content encodings, no redirects (as :class:`AioHttpTransport`), a connect
 timeout, and the same :class:`~gradetrail.providers._transport.Answer` and connection
 errors as the aiohttp transport. TLS and proxies stay aiohttp's
@@ -21,6 +23,8 @@ import urllib.parse
 import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
+
+import h11
 
 from gradetrail._version import __version__
 from gradetrail.providers._transport import (
@@ -87,12 +91,13 @@ class _Headers(dict[str, str]):
 
 
 class _Connection:
-    """One keep-alive connection: its reader and writer."""
+    """One keep-alive connection: its streams and its HTTP/1.1 state (h11's)."""
 
-    __slots__ = ("reader", "writer")
+    __slots__ = ("h11", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD_BYTES)
 
     def usable(self) -> bool:
         """Whether the connection can carry another request (the server has not closed
@@ -101,6 +106,31 @@ class _Connection:
 
     def close(self) -> None:
         self.writer.close()
+
+    async def next_event(self) -> object:
+        """h11's next event of the answer, reading from the socket as it needs.
+
+        Raises:
+            ServerDisconnectedError: the connection closed before the answer was whole.
+            InvalidHttpAnswer: what the server sent is not HTTP/1.1 (h11's reason).
+        """
+        conn = self.h11
+        while True:
+            broken: h11.RemoteProtocolError | None = None
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                broken = exc
+            if broken is not None:  # raised here: the error names no cause but its own
+                if self.reader.at_eof() and "closed" in str(broken).lower():  # h11's words
+                    raise ServerDisconnectedError()
+                raise InvalidHttpAnswer(f"not a valid HTTP/1.1 answer ({broken})")
+            if event is h11.NEED_DATA:
+                conn.receive_data(await self.reader.read(_READ_BYTES))  # b"": the end
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                raise ServerDisconnectedError()
+            return event
 
 
 class PlainHttpTransport(Transport):
@@ -137,17 +167,28 @@ class PlainHttpTransport(Transport):
         self._idle: list[_Connection] = []
         self._slots: asyncio.Semaphore | None = None  # made on the running loop
 
-    def _head(self, content_length: int, accept: str | None = None) -> bytes:
-        """The request line and headers of one POST."""
-        lines = [f"POST {self.target} HTTP/1.1"]
-        for name, value in self.headers.items():
-            if accept is not None and name.lower() == "accept":
-                value = accept
-            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-                raise ValueError(f"a line break in the header {name!r}")
-            lines.append(f"{name}: {value}")
-        lines.append(f"Content-Length: {content_length}\r\n\r\n")
-        return "\r\n".join(lines).encode("utf-8")
+    def _request(self, conn: _Connection, payload: bytes, accept: str | None) -> bytes:
+        """The bytes of one POST of ``payload`` on ``conn`` (framed by h11).
+
+        Raises:
+            ValueError: a header h11 refuses (a line break in a value, say).
+        """
+        headers = [
+            (name, accept if accept is not None and name.lower() == "accept" else value)
+            for name, value in self.headers.items()
+        ]
+        headers.append(("Content-Length", str(len(payload))))
+        try:
+            return b"".join(
+                conn.h11.send(event)  # type: ignore[misc]
+                for event in (
+                    h11.Request(method="POST", target=self.target, headers=headers),
+                    h11.Data(data=payload),
+                    h11.EndOfMessage(),
+                )
+            )
+        except h11.LocalProtocolError as exc:
+            raise ValueError(f"a request h11 refuses: {exc}") from None
 
     async def _connection(self) -> _Connection:
         """An idle connection that is still open, else a new one."""
@@ -172,7 +213,6 @@ class PlainHttpTransport(Transport):
         chunks to ``use``; the connection goes back to the pool when the answer was read
         whole and the server keeps it open."""
         payload = _dumps(body).encode()
-        head = self._head(len(payload), accept)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.connections)
         async with self._slots:
@@ -182,12 +222,14 @@ class PlainHttpTransport(Transport):
                 raise connection_error(exc, self.base_url) from None
             reusable = False
             try:
-                conn.writer.write(head + payload)
+                conn.writer.write(self._request(conn, payload, accept))
                 await conn.writer.drain()
-                status, headers, keep_alive = await _read_head(conn.reader)
-                reader = _Body(conn.reader, headers, status)
+                status, headers = await _read_head(conn)
+                reader = _Body(conn, headers, status)
                 answer = await use(status, headers, reader.decoded())
-                reusable = keep_alive and reader.complete
+                if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
+                    conn.h11.start_next_cycle()  # the server keeps it open
+                    reusable = True
                 return answer
             except EOFError:  # asyncio.IncompleteReadError: closed mid-answer
                 raise connection_error(ServerDisconnectedError(), self.base_url) from None
@@ -241,88 +283,45 @@ class PlainHttpTransport(Transport):
             conn.close()
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, _Headers, bool]:
-    """The status, headers and whether the connection stays open after this answer
-    (informational ``1xx`` answers skipped).
+async def _read_head(conn: _Connection) -> tuple[int, _Headers]:
+    """The status and headers of the answer (informational ``1xx`` answers skipped).
 
     Raises:
         ServerDisconnectedError: the connection closed before the head was complete.
-        ValueError: the head is not HTTP/1.x.
+        InvalidHttpAnswer: the head is not HTTP/1.1.
     """
     while True:
-        try:
-            raw = await reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
-            raw = None  # raised below, out of this block: the error names no other cause
-        except asyncio.LimitOverrunError:
-            raw = b""
-        if not raw:
-            raise (
-                ServerDisconnectedError()
-                if raw is None
-                else InvalidHttpAnswer("an answer's head is over a megabyte")
-            )
-        status_line, *lines = raw.decode("latin-1").split("\r\n")
-        version, _, rest = status_line.partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise InvalidHttpAnswer(f"not an HTTP/1.x answer: {status_line[:80]!r}")
-        status = int(code)
-        if 100 <= status < 200 and status != 101:
-            continue
-        headers = _Headers()
-        for line in lines:
-            if not line:
-                continue
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise InvalidHttpAnswer(f"a malformed header line: {line[:80]!r}")
-            key, value = name.strip().lower(), value.strip()
-            headers[key] = f"{dict.get(headers, key)}, {value}" if key in headers else value
-        tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-        keep_alive = "close" not in tokens and (version != "HTTP/1.0" or "keep-alive" in tokens)
-        return status, headers, keep_alive
+        event = await conn.next_event()
+        if isinstance(event, h11.Response):
+            headers = _Headers()
+            for raw_name, raw_value in event.headers:
+                key, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+                headers[key] = f"{dict.get(headers, key)}, {value}" if key in headers else value
+            return event.status_code, headers
 
 
 class _Body:
-    """An answer's body as it arrives, de-chunked and decompressed; :attr:`complete` once
-    it was read to its declared end (so the connection can carry another request)."""
+    """An answer's body as h11 hands it over (de-chunked, to its declared end), then
+    decompressed."""
 
-    def __init__(self, reader: asyncio.StreamReader, headers: _Headers, status: int) -> None:
-        self.reader, self.headers, self.status = reader, headers, status
-        self.complete = False
+    def __init__(self, conn: _Connection, headers: _Headers, status: int) -> None:
+        self.conn, self.headers, self.status = conn, headers, status
 
     async def _raw(self) -> AsyncIterator[bytes]:
-        reader, headers = self.reader, self.headers
-        if self.status in (204, 304):
-            self.complete = True
-            return
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            while True:
-                line = await reader.readuntil(b"\r\n")
-                size = _integer(line.split(b";", 1)[0].strip(), 16, "chunk size")
-                if size == 0:
-                    while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                        pass
-                    self.complete = True
-                    return
-                chunk = await reader.readexactly(size + 2)
-                yield chunk[:-2]
-        length = headers.get("content-length")
-        if length is not None:
-            left = _integer(length.encode(), 10, "Content-Length")
-            if left > MAX_ANSWER_BYTES and "content-encoding" not in headers:
-                raise too_large(self.status)
-            while left > 0:
-                chunk = await reader.read(min(left, _READ_BYTES))
-                if not chunk:
-                    raise ServerDisconnectedError()
-                left -= len(chunk)
-                yield chunk
-            self.complete = True
-            return
-        while chunk := await reader.read(_READ_BYTES):  # to the end of the connection
-            yield chunk
+        length = self.headers.get("content-length")
+        if (
+            length is not None
+            and length.isdigit()
+            and int(length) > MAX_ANSWER_BYTES
+            and "content-encoding" not in self.headers
+        ):
+            raise too_large(self.status)
+        while True:
+            event = await self.conn.next_event()
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return
 
     async def decoded(self) -> AsyncIterator[bytes]:
         """The body's bytes, decompressed (``gzip``, ``deflate``) as they come; never
@@ -351,18 +350,3 @@ class _Body:
             raise InvalidHttpAnswer(f"a {encoding} body that does not decompress: {broken}")
         if data:
             yield data
-
-
-def _integer(text: bytes, base: int, what: str) -> int:
-    """``text`` as a non-negative integer in ``base``.
-
-    Raises:
-        InvalidHttpAnswer: it is not one.
-    """
-    try:
-        value = int(text, base)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise InvalidHttpAnswer(f"an invalid {what}: {text[:40]!r}")
-    return value
