@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import re
 
+from gradetrail._util.lazyre import lazy_compile
+
 __all__ = ["clean", "one_line"]
 
-_SEQUENCES = re.compile(
+_SEQUENCES = lazy_compile(
     r"""
     (?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?      # CSI ... final byte
     | (?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])                 # OSC, DCS, SOS, PM, APC ...
@@ -37,7 +39,7 @@ _SEQUENCES = re.compile(
     """,
     re.VERBOSE,
 )
-_HARMLESS = re.compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]*")
+_HARMLESS = lazy_compile(r"[^\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]*")
 
 
 def clean(text: str) -> str:
@@ -48,7 +50,7 @@ def clean(text: str) -> str:
     return _SEQUENCES.sub("", text)
 
 
-_BREAKS = re.compile(r"\r\n|[\n\r\v\f\x85\u2028\u2029]")
+_BREAKS = lazy_compile(r"\r\n|[\n\r\v\f\x85\u2028\u2029]")
 
 
 def one_line(text: str) -> str:

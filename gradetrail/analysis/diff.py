@@ -28,8 +28,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from gradetrail.analysis.diff_kinds import KINDS, DiffKind
 from gradetrail.analysis.gate import ErrorPolicy, GateError, GateResult, regression_gate
 from gradetrail.analysis.gate_runs import GateRun
 from gradetrail.rundir.manifest import identity_differences
@@ -49,19 +50,6 @@ __all__ = [
     "diff_runs",
 ]
 
-DiffKind = Literal[
-    "improved", "regressed", "changed", "same", "error", "only_baseline", "only_candidate"
-]
-#: every kind, in the order counts are shown
-KINDS: tuple[DiffKind, ...] = (
-    "improved",
-    "regressed",
-    "changed",
-    "error",
-    "only_baseline",
-    "only_candidate",
-    "same",
-)
 #: the kinds shown by default: every disagreement
 DISAGREEMENTS: frozenset[str] = frozenset(KINDS) - {"same"}
 #: the order samples are listed in (:meth:`RunDiff.shown`): score changes first, then rows

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gradetrail.cache.store import (
-    CacheCheck,
-    ResponseCache,
-    SetAside,
-    default_cache_path,
-    set_aside,
-)
 from gradetrail.errors import CacheError, GradetrailError, UsageError
+
+if TYPE_CHECKING:  # the cache is imported by the commands: `gradetrail --help` lists them
+    from gradetrail.cache.store import CacheCheck, SetAside
 
 CacheOpt = Annotated[
     Path | None,
@@ -75,6 +71,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
+        from gradetrail.cache.store import ResponseCache, default_cache_path
         from gradetrail.cli import fail
 
         try:
@@ -103,6 +100,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Verify every entry's checksum and the file's structure; exit 1 on damage left."""
+        from gradetrail.cache.store import ResponseCache, default_cache_path, set_aside
         from gradetrail.cli import fail
 
         path = cache or default_cache_path()
@@ -134,6 +132,7 @@ def register(app: typer.Typer) -> None:
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     ) -> None:
         """Delete cached responses (all, or one model's)."""
+        from gradetrail.cache.store import ResponseCache, default_cache_path
         from gradetrail.cli import fail
 
         path = cache or default_cache_path()

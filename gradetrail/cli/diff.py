@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from gradetrail.analysis.diff import KINDS, RunDiff, SampleDiff, diff_runs
+from gradetrail.analysis.diff_kinds import KINDS
 from gradetrail.errors import GradetrailError
+
+if TYPE_CHECKING:  # imported where used: `gradetrail --help` lists the command, no more
+    from rich.console import Console
+
+    from gradetrail.analysis.diff import RunDiff, SampleDiff
 
 __all__ = ["print_diff", "register"]
 
@@ -59,6 +63,7 @@ def diff(
 ) -> None:
     """Compare two runs sample by sample: improved, regressed, changed; the gate's verdict;
     where their identities differ. Lists disagreements unless --all."""
+    from gradetrail.analysis.diff import diff_runs
     from gradetrail.cli import fail
 
     unknown = sorted(set(kind or ()) - set(KINDS))
@@ -161,6 +166,8 @@ def print_diff(result: RunDiff, samples: list[SampleDiff], console: Console | No
     (regressions first: :meth:`RunDiff.shown`): sample id, kind, both scores, both
     extracted answers when the scorer records them, and the start of both responses
     where the terminal has room."""
+    from rich.console import Console
+
     from gradetrail._util.terminal import clean
 
     console = console or Console(highlight=False, soft_wrap=True)

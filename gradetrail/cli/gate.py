@@ -7,15 +7,18 @@ import math
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from gradetrail.analysis.gate import GateFamily, GateResult, gate_family
 from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.stats import intervals as stats
+
+if TYPE_CHECKING:  # imported where used: `gradetrail --help` lists the command, no more
+    from rich.console import Console
+    from rich.table import Table
+
+    from gradetrail.analysis.gate import GateFamily, GateResult
+    from gradetrail.stats import intervals as stats
 
 __all__ = ["register"]
 
@@ -154,6 +157,7 @@ def gate(
     ] = False,
 ) -> None:
     """Gate a candidate run against a baseline: exit 0 pass, 1 fail, 2 cannot compare."""
+    from gradetrail.analysis.gate import gate_family
     from gradetrail.cli import fail
 
     if len(runs) < 2 or len(runs) % 2:
@@ -253,6 +257,8 @@ def _ids(ids: tuple[str, ...]) -> str:
 
 def print_family(family: GateFamily, console: Console | None = None) -> None:
     """Each comparison's table, then (for several) the family's line and verdict."""
+    from rich.console import Console
+
     console = console or Console(highlight=False)
     for result in family.results:
         print_gate(result, console)
@@ -276,6 +282,9 @@ def _verdict_rule(r: GateResult) -> str:
 def print_gate(result: GateResult, console: Console | None = None) -> None:
     """The gate's table: n, clusters, epochs, means, discordant counts, the interval, the
     test and verdict, and, on a failure, why (half-width, MDE, n needed, flipped samples)."""
+    from rich.console import Console
+    from rich.table import Table
+
     from gradetrail._util.terminal import one_line
 
     console = console or Console(highlight=False)
@@ -398,6 +407,8 @@ def power(
 
     Miller (arXiv 2411.00640) eq. 9-10. Give --omega2, or --variance with --correlation.
     """
+    from gradetrail.stats import intervals as stats
+
     given = (delta, half_width, omega2, variance, correlation, within_variance, alpha, power_)
     if any(v is not None and not math.isfinite(v) for v in given):
         raise typer.BadParameter("every number must be finite (not nan or inf)")

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from gradetrail._util import gcpause
 from gradetrail.cli.options import CacheOption, ExecutorOption, NoCacheOption
 from gradetrail.errors import GradetrailError
 
@@ -145,11 +146,9 @@ def run(
     import math
 
     from gradetrail._util.terminal import clean
-    from gradetrail.ci.threshold import check_min_score
     from gradetrail.cli import fail
     from gradetrail.cli.progress import RunProgress
     from gradetrail.engine.runner import run_eval
-    from gradetrail.report.run import cache_warnings, print_summary
     from gradetrail.spec import load_spec
 
     if executor not in ("local", "ray"):
@@ -196,6 +195,7 @@ def run(
 
     def on_start(plan, run_dir) -> None:  # noqa: ANN001 - typer-free callback
         nonlocal progress, started_in
+        gcpause.resume()  # start-up is over: collect cycles as usual from here
         started_in = run_dir
         for warning in getattr(plan.samples, "warnings", ()):  # e.g. an unpinned revision
             print(f"warning: {warning}", file=sys.stderr)
@@ -262,6 +262,10 @@ def run(
         raise exit_ from None
     except KeyboardInterrupt:  # a third Ctrl-C, while the run was closing
         raise typer.Exit(130) from None
+    # imported once the run is over: nothing before the first request waits for them
+    from gradetrail.ci.threshold import check_min_score
+    from gradetrail.report.run import cache_warnings, print_summary
+
     for line in cache_warnings(result.manifest.cache):
         print(f"warning: {clean(line)}", file=sys.stderr)
     threshold = None if min_score is None else check_min_score(result.manifest.score, min_score)
@@ -307,6 +311,7 @@ def _run_models(
     json_out: bool,
 ) -> None:
     """``gradetrail run SPEC --models a,b,c``: the sweep of one cell a model."""
+    gcpause.resume()  # several runs: collect cycles as usual throughout
     from gradetrail.cli import fail
     from gradetrail.cli.sweep import run_loaded
     from gradetrail.spec.sweep import models_sweep

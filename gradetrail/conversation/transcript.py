@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ConversationStats",
@@ -24,6 +24,8 @@ TranscriptStop = Literal["answered", "tool_calls", "max_turns", "sample_timeout"
 class ToolResultRecord(BaseModel):
     """One tool call's execution in an agent loop."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
+
     tool_call_id: str = Field(description="The id of the call it answers.")
     name: str = Field(description="The tool the model called.")
     arguments: dict[str, Any] | None = Field(
@@ -39,6 +41,8 @@ class ToolResultRecord(BaseModel):
 
 class TurnRecord(BaseModel):
     """One model turn: the response, its tool calls and what the tools returned."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
 
     turn: int = Field(description="1-based turn number.")
     response: str = Field(description="The response text of this turn.")
@@ -72,6 +76,8 @@ class Transcript(BaseModel):
     failed; the row's error says how).
     """
 
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
+
     messages: list[dict[str, Any]] = Field(
         description="The input conversation, normalized; the system prompt first (role "
         "system) when there is one."
@@ -100,6 +106,8 @@ def flatten_transcript(transcript: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 class ConversationStats(BaseModel):
     """A run's conversations in numbers (``manifest.conversations``)."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
 
     rows: int = Field(description="Rows with a transcript.")
     turns: int = Field(description="Model turns over those rows.")

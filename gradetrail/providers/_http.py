@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from gradetrail._util.events import Events
+from gradetrail._util.lazyre import lazy_compile
 from gradetrail.errors import (
     AuthError,
     BadRequest,
@@ -46,6 +47,7 @@ from gradetrail.errors import (
     SpecError,
     bounded_retry_after,
 )
+from gradetrail.providers._plain_http import PlainHttpTransport, plain_http_endpoint
 from gradetrail.providers._stream import Fold, SseParser
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
@@ -70,17 +72,17 @@ _WARNED: set[str] = set()
 #: placeholder key for openai_compatible servers that check none (vLLM's documented value)
 PLACEHOLDER_KEY = "EMPTY"
 
-_KEY_SHAPES = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
-_QUOTA = re.compile(
+_KEY_SHAPES = lazy_compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{3,}|\bBearer\s+\S+", re.IGNORECASE)
+_QUOTA = lazy_compile(
     r"quota|credit balance|billing|insufficient.?(?:funds|credits?|balance)|spend(?:ing)? limit|"
     r"out of credits?|credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
     re.I,
 )
 _QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
 #: an error type or code that names a rate limit (decisive: the message is not read)
-_RATE_CODES = re.compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
+_RATE_CODES = lazy_compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
 #: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
-_URL = re.compile(r"\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+/\S*", re.I)
+_URL = lazy_compile(r"\b(?:https?://|www\.)\S+|\b[\w-]+(?:\.[\w-]+)+/\S*", re.I)
 
 
 def message_words(message: str | None) -> str:
@@ -318,14 +320,14 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     )
 
 
-_RATE_WORDS = re.compile(r"rate.?limit|too many requests|throttl", re.I)
-_OVERLOAD_WORDS = re.compile(
+_RATE_WORDS = lazy_compile(r"rate.?limit|too many requests|throttl", re.I)
+_OVERLOAD_WORDS = lazy_compile(
     r"overloaded|internal (?:server )?error|server error|temporarily unavailable|"
     r"service unavailable|bad gateway|gateway time-?out|try again later",
     re.I,
 )
-_TIMEOUT_WORDS = re.compile(r"timed? ?out|timeout", re.I)
-_AUTH_WORDS = re.compile(r"invalid.{0,20}(?:api.?key|token|credential)|unauthori[sz]ed", re.I)
+_TIMEOUT_WORDS = lazy_compile(r"timed? ?out|timeout", re.I)
+_AUTH_WORDS = lazy_compile(r"invalid.{0,20}(?:api.?key|token|credential)|unauthori[sz]ed", re.I)
 #: (status, words in an error type or code that mean it), checked in order
 _STATUS_WORDS = (
     (529, ("overloaded",)),
@@ -533,8 +535,19 @@ class HttpProvider(Provider):
 
     def warm_up(self) -> None:
         """Import the HTTP client (up to a second for an SDK), so the run's first samples
-        do not pay it."""
-        importlib.import_module("aiohttp" if self._chosen() == "aiohttp" else self.sdk)
+        do not pay it; nothing for a plain ``http://`` endpoint (:meth:`plain_http`)."""
+        if not self.plain_http():
+            importlib.import_module("aiohttp" if self._chosen() == "aiohttp" else self.sdk)
+
+    def plain_http(self) -> bool:
+        """Whether requests go through :class:`PlainHttpTransport` (asyncio's streams,
+        no HTTP library to import): ``model.http_client: auto`` where aiohttp would serve
+        a plain ``http://`` endpoint without a proxy (a local server)."""
+        return (
+            self.model.http_client == "auto"
+            and self._chosen() == "aiohttp"
+            and plain_http_endpoint(self.url())
+        )
 
     def _chosen(self) -> HttpClientName:
         if self._client is None:
@@ -678,7 +691,11 @@ class HttpProvider(Provider):
             self._key = key
             # absolute: spares merging the path into the base URL on every call
             url = self.url()
-            if self._chosen() == "aiohttp":
+            if self.plain_http():
+                self._transport = PlainHttpTransport(
+                    url, self.base_url, self._all_headers(key), self._pool_size
+                )
+            elif self._chosen() == "aiohttp":
                 self._transport = AioHttpTransport(
                     url, self.base_url, self._all_headers(key), self._pool_size
                 )

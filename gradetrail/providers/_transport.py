@@ -4,7 +4,7 @@ headers, bytes), whatever the status. Everything else (the body, decoding, error
 classification, Retry-After, normalizing) is the provider's, in one place for every
 transport, so both give identical rows.
 
-Two transports:
+Three transports:
 
 - :class:`AioHttpTransport` (``model.http_client: aiohttp``, the default when
   ``aiohttp`` is installed, as every provider extra installs it): one ``aiohttp``
@@ -17,6 +17,9 @@ Two transports:
   ``aiohttp``): the official SDK's documented ``client.post(path, body=...,
   cast_to=<http response>)``, built with ``max_retries=0``. A 4xx/5xx the SDK raises
   is handed back as the same :class:`Answer` the lean transport would return.
+- :class:`~gradetrail.providers._plain_http.PlainHttpTransport` (``auto``, for a plain
+  ``http://`` endpoint without a proxy): HTTP/1.1 framed by h11 over asyncio's
+  streams: aiohttp is not imported.
 
 Connection failures (refused, dropped, timed out connecting) raise the same
 :class:`~gradetrail.errors.ProviderConnectionError` / ``ProviderTimeout`` from both, named

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gradetrail.rundir.results import Row
 
@@ -20,6 +20,8 @@ __all__ = ["JudgeStats", "JudgeTally"]
 
 class JudgeStats(BaseModel):
     """What the judge did over a run."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
 
     rows: int = Field(description="Rows the judge scorer handled (scored or judge_error).")
     requests: int = Field(description="Judge requests (rows x samples x orders).")

@@ -99,6 +99,8 @@ from dataclasses import dataclass
 from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, localcontext
 from typing import Literal
 
+from gradetrail._util.lazyre import lazy_compile
+
 __all__ = ["Extraction", "Number", "PercentPolicy", "find_answer", "find_numbers"]
 
 PercentPolicy = Literal["as_number", "as_fraction", "strict"]
@@ -198,7 +200,7 @@ _NOT_A_NUMBER_TAIL = (
     + "|".join(_MONTH_NAMES)
     + r")\b)|(?=[ .]\d)(?:(?<=\+\d)|(?<=\+\d\d)|(?<=\+\d\d\d))(?:[ .-]\d{1,4}){3})"
 )
-_NUMBER = re.compile(
+_NUMBER = lazy_compile(
     # not inside a number, an ASCII word, or a date / path such as 12/25
     r"(?:(?<![0-9A-Za-z_.\d/])|(?=\\[dt]?frac))"
     r"(?=[-+$€£¥₹\\.\d(]|[JFMASOND][a-z]{2,8}+\.?[ \t]++\d)"  # fails fast
@@ -223,17 +225,17 @@ _NUMBER = re.compile(
     r")(?!" + _NOT_A_NUMBER_TAIL + r")|" + _NOT_A_NUMBER + r")"
 )
 #: what may separate a mixed number's integer from its fraction
-_MIXED_GAP = re.compile(r"[ \t]|\s*(?=\\[dt]?frac)|")
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*(?=\{)|\\boxed[ \t]+(?=\S)")
+_MIXED_GAP = lazy_compile(r"[ \t]|\s*(?=\\[dt]?frac)|")
+_BOX = lazy_compile(r"\\(?:boxed|fbox)\s*(?=\{)|\\boxed[ \t]+(?=\S)")
 #: around the one number of a box: words and units, LaTeX spacing, ``x =``
-_BOX_WORDS = re.compile(
+_BOX_WORDS = lazy_compile(
     r"\\(?:text|textrm|textbf|mathrm|mathbf|mbox|operatorname)\s*\{[^{}\d]*\}"
     r"(?:\s*\^\s*(?:\{\s*\d\s*\}|\d))?"  # a unit, and its power: \text{cm}^2
     r"|(?<=[A-Za-z])\s*\^\s*(?:\{\s*\d\s*\}|\d)"  # cm^2
     r"|\^\s*\{?\s*\\circ\s*\}?|\\(?:[,;:! ]|quad|qquad|left|right|displaystyle)"
     r"|[A-Za-z]\s*=|[{}()\[\]$%~.\s]|\\[%$]"
 )
-_NOT_ONE_NUMBER = re.compile(r"[\d^_+*/=]|\\[A-Za-z]+")
+_NOT_ONE_NUMBER = lazy_compile(r"[\d^_+*/=]|\\[A-Za-z]+")
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
@@ -564,13 +566,13 @@ def _find_answer(
 
 #: an answer stated in words (``the answer is 7``, ``Final answer: 7``, ``答案是7``): the
 #: first number after the last one is the answer, whatever numbers follow (a note, a check)
-_STATED = re.compile(
+_STATED = lazy_compile(
     r"(?i:\b(?:the\s+)?(?:final\s+|correct\s+)?answer\s*(?:is|:|=|would\s+be|will\s+be)"
     r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is)"
     r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]"
 )
 #: between a statement and its number: spaces, Markdown, a currency sign, ``about``
-_STATED_GAP = re.compile(r"[\s*_:=#>`(\[]*(?i:(?:about|approximately|roughly|exactly)\s+)?")
+_STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[]*(?i:(?:about|approximately|roughly|exactly)\s+)?")
 
 
 def _start_of(found: Extraction, text: str, after: int) -> int:
@@ -639,11 +641,11 @@ def _result_of(found: list[re.Match[str]]) -> int | None:
 
 
 #: between a number and the ``=`` after it in an expression: closing brackets, Markdown
-_CLOSE = re.compile(r"[ \t)\]}*_]*")
+_CLOSE = lazy_compile(r"[ \t)\]}*_]*")
 #: between two numbers of an expression: an operator, brackets, spaces
-_OPERATOR = re.compile(r"[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div))[ \t()\[\]{}]*)+")
+_OPERATOR = lazy_compile(r"[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div))[ \t()\[\]{}]*)+")
 #: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``
-_OR = re.compile(
+_OR = lazy_compile(
     r"[ \t]*[)\]*]*[ \t]*(?:,[ \t]*(?:(?P<or>or)\b)?|[(\[]?[ \t]*(?P<or1>or)\b)[ \t]*"
     r"(?:(?:maybe|perhaps|possibly)[ \t]+)?[(\[*]*[ \t]*",
     re.IGNORECASE,
@@ -713,11 +715,11 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
 
 
 #: before a number that is denied, not given: ``3 apples, not 4``, ``rather than 4``
-_NOT_BEFORE = re.compile(
+_NOT_BEFORE = lazy_compile(
     r"(?i:\bnot|\bn[’']t|\brather\s+than|\binstead\s+of)[ \t]*(?:[$€£¥₹][ \t]?)?\Z"
 )
 #: between a percentage and its base: ``20% of 100``, ``15 percent of the 40``
-_BASE_OF = re.compile(r"[ \t]+of[ \t]+(?:[A-Za-z]+[ \t]+){0,3}(?:[$€£¥₹][ \t]?)?")
+_BASE_OF = lazy_compile(r"[ \t]+of[ \t]+(?:[A-Za-z]+[ \t]+){0,3}(?:[$€£¥₹][ \t]?)?")
 
 
 #: Unicode vulgar fractions, as the fractions they stand for
@@ -726,14 +728,14 @@ _VULGAR = {
     "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅐": "1/7", "⅛": "1/8", "⅜": "3/8",
     "⅝": "5/8", "⅞": "7/8", "⅑": "1/9", "⅒": "1/10",
 }  # fmt: skip
-_VULGAR_RE = re.compile(r"(?P<whole>\d)?[ \t]?(?P<frac>[" + "".join(_VULGAR) + "])")
+_VULGAR_RE = lazy_compile(r"(?P<whole>\d)?[ \t]?(?P<frac>[" + "".join(_VULGAR) + "])")
 _CJK_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5,
                "六": 6, "七": 7, "八": 8, "九": 9}  # fmt: skip
 _CJK_UNITS = {"十": 10, "百": 100, "千": 1000}
 _CJK_BIG = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
 #: a number in CJK numerals where it is an answer: the whole text, or after ``答案是``,
 #: ``等于``, ``=`` or ``是``, before a measure word, punctuation or the end
-_CJK_RUN = re.compile(
+_CJK_RUN = lazy_compile(
     r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|是|为|為"
     r"|(?:一共|总共|總共|共计|共計|合计|合計|总计|總計|共)有?)\s*)"
     r"(?P<run>[零〇一二两兩三四五六七八九十百千万萬亿億]+(?:[点點][零〇一二三四五六七八九]+)?)"
@@ -804,15 +806,15 @@ def _spelled(text: str) -> str:
 
 
 #: after a difference, its result: ``Answer: 10-3 = 7`` declares 7, not a range
-_EQUALS = re.compile(r"[ \t]*=[ \t]*[-+$€£¥₹\d]")
+_EQUALS = lazy_compile(r"[ \t]*=[ \t]*[-+$€£¥₹\d]")
 #: what may stand between a marker and its answer: spaces, Markdown, ``:``, ``=``, and
 #: the month of a date (``Answer: December 25``)
-_LEAD = re.compile(r"[\s*_:=#>`(\[]*(?P<month>(?:" + "|".join(_MONTH_NAMES) + r")\.?[ \t])?")
-_DATE = re.compile(r"\d{4}([-./])\d{1,2}\1\d{1,2}|\d{1,2}([-./])\d{1,2}\2(?:\d{2}|\d{4})")
+_LEAD = lazy_compile(r"[\s*_:=#>`(\[]*(?P<month>(?:" + "|".join(_MONTH_NAMES) + r")\.?[ \t])?")
+_DATE = lazy_compile(r"\d{4}([-./])\d{1,2}\1\d{1,2}|\d{1,2}([-./])\d{1,2}\2(?:\d{2}|\d{4})")
 
 
 #: a date written with its month's name, or the day and year left of one (``25, 2023``)
-_MONTH_WORDS = re.compile(r"[A-Z][a-z]|^\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?$")
+_MONTH_WORDS = lazy_compile(r"[A-Z][a-z]|^\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?$")
 
 
 def _kind(written: str) -> str:

@@ -8,4 +8,9 @@ from pydantic import BaseModel, ConfigDict
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    # defer_build: a model's validator is built when first used, not at import. A run
+    # validates one EvalSpec (whose validator covers its nested models); the specs of
+    # other scorers, sweeps and datasets it never builds at all.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, allow_inf_nan=False, defer_build=True
+    )

@@ -255,8 +255,10 @@ class ModelSpec(_Strict):
         "auto",
         description="HTTP providers: 'aiohttp' sends each request with a lean aiohttp client "
         "(a quarter of the SDK's CPU a request, no SDK import), 'sdk' through the official "
-        "openai/anthropic SDK's client; 'auto' (default) takes aiohttp when installed. Both "
-        "send the same body and give the same rows; not part of the run's identity.",
+        "openai/anthropic SDK's client; 'auto' (default) takes aiohttp when installed, and "
+        "for a plain http:// endpoint without a proxy asyncio's own streams with h11's "
+        "HTTP/1.1 framing (no aiohttp import). All send the same body and give the same "
+        "rows; not part of the run's identity.",
     )
     api_version: str | None = Field(
         None,

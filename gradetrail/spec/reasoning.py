@@ -25,12 +25,14 @@ Checks (:func:`problems`), each one line naming the field and the fix (exit 2):
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
+from gradetrail._util.lazyre import lazy_compile
 from gradetrail.spec.base import _Strict
 
 __all__ = [
@@ -237,8 +239,14 @@ FAMILIES: tuple[Family, ...] = (
     ),
 )
 
-_SNAPSHOT = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
-_COMPILED = tuple((re.compile(f.pattern), f) for f in FAMILIES)
+_SNAPSHOT = lazy_compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+@functools.cache
+def _compiled() -> tuple[tuple[re.Pattern[str], Family], ...]:
+    """Each family's pattern, compiled on first use (a run of another provider never
+    reads the table)."""
+    return tuple((re.compile(f.pattern), f) for f in FAMILIES)
 
 
 def family_of(provider: str, model: str) -> Family | None:
@@ -247,7 +255,7 @@ def family_of(provider: str, model: str) -> Family | None:
     if provider not in ("anthropic", "openai"):
         return None
     name = _SNAPSHOT.sub("", model.strip().lower()).removesuffix("-latest")
-    for pattern, family in _COMPILED:
+    for pattern, family in _compiled():
         if family.provider == provider and pattern.fullmatch(name):
             return family
     return None

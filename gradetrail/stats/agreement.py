@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gradetrail.stats.intervals import normal_quantile, summarize
 
@@ -111,6 +111,8 @@ def _finite(x: float) -> float | None:
 
 class AgreementStats(BaseModel):
     """How well the scores agree with the dataset's human labels (``manifest.agreement``)."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
 
     label_field: str = Field(description="The row field holding the label.")
     n: int = Field(description="Scored rows with a label (the rows compared).")

@@ -69,12 +69,14 @@ def test_lean_client_and_sdk_give_identical_rows(
     srv, tmp_path: Path, protocol: str, case: str, config: dict, fields: dict
 ) -> None:
     """The same server behaviour gives the same rows, sleeps and request bodies through
-    ``http_client: aiohttp`` and ``http_client: sdk``."""
+    ``http_client: aiohttp``, ``http_client: sdk`` and ``auto`` (which, for this plain
+    ``http://`` server, is asyncio's own streams: PlainHttpTransport)."""
     lean = through(srv, tmp_path, protocol, "aiohttp", config, fields)
     sdk = through(srv, tmp_path, protocol, "sdk", config, fields)
-    assert lean[0] == sdk[0]
-    assert lean[1] == sdk[1]
-    assert lean[2] == sdk[2]
+    plain = through(srv, tmp_path, protocol, "auto", config, fields)
+    assert lean[0] == sdk[0] == plain[0]
+    assert lean[1] == sdk[1] == plain[1]
+    assert lean[2] == sdk[2] == plain[2]
     assert SECRET_KEY not in str(lean[0])
 
 
@@ -87,13 +89,13 @@ def test_http_client_is_not_part_of_the_identity(srv, tmp_path: Path) -> None:
     assert sdk.row["cached"] is True and srv.stats()["total"] == 1
 
 
-@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("client", ["aiohttp", "sdk", "auto"])
 def test_both_clients_take_the_proxy_from_the_environment(
     srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
 ) -> None:
     """``HTTP_PROXY`` routes every request through the proxy it names (here a port nobody
     answers on: connection errors, and the server sees nothing), unless ``NO_PROXY``
-    exempts the server's host."""
+    exempts the server's host. ``auto`` then takes aiohttp, which reads the proxy."""
     with socket.socket() as dead:  # bound, never listening: a connection is refused
         dead.bind(("127.0.0.1", 0))
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead.getsockname()[1]}")

@@ -1,0 +1,352 @@
+"""HTTP/1.1 over asyncio's own streams, for a plain ``http://`` endpoint (a local vLLM or
+llama.cpp server, the test and benchmark protocol server): what ``model.http_client:
+auto`` uses there when no proxy is configured, instead of aiohttp.
+
+Importing aiohttp costs about as much CPU as the rest of a run's start-up to its first
+request (its two TLS contexts, built at import, load the CA store twice; a plain HTTP
+endpoint needs neither). HTTP/1.1 itself is `h11 <https://h11.readthedocs.io>`_'s (the
+protocol library under httpx and uvicorn, already installed with the SDKs): it frames
+and parses every request and answer (``Content-Length``, ``chunked`` or to the end of
+the connection, informational answers, keep-alive); this module adds the sockets
+(asyncio's streams), keep-alive connections (at most ``connections``), ``gzip`` and
+``deflate`` content encodings, no redirects (as :class:`AioHttpTransport`), a connect
+timeout, and the same :class:`~gradetrail.providers._transport.Answer` and connection
+errors as the aiohttp transport. TLS and proxies stay aiohttp's
+(:func:`plain_http_endpoint` says when this one applies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import urllib.parse
+import zlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import h11
+
+from gradetrail._version import __version__
+from gradetrail.providers._transport import (
+    CONNECT_TIMEOUT_S,
+    MAX_ANSWER_BYTES,
+    Answer,
+    Transport,
+    _dumps,
+    _progress,
+    connection_error,
+    too_large,
+)
+
+__all__ = [
+    "InvalidHttpAnswer",
+    "PlainHttpTransport",
+    "ServerDisconnectedError",
+    "plain_http_endpoint",
+]
+
+#: the largest status line and header block read (a longer one is a broken server)
+_MAX_HEAD_BYTES = 1024 * 1024
+#: bytes read from the socket at a time
+_READ_BYTES = 64 * 1024
+
+
+class ServerDisconnectedError(ConnectionError):
+    """The server closed the connection before its answer was complete (aiohttp's name
+    and wording, so an error row reads the same through either client)."""
+
+    def __init__(self, message: str = "Server disconnected") -> None:
+        super().__init__(message)
+
+
+class InvalidHttpAnswer(ConnectionError):
+    """The server's answer is not well-formed HTTP/1.1 (a status line, a header, a chunk
+    size or a length that does not parse, a head over a megabyte)."""
+
+
+def plain_http_endpoint(url: str) -> bool:
+    """Whether :class:`PlainHttpTransport` can reach ``url``: plain ``http``, an ASCII
+    host, no credentials in the URL, and no proxy in the environment (``HTTP_PROXY`` /
+    ``ALL_PROXY``, any case: aiohttp's proxy handling then applies)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or not parts.netloc.isascii():
+        return False
+    if "@" in parts.netloc:  # credentials: aiohttp sends them as Basic auth
+        return False
+    return not any(name.lower() in ("http_proxy", "all_proxy") for name in os.environ)
+
+
+class _Headers(dict[str, str]):
+    """Response headers, looked up case-insensitively (stored lower-cased; repeated
+    headers joined with ``", "``)."""
+
+    def __getitem__(self, key: str) -> str:
+        return super().__getitem__(key.lower())
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and super().__contains__(key.lower())
+
+
+class _Connection:
+    """One keep-alive connection: its streams and its HTTP/1.1 state (h11's)."""
+
+    __slots__ = ("h11", "reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD_BYTES)
+
+    def usable(self) -> bool:
+        """Whether the connection can carry another request (the server has not closed
+        it while it was idle)."""
+        return not self.writer.is_closing() and not self.reader.at_eof()
+
+    def close(self) -> None:
+        self.writer.close()
+
+    async def next_event(self) -> object:
+        """h11's next event of the answer, reading from the socket as it needs.
+
+        Raises:
+            ServerDisconnectedError: the connection closed before the answer was whole.
+            InvalidHttpAnswer: what the server sent is not HTTP/1.1 (h11's reason).
+        """
+        conn = self.h11
+        while True:
+            broken: h11.RemoteProtocolError | None = None
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                broken = exc
+            if broken is not None:  # raised here: the error names no cause but its own
+                if self.reader.at_eof() and "closed" in str(broken).lower():  # h11's words
+                    raise ServerDisconnectedError()
+                raise InvalidHttpAnswer(f"not a valid HTTP/1.1 answer ({broken})")
+            if event is h11.NEED_DATA:
+                conn.receive_data(await self.reader.read(_READ_BYTES))  # b"": the end
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                raise ServerDisconnectedError()
+            return event
+
+
+class PlainHttpTransport(Transport):
+    """POSTs over keep-alive HTTP/1.1 connections of asyncio streams; see the module
+    docstring.
+
+    Args:
+        url: the absolute endpoint URL (``http://``; see :func:`plain_http_endpoint`).
+        base_url: the endpoint's base, for error messages.
+        headers: sent with every request (authentication, API version).
+        connections: connections open at most (the run's concurrency); more requests
+            wait for one.
+    """
+
+    def __init__(
+        self, url: str, base_url: str, headers: Mapping[str, str], connections: int
+    ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.url, self.base_url = url, base_url
+        self.host, self.port = parts.hostname or "", parts.port or 80
+        self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.connections = max(1, connections)
+        defaults = {
+            "Host": parts.netloc,
+            "User-Agent": f"gradetrail/{__version__}",
+            "Accept-Encoding": "gzip, deflate",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
+        # one value a header name, whatever its case: the given headers win
+        merged = {name.lower(): (name, value) for name, value in defaults.items()}
+        merged |= {name.lower(): (name, value) for name, value in headers.items()}
+        self.headers = dict(merged.values())
+        self._idle: list[_Connection] = []
+        self._slots: asyncio.Semaphore | None = None  # made on the running loop
+
+    def _request(self, conn: _Connection, payload: bytes, accept: str | None) -> bytes:
+        """The bytes of one POST of ``payload`` on ``conn`` (framed by h11).
+
+        Raises:
+            ValueError: a header h11 refuses (a line break in a value, say).
+        """
+        headers = [
+            (name, accept if accept is not None and name.lower() == "accept" else value)
+            for name, value in self.headers.items()
+        ]
+        headers.append(("Content-Length", str(len(payload))))
+        try:
+            return b"".join(
+                conn.h11.send(event)  # type: ignore[misc]
+                for event in (
+                    h11.Request(method="POST", target=self.target, headers=headers),
+                    h11.Data(data=payload),
+                    h11.EndOfMessage(),
+                )
+            )
+        except h11.LocalProtocolError as exc:
+            raise ValueError(f"a request h11 refuses: {exc}") from None
+
+    async def _connection(self) -> _Connection:
+        """An idle connection that is still open, else a new one."""
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.usable():
+                return conn
+            conn.close()
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=_MAX_HEAD_BYTES),
+            CONNECT_TIMEOUT_S,
+        )
+        return _Connection(reader, writer)
+
+    async def _exchange(
+        self,
+        body: dict[str, Any],
+        accept: str | None,
+        use: Callable[[int, _Headers, AsyncIterator[bytes]], Any],
+    ) -> Answer:
+        """Send ``body`` on a connection and hand the status, headers and decoded body
+        chunks to ``use``; the connection goes back to the pool when the answer was read
+        whole and the server keeps it open."""
+        payload = _dumps(body).encode()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.connections)
+        async with self._slots:
+            try:
+                conn = await self._connection()
+            except (OSError, TimeoutError) as exc:
+                raise connection_error(exc, self.base_url) from None
+            reusable = False
+            try:
+                conn.writer.write(self._request(conn, payload, accept))
+                await conn.writer.drain()
+                status, headers = await _read_head(conn)
+                reader = _Body(conn, headers, status)
+                answer = await use(status, headers, reader.decoded())
+                if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
+                    conn.h11.start_next_cycle()  # the server keeps it open
+                    reusable = True
+                return answer
+            except EOFError:  # asyncio.IncompleteReadError: closed mid-answer
+                raise connection_error(ServerDisconnectedError(), self.base_url) from None
+            except OSError as exc:  # InvalidHttpAnswer and ServerDisconnectedError included
+                raise connection_error(exc, self.base_url) from None
+            finally:
+                if reusable:
+                    self._idle.append(conn)
+                else:
+                    conn.close()
+
+    async def send(self, body: dict[str, Any]) -> Answer:
+        """See :meth:`Transport.send`."""
+
+        async def whole(status: int, headers: _Headers, chunks: AsyncIterator[bytes]) -> Answer:
+            parts: list[bytes] = []
+            size = 0
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise too_large(status)
+                parts.append(chunk)
+            return Answer(status, headers, b"".join(parts))
+
+        return await self._exchange(body, None, whole)
+
+    async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
+        """See :meth:`Transport.stream`."""
+
+        async def lines(status: int, headers: _Headers, chunks: AsyncIterator[bytes]) -> Answer:
+            if status >= 400:
+                return Answer(status, headers, b"".join([c async for c in chunks]))
+            _progress()
+            pending = b""  # a line's start (lines may be longer than any read)
+            async for chunk in chunks:
+                _progress()
+                *complete, pending = (pending + chunk).split(b"\n")
+                for raw in complete:
+                    on_line(raw.decode("utf-8", "replace").rstrip("\r"))
+            if pending:
+                on_line(pending.decode("utf-8", "replace").rstrip("\r"))
+            return Answer(status, headers, b"")
+
+        return await self._exchange(body, "text/event-stream", lines)
+
+    async def aclose(self) -> None:
+        """Close the idle connections (one in use closes when its request ends)."""
+        idle, self._idle = self._idle, []
+        self._slots = None  # a later run may use another event loop
+        for conn in idle:
+            conn.close()
+
+
+async def _read_head(conn: _Connection) -> tuple[int, _Headers]:
+    """The status and headers of the answer (informational ``1xx`` answers skipped).
+
+    Raises:
+        ServerDisconnectedError: the connection closed before the head was complete.
+        InvalidHttpAnswer: the head is not HTTP/1.1.
+    """
+    while True:
+        event = await conn.next_event()
+        if isinstance(event, h11.Response):
+            headers = _Headers()
+            for raw_name, raw_value in event.headers:
+                key, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+                headers[key] = f"{dict.get(headers, key)}, {value}" if key in headers else value
+            return event.status_code, headers
+
+
+class _Body:
+    """An answer's body as h11 hands it over (de-chunked, to its declared end), then
+    decompressed."""
+
+    def __init__(self, conn: _Connection, headers: _Headers, status: int) -> None:
+        self.conn, self.headers, self.status = conn, headers, status
+
+    async def _raw(self) -> AsyncIterator[bytes]:
+        length = self.headers.get("content-length")
+        if (
+            length is not None
+            and length.isdigit()
+            and int(length) > MAX_ANSWER_BYTES
+            and "content-encoding" not in self.headers
+        ):
+            raise too_large(self.status)
+        while True:
+            event = await self.conn.next_event()
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return
+
+    async def decoded(self) -> AsyncIterator[bytes]:
+        """The body's bytes, decompressed (``gzip``, ``deflate``) as they come; never
+        more than one byte past :data:`MAX_ANSWER_BYTES` (a gzip bomb is cut)."""
+        encoding = self.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("gzip", "x-gzip", "deflate"):  # identity (or one not asked for)
+            async for chunk in self._raw():
+                yield chunk
+            return
+        wbits = 16 + zlib.MAX_WBITS if encoding != "deflate" else zlib.MAX_WBITS
+        inflate = zlib.decompressobj(wbits)
+        room = MAX_ANSWER_BYTES + 1
+        broken: zlib.error | None = None
+        try:
+            async for chunk in self._raw():
+                data = inflate.decompress(chunk, room)
+                room -= len(data)
+                if room <= 0:
+                    raise too_large(self.status)
+                if data:
+                    yield data
+            data = inflate.flush()
+        except zlib.error as exc:
+            broken = exc
+        if broken is not None:  # raised here: the error names no cause but its own
+            raise InvalidHttpAnswer(f"a {encoding} body that does not decompress: {broken}")
+        if data:
+            yield data
