@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import importlib
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -63,7 +62,6 @@ class _LazyCommands(TyperGroup):
         sub.callback()(lambda: None)  # a callback makes typer build a group, even of one
         importlib.import_module(f"gradetrail.cli.{module}").register(sub)
         for name, command in typer.main.get_command(sub).commands.items():  # type: ignore[attr-defined]
-            _coerce_when_given(command)
             self.commands.setdefault(name, command)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
@@ -73,41 +71,6 @@ class _LazyCommands(TyperGroup):
             for module in dict.fromkeys(COMMANDS.values()):
                 self.load(module)
         return super().resolve_command(ctx, args)
-
-
-class _CoerceWhenGiven:
-    """typer's coercion of one parameter, built when the parameter first has a value.
-
-    typer builds its coercion (a pydantic TypeAdapter, about a millisecond each) for every
-    parameter of the command it runs, even one left at its None default that it then
-    returns as it is: half of ``run``'s options. This returns None (or ``()`` for a
-    repeatable option) for None exactly as typer's own coercion does before it uses its
-    adapter, and hands every other value to typer's coercion, built on first use.
-    """
-
-    def __init__(self, build: Callable[[Any], Any], descriptor: Any) -> None:
-        self._build, self._descriptor = build, descriptor
-        self._coercion: Any = None
-
-    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
-        """The parameter's value, as typer's coercion gives it."""
-        if value is None:
-            return () if param.multiple or param.nargs == -1 else None
-        if self._coercion is None:
-            self._coercion = self._build(self._descriptor)
-        return self._coercion.coerce(value, param=param, ctx=ctx)
-
-
-def _coerce_when_given(command: Any) -> None:
-    """Give each typer parameter of ``command`` a :class:`_CoerceWhenGiven`; with a typer
-    whose parameters are built otherwise, leave them as they are."""
-    try:
-        from typer._coercion import build_runtime_param
-    except ImportError:  # pragma: no cover - another typer: its own coercion as it is
-        return
-    for param in getattr(command, "params", ()):
-        if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
-            param._runtime_param = _CoerceWhenGiven(build_runtime_param, param.type_descriptor)
 
 
 app = typer.Typer(

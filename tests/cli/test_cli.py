@@ -13,8 +13,6 @@ from paths import GSM8K_SPEC
     ("args", "message"),
     [
         (["run", str(GSM8K_SPEC), "--executor", "foo"], "unknown executor 'foo'"),
-        # typer's own coercion (built only for an option given a value): its message
-        (["run", str(GSM8K_SPEC), "--workers", "many"], "'--workers': Input should be a valid"),
         (["power", "--delta", "nan", "--variance", "0.25"], "must be finite"),
         (["power", "--delta", "1e-300", "--variance", "0.25"], "no answer for these numbers"),
         (["power", "--delta", "0.05", "--variance", "0.25", "--correlation", "2"], "correlation"),
