@@ -4,14 +4,15 @@ auto`` uses there when no proxy is configured, instead of aiohttp.
 
 Importing aiohttp costs about as much CPU as the rest of a run's start-up to its first
 request (its two TLS contexts, built at import, load the CA store twice; a plain HTTP
-endpoint needs neither). HTTP/1.1 itself is `h11 <https://h11.readthedocs.io>`_'s (the
-protocol library under httpx and uvicorn, already installed with the SDKs): it frames
-and parses every request and answer (``Content-Length``, ``chunked`` or to the end of
-the connection, informational answers, keep-alive); this module adds the sockets
-(asyncio's streams), keep-alive connections (at most ``connections``), ``gzip`` and
-``deflate`` content encodings, no redirects (as :class:`AioHttpTransport`), a connect
-timeout, and the same :class:`~gradetrail.providers._transport.Answer` and connection
-errors as the aiohttp transport. TLS and proxies stay aiohttp's
+endpoint needs neither). Answers are parsed by `httptools <https://github.com/MagicStack/httptools>`_
+(Node.js's llhttp parser, as uvicorn uses it: ``Content-Length``, ``chunked`` or to the
+end of the connection, informational answers, keep-alive); h11, pure Python, cost more
+CPU a request than the rest of a row. This module writes each request (a fixed head,
+its headers checked once, and ``Content-Length``) and adds the sockets (asyncio's
+streams), keep-alive connections (at most ``connections``), ``gzip`` and ``deflate``
+content encodings, no redirects (as :class:`AioHttpTransport`), a connect timeout, and
+the same :class:`~gradetrail.providers._transport.Answer` and connection errors as the
+aiohttp transport. TLS and proxies stay aiohttp's
 (:func:`plain_http_endpoint` says when this one applies).
 """
 
@@ -24,7 +25,7 @@ import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-import h11
+import httptools
 
 from gradetrail._version import __version__
 from gradetrail.providers._transport import (
@@ -90,14 +91,50 @@ class _Headers(dict[str, str]):
         return isinstance(key, str) and super().__contains__(key.lower())
 
 
-class _Connection:
-    """One keep-alive connection: its streams and its HTTP/1.1 state (h11's)."""
+class _Answer:
+    """httptools' callbacks for one answer on a connection: its status, headers and body
+    chunks as they are parsed (an informational ``1xx`` answer is skipped)."""
 
-    __slots__ = ("h11", "reader", "writer")
+    __slots__ = ("chunks", "complete", "headers", "keep_alive", "parser", "status", "whole_head")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
+        self.headers = _Headers()
+        self.whole_head = False
+        self.chunks: list[bytes] = []
+        self.complete = False
+        self.keep_alive = False
+
+    def on_message_begin(self) -> None:
+        self.status, self.headers, self.whole_head = 0, _Headers(), False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key, text = name.decode("latin-1").lower(), value.decode("latin-1")
+        headers = self.headers
+        headers[key] = f"{dict.get(headers, key)}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.whole_head = not 100 <= self.status < 200
+
+    def on_body(self, body: bytes) -> None:
+        self.chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.whole_head:
+            self.complete = True
+            self.keep_alive = self.parser.should_keep_alive()  # llhttp forgets it after
+
+
+class _Connection:
+    """One keep-alive connection: its streams and the answer being read on it."""
+
+    __slots__ = ("answer", "reader", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
-        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD_BYTES)
+        self.answer = _Answer()
 
     def usable(self) -> bool:
         """Whether the connection can carry another request (the server has not closed
@@ -107,30 +144,26 @@ class _Connection:
     def close(self) -> None:
         self.writer.close()
 
-    async def next_event(self) -> object:
-        """h11's next event of the answer, reading from the socket as it needs.
+    async def read(self) -> bool:
+        """Read from the socket and parse what came; False at the end of the connection
+        (the answer is then over only when it had no declared length).
 
         Raises:
-            ServerDisconnectedError: the connection closed before the answer was whole.
-            InvalidHttpAnswer: what the server sent is not HTTP/1.1 (h11's reason).
+            InvalidHttpAnswer: what the server sent is not HTTP/1.x (llhttp's reason).
         """
-        conn = self.h11
-        while True:
-            broken: h11.RemoteProtocolError | None = None
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                broken = exc
-            if broken is not None:  # raised here: the error names no cause but its own
-                if self.reader.at_eof() and "closed" in str(broken).lower():  # h11's words
-                    raise ServerDisconnectedError()
-                raise InvalidHttpAnswer(f"not a valid HTTP/1.1 answer ({broken})")
-            if event is h11.NEED_DATA:
-                conn.receive_data(await self.reader.read(_READ_BYTES))  # b"": the end
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                raise ServerDisconnectedError()
-            return event
+        data = await self.reader.read(_READ_BYTES)
+        if not data:
+            return False
+        broken: httptools.HttpParserError | None = None
+        try:
+            self.answer.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            broken = httptools.HttpParserError("an upgrade answer to a POST")
+        except httptools.HttpParserError as exc:
+            broken = exc
+        if broken is not None:  # raised here: the error names no cause but its own
+            raise InvalidHttpAnswer(f"not a valid HTTP/1.1 answer ({broken})")
+        return True
 
 
 class PlainHttpTransport(Transport):
@@ -166,29 +199,22 @@ class PlainHttpTransport(Transport):
         self.headers = dict(merged.values())
         self._idle: list[_Connection] = []
         self._slots: asyncio.Semaphore | None = None  # made on the running loop
+        self._heads: dict[str | None, bytes] = {}
 
-    def _request(self, conn: _Connection, payload: bytes, accept: str | None) -> bytes:
-        """The bytes of one POST of ``payload`` on ``conn`` (framed by h11).
+    def _head(self, accept: str | None) -> bytes:
+        """The request line and headers of a POST, but its ``Content-Length``.
 
         Raises:
-            ValueError: a header h11 refuses (a line break in a value, say).
+            ValueError: a line break in a header (it would end the head early).
         """
-        headers = [
-            (name, accept if accept is not None and name.lower() == "accept" else value)
-            for name, value in self.headers.items()
-        ]
-        headers.append(("Content-Length", str(len(payload))))
-        try:
-            return b"".join(
-                conn.h11.send(event)  # type: ignore[misc]
-                for event in (
-                    h11.Request(method="POST", target=self.target, headers=headers),
-                    h11.Data(data=payload),
-                    h11.EndOfMessage(),
-                )
-            )
-        except h11.LocalProtocolError as exc:
-            raise ValueError(f"a request h11 refuses: {exc}") from None
+        lines = [f"POST {self.target} HTTP/1.1"]
+        for name, value in self.headers.items():
+            if accept is not None and name.lower() == "accept":
+                value = accept
+            if any(c in name or c in value for c in "\r\n\0") or not name:
+                raise ValueError(f"a line break in the header {name!r}")
+            lines.append(f"{name}: {value}")
+        return ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
 
     async def _connection(self) -> _Connection:
         """An idle connection that is still open, else a new one."""
@@ -222,14 +248,18 @@ class PlainHttpTransport(Transport):
                 raise connection_error(exc, self.base_url) from None
             reusable = False
             try:
-                conn.writer.write(self._request(conn, payload, accept))
+                head = self._heads.get(accept)
+                if head is None:
+                    head = self._heads[accept] = self._head(accept)
+                conn.writer.write(b"%s%d\r\n\r\n%s" % (head, len(payload), payload))
                 await conn.writer.drain()
                 status, headers = await _read_head(conn)
                 reader = _Body(conn, headers, status)
                 answer = await use(status, headers, reader.decoded())
-                if conn.h11.our_state is h11.DONE and conn.h11.their_state is h11.DONE:
-                    conn.h11.start_next_cycle()  # the server keeps it open
-                    reusable = True
+                done = conn.answer
+                if done.complete and done.keep_alive and not conn.reader.at_eof():
+                    reusable = True  # the server keeps it open
+                    conn.answer = _Answer()
                 return answer
             except EOFError:  # asyncio.IncompleteReadError: closed mid-answer
                 raise connection_error(ServerDisconnectedError(), self.base_url) from None
@@ -288,20 +318,17 @@ async def _read_head(conn: _Connection) -> tuple[int, _Headers]:
 
     Raises:
         ServerDisconnectedError: the connection closed before the head was complete.
-        InvalidHttpAnswer: the head is not HTTP/1.1.
+        InvalidHttpAnswer: the head is not HTTP/1.x.
     """
-    while True:
-        event = await conn.next_event()
-        if isinstance(event, h11.Response):
-            headers = _Headers()
-            for raw_name, raw_value in event.headers:
-                key, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
-                headers[key] = f"{dict.get(headers, key)}, {value}" if key in headers else value
-            return event.status_code, headers
+    answer = conn.answer
+    while not answer.whole_head:
+        if not await conn.read():
+            raise ServerDisconnectedError()
+    return answer.status, answer.headers
 
 
 class _Body:
-    """An answer's body as h11 hands it over (de-chunked, to its declared end), then
+    """An answer's body as llhttp hands it over (de-chunked, to its declared end), then
     decompressed."""
 
     def __init__(self, conn: _Connection, headers: _Headers, status: int) -> None:
@@ -316,12 +343,19 @@ class _Body:
             and "content-encoding" not in self.headers
         ):
             raise too_large(self.status)
+        answer = self.conn.answer
         while True:
-            event = await self.conn.next_event()
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            if answer.chunks:
+                chunks, answer.chunks = answer.chunks, []
+                for chunk in chunks:
+                    yield chunk
+            if answer.complete:
                 return
+            if not await self.conn.read():  # the end of the connection
+                if length is None and "chunked" not in self.headers.get("transfer-encoding", ""):
+                    answer.complete = True  # a body to the end of the connection: whole
+                    continue
+                raise ServerDisconnectedError()
 
     async def decoded(self) -> AsyncIterator[bytes]:
         """The body's bytes, decompressed (``gzip``, ``deflate``) as they come; never

@@ -18,8 +18,8 @@ Three transports:
   cast_to=<http response>)``, built with ``max_retries=0``. A 4xx/5xx the SDK raises
   is handed back as the same :class:`Answer` the lean transport would return.
 - :class:`~gradetrail.providers._plain_http.PlainHttpTransport` (``auto``, for a plain
-  ``http://`` endpoint without a proxy): HTTP/1.1 framed by h11 over asyncio's
-  streams: aiohttp is not imported.
+  ``http://`` endpoint without a proxy): HTTP/1.1 over asyncio's streams, answers
+  parsed by httptools (llhttp): aiohttp is not imported.
 
 Connection failures (refused, dropped, timed out connecting) raise the same
 :class:`~gradetrail.errors.ProviderConnectionError` / ``ProviderTimeout`` from both, named

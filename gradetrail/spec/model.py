@@ -256,8 +256,8 @@ class ModelSpec(_Strict):
         description="HTTP providers: 'aiohttp' sends each request with a lean aiohttp client "
         "(a quarter of the SDK's CPU a request, no SDK import), 'sdk' through the official "
         "openai/anthropic SDK's client; 'auto' (default) takes aiohttp when installed, and "
-        "for a plain http:// endpoint without a proxy asyncio's own streams with h11's "
-        "HTTP/1.1 framing (no aiohttp import). All send the same body and give the same "
+        "for a plain http:// endpoint without a proxy asyncio's own streams with "
+        "httptools' HTTP/1.1 parser (no aiohttp import). All send the same body and give the same "
         "rows; not part of the run's identity.",
     )
     api_version: str | None = Field(
