@@ -764,7 +764,8 @@ class HttpProvider(Provider):
         body = self.stream_body(request) if streamed else self.body(request)
         data, ttft = await self._exchange(request, body, streamed, start)
         response, cache_write = self.normalize(data, time.perf_counter() - start)
-        response = replace(response, ttft_s=ttft, cache_write_tokens=cache_write)
+        if ttft is not None or cache_write != response.cache_write_tokens:
+            response = replace(response, ttft_s=ttft, cache_write_tokens=cache_write)
         for _ in range(self.model.pause_turn_continuations):
             more = self.continuation(body, data)
             if more is None:
@@ -882,7 +883,9 @@ class HttpProvider(Provider):
         reasoning = self.model.reasoning
         if reasoning is not None and reasoning.summary is False:  # tokens kept, text not
             response = replace(response, reasoning=None)
-        response = replace(response, cost_usd=self.price(request, response))
+        cost = self.price(request, response)
+        if cost != response.cost_usd:
+            response = replace(response, cost_usd=cost)
         if self.model.require_served_model and not served_model_matches(request.model, served):
             raise BadRequest(
                 f"served model {served!r} is not the requested {request.model!r} (or its "
