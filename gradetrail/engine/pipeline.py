@@ -96,7 +96,6 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         response, error, cached, attempts = talk.response, talk.error, talk.cached, talk.attempts
         transcript: Transcript | None = talk.transcript
         billed = talk.billed
-        billed = talk.billed
     else:
         call = (
             ctx.calls.served(item.request, hit, kind="provider", epoch=item.epoch)
@@ -105,7 +104,6 @@ async def process(item: Prepared, ctx: SampleContext, hit: Response | None = Non
         )
         response, error, cached, attempts = call.response, call.error, call.cached, call.attempts
         transcript = single_turn(item.request, item.key, call) if item.conversational else None
-        billed = call.billed
         billed = call.billed
     if response is None:
         return _error_row(item, error, attempts, transcript, billed)
