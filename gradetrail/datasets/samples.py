@@ -208,14 +208,18 @@ class Samples(Sequence[Sample]):
             index += n
         if not 0 <= index < n:
             raise IndexError(index)
+        return self._sample(index)
+
+    def _sample(self, index: int) -> Sample:
+        """The sample at run position ``index`` (in range: unchecked), decoded."""
         k = self._order[index] if self._order is not None else index
         row = self._packer.unpack(self._rows[k])
         cluster = self._clusters[k] if self._clusters is not None else None
         return Sample(index, self._ids.text(k), row, self._lines[k], cluster)
 
     def __iter__(self) -> Iterator[Sample]:
-        for i in range(len(self)):
-            yield self[i]
+        for i in range(self._n):
+            yield self._sample(i)
 
     def id_clusters(self) -> Iterator[tuple[str, str | None]]:
         """Each sample's ``(id, cluster)`` in run order, without decoding its row."""
