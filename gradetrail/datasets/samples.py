@@ -44,6 +44,12 @@ class Blob:
         start = self.ends[i - 1] if i else 0
         return bytes(self.data[start : self.ends[i]])
 
+    def text(self, i: int) -> str:
+        """Item ``i`` decoded as UTF-8 (lone surrogates passed through), without the
+        intermediate bytes :meth:`__getitem__` would make."""
+        start = self.ends[i - 1] if i else 0
+        return self.data[start : self.ends[i]].decode("utf-8", "surrogatepass")
+
     def select(self, order: Sequence[int]) -> Blob:
         """A new blob holding the items at ``order``, in that order."""
         out = Blob()
@@ -202,27 +208,29 @@ class Samples(Sequence[Sample]):
             index += n
         if not 0 <= index < n:
             raise IndexError(index)
+        return self._sample(index)
+
+    def _sample(self, index: int) -> Sample:
+        """The sample at run position ``index`` (in range: unchecked), decoded."""
         k = self._order[index] if self._order is not None else index
         row = self._packer.unpack(self._rows[k])
         cluster = self._clusters[k] if self._clusters is not None else None
-        return Sample(
-            index, self._ids[k].decode("utf-8", "surrogatepass"), row, self._lines[k], cluster
-        )
+        return Sample(index, self._ids.text(k), row, self._lines[k], cluster)
 
     def __iter__(self) -> Iterator[Sample]:
-        for i in range(len(self)):
-            yield self[i]
+        for i in range(self._n):
+            yield self._sample(i)
 
     def id_clusters(self) -> Iterator[tuple[str, str | None]]:
         """Each sample's ``(id, cluster)`` in run order, without decoding its row."""
         order = self._order if self._order is not None else range(len(self._ids))
         clusters = self._clusters
         for k in order:
-            sample_id = self._ids[k].decode("utf-8", "surrogatepass")
+            sample_id = self._ids.text(k)
             yield sample_id, clusters[k] if clusters is not None else None
 
     @property
     def ids(self) -> list[str]:
         """The sample ids in run order (without decoding any row)."""
         order = self._order if self._order is not None else range(len(self._ids))
-        return [self._ids[k].decode("utf-8", "surrogatepass") for k in order]
+        return [self._ids.text(k) for k in order]

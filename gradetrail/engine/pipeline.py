@@ -111,14 +111,14 @@ async def process(
         billed = call.billed
     if response is None:
         return _error_row(item, error, attempts, transcript, billed)
-    text, split = response.text, None
+    text, split, prompt = response.text, None, item.request.prompt
     if ctx.reasoning_tags and "<" in text:
         split = split_reasoning(text, ctx.reasoning_tags)
         text = split.answer
     scored = ScoreInput(
         item.sample,
         item.epoch,
-        item.request.prompt,
+        prompt,
         item.request.system,
         item.target,
         text,
@@ -130,7 +130,7 @@ async def process(
     scorer = ctx.scorer
     if response.refused and ctx.refusals == "exclude":
         score = refusal_excluded(response)
-        return _scored_row(item, response, score, cached, attempts, transcript)
+        return _scored_row(item, prompt, response, score, cached, attempts, transcript)
     if split is not None and split.unclosed is not None:  # no answer: never its thinking
         score = Score(
             0.0,
@@ -141,13 +141,13 @@ async def process(
                 "response_chars": len(response.text),
             },
         )
-        return _scored_row(item, response, score, cached, attempts, transcript, split)
+        return _scored_row(item, prompt, response, score, cached, attempts, transcript, split)
     if isinstance(scorer, MultiScorer):  # several metrics: each scored as one scorer is
         scores = [(name, await _score(ctx, one, scored)) for name, one in scorer.scorers]
         score = scorer.combine(scores)
     else:
         score = await _score(ctx, scorer, scored)
-    row = _scored_row(item, response, score, cached, attempts, transcript, split)
+    row = _scored_row(item, prompt, response, score, cached, attempts, transcript, split)
     if app is not None:  # a python app's extra fields: rare, validated
         row = make_row(**row, app=_app_record(item, response, ctx))
     return row
@@ -284,6 +284,7 @@ def _bounded_score(ctx: SampleContext, item: ScoreInput, scorer: Scorer) -> Scor
 
 def _scored_row(
     item: Prepared,
+    prompt: str,
     response: Response,
     score: Score,
     cached: bool,
@@ -291,10 +292,11 @@ def _scored_row(
     transcript: Transcript | None = None,
     split: Split | None = None,
 ) -> Row:
-    """The row of a scored (or judge_error) sample: built as a dict in SampleResult's field
-    order; validated by :func:`~gradetrail.rundir.results.make_row` only when a value from the
-    scorer or the provider is not exactly of its field's type (validation would return
-    every other row unchanged: the pipeline's own values have their types already)."""
+    """The row of a scored (or judge_error) sample (``prompt``: its request's, read once
+    by the caller): built as a dict in SampleResult's field order; validated by
+    :func:`~gradetrail.rundir.results.make_row` only when a value from the scorer or the
+    provider is not exactly of its field's type (validation would return every other row
+    unchanged: the pipeline's own values have their types already)."""
     ok = score.error is None
     row = {
         "sample_id": item.sample.id,
@@ -302,7 +304,7 @@ def _scored_row(
         "state": "scored" if ok else "judge_error",
         "score": score.value if ok else None,
         "system": item.request.system,
-        "prompt": item.request.prompt,
+        "prompt": prompt,
         "target": item.target,
         "response": response.text,
         "stop_reason": response.stop_reason,

@@ -424,10 +424,10 @@ def with_hits(
     cached, or without a cache), the cache read ``batch`` keys a query."""
     for start in range(0, len(prepared), batch):
         stop = min(start + batch, len(prepared))
-        found = cache.get_many([prepared.key(i) for i in range(start, stop)]) if cache else {}
-        for i in range(start, stop):
-            item = prepared[i]
-            yield item, found.get(item.key)
+        keys = [prepared.key(i) for i in range(start, stop)]
+        found = cache.get_many(keys) if cache else {}
+        for i, key in enumerate(keys, start):
+            yield prepared.at(i, key), found.get(key)
 
 
 class PreparedRequests(Sequence[Prepared]):
@@ -526,14 +526,18 @@ class PreparedRequests(Sequence[Prepared]):
             index += self._len
         if not 0 <= index < self._len:
             raise IndexError(index)
+        return self.at(index, self.key(index))
+
+    def at(self, index: int, key: str) -> Prepared:
+        """Item ``index`` (in range: unchecked), whose key ``key`` the caller has read."""
         epoch, at = divmod(index, self._n)
         if at < len(self._held):  # rendered when the requests were keyed
-            sample, key, renderer = self.samples[at], self.key(index), self.renderer
+            sample, renderer = self.samples[at], self.renderer
             rendered = self._held[at]
             if rendered[4] is None:  # a sample id's entry: cheaper made again than kept
                 rendered = (*rendered[:4], _row_identity(renderer, sample))
             return _message_prepared(sample, epoch + 1, renderer, rendered, key)
-        return prepare(self.samples[at], epoch + 1, self.renderer, self.key(index))
+        return prepare(self.samples[at], epoch + 1, self.renderer, key)
 
     def __iter__(self) -> Iterator[Prepared]:
         for i in range(len(self)):

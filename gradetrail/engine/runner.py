@@ -693,8 +693,8 @@ class _Run:
         on_row: Callable[[Row, Tally], None] | None,
         stop: Interrupts,
     ) -> None:
-        prepared, ctx, tally = self.plan.prepared, self.ctx, self.tally
-        items = with_hits(prepared, ctx.cache)  # one shared iterator, read in batches
+        prepared, ctx, tally, cache = self.plan.prepared, self.ctx, self.tally, self.ctx.cache
+        items = with_hits(prepared, cache)  # one shared iterator, read in batches
         fail_fast = FailFast(self.plan.spec.run.fail_fast)
         paid: set[str] = set()  # keys a batch of this process paid for
         halted = False  # set when one worker fails: the others start nothing new
@@ -721,7 +721,7 @@ class _Run:
                     if on_row is not None:
                         on_row(row, tally)
                     fail_fast.observe(row)  # raises RunError: one permanent error, N times
-                    if ctx.cache is not None and ctx.cache.write_error is not None:
+                    if cache is not None and cache.write_error is not None:
                         halted = True  # the cache cannot store what arrives: pay for no more
             except BaseException:  # fail-fast, a cache or results error: start nothing new
                 halted = True
@@ -746,8 +746,8 @@ class _Run:
             failures = [e for e in ended if isinstance(e, BaseException)]
             if failures:
                 raise next((e for e in failures if isinstance(e, Exception)), failures[0])
-            if ctx.cache is not None and ctx.cache.write_error is not None:
-                raise self._unstored(ctx.cache)
+            if cache is not None and cache.write_error is not None:
+                raise self._unstored(cache)
         finally:
             try:
                 await ctx.scorer.aclose()

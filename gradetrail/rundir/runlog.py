@@ -100,16 +100,19 @@ class CallEvent(BaseModel):
 
 #: the fields every call line has, in order (those of CallEvent without a default)
 _CALL_FIELDS = tuple(n for n, f in CallEvent.model_fields.items() if f.is_required())
-#: a served line with a ``%s`` slot for each value (``ts``, ``event``, then each field's
-#: JSON, in CallEvent's order): generated from it, never written by hand; filled by
+#: the fields of a served line that a run fills in once for each (event, model, served
+#: model) it serves (:meth:`RunLog._served_line`); the others are filled in a line
+_NAMED = ("model", "served_model", "outcome")
+#: a served line, newline included, with a ``%s`` slot for ``ts``, ``event`` and each
+#: field's JSON in CallEvent's order: generated from it, never written by hand; filled by
 #: position, a third faster than ``str.format`` with named slots (a test holds the line
-#: equal to the general encoder's)
+#: equal to the general encoder's); ``%`` in it is doubled where a slot of
+#: :data:`_NAMED` is filled first
 _SERVED_LINE = (
-    '{"ts":"%s","level":"info","event":%s,'
-    + ",".join(f'"{name}":%s' for name in _CALL_FIELDS)
-    + "}"
+    '{"ts":"%%s","level":"info","event":%s,'
+    + ",".join(f'"{name}":%s' if name in _NAMED else f'"{name}":%%s' for name in _CALL_FIELDS)
+    + "}\n"
 )
-
 _second: list[Any] = [-1, ""]
 _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 
@@ -145,8 +148,8 @@ def _now_iso() -> str:
     now = time.time()
     sec = int(now)
     if sec != _second[0]:
-        _second[:] = [sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))]
-    return f"{_second[1]}.{int((now - sec) * 1e6):06d}Z"
+        _second[:] = [sec, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(sec)) + "%06dZ"]
+    return _second[1] % ((now - sec) * 1e6)  # %d truncates, as int() does
 
 
 def _console(stream: IO[str]) -> Callable[[dict[str, Any]], str]:
@@ -187,19 +190,20 @@ class RunLog:
         self._echo = _console(sys.stderr) if echo else None
         #: why the log stopped being written (a full disk), or None; the run goes on
         self.write_error: str | None = None
-        self._encoded: dict[tuple[str, str, Any], tuple[str, str]] = {}  # see _names
+        self._lines: dict[tuple[str, str, Any], str] = {}  # see _served_line
         self._followed: list[Events] = []
 
     def _emit(self, level: str, event: str, fields: dict[str, Any], flush: bool) -> None:
         record = {"ts": _now_iso(), "level": level, "event": event, **fields}
-        self._write(_encode(record), flush)
+        self._write(_encode(record) + "\n", flush)
         if self._echo is not None:
             self._show(record)
 
     def _write(self, line: str, flush: bool) -> None:
+        """Write one line (its newline included)."""
         if self.write_error is None:
             try:
-                self._file.write(line + "\n")
+                self._file.write(line)
                 if flush:
                     self._file.flush()
             except OSError as exc:  # a full disk: the log stops, the run does not
@@ -297,19 +301,20 @@ class RunLog:
         else:
             self._emit("info", f"{kind}_call", fields, flush=not cached)
 
-    def _names(self, kind: str, model: str, served_model: Any) -> tuple[str, str, str]:
-        """The JSON of a served line's event name, model and served model, encoded once
-        for each (a run serves a few models, a warm run one line a row).
+    def _served_line(self, kind: str, model: str, served_model: Any) -> str:
+        """:data:`_SERVED_LINE` with the event name, model and served model filled in:
+        made once for each (a run serves a few models, a warm run one line a row).
 
         Raises:
             _NotPlain: a served model that is not a str or None.
         """
         names = (kind, model, served_model)
-        found = self._encoded.get(names)
+        found = self._lines.get(names)
         if found is None:
-            found = (_plain(f"{kind}_call"), _plain(model), _plain(served_model))
-            if len(self._encoded) < 256:  # a provider that names every response anew
-                self._encoded[names] = found
+            filled = (f"{kind}_call", model, served_model, "ok")
+            found = _SERVED_LINE % tuple(_plain(v).replace("%", "%%") for v in filled)
+            if len(self._lines) < 256:  # a provider that names every response anew
+                self._lines[names] = found
         return found
 
     def served(
@@ -326,34 +331,45 @@ class RunLog:
         """Log one successful call, as :meth:`call` with outcome ``ok`` and the served
         model, latency, tokens and cost of ``response`` (a
         :class:`~gradetrail.providers.base.Response`). The line is written from those
-        values directly: the same bytes as the general encoder at a fifth of its cost (a
-        warm run writes one a row)."""
+        values directly: the same bytes as the general encoder at a fraction of its cost
+        (a warm run writes one a row); values of the types a response holds (a str id,
+        int tokens, finite floats) are written as ``%s`` writes them, others through
+        :func:`_plain`."""
         latency_ms = response.latency_s * 1000.0
-        tokens = response.total_input_tokens
+        tokens, cost = response.total_input_tokens, response.cost_usd
         out, cached_in = response.output_tokens, response.cached_input_tokens
         if self._echo is None and turn is None:  # an agent turn adds its number
+            latency = round(latency_ms, 1)
             try:
-                event, model_json, served_json = self._names(kind, model, response.served_model)
-                line = _SERVED_LINE % (
-                    _now_iso(),
-                    event,
-                    _plain(sample_id),
-                    _plain(epoch),
-                    model_json,
-                    served_json,
-                    _plain(round(latency_ms, 1)),
-                    _plain(tokens),
-                    _plain(out),
-                    _plain(cached_in),
-                    _plain(response.cost_usd),
-                    _plain(cached),
-                    _plain(attempt),
-                    '"ok"',
-                )
+                line = self._served_line(kind, model, response.served_model)
+                if (  # the common types, whose str() is their JSON: one test for all
+                    type(sample_id) is str
+                    and type(epoch) is type(tokens) is type(out) is int
+                    and type(cached_in) is type(attempt) is int
+                    and type(latency) is float
+                    and latency - latency == 0.0  # finite
+                    and (cost is None or (type(cost) is float and cost - cost == 0.0))
+                    and type(cached) is bool
+                ):
+                    text = line % (
+                        _now_iso(),
+                        encode_basestring_ascii(sample_id),
+                        epoch,
+                        latency,
+                        tokens,
+                        out,
+                        cached_in,
+                        "null" if cost is None else cost,
+                        "true" if cached else "false",
+                        attempt,
+                    )
+                else:
+                    values = (sample_id, epoch, latency, tokens, out, cached_in, cost, cached)
+                    text = line % (_now_iso(), *map(_plain, values), _plain(attempt))
             except _NotPlain:
                 pass
             else:
-                self._write(line, flush=not cached)
+                self._write(text, flush=not cached)
                 return
         self.call(
             kind,
@@ -363,9 +379,9 @@ class RunLog:
             served_model=response.served_model,
             latency_ms=latency_ms,
             input_tokens=tokens,
-            output_tokens=response.output_tokens,
-            cached_input_tokens=response.cached_input_tokens,
-            cost_usd=response.cost_usd,
+            output_tokens=out,
+            cached_input_tokens=cached_in,
+            cost_usd=cost,
             cached=cached,
             attempt=attempt,
             outcome="ok",

@@ -188,8 +188,6 @@ class Tally:
         self.cached_input_tokens += row["cached_input_tokens"]
         if row["served_model"]:
             self.served_models[row["served_model"]] += 1
-        if len(row) != _DECLARED:  # optional fields: only rows that set them
-            self._add_optional(row)
         if cost is not None:
             if cached:
                 self.cost_usd_cached = (self.cost_usd_cached or 0.0) + cost
@@ -200,34 +198,39 @@ class Tally:
                     self.cost_usd_unscored = (self.cost_usd_unscored or 0.0) + cost
         sample_id, score = row["sample_id"], row["score"]
         kept = counted_score(row, self.truncated_policy)
-        slot = self._slot(sample_id, at)
+        slot = at if at is not None and self._by_index else self._slot(sample_id, at)
         self._record(slot, row["epoch"], kept, row["cluster"])
-        metrics = row.get("metrics")
-        if metrics:  # several scorers: each metric tallied as the score is
-            for name, value in metrics.items():
-                self._metric(name)._record(slot, row["epoch"], value, row["cluster"])
+        if len(row) != _DECLARED:  # optional fields: only rows that set them
+            self._add_optional(row, slot)
         if row["error"] is not None:
             self._count_error(row)
         if row["judge"] is not None:
             self.judge.add(row)
         self.agreement.add(state, row["label"], score, sample_id)
-        self.conversations.add(row["transcript"])
-        app = row.get("app")
-        if app and app.get("metrics"):
-            for name, value in app["metrics"].items():
-                entry = self.app_metrics.setdefault(name, [0.0, 0])
-                entry[0] += value
-                entry[1] += 1
+        if row["transcript"] is not None:
+            self.conversations.add(row["transcript"])
 
-    def _add_optional(self, row: Row) -> None:
+    def _add_optional(self, row: Row, slot: int) -> None:
         """Count a row's optional fields (see
-        :func:`gradetrail.engine.pipeline.response_extras`)."""
+        :func:`gradetrail.engine.pipeline.response_extras`), its metrics (several scorers:
+        each tallied as the score is, in sample slot ``slot``) and a python app's
+        metrics."""
         self.cache_write_tokens += row.get("cache_write_tokens") or 0
         self.reasoning_tokens += row.get("reasoning_tokens") or 0
         self.reasoning_exhausted += bool(row.get("reasoning_exhausted"))
         self.refusals += "refusal" in row
         for name, uses in (row.get("server_tool_uses") or {}).items():
             self.server_tool_uses[name] += uses
+        metrics = row.get("metrics")
+        if metrics:  # several scorers: each metric tallied as the score is
+            for name, value in metrics.items():
+                self._metric(name)._record(slot, row["epoch"], value, row["cluster"])
+        app = row.get("app")
+        if app and app.get("metrics"):
+            for name, value in app["metrics"].items():
+                entry = self.app_metrics.setdefault(name, [0.0, 0])
+                entry[0] += value
+                entry[1] += 1
 
     def _slot(self, sample_id: str, at: int | None) -> int:
         if at is not None:

@@ -114,6 +114,7 @@ def test_a_served_call_log_line_is_what_the_general_encoder_writes(
         (TEXTS[5], True, Response("c", served_model=TEXTS[5], cost_usd=1e-07, latency_s=math.nan)),
         ("s", True, Response("d", cost_usd=0.5, latency_s=math.inf, output_tokens=7)),
         ("s", True, Response("e", input_tokens=3.0, latency_s=7)),  # type: ignore[arg-type]
+        ("s", True, Response("f", served_model="100%s %d", cost_usd=2.0)),  # % in a name
     ]
     with RunDir.create(tmp_path / "fast") as run_dir, runlog.RunLog(run_dir) as log:
         for sample_id, cached, response in responses:
