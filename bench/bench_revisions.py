@@ -24,6 +24,10 @@ Issue 29's scenarios besides ``a64`` and ``warm``:
 - ``warm100k``: the same 100,000 rows with every response cached: each tree fills its own
   cache file once, untimed (cache keys may differ between trees), then every timed run
   must be all hits.
+- ``replay100k``: the workload the issue's cold and warm 100,000-row figures were filed
+  with (:func:`bench_rescore.synthetic`: a replay provider, the numeric scorer, 64 in
+  flight): each run fills a new cache file (cold), then runs again on it (warm, every
+  row a hit).
 - ``million``: 1,000,000 of those rows, 256 in flight, cache on (a new file each run), run
   to the end, RSS sampled every 0.5 s (a run takes 17 min or more on 2 cores, ~90 min
   at load 9: use ``--repeat 1``, or ``bench/bench_scale.py`` for one tree).
@@ -32,6 +36,7 @@ The load average (1, 5, 15 min) is printed with each scenario's line.
 
     python bench/bench_revisions.py OLD_TREE NEW_TREE [--repeat 5] [--only c64 warm ...]
     python bench/bench_revisions.py OLD NEW --repeat 3 --only startup a64 warm cold100k warm100k
+    python bench/bench_revisions.py OLD NEW --repeat 3 --only replay100k
     python bench/bench_revisions.py OLD NEW --repeat 1 --only million
 
 A tree is a checkout's root (``git worktree add /tmp/old main`` makes one).
@@ -50,6 +55,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from bench_rescore import synthetic  # noqa: E402
 from bench_runs import SPEC, N, first_arrival, http_args, timed  # noqa: E402
 from bench_scale import (  # noqa: E402
     Sampled,
@@ -64,7 +70,7 @@ from bench_scale import line as scale_line  # noqa: E402
 from protocol_server import ServerHandle, running_server  # noqa: E402
 
 SCENARIOS = ("c64", "cold", "a64", "warm", "rescore", "rows")
-SCALE = ("startup", "cold100k", "warm100k", "million")
+SCALE = ("startup", "cold100k", "warm100k", "replay100k", "million")
 
 
 def main() -> None:
@@ -158,6 +164,9 @@ def scale_case(
         )
         return
     srv.configure(latency=0.0)
+    if name == "replay100k":
+        replay_case(trees, envs, work, repeat, scale_rows)
+        return
     if name in ("cold100k", "million"):
         rows, concurrency = (scale_rows, 64) if name == "cold100k" else (1_000_000, 256)
         warm_up(srv, trees, work)  # untimed: bytecode
@@ -196,6 +205,38 @@ def scale_case(
         f"{name:8s} new/old wall {new / old:.3f}  peak RSS new/old {rss['new'] / rss['old']:.3f}",
         flush=True,
     )
+
+
+def replay_case(
+    trees: dict[str, Path], envs: dict[str, dict[str, str]], work: Path, repeat: int, rows: int
+) -> None:
+    """``replay100k`` (see the module docstring): cold then warm, each tree in turn."""
+    folder = work / "replay100k"
+    folder.mkdir(exist_ok=True)
+    spec = synthetic(folder, rows)
+    runs: dict[str, dict[str, list[Sampled]]] = {"cold": {t: [] for t in trees}}
+    runs["warm"] = {t: [] for t in trees}
+    for i in range(-1, repeat):  # the first round is untimed: bytecode
+        for tree in trees:
+            cache = folder / f"{tree}-{i}.sqlite"
+            args = ["run", str(spec), "--cache", str(cache)]
+            args += ["--results-root", str(folder / tree)]
+            cold = sampled(args, envs[tree], folder)
+            warm = sampled(args, envs[tree], folder)
+            assert warm.summary["cache_hits"] == rows, (tree, warm.summary["cache_hits"])
+            if i >= 0:
+                runs["cold"][tree].append(cold)
+                runs["warm"][tree].append(warm)
+    for kind, measured in runs.items():
+        print(f"replay100k {kind} ({rows:,} rows, replay provider, cache on)", flush=True)
+        for tree, ms in measured.items():
+            print("  " + scale_line(tree, ms), flush=True)
+        old, new = (statistics.median(m.wall for m in measured[t]) for t in ("old", "new"))
+        cpu = {t: statistics.median(m.cpu for m in measured[t]) for t in ("old", "new")}
+        print(
+            f"replay100k {kind}: new/old wall {new / old:.3f}, CPU {cpu['new'] / cpu['old']:.3f}",
+            flush=True,
+        )
 
 
 def _print(name: str, measures: dict[str, list]) -> None:
