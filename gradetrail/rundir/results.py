@@ -97,6 +97,8 @@ SampleState = Literal["scored", "provider_error", "judge_error"]
 class JudgeRecord(BaseModel):
     """The judge calls behind one row's score (``SampleResult.judge``)."""
 
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
+
     requests: int = Field(0, description="Judge requests made (samples x orders).")
     calls: int = Field(0, description="Requests sent to the judge this run (cache misses).")
     attempts: int = Field(0, description="Attempts over those calls, retries included.")
@@ -126,7 +128,7 @@ SPARSE_FIELDS = ("app",)
 class SampleResult(BaseModel):
     """One (sample, epoch) of a run."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)  # built on first use
 
     sample_id: str = Field(description="The stable sample id.")
     epoch: int = Field(1, description="1-based epoch index.")
@@ -197,6 +199,8 @@ class SampleResult(BaseModel):
 
 class SampleScore(BaseModel):
     """One sample of a run: its epochs reduced to one score (a line of ``samples.jsonl``)."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use, not at import
 
     sample_id: str = Field(description="The stable sample id.")
     score: float | None = Field(
