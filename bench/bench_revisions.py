@@ -196,15 +196,7 @@ def scale_case(
                 m: Sampled = sampled(args[tree], envs[tree], work)
                 assert m.summary["cache_hits"] == rows, (tree, m.summary["cache_hits"])
                 runs[tree].append(m)
-    print(f"{name} ({rows:,} rows, 0 ms server, cache on)", flush=True)
-    for tree, measured in runs.items():
-        print("  " + scale_line(tree, measured), flush=True)
-    old, new = (statistics.median(m.wall for m in runs[t]) for t in ("old", "new"))
-    rss = {t: statistics.median(m.rss_mb for m in runs[t]) for t in ("old", "new")}
-    print(
-        f"{name:8s} new/old wall {new / old:.3f}  peak RSS new/old {rss['new'] / rss['old']:.3f}",
-        flush=True,
-    )
+    _report(name, f"{rows:,} rows, 0 ms server, cache on", runs)
 
 
 def replay_case(
@@ -228,15 +220,24 @@ def replay_case(
                 runs["cold"][tree].append(cold)
                 runs["warm"][tree].append(warm)
     for kind, measured in runs.items():
-        print(f"replay100k {kind} ({rows:,} rows, replay provider, cache on)", flush=True)
-        for tree, ms in measured.items():
-            print("  " + scale_line(tree, ms), flush=True)
-        old, new = (statistics.median(m.wall for m in measured[t]) for t in ("old", "new"))
-        cpu = {t: statistics.median(m.cpu for m in measured[t]) for t in ("old", "new")}
-        print(
-            f"replay100k {kind}: new/old wall {new / old:.3f}, CPU {cpu['new'] / cpu['old']:.3f}",
-            flush=True,
-        )
+        _report(f"replay100k {kind}", f"{rows:,} rows, replay provider, cache on", measured)
+
+
+def _report(name: str, what: str, runs: dict[str, list[Sampled]]) -> None:
+    """Each tree's runs, then the medians' ratios new / old: wall, CPU and peak RSS."""
+    print(f"{name} ({what})", flush=True)
+    for tree, measured in runs.items():
+        print("  " + scale_line(tree, measured), flush=True)
+    ratio = {
+        what: statistics.median(getattr(m, what) for m in runs["new"])
+        / statistics.median(getattr(m, what) for m in runs["old"])
+        for what in ("wall", "cpu", "rss_mb")
+    }
+    print(
+        f"{name}: new/old wall {ratio['wall']:.3f}, CPU {ratio['cpu']:.3f}, "
+        f"peak RSS {ratio['rss_mb']:.3f}",
+        flush=True,
+    )
 
 
 def _print(name: str, measures: dict[str, list]) -> None:
