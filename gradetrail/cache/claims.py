@@ -140,7 +140,10 @@ class Claims:
             with self.cache._write():
                 return self.claim_many([key])[0]
         except (sqlite3.Error, CacheError) as exc:
-            raise self.cache._failed("write", exc) from None
+            error = self.cache._failed("write", exc)
+        if self.cache.fallback is not None:  # a run: it stops starting calls, as on a put
+            self.cache.write_error = self.cache.write_error or error
+        raise error
 
     def claim_many(self, keys: Sequence[str]) -> list[Response | Claim | None]:
         """Claim each of ``keys`` (distinct) as :meth:`claim` does, inside a write

@@ -232,7 +232,8 @@ class ResponseCache:
             renewing), replaced by this process's.
         recreated: times the file was found deleted or replaced and was recreated.
         rescued: entries copied into a recreated file.
-        write_error: the first failed write of a response, when a fallback kept it.
+        write_error: the first failed write, when a fallback is set: of a response (the
+            fallback kept it) or of a claim (its call was not made).
         unsaved: responses that could not be written and were handed to the fallback.
         lost: responses that neither the database nor the fallback could keep.
         rejected: pending lines refused because no run on this cache signed them (set

@@ -744,9 +744,11 @@ class _Run:
                 for task in tasks:
                     task.cancel()
             failures = [e for e in ended if isinstance(e, BaseException)]
-            if failures:
+            unstored = cache is not None and cache.write_error is not None
+            if failures and not (unstored and all(isinstance(e, CacheError) for e in failures)):
                 raise next((e for e in failures if isinstance(e, Exception)), failures[0])
-            if cache is not None and cache.write_error is not None:
+            # a claim refused by the same full disk says less than this (the pending file)
+            if cache is not None and unstored:
                 raise self._unstored(cache)
         finally:
             try:
