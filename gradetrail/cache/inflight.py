@@ -77,6 +77,7 @@ class InFlight:
     _calls: dict[str, asyncio.Future[Response | None]] = field(default_factory=dict)
     _held: int = 0
     _beat: asyncio.TimerHandle | None = None
+    _beat_loop: asyncio.AbstractEventLoop | None = None
 
     async def once(
         self,
@@ -154,8 +155,9 @@ class InFlight:
         """Count one more claim held by a call in flight, and make sure a renewal of all
         of them is due within :attr:`beat_s`."""
         self._held += 1
-        if self._beat is None:
-            self._beat = asyncio.get_running_loop().call_later(self.beat_s, self._renew)
+        loop = asyncio.get_running_loop()
+        if self._beat is None or self._beat_loop is not loop:  # none due on this loop
+            self._beat, self._beat_loop = loop.call_later(self.beat_s, self._renew), loop
 
     def _renew(self) -> None:
         """Beat every claim this process holds (while it holds any), then again in
