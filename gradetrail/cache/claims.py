@@ -157,22 +157,15 @@ class Claims:
             sqlite3.Error: a read or the write failed (the caller rolls back).
         """
         cache = self.cache
-        db = cache._db
-        column = "checksum" if cache._has_checksums else "NULL"
-        found: dict[str, tuple[str, str | None]] = {}
-        held: dict[str, Claim] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, text, stored in db.execute(
-                f"SELECT key, response, {column} FROM responses WHERE key IN ({marks})", chunk
-            ):
-                found[key] = (text, stored)
-            for key, owner, host, pid, expires_at in db.execute(
-                f"SELECT key, owner, host, pid, expires_at FROM claims WHERE key IN ({marks})",
-                chunk,
-            ):
-                held[key] = Claim(host, pid, expires_at, owner)
+        found = {
+            key: (text, stored) for key, text, stored in cache.select_in(cache.select_entries, keys)
+        }
+        held = {
+            key: Claim(host, pid, expires_at, owner)
+            for key, owner, host, pid, expires_at in cache.select_in(
+                "SELECT key, owner, host, pid, expires_at FROM claims WHERE key IN", keys
+            )
+        }
         outcomes: list[Response | Claim | None] = []
         mine: list[tuple[str, str, str, int, float]] = []
         expires_at = cache.wall() + CLAIM_TTL_S
@@ -193,7 +186,7 @@ class Claims:
             self._beats.pop(key, None)
             mine.append((key, cache.owner, _HOST, os.getpid(), expires_at))
             outcomes.append(None)
-        db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)", mine)
+        cache._db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)", mine)
         return outcomes
 
     def _lapsed(self, key: str, other: Claim) -> bool:

@@ -64,6 +64,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gradetrail.cache.claims import _BOOT, _HOST, CLAIM_TTL_S, Claim, Claims, _started
 from gradetrail.cache.group import GroupCommit
@@ -554,23 +555,33 @@ class ResponseCache:
         """The cached responses among ``keys``, by key: one query per 500 keys instead of
         one per key. Keys not cached, and damaged entries (counted in :attr:`damaged`, as
         :meth:`get` counts them), are left out."""
-        column = "checksum" if self._has_checksums else "NULL"
         found: dict[str, Response] = {}
         try:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, response, {column} FROM responses WHERE key IN ({marks})",
-                    chunk,
-                ).fetchall()
-                for key, text, stored in rows:
-                    response = self._verified(key, text, stored)
-                    if response is not None:
-                        found[key] = response
+            for key, text, stored in self.select_in(self.select_entries, keys):
+                response = self._verified(key, text, stored)
+                if response is not None:
+                    found[key] = response
         except sqlite3.Error as exc:
             raise self._failed("read", exc) from None
         return found
+
+    @property
+    def select_entries(self) -> str:
+        """``SELECT key, response, checksum FROM responses WHERE key IN`` (NULL for the
+        checksum of a cache from before checksums), for :meth:`select_in`."""
+        column = "checksum" if self._has_checksums else "NULL"
+        return f"SELECT key, response, {column} FROM responses WHERE key IN"
+
+    def select_in(self, sql: str, keys: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``sql`` (a query ending in ``key IN``) for ``keys``, 500 keys a
+        query (SQLite's bound on a statement's parameters).
+
+        Raises:
+            sqlite3.Error: a query failed (the caller says what it was for).
+        """
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            yield from self._db.execute(f"{sql} ({','.join('?' * len(chunk))})", chunk).fetchall()
 
     def any_missing(self, keys: Iterable[str]) -> bool:
         """True when at least one of ``keys`` has no cached response (500 keys a query,

@@ -708,7 +708,7 @@ class _Run:
                     self.in_flight += 1
                     try:
                         # with a cache, with_hits read every key: a None hit is a miss
-                        row = await process(item, ctx, hit, missed=ctx.cache is not None)
+                        row = await process(item, ctx, hit, missed=cache is not None)
                     except Drained:
                         return  # its request was never sent: no row, a re-run makes it
                     finally:
