@@ -95,10 +95,20 @@ class _Answer:
     """httptools' callbacks for one answer on a connection: its status, headers and body
     chunks as they are parsed (an informational ``1xx`` answer is skipped)."""
 
-    __slots__ = ("chunks", "complete", "headers", "keep_alive", "parser", "status", "whole_head")
+    __slots__ = (
+        "chunks",
+        "complete",
+        "head_bytes",
+        "headers",
+        "keep_alive",
+        "parser",
+        "status",
+        "whole_head",
+    )
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
+        self.head_bytes = 0  # read before the head was whole
         self.status = 0
         self.headers = _Headers()
         self.whole_head = False
@@ -154,9 +164,14 @@ class _Connection:
         data = await self.reader.read(_READ_BYTES)
         if not data:
             return False
+        answer = self.answer
+        if not answer.whole_head:
+            answer.head_bytes += len(data)
+            if answer.head_bytes > _MAX_HEAD_BYTES + _READ_BYTES:  # a read may hold body too
+                raise InvalidHttpAnswer("an answer's head is over a megabyte")
         broken: httptools.HttpParserError | None = None
         try:
-            self.answer.parser.feed_data(data)
+            answer.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             broken = httptools.HttpParserError("an upgrade answer to a POST")
         except httptools.HttpParserError as exc:
@@ -224,7 +239,7 @@ class PlainHttpTransport(Transport):
                 return conn
             conn.close()
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=_MAX_HEAD_BYTES),
+            asyncio.open_connection(self.host, self.port),
             CONNECT_TIMEOUT_S,
         )
         return _Connection(reader, writer)
@@ -261,8 +276,6 @@ class PlainHttpTransport(Transport):
                     reusable = True  # the server keeps it open
                     conn.answer = _Answer()
                 return answer
-            except EOFError:  # asyncio.IncompleteReadError: closed mid-answer
-                raise connection_error(ServerDisconnectedError(), self.base_url) from None
             except OSError as exc:  # InvalidHttpAnswer and ServerDisconnectedError included
                 raise connection_error(exc, self.base_url) from None
             finally:

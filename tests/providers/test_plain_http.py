@@ -146,6 +146,7 @@ def test_an_answer_to_the_end_of_the_connection_and_http_1_0() -> None:
         (b"", "ServerDisconnectedError: Server disconnected"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "Server disconnected"),
         (b"SMTP ready\r\n\r\n", "InvalidHttpAnswer: not a valid HTTP/1.1 answer"),
+        (b"HTTP/1.1 200 OK\r\nX-Pad: " + b"a" * 1_200_000 + b"\r\n", "head is over a megabyte"),
         (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
             "InvalidHttpAnswer: not a valid HTTP/1.1 answer",
