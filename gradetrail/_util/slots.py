@@ -15,21 +15,25 @@ __all__ = ["EpochSlots"]
 
 
 class EpochSlots:
-    """Typed arrays indexed by (sample index, epoch), grown as rows arrive.
+    """Typed arrays indexed by (sample index, epoch), made for the samples expected and
+    grown when a row arrives past them.
 
     Args:
         typecodes: one :mod:`array` type code per array (``"q"``, ``"d"``, ``"B"``...).
         epochs: epochs a sample is expected to have; a row of a later epoch re-lays the
             arrays out for it (a copy, once), so the bound is a hint, not a limit.
+        samples: samples expected (a hint): their room is made at once, so a run's
+            memory does not climb as its rows arrive (nor keep the slack of growing).
 
     Attributes:
         arrays: the arrays, in the order of ``typecodes``; read them at :meth:`at`.
         epochs: positions per sample.
     """
 
-    def __init__(self, *typecodes: str, epochs: int = 1) -> None:
-        self.arrays = [array(code) for code in typecodes]
+    def __init__(self, *typecodes: str, epochs: int = 1, samples: int = 0) -> None:
         self.epochs = max(1, epochs)
+        room = max(0, samples) * self.epochs
+        self.arrays = [array(code, bytes(array(code).itemsize * room)) for code in typecodes]
 
     def __len__(self) -> int:
         """Samples with room (some of them may have no row)."""

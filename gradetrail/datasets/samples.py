@@ -5,8 +5,12 @@ kept the same way as UTF-8, so a row costs its pickled bytes plus its offsets in
 a dict of Python objects. Rows read in order (no shuffle: the run then reads them in
 order) are compressed a block of 1,024 at a time (:class:`Blocks`; one decompression a
 block as the run goes), shuffled rows stay uncompressed (:class:`Blob`, read in any
-order): a 1,000,000-row dataset of three short columns holds ~30 MB unshuffled, ~90 MB
-shuffled, not a gigabyte of dicts. A :class:`Sample` is decoded when it is asked for.
+order). Past :data:`SPILL_AFTER_BYTES` a store's bytes go to an unnamed temporary file (in
+``TMPDIR``, gone when the process ends) and are read back with ``os.pread``: a dataset's
+rows then cost disk and the page cache, not the process's memory (the 1,000,000 GSM8K
+rows of ``bench/bench_scale.py``, 115 MB compressed, hold 16 MB), and a store that cannot
+write its file keeps its bytes in memory. A :class:`Sample` is decoded when it is asked
+for.
 Pickle rather than JSON because Parquet and Hugging Face rows hold values JSON cannot
 (timestamps, bytes, decimals) and templates should see them as the format gave them.
 """
@@ -14,48 +18,99 @@ Pickle rather than JSON because Parquet and Hugging Face rows hold values JSON c
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 import pickle
+import tempfile
 import zlib
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import IO, Any, overload
 
 from gradetrail.datasets.base import Sample
 
-__all__ = ["Blob", "Blocks", "Packer", "Samples"]
+__all__ = ["SPILL_AFTER_BYTES", "Blob", "Blocks", "Packer", "Samples"]
+
+#: bytes a :class:`Blob` holds in memory before it moves them to its temporary file
+SPILL_AFTER_BYTES = 16 * 1024 * 1024
 
 
 class Blob:
-    """Byte strings appended end to end in one buffer, read back by position."""
+    """Byte strings appended end to end, read back by position.
 
-    def __init__(self) -> None:
-        self.data = bytearray()
+    The first bytes are in memory; each time :data:`SPILL_AFTER_BYTES` of them gather
+    (``spill_after`` for this blob), they are moved to an unnamed temporary file (made on
+    the first move, in ``TMPDIR``; the operating system removes it when it is closed or
+    the process ends) and read back with ``os.pread``. An item never straddles the two.
+    When the file cannot be made or written (no ``TMPDIR``, a full disk), the bytes stay
+    in memory: the blob works the same, at the memory it would have cost without a file.
+    """
+
+    def __init__(self, spill_after: int | None = None) -> None:
+        self.data = bytearray()  # the items from offset ``spilled`` on
         self.ends = array("q")
+        self.spilled = 0  # bytes moved to the file: offsets below it are read from there
+        self._spill_after = SPILL_AFTER_BYTES if spill_after is None else spill_after
+        self._file: IO[bytes] | None = None
 
     def append(self, item: bytes) -> None:
         """Add one item at the end."""
         self.data += item
-        self.ends.append(len(self.data))
+        self.ends.append(self.spilled + len(self.data))
+        if len(self.data) >= self._spill_after:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Move the in-memory bytes to the file's end; on failure, stop spilling."""
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="gradetrail-rows-")  # noqa: SIM115
+            fd, view, at = self._file.fileno(), memoryview(self.data), self.spilled
+            while view:
+                written = os.pwrite(fd, view, at)
+                view, at = view[written:], at + written
+        except OSError:
+            self._spill_after = 1 << 62  # keep the rest in memory; what is on file stays
+            return
+        self.spilled += len(self.data)
+        self.data = bytearray()
 
     def __len__(self) -> int:
         return len(self.ends)
 
+    def _span(self, i: int) -> memoryview | bytes:
+        start, end = self.ends[i - 1] if i else 0, self.ends[i]
+        if start >= self.spilled:
+            return memoryview(self.data)[start - self.spilled : end - self.spilled]
+        assert self._file is not None  # noqa: S101 - bytes below spilled are on file
+        data = os.pread(self._file.fileno(), end - start, start)
+        if len(data) != end - start:
+            raise OSError(f"the dataset's temporary file {self._file.name} was cut short")
+        return data
+
     def __getitem__(self, i: int) -> bytes:
-        start = self.ends[i - 1] if i else 0
-        return bytes(self.data[start : self.ends[i]])
+        span = self._span(i)
+        return span if isinstance(span, bytes) else span.tobytes()
 
     def text(self, i: int) -> str:
         """Item ``i`` decoded as UTF-8 (lone surrogates passed through), without the
         intermediate bytes :meth:`__getitem__` would make."""
-        start = self.ends[i - 1] if i else 0
-        return self.data[start : self.ends[i]].decode("utf-8", "surrogatepass")
+        return str(self._span(i), "utf-8", "surrogatepass")
 
     def select(self, order: Sequence[int]) -> Blob:
         """A new blob holding the items at ``order``, in that order."""
-        out = Blob()
+        out = Blob(self._spill_after)
         for k in order:
             out.append(self[k])
         return out
+
+    def close(self) -> None:
+        """Remove the temporary file now (else when the blob is collected); the blob
+        must not be read afterwards."""
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None
 
 
 class Blocks:
@@ -63,13 +118,14 @@ class Blocks:
     block sealed at :attr:`BLOCK_ROWS` items or :attr:`BLOCK_BYTES` bytes), read back by
     position: the last block read is kept decompressed, so reading in order costs one
     decompression a block. For rows read in order (a dataset without a shuffle); rows read
-    in a random order belong in a :class:`Blob`."""
+    in a random order belong in a :class:`Blob`. The sealed blocks are kept in a
+    :class:`Blob`, so past its bound they are on its temporary file."""
 
     BLOCK_ROWS = 1024
     BLOCK_BYTES = 256 * 1024
 
     def __init__(self) -> None:
-        self._sealed: list[bytes] = []
+        self._sealed = Blob()  # the sealed blocks, compressed (spilled to a file past its bound)
         self._first = array("q")  # each sealed block's first item
         self._ends = array("I")  # each item's end within its block
         self._open = bytearray()

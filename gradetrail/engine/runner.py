@@ -324,7 +324,7 @@ def run_eval(
             try:
                 run_dir.reserve(RESERVE_FILE, RESERVE_BYTES)
                 write_manifest(run_dir, manifest)
-                writer = ResultsWriter(run_dir, spec.run.epochs)
+                writer = ResultsWriter(run_dir, spec.run.epochs, len(plan.samples))
             except BaseException:
                 _abandon_start(run_dir, manifest)
                 if pending is not None:
@@ -520,7 +520,7 @@ class _Run:
         self.run_dir = run_dir
         self.ctx = ctx
         self.log: RunLog = ctx.log  # type: ignore[assignment]
-        self.tally = Tally.for_spec(plan.spec)
+        self.tally = Tally.for_spec(plan.spec, len(plan.samples))
         self.in_flight = 0
         #: the batch pass's options (None: online), and what it did
         self.batch = batch

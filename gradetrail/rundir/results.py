@@ -344,18 +344,19 @@ class ResultsWriter:
     Args:
         run_dir: the open run directory, or its path (must already exist).
         epochs: the run's epochs (a hint: a later epoch still works, at a copy).
+        samples: the run's samples (a hint: their 16 bytes a row are made at once).
 
     Raises:
         RunError: ``results.jsonl`` is a symlink or cannot be written.
     """
 
-    def __init__(self, run_dir: RunDir | Path, epochs: int = 1) -> None:
+    def __init__(self, run_dir: RunDir | Path, epochs: int = 1, samples: int = 0) -> None:
         self._own = not isinstance(run_dir, RunDir)
         self._dir = RunDir.create(run_dir) if self._own else run_dir
         self.path = self._dir.path / RESULTS_FILE
         # by (sample index, epoch): where its row starts, and its length (0: no row yet;
         # a row is never empty)
-        self._slots = EpochSlots("q", "q", epochs=epochs)
+        self._slots = EpochSlots("q", "q", epochs=epochs, samples=samples)
         self._offset = 0  # where the next row goes (rows held back included)
         self._written = 0  # bytes on disk
         self._held = bytearray()  # rows held back, not yet written

@@ -73,6 +73,8 @@ class Tally:
             :mod:`gradetrail.stats.reducers`).
         pass_k: the k of reducer ``pass_at_k``.
         epochs: the run's epochs (a hint: a later epoch still works, at a copy).
+        samples: the run's samples (a hint: their 9 bytes a row are made at once, so the
+            tally does not grow as rows arrive).
         truncated_policy: ``run.truncated``: how a truncated row's score counts (see
             :mod:`gradetrail.rundir.truncation`).
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
@@ -100,6 +102,7 @@ class Tally:
     reducer: ReducerName = "mean"
     pass_k: int = 1
     epochs: int = 1
+    samples: int = 0
     truncated_policy: str = "score"
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
@@ -126,16 +129,18 @@ class Tally:
     _metrics: dict[str, Tally] | None = None
 
     def __post_init__(self) -> None:
-        self._rows = EpochSlots("B", "d", epochs=self.epochs)
+        self._rows = EpochSlots("B", "d", epochs=self.epochs, samples=self.samples)
 
     @classmethod
-    def for_spec(cls, spec: EvalSpec) -> Tally:
-        """An empty tally reducing epochs as ``spec.run`` says."""
+    def for_spec(cls, spec: EvalSpec, samples: int = 0) -> Tally:
+        """An empty tally reducing epochs as ``spec.run`` says, with room made for
+        ``samples`` samples (a hint)."""
         run = spec.run
         return cls(
             reducer=run.reducer,
             pass_k=run.pass_k or 1,
             epochs=run.epochs,
+            samples=samples,
             truncated_policy=run.truncated,
         )
 
@@ -388,7 +393,7 @@ class Tally:
         tally = self._metrics.get(name)
         if tally is None:
             tally = self._metrics[name] = Tally(
-                reducer=self.reducer, pass_k=self.pass_k, epochs=self.epochs
+                reducer=self.reducer, pass_k=self.pass_k, epochs=self.epochs, samples=self.samples
             )
             tally._cluster_codes = self._cluster_codes  # one sample, one cluster
             tally._cluster_names = self._cluster_names

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import json
 import random
+import tempfile
 import tracemalloc
 from pathlib import Path
 
@@ -18,7 +19,8 @@ import pytest
 
 import gradetrail
 from gradetrail.datasets import load_samples
-from gradetrail.datasets.samples import Blocks
+from gradetrail.datasets import samples as samples_module
+from gradetrail.datasets.samples import Blob, Blocks
 from gradetrail.errors import DatasetError
 from gradetrail.rundir.results import ResultsWriter, Row, make_row
 from gradetrail.rundir.summary import Tally
@@ -98,6 +100,31 @@ def test_writer_and_tally_keep_per_row_state_in_arrays(tmp_path: Path) -> None:
     assert tally.score_stats().n == 20_000 // 3 + 1
 
 
+def test_with_the_sample_count_the_per_row_state_does_not_grow(tmp_path: Path) -> None:
+    """Given the run's sample count (the runner gives it), the writer and the tally make
+    their per-row arrays at once: 20,000 rows over 2 epochs then add no memory to them
+    (without it they grow by ~25 bytes a row, ~1 MB here)."""
+    samples, epochs = 10_000, 2
+    writer = ResultsWriter(tmp_path, epochs=epochs, samples=samples)
+    tally = Tally(epochs=epochs, samples=samples)
+    row = make_row(sample_id="s", state="scored", score=1.0)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for epoch in (2, 1):
+            for index in range(samples):
+                writer.append((index, epoch), row, hold=True)
+                tally.add(row, index)
+        writer.flush()
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 20_000, f"{grown} bytes grown over {samples * epochs} rows"
+    assert tally.score_stats().n == samples
+    writer.finalize()
+    assert sum(1 for _ in (tmp_path / "results.jsonl").open()) == samples * epochs
+
+
 def test_duplicate_ids_are_found_across_hash_buckets(tmp_path: Path) -> None:
     """Ids are checked for duplicates a hash bucket at a time (a bucket per 4,096 rows):
     a duplicate far from its first row, in a 20,000-row file, is still refused, naming
@@ -132,3 +159,51 @@ def test_compressed_row_blocks_read_back_in_any_order() -> None:
     assert [store[i] for i in order] == [items[i] for i in order]
     picked = store.select(order[:50])
     assert [picked[i] for i in range(50)] == [items[i] for i in order[:50]]
+
+
+def test_a_blob_past_its_bound_reads_back_from_its_file() -> None:
+    """Items appended past ``spill_after`` bytes move to the blob's temporary file (the
+    memory keeps only what came since): every item, empty and large ones included, reads
+    back exactly, in order and in a random order, as bytes and as text."""
+    rng = random.Random(2)
+    items = [rng.choice(["", "é", "x" * 90, "\u2019" * 400]).encode() for _ in range(2000)]
+    blob = Blob(spill_after=1000)
+    for item in items:
+        blob.append(item)
+    assert blob.spilled > sum(map(len, items)) - 1000 and len(blob.data) < 1000
+    order = list(range(len(items)))
+    rng.shuffle(order)
+    assert [blob[i] for i in order] == [items[i] for i in order]
+    assert [blob.text(i) for i in range(len(items))] == [x.decode() for x in items]
+    assert [blob.select(order[:30])[i] for i in range(30)] == [items[i] for i in order[:30]]
+    blob.close()
+
+
+def test_a_blob_that_cannot_make_its_file_keeps_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No temporary directory to write in: the blob keeps every item in memory and reads
+    them back as before (nothing is lost, nothing raised)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    blob = Blob(spill_after=100)
+    for i in range(500):
+        blob.append(f"item {i}".encode())
+    assert blob.spilled == 0
+    assert [blob.text(i) for i in range(500)] == [f"item {i}" for i in range(500)]
+
+
+@pytest.mark.parametrize("shuffle", [None, 7])
+def test_a_dataset_past_the_bound_loads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shuffle: int | None
+) -> None:
+    """A dataset whose rows pass the spill bound (lowered here to 4 KB) loads into the
+    same samples as one held in memory, shuffled or not, its rows on file."""
+    path = tmp_path / "d.jsonl"
+    rows = [{"id": f"s{i}", "q": f"What is {i} + {i}? " * (i % 7)} for i in range(3000)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    held = load_samples(path, shuffle_seed=shuffle)
+    monkeypatch.setattr(samples_module, "SPILL_AFTER_BYTES", 4096)
+    spilled = load_samples(path, shuffle_seed=shuffle)
+    store = spilled._rows  # noqa: SLF001 - which store, and whether it spilled
+    assert (store.spilled if isinstance(store, Blob) else store._sealed.spilled) > 0  # noqa: SLF001
+    assert list(spilled) == list(held) and len(spilled) == 3000
