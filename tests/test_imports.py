@@ -111,6 +111,23 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     assert {m for m in NOT_FOR_RUN if m.startswith("gradetrail.cli.")} <= listed
 
 
+#: what only a run with --batch (or run.max_cost_usd) uses: a plain run never imports it
+BATCH_OR_BUDGET_ONLY = {
+    "gradetrail.engine.batching",
+    "gradetrail.executors.batched",
+    "gradetrail.executors.recording",
+    "gradetrail.rundir.batches",
+    "gradetrail.rundir.spending",
+}
+
+
+def test_a_plain_run_imports_no_batch_or_budget_module(tmp_path: Path) -> None:
+    """``gradetrail run`` without --batch or a cost ceiling imports neither the batch
+    pass nor the spending log (they are imported when a run has them)."""
+    args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
+    assert imported(tmp_path, *args, "--set", "dataset.limit=3") & BATCH_OR_BUDGET_ONLY == set()
+
+
 def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
     """`gradetrail --help` and `gradetrail run --help` import no heavy library; the root
     help lists every command from its module without what the commands use (the gate,
