@@ -39,12 +39,12 @@ from gradetrail.conversation.transcript import (
     TranscriptStop,
     TurnRecord,
 )
-from gradetrail.engine.toolbox import ToolBox, ToolOutcome
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.executors.calls import CallResult, Calls
 from gradetrail.providers.base import Request, Response
 
 if TYPE_CHECKING:
+    from gradetrail.engine.toolbox import ToolBox, ToolOutcome
     from gradetrail.rundir.runlog import RunLog
 
 __all__ = ["Agent", "Conversation", "converse", "single_turn", "totals"]
@@ -233,6 +233,8 @@ class _Loop:
             cut = outcome.error is not None and outcome.error["kind"] == "ToolTimeout"
             if cut and left is not None and limit == left:  # the sample's bound, not the tool's
                 message = f"run.sample_timeout_s passed while {call['name']} ran"
+                from gradetrail.engine.toolbox import ToolOutcome  # imported with the tools
+
                 outcome = ToolOutcome(
                     f"Error: SampleTimeout: {message}",
                     {"kind": "SampleTimeout", "message": message},
