@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Kappa:
     """Cohen's kappa with its large-sample standard error.
 
