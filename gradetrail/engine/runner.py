@@ -106,7 +106,7 @@ class RunPlan:
         return results_root / f"{self.spec.name}-{self.identity_hash[:12]}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunResult:
     """What a finished (or interrupted) run produced.
 
