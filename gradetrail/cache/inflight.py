@@ -55,7 +55,7 @@ class Shared:
     source: Source
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class InFlight:
     """The calls in flight on one cache (see the module docstring).
 

@@ -83,7 +83,7 @@ class Source(Protocol):
         ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class FileSource:
     """Shared part of the file formats: the path, its hash, its manifest info."""
 

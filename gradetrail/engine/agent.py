@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "Conversation", "converse", "single_turn", "totals"]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Agent:
     """What the loop needs besides the sample: shared by every sample of a run.
 
@@ -67,7 +67,7 @@ class Agent:
     tool_timeout_s: float
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Conversation:
     """The end of one sample's conversation.
 
@@ -293,7 +293,7 @@ class _Loop:
         return Conversation(response, error, transcript, self.cached, self.attempts, billed)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _Services:
     calls: Calls
     epoch: int

@@ -79,7 +79,7 @@ __all__ = ["RunPlan", "RunResult", "plan_run", "run_eval"]
 RESERVE_BYTES = 64 * 1024
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class RunPlan:
     """Everything a run needs, loaded and checked before any model call.
 

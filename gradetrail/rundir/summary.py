@@ -45,7 +45,7 @@ def _finite(x: float) -> float | None:
     return None if x is None or math.isnan(x) else x
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class Tally:
     """Totals over the rows seen so far.
 
