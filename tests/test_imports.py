@@ -128,10 +128,12 @@ def test_a_plain_run_imports_no_batch_or_budget_module(tmp_path: Path) -> None:
     assert imported(tmp_path, *args, "--set", "dataset.limit=3") & BATCH_OR_BUDGET_ONLY == set()
 
 
-#: what a run of a spec without tools uses only at its summary (the intervals and kappa's
-#: quantile), or never (the agent loop's tools)
+#: what a run of a spec without tools and with a numeric scorer uses only at its summary
+#: (the intervals and kappa's quantile), or never (the agent loop's tools, other scorers)
 NOT_BEFORE_SUMMARY = {
     "gradetrail.engine.toolbox",
+    "gradetrail.scorers.exact",
+    "gradetrail.scorers.regex",
     "gradetrail.stats.intervals",
     "statistics",
 }
@@ -158,8 +160,9 @@ main()
 def test_a_run_without_tools_imports_no_interval_or_tool_code_before_its_summary(
     tmp_path: Path,
 ) -> None:
-    """When its first row is counted, a run of a spec without tools has imported neither
-    the tools module's loader nor the summary's interval code (the summary imports it)."""
+    """When its first row is counted, a run of a spec without tools (GSM8K's, scored by
+    the numeric scorer) has imported neither the tools module's loader, nor the summary's
+    interval code (the summary imports it), nor the exact and regex scorers."""
     out = tmp_path / "modules.json"
     args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
     args += ["--set", "dataset.limit=3"]
