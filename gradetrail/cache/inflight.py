@@ -39,7 +39,7 @@ _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.5
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Shared:
     """A response another caller paid for.
 

@@ -37,7 +37,7 @@ class Sample:
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class Row:
     """A row as a format reads it, before ids are assigned.
 

@@ -36,7 +36,7 @@ __all__ = ["Prepared", "PreparedRequests", "Renderer", "prepare", "with_hits"]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, repr=False)
 class Prepared:
     """One (sample, epoch), rendered and keyed.
 
