@@ -111,6 +111,69 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     assert {m for m in NOT_FOR_RUN if m.startswith("gradetrail.cli.")} <= listed
 
 
+#: what only a run with --batch (or run.max_cost_usd) uses: a plain run never imports it
+BATCH_OR_BUDGET_ONLY = {
+    "gradetrail.engine.batching",
+    "gradetrail.executors.batched",
+    "gradetrail.executors.recording",
+    "gradetrail.rundir.batches",
+    "gradetrail.rundir.spending",
+}
+
+
+def test_a_plain_run_imports_no_batch_or_budget_module(tmp_path: Path) -> None:
+    """``gradetrail run`` without --batch or a cost ceiling imports neither the batch
+    pass nor the spending log (they are imported when a run has them)."""
+    args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
+    assert imported(tmp_path, *args, "--set", "dataset.limit=3") & BATCH_OR_BUDGET_ONLY == set()
+
+
+#: what a run of a spec without tools and with a numeric scorer uses only at its summary
+#: (the intervals and kappa's quantile), or never (the agent loop's tools, other scorers)
+NOT_BEFORE_SUMMARY = {
+    "gradetrail.engine.toolbox",
+    "gradetrail.scorers.exact",
+    "gradetrail.scorers.regex",
+    "gradetrail.stats.intervals",
+    "statistics",
+}
+
+#: runs the CLI like CLI, but writes the modules imported when the first row was counted
+FIRST_ROW = """
+import json, sys
+from gradetrail.cli import main
+from gradetrail.cli.progress import RunProgress
+out, sys.argv = sys.argv[1], ["gradetrail", *sys.argv[2:]]
+update = RunProgress.update
+
+def first(self, row, tally):
+    if tally.rows == 1:
+        with open(out, "w") as f:
+            json.dump(sorted(sys.modules), f)
+    update(self, row, tally)
+
+RunProgress.update = first
+main()
+"""
+
+
+def test_a_run_without_tools_imports_no_interval_or_tool_code_before_its_summary(
+    tmp_path: Path,
+) -> None:
+    """When its first row is counted, a run of a spec without tools (GSM8K's, scored by
+    the numeric scorer) has imported neither the tools module's loader, nor the summary's
+    interval code (the summary imports it), nor the exact and regex scorers."""
+    out = tmp_path / "modules.json"
+    args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
+    args += ["--set", "dataset.limit=3"]
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_ROW, str(out), *args], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert set(json.loads(out.read_text())) & NOT_BEFORE_SUMMARY == set()
+    assert "gradetrail.stats.intervals" in imported(tmp_path, *args)  # by the summary
+
+
 def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
     """`gradetrail --help` and `gradetrail run --help` import no heavy library; the root
     help lists every command from its module without what the commands use (the gate,

@@ -39,7 +39,7 @@ _POLL_FIRST_S = 0.02
 _POLL_MAX_S = 0.5
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Shared:
     """A response another caller paid for.
 
@@ -55,7 +55,7 @@ class Shared:
     source: Source
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class InFlight:
     """The calls in flight on one cache (see the module docstring).
 

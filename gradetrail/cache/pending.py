@@ -198,7 +198,7 @@ class PendingResponses:
             self._file = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Restored:
     """What :func:`restore_pending` did.
 

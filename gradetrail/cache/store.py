@@ -163,7 +163,7 @@ def _busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CacheStats:
     """What a cache holds.
 
@@ -180,7 +180,7 @@ class CacheStats:
     by_model: list[tuple[str, str, int]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CacheCheck:
     """What ``gradetrail cache check`` found.
 
@@ -729,7 +729,7 @@ class ResponseCache:
         self._db.close()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class SetAside:
     """What :func:`set_aside` did.
 

@@ -37,7 +37,7 @@ class Sample:
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class Row:
     """A row as a format reads it, before ids are assigned.
 
@@ -83,7 +83,7 @@ class Source(Protocol):
         ...
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class FileSource:
     """Shared part of the file formats: the path, its hash, its manifest info."""
 

@@ -13,7 +13,7 @@ from gradetrail.errors import DatasetError
 __all__ = ["JsonlSource"]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class JsonlSource(FileSource):
     """A JSONL file (see :class:`~gradetrail.datasets.base.Source`)."""
 

@@ -39,18 +39,18 @@ from gradetrail.conversation.transcript import (
     TranscriptStop,
     TurnRecord,
 )
-from gradetrail.engine.toolbox import ToolBox, ToolOutcome
 from gradetrail.errors import ProviderError, ProviderTimeout
 from gradetrail.executors.calls import CallResult, Calls
 from gradetrail.providers.base import Request, Response
 
 if TYPE_CHECKING:
+    from gradetrail.engine.toolbox import ToolBox, ToolOutcome
     from gradetrail.rundir.runlog import RunLog
 
 __all__ = ["Agent", "Conversation", "converse", "single_turn", "totals"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Agent:
     """What the loop needs besides the sample: shared by every sample of a run.
 
@@ -67,7 +67,7 @@ class Agent:
     tool_timeout_s: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Conversation:
     """The end of one sample's conversation.
 
@@ -233,6 +233,8 @@ class _Loop:
             cut = outcome.error is not None and outcome.error["kind"] == "ToolTimeout"
             if cut and left is not None and limit == left:  # the sample's bound, not the tool's
                 message = f"run.sample_timeout_s passed while {call['name']} ran"
+                from gradetrail.engine.toolbox import ToolOutcome  # imported with the tools
+
                 outcome = ToolOutcome(
                     f"Error: SampleTimeout: {message}",
                     {"kind": "SampleTimeout", "message": message},
@@ -291,7 +293,7 @@ class _Loop:
         return Conversation(response, error, transcript, self.cached, self.attempts, billed)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class _Services:
     calls: Calls
     epoch: int

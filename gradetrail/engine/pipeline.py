@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["SampleContext", "process"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class SampleContext:
     """What :func:`process` needs besides the sample: shared by all samples of a run.
 

@@ -24,7 +24,6 @@ from gradetrail.conversation.tools import ToolError, normalize_tool_choice, norm
 from gradetrail.datasets import Sample
 from gradetrail.datasets.labels import LabelReader
 from gradetrail.engine.agent import Agent
-from gradetrail.engine.toolbox import ToolBox
 from gradetrail.errors import DatasetError, SpecError
 from gradetrail.prompts.templates import Template, compile_template
 from gradetrail.providers.base import PromptKeys, Provider, Request, Response
@@ -37,7 +36,7 @@ __all__ = ["Prepared", "PreparedRequests", "Renderer", "prepare", "with_hits"]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class Prepared:
     """One (sample, epoch), rendered and keyed.
 
@@ -144,6 +143,8 @@ class Renderer:
         tools = normalize_tools(spec.tools) if spec.tools is not None else ()
         if not spec.model.tools_module:
             return None, tools
+        from gradetrail.engine.toolbox import ToolBox  # only a spec with a tools module
+
         toolbox = ToolBox(spec.model.tools_module, spec.base_dir)
         if tools:
             toolbox.check(tools)

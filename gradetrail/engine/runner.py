@@ -25,23 +25,19 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
-from gradetrail.engine.batching import BatchOptions, BatchReport, run_batches
 from gradetrail.engine.failfast import FailFast
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
 from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
-from gradetrail.executors.batched import BatchedExecutor
 from gradetrail.executors.budget import Budget, BudgetedExecutor, BudgetExhausted, worst_case_usd
 from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
-from gradetrail.executors.recording import RecordingExecutor
 from gradetrail.executors.retry import DRAINING, Drain, Drained, RetryPolicy
 from gradetrail.providers import Provider, make_provider
 from gradetrail.providers.base import Request
 from gradetrail.rundir.artifacts import Artifacts
-from gradetrail.rundir.batches import BatchLedger
 from gradetrail.rundir.layout import RunDir, check_results_root
 from gradetrail.rundir.manifest import (
     CacheReport,
@@ -65,7 +61,6 @@ from gradetrail.rundir.results import (
     Row,
 )
 from gradetrail.rundir.runlog import RunLog, rotated_names
-from gradetrail.rundir.spending import SpendingLog
 from gradetrail.rundir.summary import Tally
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
@@ -73,7 +68,8 @@ from gradetrail.scorers.function import ScoreFunction, as_scorer, code_identity
 from gradetrail.spec import EvalSpec
 from gradetrail.spec.run import MAX_ROWS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # batches and budgets import theirs when a run has them
+    from gradetrail.engine.batching import BatchOptions, BatchReport
     from gradetrail.executors.ray import RayOptions
 
 __all__ = ["RunPlan", "RunResult", "plan_run", "run_eval"]
@@ -83,7 +79,7 @@ __all__ = ["RunPlan", "RunResult", "plan_run", "run_eval"]
 RESERVE_BYTES = 64 * 1024
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class RunPlan:
     """Everything a run needs, loaded and checked before any model call.
 
@@ -110,7 +106,7 @@ class RunPlan:
         return results_root / f"{self.spec.name}-{self.identity_hash[:12]}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunResult:
     """What a finished (or interrupted) run produced.
 
@@ -444,6 +440,8 @@ def _budget(
                 count += 1
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
+    from gradetrail.rundir.spending import SpendingLog
+
     spending = SpendingLog(run_dir)
     spent = spending.total()
     if spent + worst > ceiling and not plan.spec.run.start_over_budget:
@@ -759,6 +757,8 @@ class _Run:
     async def _batch_pass(self, stop: Interrupts) -> BatchReport:
         """Send what the cache lacks in batches, wait, collect; then score through a
         :class:`BatchedExecutor` (failed requests answered with their batch error)."""
+        from gradetrail.executors.batched import BatchedExecutor
+
         ctx = self.ctx
         assert self.batch is not None and ctx.cache is not None
         requests = {item.key: item.request for item in self.plan.prepared}
@@ -781,6 +781,8 @@ class _Run:
         ones the cache lacks in batches of their own, one pass per judge model with a
         batch API (others are called online when scoring). Follow-up judge requests
         (made after a first reply) are made online."""
+        from gradetrail.executors.recording import RecordingExecutor
+
         ctx = self.ctx
         assert self.batch is not None and ctx.cache is not None
         recorder = RecordingExecutor(self.plan.provider)
@@ -822,6 +824,9 @@ class _Run:
         """One batch pass of ``provider``'s ``requests`` (``kind``: ``provider`` or
         ``judge``) through its batch API, closed afterwards (see
         :func:`gradetrail.engine.batching.run_batches`)."""
+        from gradetrail.engine.batching import run_batches
+        from gradetrail.rundir.batches import BatchLedger
+
         assert self.batch is not None and self.ctx.cache is not None
         api = provider.batch_api()
         try:

@@ -80,7 +80,7 @@ def _default_max_tokens(provider: Provider) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Budget:
     """The run's ceiling and what is spent and reserved against it.
 

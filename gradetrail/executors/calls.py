@@ -29,7 +29,7 @@ CallKind = Literal["provider", "judge"]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class CallResult:
     """The end of one request: a response (from the cache or a call) or the last error.
 

@@ -205,7 +205,7 @@ class RateBucket:
         self.balance = min(self.capacity, self.balance + tokens)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ThrottleStats:
     """How admission went so far.
 

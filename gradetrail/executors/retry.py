@@ -122,7 +122,7 @@ class RetryPolicy:
         return rand() * min(self.max_delay_s, self.base_delay_s * (2**retry))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class RetriedAttempt:
     """An attempt that failed (retried, or the last one).
 
@@ -146,7 +146,7 @@ class RetriedAttempt:
 AttemptListener = Callable[[int, RetriedAttempt], None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CallOutcome:
     """The end of one request's attempts: a response or the last error.
 

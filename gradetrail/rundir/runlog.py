@@ -54,7 +54,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii
 from typing import IO, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from gradetrail._util.events import Events, Level
 from gradetrail.rundir.layout import RunDir
@@ -78,6 +78,8 @@ class CallEvent(BaseModel):
     ``level`` and ``event``: its fields, in the order they are written. The one
     definition of the line: :meth:`RunLog.call` writes a dict in this order, and the fast
     path of :meth:`RunLog.served` is generated from it (:data:`_SERVED_LINE`)."""
+
+    model_config = ConfigDict(defer_build=True)  # a run reads its fields, never validates
 
     sample_id: str = Field(description="The sample the call was for.")
     epoch: int = Field(description="The row's epoch (a judge's: its sample number).")

@@ -20,7 +20,6 @@ from gradetrail.rundir.manifest import ScoreStats
 from gradetrail.rundir.results import SPARSE_FIELDS, Row, SampleResult
 from gradetrail.rundir.truncation import counted_score
 from gradetrail.stats.agreement import AgreementStats, AgreementTally
-from gradetrail.stats.intervals import summarize
 from gradetrail.stats.reducers import ReducerName, reduce_scores
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def _finite(x: float) -> float | None:
     return None if x is None or math.isnan(x) else x
 
 
-@dataclass
+@dataclass(eq=False, repr=False)
 class Tally:
     """Totals over the rows seen so far.
 
@@ -366,6 +365,8 @@ class Tally:
         ``clustered``. Binary scores get Wilson's interval (see
         :func:`gradetrail.stats.intervals.summarize`). Scores lie in [0, 1], so the interval is
         clipped to it (a small run's t interval can reach past either end)."""
+        from gradetrail.stats.intervals import summarize  # not imported before the summary
+
         values = array("d")
         clusters: list[str | None] | None = [] if clustered else None
         for slot in range(len(self._rows)):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
-from gradetrail.scorers.exact import ExactScorer
-from gradetrail.scorers.numeric import NumericScorer
-from gradetrail.scorers.regex import RegexScorer
 from gradetrail.spec import EvalSpec, ExactScorerSpec, NumericScorerSpec, RegexScorerSpec
 
 __all__ = ["Score", "ScoreInput", "Scorer", "make_scorer"]
@@ -28,11 +25,17 @@ def make_scorer(spec: EvalSpec) -> Scorer:
         ]
         return MultiScorer(named, spec.primary_metric or named[0][0])
     s = spec.scorer
-    if isinstance(s, ExactScorerSpec):
+    if isinstance(s, ExactScorerSpec):  # each scorer's module imported only when used
+        from gradetrail.scorers.exact import ExactScorer
+
         return ExactScorer(s)
     if isinstance(s, RegexScorerSpec):
+        from gradetrail.scorers.regex import RegexScorer
+
         return RegexScorer(s, where=spec.source)
     if isinstance(s, NumericScorerSpec):
+        from gradetrail.scorers.numeric import NumericScorer
+
         return NumericScorer(s)
     if s.type == "choice":
         from gradetrail.scorers.choice import ChoiceScorer

@@ -15,7 +15,7 @@ __all__ = ["Score", "ScoreInput", "Scorer", "scorer_error"]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class ScoreInput:
     """What a scorer sees for one (sample, epoch).
 

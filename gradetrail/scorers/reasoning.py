@@ -12,7 +12,7 @@ from functools import lru_cache
 __all__ = ["Split", "split_reasoning"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Split:
     """A response split at its reasoning.
 

@@ -88,7 +88,7 @@ class ReasoningSpec(_Strict):
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Family:
     """What one model family accepts.
 

@@ -33,8 +33,6 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gradetrail.stats.intervals import normal_quantile, summarize
-
 __all__ = [
     "AgreementStats",
     "AgreementTally",
@@ -44,7 +42,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Kappa:
     """Cohen's kappa with its large-sample standard error.
 
@@ -168,6 +166,8 @@ def measure_agreement(
     Returns:
         The statistics; with no pairs, every figure is None and the confusion is empty.
     """
+    from gradetrail.stats.intervals import normal_quantile, summarize  # at summary time
+
     pairs = list(pairs)
     counts = Counter((_key(label), _key(score)) for label, score in pairs)
     values = sorted({v for pair in pairs for v in pair})
