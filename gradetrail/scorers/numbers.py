@@ -548,7 +548,10 @@ def _find_answer(
     if box is not None:
         return _boxed(text, box, percent, marker_found)
     if marker and marker_found:
-        found = _after_marker(text, text.rfind(marker) + len(marker), percent, marker_found)
+        after = text.rfind(marker) + len(marker)
+        found = _plain_after(text, after, marker_found) or _after_marker(
+            text, after, percent, marker_found
+        )
         if found is not None:
             return found
     stated = None
@@ -581,6 +584,24 @@ def _start_of(found: Extraction, text: str, after: int) -> int:
         return after
     at = text.find(found.text, after)
     return at if at >= 0 else after
+
+
+def _plain_after(text: str, after: int, marker_found: bool | None) -> Extraction | None:
+    """The marker rule's answer when all that follows the marker is one unsigned ASCII
+    integer between ASCII spaces (``A: 18``, most answers), read directly as
+    :func:`_after_marker` would read it (a test holds the two equal); None otherwise (the
+    rules decide). The integer must not touch what stands before it (``A1: 18`` is not
+    ``A1`` and ``18``), as :data:`_NUMBER`'s look-behind demands."""
+    tail = text[after:]
+    digits = tail.strip()
+    if not (digits.isdigit() and tail.isascii()):
+        return None
+    before = text[after - 1] if digits[0] == tail[0] else " "
+    if before.isalnum() or before in "_./" or not before.isascii():
+        return None
+    return Extraction(
+        float(digits), digits, "marker", False, marker_found, None, _exact_digits(digits)
+    )
 
 
 def _after_marker(

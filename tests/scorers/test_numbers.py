@@ -12,10 +12,12 @@ from gradetrail.datasets import Sample
 from gradetrail.scorers.base import ScoreInput
 from gradetrail.scorers.numbers import (
     Extraction,
+    _after_marker,
     _find_answer,
     _matches,
     _number,
     _parsed_number,
+    _plain_after,
     find_answer,
 )
 from gradetrail.scorers.numeric import NumericScorer
@@ -546,6 +548,48 @@ def test_the_plain_integer_shortcut_reads_what_the_rules_read() -> None:
                 marker_found = None if not marker else marker in text
                 assert found == _find_answer(text, marker, percent, marker_found), (text, marker)
     assert find_answer("72") == Extraction(72.0, "72", "last", False, None, None)
+
+
+def test_the_plain_marker_answer_shortcut_reads_what_the_marker_rule_reads() -> None:
+    """_plain_after reads an unsigned ASCII integer alone after the marker directly; when
+    it answers, the marker rule (_after_marker) must give the same extraction under every
+    percent policy, and it must answer the common ``A: 18``."""
+    rng = random.Random(13)
+    numbers = ["0", "7", "007", "18", "1000", "1234567", "9" * 16, "1" * 40, "9" * 5000]
+    numbers += [
+        "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 20))) for _ in range(200)
+    ]
+    spaces = ["", " ", "  ", "\t", "\n", " \n", "\x0b", "\x1c", "\u3000"]
+    befores = [
+        "A:",
+        "A",
+        "1",
+        "x:",
+        "=",
+        "-",
+        "$",
+        "+",
+        "/",
+        ".",
+        "_",
+        "\\",
+        "é:",
+        "**A:**",
+        "(",
+        "Answer is",
+    ]
+    answered = 0
+    for number in numbers:
+        for _ in range(6):
+            head = rng.choice(["", "3 + 4 = 7\n", "boxes of 12\n"]) + rng.choice(befores)
+            text = head + rng.choice(spaces) + number + rng.choice(spaces)
+            for percent in ("as_number", "as_fraction", "strict"):
+                fast = _plain_after(text, len(head), True)
+                if fast is not None:
+                    answered += 1
+                    assert fast == _after_marker(text, len(head), percent, True), repr(text)
+    assert answered > 1000
+    assert _plain_after("x\nA: 18\n", 4, True) == Extraction(18.0, "18", "marker", False, True)
 
 
 def test_a_plain_digit_match_is_read_as_its_groups_read_it() -> None:
