@@ -23,7 +23,7 @@ import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["body_json", "encodable", "model_json", "nests_deeper", "parsed", "value_json"]
+__all__ = ["compact_json", "encodable", "model_json", "nests_deeper", "parsed", "value_json"]
 
 
 def model_json(model: BaseModel, *, indent: int | None = None) -> str:
@@ -46,22 +46,21 @@ def value_json(value: Any) -> bytes:
         return json.dumps(pydantic_core.to_jsonable_python(value, inf_nan_mode="null")).encode()
 
 
-def body_json(value: Any) -> bytes:
-    """The UTF-8 JSON of a request body (dicts, lists, str, numbers, bools, None) as
-    ``json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()`` writes it
-    (compact, non-ASCII as is, NaN and infinities as ``NaN`` and ``Infinity``), through
-    pydantic-core's serializer: about a sixth of ``json.dumps``' time. Numbers may be
-    spelled differently (``1e-5`` for ``1e-05``), never with another value. A value
-    pydantic refuses (text UTF-8 cannot encode) goes through ``json.dumps`` as before.
+def compact_json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` of a plain value
+    (dicts, lists, str, numbers, bools, None): compact, non-ASCII as is, NaN and
+    infinities as ``NaN`` and ``Infinity``, written by pydantic-core's serializer (a
+    third to a sixth of ``json.dumps``' time). Numbers may be spelled differently
+    (``0.00001`` for ``1e-05``), never with another value. A value pydantic refuses (text
+    UTF-8 cannot encode) goes through ``json.dumps`` as before, lone surrogates kept.
 
     Raises:
-        TypeError, ValueError, UnicodeEncodeError: what ``json.dumps(...).encode()``
-            raises for a value pydantic refuses.
+        TypeError, ValueError: what ``json.dumps`` raises for a value pydantic refuses.
     """
     try:
-        return pydantic_core.to_json(value, inf_nan_mode="constants")
+        return pydantic_core.to_json(value, inf_nan_mode="constants").decode()
     except PydanticSerializationError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def parsed(data: bytes | str) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 import httptools
 
-from gradetrail._util.jsontext import body_json
+from gradetrail._util.jsontext import compact_json
 from gradetrail._version import __version__
 from gradetrail.providers._transport import (
     CONNECT_TIMEOUT_S,
@@ -255,7 +255,7 @@ class PlainHttpTransport(Transport):
         """Send ``body`` on a connection and hand the status, headers and body (read by
         ``use``) to ``use``; the connection goes back to the pool when the answer was read
         whole and the server keeps it open."""
-        payload = body_json(body)
+        payload = compact_json(body).encode()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.connections)
         async with self._slots:

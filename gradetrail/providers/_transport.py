@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gradetrail._util.jsontext import body_json
+from gradetrail._util.jsontext import compact_json
 from gradetrail.errors import (
     InvalidResponse,
     ProviderConnectionError,
@@ -210,7 +210,7 @@ class AioHttpTransport(Transport):
             # never redirected: a 307/308 would re-send the prompt and the key to another
             # host, and a 302's answer there would be cached as the model's
             async with session.post(
-                self.url, data=body_json(body), allow_redirects=False
+                self.url, data=compact_json(body).encode(), allow_redirects=False
             ) as answer:
                 chunks: list[bytes] = []
                 size = 0
@@ -230,7 +230,9 @@ class AioHttpTransport(Transport):
             session = self._session = self._open()
         headers = {"Accept": "text/event-stream"}
         try:
-            async with session.post(self.url, data=body_json(body), headers=headers) as answer:
+            async with session.post(
+                self.url, data=compact_json(body).encode(), headers=headers
+            ) as answer:
                 if answer.status >= 400:
                     return Answer(answer.status, answer.headers, await answer.read())
                 _progress()

@@ -166,8 +166,8 @@ def test_a_lone_surrogate_in_a_row_given_to_a_python_function_is_hashed(
     assert json.loads(cli("run", str(spec), "--json").stdout)["cache_hits"] == 2
 
 
-def test_body_json_writes_what_json_dumps_writes() -> None:
-    from gradetrail._util.jsontext import body_json
+def test_compact_json_writes_what_json_dumps_writes() -> None:
+    from gradetrail._util.jsontext import compact_json
 
     body = {
         "model": "m",
@@ -178,19 +178,20 @@ def test_body_json_writes_what_json_dumps_writes() -> None:
         "seed": None,
         "big": 2**70,
     }
-    assert body_json(body) == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+    assert compact_json(body) == json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     floats = {"temperature": 0.7, "top_p": 1e-05, "x": float("nan"), "y": float("-inf")}
-    text = body_json(floats).decode()
+    text = compact_json(floats)
     assert "NaN" in text and "-Infinity" in text  # as json.dumps writes them
     again = json.loads(text)
     assert again["temperature"] == 0.7 and again["top_p"] == 1e-05 and again["y"] == float("-inf")
 
 
-def test_body_json_refuses_a_lone_surrogate_as_json_dumps_encode_does() -> None:
-    from gradetrail._util.jsontext import body_json
+def test_compact_json_keeps_a_lone_surrogate_as_json_dumps_does() -> None:
+    from gradetrail._util.jsontext import compact_json
 
-    with pytest.raises(UnicodeEncodeError):
-        body_json({"content": LONE})
+    assert compact_json({"content": LONE}) == json.dumps(
+        {"content": LONE}, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 @pytest.mark.parametrize(
