@@ -23,7 +23,7 @@ import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["encodable", "model_json", "nests_deeper", "value_json"]
+__all__ = ["compact_json", "encodable", "model_json", "nests_deeper", "parsed", "value_json"]
 
 
 def model_json(model: BaseModel, *, indent: int | None = None) -> str:
@@ -44,6 +44,40 @@ def value_json(value: Any) -> bytes:
         return pydantic_core.to_json(value, inf_nan_mode="null")
     except PydanticSerializationError:
         return json.dumps(pydantic_core.to_jsonable_python(value, inf_nan_mode="null")).encode()
+
+
+def compact_json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` of a plain value
+    (dicts, lists, str, numbers, bools, None): compact, non-ASCII as is, NaN and
+    infinities as ``NaN`` and ``Infinity``, written by pydantic-core's serializer (a
+    third to a sixth of ``json.dumps``' time). Numbers may be spelled differently
+    (``0.00001`` for ``1e-05``), never with another value. A value pydantic refuses (text
+    UTF-8 cannot encode) goes through ``json.dumps`` as before, lone surrogates kept.
+
+    Raises:
+        TypeError, ValueError: what ``json.dumps`` raises for a value pydantic refuses.
+    """
+    try:
+        return pydantic_core.to_json(value, inf_nan_mode="constants").decode()
+    except PydanticSerializationError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def parsed(data: bytes | str) -> Any:
+    """``json.loads(data)``, parsed by pydantic-core (about a third of ``json.loads``'
+    time; ``NaN`` and ``Infinity`` read as ``json.loads`` reads them); what it refuses (a
+    lone surrogate's escape, UTF-16 or a byte-order mark, nesting deeper than its limit,
+    text that is not JSON) is read by ``json.loads``, so the value and the errors are
+    ``json.loads``' own.
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``).
+        RecursionError: nested too deeply for ``json.loads``.
+    """
+    try:
+        return pydantic_core.from_json(data)
+    except ValueError:
+        return json.loads(data)
 
 
 def encodable(text: str) -> str:

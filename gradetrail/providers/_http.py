@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from gradetrail._util.events import Events
+from gradetrail._util.jsontext import parsed
 from gradetrail._util.lazyre import lazy_compile
 from gradetrail.errors import (
     AuthError,
@@ -841,7 +842,7 @@ class HttpProvider(Provider):
 
     def _decode(self, answer: Answer) -> dict[str, Any]:
         try:
-            data = json.loads(answer.content)
+            data = parsed(answer.content)
         except ValueError:
             text = answer.content[:80].decode("utf-8", "replace")
             raise InvalidResponse(
@@ -1011,10 +1012,12 @@ def usage_int(usage: Mapping[str, Any], *path: str, events: Events | None = None
     (NaN, infinite, negative, fractional, above :data:`MAX_USAGE_TOKENS`, or not a
     number): a hostile usage never crashes a run or makes a cost negative."""
     value: Any = usage
-    for part in path:
-        value = value.get(part) if isinstance(value, Mapping) else None
+    for part in path:  # a dict (a decoded answer) tested first: the ABC check is slower
+        value = value.get(part) if type(value) is dict or isinstance(value, Mapping) else None
     if value is None:
         return 0
+    if type(value) is int and 0 <= value <= MAX_USAGE_TOKENS:  # the common case, at once
+        return value
     number = isinstance(value, int | float) and not isinstance(value, bool)
     whole = number and (isinstance(value, int) or (math.isfinite(value) and value.is_integer()))
     if whole and 0 <= value <= MAX_USAGE_TOKENS:

@@ -27,13 +27,13 @@ from typing import Any
 
 import httptools
 
+from gradetrail._util.jsontext import compact_json
 from gradetrail._version import __version__
 from gradetrail.providers._transport import (
     CONNECT_TIMEOUT_S,
     MAX_ANSWER_BYTES,
     Answer,
     Transport,
-    _dumps,
     _progress,
     connection_error,
     too_large,
@@ -50,6 +50,8 @@ __all__ = [
 _MAX_HEAD_BYTES = 1024 * 1024
 #: bytes read from the socket at a time
 _READ_BYTES = 64 * 1024
+#: the content encodings decompressed (those asked for in ``Accept-Encoding``)
+_COMPRESSED = ("gzip", "x-gzip", "deflate")
 
 
 class ServerDisconnectedError(ConnectionError):
@@ -248,12 +250,12 @@ class PlainHttpTransport(Transport):
         self,
         body: dict[str, Any],
         accept: str | None,
-        use: Callable[[int, _Headers, AsyncIterator[bytes]], Any],
+        use: Callable[[int, _Headers, _Body], Any],
     ) -> Answer:
-        """Send ``body`` on a connection and hand the status, headers and decoded body
-        chunks to ``use``; the connection goes back to the pool when the answer was read
+        """Send ``body`` on a connection and hand the status, headers and body (read by
+        ``use``) to ``use``; the connection goes back to the pool when the answer was read
         whole and the server keeps it open."""
-        payload = _dumps(body).encode()
+        payload = compact_json(body).encode()
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.connections)
         async with self._slots:
@@ -269,8 +271,7 @@ class PlainHttpTransport(Transport):
                 conn.writer.write(b"%s%d\r\n\r\n%s" % (head, len(payload), payload))
                 await conn.writer.drain()
                 status, headers = await _read_head(conn)
-                reader = _Body(conn, headers, status)
-                answer = await use(status, headers, reader.decoded())
+                answer = await use(status, headers, _Body(conn, headers, status))
                 done = conn.answer
                 if done.complete and done.keep_alive and not conn.reader.at_eof():
                     reusable = True  # the server keeps it open
@@ -287,22 +288,16 @@ class PlainHttpTransport(Transport):
     async def send(self, body: dict[str, Any]) -> Answer:
         """See :meth:`Transport.send`."""
 
-        async def whole(status: int, headers: _Headers, chunks: AsyncIterator[bytes]) -> Answer:
-            parts: list[bytes] = []
-            size = 0
-            async for chunk in chunks:
-                size += len(chunk)
-                if size > MAX_ANSWER_BYTES:
-                    raise too_large(status)
-                parts.append(chunk)
-            return Answer(status, headers, b"".join(parts))
+        async def whole(status: int, headers: _Headers, body: _Body) -> Answer:
+            return Answer(status, headers, await body.whole())
 
         return await self._exchange(body, None, whole)
 
     async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
         """See :meth:`Transport.stream`."""
 
-        async def lines(status: int, headers: _Headers, chunks: AsyncIterator[bytes]) -> Answer:
+        async def lines(status: int, headers: _Headers, body: _Body) -> Answer:
+            chunks = body.decoded()
             if status >= 400:
                 return Answer(status, headers, b"".join([c async for c in chunks]))
             _progress()
@@ -347,7 +342,16 @@ class _Body:
     def __init__(self, conn: _Connection, headers: _Headers, status: int) -> None:
         self.conn, self.headers, self.status = conn, headers, status
 
-    async def _raw(self) -> AsyncIterator[bytes]:
+    def _encoding(self) -> str:
+        """The body's content encoding, lower-cased (empty for none)."""
+        return self.headers.get("content-encoding", "").strip().lower()
+
+    def _check_length(self) -> None:
+        """Refuse at once an uncompressed body whose declared length is too large.
+
+        Raises:
+            ProviderError: :func:`too_large`.
+        """
         length = self.headers.get("content-length")
         if (
             length is not None
@@ -356,25 +360,67 @@ class _Body:
             and "content-encoding" not in self.headers
         ):
             raise too_large(self.status)
+
+    async def _more(self) -> list[bytes] | None:
+        """The body chunks parsed since the last call (reading the socket until there is
+        one), or None at the body's end.
+
+        Raises:
+            ServerDisconnectedError: the connection ended before the body's declared end.
+            InvalidHttpAnswer: see :meth:`_Connection.read`.
+        """
         answer = self.conn.answer
         while True:
             if answer.chunks:
                 chunks, answer.chunks = answer.chunks, []
-                for chunk in chunks:
-                    yield chunk
+                return chunks
             if answer.complete:
-                return
+                return None
             if not await self.conn.read():  # the end of the connection
-                if length is None and "chunked" not in self.headers.get("transfer-encoding", ""):
+                if "content-length" not in self.headers and "chunked" not in self.headers.get(
+                    "transfer-encoding", ""
+                ):
                     answer.complete = True  # a body to the end of the connection: whole
                     continue
                 raise ServerDisconnectedError()
 
+    async def _raw(self) -> AsyncIterator[bytes]:
+        self._check_length()
+        while (chunks := await self._more()) is not None:
+            for chunk in chunks:
+                yield chunk
+
+    async def whole(self) -> bytes:
+        """The whole body, decompressed; an uncompressed one read without the generators
+        of :meth:`decoded` (most answers: a chunk or two).
+
+        Raises:
+            ProviderError: over :data:`MAX_ANSWER_BYTES` (:func:`too_large`).
+            ServerDisconnectedError, InvalidHttpAnswer: see :meth:`_more`.
+        """
+        parts: list[bytes] = []
+        size = 0
+        if self._encoding() not in _COMPRESSED:
+            self._check_length()
+            while (chunks := await self._more()) is not None:
+                for chunk in chunks:
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise too_large(self.status)
+                    parts.append(chunk)
+        else:
+            async for chunk in self.decoded():
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise too_large(self.status)
+                parts.append(chunk)
+        return b"".join(parts)
+
     async def decoded(self) -> AsyncIterator[bytes]:
         """The body's bytes, decompressed (``gzip``, ``deflate``) as they come; never
         more than one byte past :data:`MAX_ANSWER_BYTES` (a gzip bomb is cut)."""
-        encoding = self.headers.get("content-encoding", "").strip().lower()
-        if encoding not in ("gzip", "x-gzip", "deflate"):  # identity (or one not asked for)
+        encoding = self._encoding()
+        if encoding not in _COMPRESSED:  # identity (or one not asked for)
             async for chunk in self._raw():
                 yield chunk
             return

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gradetrail._util.jsontext import compact_json
 from gradetrail.errors import (
     InvalidResponse,
     ProviderConnectionError,
@@ -210,7 +210,7 @@ class AioHttpTransport(Transport):
             # never redirected: a 307/308 would re-send the prompt and the key to another
             # host, and a 302's answer there would be cached as the model's
             async with session.post(
-                self.url, data=_dumps(body).encode(), allow_redirects=False
+                self.url, data=compact_json(body).encode(), allow_redirects=False
             ) as answer:
                 chunks: list[bytes] = []
                 size = 0
@@ -231,7 +231,7 @@ class AioHttpTransport(Transport):
         headers = {"Accept": "text/event-stream"}
         try:
             async with session.post(
-                self.url, data=_dumps(body).encode(), headers=headers
+                self.url, data=compact_json(body).encode(), headers=headers
             ) as answer:
                 if answer.status >= 400:
                     return Answer(answer.status, answer.headers, await answer.read())
@@ -271,10 +271,6 @@ def _env_proxy(url: str) -> tuple[Any, Any]:
         return get_env_proxy_for_url(URL(url))
     except LookupError:  # no proxy for this URL, or NO_PROXY exempts its host
         return None, None
-
-
-def _dumps(body: Any) -> str:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def _tls_context(url: str) -> Any:

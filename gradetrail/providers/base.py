@@ -25,6 +25,7 @@ import pydantic_core
 
 from gradetrail._util.canonical import canonical_json
 from gradetrail._util.events import Events
+from gradetrail._util.jsontext import compact_json
 from gradetrail.conversation.messages import Message
 from gradetrail.spec import ModelSpec
 
@@ -304,14 +305,16 @@ class Response:
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
-        every value, a third of a cache write's cost). The application fields are written
-        only when set (artifact bytes as base64), so other responses keep their bytes."""
+        every value, a third of a cache write's cost), as compact JSON (:func:`compact_json`:
+        pydantic-core's serializer; entries written as ``json.dumps`` wrote them read the
+        same). The application fields are written only when set (artifact bytes as
+        base64), so other responses keep their bytes."""
         data = {name: getattr(self, name) for name in _FIELDS}
         for name in APP_FIELDS:
             value = getattr(self, name)
             if value:
                 data[name] = _artifacts_json(value) if name == "artifacts" else value
-        return json.dumps(data, ensure_ascii=False)
+        return compact_json(data)
 
     @classmethod
     def from_json(cls, text: str) -> Response:

@@ -164,3 +164,60 @@ def test_a_lone_surrogate_in_a_row_given_to_a_python_function_is_hashed(
     assert manifest["counts"] == {"scored": 2} and manifest["score"]["mean"] == 1.0
     assert gradetrail.read_results(manifest["run_dir"])[0]["response"] == "A: 1 (5)"
     assert json.loads(cli("run", str(spec), "--json").stdout)["cache_hits"] == 2
+
+
+def test_compact_json_writes_what_json_dumps_writes() -> None:
+    from gradetrail._util.jsontext import compact_json
+
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": 'Q: "quoted" \\ naïve 日本 \n\t\x00 end'}],
+        "max_tokens": 10,
+        "stop": ["\n\n", "A:"],
+        "stream": False,
+        "seed": None,
+        "big": 2**70,
+    }
+    assert compact_json(body) == json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    floats = {"temperature": 0.7, "top_p": 1e-05, "x": float("nan"), "y": float("-inf")}
+    text = compact_json(floats)
+    assert "NaN" in text and "-Infinity" in text  # as json.dumps writes them
+    again = json.loads(text)
+    assert again["temperature"] == 0.7 and again["top_p"] == 1e-05 and again["y"] == float("-inf")
+
+
+def test_compact_json_keeps_a_lone_surrogate_as_json_dumps_does() -> None:
+    from gradetrail._util.jsontext import compact_json
+
+    assert compact_json({"content": LONE}) == json.dumps(
+        {"content": LONE}, ensure_ascii=False, separators=(",", ":")
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a": [1, 2.5, -0, 1e400, "x\\u00e9\xc3\xa9"], "b": {"c": null, "d": true}}',
+        b'{"a": NaN, "b": -Infinity}',
+        b'{"a": 1, "a": 2}',
+        b'{"text": "A: 18 \\ud800 done"}',  # a lone surrogate's escape
+        "\ufeff{}".encode(),  # a byte-order mark
+        json.dumps({"a": "b"}).encode("utf-16"),
+        "[" * 500 + "]" * 500,
+        b'{"n": 123456789012345678901234567890}',
+    ],
+)
+def test_parsed_reads_what_json_loads_reads(data: bytes | str) -> None:
+    from gradetrail._util.jsontext import parsed
+
+    assert repr(parsed(data)) == repr(json.loads(data))
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"{} x", b"\xff\xfe\xfd", b"'a'"])
+def test_parsed_refuses_what_json_loads_refuses(data: bytes) -> None:
+    from gradetrail._util.jsontext import parsed
+
+    with pytest.raises(ValueError):
+        parsed(data)
+    with pytest.raises(ValueError):
+        json.loads(data)
