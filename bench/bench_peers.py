@@ -65,7 +65,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +81,7 @@ SCENARIOS = ("a64", "c64", "warm")
 TOOLS = ("gradetrail", "inspect", "lmeval", "promptfoo")
 CONCURRENCY = 64
 #: the pinned peers (checked to run here); lm-eval's torch is the CPU build on local disk
-INSPECT_PIP = ["inspect-ai==0.3.285", "openai==2.14.0"]
+INSPECT_PIP = ["inspect-ai==0.3.285", "openai==3.63.0"]
 LMEVAL_PIP = ["lm-eval[api]==0.4.13"]
 TORCH_PIP = ["torch==2.13.0"]
 PROMPTFOO_NPM = "promptfoo@0.123.1"
@@ -123,8 +122,11 @@ class PeerFailed(Exception):
     """A peer's process failed, timed out or scored nothing."""
 
 
-def timed_peer(cmd: list[str], env: dict[str, str], cwd: Path) -> Measure:
-    """Run ``cmd`` under /usr/bin/time -v (its own session, killed whole on a timeout)."""
+def timed_peer(
+    cmd: list[str], env: dict[str, str], cwd: Path, ok: frozenset[int] = frozenset({0})
+) -> Measure:
+    """Run ``cmd`` under /usr/bin/time -v (its own session, killed whole on a timeout);
+    an exit status not in ``ok`` is a failure."""
     started = time.time()
     proc = subprocess.Popen(
         ["/usr/bin/time", "-v", *cmd],
@@ -142,7 +144,7 @@ def timed_peer(cmd: list[str], env: dict[str, str], cwd: Path) -> Measure:
         proc.communicate()
         raise PeerFailed(f"{Path(cmd[0]).name} ran past {RUN_TIMEOUT_S} s") from None
     ended = time.time()
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise PeerFailed(f"exit {proc.returncode}: {(out + err)[-1500:]}")
     got = {k: p.search(err) for k, p in _TIME_FIELDS.items()}
     if not all(got.values()):
@@ -167,6 +169,8 @@ class Tool:
     command: Callable[[ServerHandle, bool, int], tuple[list[str], dict[str, str]]]
     #: (the run's Measure, run number) -> accuracy in [0, 1]
     accuracy: Callable[[Measure, int], float]
+    #: exit statuses of a run that went through (promptfoo exits 100 when a test failed)
+    ok: frozenset[int] = frozenset({0})
     missing: str | None = None  # why it cannot run here
     failed: str | None = None
     runs: dict[str, list[Measure]] = field(default_factory=dict)
@@ -193,7 +197,7 @@ def make_tools(args: argparse.Namespace, env: dict[str, str], work: Path) -> lis
     inspect_bin = peers / "inspect" / "bin" / "inspect"
 
     def inspect_command(srv: ServerHandle, warm: bool, i: int) -> tuple[list[str], dict]:
-        cmd = [str(inspect_bin), "eval", str(PEERS / "inspect_gsm8k.py")]
+        cmd = [str(inspect_bin), "eval", str((PEERS / "inspect_gsm8k.py").relative_to(ROOT))]
         cmd += ["--model", f"openai-api/local/{MODEL}", "--max-connections", str(CONCURRENCY)]
         cmd += ["--log-dir", str(work / "inspect" / f"run{i}"), "--display", "none"]
         cmd += ["-T", f"cache={str(warm).lower()}"]
@@ -208,11 +212,23 @@ def make_tools(args: argparse.Namespace, env: dict[str, str], work: Path) -> lis
         logs = sorted((work / "inspect" / f"run{i}").glob("*.eval"))
         if not logs:
             raise PeerFailed("Inspect wrote no .eval log")
-        with zipfile.ZipFile(logs[-1]) as z:
-            header = json.loads(z.read("header.json"))
-        if header.get("status") != "success":
-            raise PeerFailed(f"Inspect's log says {header.get('status')}: {header.get('error')}")
-        return float(header["results"]["scores"][0]["metrics"]["accuracy"]["value"])
+        code = (
+            "import json, sys; from inspect_ai.log import read_eval_log\n"
+            "log = read_eval_log(sys.argv[1], header_only=True)\n"
+            "acc = log.results.scores[0].metrics['accuracy'].value if log.results else None\n"
+            "print(json.dumps({'status': log.status, 'error': str(log.error), 'acc': acc}))"
+        )
+        proc = subprocess.run(
+            [str(peers / "inspect" / "bin" / "python"), "-c", code, str(logs[-1])],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise PeerFailed(f"reading Inspect's log: {proc.stderr[-1000:]}")
+        header = json.loads(proc.stdout)
+        if header["status"] != "success":
+            raise PeerFailed(f"Inspect's log says {header['status']}: {header['error']}")
+        return float(header["acc"])
 
     tools.append(Tool("inspect", inspect_command, inspect_accuracy))
 
@@ -276,7 +292,7 @@ def make_tools(args: argparse.Namespace, env: dict[str, str], work: Path) -> lis
         total = stats["successes"] + stats["failures"] + stats.get("errors", 0)
         return stats["successes"] / total if total else 0.0
 
-    tools.append(Tool("promptfoo", promptfoo_command, promptfoo_accuracy))
+    tools.append(Tool("promptfoo", promptfoo_command, promptfoo_accuracy, frozenset({0, 100})))
 
     setup_cmd = f"{sys.executable} {Path(__file__).relative_to(ROOT)} --setup"
     for tool, binary in (
@@ -325,9 +341,12 @@ def run_once(
     if tool.name == "gradetrail":
         measure = timed(cmd, {**env, "PYTHONPATH": str(tree), **extra}, ROOT)
     else:
-        measure = timed_peer(cmd, {**env, **extra}, ROOT)
+        measure = timed_peer(cmd, {**env, **extra}, ROOT, tool.ok)
     requests = srv.stats()["total"]
-    accuracy = tool.accuracy(measure, i)
+    try:
+        accuracy = tool.accuracy(measure, i)
+    except (OSError, KeyError, ValueError, TypeError, IndexError) as exc:
+        raise PeerFailed(f"no accuracy from {tool.name}: {exc!r}") from None
     if accuracy == 0:
         raise PeerFailed(f"{tool.name} scored 0: misconfigured ({measure.summary})")
     return measure, accuracy, requests
