@@ -84,7 +84,7 @@ CONCURRENCY = 64
 INSPECT_PIP = ["inspect-ai==0.3.285", "openai==3.63.0"]
 LMEVAL_PIP = ["lm-eval[api]==0.4.13"]
 TORCH_PIP = ["torch==2.13.0"]
-PROMPTFOO_NPM = "promptfoo@0.123.1"
+PROMPTFOO_NPM = "promptfoo@0.121.5"  # 0.123 asks for node 22; node 20 is here
 #: a peer process that runs longer than this is killed and the peer reported as failed
 RUN_TIMEOUT_S = 900
 
