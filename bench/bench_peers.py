@@ -23,7 +23,9 @@ Scenarios, each with 64 requests in flight:
 - ``warm``: the same run again with every response in the tool's own cache (gradetrail's
   cache; Inspect's model output cache, ``generate(cache=True)``; lm-eval's
   ``--use_cache``; promptfoo's disk cache), filled by one untimed run. The server's
-  request count during the timed runs shows whether a cache made the run free.
+  request count during the timed runs shows whether a cache made the run free (each
+  made 0 in the validation run; once promptfoo's disk cache missed 16 of 1,319). No
+  peer's cache makes the run cheap: a warm run costs about what a cold one does.
 
 How each tool is run (``--setup`` installs the peers, pinned, into their own virtualenvs /
 npm prefix under ``--peers-dir``, default ~/.cache/gradetrail-bench/peers; no peer code
@@ -399,7 +401,7 @@ def scenario(
         cpu = statistics.median(m.cpu for m in runs)
         extra = f"  acc {statistics.median(tool.accs[name]):.4f}"
         extra += f"  requests {max(tool.requests[name])}"
-        if base_wall and base_cpu:
+        if base_wall and base_cpu and tool is not base:
             extra += f"  vs gradetrail: wall {wall / base_wall:.2f}x, CPU {cpu / base_cpu:.2f}x"
         row = report(tool.name, runs, ideal, extra)
         row.update(
