@@ -74,8 +74,8 @@ def parsed(data: bytes | str) -> Any:
         ValueError: not JSON (``json.JSONDecodeError``, ``UnicodeDecodeError``).
         RecursionError: nested too deeply for ``json.loads``.
     """
-    try:
-        return pydantic_core.from_json(data)
+    try:  # keys repeat from value to value; values seldom do (a cache of them costs more)
+        return pydantic_core.from_json(data, cache_strings="keys")
     except ValueError:
         return json.loads(data)
 

@@ -21,11 +21,9 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pydantic_core
-
 from gradetrail._util.canonical import canonical_json
 from gradetrail._util.events import Events
-from gradetrail._util.jsontext import compact_json
+from gradetrail._util.jsontext import compact_json, parsed
 from gradetrail.conversation.messages import Message
 from gradetrail.spec import ModelSpec
 
@@ -318,16 +316,12 @@ class Response:
 
     @classmethod
     def from_json(cls, text: str) -> Response:
-        """Inverse of :meth:`to_json` (parsed by pydantic-core, a third of ``json.loads``'
-        time; text it refuses, a lone surrogate or its escape, by ``json.loads``).
+        """Inverse of :meth:`to_json` (parsed by :func:`~gradetrail._util.jsontext.parsed`).
 
         Raises:
             ValueError: not JSON. TypeError: not a response's fields.
         """
-        try:
-            data = pydantic_core.from_json(text, cache_strings="keys")  # values: no cache
-        except (ValueError, TypeError):
-            data = json.loads(text)
+        data = parsed(text)
         if type(data) is dict and tuple(data) == _FIELDS:  # as to_json wrote it
             values = list(data.values())  # by position: half the time of keywords
             values[_TOOL_CALLS] = tuple(values[_TOOL_CALLS])
