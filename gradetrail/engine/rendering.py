@@ -419,16 +419,20 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = No
 
 
 def with_hits(
-    prepared: PreparedRequests, cache: ResponseCache | None, batch: int = 256
+    prepared: PreparedRequests,
+    cache: ResponseCache | None,
+    batch: int = 256,
+    release: bool = False,
 ) -> Iterator[tuple[Prepared, Response | None]]:
     """Each prepared item, rendered when taken, with its cached response (None when not
-    cached, or without a cache), the cache read ``batch`` keys a query."""
+    cached, or without a cache), the cache read ``batch`` keys a query; ``release``: the
+    run's own pass (see :meth:`PreparedRequests.at`)."""
     for start in range(0, len(prepared), batch):
         stop = min(start + batch, len(prepared))
         keys = [prepared.key(i) for i in range(start, stop)]
         found = cache.get_many(keys) if cache else {}
         for i, key in enumerate(keys, start):
-            yield prepared.at(i, key), found.get(key)
+            yield prepared.at(i, key, release), found.get(key)
 
 
 class PreparedRequests(Sequence[Prepared]):
@@ -438,7 +442,8 @@ class PreparedRequests(Sequence[Prepared]):
     stops the run before any call. It keeps each request's key (32 bytes) and, for
     one-message rows, what the first rows rendered to, up to about :data:`HELD_BYTES`:
     those rows are not rendered again when asked for (every row of a
-    dataset of ordinary size, in every epoch). A row past that budget is rendered again
+    dataset of ordinary size, in every epoch); the run's own pass lets each go once it has
+    taken the row's last epoch. A row past that budget is rendered again
     when it is asked for, and its :class:`Prepared` dropped once its row is written, so
     memory stays bounded whatever the dataset's size (a million rendered prompts would
     otherwise be held for the whole run).
@@ -466,7 +471,7 @@ class PreparedRequests(Sequence[Prepared]):
         # one buffer of the final size, filled in place (no growth slack, no final copy)
         digests = bytearray(32 * n * epochs)
         keys = renderer.keys
-        held: list[Rendered] = []  # what rows 0, 1, ... rendered to, while within budget
+        held: list[Rendered | None] = []  # what rows 0, 1, ... rendered to, within budget
         budget = HELD_BYTES
         with_row = renderer.with_row  # the row's hash is kept; a sample id is not
         for at, sample in enumerate(samples):  # sample-major: a row is rendered once
@@ -529,12 +534,18 @@ class PreparedRequests(Sequence[Prepared]):
             raise IndexError(index)
         return self.at(index, self.key(index))
 
-    def at(self, index: int, key: str) -> Prepared:
-        """Item ``index`` (in range: unchecked), whose key ``key`` the caller has read."""
+    def at(self, index: int, key: str, release: bool = False) -> Prepared:
+        """Item ``index`` (in range: unchecked), whose key ``key`` the caller has read.
+        With ``release`` (the run's own pass, which takes each item once, in order), a
+        held row's rendering is let go when its last epoch is taken: its memory goes back
+        as the run goes (a later read renders the row again)."""
         epoch, at = divmod(index, self._n)
-        if at < len(self._held):  # rendered when the requests were keyed
+        held = self._held
+        rendered = held[at] if at < len(held) else None
+        if rendered is not None:  # rendered when the requests were keyed
+            if release and epoch + 1 == self.epochs:
+                held[at] = None
             sample, renderer = self.samples[at], self.renderer
-            rendered = self._held[at]
             if rendered[4] is None:  # a sample id's entry: cheaper made again than kept
                 rendered = (*rendered[:4], _row_identity(renderer, sample))
             return _message_prepared(sample, epoch + 1, renderer, rendered, key)

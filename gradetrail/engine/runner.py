@@ -692,7 +692,7 @@ class _Run:
         stop: Interrupts,
     ) -> None:
         prepared, ctx, tally, cache = self.plan.prepared, self.ctx, self.tally, self.ctx.cache
-        items = with_hits(prepared, cache)  # one shared iterator, read in batches
+        items = with_hits(prepared, cache, release=True)  # one shared iterator, in batches
         fail_fast = FailFast(self.plan.spec.run.fail_fast)
         paid: set[str] = set()  # keys a batch of this process paid for
         halted = False  # set when one worker fails: the others start nothing new

@@ -359,3 +359,26 @@ def test_rows_kept_rendered_are_the_rows_rendered_again(
         assert item.request == fresh.request
         assert (item.target, item.label, item.epoch) == (fresh.target, fresh.label, fresh.epoch)
         assert (item.request.system is not None) == system
+
+
+def test_the_runs_pass_lets_held_rows_go_after_their_last_epoch() -> None:
+    """with_hits(release=True), the run's own pass, lets each held row's rendering go
+    once its last epoch is taken (earlier epochs keep it): every item is still what
+    prepare() renders afresh, and read again afterwards it is rendered again, the same."""
+    import gradetrail
+    import gradetrail.engine.rendering as rendering
+
+    spec = gradetrail.load_spec(GSM8K_SPEC, ["run.epochs=2", "dataset.limit=30"])
+    prepared = gradetrail.plan_run(spec).prepared
+    assert len(prepared._held) == 30 and all(prepared._held)
+    taken = []
+    for i, (item, hit) in enumerate(rendering.with_hits(prepared, None, release=True)):
+        assert hit is None
+        assert all(prepared._held) if i < 30 else prepared._held[i - 30] is None
+        taken.append(item)
+    assert prepared._held == [None] * 30
+    for i, item in enumerate(taken):
+        fresh = rendering.prepare(item.sample, item.epoch, prepared.renderer)
+        assert (item.key, item.request, item.target) == (fresh.key, fresh.request, fresh.target)
+        again = prepared[i]
+        assert (again.key, again.request, again.target) == (item.key, item.request, item.target)
