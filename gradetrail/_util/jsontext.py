@@ -76,7 +76,7 @@ def parsed(data: bytes | str) -> Any:
     """
     try:  # keys repeat from value to value; values seldom do (a cache of them costs more)
         return pydantic_core.from_json(data, cache_strings="keys")
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a str holding a lone surrogate
         return json.loads(data)
 
 
