@@ -34,11 +34,24 @@ HEAVY = {
     "pyarrow",
 }
 
-#: runs the CLI in this process and writes the top-level modules it imported to argv[1]
+#: runs the CLI in this process and writes the modules it imported to argv[1]; with
+#: FIRST_ROW set in the environment, also those imported when the first row was counted
 CLI = """
-import json, sys
+import json, os, sys
 from gradetrail.cli import main
 out, sys.argv = sys.argv[1], ["gradetrail", *sys.argv[2:]]
+first_row = None
+if os.environ.get("FIRST_ROW"):
+    from gradetrail.cli.progress import RunProgress
+    update = RunProgress.update
+
+    def counted(self, row, tally):
+        global first_row
+        if tally.rows == 1:
+            first_row = sorted(sys.modules)
+        update(self, row, tally)
+
+    RunProgress.update = counted
 try:
     main()
 except SystemExit as exc:
@@ -46,7 +59,7 @@ except SystemExit as exc:
 else:
     code = 0
 with open(out, "w") as f:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+    json.dump({"code": code, "modules": sorted(sys.modules), "first_row": first_row}, f)
 """
 
 #: the modules of commands other than `run`, and what only they use
@@ -65,16 +78,25 @@ NOT_FOR_RUN = {
 }
 
 
-def imported(tmp_path: Path, *args: str) -> set[str]:
-    """Every module ``gradetrail ARGS`` imported (it must exit 0)."""
+def run_cli(tmp_path: Path, *args: str, first_row: bool = False) -> dict:
+    """What :data:`CLI` wrote for ``gradetrail ARGS`` (it must exit 0)."""
     out = tmp_path / "modules.json"
-    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test"}
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "sk-test",
+        **({"FIRST_ROW": "1"} if first_row else {}),
+    }
     proc = subprocess.run(
         [sys.executable, "-c", CLI, str(out), *args], capture_output=True, text=True, env=env
     )
     result = json.loads(out.read_text())
     assert result["code"] in (0, None), proc.stderr
-    return set(result["modules"])
+    return result
+
+
+def imported(tmp_path: Path, *args: str) -> set[str]:
+    """Every module ``gradetrail ARGS`` imported (it must exit 0)."""
+    return set(run_cli(tmp_path, *args)["modules"])
 
 
 def heavy_imports(tmp_path: Path, *args: str) -> set[str]:
@@ -138,24 +160,6 @@ NOT_BEFORE_SUMMARY = {
     "statistics",
 }
 
-#: runs the CLI like CLI, but writes the modules imported when the first row was counted
-FIRST_ROW = """
-import json, sys
-from gradetrail.cli import main
-from gradetrail.cli.progress import RunProgress
-out, sys.argv = sys.argv[1], ["gradetrail", *sys.argv[2:]]
-update = RunProgress.update
-
-def first(self, row, tally):
-    if tally.rows == 1:
-        with open(out, "w") as f:
-            json.dump(sorted(sys.modules), f)
-    update(self, row, tally)
-
-RunProgress.update = first
-main()
-"""
-
 
 def test_a_run_without_tools_imports_no_interval_or_tool_code_before_its_summary(
     tmp_path: Path,
@@ -163,15 +167,10 @@ def test_a_run_without_tools_imports_no_interval_or_tool_code_before_its_summary
     """When its first row is counted, a run of a spec without tools (GSM8K's, scored by
     the numeric scorer) has imported neither the tools module's loader, nor the summary's
     interval code (the summary imports it), nor the exact and regex scorers."""
-    out = tmp_path / "modules.json"
     args = ["run", str(GSM8K_SPEC), "--results-root", str(tmp_path / "r"), "--json"]
-    args += ["--set", "dataset.limit=3"]
-    proc = subprocess.run(
-        [sys.executable, "-c", FIRST_ROW, str(out), *args], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert set(json.loads(out.read_text())) & NOT_BEFORE_SUMMARY == set()
-    assert "gradetrail.stats.intervals" in imported(tmp_path, *args)  # by the summary
+    result = run_cli(tmp_path, *args, "--set", "dataset.limit=3", first_row=True)
+    assert set(result["first_row"]) & NOT_BEFORE_SUMMARY == set()
+    assert "gradetrail.stats.intervals" in result["modules"]  # by the summary
 
 
 def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
