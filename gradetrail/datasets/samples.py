@@ -18,7 +18,6 @@ Pickle rather than JSON because Parquet and Hugging Face rows hold values JSON c
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import pickle
 import tempfile
@@ -103,14 +102,6 @@ class Blob:
         for k in order:
             out.append(self[k])
         return out
-
-    def close(self) -> None:
-        """Remove the temporary file now (else when the blob is collected); the blob
-        must not be read afterwards."""
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.close()
-            self._file = None
 
 
 class Blocks:

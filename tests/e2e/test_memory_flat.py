@@ -176,7 +176,6 @@ def test_a_blob_past_its_bound_reads_back_from_its_file() -> None:
     assert [blob[i] for i in order] == [items[i] for i in order]
     assert [blob.text(i) for i in range(len(items))] == [x.decode() for x in items]
     assert [blob.select(order[:30])[i] for i in range(30)] == [items[i] for i in order[:30]]
-    blob.close()
 
 
 def test_a_blob_that_cannot_make_its_file_keeps_its_bytes(
