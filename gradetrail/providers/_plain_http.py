@@ -400,20 +400,21 @@ class _Body:
         """
         parts: list[bytes] = []
         size = 0
-        if self._encoding() not in _COMPRESSED:
-            self._check_length()
-            while (chunks := await self._more()) is not None:
-                for chunk in chunks:
-                    size += len(chunk)
-                    if size > MAX_ANSWER_BYTES:
-                        raise too_large(self.status)
-                    parts.append(chunk)
-        else:
-            async for chunk in self.decoded():
+
+        def keep(chunks: list[bytes]) -> None:
+            nonlocal size
+            for chunk in chunks:
                 size += len(chunk)
                 if size > MAX_ANSWER_BYTES:
                     raise too_large(self.status)
                 parts.append(chunk)
+
+        if self._encoding() in _COMPRESSED:
+            keep([chunk async for chunk in self.decoded()])  # decoded() stops past the bound
+        else:
+            self._check_length()
+            while (chunks := await self._more()) is not None:
+                keep(chunks)
         return b"".join(parts)
 
     async def decoded(self) -> AsyncIterator[bytes]:
