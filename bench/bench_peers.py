@@ -71,7 +71,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench_runs import _TIME_FIELDS, Measure, N, _seconds, http_args, load, report, timed
+from bench_runs import Measure, N, http_args, load, measured, report, timed
 from protocol_server import ServerHandle, running_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,18 +148,10 @@ def timed_peer(
     ended = time.time()
     if proc.returncode not in ok:
         raise PeerFailed(f"exit {proc.returncode}: {(out + err)[-1500:]}")
-    got = {k: p.search(err) for k, p in _TIME_FIELDS.items()}
-    if not all(got.values()):
+    measure = measured(err, {"n_samples": N, "stdout": out[-3000:]}, started, ended)
+    if measure is None:
         raise PeerFailed(f"no /usr/bin/time -v figures in: {err[-500:]}")
-    values = {k: m.group(1) for k, m in got.items() if m}
-    return Measure(
-        wall=_seconds(values["wall"]),
-        cpu=float(values["user"]) + float(values["sys"]),
-        rss_mb=int(values["rss_kb"]) / 1024,
-        summary={"n_samples": N, "stdout": out[-3000:]},
-        started=started,
-        ended=ended,
-    )
+    return measure
 
 
 @dataclass

@@ -108,15 +108,25 @@ def timed(args: list[str], env: dict[str, str], cwd: Path) -> Measure:
     ended = time.time()
     if proc.returncode != 0:
         sys.exit(f"gradetrail failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    got = {k: p.search(proc.stderr) for k, p in _TIME_FIELDS.items()}
-    if not all(got.values()):
+    measure = measured(proc.stderr, json.loads(proc.stdout), started, ended)
+    if measure is None:
         sys.exit(f"no /usr/bin/time -v figures in: {proc.stderr[-500:]}")
+    return measure
+
+
+def measured(stderr: str, summary: dict, started: float, ended: float) -> Measure | None:
+    """The figures ``/usr/bin/time -v`` wrote to a process's ``stderr`` (wall, user +
+    system CPU seconds, peak RSS), with ``summary`` and the process's start and end (epoch
+    seconds); None when they are not there."""
+    got = {k: p.search(stderr) for k, p in _TIME_FIELDS.items()}
+    if not all(got.values()):
+        return None
     values = {k: m.group(1) for k, m in got.items() if m}
     return Measure(
         wall=_seconds(values["wall"]),
         cpu=float(values["user"]) + float(values["sys"]),
         rss_mb=int(values["rss_kb"]) / 1024,
-        summary=json.loads(proc.stdout),
+        summary=summary,
         started=started,
         ended=ended,
     )
