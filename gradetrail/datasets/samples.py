@@ -3,9 +3,11 @@
 Rows are pickled (in this process only; nothing is written) end to end, and ids are
 kept the same way as UTF-8, so a row costs its pickled bytes plus its offsets instead of
 a dict of Python objects. Rows read in order (no shuffle: the run then reads them in
-order) are compressed a block of 1,024 at a time (:class:`Blocks`; one decompression a
-block as the run goes), shuffled rows stay uncompressed (:class:`Blob`, read in any
-order). Past :data:`SPILL_AFTER_BYTES` a store's bytes go to an unnamed temporary file (in
+order) are compressed a block of 1,024 at a time once a dataset's rows pass
+:data:`COMPRESS_AFTER_BYTES` (:class:`Blocks`; one decompression a block as the run goes;
+a smaller dataset, GSM8K's 0.75 MB say, is held as it is: compressing and reading it back
+would cost more time than its memory is worth), shuffled rows stay uncompressed
+(:class:`Blob`, read in any order). Past :data:`SPILL_AFTER_BYTES` a store's bytes go to an unnamed temporary file (in
 ``TMPDIR``, gone when the process ends) and are read back with ``os.pread``: a dataset's
 rows then cost disk and the page cache, not the process's memory (the 1,000,000 GSM8K
 rows of ``bench/bench_scale.py``, 115 MB compressed, hold 16 MB), and a store that cannot
@@ -28,10 +30,12 @@ from typing import IO, Any, overload
 
 from gradetrail.datasets.base import Sample
 
-__all__ = ["SPILL_AFTER_BYTES", "Blob", "Blocks", "Packer", "Samples"]
+__all__ = ["COMPRESS_AFTER_BYTES", "SPILL_AFTER_BYTES", "Blob", "Blocks", "Packer", "Samples"]
 
 #: bytes a :class:`Blob` holds in memory before it moves them to its temporary file
 SPILL_AFTER_BYTES = 16 * 1024 * 1024
+#: bytes of rows a :class:`Blocks` keeps uncompressed before it compresses its blocks
+COMPRESS_AFTER_BYTES = 8 * 1024 * 1024
 
 
 class Blob:
@@ -105,18 +109,24 @@ class Blob:
 
 
 class Blocks:
-    """Byte strings appended end to end, compressed a block at a time (zlib level 1, a
-    block sealed at :attr:`BLOCK_ROWS` items or :attr:`BLOCK_BYTES` bytes), read back by
-    position: the last block read is kept decompressed, so reading in order costs one
-    decompression a block. For rows read in order (a dataset without a shuffle); rows read
-    in a random order belong in a :class:`Blob`. The sealed blocks are kept in a
-    :class:`Blob`, so past its bound they are on its temporary file."""
+    """Byte strings appended end to end, kept a block at a time (a block sealed at
+    :attr:`BLOCK_ROWS` items or :attr:`BLOCK_BYTES` bytes) and read back by position.
+
+    The blocks sealed while fewer than ``compress_after`` bytes (default
+    :data:`COMPRESS_AFTER_BYTES`) came before them are kept as they are; every later one is
+    compressed (zlib level 1), and the last block read is kept decompressed, so reading in
+    order costs one decompression a block. For rows read in order (a dataset without a
+    shuffle); rows read in a random order belong in a :class:`Blob`. The sealed blocks are
+    kept in a :class:`Blob`, so past its bound they are on its temporary file."""
 
     BLOCK_ROWS = 1024
     BLOCK_BYTES = 256 * 1024
 
-    def __init__(self) -> None:
-        self._sealed = Blob()  # the sealed blocks, compressed (spilled to a file past its bound)
+    def __init__(self, compress_after: int | None = None) -> None:
+        self._sealed = Blob()  # the sealed blocks (spilled to a file past its bound)
+        self._compress_after = COMPRESS_AFTER_BYTES if compress_after is None else compress_after
+        self._plain = 0  # how many sealed blocks, the first ones, are not compressed
+        self._appended = 0  # bytes appended before the open block
         self._first = array("q")  # each sealed block's first item
         self._ends = array("I")  # each item's end within its block
         self._open = bytearray()
@@ -134,13 +144,25 @@ class Blocks:
             self._seal()
 
     def _seal(self) -> None:
-        self._sealed.append(zlib.compress(self._open, 1))
+        if self._appended < self._compress_after and self._plain == len(self._first):
+            self._sealed.append(self._open)
+            self._plain += 1
+        else:
+            self._sealed.append(zlib.compress(self._open, 1))
+        self._appended += len(self._open)
         self._first.append(self._open_first)
         self._open = bytearray()
         self._open_first = len(self._ends)
 
     def __len__(self) -> int:
         return len(self._ends)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the sealed blocks as stored (compressed or not, in memory or on the
+        temporary file) plus the open block."""
+        sealed = self._sealed.ends
+        return (sealed[-1] if sealed else 0) + len(self._open)
 
     def __getitem__(self, i: int) -> bytes:
         first, stop, data = self._cached
@@ -151,14 +173,16 @@ class Blocks:
                 block = bisect.bisect_right(self._first, i) - 1
                 first = self._first[block]
                 stop = self._first[block + 1] if block + 1 < len(self._first) else self._open_first
-                data = zlib.decompress(self._sealed[block])
+                data = self._sealed[block]
+                if block >= self._plain:
+                    data = zlib.decompress(data)
                 self._cached = (first, stop, data)
         start = self._ends[i - 1] if i > first else 0
         return bytes(data[start : self._ends[i]])
 
     def select(self, order: Sequence[int]) -> Blocks:
         """A new store holding the items at ``order``, in that order."""
-        out = Blocks()
+        out = Blocks(self._compress_after)
         for k in order:
             out.append(self[k])
         return out

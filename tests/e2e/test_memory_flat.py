@@ -143,14 +143,16 @@ def test_duplicate_ids_are_found_across_hash_buckets(tmp_path: Path) -> None:
     assert load_samples(path).ids == ids
 
 
-def test_compressed_row_blocks_read_back_in_any_order() -> None:
+@pytest.mark.parametrize("compress_after", [0, 400_000, None])
+def test_compressed_row_blocks_read_back_in_any_order(compress_after: int | None) -> None:
     """Blocks (the unshuffled dataset's rows) give back every item exactly, read in
     order, in a random order, across sealed blocks and the open last one; items of 0
-    bytes and of more than a block's bytes included."""
+    bytes and of more than a block's bytes included; every block compressed, the first
+    ones kept as they are and the later compressed, or none compressed."""
     rng = random.Random(1)
     items = [rng.randbytes(rng.choice([0, 1, 40, 700])) for _ in range(3000)]
     items[100] = items[2500] = rng.randbytes(300_000)
-    store = Blocks()
+    store = Blocks(compress_after)
     for item in items:
         store.append(item)
     order = list(range(len(items)))
@@ -159,6 +161,21 @@ def test_compressed_row_blocks_read_back_in_any_order() -> None:
     assert [store[i] for i in order] == [items[i] for i in order]
     picked = store.select(order[:50])
     assert [picked[i] for i in range(50)] == [items[i] for i in order[:50]]
+
+
+def test_row_blocks_are_compressed_only_past_their_bound() -> None:
+    """A small dataset's rows are held as they are (compressing and reading them back
+    would cost more than their memory); the blocks sealed past ``compress_after`` bytes
+    are compressed, so a large dataset of like rows holds a fraction of its bytes."""
+    row = b'{"question": "What is 2 + 2? Show the steps.", "answer": "2 + 2 = 4 #### 4"}'
+    small, large = Blocks(), Blocks(compress_after=200_000)
+    for store in (small, large):
+        for i in range(20_000):
+            store.append(row + str(i).encode())
+    raw = sum(len(row) + len(str(i)) for i in range(20_000))
+    assert small.nbytes == raw  # under COMPRESS_AFTER_BYTES: nothing compressed
+    assert 200_000 < large.nbytes < raw // 2  # the blocks after the first 200 kB are
+    assert [large[i] for i in (0, 2_999, 19_999)] == [row + b"0", row + b"2999", row + b"19999"]
 
 
 def test_a_blob_past_its_bound_reads_back_from_its_file() -> None:
