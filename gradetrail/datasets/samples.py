@@ -7,11 +7,12 @@ order) are compressed a block of 1,024 at a time once a dataset's rows pass
 :data:`COMPRESS_AFTER_BYTES` (:class:`Blocks`; one decompression a block as the run goes;
 a smaller dataset, GSM8K's 0.75 MB say, is held as it is: compressing and reading it back
 would cost more time than its memory is worth), shuffled rows stay uncompressed
-(:class:`Blob`, read in any order). Past :data:`SPILL_AFTER_BYTES` a store's bytes go to an unnamed temporary file (in
-``TMPDIR``, gone when the process ends) and are read back with ``os.pread``: a dataset's
-rows then cost disk and the page cache, not the process's memory (the 1,000,000 GSM8K
-rows of ``bench/bench_scale.py``, 115 MB compressed, hold 16 MB), and a store that cannot
-write its file keeps its bytes in memory. A :class:`Sample` is decoded when it is asked
+(:class:`Blob`, read in any order). Past :data:`SPILL_AFTER_BYTES` a store's bytes go
+to an unnamed temporary file (in ``TMPDIR``, gone when the process ends) and are read
+back with ``os.pread``: a dataset's rows then cost disk and the page cache, not the
+process's memory (the 1,000,000 GSM8K rows of ``bench/bench_scale.py``, 115 MB
+compressed, hold 16 MB), and a store that cannot write its file keeps its bytes in
+memory. A :class:`Sample` is decoded when it is asked
 for.
 Pickle rather than JSON because Parquet and Hugging Face rows hold values JSON cannot
 (timestamps, bytes, decimals) and templates should see them as the format gave them.
