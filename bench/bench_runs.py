@@ -12,9 +12,11 @@ Scenarios (1,319 GSM8K test problems unless said otherwise):
 - ``startup``: start-up to the first request: from the moment this script starts the
   ``gradetrail run`` process (the a64 run: 100 ms latency, 64 in flight, cache off) to the
   first request's arrival at the server (the server's ``arrivals`` stats, same clock).
-  Beside it the ideal: a bare ``python -c pass`` (process start and exit) and a bare
+  Beside it the ideal: a bare ``python -c pass`` (process start and exit), a bare
   ``aiohttp`` request (a process that imports aiohttp and POSTs one chat completion),
-  timed the same way. Target 0.5 s.
+  timed the same way, and the libraries alone (start to exit of a process that parses a
+  typer command and uses Jinja2's sandbox, PyYAML, asyncio and sqlite3 once: what a run
+  imports before its first request, without gradetrail's own code). Target 0.5 s.
 - ``a16`` / ``a64``: ``openai_compatible`` against the server at 100 ms latency, 16 / 64
   in flight, cache off. Ideal: ceil(1319 / C) x 0.1 s (8.3 s / 2.1 s). Also prints the
   most requests the server saw in flight, and from the server's arrivals: when the first
@@ -74,6 +76,22 @@ async def main():
             await resp.read()
 
 asyncio.run(main())
+"""
+# the floor of gradetrail's start-up: the libraries a run imports before its first
+# request (a typer command parsed, which builds its pydantic adapters; Jinja2's sandbox,
+# PyYAML, asyncio, sqlite3), imported and used once, no gradetrail code
+LIBRARIES_ONLY = """
+import asyncio, sqlite3
+import jinja2.sandbox, pydantic, typer, yaml
+
+app = typer.Typer()
+
+@app.command()
+def main(spec: str, concurrency: int = 1) -> None:
+    yaml.safe_load("a: 1")
+    jinja2.sandbox.ImmutableSandboxedEnvironment().from_string("{{ x }}").render(x=spec)
+
+app(["s.yaml", "--concurrency", "64"], standalone_mode=False)
 """
 _TIME_FIELDS = {
     "wall": re.compile(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)"),
@@ -213,16 +231,18 @@ def startup_case(srv: ServerHandle, repeat: int, env: dict, work: Path) -> dict:
     bare = [sys.executable, "-c", BARE_AIOHTTP, srv.openai_base_url + "/chat/completions"]
     firsts = [first_arrival(srv, gradetrail, env, work) for _ in range(repeat)]
     bares = [first_arrival(srv, bare, env, work) for _ in range(repeat)]
-    passes = []
+    passes, libraries = [], []
     for _ in range(repeat):
-        started = time.time()
-        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
-        passes.append(time.time() - started)
+        for code, times in (("pass", passes), (LIBRARIES_ONLY, libraries)):
+            started = time.time()
+            subprocess.run([sys.executable, "-c", code], env=env, check=True)
+            times.append(time.time() - started)
     got, ideal = statistics.median(firsts), statistics.median(bares)
     line = (
         f"{'start-up to the first request (a64)':34s} {got:6.3f} s  target 0.5 s  ideal: "
         f"python -c pass {statistics.median(passes):.3f} s, a bare aiohttp request "
-        f"{ideal:.3f} s ({got / ideal:.2f}x)"
+        f"{ideal:.3f} s ({got / ideal:.2f}x), the libraries alone "
+        f"{statistics.median(libraries):.3f} s"
     )
     runs = ", ".join(f"{f:.3f}" for f in firsts)
     print(f"{line}  [{runs}; {load()}]", flush=True)
@@ -231,6 +251,7 @@ def startup_case(srv: ServerHandle, repeat: int, env: dict, work: Path) -> dict:
         "first_request_s": got,
         "python_pass_s": statistics.median(passes),
         "bare_aiohttp_s": ideal,
+        "libraries_only_s": statistics.median(libraries),
     }
 
 
