@@ -335,6 +335,25 @@ class Tally:
         nothing to reduce)."""
         return reduce_scores([v for v in scores if v is not None], self.reducer, self.pass_k)
 
+    def _sample_scores(self) -> Iterator[tuple[int, float]]:
+        """Each sample's slot and reduced score, in slot order (samples without one left
+        out). One epoch with the ``mean`` reducer, the common case, reads the scores
+        directly: a sample's mean of one score is that score (``+ 0.0``: as the mean,
+        ``-0.0`` becomes ``0.0``)."""
+        rows = self._rows
+        if rows.epochs == 1 and self.reducer == "mean":
+            states, scores = rows.arrays
+            return ((at, scores[at] + 0.0) for at, state in enumerate(states) if state == _SCORED)
+        return self._reduced_scores()
+
+    def _reduced_scores(self) -> Iterator[tuple[int, float]]:
+        """:meth:`_sample_scores` by each sample's epoch scores and the reducer."""
+        for slot in range(len(self._rows)):
+            scores = self._epoch_scores(slot)
+            value = self._reduce(scores) if scores is not None else None
+            if value is not None:
+                yield slot, value
+
     def sample_lines(self, samples: Iterable[tuple[str, str | None]]) -> Iterator[bytes]:
         """The ``samples.jsonl`` lines (newline included), one per sample with at least one
         row, in the order of ``samples`` (``(sample id, cluster)`` of every sample in the
@@ -369,11 +388,7 @@ class Tally:
 
         values = array("d")
         clusters: list[str | None] | None = [] if clustered else None
-        for slot in range(len(self._rows)):
-            scores = self._epoch_scores(slot)
-            value = self._reduce(scores) if scores is not None else None
-            if value is None:
-                continue
+        for slot, value in self._sample_scores():
             values.append(value)
             if clusters is not None:
                 clusters.append(self._cluster(slot))
