@@ -3,10 +3,10 @@ position (its id when it has no id field) is its 1-based line number."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gradetrail._util.jsontext import parsed
 from gradetrail.datasets.base import FileSource, Row, open_binary
 from gradetrail.errors import DatasetError
 
@@ -20,7 +20,9 @@ class JsonlSource(FileSource):
     format: str = "jsonl"
 
     def rows(self) -> Iterator[Row]:
-        """Yield each non-blank line's object.
+        """Yield each non-blank line's object (read by
+        :func:`~gradetrail._util.jsontext.parsed`: the value ``json.loads`` reads, in a
+        fraction of its time).
 
         Raises:
             DatasetError: a missing file, or a line that is not a JSON object (naming it).
@@ -30,7 +32,7 @@ class JsonlSource(FileSource):
                 if not raw.strip():
                     continue
                 try:
-                    row = json.loads(raw)
+                    row = parsed(raw)
                 except ValueError as exc:
                     raise DatasetError(f"{self.path}:{lineno}: not valid JSON ({exc})") from None
                 if not isinstance(row, dict):

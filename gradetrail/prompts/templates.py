@@ -273,10 +273,11 @@ class Template:
         """
         plain = self._plain
         if plain is not None:
+            parts = []  # a loop: a list comprehension's frame costs more than the parts
             try:
-                return "".join(
-                    [text if name is None else text + str(context[name]) for text, name in plain]
-                )
+                for text, name in plain:
+                    parts.append(text if name is None else text + str(context[name]))
+                return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
         budget = _RANGE_LEFT.set([MAX_RANGE_ITEMS])

@@ -335,19 +335,46 @@ class Tally:
         nothing to reduce)."""
         return reduce_scores([v for v in scores if v is not None], self.reducer, self.pass_k)
 
+    @property
+    def _one_mean(self) -> bool:
+        """One epoch with the ``mean`` reducer, the common case: a sample's score is then
+        its one epoch's score, read directly (``+ 0.0``: ``-0.0`` becomes ``0.0``, as in
+        the mean; every other score is itself)."""
+        return self._rows.epochs == 1 and self.reducer == "mean"
+
+    def _sample_scores(self) -> Iterator[tuple[int, float]]:
+        """Each sample's slot and reduced score, in slot order (samples without one left
+        out); read directly when :attr:`_one_mean`."""
+        if self._one_mean:
+            states, scores = self._rows.arrays
+            return ((at, scores[at] + 0.0) for at, state in enumerate(states) if state == _SCORED)
+        return self._reduced_scores()
+
+    def _reduced_scores(self) -> Iterator[tuple[int, float]]:
+        """:meth:`_sample_scores` by each sample's epoch scores and the reducer."""
+        for slot in range(len(self._rows)):
+            scores = self._epoch_scores(slot)
+            value = self._reduce(scores) if scores is not None else None
+            if value is not None:
+                yield slot, value
+
     def sample_lines(self, samples: Iterable[tuple[str, str | None]]) -> Iterator[bytes]:
         """The ``samples.jsonl`` lines (newline included), one per sample with at least one
         row, in the order of ``samples`` (``(sample id, cluster)`` of every sample in the
         run's input order), made one at a time: byte for byte what :class:`SampleScore`'s
         ``model_dump_json`` writes, without building the model."""
-        slot_of = self._slot_of
+        slot_of, one_mean = self._slot_of, self._one_mean
         for index, (sample_id, cluster) in enumerate(samples):
             slot = index if slot_of is None else slot_of.get(sample_id)
             scores = self._epoch_scores(slot) if slot is not None else None
             if scores is None:
                 continue
-            scored = [v for v in scores if v is not None]
-            score = reduce_scores(scored, self.reducer, self.pass_k)
+            if one_mean:  # [score] or [None]
+                first = scores[0]
+                scored, score = ([], None) if first is None else ([first], first + 0.0)
+            else:
+                scored = [v for v in scores if v is not None]
+                score = reduce_scores(scored, self.reducer, self.pass_k)
             line = {
                 "sample_id": sample_id,
                 "score": None if score is None else float(score),
@@ -369,11 +396,7 @@ class Tally:
 
         values = array("d")
         clusters: list[str | None] | None = [] if clustered else None
-        for slot in range(len(self._rows)):
-            scores = self._epoch_scores(slot)
-            value = self._reduce(scores) if scores is not None else None
-            if value is None:
-                continue
+        for slot, value in self._sample_scores():
             values.append(value)
             if clusters is not None:
                 clusters.append(self._cluster(slot))

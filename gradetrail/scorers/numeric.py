@@ -109,11 +109,13 @@ def _past_float(x: float | int) -> bool:
 
 def _close(a: float | int, b: float | int, rel_tol: float, abs_tol: float) -> bool:
     """``math.isclose(a, b)``, exact for integers (an int is compared with a float by
-    value, as Python compares them; with a tolerance, in exact rational arithmetic)."""
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+    value, as Python compares them; with a tolerance, in exact rational arithmetic).
+    Without a tolerance (the default) that is ``a == b``, which is what ``math.isclose``
+    gives two floats then."""
     if rel_tol == 0 and abs_tol == 0:
         return a == b
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
     if any(isinstance(x, float) and not math.isfinite(x) for x in (a, b)):
         return False  # an integer is never within a tolerance of ±inf
     fa, fb = Fraction(a), Fraction(b)

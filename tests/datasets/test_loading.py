@@ -121,6 +121,39 @@ def test_non_object_line_is_an_error(tmp_path: Path) -> None:
         load_samples(path)
 
 
+#: lines whose values a JSON reader may read differently from ``json.loads``: floats at
+#: and past the edges of the range, 17+ significant digits, big integers, repeated keys,
+#: escapes (a lone surrogate's too), NaN and Infinity, CRLF, non-ASCII, a BOM
+_EDGE_LINES = [
+    b'{"a": 1e400, "b": -1e400, "c": -0.0, "d": -0, "e": 123456789012345678901234567890}',
+    b'{"a": 5e-324, "b": 2.4703282292062328e-324, "c": 1e-400, "d": 1.7976931348623157e308}',
+    b'{"a": 0.1, "b": 3.141592653589793238462643383279, "c": 9007199254740993.0, "e": 1E5}',
+    b'{"a": 1, "a": 2, "b": -12345678901234567890123}\r',
+    b'{"s": "\\ud83d\\ude00 \\u00e9 \xc3\xa9", "t": "\\ud800", "u": "\\/\\b\\f\\t"}',
+    b'{"x": NaN, "y": Infinity, "z": -Infinity, "n": [1, {"b": null, "c": true}]}',
+    b'\xef\xbb\xbf{"bom": 1}',
+]
+
+
+def test_jsonl_rows_are_read_as_json_loads_reads_them(tmp_path: Path) -> None:
+    """Every row holds what ``json.loads`` makes of its line, value for value and type for
+    type (rows are read by a faster parser, which must not change a value)."""
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"\n".join(_EDGE_LINES) + b"\n")
+    rows = [s.row for s in load_samples(path)]
+    expected = [json.loads(line) for line in _EDGE_LINES]
+    assert repr(rows) == repr(expected)  # repr: NaN is not equal to itself
+    for row, want in zip(rows, expected, strict=True):
+        assert [type(v) for v in row.values()] == [type(v) for v in want.values()]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"a": 1}\n{"s": "\xff"}\n')
+    with pytest.raises(DatasetError, match=r"bad.jsonl:2: not valid JSON \('utf-8' codec"):
+        load_samples(bad)
+    bad.write_bytes(b'{"n": ' + b"9" * 5000 + b"}\n")  # past Python's int-string limit
+    with pytest.raises(DatasetError, match=r"bad.jsonl:1: not valid JSON \(Exceeds the limit"):
+        load_samples(bad)
+
+
 def test_empty_dataset_is_an_error(tmp_path: Path) -> None:
     """A dataset with no rows cannot run."""
     path = tmp_path / "d.jsonl"

@@ -203,6 +203,40 @@ def test_samples_lines_are_written_as_the_model_writes_them() -> None:
         assert json.loads(got[0])["scores"] == [1.0, 0.0]
 
 
+def test_one_epoch_sample_scores_are_what_the_reducer_makes_of_them() -> None:
+    """With one epoch and the mean reducer the tally reads each sample's score directly;
+    it is what reducing the sample's epoch scores gives (-0.0 made 0.0 as the mean makes
+    it, error rows and samples without a row left out), and the statistics and the
+    samples.jsonl lines follow it."""
+    values = [1.0, -0.0, 0.25, None, 0.0, 5e-324, 1.0, None]
+    tally = Tally(epochs=1, samples=len(values) + 2)
+    for index, value in enumerate(values):
+        state = "provider_error" if value is None else "scored"
+        tally.add(make_row(sample_id=f"s{index}", epoch=1, state=state, score=value), index)
+    fast = list(tally._sample_scores())
+    assert repr(fast) == repr(list(tally._reduced_scores()))
+    assert [slot for slot, _ in fast] == [0, 1, 2, 4, 5, 6]
+    assert repr(fast[1]) == "(1, 0.0)"  # as math.fsum([-0.0]) / 1
+    stats = tally.score_stats()
+    assert stats.n == 6 and stats.mean == pytest.approx(2.25 / 6)
+    pairs = [(f"s{index}", None) for index in range(len(values) + 1)]  # the last: no row
+    expected = [
+        model_json(
+            SampleScore(
+                sample_id=f"s{index}",
+                score=reduce_scores([] if value is None else [value], "mean"),
+                epochs=1,
+                scored=0 if value is None else 1,
+                scores=[value],
+                cluster=None,
+            )
+        )
+        + "\n"
+        for index, value in enumerate(values)
+    ]
+    assert list(tally.sample_lines(pairs)) == [line.encode() for line in expected]
+
+
 #: Response fields added after caches were written (their entries lack them)
 _LATER = ("reasoning", "reasoning_tokens", "reasoning_blocks", "refusal")
 

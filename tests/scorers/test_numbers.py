@@ -20,7 +20,7 @@ from gradetrail.scorers.numbers import (
     _plain_after,
     find_answer,
 )
-from gradetrail.scorers.numeric import NumericScorer
+from gradetrail.scorers.numeric import NumericScorer, _close
 from gradetrail.spec import NumericScorerSpec
 
 
@@ -939,3 +939,13 @@ def test_a_stated_answer_with_words_before_its_number_is_not_stated() -> None:
 
 def _item(response: str, target: str) -> ScoreInput:
     return ScoreInput(Sample(0, "s1", {}, 1), 1, "p", None, target, response)
+
+
+def test_without_a_tolerance_floats_compare_as_math_isclose_compares_them() -> None:
+    """With both tolerances 0 (the default) the scorer compares two floats with ``==``,
+    before ``math.isclose``: the same verdict for every pair, infinities, NaN and signed
+    zeros included."""
+    edge = [0.0, -0.0, 5e-324, 1.0, math.nextafter(1.0, 2.0), 1e308, math.inf, -math.inf, math.nan]
+    for a in edge:
+        for b in edge:
+            assert _close(a, b, 0.0, 0.0) is math.isclose(a, b, rel_tol=0.0, abs_tol=0.0)
