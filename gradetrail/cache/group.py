@@ -29,7 +29,6 @@ each write is made at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 from typing import TYPE_CHECKING, TypeVar
 
@@ -154,8 +153,10 @@ def _settle(future: asyncio.Future[T], outcome: T | BaseException) -> None:
     waited for was written all the same)."""
     if future.done():
         return
-    with contextlib.suppress(RuntimeError):  # its event loop is closed
+    try:  # not contextlib.suppress: this runs twice a cold row, and that costs 3x
         if isinstance(outcome, BaseException):
             future.set_exception(outcome)
         else:
             future.set_result(outcome)
+    except RuntimeError:  # its event loop is closed
+        pass

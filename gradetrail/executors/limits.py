@@ -88,11 +88,19 @@ class AdaptiveLimit:
         self._clock = clock
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self) -> int:
-        """Wait for a slot; return the round it was admitted in (for :meth:`release`)."""
+    def admit(self) -> int | None:
+        """Take a slot if one is free and nobody waits for one: the round it was admitted
+        in (for :meth:`release`), else None (then :meth:`acquire` waits for one)."""
         if self.in_flight < int(self.limit) and not self._waiters:
             self.in_flight += 1
             return self._round
+        return None
+
+    async def acquire(self) -> int:
+        """Wait for a slot; return the round it was admitted in (for :meth:`release`)."""
+        admitted = self.admit()
+        if admitted is not None:
+            return admitted
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
@@ -257,6 +265,14 @@ class Throttle:
         """The :class:`~gradetrail.executors.retry.Gate` for one request's attempts."""
         return RequestGate(self, estimate_tokens(request) if self.tpm is not None else 0)
 
+    def admit(self) -> tuple[int, float] | None:
+        """The ticket :meth:`acquire` would return, taken at once when it has nothing to
+        wait for (no pause, a free slot, no rate cap); else None."""
+        if self.rpm is not None or self.tpm is not None or self._hold_until > self._clock():
+            return None
+        admitted = self.slots.admit()
+        return None if admitted is None else (admitted, self._clock())
+
     async def acquire(self, tokens: int) -> tuple[int, float]:
         """Wait out a Retry-After pause, then for a slot and the rate caps; return the
         ticket for :meth:`release` (the admission round and time)."""
@@ -315,9 +331,16 @@ class RequestGate:
         self._throttle = throttle
         self._tokens = tokens
 
-    async def acquire(self) -> object:
-        """See :meth:`Throttle.acquire`."""
-        return await self._throttle.acquire(self._tokens)
+    def acquire(self) -> Awaitable[object]:
+        """See :meth:`Throttle.acquire`: a future already holding the ticket when it is
+        taken at once (:meth:`Throttle.admit`: no coroutine is made for it), else the
+        waiting coroutine."""
+        ticket = self._throttle.admit()
+        if ticket is None:
+            return self._throttle.acquire(self._tokens)
+        admitted = asyncio.get_running_loop().create_future()
+        admitted.set_result(ticket)
+        return admitted
 
     def release(self, ticket: object, response: Response | None, error: Exception | None) -> None:
         """See :meth:`Throttle.release`."""

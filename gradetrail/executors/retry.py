@@ -170,8 +170,9 @@ class Gate(Protocol):
     """What an executor puts around each attempt: admission before it (in-flight slots,
     rate caps, a server's Retry-After pause) and feedback after it (success or 429)."""
 
-    async def acquire(self) -> object:
-        """Wait until the attempt may start; return a ticket for :meth:`release`."""
+    def acquire(self) -> Awaitable[object]:
+        """Wait until the attempt may start; return a ticket for :meth:`release` (an
+        ``async def``, or a done future when the ticket is taken at once)."""
         ...
 
     def release(self, ticket: object, response: Response | None, error: Exception | None) -> None:
@@ -219,20 +220,23 @@ async def call_with_retry(
     retried: list[RetriedAttempt] = []
     while True:
         ticket: object = None
+        if drain is not None and drain.started:
+            raise Drained  # before the gate: it takes no slot for a request never sent
         if gate is not None:
             acquired = gate.acquire()
-            admitted = acquired if drain is None else drain.wait(acquired)
-            if deadline is None:  # no ceiling yet: nothing can cut the wait short
-                ticket = await admitted
+            if isinstance(acquired, asyncio.Future) and acquired.done():
+                ticket = acquired.result()  # taken at once: there was nothing to wait for
             else:
-                try:
-                    async with asyncio.timeout(deadline - clock()):
-                        ticket = await admitted
-                except TimeoutError:
-                    ceiling = _ceiling(policy, attempts, None)
-                    return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
-        elif drain is not None and drain.started:
-            raise Drained
+                admitted = acquired if drain is None else drain.wait(acquired)
+                if deadline is None:  # no ceiling yet: nothing can cut the wait short
+                    ticket = await admitted
+                else:
+                    try:
+                        async with asyncio.timeout(deadline - clock()):
+                            ticket = await admitted
+                    except TimeoutError:
+                        ceiling = _ceiling(policy, attempts, None)
+                        return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
         if deadline is None and policy.sample_timeout_s is not None:
             deadline = clock() + policy.sample_timeout_s
         attempts += 1
