@@ -140,6 +140,8 @@ def _parse(text: str) -> Response | None:
 def _sql_text(value: str) -> str:
     """``value`` if UTF-8 can encode it, else with unencodable characters escaped
     (``\\udc80``): SQLite text must be valid UTF-8."""
+    if value.isascii():  # no need to encode it to know (a flag of the string)
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -151,6 +153,8 @@ def _stored_text(response: Response) -> str:
     """The JSON stored for ``response``: UTF-8 as is, or every non-ASCII character escaped
     when the text holds one that UTF-8 cannot encode (lossless either way)."""
     text = response.to_json()
+    if text.isascii():  # no need to encode it to know (a flag of the string)
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
