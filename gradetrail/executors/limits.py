@@ -139,7 +139,8 @@ class AdaptiveLimit:
                     self.rtt = duration_s if rtt is None else 0.8 * rtt + 0.2 * duration_s
                 if self.limit < self.maximum:
                     self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
-        self._wake()
+        if self._waiters:
+            self._wake()
 
     def _cut_allowed(self) -> bool:
         if self.rtt is None or self._clock is None:
@@ -260,10 +261,14 @@ class Throttle:
         self._hold_until = 0.0
         self._paused = 0.0
         self._throttled = 0
+        #: the gate of every request when no tokens-per-minute cap needs its estimate
+        self._untallied = RequestGate(self, 0)
 
     def gate(self, request: Request) -> RequestGate:
         """The :class:`~gradetrail.executors.retry.Gate` for one request's attempts."""
-        return RequestGate(self, estimate_tokens(request) if self.tpm is not None else 0)
+        if self.tpm is None:
+            return self._untallied  # nothing of the request to carry: one gate serves all
+        return RequestGate(self, estimate_tokens(request))
 
     def admit(self) -> tuple[int, float] | None:
         """The ticket :meth:`acquire` would return, taken at once when it has nothing to
@@ -299,7 +304,7 @@ class Throttle:
     ) -> None:
         """Free the slot, adapt the limit, start a pause if the server asked for one, and
         correct the token reservation."""
-        throttled = is_throttle(error)
+        throttled = error is not None and is_throttle(error)
         if throttled:
             self._throttled += 1
             # bounded here too: a pause from a raw value would hold every request for good
