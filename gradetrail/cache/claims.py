@@ -169,6 +169,7 @@ class Claims:
         outcomes: list[Response | Claim | None] = []
         mine: list[tuple[str, str, str, int, float]] = []
         expires_at = cache.wall() + CLAIM_TTL_S
+        pid = os.getpid()
         for key in keys:
             row = found.get(key)
             if row is not None:
@@ -184,7 +185,7 @@ class Claims:
                     continue
                 cache.took_over += 1  # its process died or stopped renewing it
             self._beats.pop(key, None)
-            mine.append((key, cache.owner, _HOST, os.getpid(), expires_at))
+            mine.append((key, cache.owner, _HOST, pid, expires_at))
             outcomes.append(None)
         cache._db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)", mine)
         return outcomes

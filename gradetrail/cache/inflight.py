@@ -74,7 +74,8 @@ class InFlight:
     waited: int = 0
     holders: set[str] = field(default_factory=set)
     beat_s: float = CLAIM_TTL_S / 3
-    _calls: dict[str, asyncio.Future[Response | None]] = field(default_factory=dict)
+    #: key -> the future its twins wait on (None until a twin comes: most calls have none)
+    _calls: dict[str, asyncio.Future[Response | None] | None] = field(default_factory=dict)
     _held: int = 0
     _beat: asyncio.TimerHandle | None = None
     _beat_loop: asyncio.AbstractEventLoop | None = None
@@ -99,16 +100,18 @@ class InFlight:
             CacheError: the claim cannot be written (a full or read-only cache): no call
                 is made.
         """
+        calls = self._calls
         while True:
-            twin = self._calls.get(key)
-            if twin is not None:
+            if key in calls:
+                twin = calls[key]
+                if twin is None:  # the first twin of this call makes the future to wait on
+                    twin = calls[key] = asyncio.get_running_loop().create_future()
                 response = await asyncio.shield(twin)
                 if response is not None:
                     self.twins += 1
                     return Shared(response, "twin")
                 continue  # its call failed: this caller tries, as it would after it
-            mine: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-            self._calls[key] = mine
+            calls[key] = None
             response: Response | None = None
             try:
                 found = await self.cache.group.claim(key)
@@ -134,8 +137,9 @@ class InFlight:
                 self.cache.release(key)
                 raise
             finally:
-                del self._calls[key]
-                mine.set_result(response)
+                mine = calls.pop(key)
+                if mine is not None:
+                    mine.set_result(response)
 
     async def _wait(self, key: str, claim: Claim) -> Response | None:
         """Poll the cache until another process's response for ``key`` is there (returned)

@@ -140,6 +140,8 @@ def _parse(text: str) -> Response | None:
 def _sql_text(value: str) -> str:
     """``value`` if UTF-8 can encode it, else with unencodable characters escaped
     (``\\udc80``): SQLite text must be valid UTF-8."""
+    if value.isascii():  # no need to encode it to know (a flag of the string)
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -151,6 +153,8 @@ def _stored_text(response: Response) -> str:
     """The JSON stored for ``response``: UTF-8 as is, or every non-ASCII character escaped
     when the text holds one that UTF-8 cannot encode (lossless either way)."""
     text = response.to_json()
+    if text.isascii():  # no need to encode it to know (a flag of the string)
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -639,7 +643,9 @@ class ResponseCache:
 
     def entry(self, key: str, provider: str, model: str, text: str, check: str) -> Entry:
         """The row :meth:`write_entries` stores for one response (stamped now)."""
-        return (key, _sql_text(provider), _sql_text(model), text, self.wall(), check)
+        if not (provider.isascii() and model.isascii()):  # ASCII is valid UTF-8 as it is
+            provider, model = _sql_text(provider), _sql_text(model)
+        return (key, provider, model, text, self.wall(), check)
 
     def prepared(self, key: str, request: Request, response: Response) -> Entry:
         """The row :meth:`put` stores for ``response`` (its text and checksum)."""

@@ -88,11 +88,19 @@ class AdaptiveLimit:
         self._clock = clock
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self) -> int:
-        """Wait for a slot; return the round it was admitted in (for :meth:`release`)."""
+    def admit(self) -> int | None:
+        """Take a slot if one is free and nobody waits for one: the round it was admitted
+        in (for :meth:`release`), else None (then :meth:`acquire` waits for one)."""
         if self.in_flight < int(self.limit) and not self._waiters:
             self.in_flight += 1
             return self._round
+        return None
+
+    async def acquire(self) -> int:
+        """Wait for a slot; return the round it was admitted in (for :meth:`release`)."""
+        admitted = self.admit()
+        if admitted is not None:
+            return admitted
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
@@ -131,7 +139,8 @@ class AdaptiveLimit:
                     self.rtt = duration_s if rtt is None else 0.8 * rtt + 0.2 * duration_s
                 if self.limit < self.maximum:
                     self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
-        self._wake()
+        if self._waiters:
+            self._wake()
 
     def _cut_allowed(self) -> bool:
         if self.rtt is None or self._clock is None:
@@ -252,10 +261,22 @@ class Throttle:
         self._hold_until = 0.0
         self._paused = 0.0
         self._throttled = 0
+        #: the gate of every request when no tokens-per-minute cap needs its estimate
+        self._untallied = RequestGate(self, 0)
 
     def gate(self, request: Request) -> RequestGate:
         """The :class:`~gradetrail.executors.retry.Gate` for one request's attempts."""
-        return RequestGate(self, estimate_tokens(request) if self.tpm is not None else 0)
+        if self.tpm is None:
+            return self._untallied  # nothing of the request to carry: one gate serves all
+        return RequestGate(self, estimate_tokens(request))
+
+    def admit(self) -> tuple[int, float] | None:
+        """The ticket :meth:`acquire` would return, taken at once when it has nothing to
+        wait for (no pause, a free slot, no rate cap); else None."""
+        if self.rpm is not None or self.tpm is not None or self._hold_until > self._clock():
+            return None
+        admitted = self.slots.admit()
+        return None if admitted is None else (admitted, self._clock())
 
     async def acquire(self, tokens: int) -> tuple[int, float]:
         """Wait out a Retry-After pause, then for a slot and the rate caps; return the
@@ -283,7 +304,7 @@ class Throttle:
     ) -> None:
         """Free the slot, adapt the limit, start a pause if the server asked for one, and
         correct the token reservation."""
-        throttled = is_throttle(error)
+        throttled = error is not None and is_throttle(error)
         if throttled:
             self._throttled += 1
             # bounded here too: a pause from a raw value would hold every request for good
@@ -315,9 +336,16 @@ class RequestGate:
         self._throttle = throttle
         self._tokens = tokens
 
-    async def acquire(self) -> object:
-        """See :meth:`Throttle.acquire`."""
-        return await self._throttle.acquire(self._tokens)
+    def acquire(self) -> Awaitable[object]:
+        """See :meth:`Throttle.acquire`: a future already holding the ticket when it is
+        taken at once (:meth:`Throttle.admit`: no coroutine is made for it), else the
+        waiting coroutine."""
+        ticket = self._throttle.admit()
+        if ticket is None:
+            return self._throttle.acquire(self._tokens)
+        admitted = asyncio.get_running_loop().create_future()
+        admitted.set_result(ticket)
+        return admitted
 
     def release(self, ticket: object, response: Response | None, error: Exception | None) -> None:
         """See :meth:`Throttle.release`."""

@@ -10,7 +10,7 @@ import asyncio
 import random
 import time
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any
 
@@ -99,12 +99,13 @@ class RetryingExecutor(Executor):
             ProviderError: the classified failure (the retry policy decides what next).
         """
 
-    async def complete(
+    def complete(  # not async: it hands back the retry loop's coroutine
         self, request: Request, on_attempt: AttemptListener | None = None
-    ) -> CallOutcome:
+    ) -> Coroutine[Any, Any, CallOutcome]:
         """Serve ``request`` with retries; each attempt passes the throttle, and
-        ``on_attempt`` hears of each failed one as it ends."""
-        return await call_with_retry(
+        ``on_attempt`` hears of each failed one as it ends. Returns the retry loop's own
+        coroutine (to await at once, on the running loop): one coroutine a call, not two."""
+        return call_with_retry(
             partial(self.attempt, request),
             self.policy,
             sleep=self._sleep,

@@ -3,6 +3,7 @@ call, and processes sharing a cache wait on each other's claims (a dead one's la
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import sqlite3
@@ -18,7 +19,9 @@ from run_support import app_env, read_calls, release, start_run, wait_until, wri
 
 import gradetrail
 from gradetrail.cache.claims import CLAIM_TTL_S, Claim
+from gradetrail.cache.inflight import InFlight, Shared
 from gradetrail.cache.store import ResponseCache
+from gradetrail.providers.base import Response
 from gradetrail.testing import FakeClock
 
 server = protocol_server_fixture(scope="module", name="server")
@@ -81,6 +84,41 @@ def test_a_failed_call_is_made_again_by_its_twin(tmp_path: Path, srv) -> None:  
     )
     assert result.manifest.counts == {"provider_error": 16}
     assert srv.stats()["total"] == 16
+
+
+def test_twins_wait_for_one_call_and_a_failed_call_passes_to_the_next(tmp_path: Path) -> None:
+    """Three identical requests in flight: the first calls and the others wait for it
+    (the future they wait on is made by the first of them); its call fails, so one of them
+    calls in turn and the last is served that call's response, as at concurrency 1."""
+    cache = ResponseCache(tmp_path / "c.db")
+    inflight = InFlight(cache)
+    made: list[int] = []
+
+    async def main() -> list[object]:
+        first_may_end = asyncio.Event()
+
+        async def call() -> Response | None:
+            made.append(len(made))
+            if len(made) == 1:
+                await first_may_end.wait()
+                return None  # failed: errors are never shared
+            return Response(text="ok")
+
+        tasks = [asyncio.ensure_future(inflight.once("k", call, lambda r: r)) for _ in range(3)]
+        for _ in range(5):
+            await asyncio.sleep(0)  # the first claims and calls; the twins wait
+        assert made == [0] and inflight._calls["k"] is not None
+        first_may_end.set()
+        return list(await asyncio.gather(*tasks))
+
+    try:
+        first, second, third = asyncio.run(main())
+    finally:
+        cache.close()
+    assert made == [0, 1] and first is None
+    assert second == Response(text="ok")
+    assert isinstance(third, Shared) and third.source == "twin" and third.response == second
+    assert inflight.twins == 1 and not inflight._calls
 
 
 #: run as ``python -c``: ``gradetrail`` with the wall clock (``time.time``) moved by

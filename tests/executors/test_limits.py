@@ -173,6 +173,39 @@ def test_retry_after_pauses_every_new_attempt() -> None:
     assert stats.lowest == 6
 
 
+def test_a_free_slot_is_taken_at_once_and_a_full_or_paused_throttle_waits() -> None:
+    """A gate whose throttle has a free slot (no pause, no rate cap) hands back a done
+    future holding the ticket, taking the slot; once the slots are full, or while a
+    Retry-After pause holds, or under a rate cap, it hands back the waiting coroutine."""
+    clock = FakeClock()
+
+    async def main() -> None:
+        throttle = Throttle(2, adaptive=False, clock=clock.now, sleep=clock.sleep)
+        first = throttle.gate(request()).acquire()
+        assert isinstance(first, asyncio.Future) and first.done()
+        assert first.result() == (0, clock.now()) and throttle.slots.in_flight == 1
+        second = throttle.gate(request()).acquire()
+        assert isinstance(second, asyncio.Future) and throttle.slots.in_flight == 2
+        full = throttle.gate(request()).acquire()
+        assert asyncio.iscoroutine(full)  # waits for a slot: none is taken yet
+        assert throttle.slots.in_flight == 2
+        limited = RateLimited("429", status=429, retry_after=2.0)
+        throttle.gate(request()).release(second.result(), None, limited)
+        throttle.gate(request()).release(first.result(), Response(text="ok"), None)
+        assert throttle.slots.in_flight == 0
+        paused = throttle.gate(request()).acquire()
+        assert asyncio.iscoroutine(paused)  # free slots, but the server asked for 2 s
+        paused.close()
+        await full  # the pause, then a slot
+        assert clock.slept == [2.0] and throttle.slots.in_flight == 1
+        capped = Throttle(2, requests_per_minute=60, clock=clock.now, sleep=clock.sleep)
+        waiting = capped.gate(request()).acquire()
+        assert asyncio.iscoroutine(waiting)
+        await waiting
+
+    asyncio.run(main())
+
+
 def test_throttle_corrects_token_reservations_to_reported_usage() -> None:
     """A response's reported tokens replace the estimate in the tokens-per-minute cap."""
     clock = FakeClock()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+from gradetrail._util.progress import attempt_progress
 from gradetrail.errors import BadRequest, ProviderError, ProviderTimeout, RateLimited, ServerError
-from gradetrail.executors.retry import RetryPolicy, call_with_retry
+from gradetrail.executors.retry import Cutoffs, RetryPolicy, call_with_retry
 from gradetrail.providers.base import Response
 from gradetrail.testing import FakeClock
 
@@ -157,3 +158,44 @@ def test_ceiling_starts_when_the_first_attempt_is_admitted() -> None:
     gate = RecordingGate(clock, wait=100.0)
     outcome = run(scripted(OK), RetryPolicy(sample_timeout_s=10.0), clock, gate=gate)
     assert outcome.response == OK and outcome.attempts == 1
+
+
+def test_attempts_sharing_the_cutoff_timer_are_each_cut_at_their_own_deadline() -> None:
+    """Attempt timeouts share one loop timer (executors.retry.Cutoffs), yet each attempt is
+    cut at its own deadline: one due after the shared timer is not cut when it fires, one
+    due before it is not left waiting for it, and progress moves a deadline on."""
+    ended: list[str] = []
+
+    def sleeping(name: str, seconds: float, beats: int = 0):
+        async def call() -> Response:
+            for _ in range(beats):  # a streamed answer that keeps producing bytes
+                await asyncio.sleep(seconds / (beats + 1))
+                attempt_progress()
+            await asyncio.sleep(seconds / (beats + 1))
+            ended.append(name)
+            return OK
+
+        return call
+
+    async def attempt(name: str, call, timeout_s: float):
+        policy = RetryPolicy(max_retries=0, timeout_s=timeout_s)
+        outcome = await call_with_retry(call, policy)
+        if outcome.error is not None:
+            ended.append(f"{name} cut")
+        return outcome
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        first = asyncio.ensure_future(attempt("first", sleeping("first", 10.0), 0.6))
+        await asyncio.sleep(0)  # the shared timer is set for first's deadline
+        later = asyncio.ensure_future(attempt("later", sleeping("later", 0.9), 4.0))
+        sooner = asyncio.ensure_future(attempt("sooner", sleeping("sooner", 10.0), 0.1))
+        # due after the shared timer, moved on by each beat (0.2 s apart) past it
+        beating = asyncio.ensure_future(attempt("beating", sleeping("beat", 1.2, 5), 0.7))
+        quick = await attempt("quick", sleeping("quick", 0.0), 5.0)
+        assert quick.response == OK
+        await asyncio.gather(first, later, sooner, beating)
+        assert not Cutoffs.on(loop).due  # every attempt that ended is forgotten
+
+    asyncio.run(main())
+    assert ended == ["quick", "sooner cut", "first cut", "later", "beat"]
