@@ -643,9 +643,7 @@ class ResponseCache:
 
     def entry(self, key: str, provider: str, model: str, text: str, check: str) -> Entry:
         """The row :meth:`write_entries` stores for one response (stamped now)."""
-        if not (provider.isascii() and model.isascii()):  # ASCII is valid UTF-8 as it is
-            provider, model = _sql_text(provider), _sql_text(model)
-        return (key, provider, model, text, self.wall(), check)
+        return (key, _sql_text(provider), _sql_text(model), text, self.wall(), check)
 
     def prepared(self, key: str, request: Request, response: Response) -> Entry:
         """The row :meth:`put` stores for ``response`` (its text and checksum)."""

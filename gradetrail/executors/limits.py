@@ -139,8 +139,7 @@ class AdaptiveLimit:
                     self.rtt = duration_s if rtt is None else 0.8 * rtt + 0.2 * duration_s
                 if self.limit < self.maximum:
                     self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)
-        if self._waiters:
-            self._wake()
+        self._wake()
 
     def _cut_allowed(self) -> bool:
         if self.rtt is None or self._clock is None:
