@@ -1,9 +1,12 @@
 """The one retry policy: backoff with full jitter, Retry-After, bounds, the per-sample
-ceiling and the per-attempt gate, on an injected clock."""
+ceiling and the per-attempt gate, on an injected clock; the attempt timeouts, which read
+the loop's own time, on the fake-time loop of loop_support."""
 
 from __future__ import annotations
 
 import asyncio
+
+from loop_support import run_on_fake_time
 
 from gradetrail._util.progress import attempt_progress
 from gradetrail.errors import BadRequest, ProviderError, ProviderTimeout, RateLimited, ServerError
@@ -28,7 +31,9 @@ def scripted(*outcomes: Response | ProviderError):
 
 
 def run(call, policy: RetryPolicy, clock: FakeClock, rand=lambda: 1.0, gate=None):
-    return asyncio.run(
+    """Backoff and the ceiling on ``clock``; the attempts' timeouts, which read the loop's
+    time, on the fake-time loop."""
+    return run_on_fake_time(
         call_with_retry(call, policy, sleep=clock.sleep, clock=clock.now, rand=rand, gate=gate)
     )
 
@@ -102,6 +107,7 @@ def test_attempt_timeout_is_a_transient_provider_timeout() -> None:
     outcome = run(call, RetryPolicy(timeout_s=0.05), clock, rand=lambda: 0.0)
     assert outcome.response == OK and outcome.attempts == 2
     assert clock.slept == [0.0]
+    assert str(outcome.retried[0].error) == "no response within 0.05 s"
 
 
 def test_sample_ceiling_stops_a_wait_that_would_pass_it() -> None:
@@ -163,8 +169,13 @@ def test_ceiling_starts_when_the_first_attempt_is_admitted() -> None:
 def test_attempts_sharing_the_cutoff_timer_are_each_cut_at_their_own_deadline() -> None:
     """Attempt timeouts share one loop timer (executors.retry.Cutoffs), yet each attempt is
     cut at its own deadline: one due after the shared timer is not cut when it fires, one
-    due before it is not left waiting for it, and progress moves a deadline on."""
-    ended: list[str] = []
+    due before it is not left waiting for it, and progress moves a deadline on. On the
+    fake-time loop, so every end is at an exact loop time (all of them binary fractions:
+    their sums are exact floats)."""
+    ended: list[tuple[str, float]] = []
+
+    def now() -> float:
+        return asyncio.get_running_loop().time()
 
     def sleeping(name: str, seconds: float, beats: int = 0):
         async def call() -> Response:
@@ -172,7 +183,7 @@ def test_attempts_sharing_the_cutoff_timer_are_each_cut_at_their_own_deadline() 
                 await asyncio.sleep(seconds / (beats + 1))
                 attempt_progress()
             await asyncio.sleep(seconds / (beats + 1))
-            ended.append(name)
+            ended.append((name, now()))
             return OK
 
         return call
@@ -181,21 +192,30 @@ def test_attempts_sharing_the_cutoff_timer_are_each_cut_at_their_own_deadline() 
         policy = RetryPolicy(max_retries=0, timeout_s=timeout_s)
         outcome = await call_with_retry(call, policy)
         if outcome.error is not None:
-            ended.append(f"{name} cut")
+            assert isinstance(outcome.error, ProviderTimeout)
+            ended.append((f"{name} cut", now()))
         return outcome
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        first = asyncio.ensure_future(attempt("first", sleeping("first", 10.0), 0.6))
-        await asyncio.sleep(0)  # the shared timer is set for first's deadline
-        later = asyncio.ensure_future(attempt("later", sleeping("later", 0.9), 4.0))
-        sooner = asyncio.ensure_future(attempt("sooner", sleeping("sooner", 10.0), 0.1))
-        # due after the shared timer, moved on by each beat (0.2 s apart) past it
-        beating = asyncio.ensure_future(attempt("beating", sleeping("beat", 1.2, 5), 0.7))
+        first = asyncio.ensure_future(attempt("first", sleeping("first", 10.0), 0.625))
+        await asyncio.sleep(0)  # the shared timer is set for first's deadline, 0.625
+        assert Cutoffs.on(loop)._at == 0.625
+        later = asyncio.ensure_future(attempt("later", sleeping("later", 0.875), 4.0))
+        sooner = asyncio.ensure_future(attempt("sooner", sleeping("sooner", 10.0), 0.125))
+        # due at 0.75, after the shared timer, and moved on by each beat (at 0.25, 0.5,
+        # ..., 1.25: 0.75 after the last is 2.0) past the answer's end at 1.5
+        beating = asyncio.ensure_future(attempt("beating", sleeping("beat", 1.5, 5), 0.75))
         quick = await attempt("quick", sleeping("quick", 0.0), 5.0)
         assert quick.response == OK
         await asyncio.gather(first, later, sooner, beating)
         assert not Cutoffs.on(loop).due  # every attempt that ended is forgotten
 
-    asyncio.run(main())
-    assert ended == ["quick", "sooner cut", "first cut", "later", "beat"]
+    run_on_fake_time(main())
+    assert ended == [
+        ("quick", 0.0),
+        ("sooner cut", 0.125),  # before the shared timer, on a timer of its own
+        ("first cut", 0.625),  # the shared timer
+        ("later", 0.875),  # armed at 4.0 by the shared timer, not cut by it
+        ("beat", 1.5),  # moved on past its first deadline, 0.75, five times
+    ]
