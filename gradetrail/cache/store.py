@@ -77,6 +77,7 @@ __all__ = [
     "CacheStats",
     "Claim",
     "ResponseCache",
+    "WAL_AUTOCHECKPOINT_PAGES",
     "SetAside",
     "default_cache_path",
     "set_aside",
@@ -104,6 +105,15 @@ CREATE TABLE IF NOT EXISTS claims (
     expires_at REAL NOT NULL
 ) WITHOUT ROWID;
 """
+#: WAL frames (pages) between automatic checkpoints, SQLite's ``wal_autocheckpoint``
+#: (its default is 1,000). A cache takes about three frames a response (a random key's
+#: leaf, its parents and the claims' page), so the default copied the WAL back into the
+#: file every ~330 responses, rewriting the same parent and claims pages each time.
+#: 8,000 frames (a WAL of up to ~33 MB, deleted when the last connection closes) writes
+#: each page back once per ~2,600 responses: 25 % fewer pwrite and pread calls and a
+#: third less SQLite time filling a cache (``bench/bench_sqlite.py``), for up to ~70 ms
+#: more at close, when the last checkpoint copies what is left.
+WAL_AUTOCHECKPOINT_PAGES = 8000
 _COMPANIONS = ("-wal", "-shm", "-journal")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -407,6 +417,7 @@ class ResponseCache:
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
+        db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         db.execute("BEGIN IMMEDIATE")
         try:
             columns = self._check_schema(db)

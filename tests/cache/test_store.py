@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gradetrail.cache.store import ResponseCache, default_cache_path
+from gradetrail.cache.store import WAL_AUTOCHECKPOINT_PAGES, ResponseCache, default_cache_path
 from gradetrail.providers.base import Request, Response
 
 BASE = Request(
@@ -62,6 +62,31 @@ def test_put_get_roundtrip_persists_across_connections(tmp_path: Path) -> None:
     assert again.get(BASE.key()) == response
     assert again.get(_with(model="m2").key()) is None
     assert again._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_the_wal_is_checkpointed_every_wal_autocheckpoint_pages_and_at_close(
+    tmp_path: Path,
+) -> None:
+    """A writable open checkpoints every WAL_AUTOCHECKPOINT_PAGES frames, not SQLite's
+    1,000: after ~1,500 frames of responses the WAL still holds them all (a second
+    connection reads every one through it); closing copies them into the file and
+    removes the WAL, and a read-only open finds every one there."""
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    assert cache._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (WAL_AUTOCHECKPOINT_PAGES,)
+    requests = [_with(epoch=i) for i in range(1, 1201)]
+    for request in requests:
+        cache.put(request.key(), request, Response("x" * 900, "end_turn", "stop", "m"))
+    frames = (path.with_name("c.sqlite-wal").stat().st_size - 32) // (4096 + 24)
+    assert 1500 < frames < WAL_AUTOCHECKPOINT_PAGES  # past SQLite's default, never copied
+    reader = ResponseCache(path, read_only=True)
+    assert len(reader.get_many([r.key() for r in requests])) == 1200
+    reader.close()
+    cache.close()
+    assert not path.with_name("c.sqlite-wal").exists()
+    again = ResponseCache(path, read_only=True)
+    found = again.get_many([r.key() for r in requests])
+    assert [found[r.key()].text for r in requests] == ["x" * 900] * 1200
 
 
 def test_get_many_reads_what_get_reads_in_batches(tmp_path: Path) -> None:
