@@ -9,8 +9,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from loop_support import run_on_fake_time
 
-from gradetrail.cache.claims import Claim
+from gradetrail.cache.claims import CLAIM_TTL_S, Claim
 from gradetrail.cache.group import MAX_WAITING
 from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.store import ResponseCache
@@ -198,46 +199,59 @@ def test_what_waits_for_a_group_is_written_when_the_cache_closes(tmp_path: Path)
 
 
 def test_claims_in_flight_are_renewed_together_while_calls_run(tmp_path: Path) -> None:
-    """While calls hold claims, one renewal a beat moves every claim's heartbeat; once no
-    call holds one, no renewal is due."""
+    """While calls hold claims, one renewal a beat moves every claim's heartbeat to the
+    wall clock plus CLAIM_TTL_S; once no call holds one, the beat due renews nothing and
+    sets no other. On the fake-time loop, with the loop's clock as the cache's wall clock,
+    at exact times."""
     path = tmp_path / "c.sqlite"
-    cache = ResponseCache(path)
-    inflight = InFlight(cache, beat_s=0.01)
+    renewals: list[float] = []
+    seen: dict[float, list[float]] = {}
 
     def beats() -> list[float]:
         with sqlite3.connect(path) as db:
             return [e for (e,) in db.execute("SELECT expires_at FROM claims ORDER BY key")]
 
-    async def call(i: int, first: list[float]) -> Response:
-        while not first:
-            await asyncio.sleep(0.001)
-        for _ in range(10_000):  # until a renewal moved both heartbeats
-            now = beats()
-            if len(now) == 2 and all(a > b for a, b in zip(now, first, strict=True)):
-                return Response(f"a{i}")
-            await asyncio.sleep(0.002)
-        raise AssertionError("the claims were never renewed")
+    async def call(i: int) -> Response:
+        loop = asyncio.get_running_loop()
+        for t in (5.0, 15.0, 25.0):  # between the beats, due at 10, 20, 30
+            await asyncio.sleep(t - loop.time())
+            seen[t] = beats()
+        return Response(f"a{i}")
 
-    async def main() -> None:
-        first: list[float] = []
-        tasks = [
-            asyncio.ensure_future(
-                inflight.once(_request(i).key(), lambda i=i: call(i, first), lambda r: r)
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        cache = ResponseCache(path, wall=loop.time)
+        renew_all = cache.claims.renew_all
+
+        def renew_and_note() -> None:
+            renewals.append(loop.time())
+            renew_all()
+
+        cache.claims.renew_all = renew_and_note  # type: ignore[method-assign]
+        inflight = InFlight(cache, beat_s=10.0)
+        try:
+            await asyncio.gather(
+                *(
+                    inflight.once(_request(i).key(), lambda i=i: call(i), lambda r: r)
+                    for i in range(2)
+                )
             )
-            for i in range(2)
-        ]
-        while len(beats()) < 2:
-            await asyncio.sleep(0.001)
-        first.extend(beats())
-        await asyncio.gather(*tasks)
-        assert inflight._held == 0
-        await asyncio.sleep(0.05)
-        assert inflight._beat is None  # nothing held: no renewal scheduled
+            assert (loop.time(), inflight._held) == (25.0, 0)
+            assert inflight._beat is not None  # the beat set at 20, due at 30
+            await asyncio.sleep(100.0)
+            assert inflight._beat is None  # nothing held at 30: no renewal scheduled since
+            return beats()
+        finally:
+            cache.close()
 
-    try:
-        asyncio.run(main())
-    finally:
-        cache.close()
+    last = run_on_fake_time(main())
+    assert renewals == [10.0, 20.0]
+    assert seen == {
+        5.0: [CLAIM_TTL_S] * 2,  # both written at 0, in one group
+        15.0: [10.0 + CLAIM_TTL_S] * 2,
+        25.0: [20.0 + CLAIM_TTL_S] * 2,
+    }
+    assert last == [20.0 + CLAIM_TTL_S] * 2  # not renewed at 30: none was held
 
 
 @pytest.mark.parametrize("tasks", [1, 300])

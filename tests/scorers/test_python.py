@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from loop_support import run_on_fake_time
 from paths import EXAMPLES
 from pydantic import ValidationError
 
 import gradetrail
 from gradetrail.datasets import Sample
 from gradetrail.errors import SpecError
-from gradetrail.scorers.base import ScoreInput
+from gradetrail.scorers.base import Score, ScoreInput
 from gradetrail.scorers.python import AsyncPythonScorer, make_python_scorer
 from gradetrail.spec import PythonScorerSpec
 
@@ -107,13 +108,19 @@ def test_an_async_function_is_awaited(tmp_path: Path) -> None:
 
 
 def test_a_slow_async_function_is_a_timeout_row(tmp_path: Path) -> None:
-    """Past the run's scoring bound the await is cancelled: a scorer_timeout row."""
+    """Past the run's scoring bound the await is cancelled: a scorer_timeout row, at
+    exactly the bound on the fake-time loop (the function's own 5 s sleep is cut short)."""
     import asyncio
 
     scorer = scorer_from(
         tmp_path, "import asyncio\nasync def score(s):\n    await asyncio.sleep(5)\n", timeout=0.2
     )
-    s = asyncio.run(scorer.ascore(item()))
+
+    async def main() -> tuple[Score, float]:
+        return await scorer.ascore(item()), asyncio.get_running_loop().time()
+
+    s, ended_at = run_on_fake_time(main())
+    assert ended_at == 0.2
     assert s.value is None and s.error["reason"] == "scorer_timeout"
     assert scorer.spec.function in s.error["message"]
 
