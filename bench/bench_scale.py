@@ -11,7 +11,10 @@ a recorded solution (a realistic response size); the numeric scorer scores it.
 While a process runs, its resident set (``VmRSS`` in ``/proc/PID/status``) is sampled
 every 0.5 s; its peak RSS and CPU come from ``wait4`` (the kernel's ``ru_maxrss``, as
 ``/usr/bin/time -v`` reports it). Printed per run: rows/s, wall, CPU, peak RSS, and RSS at
-10 %, 50 % and 90 % of the run's wall time (flat in the row count, or growing).
+10 %, 50 % and 90 % of the run's wall time (flat in the row count, or growing). The
+server's CPU a row (``/proc/PID/stat`` around each run) is printed beside gradetrail's,
+with the rows a second the two CPU figures allow on this machine's cores together: a
+ceiling no client can pass while the server shares its machine.
 
 Scenario ``million`` (issue 29): 1,000,000 rows, 256 in flight, a new cache file and a
 new results root, run to the end (17 min or more a run on 2 cores: ~1,000 rows/s idle,
@@ -108,6 +111,7 @@ class Sampled:
     samples: list[tuple[float, float]] = field(default_factory=list)  # (seconds, MB)
     started: float = 0.0  # time.time() just before the process started
     ended: float = 0.0
+    server_cpu: float = 0.0  # CPU seconds the protocol server spent during the run
 
     def rss_at(self, fraction: float) -> float:
         """The RSS sample nearest ``fraction`` of the wall time (MB; 0 with no sample)."""
@@ -119,6 +123,17 @@ class Sampled:
     @property
     def rows(self) -> int:
         return int(self.summary.get("n_samples", 0)) * int(self.summary.get("epochs", 1) or 1)
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux ``/proc``; 0.0
+    when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _vm_rss_mb(pid: int) -> float | None:
@@ -187,12 +202,17 @@ def line(name: str, runs: list[Sampled]) -> str:
     med = statistics.median
     wall = med(m.wall for m in runs)
     rows = runs[0].rows
+    client, server = med(m.cpu for m in runs) / rows, med(m.server_cpu for m in runs) / rows
+    both = ""
+    if server:  # measured (cold_runs): with the ceiling the two CPU figures allow
+        ceiling = (os.cpu_count() or 1) / (client + server)
+        both = f"  server CPU {1000 * server:.2f} ms a row (both: at most {ceiling:.0f} rows/s)"
     return (
         f"{name:5s} {med(m.rows / m.wall for m in runs):7.0f} rows/s  wall {wall:7.1f} s  "
         f"CPU {med(m.cpu for m in runs):7.1f} s ({1000 * med(m.cpu for m in runs) / rows:.2f} ms"
         f" a row)  peak RSS {med(m.rss_mb for m in runs):6.0f} MB  RSS at 10/50/90 % "
         f"{med(m.rss_at(0.1) for m in runs):5.0f} / {med(m.rss_at(0.5) for m in runs):5.0f} / "
-        f"{med(m.rss_at(0.9) for m in runs):5.0f} MB  [walls "
+        f"{med(m.rss_at(0.9) for m in runs):5.0f} MB{both}  [walls "
         + ", ".join(f"{m.wall:.1f}" for m in runs)
         + f"; {load()}]"
     )
@@ -224,7 +244,10 @@ def cold_runs(
             srv.reset(config=False)
             more = ["--cache", str(cache), "--results-root", str(root)]
             args = http_run(srv, spec, concurrency, *more)
+            pid = srv.process.pid if srv.process is not None else None
+            before = process_cpu_s(pid) if pid is not None else 0.0
             m = sampled(args, tree_env(tree), work, progress=progress)
+            m.server_cpu = process_cpu_s(pid) - before if pid is not None else 0.0
             assert m.summary["cache_hits"] == 0, m.summary["cache_hits"]
             assert m.summary["counts"] == {"scored": rows}, m.summary["counts"]
             runs[name].append(m)
