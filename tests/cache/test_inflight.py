@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import sqlite3
 import subprocess
@@ -12,16 +13,18 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 from http_support import GSM8K_DATA
+from loop_support import run_on_fake_time
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 from run_support import app_env, read_calls, release, start_run, wait_until, write_eval
 
 import gradetrail
 from gradetrail.cache.claims import CLAIM_TTL_S, Claim
-from gradetrail.cache.inflight import InFlight, Shared
+from gradetrail.cache.inflight import _POLL_FIRST_S, _POLL_MAX_S, InFlight, Shared
 from gradetrail.cache.store import ResponseCache
-from gradetrail.providers.base import Response
+from gradetrail.providers.base import Request, Response
 from gradetrail.testing import FakeClock
 
 server = protocol_server_fixture(scope="module", name="server")
@@ -260,6 +263,57 @@ def _two_caches(tmp_path: Path) -> tuple[ResponseCache, ResponseCache, FakeClock
     holder = ResponseCache(path)
     waiter = ResponseCache(path, monotonic=clock.now)
     return holder, waiter, clock
+
+
+@pytest.mark.parametrize("lands_at", [0.05, 1.0, 2.5])
+def test_a_waiter_polls_for_another_process_response_backing_off_to_the_cap(
+    tmp_path: Path, lands_at: float
+) -> None:
+    """A request another process has claimed is not made again: the waiter polls the
+    cache after 0.02 s, then twice as long each time up to 0.5 s, and returns the other
+    process's response at the first poll after it lands (on the fake-time loop, at exact
+    times; both opens of the file on the loop's clock)."""
+    holder, waiter = (None, None)
+    polls: list[float] = [_POLL_FIRST_S]  # the poll times the backoff makes
+    step = _POLL_FIRST_S
+    while polls[-1] < lands_at:
+        step = min(step * 2, _POLL_MAX_S)
+        polls.append(round(polls[-1] + step, 9))
+    expected = min(t for t in polls if t >= lands_at)
+    key = "k" * 64
+
+    async def main() -> tuple[object, float, InFlight]:
+        nonlocal holder, waiter
+        loop = asyncio.get_running_loop()
+        holder = ResponseCache(tmp_path / "c.sqlite", monotonic=loop.time)
+        waiter = ResponseCache(tmp_path / "c.sqlite", monotonic=loop.time)
+        assert holder.claim(key) is None  # the other process is calling
+        request = _request_for_claims()
+        loop.call_at(lands_at, holder.put, key, request, Response("theirs"))
+        inflight = InFlight(waiter)
+
+        async def call() -> Response:
+            raise AssertionError("the claimed request was made again")
+
+        result = await inflight.once(key, call, lambda r: r)
+        return result, loop.time(), inflight
+
+    try:
+        result, at, inflight = run_on_fake_time(main())
+    finally:
+        for cache in (holder, waiter):
+            if cache is not None:
+                cache.close()
+    assert isinstance(result, Shared)
+    assert (result.response, result.source) == (Response("theirs"), "other_process")
+    assert abs(at - expected) < 1e-9, (at, expected, polls)
+    assert inflight.waited == 1
+    assert inflight.holders == {f"{holder.owner.split(':')[0]}:{os.getpid()}"}
+
+
+def _request_for_claims() -> Request:
+    """A request whose key is not what the tests store under (put takes the key given)."""
+    return Request("replay", "m", None, None, ({"role": "user", "content": "q"},), {})
 
 
 def test_a_claim_whose_renewals_stop_lapses_after_the_ttl_on_the_waiters_clock(
