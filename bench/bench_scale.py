@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench_protocol_server import process_cpu_seconds  # noqa: E402
 from protocol_server import ServerHandle, running_server  # noqa: E402
 
 GSM8K = ROOT / "examples" / "data" / "gsm8k" / "test.jsonl"
@@ -123,17 +124,6 @@ class Sampled:
     @property
     def rows(self) -> int:
         return int(self.summary.get("n_samples", 0)) * int(self.summary.get("epochs", 1) or 1)
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used so far (Linux ``/proc``; 0.0
-    when it cannot be read)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _vm_rss_mb(pid: int) -> float | None:
@@ -245,9 +235,9 @@ def cold_runs(
             more = ["--cache", str(cache), "--results-root", str(root)]
             args = http_run(srv, spec, concurrency, *more)
             pid = srv.process.pid if srv.process is not None else None
-            before = process_cpu_s(pid) if pid is not None else 0.0
+            before = process_cpu_seconds(pid) if pid is not None else 0.0
             m = sampled(args, tree_env(tree), work, progress=progress)
-            m.server_cpu = process_cpu_s(pid) - before if pid is not None else 0.0
+            m.server_cpu = process_cpu_seconds(pid) - before if pid is not None else 0.0
             assert m.summary["cache_hits"] == 0, m.summary["cache_hits"]
             assert m.summary["counts"] == {"scored": rows}, m.summary["counts"]
             runs[name].append(m)
