@@ -272,8 +272,7 @@ def test_a_waiter_polls_for_another_process_response_backing_off_to_the_cap(
     """A request another process has claimed is not made again: the waiter polls the
     cache after 0.02 s, then twice as long each time up to 0.5 s, and returns the other
     process's response at the first poll after it lands (on the fake-time loop, at exact
-    times; both opens of the file on the loop's clock)."""
-    holder, waiter = (None, None)
+    times; the waiter's own clock stands still, so the claim never lapses)."""
     polls: list[float] = [_POLL_FIRST_S]  # the poll times the backoff makes
     step = _POLL_FIRST_S
     while polls[-1] < lands_at:
@@ -281,39 +280,29 @@ def test_a_waiter_polls_for_another_process_response_backing_off_to_the_cap(
         polls.append(round(polls[-1] + step, 9))
     expected = min(t for t in polls if t >= lands_at)
     key = "k" * 64
+    request = Request("replay", "m", None, None, ({"role": "user", "content": "q"},), {})
+    holder, waiter, _ = _two_caches(tmp_path)
+    inflight = InFlight(waiter)
 
-    async def main() -> tuple[object, float, InFlight]:
-        nonlocal holder, waiter
+    async def call() -> Response:
+        raise AssertionError("the claimed request was made again")
+
+    async def main() -> tuple[object, float]:
         loop = asyncio.get_running_loop()
-        holder = ResponseCache(tmp_path / "c.sqlite", monotonic=loop.time)
-        waiter = ResponseCache(tmp_path / "c.sqlite", monotonic=loop.time)
         assert holder.claim(key) is None  # the other process is calling
-        request = _request_for_claims()
         loop.call_at(lands_at, holder.put, key, request, Response("theirs"))
-        inflight = InFlight(waiter)
-
-        async def call() -> Response:
-            raise AssertionError("the claimed request was made again")
-
-        result = await inflight.once(key, call, lambda r: r)
-        return result, loop.time(), inflight
+        return await inflight.once(key, call, lambda r: r), loop.time()
 
     try:
-        result, at, inflight = run_on_fake_time(main())
+        result, at = run_on_fake_time(main())
     finally:
-        for cache in (holder, waiter):
-            if cache is not None:
-                cache.close()
+        holder.close()
+        waiter.close()
     assert isinstance(result, Shared)
     assert (result.response, result.source) == (Response("theirs"), "other_process")
     assert abs(at - expected) < 1e-9, (at, expected, polls)
     assert inflight.waited == 1
     assert inflight.holders == {f"{holder.owner.split(':')[0]}:{os.getpid()}"}
-
-
-def _request_for_claims() -> Request:
-    """A request whose key is not what the tests store under (put takes the key given)."""
-    return Request("replay", "m", None, None, ({"role": "user", "content": "q"},), {})
 
 
 def test_a_claim_whose_renewals_stop_lapses_after_the_ttl_on_the_waiters_clock(
