@@ -147,29 +147,31 @@ def _parse(text: str) -> Response | None:
     return response
 
 
+def _valid_utf8(text: str) -> bool:
+    """True when UTF-8 can encode ``text`` (no lone surrogate): ASCII text is known to be
+    without encoding it (a flag of the string)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _sql_text(value: str) -> str:
     """``value`` if UTF-8 can encode it, else with unencodable characters escaped
     (``\\udc80``): SQLite text must be valid UTF-8."""
-    if value.isascii():  # no need to encode it to know (a flag of the string)
+    if _valid_utf8(value):
         return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", "backslashreplace").decode("ascii", "replace")
-    return value
+    return value.encode("utf-8", "backslashreplace").decode("ascii", "replace")
 
 
 def _stored_text(response: Response) -> str:
     """The JSON stored for ``response``: UTF-8 as is, or every non-ASCII character escaped
     when the text holds one that UTF-8 cannot encode (lossless either way)."""
     text = response.to_json()
-    if text.isascii():  # no need to encode it to know (a flag of the string)
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(json.loads(text))
-    return text
+    return text if _valid_utf8(text) else json.dumps(json.loads(text))
 
 
 def _busy(exc: sqlite3.Error) -> bool:
