@@ -9,8 +9,9 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   authors compare them: a response written exactly as its target always equals it
   (``(0, 1)``, ``{1,2,3}``, ``[1,2]``), and a target is never rewritten on its own;
 - answers without LaTeX delimiters are read whole (``-1 + sqrt(3)``, ``x<2``,
-  ``33.5\\%``), digits grouped by thin or plain spaces are one number (``1\\,234``) and
-  ``74°`` is ``74^\\circ``;
+  ``33.5\\%``; an escaped ``\\$`` is a dollar sign, not a delimiter: the target
+  ``\\$18.90`` is 18.90), digits grouped by thin or plain spaces are one number
+  (``1\\,234``) and ``74°`` is ``74^\\circ``;
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -150,8 +151,9 @@ class MathScorer(Scorer):
         return Score(float(bool(ok)), detail)
 
 
-#: LaTeX math delimiters or a box: math-verify's own extraction finds the answer
-_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\(?:boxed|fbox|begin)\b")
+#: LaTeX math delimiters or a box: math-verify's own extraction finds the answer (an
+#: escaped ``\\$`` is a dollar sign, not a delimiter: ``\\$18.90``)
+_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\(?:boxed|fbox|begin)\b")
 #: digits grouped in threes by a thin space (``\,``, ``\;``, ``\ ``), ``{,}``, a space, a
 #: no-break space or a narrow no-break space: one number (``1\,234``, ``12 500``)
 _GROUPED = re.compile(
@@ -292,8 +294,9 @@ def _listed(text: str, parse: Any) -> list[Any] | None:
     return None
 
 
-#: math delimiters math-verify's extraction looks for: ``$``, ``\\(``, ``\\[`` or a box
-_MATH_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\(?:boxed|fbox)\b")
+#: math delimiters math-verify's extraction looks for: ``$`` (not an escaped ``\\$``),
+#: ``\\(``, ``\\[`` or a box
+_MATH_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\(?:boxed|fbox)\b")
 #: LaTeX markup: a command (not spacing alone) or a braced super- or subscript
 _LATEX = re.compile(r"\\[A-Za-z]{2,}|[\^_]\{")
 #: what a LaTeX command and its text argument leave out of a prose check

@@ -181,3 +181,25 @@ def test_bare_latex_targets_and_listed_values(response: str, target: str, expect
     whole, never as their last number."""
     s = math_score(response, target)
     assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        # MATH's currency answers: an escaped \$ is a dollar sign, not a math delimiter
+        ("The total is $\\boxed{\\$18.90}$.", "\\$18.90", 1.0),
+        ("The total is $\\boxed{18.90}$.", "\\$18.90", 1.0),
+        ("$\\boxed{19}$", "\\$18.90", 0.0),
+        ("\\$18.90", "\\$18.90", 1.0),
+        ("$\\boxed{5}$", "\\$5", 1.0),
+        ("$\\boxed{6}$", "\\$5", 0.0),
+    ],
+)
+def test_a_target_with_an_escaped_dollar_sign_is_a_number(
+    response: str, target: str, expected: float
+) -> None:
+    """A target such as ``\\$18.90`` is 18.90, as math-verify reads it in LaTeX (``$\\$18.90$``
+    or ``\\boxed{\\$18.90}``): a score, never a scorer error row left out of the mean."""
+    s = math_score(response, target)
+    assert s.error is None and s.value == expected, (s.detail, s.error)
+    assert s.detail["parsed_target"][0] == ("5" if target == "\\$5" else "18.9000000000000")
