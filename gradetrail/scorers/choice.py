@@ -48,7 +48,9 @@ no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do
 state it.
 
 A letter right after a negation (``not A``, ``isn't (A)``, ``would not choose A``) is
-never an answer, and full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``).
+never an answer, full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``), and a letter
+set alone in inline math reads as the letter (``Answer: $C$``, ``\\(C\\)``,
+``$\\text{C}$``, as simple-evals reads ``Answer: $C$``).
 
 When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
 ``B/C``, ``**B** **C**``, ``Answer: both A and C``), hedges between them (``B or maybe
@@ -179,6 +181,24 @@ def narrow(text: str) -> str:
     return text.translate(_NARROW)
 
 
+#: one letter set in inline math: ``$C$``, ``\\(C\\)``, ``$\\text{C}$``, ``$(C)$``
+_MATH_LETTER = re.compile(
+    r"(?<!\\)(?:\$|\\\()[ \t]*(?:\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{)?[ \t]*"
+    r"\(?[ \t]*[A-Za-z][ \t]*\)?[ \t]*\}?[ \t]*(?:(?<!\\)\$|\\\))"
+)
+#: what wraps the letter there: the delimiters and a ``\\text{...}``
+_MATH_WRAP = re.compile(r"\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{|\\[()]|[${}]")
+
+
+def _unmath(text: str) -> str:
+    """``text`` with inline math around one letter blanked (``Answer: $C$`` reads as
+    ``Answer:  C ``), as simple-evals reads ``Answer: $C$``: same length, so every
+    offset still points at the same character."""
+    return _MATH_LETTER.sub(
+        lambda m: _MATH_WRAP.sub(lambda w: " " * len(w.group()), m.group()), text
+    )
+
+
 #: capital letters that are also words in the markers' languages: English ``I`` and ``A``;
 #: ``A``, ``E``, ``O``, ``U``, ``Y`` in Spanish, Portuguese, Italian and French (``a``,
 #: ``e``, ``o``, ``u``, ``y``; Italian's article ``I``)
@@ -233,7 +253,7 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
 def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[int]]:
     """:func:`find_letters`, and the starts of the letters some declaring rule states
     (``I pick **B**`` is bold and declared)."""
-    text = narrow(text)
+    text = _unmath(narrow(text))
     found: list[tuple[int, int, str, str]] = []
     declared: set[int] = set()
     for rule, pattern in _RULES:
@@ -413,7 +433,7 @@ class ChoiceScorer(Scorer):
         }
         if self.spec.shuffle_seed is not None:
             detail["permutation"] = [index for _, index, _ in shown]
-        response = narrow(item.response)
+        response = _unmath(narrow(item.response))
         valid = "".join(by_letter)
         texts = {letter: text for letter, _, text in shown if text}
         if (letter := _by_text(response, texts)) is not None:

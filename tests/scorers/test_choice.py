@@ -548,3 +548,29 @@ def test_an_mmlu_style_csv_runs_with_n_choices(cli, tmp_path: Path) -> None:
     rows_out = gradetrail.read_results(manifest["run_dir"])
     assert [r["score"] for r in rows_out] == [1.0, 1.0, 0.0]
     assert rows_out[2]["scorer"]["ambiguous"] == ["A", "B"]
+
+
+@pytest.mark.parametrize(
+    ("response", "rule"),
+    [
+        ("Answer: $B$", "marker"),  # simple-evals' own pattern reads Answer: $B$
+        ("ANSWER: $b$", "marker"),
+        ("Answer: \\(B\\)", "marker"),
+        ("Answer: $\\text{B}$", "marker"),
+        ("The answer is $\\mathrm{(B)}$.", "marker"),
+        ("Venus is second. Therefore $B$.", "concluded"),
+        ("Let $A$ be the set of inner planets.\n$B$", "alone"),
+    ],
+)
+def test_a_letter_in_inline_math_is_the_letter(response: str, rule: str) -> None:
+    """A letter set in LaTeX inline math (``$B$``, ``\\(B\\)``, ``$\\text{B}$``) is read as
+    the bare letter, as simple-evals reads ``Answer: $B$``; a letter naming something else
+    in math (``$A$`` the set) is no more an answer than a bare ``A`` would be."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", rule), s.detail
+
+
+def test_two_letters_in_inline_math_are_ambiguous() -> None:
+    """``Answer: $B$ or $C$`` names two letters, as ``Answer: B or C`` does."""
+    s = choice("Answer: $B$ or $C$")
+    assert s.value == 0.0 and s.detail["ambiguous"] == ["B", "C"]
