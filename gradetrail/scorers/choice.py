@@ -18,6 +18,7 @@ emphasis and a closing stop aside), or a letter with its own text (``B Berlin``)
 that choice (rule ``text``). Well-formed, from most to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
+  ``<answer>C</answer>``,
   ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
   (any case of the words; after a marker a lower-case letter counts too when no word
   but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
@@ -89,6 +90,14 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             _MARKERS + r"\s*[:=\-：]?\s*(?i:(?:both|either)\s+)?(?:\*\*|[\(\[])?\s*"
             r"(?i:option\s+)?(?<![A-Za-z])" + _ML
+        ),
+    ),
+    # an answer tag the prompt asked for: ``<answer>C</answer>``, ``<answer>(c)</answer>``
+    (
+        "marker",
+        re.compile(
+            r"(?i:<answer>)\s*(?:\*\*|[\(\[])?\s*(?P<letter>[A-Za-z])\s*(?:\*\*|[\)\]])?\.?\s*"
+            r"(?i:</answer>)"
         ),
     ),
     (

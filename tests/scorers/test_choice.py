@@ -574,3 +574,19 @@ def test_two_letters_in_inline_math_are_ambiguous() -> None:
     """``Answer: $B$ or $C$`` names two letters, as ``Answer: B or C`` does."""
     s = choice("Answer: $B$ or $C$")
     assert s.value == 0.0 and s.detail["ambiguous"] == ["B", "C"]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<answer>B</answer>",
+        "Mercury orbits closest.\n<answer>(b)</answer>",
+        "<ANSWER> **B** </ANSWER>",
+        "<answer>B</answer>\n\nA. Venus is second, so not it.",
+    ],
+)
+def test_an_answer_tag_states_the_letter(response: str) -> None:
+    """``<answer>B</answer>``, the tag many prompts ask for, states B (a marker), and the
+    options discussed after it are not the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "marker"), s.detail
