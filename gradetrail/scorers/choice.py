@@ -57,8 +57,10 @@ When the final answer lists two different letters (``Answer: B or C``, ``(B) and
 ``B/C``, ``**B** **C**``, ``Answer: both A and C``), hedges between them (``B or maybe
 C``, ``B, or possibly C``, ``B, perhaps D``), or its sentence goes on to hedge toward
 another (``B, though C is also plausible``), the reply is ambiguous: it scores 0 and the
-row records both, never a guess. With a shuffle, the row records the permutation
-and the letter the target was shown under, so position bias can be measured.
+row records both, never a guess. A letter whose own clause rules it out is no hedge
+(``B, because A is also wrong``, ``B, as A might seem right but isn't``). With a
+shuffle, the row records the permutation and the letter the target was shown under, so
+position bias can be measured.
 """
 
 from __future__ import annotations
@@ -498,19 +500,41 @@ _HEDGE_WORDS = re.compile(
 _OTHER_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?(?P<letter>[A-Z])(?![A-Za-z0-9'’])")
 
 
+#: a clause that rules its letter out: ``A is also wrong``, ``A might seem right but
+#: isn't``, ``(A) and (B) can be ruled out as well``
+_REJECTS = re.compile(
+    r"(?i)\b(?:wrong|incorrect|false|invalid|impossible|not|never|ruled\s+out|eliminated"
+    r"|excluded|rejected)\b|n[’']t\b"
+)
+
+
 def _hedged_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
     """Letters the answer's own sentence hedges toward (``B, though C is also plausible``):
-    another valid letter in the rest of the sentence, with a hedging word there."""
+    another valid letter in the rest of the sentence, with a hedging word there, unless
+    its own clause (up to the next letter; ``A and B`` share one) rules it out (``C,
+    because A is also wrong``)."""
     rest = re.match(r"[^.!?\n]*", text[last[1] :]).group()  # type: ignore[union-attr]
     if not _HEDGE_WORDS.search(rest):
         return {last[2]}
-    others = {
-        m.group("letter")
-        for m in _OTHER_LETTER.finditer(rest)
-        if m.group("letter") in valid
-        and not _NEGATED.search(rest, max(0, m.start() - 40), m.start())
-        and m.group("letter") != "I"  # the pronoun
-    }
+    groups: list[list[re.Match[str]]] = []  # letters joined by a connective share a clause
+    for m in _OTHER_LETTER.finditer(rest):
+        if groups and _JOIN.fullmatch(rest, groups[-1][-1].end(), m.start()):
+            groups[-1].append(m)
+        else:
+            groups.append([m])
+    others: set[str] = set()
+    for i, group in enumerate(groups):
+        until = groups[i + 1][0].start() if i + 1 < len(groups) else len(rest)
+        clause = _NEGATED.sub("", rest[group[-1].end() : until])  # "not" before the next
+        if _REJECTS.search(clause):
+            continue
+        others |= {
+            m.group("letter")
+            for m in group
+            if m.group("letter") in valid
+            and not _NEGATED.search(rest, max(0, m.start() - 40), m.start())
+            and m.group("letter") != "I"  # the pronoun
+        }
     return {last[2], *others}
 
 

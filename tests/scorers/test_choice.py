@@ -590,3 +590,36 @@ def test_an_answer_tag_states_the_letter(response: str) -> None:
     options discussed after it are not the answer."""
     s = choice(response)
     assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "marker"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer is B, because A is also wrong.",
+        "The answer is B, as A might seem right but isn't.",
+        "Answer: B, since A and C are also incorrect.",
+        "Answer: B, since (A) and (C) may look right but both are wrong.",
+        "The answer is (B) - (C) and (D) can be ruled out as well.",
+    ],
+)
+def test_letters_the_answers_sentence_rules_out_are_no_hedge(response: str) -> None:
+    """A hedging word (``also``, ``might``, ``as well``) in a clause that rules its letter
+    out is no hedge toward it: the stated answer stands."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert "ambiguous" not in s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("B, though C is also plausible, not A", ["B", "C"]),  # "not" is A's, not C's
+        ("Answer: B; A is wrong, but D could be right as well", ["B", "D"]),
+    ],
+)
+def test_a_hedge_beside_a_ruled_out_letter_stays_ambiguous(
+    response: str, letters: list[str]
+) -> None:
+    """Ruling one letter out leaves a hedge toward another in the same sentence ambiguous."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
