@@ -38,7 +38,8 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``
   (``C. 42``, ``**C)** Mars``), or with a letter and ``or`` / ``,`` (``B or maybe C``);
 - ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
-  ``B is closest``;
+  ``B is closest``; after a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it
+  is explanation, not a new answer (``Answer: B. A is correct only for the Moon`` is B);
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
@@ -261,12 +262,12 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
     return _scan(text, valid)[0]
 
 
-def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[int]]:
-    """:func:`find_letters`, and the starts of the letters some declaring rule states
-    (``I pick **B**`` is bold and declared)."""
+def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], dict[int, str]]:
+    """:func:`find_letters`, and the starts of the letters some declaring rule states, each
+    with the most explicit such rule (``I pick **B**`` is bold and declared)."""
     text = _unmath(narrow(text))
     found: list[tuple[int, int, str, str]] = []
-    declared: set[int] = set()
+    declared: dict[int, str] = {}
     for rule, pattern in _RULES:
         for m in pattern.finditer(text):
             read = _past_words(text, m) if rule in _PHRASED else None
@@ -281,7 +282,7 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[i
                 (rule == "marker" and _NAMING.match(m.group()))
                 or (rule == "declared" and _GERUND.match(m.group()))
             ):
-                declared.add(start)
+                declared.setdefault(start, rule)
             if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
     return sorted(found), declared
@@ -292,10 +293,23 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[i
 _NAMING = re.compile(r"(?i)\s*(?:option|choice)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
 
 
-def _answer_of(found: list[tuple[int, int, str, str]], declared: set[int]) -> int:
-    """Index in ``found`` of the answer: the last stated one, else the last one."""
+#: rules that state an answer outright; a letter a phrase only calls right (``named``:
+#: ``A is correct only for the Moon``) after one of these is explanation, not the answer
+_EXPLICIT = frozenset({"marker", "boxed", "declared", "contrast"})
+
+
+def _answer_of(found: list[tuple[int, int, str, str]], declared: dict[int, str]) -> int:
+    """Index in ``found`` of the answer: the last stated one (passing over a ``named``
+    letter after an explicit statement: ``Answer: B. A is correct only for the Moon`` is
+    B), else the last one."""
     stated = [i for i, f in enumerate(found) if f[0] in declared]
-    return stated[-1] if stated else len(found) - 1
+    if not stated:
+        return len(found) - 1
+    explicit = [i for i in stated if declared[found[i][0]] in _EXPLICIT]
+    kept = [
+        i for i in stated if declared[found[i][0]] != "named" or not explicit or i < explicit[0]
+    ]
+    return kept[-1]
 
 
 #: what wraps a reply that is a choice's text: markers, emphasis, quotes, a full stop

@@ -623,3 +623,24 @@ def test_a_hedge_beside_a_ruled_out_letter_stays_ambiguous(
     """Ruling one letter out leaves a hedge toward another in the same sentence ambiguous."""
     s = choice(response)
     assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer: B\n\nExplanation: A is correct only for circular orbits, not here.",
+        "**Answer: B**\n\n**Explanation:** Option A is correct for the Moon, not the Sun.",
+        "The answer is B.\n\nWhy not A? A is the best answer if we ignore Mercury.",
+        "Answer: B\n\nC is closest to Earth, but Mercury is closest to the Sun.",
+        "Answer: B. (A) is incorrect because Venus is second; D is right out.",
+        "\\boxed{B}\n\nNote: A is the right answer for the hottest planet.",
+        "I choose B. D is correct only for the Moon.",
+        "A is correct?\nNo: the answer is B.",  # a later marker still wins
+    ],
+)
+def test_an_explicit_answer_beats_a_later_letter_called_right(response: str) -> None:
+    """A letter a phrase only calls right (``A is correct only for ...``, ``D is right
+    out``) after a marker, a box or a declaring verb is explanation: the stated B is the
+    answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
