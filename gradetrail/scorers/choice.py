@@ -58,8 +58,9 @@ When the final answer lists two different letters (``Answer: B or C``, ``(B) and
 ``B/C``, ``**B** **C**``, ``Answer: both A and C``), hedges between them (``B or maybe
 C``, ``B, or possibly C``, ``B, perhaps D``), or its sentence goes on to hedge toward
 another (``B, though C is also plausible``), the reply is ambiguous: it scores 0 and the
-row records both, never a guess. A letter whose own clause rules it out is no hedge
-(``B, because A is also wrong``, ``B, as A might seem right but isn't``). With a
+row records both, never a guess. A letter whose own clause rules it out is neither listed
+nor hedged toward (``B, and A is wrong``, ``B, because A is also wrong``, ``B, as A might
+seem right but isn't``). With a
 shuffle, the row records the permutation and the letter the target was shown under, so
 position bias can be measured.
 """
@@ -495,14 +496,34 @@ _MORE = re.compile(
 
 
 def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
-    """Letters listed right after the last answer (``Answer: B or C``, ``B/C``)."""
+    """Letters listed right after the last answer (``Answer: B or C``, ``B/C``), up to one
+    whose clause rules it out (``The answer is C, and A is wrong``: C alone)."""
     letters = {last[2]}
     pos = last[1]
     while m := _MORE.match(text, pos):
+        if _ruled_out(text, m.end()):
+            break
         if m.group("letter").upper() in valid:
             letters.add(m.group("letter").upper())
         pos = m.end()
     return letters
+
+
+#: more letters joined to one just read: `` and (B)``, ``, C or D``
+_JOINED = re.compile(
+    r"(?:\*\*|[\)\]])?(?:\s*(?:,|/|&|\bor\b|\band\b)\s*(?:\*\*|[\(\[])?\s*[A-Z]"
+    r"(?![A-Za-z0-9'’])(?:\*\*|[\)\]])?)*"
+)
+
+
+def _ruled_out(text: str, pos: int) -> bool:
+    """True when the clause after the letter(s) ending at ``pos`` rules them out (``A is
+    wrong``, ``A and B are incorrect``): up to the next letter or the sentence's end."""
+    pos = _JOINED.match(text, pos).end()  # type: ignore[union-attr]
+    clause = re.match(r"[^.!?\n]*", text[pos:]).group()  # type: ignore[union-attr]
+    if nxt := _OTHER_LETTER.search(clause):
+        clause = clause[: nxt.start()]
+    return _REJECTS.search(_NEGATED.sub("", clause)) is not None
 
 
 #: the rest of the answer's sentence hedges toward another letter: ``B, though C is also

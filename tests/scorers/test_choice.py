@@ -644,3 +644,35 @@ def test_an_explicit_answer_beats_a_later_letter_called_right(response: str) -> 
     answer."""
     s = choice(response)
     assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer is B, and A is wrong because Venus is second.",
+        "The answer is B and D is incorrect.",
+        "Answer: (B), and (A) and (C) are both ruled out.",
+    ],
+)
+def test_a_letter_joined_to_the_answer_but_ruled_out_is_not_listed(response: str) -> None:
+    """``B, and A is wrong`` lists no second answer: the letter joined by ``and`` is ruled
+    out in its own clause."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert "ambiguous" not in s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("Answer: B and C, but not A", ["B", "C"]),
+        ("Answer: B or C; D is wrong", ["B", "C"]),
+        ("The answer is B and C are also correct", ["B", "C"]),
+    ],
+)
+def test_two_listed_letters_beside_a_ruled_out_one_stay_ambiguous(
+    response: str, letters: list[str]
+) -> None:
+    """Ruling a third letter out does not settle ``B and C``."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
