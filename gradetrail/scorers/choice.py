@@ -28,7 +28,8 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
   choices ``Answer: I think it is B`` reads B and ``Answer: A good choice would be C``
   reads C; followed by a verb or a connective it stays a letter (``Answer: I is correct``,
   ``Answer: A because ...``), and ``Answer: I think so`` names none;
-- ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}`` (either case);
+- ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}``, with its choice's text
+  ``\\boxed{C. Mars}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
   (or ``C.`` / ``C)``); these three upper case only;
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
@@ -107,8 +108,9 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "boxed",
         re.compile(
-            r"\\boxed\s*\{\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*(?P<letter>[A-Za-z])\s*\)?"
-            r"\s*\}?\s*\}"
+            r"\\boxed\s*\{\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*(?P<letter>[A-Za-z])\s*"
+            # the letter alone, or with its choice's text: ``\boxed{C. Mars}``
+            r"(?:\)?\.?|[.:)][ \t]+[^{}\n]*?)\s*\}?\s*\}"
         ),
     ),
     ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),

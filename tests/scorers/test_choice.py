@@ -676,3 +676,24 @@ def test_two_listed_letters_beside_a_ruled_out_one_stay_ambiguous(
     """Ruling a third letter out does not settle ``B and C``."""
     s = choice(response)
     assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "So the answer is $\\boxed{B. Mercury}$",
+        "\\boxed{B) Mercury}",
+        "\\boxed{\\text{B: Mercury}}",
+        "\\boxed{b. mercury}",
+        "\\boxed{B.}",
+    ],
+)
+def test_a_box_holding_the_letter_and_its_text_states_the_letter(response: str) -> None:
+    """``\\boxed{B. Mercury}``, a box with the letter and its choice's text, states B."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "boxed"), s.detail
+
+
+def test_a_box_holding_an_expression_of_letters_names_none() -> None:
+    """``\\boxed{A + B}`` is an expression, not a letter."""
+    assert choice("\\boxed{A + B}").detail["extracted"] is None
