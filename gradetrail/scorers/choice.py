@@ -48,7 +48,9 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
 
 A marker word naming an option without stating it (``Option (D) would ...``, no ``is`` and
 no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do not
-state it.
+state it. Lines opening with letters in order (``A. Venus - incorrect`` then ``B.
+Mercury - incorrect``: a reply going through or repeating the options) hold no answer
+letter at all.
 
 A letter right after a negation (``not A``, ``isn't (A)``, ``would not choose A``) is
 never an answer, full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``), and a letter
@@ -288,7 +290,29 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], dict[
                 declared.setdefault(start, rule)
             if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
-    return sorted(found), declared
+    listed = _enumerated(text)
+    return sorted(f for f in found if f[0] not in listed), declared
+
+
+#: a line that opens with a letter as a list item does: ``A. Venus``, ``- (B) Mercury``,
+#: ``C: correct``, ``**D)** Earth``
+_ITEM = re.compile(
+    r"(?m)^[ \t>*_#-]*(?:\*\*)?[\(\[]?(?P<letter>[A-Z])(?:\*\*)?[.):\]](?:\*\*)?(?=[ \t]|$)"
+)
+
+
+def _enumerated(text: str) -> set[int]:
+    """Offsets of the letters that open the lines of an enumeration: list lines whose
+    letters run in order (``A. Venus - incorrect`` then ``B. Mercury - incorrect``), a reply
+    going through the options (or repeating them), which states none of them. A line
+    opening with a letter that no neighbouring line continues (``C. Mars`` then ``A. Venus
+    is second``) is not one."""
+    items = [(m.start("letter"), m.group("letter")) for m in _ITEM.finditer(text)]
+    out: set[int] = set()
+    for (at, letter), (next_at, following) in zip(items, items[1:], strict=False):
+        if ord(following) == ord(letter) + 1:
+            out |= {at, next_at}
+    return out
 
 
 #: ``option (D)``, ``choice C``: a marker word that names an option without stating it as

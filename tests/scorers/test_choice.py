@@ -697,3 +697,36 @@ def test_a_box_holding_the_letter_and_its_text_states_the_letter(response: str) 
 def test_a_box_holding_an_expression_of_letters_names_none() -> None:
     """``\\boxed{A + B}`` is an expression, not a letter."""
     assert choice("\\boxed{A + B}").detail["extracted"] is None
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "A: wrong\nB: wrong\nC: correct\nD: wrong",
+        "- A) Venus ✗\n- B) Mercury ✗\n- C) Mars ✓\n- D) Earth ✗",
+        "Let's evaluate each option:\nA. Venus - incorrect\nB. Mercury - incorrect",
+        "(A) Venus\n(B) Mercury\n(C) Mars\n(D) Earth\n\nThe closest planet is Mercury, I think.",
+    ],
+)
+def test_a_reply_going_through_the_options_states_none_of_them(response: str) -> None:
+    """Lines opening with letters in order (``A: ...`` then ``B: ...``) enumerate the
+    options: the first is not a leading answer, the last not a final one; with nothing
+    stated the reply has no answer (target A: never credited for listing A first)."""
+    s = choice(response, target="0")
+    assert (s.value, s.detail["extracted"]) == (0.0, None), s.detail
+    assert s.detail["reason"] == "no answer letter in the response"
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "A. Venus - incorrect\nB. Mercury - correct\nC. Mars - incorrect\n\nThe answer is B.",
+        "B) Mercury\n\nA) Venus is second.",  # not in order: B leads, A is discussed
+        "B. Mercury\n\nD is farther out.",
+    ],
+)
+def test_an_answer_beside_an_enumeration_is_still_read(response: str) -> None:
+    """A stated answer after the enumeration, or a leading letter no line continues in
+    order, is the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
