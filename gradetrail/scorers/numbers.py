@@ -27,8 +27,9 @@ in CJK numerals is read where it states an answer (the whole text, or after ``�
 ``等于``, ``是``...: ``答案是三`` is 3, ``一百零五`` 105), never inside a word (``三角形``).
 
 Two different numbers offered as alternatives (``A: 18 or 19``, ``either 18 or 19``,
-``18, 19 or 20``; after the marker, or as the last two numbers) are ambiguous: no
-number, and the reason says so, never a guess (as the choice scorer treats ``B or C``).
+``18, 19 or 20``, ``x = -3 or x = 3``; after the marker, or as the last two numbers) are
+ambiguous: no number, and the reason says so, never a guess (as the choice scorer treats
+``B or C``).
 The same value twice (``18 (or 18.0)``) is one answer, as is a percentage beside the
 fraction it is (``0.25, or 25%``: the first as written); a list without ``or``
 (``1,2,3``) is not alternatives; ``18 / 19`` is the fraction 18/19.
@@ -666,10 +667,12 @@ def _result_of(found: list[re.Match[str]]) -> int | None:
 _CLOSE = lazy_compile(r"[ \t)\]}*_]*")
 #: between two numbers of an expression: an operator, brackets, spaces
 _OPERATOR = lazy_compile(r"[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div))[ \t()\[\]{}]*)+")
-#: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``
+#: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``,
+#: ``x = -3 or x = 3``
 _OR = lazy_compile(
     r"[ \t]*[)\]*]*[ \t]*(?:,[ \t]*(?:(?P<or>or)\b)?|[(\[]?[ \t]*(?P<or1>or)\b)[ \t]*"
-    r"(?:(?:maybe|perhaps|possibly)[ \t]+)?[(\[*]*[ \t]*",
+    r"(?:(?:maybe|perhaps|possibly)[ \t]+)?[(\[*]*[ \t]*"
+    r"(?:[a-z][ \t]*=[ \t]*)?",  # x = -3 or x = 3: the variable named again
     re.IGNORECASE,
 )
 

@@ -772,6 +772,16 @@ def test_a_percentage_and_its_fraction_are_one_answer(
     assert score(text, target, marker="A:", percent=percent).value == 1.0
 
 
+@pytest.mark.parametrize(
+    "text", ["A: x = -3 or x = 3", "The solutions are x = -3 or x = 3.", "So y = 3, or y = 5"]
+)
+def test_two_values_of_one_variable_are_ambiguous(text: str) -> None:
+    """``x = -3 or x = 3`` offers two answers (before: the last, 3, scored a pass)."""
+    found = find_answer(text, "A:")
+    assert found.value is None and "ambiguous" in (found.reason or "")
+    assert score(text, "3", marker="A:").value == 0.0
+
+
 def test_a_percentage_and_another_fraction_stay_ambiguous() -> None:
     """``0.25 or 30%`` offers two quantities."""
     assert find_answer("A: 0.25 or 30%", "A:", "as_fraction").value is None
