@@ -11,7 +11,8 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
 - answers without LaTeX delimiters are read whole (``-1 + sqrt(3)``, ``x<2``,
   ``33.5\\%``; an escaped ``\\$`` is a dollar sign, not a delimiter: the target
   ``\\$18.90`` is 18.90), digits grouped by thin or plain spaces are one number
-  (``1\\,234``) and ``74°`` is ``74^\\circ``;
+  (``1\\,234``), ``74°`` is ``74^\\circ`` and Markdown emphasis is not part of an
+  answer (``**6**`` is 6);
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -203,16 +204,24 @@ def bare_answer(text: str) -> str | None:
     is a formula, else the formula a closing ``answer is ...`` (``Answer:``, ``the result
     is``) states, else, in text without LaTeX delimiters, the formula after a closing
     ``is``, ``:`` or ``=`` (``the point is (1, 2)``). An assignment to one variable (``x =
-    2``, ``2 = x``) is its value (``2``)."""
+    2``, ``2 = x``) is its value (``2``), and Markdown emphasis around it is not part of it
+    (``**6**`` is ``6``)."""
     text = text.strip()
     found = text if _formula(text) else None
     if found is None:
         found = _closing_formula(text, _STATED)
     if found is None and not _DELIMITED.search(text):
         found = _closing_formula(text, _CLOSING)
+    if found is not None:  # Markdown emphasis: **6**, or the ** 7 after **Answer:**
+        found = found.strip(_EMPHASIS) or found
     if found is not None and (m := _ASSIGNED.match(found)):
         found = (m.group("rhs") or m.group("lhs")).strip()
     return found
+
+
+#: Markdown emphasis opening or closing an answer: ``**6**``, ``*6*``, ``__6__``, the ``**``
+#: left after ``**Answer:**`` (never Python's ``2**(1/4)``, inside the formula)
+_EMPHASIS = "*_ \t"
 
 
 def _as_latex(formula: str) -> str:

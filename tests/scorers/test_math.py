@@ -203,3 +203,25 @@ def test_a_target_with_an_escaped_dollar_sign_is_a_number(
     s = math_score(response, target)
     assert s.error is None and s.value == expected, (s.detail, s.error)
     assert s.detail["parsed_target"][0] == ("5" if target == "\\$5" else "18.9000000000000")
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("**6**", "6", 1.0),  # math-verify alone reads 6
+        ("Answer: **6**", "6", 1.0),
+        ("**Answer:** **8**", "8", 1.0),
+        ("**Answer:** 7", "7", 1.0),
+        ("**x = 5**", "5", 1.0),
+        ("**-1 + sqrt(3)**", "-1+\\sqrt{3}", 1.0),
+        ("**7**", "6", 0.0),
+        ("2**(1/4)", "\\sqrt[4]{2}", 1.0),  # Python's power is not emphasis
+    ],
+)
+def test_markdown_emphasis_around_an_answer_is_not_a_power(
+    response: str, target: str, expected: float
+) -> None:
+    """``**6**`` is 6 (it was read as ``^6^``, never equal to anything), as math-verify
+    reads it; the emphasis is not Python's ``**``."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
