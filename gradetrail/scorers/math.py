@@ -188,10 +188,11 @@ def _formula(text: str) -> bool:
 
 
 def _closing_formula(text: str, marker: re.Pattern[str]) -> str | None:
-    """The formula after the last ``marker`` that ends ``text`` (a closing stop aside),
-    or None."""
+    """The formula after the last ``marker`` that ends ``text`` (a closing full stop or
+    exclamation mark aside: ``The answer is 6!`` states 6, as math-verify reads it), or
+    None."""
     for m in reversed(list(marker.finditer(text))):
-        tail = text[m.end() :].strip().rstrip(".").strip()
+        tail = text[m.end() :].strip().rstrip(".!").strip()
         if _formula(tail):
             return tail
         if "\n" in tail:  # statements before the last line do not close the text

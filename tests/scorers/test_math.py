@@ -225,3 +225,21 @@ def test_markdown_emphasis_around_an_answer_is_not_a_power(
     reads it; the emphasis is not Python's ``**``."""
     s = math_score(response, target)
     assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("The answer is 6!", "6", 1.0),  # math-verify alone reads 6
+        ("Answer: 6!", "6", 1.0),
+        ("The answer is 6!", "720", 0.0),
+        ("$6!$", "720", 1.0),  # in LaTeX ! is a factorial
+    ],
+)
+def test_an_exclamation_mark_closing_a_sentence_is_not_a_factorial(
+    response: str, target: str, expected: float
+) -> None:
+    """A prose sentence ending ``is 6!`` states 6, as math-verify reads it (it was read
+    as 6! = 720)."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
