@@ -44,7 +44,8 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
-  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``.
+  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``; or after a correction,
+  ``actually``, ``wait``, ``I mean``: ``Answer: D. No wait, C.`` is C.
 
 A marker word naming an option without stating it (``Option (D) would ...``, no ``is`` and
 no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do not
@@ -164,9 +165,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "concluded",
         re.compile(
             r"(?im:(?:\b(?:therefore|thus|hence|so|consequently)|\bit(?:[’']s|\s+is|\s+must\s+be)"
-            r"|\bthat(?:[’']s|\s+is))[,:]?[ \t]+)(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])"
-            + _L
-            + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
+            r"|\bthat(?:[’']s|\s+is)"
+            # a correction: ``Answer: D. No wait, C.``, ``Sorry, I mean C.``, ``actually C``
+            r"|\b(?:actually|wait|i\s+mean|i\s+meant))[,:]?[ \t]+)"
+            r"(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])" + _L + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
         ),
     ),
 )

@@ -730,3 +730,27 @@ def test_an_answer_beside_an_enumeration_is_still_read(response: str) -> None:
     order, is the answer."""
     s = choice(response)
     assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer: D. No wait, B.",
+        "Answer: A\n\nSorry, I mean B.",
+        "A... wait, actually B",
+        "The answer is C. Actually, (B).",
+    ],
+)
+def test_a_correction_after_the_answer_is_the_answer(response: str) -> None:
+    """A letter after ``wait``, ``actually`` or ``I mean`` ending its sentence corrects the
+    answer stated before it (it was read as the first letter, a pass for D, A or C)."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response", ["Answer: B. Actually A is wrong.", "Answer: B\nWait: is A right? No."]
+)
+def test_a_correction_word_before_a_discussed_letter_changes_nothing(response: str) -> None:
+    """``actually A is wrong`` discusses A; the stated B stands."""
+    assert choice(response).detail["extracted"] == "B"
