@@ -18,6 +18,7 @@ emphasis and a closing stop aside), or a letter with its own text (``B Berlin``)
 that choice (rule ``text``). Well-formed, from most to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
+  ``<answer>C</answer>``,
   ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
   (any case of the words; after a marker a lower-case letter counts too when no word
   but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
@@ -27,7 +28,8 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
   choices ``Answer: I think it is B`` reads B and ``Answer: A good choice would be C``
   reads C; followed by a verb or a connective it stays a letter (``Answer: I is correct``,
   ``Answer: A because ...``), and ``Answer: I think so`` names none;
-- ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}`` (either case);
+- ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}``, with its choice's text
+  ``\\boxed{C. Mars}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
   (or ``C.`` / ``C)``); these three upper case only;
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
@@ -37,25 +39,34 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``
   (``C. 42``, ``**C)** Mars``), or with a letter and ``or`` / ``,`` (``B or maybe C``);
 - ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
-  ``B is closest``;
+  ``B is closest``; after a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it
+  is explanation, not a new answer (``Answer: B. A is correct only for the Moon`` is B);
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
-  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``.
+  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``; or after a correction,
+  ``actually``, ``wait``, ``I mean``: ``Answer: D. No wait, C.`` is C.
 
 A marker word naming an option without stating it (``Option (D) would ...``, no ``is`` and
 no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do not
-state it.
+state it. Lines opening with letters in order (``A. Venus - incorrect`` then ``B.
+Mercury - incorrect``: a reply going through or repeating the options) hold no answer
+letter at all.
 
 A letter right after a negation (``not A``, ``isn't (A)``, ``would not choose A``) is
-never an answer, and full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``).
+never an answer, full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``), and a letter
+set alone in inline math reads as the letter (``Answer: $C$``, ``\\(C\\)``,
+``$\\text{C}$``, as simple-evals reads ``Answer: $C$``).
 
 When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
 ``B/C``, ``**B** **C**``, ``Answer: both A and C``), hedges between them (``B or maybe
 C``, ``B, or possibly C``, ``B, perhaps D``), or its sentence goes on to hedge toward
 another (``B, though C is also plausible``), the reply is ambiguous: it scores 0 and the
-row records both, never a guess. With a shuffle, the row records the permutation
-and the letter the target was shown under, so position bias can be measured.
+row records both, never a guess. A letter whose own clause rules it out is neither listed
+nor hedged toward (``B, and A is wrong``, ``B, because A is also wrong``, ``B, as A might
+seem right but isn't``). With a
+shuffle, the row records the permutation and the letter the target was shown under, so
+position bias can be measured.
 """
 
 from __future__ import annotations
@@ -89,11 +100,20 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?i:option\s+)?(?<![A-Za-z])" + _ML
         ),
     ),
+    # an answer tag the prompt asked for: ``<answer>C</answer>``, ``<answer>(c)</answer>``
+    (
+        "marker",
+        re.compile(
+            r"(?i:<answer>)\s*(?:\*\*|[\(\[])?\s*(?P<letter>[A-Za-z])\s*(?:\*\*|[\)\]])?\.?\s*"
+            r"(?i:</answer>)"
+        ),
+    ),
     (
         "boxed",
         re.compile(
-            r"\\boxed\s*\{\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*(?P<letter>[A-Za-z])\s*\)?"
-            r"\s*\}?\s*\}"
+            r"\\boxed\s*\{\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*(?P<letter>[A-Za-z])\s*"
+            # the letter alone, or with its choice's text: ``\boxed{C. Mars}``
+            r"(?:\)?\.?|[.:)][ \t]+[^{}\n]*?)\s*\}?\s*\}"
         ),
     ),
     ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),
@@ -145,9 +165,10 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "concluded",
         re.compile(
             r"(?im:(?:\b(?:therefore|thus|hence|so|consequently)|\bit(?:[’']s|\s+is|\s+must\s+be)"
-            r"|\bthat(?:[’']s|\s+is))[,:]?[ \t]+)(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])"
-            + _L
-            + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
+            r"|\bthat(?:[’']s|\s+is)"
+            # a correction: ``Answer: D. No wait, C.``, ``Sorry, I mean C.``, ``actually C``
+            r"|\b(?:actually|wait|i\s+mean|i\s+meant))[,:]?[ \t]+)"
+            r"(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])" + _L + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
         ),
     ),
 )
@@ -177,6 +198,24 @@ def narrow(text: str) -> str:
     """``text`` with full-width ASCII forms and the ideographic space made ASCII (same
     length, so every offset still points at the same character)."""
     return text.translate(_NARROW)
+
+
+#: one letter set in inline math: ``$C$``, ``\\(C\\)``, ``$\\text{C}$``, ``$(C)$``
+_MATH_LETTER = re.compile(
+    r"(?<!\\)(?:\$|\\\()[ \t]*(?:\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{)?[ \t]*"
+    r"\(?[ \t]*[A-Za-z][ \t]*\)?[ \t]*\}?[ \t]*(?:(?<!\\)\$|\\\))"
+)
+#: what wraps the letter there: the delimiters and a ``\\text{...}``
+_MATH_WRAP = re.compile(r"\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{|\\[()]|[${}]")
+
+
+def _unmath(text: str) -> str:
+    """``text`` with inline math around one letter blanked (``Answer: $C$`` reads as
+    ``Answer:  C ``), as simple-evals reads ``Answer: $C$``: same length, so every
+    offset still points at the same character."""
+    return _MATH_LETTER.sub(
+        lambda m: _MATH_WRAP.sub(lambda w: " " * len(w.group()), m.group()), text
+    )
 
 
 #: capital letters that are also words in the markers' languages: English ``I`` and ``A``;
@@ -230,12 +269,12 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
     return _scan(text, valid)[0]
 
 
-def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[int]]:
-    """:func:`find_letters`, and the starts of the letters some declaring rule states
-    (``I pick **B**`` is bold and declared)."""
-    text = narrow(text)
+def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], dict[int, str]]:
+    """:func:`find_letters`, and the starts of the letters some declaring rule states, each
+    with the most explicit such rule (``I pick **B**`` is bold and declared)."""
+    text = _unmath(narrow(text))
     found: list[tuple[int, int, str, str]] = []
-    declared: set[int] = set()
+    declared: dict[int, str] = {}
     for rule, pattern in _RULES:
         for m in pattern.finditer(text):
             read = _past_words(text, m) if rule in _PHRASED else None
@@ -250,10 +289,32 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[i
                 (rule == "marker" and _NAMING.match(m.group()))
                 or (rule == "declared" and _GERUND.match(m.group()))
             ):
-                declared.add(start)
+                declared.setdefault(start, rule)
             if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
-    return sorted(found), declared
+    listed = _enumerated(text)
+    return sorted(f for f in found if f[0] not in listed), declared
+
+
+#: a line that opens with a letter as a list item does: ``A. Venus``, ``- (B) Mercury``,
+#: ``C: correct``, ``**D)** Earth``
+_ITEM = re.compile(
+    r"(?m)^[ \t>*_#-]*(?:\*\*)?[\(\[]?(?P<letter>[A-Z])(?:\*\*)?[.):\]](?:\*\*)?(?=[ \t]|$)"
+)
+
+
+def _enumerated(text: str) -> set[int]:
+    """Offsets of the letters that open the lines of an enumeration: list lines whose
+    letters run in order (``A. Venus - incorrect`` then ``B. Mercury - incorrect``), a reply
+    going through the options (or repeating them), which states none of them. A line
+    opening with a letter that no neighbouring line continues (``C. Mars`` then ``A. Venus
+    is second``) is not one."""
+    items = [(m.start("letter"), m.group("letter")) for m in _ITEM.finditer(text)]
+    out: set[int] = set()
+    for (at, letter), (next_at, following) in zip(items, items[1:], strict=False):
+        if ord(following) == ord(letter) + 1:
+            out |= {at, next_at}
+    return out
 
 
 #: ``option (D)``, ``choice C``: a marker word that names an option without stating it as
@@ -261,10 +322,23 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], set[i
 _NAMING = re.compile(r"(?i)\s*(?:option|choice)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
 
 
-def _answer_of(found: list[tuple[int, int, str, str]], declared: set[int]) -> int:
-    """Index in ``found`` of the answer: the last stated one, else the last one."""
+#: rules that state an answer outright; a letter a phrase only calls right (``named``:
+#: ``A is correct only for the Moon``) after one of these is explanation, not the answer
+_EXPLICIT = frozenset({"marker", "boxed", "declared", "contrast"})
+
+
+def _answer_of(found: list[tuple[int, int, str, str]], declared: dict[int, str]) -> int:
+    """Index in ``found`` of the answer: the last stated one (passing over a ``named``
+    letter after an explicit statement: ``Answer: B. A is correct only for the Moon`` is
+    B), else the last one."""
     stated = [i for i, f in enumerate(found) if f[0] in declared]
-    return stated[-1] if stated else len(found) - 1
+    if not stated:
+        return len(found) - 1
+    explicit = [i for i in stated if declared[found[i][0]] in _EXPLICIT]
+    kept = [
+        i for i in stated if declared[found[i][0]] != "named" or not explicit or i < explicit[0]
+    ]
+    return kept[-1]
 
 
 #: what wraps a reply that is a choice's text: markers, emphasis, quotes, a full stop
@@ -413,7 +487,7 @@ class ChoiceScorer(Scorer):
         }
         if self.spec.shuffle_seed is not None:
             detail["permutation"] = [index for _, index, _ in shown]
-        response = narrow(item.response)
+        response = _unmath(narrow(item.response))
         valid = "".join(by_letter)
         texts = {letter: text for letter, _, text in shown if text}
         if (letter := _by_text(response, texts)) is not None:
@@ -450,14 +524,34 @@ _MORE = re.compile(
 
 
 def _listed_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
-    """Letters listed right after the last answer (``Answer: B or C``, ``B/C``)."""
+    """Letters listed right after the last answer (``Answer: B or C``, ``B/C``), up to one
+    whose clause rules it out (``The answer is C, and A is wrong``: C alone)."""
     letters = {last[2]}
     pos = last[1]
     while m := _MORE.match(text, pos):
+        if _ruled_out(text, m.end()):
+            break
         if m.group("letter").upper() in valid:
             letters.add(m.group("letter").upper())
         pos = m.end()
     return letters
+
+
+#: more letters joined to one just read: `` and (B)``, ``, C or D``
+_JOINED = re.compile(
+    r"(?:\*\*|[\)\]])?(?:\s*(?:,|/|&|\bor\b|\band\b)\s*(?:\*\*|[\(\[])?\s*[A-Z]"
+    r"(?![A-Za-z0-9'’])(?:\*\*|[\)\]])?)*"
+)
+
+
+def _ruled_out(text: str, pos: int) -> bool:
+    """True when the clause after the letter(s) ending at ``pos`` rules them out (``A is
+    wrong``, ``A and B are incorrect``): up to the next letter or the sentence's end."""
+    pos = _JOINED.match(text, pos).end()  # type: ignore[union-attr]
+    clause = re.match(r"[^.!?\n]*", text[pos:]).group()  # type: ignore[union-attr]
+    if nxt := _OTHER_LETTER.search(clause):
+        clause = clause[: nxt.start()]
+    return _REJECTS.search(_NEGATED.sub("", clause)) is not None
 
 
 #: the rest of the answer's sentence hedges toward another letter: ``B, though C is also
@@ -469,19 +563,41 @@ _HEDGE_WORDS = re.compile(
 _OTHER_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?(?P<letter>[A-Z])(?![A-Za-z0-9'’])")
 
 
+#: a clause that rules its letter out: ``A is also wrong``, ``A might seem right but
+#: isn't``, ``(A) and (B) can be ruled out as well``
+_REJECTS = re.compile(
+    r"(?i)\b(?:wrong|incorrect|false|invalid|impossible|not|never|ruled\s+out|eliminated"
+    r"|excluded|rejected)\b|n[’']t\b"
+)
+
+
 def _hedged_after(text: str, last: tuple[int, int, str, str], valid: str) -> set[str]:
     """Letters the answer's own sentence hedges toward (``B, though C is also plausible``):
-    another valid letter in the rest of the sentence, with a hedging word there."""
+    another valid letter in the rest of the sentence, with a hedging word there, unless
+    its own clause (up to the next letter; ``A and B`` share one) rules it out (``C,
+    because A is also wrong``)."""
     rest = re.match(r"[^.!?\n]*", text[last[1] :]).group()  # type: ignore[union-attr]
     if not _HEDGE_WORDS.search(rest):
         return {last[2]}
-    others = {
-        m.group("letter")
-        for m in _OTHER_LETTER.finditer(rest)
-        if m.group("letter") in valid
-        and not _NEGATED.search(rest, max(0, m.start() - 40), m.start())
-        and m.group("letter") != "I"  # the pronoun
-    }
+    groups: list[list[re.Match[str]]] = []  # letters joined by a connective share a clause
+    for m in _OTHER_LETTER.finditer(rest):
+        if groups and _JOIN.fullmatch(rest, groups[-1][-1].end(), m.start()):
+            groups[-1].append(m)
+        else:
+            groups.append([m])
+    others: set[str] = set()
+    for i, group in enumerate(groups):
+        until = groups[i + 1][0].start() if i + 1 < len(groups) else len(rest)
+        clause = _NEGATED.sub("", rest[group[-1].end() : until])  # "not" before the next
+        if _REJECTS.search(clause):
+            continue
+        others |= {
+            m.group("letter")
+            for m in group
+            if m.group("letter") in valid
+            and not _NEGATED.search(rest, max(0, m.start() - 40), m.start())
+            and m.group("letter") != "I"  # the pronoun
+        }
     return {last[2], *others}
 
 

@@ -9,8 +9,10 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   authors compare them: a response written exactly as its target always equals it
   (``(0, 1)``, ``{1,2,3}``, ``[1,2]``), and a target is never rewritten on its own;
 - answers without LaTeX delimiters are read whole (``-1 + sqrt(3)``, ``x<2``,
-  ``33.5\\%``), digits grouped by thin or plain spaces are one number (``1\\,234``) and
-  ``74°`` is ``74^\\circ``;
+  ``33.5\\%``; an escaped ``\\$`` is a dollar sign, not a delimiter: the target
+  ``\\$18.90`` is 18.90), digits grouped by thin or plain spaces are one number
+  (``1\\,234``), ``74°`` is ``74^\\circ`` and Markdown emphasis is not part of an
+  answer (``**6**`` is 6);
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -150,8 +152,9 @@ class MathScorer(Scorer):
         return Score(float(bool(ok)), detail)
 
 
-#: LaTeX math delimiters or a box: math-verify's own extraction finds the answer
-_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\(?:boxed|fbox|begin)\b")
+#: LaTeX math delimiters or a box: math-verify's own extraction finds the answer (an
+#: escaped ``\\$`` is a dollar sign, not a delimiter: ``\\$18.90``)
+_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\(?:boxed|fbox|begin)\b")
 #: digits grouped in threes by a thin space (``\,``, ``\;``, ``\ ``), ``{,}``, a space, a
 #: no-break space or a narrow no-break space: one number (``1\,234``, ``12 500``)
 _GROUPED = re.compile(
@@ -185,10 +188,11 @@ def _formula(text: str) -> bool:
 
 
 def _closing_formula(text: str, marker: re.Pattern[str]) -> str | None:
-    """The formula after the last ``marker`` that ends ``text`` (a closing stop aside),
-    or None."""
+    """The formula after the last ``marker`` that ends ``text`` (a closing full stop or
+    exclamation mark aside: ``The answer is 6!`` states 6, as math-verify reads it), or
+    None."""
     for m in reversed(list(marker.finditer(text))):
-        tail = text[m.end() :].strip().rstrip(".").strip()
+        tail = text[m.end() :].strip().rstrip(".!").strip()
         if _formula(tail):
             return tail
         if "\n" in tail:  # statements before the last line do not close the text
@@ -201,16 +205,24 @@ def bare_answer(text: str) -> str | None:
     is a formula, else the formula a closing ``answer is ...`` (``Answer:``, ``the result
     is``) states, else, in text without LaTeX delimiters, the formula after a closing
     ``is``, ``:`` or ``=`` (``the point is (1, 2)``). An assignment to one variable (``x =
-    2``, ``2 = x``) is its value (``2``)."""
+    2``, ``2 = x``) is its value (``2``), and Markdown emphasis around it is not part of it
+    (``**6**`` is ``6``)."""
     text = text.strip()
     found = text if _formula(text) else None
     if found is None:
         found = _closing_formula(text, _STATED)
     if found is None and not _DELIMITED.search(text):
         found = _closing_formula(text, _CLOSING)
+    if found is not None:  # Markdown emphasis: **6**, or the ** 7 after **Answer:**
+        found = found.strip(_EMPHASIS) or found
     if found is not None and (m := _ASSIGNED.match(found)):
         found = (m.group("rhs") or m.group("lhs")).strip()
     return found
+
+
+#: Markdown emphasis opening or closing an answer: ``**6**``, ``*6*``, ``__6__``, the ``**``
+#: left after ``**Answer:**`` (never Python's ``2**(1/4)``, inside the formula)
+_EMPHASIS = "*_ \t"
 
 
 def _as_latex(formula: str) -> str:
@@ -292,8 +304,9 @@ def _listed(text: str, parse: Any) -> list[Any] | None:
     return None
 
 
-#: math delimiters math-verify's extraction looks for: ``$``, ``\\(``, ``\\[`` or a box
-_MATH_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\(?:boxed|fbox)\b")
+#: math delimiters math-verify's extraction looks for: ``$`` (not an escaped ``\\$``),
+#: ``\\(``, ``\\[`` or a box
+_MATH_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\(?:boxed|fbox)\b")
 #: LaTeX markup: a command (not spacing alone) or a braced super- or subscript
 _LATEX = re.compile(r"\\[A-Za-z]{2,}|[\^_]\{")
 #: what a LaTeX command and its text argument leave out of a prose check

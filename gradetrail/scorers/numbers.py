@@ -27,9 +27,11 @@ in CJK numerals is read where it states an answer (the whole text, or after ``�
 ``等于``, ``是``...: ``答案是三`` is 3, ``一百零五`` 105), never inside a word (``三角形``).
 
 Two different numbers offered as alternatives (``A: 18 or 19``, ``either 18 or 19``,
-``18, 19 or 20``; after the marker, or as the last two numbers) are ambiguous: no
-number, and the reason says so, never a guess (as the choice scorer treats ``B or C``).
-The same value twice (``18 (or 18.0)``) is one answer; a list without ``or``
+``18, 19 or 20``, ``x = -3 or x = 3``; after the marker, or as the last two numbers) are
+ambiguous: no number, and the reason says so, never a guess (as the choice scorer treats
+``B or C``).
+The same value twice (``18 (or 18.0)``) is one answer, as is a percentage beside the
+fraction it is (``0.25, or 25%``: the first as written); a list without ``or``
 (``1,2,3``) is not alternatives; ``18 / 19`` is the fraction 18/19.
 
 A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a currency sign
@@ -665,10 +667,12 @@ def _result_of(found: list[re.Match[str]]) -> int | None:
 _CLOSE = lazy_compile(r"[ \t)\]}*_]*")
 #: between two numbers of an expression: an operator, brackets, spaces
 _OPERATOR = lazy_compile(r"[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div))[ \t()\[\]{}]*)+")
-#: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``
+#: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``,
+#: ``x = -3 or x = 3``
 _OR = lazy_compile(
     r"[ \t]*[)\]*]*[ \t]*(?:,[ \t]*(?:(?P<or>or)\b)?|[(\[]?[ \t]*(?P<or1>or)\b)[ \t]*"
-    r"(?:(?:maybe|perhaps|possibly)[ \t]+)?[(\[*]*[ \t]*",
+    r"(?:(?:maybe|perhaps|possibly)[ \t]+)?[(\[*]*[ \t]*"
+    r"(?:[a-z][ \t]*=[ \t]*)?",  # x = -3 or x = 3: the variable named again
     re.IGNORECASE,
 )
 
@@ -680,7 +684,8 @@ _OR_FIRST = frozenset(" \t,)]*(oO") - {""}
 def _offered(folded: str, n: Number) -> list[Number] | None:
     """The numbers offered as alternatives to ``n`` right after it (``18 or 19``,
     ``18, 19 or 20``: ``or`` at least once), when they are not all the same value
-    (``18 (or 18.0)`` is one answer); None otherwise (a plain list ``1,2,3`` too)."""
+    (``18 (or 18.0)``, ``0.25, or 25%`` are one answer); None otherwise (a plain list
+    ``1,2,3`` too)."""
     offered, pos, said_or = [n], n.end, False
     while gap := _OR.match(folded, pos):
         m = _NUMBER.match(folded, gap.end())
@@ -689,9 +694,19 @@ def _offered(folded: str, n: Number) -> list[Number] | None:
         said_or = said_or or bool(gap.group("or") or gap.group("or1"))
         offered.append(_number(m))
         pos = m.end()
-    if not said_or or len({x.value for x in offered}) == 1:
+    if not said_or or all(_same_quantity(offered[0], x) for x in offered[1:]):
         return None
     return offered
+
+
+def _same_quantity(a: Number, b: Number) -> bool:
+    """Two numbers that write one quantity: equal values (``18 (or 18.0)``), or a
+    percentage and the fraction it is (``0.25, or 25%``)."""
+    if a.value == b.value or a.value is None or b.value is None:
+        return a.value == b.value
+    x = a.value / 100 if a.percent and not b.percent else a.value
+    y = b.value / 100 if b.percent and not a.percent else b.value
+    return math.isclose(x, y, rel_tol=1e-12)
 
 
 def _ambiguous(

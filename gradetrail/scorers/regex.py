@@ -4,7 +4,10 @@ Patterns run on the ``regex`` package (Python ``re`` syntax, version 0 semantics
 ``timeout=`` bounds each match: a pattern that backtracks catastrophically on a response
 (``(a+)+$`` on a long run of ``a``) stops after ``scorer.timeout_s`` and the row records a
 scorer error (``error.kind: scorer_error``, ``reason: regex_timeout``) instead of hanging
-the run.
+the run. A row whose pattern reads an empty or blank value (``""``, spaces, null) and so
+matches a text that says nothing (``{{ answer }}`` rendered ``""``, ``\\b\\b``) would pass
+every response: it is a scorer error row (``reason: empty_value``), and on the first row
+``check`` stops the run.
 """
 
 from __future__ import annotations
@@ -55,17 +58,36 @@ class RegexScorer(Scorer):
         context = {**item.sample.row, "target": item.target}
         return self._compile(self.template.render(context))
 
+    def _empty_value(self, item: ScoreInput, pattern: Any) -> str | None:
+        """The name of an empty value (``""``, blanks or null) the pattern reads when that
+        leaves it matching a text that says nothing (``x y``: ``{{ answer }}`` rendered as
+        ``""``, ``\\b\\b`` or a blank), else None: such a row would pass every response."""
+        row, empty = item.sample.row, []
+        for name in sorted(self.template.names):
+            value = item.target if name == "target" else row.get(name, 0)  # 0: not in row
+            if value is None or (isinstance(value, str) and not value.strip()):
+                empty.append(name)
+        if not empty:
+            return None
+        return empty[0] if pattern.search("x y", timeout=self.spec.timeout_s) else None
+
     def check(self, first: ScoreInput) -> None:
         """Check the template's fields and compile the first sample's pattern.
 
         Raises:
             SpecError: the pattern reads ``{{ target }}`` (unguarded) and the spec has no
-                target, a field the first row lacks, or a pattern that does not compile.
+                target, a field the first row lacks, a pattern that does not compile, or
+                a first row whose empty value leaves the pattern matching any text.
         """
         if template_needs_target(self.template):
             require_target(first, f"{self.where}: the pattern reads {{{{ target }}}} and")
         self.template.check(first.sample.row, extra=frozenset({"target"}))
-        self.pattern_for(first)
+        pattern = self.pattern_for(first)
+        if (name := self._empty_value(first, pattern)) is not None:
+            raise SpecError(
+                f"{self.where}: the first sample's {name!r} is empty, so the pattern "
+                f"{pattern.pattern!r} matches every response; fix the dataset row"
+            )
 
     def check_row(self, item: ScoreInput) -> None:
         """Render and compile this sample's pattern (before any call: a pattern that one
@@ -87,6 +109,13 @@ class RegexScorer(Scorer):
         pattern = self.pattern_for(item)
         timeout = self.spec.timeout_s
         try:
+            if (name := self._empty_value(item, pattern)) is not None:
+                detail = {"pattern": pattern.pattern, "matched": None}
+                message = (
+                    f"the row's {name!r} is empty, so the pattern matches every response: "
+                    "fix the dataset row"
+                )
+                return scorer_error(detail, "empty_value", message)
             if self.spec.match == "fullmatch":
                 m = pattern.fullmatch(item.response.strip(), timeout=timeout)
             elif self.spec.match == "last":

@@ -548,3 +548,209 @@ def test_an_mmlu_style_csv_runs_with_n_choices(cli, tmp_path: Path) -> None:
     rows_out = gradetrail.read_results(manifest["run_dir"])
     assert [r["score"] for r in rows_out] == [1.0, 1.0, 0.0]
     assert rows_out[2]["scorer"]["ambiguous"] == ["A", "B"]
+
+
+@pytest.mark.parametrize(
+    ("response", "rule"),
+    [
+        ("Answer: $B$", "marker"),  # simple-evals' own pattern reads Answer: $B$
+        ("ANSWER: $b$", "marker"),
+        ("Answer: \\(B\\)", "marker"),
+        ("Answer: $\\text{B}$", "marker"),
+        ("The answer is $\\mathrm{(B)}$.", "marker"),
+        ("Venus is second. Therefore $B$.", "concluded"),
+        ("Let $A$ be the set of inner planets.\n$B$", "alone"),
+    ],
+)
+def test_a_letter_in_inline_math_is_the_letter(response: str, rule: str) -> None:
+    """A letter set in LaTeX inline math (``$B$``, ``\\(B\\)``, ``$\\text{B}$``) is read as
+    the bare letter, as simple-evals reads ``Answer: $B$``; a letter naming something else
+    in math (``$A$`` the set) is no more an answer than a bare ``A`` would be."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", rule), s.detail
+
+
+def test_two_letters_in_inline_math_are_ambiguous() -> None:
+    """``Answer: $B$ or $C$`` names two letters, as ``Answer: B or C`` does."""
+    s = choice("Answer: $B$ or $C$")
+    assert s.value == 0.0 and s.detail["ambiguous"] == ["B", "C"]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "<answer>B</answer>",
+        "Mercury orbits closest.\n<answer>(b)</answer>",
+        "<ANSWER> **B** </ANSWER>",
+        "<answer>B</answer>\n\nA. Venus is second, so not it.",
+    ],
+)
+def test_an_answer_tag_states_the_letter(response: str) -> None:
+    """``<answer>B</answer>``, the tag many prompts ask for, states B (a marker), and the
+    options discussed after it are not the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "marker"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer is B, because A is also wrong.",
+        "The answer is B, as A might seem right but isn't.",
+        "Answer: B, since A and C are also incorrect.",
+        "Answer: B, since (A) and (C) may look right but both are wrong.",
+        "The answer is (B) - (C) and (D) can be ruled out as well.",
+    ],
+)
+def test_letters_the_answers_sentence_rules_out_are_no_hedge(response: str) -> None:
+    """A hedging word (``also``, ``might``, ``as well``) in a clause that rules its letter
+    out is no hedge toward it: the stated answer stands."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert "ambiguous" not in s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("B, though C is also plausible, not A", ["B", "C"]),  # "not" is A's, not C's
+        ("Answer: B; A is wrong, but D could be right as well", ["B", "D"]),
+    ],
+)
+def test_a_hedge_beside_a_ruled_out_letter_stays_ambiguous(
+    response: str, letters: list[str]
+) -> None:
+    """Ruling one letter out leaves a hedge toward another in the same sentence ambiguous."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer: B\n\nExplanation: A is correct only for circular orbits, not here.",
+        "**Answer: B**\n\n**Explanation:** Option A is correct for the Moon, not the Sun.",
+        "The answer is B.\n\nWhy not A? A is the best answer if we ignore Mercury.",
+        "Answer: B\n\nC is closest to Earth, but Mercury is closest to the Sun.",
+        "Answer: B. (A) is incorrect because Venus is second; D is right out.",
+        "\\boxed{B}\n\nNote: A is the right answer for the hottest planet.",
+        "I choose B. D is correct only for the Moon.",
+        "A is correct?\nNo: the answer is B.",  # a later marker still wins
+    ],
+)
+def test_an_explicit_answer_beats_a_later_letter_called_right(response: str) -> None:
+    """A letter a phrase only calls right (``A is correct only for ...``, ``D is right
+    out``) after a marker, a box or a declaring verb is explanation: the stated B is the
+    answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer is B, and A is wrong because Venus is second.",
+        "The answer is B and D is incorrect.",
+        "Answer: (B), and (A) and (C) are both ruled out.",
+    ],
+)
+def test_a_letter_joined_to_the_answer_but_ruled_out_is_not_listed(response: str) -> None:
+    """``B, and A is wrong`` lists no second answer: the letter joined by ``and`` is ruled
+    out in its own clause."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert "ambiguous" not in s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letters"),
+    [
+        ("Answer: B and C, but not A", ["B", "C"]),
+        ("Answer: B or C; D is wrong", ["B", "C"]),
+        ("The answer is B and C are also correct", ["B", "C"]),
+    ],
+)
+def test_two_listed_letters_beside_a_ruled_out_one_stay_ambiguous(
+    response: str, letters: list[str]
+) -> None:
+    """Ruling a third letter out does not settle ``B and C``."""
+    s = choice(response)
+    assert s.value == 0.0 and s.detail["ambiguous"] == letters
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "So the answer is $\\boxed{B. Mercury}$",
+        "\\boxed{B) Mercury}",
+        "\\boxed{\\text{B: Mercury}}",
+        "\\boxed{b. mercury}",
+        "\\boxed{B.}",
+    ],
+)
+def test_a_box_holding_the_letter_and_its_text_states_the_letter(response: str) -> None:
+    """``\\boxed{B. Mercury}``, a box with the letter and its choice's text, states B."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "boxed"), s.detail
+
+
+def test_a_box_holding_an_expression_of_letters_names_none() -> None:
+    """``\\boxed{A + B}`` is an expression, not a letter."""
+    assert choice("\\boxed{A + B}").detail["extracted"] is None
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "A: wrong\nB: wrong\nC: correct\nD: wrong",
+        "- A) Venus ✗\n- B) Mercury ✗\n- C) Mars ✓\n- D) Earth ✗",
+        "Let's evaluate each option:\nA. Venus - incorrect\nB. Mercury - incorrect",
+        "(A) Venus\n(B) Mercury\n(C) Mars\n(D) Earth\n\nThe closest planet is Mercury, I think.",
+    ],
+)
+def test_a_reply_going_through_the_options_states_none_of_them(response: str) -> None:
+    """Lines opening with letters in order (``A: ...`` then ``B: ...``) enumerate the
+    options: the first is not a leading answer, the last not a final one; with nothing
+    stated the reply has no answer (target A: never credited for listing A first)."""
+    s = choice(response, target="0")
+    assert (s.value, s.detail["extracted"]) == (0.0, None), s.detail
+    assert s.detail["reason"] == "no answer letter in the response"
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "A. Venus - incorrect\nB. Mercury - correct\nC. Mars - incorrect\n\nThe answer is B.",
+        "B) Mercury\n\nA) Venus is second.",  # not in order: B leads, A is discussed
+        "B. Mercury\n\nD is farther out.",
+    ],
+)
+def test_an_answer_beside_an_enumeration_is_still_read(response: str) -> None:
+    """A stated answer after the enumeration, or a leading letter no line continues in
+    order, is the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer: D. No wait, B.",
+        "Answer: A\n\nSorry, I mean B.",
+        "A... wait, actually B",
+        "The answer is C. Actually, (B).",
+    ],
+)
+def test_a_correction_after_the_answer_is_the_answer(response: str) -> None:
+    """A letter after ``wait``, ``actually`` or ``I mean`` ending its sentence corrects the
+    answer stated before it (it was read as the first letter, a pass for D, A or C)."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response", ["Answer: B. Actually A is wrong.", "Answer: B\nWait: is A right? No."]
+)
+def test_a_correction_word_before_a_discussed_letter_changes_nothing(response: str) -> None:
+    """``actually A is wrong`` discusses A; the stated B stands."""
+    assert choice(response).detail["extracted"] == "B"

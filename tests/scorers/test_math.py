@@ -181,3 +181,65 @@ def test_bare_latex_targets_and_listed_values(response: str, target: str, expect
     whole, never as their last number."""
     s = math_score(response, target)
     assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        # MATH's currency answers: an escaped \$ is a dollar sign, not a math delimiter
+        ("The total is $\\boxed{\\$18.90}$.", "\\$18.90", 1.0),
+        ("The total is $\\boxed{18.90}$.", "\\$18.90", 1.0),
+        ("$\\boxed{19}$", "\\$18.90", 0.0),
+        ("\\$18.90", "\\$18.90", 1.0),
+        ("$\\boxed{5}$", "\\$5", 1.0),
+        ("$\\boxed{6}$", "\\$5", 0.0),
+    ],
+)
+def test_a_target_with_an_escaped_dollar_sign_is_a_number(
+    response: str, target: str, expected: float
+) -> None:
+    """A target such as ``\\$18.90`` is 18.90, as math-verify reads it in LaTeX (``$\\$18.90$``
+    or ``\\boxed{\\$18.90}``): a score, never a scorer error row left out of the mean."""
+    s = math_score(response, target)
+    assert s.error is None and s.value == expected, (s.detail, s.error)
+    assert s.detail["parsed_target"][0] == ("5" if target == "\\$5" else "18.9000000000000")
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("**6**", "6", 1.0),  # math-verify alone reads 6
+        ("Answer: **6**", "6", 1.0),
+        ("**Answer:** **8**", "8", 1.0),
+        ("**Answer:** 7", "7", 1.0),
+        ("**x = 5**", "5", 1.0),
+        ("**-1 + sqrt(3)**", "-1+\\sqrt{3}", 1.0),
+        ("**7**", "6", 0.0),
+        ("2**(1/4)", "\\sqrt[4]{2}", 1.0),  # Python's power is not emphasis
+    ],
+)
+def test_markdown_emphasis_around_an_answer_is_not_a_power(
+    response: str, target: str, expected: float
+) -> None:
+    """``**6**`` is 6 (it was read as ``^6^``, never equal to anything), as math-verify
+    reads it; the emphasis is not Python's ``**``."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("The answer is 6!", "6", 1.0),  # math-verify alone reads 6
+        ("Answer: 6!", "6", 1.0),
+        ("The answer is 6!", "720", 0.0),
+        ("$6!$", "720", 1.0),  # in LaTeX ! is a factorial
+    ],
+)
+def test_an_exclamation_mark_closing_a_sentence_is_not_a_factorial(
+    response: str, target: str, expected: float
+) -> None:
+    """A prose sentence ending ``is 6!`` states 6, as math-verify reads it (it was read
+    as 6! = 720)."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)

@@ -752,6 +752,41 @@ def test_not_alternatives(text: str, value: float) -> None:
     assert find_answer(text, "A:").value == pytest.approx(value)
 
 
+@pytest.mark.parametrize(
+    ("text", "percent", "target", "value"),
+    [
+        ("The answer is 0.25, or 25%.", "as_fraction", "0.25", 0.25),
+        ("The answer is 25%, or 0.25.", "as_fraction", "25%", 0.25),
+        ("A: 12.5% or 0.125", "as_fraction", "0.125", 0.125),
+        ("The answer is 0.25, or 25%.", "as_number", "0.25", 0.25),  # the first, as written
+        ("The answer is 25%, or 0.25.", "as_number", "25", 25.0),
+    ],
+)
+def test_a_percentage_and_its_fraction_are_one_answer(
+    text: str, percent: str, target: str, value: float
+) -> None:
+    """``0.25, or 25%`` writes one quantity twice, as ``18 (or 18.0)`` does: the first is
+    the answer, never 'two different numbers' (with ``as_fraction`` both read 0.25)."""
+    found = find_answer(text, "A:", percent)  # type: ignore[arg-type]
+    assert found.value == pytest.approx(value) and found.reason is None
+    assert score(text, target, marker="A:", percent=percent).value == 1.0
+
+
+@pytest.mark.parametrize(
+    "text", ["A: x = -3 or x = 3", "The solutions are x = -3 or x = 3.", "So y = 3, or y = 5"]
+)
+def test_two_values_of_one_variable_are_ambiguous(text: str) -> None:
+    """``x = -3 or x = 3`` offers two answers (before: the last, 3, scored a pass)."""
+    found = find_answer(text, "A:")
+    assert found.value is None and "ambiguous" in (found.reason or "")
+    assert score(text, "3", marker="A:").value == 0.0
+
+
+def test_a_percentage_and_another_fraction_stay_ambiguous() -> None:
+    """``0.25 or 30%`` offers two quantities."""
+    assert find_answer("A: 0.25 or 30%", "A:", "as_fraction").value is None
+
+
 # --- powers and scale words -----------------------------------------------------------------
 
 

@@ -138,6 +138,39 @@ def test_regex_invalid_pattern_is_a_spec_error() -> None:
 
 
 @pytest.mark.parametrize(
+    ("pattern", "answer", "match"),
+    [
+        ("{{ answer }}", "", "search"),
+        (r"\b{{ answer }}\b", "", "search"),
+        ("(?:{{ answer }})", " ", "last"),  # blanks: the pattern holds an escaped space
+        ("{{ answer }}", "", "fullmatch"),
+    ],
+)
+def test_regex_row_with_an_empty_value_is_a_scorer_error(
+    pattern: str, answer: str | None, match: str
+) -> None:
+    """A row whose empty answer leaves the pattern matching any text ("" or \b\b) is the
+    dataset's fault: a scorer error row naming the field (it passed every response), and
+    on the first row the run stops before any call."""
+    scorer = RegexScorer(RegexScorerSpec(type="regex", pattern=pattern, match=match))
+    item = _item("I have no idea", "" if answer is None else answer, answer=answer)
+    s = scorer.score(item)
+    assert s.value is None and s.error["reason"] == "empty_value", s.detail
+    assert "fix the dataset row" in s.error["message"]
+    with pytest.raises(SpecError, match="is empty"):
+        scorer.check(item)
+
+
+def test_regex_an_empty_value_the_pattern_does_not_lean_on_is_fine() -> None:
+    """An empty alias inside a group that still needs the answer scores as usual."""
+    scorer = RegexScorer(RegexScorerSpec(type="regex", pattern=r"A: (?:{{ answer }}){{ alias }}"))
+    row = {"answer": "42", "alias": ""}
+    item = ScoreInput(Sample(0, "s1", row, 1), 1, "p", None, "42", "A: 42")
+    assert scorer.score(item).value == 1.0
+    assert scorer.score(ScoreInput(Sample(0, "s1", row, 1), 1, "p", None, "42", "A: 7")).value == 0
+
+
+@pytest.mark.parametrize(
     ("text", "marker", "value"),
     [
         ("so the answer is 18", None, 18.0),
