@@ -407,12 +407,13 @@ class SdkTransport(Transport):
 
     async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
         """See :meth:`Transport.stream`: the SDK's ``client.post(..., stream=True)`` with
-        the raw HTTP response, read line by line."""
+        the raw HTTP response, read line by line; ``model.headers`` sent as by
+        :meth:`send`."""
         pool, sdk = self.pool, self._sdk
         i = pool.take()
         try:
             raw = await pool.clients[i].post(
-                self.url, body=body, cast_to=self._raw_type, stream=True
+                self.url, body=body, cast_to=self._raw_type, options=self._options, stream=True
             )
             try:
                 _progress()
