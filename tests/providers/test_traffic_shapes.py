@@ -1,0 +1,102 @@
+"""More shapes real APIs send, through both HTTP clients (the lean aiohttp one and the
+official SDKs) against the local protocol server: each body is written here in the shape
+the provider documents (or that users pasted from real calls), served once by the
+server's ``answer`` fault, and the row checked. Both clients must read every shape the
+same."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from http_support import SECRET_KEY, gsm8k_spec, run_http
+from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
+
+server = protocol_server_fixture(scope="module", name="server")
+srv = fresh_protocol_server_fixture("server", name="srv")
+
+CLIENTS = ("aiohttp", "sdk")
+#: USD per million tokens: input, output, cache read, cache write
+PRICE = {
+    "input_per_mtok": 1.0,
+    "output_per_mtok": 2.0,
+    "cached_input_per_mtok": 0.1,
+    "cache_write_per_mtok": 1.25,
+}
+SSE = {"content-type": "text/event-stream"}
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
+
+
+def _serve_once(srv: Any, body: Any, status: int = 200, headers: dict | None = None) -> None:
+    rule: dict[str, Any] = {"kind": "answer", "body": body, "status": status, "first": 1}
+    if headers:
+        rule["headers"] = headers
+    srv.configure(faults=[rule])
+
+
+def _run(srv: Any, tmp_path: Path, protocol: str, client: str, **fields: Any):
+    run = fields.pop("run", {})
+    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, price=PRICE, run=run, **fields)
+    return run_http(spec, tmp_path)
+
+
+def _events(*chunks: dict[str, Any] | str, named: bool = False) -> str:
+    """A server-sent event stream of ``chunks`` (a string goes out as it is: ``[DONE]``);
+    with ``named``, each event is named by its ``type`` (as the Messages API names them)."""
+    out = []
+    for chunk in chunks:
+        data = chunk if isinstance(chunk, str) else json.dumps(chunk)
+        head = f"event: {chunk['type']}\n" if named and isinstance(chunk, dict) else ""
+        out.append(f"{head}data: {data}\n\n")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------------------
+# the Responses API: a content filter is a refusal, as on Chat Completions
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_responses_content_filter_is_an_answer_with_its_usage(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """``status: incomplete`` with ``incomplete_details.reason: content_filter`` is the
+    provider withholding the output, billed: a refused answer with its tokens and cost,
+    as Chat Completions' ``finish_reason: content_filter`` is, never an error row."""
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "content_filter"},
+        "model": "175b_verification",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "status": "incomplete",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Step one", "annotations": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 40,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 2,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 42,
+        },
+    }
+    _serve_once(srv, body)
+    out = _run(srv, tmp_path, "openai_responses", client, api_key_required=False)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 1
+    assert (row["stop_reason"], row["raw_stop_reason"]) == ("content_filter", "content_filter")
+    assert (row["response"], row["input_tokens"], row["output_tokens"]) == ("Step one", 40, 2)
+    assert row["cost_usd"] == pytest.approx((40 * 1.0 + 2 * 2.0) / 1e6)
+    assert out.result.manifest.refusals == 1 and out.cached == 1
