@@ -210,7 +210,9 @@ class OpenAIFold(Fold):
     def take(self, event: str | None, value: dict[str, Any]) -> None:
         """See :meth:`Fold.take`."""
         for key in ("id", "object", "created", "model", "system_fingerprint", "service_tier"):
-            if key in value and key not in self.head:
+            # the first chunk that names it: Azure opens with a prompt-filter chunk whose
+            # id and model are "" (and created 0)
+            if value.get(key) not in (None, "", 0) and key not in self.head:
                 self.head[key] = value[key]
         if isinstance(value.get("usage"), dict):
             self.usage = value["usage"]

@@ -100,3 +100,38 @@ def test_responses_content_filter_is_an_answer_with_its_usage(
     assert (row["response"], row["input_tokens"], row["output_tokens"]) == ("Step one", 40, 2)
     assert row["cost_usd"] == pytest.approx((40 * 1.0 + 2 * 2.0) / 1e6)
     assert out.result.manifest.refusals == 1 and out.cached == 1
+
+
+# --------------------------------------------------------------------------------------
+# streams
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_azure_stream_opening_with_a_prompt_filter_chunk(srv, tmp_path: Path, client: str) -> None:
+    """Azure OpenAI opens a stream with a chunk of prompt filter results whose ``id`` and
+    ``model`` are empty and ``choices`` is ``[]``: the served model is the one the
+    answer's own chunks name, as in the unstreamed answer."""
+    filters = {"hate": {"filtered": False, "severity": "safe"}}
+    head = {"id": "chatcmpl-az1", "object": "chat.completion.chunk", "created": 1733000000}
+    head["model"] = "175b_verification-2024-08-06"
+    stream = _events(
+        {
+            "choices": [],
+            "created": 0,
+            "id": "",
+            "model": "",
+            "object": "",
+            "prompt_filter_results": [{"prompt_index": 0, "content_filter_results": filters}],
+        },
+        {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {**head, "choices": [{"index": 0, "delta": {"content": "A: 18"}}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {**head, "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 4}},
+        "[DONE]",
+    )
+    _serve_once(srv, stream, headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["score"] == 1.0
+    assert row["served_model"] == "175b_verification-2024-08-06"
+    assert (row["input_tokens"], row["output_tokens"]) == (50, 4)
