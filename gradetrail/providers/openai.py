@@ -15,7 +15,9 @@ official ``openai`` SDK (``AsyncOpenAI``).
 
 Stop reasons: ``stop`` -> ``end_turn`` (``stop_sequence`` when the server names the
 matched stop string, as vLLM does), ``length`` -> ``max_tokens`` (the sample is flagged
-truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; ``content_filter`` (the
+truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; servers' own values too:
+``eos_token`` / ``eos`` -> ``end_turn``, ``stop_sequence`` -> ``stop_sequence`` (TGI),
+``model_length`` -> ``max_tokens`` (Mistral: the context window ran out); ``content_filter`` (the
 provider withheld the output) and a ``message.refusal`` (stop reason ``refusal``, the
 refusal kept in :attr:`Response.refusal`) are model answers whose usage and cost are
 kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
@@ -54,6 +56,12 @@ _STOP = {
     "tool_calls": "tool_use",
     "function_call": "tool_use",
     "content_filter": "content_filter",
+    # OpenAI-compatible servers' own: an end of sequence (TGI before 2.2.1, Together),
+    # a matched stop string (TGI), the context window run out (Mistral)
+    "eos_token": "end_turn",
+    "eos": "end_turn",
+    "stop_sequence": "stop_sequence",
+    "model_length": "max_tokens",
 }
 _PASSED = ("temperature", "top_p", "stop", "seed")
 #: message fields OpenAI-compatible servers put reasoning text in (vLLM, SGLang,

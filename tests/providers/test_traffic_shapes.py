@@ -135,3 +135,46 @@ def test_azure_stream_opening_with_a_prompt_filter_chunk(srv, tmp_path: Path, cl
     assert row["state"] == "scored" and row["score"] == 1.0
     assert row["served_model"] == "175b_verification-2024-08-06"
     assert (row["input_tokens"], row["output_tokens"]) == (50, 4)
+
+
+# --------------------------------------------------------------------------------------
+# OpenAI-compatible servers' own finish reasons
+
+
+def _completion(message: dict, finish: str | None, usage: dict | None, **choice: Any) -> dict:
+    body: dict[str, Any] = {
+        "object": "chat.completion",
+        "created": 1,
+        "model": "175b_verification",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, **choice}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+SERVER_STOPS = [
+    # TGI before 2.2.1 (its OpenAI-compatible Messages API): the model's end-of-sequence
+    ("eos_token", "A: 18", "end_turn", False),
+    ("eos", "A: 18", "end_turn", False),  # Together AI's open models
+    ("stop_sequence", "A: 18", "stop_sequence", False),  # TGI: a stop string matched
+    # Mistral: the model's context window ran out, the answer cut (Anthropic's
+    # model_context_window_exceeded)
+    ("model_length", "Janet sells 16 - 3 - 4 = 9 eggs, so", "max_tokens", True),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("raw", "text", "stop", "truncated"), SERVER_STOPS)
+def test_open_servers_finish_reasons_are_mapped(
+    srv, tmp_path: Path, client: str, raw: str, text: str, stop: str, truncated: bool
+) -> None:
+    """The finish reasons OpenAI-compatible servers send besides OpenAI's: an end of
+    sequence is an ended turn, a matched stop string a stop sequence, and a context
+    window that ran out a truncated answer, as Anthropic's is."""
+    message = {"role": "assistant", "content": text}
+    _serve_once(srv, _completion(message, raw, {"prompt_tokens": 50, "completion_tokens": 9}))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert (row["stop_reason"], row["raw_stop_reason"]) == (stop, raw)
+    assert row["truncated"] is truncated and out.result.manifest.truncated == int(truncated)
