@@ -231,6 +231,8 @@ class OpenAIFold(Fold):
                 self.finish = choice["finish_reason"]
             if "stop_reason" in choice:  # vLLM: the matched stop string
                 self.extra["stop_reason"] = choice["stop_reason"]
+            if isinstance(choice.get("error"), dict):  # OpenRouter: failed mid-answer
+                self.extra["error"] = choice["error"]
 
     def _call(self, piece: dict[str, Any]) -> None:
         index = int(piece.get("index", len(self.calls)))

@@ -17,7 +17,9 @@ Stop reasons: ``stop`` -> ``end_turn`` (``stop_sequence`` when the server names 
 matched stop string, as vLLM does), ``length`` -> ``max_tokens`` (the sample is flagged
 truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; servers' own values too:
 ``eos_token`` / ``eos`` -> ``end_turn``, ``stop_sequence`` -> ``stop_sequence`` (TGI),
-``model_length`` -> ``max_tokens`` (Mistral: the context window ran out); ``content_filter`` (the
+``model_length`` -> ``max_tokens`` (Mistral: the context window ran out); ``error`` /
+``insufficient_system_resource`` (the server failed while generating: Mistral, OpenRouter,
+DeepSeek) is a transient error, never a cached answer; ``content_filter`` (the
 provider withheld the output) and a ``message.refusal`` (stop reason ``refusal``, the
 refusal kept in :attr:`Response.refusal`) are model answers whose usage and cost are
 kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
@@ -33,7 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradetrail.errors import InvalidResponse
-from gradetrail.providers._http import HttpProvider, error_fields
+from gradetrail.providers._http import HttpProvider, error_fields, implied_status
 from gradetrail.providers._openai_wire import (
     openai_client,
     openai_headers,
@@ -63,6 +65,9 @@ _STOP = {
     "stop_sequence": "stop_sequence",
     "model_length": "max_tokens",
 }
+#: finish reasons that say the server failed while generating (Mistral's and OpenRouter's
+#: ``error``, DeepSeek's ``insufficient_system_resource``): the answer is cut, not the model's
+_FAILED = frozenset(["error", "insufficient_system_resource"])
 _PASSED = ("temperature", "top_p", "stop", "seed")
 #: message fields OpenAI-compatible servers put reasoning text in (vLLM, SGLang,
 #: OpenRouter, DeepSeek)
@@ -199,6 +204,8 @@ class OpenAIProvider(HttpProvider):
         refusal = refusal if isinstance(refusal, str) and refusal.strip() else None
         reasoning = _reasoning_text(message)
         raw_stop = choice.get("finish_reason")
+        if raw_stop in _FAILED or isinstance(choice.get("error"), dict):
+            raise self._failed(choice)
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
         if stop == "end_turn" and isinstance(choice.get("stop_reason"), str):
             stop = "stop_sequence"
@@ -240,6 +247,25 @@ class OpenAIProvider(HttpProvider):
             refusal=refusal,
         )
         return response, min(write, max(prompt - cached, 0))
+
+    def _failed(self, choice: dict[str, Any]) -> InvalidResponse:
+        """The error for a choice the server failed while generating (see :data:`_FAILED`;
+        OpenRouter's choice also carries the ``error``): classified as the status its
+        error means when it says one, else transient (as a stream cut mid-way), never
+        cached."""
+        error = choice.get("error")
+        if isinstance(error, dict) and implied_status(*error_fields(error)) is not None:
+            return self.error_under_200({"error": error})
+        message = error_fields(error)[2] if isinstance(error, dict) else None
+        raw = choice.get("finish_reason")
+        return InvalidResponse(
+            f"200 answer was cut by a server failure (finish_reason {raw!r}): "
+            f"{message or 'no message'}",
+            transient=True,
+            status=200,
+            error_type="generation_failed",
+            code=str(raw) if raw is not None else None,
+        )
 
 
 def _not_text(field: str, value: object = None) -> InvalidResponse:

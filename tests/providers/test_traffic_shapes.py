@@ -178,3 +178,54 @@ def test_open_servers_finish_reasons_are_mapped(
     row = out.row
     assert (row["stop_reason"], row["raw_stop_reason"]) == (stop, raw)
     assert row["truncated"] is truncated and out.result.manifest.truncated == int(truncated)
+
+
+FAILED_MID_ANSWER = [
+    # Mistral and OpenRouter: "error if the model finishes the request with an error"
+    ("error", {}),
+    (  # OpenRouter's choice carries the provider's error
+        "error",
+        {"error": {"code": 502, "message": "Provider disconnected unexpectedly"}},
+    ),
+    # DeepSeek: "the request is interrupted due to insufficient resource of the
+    # inference system"
+    ("insufficient_system_resource", {}),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("raw", "choice"), FAILED_MID_ANSWER, ids=range(3))
+def test_an_answer_a_server_failure_cut_is_retried_never_cached(
+    srv, tmp_path: Path, client: str, raw: str, choice: dict
+) -> None:
+    """A 200 whose finish reason says the server failed while generating holds a cut
+    answer: retried (as a stream cut mid-way is), and the real answer scored and cached,
+    never the part."""
+    message = {"role": "assistant", "content": "Janet sells"}
+    usage = {"prompt_tokens": 50, "completion_tokens": 2}
+    _serve_once(srv, _completion(message, raw, usage, **choice))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 2 and row["score"] == 1.0
+    assert row["response"] != "Janet sells" and row["stop_reason"] == "end_turn"
+    assert len(out.slept) == 1 and out.cached == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_stream_a_server_failure_ended_is_retried_never_cached(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """Mistral's stream ends a failed generation with ``finish_reason: error`` (and
+    ``[DONE]``): the part is never the answer, the retry's is."""
+    head = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1}
+    head["model"] = "175b_verification"
+    stream = _events(
+        {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Janet"}}]},
+        {**head, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]},
+        "[DONE]",
+    )
+    _serve_once(srv, stream, headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 2 and row["score"] == 1.0
+    assert row["response"] != "Janet" and out.cached == 1
