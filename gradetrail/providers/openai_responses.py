@@ -38,6 +38,9 @@ Completions' ``finish_reason: content_filter``); ``status: failed`` with its ``e
 ``input_tokens`` includes ``input_tokens_details.cached_tokens`` (subtracted, so input and
 cached input are never counted twice); ``output_tokens`` includes
 ``output_tokens_details.reasoning_tokens`` (kept in :attr:`Response.reasoning_tokens`).
+Hosted tools billed per call (``web_search_call`` and ``file_search_call`` output items)
+are counted in :attr:`Response.server_tool_uses` by item type, priced at
+``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown).
 """
 
 from __future__ import annotations
@@ -242,5 +245,6 @@ class OpenAIResponsesProvider(HttpProvider):
             reasoning_tokens=reasoning_tokens,
             reasoning_blocks=out.reasoning_items,
             refusal=out.refusal,
+            server_tool_uses=out.server_calls,
         )
         return response, 0

@@ -229,3 +229,68 @@ def test_a_stream_a_server_failure_ended_is_retried_never_cached(
     row = out.row
     assert row["state"] == "scored" and row["attempts"] == 2 and row["score"] == 1.0
     assert row["response"] != "Janet" and out.cached == 1
+
+
+# --------------------------------------------------------------------------------------
+# the Responses API's hosted tools are billed per call
+
+
+def _web_searched(query: str) -> dict[str, Any]:
+    return {
+        "id": "resp_ws",
+        "object": "response",
+        "status": "completed",
+        "model": "175b_verification",
+        "output": [
+            {
+                "type": "web_search_call",
+                "id": "ws_1",
+                "status": "completed",
+                "action": {"type": "search", "query": query},
+            },
+            {
+                "type": "web_search_call",
+                "id": "ws_2",
+                "status": "completed",
+                "action": {"type": "search", "query": query + " price"},
+            },
+            {
+                "type": "message",
+                "id": "msg_ws",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "A: 18", "annotations": []}],
+            },
+        ],
+        "usage": {"input_tokens": 100, "output_tokens": 10},
+    }
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("fee", [None, 0.01])
+def test_responses_web_search_calls_are_counted_and_priced_per_call(
+    srv, tmp_path: Path, client: str, fee: float | None
+) -> None:
+    """A Responses answer's ``web_search_call`` items are server-side tool uses, billed per
+    call: counted in ``server_tool_uses``; priced at ``model.price.server_tool_usd``, and
+    without a known fee the cost is unknown (None), never the tokens alone."""
+    _serve_once(srv, _web_searched("eggs"))
+    price = dict(PRICE)
+    if fee is not None:
+        price["server_tool_usd"] = {"web_search_call": fee}
+    spec = gsm8k_spec(
+        tmp_path,
+        srv,
+        "openai_responses",
+        http_client=client,
+        price=price,
+        api_key_required=False,
+    )
+    out = run_http(spec, tmp_path)
+    row = out.row
+    assert row["state"] == "scored" and row["score"] == 1.0
+    assert row["server_tool_uses"] == {"web_search_call": 2}
+    if fee is None:
+        assert row["cost_usd"] is None
+    else:
+        assert row["cost_usd"] == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6 + 2 * fee)
