@@ -1,8 +1,8 @@
-"""More shapes real APIs send, through both HTTP clients (the lean aiohttp one and the
-official SDKs) against the local protocol server: each body is written here in the shape
-the provider documents (or that users pasted from real calls), served once by the
-server's ``answer`` fault, and the row checked. Both clients must read every shape the
-same."""
+"""More shapes real APIs send, through every HTTP client (the lean aiohttp one, the
+official SDKs, and ``auto``'s plain asyncio client for an ``http://`` endpoint) against
+the local protocol server: each body is written here in the shape the provider documents
+(or that users pasted from real calls), served once by the server's ``answer`` fault,
+and the row checked. Every client must read every shape the same."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")
 
-CLIENTS = ("aiohttp", "sdk")
+CLIENTS = ("aiohttp", "sdk", "auto")
 #: USD per million tokens: input, output, cache read, cache write
 PRICE = {
     "input_per_mtok": 1.0,
@@ -294,3 +294,186 @@ def test_responses_web_search_calls_are_counted_and_priced_per_call(
         assert row["cost_usd"] is None
     else:
         assert row["cost_usd"] == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6 + 2 * fee)
+
+
+# --------------------------------------------------------------------------------------
+# shapes read right already, kept so they stay so
+
+RETRIED = [
+    (  # a proxy's 503 page: HTML, no JSON
+        "openai_compatible",
+        503,
+        "<html><head><title>503 Service Temporarily Unavailable</title></head><body>"
+        "<center><h1>503 Service Temporarily Unavailable</h1></center></body></html>",
+        {"content-type": "text/html", "retry-after": "7"},
+        7.0,
+    ),
+    (  # OpenAI's milliseconds header wins over the seconds one
+        "openai_compatible",
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached for gpt-4o-mini on tokens per min (TPM).",
+                "type": "tokens",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        {"retry-after-ms": "250", "retry-after": "1"},
+        0.25,
+    ),
+    (
+        "anthropic",
+        529,
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        {"x-should-retry": "true"},
+        None,
+    ),
+    (  # Anthropic's 504 timeout_error
+        "anthropic",
+        504,
+        {"type": "error", "error": {"type": "timeout_error", "message": "Request timed out"}},
+        None,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("protocol", "status", "body", "headers", "wait"), RETRIED, ids=range(4))
+def test_transient_errors_are_retried_after_the_wait_asked(
+    srv, tmp_path: Path, client: str, protocol: str, status: int, body: Any, headers, wait
+) -> None:
+    """A server's failure, an overload or a per-minute limit is retried, after the wait
+    the server asked for when it asked."""
+    _serve_once(srv, body, status, headers)
+    out = _run(srv, tmp_path, protocol, client)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert len(out.slept) == 1
+    if wait is not None:
+        assert out.slept[0] == pytest.approx(wait)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_open_servers_bare_answer_is_read(srv, tmp_path: Path, client: str) -> None:
+    """vLLM / llama.cpp style: no ``id``, ``finish_reason: null``, no ``usage``: the text
+    is the answer, its stop reason unknown, its tokens 0 (counted as missing usage)."""
+    body = {"object": "chat.completion", "model": "175b_verification", "created": 1}
+    body["choices"] = [
+        {"index": 0, "message": {"role": "assistant", "content": "A: 18"}, "finish_reason": None}
+    ]
+    _serve_once(srv, body)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert row["state"] == "scored" and row["score"] == 1.0 and row["stop_reason"] is None
+    assert (row["input_tokens"], row["output_tokens"]) == (0, 0)
+
+
+NOT_ANSWERS = [
+    {"id": "chatcmpl-1", "object": "chat.completion", "model": "m", "choices": []},
+    {"id": "chatcmpl-1", "object": "chat.completion", "model": "m", "choices": None},
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("body", NOT_ANSWERS, ids=range(2))
+def test_no_choices_is_never_an_answer(srv, tmp_path: Path, client: str, body: dict) -> None:
+    """A 200 with an empty (or null) choices list holds no answer: an error row, nothing
+    cached."""
+    _serve_once(srv, {**body, "usage": None})
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert row["state"] == "provider_error" and row["error"]["kind"] == "InvalidResponse"
+    assert out.cached == 0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_usage_details_are_read(srv, tmp_path: Path, client: str) -> None:
+    """``prompt_tokens_details.cached_tokens`` are cached input (out of ``prompt_tokens``)
+    and ``completion_tokens_details.reasoning_tokens`` reasoning (of the output); null
+    detail objects read as 0."""
+    usage = {
+        "prompt_tokens": 2006,
+        "completion_tokens": 300,
+        "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 256,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+    message = {"role": "assistant", "content": "A: 18", "refusal": None, "annotations": []}
+    body = {
+        "id": "chatcmpl-2",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "175b_verification",
+        "service_tier": "default",
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": usage,
+    }
+    _serve_once(srv, body)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert (row["input_tokens"], row["cached_input_tokens"]) == (2006, 1920)
+    assert (row["output_tokens"], row["reasoning_tokens"]) == (300, 256)
+    assert row["cost_usd"] == pytest.approx((86 * 1.0 + 1920 * 0.1 + 300 * 2.0) / 1e6)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_tool_call_arguments_that_are_not_json_are_kept_and_flagged(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A tool call whose arguments are cut JSON: the call is recorded with its raw text and
+    why it is not an object, never dropped or crashed on."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "calculator", "arguments": '{"expression": "16 - 3'},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    _serve_once(
+        srv, _completion(message, "tool_calls", {"prompt_tokens": 5, "completion_tokens": 5})
+    )
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert row["stop_reason"] == "tool_use" and row["response"] == ""
+
+
+# --------------------------------------------------------------------------------------
+# an overload is an overload, whether its status says so or a stream's error event
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_an_overload_slows_the_run_however_it_arrives(
+    srv, tmp_path: Path, client: str, streamed: bool
+) -> None:
+    """Anthropic's ``overloaded_error`` as a 529, or as the ``error`` event of a stream
+    already answered 200 (how a streamed request learns of it): either is retried and
+    counted by the throttle as a signal to send less."""
+    import gradetrail
+    from gradetrail.executors.local import LocalExecutor
+    from gradetrail.executors.retry import RetryPolicy
+    from gradetrail.providers import make_provider
+    from gradetrail.testing import FakeClock
+
+    if streamed:
+        fault = {"kind": "stream_cut", "tokens": 2, "type": "overloaded_error", "first": 2}
+    else:
+        fault = {"kind": "overloaded", "first": 2, "retry_after": None}
+    srv.configure(faults=[fault])
+    spec = gsm8k_spec(tmp_path, srv, "anthropic", http_client=client, stream=streamed)
+    provider = make_provider(spec.model, spec.base_dir)
+    provider.check_ready()
+    clock = FakeClock()
+    executor = LocalExecutor(
+        provider, RetryPolicy(max_retries=3), 4, sleep=clock.sleep, clock=clock.now
+    )
+    result = gradetrail.run_eval(
+        spec, results_root=tmp_path / "r", cache_path=tmp_path / "c", executor=executor
+    )
+    assert result.manifest.counts == {"scored": 1}
+    seen = executor.throttle_stats()
+    assert seen is not None and seen.throttled == 2
