@@ -26,7 +26,9 @@ kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
 prompt-cache reads (``prompt_tokens_details.cached_tokens``), which are subtracted so
 input and cached input are never counted twice, and the cache writes
 (``prompt_tokens_details.cache_write_tokens``), priced at the cache-write rate;
-``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output).
+``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output;
+a server that counts them apart from ``completion_tokens``, as xAI's Grok does, says so by
+a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output).
 A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text.
 """
 
@@ -218,6 +220,8 @@ class OpenAIProvider(HttpProvider):
             write = self.usage_int(usage, "prompt_tokens_details", "cache_write_tokens")
             output = self.usage_int(usage, "completion_tokens")
             thinking = self.usage_int(usage, "completion_tokens_details", "reasoning_tokens")
+            if thinking and self.usage_int(usage, "total_tokens") == prompt + output + thinking:
+                output += thinking  # counted apart from completion_tokens (xAI's Grok)
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = write = output = thinking = 0

@@ -477,3 +477,45 @@ def test_an_overload_slows_the_run_however_it_arrives(
     assert result.manifest.counts == {"scored": 1}
     seen = executor.throttle_stats()
     assert seen is not None and seen.throttled == 2
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("protocol", "status", "body", "headers", "wait"), RETRIED, ids=range(4))
+def test_a_streamed_requests_error_status_is_read_as_unstreamed(
+    srv, tmp_path: Path, client: str, protocol: str, status: int, body: Any, headers, wait
+) -> None:
+    """The same error statuses answering a streamed request: the same classification and
+    the same wait."""
+    _serve_once(srv, body, status, headers)
+    out = _run(srv, tmp_path, protocol, client, stream=True)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert len(out.slept) == 1
+    if wait is not None:
+        assert out.slept[0] == pytest.approx(wait)
+
+
+# --------------------------------------------------------------------------------------
+# reasoning tokens counted apart from completion_tokens
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_reasoning_tokens_reported_apart_from_completion_tokens_are_output(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """xAI's Grok (and Grok on Vertex AI) report ``reasoning_tokens`` "separated from the
+    completion_tokens": ``total_tokens`` is prompt + completion + reasoning. The reasoning
+    is output all the same, billed at the output rate: output is 9 + 94 tokens, never 9
+    (with the 94 reasoning tokens cut to 9)."""
+    usage = {
+        "prompt_tokens": 32,
+        "completion_tokens": 9,
+        "total_tokens": 135,
+        "prompt_tokens_details": {"text_tokens": 32, "cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 94, "audio_tokens": 0},
+    }
+    message = {"role": "assistant", "content": "A: 18", "refusal": None}
+    _serve_once(srv, _completion(message, "stop", usage))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert (row["input_tokens"], row["output_tokens"], row["reasoning_tokens"]) == (32, 103, 94)
+    assert row["cost_usd"] == pytest.approx((32 * 1.0 + 103 * 2.0) / 1e6)
