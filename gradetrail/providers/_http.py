@@ -393,9 +393,10 @@ def classify_status(
 
     Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted, as
     :func:`quota_exhausted` decides by code, type, then message), 5xx,
-    529, and any body whose error type says overloaded. Permanent: 400, 401, 403, 404, 422
-    and every other 4xx. A server's ``x-should-retry: true/false`` header overrides the
-    status (both official SDKs honour it). The provider's error type and code are kept;
+    529, and any body whose error type or code says overloaded or at capacity (Groq's 498
+    ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx. A
+    server's ``x-should-retry: true/false`` header overrides the status (both official
+    SDKs honour it). The provider's error type and code are kept;
     the message is redacted of keys.
 
     Args:
@@ -415,7 +416,8 @@ def classify_status(
         "code": code,
         "retry_after": retry_after,
     }
-    overloaded = "overloaded" in (etype or "")
+    # a server at capacity under any status (Groq's 498 capacity_exceeded) is a 5xx's kin
+    overloaded = any(w in (v or "") for v in (etype, code) for w in ("overloaded", "capacity"))
     if status == 429:
         exhausted = quota_exhausted(etype, code, message)
         error: ProviderError = RateLimited(text, transient=not exhausted, **fields)

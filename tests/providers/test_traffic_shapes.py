@@ -519,3 +519,20 @@ def test_reasoning_tokens_reported_apart_from_completion_tokens_are_output(
     row = out.row
     assert (row["input_tokens"], row["output_tokens"], row["reasoning_tokens"]) == (32, 103, 94)
     assert row["cost_usd"] == pytest.approx((32 * 1.0 + 103 * 2.0) / 1e6)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_capacity_answer_under_a_4xx_status_is_retried(srv, tmp_path: Path, client: str) -> None:
+    """Groq's flex tier answers 498, its own status, with error ``capacity_exceeded`` when
+    it is at capacity ("You can try again later"): a server's capacity, retried, not a
+    bad request recorded at once."""
+    body = {
+        "error": {
+            "message": "The flex tier is at capacity and the request won't be processed. "
+            "You can try again later.",
+            "code": "capacity_exceeded",
+        }
+    }
+    _serve_once(srv, body, 498)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2 and len(out.slept) == 1
