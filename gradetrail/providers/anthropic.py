@@ -143,7 +143,8 @@ class AnthropicProvider(HttpProvider):
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off, sending the
-        run's ``anthropic-version`` (:attr:`api_version`)."""
+        run's ``anthropic-version`` (:attr:`api_version`) and the key in ``x-api-key``,
+        as the lean client does (:meth:`headers`)."""
         import anthropic
 
         kwargs: dict[str, Any] = {
@@ -151,8 +152,13 @@ class AnthropicProvider(HttpProvider):
             "base_url": self.base_url,
             "max_retries": 0,
             "http_client": http_client,
-            # the run's API version, not the SDK's default (2.x sends 2026-10-21)
-            "default_headers": {"anthropic-version": self.api_version},
+            # the run's API version, not the SDK's default (2.x sends 2026-10-21), and the
+            # key where the Messages API documents it (2.x sends it as a bearer token)
+            "default_headers": {
+                "anthropic-version": self.api_version,
+                "X-Api-Key": key,
+                "Authorization": anthropic.Omit(),
+            },
         }
         try:
             return anthropic.AsyncAnthropic(**kwargs, open_telemetry=False)

@@ -536,3 +536,20 @@ def test_a_capacity_answer_under_a_4xx_status_is_retried(srv, tmp_path: Path, cl
     _serve_once(srv, body, 498)
     out = _run(srv, tmp_path, "openai_compatible", client)
     assert out.row["state"] == "scored" and out.row["attempts"] == 2 and len(out.slept) == 1
+
+
+# --------------------------------------------------------------------------------------
+# what is sent: one authentication for both clients
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("stream", [False, True])
+def test_both_clients_send_the_anthropic_key_as_x_api_key(
+    srv, tmp_path: Path, client: str, stream: bool
+) -> None:
+    """The Messages API takes its key in ``x-api-key`` (the server refuses anything else,
+    as the lean client sends it); the installed SDK's own default is ``Authorization:
+    Bearer``, which the SDK client must not send instead."""
+    srv.configure(api_key=SECRET_KEY)
+    out = _run(srv, tmp_path, "anthropic", client, stream=stream)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 1
