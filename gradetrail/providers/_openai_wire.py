@@ -107,11 +107,20 @@ def openai_headers(key: str, at_openai: bool) -> dict[str, str]:
     return headers
 
 
-def openai_client(key: str, base_url: str, http_client: Any) -> Any:
+def openai_client(key: str, base_url: str, http_client: Any, at_openai: bool = True) -> Any:
     """An ``openai.AsyncOpenAI`` with the SDK's own retries off around ``http_client``
-    (the run's one retry policy decides)."""
+    (the run's one retry policy decides). Away from OpenAI (not ``at_openai``) it sends
+    no ``OpenAI-Organization`` / ``OpenAI-Project``, which the SDK reads from the
+    environment by itself (as :func:`openai_headers` sends them: at OpenAI only)."""
     import openai
 
+    headers = (
+        {} if at_openai else {h: openai.Omit() for h in ("OpenAI-Organization", "OpenAI-Project")}
+    )
     return openai.AsyncOpenAI(
-        api_key=key, base_url=base_url, max_retries=0, http_client=http_client
+        api_key=key,
+        base_url=base_url,
+        max_retries=0,
+        http_client=http_client,
+        default_headers=headers or None,
     )

@@ -139,7 +139,7 @@ class OpenAIProvider(HttpProvider):
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
-        return openai_client(key, self.base_url, http_client)
+        return openai_client(key, self.base_url, http_client, self.model.provider == "openai")
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Chat Completions body: system prompt first, the conversation (tool calls and

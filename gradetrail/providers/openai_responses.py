@@ -152,7 +152,7 @@ class OpenAIResponsesProvider(HttpProvider):
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
-        return openai_client(key, self.base_url, http_client)
+        return openai_client(key, self.base_url, http_client, self.at_openai)
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Responses body: ``model``, ``input`` items, ``instructions`` (the system

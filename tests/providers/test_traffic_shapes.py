@@ -553,3 +553,68 @@ def test_both_clients_send_the_anthropic_key_as_x_api_key(
     srv.configure(api_key=SECRET_KEY)
     out = _run(srv, tmp_path, "anthropic", client, stream=stream)
     assert out.row["state"] == "scored" and out.row["attempts"] == 1
+
+
+@pytest.fixture
+def header_server():
+    """A local server answering every POST with one chat completion (or Responses
+    answer) and keeping each request's header names, lower-cased."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[set[str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            seen.append({name.lower() for name in self.headers})
+            message = {"role": "assistant", "content": "A: 18"}
+            if self.path.endswith("/responses"):
+                part = {"type": "output_text", "text": "A: 18", "annotations": []}
+                body: dict[str, Any] = {
+                    "id": "resp_1",
+                    "object": "response",
+                    "status": "completed",
+                    "model": "175b_verification",
+                    "output": [{"type": "message", "role": "assistant", "content": [part]}],
+                    "usage": {"input_tokens": 5, "output_tokens": 3},
+                }
+            else:
+                body = _completion(message, "stop", {"prompt_tokens": 5, "completion_tokens": 3})
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", ["openai_compatible", "openai_responses"])
+def test_openai_organization_and_project_never_reach_another_server(
+    header_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str, protocol: str
+) -> None:
+    """``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` are sent to OpenAI only: an
+    OpenAI-compatible server gets neither header, from either client (the SDK reads both
+    variables by itself)."""
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-TESTORG")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj_TESTPROJ")
+    url, seen = header_server
+    spec = gsm8k_spec(
+        tmp_path, None, protocol, http_client=client, base_url=url, api_key_required=False
+    )
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "scored" and len(seen) == 1
+    assert not seen[0] & {"openai-organization", "openai-project"}
