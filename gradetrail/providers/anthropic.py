@@ -26,6 +26,7 @@ their text as :attr:`Response.reasoning`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +71,13 @@ _STOP = {
 STREAM_ABOVE_MAX_TOKENS = 21_333
 #: content blocks an agent loop must send back verbatim on its next turn
 REASONING_BLOCKS = ("thinking", "redacted_thinking")
+
+
+def _sdk_env_headers() -> list[str]:
+    """The header names the anthropic SDK adds from ``ANTHROPIC_CUSTOM_HEADERS`` (lines of
+    ``Name: value``), as it parses them."""
+    text = os.environ.get("ANTHROPIC_CUSTOM_HEADERS") or ""
+    return [line.partition(":")[0].strip() for line in text.split("\n") if ":" in line]
 
 
 class AnthropicProvider(HttpProvider):
@@ -144,7 +152,9 @@ class AnthropicProvider(HttpProvider):
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off, sending the
         run's ``anthropic-version`` (:attr:`api_version`) and the key in ``x-api-key``,
-        as the lean client does (:meth:`headers`)."""
+        as the lean client does (:meth:`headers`), and no header of the SDK's
+        ``ANTHROPIC_CUSTOM_HEADERS`` variable (``model.headers`` is the run's one way
+        to add headers, and enters its identity)."""
         import anthropic
 
         kwargs: dict[str, Any] = {
@@ -153,8 +163,10 @@ class AnthropicProvider(HttpProvider):
             "max_retries": 0,
             "http_client": http_client,
             # the run's API version, not the SDK's default (2.x sends 2026-10-21), and the
-            # key where the Messages API documents it (2.x sends it as a bearer token)
+            # key where the Messages API documents it (2.x sends it as a bearer token);
+            # none of the headers the SDK reads from ANTHROPIC_CUSTOM_HEADERS by itself
             "default_headers": {
+                **{name: anthropic.Omit() for name in _sdk_env_headers()},
                 "anthropic-version": self.api_version,
                 "X-Api-Key": key,
                 "Authorization": anthropic.Omit(),

@@ -569,9 +569,21 @@ def header_server():
             self.rfile.read(int(self.headers.get("content-length") or 0))
             seen.append({name.lower() for name in self.headers})
             message = {"role": "assistant", "content": "A: 18"}
-            if self.path.endswith("/responses"):
-                part = {"type": "output_text", "text": "A: 18", "annotations": []}
+            if self.path.endswith("/messages"):
+                usage = {"input_tokens": 5, "output_tokens": 3}
+                text = [{"type": "text", "text": "A: 18"}]
                 body: dict[str, Any] = {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "175b_verification",
+                    "content": text,
+                    "stop_reason": "end_turn",
+                    "usage": usage,
+                }
+            elif self.path.endswith("/responses"):
+                part = {"type": "output_text", "text": "A: 18", "annotations": []}
+                body = {
                     "id": "resp_1",
                     "object": "response",
                     "status": "completed",
@@ -595,7 +607,7 @@ def header_server():
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", seen
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -613,8 +625,24 @@ def test_openai_organization_and_project_never_reach_another_server(
     monkeypatch.setenv("OPENAI_PROJECT_ID", "proj_TESTPROJ")
     url, seen = header_server
     spec = gsm8k_spec(
-        tmp_path, None, protocol, http_client=client, base_url=url, api_key_required=False
+        tmp_path, None, protocol, http_client=client, base_url=url + "/v1", api_key_required=False
     )
     out = run_http(spec, tmp_path)
     assert out.row["state"] == "scored" and len(seen) == 1
     assert not seen[0] & {"openai-organization", "openai-project"}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_the_anthropic_sdks_environment_headers_are_not_sent(
+    header_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """The anthropic SDK adds ``ANTHROPIC_CUSTOM_HEADERS`` (lines of ``Name: value``) to
+    every request by itself; gradetrail sends ``model.headers`` only (they are in the
+    run's identity), from either client, as it ignores ``ANTHROPIC_BASE_URL``."""
+    monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Gateway-Route: eu-1\nX-Team: evals")
+    url, seen = header_server
+    spec = gsm8k_spec(tmp_path, None, "anthropic", http_client=client, base_url=url)
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "scored" and len(seen) == 1
+    assert not seen[0] & {"x-gateway-route", "x-team"}
+    assert {"x-api-key", "anthropic-version"} <= seen[0] and "authorization" not in seen[0]
