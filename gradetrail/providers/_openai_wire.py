@@ -111,16 +111,24 @@ def openai_client(key: str, base_url: str, http_client: Any, at_openai: bool = T
     """An ``openai.AsyncOpenAI`` with the SDK's own retries off around ``http_client``
     (the run's one retry policy decides). Away from OpenAI (not ``at_openai``) it sends
     no ``OpenAI-Organization`` / ``OpenAI-Project``, which the SDK reads from the
-    environment by itself (as :func:`openai_headers` sends them: at OpenAI only)."""
+    environment by itself (as :func:`openai_headers` sends them: at OpenAI only). It
+    sends none of the headers of ``OPENAI_CUSTOM_HEADERS`` either, and the key it is
+    given whatever ``Authorization`` that variable names (see
+    :func:`~gradetrail.providers._transport.sdk_env_headers`)."""
     import openai
 
-    headers = (
-        {} if at_openai else {h: openai.Omit() for h in ("OpenAI-Organization", "OpenAI-Project")}
-    )
+    from gradetrail.providers._transport import sdk_env_headers
+
+    omit = openai.Omit()
+    headers: dict[str, Any] = {name: omit for name in sdk_env_headers("OPENAI_CUSTOM_HEADERS")}
+    if not at_openai:
+        headers.update({"OpenAI-Organization": omit, "OpenAI-Project": omit})
+    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    headers["Authorization"] = f"Bearer {key}"  # the SDK's own, named: no other replaces it
     return openai.AsyncOpenAI(
         api_key=key,
         base_url=base_url,
         max_retries=0,
         http_client=http_client,
-        default_headers=headers or None,
+        default_headers=headers,
     )

@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ __all__ = [
     "connection_error",
     "http_module",
     "innermost",
+    "sdk_env_headers",
 ]
 
 #: connections per HTTPX SDK client; a run with concurrency C uses ceil(C / 8) clients
@@ -294,6 +296,16 @@ def http_module() -> Any:
         if importlib.util.find_spec(name) is not None:
             return importlib.import_module(name)
     raise SpecError("no HTTP library found for the provider SDKs; reinstall openai/anthropic")
+
+
+def sdk_env_headers(variable: str) -> list[str]:
+    """The names of the headers an SDK adds to every request from its environment
+    variable ``variable`` (``OPENAI_CUSTOM_HEADERS``, ``ANTHROPIC_CUSTOM_HEADERS``: lines
+    of ``Name: value``), parsed as the SDKs parse them; the SDK clients omit them, as the
+    lean clients never send them (``model.headers`` is the run's one way to add headers,
+    and enters its identity)."""
+    text = os.environ.get(variable) or ""
+    return [line.partition(":")[0].strip() for line in text.split("\n") if ":" in line]
 
 
 class ClientPool:

@@ -26,7 +26,6 @@ their text as :attr:`Response.reasoning`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +41,7 @@ from gradetrail.providers._anthropic_wire import (
 from gradetrail.providers._http import HttpProvider
 from gradetrail.providers._stream import AnthropicFold
 from gradetrail.providers._structured import answer_from_forced_tool, force_answer_tool
+from gradetrail.providers._transport import sdk_env_headers
 from gradetrail.providers.base import Request, Response
 from gradetrail.spec.reasoning import (
     ANTHROPIC_DEFAULT_MAX_TOKENS,
@@ -71,13 +71,6 @@ _STOP = {
 STREAM_ABOVE_MAX_TOKENS = 21_333
 #: content blocks an agent loop must send back verbatim on its next turn
 REASONING_BLOCKS = ("thinking", "redacted_thinking")
-
-
-def _sdk_env_headers() -> list[str]:
-    """The header names the anthropic SDK adds from ``ANTHROPIC_CUSTOM_HEADERS`` (lines of
-    ``Name: value``), as it parses them."""
-    text = os.environ.get("ANTHROPIC_CUSTOM_HEADERS") or ""
-    return [line.partition(":")[0].strip() for line in text.split("\n") if ":" in line]
 
 
 class AnthropicProvider(HttpProvider):
@@ -166,7 +159,7 @@ class AnthropicProvider(HttpProvider):
             # key where the Messages API documents it (2.x sends it as a bearer token);
             # none of the headers the SDK reads from ANTHROPIC_CUSTOM_HEADERS by itself
             "default_headers": {
-                **{name: anthropic.Omit() for name in _sdk_env_headers()},
+                **{name: anthropic.Omit() for name in sdk_env_headers("ANTHROPIC_CUSTOM_HEADERS")},
                 "anthropic-version": self.api_version,
                 "X-Api-Key": key,
                 "Authorization": anthropic.Omit(),

@@ -557,17 +557,17 @@ def test_both_clients_send_the_anthropic_key_as_x_api_key(
 
 @pytest.fixture
 def header_server():
-    """A local server answering every POST with one chat completion (or Responses
-    answer) and keeping each request's header names, lower-cased."""
+    """A local server answering every POST with one chat completion (or Messages or
+    Responses answer) and keeping each request's headers, names lower-cased."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    seen: list[set[str]] = []
+    seen: list[dict[str, str]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("content-length") or 0))
-            seen.append({name.lower() for name in self.headers})
+            seen.append({name.lower(): value for name, value in self.headers.items()})
             message = {"role": "assistant", "content": "A: 18"}
             if self.path.endswith("/messages"):
                 usage = {"input_tokens": 5, "output_tokens": 3}
@@ -629,7 +629,7 @@ def test_openai_organization_and_project_never_reach_another_server(
     )
     out = run_http(spec, tmp_path)
     assert out.row["state"] == "scored" and len(seen) == 1
-    assert not seen[0] & {"openai-organization", "openai-project"}
+    assert not set(seen[0]) & {"openai-organization", "openai-project"}
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -644,5 +644,34 @@ def test_the_anthropic_sdks_environment_headers_are_not_sent(
     spec = gsm8k_spec(tmp_path, None, "anthropic", http_client=client, base_url=url)
     out = run_http(spec, tmp_path)
     assert out.row["state"] == "scored" and len(seen) == 1
-    assert not seen[0] & {"x-gateway-route", "x-team"}
-    assert {"x-api-key", "anthropic-version"} <= seen[0] and "authorization" not in seen[0]
+    assert not set(seen[0]) & {"x-gateway-route", "x-team"}
+    assert seen[0]["x-api-key"] == SECRET_KEY and "authorization" not in seen[0]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", ["openai_compatible", "openai_responses"])
+def test_the_openai_sdks_environment_headers_are_not_sent(
+    header_server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    client: str,
+    protocol: str,
+) -> None:
+    """The openai SDK adds ``OPENAI_CUSTOM_HEADERS`` to every request by itself, an
+    ``Authorization`` line there replacing the key it was given: the server gets the
+    run's own key (``model.api_key_env``) and none of those headers, from either client."""
+    other = "sk-ambient-OTHER-0123456789"
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", f"X-Team: evals\nAuthorization: Bearer {other}")
+    monkeypatch.setenv("SERVER_KEY", SECRET_KEY)
+    url, seen = header_server
+    spec = gsm8k_spec(
+        tmp_path,
+        None,
+        protocol,
+        http_client=client,
+        base_url=url + "/v1",
+        api_key_env="SERVER_KEY",
+    )
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "scored" and len(seen) == 1
+    assert seen[0]["authorization"] == f"Bearer {SECRET_KEY}" and "x-team" not in seen[0]
