@@ -16,6 +16,7 @@ __all__ = [
     "openai_headers",
     "openai_tool_choice",
     "openai_tools",
+    "thinking_text",
     "to_openai",
     "tool_calls_from_openai",
 ]
@@ -76,6 +77,21 @@ def to_openai(system: str | None, messages: Iterable[Message]) -> list[dict[str,
         else:
             out.append({"role": role, "content": message["content"]})
     return out
+
+
+def thinking_text(parts: list[Any]) -> str:
+    """The text of Mistral's ``thinking`` content chunks (``{"type": "thinking",
+    "thinking": [{"type": "text", "text"}, ...]}``, its reasoning models' answer
+    content), joined; empty when there are none."""
+    out = []
+    for part in parts:
+        if isinstance(part, dict) and part.get("type") == "thinking":
+            inner = part.get("thinking")
+            for chunk in inner if isinstance(inner, list) else [inner]:
+                text = chunk.get("text") if isinstance(chunk, dict) else chunk
+                if isinstance(text, str):
+                    out.append(text)
+    return "".join(out)
 
 
 def tool_calls_from_openai(raw: Any) -> tuple[ToolCall, ...]:

@@ -29,7 +29,9 @@ input and cached input are never counted twice, and the cache writes
 ``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output;
 a server that counts them apart from ``completion_tokens``, as xAI's Grok does, says so by
 a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output).
-A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text.
+A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text, and
+so are Mistral's ``thinking`` content chunks (its reasoning models answer ``content`` as a
+list of ``thinking`` and ``text`` chunks).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from gradetrail.providers._openai_wire import (
     openai_headers,
     openai_tool_choice,
     openai_tools,
+    thinking_text,
     to_openai,
     tool_calls_from_openai,
 )
@@ -74,6 +77,10 @@ _PASSED = ("temperature", "top_p", "stop", "seed")
 #: message fields OpenAI-compatible servers put reasoning text in (vLLM, SGLang,
 #: OpenRouter, DeepSeek)
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+#: content parts that are not the answer's text
+_NOT_TEXT_PARTS = ("refusal", "thinking")
 
 
 def _reasoning_text(message: dict[str, Any]) -> str | None:
@@ -192,19 +199,21 @@ class OpenAIProvider(HttpProvider):
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
         refusal = message.get("refusal")
-        if isinstance(text, list):  # content parts: text, and a refusal part where sent
+        thought = None
+        if isinstance(text, list):  # content parts: text, a refusal part, thinking chunks
             parts = [p for p in text if isinstance(p, dict)]
-            texts = [p.get("text") for p in parts if p.get("type") != "refusal"]
+            texts = [p.get("text") for p in parts if p.get("type") not in _NOT_TEXT_PARTS]
             if any(part is not None and not isinstance(part, str) for part in texts):
                 raise _not_text("a content part's text")
             text = "".join(part or "" for part in texts)
             refused = [p.get("refusal") for p in parts if p.get("type") == "refusal"]
             if not refusal and refused and isinstance(refused[0], str):
                 refusal = refused[0]
+            thought = thinking_text(parts) or None
         if text is not None and not isinstance(text, str):
             raise _not_text("message.content", text)
         refusal = refusal if isinstance(refusal, str) and refusal.strip() else None
-        reasoning = _reasoning_text(message)
+        reasoning = _reasoning_text(message) or thought
         raw_stop = choice.get("finish_reason")
         if raw_stop in _FAILED or isinstance(choice.get("error"), dict):
             raise self._failed(choice)

@@ -675,3 +675,67 @@ def test_the_openai_sdks_environment_headers_are_not_sent(
     out = run_http(spec, tmp_path)
     assert out.row["state"] == "scored" and len(seen) == 1
     assert seen[0]["authorization"] == f"Bearer {SECRET_KEY}" and "x-team" not in seen[0]
+
+
+# --------------------------------------------------------------------------------------
+# Mistral's reasoning models: content is a list of thinking and text chunks
+
+
+def _thinking(text: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": [{"type": "text", "text": text}]}
+
+
+MISTRAL_REASONING = [
+    (
+        [_thinking("16 - 3 - 4 = 9 eggs, at $2 each."), {"type": "text", "text": "A: 18"}],
+        "stop",
+        "A: 18",
+        False,
+    ),
+    ([_thinking("16 - 3 - 4 = 9 eggs, at")], "length", "", True),  # ran out while thinking
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("content", "finish", "text", "exhausted"), MISTRAL_REASONING)
+def test_mistral_thinking_chunks_are_reasoning(
+    srv, tmp_path: Path, client: str, content: list, finish: str, text: str, exhausted: bool
+) -> None:
+    """Magistral (and Mistral models with reasoning_effort) answer ``content`` as a list
+    of ``thinking`` chunks (their own text chunks inside) and ``text`` chunks: the thinking
+    is the row's reasoning, the text its response, and a turn cut while still thinking
+    is reasoning_exhausted, as every other provider's."""
+    usage = {"prompt_tokens": 40, "completion_tokens": 12}
+    _serve_once(srv, _completion({"role": "assistant", "content": content}, finish, usage))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert row["response"] == text and row["reasoning"].startswith("16 - 3 - 4 = 9 eggs, at")
+    assert row.get("reasoning_exhausted", False) is exhausted
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_mistral_streamed_thinking_chunks_are_reasoning_and_text(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """Streamed, Mistral's ``delta.content`` is itself a list of chunks: the thinking
+    pieces make the reasoning and the text pieces the answer, as unstreamed."""
+    head = {"id": "cmpl-m", "object": "chat.completion.chunk", "created": 1}
+    head["model"] = "175b_verification"
+
+    def chunk(content: Any, finish: str | None = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish}
+        return {**head, "choices": [choice]}
+
+    stream = _events(
+        chunk([_thinking("16 - 3 - 4 = 9 eggs,")]),
+        chunk([_thinking(" at $2 each.")]),
+        chunk([{"type": "text", "text": "A: "}]),
+        chunk("18"),
+        {**chunk("", "stop"), "usage": {"prompt_tokens": 40, "completion_tokens": 12}},
+        "[DONE]",
+    )
+    _serve_once(srv, stream, headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["response"] == "A: 18" and row["score"] == 1.0
+    assert row["reasoning"] == "16 - 3 - 4 = 9 eggs, at $2 each."
