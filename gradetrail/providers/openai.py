@@ -18,8 +18,8 @@ matched stop string, as vLLM does), ``length`` -> ``max_tokens`` (the sample is 
 truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; servers' own values too:
 ``eos_token`` / ``eos`` -> ``end_turn``, ``stop_sequence`` -> ``stop_sequence`` (TGI),
 ``model_length`` -> ``max_tokens`` (Mistral: the context window ran out); ``error`` /
-``insufficient_system_resource`` (the server failed while generating: Mistral, OpenRouter,
-DeepSeek) is a transient error, never a cached answer; ``content_filter`` (the
+``abort`` / ``insufficient_system_resource`` (the server failed while generating: Mistral,
+OpenRouter, vLLM, DeepSeek) is a transient error, never a cached answer; ``content_filter`` (the
 provider withheld the output) and a ``message.refusal`` (stop reason ``refusal``, the
 refusal kept in :attr:`Response.refusal`) are model answers whose usage and cost are
 kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
@@ -70,9 +70,10 @@ _STOP = {
     "stop_sequence": "stop_sequence",
     "model_length": "max_tokens",
 }
-#: finish reasons that say the server failed while generating (Mistral's and OpenRouter's
-#: ``error``, DeepSeek's ``insufficient_system_resource``): the answer is cut, not the model's
-_FAILED = frozenset(["error", "insufficient_system_resource"])
+#: finish reasons that say the server failed while generating (Mistral's, OpenRouter's and
+#: vLLM's ``error``, vLLM's ``abort``, DeepSeek's ``insufficient_system_resource``): the
+#: answer is cut, not the model's
+_FAILED = frozenset(["error", "abort", "insufficient_system_resource"])
 _PASSED = ("temperature", "top_p", "stop", "seed")
 #: message fields OpenAI-compatible servers put reasoning text in (vLLM, SGLang,
 #: OpenRouter, DeepSeek)

@@ -190,11 +190,12 @@ FAILED_MID_ANSWER = [
     # DeepSeek: "the request is interrupted due to insufficient resource of the
     # inference system"
     ("insufficient_system_resource", {}),
+    ("abort", {}),  # vLLM: the request was aborted mid-generation
 ]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pytest.mark.parametrize(("raw", "choice"), FAILED_MID_ANSWER, ids=range(3))
+@pytest.mark.parametrize(("raw", "choice"), FAILED_MID_ANSWER, ids=range(4))
 def test_an_answer_a_server_failure_cut_is_retried_never_cached(
     srv, tmp_path: Path, client: str, raw: str, choice: dict
 ) -> None:
