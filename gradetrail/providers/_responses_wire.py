@@ -20,7 +20,8 @@ The system prompt travels apart, as ``instructions``. Tools are ``{"type": "func
 Output items (what :func:`read_output` reads): ``message`` items (their ``output_text``
 parts are the answer; a ``refusal`` part is the model declining), ``function_call`` items
 (``call_id`` is the tool call's id), and ``reasoning`` items (kept verbatim, their
-``summary`` texts joined as the reasoning text). Hosted tools billed per call
+``summary`` texts joined as the reasoning text; an item with no summary gives its
+``reasoning_text`` content instead, as gpt-oss on vLLM returns it). Hosted tools billed per call
 (:data:`BILLED_CALLS`: ``web_search_call``, ``file_search_call``) are counted by item type;
 other item types are skipped.
 """
@@ -120,7 +121,9 @@ class ResponsesOutput:
         refusal: the ``refusal`` parts' text, or None when the model did not decline.
         tool_calls: the ``function_call`` items, normalized (id = the item's ``call_id``).
         reasoning_items: the ``reasoning`` items, verbatim.
-        reasoning: the reasoning items' summary texts joined by blank lines, or None.
+        reasoning: the reasoning items' summary texts (an item without a summary: its
+            ``reasoning_text`` content, the raw reasoning open models return) joined by
+            blank lines, or None.
         has_message: True when some message item was present (an empty answer is then
             still an answer).
         server_calls: hosted tool calls billed per call, by item type
@@ -134,6 +137,13 @@ class ResponsesOutput:
     reasoning: str | None
     has_message: bool
     server_calls: dict[str, int] = field(default_factory=dict)
+
+
+def _part_texts(parts: Any) -> list[str]:
+    """The texts of a reasoning item's ``summary`` or ``content`` parts."""
+    if not isinstance(parts, list):
+        return []
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
 
 
 def read_output(output: Any) -> ResponsesOutput:
@@ -167,9 +177,9 @@ def read_output(output: Any) -> ResponsesOutput:
             server_calls[kind] = server_calls.get(kind, 0) + 1
         elif kind == "reasoning":
             reasoning_items.append(item)
-            for part in item.get("summary") or ():
-                if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    summaries.append(part["text"])
+            # its summary; else its raw reasoning_text content (gpt-oss on vLLM: no summary)
+            texts_of = [_part_texts(item.get("summary")), _part_texts(item.get("content"))]
+            summaries.extend(next((t for t in texts_of if t), []))
     return ResponsesOutput(
         text="".join(texts),
         refusal="".join(refusals) if refusals else None,

@@ -740,3 +740,63 @@ def test_mistral_streamed_thinking_chunks_are_reasoning_and_text(
     row = out.row
     assert row["response"] == "A: 18" and row["score"] == 1.0
     assert row["reasoning"] == "16 - 3 - 4 = 9 eggs, at $2 each."
+
+
+# --------------------------------------------------------------------------------------
+# the Responses API's reasoning items with their text in content (gpt-oss on vLLM)
+
+
+def _reasoned(output: list[dict[str, Any]], status: str, reason: str | None) -> dict:
+    return {
+        "id": "resp_r",
+        "object": "response",
+        "status": status,
+        "incomplete_details": {"reason": reason} if reason else None,
+        "model": "175b_verification",
+        "output": output,
+        "usage": {"input_tokens": 30, "output_tokens": 20},
+    }
+
+
+REASONING_ITEM = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [],
+    "content": [{"type": "reasoning_text", "text": "16 - 3 - 4 = 9 eggs, at $2 each"}],
+}
+ANSWER_ITEM = {
+    "type": "message",
+    "id": "msg_r",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "A: 18", "annotations": []}],
+}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(
+    ("output", "status", "reason", "text", "exhausted"),
+    [
+        ([REASONING_ITEM, ANSWER_ITEM], "completed", None, "A: 18", False),
+        ([REASONING_ITEM], "incomplete", "max_output_tokens", "", True),
+    ],
+    ids=["answered", "ran-out"],
+)
+def test_responses_reasoning_text_in_content_is_the_reasoning(
+    srv,
+    tmp_path: Path,
+    client: str,
+    output: list,
+    status: str,
+    reason: str | None,
+    text: str,
+    exhausted: bool,
+) -> None:
+    """A reasoning item may carry its text in ``content`` (``reasoning_text`` parts, as
+    vLLM's gpt-oss answers: raw reasoning, no summary): it is the row's reasoning, and a
+    response that ran out while reasoning is reasoning_exhausted."""
+    _serve_once(srv, _reasoned(output, status, reason))
+    out = _run(srv, tmp_path, "openai_responses", client, api_key_required=False)
+    row = out.row
+    assert row["response"] == text and row["reasoning"] == "16 - 3 - 4 = 9 eggs, at $2 each"
+    assert row.get("reasoning_exhausted", False) is exhausted
