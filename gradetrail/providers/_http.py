@@ -300,7 +300,11 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     SDK passes it), Anthropic ``{"type": "error", "error": {"type", "message",
     "details": {"error_code"}}}``, and the plain-string form some gateways send,
     ``{"error": "rate limit exceeded"}`` (the string is the message). Numeric codes
-    (``"code": 429``) come back as text."""
+    (``"code": 429``) come back as text. Google's envelope, a JSON list holding the error
+    object (``[{"error": {"code", "message", "status"}}]``, as Gemini's OpenAI-compatible
+    endpoint sends it), is read as that object."""
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        body = body[0]
     if not isinstance(body, dict):
         return None, None, body.strip()[:300] if isinstance(body, str) and body.strip() else None
     error = body.get("error")

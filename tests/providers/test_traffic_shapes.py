@@ -800,3 +800,31 @@ def test_responses_reasoning_text_in_content_is_the_reasoning(
     row = out.row
     assert row["response"] == text and row["reasoning"] == "16 - 3 - 4 = 9 eggs, at $2 each"
     assert row.get("reasoning_exhausted", False) is exhausted
+
+
+# --------------------------------------------------------------------------------------
+# Google's error envelope: a JSON list holding the error object
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_error_body_in_a_list_keeps_its_message_and_code(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """Gemini's OpenAI-compatible endpoint answers errors as a JSON list of one error
+    object (``[{"error": {"code", "message", "status"}}]``): the row keeps its message
+    and code, never "no message"."""
+    body = [
+        {
+            "error": {
+                "code": 400,
+                "message": "Request contains an invalid argument.",
+                "status": "INVALID_ARGUMENT",
+            }
+        }
+    ]
+    _serve_once(srv, body, 400)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert out.row["attempts"] == 1 and error["kind"] == "BadRequest"
+    assert "Request contains an invalid argument." in error["message"]
+    assert error["code"] == "400"
