@@ -828,3 +828,63 @@ def test_an_error_body_in_a_list_keeps_its_message_and_code(
     assert out.row["attempts"] == 1 and error["kind"] == "BadRequest"
     assert "Request contains an invalid argument." in error["message"]
     assert error["code"] == "400"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_streamed_pause_turn_is_continued_as_an_unstreamed_one(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A streamed answer the API paused (its server tool's input built from
+    ``input_json_delta`` pieces, the first of them empty, as the API sends it) is sent
+    back and continued, its web searches billed."""
+    usage = {"input_tokens": 1000, "output_tokens": 1, "cache_read_input_tokens": 0}
+    message = {
+        "id": "msg_p",
+        "type": "message",
+        "role": "assistant",
+        "model": "175b_verification",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+    tool = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    stream = _events(
+        {"type": "message_start", "message": message},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Searching first. "},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": tool},
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "eggs"}'},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": result},
+        {"type": "content_block_stop", "index": 2},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "pause_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 50, "server_tool_use": {"web_search_requests": 1}},
+        },
+        {"type": "message_stop"},
+        named=True,
+    )
+    _serve_once(srv, stream, headers=SSE)
+    out = _run(srv, tmp_path, "anthropic", client, stream=True, pause_turn_continuations=2)
+    row = out.row
+    assert row["state"] == "scored" and row["response"].startswith("Searching first. ")
+    assert row["stop_reason"] == "end_turn" and row["server_tool_uses"] == {
+        "web_search_requests": 1
+    }
