@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from gradetrail.errors import RateLimited, ServerError, bounded_retry_after
+from gradetrail.errors import InvalidResponse, RateLimited, ServerError, bounded_retry_after
 from gradetrail.providers.base import Request, Response
 
 __all__ = ["AdaptiveLimit", "RateBucket", "Throttle", "ThrottleStats", "estimate_tokens"]
@@ -50,13 +50,25 @@ def estimate_tokens(request: Request) -> int:
     return math.ceil(chars / 4) + int(request.params.get("max_tokens") or 0)
 
 
+#: error types and codes of a body that means "send less" under any status: Anthropic's
+#: overload and rate limit, OpenAI's rate limit, and codes that are those statuses
+_THROTTLE_NAMES = frozenset(
+    ["overloaded_error", "rate_limit_error", "rate_limit_exceeded", "429", "529"]
+)
+
+
 def is_throttle(error: Exception | None) -> bool:
     """True for answers that mean "send less": a transient 429, or an overloaded server
-    (529, or an ``overloaded_error`` body)."""
+    (529, or an ``overloaded_error`` body), and the same bodies under status 200 (the
+    ``error`` event of a stream already answered 200, retried as an
+    :class:`~gradetrail.errors.InvalidResponse`)."""
     if isinstance(error, RateLimited):
         return error.transient
     if isinstance(error, ServerError):
         return error.status == 529 or error.error_type == "overloaded_error"
+    if isinstance(error, InvalidResponse):
+        names = _THROTTLE_NAMES
+        return error.transient and (error.error_type in names or error.code in names)
     return False
 
 

@@ -37,15 +37,11 @@ class AnthropicBatchAPI(BatchAPI):
     max_bytes = 256 * 1024 * 1024
 
     def make_client(self) -> Any:
-        """An ``anthropic.AsyncAnthropic`` at the provider's base URL, retries off."""
-        import anthropic
-
+        """The provider's own ``anthropic.AsyncAnthropic`` (its base URL, retries off, the
+        run's ``anthropic-version``, never the installed SDK's default) on the SDK's
+        default HTTP client."""
         provider = self.provider
-        return anthropic.AsyncAnthropic(
-            api_key=provider._key or provider._read_key(),
-            base_url=provider.base_url,
-            max_retries=0,
-        )
+        return provider.make_client(provider._key or provider._read_key(), None)
 
     def entry(self, custom_id: str, request: Request) -> dict[str, Any]:
         """One request: the Messages body under ``params``."""

@@ -300,7 +300,11 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     SDK passes it), Anthropic ``{"type": "error", "error": {"type", "message",
     "details": {"error_code"}}}``, and the plain-string form some gateways send,
     ``{"error": "rate limit exceeded"}`` (the string is the message). Numeric codes
-    (``"code": 429``) come back as text."""
+    (``"code": 429``) come back as text. Google's envelope, a JSON list holding the error
+    object (``[{"error": {"code", "message", "status"}}]``, as Gemini's OpenAI-compatible
+    endpoint sends it), is read as that object."""
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        body = body[0]
     if not isinstance(body, dict):
         return None, None, body.strip()[:300] if isinstance(body, str) and body.strip() else None
     error = body.get("error")
@@ -393,9 +397,10 @@ def classify_status(
 
     Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted, as
     :func:`quota_exhausted` decides by code, type, then message), 5xx,
-    529, and any body whose error type says overloaded. Permanent: 400, 401, 403, 404, 422
-    and every other 4xx. A server's ``x-should-retry: true/false`` header overrides the
-    status (both official SDKs honour it). The provider's error type and code are kept;
+    529, and any body whose error type or code says overloaded or at capacity (Groq's 498
+    ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx. A
+    server's ``x-should-retry: true/false`` header overrides the status (both official
+    SDKs honour it). The provider's error type and code are kept;
     the message is redacted of keys.
 
     Args:
@@ -415,7 +420,8 @@ def classify_status(
         "code": code,
         "retry_after": retry_after,
     }
-    overloaded = "overloaded" in (etype or "")
+    # a server at capacity under any status (Groq's 498 capacity_exceeded) is a 5xx's kin
+    overloaded = any(w in (v or "") for v in (etype, code) for w in ("overloaded", "capacity"))
     if status == 429:
         exhausted = quota_exhausted(etype, code, message)
         error: ProviderError = RateLimited(text, transient=not exhausted, **fields)

@@ -50,15 +50,10 @@ class OpenAIBatchAPI(BatchAPI):
     max_bytes = 200 * 1024 * 1024
 
     def make_client(self) -> Any:
-        """An ``openai.AsyncOpenAI`` at the provider's base URL, retries off."""
-        import openai
-
+        """The provider's own ``openai.AsyncOpenAI`` (its base URL, retries off, its key
+        whatever the SDK's environment says) on the SDK's default HTTP client."""
         provider = self.provider
-        return openai.AsyncOpenAI(
-            api_key=provider._key or provider._read_key(),
-            base_url=provider.base_url,
-            max_retries=0,
-        )
+        return provider.make_client(provider._key or provider._read_key(), None)
 
     def entry(self, custom_id: str, request: Request) -> dict[str, Any]:
         """One input line: the Chat Completions body under ``body``."""

@@ -16,6 +16,7 @@ __all__ = [
     "openai_headers",
     "openai_tool_choice",
     "openai_tools",
+    "thinking_text",
     "to_openai",
     "tool_calls_from_openai",
 ]
@@ -78,6 +79,21 @@ def to_openai(system: str | None, messages: Iterable[Message]) -> list[dict[str,
     return out
 
 
+def thinking_text(parts: list[Any]) -> str:
+    """The text of Mistral's ``thinking`` content chunks (``{"type": "thinking",
+    "thinking": [{"type": "text", "text"}, ...]}``, its reasoning models' answer
+    content), joined; empty when there are none."""
+    out = []
+    for part in parts:
+        if isinstance(part, dict) and part.get("type") == "thinking":
+            inner = part.get("thinking")
+            for chunk in inner if isinstance(inner, list) else [inner]:
+                text = chunk.get("text") if isinstance(chunk, dict) else chunk
+                if isinstance(text, str):
+                    out.append(text)
+    return "".join(out)
+
+
 def tool_calls_from_openai(raw: Any) -> tuple[ToolCall, ...]:
     """Normalized tool calls of a Chat Completions ``message.tool_calls`` (arguments are
     JSON text there; text that does not parse is kept and flagged)."""
@@ -107,11 +123,28 @@ def openai_headers(key: str, at_openai: bool) -> dict[str, str]:
     return headers
 
 
-def openai_client(key: str, base_url: str, http_client: Any) -> Any:
+def openai_client(key: str, base_url: str, http_client: Any, at_openai: bool = True) -> Any:
     """An ``openai.AsyncOpenAI`` with the SDK's own retries off around ``http_client``
-    (the run's one retry policy decides)."""
+    (the run's one retry policy decides). Away from OpenAI (not ``at_openai``) it sends
+    no ``OpenAI-Organization`` / ``OpenAI-Project``, which the SDK reads from the
+    environment by itself (as :func:`openai_headers` sends them: at OpenAI only). It
+    sends none of the headers of ``OPENAI_CUSTOM_HEADERS`` either, and the key it is
+    given whatever ``Authorization`` that variable names (see
+    :func:`~gradetrail.providers._transport.sdk_env_headers`)."""
     import openai
 
+    from gradetrail.providers._transport import sdk_env_headers
+
+    omit = openai.Omit()
+    headers: dict[str, Any] = {name: omit for name in sdk_env_headers("OPENAI_CUSTOM_HEADERS")}
+    if not at_openai:
+        headers.update({"OpenAI-Organization": omit, "OpenAI-Project": omit})
+    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    headers["Authorization"] = f"Bearer {key}"  # the SDK's own, named: no other replaces it
     return openai.AsyncOpenAI(
-        api_key=key, base_url=base_url, max_retries=0, http_client=http_client
+        api_key=key,
+        base_url=base_url,
+        max_retries=0,
+        http_client=http_client,
+        default_headers=headers,
     )

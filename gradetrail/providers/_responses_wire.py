@@ -20,15 +20,17 @@ The system prompt travels apart, as ``instructions``. Tools are ``{"type": "func
 Output items (what :func:`read_output` reads): ``message`` items (their ``output_text``
 parts are the answer; a ``refusal`` part is the model declining), ``function_call`` items
 (``call_id`` is the tool call's id), and ``reasoning`` items (kept verbatim, their
-``summary`` texts joined as the reasoning text). Other item types (web search calls,
-say) are skipped.
+``summary`` texts joined as the reasoning text; an item with no summary gives its
+``reasoning_text`` content instead, as gpt-oss on vLLM returns it). Hosted tools billed per call
+(:data:`BILLED_CALLS`: ``web_search_call``, ``file_search_call``) are counted by item type;
+other item types are skipped.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gradetrail.conversation.messages import Message, ToolCall, make_tool_call
@@ -105,6 +107,11 @@ def to_responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
     return out
 
 
+#: output items of hosted tools the API bills per call (besides the tokens), counted as
+#: server-side tool uses under their item type
+BILLED_CALLS = frozenset(["web_search_call", "file_search_call"])
+
+
 @dataclass(frozen=True, slots=True)
 class ResponsesOutput:
     """What a Responses answer's ``output`` holds.
@@ -114,9 +121,13 @@ class ResponsesOutput:
         refusal: the ``refusal`` parts' text, or None when the model did not decline.
         tool_calls: the ``function_call`` items, normalized (id = the item's ``call_id``).
         reasoning_items: the ``reasoning`` items, verbatim.
-        reasoning: the reasoning items' summary texts joined by blank lines, or None.
+        reasoning: the reasoning items' summary texts (an item without a summary: its
+            ``reasoning_text`` content, the raw reasoning open models return) joined by
+            blank lines, or None.
         has_message: True when some message item was present (an empty answer is then
             still an answer).
+        server_calls: hosted tool calls billed per call, by item type
+            (``{"web_search_call": 2}``; see :data:`BILLED_CALLS`).
     """
 
     text: str
@@ -125,6 +136,14 @@ class ResponsesOutput:
     reasoning_items: tuple[dict[str, Any], ...]
     reasoning: str | None
     has_message: bool
+    server_calls: dict[str, int] = field(default_factory=dict)
+
+
+def _part_texts(parts: Any) -> list[str]:
+    """The texts of a reasoning item's ``summary`` or ``content`` parts."""
+    if not isinstance(parts, list):
+        return []
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
 
 
 def read_output(output: Any) -> ResponsesOutput:
@@ -136,6 +155,7 @@ def read_output(output: Any) -> ResponsesOutput:
     reasoning_items: list[dict[str, Any]] = []
     summaries: list[str] = []
     has_message = False
+    server_calls: dict[str, int] = {}
     for item in output if isinstance(output, list) else ():
         if not isinstance(item, dict):
             continue
@@ -153,11 +173,13 @@ def read_output(output: Any) -> ResponsesOutput:
             calls.append(
                 make_tool_call(item.get("call_id"), item.get("name"), item.get("arguments"))
             )
+        elif kind in BILLED_CALLS:
+            server_calls[kind] = server_calls.get(kind, 0) + 1
         elif kind == "reasoning":
             reasoning_items.append(item)
-            for part in item.get("summary") or ():
-                if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    summaries.append(part["text"])
+            # its summary; else its raw reasoning_text content (gpt-oss on vLLM: no summary)
+            texts_of = [_part_texts(item.get("summary")), _part_texts(item.get("content"))]
+            summaries.extend(next((t for t in texts_of if t), []))
     return ResponsesOutput(
         text="".join(texts),
         refusal="".join(refusals) if refusals else None,
@@ -165,4 +187,5 @@ def read_output(output: Any) -> ResponsesOutput:
         reasoning_items=tuple(reasoning_items),
         reasoning="\n\n".join(summaries) if summaries else None,
         has_message=has_message,
+        server_calls=server_calls,
     )

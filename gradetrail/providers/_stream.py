@@ -27,6 +27,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from gradetrail.errors import InvalidResponse, ProviderConnectionError
+from gradetrail.providers._openai_wire import thinking_text
 
 __all__ = ["AnthropicFold", "Fold", "OpenAIFold", "SseParser"]
 
@@ -210,7 +211,9 @@ class OpenAIFold(Fold):
     def take(self, event: str | None, value: dict[str, Any]) -> None:
         """See :meth:`Fold.take`."""
         for key in ("id", "object", "created", "model", "system_fingerprint", "service_tier"):
-            if key in value and key not in self.head:
+            # the first chunk that names it: Azure opens with a prompt-filter chunk whose
+            # id and model are "" (and created 0)
+            if value.get(key) not in (None, "", 0) and key not in self.head:
                 self.head[key] = value[key]
         if isinstance(value.get("usage"), dict):
             self.usage = value["usage"]
@@ -218,6 +221,9 @@ class OpenAIFold(Fold):
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if isinstance(content, list):  # Mistral: chunks of thinking and text
+                self._chunks(content)
             for key in ("content", "refusal", "reasoning_content", "reasoning"):
                 piece = delta.get(key)
                 if isinstance(piece, str) and piece:
@@ -229,6 +235,22 @@ class OpenAIFold(Fold):
                 self.finish = choice["finish_reason"]
             if "stop_reason" in choice:  # vLLM: the matched stop string
                 self.extra["stop_reason"] = choice["stop_reason"]
+            if isinstance(choice.get("error"), dict):  # OpenRouter: failed mid-answer
+                self.extra["error"] = choice["error"]
+
+    def _chunks(self, parts: list[Any]) -> None:
+        """A ``delta.content`` that is a list of chunks (Mistral's reasoning models): the
+        text chunks appended to the content, the thinking ones to the reasoning text."""
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                piece, key = part["text"], "content"
+            else:
+                piece, key = thinking_text([part]), "reasoning_content"
+            if piece:
+                self.message[key] = (self.message.get(key) or "") + piece
+                self._output()
 
     def _call(self, piece: dict[str, Any]) -> None:
         index = int(piece.get("index", len(self.calls)))

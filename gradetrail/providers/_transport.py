@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ __all__ = [
     "connection_error",
     "http_module",
     "innermost",
+    "sdk_env_headers",
 ]
 
 #: connections per HTTPX SDK client; a run with concurrency C uses ceil(C / 8) clients
@@ -296,6 +298,16 @@ def http_module() -> Any:
     raise SpecError("no HTTP library found for the provider SDKs; reinstall openai/anthropic")
 
 
+def sdk_env_headers(variable: str) -> list[str]:
+    """The names of the headers an SDK adds to every request from its environment
+    variable ``variable`` (``OPENAI_CUSTOM_HEADERS``, ``ANTHROPIC_CUSTOM_HEADERS``: lines
+    of ``Name: value``), parsed as the SDKs parse them; the SDK clients omit them, as the
+    lean clients never send them (``model.headers`` is the run's one way to add headers,
+    and enters its identity)."""
+    text = os.environ.get(variable) or ""
+    return [line.partition(":")[0].strip() for line in text.split("\n") if ":" in line]
+
+
 class ClientPool:
     """SDK clients sharing one run's in-flight requests, each with its own connection pool
     of at most ``per_client`` connections.
@@ -407,12 +419,13 @@ class SdkTransport(Transport):
 
     async def stream(self, body: dict[str, Any], on_line: Callable[[str], None]) -> Answer:
         """See :meth:`Transport.stream`: the SDK's ``client.post(..., stream=True)`` with
-        the raw HTTP response, read line by line."""
+        the raw HTTP response, read line by line; ``model.headers`` sent as by
+        :meth:`send`."""
         pool, sdk = self.pool, self._sdk
         i = pool.take()
         try:
             raw = await pool.clients[i].post(
-                self.url, body=body, cast_to=self._raw_type, stream=True
+                self.url, body=body, cast_to=self._raw_type, options=self._options, stream=True
             )
             try:
                 _progress()

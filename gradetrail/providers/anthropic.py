@@ -41,6 +41,7 @@ from gradetrail.providers._anthropic_wire import (
 from gradetrail.providers._http import HttpProvider
 from gradetrail.providers._stream import AnthropicFold
 from gradetrail.providers._structured import answer_from_forced_tool, force_answer_tool
+from gradetrail.providers._transport import sdk_env_headers
 from gradetrail.providers.base import Request, Response
 from gradetrail.spec.reasoning import (
     ANTHROPIC_DEFAULT_MAX_TOKENS,
@@ -143,7 +144,10 @@ class AnthropicProvider(HttpProvider):
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``anthropic.AsyncAnthropic`` with retries (and tracing) off, sending the
-        run's ``anthropic-version`` (:attr:`api_version`)."""
+        run's ``anthropic-version`` (:attr:`api_version`) and the key in ``x-api-key``,
+        as the lean client does (:meth:`headers`), and no header of the SDK's
+        ``ANTHROPIC_CUSTOM_HEADERS`` variable (``model.headers`` is the run's one way
+        to add headers, and enters its identity)."""
         import anthropic
 
         kwargs: dict[str, Any] = {
@@ -151,8 +155,15 @@ class AnthropicProvider(HttpProvider):
             "base_url": self.base_url,
             "max_retries": 0,
             "http_client": http_client,
-            # the run's API version, not the SDK's default (2.x sends 2026-10-21)
-            "default_headers": {"anthropic-version": self.api_version},
+            # the run's API version, not the SDK's default (2.x sends 2026-10-21), and the
+            # key where the Messages API documents it (2.x sends it as a bearer token);
+            # none of the headers the SDK reads from ANTHROPIC_CUSTOM_HEADERS by itself
+            "default_headers": {
+                **{name: anthropic.Omit() for name in sdk_env_headers("ANTHROPIC_CUSTOM_HEADERS")},
+                "anthropic-version": self.api_version,
+                "X-Api-Key": key,
+                "Authorization": anthropic.Omit(),
+            },
         }
         try:
             return anthropic.AsyncAnthropic(**kwargs, open_telemetry=False)

@@ -15,15 +15,23 @@ official ``openai`` SDK (``AsyncOpenAI``).
 
 Stop reasons: ``stop`` -> ``end_turn`` (``stop_sequence`` when the server names the
 matched stop string, as vLLM does), ``length`` -> ``max_tokens`` (the sample is flagged
-truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; ``content_filter`` (the
+truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; servers' own values too:
+``eos_token`` / ``eos`` -> ``end_turn``, ``stop_sequence`` -> ``stop_sequence`` (TGI),
+``model_length`` -> ``max_tokens`` (Mistral: the context window ran out); ``error`` /
+``abort`` / ``insufficient_system_resource`` (the server failed while generating: Mistral,
+OpenRouter, vLLM, DeepSeek) is a transient error, never a cached answer; ``content_filter`` (the
 provider withheld the output) and a ``message.refusal`` (stop reason ``refusal``, the
 refusal kept in :attr:`Response.refusal`) are model answers whose usage and cost are
 kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
 prompt-cache reads (``prompt_tokens_details.cached_tokens``), which are subtracted so
 input and cached input are never counted twice, and the cache writes
 (``prompt_tokens_details.cache_write_tokens``), priced at the cache-write rate;
-``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output).
-A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text.
+``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output;
+a server that counts them apart from ``completion_tokens``, as xAI's Grok does, says so by
+a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output).
+A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text, and
+so are Mistral's ``thinking`` content chunks (its reasoning models answer ``content`` as a
+list of ``thinking`` and ``text`` chunks).
 """
 
 from __future__ import annotations
@@ -31,12 +39,13 @@ from __future__ import annotations
 from typing import Any
 
 from gradetrail.errors import InvalidResponse
-from gradetrail.providers._http import HttpProvider, error_fields
+from gradetrail.providers._http import HttpProvider, error_fields, implied_status
 from gradetrail.providers._openai_wire import (
     openai_client,
     openai_headers,
     openai_tool_choice,
     openai_tools,
+    thinking_text,
     to_openai,
     tool_calls_from_openai,
 )
@@ -54,11 +63,25 @@ _STOP = {
     "tool_calls": "tool_use",
     "function_call": "tool_use",
     "content_filter": "content_filter",
+    # OpenAI-compatible servers' own: an end of sequence (TGI before 2.2.1, Together),
+    # a matched stop string (TGI), the context window run out (Mistral)
+    "eos_token": "end_turn",
+    "eos": "end_turn",
+    "stop_sequence": "stop_sequence",
+    "model_length": "max_tokens",
 }
+#: finish reasons that say the server failed while generating (Mistral's, OpenRouter's and
+#: vLLM's ``error``, vLLM's ``abort``, DeepSeek's ``insufficient_system_resource``): the
+#: answer is cut, not the model's
+_FAILED = frozenset(["error", "abort", "insufficient_system_resource"])
 _PASSED = ("temperature", "top_p", "stop", "seed")
 #: message fields OpenAI-compatible servers put reasoning text in (vLLM, SGLang,
 #: OpenRouter, DeepSeek)
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+#: content parts that are not the answer's text
+_NOT_TEXT_PARTS = ("refusal", "thinking")
 
 
 def _reasoning_text(message: dict[str, Any]) -> str | None:
@@ -124,7 +147,7 @@ class OpenAIProvider(HttpProvider):
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
-        return openai_client(key, self.base_url, http_client)
+        return openai_client(key, self.base_url, http_client, self.model.provider == "openai")
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Chat Completions body: system prompt first, the conversation (tool calls and
@@ -177,20 +200,24 @@ class OpenAIProvider(HttpProvider):
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         text = message.get("content")
         refusal = message.get("refusal")
-        if isinstance(text, list):  # content parts: text, and a refusal part where sent
+        thought = None
+        if isinstance(text, list):  # content parts: text, a refusal part, thinking chunks
             parts = [p for p in text if isinstance(p, dict)]
-            texts = [p.get("text") for p in parts if p.get("type") != "refusal"]
+            texts = [p.get("text") for p in parts if p.get("type") not in _NOT_TEXT_PARTS]
             if any(part is not None and not isinstance(part, str) for part in texts):
                 raise _not_text("a content part's text")
             text = "".join(part or "" for part in texts)
             refused = [p.get("refusal") for p in parts if p.get("type") == "refusal"]
             if not refusal and refused and isinstance(refused[0], str):
                 refusal = refused[0]
+            thought = thinking_text(parts) or None
         if text is not None and not isinstance(text, str):
             raise _not_text("message.content", text)
         refusal = refusal if isinstance(refusal, str) and refusal.strip() else None
-        reasoning = _reasoning_text(message)
+        reasoning = _reasoning_text(message) or thought
         raw_stop = choice.get("finish_reason")
+        if raw_stop in _FAILED or isinstance(choice.get("error"), dict):
+            raise self._failed(choice)
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
         if stop == "end_turn" and isinstance(choice.get("stop_reason"), str):
             stop = "stop_sequence"
@@ -203,6 +230,8 @@ class OpenAIProvider(HttpProvider):
             write = self.usage_int(usage, "prompt_tokens_details", "cache_write_tokens")
             output = self.usage_int(usage, "completion_tokens")
             thinking = self.usage_int(usage, "completion_tokens_details", "reasoning_tokens")
+            if thinking and self.usage_int(usage, "total_tokens") == prompt + output + thinking:
+                output += thinking  # counted apart from completion_tokens (xAI's Grok)
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = write = output = thinking = 0
@@ -232,6 +261,25 @@ class OpenAIProvider(HttpProvider):
             refusal=refusal,
         )
         return response, min(write, max(prompt - cached, 0))
+
+    def _failed(self, choice: dict[str, Any]) -> InvalidResponse:
+        """The error for a choice the server failed while generating (see :data:`_FAILED`;
+        OpenRouter's choice also carries the ``error``): classified as the status its
+        error means when it says one, else transient (as a stream cut mid-way), never
+        cached."""
+        error = choice.get("error")
+        if isinstance(error, dict) and implied_status(*error_fields(error)) is not None:
+            return self.error_under_200({"error": error})
+        message = error_fields(error)[2] if isinstance(error, dict) else None
+        raw = choice.get("finish_reason")
+        return InvalidResponse(
+            f"200 answer was cut by a server failure (finish_reason {raw!r}): "
+            f"{message or 'no message'}",
+            transient=True,
+            status=200,
+            error_type="generation_failed",
+            code=str(raw) if raw is not None else None,
+        )
 
 
 def _not_text(field: str, value: object = None) -> InvalidResponse:

@@ -30,12 +30,17 @@ Answers: ``status: completed`` -> ``end_turn`` (``tool_use`` when the model call
 functions, ``refusal`` when it declined: the refusal text in :attr:`Response.refusal`);
 ``status: incomplete`` with ``incomplete_details.reason: max_output_tokens`` ->
 ``max_tokens`` (flagged truncated; a response that ran out while reasoning has empty
-text), ``content_filter`` -> a permanent ``BadRequest`` (as Chat Completions'); ``status:
-failed`` with its ``error`` -> an :class:`~gradetrail.errors.InvalidResponse` retried as
-the status its code means (``server_error``, ``rate_limit_exceeded``). Usage:
+text), ``content_filter`` -> ``content_filter`` (the provider withheld the output: a
+model answer whose usage and cost are kept, scored as ``run.refusals`` says, as Chat
+Completions' ``finish_reason: content_filter``); ``status: failed`` with its ``error``
+-> an :class:`~gradetrail.errors.InvalidResponse` retried as the status its code means
+(``server_error``, ``rate_limit_exceeded``). Usage:
 ``input_tokens`` includes ``input_tokens_details.cached_tokens`` (subtracted, so input and
 cached input are never counted twice); ``output_tokens`` includes
 ``output_tokens_details.reasoning_tokens`` (kept in :attr:`Response.reasoning_tokens`).
+Hosted tools billed per call (``web_search_call`` and ``file_search_call`` output items)
+are counted in :attr:`Response.server_tool_uses` by item type, priced at
+``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.errors import InvalidResponse, SpecError
 from gradetrail.providers._http import HttpProvider, error_fields
 from gradetrail.providers._openai_wire import openai_client, openai_headers
 from gradetrail.providers._responses_wire import (
@@ -147,7 +152,7 @@ class OpenAIResponsesProvider(HttpProvider):
 
     def make_client(self, key: str, http_client: Any) -> Any:
         """An ``openai.AsyncOpenAI`` with retries off around ``http_client``."""
-        return openai_client(key, self.base_url, http_client)
+        return openai_client(key, self.base_url, http_client, self.at_openai)
 
     def body(self, request: Request) -> dict[str, Any]:
         """The Responses body: ``model``, ``input`` items, ``instructions`` (the system
@@ -207,14 +212,6 @@ class OpenAIResponsesProvider(HttpProvider):
             stop = "tool_use" if out.tool_calls else "end_turn"
             if out.refusal is not None and not out.text:
                 stop = "refusal"
-        if stop == "content_filter":
-            raise BadRequest(
-                "the provider's content filter withheld the response (status incomplete, "
-                "reason content_filter)",
-                status=200,
-                error_type="content_filter",
-                code=raw_stop,
-            )
         usage = data.get("usage")
         if isinstance(usage, dict):
             prompt = self.usage_int(usage, "input_tokens")
@@ -248,5 +245,6 @@ class OpenAIResponsesProvider(HttpProvider):
             reasoning_tokens=reasoning_tokens,
             reasoning_blocks=out.reasoning_items,
             refusal=out.refusal,
+            server_tool_uses=out.server_calls,
         )
         return response, 0

@@ -260,3 +260,16 @@ def test_judge_calls_go_in_a_batch_of_their_own_after_the_answers(srv, tmp_path:
     assert srv.stats()["total"] == 8  # every answer was made inside a batch: none online
     again = run(spec, tmp_path, FakeClock())
     assert again.manifest.counts == {"scored": 4} and srv.batches()["created"] == 2
+
+
+def test_anthropic_batches_ask_for_the_runs_api_version(srv, tmp_path: Path) -> None:
+    """The Message Batches client sends the run's ``anthropic-version`` (default
+    2023-06-01), as the online clients do, never the installed SDK's own default: under
+    2026-10-21 a request with a temperature is refused, so the batched rows would fail
+    where the online ones score."""
+    spec = gsm8k_spec(
+        tmp_path / "spec", srv, "anthropic", limit=3, price=PRICE, params={"temperature": 0.0}
+    )
+    batched = run(spec, tmp_path / "b", FakeClock())
+    assert batched.manifest.counts == {"scored": 3}
+    assert set(srv.stats()["versions"]) == {"2023-06-01"}

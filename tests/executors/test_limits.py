@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gradetrail.errors import ProviderTimeout, RateLimited, ServerError
+from gradetrail.errors import InvalidResponse, ProviderTimeout, RateLimited, ServerError
 from gradetrail.executors.limits import (
     DECREASE,
     AdaptiveLimit,
@@ -150,6 +150,11 @@ def test_throttle_signals_are_retryable_429s_and_overload() -> None:
     assert not is_throttle(RateLimited("quota", status=429, transient=False))
     assert not is_throttle(ServerError("500", status=500))
     assert not is_throttle(ProviderTimeout("slow"))
+    # the same bodies under status 200 (a stream's error event), retried as InvalidResponse
+    overloaded = InvalidResponse("200 overloaded", transient=True, error_type="overloaded_error")
+    assert is_throttle(overloaded)
+    assert is_throttle(InvalidResponse("200 429", transient=True, code="rate_limit_exceeded"))
+    assert not is_throttle(InvalidResponse("200 bad", transient=False, error_type="invalid"))
 
 
 def test_retry_after_pauses_every_new_attempt() -> None:

@@ -365,12 +365,6 @@ def test_a_multi_turn_conversation_goes_as_input_items(srv, tmp_path: Path) -> N
             False,
             "invalid_prompt: flagged",
         ),
-        (
-            {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}},
-            "BadRequest",
-            False,
-            "content filter",
-        ),
         ({"status": "queued", "output": []}, "InvalidResponse", False, "background"),
         ({"status": "completed", "output": []}, "InvalidResponse", False, "no content"),
     ],
@@ -379,9 +373,9 @@ def test_answers_that_are_not_responses_are_classified(
     body: dict[str, Any], kind: str, transient: bool, words: str
 ) -> None:
     """A failed response is retried as the status its error code means (a server error,
-    a rate limit) or recorded at once; a content filter is a permanent BadRequest; a
-    background response still queued, or one with nothing in its output, is never
-    cached."""
+    a rate limit) or recorded at once; a background response still queued, or one with
+    nothing in its output, is never cached (a content filter is an answer: see
+    tests/providers/test_traffic_shapes.py)."""
     from gradetrail.errors import ProviderError
     from gradetrail.providers import make_provider
     from gradetrail.spec import ModelSpec

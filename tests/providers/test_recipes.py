@@ -211,3 +211,18 @@ def test_anthropic_key_in_headers_replaces_its_own(
     result = gradetrail.run_eval(spec, results_root=tmp_path / "results", cache_path=tmp_path / "c")
     assert result.manifest.counts == {"scored": 2}
     _assert_secret_nowhere(tmp_path, SECRET)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_azure_deployment_recipe_streamed(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """Streamed (model.stream: true), the key header of model.headers is sent by both
+    clients as it is unstreamed: the server refuses any request without it."""
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", SECRET)
+    srv.configure(api_key=SECRET)
+    result = _run("azure-openai.yaml", srv, tmp_path, client, "model.stream=true")
+    assert result.manifest.counts == {"scored": 3}
+    stats = srv.settled_stats(3)
+    assert stats["streamed"] == 3 and stats["statuses"] == {"200": 3}
+    _assert_secret_nowhere(tmp_path, SECRET)
