@@ -12,7 +12,8 @@ a message (a BPE token is at least one byte), output tokens at most its ``max_to
 priced by the provider's own :meth:`~gradetrail.providers.base.Provider.price`, at the
 batch tier for a batch. A request without ``max_tokens`` (OpenAI sends none unless the
 spec sets one) or a model without a price has no worst case: a budgeted run refuses to
-start (never a silent "n/a").
+start (never a silent "n/a"). So does ``model.pause_turn_continuations``: each
+continuation is another request, its input the paused turn with its server-tool results.
 """
 
 from __future__ import annotations
@@ -54,8 +55,16 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     """The most ``request`` can cost, USD (see the module docstring).
 
     Raises:
-        SpecError: no ``max_tokens`` to bound the output, or no price for the model.
+        SpecError: no ``max_tokens`` to bound the output, no price for the model, or
+            ``model.pause_turn_continuations`` (each continuation is another request).
     """
+    if getattr(provider.model, "pause_turn_continuations", 0):
+        raise SpecError(
+            "model.pause_turn_continuations: each continuation is another billed request "
+            "that sends the paused turn (its server-tool results included) back, so no worst "
+            "case bounds a row and run.max_cost_usd cannot be held; set it to 0 or drop "
+            "run.max_cost_usd"
+        )
     limit = request.params.get("max_tokens") or _default_max_tokens(provider)
     if not limit:
         raise SpecError(

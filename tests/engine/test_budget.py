@@ -129,3 +129,44 @@ def test_the_worst_case_bounds_the_real_cost(srv, tmp_path: Path) -> None:
     rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
     for item in plan.prepared:
         assert rows[item.sample.id]["cost_usd"] <= worst_case_usd(provider, item.request)
+
+
+def test_pause_turn_continuations_cannot_pass_the_ceiling(srv, tmp_path: Path) -> None:
+    """Each continuation of a paused turn is another billed request (the paused answer,
+    its server-tool results included, sent back as input): one reserved worst case does
+    not bound the row. A run whose answers pause every time, each part honest (its output
+    at most max_tokens), spent five times a ceiling of one row's worst case: no worst case
+    bounds a continued turn, so a budgeted run refuses it before any call."""
+    paused = {
+        "id": "msg_paused",
+        "type": "message",
+        "role": "assistant",
+        "model": "175b_verification",
+        "content": [{"type": "text", "text": "Searching first. "}],
+        "stop_reason": "pause_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 80, "output_tokens": 300},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": paused}])
+    base = gsm8k_spec(
+        tmp_path / "base",
+        srv,
+        "anthropic",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 300},
+    )
+    ceiling = worst_total(base)  # one request's worst case
+    spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "anthropic",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 300},
+        pause_turn_continuations=5,
+        run={"max_cost_usd": ceiling},
+    )
+    with pytest.raises(SpecError, match="model.pause_turn_continuations: .* cannot be held"):
+        run(spec, tmp_path, False)
+    assert srv.stats()["total"] == 0  # unfixed: 6 requests, $0.01536 against $0.003226
