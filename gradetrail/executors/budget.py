@@ -4,7 +4,9 @@ calls, online and in batches.
 Before each paid call (or batch) its *worst case* is reserved: no call starts unless
 spending so far, plus the worst case of everything in flight, plus its own, stays at or
 under the ceiling. When a call ends its reservation is replaced by what it cost. So the
-ceiling holds with any concurrency, whatever the responses turn out to be.
+ceiling holds with any concurrency, whatever the responses turn out to be. An online call
+that does not fit beside the calls in flight waits for them to land; the run stops only
+when a call does not fit with none in flight.
 
 Worst case of one request (a stated bound, no tokenizer needed): input tokens at most the
 UTF-8 bytes of its messages, system prompt and tools plus :data:`MESSAGE_OVERHEAD` tokens
@@ -18,6 +20,7 @@ continuation is another request, its input the paused turn with its server-tool 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,6 +108,9 @@ class Budget:
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
     on_spend: Callable[[float], None] | None = field(default=None, repr=False)
+    #: online calls reserved and not yet settled (:meth:`reserve_when_fits`)
+    calls_in_flight: int = field(default=0, repr=False)
+    _settled: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     def reserve(self, usd: float, what: str = "the next call") -> float:
         """Reserve ``usd`` for a call about to start; return it (to :meth:`settle`).
@@ -122,6 +128,22 @@ class Budget:
         self.reserved_usd += usd
         return usd
 
+    async def reserve_when_fits(self, usd: float, what: str = "the next call") -> float:
+        """:meth:`reserve` for an online call: while it does not fit but calls are in
+        flight (each reserved its worst case and most cost far less), wait for them to
+        settle; stop only when it does not fit with none in flight.
+
+        Raises:
+            BudgetExhausted: it does not fit, and no call in flight can free room.
+        """
+        while not self.fits(usd) and self.calls_in_flight > 0:
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            await self._settled.wait()
+        reserved = self.reserve(usd, what)
+        self.calls_in_flight += 1
+        return reserved
+
     def fits(self, usd: float) -> bool:
         """True when ``usd`` more could be reserved now."""
         return self.spent_usd + self.reserved_usd + usd <= self.ceiling_usd + 1e-12
@@ -133,6 +155,14 @@ class Budget:
         self.spent_usd += cost_usd or 0.0
         if cost_usd and self.on_spend is not None:
             self.on_spend(cost_usd)
+        if self._settled is not None:  # wake the calls waiting for room
+            self._settled.set()
+            self._settled = None
+
+    def settle_call(self, reserved: float, cost_usd: float | None) -> None:
+        """:meth:`settle` for a call reserved by :meth:`reserve_when_fits`."""
+        self.calls_in_flight = max(self.calls_in_flight - 1, 0)
+        self.settle(reserved, cost_usd)
 
     def describe(self) -> dict[str, Any]:
         """For the manifest: ceiling, spent, in flight, USD."""
@@ -168,7 +198,8 @@ class BudgetedExecutor(Executor):
     async def complete(
         self, request: Request, on_attempt: AttemptListener | None = None
     ) -> CallOutcome:
-        """Reserve the request's worst case, call, settle with its cost. (A failed
+        """Reserve the request's worst case (waiting for calls in flight to land while it
+        does not fit beside theirs), call, settle with its cost. (A failed
         attempt is not billed by either API; one the client timed out may be: the
         reservation covers one attempt.)
 
@@ -176,14 +207,14 @@ class BudgetedExecutor(Executor):
             BudgetExhausted: the call would not fit under the ceiling (not made).
         """
         worst = worst_case_usd(self.provider, request)
-        reserved = self.budget.reserve(worst, f"a call to {request.model}")
+        reserved = await self.budget.reserve_when_fits(worst, f"a call to {request.model}")
         cost: float | None = None
         try:
             outcome = await self.inner.complete(request, on_attempt)
             cost = outcome.response.cost_usd if outcome.response is not None else None
             return outcome
         finally:
-            self.budget.settle(reserved, cost)
+            self.budget.settle_call(reserved, cost)
 
     def for_provider(self, provider: Provider) -> Executor:
         """A judge's executor, under the same budget."""

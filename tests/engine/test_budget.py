@@ -170,3 +170,27 @@ def test_pause_turn_continuations_cannot_pass_the_ceiling(srv, tmp_path: Path) -
     with pytest.raises(SpecError, match="model.pause_turn_continuations: .* cannot be held"):
         run(spec, tmp_path, False)
     assert srv.stats()["total"] == 0  # unfixed: 6 requests, $0.01536 against $0.003226
+
+
+def test_calls_in_flight_do_not_stop_a_run_their_settling_leaves_room_for(
+    srv, tmp_path: Path
+) -> None:
+    """A ceiling that holds what the whole run costs plus two worst cases: the run
+    finishes under it, concurrency 8 or not. A call that does not fit beside the worst
+    cases of the calls in flight waits for them to land (most cost far less than their
+    worst case) instead of stopping the run with most of the ceiling unspent."""
+    measured = run(spec_for(tmp_path, srv, "openai"), tmp_path / "measure", False)
+    base = spec_for(tmp_path, srv, "openai")
+    plan = gradetrail.plan_run(base)
+    worst_one = max(worst_case_usd(plan.provider, p.request) for p in plan.prepared)
+    ceiling = measured.manifest.cost_usd + 2 * worst_one
+    assert ceiling < 8 * worst_one  # eight calls' worst cases do not fit at once
+    srv.reset()
+    spec = spec_for(
+        tmp_path, srv, "openai", concurrency=8, max_cost_usd=ceiling, start_over_budget=True
+    )
+    result = run(spec, tmp_path, False)
+    assert result.manifest.stop_reason is None
+    assert result.manifest.status == "complete" and result.manifest.counts == {"scored": ROWS}
+    assert SpendingLog(result.run_dir).total() <= ceiling + 1e-12
+    assert srv.stats()["total"] == ROWS
