@@ -20,8 +20,9 @@ The harness (:func:`harness_files`) is:
 - every file the spec names (``path`` and ``file`` keys at any depth: the dataset, a
   split file, recordings, the judge file);
 - every module the spec names (``function: module:function`` of a ``python`` provider or
-  scorer at any depth, ``tools_module``), found under the spec's directory or the working
-  directory (an installed module is the lockfile's);
+  scorer at any depth, ``tools_module``), found under the spec's directory and the working
+  directory (both: the run imports the working directory's first; an installed module is
+  the lockfile's);
 - the files matching the spec's ``harness:`` globs (relative to the spec's directory);
 - the project's lockfiles (``uv.lock``, ``poetry.lock``, ``pdm.lock``, ``Pipfile.lock``,
   ``pylock.toml``, ``requirements*.txt``) in the nearest directory at or above the spec's
@@ -92,18 +93,22 @@ def _walk(value: Any) -> Iterator[tuple[str, Any]]:
             stack.extend(item)
 
 
-def _module_file(name: str, roots: list[Path]) -> Path | None:
-    """The file of module ``name`` (``a.b`` -> ``a/b.py`` or ``a/b/__init__.py``) under
-    one of ``roots``, or None (an installed module, or none)."""
+def _module_files(name: str, roots: list[Path]) -> list[Path]:
+    """The files of module ``name`` (``a.b`` -> ``a/b.py`` or ``a/b/__init__.py``) under
+    each of ``roots`` (none: an installed module, or none). Every root's, not the first
+    one's: the run imports the working directory's before the spec directory's, so a
+    module dropped in either is one the run may import."""
     parts = name.split(".")
+    found: list[Path] = []
     for root in roots:
         for candidate in (
             root.joinpath(*parts).with_suffix(".py"),
             root.joinpath(*parts, "__init__.py"),
         ):
             if candidate.is_file():
-                return candidate
-    return None
+                found.append(candidate)
+                break
+    return found
 
 
 def _lockfiles(start: Path) -> list[Path]:
@@ -142,8 +147,7 @@ def harness_files(spec: EvalSpec) -> list[Path]:
             if path.is_file():
                 found.add(path.resolve())
         elif key in _MODULE_KEYS:
-            module = _module_file(value.partition(":")[0], roots)
-            if module is not None:
+            for module in _module_files(value.partition(":")[0], roots):
                 found.add(module.resolve())
     for pattern in spec.harness or []:
         matched = [p for p in sorted(base.glob(pattern)) if p.is_file()]

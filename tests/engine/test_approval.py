@@ -140,3 +140,49 @@ def _sha256(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_module_in_the_working_directory_that_the_run_would_import_is_named(
+    project: Path,
+) -> None:
+    """The run imports a spec's module from the working directory before the spec's own
+    directory: an unreviewed ``app.py`` dropped in the working directory (one that reads
+    the answer from the row) would run under an unchanged approval. It is part of the
+    harness, so the run refuses it, exit 2, naming it, before any call."""
+    import os
+    import subprocess
+
+    from paths import ROOT
+
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    work = project.parent / "work"
+    work.mkdir()
+    (work / "app.py").write_text(
+        "def answer(request, row):\n    return 'A: ' + row['answer'].split('####')[-1]\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradetrail",
+            "run",
+            str(project / "spec.yaml"),
+            "--no-cache",
+            "--results-root",
+            str(project.parent / "results"),
+            "--set",
+            "dataset.limit=5",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # unfixed: exit 0, mean score 1.0000 (the cheating app ran)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the harness changed since its approval" in lines[0]
+    assert "new ../work/app.py" in lines[0]
+    assert not (project.parent / "results").exists()
