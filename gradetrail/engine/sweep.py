@@ -140,12 +140,18 @@ def _record(sweep: SweepSpec, cells: list[CellPlan], results_root: Path) -> Swee
 
 
 def is_complete(run_dir: Path, identity_hash: str) -> bool:
-    """``run_dir`` holds a complete run of this identity."""
+    """``run_dir`` holds a complete run of this identity without provider_error rows (a
+    run with some is run again: only their requests are sent, the rest is cached)."""
     try:
         manifest = read_manifest(run_dir)
     except UsageError:
         return False
-    return manifest.get("status") == "complete" and manifest.get("identity_hash") == identity_hash
+    counts = manifest.get("counts") or {}
+    return (
+        manifest.get("status") == "complete"
+        and manifest.get("identity_hash") == identity_hash
+        and not counts.get("provider_error")
+    )
 
 
 def run_sweep(

@@ -182,3 +182,34 @@ def test_dry_run_estimates_cost_at_the_spec_price(tmp_path: Path) -> None:
         assert cell["est_cost_usd"] == pytest.approx(expected)
         assert 30 * 40 < cell["est_input_tokens"] < 30 * 200  # GSM8K prompts: 160-800 chars
     assert not (tmp_path / "results").exists()
+
+
+def test_a_cell_with_error_rows_is_run_again_by_the_same_command(tmp_path: Path) -> None:
+    """Two of a cell's requests fail past their retries (500s): the run completes with 2
+    provider_error rows, and the table cannot gate it (exit 2, "re-run to complete
+    them"). Running the same command again runs that cell again: the 2 failed requests
+    are sent once more (the 118 cached ones are not), and the table gates every cell."""
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    fault = {"kind": "server_error", "model": MODELS[1], "after": 5, "times": 2}
+    with running_server(latency=0.0, faults=[fault]) as srv:
+        sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
+        text = sweep.parent.joinpath("spec.yaml").read_text()
+        sweep.parent.joinpath("spec.yaml").write_text(text + "  max_retries: 0\n")
+        proc = _sweep(sweep, cache, results)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, err
+        assert "provider_error: re-run to complete them" in err
+        first = srv.stats()["total"]
+        assert first == SAMPLES * 4
+        srv.configure(faults=[])
+        proc = _sweep(sweep, cache, results, "--json")
+        out, err = proc.communicate(timeout=120)
+        after = srv.stats()
+    # unfixed: the cell counted as complete ("existing"), no request sent, exit 2 again
+    assert proc.returncode == 1, err  # gated: no candidate passes at n = 30
+    assert after["total"] - first == 2
+    record = read_sweep_record(results / "sweep-http")
+    outcomes = {c.name: c.outcome for c in record.cells}
+    assert outcomes[f"{MODELS[1]}/plain"] == "ran"
+    assert outcomes[f"{MODELS[0]}/plain"] == outcomes[f"{MODELS[0]}/terse"] == "existing"
+    assert all(c["errors"] == {} for c in json.loads(out)["cells"])
