@@ -303,7 +303,14 @@ def _gate(
         return regression_gate(base_dir, cand_dir, samples=ids, **options)
     except GateError as exc:
         where = f"cell {cell.name}" + (f", slice {slice_name}" if slice_name else "")
-        raise GateError(f"{where}: {exc}") from None
+        # the way out of error rows is the sweep file's gate.errors (sweep takes no --errors)
+        message = str(exc).replace(_GATE_ERRORS_FLAGS, _SWEEP_ERRORS_KEY)
+        raise GateError(f"{where}: {message}") from None
+
+
+#: how ``gradetrail gate`` says to gate runs with error rows, and how a sweep does
+_GATE_ERRORS_FLAGS = "pass --errors as-fail (score them 0) or --errors exclude"
+_SWEEP_ERRORS_KEY = "set gate.errors in the sweep file to as-fail (score them 0) or exclude"
 
 
 def _verdict(r: GateResult) -> str:

@@ -213,3 +213,31 @@ def test_a_cell_with_error_rows_is_run_again_by_the_same_command(tmp_path: Path)
     assert outcomes[f"{MODELS[1]}/plain"] == "ran"
     assert outcomes[f"{MODELS[0]}/plain"] == outcomes[f"{MODELS[0]}/terse"] == "existing"
     assert all(c["errors"] == {} for c in json.loads(out)["cells"])
+
+
+def test_a_cell_that_cannot_be_gated_for_its_errors_names_the_sweep_files_setting(
+    tmp_path: Path,
+) -> None:
+    """A request a content filter refuses every time (400) leaves an error row the re-run
+    cannot complete. The one line says how to gate anyway in terms of the sweep (its
+    file's ``gate.errors``), not ``gradetrail gate``'s ``--errors`` flag, which ``gradetrail
+    sweep`` does not take; with ``gate.errors: as-fail`` the table is gated."""
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    fault = {"kind": "error", "status": 400, "model": MODELS[1], "contains": "flipping a house"}
+    with running_server(latency=0.0, faults=[fault]) as srv:
+        sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
+        proc = _sweep(sweep, cache, results)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, err
+        line = err.strip().splitlines()[-1]
+        # unfixed: "... or pass --errors as-fail (score them 0) or --errors exclude ..."
+        assert "--errors" not in line
+        assert "set gate.errors in the sweep file to as-fail (score them 0) or exclude" in line
+        options = yaml.safe_load(sweep.read_text())
+        options["gate"] = {"errors": "as-fail"}
+        sweep.write_text(yaml.safe_dump(options, sort_keys=False))
+        proc = _sweep(sweep, cache, results, "--json")
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err  # gated: no candidate passes at n = 30
+    cells = {c["name"]: c for c in json.loads(out)["cells"]}
+    assert cells[f"{MODELS[1]}/plain"]["errors"] == {"provider_error": 1}
