@@ -52,13 +52,18 @@ class SweepResult:
     Attributes:
         directory: the sweep's directory (``sweep.json``).
         record: the record as last written.
-        interrupted: a cell was interrupted (Ctrl-C, SIGTERM); the cells after it did not run.
+        interrupted: a cell was interrupted (Ctrl-C, SIGTERM, or run.max_cost_usd); the
+            cells after it did not run.
+        stop_signal: the signal that stopped it, if one did.
+        stop_reason: why the run stopped itself (its manifest's ``stop_reason``: the
+            budget), if it did.
     """
 
     directory: Path
     record: SweepRecord
     interrupted: bool
     stop_signal: str | None = None
+    stop_reason: str | None = None
 
 
 def plan_sweep(sweep: SweepSpec) -> list[CellPlan]:
@@ -219,7 +224,13 @@ def run_sweep(
         if on_cell is not None:
             on_cell(cell, outcome, result)
         if outcome == "interrupted":
-            return SweepResult(directory, record, True, result.manifest.stop_signal)
+            return SweepResult(
+                directory,
+                record,
+                True,
+                result.manifest.stop_signal,
+                result.manifest.stop_reason,
+            )
     return SweepResult(directory, record, False)
 
 

@@ -241,3 +241,29 @@ def test_a_cell_that_cannot_be_gated_for_its_errors_names_the_sweep_files_settin
     assert proc.returncode == 1, err  # gated: no candidate passes at n = 30
     cells = {c["name"]: c for c in json.loads(out)["cells"]}
     assert cells[f"{MODELS[1]}/plain"]["errors"] == {"provider_error": 1}
+
+
+def test_a_cell_stopped_by_the_budget_exits_3_with_the_budget_line(tmp_path: Path) -> None:
+    """A cell that reaches run.max_cost_usd stops as ``gradetrail run`` does: exit 3 and
+    the budget's one line (what was spent, the ceiling, --max-cost to finish), not the
+    Ctrl-C exit 130 and "run the same command again" (which would stop at the same
+    ceiling); no later cell starts."""
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    with running_server(latency=0.0) as srv:
+        sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
+        spec = yaml.safe_load(sweep.parent.joinpath("spec.yaml").read_text())
+        spec["model"]["params"] = {"max_tokens": 300}
+        spec["model"]["price"] = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+        spec["run"].update(max_cost_usd=0.01, start_over_budget=True)
+        sweep.parent.joinpath("spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        proc = _sweep(sweep, cache, results)
+        _, err = proc.communicate(timeout=120)
+        sent = srv.stats()["total"]
+    # unfixed: exit 130, "error: the sweep was interrupted; run the same command again"
+    assert proc.returncode == 3, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: cell 175b_verification/plain: budget: ")
+    assert "run.max_cost_usd" in line and "--max-cost" in line
+    assert 0 < sent < SAMPLES
+    record = read_sweep_record(results / "sweep-http")
+    assert [c.outcome for c in record.cells] == ["interrupted", "pending", "pending", "pending"]
