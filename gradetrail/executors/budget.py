@@ -217,7 +217,23 @@ class BudgetedExecutor(Executor):
             self.budget.settle_call(reserved, cost)
 
     def for_provider(self, provider: Provider) -> Executor:
-        """A judge's executor, under the same budget."""
+        """A judge's executor, under the same budget (asked for before the run's first
+        call).
+
+        Raises:
+            SpecError: ``provider``'s calls have no worst case (no price, no
+                ``max_tokens``): the ceiling could not hold them.
+        """
+        params = provider.model.params.model_dump(exclude_none=True)
+        probe = Request(
+            provider=provider.model.provider,
+            model=provider.model.name,
+            base_url=provider.model.base_url,
+            system=None,
+            messages=(),
+            params=params,
+        )
+        worst_case_usd(provider, probe)
         return BudgetedExecutor(self.inner.for_provider(provider), self.budget)
 
     async def aclose(self) -> None:

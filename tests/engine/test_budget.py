@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import SECRET_KEY, gsm8k_spec
+import yaml
+from http_support import SECRET_KEY, base_url, gsm8k_spec
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
@@ -194,3 +195,35 @@ def test_calls_in_flight_do_not_stop_a_run_their_settling_leaves_room_for(
     assert result.manifest.status == "complete" and result.manifest.counts == {"scored": ROWS}
     assert SpendingLog(result.run_dir).total() <= ceiling + 1e-12
     assert srv.stats()["total"] == ROWS
+
+
+def test_a_judge_without_a_price_refuses_a_budgeted_run_before_any_call(
+    srv, tmp_path: Path
+) -> None:
+    """The judge's calls count against the ceiling too, so a judge model without a price
+    cannot be bounded: the run is refused before any call (the candidate's included),
+    naming the judge's field, as a candidate model without a price is."""
+    srv.configure(script={"rules": [{"contains": "GRADE", "reply": "GRADE: C"}]})
+    directory = tmp_path / "spec"
+    directory.mkdir()
+    (directory / "judge.j2").write_text("{{ response }}\nReply GRADE: C or GRADE: I.\n")
+    spec = spec_for(tmp_path, srv, "openai", max_cost_usd=1.0)
+    raw = spec.model_dump(mode="json", exclude_none=True)
+    raw["scorer"] = {
+        "type": "judge",
+        "file": "judge.j2",
+        "model": {
+            "provider": "anthropic",
+            "name": "175b_verification",  # served, but no price is known for it
+            "base_url": base_url(srv, "anthropic"),
+            "params": {"max_tokens": 64},
+        },
+        "parse": {"kind": "grade"},
+    }
+    (directory / "spec.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    judged = gradetrail.load_spec(directory / "spec.yaml")
+    # unfixed: 4 candidate calls paid (concurrency 4), then the run failed at the first
+    # judge call with "model.price: no price is known for anthropic:175b_verification"
+    with pytest.raises(SpecError, match=r"scorer\.model\.price: no price is known"):
+        run(judged, tmp_path, False)
+    assert srv.stats()["total"] == 0
