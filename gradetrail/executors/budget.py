@@ -10,7 +10,8 @@ when a call does not fit with none in flight.
 
 Worst case of one request (a stated bound, no tokenizer needed): input tokens at most the
 UTF-8 bytes of its messages, system prompt and tools plus :data:`MESSAGE_OVERHEAD` tokens
-a message (a BPE token is at least one byte), output tokens at most its ``max_tokens``;
+a message (a BPE token is at least one byte), output tokens at most its ``max_tokens`` (or
+a larger limit ``model.params.extra`` sends over it), times the ``n`` answers it asks for;
 priced by the provider's own :meth:`~gradetrail.providers.base.Provider.price`, at the
 batch tier for a batch. A request without ``max_tokens`` (OpenAI sends none unless the
 spec sets one) or a model without a price has no worst case: a budgeted run refuses to
@@ -74,9 +75,11 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             f"model.params.max_tokens: a budgeted run needs a bound on each response's length "
             f"for {request.model}; set it (run.max_cost_usd is set)"
         )
-    probe = Response(
-        text="", input_tokens=_input_bound(request), output_tokens=int(limit), batch=batch
-    )
+    extra = request.params.get("extra") or {}
+    # extra goes into the body verbatim, over max_tokens: its own limit and n count
+    limits = [_whole(extra, key) for key in _EXTRA_LIMITS if key in extra]
+    output = max([int(limit), *limits]) * (_whole(extra, "n") if "n" in extra else 1)
+    probe = Response(text="", input_tokens=_input_bound(request), output_tokens=output, batch=batch)
     cost = provider.price(request, probe)
     if cost is None:
         raise SpecError(
@@ -84,6 +87,25 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             "run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
         )
     return cost
+
+
+#: fields of ``model.params.extra`` that replace ``max_tokens`` in a request's body
+_EXTRA_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _whole(extra: dict[str, Any], key: str) -> int:
+    """``extra[key]``, a count that bounds a response (a length limit, ``n`` answers).
+
+    Raises:
+        SpecError: it is not a whole number of at least 1.
+    """
+    value = extra[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(
+            f"model.params.extra.{key}: a budgeted run needs a whole number here to bound each "
+            f"response, got {value!r}; fix it or drop run.max_cost_usd"
+        )
+    return value
 
 
 def _default_max_tokens(provider: Provider) -> int | None:

@@ -227,3 +227,38 @@ def test_a_judge_without_a_price_refuses_a_budgeted_run_before_any_call(
     with pytest.raises(SpecError, match=r"scorer\.model\.price: no price is known"):
         run(judged, tmp_path, False)
     assert srv.stats()["total"] == 0
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"n": 8}, {"max_completion_tokens": 4000}],
+    ids=["n", "max_completion_tokens"],
+)
+def test_extra_fields_that_raise_the_output_bound_are_in_the_worst_case(
+    srv, tmp_path: Path, extra: dict[str, Any]
+) -> None:
+    """``model.params.extra`` goes into the body verbatim: ``n: 8`` asks for (and bills)
+    eight answers, ``max_completion_tokens`` replaces the max_tokens the worst case was
+    bounded by. A ceiling of what the worst case says a row can cost must hold them."""
+    srv.configure(script={"rules": [{"contains": "Janet", "reply": "step " * 500 + "A: 18"}]})
+    extra_spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "openai",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 60, "extra": extra},
+    )
+    ceiling = worst_total(extra_spec)
+    spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "openai",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 60, "extra": extra},
+        run={"max_cost_usd": ceiling},
+    )
+    result = run(spec, tmp_path, False)
+    assert srv.stats()["total"] == 1
+    assert SpendingLog(result.run_dir).total() <= ceiling + 1e-12
