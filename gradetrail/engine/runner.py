@@ -713,6 +713,7 @@ class _Run:
                         self.in_flight -= 1
                     if paid and row["cached"] and item.key in paid:  # a batch of this run's
                         row = {**row, "cached": False, "attempts": max(row["attempts"], 1)}
+                        paid.discard(item.key)  # paid once: another row of its key is a hit
                     # a cache hit's row may wait for the next ones: nothing is lost
                     writer.append((item.sample.index, item.epoch), row, hold=row["cached"])
                     tally.add(row, item.sample.index)
@@ -730,7 +731,7 @@ class _Run:
                 report = await self._batch_pass(stop)
                 if report.waiting:
                     return  # the batches run on: the same command collects them
-                paid = report.paid
+                paid = set(report.paid)  # a copy: each key is claimed by one row
             await ctx.scorer.bind(ctx.calls)  # judges share cache, log and retries
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
             tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]

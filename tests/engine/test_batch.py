@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from http_support import SECRET_KEY, gsm8k_spec
+from paths import GSM8K_DATA
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
@@ -260,3 +261,29 @@ def test_judge_calls_go_in_a_batch_of_their_own_after_the_answers(srv, tmp_path:
     assert srv.stats()["total"] == 8  # every answer was made inside a batch: none online
     again = run(spec, tmp_path, FakeClock())
     assert again.manifest.counts == {"scored": 4} and srv.batches()["created"] == 2
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_rows_sharing_one_request_are_paid_once(srv, tmp_path: Path, protocol: str) -> None:
+    """Six rows, the same three questions twice: one batch of three requests (their
+    custom_ids are cache keys), paid once each. One row of each request is the paid one;
+    its twin is a cache hit, as online, and the manifest's cost is what the batch cost,
+    not twice it."""
+    lines = (GSM8K_DATA / "test.jsonl").read_text().splitlines()[:3]
+    rows_in = [{**json.loads(line), "id": f"r{i}"} for i, line in enumerate(lines * 2)]
+    data = tmp_path / "dup.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
+    base = batch_spec(tmp_path, srv, protocol)
+    spec = gradetrail.load_spec(base.source, [f"dataset.path={data}", "dataset.limit=null"])
+    result = run(spec, tmp_path, FakeClock())
+    counts = srv.batches()
+    assert counts["created"] == 1 and counts["requests"] == 3 and counts["repeated"] == 0
+    got = rows(result)
+    # one row of each twin pair is the paid one (cost at the batch price), one a cache hit
+    assert [r["cost_usd"] for r in got[:3]] == [r["cost_usd"] for r in got[3:]]
+    assert all(got[i]["cached"] != got[i + 3]["cached"] for i in range(3))
+    batch_cost = result.manifest.executor["batch"]["cost_usd"]
+    assert batch_cost == pytest.approx(sum(r["cost_usd"] for r in got[:3]))
+    # unfixed: every row counted as paid, cost_usd twice batch_cost, no cache hits
+    assert result.manifest.cost_usd == pytest.approx(batch_cost)
+    assert result.manifest.cache_hits == 3
