@@ -30,7 +30,8 @@ Answers: ``status: completed`` -> ``end_turn`` (``tool_use`` when the model call
 functions, ``refusal`` when it declined: the refusal text in :attr:`Response.refusal`);
 ``status: incomplete`` with ``incomplete_details.reason: max_output_tokens`` ->
 ``max_tokens`` (flagged truncated; a response that ran out while reasoning has empty
-text), ``content_filter`` -> a permanent ``BadRequest`` (as Chat Completions'); ``status:
+text), ``content_filter`` -> ``content_filter``, a model answer whose usage and cost are
+kept, scored as ``run.refusals`` says (as Chat Completions'); ``status:
 failed`` with its ``error`` -> an :class:`~gradetrail.errors.InvalidResponse` retried as
 the status its code means (``server_error``, ``rate_limit_exceeded``). Usage:
 ``input_tokens`` includes ``input_tokens_details.cached_tokens`` (subtracted, so input and
@@ -43,7 +44,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from gradetrail.errors import BadRequest, InvalidResponse, SpecError
+from gradetrail.errors import InvalidResponse, SpecError
 from gradetrail.providers._http import HttpProvider, error_fields
 from gradetrail.providers._openai_wire import openai_client, openai_headers
 from gradetrail.providers._responses_wire import (
@@ -207,14 +208,6 @@ class OpenAIResponsesProvider(HttpProvider):
             stop = "tool_use" if out.tool_calls else "end_turn"
             if out.refusal is not None and not out.text:
                 stop = "refusal"
-        if stop == "content_filter":
-            raise BadRequest(
-                "the provider's content filter withheld the response (status incomplete, "
-                "reason content_filter)",
-                status=200,
-                error_type="content_filter",
-                code=raw_stop,
-            )
         usage = data.get("usage")
         if isinstance(usage, dict):
             prompt = self.usage_int(usage, "input_tokens")

@@ -365,12 +365,6 @@ def test_a_multi_turn_conversation_goes_as_input_items(srv, tmp_path: Path) -> N
             False,
             "invalid_prompt: flagged",
         ),
-        (
-            {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}},
-            "BadRequest",
-            False,
-            "content filter",
-        ),
         ({"status": "queued", "output": []}, "InvalidResponse", False, "background"),
         ({"status": "completed", "output": []}, "InvalidResponse", False, "no content"),
     ],
@@ -379,9 +373,9 @@ def test_answers_that_are_not_responses_are_classified(
     body: dict[str, Any], kind: str, transient: bool, words: str
 ) -> None:
     """A failed response is retried as the status its error code means (a server error,
-    a rate limit) or recorded at once; a content filter is a permanent BadRequest; a
-    background response still queued, or one with nothing in its output, is never
-    cached."""
+    a rate limit) or recorded at once; a background response still queued, or one with
+    nothing in its output, is never cached. (A content filter is an answer: see
+    test_a_content_filtered_response_is_an_answer_with_its_usage_and_cost.)"""
     from gradetrail.errors import ProviderError
     from gradetrail.providers import make_provider
     from gradetrail.spec import ModelSpec
@@ -393,3 +387,52 @@ def test_answers_that_are_not_responses_are_classified(
         provider.normalize(data, 0.1)
     assert type(caught.value).__name__ == kind and caught.value.transient is transient
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_content_filtered_response_is_an_answer_with_its_usage_and_cost(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """status incomplete, reason content_filter: the provider withheld the rest of an
+    answer it billed. As Chat Completions' finish_reason content_filter (one refusal
+    policy for every provider): stop reason content_filter, its usage and cost kept,
+    counted as a refusal, cached, so a re-run does not pay for it again."""
+    body = {
+        "id": "resp_filtered",
+        "object": "response",
+        "created_at": 1,
+        "model": "175b_verification",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "content_filter"},
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "incomplete",
+                "content": [{"type": "output_text", "text": "Step one is", "annotations": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 40,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 3,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 43,
+        },
+    }
+    srv.configure(faults=[{"kind": "answer", "body": body, "first": 1}])
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+    spec = _spec(tmp_path, srv, client, price=price)
+    out = run_http(spec, tmp_path)
+    row = out.row
+    # unfixed: a provider_error row (BadRequest "content filter withheld"), no tokens, no
+    # cost, never cached: every re-run sent it, and paid for it, again
+    assert row["state"] == "scored" and row["score"] == 0.0
+    assert (row["stop_reason"], row["raw_stop_reason"]) == ("content_filter", "content_filter")
+    assert row["response"] == "Step one is"
+    assert (row["input_tokens"], row["output_tokens"]) == (40, 3)
+    assert row["cost_usd"] == pytest.approx((40 * 1.0 + 3 * 2.0) / 1e6)
+    assert out.result.manifest.refusals == 1
+    again = run_http(spec, tmp_path)
+    assert again.cached == 1 and srv.stats()["total"] == 1
