@@ -143,6 +143,13 @@ class EvalSpec(_Strict):
             raise ValueError(
                 "tool_choice needs tools (tools:, dataset.tools_field or model.tools_module)"
             )
+        tools = self.tools or self.dataset.tools_field or self.model.tools_module
+        if self.model.provider == "anthropic" and self.model.response_format and tools:
+            raise ValueError(
+                "model.response_format on anthropic forces an answer tool, so the requests "
+                "cannot offer tools of their own (tools:, dataset.tools_field or "
+                "model.tools_module); remove the tools or the response_format"
+            )
         return self
 
     #: directory the spec was loaded from; relative paths resolve against it
