@@ -196,6 +196,10 @@ def test_run_with_models_is_a_sweep(tmp_path: Path) -> None:
     assert (root / "sweep-gsm8k" / "sweep.json").is_file()
     refused = run_cli("run", str(GSM8K_SPEC), "--models", "a,a", "--results-root", str(root))
     assert refused.code == 2 and "repeats a value" in refused.err
+    # pydantic's "Value error, " prefix is not part of the line (it was)
+    assert refused.err_lines == [
+        "error: --models: axis 'model.name' repeats a value; give each once"
+    ]
     refused = run_cli("run", str(GSM8K_SPEC), "--models", "a", "--set", "x=1")
     assert refused.code == 2 and "write a sweep file" in refused.err
 
