@@ -303,14 +303,30 @@ def _gate(
         return regression_gate(base_dir, cand_dir, samples=ids, **options)
     except GateError as exc:
         where = f"cell {cell.name}" + (f", slice {slice_name}" if slice_name else "")
-        # the way out of error rows is the sweep file's gate.errors (sweep takes no --errors)
-        message = str(exc).replace(_GATE_ERRORS_FLAGS, _SWEEP_ERRORS_KEY)
+        message = str(exc)
+        for said, instead in _SWEEP_WAYS_OUT:  # only what a sweep can do
+            message = message.replace(said, instead)
         raise GateError(f"{where}: {message}") from None
 
 
-#: how ``gradetrail gate`` says to gate runs with error rows, and how a sweep does
-_GATE_ERRORS_FLAGS = "pass --errors as-fail (score them 0) or --errors exclude"
-_SWEEP_ERRORS_KEY = "set gate.errors in the sweep file to as-fail (score them 0) or exclude"
+#: ways out ``gradetrail gate``'s refusals name with flags ``gradetrail sweep`` does not
+#: take, and what a sweep says instead (its file's gate.errors; nothing for the others)
+_SWEEP_WAYS_OUT = (
+    (
+        "pass --errors as-fail (score them 0) or --errors exclude",
+        "set gate.errors in the sweep file to as-fail (score them 0) or exclude",
+    ),
+    (
+        ", pass --allow-partial to gate the shared ones, or --unpaired to compare the two "
+        "runs' means",
+        ", or pass --allow-partial to gate the shared ones",
+    ),
+    (", or pass --unpaired to compare their means", ""),
+    (", or pass --allow-different-data to compare them anyway", ""),
+    (", or pass --allow-different-splits to compare them anyway", ""),
+    (", or pass --reducer to gate both on one", ""),
+    (", or pass --reducer mean", ""),
+)
 
 
 def _verdict(r: GateResult) -> str:
