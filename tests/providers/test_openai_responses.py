@@ -436,3 +436,44 @@ def test_a_content_filtered_response_is_an_answer_with_its_usage_and_cost(
     assert out.result.manifest.refusals == 1
     again = run_http(spec, tmp_path)
     assert again.cached == 1 and srv.stats()["total"] == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("policy", ["score", "exclude"])
+def test_a_refusal_after_some_text_is_a_refusal(
+    srv, tmp_path: Path, client: str, policy: str
+) -> None:
+    """A message whose content holds some text and then a refusal part: the model
+    declined. As a Chat Completions message with content and a refusal, or Anthropic's
+    refusal stop after text (one policy): stop reason refusal, counted, and left out of
+    the mean under run.refusals: exclude."""
+    body = {
+        "id": "resp_refused",
+        "object": "response",
+        "created_at": 1,
+        "model": "175b_verification",
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": "Step one is", "annotations": []},
+                    {"type": "refusal", "refusal": "I can't continue."},
+                ],
+            }
+        ],
+        "usage": {"input_tokens": 30, "output_tokens": 8, "total_tokens": 38},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": body, "first": 1}])
+    out = run_http(_spec(tmp_path, srv, client, run={"refusals": policy}), tmp_path)
+    row = out.row
+    # unfixed: stop reason end_turn, refusals 0, scored under exclude too
+    assert row["refusal"] == "I can't continue." and row["stop_reason"] == "refusal"
+    assert out.result.manifest.refusals == 1
+    if policy == "exclude":
+        assert row["state"] == "judge_error" and row["error"]["reason"] == "refusal"
+    else:
+        assert row["state"] == "scored" and row["response"] == "Step one is"
