@@ -32,7 +32,7 @@ from gradetrail.executors.base import Executor
 from gradetrail.executors.retry import AttemptListener, CallOutcome
 from gradetrail.providers.base import Provider, Request, Response
 
-__all__ = ["Budget", "BudgetExhausted", "BudgetedExecutor", "worst_case_usd"]
+__all__ = ["Budget", "BudgetExhausted", "BudgetedExecutor", "check_bounded", "worst_case_usd"]
 
 #: tokens a message may add to its text (role and framing), in the worst-case bound
 MESSAGE_OVERHEAD = 16
@@ -106,6 +106,23 @@ def _whole(extra: dict[str, Any], key: str) -> int:
             f"response, got {value!r}; fix it or drop run.max_cost_usd"
         )
     return value
+
+
+def check_bounded(provider: Provider) -> None:
+    """Whether ``provider``'s calls (a judge's, with its model's params) have a worst case.
+
+    Raises:
+        SpecError: as :func:`worst_case_usd`: no price, no ``max_tokens``, ...
+    """
+    probe = Request(
+        provider=provider.model.provider,
+        model=provider.model.name,
+        base_url=provider.model.base_url,
+        system=None,
+        messages=(),
+        params=provider.model.params.model_dump(exclude_none=True),
+    )
+    worst_case_usd(provider, probe)
 
 
 def _default_max_tokens(provider: Provider) -> int | None:
@@ -246,16 +263,7 @@ class BudgetedExecutor(Executor):
             SpecError: ``provider``'s calls have no worst case (no price, no
                 ``max_tokens``): the ceiling could not hold them.
         """
-        params = provider.model.params.model_dump(exclude_none=True)
-        probe = Request(
-            provider=provider.model.provider,
-            model=provider.model.name,
-            base_url=provider.model.base_url,
-            system=None,
-            messages=(),
-            params=params,
-        )
-        worst_case_usd(provider, probe)
+        check_bounded(provider)
         return BudgetedExecutor(self.inner.for_provider(provider), self.budget)
 
     async def aclose(self) -> None:

@@ -197,12 +197,13 @@ def test_calls_in_flight_do_not_stop_a_run_their_settling_leaves_room_for(
     assert srv.stats()["total"] == ROWS
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["online", "batch"])
 def test_a_judge_without_a_price_refuses_a_budgeted_run_before_any_call(
-    srv, tmp_path: Path
+    srv, tmp_path: Path, batch: bool
 ) -> None:
     """The judge's calls count against the ceiling too, so a judge model without a price
-    cannot be bounded: the run is refused before any call (the candidate's included),
-    naming the judge's field, as a candidate model without a price is."""
+    cannot be bounded: the run is refused before any call (the candidate's included, in
+    a batch too), naming the judge's field, as a candidate model without a price is."""
     srv.configure(script={"rules": [{"contains": "GRADE", "reply": "GRADE: C"}]})
     directory = tmp_path / "spec"
     directory.mkdir()
@@ -222,11 +223,12 @@ def test_a_judge_without_a_price_refuses_a_budgeted_run_before_any_call(
     }
     (directory / "spec.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     judged = gradetrail.load_spec(directory / "spec.yaml")
-    # unfixed: 4 candidate calls paid (concurrency 4), then the run failed at the first
-    # judge call with "model.price: no price is known for anthropic:175b_verification"
+    # unfixed: 4 candidate calls paid (concurrency 4; in batch mode, the batch of 12), then
+    # the run failed at the first judge call ("model.price: no price is known for ...")
     with pytest.raises(SpecError, match=r"scorer\.model\.price: no price is known"):
-        run(judged, tmp_path, False)
-    assert srv.stats()["total"] == 0
+        run(judged, tmp_path, batch)
+    assert srv.stats()["total"] == 0 and srv.batches()["requests"] == 0
+    assert not (tmp_path / "results").exists()  # refused before the run directory
 
 
 @pytest.mark.parametrize(
