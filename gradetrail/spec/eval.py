@@ -133,6 +133,17 @@ class EvalSpec(_Strict):
             data.pop("scorers")
         return data
 
+    @field_validator("harness")
+    @classmethod
+    def _relative_globs(cls, value: list[str] | None) -> list[str] | None:
+        for pattern in value or []:
+            if not pattern or pattern.startswith(("/", "\\")):
+                raise ValueError(
+                    f"{pattern!r}: give a glob relative to the spec's directory "
+                    "(e.g. 'app/**/*.py'), not an empty or absolute one"
+                )
+        return value
+
     @model_validator(mode="after")
     def _conversation_fields(self) -> EvalSpec:
         if (

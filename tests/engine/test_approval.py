@@ -136,6 +136,19 @@ def test_a_glob_matching_nothing_is_a_one_line_error(project: Path) -> None:
     assert "harness: 'scorers/*.py' matches no file" in out.err
 
 
+@pytest.mark.parametrize("pattern", ["/etc/host*", "''"], ids=["absolute", "empty"])
+def test_a_pattern_glob_cannot_take_is_a_one_line_error(project: Path, pattern: str) -> None:
+    """An absolute or empty harness: pattern is refused in one line, exit 2 (it was a
+    traceback: NotImplementedError "Non-relative patterns are unsupported", ValueError
+    "Unacceptable pattern"), by approve and by a run alike."""
+    spec_path = project / "spec.yaml"
+    spec_path.write_text(spec_path.read_text().replace("- grading.py", f"- {pattern}"))
+    for out in (run_cli("approve", str(spec_path)), _run(project)):
+        assert out.code == 2, out.err
+        assert len(out.err_lines) == 1 and "Traceback" not in out.err
+        assert "harness" in out.err_lines[0] and "relative to the spec's directory" in out.err
+
+
 def _sha256(path: Path) -> str:
     import hashlib
 
