@@ -199,3 +199,24 @@ def test_a_module_in_the_working_directory_that_the_run_would_import_is_named(
     assert len(lines) == 1 and "the harness changed since its approval" in lines[0]
     assert "new ../work/app.py" in lines[0]
     assert not (project.parent / "results").exists()
+
+
+def test_a_local_module_the_app_imports_is_part_of_the_harness(project: Path) -> None:
+    """app.py (named by model.function) imports a helper module beside it, and that one a
+    package of its own (a relative import): both run with the app, so an edit to either,
+    unreviewed, is refused like an edit to app.py (it ran, exit 0)."""
+    (project / "tuning.py").write_text("from knobs import weights\n\nBOOST = weights.W\n")
+    (project / "knobs").mkdir()
+    (project / "knobs" / "__init__.py").write_text("")
+    (project / "knobs" / "weights.py").write_text("from . import base\n\nW = base.B\n")
+    (project / "knobs" / "base.py").write_text("B = 1\n")
+    app = project / "app.py"
+    app.write_text("import tuning  # noqa: F401\n" + app.read_text())
+    spec = gradetrail.load_spec(project / "spec.yaml")
+    names = {p.relative_to(project).as_posix() for p in harness_files(spec) if project in p.parents}
+    assert {"tuning.py", "knobs/__init__.py", "knobs/weights.py", "knobs/base.py"} <= names
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    (project / "knobs" / "base.py").write_text("B = 100  # tuned by the loop\n")
+    refused = _run(project)
+    assert refused.code == 2, refused.err
+    assert "changed knobs/base.py" in refused.err_lines[0]
