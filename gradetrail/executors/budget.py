@@ -212,6 +212,17 @@ class Budget:
         }
 
 
+def _paid(outcome: CallOutcome) -> float | None:
+    """USD ``outcome`` paid: its response's cost, and what attempts that were billed and
+    then refused cost (:attr:`~gradetrail.errors.ProviderError.billed`: an answer from
+    another model under ``require_served_model``)."""
+    costs = [outcome.response.cost_usd] if outcome.response is not None else []
+    errors = [a.error for a in outcome.retried] + [outcome.error]
+    costs += [e.billed.cost_usd for e in errors if e is not None and e.billed is not None]
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
+
+
 class BudgetedExecutor(Executor):
     """``inner``'s calls, each reserved against ``budget`` before it starts.
 
@@ -250,7 +261,7 @@ class BudgetedExecutor(Executor):
         cost: float | None = None
         try:
             outcome = await self.inner.complete(request, on_attempt)
-            cost = outcome.response.cost_usd if outcome.response is not None else None
+            cost = _paid(outcome)
             return outcome
         finally:
             self.budget.settle_call(reserved, cost)

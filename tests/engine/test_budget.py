@@ -264,3 +264,41 @@ def test_extra_fields_that_raise_the_output_bound_are_in_the_worst_case(
     result = run(spec, tmp_path, False)
     assert srv.stats()["total"] == 1
     assert SpendingLog(result.run_dir).total() <= ceiling + 1e-12
+
+
+def test_calls_billed_then_refused_count_against_the_ceiling(srv, tmp_path: Path) -> None:
+    """Under model.require_served_model, an answer from another model is billed, then
+    refused (a provider_error row keeping its cost). Those costs are spending too: with a
+    ceiling of one worst case plus half what the 40 rows cost, the run stops at it
+    instead of paying for every row."""
+    srv.configure(faults=[{"kind": "alias", "served_model": "some-other-model"}])
+
+    def spec(tmp: Path, **run: Any) -> gradetrail.EvalSpec:
+        loaded = gsm8k_spec(
+            tmp, srv, "openai", limit=40, price=PRICE, params={"max_tokens": 300}, run=run
+        )
+        raw = loaded.model_dump(mode="json", exclude_none=True)
+        raw["model"]["require_served_model"] = True
+        (tmp / "spec.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        return gradetrail.load_spec(tmp / "spec.yaml")
+
+    measured = run(spec(tmp_path / "m", fail_fast=0), tmp_path / "m", False)
+    total = sum(r["cost_usd"] for r in gradetrail.read_results(measured.run_dir))
+    assert total > 0
+    plan = gradetrail.plan_run(spec(tmp_path / "m", fail_fast=0))
+    worst_one = max(worst_case_usd(plan.provider, p.request) for p in plan.prepared)
+    ceiling = worst_one + total / 2
+    srv.reset()
+    srv.configure(faults=[{"kind": "alias", "served_model": "some-other-model"}])
+    budgeted = spec(
+        tmp_path / "b", fail_fast=0, max_cost_usd=ceiling, start_over_budget=True, concurrency=1
+    )
+    result = run(budgeted, tmp_path / "b", False)
+    rows = list(gradetrail.read_results(result.run_dir))
+    paid_rows = sum(r["cost_usd"] or 0.0 for r in rows)
+    assert all(r["state"] == "provider_error" for r in rows)
+    # unfixed: all 40 rows sent and billed, the budget's spent_usd 0, the run complete
+    assert result.manifest.status == "interrupted"
+    assert 0 < srv.stats()["total"] < 40
+    assert paid_rows <= ceiling + 1e-12
+    assert SpendingLog(result.run_dir).total() == pytest.approx(paid_rows)
