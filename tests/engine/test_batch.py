@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from http_support import SECRET_KEY, gsm8k_spec
 from paths import GSM8K_DATA
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
@@ -19,6 +20,7 @@ import gradetrail
 from gradetrail.engine.batching import BatchOptions
 from gradetrail.errors import SpecError
 from gradetrail.rundir.batches import BatchLedger
+from gradetrail.rundir.spending import SpendingLog
 from gradetrail.testing import FakeClock
 
 server = protocol_server_fixture(scope="module", name="server")
@@ -287,3 +289,25 @@ def test_rows_sharing_one_request_are_paid_once(srv, tmp_path: Path, protocol: s
     # unfixed: every row counted as paid, cost_usd twice batch_cost, no cache hits
     assert result.manifest.cost_usd == pytest.approx(batch_cost)
     assert result.manifest.cache_hits == 3
+
+
+def test_batch_answers_billed_then_refused_are_counted_paid(srv, tmp_path: Path) -> None:
+    """Under model.require_served_model, a batch answer from another model is billed (at
+    the batch price) and then refused: its row keeps its cost, and the batch's cost (what
+    the manifest and the budget count) includes it."""
+    srv.configure(faults=[{"kind": "alias", "served_model": "some-other-model"}])
+    base = batch_spec(tmp_path, srv, "openai", limit=4)
+    raw = base.model_dump(mode="json", exclude_none=True)
+    raw["model"]["require_served_model"] = True
+    raw["run"]["max_cost_usd"] = 1.0
+    raw["model"]["params"] = {"max_tokens": 300}
+    path = Path(base.source)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    result = run(gradetrail.load_spec(path), tmp_path, FakeClock())
+    got = rows(result)
+    assert all(r["state"] == "provider_error" for r in got)
+    billed = sum(r["cost_usd"] for r in got)
+    assert billed > 0
+    # unfixed: the batch's cost and the budget's spending were $0
+    assert result.manifest.executor["batch"]["cost_usd"] == pytest.approx(billed)
+    assert SpendingLog(result.run_dir).total() == pytest.approx(billed)
