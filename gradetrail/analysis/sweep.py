@@ -303,7 +303,30 @@ def _gate(
         return regression_gate(base_dir, cand_dir, samples=ids, **options)
     except GateError as exc:
         where = f"cell {cell.name}" + (f", slice {slice_name}" if slice_name else "")
-        raise GateError(f"{where}: {exc}") from None
+        message = str(exc)
+        for said, instead in _SWEEP_WAYS_OUT:  # only what a sweep can do
+            message = message.replace(said, instead)
+        raise GateError(f"{where}: {message}") from None
+
+
+#: ways out ``gradetrail gate``'s refusals name with flags ``gradetrail sweep`` does not
+#: take, and what a sweep says instead (its file's gate.errors; nothing for the others)
+_SWEEP_WAYS_OUT = (
+    (
+        "pass --errors as-fail (score them 0) or --errors exclude",
+        "set gate.errors in the sweep file to as-fail (score them 0) or exclude",
+    ),
+    (
+        ", pass --allow-partial to gate the shared ones, or --unpaired to compare the two "
+        "runs' means",
+        ", or pass --allow-partial to gate the shared ones",
+    ),
+    (", or pass --unpaired to compare their means", ""),
+    (", or pass --allow-different-data to compare them anyway", ""),
+    (", or pass --allow-different-splits to compare them anyway", ""),
+    (", or pass --reducer to gate both on one", ""),
+    (", or pass --reducer mean", ""),
+)
 
 
 def _verdict(r: GateResult) -> str:

@@ -34,7 +34,7 @@ def batches(
     """
     from gradetrail._util.terminal import clean
     from gradetrail.cli import fail
-    from gradetrail.errors import GradetrailError
+    from gradetrail.errors import GradetrailError, UsageError
     from gradetrail.rundir.batches import BATCHES_FILE, BatchLedger
 
     dirs = (
@@ -43,6 +43,11 @@ def batches(
         else sorted(p.parent for p in results_root.glob(f"*/{BATCHES_FILE}"))
     )
     try:
+        if run_dir is not None and run_dir.is_dir() and not _a_run(run_dir):
+            raise UsageError(
+                f"{run_dir}: not a run directory (no manifest.json); give the directory a run "
+                "wrote, or none to list every run under --results-root"
+            )
         ledgers = [(path, BatchLedger.read(path)) for path in dirs]
     except GradetrailError as exc:
         raise fail(exc) from None
@@ -75,6 +80,13 @@ def batches(
         if not json_out:
             spent = "n/a" if cost is None else f"${cost:.4f}"
             print(f"{clean(str(path))}  batch cost so far: {spent}")
+
+
+def _a_run(path: Path) -> bool:
+    """``path`` holds what a run writes (its manifest, or a batch ledger written before it)."""
+    from gradetrail.rundir.batches import BATCHES_FILE
+
+    return (path / "manifest.json").is_file() or (path / BATCHES_FILE).is_file()
 
 
 def _cost(run_dir: Path) -> float | None:

@@ -76,7 +76,7 @@ def sweep(
 ) -> None:
     """Run a sweep's cells (complete ones are not run again) and gate them against the
     baseline: exit 0 a candidate passed (or --candidate did), 1 none, 2 bad input or the
-    cells cannot be compared, 130 interrupted."""
+    cells cannot be compared, 3 a cell stopped at run.max_cost_usd, 130 interrupted."""
     from gradetrail.cli import fail
     from gradetrail.spec.sweep import load_sweep
 
@@ -125,6 +125,7 @@ def run_loaded(
 ) -> None:
     """Run a loaded sweep and print its table (``gradetrail sweep`` and ``gradetrail run
     --models``); raises typer.Exit with the exit code."""
+    from gradetrail._util.terminal import clean
     from gradetrail.analysis.sweep import sweep_table
     from gradetrail.cli import fail
     from gradetrail.engine.sweep import dry_run as plan_dry_run
@@ -177,6 +178,10 @@ def run_loaded(
             )
         finally:
             progress.close()
+        if done.interrupted and done.stop_reason is not None:  # the budget, as `run` says it
+            stopped = next(c.name for c in done.record.cells if c.outcome == "interrupted")
+            print(f"error: cell {stopped}: {clean(done.stop_reason)}", file=sys.stderr)
+            raise typer.Exit(3)
         if done.interrupted:
             print(
                 "error: the sweep was interrupted; run the same command again to finish it "

@@ -20,8 +20,9 @@ The harness (:func:`harness_files`) is:
 - every file the spec names (``path`` and ``file`` keys at any depth: the dataset, a
   split file, recordings, the judge file);
 - every module the spec names (``function: module:function`` of a ``python`` provider or
-  scorer at any depth, ``tools_module``), found under the spec's directory or the working
-  directory (an installed module is the lockfile's);
+  scorer at any depth, ``tools_module``), found under the spec's directory and the working
+  directory (both: the run imports the working directory's first; an installed module is
+  the lockfile's), and every module found there that those import, at any depth;
 - the files matching the spec's ``harness:`` globs (relative to the spec's directory);
 - the project's lockfiles (``uv.lock``, ``poetry.lock``, ``pdm.lock``, ``Pipfile.lock``,
   ``pylock.toml``, ``requirements*.txt``) in the nearest directory at or above the spec's
@@ -30,6 +31,7 @@ The harness (:func:`harness_files`) is:
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -92,18 +94,69 @@ def _walk(value: Any) -> Iterator[tuple[str, Any]]:
             stack.extend(item)
 
 
-def _module_file(name: str, roots: list[Path]) -> Path | None:
-    """The file of module ``name`` (``a.b`` -> ``a/b.py`` or ``a/b/__init__.py``) under
-    one of ``roots``, or None (an installed module, or none)."""
+def _module_files(name: str, roots: list[Path]) -> list[Path]:
+    """The files of module ``name`` (``a.b`` -> ``a/b.py`` or ``a/b/__init__.py``) under
+    each of ``roots`` (none: an installed module, or none). Every root's, not the first
+    one's: the run imports the working directory's before the spec directory's, so a
+    module dropped in either is one the run may import."""
     parts = name.split(".")
+    found: list[Path] = []
     for root in roots:
         for candidate in (
             root.joinpath(*parts).with_suffix(".py"),
             root.joinpath(*parts, "__init__.py"),
         ):
             if candidate.is_file():
-                return candidate
-    return None
+                found.append(candidate)
+                break
+    return found
+
+
+def _imported_names(path: Path) -> Iterator[tuple[Path | None, str]]:
+    """What the module at ``path`` imports: (None, dotted name) for an absolute import,
+    (package directory, dotted name) for a relative one. A file that does not parse
+    imports nothing here (the run refuses it anyway)."""
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError, OSError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield None, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            where: Path | None = None
+            if node.level:
+                where = path.parent
+                for _ in range(node.level - 1):
+                    where = where.parent
+            stem = node.module or ""
+            if stem:
+                yield where, stem
+            for alias in node.names:  # `from pkg import mod` imports pkg/mod.py
+                if alias.name != "*":
+                    yield where, f"{stem}.{alias.name}" if stem else alias.name
+
+
+def _with_local_imports(module: Path, roots: list[Path]) -> set[Path]:
+    """``module`` and every module file it imports, at any depth, found as the run finds
+    them (under ``roots``, or beside a relative import's package), each package's
+    ``__init__.py`` on the way included: code that runs with it. Installed modules are
+    not (the lockfile covers them)."""
+    found: set[Path] = set()
+    todo = [module]
+    while todo:
+        path = todo.pop()
+        if path in found:
+            continue
+        found.add(path)
+        for where, name in _imported_names(path):
+            parts = name.split(".")
+            prefixes = [".".join(parts[: i + 1]) for i in range(len(parts))]
+            for prefix in prefixes:  # importing a.b.c runs a/__init__.py and a/b/__init__.py
+                for hit in _module_files(prefix, [where] if where is not None else roots):
+                    todo.append(hit.resolve())
+    return found
 
 
 def _lockfiles(start: Path) -> list[Path]:
@@ -142,9 +195,8 @@ def harness_files(spec: EvalSpec) -> list[Path]:
             if path.is_file():
                 found.add(path.resolve())
         elif key in _MODULE_KEYS:
-            module = _module_file(value.partition(":")[0], roots)
-            if module is not None:
-                found.add(module.resolve())
+            for module in _module_files(value.partition(":")[0], roots):
+                found.update(_with_local_imports(module.resolve(), roots))
     for pattern in spec.harness or []:
         matched = [p for p in sorted(base.glob(pattern)) if p.is_file()]
         if not matched:

@@ -450,6 +450,11 @@ class _Pass:
                 )
             else:
                 failures[result.custom_id] = result.error
+                billed = getattr(result.error, "billed", None)  # answered, paid, refused
+                if billed is not None and billed.cost_usd is not None:
+                    paid += billed.cost_usd
+                    if report.cost_usd is not None:
+                        report.cost_usd += billed.cost_usd
         report.collected += succeeded
         for key, error in failures.items():
             error = error or ServerError("batch: the batch returned no result for the request")

@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from gradetrail._util.bounded import BoundedCalls
 from gradetrail.cache.inflight import InFlight
@@ -31,7 +34,13 @@ from gradetrail.engine.pipeline import SampleContext, process
 from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
-from gradetrail.executors.budget import Budget, BudgetedExecutor, BudgetExhausted, worst_case_usd
+from gradetrail.executors.budget import (
+    Budget,
+    BudgetedExecutor,
+    BudgetExhausted,
+    check_bounded,
+    worst_case_usd,
+)
 from gradetrail.executors.calls import Calls
 from gradetrail.executors.local import LocalExecutor
 from gradetrail.executors.retry import DRAINING, Drain, Drained, RetryPolicy
@@ -65,7 +74,7 @@ from gradetrail.rundir.summary import Tally
 from gradetrail.scorers import Scorer, make_scorer
 from gradetrail.scorers.base import ScoreInput
 from gradetrail.scorers.function import ScoreFunction, as_scorer, code_identity
-from gradetrail.spec import EvalSpec
+from gradetrail.spec import EvalSpec, ModelSpec
 from gradetrail.spec.run import MAX_ROWS
 
 if TYPE_CHECKING:  # batches and budgets import theirs when a run has them
@@ -419,7 +428,8 @@ def _budget(
     plan: RunPlan, cache: ResponseCache | None, *, batched: bool, run_dir: Path
 ) -> Budget | None:
     """The run's budget (``run.max_cost_usd``), checked against the worst case of every
-    request the cache lacks (judge calls are not in it: they are held during the run).
+    request the cache lacks (judge calls are not in it: they are held during the run, but
+    each judge model must have a worst case: a price and a bound on its output).
     What earlier processes of the run paid (``spending.jsonl`` in ``run_dir``) counts
     against the ceiling, and what this one pays is added to it.
 
@@ -440,6 +450,12 @@ def _budget(
                 count += 1
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
+    for judge in _judge_models(plan.spec):  # their calls are held too: each needs a bound
+        try:
+            check_bounded(make_provider(judge, plan.spec.base_dir))
+        except SpecError as exc:
+            message = re.sub(r"(?<![\w.])model\.", "scorer.model.", str(exc))
+            raise SpecError(f"{where}: judge {judge.provider}:{judge.name}: {message}") from None
     from gradetrail.rundir.spending import SpendingLog
 
     spending = SpendingLog(run_dir)
@@ -453,6 +469,21 @@ def _budget(
             "run until the ceiling"
         )
     return Budget(ceiling, spent_usd=spent, on_spend=spending.add)
+
+
+def _judge_models(spec: EvalSpec) -> list[ModelSpec]:
+    """The model sections of ``spec``'s scorers (judges, pairwise judges), at any depth."""
+    found: list[ModelSpec] = []
+    stack: list[Any] = [spec.scorer, *(spec.scorers or [])]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ModelSpec):
+            found.append(item)
+        elif isinstance(item, BaseModel):
+            stack.extend(getattr(item, name) for name in type(item).model_fields)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
 
 
 def _check_batchable(plan: RunPlan, use_cache: bool) -> None:
@@ -713,6 +744,7 @@ class _Run:
                         self.in_flight -= 1
                     if paid and row["cached"] and item.key in paid:  # a batch of this run's
                         row = {**row, "cached": False, "attempts": max(row["attempts"], 1)}
+                        paid.discard(item.key)  # paid once: another row of its key is a hit
                     # a cache hit's row may wait for the next ones: nothing is lost
                     writer.append((item.sample.index, item.epoch), row, hold=row["cached"])
                     tally.add(row, item.sample.index)
@@ -730,7 +762,7 @@ class _Run:
                 report = await self._batch_pass(stop)
                 if report.waiting:
                     return  # the batches run on: the same command collects them
-                paid = report.paid
+                paid = set(report.paid)  # a copy: each key is claimed by one row
             await ctx.scorer.bind(ctx.calls)  # judges share cache, log and retries
             workers = min(ctx.executor.concurrency, len(prepared)) or 1
             tasks = [asyncio.ensure_future(worker()) for _ in range(workers)]

@@ -52,13 +52,18 @@ class SweepResult:
     Attributes:
         directory: the sweep's directory (``sweep.json``).
         record: the record as last written.
-        interrupted: a cell was interrupted (Ctrl-C, SIGTERM); the cells after it did not run.
+        interrupted: a cell was interrupted (Ctrl-C, SIGTERM, or run.max_cost_usd); the
+            cells after it did not run.
+        stop_signal: the signal that stopped it, if one did.
+        stop_reason: why the run stopped itself (its manifest's ``stop_reason``: the
+            budget), if it did.
     """
 
     directory: Path
     record: SweepRecord
     interrupted: bool
     stop_signal: str | None = None
+    stop_reason: str | None = None
 
 
 def plan_sweep(sweep: SweepSpec) -> list[CellPlan]:
@@ -140,12 +145,18 @@ def _record(sweep: SweepSpec, cells: list[CellPlan], results_root: Path) -> Swee
 
 
 def is_complete(run_dir: Path, identity_hash: str) -> bool:
-    """``run_dir`` holds a complete run of this identity."""
+    """``run_dir`` holds a complete run of this identity without provider_error rows (a
+    run with some is run again: only their requests are sent, the rest is cached)."""
     try:
         manifest = read_manifest(run_dir)
     except UsageError:
         return False
-    return manifest.get("status") == "complete" and manifest.get("identity_hash") == identity_hash
+    counts = manifest.get("counts") or {}
+    return (
+        manifest.get("status") == "complete"
+        and manifest.get("identity_hash") == identity_hash
+        and not counts.get("provider_error")
+    )
 
 
 def run_sweep(
@@ -213,7 +224,13 @@ def run_sweep(
         if on_cell is not None:
             on_cell(cell, outcome, result)
         if outcome == "interrupted":
-            return SweepResult(directory, record, True, result.manifest.stop_signal)
+            return SweepResult(
+                directory,
+                record,
+                True,
+                result.manifest.stop_signal,
+                result.manifest.stop_reason,
+            )
     return SweepResult(directory, record, False)
 
 

@@ -4,19 +4,24 @@ calls, online and in batches.
 Before each paid call (or batch) its *worst case* is reserved: no call starts unless
 spending so far, plus the worst case of everything in flight, plus its own, stays at or
 under the ceiling. When a call ends its reservation is replaced by what it cost. So the
-ceiling holds with any concurrency, whatever the responses turn out to be.
+ceiling holds with any concurrency, whatever the responses turn out to be. An online call
+that does not fit beside the calls in flight waits for them to land; the run stops only
+when a call does not fit with none in flight.
 
 Worst case of one request (a stated bound, no tokenizer needed): input tokens at most the
 UTF-8 bytes of its messages, system prompt and tools plus :data:`MESSAGE_OVERHEAD` tokens
-a message (a BPE token is at least one byte), output tokens at most its ``max_tokens``;
+a message (a BPE token is at least one byte), output tokens at most its ``max_tokens`` (or
+a larger limit ``model.params.extra`` sends over it), times the ``n`` answers it asks for;
 priced by the provider's own :meth:`~gradetrail.providers.base.Provider.price`, at the
 batch tier for a batch. A request without ``max_tokens`` (OpenAI sends none unless the
 spec sets one) or a model without a price has no worst case: a budgeted run refuses to
-start (never a silent "n/a").
+start (never a silent "n/a"). So does ``model.pause_turn_continuations``: each
+continuation is another request, its input the paused turn with its server-tool results.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +32,7 @@ from gradetrail.executors.base import Executor
 from gradetrail.executors.retry import AttemptListener, CallOutcome
 from gradetrail.providers.base import Provider, Request, Response
 
-__all__ = ["Budget", "BudgetExhausted", "BudgetedExecutor", "worst_case_usd"]
+__all__ = ["Budget", "BudgetExhausted", "BudgetedExecutor", "check_bounded", "worst_case_usd"]
 
 #: tokens a message may add to its text (role and framing), in the worst-case bound
 MESSAGE_OVERHEAD = 16
@@ -54,17 +59,27 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     """The most ``request`` can cost, USD (see the module docstring).
 
     Raises:
-        SpecError: no ``max_tokens`` to bound the output, or no price for the model.
+        SpecError: no ``max_tokens`` to bound the output, no price for the model, or
+            ``model.pause_turn_continuations`` (each continuation is another request).
     """
+    if getattr(provider.model, "pause_turn_continuations", 0):
+        raise SpecError(
+            "model.pause_turn_continuations: each continuation is another billed request "
+            "that sends the paused turn (its server-tool results included) back, so no worst "
+            "case bounds a row and run.max_cost_usd cannot be held; set it to 0 or drop "
+            "run.max_cost_usd"
+        )
     limit = request.params.get("max_tokens") or _default_max_tokens(provider)
     if not limit:
         raise SpecError(
             f"model.params.max_tokens: a budgeted run needs a bound on each response's length "
             f"for {request.model}; set it (run.max_cost_usd is set)"
         )
-    probe = Response(
-        text="", input_tokens=_input_bound(request), output_tokens=int(limit), batch=batch
-    )
+    extra = request.params.get("extra") or {}
+    # extra goes into the body verbatim, over max_tokens: its own limit and n count
+    limits = [_whole(extra, key) for key in _EXTRA_LIMITS if key in extra]
+    output = max([int(limit), *limits]) * (_whole(extra, "n") if "n" in extra else 1)
+    probe = Response(text="", input_tokens=_input_bound(request), output_tokens=output, batch=batch)
     cost = provider.price(request, probe)
     if cost is None:
         raise SpecError(
@@ -72,6 +87,42 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             "run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
         )
     return cost
+
+
+#: fields of ``model.params.extra`` that replace ``max_tokens`` in a request's body
+_EXTRA_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _whole(extra: dict[str, Any], key: str) -> int:
+    """``extra[key]``, a count that bounds a response (a length limit, ``n`` answers).
+
+    Raises:
+        SpecError: it is not a whole number of at least 1.
+    """
+    value = extra[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(
+            f"model.params.extra.{key}: a budgeted run needs a whole number here to bound each "
+            f"response, got {value!r}; fix it or drop run.max_cost_usd"
+        )
+    return value
+
+
+def check_bounded(provider: Provider) -> None:
+    """Whether ``provider``'s calls (a judge's, with its model's params) have a worst case.
+
+    Raises:
+        SpecError: as :func:`worst_case_usd`: no price, no ``max_tokens``, ...
+    """
+    probe = Request(
+        provider=provider.model.provider,
+        model=provider.model.name,
+        base_url=provider.model.base_url,
+        system=None,
+        messages=(),
+        params=provider.model.params.model_dump(exclude_none=True),
+    )
+    worst_case_usd(provider, probe)
 
 
 def _default_max_tokens(provider: Provider) -> int | None:
@@ -96,6 +147,9 @@ class Budget:
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
     on_spend: Callable[[float], None] | None = field(default=None, repr=False)
+    #: online calls reserved and not yet settled (:meth:`reserve_when_fits`)
+    calls_in_flight: int = field(default=0, repr=False)
+    _settled: asyncio.Event | None = field(default=None, init=False, repr=False)
 
     def reserve(self, usd: float, what: str = "the next call") -> float:
         """Reserve ``usd`` for a call about to start; return it (to :meth:`settle`).
@@ -113,6 +167,22 @@ class Budget:
         self.reserved_usd += usd
         return usd
 
+    async def reserve_when_fits(self, usd: float, what: str = "the next call") -> float:
+        """:meth:`reserve` for an online call: while it does not fit but calls are in
+        flight (each reserved its worst case and most cost far less), wait for them to
+        settle; stop only when it does not fit with none in flight.
+
+        Raises:
+            BudgetExhausted: it does not fit, and no call in flight can free room.
+        """
+        while not self.fits(usd) and self.calls_in_flight > 0:
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            await self._settled.wait()
+        reserved = self.reserve(usd, what)
+        self.calls_in_flight += 1
+        return reserved
+
     def fits(self, usd: float) -> bool:
         """True when ``usd`` more could be reserved now."""
         return self.spent_usd + self.reserved_usd + usd <= self.ceiling_usd + 1e-12
@@ -124,6 +194,14 @@ class Budget:
         self.spent_usd += cost_usd or 0.0
         if cost_usd and self.on_spend is not None:
             self.on_spend(cost_usd)
+        if self._settled is not None:  # wake the calls waiting for room
+            self._settled.set()
+            self._settled = None
+
+    def settle_call(self, reserved: float, cost_usd: float | None) -> None:
+        """:meth:`settle` for a call reserved by :meth:`reserve_when_fits`."""
+        self.calls_in_flight = max(self.calls_in_flight - 1, 0)
+        self.settle(reserved, cost_usd)
 
     def describe(self) -> dict[str, Any]:
         """For the manifest: ceiling, spent, in flight, USD."""
@@ -132,6 +210,17 @@ class Budget:
             "spent_usd": round(self.spent_usd, 10),
             "reserved_usd": round(self.reserved_usd, 10),
         }
+
+
+def _paid(outcome: CallOutcome) -> float | None:
+    """USD ``outcome`` paid: its response's cost, and what attempts that were billed and
+    then refused cost (:attr:`~gradetrail.errors.ProviderError.billed`: an answer from
+    another model under ``require_served_model``)."""
+    costs = [outcome.response.cost_usd] if outcome.response is not None else []
+    errors = [a.error for a in outcome.retried] + [outcome.error]
+    costs += [e.billed.cost_usd for e in errors if e is not None and e.billed is not None]
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
 
 
 class BudgetedExecutor(Executor):
@@ -159,7 +248,8 @@ class BudgetedExecutor(Executor):
     async def complete(
         self, request: Request, on_attempt: AttemptListener | None = None
     ) -> CallOutcome:
-        """Reserve the request's worst case, call, settle with its cost. (A failed
+        """Reserve the request's worst case (waiting for calls in flight to land while it
+        does not fit beside theirs), call, settle with its cost. (A failed
         attempt is not billed by either API; one the client timed out may be: the
         reservation covers one attempt.)
 
@@ -167,17 +257,24 @@ class BudgetedExecutor(Executor):
             BudgetExhausted: the call would not fit under the ceiling (not made).
         """
         worst = worst_case_usd(self.provider, request)
-        reserved = self.budget.reserve(worst, f"a call to {request.model}")
+        reserved = await self.budget.reserve_when_fits(worst, f"a call to {request.model}")
         cost: float | None = None
         try:
             outcome = await self.inner.complete(request, on_attempt)
-            cost = outcome.response.cost_usd if outcome.response is not None else None
+            cost = _paid(outcome)
             return outcome
         finally:
-            self.budget.settle(reserved, cost)
+            self.budget.settle_call(reserved, cost)
 
     def for_provider(self, provider: Provider) -> Executor:
-        """A judge's executor, under the same budget."""
+        """A judge's executor, under the same budget (asked for before the run's first
+        call).
+
+        Raises:
+            SpecError: ``provider``'s calls have no worst case (no price, no
+                ``max_tokens``): the ceiling could not hold them.
+        """
+        check_bounded(provider)
         return BudgetedExecutor(self.inner.for_provider(provider), self.budget)
 
     async def aclose(self) -> None:

@@ -688,7 +688,6 @@ class HttpProvider(Provider):
 
         Raises:
             InvalidResponse: the body is an error or lacks the fields a response needs.
-            BadRequest: the provider's content filter stopped the response.
         """
 
     def transport(self) -> Transport:

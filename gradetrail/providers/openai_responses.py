@@ -210,7 +210,7 @@ class OpenAIResponsesProvider(HttpProvider):
         else:
             raw_stop = status if isinstance(status, str) else None
             stop = "tool_use" if out.tool_calls else "end_turn"
-            if out.refusal is not None and not out.text:
+            if out.refusal is not None:  # declined, after some text or not (as Chat's)
                 stop = "refusal"
         usage = data.get("usage")
         if isinstance(usage, dict):

@@ -222,10 +222,16 @@ class JudgeCaller:
         Raises:
             RunError: the run's executor cannot call another model (see
                 :meth:`~gradetrail.executors.base.Executor.for_provider`).
+            SpecError: the run's budget cannot bound the judge's calls.
         """
         if calls.executor is None:
             raise RunError(f"judge {self.name}: the run has no executor to call the judge")
-        self._calls = calls.for_executor(calls.executor.for_provider(self.provider))
+        try:
+            executor = calls.executor.for_provider(self.provider)
+        except SpecError as exc:  # a budget that cannot bound the judge's calls
+            message = re.sub(r"(?<![\w.])model\.", "scorer.model.", str(exc))
+            raise SpecError(f"{self.where}: judge {self.name}: {message}") from None
+        self._calls = calls.for_executor(executor)
         if calls.log is not None:
             calls.log.follow(self.provider.events)
 

@@ -133,6 +133,17 @@ class EvalSpec(_Strict):
             data.pop("scorers")
         return data
 
+    @field_validator("harness")
+    @classmethod
+    def _relative_globs(cls, value: list[str] | None) -> list[str] | None:
+        for pattern in value or []:
+            if not pattern or pattern.startswith(("/", "\\")):
+                raise ValueError(
+                    f"{pattern!r}: give a glob relative to the spec's directory "
+                    "(e.g. 'app/**/*.py'), not an empty or absolute one"
+                )
+        return value
+
     @model_validator(mode="after")
     def _conversation_fields(self) -> EvalSpec:
         if (
@@ -142,6 +153,13 @@ class EvalSpec(_Strict):
         ):
             raise ValueError(
                 "tool_choice needs tools (tools:, dataset.tools_field or model.tools_module)"
+            )
+        tools = self.tools or self.dataset.tools_field or self.model.tools_module
+        if self.model.provider == "anthropic" and self.model.response_format and tools:
+            raise ValueError(
+                "model.response_format on anthropic forces an answer tool, so the requests "
+                "cannot offer tools of their own (tools:, dataset.tools_field or "
+                "model.tools_module); remove the tools or the response_format"
             )
         return self
 

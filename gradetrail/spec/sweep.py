@@ -274,7 +274,8 @@ def models_sweep(
     try:
         sweep = SweepSpec.model_validate(raw)
     except ValidationError as exc:
-        raise SpecError(f"--models: {exc.errors()[0]['msg']}") from None
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")  # pydantic's wording
+        raise SpecError(f"--models: {message}") from None
     sweep._source = f"{path} --models"
     sweep._base_dir = Path.cwd()
     sweep.baseline_cell()

@@ -42,6 +42,16 @@ def test_batches_of_a_missing_directory_says_so(cli, tmp_path: Path) -> None:
     assert out.exit_code == 2 and "not a run directory" in out.stderr
 
 
+def test_batches_of_a_directory_no_run_wrote_says_so(cli, tmp_path: Path) -> None:
+    """A directory that exists but is no run's (the results root itself, a typo): exit 2,
+    one line, as the docstring says (it was "no batches", exit 0)."""
+    root = tmp_path / "results"
+    root.mkdir()
+    out = cli("batches", str(root))
+    assert out.exit_code == 2 and "not a run directory" in out.stderr
+    assert out.stderr.count("\n") == 1 and "--results-root" in out.stderr
+
+
 def test_detach_without_batch_is_refused(cli, tmp_path: Path) -> None:
     out = cli("run", str(tmp_path / "x.yaml"), "--detach")
     assert out.exit_code == 2 and "needs --batch" in out.stderr

@@ -196,6 +196,10 @@ def test_run_with_models_is_a_sweep(tmp_path: Path) -> None:
     assert (root / "sweep-gsm8k" / "sweep.json").is_file()
     refused = run_cli("run", str(GSM8K_SPEC), "--models", "a,a", "--results-root", str(root))
     assert refused.code == 2 and "repeats a value" in refused.err
+    # pydantic's "Value error, " prefix is not part of the line (it was)
+    assert refused.err_lines == [
+        "error: --models: axis 'model.name' repeats a value; give each once"
+    ]
     refused = run_cli("run", str(GSM8K_SPEC), "--models", "a", "--set", "x=1")
     assert refused.code == 2 and "write a sweep file" in refused.err
 
@@ -207,3 +211,36 @@ def test_unwritable_results_root_exits_with_one_line(sweep_file: Path, tmp_path:
     out = run_cli("sweep", str(sweep_file), "--results-root", str(blocker))
     assert out.code == 1 and len(out.err_lines) == 1  # as gradetrail run's RunError
     assert out.err_lines[0].startswith("error: cannot write the sweep record")
+
+
+@pytest.mark.parametrize(
+    ("variant", "gate_flag", "kept"),
+    [
+        ({"dataset.limit": 20}, "--unpaired", "pass --allow-partial to gate the shared ones"),
+        ({"dataset.limit": 10, "dataset.shuffle_seed": 3}, "--unpaired", "share no sample ids"),
+        ({"dataset.path": "edited.jsonl"}, "--allow-different-data", "different datasets"),
+    ],
+    ids=["more-samples", "other-samples", "other-data"],
+)
+def test_a_cell_the_gate_refuses_is_told_only_what_a_sweep_can_do(
+    tmp_path: Path, variant: dict, gate_flag: str, kept: str
+) -> None:
+    """A cell on more samples, other samples or other dataset content cannot be gated
+    against the baseline: one line, exit 2, without the ``gradetrail gate`` flags that
+    ``gradetrail sweep`` does not take (``--unpaired``, ``--allow-different-data``); the
+    one it takes (``--allow-partial``) is still named."""
+    rows = (GSM8K_SPEC.parent / "data" / "gsm8k" / "test.jsonl").read_text().splitlines()[:10]
+    edited = [json.loads(line) for line in rows]
+    edited[0]["answer"] = edited[0]["answer"].replace("#### 18", "#### 19")
+    (tmp_path / "edited.jsonl").write_text("".join(json.dumps(r) + "\n" for r in edited))
+    variant = {k: str(tmp_path / v) if k == "dataset.path" else v for k, v in variant.items()}
+    path = tmp_path / "sweep.yaml"
+    axes = {"v": {"base": {"dataset.limit": 10}, "other": variant}}
+    raw = {"name": "odd", "spec": str(GSM8K_SPEC), "axes": axes, "baseline": "base"}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    out = _sweep(path)
+    assert out.code == 2, out.err
+    line = out.err_lines[-1]
+    assert line.startswith("error: cell other: ")
+    assert gate_flag not in line  # unfixed: the gate's flag was named
+    assert kept in line

@@ -182,3 +182,88 @@ def test_dry_run_estimates_cost_at_the_spec_price(tmp_path: Path) -> None:
         assert cell["est_cost_usd"] == pytest.approx(expected)
         assert 30 * 40 < cell["est_input_tokens"] < 30 * 200  # GSM8K prompts: 160-800 chars
     assert not (tmp_path / "results").exists()
+
+
+def test_a_cell_with_error_rows_is_run_again_by_the_same_command(tmp_path: Path) -> None:
+    """Two of a cell's requests fail past their retries (500s): the run completes with 2
+    provider_error rows, and the table cannot gate it (exit 2, "re-run to complete
+    them"). Running the same command again runs that cell again: the 2 failed requests
+    are sent once more (the 118 cached ones are not), and the table gates every cell."""
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    fault = {"kind": "server_error", "model": MODELS[1], "after": 5, "times": 2}
+    with running_server(latency=0.0, faults=[fault]) as srv:
+        sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
+        text = sweep.parent.joinpath("spec.yaml").read_text()
+        sweep.parent.joinpath("spec.yaml").write_text(text + "  max_retries: 0\n")
+        proc = _sweep(sweep, cache, results)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, err
+        assert "provider_error: re-run to complete them" in err
+        first = srv.stats()["total"]
+        assert first == SAMPLES * 4
+        srv.configure(faults=[])
+        proc = _sweep(sweep, cache, results, "--json")
+        out, err = proc.communicate(timeout=120)
+        after = srv.stats()
+    # unfixed: the cell counted as complete ("existing"), no request sent, exit 2 again
+    assert proc.returncode == 1, err  # gated: no candidate passes at n = 30
+    assert after["total"] - first == 2
+    record = read_sweep_record(results / "sweep-http")
+    outcomes = {c.name: c.outcome for c in record.cells}
+    assert outcomes[f"{MODELS[1]}/plain"] == "ran"
+    assert outcomes[f"{MODELS[0]}/plain"] == outcomes[f"{MODELS[0]}/terse"] == "existing"
+    assert all(c["errors"] == {} for c in json.loads(out)["cells"])
+
+
+def test_a_cell_that_cannot_be_gated_for_its_errors_names_the_sweep_files_setting(
+    tmp_path: Path,
+) -> None:
+    """A request a content filter refuses every time (400) leaves an error row the re-run
+    cannot complete. The one line says how to gate anyway in terms of the sweep (its
+    file's ``gate.errors``), not ``gradetrail gate``'s ``--errors`` flag, which ``gradetrail
+    sweep`` does not take; with ``gate.errors: as-fail`` the table is gated."""
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    fault = {"kind": "error", "status": 400, "model": MODELS[1], "contains": "flipping a house"}
+    with running_server(latency=0.0, faults=[fault]) as srv:
+        sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
+        proc = _sweep(sweep, cache, results)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, err
+        line = err.strip().splitlines()[-1]
+        # unfixed: "... or pass --errors as-fail (score them 0) or --errors exclude ..."
+        assert "--errors" not in line
+        assert "set gate.errors in the sweep file to as-fail (score them 0) or exclude" in line
+        options = yaml.safe_load(sweep.read_text())
+        options["gate"] = {"errors": "as-fail"}
+        sweep.write_text(yaml.safe_dump(options, sort_keys=False))
+        proc = _sweep(sweep, cache, results, "--json")
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err  # gated: no candidate passes at n = 30
+    cells = {c["name"]: c for c in json.loads(out)["cells"]}
+    assert cells[f"{MODELS[1]}/plain"]["errors"] == {"provider_error": 1}
+
+
+def test_a_cell_stopped_by_the_budget_exits_3_with_the_budget_line(tmp_path: Path) -> None:
+    """A cell that reaches run.max_cost_usd stops as ``gradetrail run`` does: exit 3 and
+    the budget's one line (what was spent, the ceiling, --max-cost to finish), not the
+    Ctrl-C exit 130 and "run the same command again" (which would stop at the same
+    ceiling); no later cell starts."""
+    cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
+    with running_server(latency=0.0) as srv:
+        sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
+        spec = yaml.safe_load(sweep.parent.joinpath("spec.yaml").read_text())
+        spec["model"]["params"] = {"max_tokens": 300}
+        spec["model"]["price"] = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+        spec["run"].update(max_cost_usd=0.01, start_over_budget=True)
+        sweep.parent.joinpath("spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+        proc = _sweep(sweep, cache, results)
+        _, err = proc.communicate(timeout=120)
+        sent = srv.stats()["total"]
+    # unfixed: exit 130, "error: the sweep was interrupted; run the same command again"
+    assert proc.returncode == 3, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: cell 175b_verification/plain: budget: ")
+    assert "run.max_cost_usd" in line and "--max-cost" in line
+    assert 0 < sent < SAMPLES
+    record = read_sweep_record(results / "sweep-http")
+    assert [c.outcome for c in record.cells] == ["interrupted", "pending", "pending", "pending"]

@@ -136,7 +136,87 @@ def test_a_glob_matching_nothing_is_a_one_line_error(project: Path) -> None:
     assert "harness: 'scorers/*.py' matches no file" in out.err
 
 
+@pytest.mark.parametrize("pattern", ["/etc/host*", "''"], ids=["absolute", "empty"])
+def test_a_pattern_glob_cannot_take_is_a_one_line_error(project: Path, pattern: str) -> None:
+    """An absolute or empty harness: pattern is refused in one line, exit 2 (it was a
+    traceback: NotImplementedError "Non-relative patterns are unsupported", ValueError
+    "Unacceptable pattern"), by approve and by a run alike."""
+    spec_path = project / "spec.yaml"
+    spec_path.write_text(spec_path.read_text().replace("- grading.py", f"- {pattern}"))
+    for out in (run_cli("approve", str(spec_path)), _run(project)):
+        assert out.code == 2, out.err
+        assert len(out.err_lines) == 1 and "Traceback" not in out.err
+        assert "harness" in out.err_lines[0] and "relative to the spec's directory" in out.err
+
+
 def _sha256(path: Path) -> str:
     import hashlib
 
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_module_in_the_working_directory_that_the_run_would_import_is_named(
+    project: Path,
+) -> None:
+    """The run imports a spec's module from the working directory before the spec's own
+    directory: an unreviewed ``app.py`` dropped in the working directory (one that reads
+    the answer from the row) would run under an unchanged approval. It is part of the
+    harness, so the run refuses it, exit 2, naming it, before any call."""
+    import os
+    import subprocess
+
+    from paths import ROOT
+
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    work = project.parent / "work"
+    work.mkdir()
+    (work / "app.py").write_text(
+        "def answer(request, row):\n    return 'A: ' + row['answer'].split('####')[-1]\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gradetrail",
+            "run",
+            str(project / "spec.yaml"),
+            "--no-cache",
+            "--results-root",
+            str(project.parent / "results"),
+            "--set",
+            "dataset.limit=5",
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # unfixed: exit 0, mean score 1.0000 (the cheating app ran)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the harness changed since its approval" in lines[0]
+    assert "new ../work/app.py" in lines[0]
+    assert not (project.parent / "results").exists()
+
+
+def test_a_local_module_the_app_imports_is_part_of_the_harness(project: Path) -> None:
+    """app.py (named by model.function) imports a helper module beside it, and that one a
+    package of its own (a relative import): both run with the app, so an edit to either,
+    unreviewed, is refused like an edit to app.py (it ran, exit 0)."""
+    (project / "tuning.py").write_text("from knobs import weights\n\nBOOST = weights.W\n")
+    (project / "knobs").mkdir()
+    (project / "knobs" / "__init__.py").write_text("")
+    (project / "knobs" / "weights.py").write_text("from . import base\n\nW = base.B\n")
+    (project / "knobs" / "base.py").write_text("B = 1\n")
+    app = project / "app.py"
+    app.write_text("import tuning  # noqa: F401\n" + app.read_text())
+    spec = gradetrail.load_spec(project / "spec.yaml")
+    names = {p.relative_to(project).as_posix() for p in harness_files(spec) if project in p.parents}
+    assert {"tuning.py", "knobs/__init__.py", "knobs/weights.py", "knobs/base.py"} <= names
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    (project / "knobs" / "base.py").write_text("B = 100  # tuned by the loop\n")
+    refused = _run(project)
+    assert refused.code == 2, refused.err
+    assert "changed knobs/base.py" in refused.err_lines[0]

@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from http_support import SECRET_KEY, gsm8k_spec
+from paths import GSM8K_DATA
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
 from gradetrail.engine.batching import BatchOptions
 from gradetrail.errors import SpecError
 from gradetrail.rundir.batches import BatchLedger
+from gradetrail.rundir.spending import SpendingLog
 from gradetrail.testing import FakeClock
 
 server = protocol_server_fixture(scope="module", name="server")
@@ -273,3 +276,51 @@ def test_anthropic_batches_ask_for_the_runs_api_version(srv, tmp_path: Path) -> 
     batched = run(spec, tmp_path / "b", FakeClock())
     assert batched.manifest.counts == {"scored": 3}
     assert set(srv.stats()["versions"]) == {"2023-06-01"}
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_rows_sharing_one_request_are_paid_once(srv, tmp_path: Path, protocol: str) -> None:
+    """Six rows, the same three questions twice: one batch of three requests (their
+    custom_ids are cache keys), paid once each. One row of each request is the paid one;
+    its twin is a cache hit, as online, and the manifest's cost is what the batch cost,
+    not twice it."""
+    lines = (GSM8K_DATA / "test.jsonl").read_text().splitlines()[:3]
+    rows_in = [{**json.loads(line), "id": f"r{i}"} for i, line in enumerate(lines * 2)]
+    data = tmp_path / "dup.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
+    base = batch_spec(tmp_path, srv, protocol)
+    spec = gradetrail.load_spec(base.source, [f"dataset.path={data}", "dataset.limit=null"])
+    result = run(spec, tmp_path, FakeClock())
+    counts = srv.batches()
+    assert counts["created"] == 1 and counts["requests"] == 3 and counts["repeated"] == 0
+    got = rows(result)
+    # one row of each twin pair is the paid one (cost at the batch price), one a cache hit
+    assert [r["cost_usd"] for r in got[:3]] == [r["cost_usd"] for r in got[3:]]
+    assert all(got[i]["cached"] != got[i + 3]["cached"] for i in range(3))
+    batch_cost = result.manifest.executor["batch"]["cost_usd"]
+    assert batch_cost == pytest.approx(sum(r["cost_usd"] for r in got[:3]))
+    # unfixed: every row counted as paid, cost_usd twice batch_cost, no cache hits
+    assert result.manifest.cost_usd == pytest.approx(batch_cost)
+    assert result.manifest.cache_hits == 3
+
+
+def test_batch_answers_billed_then_refused_are_counted_paid(srv, tmp_path: Path) -> None:
+    """Under model.require_served_model, a batch answer from another model is billed (at
+    the batch price) and then refused: its row keeps its cost, and the batch's cost (what
+    the manifest and the budget count) includes it."""
+    srv.configure(faults=[{"kind": "alias", "served_model": "some-other-model"}])
+    base = batch_spec(tmp_path, srv, "openai", limit=4)
+    raw = base.model_dump(mode="json", exclude_none=True)
+    raw["model"]["require_served_model"] = True
+    raw["run"]["max_cost_usd"] = 1.0
+    raw["model"]["params"] = {"max_tokens": 300}
+    path = Path(base.source)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    result = run(gradetrail.load_spec(path), tmp_path, FakeClock())
+    got = rows(result)
+    assert all(r["state"] == "provider_error" for r in got)
+    billed = sum(r["cost_usd"] for r in got)
+    assert billed > 0
+    # unfixed: the batch's cost and the budget's spending were $0
+    assert result.manifest.executor["batch"]["cost_usd"] == pytest.approx(billed)
+    assert SpendingLog(result.run_dir).total() == pytest.approx(billed)

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import SECRET_KEY, gsm8k_spec
+import yaml
+from http_support import SECRET_KEY, base_url, gsm8k_spec
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 import gradetrail
@@ -129,3 +130,175 @@ def test_the_worst_case_bounds_the_real_cost(srv, tmp_path: Path) -> None:
     rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
     for item in plan.prepared:
         assert rows[item.sample.id]["cost_usd"] <= worst_case_usd(provider, item.request)
+
+
+def test_pause_turn_continuations_cannot_pass_the_ceiling(srv, tmp_path: Path) -> None:
+    """Each continuation of a paused turn is another billed request (the paused answer,
+    its server-tool results included, sent back as input): one reserved worst case does
+    not bound the row. A run whose answers pause every time, each part honest (its output
+    at most max_tokens), spent five times a ceiling of one row's worst case: no worst case
+    bounds a continued turn, so a budgeted run refuses it before any call."""
+    paused = {
+        "id": "msg_paused",
+        "type": "message",
+        "role": "assistant",
+        "model": "175b_verification",
+        "content": [{"type": "text", "text": "Searching first. "}],
+        "stop_reason": "pause_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 80, "output_tokens": 300},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": paused}])
+    base = gsm8k_spec(
+        tmp_path / "base",
+        srv,
+        "anthropic",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 300},
+    )
+    ceiling = worst_total(base)  # one request's worst case
+    spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "anthropic",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 300},
+        pause_turn_continuations=5,
+        run={"max_cost_usd": ceiling},
+    )
+    with pytest.raises(SpecError, match="model.pause_turn_continuations: .* cannot be held"):
+        run(spec, tmp_path, False)
+    assert srv.stats()["total"] == 0  # unfixed: 6 requests, $0.01536 against $0.003226
+
+
+def test_calls_in_flight_do_not_stop_a_run_their_settling_leaves_room_for(
+    srv, tmp_path: Path
+) -> None:
+    """A ceiling that holds what the whole run costs plus two worst cases: the run
+    finishes under it, concurrency 8 or not. A call that does not fit beside the worst
+    cases of the calls in flight waits for them to land (most cost far less than their
+    worst case) instead of stopping the run with most of the ceiling unspent."""
+    measured = run(spec_for(tmp_path, srv, "openai"), tmp_path / "measure", False)
+    base = spec_for(tmp_path, srv, "openai")
+    plan = gradetrail.plan_run(base)
+    worst_one = max(worst_case_usd(plan.provider, p.request) for p in plan.prepared)
+    ceiling = measured.manifest.cost_usd + 2 * worst_one
+    assert ceiling < 8 * worst_one  # eight calls' worst cases do not fit at once
+    srv.reset()
+    spec = spec_for(
+        tmp_path, srv, "openai", concurrency=8, max_cost_usd=ceiling, start_over_budget=True
+    )
+    result = run(spec, tmp_path, False)
+    assert result.manifest.stop_reason is None
+    assert result.manifest.status == "complete" and result.manifest.counts == {"scored": ROWS}
+    assert SpendingLog(result.run_dir).total() <= ceiling + 1e-12
+    assert srv.stats()["total"] == ROWS
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["online", "batch"])
+def test_a_judge_without_a_price_refuses_a_budgeted_run_before_any_call(
+    srv, tmp_path: Path, batch: bool
+) -> None:
+    """The judge's calls count against the ceiling too, so a judge model without a price
+    cannot be bounded: the run is refused before any call (the candidate's included, in
+    a batch too), naming the judge's field, as a candidate model without a price is."""
+    srv.configure(script={"rules": [{"contains": "GRADE", "reply": "GRADE: C"}]})
+    directory = tmp_path / "spec"
+    directory.mkdir()
+    (directory / "judge.j2").write_text("{{ response }}\nReply GRADE: C or GRADE: I.\n")
+    spec = spec_for(tmp_path, srv, "openai", max_cost_usd=1.0)
+    raw = spec.model_dump(mode="json", exclude_none=True)
+    raw["scorer"] = {
+        "type": "judge",
+        "file": "judge.j2",
+        "model": {
+            "provider": "anthropic",
+            "name": "175b_verification",  # served, but no price is known for it
+            "base_url": base_url(srv, "anthropic"),
+            "params": {"max_tokens": 64},
+        },
+        "parse": {"kind": "grade"},
+    }
+    (directory / "spec.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    judged = gradetrail.load_spec(directory / "spec.yaml")
+    # unfixed: 4 candidate calls paid (concurrency 4; in batch mode, the batch of 12), then
+    # the run failed at the first judge call ("model.price: no price is known for ...")
+    with pytest.raises(SpecError, match=r"scorer\.model\.price: no price is known"):
+        run(judged, tmp_path, batch)
+    assert srv.stats()["total"] == 0 and srv.batches()["requests"] == 0
+    assert not (tmp_path / "results").exists()  # refused before the run directory
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"n": 8}, {"max_completion_tokens": 4000}],
+    ids=["n", "max_completion_tokens"],
+)
+def test_extra_fields_that_raise_the_output_bound_are_in_the_worst_case(
+    srv, tmp_path: Path, extra: dict[str, Any]
+) -> None:
+    """``model.params.extra`` goes into the body verbatim: ``n: 8`` asks for (and bills)
+    eight answers, ``max_completion_tokens`` replaces the max_tokens the worst case was
+    bounded by. A ceiling of what the worst case says a row can cost must hold them."""
+    srv.configure(script={"rules": [{"contains": "Janet", "reply": "step " * 500 + "A: 18"}]})
+    extra_spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "openai",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 60, "extra": extra},
+    )
+    ceiling = worst_total(extra_spec)
+    spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "openai",
+        limit=1,
+        price=PRICE,
+        params={"max_tokens": 60, "extra": extra},
+        run={"max_cost_usd": ceiling},
+    )
+    result = run(spec, tmp_path, False)
+    assert srv.stats()["total"] == 1
+    assert SpendingLog(result.run_dir).total() <= ceiling + 1e-12
+
+
+def test_calls_billed_then_refused_count_against_the_ceiling(srv, tmp_path: Path) -> None:
+    """Under model.require_served_model, an answer from another model is billed, then
+    refused (a provider_error row keeping its cost). Those costs are spending too: with a
+    ceiling of one worst case plus half what the 40 rows cost, the run stops at it
+    instead of paying for every row."""
+    srv.configure(faults=[{"kind": "alias", "served_model": "some-other-model"}])
+
+    def spec(tmp: Path, **run: Any) -> gradetrail.EvalSpec:
+        loaded = gsm8k_spec(
+            tmp, srv, "openai", limit=40, price=PRICE, params={"max_tokens": 300}, run=run
+        )
+        raw = loaded.model_dump(mode="json", exclude_none=True)
+        raw["model"]["require_served_model"] = True
+        (tmp / "spec.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        return gradetrail.load_spec(tmp / "spec.yaml")
+
+    measured = run(spec(tmp_path / "m", fail_fast=0), tmp_path / "m", False)
+    total = sum(r["cost_usd"] for r in gradetrail.read_results(measured.run_dir))
+    assert total > 0
+    plan = gradetrail.plan_run(spec(tmp_path / "m", fail_fast=0))
+    worst_one = max(worst_case_usd(plan.provider, p.request) for p in plan.prepared)
+    ceiling = worst_one + total / 2
+    srv.reset()
+    srv.configure(faults=[{"kind": "alias", "served_model": "some-other-model"}])
+    budgeted = spec(
+        tmp_path / "b", fail_fast=0, max_cost_usd=ceiling, start_over_budget=True, concurrency=1
+    )
+    result = run(budgeted, tmp_path / "b", False)
+    rows = list(gradetrail.read_results(result.run_dir))
+    paid_rows = sum(r["cost_usd"] or 0.0 for r in rows)
+    assert all(r["state"] == "provider_error" for r in rows)
+    # unfixed: all 40 rows sent and billed, the budget's spent_usd 0, the run complete
+    assert result.manifest.status == "interrupted"
+    assert 0 < srv.stats()["total"] < 40
+    assert paid_rows <= ceiling + 1e-12
+    assert SpendingLog(result.run_dir).total() == pytest.approx(paid_rows)

@@ -387,3 +387,93 @@ def test_answers_that_are_not_responses_are_classified(
         provider.normalize(data, 0.1)
     assert type(caught.value).__name__ == kind and caught.value.transient is transient
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_content_filtered_response_is_an_answer_with_its_usage_and_cost(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """status incomplete, reason content_filter: the provider withheld the rest of an
+    answer it billed. As Chat Completions' finish_reason content_filter (one refusal
+    policy for every provider): stop reason content_filter, its usage and cost kept,
+    counted as a refusal, cached, so a re-run does not pay for it again."""
+    body = {
+        "id": "resp_filtered",
+        "object": "response",
+        "created_at": 1,
+        "model": "175b_verification",
+        "status": "incomplete",
+        "incomplete_details": {"reason": "content_filter"},
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "incomplete",
+                "content": [{"type": "output_text", "text": "Step one is", "annotations": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 40,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 3,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 43,
+        },
+    }
+    srv.configure(faults=[{"kind": "answer", "body": body, "first": 1}])
+    price = {"input_per_mtok": 1.0, "output_per_mtok": 2.0}
+    spec = _spec(tmp_path, srv, client, price=price)
+    out = run_http(spec, tmp_path)
+    row = out.row
+    # unfixed: a provider_error row (BadRequest "content filter withheld"), no tokens, no
+    # cost, never cached: every re-run sent it, and paid for it, again
+    assert row["state"] == "scored" and row["score"] == 0.0
+    assert (row["stop_reason"], row["raw_stop_reason"]) == ("content_filter", "content_filter")
+    assert row["response"] == "Step one is"
+    assert (row["input_tokens"], row["output_tokens"]) == (40, 3)
+    assert row["cost_usd"] == pytest.approx((40 * 1.0 + 3 * 2.0) / 1e6)
+    assert out.result.manifest.refusals == 1
+    again = run_http(spec, tmp_path)
+    assert again.cached == 1 and srv.stats()["total"] == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("policy", ["score", "exclude"])
+def test_a_refusal_after_some_text_is_a_refusal(
+    srv, tmp_path: Path, client: str, policy: str
+) -> None:
+    """A message whose content holds some text and then a refusal part: the model
+    declined. As a Chat Completions message with content and a refusal, or Anthropic's
+    refusal stop after text (one policy): stop reason refusal, counted, and left out of
+    the mean under run.refusals: exclude."""
+    body = {
+        "id": "resp_refused",
+        "object": "response",
+        "created_at": 1,
+        "model": "175b_verification",
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": "msg_1",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": "Step one is", "annotations": []},
+                    {"type": "refusal", "refusal": "I can't continue."},
+                ],
+            }
+        ],
+        "usage": {"input_tokens": 30, "output_tokens": 8, "total_tokens": 38},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": body, "first": 1}])
+    out = run_http(_spec(tmp_path, srv, client, run={"refusals": policy}), tmp_path)
+    row = out.row
+    # unfixed: stop reason end_turn, refusals 0, scored under exclude too
+    assert row["refusal"] == "I can't continue." and row["stop_reason"] == "refusal"
+    assert out.result.manifest.refusals == 1
+    if policy == "exclude":
+        assert row["state"] == "judge_error" and row["error"]["reason"] == "refusal"
+    else:
+        assert row["state"] == "scored" and row["response"] == "Step one is"
