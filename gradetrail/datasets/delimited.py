@@ -1,5 +1,6 @@
 """CSV and TSV, read with the standard ``csv`` module: a header line names the columns,
-quoted values may hold the delimiter and newlines, blank lines are skipped. Values stay
+quoted values may hold the delimiter and newlines (of any length: a long document in
+one cell is read whole), blank lines are skipped. Values stay
 strings unless ``dataset.types`` declares a column's type (``int``, ``float``, ``bool``,
 ``json``; an empty cell in a declared column is null). A row's position (its id without
 an id field) is its 1-based record number, the header not counted; errors name the line
@@ -18,6 +19,10 @@ from gradetrail.datasets.base import FileSource, Row
 from gradetrail.errors import DatasetError
 
 __all__ = ["CsvSource", "TsvSource"]
+
+#: the longest value a cell may hold: the ``csv`` module's default (131,072 characters)
+#: refused a long document in one cell as malformed, which JSONL and Parquet read whole
+MAX_FIELD_CHARS = 2**31 - 1  # the largest the csv module takes on every platform
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
@@ -83,6 +88,8 @@ class CsvSource(FileSource):
             raise DatasetError(f"{self.path}: file not found; check the path in the spec") from None
         except OSError as exc:
             raise DatasetError(f"{self.path}: cannot read ({exc.strerror})") from None
+        if csv.field_size_limit() < MAX_FIELD_CHARS:  # process-wide: never lowered here
+            csv.field_size_limit(MAX_FIELD_CHARS)
         with f:
             reader = csv.reader(f, delimiter=self.delimiter, strict=True)
             try:

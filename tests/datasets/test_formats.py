@@ -80,6 +80,19 @@ def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     assert samples[0].row == {"q": "two\nlines", "a": "1"} and samples[1].line == 5
 
 
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_csv_value_longer_than_the_csv_modules_default_limit(tmp_path: Path, fmt: str) -> None:
+    """A long document in one cell (a long-context passage: 300,000 characters, past the
+    ``csv`` module's default field limit of 131,072) is read whole, as JSONL and Parquet
+    read it, not refused as malformed."""
+    passage = "word " * 60_000
+    path = _csv(tmp_path / f"d.{fmt}", [{"q": passage, "a": "1"}, {"q": "x", "a": "2"}],
+                "\t" if fmt == "tsv" else ",")  # fmt: skip
+    samples = load_samples(path)
+    assert samples.ids == ["1", "2"]
+    assert samples[0].row == {"q": passage, "a": "1"} and len(samples[0].row["q"]) == 300_000
+
+
 @pytest.mark.parametrize(
     ("text", "options", "message"),
     [
