@@ -227,6 +227,33 @@ def test_judge_file_errors_stop_the_run_before_any_call(tmp_path: Path) -> None:
     assert fake_judges.CALLS == []
 
 
+def test_a_row_without_a_field_the_judge_file_reads_stops_the_run_before_any_call(
+    tmp_path: Path, cli
+) -> None:
+    """A judge file reads ``{{ rubric }}`` and the second row has none: the run stops with
+    one line naming the sample and the field, exit 2, before any call, as a prompt or a
+    regex pattern that reads it would (it used to pay the candidate for the row, then
+    record a judge_error). A field read under ``is defined`` may be absent."""
+    rows = [
+        {"id": "a", "answer": "x", "rubric": "R1", "script": ["GRADE: C"]},
+        {"id": "b", "answer": "y", "script": ["GRADE: C"]},
+    ]
+    text = "{{ rubric }} " + SCRIPTED_JUDGE
+    spec = write_eval(tmp_path, rows, judge_text=text)
+    fake_judges.CALLS.clear()
+    out = cli("run", str(spec))
+    assert out.exit_code == 2, out.stdout
+    (line,) = [x for x in out.stderr.splitlines() if x.strip()]
+    assert line.startswith("error: ") and "judge.j2" in line, line
+    assert "sample 'b' (line 2)" in line and "rubric" in line, line
+    assert fake_judges.CALLS == [] and not (tmp_path / "results").exists()
+    (tmp_path / "judge.j2").write_text(
+        "{% if rubric is defined %}{{ rubric }}{% endif %}" + text[13:]
+    )
+    _, scored = run(spec, tmp_path / "results")
+    assert [r["score"] for r in scored] == [1.0, 1.0]
+
+
 def test_judge_file_failing_on_one_sample_is_a_judge_error(tmp_path: Path) -> None:
     """A judge file that fails on one row's data makes that row a judge_error naming the
     sample, and the run goes on."""
