@@ -204,9 +204,19 @@ def _draws_anew(name: str) -> Callable[..., Any]:
     return refuse
 
 
-_ENV = _Sandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+class _StrictUndefined(jinja2.StrictUndefined):
+    """Jinja2's StrictUndefined, failing when shown by its repr too: a list, dict or
+    ``%r`` shows its items so, and StrictUndefined's harmless repr put ``Undefined`` in
+    the prompt (``{{ [a, hint] }}`` on a row without ``hint``: ``[2, Undefined]``), where
+    every other way of showing a missing field raises."""
+
+    __slots__ = ()
+    __repr__ = jinja2.StrictUndefined._fail_with_undefined_error
+
+
+_ENV = _Sandbox(undefined=_StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _REGEX_ENV = _Sandbox(
-    undefined=jinja2.StrictUndefined,
+    undefined=_StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,
     finalize=_finalize_regex,
