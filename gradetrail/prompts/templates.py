@@ -318,10 +318,21 @@ class Template:
         """
         missing = sorted(self.names - set(row) - extra)
         if missing and not self._renders_without(row, extra):
-            have = ", ".join(sorted(row)) or "(none)"
+            have = ", ".join(_shown(str(name)) for name in sorted(row)) or "(none)"
+            fix = "fix the template or the dataset"
+            spaced = [str(c) for c in row if str(c) != str(c).strip() and str(c).strip() in missing]
+            if spaced:  # a CSV header written "q, a": the column is ' a'
+                names = ", ".join(repr(c) for c in spaced)
+                fix = (
+                    f"the dataset's column {names} has spaces around its name: remove them, "
+                    "or fix the template"
+                    if len(spaced) == 1
+                    else f"the dataset's columns {names} have spaces around their names: "
+                    "remove them, or fix the template"
+                )
             raise SpecError(
                 f"{self.where}: template uses {', '.join(missing)} but the first row has "
-                f"only {have}; fix the template or the dataset"
+                f"only {have}; {fix}"
             )
 
     def _renders_without(self, row: Mapping[str, Any], extra: frozenset[str]) -> bool:
@@ -335,6 +346,12 @@ class Template:
         except Exception:  # noqa: BLE001 - not a missing field: the run's rendering reports it
             return True
         return True
+
+
+def _shown(name: str) -> str:
+    """A column name as an error shows it: quoted when spaces at its ends (or none at all)
+    would otherwise hide what it is."""
+    return repr(name) if not name or name != name.strip() else name
 
 
 def _plain_parts(ast: nodes.Template) -> tuple[tuple[str, str | None], ...] | None:

@@ -260,3 +260,24 @@ def test_csv_error_is_one_line_with_exit_2(tmp_path: Path, cli) -> None:
         "quote values that hold a comma"
     ]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_csv_header_with_spaces_after_its_commas_is_named_plainly(tmp_path: Path, cli) -> None:
+    """``q, a`` (a space after the comma, as hand-written CSV often has) names the columns
+    'q' and ' a': the refusal used to read "template uses a but the first row has only
+    a, q", as if 'a' were there. It now shows the name as it is and says what to fix."""
+    (tmp_path / "d.csv").write_text("q, a\nx, 1\n")
+    (tmp_path / "spaced_app.py").write_text("def answer(request):\n    return 'x'\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: t\ndataset: {path: d.csv}\nprompt: '{{ q }}'\ntarget: '{{ a }}'\n"
+        "model: {provider: python, name: m, function: 'spaced_app:answer'}\n"
+        "scorer: {type: exact}\n"
+    )
+    out = cli("run", str(tmp_path / "s.yaml"))
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 's.yaml'}: target: template uses a but the first row has only "
+        "' a', q; the dataset's column ' a' has spaces around its name: remove them, or fix "
+        "the template"
+    ]
+    assert not (tmp_path / "results").exists()
