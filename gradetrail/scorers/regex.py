@@ -43,6 +43,11 @@ class RegexScorer(Scorer):
         self._compile = lru_cache(maxsize=4096)(self._compile_uncached)
 
     def _compile_uncached(self, pattern: str) -> Any:
+        if not pattern:  # a row's empty value ({{ answer }}, a blank CSV cell)
+            raise SpecError(
+                f"{self.where}: the pattern renders empty, which matches every response; "
+                "fill in the row's value or fix the pattern"
+            )
         try:
             return self._regex.compile(pattern, self.flags)
         except self._regex.error as exc:
@@ -51,7 +56,8 @@ class RegexScorer(Scorer):
             ) from None
 
     def pattern_for(self, item: ScoreInput) -> Any:
-        """The compiled pattern for one sample. Raises SpecError on an invalid regex."""
+        """The compiled pattern for one sample. Raises SpecError on an invalid regex, or
+        one that renders empty (it would match every response)."""
         context = {**item.sample.row, "target": item.target}
         return self._compile(self.template.render(context))
 
