@@ -206,6 +206,10 @@ def test_fields_errors(tmp_path: Path) -> None:
     ("dataset", "message"),
     [
         ({"path": "d.txt"}, "cannot tell the format of 'd.txt'"),
+        (
+            {"path": "d.jsonl.gz"},
+            r"'d.jsonl.gz' is compressed \(.gz\), which gradetrail does not read; decompress it",
+        ),
         ({"path": "d.jsonl", "hf": {"path": "x/y"}}, "either dataset.path"),
         ({}, "either dataset.path"),
         ({"path": "d.parquet", "types": {"a": "int"}}, "types applies to CSV and TSV"),
@@ -281,3 +285,20 @@ def test_a_csv_header_with_spaces_after_its_commas_is_named_plainly(tmp_path: Pa
         "the template"
     ]
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("fmt", "module"), [("jsonl", "gzip"), ("csv", "bz2"), ("json", "lzma")])
+def test_a_compressed_file_is_named_so(tmp_path: Path, fmt: str, module: str) -> None:
+    """A compressed dataset (``d.jsonl.gz`` with ``dataset.format: jsonl``, or one renamed
+    to ``.csv``) is refused as compressed, with the fix, not as text that is not UTF-8 (the
+    JSONL reader said "not valid JSON ('utf-8' codec can't decode byte 0x8b ...)")."""
+    import importlib
+
+    text = _each_format(tmp_path, ROWS)[fmt].read_bytes()
+    path = tmp_path / f"packed.{fmt}"
+    path.write_bytes(importlib.import_module(module).compress(text))
+    kind = {"gzip": "gzip", "bz2": "bzip2", "lzma": "xz"}[module]
+    with pytest.raises(DatasetError, match=rf"packed.{fmt} is {kind}-compressed; decompress it"):
+        load_samples(path)
+    with pytest.raises(DatasetError, match=rf"is {kind}-compressed"):
+        load_samples(path, format=fmt)
