@@ -163,6 +163,21 @@ def test_parquet_keeps_types_and_reads_many_batches(tmp_path: Path) -> None:
     assert load_samples(tmp_path / "d.parquet")[9999].id == "10000"
 
 
+def test_a_parquet_column_name_used_twice_is_refused_as_in_csv(tmp_path: Path) -> None:
+    """pyarrow writes two columns named 'a' (answers 2 and 3); the row read back held only
+    the second, so the first column's values were never seen and the target was 3. The
+    file is refused, naming the column, as a CSV header naming a column twice is."""
+    table = pa.Table.from_arrays(
+        [pa.array(["1+1"]), pa.array([2]), pa.array([3])], names=["q", "a", "a"]
+    )
+    pq.write_table(table, tmp_path / "d.parquet")
+    with pytest.raises(DatasetError) as err:
+        load_samples(tmp_path / "d.parquet")
+    assert str(err.value) == (
+        f"{tmp_path / 'd.parquet'}: Parquet has two columns named 'a'; name each column once"
+    )
+
+
 def test_parquet_errors(tmp_path: Path) -> None:
     """A file that is not Parquet, and a duplicate id, are one line naming the row."""
     path = tmp_path / "d.parquet"
