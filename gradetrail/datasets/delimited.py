@@ -100,8 +100,14 @@ class CsvSource(FileSource):
                     "it as UTF-8"
                 ) from None
             except csv.Error as exc:
+                hint = ""
+                if "expected after '\"'" in str(exc):  # text that opens with a quote
+                    hint = (
+                        "; a value holding a quote must be quoted whole, its own quotes "
+                        'doubled ("say ""hi"" twice")'
+                    )
                 raise DatasetError(
-                    f"{self.path}:{reader.line_num}: malformed {name} ({exc})"
+                    f"{self.path}:{reader.line_num}: malformed {name} ({exc}){hint}"
                 ) from None
 
     def _records(self, reader: Any, name: str) -> Iterator[Row]:

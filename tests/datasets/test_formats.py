@@ -80,6 +80,24 @@ def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     assert samples[0].row == {"q": "two\nlines", "a": "1"} and samples[1].line == 5
 
 
+@pytest.mark.parametrize(("fmt", "sep"), [("csv", ","), ("tsv", "\t")])
+def test_a_value_that_opens_with_a_quote_it_does_not_close_says_how_to_quote(
+    tmp_path: Path, fmt: str, sep: str
+) -> None:
+    """A TSV (or CSV) value written as text, '"Hello" she said', opens a quoted value
+    that ends early: the refusal named only the csv module's complaint ("'\t' expected
+    after '"'"); it now says how to write such a value."""
+    path = tmp_path / f"d.{fmt}"
+    path.write_text(f'q{sep}a\nx{sep}1\n"Hello" she said{sep}2\n')
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    name = fmt.upper()
+    assert str(err.value) == (
+        f"{path}:3: malformed {name} ('{sep}' expected after '\"'); a value holding a quote "
+        'must be quoted whole, its own quotes doubled ("say ""hi"" twice")'
+    )
+
+
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])
 def test_csv_value_longer_than_the_csv_modules_default_limit(tmp_path: Path, fmt: str) -> None:
     """A long document in one cell (a long-context passage: 300,000 characters, past the
