@@ -121,6 +121,23 @@ class JudgeFile:
                 "the judge file (read it under 'is defined') or the row"
             ) from None
 
+    def check_reads(self, names: tuple[str, ...], what: str) -> None:
+        """The file must show the judge what it grades (each of ``names``), before any
+        call: a file that never reads ``{{ response }}`` had every row graded on the row
+        alone (rows alike shared one cached verdict).
+
+        Raises:
+            SpecError: naming the first variable the file never reads.
+        """
+        for name in names:
+            if name not in self.template.names:
+                shown = " and ".join(f"{{{{ {n} }}}}" for n in names)
+                raise SpecError(
+                    f"{self.template.where}: the judge file never reads {{{{ {name} }}}}, so "
+                    f"the judge would {what}; show {'both with ' if len(names) > 1 else 'it with '}"
+                    f"{shown}"
+                )
+
     def check_target(self, first: ScoreInput) -> None:
         """A judge file that reads ``{{ target }}`` (outside an ``{% if target %}``) needs
         the spec's target.
@@ -441,6 +458,7 @@ class JudgeScorer(Scorer):
             SpecError, DatasetError, GradetrailError: what would stop every judge call.
         """
         self.file.check(first.sample.row, JUDGE_NAMES)
+        self.file.check_reads(("response",), "grade without seeing the response")
         self.file.check_target(first)
         self.file.render(self.context(first), first.sample.id)
         self.caller.check_ready()

@@ -138,6 +138,7 @@ class PairwiseScorer(Scorer):
             SpecError, DatasetError, GradetrailError: what would stop every judge call.
         """
         self.file.check(first.sample.row, PAIRWISE_NAMES)
+        self.file.check_reads(("response_a", "response_b"), "compare without seeing both responses")
         self.file.check_target(first)
         self.file.render(self.context(first, "", ""), first.sample.id)
         self.caller.check_ready()
