@@ -77,7 +77,8 @@ class CsvSource(FileSource):
         """Yield each record as ``{column: value}``.
 
         Raises:
-            DatasetError: not UTF-8, no header, an empty or repeated column name, a row with
+            DatasetError: not UTF-8, no header, a header of one column split by another
+                separator (``q;a``), an empty or repeated column name, a row with
                 more or fewer values than the header, a value not of its declared type, a
                 declared column missing from the header, or malformed quoting.
         """
@@ -143,6 +144,14 @@ class CsvSource(FileSource):
                     f"{self.path}:{reader.line_num}: {name} header column {i} has no name; "
                     "name every column"
                 )
+        other = [s for s in (",", ";", "\t", "|") if s != self.delimiter and s in header[0]]
+        if len(header) == 1 and other:  # 'q;a': every row would be one value
+            delimiter = "a tab" if self.delimiter == "\t" else "a comma"
+            raise DatasetError(
+                f"{self.path}:{reader.line_num}: {name} header is one column, {header[0]!r}: "
+                f"the file separates its values with {other[0]!r}, and {name} values are "
+                f"separated by {delimiter}; save it with that separator"
+            )
         repeated = sorted({c for c in header if header.count(c) > 1})
         if repeated:
             raise DatasetError(

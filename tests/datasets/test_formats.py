@@ -80,6 +80,36 @@ def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     assert samples[0].row == {"q": "two\nlines", "a": "1"} and samples[1].line == 5
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "sep"),
+    [
+        ("d.csv", "q;a\nx;1\n", ";"),  # Excel's CSV where the decimal mark is a comma
+        ("d.csv", "q|a\nx|1\n", "|"),
+        ("d.tsv", "q,a\nx,1\n", ","),  # a CSV saved as .tsv
+    ],
+)
+def test_a_header_split_by_another_separator_is_named(
+    tmp_path: Path, name: str, text: str, sep: str
+) -> None:
+    """A header of one column whose name holds another separator (``q;a``) means the file
+    is split by that separator, which the reader does not split on: every row was one
+    value, and the run was refused with "template uses a, q but the first row has only
+    q;a". It is now refused where the file is read, saying what to do."""
+    path = tmp_path / name
+    path.write_text(text)
+    fmt = name.rsplit(".", 1)[1].upper()
+    delimiter = "a comma" if fmt == "CSV" else "a tab"
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    assert str(err.value) == (
+        f"{path}:1: {fmt} header is one column, {text.split(chr(10))[0]!r}: the file separates "
+        f"its values with {sep!r}, and {fmt} values are separated by {delimiter}; save it "
+        "with that separator"
+    )
+    path.write_text("question\nx\n")  # one column without a separator is a dataset
+    assert load_samples(path)[0].row == {"question": "x"}
+
+
 @pytest.mark.parametrize(("fmt", "sep"), [("csv", ","), ("tsv", "\t")])
 def test_a_value_that_opens_with_a_quote_it_does_not_close_says_how_to_quote(
     tmp_path: Path, fmt: str, sep: str
