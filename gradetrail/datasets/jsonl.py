@@ -25,10 +25,15 @@ class JsonlSource(FileSource):
         fraction of its time).
 
         Raises:
-            DatasetError: a missing file, or a line that is not a JSON object (naming it).
+            DatasetError: a missing file, a UTF-16 file, or a line that is not a JSON
+                object (naming it).
         """
         with open_binary(self.path) as f:
             for lineno, raw in enumerate(f, start=1):
+                if lineno == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+                    raise DatasetError(
+                        f"{self.path}:1: JSONL file is UTF-16 text; save it as UTF-8"
+                    )
                 if not raw.strip():
                     continue
                 try:
