@@ -35,6 +35,8 @@ def _to_int(text: str) -> int:
 
 
 def _to_float(text: str) -> float:
+    if "_" in text:  # as for int: Python reads "1_000.5"; a spreadsheet's number never
+        raise ValueError("underscore")
     value = float(text)
     if not math.isfinite(value):
         raise ValueError("not finite")

@@ -65,6 +65,24 @@ def test_csv_values_stay_strings_unless_typed(tmp_path: Path) -> None:
     assert typed[1].row == {"id": "y", "a": None, "b": 3.0, "ok": False, "meta": None}
 
 
+@pytest.mark.parametrize(("kind", "cell"), [("int", "1_000"), ("float", "1_000.5")])
+def test_a_typed_cell_with_an_underscore_is_not_a_number(
+    tmp_path: Path, kind: str, cell: str
+) -> None:
+    """Python reads '1_000' and '1_000.5' as numbers; a spreadsheet's number never holds
+    an underscore. An int column refused it, a float column read '1_000.5' as 1000.5:
+    both now refuse it, naming the cell."""
+    path = tmp_path / "d.csv"
+    path.write_text(f"q,a\nx,{cell}\n")
+    article = "an" if kind == "int" else "a"
+    with pytest.raises(DatasetError) as err:
+        load_samples(path, types={"a": kind})
+    assert str(err.value) == (
+        f"{path}:2: CSV row 1, column 'a': {cell!r} is not {article} {kind} "
+        f"(dataset.types.a); fix the value or the declared type"
+    )
+
+
 def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     """A quoted value may span lines; blank lines are skipped and not counted as rows; a
     UTF-8 byte-order mark is not part of the first column's name; errors name the line
