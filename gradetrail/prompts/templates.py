@@ -214,6 +214,14 @@ class _StrictUndefined(jinja2.StrictUndefined):
     __repr__ = jinja2.StrictUndefined._fail_with_undefined_error
 
 
+def _json_default(value: Any) -> Any:
+    """``tojson``'s answer to a value JSON has no form for: a missing field is refused as
+    missing (not as "Object of type StrictUndefined is not JSON serializable")."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 _ENV = _Sandbox(undefined=_StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _REGEX_ENV = _Sandbox(
     undefined=_StrictUndefined,
@@ -225,6 +233,7 @@ _REGEX_ENV = _Sandbox(
 # same lettering (and optional stable shuffle) the choice scorer reads answers by
 _ENV.filters["lettered"] = lettered
 for _env in (_ENV, _REGEX_ENV):
+    _env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": _json_default}
     _env.globals["range"] = _range
     _env.globals["lipsum"] = _draws_anew("lipsum")
     _env.filters["random"] = _draws_anew("the random filter")

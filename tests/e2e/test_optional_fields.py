@@ -89,3 +89,21 @@ def test_a_missing_field_in_a_later_row_shown_inside_a_list_names_the_sample(
     assert out.code == 2, out.out
     assert "sample 'q3' (line 2): 'hint' is undefined" in out.err, out.err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_missing_field_inside_tojson_is_refused_as_missing(tmp_path: Path) -> None:
+    """``{{ [a, hint] | tojson }}`` on rows without ``hint`` passed the first-row check
+    (the render failed, but not as an undefined name) and then stopped on the first row
+    with "TypeError: Object of type StrictUndefined is not JSON serializable", naming no
+    field. It is refused as the missing field it is."""
+    spec = _spec(tmp_path, "What is {{ q }}? {{ [a, hint] | tojson }}")
+    out = run_cli("run", str(spec), "--no-cache", "--results-root", str(tmp_path / "r"))
+    assert out.code == 2, out.out
+    assert "template uses hint but the first row has only a, id, q" in out.err, out.err
+    assert not (tmp_path / "r").exists()
+    spec = _spec(tmp_path, "What is {{ q }}? {{ [hint | default('-')] | tojson }} = {{ a }}")
+    out = run_cli("run", str(spec), "--no-cache", "--results-root", str(tmp_path / "r"))
+    assert out.code == 0, out.err
+    (run_dir,) = (tmp_path / "r").iterdir()
+    prompts = [r["prompt"] for r in gradetrail.read_results(run_dir)]
+    assert prompts == ['What is 1+1? ["-"] = 2', 'What is 2+2? ["double it"] = 4']
