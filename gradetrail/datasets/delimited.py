@@ -1,5 +1,6 @@
 """CSV and TSV, read with the standard ``csv`` module: a header line names the columns,
-quoted values may hold the delimiter and newlines, blank lines are skipped. Values stay
+quoted values may hold the delimiter and newlines (of any length: a long document in
+one cell is read whole), blank lines are skipped. Values stay
 strings unless ``dataset.types`` declares a column's type (``int``, ``float``, ``bool``,
 ``json``; an empty cell in a declared column is null). A row's position (its id without
 an id field) is its 1-based record number, the header not counted; errors name the line
@@ -19,6 +20,10 @@ from gradetrail.errors import DatasetError
 
 __all__ = ["CsvSource", "TsvSource"]
 
+#: the longest value a cell may hold: the ``csv`` module's default (131,072 characters)
+#: refused a long document in one cell as malformed, which JSONL and Parquet read whole
+MAX_FIELD_CHARS = 2**31 - 1  # the largest the csv module takes on every platform
+
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 
@@ -30,6 +35,8 @@ def _to_int(text: str) -> int:
 
 
 def _to_float(text: str) -> float:
+    if "_" in text:  # as for int: Python reads "1_000.5"; a spreadsheet's number never
+        raise ValueError("underscore")
     value = float(text)
     if not math.isfinite(value):
         raise ValueError("not finite")
@@ -72,7 +79,8 @@ class CsvSource(FileSource):
         """Yield each record as ``{column: value}``.
 
         Raises:
-            DatasetError: not UTF-8, no header, an empty or repeated column name, a row with
+            DatasetError: not UTF-8, no header, a header of one column split by another
+                separator (``q;a``), an empty or repeated column name, a row with
                 more or fewer values than the header, a value not of its declared type, a
                 declared column missing from the header, or malformed quoting.
         """
@@ -83,6 +91,8 @@ class CsvSource(FileSource):
             raise DatasetError(f"{self.path}: file not found; check the path in the spec") from None
         except OSError as exc:
             raise DatasetError(f"{self.path}: cannot read ({exc.strerror})") from None
+        if csv.field_size_limit() < MAX_FIELD_CHARS:  # process-wide: never lowered here
+            csv.field_size_limit(MAX_FIELD_CHARS)
         with f:
             reader = csv.reader(f, delimiter=self.delimiter, strict=True)
             try:
@@ -93,8 +103,14 @@ class CsvSource(FileSource):
                     "it as UTF-8"
                 ) from None
             except csv.Error as exc:
+                hint = ""
+                if "expected after '\"'" in str(exc):  # text that opens with a quote
+                    hint = (
+                        "; a value holding a quote must be quoted whole, its own quotes "
+                        'doubled ("say ""hi"" twice")'
+                    )
                 raise DatasetError(
-                    f"{self.path}:{reader.line_num}: malformed {name} ({exc})"
+                    f"{self.path}:{reader.line_num}: malformed {name} ({exc}){hint}"
                 ) from None
 
     def _records(self, reader: Any, name: str) -> Iterator[Row]:
@@ -130,6 +146,14 @@ class CsvSource(FileSource):
                     f"{self.path}:{reader.line_num}: {name} header column {i} has no name; "
                     "name every column"
                 )
+        other = [s for s in (",", ";", "\t", "|") if s != self.delimiter and s in header[0]]
+        if len(header) == 1 and other:  # 'q;a': every row would be one value
+            delimiter = "a tab" if self.delimiter == "\t" else "a comma"
+            raise DatasetError(
+                f"{self.path}:{reader.line_num}: {name} header is one column, {header[0]!r}: "
+                f"the file separates its values with {other[0]!r}, and {name} values are "
+                f"separated by {delimiter}; save it with that separator"
+            )
         repeated = sorted({c for c in header if header.count(c) > 1})
         if repeated:
             raise DatasetError(

@@ -25,16 +25,38 @@ class JsonlSource(FileSource):
         fraction of its time).
 
         Raises:
-            DatasetError: a missing file, or a line that is not a JSON object (naming it).
+            DatasetError: a missing file, a UTF-16 file, or a line that is not a JSON
+                object (naming it).
         """
         with open_binary(self.path) as f:
             for lineno, raw in enumerate(f, start=1):
+                if lineno == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+                    raise DatasetError(
+                        f"{self.path}:1: JSONL file is UTF-16 text; save it as UTF-8"
+                    )
                 if not raw.strip():
                     continue
                 try:
                     row = parsed(raw)
                 except ValueError as exc:
-                    raise DatasetError(f"{self.path}:{lineno}: not valid JSON ({exc})") from None
+                    hint = ""
+                    if getattr(exc, "lineno", 1) > 1:  # the parser read past the line's end
+                        hint = (
+                            "; the value goes on past the end of its line, but JSONL holds one "
+                            "whole object a line (a JSON array, or objects over several lines, "
+                            "belong in a .json file)"
+                        )
+                    raise DatasetError(
+                        f"{self.path}:{lineno}: not valid JSON ({exc}){hint}"
+                    ) from None
                 if not isinstance(row, dict):
-                    raise DatasetError(f"{self.path}:{lineno}: each line must be a JSON object")
+                    hint = (
+                        ", and this one is an array (a JSON array of objects belongs in a .json "
+                        "file)"
+                        if isinstance(row, list)
+                        else ""
+                    )
+                    raise DatasetError(
+                        f"{self.path}:{lineno}: each line must be a JSON object{hint}"
+                    )
                 yield Row(lineno, lineno, row)

@@ -152,9 +152,40 @@ def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> 
         raise DatasetError(f"{prefix}dataset.path: {path} {problem}; check the path in the spec")
     fmt = spec.file_format()
     assert fmt is not None  # the spec validator guarantees a known format
+    packed = _compression(path) if fmt != "parquet" else None  # Parquet says so itself
+    if packed is not None:
+        prefix = f"{where}: " if where else ""
+        raise DatasetError(
+            f"{prefix}dataset.path: {path} is {packed}-compressed; decompress it and set "
+            "dataset.path to the file it gives"
+        )
     if fmt in ("csv", "tsv"):
         return _source_class(fmt)(path, types=dict(spec.types))
     return _source_class(fmt)(path)
+
+
+#: the first bytes of compressed files, and what compressed them
+_MAGIC = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),  # then a block size digit and a block's magic: checked below
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"PK\x03\x04", "zip"),
+)
+
+
+def _compression(path: Path) -> str | None:
+    """What compressed the file at ``path`` (by its first bytes), or None: a text format's
+    reader would call such a file not UTF-8, or not JSON, without saying why."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(10)
+    except OSError:
+        return None  # the format's reader names the problem
+    kind = next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
+    if kind == "bzip2" and not (head[3:4].isdigit() and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90")):
+        return None  # a text file that starts with "BZh" (a column named BZhx, say)
+    return kind
 
 
 def _source_class(fmt: str) -> Any:

@@ -42,8 +42,8 @@ class ParquetSource(FileSource):
         """Yield each row as ``{column: value}``, a record batch at a time.
 
         Raises:
-            DatasetError: pyarrow missing, the file missing or not Parquet, or a batch that
-                cannot be read (naming the row it starts at).
+            DatasetError: pyarrow missing, the file missing or not Parquet, two columns
+                of one name, or a batch that cannot be read (naming the row it starts at).
         """
         pq = import_pyarrow_parquet(f"{self.path}: reading Parquet")
         import pyarrow as pa
@@ -54,6 +54,13 @@ class ParquetSource(FileSource):
             raise DatasetError(f"{self.path}: file not found; check the path in the spec") from None
         except (pa.ArrowException, OSError) as exc:
             raise DatasetError(f"{self.path}: not a Parquet file ({_first_line(exc)})") from None
+        names = reader.schema_arrow.names
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:  # a row as a dict would keep only the last such column's value
+            reader.close()
+            raise DatasetError(
+                f"{self.path}: Parquet has two columns named {repeated[0]!r}; name each column once"
+            )
         position = 0
         with reader:
             try:

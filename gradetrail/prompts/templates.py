@@ -21,10 +21,12 @@ time before any call (each limit is refused with a one-line error, exit 2):
   ``format`` pattern (``'%0999999999d' % 1``), is at most :data:`MAX_PRODUCT`;
   ``join`` and ``replace`` may not build more than :data:`MAX_RENDERED_CHARS`;
 - all the ``range()`` calls of one render go through at most :data:`MAX_RANGE_ITEMS`
-  items together (nested loops included), ``lipsum`` makes at most 100 paragraphs;
+  items together (nested loops included);
 - one render produces at most :data:`MAX_RENDERED_CHARS` characters.
 
-One filter is added to Jinja2's: ``lettered`` renders a list of choices as lettered
+Templates render the same text every time: the ``random`` filter and ``lipsum``, which
+draw anew on each render, are refused (a request is keyed by one rendering and sent from
+another). One filter is added to Jinja2's: ``lettered`` renders a list of choices as lettered
 options (``{{ choices | lettered }}``, shuffled stably with ``lettered(shuffle_seed=7)``).
 """
 
@@ -60,8 +62,6 @@ MAX_EXPONENT = 10_000
 MAX_RENDERED_CHARS = 10_000_000
 #: the most items all ``range()`` calls of one render may go through together
 MAX_RANGE_ITEMS = 1_000_000
-#: the most paragraphs ``lipsum`` may make
-MAX_LIPSUM = 100
 
 #: what is left of the running render's range budget (a one-item list, mutated)
 _RANGE_LEFT: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
@@ -188,21 +188,43 @@ def _check_replace(text: str, old: Any, new: Any) -> None:
             raise _over("a replace", size, MAX_RENDERED_CHARS)
 
 
-def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # noqa: A002
-    """Jinja2's ``lipsum``, at most :data:`MAX_LIPSUM` paragraphs of at most 1,000 words."""
-    from jinja2.utils import generate_lorem_ipsum
+def _draws_anew(name: str) -> Callable[..., Any]:
+    """A stand-in for Jinja2's ``random`` filter and ``lipsum``, which draw anew on every
+    render: a request is rendered once to key it and again to send it (a conversation
+    always, one message past the held budget), so the text sent would not be the text
+    keyed, and a cached response would later be served for another prompt. Refused."""
 
-    if not isinstance(n, int) or n > MAX_LIPSUM:
-        raise _over("lipsum's paragraphs", n if isinstance(n, int) else 0, MAX_LIPSUM)
-    _check_numbers([min, max], "lipsum's words")
-    if max > 1000:
-        raise _over("lipsum's words", max, 1000)
-    return generate_lorem_ipsum(n=n, html=html, min=min, max=max)
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise SecurityError(
+            f"{name} gives other text on every render, so a request could not be keyed by "
+            "what it sends; draw in the dataset instead (lettered(shuffle_seed=N) shuffles "
+            "choices stably)"
+        )
+
+    return refuse
 
 
-_ENV = _Sandbox(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+class _StrictUndefined(jinja2.StrictUndefined):
+    """Jinja2's StrictUndefined, failing when shown by its repr too: a list, dict or
+    ``%r`` shows its items so, and StrictUndefined's harmless repr put ``Undefined`` in
+    the prompt (``{{ [a, hint] }}`` on a row without ``hint``: ``[2, Undefined]``), where
+    every other way of showing a missing field raises."""
+
+    __slots__ = ()
+    __repr__ = jinja2.StrictUndefined._fail_with_undefined_error
+
+
+def _json_default(value: Any) -> Any:
+    """``tojson``'s answer to a value JSON has no form for: a missing field is refused as
+    missing (not as "Object of type StrictUndefined is not JSON serializable")."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_ENV = _Sandbox(undefined=_StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _REGEX_ENV = _Sandbox(
-    undefined=jinja2.StrictUndefined,
+    undefined=_StrictUndefined,
     keep_trailing_newline=True,
     autoescape=False,
     finalize=_finalize_regex,
@@ -211,8 +233,10 @@ _REGEX_ENV = _Sandbox(
 # same lettering (and optional stable shuffle) the choice scorer reads answers by
 _ENV.filters["lettered"] = lettered
 for _env in (_ENV, _REGEX_ENV):
+    _env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": _json_default}
     _env.globals["range"] = _range
-    _env.globals["lipsum"] = _lipsum
+    _env.globals["lipsum"] = _draws_anew("lipsum")
+    _env.filters["random"] = _draws_anew("the random filter")
     for _name in _SIZED_FILTERS:
         _env.filters[_name] = _sized_filter(_name, _env.filters[_name])
 
@@ -303,10 +327,21 @@ class Template:
         """
         missing = sorted(self.names - set(row) - extra)
         if missing and not self._renders_without(row, extra):
-            have = ", ".join(sorted(row)) or "(none)"
+            have = ", ".join(_shown(str(name)) for name in sorted(row)) or "(none)"
+            fix = "fix the template or the dataset"
+            spaced = [str(c) for c in row if str(c) != str(c).strip() and str(c).strip() in missing]
+            if spaced:  # a CSV header written "q, a": the column is ' a'
+                names = ", ".join(repr(c) for c in spaced)
+                fix = (
+                    f"the dataset's column {names} has spaces around its name: remove them, "
+                    "or fix the template"
+                    if len(spaced) == 1
+                    else f"the dataset's columns {names} have spaces around their names: "
+                    "remove them, or fix the template"
+                )
             raise SpecError(
                 f"{self.where}: template uses {', '.join(missing)} but the first row has "
-                f"only {have}; fix the template or the dataset"
+                f"only {have}; {fix}"
             )
 
     def _renders_without(self, row: Mapping[str, Any], extra: frozenset[str]) -> bool:
@@ -320,6 +355,12 @@ class Template:
         except Exception:  # noqa: BLE001 - not a missing field: the run's rendering reports it
             return True
         return True
+
+
+def _shown(name: str) -> str:
+    """A column name as an error shows it: quoted when spaces at its ends (or none at all)
+    would otherwise hide what it is."""
+    return repr(name) if not name or name != name.strip() else name
 
 
 def _plain_parts(ast: nodes.Template) -> tuple[tuple[str, str | None], ...] | None:

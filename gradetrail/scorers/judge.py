@@ -101,6 +101,43 @@ class JudgeFile:
         """
         self.template.check(row, extra=names)
 
+    def check_row(self, item: ScoreInput, names: frozenset[str]) -> None:
+        """Check that one sample's row plus ``names`` has every field the file reads
+        unguarded, before any call (as every row's prompt and regex pattern are): a row
+        without one would otherwise be paid for, then be a judge_error.
+
+        Raises:
+            DatasetError: naming the sample, its line and the missing fields.
+        """
+        missing = self.template.names - names - item.sample.row.keys()
+        if not missing:
+            return
+        try:
+            self.template.check(item.sample.row, extra=names)
+        except SpecError:
+            raise DatasetError(
+                f"{self.template.where}: sample {item.sample.id!r} (line {item.sample.line}): "
+                f"the judge file reads {', '.join(sorted(missing))}, which this row lacks; fix "
+                "the judge file (read it under 'is defined') or the row"
+            ) from None
+
+    def check_reads(self, names: tuple[str, ...], what: str) -> None:
+        """The file must show the judge what it grades (each of ``names``), before any
+        call: a file that never reads ``{{ response }}`` had every row graded on the row
+        alone (rows alike shared one cached verdict).
+
+        Raises:
+            SpecError: naming the first variable the file never reads.
+        """
+        for name in names:
+            if name not in self.template.names:
+                shown = " and ".join(f"{{{{ {n} }}}}" for n in names)
+                raise SpecError(
+                    f"{self.template.where}: the judge file never reads {{{{ {name} }}}}, so "
+                    f"the judge would {what}; show {'both with ' if len(names) > 1 else 'it with '}"
+                    f"{shown}"
+                )
+
     def check_target(self, first: ScoreInput) -> None:
         """A judge file that reads ``{{ target }}`` (outside an ``{% if target %}``) needs
         the spec's target.
@@ -427,9 +464,23 @@ class JudgeScorer(Scorer):
             SpecError, DatasetError, GradetrailError: what would stop every judge call.
         """
         self.file.check(first.sample.row, JUDGE_NAMES)
+        self.file.check_reads(("response",), "grade without seeing the response")
         self.file.check_target(first)
         self.file.render(self.context(first), first.sample.id)
         self.caller.check_ready()
+
+    @property
+    def checks_rows(self) -> bool:
+        """Only a judge file that reads row fields has something to check in every row."""
+        return bool(self.file.template.names - JUDGE_NAMES)
+
+    def check_row(self, item: ScoreInput) -> None:
+        """A row lacking a field the judge file reads stops the run before any call.
+
+        Raises:
+            DatasetError: naming the sample and the field.
+        """
+        self.file.check_row(item, JUDGE_NAMES)
 
     async def bind(self, calls: Calls) -> None:
         """Call the judge through the run's cache and log and an executor like the run's."""

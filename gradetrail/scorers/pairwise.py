@@ -138,9 +138,23 @@ class PairwiseScorer(Scorer):
             SpecError, DatasetError, GradetrailError: what would stop every judge call.
         """
         self.file.check(first.sample.row, PAIRWISE_NAMES)
+        self.file.check_reads(("response_a", "response_b"), "compare without seeing both responses")
         self.file.check_target(first)
         self.file.render(self.context(first, "", ""), first.sample.id)
         self.caller.check_ready()
+
+    @property
+    def checks_rows(self) -> bool:
+        """Only a judge file that reads row fields has something to check in every row."""
+        return bool(self.file.template.names - PAIRWISE_NAMES)
+
+    def check_row(self, item: ScoreInput) -> None:
+        """A row lacking a field the judge file reads stops the run before any call.
+
+        Raises:
+            DatasetError: naming the sample and the field.
+        """
+        self.file.check_row(item, PAIRWISE_NAMES)
 
     async def bind(self, calls: Calls) -> None:
         """Call the judge through the run's cache and log and an executor like the run's."""

@@ -6,8 +6,9 @@ Patterns run on the ``regex`` package (Python ``re`` syntax, version 0 semantics
 scorer error (``error.kind: scorer_error``, ``reason: regex_timeout``) instead of hanging
 the run. A row whose pattern reads an empty or blank value (``""``, spaces, null) and so
 matches a text that says nothing (``{{ answer }}`` rendered ``""``, ``\\b\\b``) would pass
-every response: it is a scorer error row (``reason: empty_value``), and on the first row
-``check`` stops the run.
+every response: every row is checked before any call (:meth:`RegexScorer.check_row`), and
+such a row stops the run naming the sample; scored without that check (the scorer used
+directly), it is a scorer error row (``reason: empty_value``), never a pass.
 """
 
 from __future__ import annotations
@@ -91,9 +92,21 @@ class RegexScorer(Scorer):
 
     def check_row(self, item: ScoreInput) -> None:
         """Render and compile this sample's pattern (before any call: a pattern that one
-        row's values make invalid stops the run before anything is paid)."""
+        row's values make invalid, or that an empty value leaves matching every response,
+        stops the run before anything is paid).
+
+        Raises:
+            SpecError: naming the sample: an invalid pattern, or an empty value.
+            DatasetError: the template fails on this row's data.
+        """
         try:
-            self.pattern_for(item)
+            pattern = self.pattern_for(item)
+            if (name := self._empty_value(item, pattern)) is not None:
+                raise SpecError(
+                    f"{self.where}: the row's {name!r} is empty, so the pattern "
+                    f"{pattern.pattern!r} matches every response; fill in the row's value "
+                    "or fix the pattern"
+                )
         except SpecError as exc:
             raise SpecError(f"{exc} (sample {item.sample.id!r})") from None
         except Exception as exc:  # the template failing on this row's data

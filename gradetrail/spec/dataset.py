@@ -23,6 +23,8 @@ EXTENSIONS: dict[str, DatasetFormat] = {
     ".parquet": "parquet",
     ".pq": "parquet",
 }
+#: extensions of compressed files, which no format reads as they are
+COMPRESSED_EXTENSIONS = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4", ".7z")
 
 
 class HFSpec(_Strict):
@@ -194,6 +196,12 @@ class DatasetSpec(_Strict):
         if self.hf is not None and self.format is not None:
             raise ValueError("format applies to dataset.path; a Hugging Face dataset has its own")
         if self.path is not None and self.file_format() is None:
+            suffix = PurePath(self.path).suffix.lower()
+            if suffix in COMPRESSED_EXTENSIONS:
+                raise ValueError(
+                    f"{self.path!r} is compressed ({suffix}), which gradetrail does not read; "
+                    "decompress it and set dataset.path to the file it gives"
+                )
             raise ValueError(
                 f"cannot tell the format of {self.path!r} from its extension; set "
                 "dataset.format: jsonl, json, csv, tsv or parquet"

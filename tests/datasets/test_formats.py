@@ -65,6 +65,24 @@ def test_csv_values_stay_strings_unless_typed(tmp_path: Path) -> None:
     assert typed[1].row == {"id": "y", "a": None, "b": 3.0, "ok": False, "meta": None}
 
 
+@pytest.mark.parametrize(("kind", "cell"), [("int", "1_000"), ("float", "1_000.5")])
+def test_a_typed_cell_with_an_underscore_is_not_a_number(
+    tmp_path: Path, kind: str, cell: str
+) -> None:
+    """Python reads '1_000' and '1_000.5' as numbers; a spreadsheet's number never holds
+    an underscore. An int column refused it, a float column read '1_000.5' as 1000.5:
+    both now refuse it, naming the cell."""
+    path = tmp_path / "d.csv"
+    path.write_text(f"q,a\nx,{cell}\n")
+    article = "an" if kind == "int" else "a"
+    with pytest.raises(DatasetError) as err:
+        load_samples(path, types={"a": kind})
+    assert str(err.value) == (
+        f"{path}:2: CSV row 1, column 'a': {cell!r} is not {article} {kind} "
+        f"(dataset.types.a); fix the value or the declared type"
+    )
+
+
 def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     """A quoted value may span lines; blank lines are skipped and not counted as rows; a
     UTF-8 byte-order mark is not part of the first column's name; errors name the line
@@ -78,6 +96,67 @@ def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     samples = load_samples(path)
     assert samples.ids == ["1", "2"]
     assert samples[0].row == {"q": "two\nlines", "a": "1"} and samples[1].line == 5
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "sep"),
+    [
+        ("d.csv", "q;a\nx;1\n", ";"),  # Excel's CSV where the decimal mark is a comma
+        ("d.csv", "q|a\nx|1\n", "|"),
+        ("d.tsv", "q,a\nx,1\n", ","),  # a CSV saved as .tsv
+    ],
+)
+def test_a_header_split_by_another_separator_is_named(
+    tmp_path: Path, name: str, text: str, sep: str
+) -> None:
+    """A header of one column whose name holds another separator (``q;a``) means the file
+    is split by that separator, which the reader does not split on: every row was one
+    value, and the run was refused with "template uses a, q but the first row has only
+    q;a". It is now refused where the file is read, saying what to do."""
+    path = tmp_path / name
+    path.write_text(text)
+    fmt = name.rsplit(".", 1)[1].upper()
+    delimiter = "a comma" if fmt == "CSV" else "a tab"
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    assert str(err.value) == (
+        f"{path}:1: {fmt} header is one column, {text.split(chr(10))[0]!r}: the file separates "
+        f"its values with {sep!r}, and {fmt} values are separated by {delimiter}; save it "
+        "with that separator"
+    )
+    path.write_text("question\nx\n")  # one column without a separator is a dataset
+    assert load_samples(path)[0].row == {"question": "x"}
+
+
+@pytest.mark.parametrize(("fmt", "sep"), [("csv", ","), ("tsv", "\t")])
+def test_a_value_that_opens_with_a_quote_it_does_not_close_says_how_to_quote(
+    tmp_path: Path, fmt: str, sep: str
+) -> None:
+    """A TSV (or CSV) value written as text, '"Hello" she said', opens a quoted value
+    that ends early: the refusal named only the csv module's complaint ("'\t' expected
+    after '"'"); it now says how to write such a value."""
+    path = tmp_path / f"d.{fmt}"
+    path.write_text(f'q{sep}a\nx{sep}1\n"Hello" she said{sep}2\n')
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    name = fmt.upper()
+    assert str(err.value) == (
+        f"{path}:3: malformed {name} ('{sep}' expected after '\"'); a value holding a quote "
+        'must be quoted whole, its own quotes doubled ("say ""hi"" twice")'
+    )
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_csv_value_longer_than_the_csv_modules_default_limit(tmp_path: Path, fmt: str) -> None:
+    """A long document in one cell (a long-context passage: 300,000 characters, past the
+    ``csv`` module's default field limit of 131,072) is read whole, as JSONL and Parquet
+    read it, not refused as malformed."""
+    passage = "word " * 60_000
+    path = _csv(tmp_path / f"d.{fmt}", [{"q": passage, "a": "1"}, {"q": "x", "a": "2"}],
+                "\t" if fmt == "tsv" else ",")  # fmt: skip
+    samples = load_samples(path)
+    assert samples.ids == ["1", "2"]
+    assert samples[0].row == {"q": passage, "a": "1"} and len(samples[0].row["q"]) == 300_000
 
 
 @pytest.mark.parametrize(
@@ -150,6 +229,21 @@ def test_parquet_keeps_types_and_reads_many_batches(tmp_path: Path) -> None:
     assert load_samples(tmp_path / "d.parquet")[9999].id == "10000"
 
 
+def test_a_parquet_column_name_used_twice_is_refused_as_in_csv(tmp_path: Path) -> None:
+    """pyarrow writes two columns named 'a' (answers 2 and 3); the row read back held only
+    the second, so the first column's values were never seen and the target was 3. The
+    file is refused, naming the column, as a CSV header naming a column twice is."""
+    table = pa.Table.from_arrays(
+        [pa.array(["1+1"]), pa.array([2]), pa.array([3])], names=["q", "a", "a"]
+    )
+    pq.write_table(table, tmp_path / "d.parquet")
+    with pytest.raises(DatasetError) as err:
+        load_samples(tmp_path / "d.parquet")
+    assert str(err.value) == (
+        f"{tmp_path / 'd.parquet'}: Parquet has two columns named 'a'; name each column once"
+    )
+
+
 def test_parquet_errors(tmp_path: Path) -> None:
     """A file that is not Parquet, and a duplicate id, are one line naming the row."""
     path = tmp_path / "d.parquet"
@@ -193,6 +287,10 @@ def test_fields_errors(tmp_path: Path) -> None:
     ("dataset", "message"),
     [
         ({"path": "d.txt"}, "cannot tell the format of 'd.txt'"),
+        (
+            {"path": "d.jsonl.gz"},
+            r"'d.jsonl.gz' is compressed \(.gz\), which gradetrail does not read; decompress it",
+        ),
         ({"path": "d.jsonl", "hf": {"path": "x/y"}}, "either dataset.path"),
         ({}, "either dataset.path"),
         ({"path": "d.parquet", "types": {"a": "int"}}, "types applies to CSV and TSV"),
@@ -247,3 +345,41 @@ def test_csv_error_is_one_line_with_exit_2(tmp_path: Path, cli) -> None:
         "quote values that hold a comma"
     ]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_csv_header_with_spaces_after_its_commas_is_named_plainly(tmp_path: Path, cli) -> None:
+    """``q, a`` (a space after the comma, as hand-written CSV often has) names the columns
+    'q' and ' a': the refusal used to read "template uses a but the first row has only
+    a, q", as if 'a' were there. It now shows the name as it is and says what to fix."""
+    (tmp_path / "d.csv").write_text("q, a\nx, 1\n")
+    (tmp_path / "spaced_app.py").write_text("def answer(request):\n    return 'x'\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: t\ndataset: {path: d.csv}\nprompt: '{{ q }}'\ntarget: '{{ a }}'\n"
+        "model: {provider: python, name: m, function: 'spaced_app:answer'}\n"
+        "scorer: {type: exact}\n"
+    )
+    out = cli("run", str(tmp_path / "s.yaml"))
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 's.yaml'}: target: template uses a but the first row has only "
+        "' a', q; the dataset's column ' a' has spaces around its name: remove them, or fix "
+        "the template"
+    ]
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(("fmt", "module"), [("jsonl", "gzip"), ("csv", "bz2"), ("json", "lzma")])
+def test_a_compressed_file_is_named_so(tmp_path: Path, fmt: str, module: str) -> None:
+    """A compressed dataset (``d.jsonl.gz`` with ``dataset.format: jsonl``, or one renamed
+    to ``.csv``) is refused as compressed, with the fix, not as text that is not UTF-8 (the
+    JSONL reader said "not valid JSON ('utf-8' codec can't decode byte 0x8b ...)")."""
+    import importlib
+
+    text = _each_format(tmp_path, ROWS)[fmt].read_bytes()
+    path = tmp_path / f"packed.{fmt}"
+    path.write_bytes(importlib.import_module(module).compress(text))
+    kind = {"gzip": "gzip", "bz2": "bzip2", "lzma": "xz"}[module]
+    with pytest.raises(DatasetError, match=rf"packed.{fmt} is {kind}-compressed; decompress it"):
+        load_samples(path)
+    with pytest.raises(DatasetError, match=rf"is {kind}-compressed"):
+        load_samples(path, format=fmt)

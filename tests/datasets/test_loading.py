@@ -121,6 +121,53 @@ def test_non_object_line_is_an_error(tmp_path: Path) -> None:
         load_samples(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[\n  {"q": "a"},\n  {"q": "b"}\n]\n',
+            "d.jsonl:1: not valid JSON (Expecting value: line 2 column 1 (char 2)); the value "
+            "goes on past the end of its line, but JSONL holds one whole object a line (a JSON "
+            "array, or objects over several lines, belong in a .json file)",
+        ),
+        (
+            '{\n  "q": "a"\n}\n',
+            "d.jsonl:1: not valid JSON (Expecting property name enclosed in double quotes: line "
+            "2 column 1 (char 2)); the value goes on past the end of its line, but JSONL holds "
+            "one whole object a line (a JSON array, or objects over several lines, belong in a "
+            ".json file)",
+        ),
+        (
+            '[{"q": "a"}, {"q": "b"}]\n',
+            "d.jsonl:1: each line must be a JSON object, and this one is an array (a JSON array "
+            "of objects belongs in a .json file)",
+        ),
+    ],
+)
+def test_a_json_file_saved_as_jsonl_says_so(tmp_path: Path, text: str, message: str) -> None:
+    """JSON written to a .jsonl file (an array, or a pretty-printed object) was refused
+    with only the parser's words about line 1; the line now says what JSONL is and where
+    such a file belongs."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(text)
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    assert str(err.value) == f"{tmp_path}/{message}"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_jsonl_file_is_named_so(tmp_path: Path, encoding: str) -> None:
+    """JSONL written as UTF-16 (PowerShell's Out-File) was refused with "not valid JSON
+    ('utf-16-le' codec can't decode byte 0x0a in position 50: truncated data)", which says
+    neither what is wrong nor what to do; it now says, as a CSV's refusal does."""
+    path = tmp_path / "d.jsonl"
+    bom = "\ufeff" if encoding == "utf-16-be" else ""
+    path.write_text(bom + '{"q": "a"}\n{"q": "b"}\n', encoding=encoding)
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    assert str(err.value) == f"{path}:1: JSONL file is UTF-16 text; save it as UTF-8"
+
+
 #: lines whose values a JSON reader may read differently from ``json.loads``: floats at
 #: and past the edges of the range, 17+ significant digits, big integers, repeated keys,
 #: escapes (a lone surrogate's too), NaN and Infinity, CRLF, non-ASCII, a BOM

@@ -303,3 +303,28 @@ def test_the_summary_names_each_reason(tmp_path: Path) -> None:
         "2 provider_error BadRequest: the app refused sample 'q1'",
         "1 provider_error BadRequest: the app has no database connection",
     ]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        [{"role": "user", "content": "{{ ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'] | random }}"}],
+        "{{ ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'] | random }}",
+        "{{ [['a', 'b', 'c', 'd']] | map('random') | join }}",
+        "{{ lipsum(1) }}",
+    ],
+    ids=["conversation", "one-message", "map", "lipsum"],
+)
+def test_a_template_that_draws_anew_each_render_is_refused(
+    prompt: str | list[dict[str, str]], tmp_path: Path
+) -> None:
+    """A template is rendered once to key its request and again to send it (always for a
+    conversation, past the held budget for one message): the ``random`` filter and
+    ``lipsum`` draw anew each time, so a request went out that its key does not describe,
+    and a cached response was later served for another prompt (the row read prompt 'm',
+    response 'A: g'). They are refused in one line, exit 2, before any call."""
+    spec = write_eval(tmp_path / "e", ROWS, prompt=prompt, target="{{ a }}")
+    out = run(spec, tmp_path)
+    assert out.code == 2 and len(out.err_lines) == 1, (out.code, out.err, out.out)
+    assert "sample 'r1'" in out.err and "on every render" in out.err, out.err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache.sqlite").exists()

@@ -227,10 +227,59 @@ def test_judge_file_errors_stop_the_run_before_any_call(tmp_path: Path) -> None:
     assert fake_judges.CALLS == []
 
 
+def test_a_row_without_a_field_the_judge_file_reads_stops_the_run_before_any_call(
+    tmp_path: Path, cli
+) -> None:
+    """A judge file reads ``{{ rubric }}`` and the second row has none: the run stops with
+    one line naming the sample and the field, exit 2, before any call, as a prompt or a
+    regex pattern that reads it would (it used to pay the candidate for the row, then
+    record a judge_error). A field read under ``is defined`` may be absent."""
+    rows = [
+        {"id": "a", "answer": "x", "rubric": "R1", "script": ["GRADE: C"]},
+        {"id": "b", "answer": "y", "script": ["GRADE: C"]},
+    ]
+    text = "{{ rubric }} " + SCRIPTED_JUDGE
+    spec = write_eval(tmp_path, rows, judge_text=text)
+    fake_judges.CALLS.clear()
+    out = cli("run", str(spec))
+    assert out.exit_code == 2, out.stdout
+    (line,) = [x for x in out.stderr.splitlines() if x.strip()]
+    assert line.startswith("error: ") and "judge.j2" in line, line
+    assert "sample 'b' (line 2)" in line and "rubric" in line, line
+    assert fake_judges.CALLS == [] and not (tmp_path / "results").exists()
+    (tmp_path / "judge.j2").write_text(
+        "{% if rubric is defined %}{{ rubric }}{% endif %}" + text[13:]
+    )
+    _, scored = run(spec, tmp_path / "results")
+    assert [r["score"] for r in scored] == [1.0, 1.0]
+
+
+def test_a_judge_file_that_never_shows_the_response_stops_the_run(tmp_path: Path, cli) -> None:
+    """A judge file that reads only the row (its reference ``answer``, mistaken for the
+    model's answer) never shows the judge the response: every row was graded on the
+    reference alone, the same judge prompt for rows alike was one cached verdict, and the
+    run reported a mean of 1.0. It is refused in one line, exit 2, before any call."""
+    rows = [
+        {"id": "a", "answer": "x", "script": ["GRADE: C"]},
+        {"id": "b", "answer": "y", "script": ["GRADE: C"]},
+    ]
+    spec = write_eval(
+        tmp_path, rows, judge_text='Is "{{ answer }}" right? <<SCRIPT>>{{ script | tojson }}<<END>>'
+    )
+    fake_judges.CALLS.clear()
+    out = cli("run", str(spec))
+    assert out.exit_code == 2, out.stdout
+    assert out.stderr.strip().splitlines() == [
+        f"error: {spec}: scorer.file (judge.j2): the judge file never reads {{{{ response }}}}, "
+        "so the judge would grade without seeing the response; show it with {{ response }}"
+    ]
+    assert fake_judges.CALLS == [] and not (tmp_path / "results").exists()
+
+
 def test_judge_file_failing_on_one_sample_is_a_judge_error(tmp_path: Path) -> None:
     """A judge file that fails on one row's data makes that row a judge_error naming the
     sample, and the run goes on."""
-    text = '{{ (1 / weight) }} <<SCRIPT>>["GRADE: C"]<<END>>'
+    text = '{{ (1 / weight) }} {{ response }} <<SCRIPT>>["GRADE: C"]<<END>>'
     rows = [{"id": "a", "answer": "x", "weight": 2}, {"id": "b", "answer": "y", "weight": 0}]
     spec = write_eval(tmp_path, rows, judge_text=text)
     result, out = run(spec, tmp_path / "results")

@@ -117,6 +117,40 @@ def test_baseline_that_is_not_a_run_directory_stops_the_run(tmp_path: Path) -> N
         gradetrail.plan_run(gradetrail.load_spec(spec))
 
 
+def test_a_row_without_a_field_the_pairwise_file_reads_stops_the_run(tmp_path: Path, cli) -> None:
+    """A pairwise judge file reading a row field the last row lacks stops the run with one
+    line naming the sample, exit 2, before any candidate or judge call."""
+    baseline = _baseline(tmp_path, ROWS)
+    rows = [{**r, "rubric": "be brief"} for r in ROWS[:-1]] + [ROWS[-1]]
+    spec = _pairwise(tmp_path, rows, baseline)
+    judge = spec.parent / "judge.j2"
+    judge.write_text("{{ rubric }}\n" + judge.read_text())
+    fake_judges.CALLS.clear()
+    out = cli("run", str(spec), "--results-root", str(tmp_path / "cand-results"))
+    assert out.exit_code == 2, out.stdout
+    (line,) = [x for x in out.stderr.splitlines() if x.strip()]
+    assert "sample 's4' (line 4)" in line and "rubric" in line, line
+    assert fake_judges.CALLS == [] and not (tmp_path / "cand-results").exists()
+
+
+def test_a_pairwise_file_that_never_shows_one_response_stops_the_run(tmp_path: Path, cli) -> None:
+    """A pairwise judge file without ``{{ response_b }}`` shows the judge one response:
+    it cannot compare them. Refused in one line, exit 2, before any call."""
+    baseline = _baseline(tmp_path, ROWS)
+    spec = _pairwise(tmp_path, ROWS, baseline)
+    (spec.parent / "judge.j2").write_text("Is this good? {{ response_a }}\n")
+    fake_judges.CALLS.clear()
+    out = cli("run", str(spec), "--results-root", str(tmp_path / "cand-results"))
+    assert out.exit_code == 2, out.stdout
+    (line,) = [x for x in out.stderr.splitlines() if x.strip()]
+    assert line.endswith(
+        "scorer.file (judge.j2): the judge file never reads {{ response_b }}, so the judge "
+        "would compare without seeing both responses; show both with {{ response_a }} and "
+        "{{ response_b }}"
+    ), line
+    assert fake_judges.CALLS == [] and not (tmp_path / "cand-results").exists()
+
+
 # --------------------------------------------------------------------------------------
 # At the HTTP boundary: model, baseline and judge over the openai SDK and the local
 # protocol server; the judge is scripted to prefer the response reaching the reference.

@@ -159,6 +159,8 @@ def test_regex_row_with_an_empty_value_is_a_scorer_error(
     assert "fix the dataset row" in s.error["message"]
     with pytest.raises(SpecError, match="is empty"):
         scorer.check(item)
+    with pytest.raises(SpecError, match=r"is empty.*\(sample 's1'\)"):
+        scorer.check_row(item)  # any row, before any call
 
 
 def test_regex_an_empty_value_the_pattern_does_not_lean_on_is_fine() -> None:
