@@ -160,6 +160,7 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
     provider = make_provider(spec.model, spec.base_dir)
     with _naming_the_spec(spec):
         provider.check_ready()
+        provider.check_samples(samples)
     identity = provider.identity()
     with _naming_the_spec(spec):  # a tools module that cannot be imported, say
         renderer = Renderer(spec, identity, provider)

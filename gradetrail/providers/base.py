@@ -19,13 +19,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from gradetrail._util.canonical import canonical_json
 from gradetrail._util.events import Events
 from gradetrail._util.jsontext import compact_json, parsed
 from gradetrail.conversation.messages import Message
 from gradetrail.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from gradetrail.datasets.base import Sample
 
 __all__ = ["PromptKeys", "Provider", "Request", "Response"]
 
@@ -502,6 +505,14 @@ class Provider(ABC):
     def check_ready(self) -> None:
         """Raise a GradetrailError when the provider cannot serve any request (missing key,
         missing file, unimportable function). Called once before the first call."""
+
+    def check_samples(self, samples: Sequence[Sample]) -> None:
+        """Check the provider against the run's samples, before any call (the ``replay``
+        provider: recordings in step with the dataset). Default: nothing.
+
+        Raises:
+            GradetrailError: the samples cannot be served as they are.
+        """
 
     def size_pool(self, concurrency: int) -> None:
         """Size connection pools for ``concurrency`` requests in flight. Called by the

@@ -3,15 +3,19 @@
 A recordings file is JSONL; each row's id follows the dataset rule (``id_field``, else
 the 1-based line number) and ``response_field`` is a dotted path to the text, in which
 ``{model}`` stands for ``model.name`` (so one file can hold several models' outputs).
+``match_fields`` names fields a recording shares with its sample's row (``question``):
+every sample's are compared before any call, so recordings out of step with the dataset
+(a line removed, where ids are line numbers) stop the run instead of answering other
+samples' questions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gradetrail._util.files import not_a_file
-from gradetrail.datasets import file_sha256, iter_jsonl
+from gradetrail.datasets import Sample, file_sha256, iter_jsonl
 from gradetrail.datasets.ids import DEFAULT_ID_FIELD
 from gradetrail.errors import BadRequest, DatasetError, SpecError
 from gradetrail.providers.base import Provider, Request, Response
@@ -33,6 +37,8 @@ class ReplayProvider(Provider):
         self.path = self.base_dir / self.source.path
         self.field_path = self.source.response_field.replace("{model}", self.model.name).split(".")
         self._texts: dict[str, str | None] | None = None
+        #: sample id -> (line, the recording's match_fields values), read with the texts
+        self._matched: dict[str, tuple[int, tuple[Any, ...]]] = {}
         self._hash: str | None = None
 
     def check_ready(self) -> None:
@@ -89,12 +95,45 @@ class ReplayProvider(Provider):
 
     def _load(self) -> dict[str, str | None]:
         texts: dict[str, str | None] = {}
-        for sample_id, _, row in self._recordings():
+        fields = self.source.match_fields
+        for sample_id, line, row in self._recordings():
             value: Any = row
             for part in self.field_path:
                 value = value.get(part) if isinstance(value, dict) else None
             texts[sample_id] = value if isinstance(value, str) else None
+            if fields:
+                self._matched[sample_id] = (line, tuple(row.get(f, _ABSENT) for f in fields))
         return texts
+
+    def check_samples(self, samples: Sequence[Sample]) -> None:
+        """Hold every sample's row against its recording on ``match_fields`` (nothing
+        without them). A sample without a recording is left to its own row's
+        ``missing_recording`` error.
+
+        Raises:
+            DatasetError: a recording whose field differs from its sample's, naming both
+                and the recording's line.
+        """
+        fields = self.source.match_fields
+        if not fields:
+            return
+        self.warm_up()
+        matched = self._matched
+        for sample in samples:
+            found = matched.get(sample.id)
+            if found is None:
+                continue
+            line, values = found
+            for field, recorded in zip(fields, values, strict=True):
+                want = sample.row.get(field, _ABSENT)
+                if recorded != want or recorded is _ABSENT:
+                    raise DatasetError(
+                        f"model.recordings.match_fields: the recording for sample "
+                        f"{sample.id!r} (line {line} of {self.source.path}) has {field} "
+                        f"{_shown(recorded)} where the dataset's row has {_shown(want)}: the "
+                        "recordings are out of step with the dataset (a line added or "
+                        "removed?); give both files an id field, or line them up"
+                    )
 
     async def complete(self, request: Request) -> Response:
         """Return the recording for ``request.sample_id``.
@@ -117,3 +156,15 @@ class ReplayProvider(Provider):
                 error_type="missing_recording",
             )
         return Response(text=text, served_model=self.model.name)
+
+
+#: a field a row does not have
+_ABSENT = object()
+
+
+def _shown(value: Any) -> str:
+    """A field's value in an error line: its repr cut to 60 characters, or ``no value``."""
+    if value is _ABSENT:
+        return "no value"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -151,6 +151,7 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
                 price.pop(key, None)
     if body.get("model", {}).get("recordings"):
         body["model"]["recordings"].pop("path", None)
+        body["model"]["recordings"].pop("match_fields", None)  # a check: decides no number
     # judge file and baseline enter through their content hashes, not their paths
     body.get("scorer", {}).pop("file", None)
     body.get("scorer", {}).pop("baseline", None)

@@ -40,6 +40,13 @@ class ReplaySource(_Strict):
         description="Dotted path to the completion text in a recording row; '{model}' is "
         "replaced by model.name (e.g. '{model}.solution').",
     )
+    match_fields: list[str] = Field(
+        [],
+        description="Fields each recording shares with its sample's dataset row (e.g. "
+        "[question]), checked equal for every sample before any call: recordings out of step "
+        "with the dataset (a line added or removed where ids are line numbers) stop the run "
+        "instead of answering other samples' questions. A check only: not in the identity.",
+    )
 
 
 ProviderName = Literal[

@@ -164,6 +164,60 @@ def test_replay_missing_recording_names_the_sample(tmp_path: Path) -> None:
     assert rows[1]["error"]["message"] == "recording for sample id 'b' has no text at 'out.text'"
 
 
+def test_replay_recordings_out_of_step_with_the_dataset_stop_the_run(tmp_path: Path, cli) -> None:
+    """With match_fields, a recordings file one line short (ids are line numbers) stops the
+    run before any call, naming the first sample whose recording answers another
+    question; in step, the run scores as without the check, under the same identity."""
+    from paths import GSM8K_SPEC
+
+    examples = GSM8K_SPEC.parent
+    data = (examples / "data" / "gsm8k" / "test.jsonl").read_text().splitlines()[:6]
+    recorded = (examples / "data" / "gsm8k" / "example_model_solutions.jsonl").read_text()
+    recorded = recorded.splitlines()[:6]
+    (tmp_path / "d.jsonl").write_text("\n".join(data) + "\n")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        GSM8K_SPEC.read_text()
+        .replace("data/gsm8k/test.jsonl", "d.jsonl")
+        .replace("data/gsm8k/example_model_solutions.jsonl", "rec.jsonl")
+    )
+    assert "match_fields: [question]" in spec.read_text()
+    (tmp_path / "rec.jsonl").write_text("\n".join(recorded) + "\n")
+    checked = cli("run", str(spec), "--json", "--results-root", str(tmp_path / "r"))
+    assert checked.exit_code == 0, checked.stderr
+    unchecked_spec = tmp_path / "u.yaml"
+    unchecked_spec.write_text(spec.read_text().replace("match_fields: [question]", ""))
+    unchecked = cli("run", str(unchecked_spec), "--json", "--results-root", str(tmp_path / "r"))
+    first, second = json.loads(checked.stdout), json.loads(unchecked.stdout)
+    assert first["identity_hash"] == second["identity_hash"]  # a check, not the identity
+    labels = [json.loads(line)["175b_verification"]["is_correct"] for line in recorded]
+    assert first["score"]["mean"] == second["score"]["mean"] == sum(labels) / 6  # the authors'
+
+    # line 3 removed: recordings 3-5 would answer samples 3-5's neighbours' questions
+    (tmp_path / "rec.jsonl").write_text("\n".join(recorded[:2] + recorded[3:]) + "\n")
+    out = cli("run", str(spec), "--results-root", str(tmp_path / "r2"))
+    assert out.exit_code == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert "the recording for sample '3' (line 3 of rec.jsonl) has question 'James" in out.stderr
+    assert "out of step with the dataset" in out.stderr
+    assert not (tmp_path / "r2").exists()  # nothing written, nothing called
+    # without the check the same file is read as it always was: by line number, shifted
+    shifted = cli("run", str(unchecked_spec), "--json", "--results-root", str(tmp_path / "r2"))
+    assert json.loads(shifted.stdout)["score"]["mean"] != first["score"]["mean"]
+
+
+def test_replay_match_fields_a_recording_lacks_is_named(tmp_path: Path) -> None:
+    """A match field a recording does not hold stops the run as a difference does."""
+    (tmp_path / "d.jsonl").write_text('{"q": "1+1"}\n')
+    (tmp_path / "rec.jsonl").write_text('{"m": "2"}\n')
+    (tmp_path / "s.yaml").write_text(
+        "name: r\ndataset: {path: d.jsonl}\nprompt: '{{ q }}'\ntarget: '2'\n"
+        "model: {provider: replay, name: m, recordings: {path: rec.jsonl, match_fields: [q]}}\n"
+        "scorer: {type: exact}\n"
+    )
+    with pytest.raises(gradetrail.DatasetError, match=r"has q no value where the dataset's row"):
+        gradetrail.run_eval(gradetrail.load_spec(tmp_path / "s.yaml"), results_root=tmp_path)
+
+
 def test_editing_the_function_module_misses_the_cache(app_dir: Path) -> None:
     """After an edit to the function's module, a re-run calls it again (new answers), under
     a new identity hash; an unchanged module is all cache hits."""
