@@ -174,6 +174,7 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
         custom = {"custom_scorer": code_identity(custom_scorer)}
     first = prepare(samples[0], 1, renderer)
     with _naming_the_spec(spec):
+        scorer.check_dataset(samples.content_hash)
         scorer.check(
             ScoreInput(
                 first.sample, 1, first.request.prompt, first.request.system, first.target, ""

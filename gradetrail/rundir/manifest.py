@@ -87,6 +87,7 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("model", "query", None),
     ("model", "response_format", None),
     ("scorer", "reasoning_tags", ["think"]),
+    ("scorer", "allow_different_data", False),
     ("run", "truncated", "score"),
     ("run", "labels", []),
     ("run", "max_cost_usd", None),

@@ -133,6 +133,11 @@ class Scorer:
         the regex a row's values render). Default: nothing. Raises SpecError or
         DatasetError naming the sample."""
 
+    def check_dataset(self, dataset_hash: str) -> None:
+        """Check the run's dataset (its content hash, ``manifest.dataset_hash``) against
+        what this scorer reads besides it, before any call (a pairwise baseline's run).
+        Default: nothing. Raises SpecError."""
+
     def identity(self) -> dict[str, Any]:
         """Material beyond the spec that decides scores (e.g. a judge file's hash); enters
         the run's identity hash."""

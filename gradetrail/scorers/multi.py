@@ -83,6 +83,18 @@ class MultiScorer(Scorer):
             except (SpecError, DatasetError) as exc:
                 raise type(exc)(f"scorers[{name}]: {exc}") from None
 
+    def check_dataset(self, dataset_hash: str) -> None:
+        """Each scorer's dataset check, its error naming the metric.
+
+        Raises:
+            SpecError: from a scorer, prefixed ``scorers[NAME]``.
+        """
+        for name, scorer in self.scorers:
+            try:
+                scorer.check_dataset(dataset_hash)
+            except SpecError as exc:
+                raise SpecError(f"scorers[{name}]: {exc}") from None
+
     def identity(self) -> dict[str, Any]:
         """Every scorer's identity material, keyed ``NAME.key``."""
         return {

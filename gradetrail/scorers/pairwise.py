@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from gradetrail._util.canonical import canonical_json
 from gradetrail.errors import DatasetError, SpecError, UsageError
-from gradetrail.rundir.results import RESULTS_FILE, JudgeRecord, iter_results
+from gradetrail.rundir.results import RESULTS_FILE, JudgeRecord, iter_results, read_manifest
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 from gradetrail.scorers.judge import (
     JudgeCaller,
@@ -112,6 +112,30 @@ class PairwiseScorer(Scorer):
         self.baseline_dir = spec.resolve(self.spec.baseline)
         self.baseline = load_baseline(self.baseline_dir, spec.source)
         self.baseline_sha256 = baseline_hash(self.baseline)
+
+    def check_dataset(self, dataset_hash: str) -> None:
+        """The baseline must have run on this run's dataset (the same content hash), or
+        its rows, joined on sample id, would answer other questions (a dataset edited
+        since, or one whose ids are line numbers shifted by a line). A baseline whose
+        manifest records no dataset hash is not checked, nor any with
+        ``allow_different_data``.
+
+        Raises:
+            SpecError: the baseline ran on another dataset, naming both hashes.
+        """
+        if self.spec.allow_different_data:
+            return
+        try:
+            recorded = read_manifest(self.baseline_dir).get("dataset_hash")
+        except UsageError:
+            return  # results without a manifest: nothing to hold them against
+        if isinstance(recorded, str) and recorded != dataset_hash:
+            raise SpecError(
+                f"scorer.baseline: {self.baseline_dir} ran on another dataset (dataset_hash "
+                f"{recorded[:12]}, this run's {dataset_hash[:12]}): its responses answer "
+                "other questions; re-run the baseline on this dataset, or set "
+                "scorer.allow_different_data: true if its rows are the same questions"
+            )
 
     def identity(self) -> dict[str, Any]:
         """The judge file's content hash and the baseline's (:func:`baseline_hash`)."""

@@ -359,6 +359,12 @@ class PairwiseScorerSpec(_JudgeBase):
     parse: PairwiseParse = Field(
         default_factory=PairwiseParse, description="How a verdict is read from the reply."
     )
+    allow_different_data: bool = Field(
+        False,
+        description="Compare with a baseline run on another dataset file (a column added "
+        "since, say); by default a baseline whose dataset hash differs from the run's is "
+        "refused before any call, as gradetrail gate refuses one.",
+    )
 
 
 class PythonScorerSpec(_Strict):

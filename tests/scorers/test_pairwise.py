@@ -102,11 +102,32 @@ def test_baseline_enters_the_identity_through_its_responses(tmp_path: Path) -> N
     assert rerun == baseline
     same, _ = run(_pairwise(tmp_path, ROWS, baseline), tmp_path / "results")
     assert same.manifest.identity_hash == first.manifest.identity_hash
-    changed = [{**ROWS[0], "base": "GOOD now"}, *ROWS[1:]]
-    changed_dir = _baseline(tmp_path, changed)
+    changed_dir = _baseline(tmp_path, ROWS, "prompt='{{ base }} now'")  # same dataset
     moved, _ = run(_pairwise(tmp_path, ROWS, changed_dir), tmp_path / "results")
     assert moved.manifest.file_hashes["baseline"] != first.manifest.file_hashes["baseline"]
     assert moved.manifest.identity_hash != first.manifest.identity_hash
+
+
+def test_a_baseline_run_on_another_dataset_stops_the_run(tmp_path: Path, cli) -> None:
+    """A baseline whose dataset differs from the run's (one row's question edited since)
+    is refused before any call, naming both dataset hashes: joined on sample id, its
+    responses would answer other questions. The same baseline on the same data scores."""
+    edited = [{**ROWS[0], "cand": "GOOD s1, asked again"}, *ROWS[1:]]
+    baseline = _baseline(tmp_path / "old", edited)
+    fake_judges.CALLS.clear()
+    out = cli(
+        "run", str(_pairwise(tmp_path, ROWS, baseline)), "--results-root", str(tmp_path / "r")
+    )
+    assert out.exit_code == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert f"scorer.baseline: {baseline} ran on another dataset (dataset_hash" in out.stderr
+    assert "re-run the baseline on this dataset" in out.stderr
+    assert fake_judges.CALLS == [] and not (tmp_path / "r").exists()
+    same = _baseline(tmp_path, ROWS)
+    result, _ = run(_pairwise(tmp_path, ROWS, same), tmp_path / "results")
+    assert result.manifest.counts == {"scored": 4}
+    allowed = _pairwise(tmp_path, ROWS, baseline, allow_different_data=True)
+    anyway, _ = run(allowed, tmp_path / "results")  # the user's call: compared anyway
+    assert anyway.manifest.counts == {"scored": 4}
 
 
 def test_baseline_that_is_not_a_run_directory_stops_the_run(tmp_path: Path) -> None:
@@ -120,8 +141,8 @@ def test_baseline_that_is_not_a_run_directory_stops_the_run(tmp_path: Path) -> N
 def test_a_row_without_a_field_the_pairwise_file_reads_stops_the_run(tmp_path: Path, cli) -> None:
     """A pairwise judge file reading a row field the last row lacks stops the run with one
     line naming the sample, exit 2, before any candidate or judge call."""
-    baseline = _baseline(tmp_path, ROWS)
     rows = [{**r, "rubric": "be brief"} for r in ROWS[:-1]] + [ROWS[-1]]
+    baseline = _baseline(tmp_path, rows)
     spec = _pairwise(tmp_path, rows, baseline)
     judge = spec.parent / "judge.j2"
     judge.write_text("{{ rubric }}\n" + judge.read_text())
