@@ -117,6 +117,9 @@ def _drop_later_defaults(body: dict[str, Any]) -> None:
         for part in _sections(body, section):
             if isinstance(part, dict) and key in part and part[key] == default:
                 del part[key]
+    recordings = (body.get("model") or {}).get("recordings")
+    if isinstance(recordings, dict) and recordings.get("match_fields") == []:
+        del recordings["match_fields"]  # model.recordings.match_fields, added later
 
 
 def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
