@@ -270,6 +270,7 @@ def regression_gate(
     metric: str | None = None,
     samples: Collection[str] | None = None,
     allow_different_splits: bool = False,
+    allow_different_scorers: bool = False,
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -297,10 +298,12 @@ def regression_gate(
             gates); None gates every sample.
         allow_different_splits: compare runs on different ``dataset.split`` s (another
             split name or other ids, or a split against the whole dataset).
+        allow_different_scorers: compare runs whose answers were scored differently
+            (another target template, scorer setting, judge file or python scorer).
 
     Raises:
-        GateError: the runs cannot be compared (missing files, different datasets or
-            reducers, an incomplete run or unpaired samples without ``allow_partial``,
+        GateError: the runs cannot be compared (missing files, different datasets,
+            scorers or reducers, an incomplete run or unpaired samples without ``allow_partial``,
             errors under "refuse", no shared samples, too few samples or clusters, an
             interval of zero width).
         ValueError: an argument out of its range (a margin of 1 or more, which every
@@ -320,6 +323,7 @@ def regression_gate(
     # runs on different samples are what --unpaired is for: their datasets differ
     gate_runs.check_same_dataset(base, cand, allow_different_data or unpaired)
     gate_runs.check_same_split(base, cand, allow_different_splits)
+    gate_runs.check_same_scoring(base, cand, allow_different_scorers)
     gate_runs.truncated_policy(base, cand)
     if not allow_partial:
         gate_runs.check_complete(base)

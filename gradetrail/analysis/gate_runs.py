@@ -15,6 +15,7 @@ from typing import Any
 
 from gradetrail.errors import GradetrailError
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
+from gradetrail.rundir.manifest import scoring_differences
 from gradetrail.rundir.truncation import counted_score, policy_of
 from gradetrail.stats import intervals as stats
 from gradetrail.stats.reducers import REDUCERS, reduce_scores
@@ -135,6 +136,22 @@ def check_same_dataset(base: GateRun, cand: GateRun, allow_different_data: bool)
             f"baseline and candidate ran on different datasets (dataset_hash "
             f"{str(b_hash)[:12]} vs {str(c_hash)[:12]}): re-run one on the other's dataset, "
             "or pass --allow-different-data to compare them anyway"
+        )
+
+
+def check_same_scoring(base: GateRun, cand: GateRun, allow_different_scorers: bool) -> None:
+    """Refuse runs whose answers were scored differently (another target template, scorer
+    setting, judge file, python scorer, ``run.refusals``) unless allowed: a candidate
+    whose scorer was loosened would pass on the scorer, not the answers."""
+    if allow_different_scorers:
+        return
+    differ = scoring_differences(base.manifest, cand.manifest)
+    if differ:
+        shown = "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
+        raise GateError(
+            f"baseline and candidate were scored differently ({shown}): re-score one with the "
+            "other's scorer (no model call), or pass --allow-different-scorers to compare them "
+            "anyway"
         )
 
 

@@ -324,6 +324,7 @@ _SWEEP_WAYS_OUT = (
     (", or pass --unpaired to compare their means", ""),
     (", or pass --allow-different-data to compare them anyway", ""),
     (", or pass --allow-different-splits to compare them anyway", ""),
+    (", or pass --allow-different-scorers to compare them anyway", ""),
     (", or pass --reducer to gate both on one", ""),
     (", or pass --reducer mean", ""),
 )

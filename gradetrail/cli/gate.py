@@ -141,6 +141,13 @@ def gate(
         bool,
         typer.Option("--allow-different-splits", help="Compare runs on different dataset.split s."),
     ] = False,
+    allow_different_scorers: Annotated[
+        bool,
+        typer.Option(
+            "--allow-different-scorers",
+            help="Compare runs scored differently (target, scorer settings, judge file).",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     junit: Annotated[
         Path | None, typer.Option(help="Also write the verdict as JUnit XML to this file.")
@@ -182,6 +189,7 @@ def gate(
             pass_k=pass_k,
             metric=metric,
             allow_different_splits=allow_different_splits,
+            allow_different_scorers=allow_different_scorers,
         )
     except (GradetrailError, ValueError) as exc:  # ValueError: an argument out of range
         reports.cannot_compare(str(exc))

@@ -38,6 +38,7 @@ __all__ = [
     "identity_differences",
     "identity_hash",
     "run_warnings",
+    "scoring_differences",
     "spec_hash",
     "status_text",
     "write_manifest",
@@ -185,13 +186,49 @@ def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     Empty when the identity hashes match."""
     if a.get("identity_hash") == b.get("identity_hash"):
         return []
+    out = [line for _, line in _differences(a, b)]
+    return out or ["identity hashes differ (another gradetrail version's hashing?)"]
+
+
+#: spec keys (dotted paths and their prefixes) that decide how an answer is scored
+SCORING_KEYS = ("target", "scorer", "scorers", "run.refusals")
+
+
+def scoring_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Where two runs score answers differently, the lines of :func:`identity_differences`
+    that say so: the target template, the scorer section(s), ``run.refusals``, and the
+    files a scorer reads (a judge file, a pairwise baseline, a python scorer's module).
+    Empty when they score alike."""
+    if a.get("identity_hash") == b.get("identity_hash"):
+        return []
+    return [line for what, line in _differences(a, b) if _scores(what)]
+
+
+def _scores(what: str) -> bool:
+    """Whether a difference's key (a dotted spec key, or ``file:<role>``) is about
+    scoring: a :data:`SCORING_KEYS` key, or a file a scorer reads (its roles: ``judge``,
+    ``baseline``, ``scorer``, ``custom_scorer``, ``python_scorer:...``, and a metric's
+    ``NAME.<role>`` under ``scorers:``)."""
+    if what.startswith("file:"):
+        role = what.removeprefix("file:")
+        return (
+            role in ("judge", "baseline", "scorer", "custom_scorer")
+            or role.startswith("python_scorer:")
+            or "." in role
+        )
+    return any(what == key or what.startswith(key + ".") for key in SCORING_KEYS)
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(key, line)`` for each identity difference of two manifests: a dotted spec key,
+    or ``file:<role>`` for a file's hash."""
     out = []
     flat_a = _flatten(identity_body(a.get("spec") or {}))
     flat_b = _flatten(identity_body(b.get("spec") or {}))
     for key in sorted(flat_a.keys() | flat_b.keys()):
         if flat_a.get(key, _ABSENT) != flat_b.get(key, _ABSENT):
             was, now = (_shown(f.get(key, _ABSENT)) for f in (flat_a, flat_b))
-            out.append(f"spec {key}: {was} -> {now}")
+            out.append((key, f"spec {key}: {was} -> {now}"))
     files_a, files_b = a.get("file_hashes") or {}, b.get("file_hashes") or {}
     for role in sorted(files_a.keys() | files_b.keys()):
         if files_a.get(role) != files_b.get(role):
@@ -199,8 +236,8 @@ def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             label = {"dataset": "dataset hash", "split": "split ids hash"}.get(
                 role, f"{role} file hash"
             )
-            out.append(f"{label}: {was} -> {now}")
-    return out or ["identity hashes differ (another gradetrail version's hashing?)"]
+            out.append((f"file:{role}", f"{label}: {was} -> {now}"))
+    return out
 
 
 def run_warnings(manifest: dict[str, Any]) -> list[str]:

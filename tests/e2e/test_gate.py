@@ -66,3 +66,61 @@ def test_identity_differences_name_spec_keys_and_files(cli, gsm8k_copy: Path, tm
     assert diffs[0].endswith(' -> "Question: {{ question }}"')
     assert diffs[1] == (f"dataset hash: {base['dataset_hash'][:12]} -> {cand['dataset_hash'][:12]}")
     assert not any("concurrency" in d for d in diffs)
+
+
+def test_a_candidate_scored_differently_cannot_pass_the_gate(cli, runs, tmp_path: Path) -> None:
+    """The weaker model with its scorer loosened (every number within 1000 of the
+    target's passes) would pass the gate on the scorer, not the answers: refused, exit 2,
+    naming the setting; --allow-different-scorers compares anyway. The answers are the
+    cached ones: the loosened run made no call."""
+    loose = cli(
+        "run",
+        str(GSM8K_SPEC),
+        "--set",
+        "model.name=175b_finetuning",
+        "--set",
+        "scorer.abs_tol=1000",
+        "--json",
+    )
+    assert loose.exit_code == 0, loose.stderr
+    summary = json.loads(loose.stdout)
+    assert summary["cache_hits"] == 1319 and summary["score"]["mean"] > 0.9
+    loose_dir = tmp_path / "results" / f"gsm8k-{summary['identity_hash'][:12]}"
+    base = str(runs["175b_verification"])
+    out = cli("gate", base, str(loose_dir))
+    assert out.exit_code == 2 and len(out.stderr.strip().splitlines()) == 1
+    assert (
+        "baseline and candidate were scored differently (spec scorer.abs_tol: 0.0 -> 1000.0)"
+        in (out.stderr)
+    )
+    assert "--allow-different-scorers" in out.stderr
+    anyway = cli("gate", base, str(loose_dir), "--allow-different-scorers", "--json")
+    assert anyway.exit_code == 0 and json.loads(anyway.stdout)["passed"]
+    # the same scorer on both sides: the weaker model still fails as before
+    assert cli("gate", base, str(runs["175b_finetuning"])).exit_code == 1
+
+
+def test_scoring_differences_name_scorer_keys_and_scorer_files_only() -> None:
+    """A model or prompt change is not a scoring difference; a target, scorer setting,
+    judge file or a metric's judge file is."""
+    from gradetrail.rundir.manifest import scoring_differences
+
+    spec = {"name": "e", "model": {"name": "a"}, "scorer": {"type": "numeric", "abs_tol": 0.0}}
+    base = {"identity_hash": "1", "spec": spec, "file_hashes": {"dataset": "d", "judge": "j"}}
+
+    def cand(**changes: object) -> dict:
+        return {**base, **changes, "identity_hash": "2"}
+
+    other_model = {**spec, "model": {"name": "b"}, "prompt": "new"}
+    assert scoring_differences(base, cand(spec=other_model)) == []
+    looser = {**spec, "scorer": {"type": "numeric", "abs_tol": 1.0}}
+    assert scoring_differences(base, cand(spec=looser)) == ["spec scorer.abs_tol: 0.0 -> 1.0"]
+    assert scoring_differences(base, cand(spec={**spec, "target": "{{ a }}"})) == [
+        'spec target: (absent) -> "{{ a }}"'
+    ]
+    judged = {"dataset": "d", "judge": "k", "accuracy.judge": "m", "recordings": "r"}
+    assert scoring_differences(base, cand(file_hashes=judged)) == [
+        "accuracy.judge file hash: none -> m",
+        "judge file hash: j -> k",
+    ]
+    assert scoring_differences(base, {**base}) == []  # the same identity: nothing to say
