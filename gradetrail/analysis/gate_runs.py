@@ -22,6 +22,7 @@ from gradetrail.stats.reducers import REDUCERS, reduce_scores
 __all__ = [
     "GateError",
     "GateRun",
+    "check_rows",
     "check_same_split",
     "load_run",
     "resolve_reducer",
@@ -199,6 +200,36 @@ def check_complete(run: GateRun) -> None:
             f"{run.manifest.get('n_samples', '?')} samples x {run.epochs} epochs written): "
             "finish it by re-running the same spec, or pass --allow-partial to gate the "
             "samples both runs have"
+        )
+
+
+def check_rows(run: GateRun) -> None:
+    """Refuse a run whose manifest says ``complete`` but whose ``results.jsonl`` does not
+    hold the rows the manifest counts (per state; ``n_samples`` x epochs when it has no
+    counts): lines deleted, added, re-stated or damaged since the run wrote them (a
+    malformed line is skipped by the reader, so it shows here as a missing row)."""
+    if run.status != "complete":
+        return  # check_complete refuses it, naming why
+    found = Counter(str(r.get("state")) for r in run.rows)
+    counts = run.manifest.get("counts")
+    if isinstance(counts, dict) and counts:
+        expected = Counter({str(k): v for k, v in counts.items() if isinstance(v, int)})
+    elif isinstance(run.manifest.get("n_samples"), int):
+        expected = Counter({"rows": run.manifest["n_samples"] * run.epochs})
+        found = Counter({"rows": len(run.rows)})
+    else:
+        return  # a manifest written by hand: nothing to hold the rows against
+    if found != expected:
+
+        def shown(counter: Counter[str]) -> str:
+            parts = ", ".join(f"{n} {state}" for state, n in sorted(counter.items()) if n)
+            return f"{counter.total()} rows ({parts or 'none'})"
+
+        raise GateError(
+            f"{run.label} run {run.path} is complete but its results.jsonl holds "
+            f"{shown(found)} where its manifest counts {shown(expected)}: the file was "
+            "edited or damaged since the run wrote it; run the same spec again to rewrite "
+            "it from the cache"
         )
 
 

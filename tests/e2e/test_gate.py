@@ -66,3 +66,40 @@ def test_identity_differences_name_spec_keys_and_files(cli, gsm8k_copy: Path, tm
     assert diffs[0].endswith(' -> "Question: {{ question }}"')
     assert diffs[1] == (f"dataset hash: {base['dataset_hash'][:12]} -> {cand['dataset_hash'][:12]}")
     assert not any("concurrency" in d for d in diffs)
+
+
+def test_rows_deleted_from_a_complete_run_are_refused(cli, runs: dict[str, Path]) -> None:
+    """A complete run whose results.jsonl lost its failing rows (861 of 1319 deleted, the
+    manifest untouched) is refused, exit 2: before, --unpaired passed it (candidate mean
+    1.0000 against 0.5625, superiority PASS, exit 0)."""
+    cand = runs["175b_finetuning"]
+    results = cand / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if json.loads(line)["score"] == 1.0]
+    assert (len(lines), len(kept)) == (1319, 458)
+    results.write_text("".join(kept))
+    base = str(runs["175b_verification"])
+    out = cli("gate", base, str(cand), "--unpaired", "--test", "superiority")
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: candidate run {cand} is complete but its results.jsonl holds 458 rows "
+        "(458 scored) where its manifest counts 1319 rows (1319 scored): the file was "
+        "edited or damaged since the run wrote it; run the same spec again to rewrite it "
+        "from the cache"
+    ]
+    # --allow-partial is the way to gate what is there on purpose
+    assert cli("gate", base, str(cand), "--unpaired", "--allow-partial").exit_code == 0
+
+
+def test_a_damaged_line_in_both_runs_is_refused(cli, runs: dict[str, Path]) -> None:
+    """The same 300 rows gone from both complete runs (the reader skips a malformed line)
+    is refused rather than gated on the 1019 that are left."""
+    for run in runs.values():
+        results = run / "results.jsonl"
+        lines = results.read_text().splitlines(keepends=True)
+        lines[:300] = ["{not json\n"] * 300
+        results.write_text("".join(lines))
+    base, cand = runs["175b_verification"], runs["175b_finetuning"]
+    out = cli("gate", str(base), str(cand), "--json")
+    assert out.exit_code == 2
+    assert "holds 1019 rows (1019 scored) where its manifest counts 1319" in out.stderr
