@@ -8,6 +8,7 @@ what to fix.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,9 +228,59 @@ def check_rows(run: GateRun) -> None:
 
         raise GateError(
             f"{run.label} run {run.path} is complete but its results.jsonl holds "
-            f"{shown(found)} where its manifest counts {shown(expected)}: the file was "
-            "edited or damaged since the run wrote it; run the same spec again to rewrite "
-            "it from the cache"
+            f"{shown(found)} where its manifest counts {shown(expected)}: {_EDITED}"
+        )
+    _check_mean(run)
+
+
+#: the end of every refusal of a run whose rows disagree with its manifest
+_EDITED = (
+    "the file was edited or damaged since the run wrote it; run the same spec again to "
+    "rewrite it from the cache"
+)
+
+
+def _check_mean(run: GateRun) -> None:
+    """Refuse a complete run whose rows, reduced as its summary reduces them (run.reducer,
+    run.truncated), do not give the mean and n its manifest recorded, or that hold a
+    score that is not a number in [0, 1]: a row's score edited after the run."""
+    recorded = run.manifest.get("score")
+    if not isinstance(recorded, dict) or "mean" not in recorded:
+        return  # a manifest written by hand: nothing to hold the scores against
+    name, k = run.reducer
+    policy = policy_of(run.manifest)
+    epochs: dict[str, list[float]] = {}
+    for row in run.rows:
+        sid = str(row.get("sample_id"))
+        per = epochs.setdefault(sid, [])
+        score = row.get("score")
+        if row.get("state") == "scored" and not (
+            type(score) in (int, float) and 0.0 <= score <= 1.0  # NaN fails both
+        ):
+            raise GateError(
+                f"{run.label} run {run.path}: sample {sid!r} epoch {row.get('epoch')} has "
+                f"score {score!r}, not a number in [0, 1]: {_EDITED}"
+            )
+        kept = counted_score({"truncated": False, **row}, policy)
+        if kept is not None:
+            per.append(float(kept))
+    values = [v for per in epochs.values() if (v := reduce_scores(per, name, k)) is not None]
+    mean = math.fsum(values) / len(values) if values else None
+    want_n, want_mean = recorded.get("n"), recorded.get("mean")
+    same_mean = (
+        mean is None
+        if want_mean is None
+        else mean is not None
+        and isinstance(want_mean, int | float)
+        and abs(mean - want_mean) <= 1e-9
+    )
+    if want_n != len(values) or not same_mean:
+        got = "no mean" if mean is None else f"mean {mean:.6f}"
+        want = f"mean {want_mean:.6f}" if isinstance(want_mean, int | float) else "no mean"
+        raise GateError(
+            f"{run.label} run {run.path} is complete but its results.jsonl gives {got} over "
+            f"{len(values)} samples where its manifest records {want} over {want_n}: "
+            f"{_EDITED}"
         )
 
 

@@ -103,3 +103,44 @@ def test_a_damaged_line_in_both_runs_is_refused(cli, runs: dict[str, Path]) -> N
     out = cli("gate", str(base), str(cand), "--json")
     assert out.exit_code == 2
     assert "holds 1019 rows (1019 scored) where its manifest counts 1319" in out.stderr
+
+
+def test_scores_edited_in_a_complete_run_are_refused(cli, runs: dict[str, Path]) -> None:
+    """300 of the candidate's regressions re-scored 1.0 in results.jsonl (their responses
+    and the manifest untouched) are refused, exit 2: before, the gate passed them (lower
+    bound -0.0053 >= -0.02, exit 0) while the manifest still said 0.3472."""
+    base, cand = runs["175b_verification"], runs["175b_finetuning"]
+    before = {r["sample_id"]: r["score"] for r in map(json.loads, (base / "results.jsonl").open())}
+    results = cand / "results.jsonl"
+    rows = [json.loads(line) for line in results.open()]
+    flipped = 0
+    for row in rows:
+        if row["score"] == 0.0 and before[row["sample_id"]] == 1.0 and flipped < 300:
+            row["score"], flipped = 1.0, flipped + 1
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = cli("gate", str(base), str(cand))
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: candidate run {cand} is complete but its results.jsonl gives mean 0.574678 "
+        "over 1319 samples where its manifest records mean 0.347233 over 1319: the file was "
+        "edited or damaged since the run wrote it; run the same spec again to rewrite it "
+        "from the cache"
+    ]
+
+
+@pytest.mark.parametrize("score", ["NaN", "1000.0", '"1.0"', "true"])
+def test_a_score_outside_0_1_is_refused(cli, runs: dict[str, Path], score: str) -> None:
+    """A scored row whose score is not a number in [0, 1] is refused naming the row."""
+    base, cand = runs["175b_verification"], runs["175b_finetuning"]
+    results = cand / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    row = json.loads(lines[2])
+    lines[2] = lines[2].replace(f'"score":{row["score"]}', f'"score":{score}', 1)
+    results.write_text("".join(lines))
+    out = cli("gate", str(base), str(cand))
+    assert out.exit_code == 2
+    shown = {"NaN": "nan", '"1.0"': "'1.0'", "true": "True"}.get(score, score)
+    assert out.stderr.startswith(
+        f"error: candidate run {cand}: sample {row['sample_id']!r} epoch 1 has score "
+        f"{shown}, not a number in [0, 1]: the file was edited"
+    )
