@@ -450,6 +450,9 @@ class _Pass:
                 )
             else:
                 failures[result.custom_id] = result.error
+                billed = getattr(result.error, "billed", None)  # paid, then refused here
+                if billed is not None and billed.cost_usd:
+                    paid += billed.cost_usd
         report.collected += succeeded
         for key, error in failures.items():
             error = error or ServerError("batch: the batch returned no result for the request")

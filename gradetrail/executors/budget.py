@@ -159,9 +159,11 @@ class BudgetedExecutor(Executor):
     async def complete(
         self, request: Request, on_attempt: AttemptListener | None = None
     ) -> CallOutcome:
-        """Reserve the request's worst case, call, settle with its cost. (A failed
-        attempt is not billed by either API; one the client timed out may be: the
-        reservation covers one attempt.)
+        """Reserve the request's worst case, call, settle with its cost: the response's,
+        or on an error what it was billed for before it was refused on this side
+        (``ProviderError.billed``: a served model other than the requested one under
+        ``model.require_served_model``). (A failed attempt is not billed by either API;
+        one the client timed out may be: the reservation covers one attempt.)
 
         Raises:
             BudgetExhausted: the call would not fit under the ceiling (not made).
@@ -171,7 +173,8 @@ class BudgetedExecutor(Executor):
         cost: float | None = None
         try:
             outcome = await self.inner.complete(request, on_attempt)
-            cost = outcome.response.cost_usd if outcome.response is not None else None
+            paid = outcome.response if outcome.error is None else outcome.error.billed
+            cost = paid.cost_usd if paid is not None else None
             return outcome
         finally:
             self.budget.settle(reserved, cost)

@@ -129,3 +129,40 @@ def test_the_worst_case_bounds_the_real_cost(srv, tmp_path: Path) -> None:
     rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
     for item in plan.prepared:
         assert rows[item.sample.id]["cost_usd"] <= worst_case_usd(provider, item.request)
+
+
+@pytest.mark.parametrize(("protocol", "batch"), [("openai", False), ("anthropic", True)])
+def test_responses_billed_then_refused_count_against_the_ceiling(
+    srv, tmp_path: Path, protocol: str, batch: bool
+) -> None:
+    """Every answer served by another model under model.require_served_model is paid for
+    and then refused (a provider_error row with its cost): the budget counts what they
+    cost, so a ceiling of 90% of what the 12 calls cost stops the run before it. Before,
+    none of it counted (each call or batch settled as costing nothing): all 12 requests
+    were made and the run, complete, spent more than its ceiling."""
+
+    def refusing(directory: Path, **run_fields: Any) -> gradetrail.EvalSpec:
+        spec = spec_for(directory, srv, protocol, concurrency=1, fail_fast=0, **run_fields)
+        model = spec.model.model_copy(update={"require_served_model": True})
+        return spec.model_copy(update={"model": model})
+
+    alias = [{"kind": "alias", "served_model": "another-model"}]
+    srv.configure(faults=alias)
+    measured = run(refusing(tmp_path / "m"), tmp_path / "measure", batch)
+    assert measured.manifest.counts == {"provider_error": ROWS}
+    full = measured.manifest.cost_usd
+    assert full is not None and full > 0
+    srv.reset()
+    srv.configure(faults=alias)
+    ceiling = full * 0.9
+    spec = refusing(tmp_path, max_cost_usd=ceiling, start_over_budget=True)
+    assert worst_total(spec, batch=batch) / ROWS < ceiling  # room for calls one at a time
+    first = run(spec, tmp_path, batch)
+    assert first.manifest.status == "interrupted"
+    assert "run.max_cost_usd" in (first.manifest.stop_reason or "")
+    spent = first.manifest.executor["budget"]["spent_usd"]
+    assert spent == pytest.approx(paid(first)) and 0 < spent <= ceiling
+    assert first.manifest.cost_usd == pytest.approx(spent)
+    assert SpendingLog(first.run_dir).total() == pytest.approx(spent)
+    made = srv.batches()["requests"] if batch else srv.stats()["total"]
+    assert 0 < made < ROWS
