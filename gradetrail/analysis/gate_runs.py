@@ -8,13 +8,13 @@ what to fix.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import GradetrailError
+from gradetrail.rundir.agreement import manifest_reducer, rows_disagree
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
 from gradetrail.rundir.truncation import counted_score, policy_of
 from gradetrail.stats import intervals as stats
@@ -62,9 +62,7 @@ class GateRun:
     @property
     def reducer(self) -> tuple[str, int]:
         """``(run.reducer, k)`` from the manifest's spec; k is 1 unless pass_at_k."""
-        run = (self.manifest.get("spec") or {}).get("run") or {}
-        name = str(run.get("reducer") or "mean")
-        return name, int(run.get("pass_k") or 1) if name == "pass_at_k" else 1
+        return manifest_reducer(self.manifest)
 
     @property
     def status(self) -> str:
@@ -205,82 +203,18 @@ def check_complete(run: GateRun) -> None:
 
 
 def check_rows(run: GateRun) -> None:
-    """Refuse a run whose manifest says ``complete`` but whose ``results.jsonl`` does not
-    hold the rows the manifest counts (per state; ``n_samples`` x epochs when it has no
-    counts): lines deleted, added, re-stated or damaged since the run wrote them (a
-    malformed line is skipped by the reader, so it shows here as a missing row)."""
+    """Refuse a run whose manifest says ``complete`` but whose ``results.jsonl`` disagrees
+    with it (:func:`~gradetrail.rundir.agreement.rows_disagree`: rows per state, a score
+    outside [0, 1], the mean and n): lines deleted, added, re-scored or damaged since
+    the run wrote them."""
     if run.status != "complete":
         return  # check_complete refuses it, naming why
-    found = Counter(str(r.get("state")) for r in run.rows)
-    counts = run.manifest.get("counts")
-    if isinstance(counts, dict) and counts:
-        expected = Counter({str(k): v for k, v in counts.items() if isinstance(v, int)})
-    elif isinstance(run.manifest.get("n_samples"), int):
-        expected = Counter({"rows": run.manifest["n_samples"] * run.epochs})
-        found = Counter({"rows": len(run.rows)})
-    else:
-        return  # a manifest written by hand: nothing to hold the rows against
-    if found != expected:
-
-        def shown(counter: Counter[str]) -> str:
-            parts = ", ".join(f"{n} {state}" for state, n in sorted(counter.items()) if n)
-            return f"{counter.total()} rows ({parts or 'none'})"
-
+    why = rows_disagree(run.manifest, run.rows)
+    if why is not None:
         raise GateError(
-            f"{run.label} run {run.path} is complete but its results.jsonl holds "
-            f"{shown(found)} where its manifest counts {shown(expected)}: {_EDITED}"
-        )
-    _check_mean(run)
-
-
-#: the end of every refusal of a run whose rows disagree with its manifest
-_EDITED = (
-    "the file was edited or damaged since the run wrote it; run the same spec again to "
-    "rewrite it from the cache"
-)
-
-
-def _check_mean(run: GateRun) -> None:
-    """Refuse a complete run whose rows, reduced as its summary reduces them (run.reducer,
-    run.truncated), do not give the mean and n its manifest recorded, or that hold a
-    score that is not a number in [0, 1]: a row's score edited after the run."""
-    recorded = run.manifest.get("score")
-    if not isinstance(recorded, dict) or "mean" not in recorded:
-        return  # a manifest written by hand: nothing to hold the scores against
-    name, k = run.reducer
-    policy = policy_of(run.manifest)
-    epochs: dict[str, list[float]] = {}
-    for row in run.rows:
-        sid = str(row.get("sample_id"))
-        per = epochs.setdefault(sid, [])
-        score = row.get("score")
-        if row.get("state") == "scored" and not (
-            type(score) in (int, float) and 0.0 <= score <= 1.0  # NaN fails both
-        ):
-            raise GateError(
-                f"{run.label} run {run.path}: sample {sid!r} epoch {row.get('epoch')} has "
-                f"score {score!r}, not a number in [0, 1]: {_EDITED}"
-            )
-        kept = counted_score({"truncated": False, **row}, policy)
-        if kept is not None:
-            per.append(float(kept))
-    values = [v for per in epochs.values() if (v := reduce_scores(per, name, k)) is not None]
-    mean = math.fsum(values) / len(values) if values else None
-    want_n, want_mean = recorded.get("n"), recorded.get("mean")
-    same_mean = (
-        mean is None
-        if want_mean is None
-        else mean is not None
-        and isinstance(want_mean, int | float)
-        and abs(mean - want_mean) <= 1e-9
-    )
-    if want_n != len(values) or not same_mean:
-        got = "no mean" if mean is None else f"mean {mean:.6f}"
-        want = f"mean {want_mean:.6f}" if isinstance(want_mean, int | float) else "no mean"
-        raise GateError(
-            f"{run.label} run {run.path} is complete but its results.jsonl gives {got} over "
-            f"{len(values)} samples where its manifest records {want} over {want_n}: "
-            f"{_EDITED}"
+            f"{run.label} run {run.path} is complete but {why}: the file was edited or "
+            "damaged since the run wrote it; run the same spec again to rewrite it from "
+            "the cache"
         )
 
 

@@ -141,6 +141,6 @@ def test_a_score_outside_0_1_is_refused(cli, runs: dict[str, Path], score: str) 
     assert out.exit_code == 2
     shown = {"NaN": "nan", '"1.0"': "'1.0'", "true": "True"}.get(score, score)
     assert out.stderr.startswith(
-        f"error: candidate run {cand}: sample {row['sample_id']!r} epoch 1 has score "
-        f"{shown}, not a number in [0, 1]: the file was edited"
+        f"error: candidate run {cand} is complete but sample {row['sample_id']!r} epoch 1 "
+        f"has score {shown}, not a number in [0, 1]: the file was edited"
     )
