@@ -19,7 +19,8 @@ from typing import Any
 
 from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.errors import SpecError, UsageError
-from gradetrail.rundir.results import read_manifest
+from gradetrail.rundir.agreement import rows_disagree
+from gradetrail.rundir.results import read_manifest, read_results
 from gradetrail.rundir.sweep import (
     CellRecord,
     SweepRecord,
@@ -140,12 +141,20 @@ def _record(sweep: SweepSpec, cells: list[CellPlan], results_root: Path) -> Swee
 
 
 def is_complete(run_dir: Path, identity_hash: str) -> bool:
-    """``run_dir`` holds a complete run of this identity."""
+    """``run_dir`` holds a complete run of this identity whose ``results.jsonl`` still
+    agrees with its manifest (:func:`~gradetrail.rundir.agreement.rows_disagree`): a cell
+    whose rows were edited or damaged since is run again, which rewrites them from the
+    cache, instead of being gated as it is (the gate would refuse it for good)."""
     try:
         manifest = read_manifest(run_dir)
     except UsageError:
         return False
-    return manifest.get("status") == "complete" and manifest.get("identity_hash") == identity_hash
+    if manifest.get("status") != "complete" or manifest.get("identity_hash") != identity_hash:
+        return False
+    try:
+        return rows_disagree(manifest, read_results(run_dir)) is None
+    except UsageError:
+        return False
 
 
 def run_sweep(

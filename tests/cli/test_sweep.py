@@ -207,3 +207,32 @@ def test_unwritable_results_root_exits_with_one_line(sweep_file: Path, tmp_path:
     out = run_cli("sweep", str(sweep_file), "--results-root", str(blocker))
     assert out.code == 1 and len(out.err_lines) == 1  # as gradetrail run's RunError
     assert out.err_lines[0].startswith("error: cannot write the sweep record")
+
+
+def test_a_cell_whose_rows_were_damaged_is_run_again(sweep_file: Path) -> None:
+    """A complete cell whose results.jsonl lost a line since (a malformed line) is run
+    again, its rows rewritten from the cache, and the sweep is gated as before. Before, it
+    was reported cached (complete) and every later sweep stopped at the gate's refusal,
+    exit 2, whose fix (run the same spec again) the sweep never did."""
+    first = _sweep(sweep_file, "--json")
+    assert first.code == 0, first.err
+    cells = {c["name"]: c for c in json.loads(first.out)["cells"]}
+    results = Path(cells["big"]["run_dir"]) / "results.jsonl"
+    intact = results.read_bytes()
+    lines = intact.splitlines(keepends=True)
+    lines[9] = b"{broken\n"
+    results.write_bytes(b"".join(lines))
+    again = _sweep(sweep_file, "--json")
+    assert again.code == 0, again.err
+    cells = {c["name"]: c for c in json.loads(again.out)["cells"]}
+    assert [cells[n]["outcome"] for n in ("prod", "big", "small")] == [
+        "existing",
+        "ran",
+        "existing",
+    ]
+    assert cells["big"]["verdict"] == "superior"
+
+    def scores(data: bytes) -> list[tuple[str, float]]:
+        return [(r["sample_id"], r["score"]) for r in map(json.loads, data.splitlines())]
+
+    assert scores(results.read_bytes()) == scores(intact)  # rewritten from the cache
