@@ -8,7 +8,9 @@ ceiling holds with any concurrency, whatever the responses turn out to be.
 
 Worst case of one request (a stated bound, no tokenizer needed): input tokens at most the
 UTF-8 bytes of its messages, system prompt and tools plus :data:`MESSAGE_OVERHEAD` tokens
-a message (a BPE token is at least one byte), output tokens at most its ``max_tokens``;
+a message (a BPE token is at least one byte), output tokens at most its ``max_tokens``
+(or the larger length a ``model.params.extra`` key sends in its place) times the
+completions ``extra.n`` asks for;
 priced by the provider's own :meth:`~gradetrail.providers.base.Provider.price`, at the
 batch tier for a batch. A request without ``max_tokens`` (OpenAI sends none unless the
 spec sets one) or a model without a price has no worst case: a budgeted run refuses to
@@ -56,7 +58,7 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     Raises:
         SpecError: no ``max_tokens`` to bound the output, or no price for the model.
     """
-    limit = request.params.get("max_tokens") or _default_max_tokens(provider)
+    limit = _output_bound(request) or _default_max_tokens(provider)
     if not limit:
         raise SpecError(
             f"model.params.max_tokens: a budgeted run needs a bound on each response's length "
@@ -72,6 +74,28 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             "run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
         )
     return cost
+
+
+#: ``model.params.extra`` keys that, sent verbatim over the body, replace its bound on
+#: each answer's length (Chat Completions, Responses, Messages)
+_EXTRA_LENGTH_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _count(value: Any) -> int:
+    """``value`` as a positive count (a bool or anything else not a positive int: 0)."""
+    return value if type(value) is int and value > 0 else 0
+
+
+def _output_bound(request: Request) -> int:
+    """Output tokens ``request`` can be billed for at most, 0 when nothing bounds them:
+    ``max_tokens``, or the largest a ``params.extra`` length key sets (it replaces it in
+    the body), times the completions ``extra.n`` asks for (each billed)."""
+    extra = request.params.get("extra") or {}
+    limit = max(
+        [_count(request.params.get("max_tokens"))]
+        + [_count(extra.get(k)) for k in _EXTRA_LENGTH_KEYS]
+    )
+    return limit * max(_count(extra.get("n")), 1)
 
 
 def _default_max_tokens(provider: Provider) -> int | None:

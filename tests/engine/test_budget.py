@@ -166,3 +166,31 @@ def test_responses_billed_then_refused_count_against_the_ceiling(
     assert SpendingLog(first.run_dir).total() == pytest.approx(spent)
     made = srv.batches()["requests"] if batch else srv.stats()["total"]
     assert 0 < made < ROWS
+
+
+def test_params_extra_that_multiplies_the_output_is_in_the_worst_case(srv, tmp_path: Path) -> None:
+    """model.params.extra is sent verbatim over the body: n: 8 asks for eight completions,
+    each up to max_tokens, all billed. The worst case bounds the real cost of every
+    request and the run stays under a ceiling set from it. Before, the worst case was
+    one completion's: each answer cost more than its reservation and the run spent past
+    its ceiling."""
+    spec = spec_for(tmp_path, srv, "openai", concurrency=1)
+    params = spec.model.params.model_copy(update={"extra": {"n": 8}})
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"params": params})})
+    provider = make_provider(spec.model, spec.base_dir)
+    plan = gradetrail.plan_run(spec)
+    measured = run(spec, tmp_path / "measure", False)
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(measured.run_dir)}
+    for item in plan.prepared:
+        assert rows[item.sample.id]["cost_usd"] <= worst_case_usd(provider, item.request)
+    srv.reset()
+    ceiling = measured.manifest.cost_usd / 2
+    budgeted = spec.model_copy(
+        update={"run": spec.run.model_copy(update={"max_cost_usd": ceiling})}
+    )
+    budgeted = budgeted.model_copy(
+        update={"run": budgeted.run.model_copy(update={"start_over_budget": True})}
+    )
+    first = run(budgeted, tmp_path, False)
+    assert first.manifest.status == "interrupted"
+    assert first.manifest.cost_usd <= ceiling
