@@ -3,6 +3,9 @@ stops the run cleanly (resumable), and refuses what it cannot bound."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 
 import gradetrail
 from gradetrail.engine.batching import BatchOptions
-from gradetrail.errors import SpecError
+from gradetrail.errors import RunError, SpecError
 from gradetrail.executors.budget import worst_case_usd
 from gradetrail.providers import make_provider
 from gradetrail.rundir.spending import SpendingLog
@@ -194,3 +197,66 @@ def test_params_extra_that_multiplies_the_output_is_in_the_worst_case(srv, tmp_p
     first = run(budgeted, tmp_path, False)
     assert first.manifest.status == "interrupted"
     assert first.manifest.cost_usd <= ceiling
+
+
+def _planted_run_dir(spec: gradetrail.EvalSpec, tmp_path: Path) -> Path:
+    run_dir = gradetrail.plan_run(spec).run_dir(tmp_path / "results")
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+@pytest.mark.parametrize("planted", ['{"usd": NaN}\n', '{"usd": -1000}\n', '{"usd": "-1e9"}\n'])
+def test_a_planted_spending_record_does_not_lift_the_ceiling(
+    srv, tmp_path: Path, planted: str
+) -> None:
+    """A spending.jsonl planted in the run directory (a results directory can come from
+    a cloned repository) with a negative or NaN amount counts as nothing: the run stops
+    at its ceiling. Before, NaN disabled the ceiling and -1000 lifted it by $1000 (all 12
+    calls made, the run complete past a ceiling of 90% of what they cost)."""
+    measured = run(spec_for(tmp_path / "m", srv, "openai", concurrency=1), tmp_path / "m", False)
+    srv.reset()
+    ceiling = measured.manifest.cost_usd * 0.9
+    spec = spec_for(tmp_path, srv, "openai", concurrency=1, max_cost_usd=ceiling)
+    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"start_over_budget": True})})
+    (_planted_run_dir(spec, tmp_path) / "spending.jsonl").write_text(planted)
+    first = run(spec, tmp_path, False)
+    assert first.manifest.status == "interrupted"
+    assert 0 < first.manifest.cost_usd <= ceiling
+    assert 0 < srv.stats()["total"] < ROWS
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_a_spending_record_that_is_no_plain_file_refuses_the_run(
+    srv, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO, a symlink or a directory at spending.jsonl refuses the run before any call,
+    one line naming it. Before, a FIFO held the run for good before its first call (the
+    read waited for a writer), and a symlink was read through (another file's amounts)."""
+    spec = spec_for(tmp_path, srv, "openai", max_cost_usd=100.0)
+    record = _planted_run_dir(spec, tmp_path) / "spending.jsonl"
+    if kind == "fifo":
+        os.mkfifo(record)
+    elif kind == "symlink":
+        elsewhere = tmp_path / "elsewhere.jsonl"
+        elsewhere.write_text('{"usd": 0.5}\n')
+        record.symlink_to(elsewhere)
+    else:
+        record.mkdir()
+
+    def unblock() -> None:  # if a read waits on the FIFO, end it (the test then fails)
+        with contextlib.suppress(OSError):
+            os.close(os.open(record, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(10.0, unblock)
+    timer.start()
+    try:
+        with pytest.raises(RunError) as caught:
+            run(spec, tmp_path, False)
+    finally:
+        timer.cancel()
+    what = "is a symlink" if kind == "symlink" else "is not a regular file"
+    assert str(caught.value) == (
+        f"{record}: {what}; refusing to read it (remove it, or pass --results-root with "
+        "another directory)"
+    )
+    assert srv.stats()["total"] == 0
