@@ -120,13 +120,23 @@ class Budget:
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
     on_spend: Callable[[float], None] | None = field(default=None, repr=False)
+    #: why ``on_spend`` could not record a settled call (the disk full), or None
+    unrecorded: OSError | None = field(default=None, repr=False)
 
     def reserve(self, usd: float, what: str = "the next call") -> float:
         """Reserve ``usd`` for a call about to start; return it (to :meth:`settle`).
 
         Raises:
-            BudgetExhausted: it does not fit under the ceiling.
+            BudgetExhausted: it does not fit under the ceiling, or what was paid could not
+                be recorded (the ceiling would not hold across re-runs).
         """
+        if self.unrecorded is not None:
+            raise BudgetExhausted(
+                f"budget: {what} was not started: what the run paid cannot be recorded in "
+                f"the run directory's spending.jsonl ({self.unrecorded.strerror}), so "
+                "run.max_cost_usd could not hold across re-runs; every response paid for "
+                "is kept: free the run directory's disk and run the same command again"
+            )
         if self.spent_usd + self.reserved_usd + usd > self.ceiling_usd + 1e-12:
             raise BudgetExhausted(
                 f"budget: {what} could cost up to ${usd:.6f}, and ${self.spent_usd:.6f} is "
@@ -143,11 +153,16 @@ class Budget:
 
     def settle(self, reserved: float, cost_usd: float | None) -> None:
         """A call that reserved ``reserved`` ended, costing ``cost_usd`` (None: nothing
-        paid, e.g. an error)."""
+        paid, e.g. an error). When ``on_spend`` cannot record it (an OSError: the disk
+        full), the call's response still goes on to the cache, and no call starts after
+        it (:meth:`reserve` refuses)."""
         self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
         self.spent_usd += cost_usd or 0.0
         if cost_usd and self.on_spend is not None:
-            self.on_spend(cost_usd)
+            try:
+                self.on_spend(cost_usd)
+            except OSError as exc:  # never lose the response paid for: stop starting calls
+                self.unrecorded = exc
 
     def describe(self) -> dict[str, Any]:
         """For the manifest: ceiling, spent, in flight, USD."""

@@ -69,10 +69,16 @@ class SpendingLog:
         return total
 
     def add(self, usd: float) -> None:
-        """Record ``usd`` paid (nothing for 0)."""
+        """Record ``usd`` paid (nothing for 0).
+
+        Raises:
+            OSError: it cannot be written (the disk full; a symlink, FIFO or directory
+                put at the name since the run began).
+        """
         if usd <= 0:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK
+        fd = os.open(self.path, flags, 0o644)
         try:
             os.write(fd, json.dumps({"usd": round(usd, 12)}).encode() + b"\n")
         finally:

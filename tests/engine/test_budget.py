@@ -260,3 +260,43 @@ def test_a_spending_record_that_is_no_plain_file_refuses_the_run(
         "another directory)"
     )
     assert srv.stats()["total"] == 0
+
+
+def test_spending_that_cannot_be_recorded_loses_no_paid_response(srv, tmp_path: Path) -> None:
+    """When spending.jsonl cannot be written as answers land (here a directory put at its
+    name mid-run; a full disk does the same), the answers already paid for are cached,
+    the run stops starting calls with one reason (interrupted, resumable) and a re-run
+    pays for nothing twice. Before, the OSError escaped the settlement: the four answers
+    in flight were paid and never cached, and the run died with a traceback."""
+    spec = spec_for(tmp_path, srv, "openai", concurrency=4, max_cost_usd=100.0)
+    srv.configure(faults=[{"kind": "hold", "first": 4}])
+    outcome: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            outcome["result"] = run(spec, tmp_path, False)
+        except BaseException as exc:  # noqa: BLE001  # reported by the assertions below
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=go)
+    runner.start()
+    srv.wait_held(4)
+    record = gradetrail.plan_run(spec).run_dir(tmp_path / "results") / "spending.jsonl"
+    assert not record.exists()  # nothing settled yet
+    record.mkdir()
+    srv.release()
+    runner.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    first = outcome["result"]
+    assert first.manifest.status == "interrupted"
+    assert "cannot be recorded in the run directory's spending.jsonl (Is a directory)" in (
+        first.manifest.stop_reason or ""
+    )
+    paid = srv.stats()["total"]
+    assert paid == 4
+    record.rmdir()
+    srv.reset()
+    second = run(spec, tmp_path, False)
+    assert second.manifest.status == "complete"
+    assert second.manifest.cache_hits == 4
+    assert srv.stats()["total"] == ROWS - 4 and srv.stats()["repeated"] == 0
