@@ -10,7 +10,8 @@ Worst case of one request (a stated bound, no tokenizer needed): input tokens at
 UTF-8 bytes of its messages, system prompt and tools plus :data:`MESSAGE_OVERHEAD` tokens
 a message (a BPE token is at least one byte), output tokens at most its ``max_tokens``
 (or the larger length a ``model.params.extra`` key sends in its place) times the
-completions ``extra.n`` asks for;
+completions ``extra.n`` asks for, and with ``model.pause_turn_continuations`` every part
+(each part's input the request's and the parts before it);
 priced by the provider's own :meth:`~gradetrail.providers.base.Provider.price`, at the
 batch tier for a batch. A request without ``max_tokens`` (OpenAI sends none unless the
 spec sets one) or a model without a price has no worst case: a budgeted run refuses to
@@ -64,16 +65,25 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             f"model.params.max_tokens: a budgeted run needs a bound on each response's length "
             f"for {request.model}; set it (run.max_cost_usd is set)"
         )
-    probe = Response(
-        text="", input_tokens=_input_bound(request), output_tokens=int(limit), batch=batch
-    )
-    cost = provider.price(request, probe)
-    if cost is None:
-        raise SpecError(
-            f"model.price: no price is known for {provider.model.provider}:{request.model}, so "
-            "run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
+    # a paused answer sent back (model.pause_turn_continuations): each part is billed, its
+    # input the request's and the parts so far (each at most `limit` tokens)
+    parts = 1 + _count(request.identity.get("pause_turn_continuations"))
+    total = 0.0
+    for part in range(parts):
+        probe = Response(
+            text="",
+            input_tokens=_input_bound(request) + part * (int(limit) + MESSAGE_OVERHEAD),
+            output_tokens=int(limit),
+            batch=batch,
         )
-    return cost
+        cost = provider.price(request, probe)
+        if cost is None:
+            raise SpecError(
+                f"model.price: no price is known for {provider.model.provider}:{request.model}, "
+                "so run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
+            )
+        total += cost
+    return total
 
 
 #: ``model.params.extra`` keys that, sent verbatim over the body, replace its bound on

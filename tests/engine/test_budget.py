@@ -300,3 +300,37 @@ def test_spending_that_cannot_be_recorded_loses_no_paid_response(srv, tmp_path: 
     assert second.manifest.status == "complete"
     assert second.manifest.cache_hits == 4
     assert srv.stats()["total"] == ROWS - 4 and srv.stats()["repeated"] == 0
+
+
+def test_pause_turn_continuations_are_in_the_worst_case(srv, tmp_path: Path) -> None:
+    """model.pause_turn_continuations: 20 sends a paused answer back up to 20 times, each
+    part billed (up to max_tokens out, and the parts so far back in): the worst case
+    bounds what the 21 parts of every request cost. Before, it bounded one part: a
+    request cost 0.0488 USD against a worst case of 0.0031."""
+    paused = {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": "175b_verification",
+        "content": [{"type": "text", "text": "Still thinking. "}],
+        "stop_reason": "pause_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 290},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": paused}])
+    spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "anthropic",
+        limit=2,
+        price=PRICE,
+        params={"max_tokens": 300},
+        pause_turn_continuations=20,
+    )
+    result = run(spec, tmp_path, False)
+    provider = make_provider(spec.model, spec.base_dir)
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    for item in gradetrail.plan_run(spec).prepared:
+        row = rows[item.sample.id]
+        assert row["output_tokens"] == 21 * 290
+        assert row["cost_usd"] <= worst_case_usd(provider, item.request)
