@@ -11,7 +11,8 @@ UTF-8 bytes of its messages, system prompt and tools plus :data:`MESSAGE_OVERHEA
 a message (a BPE token is at least one byte), output tokens at most its ``max_tokens``
 (or the larger length a ``model.params.extra`` key sends in its place) times the
 completions ``extra.n`` asks for, and with ``model.pause_turn_continuations`` every part
-(each part's input the request's and the parts before it);
+(each part's input the request's and the parts before it); ``extra``'s own bytes count as
+input, and a server tool in ``extra.tools`` (a fee per use) has no worst case;
 priced by the provider's own :meth:`~gradetrail.providers.base.Provider.price`, at the
 batch tier for a batch. A request without ``max_tokens`` (OpenAI sends none unless the
 spec sets one) or a model without a price has no worst case: a budgeted run refuses to
@@ -50,6 +51,9 @@ def _input_bound(request: Request) -> int:
         size += len(json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     if request.tools:
         size += len(json.dumps(request.tools, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    extra = request.params.get("extra")
+    if extra:  # sent verbatim in the body (tool definitions, say): read as input too
+        size += len(json.dumps(extra, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return size + MESSAGE_OVERHEAD * (len(request.messages) + 1)
 
 
@@ -65,6 +69,15 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             f"model.params.max_tokens: a budgeted run needs a bound on each response's length "
             f"for {request.model}; set it (run.max_cost_usd is set)"
         )
+    tools = (request.params.get("extra") or {}).get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in (None, "function", "custom"):
+            raise SpecError(
+                f"model.params.extra.tools: {kind} is a server tool, billed per use with its "
+                "results read as input, which no worst case bounds; run.max_cost_usd cannot "
+                "be held: leave out the tool or the budget"
+            )
     # a paused answer sent back (model.pause_turn_continuations): each part is billed, its
     # input the request's and the parts so far (each at most `limit` tokens)
     parts = 1 + _count(request.identity.get("pause_turn_continuations"))

@@ -334,3 +334,25 @@ def test_pause_turn_continuations_are_in_the_worst_case(srv, tmp_path: Path) -> 
         row = rows[item.sample.id]
         assert row["output_tokens"] == 21 * 290
         assert row["cost_usd"] <= worst_case_usd(provider, item.request)
+
+
+def test_server_tools_refuse_a_budgeted_run(srv, tmp_path: Path) -> None:
+    """A server tool in model.params.extra.tools (web search: a fee per use, its results
+    read as input) has no worst case: a budgeted run refuses to start, one line, no call.
+    Before, its fees were outside the worst case and the ceiling did not hold."""
+    spec = gsm8k_spec(
+        tmp_path / "spec",
+        srv,
+        "anthropic",
+        limit=2,
+        price=PRICE,
+        params={
+            "max_tokens": 300,
+            "extra": {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+        },
+        run={"max_cost_usd": 5},
+    )
+    with pytest.raises(SpecError, match="web_search_20250305 is a server tool") as caught:
+        run(spec, tmp_path, False)
+    assert "\n" not in str(caught.value)
+    assert srv.stats()["total"] == 0
