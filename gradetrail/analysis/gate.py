@@ -312,6 +312,9 @@ def regression_gate(
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
     base = gate_runs.load_run(baseline, "baseline")
     cand = gate_runs.load_run(candidate, "candidate")
+    if not allow_partial:  # before --metric re-states the rows
+        gate_runs.check_rows(base)
+        gate_runs.check_rows(cand)
     if metric is not None:
         from gradetrail.scorers.multi import metric_rows
 

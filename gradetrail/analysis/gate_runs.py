@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import GradetrailError
+from gradetrail.rundir.agreement import manifest_reducer, rows_disagree
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
 from gradetrail.rundir.manifest import scoring_differences
 from gradetrail.rundir.truncation import counted_score, policy_of
@@ -23,6 +24,7 @@ from gradetrail.stats.reducers import REDUCERS, reduce_scores
 __all__ = [
     "GateError",
     "GateRun",
+    "check_rows",
     "check_same_split",
     "load_run",
     "resolve_reducer",
@@ -61,9 +63,7 @@ class GateRun:
     @property
     def reducer(self) -> tuple[str, int]:
         """``(run.reducer, k)`` from the manifest's spec; k is 1 unless pass_at_k."""
-        run = (self.manifest.get("spec") or {}).get("run") or {}
-        name = str(run.get("reducer") or "mean")
-        return name, int(run.get("pass_k") or 1) if name == "pass_at_k" else 1
+        return manifest_reducer(self.manifest)
 
     @property
     def status(self) -> str:
@@ -216,6 +216,22 @@ def check_complete(run: GateRun) -> None:
             f"{run.manifest.get('n_samples', '?')} samples x {run.epochs} epochs written): "
             "finish it by re-running the same spec, or pass --allow-partial to gate the "
             "samples both runs have"
+        )
+
+
+def check_rows(run: GateRun) -> None:
+    """Refuse a run whose manifest says ``complete`` but whose ``results.jsonl`` disagrees
+    with it (:func:`~gradetrail.rundir.agreement.rows_disagree`: rows per state, a score
+    outside [0, 1], the mean and n): lines deleted, added, re-scored or damaged since
+    the run wrote them."""
+    if run.status != "complete":
+        return  # check_complete refuses it, naming why
+    why = rows_disagree(run.manifest, run.rows)
+    if why is not None:
+        raise GateError(
+            f"{run.label} run {run.path} is complete but {why}: the file was edited or "
+            "damaged since the run wrote it; run the same spec again to rewrite it from "
+            "the cache"
         )
 
 

@@ -34,7 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from gradetrail.errors import ProviderError, RunError, ServerError
-from gradetrail.executors.budget import Budget, BudgetExhausted, worst_case_usd
+from gradetrail.executors.budget import Budget, BudgetExhausted, billed_usd, worst_case_usd
 from gradetrail.executors.retry import Drained, RetryPolicy, call_with_retry
 from gradetrail.rundir.batches import BatchLedger, Submission
 
@@ -450,11 +450,11 @@ class _Pass:
                 )
             else:
                 failures[result.custom_id] = result.error
-                billed = getattr(result.error, "billed", None)  # answered, paid, refused
-                if billed is not None and billed.cost_usd is not None:
-                    paid += billed.cost_usd
+                billed = billed_usd(result.error)  # answered, paid, then refused here
+                if billed is not None:
+                    paid += billed
                     if report.cost_usd is not None:
-                        report.cost_usd += billed.cost_usd
+                        report.cost_usd += billed
         report.collected += succeeded
         for key, error in failures.items():
             error = error or ServerError("batch: the batch returned no result for the request")

@@ -1,8 +1,9 @@
 """Running a sweep: each cell an ordinary run (:func:`~gradetrail.engine.runner.run_eval`)
 with its own identity hash and run directory, all sharing one cache.
 
-A cell whose run directory already holds a complete run of the same identity is not run
-again (outcome ``existing``); any other is run, so an interrupted or killed cell resumes
+A cell whose run directory already holds a complete run of the same identity, without
+provider_error rows and whose rows still agree with its manifest (:func:`is_complete`), is
+not run again (outcome ``existing``); any other is run, so an interrupted or killed cell resumes
 from the cache and a cell that is new (a model added to the sweep) is the only one that
 pays. The sweep's record (:mod:`gradetrail.rundir.sweep`) is written before the first cell
 and after each one. Cells run one after another: each run drives its own requests
@@ -19,7 +20,8 @@ from typing import Any
 
 from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.errors import SpecError, UsageError
-from gradetrail.rundir.results import read_manifest
+from gradetrail.rundir.agreement import rows_disagree
+from gradetrail.rundir.results import read_manifest, read_results
 from gradetrail.rundir.sweep import (
     CellRecord,
     SweepRecord,
@@ -146,17 +148,26 @@ def _record(sweep: SweepSpec, cells: list[CellPlan], results_root: Path) -> Swee
 
 def is_complete(run_dir: Path, identity_hash: str) -> bool:
     """``run_dir`` holds a complete run of this identity without provider_error rows (a
-    run with some is run again: only their requests are sent, the rest is cached)."""
+    run with some is run again: only their requests are sent, the rest is cached) whose
+    ``results.jsonl`` still agrees with its manifest
+    (:func:`~gradetrail.rundir.agreement.rows_disagree`): a cell whose rows were edited or
+    damaged since is run again, which rewrites them from the cache, instead of being gated
+    as it is (the gate would refuse it for good)."""
     try:
         manifest = read_manifest(run_dir)
     except UsageError:
         return False
     counts = manifest.get("counts") or {}
-    return (
-        manifest.get("status") == "complete"
-        and manifest.get("identity_hash") == identity_hash
-        and not counts.get("provider_error")
-    )
+    if (
+        manifest.get("status") != "complete"
+        or manifest.get("identity_hash") != identity_hash
+        or counts.get("provider_error")
+    ):
+        return False
+    try:
+        return rows_disagree(manifest, read_results(run_dir)) is None
+    except UsageError:
+        return False
 
 
 def run_sweep(

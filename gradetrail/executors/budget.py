@@ -10,13 +10,23 @@ when a call does not fit with none in flight.
 
 Worst case of one request (a stated bound, no tokenizer needed): input tokens at most the
 UTF-8 bytes of its messages, system prompt and tools plus :data:`MESSAGE_OVERHEAD` tokens
-a message (a BPE token is at least one byte), output tokens at most its ``max_tokens`` (or
-a larger limit ``model.params.extra`` sends over it), times the ``n`` answers it asks for;
-priced by the provider's own :meth:`~gradetrail.providers.base.Provider.price`, at the
-batch tier for a batch. A request without ``max_tokens`` (OpenAI sends none unless the
-spec sets one) or a model without a price has no worst case: a budgeted run refuses to
-start (never a silent "n/a"). So does ``model.pause_turn_continuations``: each
-continuation is another request, its input the paused turn with its server-tool results.
+a message (a BPE token is at least one byte) and ``model.params.extra``'s own bytes (sent
+in the body), output tokens at most its ``max_tokens`` (or the larger length a
+``model.params.extra`` key sends in its place) times the completions ``extra.n`` asks for;
+with ``model.pause_turn_continuations`` every part a paused answer may take is counted,
+each part's input the request's and the parts before it. Priced by the provider's own
+:meth:`~gradetrail.providers.base.Provider.price`, at the batch tier for a batch. A
+request without ``max_tokens`` (OpenAI sends none unless the spec sets one), a model
+without a price, an ``extra`` length key or ``n`` that is not a whole number of at least
+1, or a server tool in ``extra.tools`` (a fee per use, its results read as input) has no
+worst case: a budgeted run refuses to start (never a silent "n/a"). A judge model is
+checked the same way before the run's first call (:func:`check_bounded`).
+
+A response billed and then refused on this side (``ProviderError.billed``: another served
+model under ``model.require_served_model``) counts as paid, online and in batches
+(:func:`billed_usd`). When what a call paid cannot be recorded (``on_spend`` raises an
+OSError: the disk full), its response still goes on to the cache and no call starts after
+it.
 """
 
 from __future__ import annotations
@@ -32,7 +42,14 @@ from gradetrail.executors.base import Executor
 from gradetrail.executors.retry import AttemptListener, CallOutcome
 from gradetrail.providers.base import Provider, Request, Response
 
-__all__ = ["Budget", "BudgetExhausted", "BudgetedExecutor", "check_bounded", "worst_case_usd"]
+__all__ = [
+    "Budget",
+    "BudgetExhausted",
+    "BudgetedExecutor",
+    "billed_usd",
+    "check_bounded",
+    "worst_case_usd",
+]
 
 #: tokens a message may add to its text (role and framing), in the worst-case bound
 MESSAGE_OVERHEAD = 16
@@ -52,6 +69,9 @@ def _input_bound(request: Request) -> int:
         size += len(json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     if request.tools:
         size += len(json.dumps(request.tools, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    extra = request.params.get("extra")
+    if extra:  # sent verbatim in the body (tool definitions, say): read as input too
+        size += len(json.dumps(extra, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return size + MESSAGE_OVERHEAD * (len(request.messages) + 1)
 
 
@@ -59,38 +79,65 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     """The most ``request`` can cost, USD (see the module docstring).
 
     Raises:
-        SpecError: no ``max_tokens`` to bound the output, no price for the model, or
-            ``model.pause_turn_continuations`` (each continuation is another request).
+        SpecError: no ``max_tokens`` to bound the output, an ``extra`` length key or ``n``
+            that is not a whole number of at least 1, a server tool in ``extra.tools``, or
+            no price for the model.
     """
-    if getattr(provider.model, "pause_turn_continuations", 0):
-        raise SpecError(
-            "model.pause_turn_continuations: each continuation is another billed request "
-            "that sends the paused turn (its server-tool results included) back, so no worst "
-            "case bounds a row and run.max_cost_usd cannot be held; set it to 0 or drop "
-            "run.max_cost_usd"
+    output = _output_bound(provider, request)
+    tools = (request.params.get("extra") or {}).get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind not in (None, "function", "custom"):
+            raise SpecError(
+                f"model.params.extra.tools: {kind} is a server tool, billed per use with its "
+                "results read as input, which no worst case bounds; run.max_cost_usd cannot "
+                "be held: leave out the tool or the budget"
+            )
+    # a paused answer sent back (model.pause_turn_continuations): each part is billed, its
+    # input the request's and the parts so far (each at most `output` tokens)
+    parts = 1 + (getattr(provider.model, "pause_turn_continuations", 0) or 0)
+    total = 0.0
+    for part in range(parts):
+        probe = Response(
+            text="",
+            input_tokens=_input_bound(request) + part * (output + MESSAGE_OVERHEAD),
+            output_tokens=output,
+            batch=batch,
         )
-    limit = request.params.get("max_tokens") or _default_max_tokens(provider)
+        cost = provider.price(request, probe)
+        if cost is None:
+            raise SpecError(
+                f"model.price: no price is known for {provider.model.provider}:{request.model}, "
+                "so run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
+            )
+        total += cost
+    return total
+
+
+#: ``model.params.extra`` keys that, sent verbatim over the body, replace its bound on
+#: each answer's length (Chat Completions, Responses, Messages)
+_EXTRA_LENGTH_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _output_bound(provider: Provider, request: Request) -> int:
+    """Output tokens one part of ``request``'s answer can be billed for at most:
+    ``max_tokens`` (the provider's default when the spec sets none), or the largest a
+    ``params.extra`` length key sets (it replaces it in the body), times the completions
+    ``extra.n`` asks for (each billed).
+
+    Raises:
+        SpecError: nothing bounds the output, or an ``extra`` count is not a whole number.
+    """
+    extra = request.params.get("extra") or {}
+    limits = [_whole(extra, key) for key in _EXTRA_LENGTH_KEYS if key in extra]
+    own = request.params.get("max_tokens") or _default_max_tokens(provider) or 0
+    limit = max([int(own), *limits])
     if not limit:
         raise SpecError(
             f"model.params.max_tokens: a budgeted run needs a bound on each response's length "
             f"for {request.model}; set it (run.max_cost_usd is set)"
         )
-    extra = request.params.get("extra") or {}
-    # extra goes into the body verbatim, over max_tokens: its own limit and n count
-    limits = [_whole(extra, key) for key in _EXTRA_LIMITS if key in extra]
-    output = max([int(limit), *limits]) * (_whole(extra, "n") if "n" in extra else 1)
-    probe = Response(text="", input_tokens=_input_bound(request), output_tokens=output, batch=batch)
-    cost = provider.price(request, probe)
-    if cost is None:
-        raise SpecError(
-            f"model.price: no price is known for {provider.model.provider}:{request.model}, so "
-            "run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
-        )
-    return cost
-
-
-#: fields of ``model.params.extra`` that replace ``max_tokens`` in a request's body
-_EXTRA_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+    return limit * (_whole(extra, "n") if "n" in extra else 1)
 
 
 def _whole(extra: dict[str, Any], key: str) -> int:
@@ -147,6 +194,8 @@ class Budget:
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
     on_spend: Callable[[float], None] | None = field(default=None, repr=False)
+    #: why ``on_spend`` could not record a settled call (the disk full), or None
+    unrecorded: OSError | None = field(default=None, repr=False)
     #: online calls reserved and not yet settled (:meth:`reserve_when_fits`)
     calls_in_flight: int = field(default=0, repr=False)
     _settled: asyncio.Event | None = field(default=None, init=False, repr=False)
@@ -155,8 +204,16 @@ class Budget:
         """Reserve ``usd`` for a call about to start; return it (to :meth:`settle`).
 
         Raises:
-            BudgetExhausted: it does not fit under the ceiling.
+            BudgetExhausted: it does not fit under the ceiling, or what was paid could not
+                be recorded (the ceiling would not hold across re-runs).
         """
+        if self.unrecorded is not None:
+            raise BudgetExhausted(
+                f"budget: {what} was not started: what the run paid cannot be recorded in "
+                f"the run directory's spending.jsonl ({self.unrecorded.strerror}), so "
+                "run.max_cost_usd could not hold across re-runs; every response paid for "
+                "is kept: free the run directory's disk and run the same command again"
+            )
         if self.spent_usd + self.reserved_usd + usd > self.ceiling_usd + 1e-12:
             raise BudgetExhausted(
                 f"budget: {what} could cost up to ${usd:.6f}, and ${self.spent_usd:.6f} is "
@@ -170,12 +227,14 @@ class Budget:
     async def reserve_when_fits(self, usd: float, what: str = "the next call") -> float:
         """:meth:`reserve` for an online call: while it does not fit but calls are in
         flight (each reserved its worst case and most cost far less), wait for them to
-        settle; stop only when it does not fit with none in flight.
+        settle; stop only when it does not fit with none in flight (or at once when what
+        was paid could not be recorded).
 
         Raises:
-            BudgetExhausted: it does not fit, and no call in flight can free room.
+            BudgetExhausted: it does not fit, and no call in flight can free room; or what
+                was paid could not be recorded.
         """
-        while not self.fits(usd) and self.calls_in_flight > 0:
+        while self.unrecorded is None and not self.fits(usd) and self.calls_in_flight > 0:
             if self._settled is None:
                 self._settled = asyncio.Event()
             await self._settled.wait()
@@ -189,11 +248,16 @@ class Budget:
 
     def settle(self, reserved: float, cost_usd: float | None) -> None:
         """A call that reserved ``reserved`` ended, costing ``cost_usd`` (None: nothing
-        paid, e.g. an error)."""
+        paid, e.g. an error). When ``on_spend`` cannot record it (an OSError: the disk
+        full), the call's response still goes on to the cache, and no call starts after
+        it (:meth:`reserve` refuses). Calls waiting for room are woken either way."""
         self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
         self.spent_usd += cost_usd or 0.0
         if cost_usd and self.on_spend is not None:
-            self.on_spend(cost_usd)
+            try:
+                self.on_spend(cost_usd)
+            except OSError as exc:  # never lose the response paid for: stop starting calls
+                self.unrecorded = exc
         if self._settled is not None:  # wake the calls waiting for room
             self._settled.set()
             self._settled = None
@@ -212,13 +276,21 @@ class Budget:
         }
 
 
+def billed_usd(error: BaseException | None) -> float | None:
+    """USD ``error`` was billed for before it was refused on this side
+    (:attr:`~gradetrail.errors.ProviderError.billed`: an answer from another model under
+    ``model.require_served_model``), or None when nothing was billed. Online calls
+    (:func:`_paid`) and collected batches both settle with it."""
+    billed = getattr(error, "billed", None)
+    return billed.cost_usd if billed is not None else None
+
+
 def _paid(outcome: CallOutcome) -> float | None:
     """USD ``outcome`` paid: its response's cost, and what attempts that were billed and
-    then refused cost (:attr:`~gradetrail.errors.ProviderError.billed`: an answer from
-    another model under ``require_served_model``)."""
+    then refused cost (:func:`billed_usd`), the retried ones included; None when none
+    of them says."""
     costs = [outcome.response.cost_usd] if outcome.response is not None else []
-    errors = [a.error for a in outcome.retried] + [outcome.error]
-    costs += [e.billed.cost_usd for e in errors if e is not None and e.billed is not None]
+    costs += [billed_usd(error) for error in [a.error for a in outcome.retried] + [outcome.error]]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
 
@@ -249,9 +321,11 @@ class BudgetedExecutor(Executor):
         self, request: Request, on_attempt: AttemptListener | None = None
     ) -> CallOutcome:
         """Reserve the request's worst case (waiting for calls in flight to land while it
-        does not fit beside theirs), call, settle with its cost. (A failed
-        attempt is not billed by either API; one the client timed out may be: the
-        reservation covers one attempt.)
+        does not fit beside theirs), call, settle with its cost: the response's, and what
+        attempts were billed for before they were refused on this side (:func:`_paid`:
+        a served model other than the requested one under ``model.require_served_model``).
+        (A failed attempt is not billed by either API; one the client timed out may be:
+        the reservation covers one attempt.)
 
         Raises:
             BudgetExhausted: the call would not fit under the ceiling (not made).

@@ -244,3 +244,32 @@ def test_a_cell_the_gate_refuses_is_told_only_what_a_sweep_can_do(
     assert line.startswith("error: cell other: ")
     assert gate_flag not in line  # unfixed: the gate's flag was named
     assert kept in line
+
+
+def test_a_cell_whose_rows_were_damaged_is_run_again(sweep_file: Path) -> None:
+    """A complete cell whose results.jsonl lost a line since (a malformed line) is run
+    again, its rows rewritten from the cache, and the sweep is gated as before. Before, it
+    was reported cached (complete) and every later sweep stopped at the gate's refusal,
+    exit 2, whose fix (run the same spec again) the sweep never did."""
+    first = _sweep(sweep_file, "--json")
+    assert first.code == 0, first.err
+    cells = {c["name"]: c for c in json.loads(first.out)["cells"]}
+    results = Path(cells["big"]["run_dir"]) / "results.jsonl"
+    intact = results.read_bytes()
+    lines = intact.splitlines(keepends=True)
+    lines[9] = b"{broken\n"
+    results.write_bytes(b"".join(lines))
+    again = _sweep(sweep_file, "--json")
+    assert again.code == 0, again.err
+    cells = {c["name"]: c for c in json.loads(again.out)["cells"]}
+    assert [cells[n]["outcome"] for n in ("prod", "big", "small")] == [
+        "existing",
+        "ran",
+        "existing",
+    ]
+    assert cells["big"]["verdict"] == "superior"
+
+    def scores(data: bytes) -> list[tuple[str, float]]:
+        return [(r["sample_id"], r["score"]) for r in map(json.loads, data.splitlines())]
+
+    assert scores(results.read_bytes()) == scores(intact)  # rewritten from the cache

@@ -124,3 +124,85 @@ def test_scoring_differences_name_scorer_keys_and_scorer_files_only() -> None:
         "judge file hash: j -> k",
     ]
     assert scoring_differences(base, {**base}) == []  # the same identity: nothing to say
+
+
+def refused_as_edited(cand: Path, disagreement: str) -> list[str]:
+    """The gate's one line for a complete candidate whose results.jsonl ``disagreement``."""
+    return [
+        f"error: candidate run {cand} is complete but its results.jsonl {disagreement}: the "
+        "file was edited or damaged since the run wrote it; run the same spec again to "
+        "rewrite it from the cache"
+    ]
+
+
+def test_rows_deleted_from_a_complete_run_are_refused(cli, runs: dict[str, Path]) -> None:
+    """A complete run whose results.jsonl lost its failing rows (861 of 1319 deleted, the
+    manifest untouched) is refused, exit 2: before, --unpaired passed it (candidate mean
+    1.0000 against 0.5625, superiority PASS, exit 0)."""
+    cand = runs["175b_finetuning"]
+    results = cand / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if json.loads(line)["score"] == 1.0]
+    assert (len(lines), len(kept)) == (1319, 458)
+    results.write_text("".join(kept))
+    base = str(runs["175b_verification"])
+    out = cli("gate", base, str(cand), "--unpaired", "--test", "superiority")
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == refused_as_edited(
+        cand, "holds 458 rows (458 scored) where its manifest counts 1319 rows (1319 scored)"
+    )
+    # --allow-partial is the way to gate what is there on purpose
+    assert cli("gate", base, str(cand), "--unpaired", "--allow-partial").exit_code == 0
+
+
+def test_a_damaged_line_in_both_runs_is_refused(cli, runs: dict[str, Path]) -> None:
+    """The same 300 rows gone from both complete runs (the reader skips a malformed line)
+    is refused rather than gated on the 1019 that are left."""
+    for run in runs.values():
+        results = run / "results.jsonl"
+        lines = results.read_text().splitlines(keepends=True)
+        lines[:300] = ["{not json\n"] * 300
+        results.write_text("".join(lines))
+    base, cand = runs["175b_verification"], runs["175b_finetuning"]
+    out = cli("gate", str(base), str(cand), "--json")
+    assert out.exit_code == 2
+    assert "holds 1019 rows (1019 scored) where its manifest counts 1319" in out.stderr
+
+
+def test_scores_edited_in_a_complete_run_are_refused(cli, runs: dict[str, Path]) -> None:
+    """300 of the candidate's regressions re-scored 1.0 in results.jsonl (their responses
+    and the manifest untouched) are refused, exit 2: before, the gate passed them (lower
+    bound -0.0053 >= -0.02, exit 0) while the manifest still said 0.3472."""
+    base, cand = runs["175b_verification"], runs["175b_finetuning"]
+    before = {r["sample_id"]: r["score"] for r in map(json.loads, (base / "results.jsonl").open())}
+    results = cand / "results.jsonl"
+    rows = [json.loads(line) for line in results.open()]
+    flipped = 0
+    for row in rows:
+        if row["score"] == 0.0 and before[row["sample_id"]] == 1.0 and flipped < 300:
+            row["score"], flipped = 1.0, flipped + 1
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = cli("gate", str(base), str(cand))
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == refused_as_edited(
+        cand, "gives mean 0.574678 over 1319 samples where its manifest records mean 0.347233 "
+        "over 1319",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("score", ["NaN", "1000.0", '"1.0"', "true"])
+def test_a_score_outside_0_1_is_refused(cli, runs: dict[str, Path], score: str) -> None:
+    """A scored row whose score is not a number in [0, 1] is refused naming the row."""
+    base, cand = runs["175b_verification"], runs["175b_finetuning"]
+    results = cand / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    row = json.loads(lines[2])
+    lines[2] = lines[2].replace(f'"score":{row["score"]}', f'"score":{score}', 1)
+    results.write_text("".join(lines))
+    out = cli("gate", str(base), str(cand))
+    assert out.exit_code == 2
+    shown = {"NaN": "nan", '"1.0"': "'1.0'", "true": "True"}.get(score, score)
+    assert out.stderr.startswith(
+        f"error: candidate run {cand} is complete but sample {row['sample_id']!r} epoch 1 "
+        f"has score {shown}, not a number in [0, 1]: the file was edited"
+    )

@@ -3,6 +3,9 @@ stops the run cleanly (resumable), and refuses what it cannot bound."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ from protocol_server import fresh_protocol_server_fixture, protocol_server_fixtu
 
 import gradetrail
 from gradetrail.engine.batching import BatchOptions
-from gradetrail.errors import SpecError
+from gradetrail.errors import RunError, SpecError
 from gradetrail.executors.budget import worst_case_usd
 from gradetrail.providers import make_provider
 from gradetrail.rundir.spending import SpendingLog
@@ -61,6 +64,37 @@ def paid(result: gradetrail.RunResult) -> float:
     return sum(
         r["cost_usd"] or 0.0 for r in gradetrail.read_results(result.run_dir) if not r["cached"]
     )
+
+
+def with_extra(tmp_path: Path, srv: Any, extra: dict[str, Any], **run: Any) -> gradetrail.EvalSpec:
+    """One GSM8K row over OpenAI, priced, max_tokens 60 and ``model.params.extra``."""
+    return gsm8k_spec(
+        tmp_path / "spec", srv, "openai", limit=1, price=PRICE,
+        params={"max_tokens": 60, "extra": extra}, run=run,
+    )  # fmt: skip
+
+
+def pausing(srv: Any, text: str, input_tokens: int, output_tokens: int) -> None:
+    """Every Anthropic answer pauses (stop reason pause_turn), each part this one."""
+    paused = {
+        "id": "msg_paused",
+        "type": "message",
+        "role": "assistant",
+        "model": "175b_verification",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "pause_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": paused}])
+
+
+def paused_spec(directory: Path, srv: Any, limit: int, **model_fields: Any) -> gradetrail.EvalSpec:
+    """The GSM8K eval over Anthropic, priced, max_tokens 300 (``model_fields`` added)."""
+    return gsm8k_spec(
+        directory, srv, "anthropic", limit=limit, price=PRICE, params={"max_tokens": 300},
+        **model_fields,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(("protocol", "batch"), [("openai", False), ("anthropic", True)])
@@ -132,45 +166,233 @@ def test_the_worst_case_bounds_the_real_cost(srv, tmp_path: Path) -> None:
         assert rows[item.sample.id]["cost_usd"] <= worst_case_usd(provider, item.request)
 
 
+@pytest.mark.parametrize(("protocol", "batch"), [("openai", False), ("anthropic", True)])
+def test_responses_billed_then_refused_count_against_the_ceiling(
+    srv, tmp_path: Path, protocol: str, batch: bool
+) -> None:
+    """Every answer served by another model under model.require_served_model is paid for
+    and then refused (a provider_error row with its cost): the budget counts what they
+    cost, so a ceiling of 90% of what the 12 calls cost stops the run before it. Before,
+    none of it counted (each call or batch settled as costing nothing): all 12 requests
+    were made and the run, complete, spent more than its ceiling."""
+
+    def refusing(directory: Path, **run_fields: Any) -> gradetrail.EvalSpec:
+        spec = spec_for(directory, srv, protocol, concurrency=1, fail_fast=0, **run_fields)
+        model = spec.model.model_copy(update={"require_served_model": True})
+        return spec.model_copy(update={"model": model})
+
+    alias = [{"kind": "alias", "served_model": "another-model"}]
+    srv.configure(faults=alias)
+    measured = run(refusing(tmp_path / "m"), tmp_path / "measure", batch)
+    assert measured.manifest.counts == {"provider_error": ROWS}
+    full = measured.manifest.cost_usd
+    assert full is not None and full > 0
+    srv.reset()
+    srv.configure(faults=alias)
+    ceiling = full * 0.9
+    spec = refusing(tmp_path, max_cost_usd=ceiling, start_over_budget=True)
+    assert worst_total(spec, batch=batch) / ROWS < ceiling  # room for calls one at a time
+    first = run(spec, tmp_path, batch)
+    assert first.manifest.status == "interrupted"
+    assert "run.max_cost_usd" in (first.manifest.stop_reason or "")
+    spent = first.manifest.executor["budget"]["spent_usd"]
+    assert spent == pytest.approx(paid(first)) and 0 < spent <= ceiling
+    assert first.manifest.cost_usd == pytest.approx(spent)
+    assert SpendingLog(first.run_dir).total() == pytest.approx(spent)
+    made = srv.batches()["requests"] if batch else srv.stats()["total"]
+    assert 0 < made < ROWS
+
+
+def test_params_extra_that_multiplies_the_output_is_in_the_worst_case(srv, tmp_path: Path) -> None:
+    """model.params.extra is sent verbatim over the body: n: 8 asks for eight completions,
+    each up to max_tokens, all billed. The worst case bounds the real cost of every
+    request and the run stays under a ceiling set from it. Before, the worst case was
+    one completion's: each answer cost more than its reservation and the run spent past
+    its ceiling."""
+    spec = spec_for(tmp_path, srv, "openai", concurrency=1)
+    params = spec.model.params.model_copy(update={"extra": {"n": 8}})
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"params": params})})
+    provider = make_provider(spec.model, spec.base_dir)
+    plan = gradetrail.plan_run(spec)
+    measured = run(spec, tmp_path / "measure", False)
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(measured.run_dir)}
+    for item in plan.prepared:
+        assert rows[item.sample.id]["cost_usd"] <= worst_case_usd(provider, item.request)
+    srv.reset()
+    ceiling = measured.manifest.cost_usd / 2
+    budgeted = spec.model_copy(
+        update={"run": spec.run.model_copy(update={"max_cost_usd": ceiling})}
+    )
+    budgeted = budgeted.model_copy(
+        update={"run": budgeted.run.model_copy(update={"start_over_budget": True})}
+    )
+    first = run(budgeted, tmp_path, False)
+    assert first.manifest.status == "interrupted"
+    assert first.manifest.cost_usd <= ceiling
+
+
+def _planted_run_dir(spec: gradetrail.EvalSpec, tmp_path: Path) -> Path:
+    run_dir = gradetrail.plan_run(spec).run_dir(tmp_path / "results")
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+@pytest.mark.parametrize("planted", ['{"usd": NaN}\n', '{"usd": -1000}\n', '{"usd": "-1e9"}\n'])
+def test_a_planted_spending_record_does_not_lift_the_ceiling(
+    srv, tmp_path: Path, planted: str
+) -> None:
+    """A spending.jsonl planted in the run directory (a results directory can come from
+    a cloned repository) with a negative or NaN amount counts as nothing: the run stops
+    at its ceiling. Before, NaN disabled the ceiling and -1000 lifted it by $1000 (all 12
+    calls made, the run complete past a ceiling of 90% of what they cost)."""
+    measured = run(spec_for(tmp_path / "m", srv, "openai", concurrency=1), tmp_path / "m", False)
+    srv.reset()
+    ceiling = measured.manifest.cost_usd * 0.9
+    spec = spec_for(tmp_path, srv, "openai", concurrency=1, max_cost_usd=ceiling)
+    spec = spec.model_copy(update={"run": spec.run.model_copy(update={"start_over_budget": True})})
+    (_planted_run_dir(spec, tmp_path) / "spending.jsonl").write_text(planted)
+    first = run(spec, tmp_path, False)
+    assert first.manifest.status == "interrupted"
+    assert 0 < first.manifest.cost_usd <= ceiling
+    assert 0 < srv.stats()["total"] < ROWS
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_a_spending_record_that_is_no_plain_file_refuses_the_run(
+    srv, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO, a symlink or a directory at spending.jsonl refuses the run before any call,
+    one line naming it. Before, a FIFO held the run for good before its first call (the
+    read waited for a writer), and a symlink was read through (another file's amounts)."""
+    spec = spec_for(tmp_path, srv, "openai", max_cost_usd=100.0)
+    record = _planted_run_dir(spec, tmp_path) / "spending.jsonl"
+    if kind == "fifo":
+        os.mkfifo(record)
+    elif kind == "symlink":
+        elsewhere = tmp_path / "elsewhere.jsonl"
+        elsewhere.write_text('{"usd": 0.5}\n')
+        record.symlink_to(elsewhere)
+    else:
+        record.mkdir()
+
+    def unblock() -> None:  # if a read waits on the FIFO, end it (the test then fails)
+        with contextlib.suppress(OSError):
+            os.close(os.open(record, os.O_WRONLY | os.O_NONBLOCK))
+
+    timer = threading.Timer(10.0, unblock)
+    timer.start()
+    try:
+        with pytest.raises(RunError) as caught:
+            run(spec, tmp_path, False)
+    finally:
+        timer.cancel()
+    what = "is a symlink" if kind == "symlink" else "is not a regular file"
+    assert str(caught.value) == (
+        f"{record}: {what}; refusing to read it (remove it, or pass --results-root with "
+        "another directory)"
+    )
+    assert srv.stats()["total"] == 0
+
+
+def test_spending_that_cannot_be_recorded_loses_no_paid_response(srv, tmp_path: Path) -> None:
+    """When spending.jsonl cannot be written as answers land (here a directory put at its
+    name mid-run; a full disk does the same), the answers already paid for are cached,
+    the run stops starting calls with one reason (interrupted, resumable) and a re-run
+    pays for nothing twice. Before, the OSError escaped the settlement: the four answers
+    in flight were paid and never cached, and the run died with a traceback."""
+    spec = spec_for(tmp_path, srv, "openai", concurrency=4, max_cost_usd=100.0)
+    srv.configure(faults=[{"kind": "hold", "first": 4}])
+    outcome: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            outcome["result"] = run(spec, tmp_path, False)
+        except BaseException as exc:  # noqa: BLE001  # reported by the assertions below
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=go)
+    runner.start()
+    srv.wait_held(4)
+    record = gradetrail.plan_run(spec).run_dir(tmp_path / "results") / "spending.jsonl"
+    assert not record.exists()  # nothing settled yet
+    record.mkdir()
+    srv.release()
+    runner.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    first = outcome["result"]
+    assert first.manifest.status == "interrupted"
+    assert "cannot be recorded in the run directory's spending.jsonl (Is a directory)" in (
+        first.manifest.stop_reason or ""
+    )
+    paid = srv.stats()["total"]
+    assert paid == 4
+    record.rmdir()
+    srv.reset()
+    second = run(spec, tmp_path, False)
+    assert second.manifest.status == "complete"
+    assert second.manifest.cache_hits == 4
+    assert srv.stats()["total"] == ROWS - 4 and srv.stats()["repeated"] == 0
+
+
 def test_pause_turn_continuations_cannot_pass_the_ceiling(srv, tmp_path: Path) -> None:
     """Each continuation of a paused turn is another billed request (the paused answer,
-    its server-tool results included, sent back as input): one reserved worst case does
-    not bound the row. A run whose answers pause every time, each part honest (its output
-    at most max_tokens), spent five times a ceiling of one row's worst case: no worst case
-    bounds a continued turn, so a budgeted run refuses it before any call."""
-    paused = {
-        "id": "msg_paused",
-        "type": "message",
-        "role": "assistant",
-        "model": "175b_verification",
-        "content": [{"type": "text", "text": "Searching first. "}],
-        "stop_reason": "pause_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 80, "output_tokens": 300},
-    }
-    srv.configure(faults=[{"kind": "answer", "body": paused}])
-    base = gsm8k_spec(
-        tmp_path / "base",
-        srv,
-        "anthropic",
-        limit=1,
-        price=PRICE,
-        params={"max_tokens": 300},
-    )
-    ceiling = worst_total(base)  # one request's worst case
+    its server-tool results included, sent back as input). A ceiling of one part's worst
+    case cannot hold a row of six parts: the worst case counts every part, so the run is
+    refused before any call, and with --start-over-budget it stops before its first call.
+    Unfixed, one reserved part let a row of six parts spend $0.01536 under $0.003226."""
+    pausing(srv, "Searching first. ", 80, 300)
+    ceiling = worst_total(paused_spec(tmp_path / "base", srv, 1))  # one part's worst case
+
+    def continued(**run_fields: Any) -> gradetrail.EvalSpec:
+        run = {"max_cost_usd": ceiling, **run_fields}
+        return paused_spec(tmp_path / "spec", srv, 1, pause_turn_continuations=5, run=run)
+
+    assert worst_total(continued()) > 6 * ceiling  # six parts, each reading the ones before
+    with pytest.raises(SpecError, match="could cost up to .* over what is left of the ceiling"):
+        run(continued(), tmp_path, False)
+    assert srv.stats()["total"] == 0
+    stopped = run(continued(start_over_budget=True), tmp_path, False)
+    assert stopped.manifest.status == "interrupted"
+    assert "run.max_cost_usd" in (stopped.manifest.stop_reason or "")
+    assert srv.stats()["total"] == 0
+
+
+def test_pause_turn_continuations_are_in_the_worst_case(srv, tmp_path: Path) -> None:
+    """model.pause_turn_continuations: 20 sends a paused answer back up to 20 times, each
+    part billed (up to max_tokens out, and the parts so far back in): the worst case
+    bounds what the 21 parts of every request cost. Before, it bounded one part: a
+    request cost 0.0488 USD against a worst case of 0.0031."""
+    pausing(srv, "Still thinking. ", 10, 290)
+    spec = paused_spec(tmp_path / "spec", srv, 2, pause_turn_continuations=20)
+    result = run(spec, tmp_path, False)
+    provider = make_provider(spec.model, spec.base_dir)
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    for item in gradetrail.plan_run(spec).prepared:
+        row = rows[item.sample.id]
+        assert row["output_tokens"] == 21 * 290
+        assert row["cost_usd"] <= worst_case_usd(provider, item.request)
+
+
+def test_server_tools_refuse_a_budgeted_run(srv, tmp_path: Path) -> None:
+    """A server tool in model.params.extra.tools (web search: a fee per use, its results
+    read as input) has no worst case: a budgeted run refuses to start, one line, no call.
+    Before, its fees were outside the worst case and the ceiling did not hold."""
     spec = gsm8k_spec(
         tmp_path / "spec",
         srv,
         "anthropic",
-        limit=1,
+        limit=2,
         price=PRICE,
-        params={"max_tokens": 300},
-        pause_turn_continuations=5,
-        run={"max_cost_usd": ceiling},
+        params={
+            "max_tokens": 300,
+            "extra": {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+        },
+        run={"max_cost_usd": 5},
     )
-    with pytest.raises(SpecError, match="model.pause_turn_continuations: .* cannot be held"):
+    with pytest.raises(SpecError, match="web_search_20250305 is a server tool") as caught:
         run(spec, tmp_path, False)
-    assert srv.stats()["total"] == 0  # unfixed: 6 requests, $0.01536 against $0.003226
+    assert "\n" not in str(caught.value)
+    assert srv.stats()["total"] == 0
 
 
 def test_calls_in_flight_do_not_stop_a_run_their_settling_leaves_room_for(
@@ -243,25 +465,8 @@ def test_extra_fields_that_raise_the_output_bound_are_in_the_worst_case(
     eight answers, ``max_completion_tokens`` replaces the max_tokens the worst case was
     bounded by. A ceiling of what the worst case says a row can cost must hold them."""
     srv.configure(script={"rules": [{"contains": "Janet", "reply": "step " * 500 + "A: 18"}]})
-    extra_spec = gsm8k_spec(
-        tmp_path / "spec",
-        srv,
-        "openai",
-        limit=1,
-        price=PRICE,
-        params={"max_tokens": 60, "extra": extra},
-    )
-    ceiling = worst_total(extra_spec)
-    spec = gsm8k_spec(
-        tmp_path / "spec",
-        srv,
-        "openai",
-        limit=1,
-        price=PRICE,
-        params={"max_tokens": 60, "extra": extra},
-        run={"max_cost_usd": ceiling},
-    )
-    result = run(spec, tmp_path, False)
+    ceiling = worst_total(with_extra(tmp_path, srv, extra))
+    result = run(with_extra(tmp_path, srv, extra, max_cost_usd=ceiling), tmp_path, False)
     assert srv.stats()["total"] == 1
     assert SpendingLog(result.run_dir).total() <= ceiling + 1e-12
 
@@ -302,3 +507,20 @@ def test_calls_billed_then_refused_count_against_the_ceiling(srv, tmp_path: Path
     assert 0 < srv.stats()["total"] < 40
     assert paid_rows <= ceiling + 1e-12
     assert SpendingLog(result.run_dir).total() == pytest.approx(paid_rows)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"n": 0}, {"n": True}, {"max_completion_tokens": "4000"}],
+    ids=["n-0", "n-bool", "max_completion_tokens-str"],
+)
+def test_extra_counts_that_are_not_whole_numbers_refuse_a_budgeted_run(
+    srv, tmp_path: Path, extra: dict[str, Any]
+) -> None:
+    """An ``extra`` length key or ``n`` that is not a whole number of at least 1 bounds
+    nothing the budget can read: the run is refused before any call, naming the field,
+    rather than the value silently counting as no bound at all."""
+    (key,) = extra
+    with pytest.raises(SpecError, match=rf"model\.params\.extra\.{key}: .* whole number"):
+        run(with_extra(tmp_path, srv, extra, max_cost_usd=5), tmp_path, False)
+    assert srv.stats()["total"] == 0
