@@ -12,16 +12,47 @@ from gradetrail.spec.eval import EvalSpec
 from gradetrail.spec.scorer import GradeParse, JsonParse, NumericParse, ScorerSpec
 
 
+def format_errors(source: str, errors: list[Any]) -> list[str]:
+    """One line a problem (pydantic's ``exc.errors()``, in its order, duplicates once),
+    without the "required field is missing" line of a field whose misspelling another line
+    names: ``promt: unknown key; did you mean 'prompt'?`` alone, not after ``prompt:
+    required field is missing``, which sends the reader the wrong way."""
+    misspelt = set()
+    for err in errors:
+        if err["type"] == "extra_forbidden" and (close := _close_key(err)) is not None:
+            misspelt.add((*tuple(err["loc"])[:-1], close))
+    lines = (
+        _format_error(source, err)
+        for err in errors
+        if not (_is_missing(err) and tuple(err["loc"]) in misspelt)
+    )
+    return list(dict.fromkeys(lines))
+
+
+def _is_missing(err: Any) -> bool:
+    """A required field is missing (pydantic's, or a validator's saying so)."""
+    return err["type"] == "missing" or (
+        err["type"] == "value_error" and "required field is missing" in err["msg"]
+    )
+
+
+def _close_key(err: Any) -> str | None:
+    """The allowed key an unknown key most likely misspells, or None."""
+    _, model = _walk(tuple(err["loc"]))
+    allowed = sorted(model.model_fields) if model else []
+    close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _format_error(source: str, err: Any) -> str:
     loc = tuple(err["loc"])
     field_path, model = _walk(loc)
     where = ".".join(field_path) or "(top level)"
     kind = err["type"]
     if kind == "extra_forbidden":
-        key = str(loc[-1])
+        close = _close_key(err)
         allowed = sorted(model.model_fields) if model else []
-        close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-        hint = f"did you mean '{close[0]}'?" if close else f"allowed: {', '.join(allowed)}"
+        hint = f"did you mean '{close}'?" if close else f"allowed: {', '.join(allowed)}"
         return f"{source}: {where}: unknown key; {hint}"
     if kind == "missing":
         return f"{source}: {where}: required field is missing; add it"

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from gradetrail.errors import SpecError
 from gradetrail.spec.eval import EvalSpec
-from gradetrail.spec.field_errors import _format_error
+from gradetrail.spec.field_errors import format_errors
 
 
 def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
@@ -117,7 +117,7 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
     try:
         spec = EvalSpec.model_validate(raw)
     except ValidationError as exc:
-        lines = list(dict.fromkeys(_format_error(source, err) for err in exc.errors()))
+        lines = format_errors(source, exc.errors())
         error = SpecError("\n".join(lines))
         error.problems = lines  # printed one line each, their own line breaks folded
         raise error from None

@@ -32,7 +32,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
-from gradetrail.spec.field_errors import _format_error
+from gradetrail.spec.field_errors import format_errors
 
 __all__ = ["SweepCell", "SweepGate", "SweepSlices", "SweepSpec", "load_sweep", "models_sweep"]
 
@@ -240,7 +240,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
     try:
         sweep = SweepSpec.model_validate(raw)
     except ValidationError as exc:
-        lines = list(dict.fromkeys(_format_error(str(path), err) for err in exc.errors()))
+        lines = format_errors(str(path), exc.errors())
         error = SpecError("\n".join(lines))
         error.problems = lines
         raise error from None
