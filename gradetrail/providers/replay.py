@@ -11,6 +11,7 @@ samples' questions.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -63,10 +64,21 @@ class ReplayProvider(Provider):
                 have = ", ".join(sorted(value)) if isinstance(value, dict) else "no fields"
                 raise SpecError(
                     f"model.recordings.response_field: the first recording has no "
-                    f"'{'.'.join(self.field_path)}' ({where} has {have}); check model.name "
-                    "and response_field"
+                    f"'{'.'.join(self.field_path)}' ({where} has {have}); "
+                    + self._fix(part if isinstance(value, dict) else None, value)
                 )
             value = value[part]
+
+    def _fix(self, part: str | None, found: Any) -> str:
+        """What to fix when the first recording lacks ``part``: the model name it most
+        likely misspells when ``part`` is what ``{model}`` became, else both settings."""
+        template = self.source.response_field.split(".")
+        at = self.field_path.index(part) if part is not None else len(template)
+        if at < len(template) and template[at] == "{model}":
+            close = difflib.get_close_matches(part or "", sorted(found), n=1, cutoff=0.6)
+            if close:
+                return f"did you mean model.name: {close[0]}?"
+        return "check model.name and response_field"
 
     def warm_up(self) -> None:
         """Read every recording now, so a malformed line or a duplicate id stops the run

@@ -255,6 +255,10 @@ def test_replay_unknown_model_stops_before_any_sample(cli) -> None:
     assert out.exit_code == 2
     assert "no 'nosuch.solution'" in out.stderr and "175b_finetuning" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+    assert out.stderr.rstrip().endswith("check model.name and response_field")
+    typo = cli("run", str(GSM8K_SPEC), "--set", "model.name=175b_finetunning")
+    assert typo.exit_code == 2 and len(typo.stderr.strip().splitlines()) == 1
+    assert typo.stderr.rstrip().endswith("did you mean model.name: 175b_finetuning?")
 
 
 def test_summary_names_the_most_frequent_errors(app_dir: Path, cli) -> None:
