@@ -74,7 +74,8 @@ class IdAssigner:
 
         Raises:
             DatasetError: ``named_by`` is set and the first row has no ``id_field``
-                (naming the field, the fields the row has and the setting to fix).
+                (naming the field, the fields the row has and the setting to fix), or
+                the id is a bool, a list or a mapping (not text or a number).
         """
         if self.named_by and not self._hashes and self.id_field not in fields:
             have = ", ".join(sorted(fields)) or "(none)"
@@ -84,7 +85,19 @@ class IdAssigner:
                 "number the rows by position"
             )
         value = fields.get(self.id_field)
-        sample_id = str(row.position) if value is None else str(value)
+        if value is None:
+            sample_id = str(row.position)
+        elif type(value) is str:
+            sample_id = value
+        elif not isinstance(value, bool | list | dict | tuple):
+            sample_id = str(value)  # a number, a date
+        else:  # a bool, list or mapping would become its Python text ("True", "['a']")
+            kind = "a bool" if isinstance(value, bool) else f"a {type(value).__name__}"
+            raise DatasetError(
+                f"{row_at(self.source, row.line)}: the id field '{self.id_field}' holds "
+                f"{kind} ({str(value)[:40]}); ids are text or numbers: fix the row, or "
+                "name another field with dataset.id_field"
+            )
         self._hashes.append(hash(sample_id))
         self._from_field.append(value is not None)
         self._lines.append(row.line)
