@@ -179,7 +179,8 @@ def run_loaded(
         finally:
             progress.close()
         if done.interrupted and done.stop_reason is not None:  # the budget, as `run` says it
-            stopped = next(c.name for c in done.record.cells if c.outcome == "interrupted")
+            cells = done.record.cells
+            stopped = next((c.name for c in cells if c.outcome == "interrupted"), "?")
             print(f"error: cell {stopped}: {clean(done.stop_reason)}", file=sys.stderr)
             raise typer.Exit(3)
         if done.interrupted:
