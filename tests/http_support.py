@@ -121,6 +121,35 @@ def run_http(
     return HttpRun(result, gradetrail.read_results(result.run_dir), clock.slept, cached)
 
 
+#: USD per million tokens: input, output, cache read, cache write (the tests of real
+#: answer shapes, which check costs)
+SHAPES_PRICE = {
+    "input_per_mtok": 1.0,
+    "output_per_mtok": 2.0,
+    "cached_input_per_mtok": 0.1,
+    "cache_write_per_mtok": 1.25,
+}
+
+
+def serve_once(srv: Any, body: Any, status: int = 200, headers: dict | None = None) -> None:
+    """Have the protocol server answer the next request with ``body`` (``status``,
+    ``headers``), through its ``answer`` fault; later requests are answered as usual."""
+    rule: dict[str, Any] = {"kind": "answer", "body": body, "status": status, "first": 1}
+    if headers:
+        rule["headers"] = headers
+    srv.configure(faults=[rule])
+
+
+def run_priced(srv: Any, tmp_path: Path, protocol: str, client: str, **fields: Any) -> HttpRun:
+    """A GSM8K spec against ``srv`` through ``client``, priced at :data:`SHAPES_PRICE`
+    (``fields`` are more spec fields; ``run`` its run section), run by :func:`run_http`."""
+    run = fields.pop("run", {})
+    spec = gsm8k_spec(
+        tmp_path, srv, protocol, http_client=client, price=SHAPES_PRICE, run=run, **fields
+    )
+    return run_http(spec, tmp_path)
+
+
 def replay_accuracy(model: str, results_root: Path) -> float:
     """The bundled example's mean score for ``model`` through the replay provider."""
     spec = gradetrail.load_spec(ROOT / "examples" / "gsm8k.yaml", [f"model.name={model}"])

@@ -12,19 +12,15 @@ from typing import Any
 
 import pytest
 from http_support import SECRET_KEY, gsm8k_spec, run_http
+from http_support import SHAPES_PRICE as PRICE
+from http_support import run_priced as _run
+from http_support import serve_once as _serve_once
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 server = protocol_server_fixture(scope="module", name="server")
 srv = fresh_protocol_server_fixture("server", name="srv")
 
 CLIENTS = ("aiohttp", "sdk", "auto")
-#: USD per million tokens: input, output, cache read, cache write
-PRICE = {
-    "input_per_mtok": 1.0,
-    "output_per_mtok": 2.0,
-    "cached_input_per_mtok": 0.1,
-    "cache_write_per_mtok": 1.25,
-}
 SSE = {"content-type": "text/event-stream"}
 
 
@@ -32,19 +28,6 @@ SSE = {"content-type": "text/event-stream"}
 def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
-
-
-def _serve_once(srv: Any, body: Any, status: int = 200, headers: dict | None = None) -> None:
-    rule: dict[str, Any] = {"kind": "answer", "body": body, "status": status, "first": 1}
-    if headers:
-        rule["headers"] = headers
-    srv.configure(faults=[rule])
-
-
-def _run(srv: Any, tmp_path: Path, protocol: str, client: str, **fields: Any):
-    run = fields.pop("run", {})
-    spec = gsm8k_spec(tmp_path, srv, protocol, http_client=client, price=PRICE, run=run, **fields)
-    return run_http(spec, tmp_path)
 
 
 def _events(*chunks: dict[str, Any] | str, named: bool = False) -> str:
