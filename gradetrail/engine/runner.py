@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -456,7 +455,9 @@ def _budget(
         try:
             check_bounded(make_provider(judge, plan.spec.base_dir))
         except SpecError as exc:
-            message = re.sub(r"(?<![\w.])model\.", "scorer.model.", str(exc))
+            from gradetrail.scorers.judge import judge_fields
+
+            message = judge_fields(str(exc))
             raise SpecError(f"{where}: judge {judge.provider}:{judge.name}: {message}") from None
     from gradetrail.rundir.spending import SpendingLog
 

@@ -59,6 +59,7 @@ __all__ = [
     "JudgeReply",
     "JudgeScorer",
     "failure",
+    "judge_fields",
     "judge_record",
     "template_failure",
 ]
@@ -214,6 +215,12 @@ class JudgeReply:
         return out
 
 
+def judge_fields(message: str) -> str:
+    """``message`` (a provider's or the budget's) with the spec fields it names as a
+    model's own (``model.price``) named where a judge's live (``scorer.model.price``)."""
+    return re.sub(r"(?<![\w.])model\.", "scorer.model.", message)
+
+
 class JudgeCaller:
     """One judge model, called through the run's cache and retry policy.
 
@@ -247,8 +254,7 @@ class JudgeCaller:
         try:
             self.provider.check_ready()
         except GradetrailError as exc:
-            # the provider names its own spec fields (model.*); the judge's live under scorer.
-            message = re.sub(r"(?<![\w.])model\.", "scorer.model.", str(exc))
+            message = judge_fields(str(exc))
             raise type(exc)(f"{self.where}: judge {self.name}: {message}") from None
         self._identity = self.provider.identity()
 
@@ -266,8 +272,7 @@ class JudgeCaller:
         try:
             executor = calls.executor.for_provider(self.provider)
         except SpecError as exc:  # a budget that cannot bound the judge's calls
-            message = re.sub(r"(?<![\w.])model\.", "scorer.model.", str(exc))
-            raise SpecError(f"{self.where}: judge {self.name}: {message}") from None
+            raise SpecError(f"{self.where}: judge {self.name}: {judge_fields(str(exc))}") from None
         self._calls = calls.for_executor(executor)
         if calls.log is not None:
             calls.log.follow(self.provider.events)
