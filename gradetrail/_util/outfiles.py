@@ -1,6 +1,7 @@
 """Files gradetrail writes at a path the user names outside a run directory (the gate's
-``--junit`` and ``--markdown`` reports, GitHub's step summary), written so that a link
-planted at that path is never written through.
+``--junit`` and ``--markdown`` reports, GitHub's step summary), or where a file could be
+planted in one (a run's ``spending.jsonl``), written so that a link planted at that path
+is never written through.
 
 - :func:`write_file` refuses a symlink at the name, writes a temporary file beside it
   (``O_EXCL``, never followed) and renames it onto the name: a hard link at the name

@@ -17,6 +17,7 @@ import os
 import stat
 from pathlib import Path
 
+from gradetrail._util.outfiles import append_file
 from gradetrail.errors import RunError
 
 #: never follow a symlink planted in the run directory, nor wait on a FIFO planted there
@@ -72,14 +73,10 @@ class SpendingLog:
         """Record ``usd`` paid (nothing for 0).
 
         Raises:
-            OSError: it cannot be written (the disk full; a symlink, FIFO or directory
-                put at the name since the run began).
+            OSError: it cannot be written (the disk full; a symlink, FIFO, directory or
+                hard link put at the name since the run began: see
+                :func:`~gradetrail._util.outfiles.append_file`).
         """
         if usd <= 0:
             return
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK
-        fd = os.open(self.path, flags, 0o644)
-        try:
-            os.write(fd, json.dumps({"usd": round(usd, 12)}).encode() + b"\n")
-        finally:
-            os.close(fd)
+        append_file(self.path, json.dumps({"usd": round(usd, 12)}).encode() + b"\n")
