@@ -76,7 +76,7 @@ def spec_hash(spec: EvalSpec) -> str:
 
 #: (section, key, default) of spec fields added after runs were recorded without them;
 #: section "model" is the model under evaluation and a judge's (scorer.model) alike, ""
-#: the spec's top level
+#: the spec's top level; a dotted key is a field of a sub-section
 _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("run", "refusals", "score"),
     ("model", "api_version", None),
@@ -87,6 +87,7 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("model", "headers", None),
     ("model", "query", None),
     ("model", "response_format", None),
+    ("model", "recordings.match_fields", []),
     ("scorer", "reasoning_tags", ["think"]),
     ("scorer", "allow_different_data", False),
     ("run", "truncated", "score"),
@@ -114,13 +115,13 @@ def _sections(body: dict[str, Any], name: str) -> list[Any]:
 def _drop_later_defaults(body: dict[str, Any]) -> None:
     """Remove from a spec's JSON form, in place, the fields added after runs were
     recorded without them, where they are left at their defaults."""
-    for section, key, default in _LATER_DEFAULTS:
+    for section, dotted, default in _LATER_DEFAULTS:
+        *path, key = dotted.split(".")
         for part in _sections(body, section):
+            for name in path:
+                part = part.get(name) if isinstance(part, dict) else None
             if isinstance(part, dict) and key in part and part[key] == default:
                 del part[key]
-    recordings = (body.get("model") or {}).get("recordings")
-    if isinstance(recordings, dict) and recordings.get("match_fields") == []:
-        del recordings["match_fields"]  # model.recordings.match_fields, added later
 
 
 def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
