@@ -462,16 +462,23 @@ def _budget(
     from gradetrail.rundir.spending import SpendingLog
 
     spending = SpendingLog(run_dir)
-    spent = spending.total()
+    recorded = spending.read()
+    spent = recorded.total_usd
     if spent + worst > ceiling and not plan.spec.run.start_over_budget:
-        before = f" (${spent:.4f} of it spent by earlier runs of this run)" if spent else ""
+        before = f" (${spent:.4f} of it spent by earlier runs of this run" if spent else ""
+        if recorded.calls_in_flight:
+            before += (
+                f", ${recorded.in_flight_usd:.4f} the worst case of {recorded.calls_in_flight:,} "
+                "calls in flight when a process stopped, which may have been billed"
+            )
+        before += ")" if spent else ""
         raise SpecError(
             f"{where}: run.max_cost_usd: the {count:,} requests the cache lacks could cost up "
             f"to ${worst:.4f}, over what is left of the ceiling of ${ceiling:.4f}{before}; "
             "raise --max-cost, or give --start-over-budget (run.start_over_budget: true) to "
             "run until the ceiling"
         )
-    return Budget(ceiling, spent_usd=spent, on_spend=spending.add)
+    return Budget(ceiling, spent_usd=spent, on_spend=spending.add, on_reserve=spending.reserve)
 
 
 def _judge_models(spec: EvalSpec) -> list[ModelSpec]:

@@ -26,7 +26,9 @@ A response billed and then refused on this side (``ProviderError.billed``: anoth
 model under ``model.require_served_model``) counts as paid, online and in batches
 (:func:`billed_usd`). When what a call paid cannot be recorded (``on_spend`` raises an
 OSError: the disk full), its response still goes on to the cache and no call starts after
-it.
+it. An online call's reservation is recorded before it starts (``on_reserve``) and closed
+when it ends with an outcome: one killed, cancelled or crashed in flight may have been
+billed, so later runs count it at its worst case.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "Budget",
     "BudgetExhausted",
     "BudgetedExecutor",
+    "Reservation",
     "billed_usd",
     "check_bounded",
     "worst_case_usd",
@@ -178,6 +181,15 @@ def _default_max_tokens(provider: Provider) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """An online call's reservation (:meth:`Budget.reserve_when_fits`): its worst case,
+    USD, and its id in the run's spending record (None without one)."""
+
+    usd: float
+    call: str | None = None
+
+
 @dataclass(eq=False, repr=False)
 class Budget:
     """The run's ceiling and what is spent and reserved against it.
@@ -186,19 +198,35 @@ class Budget:
         ceiling_usd: the most the run may spend, USD.
         spent_usd: USD paid so far by this run.
         reserved_usd: USD reserved for calls and batches in flight (their worst case).
-        on_spend: called with the USD of each settled call that cost something (the run
-            directory records it, so the ceiling holds across re-runs), or None.
+        on_spend: called with the USD of each settled call that cost something, and the
+            call's id from ``on_reserve`` (None for a batch); an online call that ended
+            costing nothing is passed too (0 USD) when it has an id, to close it (the run
+            directory records them, so the ceiling holds across re-runs), or None.
+        on_reserve: called with an online call's worst case, USD, before it starts; returns
+            the call's id in the record (so a call in flight when its process is killed
+            counts at its worst case on a re-run), or None.
     """
 
     ceiling_usd: float
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
-    on_spend: Callable[[float], None] | None = field(default=None, repr=False)
+    on_spend: Callable[[float, str | None], None] | None = field(default=None, repr=False)
+    on_reserve: Callable[[float], str] | None = field(default=None, repr=False)
     #: why ``on_spend`` could not record a settled call (the disk full), or None
     unrecorded: OSError | None = field(default=None, repr=False)
     #: online calls reserved and not yet settled (:meth:`reserve_when_fits`)
     calls_in_flight: int = field(default=0, repr=False)
     _settled: asyncio.Event | None = field(default=None, init=False, repr=False)
+
+    def _cannot_record(self, what: str) -> BudgetExhausted:
+        """The refusal of ``what`` once what the run pays cannot be recorded."""
+        reason = self.unrecorded.strerror if self.unrecorded is not None else "unknown"
+        return BudgetExhausted(
+            f"budget: {what} was not started: what the run paid cannot be recorded in "
+            f"the run directory's spending.jsonl ({reason}), so "
+            "run.max_cost_usd could not hold across re-runs; every response paid for "
+            "is kept: free the run directory's disk and run the same command again"
+        )
 
     def reserve(self, usd: float, what: str = "the next call") -> float:
         """Reserve ``usd`` for a call about to start; return it (to :meth:`settle`).
@@ -208,12 +236,7 @@ class Budget:
                 be recorded (the ceiling would not hold across re-runs).
         """
         if self.unrecorded is not None:
-            raise BudgetExhausted(
-                f"budget: {what} was not started: what the run paid cannot be recorded in "
-                f"the run directory's spending.jsonl ({self.unrecorded.strerror}), so "
-                "run.max_cost_usd could not hold across re-runs; every response paid for "
-                "is kept: free the run directory's disk and run the same command again"
-            )
+            raise self._cannot_record(what)
         if self.spent_usd + self.reserved_usd + usd > self.ceiling_usd + 1e-12:
             raise BudgetExhausted(
                 f"budget: {what} could cost up to ${usd:.6f}, and ${self.spent_usd:.6f} is "
@@ -224,48 +247,63 @@ class Budget:
         self.reserved_usd += usd
         return usd
 
-    async def reserve_when_fits(self, usd: float, what: str = "the next call") -> float:
+    async def reserve_when_fits(self, usd: float, what: str = "the next call") -> Reservation:
         """:meth:`reserve` for an online call: while it does not fit but calls are in
         flight (each reserved its worst case and most cost far less), wait for them to
         settle; stop only when it does not fit with none in flight (or at once when what
-        was paid could not be recorded).
+        was paid could not be recorded). The reservation is recorded (``on_reserve``)
+        before the call starts.
 
         Raises:
             BudgetExhausted: it does not fit, and no call in flight can free room; or what
-                was paid could not be recorded.
+                was paid (or this reservation) could not be recorded.
         """
         while self.unrecorded is None and not self.fits(usd) and self.calls_in_flight > 0:
             if self._settled is None:
                 self._settled = asyncio.Event()
             await self._settled.wait()
         reserved = self.reserve(usd, what)
+        call = None
+        if self.on_reserve is not None:
+            try:
+                call = self.on_reserve(reserved)
+            except OSError as exc:  # not started: nothing is paid that goes unrecorded
+                self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
+                self.unrecorded = exc
+                raise self._cannot_record(what) from None
         self.calls_in_flight += 1
-        return reserved
+        return Reservation(reserved, call)
 
     def fits(self, usd: float) -> bool:
         """True when ``usd`` more could be reserved now."""
         return self.spent_usd + self.reserved_usd + usd <= self.ceiling_usd + 1e-12
 
-    def settle(self, reserved: float, cost_usd: float | None) -> None:
+    def settle(self, reserved: float, cost_usd: float | None, call: str | None = None) -> None:
         """A call that reserved ``reserved`` ended, costing ``cost_usd`` (None: nothing
-        paid, e.g. an error). When ``on_spend`` cannot record it (an OSError: the disk
-        full), the call's response still goes on to the cache, and no call starts after
-        it (:meth:`reserve` refuses). Calls waiting for room are woken either way."""
+        paid, e.g. an error); ``call``: its id in the record, which the settling closes.
+        When ``on_spend`` cannot record it (an OSError: the disk full), the call's
+        response still goes on to the cache, and no call starts after it (:meth:`reserve`
+        refuses). Calls waiting for room are woken either way."""
         self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
         self.spent_usd += cost_usd or 0.0
-        if cost_usd and self.on_spend is not None:
+        if (cost_usd or call is not None) and self.on_spend is not None:
             try:
-                self.on_spend(cost_usd)
+                self.on_spend(cost_usd or 0.0, call)
             except OSError as exc:  # never lose the response paid for: stop starting calls
                 self.unrecorded = exc
         if self._settled is not None:  # wake the calls waiting for room
             self._settled.set()
             self._settled = None
 
-    def settle_call(self, reserved: float, cost_usd: float | None) -> None:
-        """:meth:`settle` for a call reserved by :meth:`reserve_when_fits`."""
+    def settle_call(
+        self, reservation: Reservation, cost_usd: float | None, *, ended: bool = True
+    ) -> None:
+        """:meth:`settle` for a call reserved by :meth:`reserve_when_fits`; ``ended``
+        False: the call did not end with an outcome (cancelled or raised while in flight,
+        so it may have been billed): its recorded reservation stays open, counted at its
+        worst case by later runs."""
         self.calls_in_flight = max(self.calls_in_flight - 1, 0)
-        self.settle(reserved, cost_usd)
+        self.settle(reservation.usd, cost_usd, reservation.call if ended else None)
 
     def describe(self) -> dict[str, Any]:
         """For the manifest: ceiling, spent, in flight, USD."""
@@ -333,12 +371,13 @@ class BudgetedExecutor(Executor):
         worst = worst_case_usd(self.provider, request)
         reserved = await self.budget.reserve_when_fits(worst, f"a call to {request.model}")
         cost: float | None = None
+        ended = False
         try:
             outcome = await self.inner.complete(request, on_attempt)
-            cost = _paid(outcome)
+            cost, ended = _paid(outcome), True
             return outcome
-        finally:
-            self.budget.settle_call(reserved, cost)
+        finally:  # without an outcome (cancelled, a crash) the record keeps the worst case
+            self.budget.settle_call(reserved, cost, ended=ended)
 
     def for_provider(self, provider: Provider) -> Executor:
         """A judge's executor, under the same budget (asked for before the run's first

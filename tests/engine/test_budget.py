@@ -4,7 +4,11 @@ stops the run cleanly (resumable), and refuses what it cannot bound."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -127,6 +131,8 @@ def test_half_the_worst_case_stops_at_the_ceiling_and_a_larger_one_finishes(
     same = run(spec, tmp_path, batch)
     assert same.manifest.status == "interrupted"
     assert SpendingLog(first.run_dir).total() <= ceiling + 1e-12
+    recorded = SpendingLog(first.run_dir).read()  # every call that started was settled
+    assert recorded.calls_in_flight == 0 and recorded.paid_usd == pytest.approx(spent)
     bigger = spec_for(tmp_path, srv, protocol, max_cost_usd=ceiling * 20)
     second = run(bigger, tmp_path, batch)
     assert second.manifest.status == "complete" and second.manifest.counts == {"scored": ROWS}
@@ -314,7 +320,9 @@ def test_spending_that_cannot_be_recorded_loses_no_paid_response(srv, tmp_path: 
     runner.start()
     srv.wait_held(4)
     record = gradetrail.plan_run(spec).run_dir(tmp_path / "results") / "spending.jsonl"
-    assert not record.exists()  # nothing settled yet
+    held = record.read_text()  # each call recorded before it started, nothing settled yet
+    assert held.count('"reserved_usd"') == 4 and '"usd"' not in held
+    record.unlink()
     record.mkdir()
     srv.release()
     runner.join(60)
@@ -327,6 +335,8 @@ def test_spending_that_cannot_be_recorded_loses_no_paid_response(srv, tmp_path: 
     paid = srv.stats()["total"]
     assert paid == 4
     record.rmdir()
+    record.write_text(held)  # the four settlements were never written: each its worst case
+    assert SpendingLog(first.run_dir).read().calls_in_flight == 4
     srv.reset()
     second = run(spec, tmp_path, False)
     assert second.manifest.status == "complete"
@@ -523,4 +533,58 @@ def test_extra_counts_that_are_not_whole_numbers_refuse_a_budgeted_run(
     (key,) = extra
     with pytest.raises(SpecError, match=rf"model\.params\.extra\.{key}: .* whole number"):
         run(with_extra(tmp_path, srv, extra, max_cost_usd=5), tmp_path, False)
+    assert srv.stats()["total"] == 0
+
+
+KILLED_CHILD = """
+import sys
+import gradetrail
+
+gradetrail.run_eval(
+    gradetrail.load_spec(sys.argv[1]), results_root=sys.argv[2], cache_path=sys.argv[3]
+)
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+def test_calls_in_flight_at_a_kill_count_against_the_ceiling_of_a_re_run(
+    srv, tmp_path: Path, stop: signal.Signals
+) -> None:
+    """``kill -9`` (or SIGTERM, which cancels them) with four calls in flight (the server
+    holds them: it may bill them): the run directory's record counts each at its worst
+    case, so a re-run cannot spend the ceiling again. Before, nothing was recorded until a
+    call settled (and a cancelled call settled at $0): the record read $0 after the kill,
+    and a re-run under a ceiling the killed calls had used up started."""
+    spec = spec_for(tmp_path, srv, "openai", concurrency=4, max_cost_usd=100.0)
+    srv.configure(faults=[{"kind": "hold", "first": 4}])
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CHILD, spec.source, str(tmp_path / "results"),
+         str(tmp_path / "c.sqlite")],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        srv.wait_held(4)
+    finally:
+        child.send_signal(stop)
+        child.wait(timeout=60)
+    run_dir = gradetrail.plan_run(spec).run_dir(tmp_path / "results")
+    recorded = SpendingLog(run_dir).read()
+    plan = gradetrail.plan_run(spec)
+    worst = {round(worst_case_usd(plan.provider, p.request), 12) for p in plan.prepared}
+    reserved = [
+        json.loads(line)["reserved_usd"]
+        for line in (run_dir / "spending.jsonl").read_text().splitlines()
+    ]
+    assert len(reserved) == 4 and set(reserved) <= worst
+    assert recorded.paid_usd == 0.0 and recorded.calls_in_flight == 4
+    assert recorded.in_flight_usd == pytest.approx(sum(reserved))
+    assert SpendingLog(run_dir).total() == pytest.approx(sum(reserved))
+
+    srv.reset()  # the whole run's worst case, but four of its calls may be billed already
+    tight = spec.model_copy(
+        update={"run": spec.run.model_copy(update={"max_cost_usd": worst_total(spec)})}
+    )
+    with pytest.raises(SpecError, match="4 calls in flight when a process stopped"):
+        run(tight, tmp_path, False)
     assert srv.stats()["total"] == 0
