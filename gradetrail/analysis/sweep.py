@@ -472,7 +472,8 @@ def _cell_row(
     base_dir: Path,
     options: dict[str, Any],
 ) -> CellRow:
-    run = gate_runs.load_run(root / cell.run_dir, cell.name)
+    run = gate_runs.load_run(root / cell.run_dir, f"cell {cell.name}")
+    gate_runs.check_rows(run)  # its manifest's figures are shown: they must be its rows'
     m = run.manifest
     score = m.get("score") or {}
     latencies = sorted(float(r["latency_s"]) for r in run.rows if r.get("latency_s") is not None)

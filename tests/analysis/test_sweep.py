@@ -13,7 +13,7 @@ import yaml
 from cli_support import run_cli
 from paths import EXAMPLES, GSM8K_SPEC
 
-from gradetrail.analysis.gate import regression_gate
+from gradetrail.analysis.gate import GateError, regression_gate
 from gradetrail.analysis.sweep import sweep_table
 from gradetrail.engine.sweep import run_sweep
 from gradetrail.report.sweep import sweep_lines
@@ -373,3 +373,24 @@ def test_a_slice_regression_is_flagged_only_when_its_corrected_test_passes(
         assert s.regression.p_adjusted == pytest.approx(3 * s.regression.exact_p)
     assert not slices["z"].hidden_regression and slices["z"].regression.p_value > 0.5
     assert "REGRESSION" not in "\n".join(sweep_lines(table))
+
+
+def test_a_cell_whose_rows_disagree_is_refused_even_partial(tmp_path: Path) -> None:
+    """The viewer's sweep page gates with allow_partial, which lets the gate skip the
+    rows check: a cell whose rows were re-scored since is still refused (its manifest's
+    mean 0.735 would be shown beside rows that give 1.0), naming the cell and the fix."""
+    sweep = write_two_gains(tmp_path)
+    done = run_sweep(load_sweep(sweep), results_root=tmp_path / "r", cache_path=tmp_path / "c.db")
+    cell = sweep_table(done.directory).cell("a")
+    assert cell.mean == pytest.approx(0.735)
+    results = Path(cell.run_dir) / "results.jsonl"
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    results.write_text("".join(json.dumps({**r, "score": 1.0}) + "\n" for r in rows))
+    with pytest.raises(GateError) as refused:
+        sweep_table(done.directory, allow_partial=True)
+    assert str(refused.value) == (
+        f"cell a run {cell.run_dir} is complete but its results.jsonl gives mean 1.000000 over "
+        "400 samples where its manifest records mean 0.735000 over 400: the file was "
+        "edited or damaged since the run wrote it; run the same spec again to rewrite it "
+        "from the cache"
+    )
