@@ -429,7 +429,9 @@ def _labels(
         else:
             sup = superior.get(name)
             labels[name] = ("superior" if sup and sup.passed else "non-inferior", sup)
-    rule = f"labels: verdicts, superior and inferior each by its test, {how}"
+    rule = "labels: superior and inferior each by its own test"
+    if len(overall) > 1:  # one family of such tests a label, over the candidates
+        rule += f", {_HOW[correction]} over the {len(overall)} candidates"
     if first.test == "non-inferiority" and failing and correction != "none":
         rule += (
             f"; superior not tested while {', '.join(failing)} "

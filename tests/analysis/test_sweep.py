@@ -317,7 +317,10 @@ def test_superior_needs_the_corrected_superiority_test(tmp_path: Path) -> None:
         assert sup.p_adjusted == pytest.approx(2 * sup.exact_p) and not sup.passed
     text = "\n".join(sweep_lines(table))
     assert text.count("PASS non-inferior") == 2 and "PASS superior" not in text
-    assert "labels: verdicts, superior and inferior each by its test, Holm-corrected" in text
+    rule = (
+        "labels: superior and inferior each by its own test, Holm-corrected over the 2 candidates"
+    )
+    assert rule in text
     out = run_cli("sweep", str(sweep), "--results-root", str(tmp_path / "r"), "--json")
     assert out.code == 0, out.err
     cells = {c["name"]: c for c in json.loads(out.out)["cells"]}
@@ -325,7 +328,10 @@ def test_superior_needs_the_corrected_superiority_test(tmp_path: Path) -> None:
     assert cells["a"]["label_gate"]["family"] == "Holm over 2 comparisons"
     none = sweep_table(done.directory, correction="none")
     assert [c.verdict for c in none.candidates] == ["superior", "superior"]
-    assert none.labels == "labels: verdicts, superior and inferior each by its test, uncorrected"
+    assert (
+        none.labels
+        == "labels: superior and inferior each by its own test, uncorrected over the 2 candidates"
+    )
 
 
 MILD = """\
