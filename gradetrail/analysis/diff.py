@@ -33,6 +33,8 @@ from typing import Any
 from gradetrail.analysis.diff_kinds import KINDS, DiffKind
 from gradetrail.analysis.gate import ErrorPolicy, GateError, GateResult, regression_gate
 from gradetrail.analysis.gate_runs import GateRun
+from gradetrail.errors import UsageError
+from gradetrail.rundir.agreement import refusal, run_disagrees
 from gradetrail.rundir.manifest import identity_differences
 from gradetrail.rundir.results import iter_results, read_manifest
 from gradetrail.stats.reducers import reduce_scores
@@ -264,10 +266,20 @@ def diff_runs(
 
     Raises:
         UsageError: a directory is not a run directory (no manifest or results file),
-            or its manifest is not valid JSON.
+            or its manifest is not valid JSON; or (without ``allow_partial``, as the
+            gate) a complete run's ``results.jsonl`` disagrees with its manifest
+            (:func:`~gradetrail.rundir.agreement.run_disagrees`).
     """
     base_manifest = read_manifest(baseline)
     cand_manifest = read_manifest(candidate)
+    if not allow_partial:  # as the gate: a complete run's rows must be its manifest's
+        for label, run_dir, manifest in (
+            ("baseline", baseline, base_manifest),
+            ("candidate", candidate, cand_manifest),
+        ):
+            why = run_disagrees(run_dir, manifest)
+            if why is not None:
+                raise UsageError(refusal(label, run_dir, why))
     base_rows = _collect(baseline, responses, metric)
     cand_rows = _collect(candidate, responses, metric)
     reducers = (

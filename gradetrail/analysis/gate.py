@@ -429,7 +429,7 @@ def correct_family(results: Sequence[GateResult], correction: str = "holm") -> G
             family_size=len(results),
             passed=p_adj <= alpha,
         )
-        corrected.append(replace(r, reason=_reason(r)))
+        corrected.append(_explain(r, 2 * alpha / len(results)))
     return GateFamily(tuple(corrected), correction, alpha)
 
 
@@ -760,11 +760,14 @@ def _variance(values: Sequence[float]) -> float:
     return math.fsum((v - mean) ** 2 for v in values) / (n - 1)
 
 
-def _explain(r: GateResult) -> GateResult:
-    """Add the minimum detectable effect, the n needed and the one-line reason."""
+def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
+    """Add the minimum detectable effect, the n needed and the one-line reason, planned at
+    the two-sided level ``alpha2``: 1 - confidence alone; in a family of m comparisons
+    2 alpha / m (Bonferroni's level, at which a comparison passes whatever the others do,
+    under Holm too), as the family, not the comparison alone, decides."""
     n_per_run = min(r.n_baseline, r.n_candidate)
     mde = n_needed = command = None
-    alpha2 = 1 - r.confidence
+    alpha2 = 1 - r.confidence if alpha2 is None else alpha2
     if r.omega2 and n_per_run >= 1:
         mde = stats.minimum_detectable_effect(n_per_run, r.omega2, alpha=alpha2, power=_POWER)
         target = _distance_to_bound(r)
@@ -776,7 +779,7 @@ def _explain(r: GateResult) -> GateResult:
     elif r.method == "tango" and r.test != "superiority" and not _past_the_margin(r):
         # no discordant pair: Tango's bound is -z^2 / (n + z^2), within the margin from
         # n >= z^2 (1 - margin) / margin on
-        z = stats.normal_quantile(r.confidence)
+        z = stats.normal_quantile(1 - alpha2)
         if r.margin > 0:
             n_needed = max(1, math.ceil(z * z * (1 - r.margin) / r.margin - 1e-9))
     out = replace(r, mde=mde, n_needed=n_needed, power_command=command)
@@ -804,8 +807,9 @@ def _distance_to_bound(r: GateResult) -> float | None:
 
 
 def _reason(r: GateResult) -> str:
-    """One line: which bound decided, against which margin, and what would change it."""
-    level = f"{r.confidence:.0%}"
+    """One line: which bound decided, against which margin, and what would change it (in a
+    family, the interval is said to be unadjusted: the adjusted p decides)."""
+    level = f"{r.confidence:.0%}" + (" unadjusted" if r.p_adjusted is not None else "")
     lo, hi = r.unclipped or (r.lo, r.hi)  # what decided
     if r.test == "non-inferiority":
         decided = f"lower bound {lo:+.4f} {'>=' if lo >= -r.margin else '<'} {-r.margin:+.4f}"
@@ -830,11 +834,15 @@ def _reason(r: GateResult) -> str:
         )
     if not r.passed:
         parts.append(f"half-width {r.half_width:.4f} against margin {r.margin:g}")
+        level = ""  # a family's: alpha / m, enough whatever the other comparisons do
+        if r.p_adjusted is not None:
+            level = f" at alpha/{r.family_size} = {r.alpha / r.family_size:.3g}"
         if r.mde is not None:
-            parts.append(f"detectable at n = {min(r.n_baseline, r.n_candidate)}: {r.mde:.4f}")
+            n = min(r.n_baseline, r.n_candidate)
+            parts.append(f"detectable at n = {n}{level}: {r.mde:.4f}")
         if r.n_needed is not None:
             per = " per run" if r.unpaired else ""
-            parts.append(f"n needed{per}: {r.n_needed}")
+            parts.append(f"n needed{per}{level}: {r.n_needed}")
         elif _past_the_margin(r):
             parts.append("the whole interval is past the margin: more samples would not pass")
         elif r.test == "superiority" and r.delta <= r.margin:

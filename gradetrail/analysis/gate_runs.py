@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import GradetrailError
-from gradetrail.rundir.agreement import manifest_reducer, rows_disagree
+from gradetrail.rundir.agreement import manifest_reducer, refusal, rows_disagree
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
 from gradetrail.rundir.manifest import scoring_differences
 from gradetrail.rundir.truncation import counted_score, policy_of
@@ -228,11 +228,7 @@ def check_rows(run: GateRun) -> None:
         return  # check_complete refuses it, naming why
     why = rows_disagree(run.manifest, run.rows)
     if why is not None:
-        raise GateError(
-            f"{run.label} run {run.path} is complete but {why}: the file was edited or "
-            "damaged since the run wrote it; run the same spec again to rewrite it from "
-            "the cache"
-        )
+        raise GateError(refusal(run.label, run.path, why))
 
 
 def check_paired(base_scores: dict[str, float], cand_scores: dict[str, float]) -> None:

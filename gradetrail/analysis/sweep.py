@@ -9,17 +9,25 @@ stays at alpha for the whole sweep. Nothing here computes an interval or a p-val
 own; slices' score intervals are :func:`gradetrail.stats.intervals.summarize`'s, as the run
 summary's.
 
-A cell's verdict (non-inferiority test; the family decides "passes"):
+A cell's verdict (non-inferiority test; the family decides "passes"). Every label is a
+multiplicity-corrected decision, never a reading of the (unadjusted) interval shown:
 
-- ``superior``: passes, and its interval lies above 0;
+- ``superior``: passes, and its superiority test (H0 delta <= 0, the gate's test at margin
+  0) passes too, corrected with the same correction over the candidates. It is tested only
+  when every comparison of the family passes (serial gatekeeping, Westfall and Krishen
+  2001, J. Statistical Planning and Inference 99:25-40): while any comparison fails, a
+  superiority claim would add its own error to the family's alpha, so none is made;
 - ``non-inferior``: passes;
-- ``inferior``: fails, and its interval lies below -margin (worse by more than the margin);
-- ``inconclusive``: fails otherwise (the interval straddles -margin: more samples would tell).
+- ``inferior``: fails, and its inferiority test (H0 delta >= -margin: the gate's
+  superiority test of the baseline over the candidate at the margin) passes, corrected
+  with the same correction over the candidates (a family of its own);
+- ``inconclusive``: fails otherwise (more samples would tell).
 
-Superiority tests read ``superior`` / ``inferior`` / ``inconclusive``, equivalence tests
-``equivalent`` / ``not equivalent``. A candidate passes when its verdict passes and every
-must-not-regress slice passes too; a slice whose interval lies below 0 while its cell
-passes overall is flagged as a regression the overall mean hides.
+Superiority tests read ``superior`` (passes) / ``inferior`` / ``inconclusive``,
+equivalence tests ``equivalent`` / ``not equivalent``. A candidate passes when its verdict
+passes and every must-not-regress slice passes too; a slice of a passing cell is flagged as
+a regression the overall mean hides when its regression test (H0 delta >= 0 on the slice)
+passes, corrected with the same correction over every candidate's slices.
 """
 
 from __future__ import annotations
@@ -51,7 +59,12 @@ class SliceRow:
         must_not_regress: the sweep marked it; its gate is then in the family.
         gate: the paired comparison with the baseline on this slice (None for the
             baseline, or when the slice cannot be compared: see `note`).
-        hidden_regression: the cell passes overall, but this slice's interval lies below 0.
+        hidden_regression: the cell passes overall, but this slice regressed: its
+            regression test (H0 delta >= 0 on the slice), corrected over every candidate's
+            slices, passes (see `regression`).
+        regression: that test (the gate's superiority test of the baseline over the
+            candidate at margin 0, so its delta is baseline - candidate), family-corrected;
+            None for the baseline or when the slice cannot be compared.
         note: why a slice has no gate.
     """
 
@@ -64,6 +77,7 @@ class SliceRow:
     gate: GateResult | None = None
     hidden_regression: bool = False
     note: str | None = None
+    regression: GateResult | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,11 @@ class CellRow:
         gate: the overall comparison with the baseline, family-corrected (None for the
             baseline).
         verdict: see the module docstring ("baseline" for the baseline).
+        label_gate: the corrected test that decided the label beyond pass or fail: the
+            superiority test (margin 0) of a passing cell, the inferiority test of a
+            failing one (baseline over candidate at the margin, so its delta is baseline -
+            candidate); None when none ran (the baseline, an equivalence test, or a
+            superiority the family's failures kept untested).
         passed: the candidate passes overall and on every must-not-regress slice (None
             for the baseline).
         failed_slices: must-not-regress slices it fails.
@@ -120,6 +139,7 @@ class CellRow:
     passed: bool | None = None
     failed_slices: tuple[str, ...] = ()
     slices: tuple[SliceRow, ...] = ()
+    label_gate: GateResult | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +158,8 @@ class SweepTable:
         cells: one row a cell, in the sweep's order.
         best: the passing candidate with the highest mean (ties: the cheaper), or None.
         total_cost_usd: what every cell's run paid, summed (None when no cost is known).
+        labels: one sentence saying how the labels were decided (the correction, and
+            why ``superior`` was not tested when the family did not pass).
     """
 
     name: str
@@ -155,6 +177,7 @@ class SweepTable:
     best: str | None
     total_cost_usd: float | None
     warnings: tuple[str, ...] = field(default=())
+    labels: str = ""
 
     @property
     def candidates(self) -> tuple[CellRow, ...]:
@@ -191,8 +214,10 @@ class SweepTable:
         out = _json(asdict(self))
         for row, cell in zip(out["cells"], self.cells, strict=True):
             row["gate"] = cell.gate.to_dict() if cell.gate else None
+            row["label_gate"] = cell.label_gate.to_dict() if cell.label_gate else None
             for srow, s in zip(row["slices"], cell.slices, strict=True):
                 srow["gate"] = s.gate.to_dict() if s.gate else None
+                srow["regression"] = s.regression.to_dict() if s.regression else None
         return out
 
 
@@ -264,8 +289,13 @@ def sweep_table(
         if comparisons
         else {}
     )
+    decided = _Decided(
+        corrected,
+        *_labels(base_dir, root, candidates, corrected, correction, options),
+        _regressions(record, base_dir, root, candidates, correction, options),
+    )
     rows = [
-        _cell_row(record, root, cell, cell.name == base.name, corrected, base_dir, options)
+        _cell_row(record, root, cell, cell.name == base.name, decided, base_dir, options)
         for cell in record.cells
     ]
     first = comparisons[0] if comparisons else None
@@ -288,6 +318,7 @@ def sweep_table(
         cells=tuple(rows),
         best=_best(rows),
         total_cost_usd=math.fsum(costs) if costs else None,
+        labels=decided.rule,
     )
 
 
@@ -330,13 +361,108 @@ _SWEEP_WAYS_OUT = (
 )
 
 
-def _verdict(r: GateResult) -> str:
-    lo, hi = r.unclipped or (r.lo, r.hi)
-    if r.test == "equivalence":
-        return "equivalent" if r.passed else "not equivalent"
-    if r.passed:
-        return "superior" if r.test == "superiority" or lo > 0 else "non-inferior"
-    return "inferior" if hi < -r.margin else "inconclusive"
+@dataclass(frozen=True)
+class _Decided:
+    """Every corrected decision of a sweep: (cell, slice or None) -> the family's
+    comparison; cell -> (label, the corrected test that decided it); the sentence saying
+    how; (cell, slice) -> the slice's corrected regression test."""
+
+    family: dict[tuple[str, str | None], GateResult]
+    labels: dict[str, tuple[str, GateResult | None]]
+    rule: str
+    regressions: dict[tuple[str, str], GateResult]
+
+
+_HOW = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
+
+
+def _corrected(tests: dict[Any, GateResult], correction: str) -> dict[Any, GateResult]:
+    """``tests`` corrected as one family (:func:`correct_family`), under the same keys."""
+    if not tests:
+        return {}
+    family = correct_family(list(tests.values()), correction)
+    return dict(zip(tests, family.results, strict=True))
+
+
+def _labels(
+    base_dir: Path,
+    root: Path,
+    candidates: list[CellRecord],
+    family: dict[tuple[str, str | None], GateResult],
+    correction: str,
+    options: dict[str, Any],
+) -> tuple[dict[str, tuple[str, GateResult | None]], str]:
+    """Each candidate's label (see the module docstring) with the corrected test that
+    decided it, and one sentence saying how the labels were decided."""
+    overall = {c.name: family[(c.name, None)] for c in candidates}
+    if not overall:
+        return {}, ""
+    first = next(iter(overall.values()))
+    how = _HOW[correction if len(family) > 1 else "none"]
+    if first.test == "equivalence":
+        labels = {
+            n: ("equivalent" if r.passed else "not equivalent", None) for n, r in overall.items()
+        }
+        return labels, f"labels are the {how} verdicts"
+    cells = {c.name: c for c in candidates}
+
+    def tests(swap: bool, margin: float) -> dict[str, GateResult]:
+        opts = {**options, "test": "superiority", "margin": margin}
+        out = {}
+        for name in overall:
+            cand_dir = root / cells[name].run_dir
+            pair = (cand_dir, base_dir) if swap else (base_dir, cand_dir)
+            out[name] = _gate(*pair, cells[name], None, None, opts)
+        return out
+
+    inferior = _corrected(tests(True, first.margin), correction)
+    failing = [f"{c}{f' (slice {s})' if s else ''}" for (c, s), r in family.items() if not r.passed]
+    superior: dict[str, GateResult] = {}
+    if first.test == "non-inferiority" and (not failing or correction == "none"):
+        superior = _corrected(tests(False, 0.0), correction)
+    labels: dict[str, tuple[str, GateResult | None]] = {}
+    for name, r in overall.items():
+        if not r.passed:
+            labels[name] = ("inferior" if inferior[name].passed else "inconclusive", inferior[name])
+        elif first.test == "superiority":
+            labels[name] = ("superior", None)
+        else:
+            sup = superior.get(name)
+            labels[name] = ("superior" if sup and sup.passed else "non-inferior", sup)
+    rule = "labels: superior and inferior each by its own test"
+    if len(overall) > 1:  # one family of such tests a label, over the candidates
+        rule += f", {_HOW[correction]} over the {len(overall)} candidates"
+    if first.test == "non-inferiority" and failing and correction != "none":
+        rule += (
+            f"; superior not tested while {', '.join(failing)} "
+            f"{'fails' if len(failing) == 1 else 'fail'} the family (claimed "
+            "only when every comparison passes, so the family-wise alpha holds)"
+        )
+    return labels, rule
+
+
+def _regressions(
+    record: SweepRecord,
+    base_dir: Path,
+    root: Path,
+    candidates: list[CellRecord],
+    correction: str,
+    options: dict[str, Any],
+) -> dict[tuple[str, str], GateResult]:
+    """Every candidate's slices' regression tests (H0 delta >= 0 on the slice: the gate's
+    superiority test of the baseline over the candidate at margin 0), corrected as one
+    family; a slice that cannot be compared is left out (its row says why)."""
+    opts = {**options, "test": "superiority", "margin": 0.0}
+    tests = {}
+    for cell in candidates:
+        for name, ids in record.slices.items():
+            try:
+                tests[(cell.name, name)] = regression_gate(
+                    root / cell.run_dir, base_dir, samples=ids, **opts
+                )
+            except GateError:
+                continue
+    return _corrected(tests, correction)
 
 
 def _cell_row(
@@ -344,18 +470,20 @@ def _cell_row(
     root: Path,
     cell: CellRecord,
     is_baseline: bool,
-    corrected: dict[tuple[str, str | None], GateResult],
+    decided: _Decided,
     base_dir: Path,
     options: dict[str, Any],
 ) -> CellRow:
-    run = gate_runs.load_run(root / cell.run_dir, cell.name)
+    run = gate_runs.load_run(root / cell.run_dir, f"cell {cell.name}")
+    gate_runs.check_rows(run)  # its manifest's figures are shown: they must be its rows'
     m = run.manifest
     score = m.get("score") or {}
     latencies = sorted(float(r["latency_s"]) for r in run.rows if r.get("latency_s") is not None)
     p50, p90, p99 = _percentiles(latencies)
     errors = Counter(str(r.get("state")) for r in run.rows if r.get("state") != "scored")
-    gate = corrected.get((cell.name, None))
-    slices = _slices(record, run, cell, gate, corrected, base_dir, options)
+    gate = decided.family.get((cell.name, None))
+    label, label_gate = decided.labels.get(cell.name, ("baseline", None))
+    slices = _slices(record, run, cell, gate, decided, base_dir, options)
     failed = tuple(s.name for s in slices if s.must_not_regress and s.gate and not s.gate.passed)
     return CellRow(
         name=cell.name,
@@ -381,10 +509,11 @@ def _cell_row(
         latency_p90=p90,
         latency_p99=p99,
         gate=gate,
-        verdict="baseline" if gate is None else _verdict(gate),
+        verdict=label,
         passed=None if gate is None else (gate.passed and not failed),
         failed_slices=failed,
         slices=slices,
+        label_gate=label_gate,
     )
 
 
@@ -393,13 +522,14 @@ def _slices(
     run: gate_runs.GateRun,
     cell: CellRecord,
     gate: GateResult | None,
-    corrected: dict[tuple[str, str | None], GateResult],
+    decided: _Decided,
     base_dir: Path,
     options: dict[str, Any],
 ) -> tuple[SliceRow, ...]:
     """Each slice's score (its error samples left out, as the run summary does) and, for
-    a candidate, its comparison with the baseline: the family's for a must-not-regress
-    slice, an uncorrected one for the others (to flag a hidden regression)."""
+    a candidate, its comparison with the baseline (the family's for a must-not-regress
+    slice, an uncorrected one for the others, shown only) and its corrected regression
+    test (which flags a hidden regression)."""
     if not record.slices:
         return ()
     reducer, k = run.reducer
@@ -411,18 +541,14 @@ def _slices(
         must = name in record.must_not_regress
         slice_gate, note = None, None
         if gate is not None:
-            slice_gate = corrected.get((cell.name, name))
+            slice_gate = decided.family.get((cell.name, name))
             if slice_gate is None:
                 try:
                     slice_gate = regression_gate(base_dir, run.path, samples=ids, **options)
                 except GateError as exc:
                     note = str(exc)
-        hidden = bool(
-            gate is not None
-            and gate.passed
-            and slice_gate is not None
-            and (slice_gate.unclipped or (slice_gate.lo, slice_gate.hi))[1] < 0
-        )
+        regression = decided.regressions.get((cell.name, name))
+        hidden = bool(gate is not None and gate.passed and regression and regression.passed)
         out.append(
             SliceRow(
                 name,
@@ -434,6 +560,7 @@ def _slices(
                 slice_gate,
                 hidden,
                 note,
+                regression,
             )
         )
     return tuple(out)

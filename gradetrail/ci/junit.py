@@ -123,9 +123,12 @@ def write_junit(document: ET.ElementTree, path: Path) -> None:
 
 
 def verdict_line(result: GateResult) -> str:
-    """``PASS``/``FAIL``, the difference and its interval against the test's bounds, and
-    the gate's one-line reason."""
+    """``PASS``/``FAIL``, the difference and its interval against the test's bounds (said
+    to be unadjusted in a family, where the adjusted p decides), and the gate's one-line
+    reason."""
     level = f"{result.confidence:.0%}"
+    if result.p_adjusted is not None:  # the family's adjusted p decides, not this interval
+        level += " unadjusted"
     return (
         f"{'PASS' if result.passed else 'FAIL'} ({result.test}): mean difference "
         f"{result.delta:+.4f} (candidate - baseline), {level} interval "

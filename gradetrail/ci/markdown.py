@@ -53,7 +53,8 @@ def _section(r: GateResult, warnings: Mapping[str, Sequence[str]]) -> str:
         "| | |",
         "|---|---|",
         f"| mean difference (candidate − baseline) | {r.delta:+.4f} |",
-        f"| {level} interval | [{r.lo:+.4f}, {r.hi:+.4f}] (half-width {r.half_width:.4f}) |",
+        f"| {level} interval{' (unadjusted)' if r.p_adjusted is not None else ''} | "
+        f"[{r.lo:+.4f}, {r.hi:+.4f}] (half-width {r.half_width:.4f}) |",
         f"| baseline mean · candidate mean | {r.baseline_mean:.4f} · {r.candidate_mean:.4f} |",
         f"| samples compared | {r.n} ({'unpaired' if r.unpaired else 'paired'}, {r.method}) |",
     ]
@@ -62,7 +63,8 @@ def _section(r: GateResult, warnings: Mapping[str, Sequence[str]]) -> str:
     if r.mcnemar_p is not None:
         lines.append(f"| McNemar exact p | {r.mcnemar_p:.3g} |")
     if r.p_adjusted is not None:
-        lines.append(f"| p (Holm-adjusted) | {r.p_adjusted:.3g} |")
+        name = (r.family or "Holm").split()[0]
+        lines.append(f"| p ({name}-adjusted, decides) | {r.p_adjusted:.3g} |")
     if not r.passed and r.n_needed is not None:
         lines.append(f"| samples needed | {r.n_needed} (`{r.power_command}`) |")
     if r.regressed:

@@ -280,6 +280,11 @@ def print_family(family: GateFamily, console: Console | None = None) -> None:
 
 
 def _verdict_rule(r: GateResult) -> str:
+    """What decides: the interval's bound alone; in a family, the adjusted p (the
+    interval shown is the comparison's own, unadjusted, and can pass where it fails)."""
+    if r.p_adjusted is not None:
+        name = (r.family or "Holm").split()[0]
+        return f"pass iff {name}-adjusted p <= {r.alpha:g}; the interval is unadjusted"
     if r.test == "non-inferiority":
         return f"pass iff lower bound >= {-r.margin:g}"
     if r.test == "superiority":
@@ -329,8 +334,9 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if r.unclipped is not None:
         clipped = f" (clipped to the possible range; unclipped [{_num(r.unclipped[0])}, "
         clipped += f"{_num(r.unclipped[1])}])"
+    unadjusted = " (unadjusted)" if r.p_adjusted is not None else ""
     table.add_row(
-        f"{r.confidence:.0%} interval",
+        f"{r.confidence:.0%} interval{unadjusted}",
         f"[{_num(r.lo)}, {_num(r.hi)}]{clipped}, half-width {_num(r.half_width).lstrip('+')}",
     )
     if not r.unpaired:
@@ -342,7 +348,8 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if r.p_value is not None:
         table.add_row("p-value", f"{r.p_value:.3g} (one-sided, alpha {r.alpha:g})")
     if r.p_adjusted is not None:
-        table.add_row("Holm-adjusted p", f"{r.p_adjusted:.3g} ({r.family})")
+        name = (r.family or "Holm").split()[0]
+        table.add_row(f"{name}-adjusted p", f"{r.p_adjusted:.3g} ({r.family}): decides")
     if r.mcnemar_p is not None:
         table.add_row("McNemar exact p", f"{r.mcnemar_p:.3g}")
     for label, ids in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,11 +37,17 @@ def _get(m: dict[str, Any], *path: str) -> Any:
     return value
 
 
-def run_row(path: Path, m: dict[str, Any]) -> tuple[str, ...]:
+#: the status and mean of a complete run whose results.jsonl disagrees with its manifest
+DISAGREES = "ROWS DISAGREE"
+
+
+def run_row(path: Path, m: dict[str, Any], disagrees: str | None = None) -> tuple[str, ...]:
     """One listing row for a run directory and its manifest (a dict, possibly malformed):
     what tells runs apart (identity hash, model, base URL, dataset path and content hash)
     and how the run went (status with its errors, samples, error rows, mean score), each
-    cell one line of text."""
+    cell one line of text. With ``disagrees`` (what
+    :func:`~gradetrail.rundir.agreement.run_disagrees` found), the status reads
+    ``ROWS DISAGREE`` and the mean, which the rows no longer give, ``n/a``."""
     from gradetrail._util.terminal import one_line
     from gradetrail.rundir.manifest import status_text
 
@@ -58,10 +65,10 @@ def run_row(path: Path, m: dict[str, Any]) -> tuple[str, ...]:
         f"{m.get('provider', '?')}:{m.get('requested_model', '?')}",
         str(_get(m, "spec", "model", "base_url") or "default"),
         dataset,
-        status_text(str(m.get("status", "?")), counts),
+        DISAGREES if disagrees else status_text(str(m.get("status", "?")), counts),
         str(m.get("n_samples", "?")),
         str(errors),
-        f"{mean:.4f}" if isinstance(mean, int | float) else "n/a",
+        f"{mean:.4f}" if isinstance(mean, int | float) and not disagrees else "n/a",
         str(m.get("started_at", ""))[:19],
         ", ".join(str(x) for x in (_get(m, "spec", "run", "labels") or []))
         if isinstance(_get(m, "spec", "run", "labels"), list)
@@ -76,16 +83,30 @@ def runs(
     ] = Path("results"),
 ) -> None:
     """List run directories, newest first: identity hash, model, base URL, dataset (path
-    and content hash), status, samples, error rows, mean score, start time, labels."""
+    and content hash), status, samples, error rows, mean score, start time, labels. A
+    complete run whose results.jsonl disagrees with its manifest reads ROWS DISAGREE, with
+    no mean, and a warning line on stderr says what disagrees."""
+    from gradetrail._util.terminal import one_line
+    from gradetrail.rundir.agreement import FIX, run_disagrees
     from gradetrail.rundir.results import list_runs
 
     found = list_runs(results_root)
     if not found:
         print(f"no runs under {results_root}")
         return
-    rows = [HEADER, *(run_row(path, m) for path, m in found)]
+    disagree = [run_disagrees(path, m) for path, m in found]
+    rows = [
+        HEADER,
+        *(run_row(path, m, why) for (path, m), why in zip(found, disagree, strict=True)),
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     for row in rows:  # plain columns: never truncated, so a path can be copied
         print(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
+    for (path, _), why in zip(found, disagree, strict=True):
+        if why:
+            print(
+                one_line(f"warning: {path}: {DISAGREES}: complete but {why}: {FIX}"),
+                file=sys.stderr,
+            )

@@ -20,8 +20,8 @@ from typing import Any
 
 from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.errors import SpecError, UsageError
-from gradetrail.rundir.agreement import rows_disagree
-from gradetrail.rundir.results import read_manifest, read_results
+from gradetrail.rundir.agreement import run_disagrees
+from gradetrail.rundir.results import read_manifest
 from gradetrail.rundir.sweep import (
     CellRecord,
     SweepRecord,
@@ -164,10 +164,7 @@ def is_complete(run_dir: Path, identity_hash: str) -> bool:
         or counts.get("provider_error")
     ):
         return False
-    try:
-        return rows_disagree(manifest, read_results(run_dir)) is None
-    except UsageError:
-        return False
+    return run_disagrees(run_dir, manifest) is None
 
 
 def run_sweep(

@@ -53,10 +53,16 @@ def metric_lines(m: Manifest) -> list[tuple[str, str]]:
     return lines
 
 
-def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
+def manifest_lines(
+    m: Manifest, run_dir: Path | str, withheld: str | None = None
+) -> list[tuple[str, str]]:
     """``(label, text)`` pairs from a run's manifest: counts per state (the denominator
     explicit), mean score with standard error and 95% CI, tokens, cost, cache hits, wall
-    time, status, run directory. The viewer shows the same lines as the CLI summary."""
+    time, status, run directory. The viewer shows the same lines as the CLI summary.
+
+    With ``withheld`` (why, one line), the figures the rows decide (the mean score, each
+    metric's, the agreement with labels) are not shown: the score line says ``withheld``
+    instead (the viewer, for a run whose rows disagree with its manifest)."""
     counts = m.counts
     rows = sum(counts.values())
     errors = rows - counts.get("scored", 0)
@@ -76,7 +82,9 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
         )
     s = m.score
     what = "win rate" if m.spec.get("scorer", {}).get("type") == "pairwise" else "mean score"
-    if s and s.mean is not None:
+    if withheld is not None:
+        lines.append((what, f"not shown: {withheld}"))
+    elif s and s.mean is not None:
         kind = " (Wilson)" if s.ci_method == "wilson" else ""
         ci = f"[{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]" if s.ci_low is not None else "n/a"
         score = f"{s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI {ci}{kind}"
@@ -94,8 +102,9 @@ def manifest_lines(m: Manifest, run_dir: Path | str) -> list[tuple[str, str]]:
         lines.append((what, score))
     else:
         lines.append((what, "n/a (no sample scored)"))
-    lines += metric_lines(m)
-    lines += judge_lines(m) + agreement_lines(m)
+    if withheld is None:
+        lines += metric_lines(m)
+    lines += judge_lines(m) + (agreement_lines(m) if withheld is None else [])
     for error in m.top_errors:
         what_kind = error["kind"] + (f" {error['status']}" if error["status"] else "")
         if error["error_type"]:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from gradetrail.analysis.sweep import CellRow, SweepTable
     from gradetrail.engine.sweep import DryRunCell
 
-__all__ = ["dry_run_lines", "sweep_lines", "sweep_markdown", "table_rows"]
+__all__ = ["dry_run_lines", "family_line", "sweep_lines", "sweep_markdown", "table_rows"]
 
 HEADERS = (
     "cell",
@@ -20,7 +20,7 @@ HEADERS = (
     "run",
     "n",
     "score [95% CI]",
-    "diff vs baseline [CI]",
+    "diff vs baseline [CI, unadjusted]",
     "adj. p",
     "verdict",
     "cost USD",
@@ -105,13 +105,17 @@ def _aligned(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def _family(table: SweepTable) -> str:
+def family_line(table: SweepTable) -> str:
+    """The family and its correction, and how the labels were decided: the intervals shown
+    are each comparison's own, the verdicts and labels the corrected tests'."""
     how = {"holm": "Holm-corrected", "bonferroni": "Bonferroni-corrected", "none": "uncorrected"}
-    return (
-        f"{table.test} at margin {table.margin:g}, {table.confidence:.0%} intervals; "
-        f"{table.family_size} comparisons {how[table.correction]} at family-wise one-sided "
-        f"alpha {table.alpha:g}"
+    line = (
+        f"{table.test} at margin {table.margin:g}; {table.family_size} comparisons "
+        f"{how[table.correction]} at family-wise one-sided alpha {table.alpha:g}, decided by "
+        f"the adjusted p (intervals shown are each comparison's own {table.confidence:.0%}, "
+        "unadjusted)"
     )
+    return f"{line}; {table.labels}" if table.labels else line
 
 
 def _slice_rows(table: SweepTable) -> list[tuple[str, ...]]:
@@ -127,7 +131,9 @@ def _slice_rows(table: SweepTable) -> list[tuple[str, ...]]:
                 if s.must_not_regress:
                     verdict += f" (adj. p {_num(_p(g), 3)})"
             if s.hidden_regression:
-                verdict = (verdict + " " if verdict else "") + "REGRESSION hidden by the mean"
+                p = _num(_p(s.regression), 3) if s.regression else "n/a"
+                hidden = f"REGRESSION hidden by the mean (adj. p {p})"
+                verdict = (verdict + " " if verdict else "") + hidden
             mark = " *" if s.must_not_regress else ""
             score = f"{_num(s.mean)} [{_num(s.ci_low)}, {_num(s.ci_high)}]"
             out.append((c.name, f"{s.name}{mark}", str(s.n), score, diff, verdict))
@@ -143,9 +149,10 @@ def sweep_lines(table: SweepTable) -> list[str]:
     if slices:
         lines.append("")
         lines.append(f"slices by {table.slice_field} (* must not regress):")
-        lines += _aligned([("cell", "slice", "n", "score [95% CI]", "diff [CI]", ""), *slices])
+        head = ("cell", "slice", "n", "score [95% CI]", "diff [CI, unadjusted]", "")
+        lines += _aligned([head, *slices])
     lines.append("")
-    lines.append(_family(table))
+    lines.append(family_line(table))
     passed = [c.name for c in table.candidates if c.passed]
     lines.append(f"passed: {', '.join(passed) if passed else 'none'}")
     lines.append(f"best passing cell: {table.best or 'none'}")
@@ -166,7 +173,7 @@ def sweep_markdown(table: SweepTable) -> str:
     """The table as a GitHub-flavoured Markdown report."""
     verdict = "passed" if table.passed() else "no candidate passed"
     out = [f"## gradetrail sweep `{_md(table.name)}`: {verdict}", ""]
-    out.append(f"Baseline `{_md(table.baseline)}`; {_family(table)}.")
+    out.append(f"Baseline `{_md(table.baseline)}`; {family_line(table)}.")
     out.append("")
     out.append("| " + " | ".join(HEADERS) + " |")
     out.append("|" + "---|" * len(HEADERS))
@@ -175,7 +182,7 @@ def sweep_markdown(table: SweepTable) -> str:
     slices = _slice_rows(table)
     if slices:
         out += ["", f"Slices by `{_md(table.slice_field or '')}` (* must not regress):", ""]
-        out.append("| cell | slice | n | score [95% CI] | diff [CI] | |")
+        out.append("| cell | slice | n | score [95% CI] | diff [CI, unadjusted] | |")
         out.append("|---|---|---|---|---|---|")
         for row in slices:
             out.append("| " + " | ".join(_md(v) for v in row) + " |")

@@ -15,9 +15,9 @@ from gradetrail.analysis.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
 from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.rundir.results import RESULTS_FILE
 from gradetrail.view import pages
-from gradetrail.view.render import Pages, Renderer, float_param, sample_id_of, size_of, stamp_of
+from gradetrail.view.render import Pages, Renderer, float_param, sample_id_of, size_of
 from gradetrail.view.run_pages import RunPages
-from gradetrail.view.store import RunInfo, RunStore
+from gradetrail.view.store import RunInfo, RunStore, stamp_of
 
 __all__ = ["DIFF_BYTES", "DiffPages"]
 

@@ -15,8 +15,9 @@ from starlette.responses import HTMLResponse
 
 from gradetrail.analysis.diff import KINDS, LISTED_ORDER
 from gradetrail.errors import UsageError
+from gradetrail.rundir.agreement import FIX
 from gradetrail.rundir.manifest import Manifest
-from gradetrail.rundir.results import MANIFEST_FILE, RESULTS_FILE, SampleState
+from gradetrail.rundir.results import RESULTS_FILE, SampleState
 from gradetrail.view import pages
 from gradetrail.view.index import FILTERS, SORTS
 from gradetrail.view.store import RunInfo
@@ -68,6 +69,7 @@ def _environment() -> jinja2.Environment:
         LISTED_ORDER=LISTED_ORDER,
         KIND_NAMES=KIND_NAMES,
         STATES=STATES,
+        DISAGREES_FIX=FIX,
     )
     return env
 
@@ -144,14 +146,14 @@ def no_rows(info: RunInfo, per: int, problem: UsageError) -> dict[str, Any]:
     }
 
 
-def summary_of(m: Manifest, run_dir: Path) -> dict[str, Any]:
+def summary_of(m: Manifest, run_dir: Path, withheld: str | None = None) -> dict[str, Any]:
     """What the run page's summary shows of manifest ``m``: ``lines``, the (label, text)
-    pairs the CLI prints (:func:`gradetrail.report.run.manifest_lines`), ``rows`` and
-    ``counts`` (rows per state)."""
+    pairs the CLI prints (:func:`gradetrail.report.run.manifest_lines`; with ``withheld``,
+    without the figures the rows decide), ``rows`` and ``counts`` (rows per state)."""
     from gradetrail.report.run import manifest_lines
 
     return {
-        "lines": manifest_lines(m, run_dir),
+        "lines": manifest_lines(m, run_dir, withheld),
         "rows": sum(m.counts.values()),
         "counts": {state: m.counts.get(state, 0) for state in STATES},
     }
@@ -179,14 +181,3 @@ def size_of(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def stamp_of(path: Path) -> tuple[Any, ...]:
-    out = []
-    for name in (RESULTS_FILE, MANIFEST_FILE):
-        try:
-            st = (path / name).stat()
-            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
-        except OSError:
-            out.append(None)
-    return tuple(out)

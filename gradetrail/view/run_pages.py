@@ -91,7 +91,7 @@ class RunPages(Pages):
             m=m,
             partial=partial is not None,
             counting=partial is None and self.store.counting(info.path),
-            lines=summary_of(m, info.path)["lines"],
+            lines=summary_of(m, info.path, _withheld(info))["lines"],
             chart=SAMPLES_FILE not in info.refused and (info.path / SAMPLES_FILE).exists(),
             query=query,
             params=params_of(request),
@@ -306,3 +306,12 @@ class RunPages(Pages):
             index = self.store.index(info.path)
             rows = index.rows(index.sample_positions(sample_id))
         return sorted((r for r in rows if r is not None), key=lambda r: r.get("epoch") or 0)
+
+
+def _withheld(info: RunInfo) -> str | None:
+    """Why the run page shows no score for ``info`` (one line), or None when it does."""
+    if info.disagrees is not None:
+        return "results.jsonl disagrees with the manifest (see above)"
+    if not info.checked:
+        return "its rows are being checked against the manifest (reload)"
+    return None

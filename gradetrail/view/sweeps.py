@@ -73,7 +73,7 @@ def _table(viewer: Viewer, request: Request) -> tuple[str, SweepTable]:
 
 def sweep_page(viewer: Viewer, request: Request) -> Response:
     """The sweep's matrix, table and slices."""
-    from gradetrail.report.sweep import HEADERS, table_rows, verdict_text
+    from gradetrail.report.sweep import HEADERS, family_line, table_rows, verdict_text
 
     name, table = _table(viewer, request)
     rows, cols, grid = _matrix(table)
@@ -89,6 +89,7 @@ def sweep_page(viewer: Viewer, request: Request) -> Response:
         headers=HEADERS,
         lines=table_rows(table),
         verdict_text=verdict_text,
+        family=family_line(table),
         run_name=_run_name,
     )
 

@@ -13,7 +13,7 @@ import yaml
 from cli_support import run_cli
 from paths import EXAMPLES, GSM8K_SPEC
 
-from gradetrail.analysis.gate import regression_gate
+from gradetrail.analysis.gate import GateError, regression_gate
 from gradetrail.analysis.sweep import sweep_table
 from gradetrail.engine.sweep import run_sweep
 from gradetrail.report.sweep import sweep_lines
@@ -35,13 +35,27 @@ def gsm8k(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def test_gsm8k_table_scores_and_verdicts(gsm8k: dict[str, Path]) -> None:
     """Scores match the authors' labels (742, 458, 515, 286 of 1,319 correct); against
-    175b_finetuning, 175b_verification and 6b_verification are superior, 6b_finetuning
-    inferior; the best passing cell is 175b_verification."""
+    175b_finetuning, 175b_verification and 6b_verification pass, 6b_finetuning is inferior
+    (its inferiority test Holm-corrected too); the best passing cell is 175b_verification.
+    The two that pass are non-inferior, not superior: while 6b_finetuning fails the family,
+    a superiority claim would spend alpha the family has not got, so none is tested (the
+    label said superior before, from each one's unadjusted interval)."""
     table = sweep_table(gsm8k["dir"])
     assert [c.name for c in table.cells] == MODELS
     means = [c.mean for c in table.cells]
     assert means == pytest.approx([742 / 1319, 458 / 1319, 515 / 1319, 286 / 1319])
-    assert [c.verdict for c in table.cells] == ["superior", "baseline", "superior", "inferior"]
+    verdicts = [c.verdict for c in table.cells]
+    assert verdicts == ["non-inferior", "baseline", "non-inferior", "inferior"]
+    assert [c.label_gate for c in table.cells[:3]] == [None, None, None]
+    worse = table.cell("6b_finetuning").label_gate
+    assert (worse.test, worse.margin, worse.family) == (
+        "superiority",
+        0.02,
+        "Holm over 3 comparisons",
+    )
+    assert worse.delta == pytest.approx((742 - 286) / 1319 - (742 - 458) / 1319)  # base - cand
+    assert worse.passed and worse.p_adjusted < 1e-12
+    assert "superior not tested while 6b_finetuning fails the family" in table.labels
     assert [c.passed for c in table.cells] == [True, None, True, False]
     assert table.best == "175b_verification"
     assert table.family_size == 3 and table.correction == "holm"
@@ -85,13 +99,29 @@ def test_gsm8k_holm_against_independent_values(gsm8k: dict[str, Path]) -> None:
     assert [c.gate.p_adjusted for c in none.candidates] == [None] * 3
 
 
+def test_gsm8k_superior_once_the_whole_family_passes(gsm8k: dict[str, Path]) -> None:
+    """--baseline 6b_finetuning (21.7%): every candidate passes, so superiority is tested,
+    Holm-corrected over the three: all three are superior, each superiority p adjusted."""
+    table = sweep_table(gsm8k["dir"], baseline="6b_finetuning")
+    assert [c.verdict for c in table.candidates] == ["superior"] * 3
+    for c in table.candidates:
+        sup = c.label_gate
+        assert (sup.test, sup.margin, sup.family) == ("superiority", 0.0, "Holm over 3 comparisons")
+        assert sup.delta == pytest.approx(c.gate.delta) and sup.p_adjusted <= 0.025
+    raw = [c.label_gate.p_value for c in table.candidates]
+    assert [c.label_gate.p_adjusted for c in table.candidates] == pytest.approx(holm_adjust(raw))
+    assert "not tested" not in table.labels
+
+
 def test_gsm8k_other_baseline_is_inconclusive(gsm8k: dict[str, Path]) -> None:
     """--baseline 6b_verification: 175b_finetuning (34.7% vs 39.0%) is neither shown
-    non-inferior nor worse by more than the margin: inconclusive."""
+    non-inferior nor worse by more than the margin (its inferiority test's Holm-adjusted
+    p 0.106): inconclusive; 175b_verification passes, non-inferior while the family fails."""
     table = sweep_table(gsm8k["dir"], baseline="6b_verification")
     verdicts = {c.name: c.verdict for c in table.candidates}
+    assert table.cell("175b_finetuning").label_gate.p_adjusted == pytest.approx(0.106, abs=5e-4)
     assert verdicts == {
-        "175b_verification": "superior",
+        "175b_verification": "non-inferior",
         "175b_finetuning": "inconclusive",
         "6b_finetuning": "inferior",
     }
@@ -221,3 +251,152 @@ def test_slice_regression_hidden_by_the_mean_is_caught(tmp_path: Path) -> None:
 def sweep_ids(done, name: str) -> list[str]:  # noqa: ANN001
     """The sample ids of slice ``name`` in a sweep's record."""
     return done.record.slices[name]
+
+
+# --- labels: every claim is a corrected decision ---------------------------------------
+
+TWO_GAINS = """\
+def answer(request, row):
+    i = int(row["i"])  # base: right on 0..279 (70%)
+    if request.model == "a":  # 12 of base's right answers lost, 26 others gained
+        right = 12 <= i < 306
+    elif request.model == "b":  # the same counts on other samples
+        right = (i < 280 and not 24 <= i < 36) or 306 <= i < 332
+    else:
+        right = i < 280
+    return "A: " + (row["a"] if right else "-1")
+"""
+
+
+def write_two_gains(directory: Path) -> Path:
+    """400 rows; base and two candidates that each lose 12 and gain 26 samples."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [{"i": i, "q": f"{i} + 1", "a": str(i + 1)} for i in range(400)]
+    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / "gains_app.py").write_text(TWO_GAINS)
+    spec = {
+        "name": "gains",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "What is {{ q }}?",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "base", "function": "gains_app:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+    }
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
+    sweep = {
+        "name": "gains",
+        "spec": "spec.yaml",
+        "axes": {"model.name": ["base", "a", "b"]},
+        "baseline": "base",
+    }
+    (directory / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    return directory / "sweep.yaml"
+
+
+def test_superior_needs_the_corrected_superiority_test(tmp_path: Path) -> None:
+    """Each candidate's own 95% interval lies above 0 (Tango [+0.0050, ...], McNemar's
+    exact one-sided p 0.0168 on 26 vs 12 discordant pairs), but over the two candidates
+    Holm adjusts that p to 0.0336 > 0.025: both pass as non-inferior, and neither is
+    labelled superior (before, both were, from the unadjusted interval). Uncorrected
+    (--correction none) they are superior; the output says which correction decided."""
+    sweep = write_two_gains(tmp_path)
+    done = run_sweep(load_sweep(sweep), results_root=tmp_path / "r", cache_path=tmp_path / "c.db")
+    table = sweep_table(done.directory)
+    for name in ("a", "b"):
+        cell = table.cell(name)
+        assert (cell.gate.only_baseline, cell.gate.only_candidate, cell.gate.n) == (12, 26, 400)
+        assert cell.gate.lo == pytest.approx(0.0050, abs=5e-5) and cell.gate.lo > 0
+        assert cell.passed and cell.gate.p_adjusted < 0.025
+        assert cell.verdict == "non-inferior"
+        sup = cell.label_gate
+        assert (sup.test, sup.margin, sup.exact_p) == (
+            "superiority",
+            0.0,
+            pytest.approx(0.0168, abs=5e-5),
+        )
+        assert sup.p_adjusted == pytest.approx(2 * sup.exact_p) and not sup.passed
+    text = "\n".join(sweep_lines(table))
+    assert text.count("PASS non-inferior") == 2 and "PASS superior" not in text
+    rule = (
+        "labels: superior and inferior each by its own test, Holm-corrected over the 2 candidates"
+    )
+    assert rule in text
+    out = run_cli("sweep", str(sweep), "--results-root", str(tmp_path / "r"), "--json")
+    assert out.code == 0, out.err
+    cells = {c["name"]: c for c in json.loads(out.out)["cells"]}
+    assert [cells[n]["verdict"] for n in ("a", "b")] == ["non-inferior"] * 2
+    assert cells["a"]["label_gate"]["family"] == "Holm over 2 comparisons"
+    none = sweep_table(done.directory, correction="none")
+    assert [c.verdict for c in none.candidates] == ["superior", "superior"]
+    assert (
+        none.labels
+        == "labels: superior and inferior each by its own test, uncorrected over the 2 candidates"
+    )
+
+
+MILD = """\
+def answer(request, row):
+    j = int(row["i"]) % 200  # base: right on j < 140 of each slice
+    if request.model == "base":
+        right = j < 140
+    elif row["level"] == "z":  # the candidate gains 60 on z ...
+        right = True
+    else:  # ... and on x and y loses 26, gains 12
+        right = 26 <= j < 152
+    return "A: " + (row["a"] if right else "-1")
+"""
+
+
+def test_a_slice_regression_is_flagged_only_when_its_corrected_test_passes(
+    tmp_path: Path,
+) -> None:
+    """Slices x and y each lose 26 and gain 12 samples (unadjusted interval below 0,
+    McNemar's exact one-sided p 0.0168), z gains 60: the cell passes overall, and over its
+    three slices' regression tests Holm adjusts 0.0168 to 0.0504 > 0.025, so no slice is
+    flagged (before, x and y were, from the unadjusted intervals)."""
+    directory = tmp_path / "mild"
+    sweep_path = write_slice_sweep(directory, [])
+    rows = [
+        {"i": i, "q": f"{i} + 1", "a": str(i + 1), "level": "xyz"[i // 200]} for i in range(600)
+    ]
+    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / "mild_app.py").write_text(MILD)  # not slice_app: imported once a process
+    spec = yaml.safe_load((directory / "spec.yaml").read_text())
+    spec["model"]["function"] = "mild_app:answer"
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
+    done = run_sweep(
+        load_sweep(sweep_path), results_root=tmp_path / "r", cache_path=tmp_path / "c.db"
+    )
+    table = sweep_table(done.directory)
+    new = table.cell("new")
+    assert new.passed and new.gate.delta == pytest.approx(32 / 600)
+    slices = {s.name: s for s in new.slices}
+    for name in ("x", "y"):
+        s = slices[name]
+        assert (s.gate.only_baseline, s.gate.only_candidate) == (26, 12) and s.gate.hi < 0
+        assert not s.hidden_regression
+        assert s.regression.exact_p == pytest.approx(0.0168, abs=5e-5)
+        assert s.regression.p_adjusted == pytest.approx(3 * s.regression.exact_p)
+    assert not slices["z"].hidden_regression and slices["z"].regression.p_value > 0.5
+    assert "REGRESSION" not in "\n".join(sweep_lines(table))
+
+
+def test_a_cell_whose_rows_disagree_is_refused_even_partial(tmp_path: Path) -> None:
+    """The viewer's sweep page gates with allow_partial, which lets the gate skip the
+    rows check: a cell whose rows were re-scored since is still refused (its manifest's
+    mean 0.735 would be shown beside rows that give 1.0), naming the cell and the fix."""
+    sweep = write_two_gains(tmp_path)
+    done = run_sweep(load_sweep(sweep), results_root=tmp_path / "r", cache_path=tmp_path / "c.db")
+    cell = sweep_table(done.directory).cell("a")
+    assert cell.mean == pytest.approx(0.735)
+    results = Path(cell.run_dir) / "results.jsonl"
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    results.write_text("".join(json.dumps({**r, "score": 1.0}) + "\n" for r in rows))
+    with pytest.raises(GateError) as refused:
+        sweep_table(done.directory, allow_partial=True)
+    assert str(refused.value) == (
+        f"cell a run {cell.run_dir} is complete but its results.jsonl gives mean 1.000000 over "
+        "400 samples where its manifest records mean 0.735000 over 400: the file was "
+        "edited or damaged since the run wrote it; run the same spec again to rewrite it "
+        "from the cache"
+    )

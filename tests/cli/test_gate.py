@@ -177,3 +177,48 @@ def test_gate_table_says_when_the_interval_is_clipped(
     out = " ".join(result.stdout.split())
     assert "[-1.0000, +1.0000] (clipped to the possible range; unclipped [-2.9266," in out
     assert "the verdict uses the unclipped bounds" in out
+
+
+def test_a_family_says_its_intervals_are_unadjusted_and_plans_n_at_its_level(
+    app: typer.Typer, runner: CliRunner, tmp_path: Path
+) -> None:
+    """Two candidates each lose 5 and gain 5 of the baseline's 280/400: each 95% Tango
+    interval [-0.0181, +0.0181] clears the margin, but Holm adjusts p 0.0168 to 0.0337, so
+    both fail. The table, the reason, the Markdown and JUnit say the interval is unadjusted
+    and that the adjusted p decides (the table said "pass iff lower bound >= -0.02" beside
+    FAIL), and the n needed is planned at alpha/2 = 0.0125, 596 (it was 492, at the
+    comparison's own level, which would not pass in this family)."""
+    base = write_run(tmp_path / "b", passes(280, 400))
+    one, two = passes(280, 400), passes(280, 400)
+    for i in range(5):
+        one[i], one[280 + i] = 0.0, 1.0
+        two[10 + i], two[285 + i] = 0.0, 1.0
+    cands = [write_run(tmp_path / "c1", one), write_run(tmp_path / "c2", two)]
+    args = ["gate", str(base), str(cands[0]), str(base), str(cands[1])]
+    md, xml = tmp_path / "gate.md", tmp_path / "gate.xml"
+    out = runner.invoke(
+        app, [*args, "--markdown", str(md), "--junit", str(xml)], env={"COLUMNS": "200"}
+    )
+    assert out.exit_code == 1, out.output
+    assert out.stdout.count("95% interval (unadjusted) │ [-0.0181, +0.0181]") == 2
+    assert out.stdout.count("pass iff Holm-adjusted p <= 0.025; the interval is unadjusted") == 2
+    assert "pass iff lower bound" not in out.stdout
+    assert (
+        "95% unadjusted lower bound -0.0181 >= -0.0200; Holm-adjusted p 0.0337 > alpha"
+        in out.stdout
+    )
+    assert "n needed at alpha/2 = 0.0125: 596" in out.stdout
+    report = md.read_text()
+    assert "| 95% interval (unadjusted) | [-0.0181, +0.0181]" in report
+    assert "| p (Holm-adjusted, decides) | 0.0337 |" in report
+    assert "95% unadjusted interval [-0.0181, +0.0181]" in xml.read_text()
+    family = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    for r in family["results"]:
+        assert (r["passed"], r["lo"], r["p_value"]) == (
+            False,
+            pytest.approx(-0.0181, abs=5e-5),
+            pytest.approx(0.0168, abs=5e-5),
+        )
+        assert r["n_needed"] == 596 and r["power_command"].endswith("--alpha 0.025")
+    alone = json.loads(runner.invoke(app, ["gate", str(base), str(cands[0]), "--json"]).stdout)
+    assert alone["passed"] and alone["p_adjusted"] is None

@@ -48,8 +48,9 @@ def _sweep(sweep_file: Path, *args: str):  # noqa: ANN202
 
 
 def test_table_json_and_exit_codes(sweep_file: Path, tmp_path: Path) -> None:
-    """big passes (superior), small fails (inferior): exit 0 for any, 1 with --candidate
-    small, 0 with --candidate big; the second sweep runs nothing (every cell existing)."""
+    """big passes (non-inferior: superiority is not tested while small fails the Holm
+    family), small fails (inferior): exit 0 for any, 1 with --candidate small, 0 with
+    --candidate big; the second sweep runs nothing (every cell existing)."""
     out = _sweep(sweep_file, "--json")
     assert out.code == 0, out.err
     table = json.loads(out.out)
@@ -57,10 +58,13 @@ def test_table_json_and_exit_codes(sweep_file: Path, tmp_path: Path) -> None:
     cells = {c["name"]: c for c in table["cells"]}
     assert [cells[n]["verdict"] for n in ("prod", "big", "small")] == [
         "baseline",
-        "superior",
+        "non-inferior",
         "inferior",
     ]
     assert cells["big"]["gate"]["family"] == "Holm over 2 comparisons"
+    assert cells["big"]["label_gate"] is None
+    assert cells["small"]["label_gate"]["family"] == "Holm over 2 comparisons"
+    assert "superior not tested while small fails the family" in table["labels"]
     assert all(c["n"] == N and c["outcome"] == "ran" for c in table["cells"])
     assert "cell prod: ran" in out.err
     again = _sweep(sweep_file, "--candidate", "small")
@@ -192,7 +196,7 @@ def test_run_with_models_is_a_sweep(tmp_path: Path) -> None:
     table = json.loads(out.out)
     assert table["name"] == "gsm8k" and table["baseline"] == "175b_finetuning"
     verdicts = [c["verdict"] for c in table["cells"]]
-    assert verdicts == ["baseline", "superior", "inferior"]
+    assert verdicts == ["baseline", "non-inferior", "inferior"]
     assert (root / "sweep-gsm8k" / "sweep.json").is_file()
     refused = run_cli("run", str(GSM8K_SPEC), "--models", "a,a", "--results-root", str(root))
     assert refused.code == 2 and "repeats a value" in refused.err
@@ -267,7 +271,7 @@ def test_a_cell_whose_rows_were_damaged_is_run_again(sweep_file: Path) -> None:
         "ran",
         "existing",
     ]
-    assert cells["big"]["verdict"] == "superior"
+    assert cells["big"]["verdict"] == "non-inferior"
 
     def scores(data: bytes) -> list[tuple[str, float]]:
         return [(r["sample_id"], r["score"]) for r in map(json.loads, data.splitlines())]

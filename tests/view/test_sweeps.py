@@ -59,7 +59,8 @@ def test_matrix_page_over_http(root: Path) -> None:
     page = client.get("/sweeps/sweep-view")
     assert page.status_code == 200
     assert 'data-cell="175b_verification/200"' in page.text
-    assert "verdict-superior" in page.text and "verdict-inferior" in page.text
+    assert "verdict-non-inferior" in page.text and "verdict-inferior" in page.text
+    assert "superior not tested while 6b_finetuning/200 fails the family" in page.text
     assert "verdict-baseline" in page.text
     assert page.text.count("diff against the baseline") == 2
     other = client.get("/sweeps/sweep-view?baseline=175b_verification")

@@ -1,0 +1,114 @@
+"""`gradetrail runs` and `gradetrail diff` on a complete run whose results.jsonl no longer
+agrees with its manifest (rows deleted, scores edited): `runs` marks it and shows no
+mean, `diff` refuses it (exit 2) as `gradetrail gate` does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cli_support import run_cli
+from paths import GSM8K_SPEC
+
+N = 40
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Two complete runs of the first 40 GSM8K problems (175b_verification, then
+    6b_finetuning), kept aside: each test copies them into its own results root."""
+    tmp = tmp_path_factory.mktemp("runs")
+    out = {}
+    for model in ("175b_verification", "6b_finetuning"):
+        done = run_cli(
+            "run", str(GSM8K_SPEC), "--set", f"model.name={model}", "--set",
+            f"dataset.limit={N}", "--results-root", str(tmp / model), "--cache",
+            str(tmp / "c.db"),
+        )  # fmt: skip
+        assert done.code == 0, done.err
+        out[model] = next((tmp / model).iterdir())
+    return out
+
+
+def copied(made: dict[str, Path], root: Path) -> tuple[Path, Path]:
+    """The two runs copied under ``root``: (baseline, candidate)."""
+    return tuple(  # type: ignore[return-value]
+        Path(shutil.copytree(made[m], root / made[m].name))
+        for m in ("175b_verification", "6b_finetuning")
+    )
+
+
+def rewrite(run_dir: Path, change) -> list[dict]:  # noqa: ANN001
+    """Apply ``change`` (rows -> rows) to the run's results.jsonl, as an editor would."""
+    path = run_dir / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = change(rows)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def manifest_mean(run_dir: Path) -> float:
+    return json.loads((run_dir / "manifest.json").read_text())["score"]["mean"]
+
+
+def test_runs_marks_a_run_whose_scores_were_edited(made: dict[str, Path], tmp_path: Path) -> None:
+    """Every failing row of the 6b_finetuning run re-scored 1: `runs` reads ROWS DISAGREE
+    with mean n/a for it (it printed complete and the manifest's 0.1500 before) and says on
+    stderr what disagrees and what to do; the intact run keeps its mean; exit 0."""
+    base, cand = copied(made, tmp_path / "results")
+    recorded = manifest_mean(cand)
+    assert recorded == pytest.approx(6 / N)
+    rewrite(cand, lambda rows: [{**r, "score": 1.0} for r in rows])
+    out = run_cli("runs", "--results-root", str(tmp_path / "results"))
+    assert out.code == 0, out.err
+    lines = {line.split()[0]: line for line in out.out.splitlines()[1:]}
+    assert "ROWS DISAGREE" in lines[str(cand)] and f"{recorded:.4f}" not in lines[str(cand)]
+    assert lines[str(cand)].split()[-2] == "n/a"  # the mean column (no labels after it)
+    assert "complete" in lines[str(base)] and f"{manifest_mean(base):.4f}" in lines[str(base)]
+    assert out.err.splitlines() == [
+        f"warning: {cand}: ROWS DISAGREE: complete but its results.jsonl gives mean "
+        f"1.000000 over {N} samples where its manifest records mean {recorded:.6f} over "
+        f"{N}: the file was edited or damaged since the run wrote it; run the same spec "
+        "again to rewrite it from the cache"
+    ]
+
+
+def test_runs_marks_a_run_whose_failing_rows_were_deleted(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """The 34 failing rows deleted (6 left, all right): marked, counts named."""
+    _, cand = copied(made, tmp_path / "results")
+    kept = rewrite(cand, lambda rows: [r for r in rows if r["score"] == 1.0])
+    assert len(kept) == 6
+    out = run_cli("runs", "--results-root", str(tmp_path / "results"))
+    assert out.code == 0 and "ROWS DISAGREE" in out.out
+    assert (
+        f"its results.jsonl holds 6 rows (6 scored) where its manifest counts {N} rows "
+        f"({N} scored)" in out.err
+    )
+
+
+def test_diff_refuses_a_run_whose_rows_disagree(made: dict[str, Path], tmp_path: Path) -> None:
+    """`diff` refuses the edited run, exit 2, one line naming it, what disagrees and the
+    fix (it printed the join of the edited rows and exit 0 before, the gate line saying
+    it could not compare); --allow-partial lets it through, as it does the gate."""
+    base, cand = copied(made, tmp_path / "results")
+    intact = run_cli("diff", str(base), str(cand))
+    assert intact.code == 0, intact.err
+    recorded = manifest_mean(cand)
+    rewrite(cand, lambda rows: [{**r, "score": 1.0} for r in rows])
+    out = run_cli("diff", str(base), str(cand))
+    assert out.code == 2 and out.out == ""
+    assert out.err.splitlines() == [
+        f"error: candidate run {cand} is complete but its results.jsonl gives mean 1.000000 "
+        f"over {N} samples where its manifest records mean {recorded:.6f} over {N}: the "
+        "file was edited or damaged since the run wrote it; run the same spec again to "
+        "rewrite it from the cache"
+    ]
+    swapped = run_cli("diff", str(cand), str(base), "--json")
+    assert swapped.code == 2 and swapped.err.startswith(f"error: baseline run {cand} ")
+    partial = run_cli("diff", str(base), str(cand), "--allow-partial", "--json")
+    assert partial.code == 0, partial.err
+    assert json.loads(partial.out)["gate"]["candidate_mean"] == 1.0

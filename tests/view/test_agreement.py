@@ -1,0 +1,168 @@
+"""The viewer on a complete run whose results.jsonl no longer agrees with its manifest
+(every failing row re-scored 1): the runs page and the run page say so unmistakably and
+never show the manifest's mean as the run's score; its diff is refused. Over HTTP, then
+in a real browser (Debian's chromium via Playwright)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from paths import GSM8K_SPEC
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from starlette.testclient import TestClient
+from view_support import CHROMIUM, CHROMIUM_ARGS
+
+import gradetrail
+from gradetrail.view.app import create_app
+from gradetrail.view.server import BackgroundServer
+from gradetrail.view.store import CHECK_BYTES
+
+WAIT_MS = 60_000
+expect.set_options(timeout=WAIT_MS)
+N = 40
+#: the 6b_finetuning run's mean over the first 40 problems (6 right) as the pages show a
+#: score: the runs page's mean cell, the run page's summary line (the refusal names the
+#: manifest's figure, 0.150000, as what the rows disagree with, never as the score)
+RECORDED = ("<b>0.1500</b>", "0.1500 ±")
+DISAGREES = (
+    f"its results.jsonl gives mean 1.000000 over {N} samples where its manifest records "
+    f"mean 0.150000 over {N}"
+)
+
+
+def _edited(run_dir: Path, pad: int = 0) -> None:
+    """Every row re-scored 1 (and, with ``pad``, a field of ``pad`` characters added)."""
+    path = run_dir / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    extra = {"pad": "x" * pad} if pad else {}
+    path.write_text("".join(json.dumps({**r, "score": 1.0, **extra}) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results root: the first 40 GSM8K problems by 175b_verification (intact) and by
+    6b_finetuning, edited (``edited``); and a copy edited with rows padded past
+    :data:`CHECK_BYTES` (``padded``), which the viewer checks in the background."""
+    tmp = tmp_path_factory.mktemp("agreement")
+    out = tmp / "results"
+    for model in ("175b_verification", "6b_finetuning"):
+        spec = gradetrail.load_spec(
+            GSM8K_SPEC, overrides=[f"model.name={model}", f"dataset.limit={N}"]
+        )
+        run = gradetrail.run_eval(spec, results_root=out, cache_path=tmp / "c.db").run_dir
+        assert run.parent == out
+        if model == "6b_finetuning":
+            assert json.loads((run / "manifest.json").read_text())["score"]["mean"] == 0.15
+            shutil.copytree(run, out / "padded")
+            _edited(out / "padded", pad=CHECK_BYTES // N + 1)
+            _edited(run)
+            run.rename(out / "edited")
+        else:
+            run.rename(out / "intact")
+    assert (out / "padded" / "results.jsonl").stat().st_size > CHECK_BYTES
+    return out
+
+
+def _row(html: str, name: str) -> str:
+    """The runs page's table row of run ``name`` (and its warnings row)."""
+    start = html.index(f'data-run="{name}"')
+    end = html.find('class="run-row', start)
+    return html[start : end if end > 0 else html.index("</tbody>", start)]
+
+
+def test_runs_page_marks_the_run_and_shows_no_mean(root: Path) -> None:
+    """The edited run's row has the rows-disagree badge, says what disagrees and what to
+    do, and its mean cell reads "not shown" (it showed the manifest's 0.1500 before); the
+    intact run keeps its mean."""
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    page = client.get("/")
+    assert page.status_code == 200
+    edited = _row(page.text, "edited")
+    assert '<span class="badge rows-disagree"' in edited
+    assert f"ROWS DISAGREE: complete, but {DISAGREES}" in edited
+    assert "not shown: rows disagree" in edited and RECORDED[0] not in edited
+    intact = _row(page.text, "intact")
+    assert "rows disagree" not in intact and "<b>0." in intact
+
+
+def test_run_page_warns_and_withholds_the_score(root: Path) -> None:
+    """The run page opens with an alert naming what disagrees; its summary's score line
+    reads "not shown" and no figure of the manifest's score is on the page."""
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    page = client.get("/runs/edited")
+    assert page.status_code == 200
+    assert '<div class="rows-disagree alert" role="alert" id="rows-disagree">' in page.text
+    assert f"The run is complete, but {DISAGREES}." in page.text
+    assert "not shown: results.jsonl disagrees with the manifest" in page.text
+    assert all(shown not in page.text for shown in RECORDED)
+    intact = client.get("/runs/intact")
+    assert "rows-disagree" not in intact.text and "not shown" not in intact.text
+
+
+def test_a_large_run_is_checked_in_the_background_and_never_shows_its_mean_meanwhile(
+    root: Path,
+) -> None:
+    """The padded copy (past CHECK_BYTES) is checked in a thread: until it is, its pages
+    say its rows are being checked and show no mean; then they say the rows disagree."""
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    first = client.get("/runs/padded")
+    assert first.status_code == 200 and RECORDED[1] not in first.text
+    assert 'id="rows-checking"' in first.text or 'id="rows-disagree"' in first.text
+    deadline = time.monotonic() + 60
+    while 'id="rows-disagree"' not in (page := client.get("/runs/padded")).text:
+        assert RECORDED[1] not in page.text and time.monotonic() < deadline
+        time.sleep(0.2)
+    assert f"The run is complete, but {DISAGREES}." in page.text
+    assert "not shown: rows disagree" in _row(client.get("/").text, "padded")
+
+
+def test_the_diff_of_such_a_run_is_refused(root: Path) -> None:
+    """The diff page refuses the pair (409), saying which run disagrees and what to do."""
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    page = client.get("/diff?a=intact&b=edited")
+    assert page.status_code == 409
+    assert f"is complete but {DISAGREES}" in page.text
+    assert "run the same spec again to rewrite it from the cache" in page.text
+
+
+@pytest.fixture(scope="module")
+def browser(root: Path) -> Iterator[Browser]:
+    """One headless chromium for the module."""
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=WAIT_MS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, root: Path) -> Iterator[Page]:
+    """A fresh page on a viewer of the root."""
+    with BackgroundServer(root) as base:
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
+        context.set_default_timeout(WAIT_MS)
+        yield context.new_page()
+        context.close()
+
+
+def test_in_a_browser_the_warning_is_the_first_thing_on_the_run_page(page: Page) -> None:
+    """From the runs page (the edited run's badge and "not shown" mean) to its run page,
+    where a visible alert leads and the summary shows no score."""
+    page.goto("/")
+    row = page.locator('tr[data-run="edited"]')
+    expect(row.locator(".badge.rows-disagree")).to_be_visible()
+    expect(row.locator(".score-withheld")).to_have_text("not shown: rows disagree")
+    row.get_by_role("link").first.click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_be_visible()
+    expect(alert).to_contain_text("Rows disagree with the manifest")
+    expect(alert).to_contain_text(DISAGREES)
+    box = alert.bounding_box()
+    summary = page.locator("section.summary").bounding_box()
+    assert box is not None and summary is not None and box["y"] < summary["y"]
+    expect(page.locator("table.summary-lines")).to_contain_text("not shown")
+    expect(page.locator("table.summary-lines")).not_to_contain_text(RECORDED[1])
