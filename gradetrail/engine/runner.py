@@ -600,14 +600,20 @@ class _Run:
             # .tmp files behind): it is held until the results and manifest are written
             with deferred_signals():
                 # an interrupted or failed run keeps its rows too, in input order
+                results_sha256 = None
                 try:
-                    self._write_outputs(writer)
+                    results_sha256 = self._write_outputs(writer)
                 except Exception as exc:  # e.g. a full disk: never leave the status "running"
                     if status == "complete":
                         status, unwritten = "failed", exc
                 manifest = _final_manifest(
                     manifest, self.plan, self.tally, status, time.perf_counter() - start
-                ).model_copy(update={"executor": self.ctx.executor.describe()})
+                ).model_copy(
+                    update={
+                        "executor": self.ctx.executor.describe(),
+                        "results_sha256": results_sha256,
+                    }
+                )
                 if self.ctx.cache is not None:
                     manifest = manifest.model_copy(update={"cache": self._cache_report()})
                 if stop.signal_name is not None:
@@ -681,10 +687,10 @@ class _Run:
             write_manifest(self.run_dir, manifest)
         self.run_dir.remove(RESERVE_FILE)
 
-    def _write_outputs(self, writer: ResultsWriter) -> None:
-        """results.jsonl in input order, then samples.jsonl. If this fails, the rows
-        appended so far stay on disk as they are."""
-        writer.finalize()
+    def _write_outputs(self, writer: ResultsWriter) -> str:
+        """results.jsonl in input order, then samples.jsonl; returns results.jsonl's
+        SHA-256 (hex). If this fails, the rows appended so far stay on disk as they are."""
+        results_sha256 = writer.finalize()
         samples = self.plan.samples
         pairs = (
             samples.id_clusters()
@@ -692,6 +698,7 @@ class _Run:
             else ((s.id, s.cluster) for s in samples)
         )
         self.run_dir.write_atomic(SAMPLES_FILE, self.tally.sample_lines(pairs))
+        return results_sha256
 
     async def _main(
         self,

@@ -499,6 +499,12 @@ class Manifest(BaseModel):
         "while none did.",
     )
     cache_hits: int = 0
+    results_sha256: str | None = Field(
+        None,
+        description="SHA-256 of results.jsonl as the run wrote it (null when it could not "
+        "be written). While the file still has it, its rows are known to agree with this "
+        "manifest without reading them.",
+    )
     score: ScoreStats | None = None
     metrics: dict[str, ScoreStats] | None = Field(
         None,

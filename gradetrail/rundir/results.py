@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import hashlib
 import json
 import os
 import stat
@@ -423,27 +424,40 @@ class ResultsWriter:
             if length:
                 yield starts[slot], length
 
-    def finalize(self) -> None:
+    def finalize(self) -> str:
         """Rewrite the file in input order, atomically (temporary file, then rename); a
         file whose rows were all appended in input order (a warm run's, every row a cache
         hit) already is that file, and is only flushed to disk.
+
+        Returns:
+            The SHA-256 (hex) of the file as written (``manifest.results_sha256``).
 
         Raises:
             RunError: the file cannot be written.
         """
         self.flush()
+        digest = hashlib.sha256()
         if self._in_order:
             try:
                 os.fsync(self._fd)
+                offset = 0
+                while chunk := os.pread(self._fd, 1 << 20, offset):
+                    digest.update(chunk)
+                    offset += len(chunk)
             except OSError as exc:
                 raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
             self.close()
-            return
-        self._dir.write_atomic(
-            RESULTS_FILE,
-            (os.pread(self._fd, length, offset) for offset, length in self._spans()),
-        )
+            return digest.hexdigest()
+
+        def hashed() -> Iterator[bytes]:
+            for offset, length in self._spans():
+                chunk = os.pread(self._fd, length, offset)
+                digest.update(chunk)
+                yield chunk
+
+        self._dir.write_atomic(RESULTS_FILE, hashed())
         self.close()
+        return digest.hexdigest()
 
     def close(self) -> None:
         """Close without reordering (the rows written so far, and those held back when

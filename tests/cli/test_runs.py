@@ -4,6 +4,7 @@ mean, `diff` refuses it (exit 2) as `gradetrail gate` does."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -112,3 +113,33 @@ def test_diff_refuses_a_run_whose_rows_disagree(made: dict[str, Path], tmp_path:
     partial = run_cli("diff", str(base), str(cand), "--allow-partial", "--json")
     assert partial.code == 0, partial.err
     assert json.loads(partial.out)["gate"]["candidate_mean"] == 1.0
+
+
+def test_a_run_records_the_sha256_of_its_results_and_runs_trusts_only_that_file(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """Every run records ``results_sha256``, the SHA-256 of its results.jsonl as written
+    (rewritten in input order after a cold run; appended in order by a warm one), so
+    `runs` need not read the rows of an unedited run; a run written before the field
+    existed (none in its manifest) is still read and held against its manifest."""
+    warm = run_cli(
+        "run", str(GSM8K_SPEC), "--set", f"dataset.limit={N}", "--results-root",
+        str(tmp_path / "warm"), "--cache", str(made["175b_verification"].parent.parent / "c.db"),
+    )  # fmt: skip
+    assert warm.code == 0, warm.err
+    warm_dir = next((tmp_path / "warm").iterdir())
+    assert json.loads((warm_dir / "manifest.json").read_text())["cache_hits"] == N
+    for run_dir in (*made.values(), warm_dir):
+        recorded = json.loads((run_dir / "manifest.json").read_text())["results_sha256"]
+        assert recorded == hashlib.sha256((run_dir / "results.jsonl").read_bytes()).hexdigest()
+
+    base, cand = copied(made, tmp_path / "results")
+    for run_dir in (base, cand):  # as a run before the field wrote it
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        del manifest["results_sha256"]
+        (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    intact = run_cli("runs", "--results-root", str(tmp_path / "results"))
+    assert intact.code == 0 and intact.err == "" and "ROWS DISAGREE" not in intact.out
+    rewrite(cand, lambda rows: [{**r, "score": 1.0} for r in rows])
+    edited = run_cli("runs", "--results-root", str(tmp_path / "results"))
+    assert "ROWS DISAGREE" in edited.out and str(cand) in edited.err
