@@ -79,7 +79,36 @@ _QUOTA = lazy_compile(
     r"out of credits?|credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
     re.I,
 )
-_QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+#: error codes (or types) that say a quota or spend cap ran out, and which (a key of
+#: :data:`~gradetrail.errors.QUOTAS`): decisive, whatever the message says
+QUOTA_CODES: dict[str, str] = {
+    "insufficient_quota": "quota",  # OpenAI: credit or plan exhausted
+    "billing_hard_limit_reached": "spend_cap",
+    "billing_not_active": "credit",
+    "organization_spend_limit_exceeded": "spend_cap",  # OpenAI's hard monthly spend limits
+    "project_spend_limit_exceeded": "spend_cap",
+}
+#: phrases of a message that name a quota which will not come back within a run, and which
+#: (read, links removed, only when no rate-limit word is there and no code decided):
+#: Gemini's "monthly spending cap" and "prepayment credits are depleted", Anthropic's
+#: "credit balance is too low", a limit "per day" (Google's quota names)
+QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        lazy_compile(
+            r"credit balance|prepa(?:id|yment) (?:credits?|balance)|out of credits?|"
+            r"insufficient.?(?:funds|credits?|balance)|"
+            r"credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
+            re.I,
+        ),
+        "credit",
+    ),
+    (lazy_compile(r"spend(?:ing)? (?:cap|limit)|billing (?:cap|hard limit)", re.I), "spend_cap"),
+    (lazy_compile(r"per[ -]day|daily (?:quota|limit)|\bRPD\b|\bTPD\b", re.I), "daily"),
+    (lazy_compile(r"per[ -]month|monthly (?:quota|limit)", re.I), "monthly"),
+)
+#: the period in a Google quota id (``GenerateRequestsPerDayPerProjectPerModel-FreeTier``)
+_QUOTA_PERIOD = lazy_compile(r"Per(Second|Minute|Hour|Day|Month)", re.I)
+_LONG_PERIODS = {"day": "daily", "month": "monthly"}
 #: an error type or code that names a rate limit (decisive: the message is not read)
 _RATE_CODES = lazy_compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
 #: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
@@ -92,24 +121,69 @@ def message_words(message: str | None) -> str:
     return _URL.sub(" ", message or "")
 
 
-def quota_exhausted(etype: str | None, code: str | None, message: str | None) -> bool:
-    """True when a rate-limit answer (429) means the quota or credit is exhausted, a
-    permanent failure, rather than a per-minute limit to wait out.
+def quota_ids(body: Any) -> list[str]:
+    """The quota names a Google error body gives in its ``details`` (``QuotaFailure``
+    violations' ``quotaId``, ``ErrorInfo`` metadata's ``quota_limit``), in order; empty
+    for any other body. Google's envelope may come as a JSON list holding the error."""
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        body = body[0]
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    found: list[str] = []
+    for detail in details if isinstance(details, list) else ():
+        if not isinstance(detail, dict):
+            continue
+        violations = detail.get("violations")
+        for violation in violations if isinstance(violations, list) else ():
+            if isinstance(violation, dict) and isinstance(violation.get("quotaId"), str):
+                found.append(violation["quotaId"])
+        metadata = detail.get("metadata")
+        if isinstance(metadata, dict) and isinstance(metadata.get("quota_limit"), str):
+            found.append(metadata["quota_limit"])
+    return found
 
-    Decided by the error's code and type first: a quota code (``insufficient_quota``,
-    ``billing_hard_limit_reached``, ``billing_not_active``) is exhausted; a code or type
-    naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
-    ``tokens``/``requests`` types) or a code that is itself an HTTP status (Azure's
-    ``"429"``) is not, whatever the message says. Only when neither says is the message
-    read, its links removed: quota, credit or billing words without rate-limit words.
+
+def exhausted_quota(
+    etype: str | None, code: str | None, message: str | None, ids: Sequence[str] = ()
+) -> str | None:
+    """Which quota a refusal (a 429, or a 400/402/403 of the same kind) says ran out, when
+    it is one that will not come back within the run (a key of
+    :data:`~gradetrail.errors.QUOTAS`: ``credit``, ``spend_cap``, ``daily``, ``monthly``,
+    ``quota``); None for a per-minute rate limit to wait out.
+
+    Decided, first to last:
+
+    1. the quota names of the body (:func:`quota_ids`, Google's): any per-day or per-month
+       one ran out is that; per-second, -minute or -hour ones only: a rate limit;
+    2. the error's code, then type: one of :data:`QUOTA_CODES` (``insufficient_quota``,
+       ``billing_hard_limit_reached``, ``project_spend_limit_exceeded``...) is that; one
+       naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
+       ``tokens``/``requests`` types) is a rate limit, whatever the message says;
+    3. the message, its links removed, when it holds no rate-limit words: a phrase of
+       :data:`QUOTA_PHRASES` (credit exhausted, a spend cap, a limit per day or month);
+    4. a code that is itself an HTTP status (Google's and Azure's ``429``) says nothing
+       more: a rate limit; else quota, credit or billing words mean ``quota``.
     """
+    periods = {m.group(1).lower() for i in ids for m in _QUOTA_PERIOD.finditer(i)}
+    long = sorted(periods & set(_LONG_PERIODS))
+    if long:
+        return _LONG_PERIODS[long[0]]
+    if periods:
+        return None
     for value in (code, etype):  # the code first: it is the more specific
-        if value in _QUOTA_CODES:
-            return True
-        if value and (_RATE_CODES.search(value) or value.isdigit()):
-            return False
+        if value in QUOTA_CODES:
+            return QUOTA_CODES[value]
+        if value and _RATE_CODES.search(value):
+            return None
     words = message_words(message)
-    return bool(_QUOTA.search(words)) and not _RATE_WORDS.search(words)
+    if _RATE_WORDS.search(words):
+        return None
+    for pattern, quota in QUOTA_PHRASES:
+        if pattern.search(words):
+            return quota
+    if any(value and value.isdigit() for value in (code, etype)):
+        return None
+    return "quota" if _QUOTA.search(words) else None
 
 
 def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
@@ -358,7 +432,7 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     if code is not None and code.isdigit() and 400 <= int(code) <= 599:
         return int(code)
     words = f"{etype or ''} {code or ''}".lower()
-    if code in _QUOTA_CODES or etype in _QUOTA_CODES or _RATE_WORDS.search(words):
+    if code in QUOTA_CODES or etype in QUOTA_CODES or _RATE_WORDS.search(words):
         return 429
     for status, names in _STATUS_WORDS:
         if any(name in words for name in names):
@@ -384,6 +458,13 @@ def error_body(content: bytes) -> Any:
         return text[:500]
 
 
+#: statuses whose body may say a quota ran out; of them, a 400/402/403 is read for a code
+#: of :data:`QUOTA_CODES` or the quotas of :data:`_BILLING_QUOTAS` only (Anthropic's 400
+#: "credit balance is too low")
+_QUOTA_STATUSES = frozenset([400, 402, 403, 429])
+_BILLING_QUOTAS = frozenset(["credit", "spend_cap"])
+
+
 def classify_status(
     status: int,
     headers: Mapping[str, str] | None,
@@ -395,8 +476,9 @@ def classify_status(
 ) -> ProviderError:
     """The gradetrail error for an HTTP error answer.
 
-    Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted, as
-    :func:`quota_exhausted` decides by code, type, then message), 5xx,
+    Transient: 408 (timeout), 409, 429 (unless a quota ran out that will not come back
+    within the run, as :func:`exhausted_quota` decides: the error's ``quota`` then says
+    which; a 400, 402 or 403 saying credit or a spend cap ran out says so too), 5xx,
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
     ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx. A
     server's ``x-should-retry: true/false`` header overrides the status (both official
@@ -422,9 +504,14 @@ def classify_status(
     }
     # a server at capacity under any status (Groq's 498 capacity_exceeded) is a 5xx's kin
     overloaded = any(w in (v or "") for v in (etype, code) for w in ("overloaded", "capacity"))
+    if status in _QUOTA_STATUSES:
+        quota = exhausted_quota(etype, code, message, quota_ids(body))
+        coded = code in QUOTA_CODES or etype in QUOTA_CODES
+        if status != 429 and not coded and quota not in _BILLING_QUOTAS:
+            quota = None  # a 400 about one prompt may say "quota" or "per day"
+        fields["quota"] = quota
     if status == 429:
-        exhausted = quota_exhausted(etype, code, message)
-        error: ProviderError = RateLimited(text, transient=not exhausted, **fields)
+        error: ProviderError = RateLimited(text, transient=fields["quota"] is None, **fields)
     elif status in (401, 403):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
     elif status == 408:
@@ -438,6 +525,8 @@ def classify_status(
     should_retry = (headers or {}).get("x-should-retry")
     if should_retry in ("true", "false"):
         error.transient = should_retry == "true"
+        if error.transient:
+            error.quota = None  # the server says a retry may succeed: nothing ran out
     return error
 
 
@@ -875,12 +964,15 @@ class HttpProvider(Provider):
         recorded at once."""
         etype, code, message = error_fields(data)
         implied = implied_status(etype, code, message)
-        transient = False
+        transient, quota = False, None
         if implied is not None:
-            transient = classify_status(implied, None, data).transient
+            implied_error = classify_status(implied, None, data)
+            transient, quota = implied_error.transient, implied_error.quota
         what = etype or (f"code {code}" if code else "error")
         text = redact(f"200 answer is an error: {what}: {message or 'no message'}", self._secrets)
-        return InvalidResponse(text, transient=transient, status=200, error_type=etype, code=code)
+        return InvalidResponse(
+            text, transient=transient, status=200, error_type=etype, code=code, quota=quota
+        )
 
     def _finish(self, request: Request, response: Response, cache_write: int) -> Response:
         served = response.served_model
