@@ -52,7 +52,13 @@ from gradetrail.providers._plain_http import PlainHttpTransport, plain_http_endp
 from gradetrail.providers._stream import Fold, SseParser
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.providers.pricing import Price, price_for, server_tool_fees
+from gradetrail.providers.pricing import (
+    Price,
+    price_for,
+    server_tool_fees,
+    service_tier_shares,
+    tier_name,
+)
 from gradetrail.providers.served import served_model_matches
 from gradetrail.spec.model import ENV_REFERENCE, HttpClientName
 
@@ -184,6 +190,13 @@ def exhausted_quota(
     if any(value and value.isdigit() for value in (code, etype)):
         return None
     return "quota" if _QUOTA.search(words) else None
+
+
+def served_tier(data: Mapping[str, Any]) -> str | None:
+    """The service tier an answer body says served it (its top-level ``service_tier``,
+    as OpenAI's Chat Completions and Responses answers give it; :func:`tier_name`), or
+    None for the standard tier or when it does not say."""
+    return tier_name(data.get("service_tier"))
 
 
 def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
@@ -558,13 +571,15 @@ class HttpProvider(Provider):
         self._pool_size = 16
         self._missing_usage = 0
         self._price_override = (
-            Price.from_dict(self.model.price.model_dump()).with_fees(
-                server_tool_fees(self.price_provider)
-            )
+            Price.from_dict(self.model.price.model_dump())
+            .with_fees(server_tool_fees(self.price_provider))
+            .with_tier_shares(service_tier_shares(self.price_provider))
             if self.model.price
             else None
         )
         self._prices: dict[str | None, Price | None] = {}
+        #: (tier, model) pairs already warned of as priced at the standard rates
+        self._unpriced_tiers: set[tuple[str | None, str]] = set()
         self._extra_headers: dict[str, str] | None = None
         self._header_secrets: tuple[str, ...] = ()
         #: what every error message is redacted of: the key and the headers' secrets
@@ -995,11 +1010,18 @@ class HttpProvider(Provider):
         return response
 
     def price(self, request: Request, response: Response) -> float | None:
-        """USD under the spec's ``model.price`` or the bundled table (None: unknown); a
-        batch response (``response.batch``) at :attr:`batch_discount` of it."""
-        price = self._price(request.model, response.served_model)
-        if price is None:
+        """USD under the spec's ``model.price`` or the bundled table (None: unknown), at
+        the rates of the service tier the response says served it
+        (``response.service_tier``; a tier with no known rates at the standard ones, with
+        a warning once); a batch response (``response.batch``) at :attr:`batch_discount`
+        of it."""
+        standard = self._price(request.model, response.served_model)
+        if standard is None:
             return None
+        price = standard.for_tier(response.service_tier)
+        if price is None:
+            price = standard
+            self._tier_unpriced(response.service_tier, request.model)
         cost = price.cost(
             response.input_tokens - response.cache_write_tokens,
             response.output_tokens,
@@ -1025,7 +1047,9 @@ class HttpProvider(Provider):
             InvalidResponse, BadRequest: as :meth:`normalize` and the served-model check.
         """
         response, cache_write = self.normalize(data, 0.0)
-        return self._finish(request, replace(response, batch=True), cache_write)
+        # the batch tier is its own (batch=True), whatever service_tier the body names
+        batched = replace(response, batch=True, service_tier=None)
+        return self._finish(request, batched, cache_write)
 
     def _price(self, model: str, served: str | None) -> Price | None:
         if self._price_override is not None:
@@ -1035,6 +1059,23 @@ class HttpProvider(Provider):
             fees = server_tool_fees(self.price_provider)
             self._prices[served] = price.with_fees(fees) if price is not None else None
         return self._prices[served]
+
+    def _tier_unpriced(self, tier: str | None, request_model: str) -> None:
+        """Warn (once a tier and model) that a response of ``tier`` is priced at the
+        standard rates, for want of that tier's."""
+        if (tier, request_model) in self._unpriced_tiers:
+            return
+        self._unpriced_tiers.add((tier, request_model))
+        log.warning(
+            "%s: no %s-tier price for %s; its responses are priced at the standard rates "
+            "(give model.price to set them)",
+            self.model.provider,
+            tier,
+            request_model,
+        )
+        self.events.emit(
+            "tier_unpriced", provider=self.model.provider, model=request_model, tier=tier
+        )
 
     def usage_missing(self, request_model: str) -> None:
         """Count a response without ``usage`` (its tokens are 0); warn on the first."""
