@@ -199,13 +199,13 @@ async def call_with_retry(
     """Call ``call`` until it succeeds, fails permanently, or the policy's bounds end it.
 
     Each attempt waits for ``gate`` (when given) outside its own timeout. The per-sample
-    ceiling (``policy.sample_timeout_s``) starts when the first attempt is admitted, or
-    when a server's Retry-After pause first holds it (:meth:`Gate.held_for`), whichever
-    comes first: time queued behind other samples for an in-flight slot does not count, a
-    wait the server imposed does; it covers every later wait, attempt and backoff. A wait
-    that cannot end inside the ceiling (a backoff or Retry-After, or a pause holding the
-    gate) is never started: the sample ends at once with a transient ProviderTimeout
-    naming the ceiling (and the wait, and the last error), which a re-run retries.
+    ceiling (``policy.sample_timeout_s``) starts when the first attempt is admitted, less
+    the server's Retry-After pause it waited for first (:meth:`Gate.held_for`): time
+    queued behind other samples for an in-flight slot does not count, a wait the server
+    imposed does; it covers every later wait, attempt and backoff. A wait that cannot end
+    inside the ceiling (a backoff or Retry-After, or a pause holding the gate) is never
+    started: the sample ends at once with a transient ProviderTimeout naming the ceiling
+    (and the wait, and the last error), which a re-run retries.
 
     An attempt's timeout counts from its start, or from the last byte of a streamed
     answer still arriving (:func:`gradetrail._util.progress.attempt_progress`). An
@@ -225,6 +225,7 @@ async def call_with_retry(
     """
     drain = DRAINING.get()
     deadline: float | None = None
+    paused = 0.0  # seconds of a server's pause the first attempt waited (they count)
     attempts = 0
     slept = 0.0
     retried: list[RetriedAttempt] = []
@@ -234,12 +235,13 @@ async def call_with_retry(
             raise Drained  # before the gate: it takes no slot for a request never sent
         held = gate.held_for() if gate is not None and policy.sample_timeout_s else 0.0
         if held > 0:  # the server's pause: a wait that counts against the ceiling
-            if deadline is None:
-                deadline = clock() + policy.sample_timeout_s  # type: ignore[operator]
-            if clock() + held >= deadline:
+            room = policy.sample_timeout_s if deadline is None else deadline - clock()
+            if held >= room:  # type: ignore[operator]
                 last = retried[-1].error if retried else None
                 ceiling = _ceiling(policy, attempts, last, held)
                 return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
+            if deadline is None:
+                paused = held  # taken off the ceiling once the first attempt is admitted
         if gate is not None:
             acquired = gate.acquire()
             if isinstance(acquired, asyncio.Future) and acquired.done():
@@ -256,7 +258,7 @@ async def call_with_retry(
                         ceiling = _ceiling(policy, attempts, None)
                         return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
         if deadline is None and policy.sample_timeout_s is not None:
-            deadline = clock() + policy.sample_timeout_s
+            deadline = clock() + policy.sample_timeout_s - paused
         attempts += 1
         timeout = policy.timeout_s
         if deadline is not None:

@@ -43,7 +43,7 @@ class RunSettings(_Strict):
         gt=0,
         le=MAX_TIMEOUT_S,
         description="Wall-clock ceiling over all attempts of one request (from its first "
-        "attempt, or from the moment a server's Retry-After pause holds it), and over all "
+        "attempt, less a server's Retry-After pause that held it first), and over all "
         "turns and tool calls of an agent-loop sample, seconds. A backoff or Retry-After "
         "wait it has no room for is not started: the sample ends as a transient "
         "ProviderTimeout that a re-run retries.",

@@ -187,15 +187,24 @@ def test_a_server_pause_longer_than_the_ceiling_is_not_waited() -> None:
 
 
 def test_a_server_pause_counts_against_the_ceiling() -> None:
-    """A pause the ceiling has room for is waited, and counted: the ceiling starts when
-    the pause holds the sample, not once it is admitted (3 s of pause leave 2 s of a 5 s
-    ceiling: a 2 s backoff after the first attempt no longer fits)."""
+    """A pause the ceiling has room for is waited, and counted: 3 s of pause leave 2 s of
+    a 5 s ceiling once the sample is admitted, so a 2 s backoff after its first attempt no
+    longer fits (before, the ceiling started at admission: the pause was free)."""
     clock = FakeClock()
     gate = RecordingGate(clock, wait=3.0, held=3.0)
     limited = RateLimited("429", status=429, retry_after=2.0)
     outcome = run(scripted(limited, OK), RetryPolicy(sample_timeout_s=5.0), clock, gate=gate)
     assert outcome.response is None and outcome.attempts == 1 and clock.slept == [3.0]
     assert str(outcome.error).startswith("sample ceiling of 5 s leaves no room for a 2 s wait")
+
+
+def test_a_slot_queue_after_a_pause_does_not_count() -> None:
+    """Only the server's pause counts: 3 s of pause, then 7 s queued for a slot, under a
+    5 s ceiling, leave the sample 2 s from its admission, enough for its answer."""
+    clock = FakeClock()
+    gate = RecordingGate(clock, wait=10.0, held=3.0)
+    outcome = run(scripted(OK), RetryPolicy(sample_timeout_s=5.0), clock, gate=gate)
+    assert outcome.response == OK and clock.slept == [10.0]
 
 
 def test_no_ceiling_waits_the_pause_out() -> None:
