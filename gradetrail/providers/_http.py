@@ -97,7 +97,8 @@ QUOTA_CODES: dict[str, str] = {
 #: phrases of a message that name a quota which will not come back within a run, and which
 #: (read, links removed, only when no rate-limit word is there and no code decided):
 #: Gemini's "monthly spending cap" and "prepayment credits are depleted", Anthropic's
-#: "credit balance is too low", a limit "per day" (Google's quota names)
+#: "credit balance is too low" and "reached your specified workspace API usage limits. You
+#: will regain access on ...", a limit "per day" (Google's quota names)
 QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         lazy_compile(
@@ -108,7 +109,14 @@ QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
         ),
         "credit",
     ),
-    (lazy_compile(r"spend(?:ing)? (?:cap|limit)|billing (?:cap|hard limit)", re.I), "spend_cap"),
+    (
+        lazy_compile(
+            r"spend(?:ing)? (?:cap|limit)|billing (?:cap|hard limit)|"
+            r"usage limits?\b.{0,80}\bregain access",  # Anthropic's workspace limit
+            re.I,
+        ),
+        "spend_cap",
+    ),
     (lazy_compile(r"per[ -]day|daily (?:quota|limit)|\bRPD\b|\bTPD\b", re.I), "daily"),
     (lazy_compile(r"per[ -]month|monthly (?:quota|limit)", re.I), "monthly"),
 )

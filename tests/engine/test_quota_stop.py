@@ -136,3 +136,41 @@ def test_other_errors_do_not_stop_the_run() -> None:
         RateLimited("429 rate_limit_exceeded", status=429),
     ):
         check_quota(make_row(sample_id="1", state="provider_error", error=error.detail()))
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "quota"),
+    [
+        (  # Anthropic's workspace spend limit, as a 400 of the generic request type
+            400,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "You have reached your specified workspace API usage limits. "
+                    "You will regain access on 2027-01-01 at 00:00 UTC.",
+                },
+            },
+            "spend_cap",
+        ),
+        (  # a 400 about one prompt that says "per day" is not a quota
+            400,
+            {"error": {"type": "invalid_request_error", "message": "at most 5 files per day"}},
+            None,
+        ),
+        (  # Google's per-minute quota id under a "per day"-free message: a rate limit
+            429,
+            PER_MINUTE,
+            None,
+        ),
+        (429, DAILY, "daily"),
+    ],
+    ids=["workspace-limit", "400-per-day", "per-minute", "per-day"],
+)
+def test_which_refusals_name_a_quota(status: int, body: object, quota: str | None) -> None:
+    """The classification at the HTTP boundary: which refusals carry a quota."""
+    from gradetrail.providers._http import classify_status
+
+    error = classify_status(status, None, body)
+    assert error.quota == quota
+    assert error.transient is (status == 429 and quota is None)
