@@ -14,7 +14,8 @@ message that says what to fix, and an ``exit_code`` the CLI returns::
     └── ProviderError               exit 1   one model call failed (recorded per sample)
         ├── ProviderTimeout                  no answer within the per-attempt or per-sample ceiling
         ├── ProviderConnectionError          the endpoint could not be reached
-        ├── RateLimited                      429 / rate limit (transient unless quota is exhausted)
+        ├── RateLimited                      429 / rate limit (transient unless a quota ran out:
+        │                                    ``quota`` says which; the run then stops, exit 3)
         ├── ServerError                      5xx / overloaded
         ├── AuthError                        401 / 403 / missing API key
         ├── BadRequest                       400 / 404 / 422 / content filter
@@ -24,7 +25,9 @@ message that says what to fix, and an ``exit_code`` the CLI returns::
 Provider modules translate SDK exceptions into these classes at the boundary, so no
 code above a provider imports an SDK. A :class:`ProviderError` says whether retrying may
 help (``transient``) and how long the server asked to wait (``retry_after``, seconds, at
-most :data:`MAX_RETRY_AFTER_S`).
+most :data:`MAX_RETRY_AFTER_S`), and, when a quota or spend cap ran out that will not come
+back within the run (a credit balance, a spend cap, a per-day or per-month quota: not a
+per-minute rate limit), which one (``quota``, a key of :data:`QUOTAS`).
 """
 
 from __future__ import annotations
@@ -117,6 +120,23 @@ def bounded_retry_after(seconds: float | None) -> float | None:
     return min(max(value, 0.0), MAX_RETRY_AFTER_S)
 
 
+#: the quotas that, once run out, stop a run (a re-run resumes it): the name a provider's
+#: classification gives (``ProviderError.quota``) -> (what ran out, what to do), in words
+QUOTAS: dict[str, tuple[str, str]] = {
+    "credit": (
+        "prepaid credit or balance",
+        "add credit (or a payment method) at the provider",
+    ),
+    "spend_cap": (
+        "spend cap",
+        "raise the spend cap at the provider, or wait for its period to turn",
+    ),
+    "daily": ("per-day quota", "wait for it to reset, or raise it at the provider"),
+    "monthly": ("per-month quota", "raise it at the provider, or wait for the month to turn"),
+    "quota": ("quota", "check the plan, quota and billing at the provider"),
+}
+
+
 class ProviderError(GradetrailError):
     """One model call failed.
 
@@ -127,6 +147,10 @@ class ProviderError(GradetrailError):
         status: the HTTP status code, when there was one.
         error_type: the provider's own error type (e.g. ``rate_limit_error``).
         code: the provider's own error code (e.g. ``insufficient_quota``).
+        quota: which quota ran out (a key of :data:`QUOTAS`: ``credit``, ``spend_cap``,
+            ``daily``, ``monthly``, ``quota``) when the failure is one that will not come
+            back within the run, else None. Such an error is permanent, and a run stops
+            at it (:class:`~gradetrail.engine.failfast.QuotaExhausted`).
         billed: the response the provider answered, and billed, before the call was
             refused on this side (a :class:`~gradetrail.providers.base.Response`: a served
             model other than the requested one under ``require_served_model``), or None
@@ -146,6 +170,7 @@ class ProviderError(GradetrailError):
         error_type: str | None = None,
         code: str | None = None,
         billed: Any = None,
+        quota: str | None = None,
     ) -> None:
         super().__init__(_bounded_message(message))
         if billed is not None:
@@ -156,12 +181,14 @@ class ProviderError(GradetrailError):
         self.status = status
         self.error_type = error_type
         self.code = code
+        self.quota = quota
 
     def detail(self) -> dict[str, Any]:
         """The error as a JSON-ready dict for a result row: ``kind``, ``message``,
         ``status``, ``error_type``, ``code``, ``transient`` (whether a retry could have
-        helped) and ``retry_after`` (seconds the server asked to wait, or None)."""
-        return {
+        helped) and ``retry_after`` (seconds the server asked to wait, or None); ``quota``
+        (which quota ran out) only when one did, so other rows keep their bytes."""
+        detail = {
             "kind": type(self).__name__,
             "message": str(self),
             "status": self.status,
@@ -170,6 +197,9 @@ class ProviderError(GradetrailError):
             "transient": self.transient,
             "retry_after": self.retry_after,
         }
+        if self.quota is not None:
+            detail["quota"] = self.quota
+        return detail
 
 
 class ProviderTimeout(ProviderError):

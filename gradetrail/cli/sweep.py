@@ -178,7 +178,8 @@ def run_loaded(
             )
         finally:
             progress.close()
-        if done.interrupted and done.stop_reason is not None:  # the budget, as `run` says it
+        # the budget or a provider quota that ran out, as `run` says it
+        if done.interrupted and done.stop_reason is not None:
             cells = done.record.cells
             stopped = next((c.name for c in cells if c.outcome == "interrupted"), "?")
             print(f"error: cell {stopped}: {clean(done.stop_reason)}", file=sys.stderr)

@@ -14,16 +14,53 @@ same endpoint mean a wrong ``base_url`` or a server that is down (the alternativ
 retrying every sample of the dataset against it). Another transient error (timeouts,
 5xx, a retryable 429), a success or a cache hit among the first ``N`` disarms the check
 for the rest of the run. A judge's provider error counts like the model's.
+
+A quota that will not come back within the run (the error's ``quota``: credit or a spend
+cap ran out, a per-day or per-month quota; never a per-minute rate limit, which is
+retried) stops the run at its first row, whenever it comes: every later request would
+fail the same way. That is :class:`QuotaExhausted`, a clean stop like the budget's (exit
+code 3, the manifest ``interrupted`` with the reason): the rows that landed are kept, the
+responses in flight land and are cached, and the same command run again once the quota
+is back requests only what has no response yet.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gradetrail.errors import RunError
+from gradetrail.errors import QUOTAS, RunError
 from gradetrail.rundir.results import Row
 
-__all__ = ["FailFast"]
+__all__ = ["FailFast", "QuotaExhausted", "check_quota"]
+
+
+class QuotaExhausted(RunError):
+    """A provider said a quota ran out that will not come back within the run: the run
+    stops starting calls (those in flight land), resumable once the quota is back."""
+
+    exit_code = 3
+
+
+def check_quota(row: Row) -> None:
+    """Stop the run at a row whose provider (or judge) error says a quota ran out.
+
+    Raises:
+        QuotaExhausted: one line naming the quota, the provider's own words and the fix.
+    """
+    detail = _permanent_error(row)
+    quota = detail.get("quota") if detail is not None else None
+    if quota is None:
+        return
+    what, fix = QUOTAS.get(quota, QUOTAS["quota"])
+    kind, message = detail.get("kind") or "ProviderError", detail.get("message") or ""
+    message = " ".join(str(message).split())  # one line, whatever the provider sent
+    who = "the judge's provider" if row["state"] == "judge_error" else "the provider"
+    raise QuotaExhausted(
+        f"stopped: {who} says its {what} ran out ({kind}: {message}); {fix}, then run the "
+        "same command again: responses already paid for are cached, only the rest is "
+        "requested"
+    )
+
 
 _SIGNATURE = ("kind", "status", "error_type", "code", "message")
 

@@ -197,8 +197,9 @@ def response_extras(response: Response) -> dict[str, Any]:
     (of output_tokens), ``reasoning_exhausted`` (max_tokens ran out while reasoning),
     ``refusal`` (the refusal text or explanation), ``cache_write_tokens`` (of
     input_tokens, written to the prompt cache), ``server_tool_uses`` (billed per use,
-    ``{"web_search_requests": n}``) and ``ttft_s`` (seconds to the first token of a
-    streamed answer)."""
+    ``{"web_search_requests": n}``), ``ttft_s`` (seconds to the first token of a
+    streamed answer) and ``service_tier`` (the tier that served it, priced at its rates,
+    when not the standard one)."""
     extras: dict[str, Any] = {}
     if response.reasoning is not None:
         extras["reasoning"] = response.reasoning
@@ -214,6 +215,8 @@ def response_extras(response: Response) -> dict[str, Any]:
         extras["server_tool_uses"] = dict(response.server_tool_uses)
     if response.ttft_s is not None:
         extras["ttft_s"] = response.ttft_s
+    if response.service_tier is not None:
+        extras["service_tier"] = response.service_tier
     return extras
 
 

@@ -27,7 +27,7 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path
 from gradetrail.datasets import Sample, Samples, load_samples
-from gradetrail.engine.failfast import FailFast
+from gradetrail.engine.failfast import FailFast, QuotaExhausted, check_quota
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
 from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
@@ -592,9 +592,10 @@ class _Run:
             status = "interrupted" if stop.stopping or waiting else "complete"
         except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
-        except BudgetExhausted as exc:  # a clean stop: what landed is kept, resumable
+        except (BudgetExhausted, QuotaExhausted) as exc:  # a clean stop: resumable
             status, self.stop_reason = "interrupted", str(exc)
-            self.log.event("budget_exhausted", message=str(exc))
+            event = "budget_exhausted" if isinstance(exc, BudgetExhausted) else "quota_exhausted"
+            self.log.event(event, message=str(exc))
         finally:
             # a signal now would cut the final rewrite in half (status left "running",
             # .tmp files behind): it is held until the results and manifest are written
@@ -767,6 +768,7 @@ class _Run:
                     tally.add(row, item.sample.index)
                     if on_row is not None:
                         on_row(row, tally)
+                    check_quota(row)  # raises QuotaExhausted: nothing after it can succeed
                     fail_fast.observe(row)  # raises RunError: one permanent error, N times
                     if cache is not None and cache.write_error is not None:
                         halted = True  # the cache cannot store what arrives: pay for no more

@@ -15,7 +15,9 @@ in the body), output tokens at most its ``max_tokens`` (or the larger length a
 ``model.params.extra`` key sends in its place) times the completions ``extra.n`` asks for;
 with ``model.pause_turn_continuations`` every part a paused answer may take is counted,
 each part's input the request's and the parts before it. Priced by the provider's own
-:meth:`~gradetrail.providers.base.Provider.price`, at the batch tier for a batch. A
+:meth:`~gradetrail.providers.base.Provider.price`, at the batch tier for a batch, and at
+the service tier ``model.params.extra.service_tier`` asks for when that costs more (a
+priority request at priority rates). A
 request without ``max_tokens`` (OpenAI sends none unless the spec sets one), a model
 without a price, an ``extra`` length key or ``n`` that is not a whole number of at least
 1, or a server tool in ``extra.tools`` (a fee per use, its results read as input) has no
@@ -43,6 +45,7 @@ from gradetrail.errors import RunError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.retry import AttemptListener, CallOutcome
 from gradetrail.providers.base import Provider, Request, Response
+from gradetrail.providers.pricing import tier_name
 
 __all__ = [
     "Budget",
@@ -99,21 +102,29 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     # a paused answer sent back (model.pause_turn_continuations): each part is billed, its
     # input the request's and the parts so far (each at most `output` tokens)
     parts = 1 + (getattr(provider.model, "pause_turn_continuations", 0) or 0)
+    # a service tier the request asks for (extra.service_tier: priority) may cost more
+    tiers = {None, tier_name((request.params.get("extra") or {}).get("service_tier"))}
     total = 0.0
     for part in range(parts):
-        probe = Response(
-            text="",
-            input_tokens=_input_bound(request) + part * (output + MESSAGE_OVERHEAD),
-            output_tokens=output,
-            batch=batch,
-        )
-        cost = provider.price(request, probe)
-        if cost is None:
+        costs = [
+            provider.price(
+                request,
+                Response(
+                    text="",
+                    input_tokens=_input_bound(request) + part * (output + MESSAGE_OVERHEAD),
+                    output_tokens=output,
+                    batch=batch,
+                    service_tier=served,
+                ),
+            )
+            for served in sorted(tiers, key=str)
+        ]
+        if None in costs:
             raise SpecError(
                 f"model.price: no price is known for {provider.model.provider}:{request.model}, "
                 "so run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
             )
-        total += cost
+        total += max(c for c in costs if c is not None)
     return total
 
 

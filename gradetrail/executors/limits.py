@@ -332,6 +332,11 @@ class Throttle:
             used = response.input_tokens + response.cached_input_tokens + response.output_tokens
             self.tpm.refund(tokens - used)
 
+    def held_for(self) -> float:
+        """Seconds the server's Retry-After pause still holds every new attempt (0.0 when
+        none does)."""
+        return max(self._hold_until - self._clock(), 0.0)
+
     def stats(self) -> ThrottleStats:
         """The current limit and what admission has done so far."""
         s = self.slots
@@ -361,3 +366,7 @@ class RequestGate:
     def release(self, ticket: object, response: Response | None, error: Exception | None) -> None:
         """See :meth:`Throttle.release`."""
         self._throttle.release(ticket, self._tokens, response, error)  # type: ignore[arg-type]
+
+    def held_for(self) -> float:
+        """See :meth:`Throttle.held_for`."""
+        return self._throttle.held_for()

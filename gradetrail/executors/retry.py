@@ -180,6 +180,11 @@ class Gate(Protocol):
         """The attempt ended with ``response`` or ``error`` (None for both: cancelled)."""
         ...
 
+    def held_for(self) -> float:
+        """Seconds a server's Retry-After pause will still hold a new attempt (0.0 when
+        none holds it): a wait the per-sample ceiling may not have room for."""
+        ...
+
 
 async def call_with_retry(
     call: Callable[[], Awaitable[Response]],
@@ -194,9 +199,13 @@ async def call_with_retry(
     """Call ``call`` until it succeeds, fails permanently, or the policy's bounds end it.
 
     Each attempt waits for ``gate`` (when given) outside its own timeout. The per-sample
-    ceiling (``policy.sample_timeout_s``) starts when the first attempt is admitted, so
-    time queued behind other samples before that does not count, and covers every later
-    wait, attempt and backoff.
+    ceiling (``policy.sample_timeout_s``) starts when the first attempt is admitted, less
+    the server's Retry-After pause it waited for first (:meth:`Gate.held_for`): time
+    queued behind other samples for an in-flight slot does not count, a wait the server
+    imposed does; it covers every later wait, attempt and backoff. A wait that cannot end
+    inside the ceiling (a backoff or Retry-After, or a pause holding the gate) is never
+    started: the sample ends at once with a transient ProviderTimeout naming the ceiling
+    (and the wait, and the last error), which a re-run retries.
 
     An attempt's timeout counts from its start, or from the last byte of a streamed
     answer still arriving (:func:`gradetrail._util.progress.attempt_progress`). An
@@ -216,6 +225,7 @@ async def call_with_retry(
     """
     drain = DRAINING.get()
     deadline: float | None = None
+    paused = 0.0  # seconds of a server's pause the first attempt waited (they count)
     attempts = 0
     slept = 0.0
     retried: list[RetriedAttempt] = []
@@ -223,6 +233,15 @@ async def call_with_retry(
         ticket: object = None
         if drain is not None and drain.started:
             raise Drained  # before the gate: it takes no slot for a request never sent
+        held = gate.held_for() if gate is not None and policy.sample_timeout_s else 0.0
+        if held > 0:  # the server's pause: a wait that counts against the ceiling
+            room = policy.sample_timeout_s if deadline is None else deadline - clock()
+            if held >= room:  # type: ignore[operator]
+                last = retried[-1].error if retried else None
+                ceiling = _ceiling(policy, attempts, last, held)
+                return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
+            if deadline is None:
+                paused = held  # taken off the ceiling once the first attempt is admitted
         if gate is not None:
             acquired = gate.acquire()
             if isinstance(acquired, asyncio.Future) and acquired.done():
@@ -239,7 +258,7 @@ async def call_with_retry(
                         ceiling = _ceiling(policy, attempts, None)
                         return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
         if deadline is None and policy.sample_timeout_s is not None:
-            deadline = clock() + policy.sample_timeout_s
+            deadline = clock() + policy.sample_timeout_s - paused
         attempts += 1
         timeout = policy.timeout_s
         if deadline is not None:
@@ -291,7 +310,7 @@ async def call_with_retry(
         if deadline is not None and clock() + delay >= deadline:
             if listener is not None:
                 listener(attempts, RetriedAttempt(error, latency, None))
-            ceiling = _ceiling(policy, attempts, error)
+            ceiling = _ceiling(policy, attempts, error, delay if clock() < deadline else None)
             return CallOutcome(None, ceiling, attempts, slept, tuple(retried))
         attempt = RetriedAttempt(error, latency, delay)
         retried.append(attempt)
@@ -378,10 +397,22 @@ def _cut_off(exc: TimeoutError) -> ProviderError | None:
     return None
 
 
-def _ceiling(policy: RetryPolicy, attempts: int, error: ProviderError | None) -> ProviderTimeout:
+def _ceiling(
+    policy: RetryPolicy, attempts: int, error: ProviderError | None, wait: float | None = None
+) -> ProviderTimeout:
+    """The transient error of a sample that ran out of its ceiling after ``attempts``
+    attempts (``error`` the last one's), or would have in a ``wait`` (seconds) not
+    started."""
     last = f"; last error: {error}" if error is not None else ""
+    if wait is None:
+        reached = "reached"
+    elif attempts:
+        reached = f"leaves no room for a {wait:.3g} s wait"
+    else:  # nothing sent: the server's pause outlasts the whole ceiling
+        reached = f"leaves no room for the server's {wait:.3g} s Retry-After pause; not sent"
     return ProviderTimeout(
-        f"sample ceiling of {policy.sample_timeout_s:g} s reached after {attempts} attempts{last}",
+        f"sample ceiling of {policy.sample_timeout_s:g} s {reached} after {attempts} attempts"
+        f"{last}",
         status=error.status if error else None,
         error_type=error.error_type if error else None,
         code=error.code if error else None,

@@ -52,7 +52,13 @@ from gradetrail.providers._plain_http import PlainHttpTransport, plain_http_endp
 from gradetrail.providers._stream import Fold, SseParser
 from gradetrail.providers._transport import AioHttpTransport, Answer, SdkTransport, Transport
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.providers.pricing import Price, price_for, server_tool_fees
+from gradetrail.providers.pricing import (
+    Price,
+    price_for,
+    server_tool_fees,
+    service_tier_shares,
+    tier_name,
+)
 from gradetrail.providers.served import served_model_matches
 from gradetrail.spec.model import ENV_REFERENCE, HttpClientName
 
@@ -79,7 +85,44 @@ _QUOTA = lazy_compile(
     r"out of credits?|credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
     re.I,
 )
-_QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active"}
+#: error codes (or types) that say a quota or spend cap ran out, and which (a key of
+#: :data:`~gradetrail.errors.QUOTAS`): decisive, whatever the message says
+QUOTA_CODES: dict[str, str] = {
+    "insufficient_quota": "quota",  # OpenAI: credit or plan exhausted
+    "billing_hard_limit_reached": "spend_cap",
+    "billing_not_active": "credit",
+    "organization_spend_limit_exceeded": "spend_cap",  # OpenAI's hard monthly spend limits
+    "project_spend_limit_exceeded": "spend_cap",
+}
+#: phrases of a message that name a quota which will not come back within a run, and which
+#: (read, links removed, only when no rate-limit word is there and no code decided):
+#: Gemini's "monthly spending cap" and "prepayment credits are depleted", Anthropic's
+#: "credit balance is too low" and "reached your specified workspace API usage limits. You
+#: will regain access on ...", a limit "per day" (Google's quota names)
+QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        lazy_compile(
+            r"credit balance|prepa(?:id|yment) (?:credits?|balance)|out of credits?|"
+            r"insufficient.?(?:funds|credits?|balance)|"
+            r"credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
+            re.I,
+        ),
+        "credit",
+    ),
+    (
+        lazy_compile(
+            r"spend(?:ing)? (?:cap|limit)|billing (?:cap|hard limit)|"
+            r"usage limits?\b.{0,80}\bregain access",  # Anthropic's workspace limit
+            re.I,
+        ),
+        "spend_cap",
+    ),
+    (lazy_compile(r"per[ -]day|daily (?:quota|limit)|\bRPD\b|\bTPD\b", re.I), "daily"),
+    (lazy_compile(r"per[ -]month|monthly (?:quota|limit)", re.I), "monthly"),
+)
+#: the period in a Google quota id (``GenerateRequestsPerDayPerProjectPerModel-FreeTier``)
+_QUOTA_PERIOD = lazy_compile(r"Per(Second|Minute|Hour|Day|Month)", re.I)
+_LONG_PERIODS = {"day": "daily", "month": "monthly"}
 #: an error type or code that names a rate limit (decisive: the message is not read)
 _RATE_CODES = lazy_compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
 #: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
@@ -92,24 +135,76 @@ def message_words(message: str | None) -> str:
     return _URL.sub(" ", message or "")
 
 
-def quota_exhausted(etype: str | None, code: str | None, message: str | None) -> bool:
-    """True when a rate-limit answer (429) means the quota or credit is exhausted, a
-    permanent failure, rather than a per-minute limit to wait out.
+def quota_ids(body: Any) -> list[str]:
+    """The quota names a Google error body gives in its ``details`` (``QuotaFailure``
+    violations' ``quotaId``, ``ErrorInfo`` metadata's ``quota_limit``), in order; empty
+    for any other body. Google's envelope may come as a JSON list holding the error."""
+    if isinstance(body, list) and body and isinstance(body[0], dict):
+        body = body[0]
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    found: list[str] = []
+    for detail in details if isinstance(details, list) else ():
+        if not isinstance(detail, dict):
+            continue
+        violations = detail.get("violations")
+        for violation in violations if isinstance(violations, list) else ():
+            if isinstance(violation, dict) and isinstance(violation.get("quotaId"), str):
+                found.append(violation["quotaId"])
+        metadata = detail.get("metadata")
+        if isinstance(metadata, dict) and isinstance(metadata.get("quota_limit"), str):
+            found.append(metadata["quota_limit"])
+    return found
 
-    Decided by the error's code and type first: a quota code (``insufficient_quota``,
-    ``billing_hard_limit_reached``, ``billing_not_active``) is exhausted; a code or type
-    naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
-    ``tokens``/``requests`` types) or a code that is itself an HTTP status (Azure's
-    ``"429"``) is not, whatever the message says. Only when neither says is the message
-    read, its links removed: quota, credit or billing words without rate-limit words.
+
+def exhausted_quota(
+    etype: str | None, code: str | None, message: str | None, ids: Sequence[str] = ()
+) -> str | None:
+    """Which quota a refusal (a 429, or a 400/402/403 of the same kind) says ran out, when
+    it is one that will not come back within the run (a key of
+    :data:`~gradetrail.errors.QUOTAS`: ``credit``, ``spend_cap``, ``daily``, ``monthly``,
+    ``quota``); None for a per-minute rate limit to wait out.
+
+    Decided, first to last:
+
+    1. the quota names of the body (:func:`quota_ids`, Google's): any per-day or per-month
+       one ran out is that; per-second, -minute or -hour ones only: a rate limit;
+    2. the error's code, then type: one of :data:`QUOTA_CODES` (``insufficient_quota``,
+       ``billing_hard_limit_reached``, ``project_spend_limit_exceeded``...) is that; one
+       naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
+       ``tokens``/``requests`` types) is a rate limit, whatever the message says;
+    3. the message, its links removed, when it holds no rate-limit words: a phrase of
+       :data:`QUOTA_PHRASES` (credit exhausted, a spend cap, a limit per day or month);
+    4. a code that is itself an HTTP status (Google's and Azure's ``429``) says nothing
+       more: a rate limit; else quota, credit or billing words mean ``quota``.
     """
+    periods = {m.group(1).lower() for i in ids for m in _QUOTA_PERIOD.finditer(i)}
+    long = sorted(periods & set(_LONG_PERIODS))
+    if long:
+        return _LONG_PERIODS[long[0]]
+    if periods:
+        return None
     for value in (code, etype):  # the code first: it is the more specific
-        if value in _QUOTA_CODES:
-            return True
-        if value and (_RATE_CODES.search(value) or value.isdigit()):
-            return False
+        if value in QUOTA_CODES:
+            return QUOTA_CODES[value]
+        if value and _RATE_CODES.search(value):
+            return None
     words = message_words(message)
-    return bool(_QUOTA.search(words)) and not _RATE_WORDS.search(words)
+    if _RATE_WORDS.search(words):
+        return None
+    for pattern, quota in QUOTA_PHRASES:
+        if pattern.search(words):
+            return quota
+    if any(value and value.isdigit() for value in (code, etype)):
+        return None
+    return "quota" if _QUOTA.search(words) else None
+
+
+def served_tier(data: Mapping[str, Any]) -> str | None:
+    """The service tier an answer body says served it (its top-level ``service_tier``,
+    as OpenAI's Chat Completions and Responses answers give it; :func:`tier_name`), or
+    None for the standard tier or when it does not say."""
+    return tier_name(data.get("service_tier"))
 
 
 def unencodable_request(exc: UnicodeEncodeError) -> BadRequest:
@@ -358,7 +453,7 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     if code is not None and code.isdigit() and 400 <= int(code) <= 599:
         return int(code)
     words = f"{etype or ''} {code or ''}".lower()
-    if code in _QUOTA_CODES or etype in _QUOTA_CODES or _RATE_WORDS.search(words):
+    if code in QUOTA_CODES or etype in QUOTA_CODES or _RATE_WORDS.search(words):
         return 429
     for status, names in _STATUS_WORDS:
         if any(name in words for name in names):
@@ -384,6 +479,13 @@ def error_body(content: bytes) -> Any:
         return text[:500]
 
 
+#: statuses whose body may say a quota ran out; of them, a 400/402/403 is read for a code
+#: of :data:`QUOTA_CODES` or the quotas of :data:`_BILLING_QUOTAS` only (Anthropic's 400
+#: "credit balance is too low")
+_QUOTA_STATUSES = frozenset([400, 402, 403, 429])
+_BILLING_QUOTAS = frozenset(["credit", "spend_cap"])
+
+
 def classify_status(
     status: int,
     headers: Mapping[str, str] | None,
@@ -395,8 +497,9 @@ def classify_status(
 ) -> ProviderError:
     """The gradetrail error for an HTTP error answer.
 
-    Transient: 408 (timeout), 409, 429 (unless the quota or credit is exhausted, as
-    :func:`quota_exhausted` decides by code, type, then message), 5xx,
+    Transient: 408 (timeout), 409, 429 (unless a quota ran out that will not come back
+    within the run, as :func:`exhausted_quota` decides: the error's ``quota`` then says
+    which; a 400, 402 or 403 saying credit or a spend cap ran out says so too), 5xx,
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
     ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx. A
     server's ``x-should-retry: true/false`` header overrides the status (both official
@@ -422,9 +525,14 @@ def classify_status(
     }
     # a server at capacity under any status (Groq's 498 capacity_exceeded) is a 5xx's kin
     overloaded = any(w in (v or "") for v in (etype, code) for w in ("overloaded", "capacity"))
+    if status in _QUOTA_STATUSES:
+        quota = exhausted_quota(etype, code, message, quota_ids(body))
+        coded = code in QUOTA_CODES or etype in QUOTA_CODES
+        if status != 429 and not coded and quota not in _BILLING_QUOTAS:
+            quota = None  # a 400 about one prompt may say "quota" or "per day"
+        fields["quota"] = quota
     if status == 429:
-        exhausted = quota_exhausted(etype, code, message)
-        error: ProviderError = RateLimited(text, transient=not exhausted, **fields)
+        error: ProviderError = RateLimited(text, transient=fields["quota"] is None, **fields)
     elif status in (401, 403):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
     elif status == 408:
@@ -438,6 +546,8 @@ def classify_status(
     should_retry = (headers or {}).get("x-should-retry")
     if should_retry in ("true", "false"):
         error.transient = should_retry == "true"
+        if error.transient:
+            error.quota = None  # the server says a retry may succeed: nothing ran out
     return error
 
 
@@ -469,13 +579,15 @@ class HttpProvider(Provider):
         self._pool_size = 16
         self._missing_usage = 0
         self._price_override = (
-            Price.from_dict(self.model.price.model_dump()).with_fees(
-                server_tool_fees(self.price_provider)
-            )
+            Price.from_dict(self.model.price.model_dump())
+            .with_fees(server_tool_fees(self.price_provider))
+            .with_tier_shares(service_tier_shares(self.price_provider))
             if self.model.price
             else None
         )
         self._prices: dict[str | None, Price | None] = {}
+        #: (tier, model) pairs already warned of as priced at the standard rates
+        self._unpriced_tiers: set[tuple[str | None, str]] = set()
         self._extra_headers: dict[str, str] | None = None
         self._header_secrets: tuple[str, ...] = ()
         #: what every error message is redacted of: the key and the headers' secrets
@@ -875,12 +987,15 @@ class HttpProvider(Provider):
         recorded at once."""
         etype, code, message = error_fields(data)
         implied = implied_status(etype, code, message)
-        transient = False
+        transient, quota = False, None
         if implied is not None:
-            transient = classify_status(implied, None, data).transient
+            implied_error = classify_status(implied, None, data)
+            transient, quota = implied_error.transient, implied_error.quota
         what = etype or (f"code {code}" if code else "error")
         text = redact(f"200 answer is an error: {what}: {message or 'no message'}", self._secrets)
-        return InvalidResponse(text, transient=transient, status=200, error_type=etype, code=code)
+        return InvalidResponse(
+            text, transient=transient, status=200, error_type=etype, code=code, quota=quota
+        )
 
     def _finish(self, request: Request, response: Response, cache_write: int) -> Response:
         served = response.served_model
@@ -903,11 +1018,18 @@ class HttpProvider(Provider):
         return response
 
     def price(self, request: Request, response: Response) -> float | None:
-        """USD under the spec's ``model.price`` or the bundled table (None: unknown); a
-        batch response (``response.batch``) at :attr:`batch_discount` of it."""
-        price = self._price(request.model, response.served_model)
-        if price is None:
+        """USD under the spec's ``model.price`` or the bundled table (None: unknown), at
+        the rates of the service tier the response says served it
+        (``response.service_tier``; a tier with no known rates at the standard ones, with
+        a warning once); a batch response (``response.batch``) at :attr:`batch_discount`
+        of it."""
+        standard = self._price(request.model, response.served_model)
+        if standard is None:
             return None
+        price = standard.for_tier(response.service_tier)
+        if price is None:
+            price = standard
+            self._tier_unpriced(response.service_tier, request.model)
         cost = price.cost(
             response.input_tokens - response.cache_write_tokens,
             response.output_tokens,
@@ -933,7 +1055,9 @@ class HttpProvider(Provider):
             InvalidResponse, BadRequest: as :meth:`normalize` and the served-model check.
         """
         response, cache_write = self.normalize(data, 0.0)
-        return self._finish(request, replace(response, batch=True), cache_write)
+        # the batch tier is its own (batch=True), whatever service_tier the body names
+        batched = replace(response, batch=True, service_tier=None)
+        return self._finish(request, batched, cache_write)
 
     def _price(self, model: str, served: str | None) -> Price | None:
         if self._price_override is not None:
@@ -943,6 +1067,23 @@ class HttpProvider(Provider):
             fees = server_tool_fees(self.price_provider)
             self._prices[served] = price.with_fees(fees) if price is not None else None
         return self._prices[served]
+
+    def _tier_unpriced(self, tier: str | None, request_model: str) -> None:
+        """Warn (once a tier and model) that a response of ``tier`` is priced at the
+        standard rates, for want of that tier's."""
+        if (tier, request_model) in self._unpriced_tiers:
+            return
+        self._unpriced_tiers.add((tier, request_model))
+        log.warning(
+            "%s: no %s-tier price for %s; its responses are priced at the standard rates "
+            "(give model.price to set them)",
+            self.model.provider,
+            tier,
+            request_model,
+        )
+        self.events.emit(
+            "tier_unpriced", provider=self.model.provider, model=request_model, tier=tier
+        )
 
     def usage_missing(self, request_model: str) -> None:
         """Count a response without ``usage`` (its tokens are 0); warn on the first."""

@@ -276,8 +276,15 @@ class Response:
             bytes); written under the run directory (``artifacts/<sample>/<epoch>/``),
             never outside it, and referenced from the row. None when there are none.
 
+        service_tier: the service tier the provider says served the response when it is
+            not its standard one (OpenAI's ``service_tier``: ``flex``, ``priority``,
+            ``scale``), else None (``default``, ``auto``, or not said). Priced at that
+            tier's rates (:meth:`~gradetrail.providers.pricing.Price.for_tier`).
+
     The four application fields are cached with the response, stored on its row (under
-    ``app``) and shown to scorers (:class:`~gradetrail.scorers.base.ScoreInput`).
+    ``app``) and shown to scorers (:class:`~gradetrail.scorers.base.ScoreInput`). They and
+    ``service_tier`` (:data:`SPARSE_FIELDS`) are cached only when set, so other responses'
+    entries keep their bytes; an entry without ``service_tier`` is of the standard tier.
     """
 
     text: str
@@ -303,15 +310,16 @@ class Response:
     metrics: dict[str, float] | None = None
     transcript: list[dict[str, Any]] | None = None
     artifacts: dict[str, str | bytes] | None = None
+    service_tier: str | None = None
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
         every value, a third of a cache write's cost), as compact JSON (:func:`compact_json`:
         pydantic-core's serializer; entries written as ``json.dumps`` wrote them read the
-        same). The application fields are written only when set (artifact bytes as
+        same). The :data:`SPARSE_FIELDS` are written only when set (artifact bytes as
         base64), so other responses keep their bytes."""
         data = {name: getattr(self, name) for name in _FIELDS}
-        for name in APP_FIELDS:
+        for name in SPARSE_FIELDS:
             value = getattr(self, name)
             if value:
                 data[name] = _artifacts_json(value) if name == "artifacts" else value
@@ -380,6 +388,9 @@ class Response:
 
 #: what an application may hand back beside its answer (see :class:`Response`)
 APP_FIELDS = ("metadata", "metrics", "transcript", "artifacts")
+#: the response fields cached only when set (the last of the dataclass's fields, so an
+#: entry of the others alone is read by position): the application's and the tier
+SPARSE_FIELDS = (*APP_FIELDS, "service_tier")
 #: an artifact's file name: a plain name, no directory, not hidden (checked before a
 #: response is cached; the run directory's writer refuses any other)
 ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -449,7 +460,7 @@ def _artifacts_from_json(data: dict[str, dict[str, str]]) -> dict[str, str | byt
     }
 
 
-_FIELDS = tuple(f.name for f in fields(Response) if f.name not in APP_FIELDS)
+_FIELDS = tuple(f.name for f in fields(Response) if f.name not in SPARSE_FIELDS)
 _TOOL_CALLS = _FIELDS.index("tool_calls")
 _BLOCKS = _FIELDS.index("reasoning_blocks")
 _UNFINISHED = frozenset(["max_tokens", "pause_turn"])

@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradetrail.errors import InvalidResponse
-from gradetrail.providers._http import HttpProvider, error_fields, implied_status
+from gradetrail.providers._http import HttpProvider, error_fields, implied_status, served_tier
 from gradetrail.providers._openai_wire import (
     openai_client,
     openai_headers,
@@ -251,6 +251,7 @@ class OpenAIProvider(HttpProvider):
             stop_reason=stop,
             raw_stop_reason=raw_stop if isinstance(raw_stop, str) else None,
             served_model=served if isinstance(served, str) else None,
+            service_tier=served_tier(data),
             input_tokens=max(prompt - cached, 0),
             output_tokens=output,
             cached_input_tokens=cached,

@@ -49,7 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gradetrail.errors import InvalidResponse, SpecError
-from gradetrail.providers._http import HttpProvider, error_fields
+from gradetrail.providers._http import HttpProvider, error_fields, served_tier
 from gradetrail.providers._openai_wire import openai_client, openai_headers
 from gradetrail.providers._responses_wire import (
     read_output,
@@ -236,6 +236,7 @@ class OpenAIResponsesProvider(HttpProvider):
             stop_reason=stop,
             raw_stop_reason=raw_stop,
             served_model=served if isinstance(served, str) else None,
+            service_tier=served_tier(data),
             input_tokens=max(prompt - cached, 0),
             output_tokens=output,
             cached_input_tokens=cached,

@@ -19,22 +19,40 @@ price that is not given falls back to the input price. An entry may carry a
 ``long_context`` tier (``threshold_tokens`` and its own rates) that applies to every token
 of a request whose whole prompt (input + cache reads + cache writes) is above the
 threshold, as Anthropic bills long prompts.
+
+**Service tiers.** A response the provider says it served on another tier than its
+standard one (OpenAI's ``service_tier``: ``flex``, ``priority``, ``scale``; see
+:attr:`~gradetrail.providers.base.Response.service_tier`) is priced at that tier's rates
+when they are known: an entry's own ``service_tiers`` (``{"priority": {rates, as_of,
+source}}``, as OpenAI publishes priority prices a model), else a provider-wide share of
+the standard rates from the table's ``service_tiers`` rules (OpenAI's flex: "priced at
+Batch API rates", half). A tier with neither is priced at the standard rates
+(:meth:`Price.for_tier` says so by returning None, and the provider warns).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from gradetrail.errors import GradetrailError
 
-__all__ = ["Price", "load_price_table", "price_for", "server_tool_fees", "snapshot_base"]
+__all__ = [
+    "Price",
+    "load_price_table",
+    "price_for",
+    "server_tool_fees",
+    "service_tier_shares",
+    "snapshot_base",
+    "tier_name",
+]
 
+T = TypeVar("T")
 _SNAPSHOT = re.compile(r"^(?P<base>.+?)-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 
 
@@ -55,6 +73,8 @@ class Price:
         source: where it was read, or "spec" for a spec override.
         per_use: USD per use of a server-side tool, by its usage name
             (``(("web_search_requests", 0.01),)``).
+        tiers: the rates of the provider's other service tiers, by the name a response
+            gives (``(("flex", Price), ("priority", Price))``); see :meth:`for_tier`.
     """
 
     input_per_mtok: float
@@ -66,6 +86,49 @@ class Price:
     as_of: str = ""
     source: str = "spec"
     per_use: tuple[tuple[str, float], ...] = ()
+    tiers: tuple[tuple[str, Price], ...] = ()
+
+    def for_tier(self, tier: str | None) -> Price | None:
+        """The rates of a response served on ``tier`` (None: the standard tier, these
+        rates); None when this price knows no rates for that tier (the caller prices it at
+        the standard rates and says so)."""
+        if tier is None:
+            return self
+        for name, price in self.tiers:
+            if name == tier:
+                return price
+        return None
+
+    def with_tier_shares(self, shares: Mapping[str, float]) -> Price:
+        """This price with a tier for each of ``shares`` (tier -> share of these rates,
+        e.g. ``{"flex": 0.5}``) that it names no rates for: every token rate scaled by the
+        share (the long-context rates too), the per-use fees whole."""
+        named = dict(self.tiers)
+        for tier, share in shares.items():
+            if tier not in named:
+                named[tier] = replace(self._scaled(share), as_of=self.as_of, source=self.source)
+        return replace(self, tiers=tuple(sorted(named.items())))
+
+    def _scaled(self, share: float) -> Price:
+        """Every token rate times ``share``; no tiers of its own."""
+
+        def times(value: float | None) -> float | None:
+            return None if value is None else value * share
+
+        long_context = None
+        if self.long_context is not None:
+            threshold, tier = self.long_context
+            long_context = (threshold, tier._scaled(share))
+        return replace(
+            self,
+            input_per_mtok=self.input_per_mtok * share,
+            output_per_mtok=self.output_per_mtok * share,
+            cached_input_per_mtok=times(self.cached_input_per_mtok),
+            cache_write_per_mtok=times(self.cache_write_per_mtok),
+            cache_write_1h_per_mtok=times(self.cache_write_1h_per_mtok),
+            long_context=long_context,
+            tiers=(),
+        )
 
     def tool_fees(self, uses: Mapping[str, int] | None) -> float | None:
         """USD for server-side tool uses (``{"web_search_requests": 3}``): uses x USD per
@@ -115,11 +178,18 @@ class Price:
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, as_of: str = "", source: str = "spec") -> Price:
         """Build from a mapping with the ``*_per_mtok`` keys (and optional
-        ``long_context``), as in the table or a spec's ``model.price``."""
+        ``long_context`` and ``service_tiers``, each tier with its own ``as_of`` and
+        ``source``), as in the table or a spec's ``model.price``."""
         tier = raw.get("long_context")
         long_context = None
         if tier:
             long_context = (int(tier["threshold_tokens"]), cls.from_dict(tier))
+        tiers = tuple(
+            sorted(
+                (str(name), cls.from_dict(t, as_of=t["as_of"], source=t["source"]))
+                for name, t in (raw.get("service_tiers") or {}).items()
+            )
+        )
         return cls(
             input_per_mtok=float(raw["input_per_mtok"]),
             output_per_mtok=float(raw["output_per_mtok"]),
@@ -130,6 +200,7 @@ class Price:
             as_of=as_of,
             source=source,
             per_use=_fees(raw.get("server_tool_usd")),
+            tiers=tiers,
         )
 
     def with_fees(self, fees: Mapping[str, float]) -> Price:
@@ -147,6 +218,36 @@ def _opt(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+#: the names an answer gives its provider's standard service tier (OpenAI's ``default``
+#: and ``auto``, Groq's ``on_demand``): read as no tier, so such responses are cached and
+#: written as before tiers were read
+_STANDARD_TIERS = frozenset(["default", "auto", "standard", "on_demand"])
+
+
+def tier_name(value: Any) -> str | None:
+    """A service tier as responses and prices name it (lower case), or None for the
+    standard tier (``default``, ``auto``...), an empty value or one that is not text."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    tier = value.strip().lower()
+    return None if tier in _STANDARD_TIERS else tier
+
+
+def _bundled(read: Callable[[dict[str, Any]], T]) -> T:
+    """``read`` applied to the bundled ``prices.json``.
+
+    Raises:
+        GradetrailError: the file is missing or malformed (a broken install).
+    """
+    try:
+        text = resources.files("gradetrail").joinpath("data/prices.json").read_text("utf-8")
+        return read(json.loads(text))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise GradetrailError(
+            f"gradetrail/data/prices.json is unreadable ({exc}); reinstall gradetrail"
+        ) from None
+
+
 @cache
 def server_tool_fees(provider: str) -> dict[str, float]:
     """The bundled USD per use of ``provider``'s server-side tools, by usage name
@@ -155,34 +256,49 @@ def server_tool_fees(provider: str) -> dict[str, float]:
     Raises:
         GradetrailError: the bundled file is malformed (a broken install).
     """
-    try:
-        text = resources.files("gradetrail").joinpath("data/prices.json").read_text("utf-8")
-        rows = json.loads(text).get("server_tools") or []
-        return {str(r["usage"]): float(r["usd_per_use"]) for r in rows if r["provider"] == provider}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise GradetrailError(
-            f"gradetrail/data/prices.json is unreadable ({exc}); reinstall gradetrail"
-        ) from None
+    return _bundled(
+        lambda raw: {
+            str(r["usage"]): float(r["usd_per_use"])
+            for r in raw.get("server_tools") or []
+            if r["provider"] == provider
+        }
+    )
+
+
+@cache
+def service_tier_shares(provider: str) -> dict[str, float]:
+    """The bundled provider-wide tier rules of ``provider``: tier -> share of a model's
+    standard rates (``{"flex": 0.5}`` for OpenAI; empty for a provider with none).
+
+    Raises:
+        GradetrailError: the bundled file is malformed (a broken install).
+    """
+    return _bundled(
+        lambda raw: {
+            str(r["tier"]): float(r["share_of_standard"])
+            for r in raw.get("service_tiers") or []
+            if r["provider"] == provider
+        }
+    )
 
 
 @lru_cache(maxsize=1)
 def load_price_table() -> dict[tuple[str, str], Price]:
-    """The bundled table as ``{(provider, model): Price}`` (read once).
+    """The bundled table as ``{(provider, model): Price}`` (read once), each with its
+    service tiers (its own, then the provider's rules: :func:`service_tier_shares`).
 
     Raises:
         GradetrailError: the bundled file is missing or malformed (a broken install).
     """
-    try:
-        text = resources.files("gradetrail").joinpath("data/prices.json").read_text("utf-8")
-        raw = json.loads(text)
-        table = {}
-        for entry in raw["models"]:
-            price = Price.from_dict(entry, as_of=entry["as_of"], source=entry["source"])
-            table[(entry["provider"], entry["model"])] = price
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise GradetrailError(
-            f"gradetrail/data/prices.json is unreadable ({exc}); reinstall gradetrail"
-        ) from None
+    return _bundled(_table)
+
+
+def _table(raw: dict[str, Any]) -> dict[tuple[str, str], Price]:
+    table = {}
+    for entry in raw["models"]:
+        price = Price.from_dict(entry, as_of=entry["as_of"], source=entry["source"])
+        shares = service_tier_shares(entry["provider"])
+        table[(entry["provider"], entry["model"])] = price.with_tier_shares(shares)
     return table
 
 

@@ -442,7 +442,8 @@ class Manifest(BaseModel):
     )
     stop_reason: str | None = Field(
         None,
-        description="Why the run stopped starting calls before its end (the budget), or null.",
+        description="Why the run stopped starting calls before its end (the budget, or a "
+        "provider quota that ran out), or null.",
     )
     identity_hash: str
     spec_hash: str

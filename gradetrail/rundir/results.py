@@ -159,7 +159,9 @@ class SampleResult(BaseModel):
     )
     attempts: int = Field(0, description="Calls made this run (0 on a cache hit).")
     error: dict[str, Any] | None = Field(
-        None, description="kind, message, status, error_type, code."
+        None,
+        description="kind, message, status, error_type, code, transient, retry_after; quota "
+        "(credit, spend_cap, daily, monthly or quota) when a quota ran out, which stops the run.",
     )
     scorer: dict[str, Any] = Field(
         default_factory=dict, description="What the scorer saw and extracted."

@@ -42,8 +42,11 @@ class RunSettings(_Strict):
         None,
         gt=0,
         le=MAX_TIMEOUT_S,
-        description="Wall-clock ceiling over all attempts of one request, and over all turns "
-        "and tool calls of an agent-loop sample, seconds.",
+        description="Wall-clock ceiling over all attempts of one request (from its first "
+        "attempt, less a server's Retry-After pause that held it first), and over all "
+        "turns and tool calls of an agent-loop sample, seconds. A backoff or Retry-After "
+        "wait it has no room for is not started: the sample ends as a transient "
+        "ProviderTimeout that a re-run retries.",
     )
     score_timeout_s: float | None = Field(
         30.0,

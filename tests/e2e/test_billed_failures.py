@@ -90,7 +90,7 @@ def test_a_judge_failing_after_the_model_answered_leaves_the_spend(srv, tmp_path
     srv.configure(
         models=["grader"],
         script={"Grade this answer": "GRADE: C"},
-        faults=[{"kind": "quota", "contains": "Grade this answer", "every": 2}],
+        faults=[{"kind": "error", "status": 400, "contains": "Grade this answer", "every": 2}],
     )
     spec = _spec(tmp_path, srv, type="judge", file="judge.j2", model=judge)
     result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
@@ -110,11 +110,11 @@ def test_an_agent_loop_failing_after_a_paid_turn_keeps_that_turns_spend(
     srv, tmp_path: Path
 ) -> None:
     """The calculator agent example: every first turn is answered (tool calls), every
-    second turn refused (an exhausted quota): each provider_error row keeps the first
-    turn's tokens and cost."""
+    second turn refused (a 400; an exhausted quota would stop the run instead): each
+    provider_error row keeps the first turn's tokens and cost."""
     script = json.loads((EXAMPLES / "data" / "agent" / "server_script.json").read_text())
     srv.configure(
-        script=script, faults=[{"kind": "quota", "contains": "[tool_result", "status": 400}]
+        script=script, faults=[{"kind": "error", "contains": "[tool_result", "status": 400}]
     )
     overrides = [
         "model.provider=openai_compatible",

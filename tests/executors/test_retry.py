@@ -120,17 +120,22 @@ def test_sample_ceiling_stops_a_wait_that_would_pass_it() -> None:
     assert outcome.attempts == 1 and clock.slept == []
     assert isinstance(outcome.error, ProviderTimeout)
     assert str(outcome.error) == (
-        "sample ceiling of 10 s reached after 1 attempts; last error: 429 rate_limit_error"
+        "sample ceiling of 10 s leaves no room for a 30 s wait after 1 attempts; last error: "
+        "429 rate_limit_error"
     )
     assert outcome.error.status == 429
 
 
 class RecordingGate:
-    """A gate that records admissions and releases; admission takes ``wait`` fake s."""
+    """A gate that records admissions and releases; admission takes ``wait`` fake s, of
+    which ``held`` are a server's Retry-After pause."""
 
-    def __init__(self, clock: FakeClock, wait: float = 0.0) -> None:
-        self.clock, self.wait = clock, wait
+    def __init__(self, clock: FakeClock, wait: float = 0.0, held: float = 0.0) -> None:
+        self.clock, self.wait, self.held = clock, wait, held
         self.events: list[tuple[str, object]] = []
+
+    def held_for(self) -> float:
+        return self.held
 
     async def acquire(self) -> object:
         await self.clock.sleep(self.wait)
@@ -164,6 +169,50 @@ def test_ceiling_starts_when_the_first_attempt_is_admitted() -> None:
     gate = RecordingGate(clock, wait=100.0)
     outcome = run(scripted(OK), RetryPolicy(sample_timeout_s=10.0), clock, gate=gate)
     assert outcome.response == OK and outcome.attempts == 1
+
+
+def test_a_server_pause_longer_than_the_ceiling_is_not_waited() -> None:
+    """A Retry-After pause holding the gate for longer than the whole per-sample ceiling
+    ends the sample at once, nothing sent, as a transient ProviderTimeout (a re-run
+    retries it): before, the sample waited out the pause (600 s with a 5 s ceiling)."""
+    clock = FakeClock()
+    gate = RecordingGate(clock, wait=600.0, held=600.0)
+    outcome = run(scripted(OK), RetryPolicy(sample_timeout_s=5.0), clock, gate=gate)
+    assert (outcome.response, outcome.attempts, clock.slept, gate.events) == (None, 0, [], [])
+    assert isinstance(outcome.error, ProviderTimeout) and outcome.error.transient
+    assert str(outcome.error) == (
+        "sample ceiling of 5 s leaves no room for the server's 600 s Retry-After pause; not "
+        "sent after 0 attempts"
+    )
+
+
+def test_a_server_pause_counts_against_the_ceiling() -> None:
+    """A pause the ceiling has room for is waited, and counted: 3 s of pause leave 2 s of
+    a 5 s ceiling once the sample is admitted, so a 2 s backoff after its first attempt no
+    longer fits (before, the ceiling started at admission: the pause was free)."""
+    clock = FakeClock()
+    gate = RecordingGate(clock, wait=3.0, held=3.0)
+    limited = RateLimited("429", status=429, retry_after=2.0)
+    outcome = run(scripted(limited, OK), RetryPolicy(sample_timeout_s=5.0), clock, gate=gate)
+    assert outcome.response is None and outcome.attempts == 1 and clock.slept == [3.0]
+    assert str(outcome.error).startswith("sample ceiling of 5 s leaves no room for a 2 s wait")
+
+
+def test_a_slot_queue_after_a_pause_does_not_count() -> None:
+    """Only the server's pause counts: 3 s of pause, then 7 s queued for a slot, under a
+    5 s ceiling, leave the sample 2 s from its admission, enough for its answer."""
+    clock = FakeClock()
+    gate = RecordingGate(clock, wait=10.0, held=3.0)
+    outcome = run(scripted(OK), RetryPolicy(sample_timeout_s=5.0), clock, gate=gate)
+    assert outcome.response == OK and clock.slept == [10.0]
+
+
+def test_no_ceiling_waits_the_pause_out() -> None:
+    """Without run.sample_timeout_s a server's pause is waited out, as it asks."""
+    clock = FakeClock()
+    gate = RecordingGate(clock, wait=600.0, held=600.0)
+    outcome = run(scripted(OK), RetryPolicy(), clock, gate=gate)
+    assert outcome.response == OK and clock.slept == [600.0]
 
 
 def test_attempts_sharing_the_cutoff_timer_are_each_cut_at_their_own_deadline() -> None:

@@ -377,7 +377,8 @@ def test_sample_ceiling_bounds_a_stalling_server_in_wall_clock_time(srv, tmp_pat
     result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
     row = gradetrail.read_results(result.run_dir)[0]
     assert row["state"] == "provider_error" and row["error"]["kind"] == "ProviderTimeout"
-    assert row["error"]["message"].startswith("sample ceiling of 0.6 s reached after ")
+    # reached, or a backoff it has no room for not started (the jitter decides which)
+    assert row["error"]["message"].startswith("sample ceiling of 0.6 s ")
     # attempts of 0.25 s each within a 0.6 s ceiling: at most three start (backoff is random)
     assert 1 <= row["attempts"] <= 3
 
@@ -735,3 +736,25 @@ def test_spec_rate_cap_reaches_the_default_executor(srv, tmp_path: Path) -> None
     assert [r["state"] for r in out.rows] == ["scored"] * 4
     assert out.slept == [1.0, 1.0, 1.0]
     assert srv.stats()["total"] == 4
+
+
+def test_a_long_retry_after_holds_no_sample_past_its_ceiling(srv, tmp_path: Path) -> None:
+    """A 429 asking for 600 s with run.sample_timeout_s: 5: the sample that got it ends at
+    once, and the samples after it are not sent into the server's pause, each ending as a
+    transient ProviderTimeout a re-run retries; nothing is slept (before: the next sample
+    waited the whole 600 s, and so the run did)."""
+    srv.configure(faults=[{"kind": "rate_limit", "retry_after": 600, "first": 1}])
+    run = {"concurrency": 1, "sample_timeout_s": 5, "fail_fast": 0}
+    out = run_http(gsm8k_spec(tmp_path, srv, "openai_compatible", limit=3, run=run), tmp_path)
+    assert out.slept == [] and srv.stats()["total"] == 1
+    errors = [row["error"] for row in out.rows]
+    assert [(e["kind"], e["transient"]) for e in errors] == [("ProviderTimeout", True)] * 3
+    assert errors[0]["message"] == (
+        "sample ceiling of 5 s leaves no room for a 600 s wait after 1 attempts; last error: "
+        "429 requests: Rate limit reached for requests. Please try again later."
+    )
+    assert errors[1]["message"] == (
+        "sample ceiling of 5 s leaves no room for the server's 600 s Retry-After pause; not "
+        "sent after 0 attempts"
+    )
+    assert [row["attempts"] for row in out.rows] == [1, 0, 0]

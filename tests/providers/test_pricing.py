@@ -64,3 +64,57 @@ def test_unknown_models_and_compatible_servers_have_no_price() -> None:
     """A model absent from the table, or any openai_compatible server, costs None."""
     assert price_for("openai", "my-finetune") is None
     assert price_for("openai_compatible", "gpt-4o") is None
+
+
+def test_every_service_tier_price_is_dated_and_sourced() -> None:
+    """Each model's own tier prices and each provider-wide tier rule carry an ISO date
+    and an https source; a rule's share is in (0, 1]."""
+    raw = json.loads(resources.files("gradetrail").joinpath("data/prices.json").read_text())
+    tiers = [t for e in raw["models"] for t in (e.get("service_tiers") or {}).values()]
+    for tier in [*tiers, *raw["service_tiers"]]:
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", tier["as_of"]), tier
+        assert tier["source"].startswith("https://"), tier
+    assert all(0 < rule["share_of_standard"] <= 1 for rule in raw["service_tiers"])
+    assert len(tiers) == 12
+
+
+def test_flex_is_half_the_standard_rates_and_priority_its_own() -> None:
+    """gpt-5: flex at half every rate (OpenAI prices flex at Batch API rates), priority
+    at the published 2.50 / 0.25 / 20.00; a model without a priority entry (gpt-5-nano)
+    has no priority price, and an Anthropic model no tiers."""
+    gpt5 = price_for("openai", "gpt-5")
+    assert gpt5 is not None
+    flex, priority = gpt5.for_tier("flex"), gpt5.for_tier("priority")
+    assert flex is not None and priority is not None
+    assert (flex.input_per_mtok, flex.cached_input_per_mtok, flex.output_per_mtok) == (
+        0.625,
+        0.0625,
+        5.0,
+    )
+    assert (priority.input_per_mtok, priority.cached_input_per_mtok) == (2.5, 0.25)
+    assert priority.output_per_mtok == 20.0
+    assert gpt5.for_tier(None) is gpt5 and gpt5.for_tier("scale") is None
+    nano = price_for("openai", "gpt-5-nano")
+    assert nano is not None and nano.for_tier("priority") is None
+    opus = price_for("anthropic", "claude-opus-5")
+    assert opus is not None and opus.tiers == ()
+
+
+def test_a_tier_share_scales_the_long_context_rates_too() -> None:
+    """A share applies to every token rate, the long-context tier's included; fees stay."""
+    long = Price(4.0, 20.0)
+    price = Price(2.0, 10.0, long_context=(1000, long), per_use=(("web_search_requests", 0.01),))
+    flex = price.with_tier_shares({"flex": 0.5}).for_tier("flex")
+    assert flex is not None and flex.cost(2000, 100) == pytest.approx(long.cost(2000, 100) / 2)
+    assert flex.per_use == price.per_use
+
+
+def test_sparse_response_fields_are_the_last() -> None:
+    """The response fields cached only when set are the dataclass's last fields, so an
+    entry of the others alone is read by position."""
+    from dataclasses import fields
+
+    from gradetrail.providers.base import SPARSE_FIELDS, Response
+
+    names = tuple(f.name for f in fields(Response))
+    assert names[-len(SPARSE_FIELDS) :] == SPARSE_FIELDS

@@ -69,6 +69,18 @@ RETRIED_429 = [
         "openai_compatible",
         {"error": {"message": "Too many requests, see https://example.com/quota/billing"}},
     ),
+    (  # Google's list envelope, no details: the code is the status, "quota" says nothing
+        "openai_compatible",
+        [
+            {
+                "error": {
+                    "code": 429,
+                    "message": "Resource exhausted (check quota).",
+                    "status": "RESOURCE_EXHAUSTED",
+                }
+            }
+        ],
+    ),
 ]
 
 
@@ -118,6 +130,63 @@ def test_exhausted_quota_is_permanent(
     assert out.row["state"] == "provider_error" and out.row["attempts"] == 1
     assert (error["kind"], error["transient"], error["code"]) == ("RateLimited", False, code)
     assert out.slept == []
+
+
+def _google(message: str) -> list[dict]:
+    return [{"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED"}}]
+
+
+QUOTA_429 = [
+    (  # Gemini: the billing account's monthly cap (its code is only the status)
+        _google(
+            "Your billing account went over its monthly spending cap. Manage billing at "
+            "https://studio.example.com/billing."
+        ),
+        "spend_cap",
+        "spend cap",
+    ),
+    (
+        _google("Your prepayment credits are depleted. Top up at https://studio.example.com."),
+        "credit",
+        "prepaid credit or balance",
+    ),
+    (  # OpenAI's hard project spend limit
+        {
+            "error": {
+                "message": "This project reached its hard spend limit.",
+                "type": "insufficient_quota",
+                "code": "project_spend_limit_exceeded",
+            }
+        },
+        "spend_cap",
+        "spend cap",
+    ),
+    (  # Google's per-day quota named in the message only
+        _google(
+            "Quota exceeded for quota metric 'Requests' and limit 'Requests per day per "
+            "project' of service 'example.googleapis.com'."
+        ),
+        "daily",
+        "per-day quota",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("body", "quota", "words"), QUOTA_429, ids=range(len(QUOTA_429)))
+def test_a_quota_that_will_not_come_back_stops_the_run(
+    srv, tmp_path: Path, client: str, body: Any, quota: str, words: str
+) -> None:
+    """A 429 saying a spend cap, prepaid credit or a per-day quota ran out is not
+    retried, says which on its row, and stops the run (interrupted, the reason kept)."""
+    _serve_once(srv, body, 429)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert (out.row["attempts"], error["transient"], error["quota"]) == (1, False, quota)
+    assert out.slept == []
+    manifest = out.result.manifest
+    assert manifest.status == "interrupted"
+    assert manifest.stop_reason.startswith(f"stopped: the provider says its {words} ran out")
 
 
 # --------------------------------------------------------------------------------------
