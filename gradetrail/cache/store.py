@@ -34,12 +34,12 @@ What the file guarantees:
   id, process start time and a heartbeat renewed every :data:`CLAIM_TTL_S` / 3 while the
   call runs); other processes sharing the cache wait for that response instead of paying
   for it again. Liveness never compares two processes' wall clocks: a claim lapses at
-  once when its process is gone from this host (its pid is gone or belongs to another
-  process, or the host rebooted since), else when the waiter has seen its heartbeat stand
-  still for :data:`CLAIM_TTL_S` on the waiter's own monotonic clock (a holder that hung,
-  or died on another host). Clock skew between processes or hosts therefore costs
-  nothing; a holder paused for longer than the TTL (a suspended laptop) can be taken
-  over, and its request is then paid twice.
+  once when its process is gone from this host and PID namespace (its pid is gone or
+  belongs to another process, or the host rebooted since), else when the waiter has seen
+  its heartbeat stand still for :data:`CLAIM_TTL_S` on the waiter's own monotonic clock
+  (a holder that hung, or died on another host or in another PID namespace). Clock skew
+  between processes or hosts therefore costs nothing; a holder paused for longer than
+  the TTL (a suspended laptop) can be taken over, and its request is then paid twice.
 
 Schema migration: a cache written before checksums (schema 1, no ``checksum`` column, no
 ``claims`` table) is upgraded the first time a writable open sees it. Each old entry that
@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradetrail.cache.claims import _BOOT, _HOST, CLAIM_TTL_S, Claim, Claims, _started
+from gradetrail.cache.claims import _BOOT, _HOST, _PID_NS, CLAIM_TTL_S, Claim, Claims, _started
 from gradetrail.cache.group import GroupCommit
 from gradetrail.errors import CacheError, CacheRefused
 from gradetrail.providers.base import Request, Response
@@ -278,7 +278,9 @@ class ResponseCache:
         self.monotonic = monotonic
         self.wall = wall
         pid = os.getpid()
-        self.owner = f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{random.getrandbits(48):012x}"
+        self.owner = (
+            f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{_PID_NS}:{random.getrandbits(48):012x}"
+        )
         #: this process's claims on keys in flight, shared with other processes
         self.claims = Claims(self)
         #: connections to lost files whose entries went to the fallback
