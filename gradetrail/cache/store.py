@@ -46,7 +46,8 @@ Schema migration: a cache written before checksums (schema 1, no ``checksum`` co
 still parses as a response gets its checksum then; one that does not keeps none and is
 treated as damaged. Damage that happened before the upgrade and still parses cannot be
 detected. gradetrail versions from before the upgrade refuse an upgraded cache as "not a
-gradetrail cache".
+gradetrail cache". A cache of a newer schema than :data:`SCHEMA_VERSION` is refused, read-only
+opens included, and never written.
 """
 
 from __future__ import annotations
@@ -441,8 +442,17 @@ class ResponseCache:
             raise
 
     def _check_schema(self, db: sqlite3.Connection) -> set[str]:
-        """Refuse a database that holds anything but gradetrail's tables; return the
-        columns of ``responses`` (empty for a new file)."""
+        """Refuse a database written by a newer gradetrail (a schema above
+        :data:`SCHEMA_VERSION`: read, or marked as this one's, it would be misread or
+        downgraded) or that holds anything but gradetrail's tables; return the columns of
+        ``responses`` (empty for a new file)."""
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise CacheRefused(
+                f"cache {self.path}: written by a newer gradetrail (schema {version}; this "
+                f"one reads up to {SCHEMA_VERSION}); upgrade gradetrail or pass another "
+                "--cache PATH"
+            )
         tables = {
             name
             for (name,) in db.execute(

@@ -143,6 +143,36 @@ def test_a_cache_from_before_checksums_is_upgraded_and_served(cli, cache_path: P
     assert cli("cache", "check").exit_code == 0
 
 
+def test_a_cache_from_a_newer_gradetrail_is_refused_never_downgraded(cli, cache_path: Path) -> None:
+    """A cache whose schema is newer than this gradetrail's (the same tables, user_version
+    3) is refused by a run and by every cache command, one line, exit 2, before any call,
+    and left as it was (before: a run served it and wrote user_version back to 2, so the
+    newer gradetrail would take it for an old cache and upgrade it again)."""
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=3").exit_code == 0
+    db = sqlite3.connect(cache_path)
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    before = cache_path.read_bytes()
+    for args in (
+        ["run", str(GSM8K_SPEC), "--set", "dataset.limit=3"],
+        ["cache", "stats"],
+        ["cache", "check"],
+        ["cache", "clear", "--yes"],
+    ):
+        out = cli(*args)
+        assert out.exit_code == 2, (args, out.stdout, out.stderr)
+        assert out.stderr.strip().splitlines() == [
+            f"error: cache {cache_path}: written by a newer gradetrail (schema 3; this one "
+            "reads up to 2); upgrade gradetrail or pass another --cache PATH"
+        ], args
+    assert cache_path.read_bytes() == before
+    db = sqlite3.connect(cache_path)
+    assert db.execute("PRAGMA user_version").fetchone() == (3,)
+    assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (3,)
+    db.close()
+
+
 @pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink", "fifo", "wal-symlink"])
 def test_cache_path_is_never_followed_or_shared(cli, tmp_path: Path, kind: str) -> None:
     """A symlink (dangling too), a hard link, a FIFO at the cache path, or a symlink at
