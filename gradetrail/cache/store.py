@@ -75,6 +75,7 @@ from gradetrail.providers.base import Request, Response
 __all__ = [
     "CLAIM_TTL_S",
     "WAL_AUTOCHECKPOINT_PAGES",
+    "DAMAGED_FILE",
     "CacheCheck",
     "CacheStats",
     "Claim",
@@ -116,6 +117,8 @@ CREATE TABLE IF NOT EXISTS claims (
 #: ~70 ms more at close, when the last checkpoint copies what is left.
 WAL_AUTOCHECKPOINT_PAGES = 8000
 _COMPANIONS = ("-wal", "-shm", "-journal")
+#: the words that mark an error as a damaged file's (see ``ResponseCache._repair_hint``)
+DAMAGED_FILE = "the file is damaged"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
@@ -308,11 +311,16 @@ class ResponseCache:
         the command that sets the file aside and keeps what is readable."""
         text = f"cache {self.path}: {what} failed ({_reason(exc)})"
         if _damaged_file(exc):
-            text += (
-                f"; the file is damaged: `gradetrail cache check --repair --cache {self.path}` "
-                "sets it aside and keeps every entry still readable"
-            )
+            text += f"; {self._repair_hint()}"
         return CacheError(text)
+
+    def _repair_hint(self) -> str:
+        """What a damaged file's error says to do (``cache check --repair`` recognizes an
+        error as a damaged file's by it)."""
+        return (
+            f"{DAMAGED_FILE}: `gradetrail cache check --repair --cache {self.path}` sets it "
+            "aside and keeps every entry still readable"
+        )
 
     def _refuse(self, what: str) -> CacheRefused:
         return CacheRefused(f"cache {self.path}: {what}; pass another --cache PATH or --no-cache")
@@ -388,9 +396,9 @@ class ResponseCache:
             if "readonly" in str(exc) or "unable to open" in str(exc):
                 raise self._refuse(f"not writable ({exc})") from None
             if "malformed" in str(exc):
-                raise self._refuse(
-                    f"is damaged ({exc}); `gradetrail cache check --repair --cache {self.path}` "
-                    "sets it aside and keeps every entry still readable, or"
+                raise CacheRefused(
+                    f"cache {self.path}: cannot open ({exc}); {self._repair_hint()}, or pass "
+                    "another --cache PATH or --no-cache"
                 ) from None
             raise self._refuse(f"cannot open ({exc})") from None
         except BaseException:

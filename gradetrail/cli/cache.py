@@ -100,7 +100,12 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Verify every entry's checksum and the file's structure; exit 1 on damage left."""
-        from gradetrail.cache.store import ResponseCache, default_cache_path, set_aside
+        from gradetrail.cache.store import (
+            DAMAGED_FILE,
+            ResponseCache,
+            default_cache_path,
+            set_aside,
+        )
         from gradetrail.cli import fail
 
         path = cache or default_cache_path()
@@ -112,7 +117,7 @@ def register(app: typer.Typer) -> None:
                 finally:
                     c.close()
             except CacheError as exc:
-                if not (repair and "the file is damaged" in str(exc)):
+                if not (repair and DAMAGED_FILE in str(exc)):  # opening or reading it
                     raise
                 report = None
             if repair and (report is None or report.integrity != ["ok"]):

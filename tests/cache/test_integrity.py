@@ -83,6 +83,36 @@ def test_cache_check_repair_deletes_damaged_entries(cli, cache_path: Path) -> No
     assert out.exit_code == 0 and "57 entries, 0 damaged" in out.stdout
 
 
+def test_a_truncated_cache_is_set_aside_by_repair_and_its_readable_entries_kept(
+    cli, cache_path: Path
+) -> None:
+    """A cache cut short (a copy or a sync that stopped half way): a run refuses it in one
+    line naming `cache check --repair`, and that command sets it aside and keeps what is
+    readable; the next run is served those entries (before: the damage was found while
+    opening, and `cache check --repair` refused the file with the same line, telling the
+    user to run itself)."""
+    assert cli("run", str(GSM8K_SPEC), *LIMIT).exit_code == 0
+    data = cache_path.read_bytes()
+    cache_path.write_bytes(data[: len(data) // 2])
+
+    out = cli("run", str(GSM8K_SPEC), *LIMIT)
+    assert out.exit_code == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert f"`gradetrail cache check --repair --cache {cache_path}` sets it aside" in line
+
+    out = cli("cache", "check", "--repair", "--cache", str(cache_path))
+    assert out.exit_code == 0, out.stdout + out.stderr
+    (line,) = out.stdout.strip().splitlines()
+    assert line.startswith(f"cache {cache_path}: the file was damaged; set it aside as ")
+    kept = int(line.split("made a new cache with the ")[1].split(" entries")[0])
+    assert 0 <= kept < 60
+    assert cli("cache", "check", "--cache", str(cache_path)).exit_code == 0
+
+    again = cli("run", str(GSM8K_SPEC), *LIMIT, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["cache_hits"] == kept
+
+
 def test_malformed_entries_are_misses_not_tracebacks(cli, cache_path: Path) -> None:
     """Entries that are not responses (wrong JSON, wrong shape, a blob) are re-requested."""
     first = cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=4", "--json")
