@@ -810,12 +810,7 @@ def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
     try:
         old = sqlite3.connect(f"{aside.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         try:
-            for row in old.execute(
-                "SELECT key, provider, model, response, created_at, checksum FROM responses"
-            ):
-                key, text, check = row[0], row[3], row[5]
-                if isinstance(key, str) and isinstance(text, str) and check == checksum(key, text):
-                    rows.append(row)
+            unreadable = _salvage(old, rows)
         finally:
             old.close()
     except sqlite3.Error:
@@ -829,6 +824,43 @@ def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
     finally:
         cache.close()
     return SetAside(path, aside, len(rows), unreadable)
+
+
+def _salvage(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> bool:
+    """Append to ``rows`` every entry of the damaged file ``db`` that can still be read and
+    verifies its checksum, in key order; return True when some could not be read.
+
+    A file cut short says it has more pages than it holds, which SQLite refuses before
+    reading anything unless ``writable_schema`` is on (the connection is read-only all
+    the same). Reading stops where a missing or damaged page sits in the key order; the
+    walk then goes on from the next of the 4,096 three-hex-digit key prefixes (keys are
+    SHA-256 hex), so a damaged page loses the entries it held and those of at most one
+    prefix around it, not every entry after it.
+    """
+    db.execute("PRAGMA writable_schema = ON")
+    sql = (
+        "SELECT key, provider, model, response, created_at, checksum FROM responses "
+        "WHERE key > ? ORDER BY key"
+    )
+    last, damaged = "", False
+    while True:
+        try:
+            for row in db.execute(sql, (last,)):
+                key, text, check = row[0], row[3], row[5]
+                if isinstance(key, str) and isinstance(text, str) and check == checksum(key, text):
+                    rows.append(row)
+                if isinstance(key, str):
+                    last = key
+            return damaged
+        except sqlite3.Error:
+            damaged = True
+        try:
+            prefix = int(last[:3].ljust(3, "0"), 16) + 1
+        except ValueError:  # not a key gradetrail wrote: nothing more to find past it
+            return True
+        if prefix >= 16**3:
+            return True
+        last = f"{prefix:03x}"
 
 
 def _damaged_file(exc: BaseException) -> bool:

@@ -88,9 +88,10 @@ def test_a_truncated_cache_is_set_aside_by_repair_and_its_readable_entries_kept(
 ) -> None:
     """A cache cut short (a copy or a sync that stopped half way): a run refuses it in one
     line naming `cache check --repair`, and that command sets it aside and keeps what is
-    readable; the next run is served those entries (before: the damage was found while
-    opening, and `cache check --repair` refused the file with the same line, telling the
-    user to run itself)."""
+    readable, about half the entries; the next run is served those (before: the damage
+    was found while opening, and `cache check --repair` refused the file with the same
+    line, telling the user to run itself; then it kept 0 entries: SQLite refuses a file
+    shorter than its header says before reading any page)."""
     assert cli("run", str(GSM8K_SPEC), *LIMIT).exit_code == 0
     data = cache_path.read_bytes()
     cache_path.write_bytes(data[: len(data) // 2])
@@ -105,7 +106,7 @@ def test_a_truncated_cache_is_set_aside_by_repair_and_its_readable_entries_kept(
     (line,) = out.stdout.strip().splitlines()
     assert line.startswith(f"cache {cache_path}: the file was damaged; set it aside as ")
     kept = int(line.split("made a new cache with the ")[1].split(" entries")[0])
-    assert 0 <= kept < 60
+    assert kept >= 25, line
     assert cli("cache", "check", "--cache", str(cache_path)).exit_code == 0
 
     again = cli("run", str(GSM8K_SPEC), *LIMIT, "--json")
