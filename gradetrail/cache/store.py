@@ -380,10 +380,37 @@ class ResponseCache:
         self._check_names()
         identity = self._pin()
         try:
-            uri = self.path.resolve().as_uri() + ("?mode=ro" if self.read_only else "")
-            db = sqlite3.connect(uri, uri=True, timeout=self.timeout_s, isolation_level=None)
+            return self._open("?mode=ro" if self.read_only else "", identity), identity
         except sqlite3.Error as exc:
-            raise self._refuse(f"cannot open ({exc})") from None
+            # read-only, a WAL file in a directory or filesystem this process cannot
+            # write: SQLite cannot make its -shm file and refuses to open it. With no -wal
+            # left, the file holds every entry and nobody can change it under this
+            # process, so it is read as it is (immutable)
+            if not (
+                self.read_only
+                and "unable to open" in str(exc)
+                and not os.path.lexists(f"{self.path}-wal")
+            ):
+                raise self._open_error(exc) from None
+        try:
+            return self._open("?mode=ro&immutable=1", identity), identity
+        except sqlite3.Error as exc:
+            raise self._open_error(exc) from None
+
+    def _open(self, query: str, identity: tuple[int, int]) -> sqlite3.Connection:
+        """A connection to the file pinned as ``identity`` (URI ``query``), checked and set
+        up (:meth:`_init`).
+
+        Raises:
+            sqlite3.Error: SQLite could not open, read or set it up (see :meth:`_open_error`).
+            CacheRefused: it was replaced meanwhile, or is not a gradetrail cache.
+        """
+        db = sqlite3.connect(
+            self.path.resolve().as_uri() + query,
+            uri=True,
+            timeout=self.timeout_s,
+            isolation_level=None,
+        )
         try:
             st = os.stat(self.path, follow_symlinks=False)
             if (st.st_dev, st.st_ino) != identity:
@@ -391,20 +418,21 @@ class ResponseCache:
             db.create_function("gt_checksum", 2, checksum, deterministic=True)
             db.create_function("gt_valid", 1, lambda t: _parse(t) is not None)
             self._retrying_busy(lambda: self._init(db))
-        except sqlite3.Error as exc:
-            db.close()
-            if "readonly" in str(exc) or "unable to open" in str(exc):
-                raise self._refuse(f"not writable ({exc})") from None
-            if "malformed" in str(exc):
-                raise CacheRefused(
-                    f"cache {self.path}: cannot open ({exc}); {self._repair_hint()}, or pass "
-                    "another --cache PATH or --no-cache"
-                ) from None
-            raise self._refuse(f"cannot open ({exc})") from None
         except BaseException:
             db.close()
             raise
-        return db, identity
+        return db
+
+    def _open_error(self, exc: sqlite3.Error) -> CacheRefused:
+        """The one line for a file SQLite could not open, read or set up."""
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            return self._refuse(f"{'unreadable' if self.read_only else 'not writable'} ({exc})")
+        if "malformed" in str(exc):
+            return CacheRefused(
+                f"cache {self.path}: cannot open ({exc}); {self._repair_hint()}, or pass "
+                "another --cache PATH or --no-cache"
+            )
+        return self._refuse(f"cannot open ({exc})")
 
     def _retrying_busy(self, step: Callable[[], None]) -> None:
         """Run ``step``, again while it fails with ``database is locked`` (up to the busy

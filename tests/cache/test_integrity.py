@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from disk_support import read_only_view
 from paths import GSM8K_SPEC
 
 from gradetrail.cache.store import ResponseCache, checksum
@@ -202,6 +203,30 @@ def test_a_cache_from_a_newer_gradetrail_is_refused_never_downgraded(cli, cache_
     assert db.execute("PRAGMA user_version").fetchone() == (3,)
     assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (3,)
     db.close()
+
+
+def test_cache_stats_reads_a_cache_on_a_read_only_filesystem(cli, tmp_path: Path) -> None:
+    """`cache stats` on a cache closed cleanly in a directory this process cannot write (a
+    read-only mount of a shared cache) counts its entries (before: SQLite could not make
+    the WAL's -shm file, and the line said "not writable", exit 2); a run there is still
+    refused before any call, one line."""
+    cache = tmp_path / "shared" / "c.sqlite"
+    spec = ["run", str(GSM8K_SPEC), "--set", "dataset.limit=3"]
+    assert cli(*spec, "--cache", str(cache)).exit_code == 0
+    assert sorted(p.name for p in cache.parent.iterdir()) == ["c.sqlite", "c.sqlite-key"]
+    with read_only_view(cache.parent, tmp_path / "ro") as mounted:
+        if not mounted:
+            pytest.skip("needs a read-only bind mount (root)")
+        view = tmp_path / "ro" / "c.sqlite"
+        out = cli("cache", "stats", "--cache", str(view))
+        assert out.exit_code == 0, out.stderr
+        assert out.stdout.startswith(f"cache {view}: 3 entries, ")
+        out = cli(*spec, "--cache", str(view))
+        assert out.exit_code == 2
+        assert out.stderr.strip().splitlines() == [
+            f"error: cache {view}: not writable (Read-only file system); pass another "
+            "--cache PATH or --no-cache"
+        ]
 
 
 @pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink", "fifo", "wal-symlink"])
