@@ -114,8 +114,11 @@ CREATE TABLE IF NOT EXISTS claims (
 #: 8,000 frames (a WAL of up to ~33 MB, deleted when the last connection closes) writes
 #: each page back once per ~2,600 responses: filling a cache takes a fifth less time,
 #: with 14 % fewer write and 20 % fewer read calls (``bench/bench_sqlite.py``), for up to
-#: ~70 ms more at close, when the last checkpoint copies what is left.
+#: ~70 ms more at close, when the last checkpoint copies what is left. On a disk with less
+#: free space than four times that, a quarter of the free pages (``ResponseCache._wal_pages``).
 WAL_AUTOCHECKPOINT_PAGES = 8000
+#: the fewest WAL pages between checkpoints on a nearly full disk (``ResponseCache._wal_pages``)
+MIN_WAL_PAGES = 100
 _COMPANIONS = ("-wal", "-shm", "-journal")
 #: the words that mark an error as a damaged file's (see ``ResponseCache._repair_hint``)
 DAMAGED_FILE = "the file is damaged"
@@ -458,7 +461,7 @@ class ResponseCache:
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        db.execute(f"PRAGMA wal_autocheckpoint={self._wal_pages(db)}")
         db.execute("BEGIN IMMEDIATE")
         try:
             columns = self._check_schema(db)
@@ -476,6 +479,21 @@ class ResponseCache:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+    def _wal_pages(self, db: sqlite3.Connection) -> int:
+        """The WAL's pages between checkpoints for this open: :data:`WAL_AUTOCHECKPOINT_PAGES`,
+        or a quarter of the pages free on the file's disk when that is fewer (at least
+        :data:`MIN_WAL_PAGES`). A WAL is only copied back once it is that long, so on a
+        disk with less free space than that it filled the disk first: the run stopped
+        for a full disk with the cache's own entries a fraction of it, and every later
+        run did again, never reaching the checkpoint."""
+        try:
+            st = os.statvfs(self.path.parent)
+        except OSError:
+            return WAL_AUTOCHECKPOINT_PAGES
+        (page_size,) = db.execute("PRAGMA page_size").fetchone()
+        free_pages = st.f_bavail * st.f_frsize // page_size
+        return max(MIN_WAL_PAGES, min(WAL_AUTOCHECKPOINT_PAGES, free_pages // 4))
 
     def _check_schema(self, db: sqlite3.Connection) -> set[str]:
         """Refuse a database written by a newer gradetrail (a schema above

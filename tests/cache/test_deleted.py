@@ -24,6 +24,7 @@ from run_support import (
 )
 
 import gradetrail
+from gradetrail.cache.store import ResponseCache
 
 
 @pytest.mark.parametrize("when", ["mid-run", "after-last-call"])
@@ -177,3 +178,24 @@ def run_cli_process(args: list[str]) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+def test_a_cache_on_a_disk_with_less_free_space_than_its_wal_fills_it_never(
+    tmp_path: Path,
+) -> None:
+    """A cold run whose cache is on a 4 MB disk: its 1,200 entries take a fraction of it,
+    and the run completes, each request made once (before: the WAL, copied back only
+    every 8,000 pages, about 33 MB, filled the disk first: the run stopped for a full
+    disk with the main file still empty, and every later run stopped the same way)."""
+    spec = write_eval(tmp_path / "eval", samples=1200, concurrency=64)
+    disk = tmp_path / "disk"
+    with small_disk(disk, "4m") as mounted:
+        if not mounted:
+            pytest.skip("needs a tmpfs mount (root)")
+        cache, calls = disk / "c.sqlite", tmp_path / "calls"
+        code, out, err = run_to_end(spec, cache, tmp_path / "results", app_env(calls), "--json")
+        assert code == 0, err
+        assert json.loads(out)["status"] == "complete"
+        counts = read_calls(calls)
+        assert len(counts) == 1200 and set(counts.values()) == {1}
+        assert ResponseCache(cache, read_only=True).stats().entries == 1200
