@@ -118,7 +118,7 @@ CREATE TABLE IF NOT EXISTS claims (
 #: free space than four times that, a quarter of the free pages (``ResponseCache._wal_pages``).
 WAL_AUTOCHECKPOINT_PAGES = 8000
 #: the fewest WAL pages between checkpoints on a nearly full disk (``ResponseCache._wal_pages``)
-MIN_WAL_PAGES = 100
+MIN_WAL_PAGES = 16
 _COMPANIONS = ("-wal", "-shm", "-journal")
 #: the words that mark an error as a damaged file's (see ``ResponseCache._repair_hint``)
 DAMAGED_FILE = "the file is damaged"
@@ -798,10 +798,11 @@ class ResponseCache:
         return check_cache(self, repair=repair)
 
     def clear(self, model: str | None = None) -> int:
-        """See :func:`gradetrail.cache.maintenance.clear_cache`."""
+        """See :func:`gradetrail.cache.maintenance.clear_cache`; returns the entries
+        deleted."""
         from gradetrail.cache.maintenance import clear_cache
 
-        return clear_cache(self, model)
+        return clear_cache(self, model).deleted
 
     def close(self) -> None:
         """Write what waits for a grouped transaction, drop this process's remaining

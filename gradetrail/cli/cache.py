@@ -137,6 +137,7 @@ def register(app: typer.Typer) -> None:
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     ) -> None:
         """Delete cached responses (all, or one model's)."""
+        from gradetrail.cache.maintenance import clear_cache
         from gradetrail.cache.store import ResponseCache, default_cache_path
         from gradetrail.cli import fail
 
@@ -154,10 +155,19 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
         try:
             c = ResponseCache(path)
-            n = c.clear(model)
-            c.close()
+            try:
+                done = clear_cache(c, model)
+            finally:
+                c.close()
         except GradetrailError as exc:
             raise fail(exc) from None
-        print(f"deleted {n} entries from {path}")
+        print(f"deleted {done.deleted} entries from {path}")
+        if done.not_compacted:
+            print(
+                f"note: the file keeps its size ({done.not_compacted}); new entries reuse the "
+                "space freed, and the next `gradetrail cache clear` with room to spare "
+                "compacts it",
+                file=sys.stderr,
+            )
 
     app.add_typer(group, name="cache")
