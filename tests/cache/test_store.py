@@ -155,6 +155,27 @@ def test_cache_cli_stats_and_clear(cli, cache_path: Path) -> None:
     assert "0 entries" in explicit.stdout
 
 
+def test_cache_clear_by_a_model_it_does_not_hold(cli, cache_path: Path) -> None:
+    """`cache clear --model ""` is refused, exit 2, before it asks (before: it asked
+    "Delete every entry?" and then deleted the entries of a model named ""); a model the
+    cache does not hold deletes nothing and says where the models are listed."""
+    from paths import GSM8K_SPEC
+
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5").exit_code == 0
+    out = cli("cache", "clear", "--model", "")
+    assert (out.exit_code, out.stdout) == (2, "")
+    assert out.stderr == (
+        "error: cache clear: --model is empty; name a model (`gradetrail cache stats` lists "
+        "them), or leave --model out to delete every entry\n"
+    )
+    out = cli("cache", "clear", "--model", "gpt-4", "--yes")
+    assert (out.exit_code, out.stdout) == (0, f"deleted 0 entries from {cache_path}\n")
+    assert out.stderr == (
+        "note: no entry is gpt-4's; `gradetrail cache stats` lists the models the cache holds\n"
+    )
+    assert "5 entries" in cli("cache", "stats").stdout
+
+
 def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
     """A sample with no recording is a provider_error and leaves nothing in the cache."""
     from paths import GSM8K_DATA
