@@ -152,6 +152,8 @@ class Claims:
         Raises:
             CacheError: the claim cannot be written (the call must not be made).
         """
+        if self.cache.stuck:  # see ResponseCache.stuck: not waited for again
+            raise self.cache._failed("write", self.cache.write_error)
         try:
             self.cache.ensure_file()
             with self.cache._write():
@@ -257,6 +259,9 @@ class Claims:
         self._quietly("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.cache.owner))
 
     def _quietly(self, sql: str, args: tuple[object, ...]) -> None:
-        """A claim update that may fail (a full disk): the claim then lapses by itself."""
+        """A claim update that may fail (a full disk): the claim then lapses by itself
+        (skipped once the write lock is held elsewhere, see ``ResponseCache.stuck``)."""
+        if self.cache.stuck:
+            return
         with contextlib.suppress(sqlite3.Error):
             self.cache._db.execute(sql, args)

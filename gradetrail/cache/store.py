@@ -82,6 +82,7 @@ __all__ = [
     "ResponseCache",
     "SetAside",
     "default_cache_path",
+    "retry_advice",
     "set_aside",
 ]
 
@@ -181,9 +182,25 @@ def _stored_text(response: Response) -> str:
     return text if _valid_utf8(text) else json.dumps(json.loads(text))
 
 
-def _busy(exc: sqlite3.Error) -> bool:
+def _busy(exc: BaseException) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
+
+
+def retry_advice(error: BaseException) -> str:
+    """What the line of a run stopped by the failed cache write ``error`` tells the user
+    to do: free space for a full disk; for a write lock another process held past the
+    busy timeout, wait for it; else make the cache writable. Each ends in running the
+    same command again."""
+    if _busy(error):
+        return (
+            "another process held the cache's write lock too long (a `gradetrail cache "
+            "clear`, or a program with the file open): once it is done, run the same "
+            "command again"
+        )
+    if "full" in str(error):
+        return "free space and run the same command again"
+    return "once the cache can be written, run the same command again"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -713,12 +730,31 @@ class ResponseCache:
         Raises:
             CacheError: the write failed and there is no fallback.
         """
+        if self.stuck:
+            self._keep_elsewhere(row, self.write_error)
+            return
         try:
             self.ensure_file()
             with self._write():
                 self.write_entries([row])
         except (sqlite3.Error, CacheError) as exc:
             self._keep_elsewhere(row, exc)
+
+    def note_busy(self, exc: BaseException) -> None:
+        """When ``exc`` is a write that waited :attr:`timeout_s` for another process's
+        write lock in vain, and a run holds this cache (:attr:`fallback`), keep it as
+        :attr:`write_error`: the cache is then :attr:`stuck`."""
+        if self.fallback is not None and _busy(exc) and self.write_error is None:
+            self.write_error = self._failed("write", exc)
+
+    @property
+    def stuck(self) -> bool:
+        """True once a write of this run failed because another process held the write
+        lock past :attr:`timeout_s`: later writes are not tried (each would wait as long
+        again, one after another, however long that process holds it): responses go to
+        :attr:`fallback`, claims fail, renewals are skipped, and the run, which stops
+        starting samples at the first failure, ends after its calls in flight land."""
+        return self.write_error is not None and _busy(self.write_error)
 
     def entry(self, key: str, provider: str, model: str, text: str, check: str) -> Entry:
         """The row :meth:`write_entries` stores for one response (stamped now)."""
@@ -742,7 +778,7 @@ class ResponseCache:
             "DELETE FROM claims WHERE key = ? AND owner = ?", [(r[0], self.owner) for r in rows]
         )
 
-    def _keep_elsewhere(self, row: Entry, exc: Exception) -> None:
+    def _keep_elsewhere(self, row: Entry, exc: BaseException) -> None:
         """A failed write of ``row``: hand it to :attr:`fallback` (counted in
         :attr:`unsaved`, and in :attr:`lost` when the fallback cannot keep it either).
 
