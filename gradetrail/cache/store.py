@@ -474,6 +474,11 @@ class ResponseCache:
         columns = self._check_schema(db)
         if self.read_only:
             self._has_checksums = "checksum" in columns
+            if not columns:  # a file no open has written yet (created empty, or its first
+                # open killed before the schema): an empty cache, its tables temporary
+                for statement in _SCHEMA.split(";")[:-1]:
+                    db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+                self._has_checksums = True
             return
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode=WAL")

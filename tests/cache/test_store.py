@@ -176,6 +176,26 @@ def test_cache_clear_by_a_model_it_does_not_hold(cli, cache_path: Path) -> None:
     assert "5 entries" in cli("cache", "stats").stdout
 
 
+def test_an_empty_cache_file_reads_as_an_empty_cache(cli, tmp_path: Path) -> None:
+    """A cache file of 0 bytes (made by `touch`, or left by a first run killed before it
+    wrote the schema) is an empty cache to `cache stats` and to reads (a sweep's dry run), and is
+    left as it is (before: 'read failed (no such table: responses)', exit 1)."""
+    path = tmp_path / "c.sqlite"
+    path.touch()
+    out = cli("cache", "stats", "--cache", str(path))
+    assert (out.exit_code, out.stdout, out.stderr) == (
+        0,
+        f"cache {path}: 0 entries, 0.00 MB\n",
+        "",
+    )
+    cache = ResponseCache(path, read_only=True)
+    try:
+        assert cache.get_many([BASE.key()]) == {} and cache.get(BASE.key()) is None
+    finally:
+        cache.close()
+    assert path.stat().st_size == 0
+
+
 def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
     """A sample with no recording is a provider_error and leaves nothing in the cache."""
     from paths import GSM8K_DATA
