@@ -452,6 +452,11 @@ class ResponseCache:
                 f"cache {self.path}: cannot open ({exc}); {self._repair_hint()}, or pass "
                 "another --cache PATH or --no-cache"
             )
+        if _busy(exc):
+            return CacheRefused(
+                f"cache {self.path}: cannot open ({exc}); {retry_advice(exc)}, or pass "
+                "another --cache PATH or --no-cache"
+            )
         return self._refuse(f"cannot open ({exc})")
 
     def _retrying_busy(self, step: Callable[[], None]) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from gradetrail.cache.store import WAL_AUTOCHECKPOINT_PAGES, ResponseCache, default_cache_path
+from gradetrail.errors import CacheRefused
 from gradetrail.providers.base import Request, Response
 
 BASE = Request(
@@ -194,6 +196,29 @@ def test_an_empty_cache_file_reads_as_an_empty_cache(cli, tmp_path: Path) -> Non
     finally:
         cache.close()
     assert path.stat().st_size == 0
+
+
+def test_a_cache_locked_by_another_process_says_to_wait_for_it(tmp_path: Path) -> None:
+    """Another connection holds the write lock past the busy timeout while a cache is
+    opened: the one line names the lock and to run again once it is done (before:
+    'cannot open (database is locked); pass another --cache PATH or --no-cache')."""
+    path = tmp_path / "c.sqlite"
+    ResponseCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(CacheRefused) as caught:
+            ResponseCache(path, timeout_s=0.05)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert str(caught.value) == (
+        f"cache {path}: cannot open (database is locked); another process held the cache's "
+        "write lock too long (a `gradetrail cache clear`, or a program with the file open): "
+        "once it is done, run the same command again, or pass another --cache PATH or "
+        "--no-cache"
+    )
+    assert caught.value.exit_code == 2
 
 
 def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
