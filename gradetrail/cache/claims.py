@@ -57,6 +57,19 @@ def _started(pid: int) -> str:
 _BOOT = _boot_id()
 
 
+def _pid_namespace() -> str:
+    """This process's PID namespace (the inode of ``/proc/self/ns/pid``, Linux), or "-"
+    where there is none: pids name processes only within one namespace, so a holder in
+    another (a container sharing the cache and the host name) cannot be looked up."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "-"
+
+
+_PID_NS = _pid_namespace()
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -77,7 +90,8 @@ class Claim:
         expires_at: the claim's heartbeat: the holder's wall clock plus
             :data:`CLAIM_TTL_S` at its last renewal. Only its changes are read (they show
             the holder renewing); it is never compared with another clock.
-        owner: ``host:pid:boot:start:random`` of the holder ("" when unknown).
+        owner: ``host:pid:boot:start:pidns:random`` of the holder ("" when unknown;
+            without ``pidns`` from gradetrail versions before it).
     """
 
     host: str
@@ -86,16 +100,19 @@ class Claim:
     owner: str = ""
 
     def gone(self) -> bool:
-        """True when the holder is known to be gone: it ran on this host and its pid no
-        longer exists, belongs to a process started later, or the host rebooted since.
-        False when that cannot be told (another host): then only a heartbeat that stands
-        still shows it gone."""
+        """True when the holder is known to be gone: it ran on this host, in this PID
+        namespace, and its pid no longer exists, belongs to a process started later, or
+        the host rebooted since. False when that cannot be told (another host, or another
+        PID namespace: a container with this host name, where its pid means another
+        process or none here): then only a heartbeat that stands still shows it gone."""
         if self.host != _HOST:
+            return False
+        parts = self.owner.split(":")
+        if len(parts) == 6 and parts[4] != _PID_NS:
             return False
         if not _pid_alive(self.pid):
             return True
-        parts = self.owner.split(":")
-        if len(parts) != 5:  # an owner from before boot ids: the pid is all there is
+        if len(parts) not in (5, 6):  # an owner from before boot ids: the pid is all there is
             return False
         boot, start = parts[2], parts[3]
         if boot != "-" and _BOOT != "-" and boot != _BOOT:
@@ -135,6 +152,8 @@ class Claims:
         Raises:
             CacheError: the claim cannot be written (the call must not be made).
         """
+        if self.cache.stuck:  # see ResponseCache.stuck: not waited for again
+            raise self.cache._failed("write", self.cache.write_error)
         try:
             self.cache.ensure_file()
             with self.cache._write():
@@ -240,6 +259,9 @@ class Claims:
         self._quietly("DELETE FROM claims WHERE key = ? AND owner = ?", (key, self.cache.owner))
 
     def _quietly(self, sql: str, args: tuple[object, ...]) -> None:
-        """A claim update that may fail (a full disk): the claim then lapses by itself."""
+        """A claim update that may fail (a full disk): the claim then lapses by itself
+        (skipped once the write lock is held elsewhere, see ``ResponseCache.stuck``)."""
+        if self.cache.stuck:
+            return
         with contextlib.suppress(sqlite3.Error):
             self.cache._db.execute(sql, args)

@@ -110,6 +110,9 @@ class GroupCommit:
         # a claim whose caller was cancelled meanwhile is not made (nobody would call)
         claims = [(key, future) for key, future in claims if not future.cancelled()]
         cache = self.cache
+        if cache.stuck:  # the write lock is held elsewhere: not waited for again
+            self._one_by_one(claims, entries)
+            return
         took_over = cache.took_over
         try:
             cache.ensure_file()
@@ -117,8 +120,9 @@ class GroupCommit:
                 if entries:
                     cache.write_entries([entry for entry, _ in entries])
                 outcomes = cache.claims.claim_many([key for key, _ in claims]) if claims else []
-        except (sqlite3.Error, CacheError):
+        except (sqlite3.Error, CacheError) as exc:
             cache.took_over = took_over  # rolled back: counted again one by one
+            cache.note_busy(exc)  # a lock held elsewhere is waited for once: see cache.stuck
             self._one_by_one(claims, entries)
             return
         self.commits += 1

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from gradetrail.cache.store import (
@@ -15,7 +16,7 @@ from gradetrail.cache.store import (
     checksum,
 )
 
-__all__ = ["cache_stats", "check_cache", "clear_cache"]
+__all__ = ["CLEAR_BATCH", "ClearedCache", "cache_stats", "check_cache", "clear_cache"]
 
 
 def cache_stats(cache: ResponseCache) -> CacheStats:
@@ -71,18 +72,71 @@ def check_cache(cache: ResponseCache, *, repair: bool = False) -> CacheCheck:
     return CacheCheck(cache.path, entries, damaged, integrity, repaired)
 
 
-def clear_cache(cache: ResponseCache, model: str | None = None) -> int:
-    """Delete every entry (or only ``model``'s); returns how many were deleted.
+def clear_cache(cache: ResponseCache, model: str | None = None) -> ClearedCache:
+    """Delete every entry (or only ``model``'s), then compact the file (``VACUUM``).
+
+    One transaction puts every page it frees in the WAL at once: on a full disk (which a
+    clear is meant to relieve) that fails, and the entries are then deleted
+    :data:`CLEAR_BATCH` a transaction, the WAL copied back between them (a nearly full
+    disk checkpoints often, see ``ResponseCache._wal_pages``). Compacting needs room for
+    a copy of what is left; when it fails the freed pages are still reused by later
+    entries, and the failure is reported, not raised.
 
     Raises:
-        CacheError: the database cannot be written.
+        CacheError: the database cannot be written (entries deleted before the failure
+            stay deleted).
     """
+    where, args = ("", ()) if model is None else (" WHERE model = ?", (_sql_text(model),))
     try:
-        if model is None:
-            cur = cache._db.execute("DELETE FROM responses")
-        else:
-            cur = cache._db.execute("DELETE FROM responses WHERE model = ?", (_sql_text(model),))
-        cache._db.execute("VACUUM")
+        try:
+            with cache._write():
+                deleted = cache._db.execute(f"DELETE FROM responses{where}", args).rowcount
+        except sqlite3.OperationalError as exc:
+            if "full" not in str(exc):
+                raise
+            deleted = _clear_in_batches(cache, where, args)
     except sqlite3.Error as exc:
         raise cache._failed("write", exc) from None
-    return cur.rowcount
+    try:
+        cache._db.execute("VACUUM")
+    except sqlite3.Error as exc:
+        return ClearedCache(deleted, str(exc))
+    return ClearedCache(deleted)
+
+
+def _clear_in_batches(cache: ResponseCache, where: str, args: tuple[str, ...]) -> int:
+    """Delete the entries ``where`` selects, :data:`CLEAR_BATCH` a transaction; return
+    how many.
+
+    Raises:
+        sqlite3.Error: a batch could not be written.
+    """
+    deleted = 0
+    while True:
+        with cache._write():
+            n = cache._db.execute(
+                "DELETE FROM responses WHERE key IN "
+                f"(SELECT key FROM responses{where} LIMIT {CLEAR_BATCH})",
+                args,
+            ).rowcount
+        deleted += n
+        if n < CLEAR_BATCH:
+            return deleted
+
+
+#: entries deleted in one transaction by :func:`clear_cache` on a full disk
+CLEAR_BATCH = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ClearedCache:
+    """What :func:`clear_cache` did.
+
+    Attributes:
+        deleted: entries deleted.
+        not_compacted: why the file could not be compacted afterwards (its disk is full,
+            say), or None when it was.
+    """
+
+    deleted: int
+    not_compacted: str | None = None

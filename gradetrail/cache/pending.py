@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from gradetrail.cache.store import ResponseCache, checksum
+from gradetrail.cache.store import ResponseCache, checksum, retry_advice
 from gradetrail.errors import CacheError, CacheRefused, RunError
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.results import PENDING_FILE
@@ -253,7 +253,7 @@ def restore_pending(run_dir: RunDir, cache: ResponseCache, key: bytes) -> Restor
         except CacheError as exc:
             raise CacheError(
                 f"{exc}; {len(lines)} responses an earlier run paid for wait in "
-                f"{run_dir.path / PENDING_FILE}: free space and run the same command again"
+                f"{run_dir.path / PENDING_FILE}: {retry_advice(exc)}"
             ) from None
         stored += 1
     run_dir.remove(PENDING_FILE)

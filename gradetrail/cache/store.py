@@ -34,19 +34,20 @@ What the file guarantees:
   id, process start time and a heartbeat renewed every :data:`CLAIM_TTL_S` / 3 while the
   call runs); other processes sharing the cache wait for that response instead of paying
   for it again. Liveness never compares two processes' wall clocks: a claim lapses at
-  once when its process is gone from this host (its pid is gone or belongs to another
-  process, or the host rebooted since), else when the waiter has seen its heartbeat stand
-  still for :data:`CLAIM_TTL_S` on the waiter's own monotonic clock (a holder that hung,
-  or died on another host). Clock skew between processes or hosts therefore costs
-  nothing; a holder paused for longer than the TTL (a suspended laptop) can be taken
-  over, and its request is then paid twice.
+  once when its process is gone from this host and PID namespace (its pid is gone or
+  belongs to another process, or the host rebooted since), else when the waiter has seen
+  its heartbeat stand still for :data:`CLAIM_TTL_S` on the waiter's own monotonic clock
+  (a holder that hung, or died on another host or in another PID namespace). Clock skew
+  between processes or hosts therefore costs nothing; a holder paused for longer than
+  the TTL (a suspended laptop) can be taken over, and its request is then paid twice.
 
 Schema migration: a cache written before checksums (schema 1, no ``checksum`` column, no
 ``claims`` table) is upgraded the first time a writable open sees it. Each old entry that
 still parses as a response gets its checksum then; one that does not keeps none and is
 treated as damaged. Damage that happened before the upgrade and still parses cannot be
 detected. gradetrail versions from before the upgrade refuse an upgraded cache as "not a
-gradetrail cache".
+gradetrail cache". A cache of a newer schema than :data:`SCHEMA_VERSION` is refused, read-only
+opens included, and never written.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradetrail.cache.claims import _BOOT, _HOST, CLAIM_TTL_S, Claim, Claims, _started
+from gradetrail.cache.claims import _BOOT, _HOST, _PID_NS, CLAIM_TTL_S, Claim, Claims, _started
 from gradetrail.cache.group import GroupCommit
 from gradetrail.errors import CacheError, CacheRefused
 from gradetrail.providers.base import Request, Response
@@ -74,12 +75,14 @@ from gradetrail.providers.base import Request, Response
 __all__ = [
     "CLAIM_TTL_S",
     "WAL_AUTOCHECKPOINT_PAGES",
+    "DAMAGED_FILE",
     "CacheCheck",
     "CacheStats",
     "Claim",
     "ResponseCache",
     "SetAside",
     "default_cache_path",
+    "retry_advice",
     "set_aside",
 ]
 
@@ -112,9 +115,14 @@ CREATE TABLE IF NOT EXISTS claims (
 #: 8,000 frames (a WAL of up to ~33 MB, deleted when the last connection closes) writes
 #: each page back once per ~2,600 responses: filling a cache takes a fifth less time,
 #: with 14 % fewer write and 20 % fewer read calls (``bench/bench_sqlite.py``), for up to
-#: ~70 ms more at close, when the last checkpoint copies what is left.
+#: ~70 ms more at close, when the last checkpoint copies what is left. On a disk with less
+#: free space than four times that, a quarter of the free pages (``ResponseCache._wal_pages``).
 WAL_AUTOCHECKPOINT_PAGES = 8000
+#: the fewest WAL pages between checkpoints on a nearly full disk (``ResponseCache._wal_pages``)
+MIN_WAL_PAGES = 16
 _COMPANIONS = ("-wal", "-shm", "-journal")
+#: the words that mark an error as a damaged file's (see ``ResponseCache._repair_hint``)
+DAMAGED_FILE = "the file is damaged"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
@@ -174,9 +182,25 @@ def _stored_text(response: Response) -> str:
     return text if _valid_utf8(text) else json.dumps(json.loads(text))
 
 
-def _busy(exc: sqlite3.Error) -> bool:
+def _busy(exc: BaseException) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text
+
+
+def retry_advice(error: BaseException) -> str:
+    """What the line of a run stopped by the failed cache write ``error`` tells the user
+    to do: free space for a full disk; for a write lock another process held past the
+    busy timeout, wait for it; else make the cache writable. Each ends in running the
+    same command again."""
+    if _busy(error):
+        return (
+            "another process held the cache's write lock too long (a `gradetrail cache "
+            "clear`, or a program with the file open): once it is done, run the same "
+            "command again"
+        )
+    if "full" in str(error):
+        return "free space and run the same command again"
+    return "once the cache can be written, run the same command again"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -278,7 +302,9 @@ class ResponseCache:
         self.monotonic = monotonic
         self.wall = wall
         pid = os.getpid()
-        self.owner = f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{random.getrandbits(48):012x}"
+        self.owner = (
+            f"{_HOST}:{pid}:{_BOOT}:{_started(pid)}:{_PID_NS}:{random.getrandbits(48):012x}"
+        )
         #: this process's claims on keys in flight, shared with other processes
         self.claims = Claims(self)
         #: connections to lost files whose entries went to the fallback
@@ -305,11 +331,16 @@ class ResponseCache:
         the command that sets the file aside and keeps what is readable."""
         text = f"cache {self.path}: {what} failed ({_reason(exc)})"
         if _damaged_file(exc):
-            text += (
-                f"; the file is damaged: `gradetrail cache check --repair --cache {self.path}` "
-                "sets it aside and keeps every entry still readable"
-            )
+            text += f"; {self._repair_hint()}"
         return CacheError(text)
+
+    def _repair_hint(self) -> str:
+        """What a damaged file's error says to do (``cache check --repair`` recognizes an
+        error as a damaged file's by it)."""
+        return (
+            f"{DAMAGED_FILE}: `gradetrail cache check --repair --cache {self.path}` sets it "
+            "aside and keeps every entry still readable"
+        )
 
     def _refuse(self, what: str) -> CacheRefused:
         return CacheRefused(f"cache {self.path}: {what}; pass another --cache PATH or --no-cache")
@@ -369,10 +400,37 @@ class ResponseCache:
         self._check_names()
         identity = self._pin()
         try:
-            uri = self.path.resolve().as_uri() + ("?mode=ro" if self.read_only else "")
-            db = sqlite3.connect(uri, uri=True, timeout=self.timeout_s, isolation_level=None)
+            return self._open("?mode=ro" if self.read_only else "", identity), identity
         except sqlite3.Error as exc:
-            raise self._refuse(f"cannot open ({exc})") from None
+            # read-only, a WAL file in a directory or filesystem this process cannot
+            # write: SQLite cannot make its -shm file and refuses to open it. With no -wal
+            # left, the file holds every entry and nobody can change it under this
+            # process, so it is read as it is (immutable)
+            if not (
+                self.read_only
+                and "unable to open" in str(exc)
+                and not os.path.lexists(f"{self.path}-wal")
+            ):
+                raise self._open_error(exc) from None
+        try:
+            return self._open("?mode=ro&immutable=1", identity), identity
+        except sqlite3.Error as exc:
+            raise self._open_error(exc) from None
+
+    def _open(self, query: str, identity: tuple[int, int]) -> sqlite3.Connection:
+        """A connection to the file pinned as ``identity`` (URI ``query``), checked and set
+        up (:meth:`_init`).
+
+        Raises:
+            sqlite3.Error: SQLite could not open, read or set it up (see :meth:`_open_error`).
+            CacheRefused: it was replaced meanwhile, or is not a gradetrail cache.
+        """
+        db = sqlite3.connect(
+            self.path.resolve().as_uri() + query,
+            uri=True,
+            timeout=self.timeout_s,
+            isolation_level=None,
+        )
         try:
             st = os.stat(self.path, follow_symlinks=False)
             if (st.st_dev, st.st_ino) != identity:
@@ -380,20 +438,26 @@ class ResponseCache:
             db.create_function("gt_checksum", 2, checksum, deterministic=True)
             db.create_function("gt_valid", 1, lambda t: _parse(t) is not None)
             self._retrying_busy(lambda: self._init(db))
-        except sqlite3.Error as exc:
-            db.close()
-            if "readonly" in str(exc) or "unable to open" in str(exc):
-                raise self._refuse(f"not writable ({exc})") from None
-            if "malformed" in str(exc):
-                raise self._refuse(
-                    f"is damaged ({exc}); `gradetrail cache check --repair --cache {self.path}` "
-                    "sets it aside and keeps every entry still readable, or"
-                ) from None
-            raise self._refuse(f"cannot open ({exc})") from None
         except BaseException:
             db.close()
             raise
-        return db, identity
+        return db
+
+    def _open_error(self, exc: sqlite3.Error) -> CacheRefused:
+        """The one line for a file SQLite could not open, read or set up."""
+        if "readonly" in str(exc) or "unable to open" in str(exc):
+            return self._refuse(f"{'unreadable' if self.read_only else 'not writable'} ({exc})")
+        if "malformed" in str(exc):
+            return CacheRefused(
+                f"cache {self.path}: cannot open ({exc}); {self._repair_hint()}, or pass "
+                "another --cache PATH or --no-cache"
+            )
+        if _busy(exc):
+            return CacheRefused(
+                f"cache {self.path}: cannot open ({exc}); {retry_advice(exc)}, or pass "
+                "another --cache PATH or --no-cache"
+            )
+        return self._refuse(f"cannot open ({exc})")
 
     def _retrying_busy(self, step: Callable[[], None]) -> None:
         """Run ``step``, again while it fails with ``database is locked`` (up to the busy
@@ -415,11 +479,16 @@ class ResponseCache:
         columns = self._check_schema(db)
         if self.read_only:
             self._has_checksums = "checksum" in columns
+            if not columns:  # a file no open has written yet (created empty, or its first
+                # open killed before the schema): an empty cache, its tables temporary
+                for statement in _SCHEMA.split(";")[:-1]:
+                    db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+                self._has_checksums = True
             return
         if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-        db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        db.execute(f"PRAGMA wal_autocheckpoint={self._wal_pages(db)}")
         db.execute("BEGIN IMMEDIATE")
         try:
             columns = self._check_schema(db)
@@ -438,9 +507,33 @@ class ResponseCache:
                 db.execute("ROLLBACK")
             raise
 
+    def _wal_pages(self, db: sqlite3.Connection) -> int:
+        """The WAL's pages between checkpoints for this open: :data:`WAL_AUTOCHECKPOINT_PAGES`,
+        or a quarter of the pages free on the file's disk when that is fewer (at least
+        :data:`MIN_WAL_PAGES`). A WAL is only copied back once it is that long, so on a
+        disk with less free space than that it filled the disk first: the run stopped
+        for a full disk with the cache's own entries a fraction of it, and every later
+        run did again, never reaching the checkpoint."""
+        try:
+            st = os.statvfs(self.path.parent)
+        except OSError:
+            return WAL_AUTOCHECKPOINT_PAGES
+        (page_size,) = db.execute("PRAGMA page_size").fetchone()
+        free_pages = st.f_bavail * st.f_frsize // page_size
+        return max(MIN_WAL_PAGES, min(WAL_AUTOCHECKPOINT_PAGES, free_pages // 4))
+
     def _check_schema(self, db: sqlite3.Connection) -> set[str]:
-        """Refuse a database that holds anything but gradetrail's tables; return the
-        columns of ``responses`` (empty for a new file)."""
+        """Refuse a database written by a newer gradetrail (a schema above
+        :data:`SCHEMA_VERSION`: read, or marked as this one's, it would be misread or
+        downgraded) or that holds anything but gradetrail's tables; return the columns of
+        ``responses`` (empty for a new file)."""
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise CacheRefused(
+                f"cache {self.path}: written by a newer gradetrail (schema {version}; this "
+                f"one reads up to {SCHEMA_VERSION}); upgrade gradetrail or pass another "
+                "--cache PATH"
+            )
         tables = {
             name
             for (name,) in db.execute(
@@ -647,12 +740,31 @@ class ResponseCache:
         Raises:
             CacheError: the write failed and there is no fallback.
         """
+        if self.stuck:
+            self._keep_elsewhere(row, self.write_error)
+            return
         try:
             self.ensure_file()
             with self._write():
                 self.write_entries([row])
         except (sqlite3.Error, CacheError) as exc:
             self._keep_elsewhere(row, exc)
+
+    def note_busy(self, exc: BaseException) -> None:
+        """When ``exc`` is a write that waited :attr:`timeout_s` for another process's
+        write lock in vain, and a run holds this cache (:attr:`fallback`), keep it as
+        :attr:`write_error`: the cache is then :attr:`stuck`."""
+        if self.fallback is not None and _busy(exc) and self.write_error is None:
+            self.write_error = self._failed("write", exc)
+
+    @property
+    def stuck(self) -> bool:
+        """True once a write of this run failed because another process held the write
+        lock past :attr:`timeout_s`: later writes are not tried (each would wait as long
+        again, one after another, however long that process holds it): responses go to
+        :attr:`fallback`, claims fail, renewals are skipped, and the run, which stops
+        starting samples at the first failure, ends after its calls in flight land."""
+        return self.write_error is not None and _busy(self.write_error)
 
     def entry(self, key: str, provider: str, model: str, text: str, check: str) -> Entry:
         """The row :meth:`write_entries` stores for one response (stamped now)."""
@@ -676,7 +788,7 @@ class ResponseCache:
             "DELETE FROM claims WHERE key = ? AND owner = ?", [(r[0], self.owner) for r in rows]
         )
 
-    def _keep_elsewhere(self, row: Entry, exc: Exception) -> None:
+    def _keep_elsewhere(self, row: Entry, exc: BaseException) -> None:
         """A failed write of ``row``: hand it to :attr:`fallback` (counted in
         :attr:`unsaved`, and in :attr:`lost` when the fallback cannot keep it either).
 
@@ -732,10 +844,11 @@ class ResponseCache:
         return check_cache(self, repair=repair)
 
     def clear(self, model: str | None = None) -> int:
-        """See :func:`gradetrail.cache.maintenance.clear_cache`."""
+        """See :func:`gradetrail.cache.maintenance.clear_cache`; returns the entries
+        deleted."""
         from gradetrail.cache.maintenance import clear_cache
 
-        return clear_cache(self, model)
+        return clear_cache(self, model).deleted
 
     def close(self) -> None:
         """Write what waits for a grouped transaction, drop this process's remaining
@@ -790,12 +903,7 @@ def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
     try:
         old = sqlite3.connect(f"{aside.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
         try:
-            for row in old.execute(
-                "SELECT key, provider, model, response, created_at, checksum FROM responses"
-            ):
-                key, text, check = row[0], row[3], row[5]
-                if isinstance(key, str) and isinstance(text, str) and check == checksum(key, text):
-                    rows.append(row)
+            unreadable = _salvage(old, rows)
         finally:
             old.close()
     except sqlite3.Error:
@@ -809,6 +917,43 @@ def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
     finally:
         cache.close()
     return SetAside(path, aside, len(rows), unreadable)
+
+
+def _salvage(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> bool:
+    """Append to ``rows`` every entry of the damaged file ``db`` that can still be read and
+    verifies its checksum, in key order; return True when some could not be read.
+
+    A file cut short says it has more pages than it holds, which SQLite refuses before
+    reading anything unless ``writable_schema`` is on (the connection is read-only all
+    the same). Reading stops where a missing or damaged page sits in the key order; the
+    walk then goes on from the next of the 4,096 three-hex-digit key prefixes (keys are
+    SHA-256 hex), so a damaged page loses the entries it held and those of at most one
+    prefix around it, not every entry after it.
+    """
+    db.execute("PRAGMA writable_schema = ON")
+    sql = (
+        "SELECT key, provider, model, response, created_at, checksum FROM responses "
+        "WHERE key > ? ORDER BY key"
+    )
+    last, damaged = "", False
+    while True:
+        try:
+            for row in db.execute(sql, (last,)):
+                key, text, check = row[0], row[3], row[5]
+                if isinstance(key, str) and isinstance(text, str) and check == checksum(key, text):
+                    rows.append(row)
+                if isinstance(key, str):
+                    last = key
+            return damaged
+        except sqlite3.Error:
+            damaged = True
+        try:
+            prefix = int(last[:3].ljust(3, "0"), 16) + 1
+        except ValueError:  # not a key gradetrail wrote: nothing more to find past it
+            return True
+        if prefix >= 16**3:
+            return True
+        last = f"{prefix:03x}"
 
 
 def _damaged_file(exc: BaseException) -> bool:

@@ -100,7 +100,12 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Verify every entry's checksum and the file's structure; exit 1 on damage left."""
-        from gradetrail.cache.store import ResponseCache, default_cache_path, set_aside
+        from gradetrail.cache.store import (
+            DAMAGED_FILE,
+            ResponseCache,
+            default_cache_path,
+            set_aside,
+        )
         from gradetrail.cli import fail
 
         path = cache or default_cache_path()
@@ -112,7 +117,7 @@ def register(app: typer.Typer) -> None:
                 finally:
                     c.close()
             except CacheError as exc:
-                if not (repair and "the file is damaged" in str(exc)):
+                if not (repair and DAMAGED_FILE in str(exc)):  # opening or reading it
                     raise
                 report = None
             if repair and (report is None or report.integrity != ["ok"]):
@@ -132,12 +137,19 @@ def register(app: typer.Typer) -> None:
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     ) -> None:
         """Delete cached responses (all, or one model's)."""
+        from gradetrail._util.terminal import one_line
+        from gradetrail.cache.maintenance import clear_cache
         from gradetrail.cache.store import ResponseCache, default_cache_path
         from gradetrail.cli import fail
 
         path = cache or default_cache_path()
-        what = f"{model}'s entries" if model else "every entry"
+        what = f"{model}'s entries" if model is not None else "every entry"
         try:
+            if model is not None and not model.strip():
+                raise UsageError(
+                    "cache clear: --model is empty; name a model (`gradetrail cache stats` "
+                    "lists them), or leave --model out to delete every entry"
+                )
             _existing(path)
             confirmed = yes or typer.confirm(f"Delete {what} from {path}?")
         except GradetrailError as exc:
@@ -149,10 +161,25 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
         try:
             c = ResponseCache(path)
-            n = c.clear(model)
-            c.close()
+            try:
+                done = clear_cache(c, model)
+            finally:
+                c.close()
         except GradetrailError as exc:
             raise fail(exc) from None
-        print(f"deleted {n} entries from {path}")
+        print(f"deleted {done.deleted} entries from {path}")
+        if model is not None and not done.deleted:
+            print(
+                f"note: no entry is {one_line(model)}'s; `gradetrail cache stats` lists the "
+                "models the cache holds",
+                file=sys.stderr,
+            )
+        if done.not_compacted:
+            print(
+                f"note: the file keeps its size ({done.not_compacted}); new entries reuse the "
+                "space freed, and the next `gradetrail cache clear` with room to spare "
+                "compacts it",
+                file=sys.stderr,
+            )
 
     app.add_typer(group, name="cache")

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from gradetrail._util.bounded import BoundedCalls
 from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
-from gradetrail.cache.store import ResponseCache, default_cache_path
+from gradetrail.cache.store import ResponseCache, default_cache_path, retry_advice
 from gradetrail.datasets import Sample, Samples, load_samples
 from gradetrail.engine.failfast import FailFast, QuotaExhausted, check_quota
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
@@ -669,7 +669,7 @@ class _Run:
         text = (
             f"{cache.write_error}; the run stopped starting samples, and the {kept} "
             f"responses that arrived since are kept in {where} and go into the cache on the "
-            "next run: free space and run the same command again"
+            f"next run: {retry_advice(cache.write_error)}"
         )
         if cache.lost:
             text += f" ({cache.lost} could not be kept anywhere and will be requested again)"

@@ -24,6 +24,8 @@ from run_support import (
 )
 
 import gradetrail
+from gradetrail.cache.store import CacheStats, ResponseCache
+from gradetrail.providers.base import Request, Response
 
 
 @pytest.mark.parametrize("when", ["mid-run", "after-last-call"])
@@ -177,3 +179,77 @@ def run_cli_process(args: list[str]) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+def test_a_cache_on_a_disk_with_less_free_space_than_its_wal_fills_it_never(
+    tmp_path: Path,
+) -> None:
+    """A cold run whose cache is on a 4 MB disk: its 1,200 entries take a fraction of it,
+    and the run completes, each request made once (before: the WAL, copied back only
+    every 8,000 pages, about 33 MB, filled the disk first: the run stopped for a full
+    disk with the main file still empty, and every later run stopped the same way)."""
+    spec = write_eval(tmp_path / "eval", samples=1200, concurrency=64)
+    disk = tmp_path / "disk"
+    with small_disk(disk, "4m") as mounted:
+        if not mounted:
+            pytest.skip("needs a tmpfs mount (root)")
+        cache, calls = disk / "c.sqlite", tmp_path / "calls"
+        code, out, err = run_to_end(spec, cache, tmp_path / "results", app_env(calls), "--json")
+        assert code == 0, err
+        assert json.loads(out)["status"] == "complete"
+        counts = read_calls(calls)
+        assert len(counts) == 1200 and set(counts.values()) == {1}
+        assert _stats(cache).entries == 1200
+
+
+def _fill_but(directory: Path, kib: int) -> None:
+    """Fill the filesystem under ``directory`` (a small tmpfs) but ``kib`` KiB."""
+    st = os.statvfs(directory)
+    with open(directory / "filler", "wb") as f:
+        f.write(b"\0" * (st.f_bavail * st.f_frsize - kib * 1024))
+
+
+def _stats(path: Path) -> CacheStats:
+    """``path``'s stats, read by a connection closed at once (the last one to close a WAL
+    file copies the WAL back and truncates the file)."""
+    cache = ResponseCache(path, read_only=True)
+    try:
+        return cache.stats()
+    finally:
+        cache.close()
+
+
+def test_cache_clear_frees_a_full_disk(cli, tmp_path: Path) -> None:
+    """`cache clear --yes` on a cache whose disk has 250 KiB left (the state a clear is
+    run to relieve) deletes every entry and compacts the file; `--model` deletes that
+    model's entries and, with no room to compact, says so in a note, exit 0 (before:
+    the one transaction needed a WAL the size of the table, so it failed, 'write failed
+    (database or disk is full)', exit 1, and deleted nothing)."""
+    disk = tmp_path / "disk"
+    with small_disk(disk, "8m") as mounted:
+        if not mounted:
+            pytest.skip("needs a tmpfs mount (root)")
+        path = disk / "c.sqlite"
+        cache = ResponseCache(path)
+        for i in range(600):
+            request = Request(
+                "openai", f"m{i % 2}", None, None, ({"role": "user", "content": str(i)},), {}
+            )
+            cache.put(request.key(), request, Response(f"{i} " + "x" * 1000))
+        cache.close()
+        _fill_but(disk, 250)
+
+        out = cli("cache", "clear", "--yes", "--model", "m1", "--cache", str(path))
+        assert out.exit_code == 0, out.stderr
+        assert out.stdout == f"deleted 300 entries from {path}\n"
+        assert out.stderr.startswith("note: the file keeps its size (database or disk is full)")
+        assert _stats(path).by_model == [("openai", "m0", 300)]
+
+        out = cli("cache", "clear", "--yes", "--cache", str(path))
+        assert (out.exit_code, out.stdout, out.stderr) == (
+            0,
+            f"deleted 300 entries from {path}\n",
+            "",
+        )
+        assert _stats(path).entries == 0
+        assert path.stat().st_size < 64 * 1024  # compacted

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from disk_support import read_only_view
 from paths import GSM8K_SPEC
 
 from gradetrail.cache.store import ResponseCache, checksum
@@ -83,6 +84,37 @@ def test_cache_check_repair_deletes_damaged_entries(cli, cache_path: Path) -> No
     assert out.exit_code == 0 and "57 entries, 0 damaged" in out.stdout
 
 
+def test_a_truncated_cache_is_set_aside_by_repair_and_its_readable_entries_kept(
+    cli, cache_path: Path
+) -> None:
+    """A cache cut short (a copy or a sync that stopped half way): a run refuses it in one
+    line naming `cache check --repair`, and that command sets it aside and keeps what is
+    readable, about half the entries; the next run is served those (before: the damage
+    was found while opening, and `cache check --repair` refused the file with the same
+    line, telling the user to run itself; then it kept 0 entries: SQLite refuses a file
+    shorter than its header says before reading any page)."""
+    assert cli("run", str(GSM8K_SPEC), *LIMIT).exit_code == 0
+    data = cache_path.read_bytes()
+    cache_path.write_bytes(data[: len(data) // 2])
+
+    out = cli("run", str(GSM8K_SPEC), *LIMIT)
+    assert out.exit_code == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert f"`gradetrail cache check --repair --cache {cache_path}` sets it aside" in line
+
+    out = cli("cache", "check", "--repair", "--cache", str(cache_path))
+    assert out.exit_code == 0, out.stdout + out.stderr
+    (line,) = out.stdout.strip().splitlines()
+    assert line.startswith(f"cache {cache_path}: the file was damaged; set it aside as ")
+    kept = int(line.split("made a new cache with the ")[1].split(" entries")[0])
+    assert kept >= 25, line
+    assert cli("cache", "check", "--cache", str(cache_path)).exit_code == 0
+
+    again = cli("run", str(GSM8K_SPEC), *LIMIT, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["cache_hits"] == kept
+
+
 def test_malformed_entries_are_misses_not_tracebacks(cli, cache_path: Path) -> None:
     """Entries that are not responses (wrong JSON, wrong shape, a blob) are re-requested."""
     first = cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=4", "--json")
@@ -141,6 +173,60 @@ def test_a_cache_from_before_checksums_is_upgraded_and_served(cli, cache_path: P
     assert db.execute("SELECT COUNT(*) FROM responses WHERE checksum IS NULL").fetchone() == (0,)
     db.close()
     assert cli("cache", "check").exit_code == 0
+
+
+def test_a_cache_from_a_newer_gradetrail_is_refused_never_downgraded(cli, cache_path: Path) -> None:
+    """A cache whose schema is newer than this gradetrail's (the same tables, user_version
+    3) is refused by a run and by every cache command, one line, exit 2, before any call,
+    and left as it was (before: a run served it and wrote user_version back to 2, so the
+    newer gradetrail would take it for an old cache and upgrade it again)."""
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=3").exit_code == 0
+    db = sqlite3.connect(cache_path)
+    db.execute("PRAGMA user_version = 3")
+    db.commit()
+    db.close()
+    before = cache_path.read_bytes()
+    for args in (
+        ["run", str(GSM8K_SPEC), "--set", "dataset.limit=3"],
+        ["cache", "stats"],
+        ["cache", "check"],
+        ["cache", "clear", "--yes"],
+    ):
+        out = cli(*args)
+        assert out.exit_code == 2, (args, out.stdout, out.stderr)
+        assert out.stderr.strip().splitlines() == [
+            f"error: cache {cache_path}: written by a newer gradetrail (schema 3; this one "
+            "reads up to 2); upgrade gradetrail or pass another --cache PATH"
+        ], args
+    assert cache_path.read_bytes() == before
+    db = sqlite3.connect(cache_path)
+    assert db.execute("PRAGMA user_version").fetchone() == (3,)
+    assert db.execute("SELECT COUNT(*) FROM responses").fetchone() == (3,)
+    db.close()
+
+
+def test_cache_stats_reads_a_cache_on_a_read_only_filesystem(cli, tmp_path: Path) -> None:
+    """`cache stats` on a cache closed cleanly in a directory this process cannot write (a
+    read-only mount of a shared cache) counts its entries (before: SQLite could not make
+    the WAL's -shm file, and the line said "not writable", exit 2); a run there is still
+    refused before any call, one line."""
+    cache = tmp_path / "shared" / "c.sqlite"
+    spec = ["run", str(GSM8K_SPEC), "--set", "dataset.limit=3"]
+    assert cli(*spec, "--cache", str(cache)).exit_code == 0
+    assert sorted(p.name for p in cache.parent.iterdir()) == ["c.sqlite", "c.sqlite-key"]
+    with read_only_view(cache.parent, tmp_path / "ro") as mounted:
+        if not mounted:
+            pytest.skip("needs a read-only bind mount (root)")
+        view = tmp_path / "ro" / "c.sqlite"
+        out = cli("cache", "stats", "--cache", str(view))
+        assert out.exit_code == 0, out.stderr
+        assert out.stdout.startswith(f"cache {view}: 3 entries, ")
+        out = cli(*spec, "--cache", str(view))
+        assert out.exit_code == 2
+        assert out.stderr.strip().splitlines() == [
+            f"error: cache {view}: not writable (Read-only file system); pass another "
+            "--cache PATH or --no-cache"
+        ]
 
 
 @pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink", "fifo", "wal-symlink"])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from gradetrail.cache.store import WAL_AUTOCHECKPOINT_PAGES, ResponseCache, default_cache_path
+from gradetrail.errors import CacheRefused
 from gradetrail.providers.base import Request, Response
 
 BASE = Request(
@@ -153,6 +155,70 @@ def test_cache_cli_stats_and_clear(cli, cache_path: Path) -> None:
     assert out.exit_code == 0 and "deleted 5 entries" in out.stdout
     explicit = cli("cache", "stats", "--cache", str(cache_path))
     assert "0 entries" in explicit.stdout
+
+
+def test_cache_clear_by_a_model_it_does_not_hold(cli, cache_path: Path) -> None:
+    """`cache clear --model ""` is refused, exit 2, before it asks (before: it asked
+    "Delete every entry?" and then deleted the entries of a model named ""); a model the
+    cache does not hold deletes nothing and says where the models are listed."""
+    from paths import GSM8K_SPEC
+
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5").exit_code == 0
+    out = cli("cache", "clear", "--model", "")
+    assert (out.exit_code, out.stdout) == (2, "")
+    assert out.stderr == (
+        "error: cache clear: --model is empty; name a model (`gradetrail cache stats` lists "
+        "them), or leave --model out to delete every entry\n"
+    )
+    out = cli("cache", "clear", "--model", "gpt-4", "--yes")
+    assert (out.exit_code, out.stdout) == (0, f"deleted 0 entries from {cache_path}\n")
+    assert out.stderr == (
+        "note: no entry is gpt-4's; `gradetrail cache stats` lists the models the cache holds\n"
+    )
+    assert "5 entries" in cli("cache", "stats").stdout
+
+
+def test_an_empty_cache_file_reads_as_an_empty_cache(cli, tmp_path: Path) -> None:
+    """A cache file of 0 bytes (made by `touch`, or left by a first run killed before it
+    wrote the schema) is an empty cache to `cache stats` and to reads (a sweep's dry run), and is
+    left as it is (before: 'read failed (no such table: responses)', exit 1)."""
+    path = tmp_path / "c.sqlite"
+    path.touch()
+    out = cli("cache", "stats", "--cache", str(path))
+    assert (out.exit_code, out.stdout, out.stderr) == (
+        0,
+        f"cache {path}: 0 entries, 0.00 MB\n",
+        "",
+    )
+    cache = ResponseCache(path, read_only=True)
+    try:
+        assert cache.get_many([BASE.key()]) == {} and cache.get(BASE.key()) is None
+    finally:
+        cache.close()
+    assert path.stat().st_size == 0
+
+
+def test_a_cache_locked_by_another_process_says_to_wait_for_it(tmp_path: Path) -> None:
+    """Another connection holds the write lock past the busy timeout while a cache is
+    opened: the one line names the lock and to run again once it is done (before:
+    'cannot open (database is locked); pass another --cache PATH or --no-cache')."""
+    path = tmp_path / "c.sqlite"
+    ResponseCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(CacheRefused) as caught:
+            ResponseCache(path, timeout_s=0.05)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert str(caught.value) == (
+        f"cache {path}: cannot open (database is locked); another process held the cache's "
+        "write lock too long (a `gradetrail cache clear`, or a program with the file open): "
+        "once it is done, run the same command again, or pass another --cache PATH or "
+        "--no-cache"
+    )
+    assert caught.value.exit_code == 2
 
 
 def test_errors_are_never_cached(cli, tmp_path: Path) -> None:
