@@ -4,14 +4,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import pytest
 import yaml
 from paths import GSM8K_DATA, GSM8K_SPEC
 
 import gradetrail
+from gradetrail.view.server import BackgroundServer
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 #: Debian's chromium and the flags that work on these machines (never `playwright install`);
 #: GRADETRAIL_CHROMIUM names another binary
@@ -37,6 +45,42 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+#: milliseconds a browser action or expectation may wait: Playwright's defaults (5 s for
+#: expect) are short for chromium on a loaded 2-core machine; this only guards a hang
+WAIT_MS = 60_000
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Browser]:
+    """One headless chromium (:data:`CHROMIUM`, :data:`CHROMIUM_ARGS`) for a module's
+    browser tests; where it is absent the test skips (fails where it is required: CI), so
+    a module's HTTP-level tests still run on a fresh clone."""
+    if not os.access(CHROMIUM, os.X_OK):
+        if chromium_required():
+            pytest.fail(CHROMIUM_MISSING + " (required here: CI)", pytrace=False)
+        pytest.skip(CHROMIUM_MISSING)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=WAIT_MS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@contextlib.contextmanager
+def viewer_page(browser: Browser, root: Path) -> Iterator[Page]:
+    """A fresh 1280x900 page on a viewer of the results root ``root`` (served from a
+    thread), its actions waiting up to :data:`WAIT_MS`."""
+    with BackgroundServer(root) as base:
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
+        context.set_default_timeout(WAIT_MS)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
 
 APP = """\
 import json

@@ -13,16 +13,14 @@ from pathlib import Path
 
 import pytest
 from paths import GSM8K_SPEC
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 from starlette.testclient import TestClient
-from view_support import CHROMIUM, CHROMIUM_ARGS
+from view_support import WAIT_MS, chromium, viewer_page
 
 import gradetrail
 from gradetrail.view.app import create_app
-from gradetrail.view.server import BackgroundServer
 from gradetrail.view.store import CHECK_BYTES
 
-WAIT_MS = 60_000
 expect.set_options(timeout=WAIT_MS)
 N = 40
 #: the 6b_finetuning run's mean over the first 40 problems (6 right) as the pages show a
@@ -132,21 +130,16 @@ def test_the_diff_of_such_a_run_is_refused(root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def browser(root: Path) -> Iterator[Browser]:
-    """One headless chromium for the module."""
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=WAIT_MS)
+    """One headless chromium for the module (skips where chromium is absent)."""
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
 def page(browser: Browser, root: Path) -> Iterator[Page]:
-    """A fresh page on a viewer of the root."""
-    with BackgroundServer(root) as base:
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, base_url=base)
-        context.set_default_timeout(WAIT_MS)
-        yield context.new_page()
-        context.close()
+    """A fresh page on a viewer of the results root."""
+    with viewer_page(browser, root) as opened:
+        yield opened
 
 
 def test_in_a_browser_the_warning_is_the_first_thing_on_the_run_page(page: Page) -> None:
