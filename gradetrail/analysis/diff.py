@@ -266,20 +266,20 @@ def diff_runs(
 
     Raises:
         UsageError: a directory is not a run directory (no manifest or results file),
-            or its manifest is not valid JSON; or (without ``allow_partial``, as the
-            gate) a complete run's ``results.jsonl`` disagrees with its manifest
-            (:func:`~gradetrail.rundir.agreement.run_disagrees`).
+            or its manifest is not valid JSON; or, as the gate, a complete run's
+            ``results.jsonl`` disagrees with its manifest
+            (:func:`~gradetrail.rundir.agreement.run_disagrees`; with ``allow_partial``
+            rows may be missing, not re-scored).
     """
     base_manifest = read_manifest(baseline)
     cand_manifest = read_manifest(candidate)
-    if not allow_partial:  # as the gate: a complete run's rows must be its manifest's
-        for label, run_dir, manifest in (
-            ("baseline", baseline, base_manifest),
-            ("candidate", candidate, cand_manifest),
-        ):
-            why = run_disagrees(run_dir, manifest)
-            if why is not None:
-                raise UsageError(refusal(label, run_dir, why))
+    for label, run_dir, manifest in (  # as the gate: a complete run's rows are its manifest's
+        ("baseline", baseline, base_manifest),
+        ("candidate", candidate, cand_manifest),
+    ):
+        why = run_disagrees(run_dir, manifest, partial=allow_partial)
+        if why is not None:
+            raise UsageError(refusal(label, run_dir, why))
     base_rows = _collect(baseline, responses, metric)
     cand_rows = _collect(candidate, responses, metric)
     reducers = (

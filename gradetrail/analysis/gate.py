@@ -312,9 +312,9 @@ def regression_gate(
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
     base = gate_runs.load_run(baseline, "baseline")
     cand = gate_runs.load_run(candidate, "candidate")
-    if not allow_partial:  # before --metric re-states the rows
-        gate_runs.check_rows(base)
-        gate_runs.check_rows(cand)
+    # before --metric re-states the rows; --allow-partial lets rows be missing, not edited
+    gate_runs.check_rows(base, partial=allow_partial)
+    gate_runs.check_rows(cand, partial=allow_partial)
     if metric is not None:
         from gradetrail.scorers.multi import metric_rows
 

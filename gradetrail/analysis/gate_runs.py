@@ -219,14 +219,15 @@ def check_complete(run: GateRun) -> None:
         )
 
 
-def check_rows(run: GateRun) -> None:
+def check_rows(run: GateRun, *, partial: bool = False) -> None:
     """Refuse a run whose manifest says ``complete`` but whose ``results.jsonl`` disagrees
     with it (:func:`~gradetrail.rundir.agreement.rows_disagree`: rows per state, a score
     outside [0, 1], the mean and n): lines deleted, added, re-scored or damaged since
-    the run wrote them."""
+    the run wrote them; with ``partial`` (``--allow-partial``), rows missing are let
+    through, rows re-scored are not."""
     if run.status != "complete":
         return  # check_complete refuses it, naming why
-    why = rows_disagree(run.manifest, run.rows)
+    why = rows_disagree(run.manifest, run.rows, partial=partial)
     if why is not None:
         raise GateError(refusal(run.label, run.path, why))
 

@@ -47,7 +47,9 @@ def _shown(counter: Counter[str]) -> str:
     return f"{counter.total()} rows ({parts or 'none'})"
 
 
-def rows_disagree(manifest: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> str | None:
+def rows_disagree(
+    manifest: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], *, partial: bool = False
+) -> str | None:
     """How the rows of a complete run (as :func:`~gradetrail.rundir.results.read_results`
     reads them: a malformed line is skipped, so it shows as a missing row) disagree with
     its manifest, or None when they agree (or the manifest, written by hand, records
@@ -58,6 +60,12 @@ def rows_disagree(manifest: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
     [0, 1], or when the rows reduced by the run's ``run.reducer`` and ``run.truncated``
     do not give the manifest's ``score.mean`` and ``score.n``. ``rows`` is read once, in
     one pass (a generator does), so memory holds the per-sample scores, not the rows.
+
+    ``partial`` (``--allow-partial``: compare what rows there are) lets rows be missing:
+    fewer rows in a state than the manifest counts is not a disagreement, and the mean is
+    then not held against the manifest's; a score outside [0, 1], more rows in a state
+    than counted, or all the rows there with another mean still are (re-scored rows are
+    not a partial run).
     """
     found: Counter[str] = Counter()
     policy = policy_of(manifest)
@@ -91,7 +99,9 @@ def rows_disagree(manifest: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
         found = Counter({"rows": found.total()})
     else:
         expected = found
-    if found != expected:
+    missing_only = partial and all(found[state] <= n for state, n in expected.items())
+    missing_only = missing_only and set(found) <= set(expected)
+    if found != expected and not missing_only:
         return (
             f"its results.jsonl holds {_shown(found)} where its manifest counts {_shown(expected)}"
         )
@@ -100,6 +110,8 @@ def rows_disagree(manifest: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
         return None  # a manifest written by hand: nothing to hold the scores against
     if bad_score is not None:
         return bad_score
+    if found != expected:
+        return None  # rows missing (partial): no mean to hold them to
     name, k = manifest_reducer(manifest)
     values = [v for per in epochs_of.values() if (v := reduce_scores(per, name, k)) is not None]  # type: ignore[arg-type]
     mean = math.fsum(values) / len(values) if values else None
@@ -118,12 +130,14 @@ def rows_disagree(manifest: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]
     )
 
 
-def run_disagrees(run_dir: str | Path, manifest: Mapping[str, Any]) -> str | None:
+def run_disagrees(
+    run_dir: str | Path, manifest: Mapping[str, Any], *, partial: bool = False
+) -> str | None:
     """:func:`rows_disagree` for a run directory, its ``results.jsonl`` streamed from disk
     (one pass, one row in memory at a time: 100,000 rows of about 1 KB take 1.5 to 3 s on
     a shared 2-core machine, peak RSS 52 MB; reading them into a list first took 480 MB).
     None for a run that is not ``complete`` (its rows are still coming, or never will:
-    nothing to hold them against).
+    nothing to hold them against). ``partial``: as :func:`rows_disagree`'s.
 
     Returns:
         One clause saying what disagrees (``its results.jsonl holds 3 rows (...) where its
@@ -134,7 +148,7 @@ def run_disagrees(run_dir: str | Path, manifest: Mapping[str, Any]) -> str | Non
     if _as_written(Path(run_dir) / RESULTS_FILE, manifest.get("results_sha256")):
         return None
     try:
-        return rows_disagree(manifest, iter_results(run_dir))
+        return rows_disagree(manifest, iter_results(run_dir), partial=partial)
     except UsageError:
         return "it has no readable results.jsonl"
 

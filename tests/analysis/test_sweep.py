@@ -382,9 +382,9 @@ def test_a_slice_regression_is_flagged_only_when_its_corrected_test_passes(
 
 
 def test_a_cell_whose_rows_disagree_is_refused_even_partial(tmp_path: Path) -> None:
-    """The viewer's sweep page gates with allow_partial, which lets the gate skip the
-    rows check: a cell whose rows were re-scored since is still refused (its manifest's
-    mean 0.735 would be shown beside rows that give 1.0), naming the cell and the fix."""
+    """The viewer's sweep page gates with allow_partial, which lets rows be missing, not
+    re-scored: a cell whose rows were re-scored since is refused (its manifest's mean
+    0.735 would be shown beside rows that give 1.0), naming the cell and the fix."""
     sweep = write_two_gains(tmp_path)
     done = run_sweep(load_sweep(sweep), results_root=tmp_path / "r", cache_path=tmp_path / "c.db")
     cell = sweep_table(done.directory).cell("a")
@@ -395,7 +395,8 @@ def test_a_cell_whose_rows_disagree_is_refused_even_partial(tmp_path: Path) -> N
     with pytest.raises(GateError) as refused:
         sweep_table(done.directory, allow_partial=True)
     assert str(refused.value) == (
-        f"cell a run {cell.run_dir} is complete but its results.jsonl gives mean 1.000000 over "
+        f"cell a: candidate run {cell.run_dir} is complete but its results.jsonl gives mean "
+        "1.000000 over "
         "400 samples where its manifest records mean 0.735000 over 400: the file was "
         "edited or damaged since the run wrote it; run the same spec again to rewrite it "
         "from the cache"

@@ -94,7 +94,8 @@ def test_runs_marks_a_run_whose_failing_rows_were_deleted(
 def test_diff_refuses_a_run_whose_rows_disagree(made: dict[str, Path], tmp_path: Path) -> None:
     """`diff` refuses the edited run, exit 2, one line naming it, what disagrees and the
     fix (it printed the join of the edited rows and exit 0 before, the gate line saying
-    it could not compare); --allow-partial lets it through, as it does the gate."""
+    it could not compare); --allow-partial refuses it too (rows re-scored are not a
+    partial run: it let them through before), and lets missing rows through."""
     base, cand = copied(made, tmp_path / "results")
     intact = run_cli("diff", str(base), str(cand))
     assert intact.code == 0, intact.err
@@ -111,8 +112,15 @@ def test_diff_refuses_a_run_whose_rows_disagree(made: dict[str, Path], tmp_path:
     swapped = run_cli("diff", str(cand), str(base), "--json")
     assert swapped.code == 2 and swapped.err.startswith(f"error: baseline run {cand} ")
     partial = run_cli("diff", str(base), str(cand), "--allow-partial", "--json")
-    assert partial.code == 0, partial.err
-    assert json.loads(partial.out)["gate"]["candidate_mean"] == 1.0
+    assert partial.code == 2 and partial.err.splitlines() == out.err.splitlines()
+    lacking_dir = copied(made, tmp_path / "again")[1]
+    kept = rewrite(lacking_dir, lambda rows: rows[1:])  # one row missing, none re-scored
+    assert run_cli("diff", str(base), str(lacking_dir)).code == 2
+    lacking = run_cli("diff", str(base), str(lacking_dir), "--allow-partial", "--json")
+    assert lacking.code == 0, lacking.err
+    assert json.loads(lacking.out)["gate"]["candidate_mean"] == pytest.approx(
+        sum(r["score"] for r in kept) / len(kept)
+    )
 
 
 def test_a_run_records_the_sha256_of_its_results_and_runs_trusts_only_that_file(

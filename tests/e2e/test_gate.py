@@ -172,7 +172,8 @@ def test_a_damaged_line_in_both_runs_is_refused(cli, runs: dict[str, Path]) -> N
 def test_scores_edited_in_a_complete_run_are_refused(cli, runs: dict[str, Path]) -> None:
     """300 of the candidate's regressions re-scored 1.0 in results.jsonl (their responses
     and the manifest untouched) are refused, exit 2: before, the gate passed them (lower
-    bound -0.0053 >= -0.02, exit 0) while the manifest still said 0.3472."""
+    bound -0.0053 >= -0.02, exit 0) while the manifest still said 0.3472; and so with
+    --allow-partial, which lets rows be missing, not re-scored (it passed them, exit 0)."""
     base, cand = runs["175b_verification"], runs["175b_finetuning"]
     before = {r["sample_id"]: r["score"] for r in map(json.loads, (base / "results.jsonl").open())}
     results = cand / "results.jsonl"
@@ -188,6 +189,8 @@ def test_scores_edited_in_a_complete_run_are_refused(cli, runs: dict[str, Path])
         cand, "gives mean 0.574678 over 1319 samples where its manifest records mean 0.347233 "
         "over 1319",
     )  # fmt: skip
+    partial = cli("gate", str(base), str(cand), "--allow-partial")
+    assert partial.exit_code == 2 and "gives mean 0.574678" in partial.stderr
 
 
 @pytest.mark.parametrize("score", ["NaN", "1000.0", '"1.0"', "true"])
@@ -202,7 +205,10 @@ def test_a_score_outside_0_1_is_refused(cli, runs: dict[str, Path], score: str) 
     out = cli("gate", str(base), str(cand))
     assert out.exit_code == 2
     shown = {"NaN": "nan", '"1.0"': "'1.0'", "true": "True"}.get(score, score)
-    assert out.stderr.startswith(
+    refused = (
         f"error: candidate run {cand} is complete but sample {row['sample_id']!r} epoch 1 "
         f"has score {shown}, not a number in [0, 1]: the file was edited"
     )
+    assert out.stderr.startswith(refused)
+    partial = cli("gate", str(base), str(cand), "--allow-partial")  # missing rows, not this
+    assert partial.exit_code == 2 and partial.stderr.startswith(refused)
