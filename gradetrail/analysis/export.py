@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from gradetrail._util.jsontext import encodable
 from gradetrail.errors import UsageError
+from gradetrail.rundir.agreement import run_disagrees
 from gradetrail.rundir.results import (
     RESULTS_FILE,
     SampleResult,
@@ -76,12 +77,15 @@ class Exported:
         status: the run's status as :func:`~gradetrail.rundir.results.read_manifest` reads it
             (``killed`` when its process is gone without ending it), or None without a
             readable manifest.
+        disagrees: what disagrees, when the run is complete but its rows disagree with its
+            manifest (:func:`~gradetrail.rundir.agreement.run_disagrees`), else None.
     """
 
     path: Path | None
     rows: int
     columns: tuple[str, ...]
     status: str | None = None
+    disagrees: str | None = None
 
 
 def flatten(row: dict[str, Any]) -> dict[str, Any]:
@@ -162,6 +166,7 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
         status: str | None = str(manifest.get("status", "complete"))
     except UsageError:
         manifest, status = {}, None
+    disagrees = run_disagrees(run_dir, manifest) if manifest else None
     names = {
         "run": run_dir.resolve().name,
         "model": manifest.get("requested_model"),
@@ -179,7 +184,7 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
         if fmt == "parquet":
             raise UsageError("parquet is binary: write it to a file with --out FILE")
         _write_text(fmt, columns, run_dir, _stdout(), names)
-        return Exported(None, rows, tuple(columns.kinds), status)
+        return Exported(None, rows, tuple(columns.kinds), status, disagrees)
     path = Path(out)
     if fmt == "parquet":
         _import_pyarrow()  # before any file is created
@@ -189,7 +194,7 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
         else:
             with open(tmp, "w", encoding="utf-8", newline="") as f:
                 _write_text(fmt, columns, run_dir, f, names)
-    return Exported(path, rows, tuple(columns.kinds), status)
+    return Exported(path, rows, tuple(columns.kinds), status, disagrees)
 
 
 def _stdout() -> Any:

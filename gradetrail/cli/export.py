@@ -50,3 +50,8 @@ def export(
             print(
                 f"warning: {line}: the export holds the {done.rows} rows written", file=sys.stderr
             )
+    if done.disagrees is not None:
+        from gradetrail._util.terminal import one_line
+        from gradetrail.rundir.agreement import warning
+
+        print(one_line(f"warning: {warning(run_dir, done.disagrees)}"), file=sys.stderr)

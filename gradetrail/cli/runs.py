@@ -37,10 +37,6 @@ def _get(m: dict[str, Any], *path: str) -> Any:
     return value
 
 
-#: the status and mean of a complete run whose results.jsonl disagrees with its manifest
-DISAGREES = "ROWS DISAGREE"
-
-
 def run_row(path: Path, m: dict[str, Any], disagrees: str | None = None) -> tuple[str, ...]:
     """One listing row for a run directory and its manifest (a dict, possibly malformed):
     what tells runs apart (identity hash, model, base URL, dataset path and content hash)
@@ -49,6 +45,7 @@ def run_row(path: Path, m: dict[str, Any], disagrees: str | None = None) -> tupl
     :func:`~gradetrail.rundir.agreement.run_disagrees` found), the status reads
     ``ROWS DISAGREE`` and the mean, which the rows no longer give, ``n/a``."""
     from gradetrail._util.terminal import one_line
+    from gradetrail.rundir.agreement import MARK
     from gradetrail.rundir.manifest import status_text
 
     counts = m.get("counts") if isinstance(m.get("counts"), dict) else {}
@@ -65,7 +62,7 @@ def run_row(path: Path, m: dict[str, Any], disagrees: str | None = None) -> tupl
         f"{m.get('provider', '?')}:{m.get('requested_model', '?')}",
         str(_get(m, "spec", "model", "base_url") or "default"),
         dataset,
-        DISAGREES if disagrees else status_text(str(m.get("status", "?")), counts),
+        MARK if disagrees else status_text(str(m.get("status", "?")), counts),
         str(m.get("n_samples", "?")),
         str(errors),
         f"{mean:.4f}" if isinstance(mean, int | float) and not disagrees else "n/a",
@@ -87,7 +84,7 @@ def runs(
     complete run whose results.jsonl disagrees with its manifest reads ROWS DISAGREE, with
     no mean, and a warning line on stderr says what disagrees."""
     from gradetrail._util.terminal import one_line
-    from gradetrail.rundir.agreement import FIX, run_disagrees
+    from gradetrail.rundir.agreement import run_disagrees, warning
     from gradetrail.rundir.results import list_runs
 
     found = list_runs(results_root)
@@ -107,6 +104,6 @@ def runs(
     for (path, _), why in zip(found, disagree, strict=True):
         if why:
             print(
-                one_line(f"warning: {path}: {DISAGREES}: complete but {why}: {FIX}"),
+                one_line(f"warning: {warning(path, why)}"),
                 file=sys.stderr,
             )

@@ -26,7 +26,15 @@ from gradetrail.rundir.results import RESULTS_FILE, iter_results
 from gradetrail.rundir.truncation import counted_score, policy_of
 from gradetrail.stats.reducers import reduce_scores
 
-__all__ = ["FIX", "manifest_reducer", "refusal", "rows_disagree", "run_disagrees"]
+__all__ = [
+    "FIX",
+    "MARK",
+    "manifest_reducer",
+    "refusal",
+    "rows_disagree",
+    "run_disagrees",
+    "warning",
+]
 
 #: what a run whose rows disagree with its manifest needs, said by every refusal
 FIX = (
@@ -164,6 +172,17 @@ def _as_written(path: Path, recorded: object) -> bool:
             return hashlib.file_digest(f, "sha256").hexdigest() == recorded
     except OSError:
         return False
+
+
+#: how a listing marks a complete run whose rows disagree with its manifest
+MARK = "ROWS DISAGREE"
+
+
+def warning(run_dir: str | Path, why: str) -> str:
+    """The warning line (after ``warning: ``) of a command that reads such a run and goes
+    on (``gradetrail runs``, ``gradetrail export``): which run, what disagrees (``why``,
+    from :func:`rows_disagree`) and what to do."""
+    return f"{run_dir}: {MARK}: complete but {why}: {FIX}"
 
 
 def refusal(label: str, run_dir: str | Path, why: str) -> str:

@@ -151,3 +151,21 @@ def test_a_run_records_the_sha256_of_its_results_and_runs_trusts_only_that_file(
     rewrite(cand, lambda rows: [{**r, "score": 1.0} for r in rows])
     edited = run_cli("runs", "--results-root", str(tmp_path / "results"))
     assert "ROWS DISAGREE" in edited.out and str(cand) in edited.err
+
+
+def test_export_warns_of_a_run_whose_rows_disagree(made: dict[str, Path], tmp_path: Path) -> None:
+    """`export` of the re-scored run writes its rows and says on stderr, as `runs` does,
+    that they disagree with its manifest (it exported them without a word before); an
+    intact run exports with no warning."""
+    base, cand = copied(made, tmp_path / "results")
+    rewrite(cand, lambda rows: [{**r, "score": 1.0} for r in rows])
+    intact = run_cli("export", str(base), "--out", str(tmp_path / "base.csv"))
+    assert intact.code == 0 and intact.err == ""
+    out = run_cli("export", str(cand), "--out", str(tmp_path / "cand.csv"))
+    assert out.code == 0 and (tmp_path / "cand.csv").is_file()
+    assert out.err.splitlines() == [
+        f"warning: {cand}: ROWS DISAGREE: complete but its results.jsonl gives mean 1.000000 "
+        f"over {N} samples where its manifest records mean {manifest_mean(cand):.6f} over "
+        f"{N}: the file was edited or damaged since the run wrote it; run the same spec "
+        "again to rewrite it from the cache"
+    ]
