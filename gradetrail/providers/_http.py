@@ -135,18 +135,41 @@ def message_words(message: str | None) -> str:
     return _URL.sub(" ", message or "")
 
 
-def quota_ids(body: Any) -> list[str]:
-    """The quota names a Google error body gives in its ``details`` (``QuotaFailure``
-    violations' ``quotaId``, ``ErrorInfo`` metadata's ``quota_limit``), in order; empty
-    for any other body. Google's envelope may come as a JSON list holding the error."""
+def _google_details(body: Any) -> list[dict[str, Any]]:
+    """The ``error.details`` objects of a Google error body (``google.rpc.Status``: its
+    envelope may come as a JSON list holding the error); empty for any other body."""
     if isinstance(body, list) and body and isinstance(body[0], dict):
         body = body[0]
     error = body.get("error") if isinstance(body, dict) else None
     details = error.get("details") if isinstance(error, dict) else None
-    found: list[str] = []
-    for detail in details if isinstance(details, list) else ():
-        if not isinstance(detail, dict):
+    return [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
+
+
+#: a protobuf Duration in JSON: decimal seconds with an ``s`` suffix (``"36s"``, ``"0.5s"``)
+_DURATION = lazy_compile(r"\s*(\d+(?:\.\d*)?|\.\d+)s\s*")
+
+
+def retry_delay(body: Any) -> float | None:
+    """Seconds a Google error body asks to wait (its ``google.rpc.RetryInfo`` detail's
+    ``retryDelay``, e.g. ``"36s"``: Gemini's 429s carry it in the body, not as a
+    ``retry-after`` header), at most :data:`~gradetrail.errors.MAX_RETRY_AFTER_S`; None
+    for any other body or an unreadable delay."""
+    for detail in _google_details(body):
+        if not str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
             continue
+        delay = detail.get("retryDelay")
+        match = _DURATION.fullmatch(delay) if isinstance(delay, str) else None
+        if match:
+            return bounded_retry_after(float(match.group(1)))
+    return None
+
+
+def quota_ids(body: Any) -> list[str]:
+    """The quota names a Google error body gives in its ``details`` (``QuotaFailure``
+    violations' ``quotaId``, ``ErrorInfo`` metadata's ``quota_limit``), in order; empty
+    for any other body. Google's envelope may come as a JSON list holding the error."""
+    found: list[str] = []
+    for detail in _google_details(body):
         violations = detail.get("violations")
         for violation in violations if isinstance(violations, list) else ():
             if isinstance(violation, dict) and isinstance(violation.get("quotaId"), str):
@@ -495,7 +518,8 @@ def classify_status(
     hint: str = "",
     not_found: str = "",
 ) -> ProviderError:
-    """The gradetrail error for an HTTP error answer.
+    """The gradetrail error for an HTTP error answer; how long it asks to wait is its
+    ``retry-after-ms`` or ``retry-after`` header, else a Google body's ``retryDelay``.
 
     Transient: 408 (timeout), 409, 429 (unless a quota ran out that will not come back
     within the run, as :func:`exhausted_quota` decides: the error's ``quota`` then says
@@ -517,6 +541,8 @@ def classify_status(
     etype, code, message = error_fields(body)
     text = redact(f"{status} {etype or 'error'}: {message or 'no message'}", key)
     retry_after = parse_retry_after(headers)
+    if retry_after is None:  # Gemini says how long in the body
+        retry_after = retry_delay(body)
     fields: dict[str, Any] = {
         "status": status,
         "error_type": etype,

@@ -480,3 +480,40 @@ def test_one_hour_cache_writes_are_priced_at_their_own_rate(
     assert (row["input_tokens"], row["cache_write_tokens"]) == (3010, 3000)
     expected = (10 * 1.0 + 1000 * 1.25 + 2000 * 2.0 + 5 * 2.0) / 1e6
     assert row["cost_usd"] == pytest.approx(expected)
+
+
+def _retry_info(delay: str, quota_id: str) -> list[dict]:
+    """Gemini's 429 as its OpenAI-compatible endpoint sends it: the list envelope, the
+    quota violated, and how long to wait in a ``RetryInfo`` detail (no header)."""
+    return [
+        {
+            "error": {
+                "code": 429,
+                "message": "You exceeded your current quota, please check your plan and "
+                f"billing details. Please retry in {delay}.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                        "violations": [{"quotaId": quota_id}],
+                    },
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
+                ],
+            }
+        }
+    ]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("delay", "waited"), [("7s", 7.0), ("0.5s", 0.5), ("9000s", 600.0)])
+def test_a_google_retry_delay_in_the_body_is_waited_out(
+    srv, tmp_path: Path, client: str, delay: str, waited: float
+) -> None:
+    """Gemini's per-minute 429 says how long to wait only in its body (``RetryInfo``
+    ``retryDelay``): that wait is the retry's (capped at MAX_RETRY_AFTER_S), as a
+    ``retry-after`` header's would be. Before, the body was not read: the retry came
+    after the generic backoff (a fraction of a second), into the same limit."""
+    _serve_once(srv, _retry_info(delay, "GenerateRequestsPerMinutePerProjectPerModel"), 429)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    assert out.row["state"] == "scored" and out.row["attempts"] == 2
+    assert out.slept == [waited]
