@@ -460,8 +460,8 @@ class ResultsWriter:
 
 def parse_row(line: bytes | str) -> dict[str, Any] | None:
     """One ``results.jsonl`` line as a dict, or None for a torn or malformed line (a line
-    without its newline, invalid JSON, or JSON that is not an object). Invalid UTF-8 is
-    replaced, never raised."""
+    without its newline, invalid JSON, JSON nested past Python's recursion limit, or JSON
+    that is not an object). Invalid UTF-8 is replaced, never raised."""
     if isinstance(line, bytes):
         if not line.endswith(b"\n"):
             return None  # torn write
@@ -470,7 +470,7 @@ def parse_row(line: bytes | str) -> dict[str, Any] | None:
         return None
     try:
         row = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the limit
         return None
     return row if isinstance(row, dict) else None
 
@@ -576,7 +576,8 @@ def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
-    """A run's ``samples.jsonl`` as dicts (see :class:`SampleScore`), in input order.
+    """A run's ``samples.jsonl`` as dicts (see :class:`SampleScore`), in input order; a
+    malformed line (not a JSON object, as :func:`parse_row` reads one) is skipped.
 
     Raises:
         UsageError: the directory has no samples file (a run from before reducers, or one
@@ -585,10 +586,11 @@ def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / SAMPLES_FILE
     try:
         with open_run_file(path) as f:
-            text = f.read().decode("utf-8")
+            data = f.read()
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: no {SAMPLES_FILE}; re-run the spec to write it") from None
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    rows = (parse_row(line + b"\n") for line in data.split(b"\n") if line.strip())
+    return [row for row in rows if row is not None]
 
 
 def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str, Any]:
@@ -608,6 +610,8 @@ def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str,
         raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a gradetrail manifest (nested too deeply)") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
     if not isinstance(manifest, dict):

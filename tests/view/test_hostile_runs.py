@@ -1,0 +1,88 @@
+"""Run directories nobody here wrote, through the real HTTP server and the real CLI: JSON
+nested past Python's recursion limit, a run directory whose name is not UTF-8, rows whose
+fields have the wrong types. Each one is named where it is; every other run and page
+still works."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from cli_support import run_cli
+from view_support import app_run, write_app_eval
+
+from gradetrail.view.server import BackgroundServer
+
+#: deeper than any recursion limit Python runs with
+DEEP = 100_000
+
+
+def deep_array() -> str:
+    return "[" * DEEP + "]" * DEEP
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small ended run (three samples, q2 answered wrong), read-only to tests."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    spec = write_app_eval(tmp / "eval", samples=3)
+    with pytest.MonkeyPatch.context() as mp:
+        return app_run(spec, tmp / "results", tmp / "cache.sqlite", "base", {"q2/1": "wrong"}, mp)
+
+
+@pytest.fixture
+def root(tmp_path: Path, base: Path) -> Path:
+    """A results root holding a copy of ``base`` named ``good``."""
+    shutil.copytree(base, tmp_path / "root" / "good")
+    return tmp_path / "root"
+
+
+def copy(root: Path, name: str) -> Path:
+    return Path(shutil.copytree(root / "good", root / name))
+
+
+def test_json_nested_past_the_recursion_limit_is_malformed(root: Path) -> None:
+    """A manifest, a results line and a samples line nested 100,000 deep (each a
+    RecursionError before: the runs page, the run page, the chart, the diff, the export,
+    the gate and `runs` failed with a traceback or a 500): the manifest is named as
+    unreadable, the line is one malformed line, the samples line is skipped."""
+    (copy(root, "deepmanifest") / "manifest.json").write_text(deep_array())
+    deeprow = copy(root, "deeprow")
+    with (deeprow / "results.jsonl").open("a") as f:
+        f.write('{"sample_id": ' + deep_array() + "}\n")
+    deepsamples = copy(root, "deepsamples")
+    with (deepsamples / "samples.jsonl").open("a") as f:
+        f.write(deep_array() + "\n[1]\n")
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        runs = client.get("/")
+        assert runs.status_code == 200
+        assert "deepmanifest/manifest.json: not a gradetrail manifest (nested too deeply)" in (
+            runs.text
+        )
+        assert 'href="/runs/good"' in runs.text
+        page = client.get("/runs/deeprow")
+        assert page.status_code == 200
+        assert "1 lines of results.jsonl are not valid rows" in page.text
+        assert client.get("/runs/deeprow", params={"sort": "score"}).status_code == 200
+        chart = client.get("/runs/deepsamples/scores.svg")
+        assert chart.status_code == 200 and "<svg" in chart.text
+        assert client.get("/diff", params={"a": "good", "b": "deeprow"}).status_code == 200
+
+    diff = run_cli("diff", str(root / "good"), str(deeprow), "--json")
+    assert diff.code == 0 and not diff.err, diff.err
+    assert json.loads(diff.out)["counts"]["same"] == 3
+    out = root.parent / "deep.csv"
+    export = run_cli("export", str(deeprow), "--out", str(out))
+    assert export.code == 0 and export.out.startswith("wrote 3 rows"), export.err
+    listed = run_cli("runs", "--results-root", str(root))
+    assert listed.code == 0 and "Traceback" not in listed.err
+    assert "good" in listed.out and "deeprow" in listed.out
+    gate = run_cli("gate", str(root / "good"), str(root / "deepmanifest"))
+    assert gate.code == 2
+    assert gate.err_lines == [
+        f"error: candidate {root / 'deepmanifest' / 'manifest.json'}: not a gradetrail manifest "
+        "(nested too deeply)"
+    ]
