@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any, get_args
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 import jinja2
 from starlette.requests import Request
@@ -45,6 +45,14 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+def _url_part(value: object) -> str:
+    """``value`` quoted for a URL path (``/`` kept), as Jinja2's ``urlencode`` quotes it,
+    but a name holding a lone surrogate (a run directory whose name is not UTF-8: Python
+    reads its bytes as ``\\udcXX``) is quoted as :func:`pages.query_string` quotes one,
+    not raised on."""
+    return quote(str(value), safe="/", errors="surrogatepass")
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -54,6 +62,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["pretty"] = _pretty
+    env.filters["urlencode"] = _url_part
     env.filters["shown"] = shown_text
     env.filters["highlighted"] = highlighted
     env.filters["titled"] = titled

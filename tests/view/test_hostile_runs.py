@@ -6,6 +6,7 @@ still works."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -86,3 +87,17 @@ def test_json_nested_past_the_recursion_limit_is_malformed(root: Path) -> None:
         f"error: candidate {root / 'deepmanifest' / 'manifest.json'}: not a gradetrail manifest "
         "(nested too deeply)"
     ]
+
+
+def test_a_run_directory_name_that_is_not_utf8_is_listed(root: Path) -> None:
+    """A run directory named with the byte 0xff (a tar from a Latin-1 machine): the runs
+    page was a 500 for the whole root (Jinja2's urlencode raised UnicodeEncodeError on the
+    name); it is listed as refused, with its name's escape, and the other runs still show."""
+    shutil.copytree(root / "good", root / os.fsdecode(b"bad\xffname"))
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        page = client.get("/")
+        assert page.status_code == 200
+        assert 'href="/runs/good"' in page.text
+        assert 'href="/runs/bad%ED%B3%BFname"' in page.text
+        assert "&#39;bad\\udcffname&#39; is not a run directory name" in page.text
+        assert client.get("/runs/bad%ED%B3%BFname").status_code == 404
