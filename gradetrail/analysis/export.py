@@ -16,7 +16,8 @@ non-strings as JSON text). Text UTF-8 cannot encode (a lone surrogate in a respo
 a sample id) is written as its escape (:func:`gradetrail._util.jsontext.encodable`): a JSON
 escape in JSONL (lossless), the six characters ``\\ud800`` in a CSV or Parquet cell. The
 file is written to a temporary name and renamed, so a failed export leaves nothing
-half-written; it is created with the permissions the user's umask gives a new file
+half-written (a character device or a FIFO, ``/dev/null`` or a named pipe, is written
+into instead, never replaced); it is created with the permissions the user's umask gives a new file
 (readable by others unless the umask says otherwise), like any file a tool writes.
 
 CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, ``-``,
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gradetrail._util.jsontext import encodable
+from gradetrail._util.outfiles import written_in_place
 from gradetrail.errors import UsageError
 from gradetrail.rundir.results import (
     RESULTS_FILE,
@@ -294,11 +296,24 @@ def _typed(value: Any, kind: str) -> Any:
 
 @contextlib.contextmanager
 def _atomic(path: Path) -> Iterator[Path]:
-    """A temporary file beside ``path``, renamed onto it on success, removed on failure.
+    """A temporary file beside ``path``, renamed onto it on success, removed on failure;
+    ``path`` itself when it is a character device or a FIFO (``/dev/null``, a named pipe:
+    :func:`~gradetrail._util.outfiles.written_in_place`), written into, never replaced.
 
     Raises:
-        UsageError: the directory cannot be written.
+        UsageError: the directory cannot be written, or ``path`` is a directory, a block
+            device or a socket.
     """
+    try:
+        in_place = written_in_place(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+    if in_place:
+        try:
+            yield path
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+        return
     _remove_dead_exports(path)
     try:
         fd, name = tempfile.mkstemp(
