@@ -101,3 +101,47 @@ def test_a_run_directory_name_that_is_not_utf8_is_listed(root: Path) -> None:
         assert 'href="/runs/bad%ED%B3%BFname"' in page.text
         assert "&#39;bad\\udcffname&#39; is not a run directory name" in page.text
         assert client.get("/runs/bad%ED%B3%BFname").status_code == 404
+
+
+WRONG_TYPES = [
+    {"score": "1"},
+    {"epoch": "one"},
+    {"sample_id": 7},
+    {"error": [1], "scorer": "matched"},
+    {"tool_calls": [1, "x"]},
+    {"latency_s": "fast", "input_tokens": "12"},
+]
+
+
+@pytest.mark.parametrize("change", WRONG_TYPES, ids=lambda c: ",".join(c))
+def test_a_row_whose_fields_have_the_wrong_types_is_malformed(root: Path, change: dict) -> None:
+    """q1's row with a field of the wrong JSON type (an edited or foreign results.jsonl):
+    the run page, the sample page, the diff page and `gradetrail diff` raised TypeError or
+    ValueError (a 500, a traceback); the row is now a malformed line, skipped and counted
+    like one, and the other rows show."""
+    edited = copy(root, "edited")
+    results = edited / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    lines[1] = json.dumps(json.loads(lines[1]) | change) + "\n"
+    results.write_text("".join(lines))
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        for query in ({}, {"f": "failures"}, {"sort": "latency", "dir": "desc"}):
+            page = client.get("/runs/edited", params=query)
+            assert page.status_code == 200
+            assert "1 lines of results.jsonl are not valid rows" in page.text
+        assert client.get("/runs/edited/sample", params={"id": "q2"}).status_code == 200
+        assert client.get("/runs/edited/sample", params={"id": "q1"}).status_code == 404
+        assert client.get("/diff", params={"a": "good", "b": "edited"}).status_code == 200
+        pair = client.get("/diff/sample", params={"a": "good", "b": "edited", "id": "q1"})
+        assert pair.status_code == 200
+    diff = run_cli("diff", str(root / "good"), str(edited), "--json")
+    assert diff.code == 0, diff.err
+    assert json.loads(diff.out)["counts"] == {
+        "improved": 0,
+        "regressed": 0,
+        "changed": 0,
+        "error": 0,
+        "only_baseline": 1,
+        "only_candidate": 0,
+        "same": 2,
+    }
