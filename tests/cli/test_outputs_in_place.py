@@ -45,14 +45,14 @@ def commands(run: tuple[Path, Path], out: Path) -> dict[str, list[str]]:
     run_dir, spec = run
     return {
         "export": ["export", str(run_dir), "--out", str(out)],
-        "split": ["split", str(spec), "-o", str(out)],
+        "split": ["split", str(spec), "-o", str(out), "--fractions", "all=1"],
         "gate": ["gate", str(run_dir), str(run_dir), "--markdown", str(out)],
     }
 
 
 FIRST_BYTES = {
     "export": b"run,model,identity,",
-    "split": b'{\n "test": [',
+    "split": b'{\n "all": [',
     "gate": "### ❌ gradetrail gate: FAIL".encode(),
 }
 #: exit codes: three samples are too few for the gate to pass (exit 1, its report written)

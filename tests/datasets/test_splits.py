@@ -166,3 +166,17 @@ def test_split_spec_errors_say_what_to_fix(tmp_path: Path) -> None:
         "split", str(_spec(tmp_path, None)), "-o", "x.json", "--fractions", "a=1,a=0"
     )
     assert fractions.code == 2 and "each name once" in fractions.err
+
+
+def test_split_refuses_a_split_that_gets_no_id(tmp_path: Path) -> None:
+    """`--fractions a=1e-9,b=0.999999999` wrote a split file whose split a was empty (a
+    run on it is refused: "selects no id"); now nothing is written, one line, exit 2."""
+    out = tmp_path / "split.json"
+    empty = run_cli(
+        "split", str(_spec(tmp_path, None)), "-o", str(out), "--fractions", "a=1e-9,b=0.999999999"
+    )
+    assert empty.code == 2 and not out.exists()
+    assert empty.err_lines == [
+        f"error: --fractions: split 'a' gets none of the {N} ids (fraction 1e-09); raise its "
+        "fraction or drop that split"
+    ]
