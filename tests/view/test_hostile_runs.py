@@ -145,3 +145,43 @@ def test_a_row_whose_fields_have_the_wrong_types_is_malformed(root: Path, change
         "only_candidate": 0,
         "same": 2,
     }
+
+
+RLO = "\u202e"  # right-to-left override: "evil" + RLO + "gpj.exe" reads "evilexe.jpg"
+
+
+def test_hidden_characters_outside_responses_are_shown_as_tokens(root: Path) -> None:
+    """A run directory name, the spec's name, model and labels, a served model, a stop
+    reason and an error message holding a bidi override reached the page as the raw
+    character (reordering what follows it); responses and ids already showed U+202E.
+    Every one is now a marked token."""
+    hidden = copy(root, f"run{RLO}lmth")
+    manifest = json.loads((hidden / "manifest.json").read_text())
+    manifest["requested_model"] = f"gpt{RLO}4"
+    manifest["served_models"] = {f"srv{RLO}x": 3}
+    manifest["name"] = manifest["spec"]["name"] = f"name{RLO}x"
+    manifest["spec"]["run"]["labels"] = [f"label{RLO}x"]
+    (hidden / "manifest.json").write_text(json.dumps(manifest))
+    (copy(root, "plain") / "manifest.json").write_text(json.dumps(manifest))
+    results = root / "plain" / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    row = json.loads(lines[0]) | {"stop_reason": f"stop{RLO}x", "raw_stop_reason": f"raw{RLO}x"}
+    lines[0] = json.dumps(row) + "\n"
+    results.write_text("".join(lines))
+    token = '<span class="hidden-char" title="U+202E">U+202E</span>'
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        pages = {
+            "runs": client.get("/").text,
+            "run": client.get("/runs/plain").text,
+            "sample": client.get("/runs/plain/sample", params={"id": "q0"}).text,
+            "diff": client.get("/diff", params={"a": "good", "b": "plain"}).text,
+            "refused": client.get(f"/runs/run{RLO}lmth").text,
+        }
+    for name, text in pages.items():
+        body = text.split("<body", 1)[1]
+        assert RLO not in body.replace(f'data-run="run{RLO}lmth"', ""), name
+    assert f"run{token}lmth" in pages["runs"] and f"label{token}x" in pages["runs"]
+    assert f"srv{token}x" in pages["runs"] and f"replay:gpt{token}4" not in pages["runs"]
+    assert f"name{token}x" in pages["run"] and f"gpt{token}4" in pages["run"]
+    assert f"stop{token}x" in pages["sample"] and f"raw{token}x" in pages["sample"]
+    assert f"gpt{token}4" in pages["diff"]
