@@ -185,3 +185,27 @@ def test_hidden_characters_outside_responses_are_shown_as_tokens(root: Path) -> 
     assert f"name{token}x" in pages["run"] and f"gpt{token}4" in pages["run"]
     assert f"stop{token}x" in pages["sample"] and f"raw{token}x" in pages["sample"]
     assert f"gpt{token}4" in pages["diff"]
+
+
+def test_runs_prints_a_path_it_cannot_print_as_a_string_bash_reads(root: Path) -> None:
+    """`gradetrail runs` dropped the 0xff byte and the bidi override from two run
+    directories' paths (terminal safety), printing paths that do not exist, one the same
+    as a real run's (badname); each is now a $'...' string naming its directory."""
+    import subprocess
+
+    copy(root, "badname")
+    shutil.copytree(root / "good", root / os.fsdecode(b"bad\xffname"))
+    copy(root, f"run{RLO}x")
+    out = run_cli("runs", "--results-root", str(root))
+    assert out.code == 0, out.err
+    firsts = sorted(line.split("  ")[0] for line in out.out.splitlines()[1:])
+    assert firsts == sorted(
+        [
+            f"$'{root}/bad\\xffname'",
+            f"$'{root}/run\\xe2\\x80\\xaex'",
+            f"{root}/badname",
+            f"{root}/good",
+        ]
+    )
+    for cell in firsts[:2]:
+        assert subprocess.run(["bash", "-c", f"test -d {cell}"]).returncode == 0, cell
