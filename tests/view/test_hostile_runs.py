@@ -209,3 +209,17 @@ def test_runs_prints_a_path_it_cannot_print_as_a_string_bash_reads(root: Path) -
     )
     for cell in firsts[:2]:
         assert subprocess.run(["bash", "-c", f"test -d {cell}"]).returncode == 0, cell
+
+
+def test_a_run_name_longer_than_the_file_system_takes_is_not_found(root: Path) -> None:
+    """/runs/<300 characters> and a diff naming it answered 500 (OSError: File name too
+    long, from is_dir); they answer 404, no run directory of that name."""
+    name = "a" * 300
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        for page in (
+            client.get(f"/runs/{name}"),
+            client.get(f"/runs/{name}/sample", params={"id": "q0"}),
+            client.get("/diff", params={"a": "good", "b": name}),
+        ):
+            assert page.status_code == 404
+            assert f"no run directory &#39;{name}&#39; under" in page.text
