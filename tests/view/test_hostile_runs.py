@@ -223,3 +223,32 @@ def test_a_run_name_longer_than_the_file_system_takes_is_not_found(root: Path) -
         ):
             assert page.status_code == 404
             assert f"no run directory &#39;{name}&#39; under" in page.text
+
+
+def test_a_sweep_whose_cell_names_a_run_outside_the_root_is_refused(
+    root: Path, tmp_path: Path
+) -> None:
+    """A sweep.json (from a tar, say) whose cell's run_dir is an absolute path or climbs
+    with ..: the sweep page read that run's manifest and rows from outside the results
+    root and showed its figures; it now answers 403 naming the cell's run directory."""
+    from gradetrail.rundir.sweep import CellRecord, SweepRecord, write_sweep_record
+
+    outside = Path(shutil.copytree(root / "good", tmp_path / "elsewhere" / "secret-run"))
+    for run_dir in (str(outside), "../elsewhere/secret-run"):
+        cells = [
+            CellRecord(name=name, labels=[name], overrides=[], run_dir=where,
+                       identity_hash="0" * 12, model="python:base")
+            for name, where in (("base", "good"), ("other", run_dir))
+        ]  # fmt: skip
+        record = SweepRecord(
+            name="s", sweep_path="s.yaml", spec_path="e.yaml", axes=["model.name"],
+            baseline="base", gate={}, cells=cells,
+        )  # fmt: skip
+        (root / "sweep-s").mkdir(exist_ok=True)
+        write_sweep_record(root / "sweep-s", record)
+        with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+            page = client.get("/sweeps/sweep-s")
+            assert page.status_code == 403, run_dir
+            assert "secret-run" in page.text and "not a run directory name" in page.text
+            assert client.get("/sweeps/sweep-s/sample", params={"id": "q0"}).status_code == 403
+            assert client.get("/").status_code == 200
