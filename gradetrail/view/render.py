@@ -171,7 +171,10 @@ def sample_id_of(request: Request) -> str:
     :func:`pages.query_string` encodes as such) names its sample; Starlette's own
     decoding would replace it."""
     raw = request.scope.get("query_string", b"").decode("latin-1")
-    found = parse_qs(raw, keep_blank_values=True, errors="surrogatepass").get("id")
+    try:
+        found = parse_qs(raw, keep_blank_values=True, errors="surrogatepass").get("id")
+    except UnicodeDecodeError:  # bytes that are not UTF-8 (%ff): replaced, as Starlette does
+        found = parse_qs(raw, keep_blank_values=True, errors="replace").get("id")
     return found[-1] if found else ""
 
 

@@ -252,3 +252,16 @@ def test_a_sweep_whose_cell_names_a_run_outside_the_root_is_refused(
             assert "secret-run" in page.text and "not a run directory name" in page.text
             assert client.get("/sweeps/sweep-s/sample", params={"id": "q0"}).status_code == 403
             assert client.get("/").status_code == 200
+
+
+def test_a_query_that_is_not_utf8_names_no_sample(root: Path) -> None:
+    """?id=%ff (or any parameter of a sample page holding such a byte, back=%ff) answered
+    500: UnicodeDecodeError decoding the id with surrogatepass; the byte is now replaced
+    (U+FFFD), as Starlette decodes every other parameter."""
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        page = client.get("/runs/good/sample?id=%ff")
+        assert page.status_code == 404
+        assert "run good has no row for sample id &#39;\ufffd&#39;" in page.text
+        assert client.get("/runs/good/sample?id=q0&back=%ff").status_code == 200
+        assert client.get("/diff/sample?a=good&b=good&id=%ff").status_code == 404
+        assert client.get("/diff/sample?a=good&b=good&id=q0&x=%ff").status_code == 200
