@@ -12,13 +12,14 @@ order (``error.kind``, ``error.message``, ``error.status``, ``error.error_type``
 first seen. ``results.jsonl`` is read twice, streaming (once for the columns and their
 types, once to write), so memory stays flat in the run's size. Each column has one type
 in Parquet: bool, int64, float64 (ints and floats mixed) or string (anything else mixed,
-non-strings as JSON text). Text UTF-8 cannot encode (a lone surrogate in a response or
-a sample id) is written as its escape (:func:`gradetrail._util.jsontext.encodable`): a JSON
-escape in JSONL (lossless), the six characters ``\\ud800`` in a CSV or Parquet cell. The
-file is written to a temporary name and renamed, so a failed export leaves nothing
-half-written (a character device or a FIFO, ``/dev/null`` or a named pipe, is written
-into instead, never replaced); it is created with the permissions the user's umask gives a new file
-(readable by others unless the umask says otherwise), like any file a tool writes.
+or an integer past int64, non-strings as JSON text). Text UTF-8 cannot encode (a lone
+surrogate in a response or a sample id) is written as its escape
+(:func:`gradetrail._util.jsontext.encodable`): a JSON escape in JSONL (lossless), the six
+characters ``\\ud800`` in a CSV or Parquet cell. The file is written to a temporary name
+and renamed, so a failed export leaves nothing half-written (a character device or a
+FIFO, ``/dev/null`` or a named pipe, is written into instead, never replaced); it is
+created with the permissions the user's umask gives a new file (readable by others
+unless the umask says otherwise), like any file a tool writes.
 
 CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, ``-``,
 ``@``, a tab or a carriage return as a formula: such a text cell (a model's response, a
@@ -105,6 +106,15 @@ def _flatten_into(out: dict[str, Any], prefix: str, value: dict[str, Any], depth
             out[name] = item
 
 
+#: the range of Parquet's int64: an integer past it (a python scorer's detail, an app's
+#: metadata) makes its column text, the number's digits, never a wrong or failed number
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class _BigInt:
+    """The kind of an integer past :data:`_INT64`."""
+
+
 class _Columns:
     """The columns of a run's rows, in order, with the kinds of value each holds."""
 
@@ -123,7 +133,11 @@ class _Columns:
         for name, value in flat.items():
             kinds = self.kinds.setdefault(name, set())
             if value is not None:
-                kinds.add(type(value))
+                kinds.add(
+                    _BigInt
+                    if type(value) is int and not _INT64[0] <= value <= _INT64[1]
+                    else type(value)
+                )
 
     def arrow_type(self, name: str) -> str:
         kinds = self.kinds[name]
