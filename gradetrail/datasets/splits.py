@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail._util.files import not_a_file
+from gradetrail._util.jsontext import encodable
 from gradetrail._util.outfiles import write_file
 from gradetrail.errors import DatasetError, UsageError
 from gradetrail.spec.dataset import FRACTION_TOLERANCE, SplitSpec
@@ -225,6 +226,8 @@ def write_split_file(path: Path, splits: Mapping[str, Sequence[str]]) -> None:
         raise UsageError(f"{path} is a symlink; write the split file to a plain path")
     text = json.dumps({k: list(v) for k, v in splits.items()}, ensure_ascii=False, indent=1)
     try:
-        write_file(path, (text + "\n").encode("utf-8", "surrogatepass"))
+        # a lone surrogate in an id (a "\ud800" escape in the dataset) as its JSON escape:
+        # its UTF-8 bytes (surrogatepass) were no UTF-8, and the file could not be read back
+        write_file(path, (encodable(text) + "\n").encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"{path}: cannot write the split file ({exc.strerror})") from None
