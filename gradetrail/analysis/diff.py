@@ -428,7 +428,7 @@ def _gate(
             ),
             None,
         )
-    except GateError as exc:
+    except (GateError, ValueError) as exc:  # ValueError: a margin the gate refuses (>= 1, inf)
         return None, str(exc)
 
 

@@ -265,3 +265,23 @@ def test_a_query_that_is_not_utf8_names_no_sample(root: Path) -> None:
         assert client.get("/runs/good/sample?id=q0&back=%ff").status_code == 200
         assert client.get("/diff/sample?a=good&b=good&id=%ff").status_code == 404
         assert client.get("/diff/sample?a=good&b=good&id=q0&x=%ff").status_code == 200
+
+
+def test_a_margin_the_gate_refuses_leaves_the_diff_with_its_reason(root: Path) -> None:
+    """gradetrail diff --margin inf (or 5) ended in a ValueError traceback and the diff
+    page with ?margin=5 answered 500: the gate's own argument check raised through the
+    diff. The diff is now made, its gate line saying why it cannot compare."""
+    copy(root, "other")
+    cli = run_cli("diff", str(root / "good"), str(root / "other"), "--margin", "inf", "--json")
+    assert cli.code == 0, cli.err
+    assert json.loads(cli.out)["gate_error"] == "margin must be a finite number >= 0, got inf"
+    reason = (
+        "margin 5 is on the score scale, where scores lie in [0, 1] and every candidate "
+        "would pass: pass a margin below 1 (0.02 is two points)"
+    )
+    text = run_cli("diff", str(root / "good"), str(root / "other"), "--margin", "5")
+    assert text.code == 0 and f"cannot compare: {reason}" in text.out
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        page = client.get("/diff", params={"a": "good", "b": "other", "margin": "5"})
+        assert page.status_code == 200
+        assert "CANNOT COMPARE</b> " + reason in page.text
