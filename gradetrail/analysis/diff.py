@@ -33,6 +33,7 @@ from typing import Any
 from gradetrail.analysis.diff_kinds import KINDS, DiffKind
 from gradetrail.analysis.gate import ErrorPolicy, GateError, GateResult, regression_gate
 from gradetrail.analysis.gate_runs import GateRun
+from gradetrail.errors import UsageError
 from gradetrail.rundir.manifest import identity_differences
 from gradetrail.rundir.results import iter_results, read_manifest
 from gradetrail.stats.reducers import reduce_scores
@@ -264,12 +265,22 @@ def diff_runs(
 
     Raises:
         UsageError: a directory is not a run directory (no manifest or results file),
-            or its manifest is not valid JSON.
+            or its manifest is not valid JSON; ``metric`` is not a metric of a run.
     """
     base_manifest = read_manifest(baseline)
     cand_manifest = read_manifest(candidate)
-    base_rows = _collect(baseline, responses, metric)
-    cand_rows = _collect(candidate, responses, metric)
+    base_names: dict[str, None] = {}
+    cand_names: dict[str, None] = {}
+    base_rows = _collect(baseline, responses, metric, base_names)
+    cand_rows = _collect(candidate, responses, metric, cand_names)
+    if metric is not None:  # a metric neither run has: refused as the gate refuses it
+        from gradetrail.scorers.multi import check_metric
+
+        try:
+            check_metric(base_names, metric, "baseline")
+            check_metric(cand_names, metric, "candidate")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     reducers = (
         GateRun("baseline", Path(baseline), base_manifest, []).reducer,
         GateRun("candidate", Path(candidate), cand_manifest, []).reducer,
@@ -307,12 +318,17 @@ def diff_runs(
 _Collected = dict[str, dict[int, tuple[RowBrief, str | None]]]
 
 
-def _collect(run_dir: Path | str, whole: bool, metric: str | None = None) -> _Collected:
+def _collect(
+    run_dir: Path | str, whole: bool, metric: str | None = None, names: dict | None = None
+) -> _Collected:
     """sample id -> epoch -> (brief row, digest of the whole response), in row order;
-    with ``metric``, each row's score is that metric's value (null: an error row)."""
+    with ``metric``, each row's score is that metric's value (null: an error row), and
+    ``names`` gets every metric name the rows hold."""
     out: _Collected = {}
     for row in iter_results(run_dir):
         if metric is not None:
+            if names is not None:
+                names.update(dict.fromkeys(row.get("metrics") or {}))
             value = (row.get("metrics") or {}).get(metric)
             row = {
                 **row,

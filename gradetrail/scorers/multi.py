@@ -16,6 +16,8 @@ from gradetrail.errors import DatasetError, SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from gradetrail.executors.calls import Calls
 
 __all__ = ["MultiScorer"]
@@ -114,6 +116,26 @@ class MultiScorer(Scorer):
             await scorer.aclose()
 
 
+def check_metric(names: Iterable[str], metric: str, label: str) -> None:
+    """Refuse ``metric`` when the run's rows name no metric of that name.
+
+    Args:
+        names: the metric names the run's rows hold, in first-seen order.
+        metric: the metric asked for (``--metric``).
+        label: ``baseline`` or ``candidate``, for the message.
+
+    Raises:
+        ValueError: naming the metrics the run has.
+    """
+    names = list(names)
+    if metric not in names:
+        have = ", ".join(names) or "none: it was run with one scorer"
+        raise ValueError(
+            f"the {label} run has no metric {metric!r} (its metrics: {have}); name one of "
+            "them, or leave out --metric to gate the primary score"
+        )
+
+
 def metric_rows(rows: list[dict[str, Any]], metric: str, label: str) -> list[dict[str, Any]]:
     """A run's rows with ``metric``'s value as each row's score (what ``gate --metric``
     gates): a row whose metric is null (the metric failed there, or the row is an error
@@ -130,12 +152,7 @@ def metric_rows(rows: list[dict[str, Any]], metric: str, label: str) -> list[dic
     names: dict[str, None] = {}
     for row in rows:
         names.update(dict.fromkeys(row.get("metrics") or {}))
-    if metric not in names:
-        have = ", ".join(names) or "none: it was run with one scorer"
-        raise ValueError(
-            f"the {label} run has no metric {metric!r} (its metrics: {have}); name one of "
-            "them, or leave out --metric to gate the primary score"
-        )
+    check_metric(names, metric, label)
     out = []
     for row in rows:
         value = (row.get("metrics") or {}).get(metric)

@@ -285,3 +285,15 @@ def test_a_margin_the_gate_refuses_leaves_the_diff_with_its_reason(root: Path) -
         page = client.get("/diff", params={"a": "good", "b": "other", "margin": "5"})
         assert page.status_code == 200
         assert "CANNOT COMPARE</b> " + reason in page.text
+
+
+def test_diff_of_a_metric_neither_run_has_is_one_error_line(root: Path) -> None:
+    """gradetrail diff --metric nope listed every sample as "error or missing epoch" and
+    exited 0 (only its gate line said why); it is refused as the gate refuses it, exit 2."""
+    copy(root, "other")
+    out = run_cli("diff", str(root / "good"), str(root / "other"), "--metric", "nope")
+    assert out.code == 2 and out.out == ""
+    assert out.err_lines == [
+        "error: the baseline run has no metric 'nope' (its metrics: none: it was run with one "
+        "scorer); name one of them, or leave out --metric to gate the primary score"
+    ]
