@@ -53,6 +53,14 @@ def _url_part(value: object) -> str:
     return quote(str(value), safe="/", errors="surrogatepass")
 
 
+def _objects(value: object) -> list[Any]:
+    """The objects of a list in a row (judge verdicts, transcript turns, tool calls and
+    results), for a template to loop over: a value that is not a list, and each item
+    that is not an object, is left out (an edited row's ``"verdicts": "x"`` or ``"turns":
+    [1]`` made the sample page a 500)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -63,6 +71,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["pretty"] = _pretty
     env.filters["urlencode"] = _url_part
+    env.filters["objects"] = _objects
     env.filters["shown"] = shown_text
     env.filters["highlighted"] = highlighted
     env.filters["titled"] = titled

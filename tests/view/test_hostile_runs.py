@@ -297,3 +297,37 @@ def test_diff_of_a_metric_neither_run_has_is_one_error_line(root: Path) -> None:
         "error: the baseline run has no metric 'nope' (its metrics: none: it was run with one "
         "scorer); name one of them, or leave out --metric to gate the primary score"
     ]
+
+
+NESTED = [
+    {
+        "transcript": {
+            "messages": "x",
+            "turns": [1, "a", {"latency_s": "slow", "tool_calls": ["x"], "tool_results": [2]}],
+        }
+    },
+    {"scorer": {"verdicts": "notalist", "orders": 5}},
+    {"scorer": {"verdicts": [1, {"grade": "A"}], "orders": [{"verdicts": "x"}, 3]}},
+]
+
+
+@pytest.mark.parametrize("change", NESTED, ids=["transcript", "verdicts", "orders"])
+def test_a_row_whose_nested_lists_hold_no_objects_shows_its_sample(
+    root: Path, change: dict
+) -> None:
+    """Transcript turns, tool calls and results, judge verdicts and pairwise orders that
+    are not lists of objects (an edited row; the row's own fields have their types) made
+    the sample page a 500 ('int object' has no attribute 'get'); what is not an object is
+    left out, and the whole row is still shown as JSON."""
+    edited = copy(root, "edited")
+    results = edited / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    row = json.loads(lines[0])
+    lines[0] = json.dumps(row | {k: (row.get(k) or {}) | v for k, v in change.items()}) + "\n"
+    results.write_text("".join(lines))
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        page = client.get("/runs/edited/sample", params={"id": "q0"})
+        assert page.status_code == 200
+        assert "<summary>the whole row (JSON)</summary>" in page.text
+        pair = client.get("/diff/sample", params={"a": "good", "b": "edited", "id": "q0"})
+        assert pair.status_code == 200
