@@ -324,12 +324,14 @@ def _collect(
     """sample id -> epoch -> (brief row, digest of the whole response), in row order;
     with ``metric``, each row's score is that metric's value (null: an error row), and
     ``names`` gets every metric name the rows hold."""
+    if metric is not None:
+        from gradetrail.scorers.multi import row_metrics
     out: _Collected = {}
     for row in iter_results(run_dir):
         if metric is not None:
             if names is not None:
-                names.update(dict.fromkeys(row.get("metrics") or {}))
-            value = (row.get("metrics") or {}).get(metric)
+                names.update(dict.fromkeys(row_metrics(row)))
+            value = row_metrics(row).get(metric)
             row = {
                 **row,
                 "score": value,

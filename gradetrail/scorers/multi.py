@@ -16,7 +16,7 @@ from gradetrail.errors import DatasetError, SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     from gradetrail.executors.calls import Calls
 
@@ -116,6 +116,13 @@ class MultiScorer(Scorer):
             await scorer.aclose()
 
 
+def row_metrics(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A result row's ``metrics`` object (name -> value), or an empty one when the row
+    has none or holds something else there (an edited row's ``"metrics": [1]``)."""
+    metrics = row.get("metrics")
+    return metrics if isinstance(metrics, dict) else {}
+
+
 def check_metric(names: Iterable[str], metric: str, label: str) -> None:
     """Refuse ``metric`` when the run's rows name no metric of that name.
 
@@ -151,11 +158,11 @@ def metric_rows(rows: list[dict[str, Any]], metric: str, label: str) -> list[dic
     """
     names: dict[str, None] = {}
     for row in rows:
-        names.update(dict.fromkeys(row.get("metrics") or {}))
+        names.update(dict.fromkeys(row_metrics(row)))
     check_metric(names, metric, label)
     out = []
     for row in rows:
-        value = (row.get("metrics") or {}).get(metric)
+        value = row_metrics(row).get(metric)
         state = "scored" if value is not None else "metric_error"
         out.append({**row, "score": value, "state": state})
     return out
