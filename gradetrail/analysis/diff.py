@@ -269,7 +269,7 @@ def diff_runs(
             or its manifest is not valid JSON; or, as the gate, a complete run's
             ``results.jsonl`` disagrees with its manifest
             (:func:`~gradetrail.rundir.agreement.run_disagrees`; with ``allow_partial``
-            rows may be missing, not re-scored).
+            rows may be missing, not re-scored); or ``metric`` is not a metric of a run.
     """
     base_manifest = read_manifest(baseline)
     cand_manifest = read_manifest(candidate)
@@ -280,8 +280,18 @@ def diff_runs(
         why = run_disagrees(run_dir, manifest, partial=allow_partial)
         if why is not None:
             raise UsageError(refusal(label, run_dir, why))
-    base_rows = _collect(baseline, responses, metric)
-    cand_rows = _collect(candidate, responses, metric)
+    base_names: dict[str, None] = {}
+    cand_names: dict[str, None] = {}
+    base_rows = _collect(baseline, responses, metric, base_names)
+    cand_rows = _collect(candidate, responses, metric, cand_names)
+    if metric is not None:  # a metric neither run has: refused as the gate refuses it
+        from gradetrail.scorers.multi import check_metric
+
+        try:
+            check_metric(base_names, metric, "baseline")
+            check_metric(cand_names, metric, "candidate")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     reducers = (
         GateRun("baseline", Path(baseline), base_manifest, []).reducer,
         GateRun("candidate", Path(candidate), cand_manifest, []).reducer,
@@ -319,13 +329,20 @@ def diff_runs(
 _Collected = dict[str, dict[int, tuple[RowBrief, str | None]]]
 
 
-def _collect(run_dir: Path | str, whole: bool, metric: str | None = None) -> _Collected:
+def _collect(
+    run_dir: Path | str, whole: bool, metric: str | None = None, names: dict | None = None
+) -> _Collected:
     """sample id -> epoch -> (brief row, digest of the whole response), in row order;
-    with ``metric``, each row's score is that metric's value (null: an error row)."""
+    with ``metric``, each row's score is that metric's value (null: an error row), and
+    ``names`` gets every metric name the rows hold."""
+    if metric is not None:
+        from gradetrail.scorers.multi import row_metrics
     out: _Collected = {}
     for row in iter_results(run_dir):
         if metric is not None:
-            value = (row.get("metrics") or {}).get(metric)
+            if names is not None:
+                names.update(dict.fromkeys(row_metrics(row)))
+            value = row_metrics(row).get(metric)
             row = {
                 **row,
                 "score": value,
@@ -440,7 +457,7 @@ def _gate(
             ),
             None,
         )
-    except GateError as exc:
+    except (GateError, ValueError) as exc:  # ValueError: a margin the gate refuses (>= 1, inf)
         return None, str(exc)
 
 

@@ -12,12 +12,14 @@ order (``error.kind``, ``error.message``, ``error.status``, ``error.error_type``
 first seen. ``results.jsonl`` is read twice, streaming (once for the columns and their
 types, once to write), so memory stays flat in the run's size. Each column has one type
 in Parquet: bool, int64, float64 (ints and floats mixed) or string (anything else mixed,
-non-strings as JSON text). Text UTF-8 cannot encode (a lone surrogate in a response or
-a sample id) is written as its escape (:func:`gradetrail._util.jsontext.encodable`): a JSON
-escape in JSONL (lossless), the six characters ``\\ud800`` in a CSV or Parquet cell. The
-file is written to a temporary name and renamed, so a failed export leaves nothing
-half-written; it is created with the permissions the user's umask gives a new file
-(readable by others unless the umask says otherwise), like any file a tool writes.
+or an integer past int64, non-strings as JSON text). Text UTF-8 cannot encode (a lone
+surrogate in a response or a sample id) is written as its escape
+(:func:`gradetrail._util.jsontext.encodable`): a JSON escape in JSONL (lossless), the six
+characters ``\\ud800`` in a CSV or Parquet cell. The file is written to a temporary name
+and renamed, so a failed export leaves nothing half-written (a character device or a
+FIFO, ``/dev/null`` or a named pipe, is written into instead, never replaced); it is
+created with the permissions the user's umask gives a new file (readable by others
+unless the umask says otherwise), like any file a tool writes.
 
 CSV is opened by spreadsheets, which run a cell starting with ``=``, ``+``, ``-``,
 ``@``, a tab or a carriage return as a formula: such a text cell (a model's response, a
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gradetrail._util.jsontext import encodable
+from gradetrail._util.outfiles import written_in_place
 from gradetrail.errors import UsageError
 from gradetrail.rundir.agreement import run_disagrees
 from gradetrail.rundir.results import (
@@ -107,6 +110,15 @@ def _flatten_into(out: dict[str, Any], prefix: str, value: dict[str, Any], depth
             out[name] = item
 
 
+#: the range of Parquet's int64: an integer past it (a python scorer's detail, an app's
+#: metadata) makes its column text, the number's digits, never a wrong or failed number
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class _BigInt:
+    """The kind of an integer past :data:`_INT64`."""
+
+
 class _Columns:
     """The columns of a run's rows, in order, with the kinds of value each holds."""
 
@@ -125,7 +137,11 @@ class _Columns:
         for name, value in flat.items():
             kinds = self.kinds.setdefault(name, set())
             if value is not None:
-                kinds.add(type(value))
+                kinds.add(
+                    _BigInt
+                    if type(value) is int and not _INT64[0] <= value <= _INT64[1]
+                    else type(value)
+                )
 
     def arrow_type(self, name: str) -> str:
         kinds = self.kinds[name]
@@ -299,11 +315,24 @@ def _typed(value: Any, kind: str) -> Any:
 
 @contextlib.contextmanager
 def _atomic(path: Path) -> Iterator[Path]:
-    """A temporary file beside ``path``, renamed onto it on success, removed on failure.
+    """A temporary file beside ``path``, renamed onto it on success, removed on failure;
+    ``path`` itself when it is a character device or a FIFO (``/dev/null``, a named pipe:
+    :func:`~gradetrail._util.outfiles.written_in_place`), written into, never replaced.
 
     Raises:
-        UsageError: the directory cannot be written.
+        UsageError: the directory cannot be written, or ``path`` is a directory, a block
+            device or a socket.
     """
+    try:
+        in_place = written_in_place(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+    if in_place:
+        try:
+            yield path
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write ({exc.strerror})") from None
+        return
     _remove_dead_exports(path)
     try:
         fd, name = tempfile.mkstemp(

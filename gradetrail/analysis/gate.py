@@ -768,7 +768,7 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
     n_per_run = min(r.n_baseline, r.n_candidate)
     mde = n_needed = command = None
     alpha2 = 1 - r.confidence if alpha2 is None else alpha2
-    if r.omega2 and n_per_run >= 1:
+    if r.omega2 and n_per_run >= 1 and alpha2 < _POWER:  # power 0.8 at alpha > 0.8: none
         mde = stats.minimum_detectable_effect(n_per_run, r.omega2, alpha=alpha2, power=_POWER)
         target = _distance_to_bound(r)
         if target is not None and target > 0 and not _past_the_margin(r):

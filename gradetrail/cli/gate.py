@@ -431,6 +431,18 @@ def power(
         raise typer.BadParameter("give exactly one of --delta, --n, --half-width")
     if (omega2 is None) == (variance is None):
         raise typer.BadParameter("give --omega2, or --variance (with --correlation)")
+    # scores are in [0, 1]: a larger difference or variance cannot happen (Popoviciu)
+    for flag, value, most in (
+        ("--delta", delta, 1.0),
+        ("--omega2", omega2, 1.0),
+        ("--variance", variance, 0.25),
+        ("--within-variance", within_variance, 0.25),
+    ):
+        if value is not None and abs(value) > most:
+            raise typer.BadParameter(
+                f"{flag} {value:g} cannot happen: scores are in [0, 1], so it is at most "
+                f"{most:g}" + (" (a variance, not a standard deviation)" if most < 1 else "")
+            )
     try:
         if omega2 is None:
             omega2 = stats.difference_variance(variance, correlation)  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -37,6 +38,23 @@ def _get(m: dict[str, Any], *path: str) -> Any:
     return value
 
 
+def path_cell(path: Path) -> str:
+    """``path`` as the listing prints it: as is, or, when it holds what the terminal
+    must not be sent (a byte that is not UTF-8, a control character, a bidi override:
+    :func:`~gradetrail._util.terminal.one_line` would drop it and print another path),
+    its bytes as a shell's ``$'...'`` string (``$'results/bad\\xffname'``), which names
+    the same directory when pasted."""
+    from gradetrail._util.terminal import one_line
+
+    text = str(path)
+    if one_line(text) == text:
+        return text
+    printable = (
+        chr(b) if 0x20 <= b < 0x7F and b not in b"'\\" else f"\\x{b:02x}" for b in os.fsencode(path)
+    )
+    return "$'" + "".join(printable) + "'"
+
+
 def run_row(path: Path, m: dict[str, Any], disagrees: str | None = None) -> tuple[str, ...]:
     """One listing row for a run directory and its manifest (a dict, possibly malformed):
     what tells runs apart (identity hash, model, base URL, dataset path and content hash)
@@ -57,7 +75,7 @@ def run_row(path: Path, m: dict[str, Any], disagrees: str | None = None) -> tupl
     if isinstance(dataset_hash, str):
         dataset += f" @{dataset_hash[:8]}"
     cells = (
-        str(path),
+        path_cell(path),
         str(m.get("identity_hash", "?"))[:12],
         f"{m.get('provider', '?')}:{m.get('requested_model', '?')}",
         str(_get(m, "spec", "model", "base_url") or "default"),
@@ -104,6 +122,6 @@ def runs(
     for (path, _), why in zip(found, disagree, strict=True):
         if why:
             print(
-                one_line(f"warning: {warning(path, why)}"),
+                one_line(f"warning: {warning(path_cell(path), why)}"),
                 file=sys.stderr,
             )

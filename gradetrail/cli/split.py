@@ -56,7 +56,7 @@ def split(
     from gradetrail.cli import fail
     from gradetrail.datasets import load_samples
     from gradetrail.datasets.splits import hash_split, write_split_file
-    from gradetrail.errors import GradetrailError
+    from gradetrail.errors import GradetrailError, UsageError
     from gradetrail.spec import load_spec
 
     try:
@@ -67,6 +67,12 @@ def split(
         )
         samples = load_samples(dataset, base_dir=loaded.base_dir, where=loaded.source)
         splits = hash_split(samples.ids, seed, shares)
+        empty = [name for name, ids in splits.items() if not ids]
+        if empty:  # a run on it would be refused ("selects no id"): say so before writing
+            raise UsageError(
+                f"--fractions: split {empty[0]!r} gets none of the {len(samples.ids)} ids "
+                f"(fraction {shares[empty[0]]:g}); raise its fraction or drop that split"
+            )
         write_split_file(out, splits)
     except GradetrailError as exc:
         raise fail(exc) from None

@@ -13,15 +13,15 @@ positions of the chosen split's ids and what the manifest records of it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gradetrail._util.files import not_a_file
+from gradetrail._util.jsontext import encodable
+from gradetrail._util.outfiles import write_file
 from gradetrail.errors import DatasetError, UsageError
 from gradetrail.spec.dataset import FRACTION_TOLERANCE, SplitSpec
 
@@ -214,22 +214,20 @@ def select_split(
 
 
 def write_split_file(path: Path, splits: Mapping[str, Sequence[str]]) -> None:
-    """Write a split file (JSON, one split a key, ids in the given order), atomically
-    (a temporary file renamed over ``path``), never through a symlink at ``path``.
+    """Write a split file (JSON, one split a key, ids in the given order) through
+    :func:`gradetrail._util.outfiles.write_file`: atomically (a temporary file renamed
+    over ``path``), never through a symlink at ``path``, into a character device or a
+    FIFO there (``/dev/null``), never over it.
 
     Raises:
-        UsageError: ``path`` is a symlink or cannot be written.
+        UsageError: ``path`` is a symlink, a directory, or cannot be written.
     """
     if path.is_symlink():
         raise UsageError(f"{path} is a symlink; write the split file to a plain path")
     text = json.dumps({k: list(v) for k, v in splits.items()}, ensure_ascii=False, indent=1)
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
+        # a lone surrogate in an id (a "\ud800" escape in the dataset) as its JSON escape:
+        # its UTF-8 bytes (surrogatepass) were no UTF-8, and the file could not be read back
+        write_file(path, (encodable(text) + "\n").encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"{path}: cannot write the split file ({exc.strerror})") from None

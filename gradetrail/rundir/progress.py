@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gradetrail._util.outfiles import written_in_place
 from gradetrail.errors import RunError
 from gradetrail.rundir.layout import RunDir
 from gradetrail.rundir.manifest import now_iso
@@ -106,12 +107,32 @@ class ProgressFile:
                 raise RunError(f"{self.also}: refusing to write: is a symlink")
             self.run_dir.write_atomic(PROGRESS_FILE, text)
             if self.also is not None:
+                self._check_also()
                 if self._also_dir is None:
                     self._also_dir = RunDir.create(self.also.parent)
                 self._also_dir.write_atomic(self.also.name, text)
         except RunError:
             if strict:
                 raise
+
+    def _check_also(self) -> None:
+        """Refuse a character device, a FIFO, a directory, a block device or a socket at
+        ``run.progress_file``: the rename would put a regular file in place of
+        ``/dev/null`` (as root) or of a named pipe, and a file polled for progress is
+        rewritten whole, never streamed into one.
+
+        Raises:
+            RunError: naming the path and what is there.
+        """
+        try:
+            special = written_in_place(self.also)  # type: ignore[arg-type]
+        except OSError as exc:
+            raise RunError(f"{self.also}: refusing to write: {exc.strerror}") from None
+        if special:
+            raise RunError(
+                f"{self.also}: refusing to write: a device or a FIFO, not a file; name a "
+                "file for run.progress_file"
+            )
 
     def close(self) -> None:
         """Close the other path's directory."""

@@ -474,10 +474,82 @@ class ResultsWriter:
             self._own = False
 
 
+def _json_types(annotation: Any) -> tuple[type, ...] | None:
+    """The JSON value types (as ``json.loads`` makes them) a row's field of type
+    ``annotation`` may hold; None for any."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation in (str, bool, type(None)):
+        return (annotation,)
+    if annotation is int:
+        return (int,)
+    if annotation is float:
+        return (int, float)
+    if origin is typing.Literal:
+        return tuple({type(a) for a in args})
+    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return (dict,)
+    if origin is list:
+        return (list,)
+    if origin in (types.UnionType, typing.Union):
+        members = [_json_types(a) for a in args]
+        if any(m is None for m in members):
+            return None
+        return tuple({t for m in members for t in m})  # type: ignore[union-attr]
+    return None
+
+
+def _list_of_dicts(annotation: Any) -> bool:
+    """Whether ``annotation`` is ``list[dict[...]]``, or that or None."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union) and len(args) == 1:
+        annotation = args[0]
+    items = typing.get_args(annotation)
+    return typing.get_origin(annotation) is list and typing.get_origin(items[0]) is dict
+
+
+class _Absent:
+    """A field the row does not hold (any field but the required ones may be absent)."""
+
+
+def _make_well_typed() -> Callable[[Mapping[str, Any]], bool]:
+    """:func:`well_typed`, generated from :class:`SampleResult`'s fields (one expression
+    over the row, as :func:`is_exact` is; the model is the only definition of the types)."""
+    names: dict[str, Any] = {"_ABSENT": _Absent()}
+    checks = [
+        f"{name!r} in row" for name, f in SampleResult.model_fields.items() if f.is_required()
+    ]
+    for i, (name, f) in enumerate(SampleResult.model_fields.items()):
+        kinds = _json_types(f.annotation)
+        if kinds is not None:
+            names[f"_K{i}"] = frozenset((*kinds, _Absent))
+            checks.append(f"type(get({name!r}, _ABSENT)) in _K{i}")
+        if _list_of_dicts(f.annotation):  # tool_calls: each item an object too
+            checks.append(f"all(type(x) is dict for x in get({name!r}) or ())")
+    source = "def well_typed(row):\n    get = row.get\n    return (\n        "
+    exec(source + "\n        and ".join(checks) + "\n    )\n", names)  # the fast path
+    return names["well_typed"]
+
+
+#: Whether a decoded row holds :class:`SampleResult`'s required fields and every one of
+#: its fields it holds has a JSON type that field takes (an int is a float; a bool is
+#: neither; tool calls each an object): ``"score": "1"``, ``"epoch": "one"``,
+#: ``"sample_id": 123`` or ``"error": [1]`` make a row malformed, which every reader
+#: skips (:func:`parse_row`)
+well_typed: Callable[[Mapping[str, Any]], bool] = _make_well_typed()
+
+
 def parse_row(line: bytes | str) -> dict[str, Any] | None:
     """One ``results.jsonl`` line as a dict, or None for a torn or malformed line (a line
-    without its newline, invalid JSON, or JSON that is not an object). Invalid UTF-8 is
+    without its newline, invalid JSON, JSON nested past Python's recursion limit, JSON
+    that is not an object, or a row that is not :func:`well_typed`). Invalid UTF-8 is
     replaced, never raised."""
+    row = _parse_object(line)
+    return row if row is not None and well_typed(row) else None
+
+
+def _parse_object(line: bytes | str) -> dict[str, Any] | None:
+    """One JSON-lines line as a dict, or None for a torn or malformed line (see
+    :func:`parse_row`, less the row's types)."""
     if isinstance(line, bytes):
         if not line.endswith(b"\n"):
             return None  # torn write
@@ -486,7 +558,7 @@ def parse_row(line: bytes | str) -> dict[str, Any] | None:
         return None
     try:
         row = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the limit
         return None
     return row if isinstance(row, dict) else None
 
@@ -592,7 +664,8 @@ def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
-    """A run's ``samples.jsonl`` as dicts (see :class:`SampleScore`), in input order.
+    """A run's ``samples.jsonl`` as dicts (see :class:`SampleScore`), in input order; a
+    malformed line (not a JSON object) is skipped.
 
     Raises:
         UsageError: the directory has no samples file (a run from before reducers, or one
@@ -601,10 +674,11 @@ def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     path = Path(run_dir) / SAMPLES_FILE
     try:
         with open_run_file(path) as f:
-            text = f.read().decode("utf-8")
+            data = f.read()
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: no {SAMPLES_FILE}; re-run the spec to write it") from None
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    rows = (_parse_object(line + b"\n") for line in data.split(b"\n") if line.strip())
+    return [row for row in rows if row is not None]
 
 
 def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str, Any]:
@@ -624,6 +698,8 @@ def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str,
         raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a gradetrail manifest (nested too deeply)") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None
     if not isinstance(manifest, dict):

@@ -16,6 +16,8 @@ from gradetrail.errors import DatasetError, SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     from gradetrail.executors.calls import Calls
 
 __all__ = ["MultiScorer"]
@@ -114,6 +116,33 @@ class MultiScorer(Scorer):
             await scorer.aclose()
 
 
+def row_metrics(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A result row's ``metrics`` object (name -> value), or an empty one when the row
+    has none or holds something else there (an edited row's ``"metrics": [1]``)."""
+    metrics = row.get("metrics")
+    return metrics if isinstance(metrics, dict) else {}
+
+
+def check_metric(names: Iterable[str], metric: str, label: str) -> None:
+    """Refuse ``metric`` when the run's rows name no metric of that name.
+
+    Args:
+        names: the metric names the run's rows hold, in first-seen order.
+        metric: the metric asked for (``--metric``).
+        label: ``baseline`` or ``candidate``, for the message.
+
+    Raises:
+        ValueError: naming the metrics the run has.
+    """
+    names = list(names)
+    if metric not in names:
+        have = ", ".join(names) or "none: it was run with one scorer"
+        raise ValueError(
+            f"the {label} run has no metric {metric!r} (its metrics: {have}); name one of "
+            "them, or leave out --metric to gate the primary score"
+        )
+
+
 def metric_rows(rows: list[dict[str, Any]], metric: str, label: str) -> list[dict[str, Any]]:
     """A run's rows with ``metric``'s value as each row's score (what ``gate --metric``
     gates): a row whose metric is null (the metric failed there, or the row is an error
@@ -129,16 +158,11 @@ def metric_rows(rows: list[dict[str, Any]], metric: str, label: str) -> list[dic
     """
     names: dict[str, None] = {}
     for row in rows:
-        names.update(dict.fromkeys(row.get("metrics") or {}))
-    if metric not in names:
-        have = ", ".join(names) or "none: it was run with one scorer"
-        raise ValueError(
-            f"the {label} run has no metric {metric!r} (its metrics: {have}); name one of "
-            "them, or leave out --metric to gate the primary score"
-        )
+        names.update(dict.fromkeys(row_metrics(row)))
+    check_metric(names, metric, label)
     out = []
     for row in rows:
-        value = (row.get("metrics") or {}).get(metric)
+        value = row_metrics(row).get(metric)
         state = "scored" if value is not None else "metric_error"
         out.append({**row, "score": value, "state": state})
     return out

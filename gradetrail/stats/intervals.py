@@ -657,14 +657,35 @@ def _comparison_variance(omega2: float, within_variance: float, epochs: int, def
 
 
 def _z_alpha_beta(alpha: float, power: float) -> float:
+    """z_{alpha/2} + z_beta. A power at or below alpha has no answer: a two-sided test at
+    level alpha rejects with probability alpha when there is no difference at all (below
+    alpha / 2 the sum turns negative, and squared it gave a size again: power 0.001 asked
+    as many samples as power 0.2; statsmodels' solver finds no root there either)."""
     _check_open_unit(alpha, "alpha")
     _check_open_unit(power, "power")
+    if power <= alpha:
+        raise ValueError(
+            f"power {power:g} must exceed alpha {alpha:g}: a test at level alpha already "
+            "rejects with probability alpha when there is no difference"
+        )
     return _NORMAL.inv_cdf(1 - alpha / 2) + _NORMAL.inv_cdf(power)
 
 
 def _ceil(x: float) -> int:
+    if not math.isfinite(x):
+        raise ValueError(
+            "more samples than can be counted: the difference or half-width is too small "
+            "for that variance"
+        )
     # Rounding noise must not add a sample: 968.9999999 means 969, not 970.
     return max(1, math.ceil(x - 1e-9))
+
+
+def _over_squared(numerator: float, size: float) -> float:
+    """``numerator / size**2``, infinite where ``size**2`` underflows to 0 (a delta of
+    1e-200 raised ZeroDivisionError)."""
+    squared = size**2
+    return numerator / squared if squared else math.inf
 
 
 def sample_size(
@@ -689,7 +710,7 @@ def sample_size(
     if delta == 0:
         raise ValueError("delta must be non-zero")
     variance = _comparison_variance(omega2, within_variance, epochs, design_effect)
-    return _ceil(_z_alpha_beta(alpha, power) ** 2 * variance / delta**2)
+    return _ceil(_over_squared(_z_alpha_beta(alpha, power) ** 2 * variance, delta))
 
 
 def minimum_detectable_effect(
@@ -729,7 +750,7 @@ def sample_size_for_half_width(
     if half_width <= 0:
         raise ValueError("half_width must be > 0")
     variance = _comparison_variance(omega2, within_variance, epochs, design_effect)
-    return _ceil(normal_quantile(confidence) ** 2 * variance / half_width**2)
+    return _ceil(_over_squared(normal_quantile(confidence) ** 2 * variance, half_width))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 from typing import Any, get_args
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 import jinja2
 from starlette.requests import Request
@@ -46,6 +46,22 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+def _url_part(value: object) -> str:
+    """``value`` quoted for a URL path (``/`` kept), as Jinja2's ``urlencode`` quotes it,
+    but a name holding a lone surrogate (a run directory whose name is not UTF-8: Python
+    reads its bytes as ``\\udcXX``) is quoted as :func:`pages.query_string` quotes one,
+    not raised on."""
+    return quote(str(value), safe="/", errors="surrogatepass")
+
+
+def _objects(value: object) -> list[Any]:
+    """The objects of a list in a row (judge verdicts, transcript turns, tool calls and
+    results), for a template to loop over: a value that is not a list, and each item
+    that is not an object, is left out (an edited row's ``"verdicts": "x"`` or ``"turns":
+    [1]`` made the sample page a 500)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -55,6 +71,8 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["pretty"] = _pretty
+    env.filters["urlencode"] = _url_part
+    env.filters["objects"] = _objects
     env.filters["shown"] = shown_text
     env.filters["highlighted"] = highlighted
     env.filters["titled"] = titled
@@ -164,7 +182,10 @@ def sample_id_of(request: Request) -> str:
     :func:`pages.query_string` encodes as such) names its sample; Starlette's own
     decoding would replace it."""
     raw = request.scope.get("query_string", b"").decode("latin-1")
-    found = parse_qs(raw, keep_blank_values=True, errors="surrogatepass").get("id")
+    try:
+        found = parse_qs(raw, keep_blank_values=True, errors="surrogatepass").get("id")
+    except UnicodeDecodeError:  # bytes that are not UTF-8 (%ff): replaced, as Starlette does
+        found = parse_qs(raw, keep_blank_values=True, errors="replace").get("id")
     return found[-1] if found else ""
 
 

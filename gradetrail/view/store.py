@@ -220,7 +220,11 @@ class RunStore:
         path = self.root / name
         if not self._inside(path):
             raise Forbidden(f"{name} links outside the results root; not read")
-        if not path.is_dir():
+        try:
+            found = path.is_dir()
+        except OSError:  # a name longer than the file system takes (ENAMETOOLONG)
+            found = False
+        if not found:
             raise NotFound(
                 f"no run directory {name!r} under {self.root} (it may have been deleted)"
             )

@@ -5,12 +5,14 @@ cell. The figures are :func:`gradetrail.analysis.sweep.sweep_table`'s, as the CL
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from gradetrail.analysis.gate_runs import GateError
 from gradetrail.analysis.sweep import CellRow, SweepTable, sweep_table
 from gradetrail.errors import UsageError
 from gradetrail.rundir.sweep import SWEEP_FILE, SweepRecord, read_sweep_record
+from gradetrail.view.store import NotFound
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,10 +62,19 @@ def _matrix(table: SweepTable) -> tuple[list[str], list[str], dict[tuple[str, st
 
 
 def _table(viewer: Viewer, request: Request) -> tuple[str, SweepTable]:
+    """The sweep named in the URL and its table.
+
+    Raises:
+        Forbidden: a cell's run directory is not one name under the results root (an
+            absolute path, ``..``, a link out): nothing of it is read.
+    """
     name = request.path_params["sweep"]
     path = viewer.store.resolve(name)
     if not is_sweep_dir(path):
         raise UsageError(f"{name} is not a sweep directory (no {SWEEP_FILE})")
+    for cell in read_sweep_record(path).cells:  # every cell's run stays under the root
+        with contextlib.suppress(NotFound):  # not run yet, or deleted: the table says so
+            viewer.store.resolve(cell.run_dir)
     baseline = request.query_params.get("baseline") or None
     try:
         return name, sweep_table(path, baseline=baseline, allow_partial=True)

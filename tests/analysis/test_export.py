@@ -226,3 +226,29 @@ def test_a_killed_exports_hidden_tmp_is_removed_by_the_next_export(
     live.write_bytes(b"in progress")
     export_run(gsm8k_run, "csv", out)
     assert not left.exists() and live.exists()
+
+
+def test_an_integer_past_int64_makes_its_parquet_column_text(
+    gsm8k_run: Path, tmp_path: Path, cli
+) -> None:
+    """A python scorer's detail or an app's metadata holding an integer past int64
+    (10**30, 2**70 tokens) ended export --format parquet in a traceback (OverflowError:
+    Python int too large to convert to C long); that column is now text, the number's
+    exact digits, and every other column keeps its type."""
+    import shutil
+
+    run = Path(shutil.copytree(gsm8k_run, tmp_path / "run"))
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    first["scorer"]["big"] = 10**30
+    first["input_tokens"] = 2**70
+    lines[0] = json.dumps(first) + "\n"
+    results.write_text("".join(lines))
+    out = cli("export", str(run), "--format", "parquet", "--out", str(tmp_path / "r.parquet"))
+    assert out.exit_code == 0, out.stderr
+    table = pq.read_table(tmp_path / "r.parquet")
+    assert str(table.schema.field("scorer.big").type) == "string"
+    assert table.column("scorer.big").to_pylist()[:2] == [str(10**30), None]
+    assert table.column("input_tokens").to_pylist()[:2] == [str(2**70), "0"]
+    assert str(table.schema.field("score").type) == "double"

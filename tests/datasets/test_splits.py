@@ -166,3 +166,52 @@ def test_split_spec_errors_say_what_to_fix(tmp_path: Path) -> None:
         "split", str(_spec(tmp_path, None)), "-o", "x.json", "--fractions", "a=1,a=0"
     )
     assert fractions.code == 2 and "each name once" in fractions.err
+
+
+def test_split_refuses_a_split_that_gets_no_id(tmp_path: Path) -> None:
+    """`--fractions a=1e-9,b=0.999999999` wrote a split file whose split a was empty (a
+    run on it is refused: "selects no id"); now nothing is written, one line, exit 2."""
+    out = tmp_path / "split.json"
+    empty = run_cli(
+        "split", str(_spec(tmp_path, None)), "-o", str(out), "--fractions", "a=1e-9,b=0.999999999"
+    )
+    assert empty.code == 2 and not out.exists()
+    assert empty.err_lines == [
+        f"error: --fractions: split 'a' gets none of the {N} ids (fraction 1e-09); raise its "
+        "fraction or drop that split"
+    ]
+
+
+def test_a_split_file_of_an_id_holding_a_lone_surrogate_is_read_back(tmp_path: Path) -> None:
+    """A dataset id "a\\ud800" (a JSON escape the dataset reader accepts): gradetrail split
+    wrote its UTF-8-encoded surrogate, bytes that are no UTF-8, and the run on that split
+    file was refused ("is not a JSON split file ... can't decode byte 0xed"). The id is
+    now written as its JSON escape, and the run reads all three ids."""
+    (tmp_path / "d.jsonl").write_text(
+        '{"id": "a\\ud800", "q": "1"}\n{"id": "b", "q": "2"}\n{"id": "c", "q": "3"}\n'
+    )
+    spec = {
+        "name": "lone",
+        "dataset": {"path": "d.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "{{ q }}",
+        "model": {
+            "provider": "replay",
+            "name": "m",
+            "recordings": {"path": "d.jsonl", "response_field": "q"},
+        },
+        "scorer": {"type": "exact"},
+    }
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "split.json"
+    assert (
+        run_cli("split", str(tmp_path / "s.yaml"), "-o", str(out), "--fractions", "all=1").code == 0
+    )
+    assert out.read_bytes().decode("utf-8").splitlines()[2] == '  "a\\ud800",'
+    spec["dataset"]["split"] = {"file": "split.json", "name": "all"}
+    (tmp_path / "s2.yaml").write_text(yaml.safe_dump(spec))
+    run = run_cli(
+        "run", str(tmp_path / "s2.yaml"), "--results-root", str(tmp_path / "r"), "--no-cache"
+    )
+    assert run.code == 0, run.err
+    assert "rows        3 (3 samples x 1 epoch): scored 3" in run.out

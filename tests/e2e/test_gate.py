@@ -195,7 +195,9 @@ def test_scores_edited_in_a_complete_run_are_refused(cli, runs: dict[str, Path])
 
 @pytest.mark.parametrize("score", ["NaN", "1000.0", '"1.0"', "true"])
 def test_a_score_outside_0_1_is_refused(cli, runs: dict[str, Path], score: str) -> None:
-    """A scored row whose score is not a number in [0, 1] is refused naming the row."""
+    """A scored row whose score is not a number in [0, 1] is refused naming the row; a
+    score that is not a JSON number makes the row malformed (skipped by every reader), so
+    the run holds a row fewer than its manifest counts."""
     base, cand = runs["175b_verification"], runs["175b_finetuning"]
     results = cand / "results.jsonl"
     lines = results.read_text().splitlines(keepends=True)
@@ -204,7 +206,14 @@ def test_a_score_outside_0_1_is_refused(cli, runs: dict[str, Path], score: str) 
     results.write_text("".join(lines))
     out = cli("gate", str(base), str(cand))
     assert out.exit_code == 2
-    shown = {"NaN": "nan", '"1.0"': "'1.0'", "true": "True"}.get(score, score)
+    if score in ('"1.0"', "true"):
+        assert out.stderr.startswith(
+            f"error: candidate run {cand} is complete but its results.jsonl holds 1318 rows "
+            "(1318 scored) where its manifest counts 1319 rows (1319 scored): the file was "
+            "edited"
+        )
+        return
+    shown = {"NaN": "nan"}.get(score, score)
     refused = (
         f"error: candidate run {cand} is complete but sample {row['sample_id']!r} epoch 1 "
         f"has score {shown}, not a number in [0, 1]: the file was edited"

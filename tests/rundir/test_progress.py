@@ -135,3 +135,27 @@ def test_a_symlink_at_run_progress_file_refuses_the_run_before_its_manifest(
     assert target.read_text() == "keep"
     (run_dir,) = (tmp_path / "r").iterdir()
     assert not (run_dir / "manifest.json").exists()
+
+
+def test_a_fifo_or_device_at_run_progress_file_refuses_the_run(tmp_path: Path) -> None:
+    """A named pipe (or, as root, /dev/null) named as run.progress_file was replaced by the
+    rename with a regular file; the run is now refused at its first write, one line, and
+    the pipe stays a pipe."""
+    import stat
+
+    from cli_support import run_cli
+
+    pipe = tmp_path / "progress.fifo"
+    os.mkfifo(pipe)
+    out = run_cli(
+        "run", str(ROOT / "examples" / "gsm8k.yaml"), "--results-root", str(tmp_path / "r"),
+        "--no-cache", "--set", "dataset.limit=5", "--set", f"run.progress_file={pipe}",
+    )  # fmt: skip
+    assert out.code == 1
+    assert out.err_lines == [
+        f"error: {pipe}: refusing to write: a device or a FIFO, not a file; name a file for "
+        "run.progress_file"
+    ]
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+    (run_dir,) = (tmp_path / "r").iterdir()
+    assert not (run_dir / "manifest.json").exists()

@@ -247,3 +247,29 @@ def test_the_viewer_and_export_show_each_metric(cli, tmp_path: Path) -> None:
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 1319 and float(rows[0]["metrics.arithmetic"]) == 1.0
     assert sum(float(r["metrics.accuracy"]) for r in rows) == 458
+
+
+def test_a_row_whose_metrics_is_not_an_object_is_a_metric_error(tmp_path: Path) -> None:
+    """An edited row holding "metrics": [1]: gradetrail diff --metric and gate --metric
+    ended in AttributeError ('list' object has no attribute 'get'); that row has no
+    metric (an error sample of it), as a row whose metric is null."""
+    import shutil
+
+    from cli_support import run_cli
+
+    spec = gradetrail.load_spec(EXAMPLES / "gsm8k-metrics.yaml")
+    base = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False).run_dir
+    edited = Path(shutil.copytree(base, tmp_path / "edited"))
+    results = edited / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    lines[0] = json.dumps(json.loads(lines[0]) | {"metrics": [1]}) + "\n"
+    results.write_text("".join(lines))
+    diff = run_cli("diff", str(base), str(edited), "--metric", "arithmetic", "--json")
+    assert diff.code == 0, diff.err
+    assert json.loads(diff.out)["counts"]["error"] == 1
+    gate = run_cli("gate", str(base), str(edited), "--metric", "arithmetic", "--allow-partial")
+    assert gate.code == 2
+    assert gate.err_lines == [
+        "error: candidate has 1 metric_error: re-run to complete them, or pass --errors "
+        "as-fail (score them 0) or --errors exclude (drop those samples from both runs)"
+    ]

@@ -1,0 +1,76 @@
+"""`gradetrail power` against statsmodels, and the inputs that have no answer: each one
+line naming what to change, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_support import run_cli
+
+#: (delta, omega2, alpha, power) -> n; statsmodels 0.15's
+#: NormalIndPower().solve_power(effect_size=delta / sqrt(omega2), alpha, power, ratio=0)
+#: gives 968.995, 1050.742, 233.579, 33.767, 31.395 and 6497.355 (its second tail adds
+#: under a thousandth of a sample here): rounded up, the same n
+STATSMODELS = [
+    ((0.03, 1 / 9, 0.05, 0.8), 969),
+    ((0.05, 0.25, 0.05, 0.9), 1051),
+    ((0.1, 0.2, 0.01, 0.8), 234),
+    ((0.2, 0.5, 0.1, 0.5), 34),
+    ((0.5, 1.0, 0.05, 0.8), 32),
+    ((0.01, 0.05, 0.05, 0.95), 6498),
+]
+
+
+@pytest.mark.parametrize(("given", "n"), STATSMODELS)
+def test_sample_sizes_match_statsmodels(given: tuple[float, ...], n: int) -> None:
+    delta, omega2, alpha, power = (str(v) for v in given)
+    args = ["--delta", delta, "--omega2", omega2, "--alpha", alpha, "--power", power]
+    out = run_cli("power", *args, "--json")
+    assert out.code == 0, out.err
+    assert json.loads(out.out)["n"] == n
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # before: n = 32, as many as power 0.2 asks (the negative z sum squared)
+        (
+            ["--delta", "0.1", "--omega2", "0.25", "--power", "0.001"],
+            "no answer for these numbers (power 0.001 must exceed alpha 0.05: a test at level "
+            "alpha already rejects with probability alpha when there is no difference)",
+        ),
+        # before: a minimum detectable effect of -0.0100
+        (
+            ["--n", "100", "--omega2", "0.25", "--power", "0.02"],
+            "no answer for these numbers (power 0.02 must exceed alpha 0.05: a test at level "
+            "alpha already rejects with probability alpha when there is no difference)",
+        ),
+        # before: "float division by zero"
+        (
+            ["--delta", "1e-200", "--omega2", "1"],
+            "no answer for these numbers (more samples than can be counted: the difference "
+            "or half-width is too small for that variance)",
+        ),
+        # before: n = 4 samples to detect a difference no two [0, 1] scores can have
+        (
+            ["--delta", "-1.5", "--omega2", "1"],
+            "--delta -1.5 cannot happen: scores are in [0, 1], so it is at most 1",
+        ),
+        # before: n = 31396 (a standard deviation given as the variance)
+        (
+            ["--delta", "0.01", "--variance", "0.5"],
+            "--variance 0.5 cannot happen: scores are in [0, 1], so it is at most 0.25 (a "
+            "variance, not a standard deviation)",
+        ),
+        (
+            ["--delta", "0.01", "--omega2", "1e308", "--cluster-size", "1e308", "--icc", "1"],
+            "--omega2 1e+308 cannot happen: scores are in [0, 1], so it is at most 1",
+        ),
+    ],
+)
+def test_inputs_without_an_answer_are_one_line_exit_2(args: list[str], message: str) -> None:
+    out = run_cli("power", *args)
+    assert out.code == 2 and out.out == ""
+    [line] = out.err_lines
+    assert line.startswith(f"error: Invalid value: {message} (see ")
