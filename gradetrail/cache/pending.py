@@ -216,9 +216,10 @@ class Restored:
 
 def restore_pending(run_dir: RunDir, cache: ResponseCache, key: bytes) -> Restored:
     """Store the responses an earlier run on this cache kept in this run directory's
-    ``pending-cache.jsonl``, then delete the file. Only lines whose MAC verifies under
-    ``key`` are stored; the others are counted and dropped (their requests are made
-    again).
+    ``pending-cache.jsonl``. Only lines whose MAC verifies under ``key`` are stored; the
+    others are counted and left in the file (a run on the cache that wrote them, another
+    ``--cache``, imports them; planted ones stay until deleted), never imported. The file
+    is deleted once nothing is left in it.
 
     Raises:
         CacheError: the cache still cannot be written (the file is kept for next time).
@@ -230,6 +231,7 @@ def restore_pending(run_dir: RunDir, cache: ResponseCache, key: bytes) -> Restor
     with os.fdopen(fd, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()
     stored = rejected = torn = 0
+    unsigned: list[str] = []  # another cache's responses (paid for): kept for it
     for line in lines:
         try:
             entry = json.loads(line)
@@ -240,9 +242,11 @@ def restore_pending(run_dir: RunDir, cache: ResponseCache, key: bytes) -> Restor
             continue
         if not all(isinstance(value, str) for value in fields) or not isinstance(mac, str):
             rejected += 1
+            unsigned.append(line)
             continue
         if not hmac.compare_digest(mac, _mac(key, fields)):
             rejected += 1
+            unsigned.append(line)
             continue
         entry_key, provider, model, text, check = fields
         if check != checksum(entry_key, text):
@@ -256,5 +260,8 @@ def restore_pending(run_dir: RunDir, cache: ResponseCache, key: bytes) -> Restor
                 f"{run_dir.path / PENDING_FILE}: {retry_advice(exc)}"
             ) from None
         stored += 1
-    run_dir.remove(PENDING_FILE)
+    if unsigned:
+        run_dir.write_atomic(PENDING_FILE, "".join(f"{line}\n" for line in unsigned))
+    else:
+        run_dir.remove(PENDING_FILE)
     return Restored(stored, rejected, torn)

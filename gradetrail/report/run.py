@@ -231,8 +231,9 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
     if report.rejected:
         lines.append(
             f"{report.rejected} responses in the run directory's pending-cache.jsonl were not "
-            "written by a run on this cache (planted, edited or copied) and were ignored; "
-            "their requests were made again"
+            "written by a run on this cache (another --cache, or planted, edited or copied) "
+            "and were not imported; their requests were made again, and they stay in the "
+            "file: run with the --cache that wrote them to import them, or delete the file"
         )
     if report.lost:
         lines.append(

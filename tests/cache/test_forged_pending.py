@@ -77,7 +77,9 @@ def test_a_planted_pending_file_imports_nothing(tmp_path: Path, mac: str) -> Non
     assert sum(read_calls(calls).values()) == SAMPLES
     assert _cached_texts(cache) == ["A: -1"] * SAMPLES
     assert f"{SAMPLES} responses in the run directory's pending-cache.jsonl" in err
-    assert not (run_dir / "pending-cache.jsonl").exists()
+    assert "stay in the file: run with the --cache that wrote them" in err
+    # never imported, never deleted (another cache's may be paid responses): still there
+    assert len((run_dir / "pending-cache.jsonl").read_text().splitlines()) == SAMPLES
 
 
 def _sign(key: bytes, fields: list[str]) -> str:
@@ -128,3 +130,39 @@ def test_a_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
     key_path.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(CacheRefused, match="never followed as a link"):
         cache_key(cache_path)
+
+
+def test_another_caches_pending_lines_wait_for_a_run_on_that_cache(tmp_path: Path) -> None:
+    """A run on cache A stopped with its responses in the run directory's pending file
+    (its disk full); the same run on cache B does not import them (not signed for B) and
+    leaves them in the file; a run on A then imports them and sends no request. Before,
+    the run on B deleted the file: the responses A's run had paid for were lost, and
+    paid again."""
+    spec = write_eval(tmp_path / "eval", samples=SAMPLES, concurrency=2)
+    plan = gradetrail.plan_run(gradetrail.load_spec(spec))
+    results = tmp_path / "results"
+    cache_a, cache_b = tmp_path / "a" / "cache.sqlite", tmp_path / "b" / "cache.sqlite"
+    cache_a.parent.mkdir()
+    cache_b.parent.mkdir()
+    ResponseCache(cache_a).close()
+    with RunDir.create(plan.run_dir(results)) as run_dir:
+        pending = PendingResponses(run_dir, cache_key(cache_a), cache_a)
+        for item in plan.prepared:
+            text = Response(text="A: 7").to_json()
+            assert pending.keep(item.key, "python", "slow", text, checksum(item.key, text))
+        pending.close()
+    calls = tmp_path / "calls.txt"
+    code, out, err = run_to_end(spec, cache_b, results, app_env(calls), "--json")
+    assert code == 0, err
+    assert json.loads(out)["cache"]["rejected"] == SAMPLES
+    assert sum(read_calls(calls).values()) == SAMPLES
+    pending_file = plan.run_dir(results) / "pending-cache.jsonl"
+    assert len(pending_file.read_text().splitlines()) == SAMPLES
+    calls_a = tmp_path / "calls-a.txt"
+    code, out, err = run_to_end(spec, cache_a, results, app_env(calls_a), "--json")
+    assert code == 0, err
+    manifest = json.loads(out)
+    assert manifest["cache"]["rejected"] == 0 and manifest["cache_hits"] == SAMPLES
+    assert sum(read_calls(calls_a).values()) == 0
+    assert _cached_texts(cache_a) == ["A: 7"] * SAMPLES
+    assert not pending_file.exists()
