@@ -218,6 +218,79 @@ def test_python_provider_module_and_judge_run_on_a_node_that_cannot_see_them(
     assert sum(served) == 80  # 40 model calls and 40 judge calls
 
 
+LOCKED = """\
+import threading
+
+
+class Model:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        with self.lock:
+            return "A: 1"
+
+
+answer = Model()
+
+
+def plain(request):
+    return "A: 1"
+"""
+
+
+def _locked_eval(root: Path, judged: bool) -> Path:
+    """A ``python``-provider eval whose callable object holds a lock (it cannot be
+    pickled for the workers): the model's, or (``judged``) only the judge's."""
+    root.mkdir(parents=True)
+    (root / "lockedapp.py").write_text(LOCKED)
+    (root / "data.jsonl").write_text("".join(f'{{"id": "q{i}", "q": "{i}"}}\n' for i in range(4)))
+    (root / "judge.j2").write_text("Grade {{ prompt }}: {{ response }}\n")
+    locked = {"provider": "python", "name": "app", "function": "lockedapp:answer"}
+    spec: dict[str, Any] = {
+        "name": "locked",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "1",
+        "model": {**locked, "function": "lockedapp:plain"} if judged else locked,
+        "scorer": {"type": "judge", "file": "judge.j2", "model": {**locked, "name": "grader"}}
+        if judged
+        else {"type": "numeric", "marker": "A:"},
+    }
+    path = root / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("judged", [False, True], ids=["model", "judge"])
+def test_a_provider_that_cannot_be_pickled_is_one_line_exit_2(
+    cluster: RunningCluster, driver_dir: Path, cli, judged: bool
+) -> None:
+    """A ``python`` provider's callable object holding a lock: one line naming the
+    field, exit 2, no call made; the model's refuses the run before its directory
+    exists (before: a TypeError traceback, exit 1, a failed run directory)."""
+    root = driver_dir / f"locked-{'judge' if judged else 'model'}"
+    spec = _locked_eval(root, judged)
+    out = cli(
+        "run", str(spec), "--executor", "ray", "--address", cluster.address,
+        "--cache", str(root / "c.db"), "--results-root", str(root / "results"),
+    )  # fmt: skip
+    assert out.exit_code == 2, out.stderr
+    field = "scorer.model.function" if judged else "model.function"
+    reason = "cannot be sent to the Ray workers (TypeError: cannot pickle '_thread.lock' object)"
+    (line, *rest) = out.stderr.strip().splitlines()
+    assert line.startswith("error: ") and f"{field} 'lockedapp:answer' {reason}" in line
+    if judged:  # the judge is bound after the run directory exists; no call was made
+        assert rest == [f"note: the rows that landed are in {only_run_dir(root / 'results')}"]
+        cache = ResponseCache(root / "c.db")
+        try:
+            assert cache.stats().entries == 0
+        finally:
+            cache.close()
+    else:
+        assert rest == [] and not (root / "results").exists()
+
+
 def test_rate_caps_are_global_across_workers(
     cluster: RunningCluster, srv, driver_dir: Path, keyed: str
 ) -> None:
