@@ -291,6 +291,77 @@ def test_a_provider_that_cannot_be_pickled_is_one_line_exit_2(
         assert rest == [] and not (root / "results").exists()
 
 
+REFUSER = """\
+import asyncio
+import threading
+
+from gradetrail.errors import ProviderError
+
+
+class Refused(ProviderError):
+    def __init__(self, who, why):
+        super().__init__(f"{who} refused: {why}", status=451)
+
+
+class Locked(ProviderError):
+    def __init__(self, message):
+        super().__init__(message, transient=False, status=409)
+        self.lock = threading.Lock()
+
+
+async def answer(request):
+    await asyncio.sleep(0.2)  # every call in flight at once: their outcomes share a batch
+    if request.prompt == "3":
+        raise Refused("server", "policy")
+    if request.prompt == "5":
+        raise Locked("held")
+    return "A: 1"
+"""
+
+
+def test_errors_that_do_not_unpickle_cost_no_other_answer(
+    cluster: RunningCluster, driver_dir: Path
+) -> None:
+    """A ``python`` provider raising a ProviderError subclass with an ``__init__`` of its
+    own (it did not unpickle in the driver), and one holding a lock (it did not pickle on
+    the worker), among 10 calls in flight on one worker: the other 8 answers are scored,
+    and the first error's row is the local run's. Before: every call the worker held
+    ended as ``RaySystemError: ... missing 1 required positional argument``, 8 paid
+    answers lost."""
+    root = driver_dir / "refuser"
+    (root / "refuser").mkdir(parents=True)
+    (root / "refuser" / "__init__.py").write_text(REFUSER)
+    (root / "data.jsonl").write_text("".join(f'{{"id": "q{i}", "q": "{i}"}}\n' for i in range(10)))
+    spec_path = root / "spec.yaml"
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "refuser",
+                "dataset": {"path": "data.jsonl"},
+                "prompt": "{{ q }}",
+                "target": "1",
+                "model": {"provider": "python", "name": "app", "function": "refuser:answer"},
+                "scorer": {"type": "numeric", "marker": "A:"},
+                "run": {"concurrency": 10, "max_retries": 0, "fail_fast": 0},
+            }
+        )
+    )
+    spec = gradetrail.load_spec(spec_path)
+    local = _run(spec, root / "local")
+    ray = _run(spec, root / "ray", RayOptions(address=cluster.address, workers=1))
+
+    rows, local_rows = _rows(ray.run_dir), _rows(local.run_dir)
+    assert ray.manifest.counts == local.manifest.counts == {"scored": 8, "provider_error": 2}
+    assert [r["state"] for r in rows] == [r["state"] for r in local_rows]
+    assert rows[3] == local_rows[3] and rows[3]["error"]["kind"] == "Refused"
+    assert rows[3]["error"]["message"] == "server refused: policy"
+    assert rows[3]["error"]["status"] == 451
+    locked = rows[5]["error"]  # a copy of the nearest gradetrail class, fields kept
+    assert (locked["kind"], locked["message"], locked["status"]) == ("ProviderError", "held", 409)
+    assert local_rows[5]["error"]["kind"] == "Locked"
+    assert ray.manifest.executor["per_worker"][0]["served"] == 10
+
+
 def test_rate_caps_are_global_across_workers(
     cluster: RunningCluster, srv, driver_dir: Path, keyed: str
 ) -> None:
