@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gradetrail._util.exactsum import ExactSum
 from gradetrail._util.jsontext import value_json
 from gradetrail._util.slots import EpochSlots
 from gradetrail.conversation.transcript import ConversationStats, ConversationTally
@@ -79,7 +80,8 @@ class Tally:
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
         agreement: (label, score) pairs of labelled rows, for judge agreement.
         conversations: turns and tool calls of the rows with a transcript.
-        app_metrics: a python app's metrics (``Response.metrics``): name -> [sum, rows].
+        app_metrics: a python app's metrics (``Response.metrics``): name -> [sum (an
+            :class:`~gradetrail._util.exactsum.ExactSum`), rows].
     """
 
     rows: int = 0
@@ -89,9 +91,11 @@ class Tally:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
-    cost_usd: float | None = None
-    cost_usd_cached: float | None = None
-    cost_usd_unscored: float | None = None
+    # cost_usd, cost_usd_cached, cost_usd_unscored (properties): exact sums, so the same
+    # rows give the same float whatever order they landed in; None while nothing priced
+    _paid: ExactSum | None = None
+    _paid_cached: ExactSum | None = None
+    _paid_unscored: ExactSum | None = None
     served_models: Counter[str] = field(default_factory=Counter)
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
@@ -106,7 +110,7 @@ class Tally:
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
     conversations: ConversationTally = field(default_factory=ConversationTally)
-    app_metrics: dict[str, list[float]] = field(default_factory=dict)
+    app_metrics: dict[str, list[Any]] = field(default_factory=dict)
     #: (state, error kind, provider error type, status, message shape) -> [rows, first
     #: message]
     error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
@@ -129,6 +133,21 @@ class Tally:
 
     def __post_init__(self) -> None:
         self._rows = EpochSlots("B", "d", epochs=self.epochs, samples=self.samples)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD paid this run (see the class's attributes)."""
+        return None if self._paid is None else self._paid.value
+
+    @property
+    def cost_usd_cached(self) -> float | None:
+        """USD the cache hits once cost."""
+        return None if self._paid_cached is None else self._paid_cached.value
+
+    @property
+    def cost_usd_unscored(self) -> float | None:
+        """Of ``cost_usd``, USD paid for rows in an error state."""
+        return None if self._paid_unscored is None else self._paid_unscored.value
 
     @classmethod
     def for_spec(cls, spec: EvalSpec, samples: int = 0) -> Tally:
@@ -193,13 +212,18 @@ class Tally:
         if row["served_model"]:
             self.served_models[row["served_model"]] += 1
         if cost is not None:
+            if self._paid is None:  # priced: 0.0 paid when every priced row is cached
+                self._paid = ExactSum()
             if cached:
-                self.cost_usd_cached = (self.cost_usd_cached or 0.0) + cost
-                self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
+                if self._paid_cached is None:
+                    self._paid_cached = ExactSum()
+                self._paid_cached.add(cost)
             else:
-                self.cost_usd = (self.cost_usd or 0.0) + cost
+                self._paid.add(cost)
                 if state != "scored":
-                    self.cost_usd_unscored = (self.cost_usd_unscored or 0.0) + cost
+                    if self._paid_unscored is None:
+                        self._paid_unscored = ExactSum()
+                    self._paid_unscored.add(cost)
         sample_id, score = row["sample_id"], row["score"]
         kept = counted_score(row, self.truncated_policy)
         slot = at if at is not None and self._by_index else self._slot(sample_id, at)
@@ -232,8 +256,10 @@ class Tally:
         app = row.get("app")
         if app and app.get("metrics"):
             for name, value in app["metrics"].items():
-                entry = self.app_metrics.setdefault(name, [0.0, 0])
-                entry[0] += value
+                entry = self.app_metrics.get(name)
+                if entry is None:
+                    entry = self.app_metrics[name] = [ExactSum(), 0]
+                entry[0].add(value)
                 entry[1] += 1
 
     def _slot(self, sample_id: str, at: int | None) -> int:
@@ -436,7 +462,7 @@ class Tally:
         if not self.app_metrics:
             return None
         return {
-            name: {"rows": int(n), "mean": total / n}
+            name: {"rows": int(n), "mean": total.value / n}
             for name, (total, n) in sorted(self.app_metrics.items())
         }
 

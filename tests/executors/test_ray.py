@@ -9,6 +9,7 @@ one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -101,10 +102,13 @@ def test_ray_gives_the_same_answer_as_local_from_both_nodes_and_writes_no_key(
     """GSM8K through the protocol server: local and Ray (2 workers, one on each node)
     give the same rows in the same order, scores, identity and counts; both nodes served
     requests; the API key reached the workers (the server requires it) but no file of
-    either node's Ray session holds it."""
+    either node's Ray session holds it. The cost is the same float (before, summed in the
+    order rows landed, it differed in its last digits)."""
     local_dir, ray_dir = driver_dir / "same-local", driver_dir / "same-ray"
     run = {"concurrency": 32}
+    price = {"input_per_mtok": 0.15, "output_per_mtok": 0.6}
     common = {"limit": None, "run": run, "api_key_env": keyed, "api_key_required": True}
+    common["price"] = price
     local = _run(gsm8k_spec(local_dir, srv, "openai_compatible", **common), local_dir)
     local_requests = srv.stats()["total"]
     spec = gsm8k_spec(ray_dir, srv, "openai_compatible", **common)
@@ -118,6 +122,7 @@ def test_ray_gives_the_same_answer_as_local_from_both_nodes_and_writes_no_key(
     for name in SAME:
         assert getattr(ray.manifest, name) == getattr(local.manifest, name), name
     assert ray.manifest.counts == {"scored": 1319}
+    assert ray.manifest.cost_usd == math.fsum(r["cost_usd"] for r in _rows(local.run_dir))
     assert ray.manifest.score.mean == pytest.approx(0.5625, abs=1e-4)  # the authors' labels
     ex = ray.manifest.executor
     assert ex["kind"] == "ray" and ex["workers"] == 2 and ex["nodes"] == 2, ex

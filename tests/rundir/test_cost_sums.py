@@ -1,0 +1,69 @@
+"""A run's cost totals do not depend on the order its rows landed in (two runs of one
+spec, or the local and the Ray executor, finish calls in different orders)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from gradetrail._util.exactsum import ExactSum
+from gradetrail.rundir.results import JudgeRecord, make_row
+from gradetrail.rundir.summary import Tally
+
+#: costs whose float sum depends on the order: (0.1 + 0.2) + 0.3 != 0.3 + 0.2 + 0.1
+COSTS = [0.1, 0.2, 0.3, 1e-9, 0.7]
+
+
+def _row(i: int, cost: float, **fields: object) -> dict:
+    judge = JudgeRecord(requests=1, calls=1, cost_usd=cost / 10, cost_usd_cached=cost / 100)
+    base = {"sample_id": str(i), "state": "scored", "score": 1.0, "cost_usd": cost}
+    return make_row(**{**base, "judge": judge, **fields})
+
+
+def test_every_order_of_the_same_rows_gives_the_same_cost_floats() -> None:
+    """Paid, cached, unscored, judge and app-metric sums: one float for all 120 orders of
+    five rows, the correctly rounded exact sum (before: 0.6000000000000001 or 0.6 for
+    the first three, by order)."""
+    seen: set[tuple] = set()
+    for order in itertools.permutations(range(len(COSTS))):
+        tally, cached, failed = Tally(), Tally(), Tally()
+        for i in order:
+            app = {"metrics": {"steps": COSTS[i]}}
+            tally.add(_row(i, COSTS[i], app=app))
+            cached.add(_row(i, COSTS[i], cached=True))
+            failed.add(_row(i, COSTS[i], state="judge_error", score=None))
+        seen.add(
+            (
+                tally.cost_usd,
+                tally.judge.cost_usd,
+                tally.judge.cost_usd_cached,
+                tally.app_metric_stats()["steps"]["mean"],
+                cached.cost_usd,
+                cached.cost_usd_cached,
+                failed.cost_usd_unscored,
+            )
+        )
+    total = math.fsum(COSTS)
+    assert seen == {
+        (
+            total,
+            math.fsum(c / 10 for c in COSTS),
+            math.fsum(c / 100 for c in COSTS),
+            total / len(COSTS),
+            0.0,
+            total,
+            total,
+        )
+    }
+
+
+def test_exact_sum_of_nothing_and_of_non_finite_values() -> None:
+    """Nothing added reads 0.0; an infinity stays, and both infinities read NaN."""
+    empty, inf, both = ExactSum(), ExactSum(), ExactSum()
+    assert empty.value == 0.0
+    for x in (1.0, math.inf, 2.0):
+        inf.add(x)
+    assert inf.value == math.inf
+    for x in (math.inf, 1.0, -math.inf):
+        both.add(x)
+    assert math.isnan(both.value)
