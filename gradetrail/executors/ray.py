@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gradetrail.errors import UsageError
-from gradetrail.executors.ray_cluster import HOST_PORT
+from gradetrail.executors.ray_cluster import check_address
 from gradetrail.executors.ray_link import WorkerStats
 from gradetrail.executors.ray_pool import RayPool
 from gradetrail.executors.retry import RetryPolicy
@@ -83,14 +83,8 @@ class RayOptions:
         Raises:
             UsageError: ``address`` is not ``auto`` or ``HOST:PORT``, or ``workers`` < 1.
         """
-        if self.address is not None and self.address != "auto":
-            match = HOST_PORT.match(self.address)
-            if match is None or not 0 < int(match["port"]) < 65536:
-                raise UsageError(
-                    f"--address {self.address!r}: use auto or HOST:PORT (the head node's "
-                    "GCS address, as `ray start --head` prints it), or leave it out to "
-                    "start a local Ray"
-                )
+        if self.address is not None:
+            check_address(self.address)
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):

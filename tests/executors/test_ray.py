@@ -574,6 +574,32 @@ def test_unreachable_address_is_one_line_exit_2(cli, gsm8k_copy: Path, server) -
     assert not (gsm8k_copy.parent / "results").exists()
 
 
+def test_ray_address_from_the_environment_is_checked_as_address_is(
+    cli, gsm8k_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$RAY_ADDRESS (no --address) is held to --address's forms, and errors name it:
+    a Ray Client address (ray://) is one line, exit 2, before the run directory exists
+    (before: `ray.init` failed in the start-up thread after the directory was made, a
+    failed run left behind); nothing listening names RAY_ADDRESS, not --address."""
+    results = gsm8k_copy.parent / "results"
+    monkeypatch.setenv("RAY_ADDRESS", "ray://127.0.0.2:10001")
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", "--results-root", str(results))
+    assert out.exit_code == 2, out.stderr
+    assert out.stderr.strip() == (
+        "error: RAY_ADDRESS 'ray://127.0.0.2:10001': use auto or HOST:PORT (the head node's "
+        "GCS address, as `ray start --head` prints it), or unset it to start a local Ray"
+    )
+    closed = f"127.0.0.2:{_closed_port()}"
+    monkeypatch.setenv("RAY_ADDRESS", closed)
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", "--results-root", str(results))
+    assert out.exit_code == 2
+    assert out.stderr.strip() == (
+        f"error: cannot reach the Ray cluster at {closed} (Connection refused); check "
+        "RAY_ADDRESS and that `ray start --head` runs there"
+    )
+    assert not results.exists()
+
+
 def test_missing_ray_names_the_extra_and_a_cached_run_never_imports_it(
     cli, gsm8k_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
