@@ -112,7 +112,7 @@ class Tally:
     conversations: ConversationTally = field(default_factory=ConversationTally)
     app_metrics: dict[str, list[Any]] = field(default_factory=dict)
     #: (state, error kind, provider error type, status, message shape) -> [rows, first
-    #: message]
+    #: message, (slot, epoch) of that first row in run order]
     error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
         default_factory=dict
     )
@@ -231,7 +231,7 @@ class Tally:
         if len(row) != _DECLARED:  # optional fields: only rows that set them
             self._add_optional(row, slot)
         if row["error"] is not None:
-            self._count_error(row)
+            self._count_error(row, (slot, row["epoch"]))
         if row["judge"] is not None:
             self.judge.add(row)
         self.agreement.add(state, row["label"], score, sample_id)
@@ -322,7 +322,10 @@ class Tally:
         None when there were none."""
         return self.conversations.stats()
 
-    def _count_error(self, row: Row) -> None:
+    def _count_error(self, row: Row, at: tuple[int, int]) -> None:
+        """Count an error row at ``at`` (its sample's slot, its epoch: its place in run
+        order), keeping the message of the reason's first row in run order, whatever
+        order the rows landed in."""
         error = row["error"] or {}
         kind = str(error.get("kind") or error.get("reason") or "error")
         message = str(error.get("message") or "")
@@ -331,14 +334,17 @@ class Tally:
         key = (row["state"], kind, error.get("error_type"), error.get("status"), _shape(message))
         entry = self.error_kinds.get(key)
         if entry is None:
-            self.error_kinds[key] = [1, message]
+            self.error_kinds[key] = [1, message, at]
         else:
             entry[0] += 1
+            if at < entry[2]:
+                entry[1:] = [message, at]
 
     def top_errors(self, limit: int = 3) -> list[dict[str, Any]]:
-        """The most frequent kinds of error rows, most first: ``state``, ``kind``,
-        ``error_type``, ``status``, ``rows`` and the first row's ``message``."""
-        ranked = sorted(self.error_kinds.items(), key=lambda item: -item[1][0])[:limit]
+        """The most frequent kinds of error rows, most first (a tie: the one whose first
+        row comes first in run order): ``state``, ``kind``, ``error_type``, ``status``,
+        ``rows`` and the first row's ``message``."""
+        ranked = sorted(self.error_kinds.items(), key=lambda item: (-item[1][0], item[1][2]))
         return [
             {
                 "state": state,
@@ -348,7 +354,7 @@ class Tally:
                 "rows": rows,
                 "message": message,
             }
-            for (state, kind, error_type, status, _), (rows, message) in ranked
+            for (state, kind, error_type, status, _), (rows, message, _at) in ranked[:limit]
         ]
 
     @property

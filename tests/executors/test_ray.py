@@ -365,6 +365,9 @@ def test_errors_that_do_not_unpickle_cost_no_other_answer(
     assert (locked["kind"], locked["message"], locked["status"]) == ("ProviderError", "held", 409)
     assert local_rows[5]["error"]["kind"] == "Locked"
     assert ray.manifest.executor["per_worker"][0]["served"] == 10
+    # a tie of one row each: run order (q3 before q5) ranks them, not landing order
+    assert [e["message"] for e in ray.manifest.top_errors] == ["server refused: policy", "held"]
+    assert [e["message"] for e in local.manifest.top_errors] == ["server refused: policy", "held"]
 
 
 def test_rate_caps_are_global_across_workers(

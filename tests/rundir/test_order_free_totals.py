@@ -1,9 +1,11 @@
-"""A run's cost totals do not depend on the order its rows landed in (two runs of one
-spec, or the local and the Ray executor, finish calls in different orders)."""
+"""A run's totals do not depend on the order its rows landed in (two runs of one spec, or
+the local and the Ray executor, finish calls in different orders): costs, and the top
+errors with their messages."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 from gradetrail._util.exactsum import ExactSum
@@ -67,3 +69,36 @@ def test_exact_sum_of_nothing_and_of_non_finite_values() -> None:
     for x in (math.inf, 1.0, -math.inf):
         both.add(x)
     assert math.isnan(both.value)
+
+
+def _error(i: int, kind: str, message: str) -> dict:
+    error = {"kind": kind, "message": message, "status": 400}
+    return make_row(sample_id=str(i), state="provider_error", error=error)
+
+
+def test_top_errors_and_their_messages_follow_run_order_not_landing_order() -> None:
+    """Two reasons with one row each, and one reason whose messages differ in a number:
+    every landing order gives the same top errors, ranked by rows and then by their first
+    row in run order, each with that row's message (before: the first to land)."""
+    rows = [
+        (0, "Refused", "row 0 refused"),
+        (1, "Locked", "held"),
+        (2, "Refused", "row 2 refused"),
+        (3, "Timeout", "took 31 s"),
+    ]
+    seen = set()
+    for order in itertools.permutations(rows):
+        tally = Tally()
+        for i, kind, message in order:
+            tally.add(_error(i, kind, message), i)
+        seen.add(json.dumps(tally.top_errors()))
+    assert [json.loads(s) for s in seen] == [
+        [
+            {"state": "provider_error", "kind": "Refused", "error_type": None, "status": 400,
+             "rows": 2, "message": "row 0 refused"},
+            {"state": "provider_error", "kind": "Locked", "error_type": None, "status": 400,
+             "rows": 1, "message": "held"},
+            {"state": "provider_error", "kind": "Timeout", "error_type": None, "status": 400,
+             "rows": 1, "message": "took 31 s"},
+        ]
+    ]  # fmt: skip
