@@ -167,10 +167,11 @@ class Tally:
         names: counts, served models, tokens, cost, cache hits, score statistics (clustered
         when ``spec.dataset`` names a cluster field), judge, agreement, top errors and
         conversations. The final manifest records these; the viewer shows them for a run
-        still being written."""
+        still being written. Nothing in them depends on the order rows landed in (keys
+        sorted, sums exact, ties ranked by run order)."""
         return {
-            "counts": dict(self.counts),
-            "served_models": dict(self.served_models),
+            "counts": dict(sorted(self.counts.items())),
+            "served_models": dict(sorted(self.served_models.items())),
             "truncated": self.truncated,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -179,7 +180,7 @@ class Tally:
             "reasoning_tokens": self.reasoning_tokens,
             "reasoning_exhausted": self.reasoning_exhausted,
             "refusals": self.refusals,
-            "server_tool_uses": dict(self.server_tool_uses),
+            "server_tool_uses": dict(sorted(self.server_tool_uses.items())),
             "cost_usd": self.cost_usd,
             "cost_usd_cached": self.cost_usd_cached,
             "cost_usd_unscored": self.cost_usd_unscored,

@@ -8,10 +8,14 @@ import itertools
 import json
 import math
 
+from paths import GSM8K_SPEC
+
+import gradetrail
 from gradetrail._util.exactsum import ExactSum
 from gradetrail.rundir.results import JudgeRecord, make_row
 from gradetrail.rundir.summary import Tally
 
+_SPEC = gradetrail.load_spec(GSM8K_SPEC)
 #: costs whose float sum depends on the order: (0.1 + 0.2) + 0.3 != 0.3 + 0.2 + 0.1
 COSTS = [0.1, 0.2, 0.3, 1e-9, 0.7]
 
@@ -102,3 +106,23 @@ def test_top_errors_and_their_messages_follow_run_order_not_landing_order() -> N
              "rows": 1, "message": "took 31 s"},
         ]
     ]  # fmt: skip
+
+
+def test_counts_served_models_and_tool_uses_are_keyed_in_one_order() -> None:
+    """counts, served_models and server_tool_uses: the same JSON whichever row landed
+    first (before: keys in landing order)."""
+    a = make_row(sample_id="1", state="scored", score=1.0, served_model="m-2")
+    a["server_tool_uses"] = {"web_search_requests": 1}
+    b = make_row(sample_id="2", state="provider_error", served_model="m-1")
+    b["server_tool_uses"] = {"code_execution": 2}
+    figures = set()
+    for rows in ([a, b], [b, a]):
+        tally = Tally()
+        for row in rows:
+            tally.add(row, int(row["sample_id"]) - 1)
+        keyed = tally.manifest_figures(_SPEC)
+        figures.add(json.dumps([keyed[k] for k in ("counts", "served_models", "server_tool_uses")]))
+    assert figures == {
+        '[{"provider_error": 1, "scored": 1}, {"m-1": 1, "m-2": 1}, '
+        '{"code_execution": 2, "web_search_requests": 1}]'
+    }
