@@ -180,6 +180,11 @@ class RayPool:
         assert entry.blob is not None  # pickled by prestart() or add()
         return handle.register.remote(slot, entry.blob, entry.concurrency)
 
+    @property
+    def ready(self) -> bool:
+        """True once the workers started (:meth:`workers` answers at once)."""
+        return self._workers is not None
+
     async def workers(self) -> list[WorkerLink]:
         """The workers, started on first use (in the background since :meth:`prestart`).
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from run_support import count_lines, drain_logged, only_run_dir, wait_until
 import gradetrail
 from gradetrail.cache.store import ResponseCache
 from gradetrail.executors.ray import RayExecutor, RayOptions
+from gradetrail.executors.ray_pool import RayPool
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import make_provider
 from gradetrail.testing import FakeClock
@@ -396,6 +398,29 @@ def test_rate_caps_are_global_across_workers(
     assert clock.now() - start == pytest.approx(9.0, abs=0.2)
     assert srv.stats()["max_in_flight"] <= 8
     assert all(w["served"] > 0 for w in result.manifest.executor["per_worker"])
+
+
+def test_waiting_for_the_workers_to_start_is_not_part_of_an_attempt(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers that take 2 s to start (a cold node setting up its runtime env, held here
+    by a sleep in the start-up thread) with run.timeout_s 1 and no retries: all 8 rows
+    scored, 8 requests paid, as locally. Before: the wait counted against each first
+    attempt's timeout, and every row was a ProviderTimeout that never reached the server."""
+    start = RayPool._start_in_background
+
+    def slow_start(self: RayPool) -> Any:
+        time.sleep(2.0)
+        return start(self)
+
+    monkeypatch.setattr(RayPool, "_start_in_background", slow_start)
+    root = driver_dir / "slow-start"
+    run = {"timeout_s": 1, "max_retries": 0}
+    spec = gsm8k_spec(root, srv, "openai_compatible", limit=8, api_key_env=keyed, run=run)
+    result = _run(spec, root, RayOptions(address=cluster.address, workers=2))
+    assert result.manifest.counts == {"scored": 8}
+    assert srv.stats()["total"] == 8
+    assert result.manifest.executor["waited_s"] >= 1.0
 
 
 def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
