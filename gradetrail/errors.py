@@ -183,6 +183,36 @@ class ProviderError(GradetrailError):
         self.code = code
         self.quota = quota
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle as class, ``args`` and fields, rebuilt without calling ``__init__``: a
+        subclass with an ``__init__`` of its own (``Refused(who, why)``, raised by a
+        ``python`` provider on a Ray worker) unpickles whole in the driver."""
+        return (_rebuilt_error, (type(self), self.args, self.__dict__))
+
+    def portable(self) -> ProviderError:
+        """This error, or, when it does not survive pickling (a field holding a lock or a
+        socket), a copy of the nearest gradetrail class with the same message and fields
+        (``billed`` kept when it is a Response): what a Ray worker sends back."""
+        import pickle
+
+        try:
+            pickle.loads(pickle.dumps(self))
+            return self
+        except Exception:
+            base = next(c for c in type(self).__mro__ if c.__module__ == __name__)
+            from gradetrail.providers.base import Response
+
+            return base(
+                str(self),
+                transient=self.transient,
+                retry_after=self.retry_after,
+                status=self.status,
+                error_type=self.error_type,
+                code=self.code,
+                billed=self.billed if type(self.billed) is Response else None,
+                quota=self.quota,
+            )
+
     def detail(self) -> dict[str, Any]:
         """The error as a JSON-ready dict for a result row: ``kind``, ``message``,
         ``status``, ``error_type``, ``code``, ``transient`` (whether a retry could have
@@ -200,6 +230,16 @@ class ProviderError(GradetrailError):
         if self.quota is not None:
             detail["quota"] = self.quota
         return detail
+
+
+def _rebuilt_error(
+    cls: type[ProviderError], args: tuple[Any, ...], state: dict[str, Any]
+) -> ProviderError:
+    """A pickled :class:`ProviderError` again (see its ``__reduce__``)."""
+    error = Exception.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ProviderTimeout(ProviderError):

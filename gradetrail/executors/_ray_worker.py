@@ -131,7 +131,8 @@ class ProviderWorker:
             outcome: Outcome = await provider.complete(request)
         except ProviderError as exc:
             exc.__traceback__ = None  # the driver needs the classification, not our frames
-            outcome = exc
+            # one outcome that cannot be pickled would fail the whole batch it goes in
+            outcome = exc.portable()
         except asyncio.CancelledError:  # the driver gave up on it: nothing to report
             self._tasks.pop(call_id, None)
             raise

@@ -44,15 +44,15 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from gradetrail.errors import UsageError
-from gradetrail.executors.ray_cluster import HOST_PORT
+from gradetrail.executors.ray_cluster import check_address
 from gradetrail.executors.ray_link import WorkerStats
 from gradetrail.executors.ray_pool import RayPool
-from gradetrail.executors.retry import RetryPolicy
+from gradetrail.executors.retry import AttemptListener, CallOutcome, RetryPolicy
 from gradetrail.executors.retrying import RetryingExecutor
 from gradetrail.providers.base import Provider, Request, Response
 
@@ -83,14 +83,8 @@ class RayOptions:
         Raises:
             UsageError: ``address`` is not ``auto`` or ``HOST:PORT``, or ``workers`` < 1.
         """
-        if self.address is not None and self.address != "auto":
-            match = HOST_PORT.match(self.address)
-            if match is None or not 0 < int(match["port"]) < 65536:
-                raise UsageError(
-                    f"--address {self.address!r}: use auto or HOST:PORT (the head node's "
-                    "GCS address, as `ray start --head` prints it), or leave it out to "
-                    "start a local Ray"
-                )
+        if self.address is not None:
+            check_address(self.address)
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):
@@ -160,6 +154,28 @@ class RayExecutor(RetryingExecutor):
         """
         self.pool.cluster.check()
         self.pool.prestart()
+
+    def complete(
+        self, request: Request, on_attempt: AttemptListener | None = None
+    ) -> Coroutine[Any, Any, CallOutcome]:
+        """Serve ``request`` with retries, as :class:`RetryingExecutor` does, once the
+        workers are up: waiting for them to start (seconds, on a cold cluster) is not part
+        of any attempt, so it counts against neither ``run.timeout_s`` nor
+        ``run.sample_timeout_s``.
+
+        Raises:
+            UsageError: Ray is missing or the cluster unreachable.
+            RunError: the workers did not start.
+        """
+        if self.pool.ready:
+            return super().complete(request, on_attempt)
+        return self._complete_once_started(request, on_attempt)
+
+    async def _complete_once_started(
+        self, request: Request, on_attempt: AttemptListener | None
+    ) -> CallOutcome:
+        await self.pool.workers()
+        return await super().complete(request, on_attempt)
 
     def attempt(self, request: Request) -> Awaitable[Response]:
         """One attempt on the least-loaded live worker (after this provider's throttle)."""

@@ -60,25 +60,34 @@ class RayCluster:
     def _address(self) -> str | None:
         return self._option or os.environ.get("RAY_ADDRESS") or None
 
+    def _source(self) -> str:
+        """Where the address came from, as errors name it."""
+        return "--address" if self._option else "RAY_ADDRESS"
+
     def check(self) -> None:
         """Before the run: Ray is installed and the cluster answers (``HOST:PORT``: a gRPC
         server listens there; ``auto``: a cluster started on this machine is recorded).
+        ``$RAY_ADDRESS`` is held to ``--address``'s forms.
 
         Raises:
-            UsageError: Ray is not installed, or the cluster cannot be reached.
+            UsageError: Ray is not installed, the address is not ``auto`` or
+                ``HOST:PORT`` (a Ray Client ``ray://`` address in ``$RAY_ADDRESS``), or
+                the cluster cannot be reached.
         """
-        address = self._address()
+        address, source = self._address(), self._source()
         if address is None:
             # a local Ray of our own is single-node: it advertises the loopback address
             # (as Ray does on macOS), so nothing on the network reaches it or is reached
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        else:
+            check_address(address, source)
         ray = import_ray()
         if ray.is_initialized() or address is None:
             return
         if address == "auto":
-            address = _resolve_auto(ray)
-        _probe(address)
+            address = _resolve_auto(ray, source)
+        _probe(address, source)
 
     def connect(self, runtime_env: dict[str, Any] | None) -> None:
         """Join (or start) the cluster, with ``runtime_env`` (the code of the providers
@@ -174,9 +183,27 @@ def _bounded(fn: Callable[[], Any], timeout_s: float, where: str) -> None:
         raise UsageError(f"cannot connect to {where}: {first_line(outcome.error)}") from None
 
 
-def _probe(address: str) -> None:
+def check_address(address: str, source: str = "--address") -> None:
+    """``address`` is ``auto`` or ``HOST:PORT`` (a port from 1 to 65535).
+
+    Raises:
+        UsageError: it is neither (naming ``source``: ``--address`` or ``RAY_ADDRESS``).
+    """
+    if address == "auto":
+        return
+    match = HOST_PORT.match(address)
+    if match is None or not 0 < int(match["port"]) < 65536:
+        leave = "leave it out" if source == "--address" else "unset it"
+        raise UsageError(
+            f"{source} {address!r}: use auto or HOST:PORT (the head node's GCS address, "
+            f"as `ray start --head` prints it), or {leave} to start a local Ray"
+        )
+
+
+def _probe(address: str, source: str) -> None:
     """Check in a few seconds that something speaking HTTP/2 (gRPC, as Ray's GCS does)
-    listens at ``address``, before ``ray.init`` would retry it for minutes.
+    listens at ``address`` (``HOST:PORT``), before ``ray.init`` would retry it for
+    minutes.
 
     Raises:
         UsageError: nothing listens there, the host is unreachable, or it is not gRPC.
@@ -184,7 +211,7 @@ def _probe(address: str) -> None:
     import socket
 
     match = HOST_PORT.match(address)
-    if match is None:  # e.g. $RAY_ADDRESS in a form of its own: ray.init decides
+    if match is None:  # `auto` resolved by a Ray whose internals moved: ray.init decides
         return
     host, port = match["host"].strip("[]"), int(match["port"])
     try:
@@ -197,13 +224,13 @@ def _probe(address: str) -> None:
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise UsageError(
-            f"cannot reach the Ray cluster at {address} ({reason}); check --address and that "
+            f"cannot reach the Ray cluster at {address} ({reason}); check {source} and that "
             "`ray start --head` runs there"
         ) from None
     if len(header) < 9 or header[3] != 4:
         raise UsageError(
             f"{address} does not answer as a Ray cluster (GCS) does; check the port in "
-            "--address (`ray start --head` prints it)"
+            f"{source} (`ray start --head` prints it)"
         )
 
 
@@ -233,7 +260,7 @@ def _errors_to_stderr(ray: Any) -> None:
     module.print_to_stdstream = to_stderr
 
 
-def _resolve_auto(ray: Any) -> str:
+def _resolve_auto(ray: Any, source: str) -> str:
     """The address ``auto`` means: the cluster ``ray start`` recorded on this machine.
 
     Raises:
@@ -248,9 +275,10 @@ def _resolve_auto(ray: Any) -> str:
     except Exception:
         address = None
     if not address:
+        leave = "leave --address out" if source == "--address" else "unset RAY_ADDRESS"
         raise UsageError(
-            "--address auto: no Ray cluster was started on this machine; run `ray start "
-            "--head` first, or give HOST:PORT, or leave --address out to start a local Ray"
+            f"{source} auto: no Ray cluster was started on this machine; run `ray start "
+            f"--head` first, or give HOST:PORT, or {leave} to start a local Ray"
         )
     return address
 

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gradetrail.errors import ProviderConnectionError, RunError
+from gradetrail.errors import ProviderConnectionError, RunError, UsageError
 from gradetrail.executors._ray_worker import ProviderWorker
-from gradetrail.executors.ray_cluster import RayCluster, failure_reason
+from gradetrail.executors.ray_cluster import RayCluster, failure_reason, first_line, import_ray
 from gradetrail.executors.ray_link import WorkerLink, WorkerStats
 from gradetrail.providers.base import Provider, Request, Response
 
@@ -85,23 +85,37 @@ class RayPool:
     # -- starting the workers ------------------------------------------------------------
 
     def add(self, provider: Provider, concurrency: int) -> int:
-        """Register a provider; return its slot.
+        """Register a provider; return its slot. Once :meth:`prestart` ran (a judge bound
+        after the run's first cache miss) it is pickled at once.
 
         Raises:
             RunError: the run's calls have begun (every worker holds the providers known
                 then).
+            UsageError: the provider cannot be pickled for the workers.
         """
         if self._starting is not None:
             raise RunError("a provider was added after the Ray workers started")
-        self._slots.append(_Slot(provider, concurrency))
+        entry = _Slot(provider, concurrency)
+        if self._boot is not None:
+            entry.blob = _pickled(provider)
+        self._slots.append(entry)
         return len(self._slots) - 1
 
     def prestart(self) -> None:
-        """Start joining the cluster and creating the workers in the background, with the
-        providers known now (idempotent). The thread that starts a local Ray stays alive
-        until :meth:`shutdown`: Ray's processes end with the thread that started them."""
+        """Pickle the providers known now (here, so that one that cannot be pickled refuses
+        the run in one line before its directory exists), then start joining the cluster
+        and creating the workers in the background (idempotent). The thread that starts a
+        local Ray stays alive until :meth:`shutdown`: Ray's processes end with the thread
+        that started them.
+
+        Raises:
+            UsageError: Ray is not installed, or a provider cannot be pickled.
+        """
         if self._boot is not None:
             return
+        for entry in self._slots:
+            if entry.blob is None:
+                entry.blob = _pickled(entry.provider)
         self._began = time.perf_counter()
         self._boot = concurrent.futures.Future()
         boot = self._boot
@@ -163,9 +177,13 @@ class RayPool:
         ]
 
     def _register(self, handle: Any, slot: int, entry: _Slot) -> Any:
-        if entry.blob is None:
-            entry.blob = self.cluster.ray.cloudpickle.dumps(entry.provider)
+        assert entry.blob is not None  # pickled by prestart() or add()
         return handle.register.remote(slot, entry.blob, entry.concurrency)
+
+    @property
+    def ready(self) -> bool:
+        """True once the workers started (:meth:`workers` answers at once)."""
+        return self._workers is not None
 
     async def workers(self) -> list[WorkerLink]:
         """The workers, started on first use (in the background since :meth:`prestart`).
@@ -302,6 +320,29 @@ class RayPool:
                     ray.kill(handle)
         await self.cluster.disconnect()  # the statistics stay for describe()
         self._release.set()
+
+
+def _pickled(provider: Provider) -> bytes:
+    """``provider`` pickled for the workers (cloudpickle: the ``python`` provider's
+    function travels by reference when it is a module-level function, by value when it is
+    an object).
+
+    Raises:
+        UsageError: Ray is not installed, or ``provider`` cannot be pickled (a lock, a
+            client or an open file held by the ``python`` provider's callable object).
+    """
+    ray = import_ray()
+    try:
+        return ray.cloudpickle.dumps(provider)
+    except Exception as exc:
+        model = provider.model
+        function = getattr(model, "function", None)
+        what = f"model.function {function!r}" if function else f"model {model.name!r}"
+        raise UsageError(
+            f"--executor ray: {what} cannot be sent to the Ray workers ({type(exc).__name__}: "
+            f"{first_line(exc)}); name a module-level function, or make what cannot be "
+            "pickled (a lock, a client, an open file) inside the call, or use --executor local"
+        ) from None
 
 
 def _actor_class(ray: Any) -> Any:

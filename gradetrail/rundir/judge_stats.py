@@ -13,6 +13,7 @@ from collections import Counter
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gradetrail._util.exactsum import ExactSum
 from gradetrail.rundir.results import Row
 
 __all__ = ["JudgeStats", "JudgeTally"]
@@ -46,10 +47,21 @@ class JudgeTally:
     def __init__(self) -> None:
         self.rows = 0
         self.totals: Counter[str] = Counter()
-        self.cost_usd: float | None = None
-        self.cost_usd_cached: float | None = None
+        # exact sums (the same float whatever order the rows landed in); None: unpriced
+        self._paid: ExactSum | None = None
+        self._paid_cached: ExactSum | None = None
         self.errors: Counter[str] = Counter()
         self.outcomes: Counter[str] = Counter()
+
+    @property
+    def cost_usd(self) -> float | None:
+        """USD paid for judge calls this run (None while none was priced)."""
+        return None if self._paid is None else self._paid.value
+
+    @property
+    def cost_usd_cached(self) -> float | None:
+        """USD the judge's cache hits once cost (None while none was priced)."""
+        return None if self._paid_cached is None else self._paid_cached.value
 
     def add(self, row: Row) -> None:
         """Count one row's judge record (rows without one are ignored)."""
@@ -60,9 +72,13 @@ class JudgeTally:
         for name in _COUNTS:
             self.totals[name] += getattr(record, name)
         if record.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + record.cost_usd
+            if self._paid is None:
+                self._paid = ExactSum()
+            self._paid.add(record.cost_usd)
         if record.cost_usd_cached is not None:
-            self.cost_usd_cached = (self.cost_usd_cached or 0.0) + record.cost_usd_cached
+            if self._paid_cached is None:
+                self._paid_cached = ExactSum()
+            self._paid_cached.add(record.cost_usd_cached)
         if row["state"] == "judge_error":
             self.errors[str((row["error"] or {}).get("reason", "unknown"))] += 1
         elif record.outcome is not None:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gradetrail._util.exactsum import ExactSum
 from gradetrail._util.jsontext import value_json
 from gradetrail._util.slots import EpochSlots
 from gradetrail.conversation.transcript import ConversationStats, ConversationTally
@@ -79,7 +80,8 @@ class Tally:
         judge: judge calls, tokens, cost, errors per reason (rows with a judge record).
         agreement: (label, score) pairs of labelled rows, for judge agreement.
         conversations: turns and tool calls of the rows with a transcript.
-        app_metrics: a python app's metrics (``Response.metrics``): name -> [sum, rows].
+        app_metrics: a python app's metrics (``Response.metrics``): name -> [sum (an
+            :class:`~gradetrail._util.exactsum.ExactSum`), rows].
     """
 
     rows: int = 0
@@ -89,9 +91,11 @@ class Tally:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
-    cost_usd: float | None = None
-    cost_usd_cached: float | None = None
-    cost_usd_unscored: float | None = None
+    # cost_usd, cost_usd_cached, cost_usd_unscored (properties): exact sums, so the same
+    # rows give the same float whatever order they landed in; None while nothing priced
+    _paid: ExactSum | None = None
+    _paid_cached: ExactSum | None = None
+    _paid_unscored: ExactSum | None = None
     served_models: Counter[str] = field(default_factory=Counter)
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
@@ -106,9 +110,9 @@ class Tally:
     judge: JudgeTally = field(default_factory=JudgeTally)
     agreement: AgreementTally = field(default_factory=AgreementTally)
     conversations: ConversationTally = field(default_factory=ConversationTally)
-    app_metrics: dict[str, list[float]] = field(default_factory=dict)
+    app_metrics: dict[str, list[Any]] = field(default_factory=dict)
     #: (state, error kind, provider error type, status, message shape) -> [rows, first
-    #: message]
+    #: message, (slot, epoch) of that first row in run order]
     error_kinds: dict[tuple[str, str, str | None, int | None, str], list[Any]] = field(
         default_factory=dict
     )
@@ -130,6 +134,21 @@ class Tally:
     def __post_init__(self) -> None:
         self._rows = EpochSlots("B", "d", epochs=self.epochs, samples=self.samples)
 
+    @property
+    def cost_usd(self) -> float | None:
+        """USD paid this run (see the class's attributes)."""
+        return None if self._paid is None else self._paid.value
+
+    @property
+    def cost_usd_cached(self) -> float | None:
+        """USD the cache hits once cost."""
+        return None if self._paid_cached is None else self._paid_cached.value
+
+    @property
+    def cost_usd_unscored(self) -> float | None:
+        """Of ``cost_usd``, USD paid for rows in an error state."""
+        return None if self._paid_unscored is None else self._paid_unscored.value
+
     @classmethod
     def for_spec(cls, spec: EvalSpec, samples: int = 0) -> Tally:
         """An empty tally reducing epochs as ``spec.run`` says, with room made for
@@ -148,10 +167,11 @@ class Tally:
         names: counts, served models, tokens, cost, cache hits, score statistics (clustered
         when ``spec.dataset`` names a cluster field), judge, agreement, top errors and
         conversations. The final manifest records these; the viewer shows them for a run
-        still being written."""
+        still being written. Nothing in them depends on the order rows landed in (keys
+        sorted, sums exact, ties ranked by run order)."""
         return {
-            "counts": dict(self.counts),
-            "served_models": dict(self.served_models),
+            "counts": dict(sorted(self.counts.items())),
+            "served_models": dict(sorted(self.served_models.items())),
             "truncated": self.truncated,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -160,7 +180,7 @@ class Tally:
             "reasoning_tokens": self.reasoning_tokens,
             "reasoning_exhausted": self.reasoning_exhausted,
             "refusals": self.refusals,
-            "server_tool_uses": dict(self.server_tool_uses),
+            "server_tool_uses": dict(sorted(self.server_tool_uses.items())),
             "cost_usd": self.cost_usd,
             "cost_usd_cached": self.cost_usd_cached,
             "cost_usd_unscored": self.cost_usd_unscored,
@@ -193,13 +213,18 @@ class Tally:
         if row["served_model"]:
             self.served_models[row["served_model"]] += 1
         if cost is not None:
+            if self._paid is None:  # priced: 0.0 paid when every priced row is cached
+                self._paid = ExactSum()
             if cached:
-                self.cost_usd_cached = (self.cost_usd_cached or 0.0) + cost
-                self.cost_usd = self.cost_usd or 0.0  # priced, and this run paid nothing
+                if self._paid_cached is None:
+                    self._paid_cached = ExactSum()
+                self._paid_cached.add(cost)
             else:
-                self.cost_usd = (self.cost_usd or 0.0) + cost
+                self._paid.add(cost)
                 if state != "scored":
-                    self.cost_usd_unscored = (self.cost_usd_unscored or 0.0) + cost
+                    if self._paid_unscored is None:
+                        self._paid_unscored = ExactSum()
+                    self._paid_unscored.add(cost)
         sample_id, score = row["sample_id"], row["score"]
         kept = counted_score(row, self.truncated_policy)
         slot = at if at is not None and self._by_index else self._slot(sample_id, at)
@@ -207,7 +232,7 @@ class Tally:
         if len(row) != _DECLARED:  # optional fields: only rows that set them
             self._add_optional(row, slot)
         if row["error"] is not None:
-            self._count_error(row)
+            self._count_error(row, (slot, row["epoch"]))
         if row["judge"] is not None:
             self.judge.add(row)
         self.agreement.add(state, row["label"], score, sample_id)
@@ -232,8 +257,10 @@ class Tally:
         app = row.get("app")
         if app and app.get("metrics"):
             for name, value in app["metrics"].items():
-                entry = self.app_metrics.setdefault(name, [0.0, 0])
-                entry[0] += value
+                entry = self.app_metrics.get(name)
+                if entry is None:
+                    entry = self.app_metrics[name] = [ExactSum(), 0]
+                entry[0].add(value)
                 entry[1] += 1
 
     def _slot(self, sample_id: str, at: int | None) -> int:
@@ -296,7 +323,10 @@ class Tally:
         None when there were none."""
         return self.conversations.stats()
 
-    def _count_error(self, row: Row) -> None:
+    def _count_error(self, row: Row, at: tuple[int, int]) -> None:
+        """Count an error row at ``at`` (its sample's slot, its epoch: its place in run
+        order), keeping the message of the reason's first row in run order, whatever
+        order the rows landed in."""
         error = row["error"] or {}
         kind = str(error.get("kind") or error.get("reason") or "error")
         message = str(error.get("message") or "")
@@ -305,14 +335,17 @@ class Tally:
         key = (row["state"], kind, error.get("error_type"), error.get("status"), _shape(message))
         entry = self.error_kinds.get(key)
         if entry is None:
-            self.error_kinds[key] = [1, message]
+            self.error_kinds[key] = [1, message, at]
         else:
             entry[0] += 1
+            if at < entry[2]:
+                entry[1:] = [message, at]
 
     def top_errors(self, limit: int = 3) -> list[dict[str, Any]]:
-        """The most frequent kinds of error rows, most first: ``state``, ``kind``,
-        ``error_type``, ``status``, ``rows`` and the first row's ``message``."""
-        ranked = sorted(self.error_kinds.items(), key=lambda item: -item[1][0])[:limit]
+        """The most frequent kinds of error rows, most first (a tie: the one whose first
+        row comes first in run order): ``state``, ``kind``, ``error_type``, ``status``,
+        ``rows`` and the first row's ``message``."""
+        ranked = sorted(self.error_kinds.items(), key=lambda item: (-item[1][0], item[1][2]))
         return [
             {
                 "state": state,
@@ -322,7 +355,7 @@ class Tally:
                 "rows": rows,
                 "message": message,
             }
-            for (state, kind, error_type, status, _), (rows, message) in ranked
+            for (state, kind, error_type, status, _), (rows, message, _at) in ranked[:limit]
         ]
 
     @property
@@ -436,7 +469,7 @@ class Tally:
         if not self.app_metrics:
             return None
         return {
-            name: {"rows": int(n), "mean": total / n}
+            name: {"rows": int(n), "mean": total.value / n}
             for name, (total, n) in sorted(self.app_metrics.items())
         }
 

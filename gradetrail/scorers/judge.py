@@ -33,7 +33,14 @@ import jinja2
 from gradetrail._util.bounded import CURRENT, CallAborted, CallTimedOut
 from gradetrail._util.files import not_a_file
 from gradetrail.datasets import file_sha256
-from gradetrail.errors import DatasetError, GradetrailError, ProviderError, RunError, SpecError
+from gradetrail.errors import (
+    DatasetError,
+    GradetrailError,
+    ProviderError,
+    RunError,
+    SpecError,
+    UsageError,
+)
 from gradetrail.prompts.templates import Template, compile_template
 from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
@@ -266,13 +273,18 @@ class JudgeCaller:
             RunError: the run's executor cannot call another model (see
                 :meth:`~gradetrail.executors.base.Executor.for_provider`).
             SpecError: the run's budget cannot bound the judge's calls.
+            UsageError: the Ray executor cannot send the judge's provider to its workers.
         """
         if calls.executor is None:
             raise RunError(f"judge {self.name}: the run has no executor to call the judge")
         try:
             executor = calls.executor.for_provider(self.provider)
-        except SpecError as exc:  # a budget that cannot bound the judge's calls
-            raise SpecError(f"{self.where}: judge {self.name}: {judge_fields(str(exc))}") from None
+        except (
+            SpecError,
+            UsageError,
+        ) as exc:  # a budget that cannot bound it, Ray that cannot ship it
+            message = f"{self.where}: judge {self.name}: {judge_fields(str(exc))}"
+            raise type(exc)(message) from None
         self._calls = calls.for_executor(executor)
         if calls.log is not None:
             calls.log.follow(self.provider.events)

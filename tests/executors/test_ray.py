@@ -9,11 +9,13 @@ one.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from run_support import count_lines, drain_logged, only_run_dir, wait_until
 import gradetrail
 from gradetrail.cache.store import ResponseCache
 from gradetrail.executors.ray import RayExecutor, RayOptions
+from gradetrail.executors.ray_pool import RayPool
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import make_provider
 from gradetrail.testing import FakeClock
@@ -101,10 +104,13 @@ def test_ray_gives_the_same_answer_as_local_from_both_nodes_and_writes_no_key(
     """GSM8K through the protocol server: local and Ray (2 workers, one on each node)
     give the same rows in the same order, scores, identity and counts; both nodes served
     requests; the API key reached the workers (the server requires it) but no file of
-    either node's Ray session holds it."""
+    either node's Ray session holds it. The cost is the same float (before, summed in the
+    order rows landed, it differed in its last digits)."""
     local_dir, ray_dir = driver_dir / "same-local", driver_dir / "same-ray"
     run = {"concurrency": 32}
+    price = {"input_per_mtok": 0.15, "output_per_mtok": 0.6}
     common = {"limit": None, "run": run, "api_key_env": keyed, "api_key_required": True}
+    common["price"] = price
     local = _run(gsm8k_spec(local_dir, srv, "openai_compatible", **common), local_dir)
     local_requests = srv.stats()["total"]
     spec = gsm8k_spec(ray_dir, srv, "openai_compatible", **common)
@@ -118,6 +124,7 @@ def test_ray_gives_the_same_answer_as_local_from_both_nodes_and_writes_no_key(
     for name in SAME:
         assert getattr(ray.manifest, name) == getattr(local.manifest, name), name
     assert ray.manifest.counts == {"scored": 1319}
+    assert ray.manifest.cost_usd == math.fsum(r["cost_usd"] for r in _rows(local.run_dir))
     assert ray.manifest.score.mean == pytest.approx(0.5625, abs=1e-4)  # the authors' labels
     ex = ray.manifest.executor
     assert ex["kind"] == "ray" and ex["workers"] == 2 and ex["nodes"] == 2, ex
@@ -218,6 +225,153 @@ def test_python_provider_module_and_judge_run_on_a_node_that_cannot_see_them(
     assert sum(served) == 80  # 40 model calls and 40 judge calls
 
 
+LOCKED = """\
+import threading
+
+
+class Model:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __call__(self, request):
+        with self.lock:
+            return "A: 1"
+
+
+answer = Model()
+
+
+def plain(request):
+    return "A: 1"
+"""
+
+
+def _locked_eval(root: Path, judged: bool) -> Path:
+    """A ``python``-provider eval whose callable object holds a lock (it cannot be
+    pickled for the workers): the model's, or (``judged``) only the judge's."""
+    root.mkdir(parents=True)
+    (root / "lockedapp.py").write_text(LOCKED)
+    (root / "data.jsonl").write_text("".join(f'{{"id": "q{i}", "q": "{i}"}}\n' for i in range(4)))
+    (root / "judge.j2").write_text("Grade {{ prompt }}: {{ response }}\n")
+    locked = {"provider": "python", "name": "app", "function": "lockedapp:answer"}
+    spec: dict[str, Any] = {
+        "name": "locked",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "1",
+        "model": {**locked, "function": "lockedapp:plain"} if judged else locked,
+        "scorer": {"type": "judge", "file": "judge.j2", "model": {**locked, "name": "grader"}}
+        if judged
+        else {"type": "numeric", "marker": "A:"},
+    }
+    path = root / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("judged", [False, True], ids=["model", "judge"])
+def test_a_provider_that_cannot_be_pickled_is_one_line_exit_2(
+    cluster: RunningCluster, driver_dir: Path, cli, judged: bool
+) -> None:
+    """A ``python`` provider's callable object holding a lock: one line naming the
+    field, exit 2, no call made; the model's refuses the run before its directory
+    exists (before: a TypeError traceback, exit 1, a failed run directory)."""
+    root = driver_dir / f"locked-{'judge' if judged else 'model'}"
+    spec = _locked_eval(root, judged)
+    out = cli(
+        "run", str(spec), "--executor", "ray", "--address", cluster.address,
+        "--cache", str(root / "c.db"), "--results-root", str(root / "results"),
+    )  # fmt: skip
+    assert out.exit_code == 2, out.stderr
+    field = "scorer.model.function" if judged else "model.function"
+    reason = "cannot be sent to the Ray workers (TypeError: cannot pickle '_thread.lock' object)"
+    (line, *rest) = out.stderr.strip().splitlines()
+    assert line.startswith("error: ") and f"{field} 'lockedapp:answer' {reason}" in line
+    if judged:  # the judge is bound after the run directory exists; no call was made
+        assert rest == [f"note: the rows that landed are in {only_run_dir(root / 'results')}"]
+        cache = ResponseCache(root / "c.db")
+        try:
+            assert cache.stats().entries == 0
+        finally:
+            cache.close()
+    else:
+        assert rest == [] and not (root / "results").exists()
+
+
+REFUSER = """\
+import asyncio
+import threading
+
+from gradetrail.errors import ProviderError
+
+
+class Refused(ProviderError):
+    def __init__(self, who, why):
+        super().__init__(f"{who} refused: {why}", status=451)
+
+
+class Locked(ProviderError):
+    def __init__(self, message):
+        super().__init__(message, transient=False, status=409)
+        self.lock = threading.Lock()
+
+
+async def answer(request):
+    await asyncio.sleep(0.2)  # every call in flight at once: their outcomes share a batch
+    if request.prompt == "3":
+        raise Refused("server", "policy")
+    if request.prompt == "5":
+        raise Locked("held")
+    return "A: 1"
+"""
+
+
+def test_errors_that_do_not_unpickle_cost_no_other_answer(
+    cluster: RunningCluster, driver_dir: Path
+) -> None:
+    """A ``python`` provider raising a ProviderError subclass with an ``__init__`` of its
+    own (it did not unpickle in the driver), and one holding a lock (it did not pickle on
+    the worker), among 10 calls in flight on one worker: the other 8 answers are scored,
+    and the first error's row is the local run's. Before: every call the worker held
+    ended as ``RaySystemError: ... missing 1 required positional argument``, 8 paid
+    answers lost."""
+    root = driver_dir / "refuser"
+    (root / "refuser").mkdir(parents=True)
+    (root / "refuser" / "__init__.py").write_text(REFUSER)
+    (root / "data.jsonl").write_text("".join(f'{{"id": "q{i}", "q": "{i}"}}\n' for i in range(10)))
+    spec_path = root / "spec.yaml"
+    spec_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "refuser",
+                "dataset": {"path": "data.jsonl"},
+                "prompt": "{{ q }}",
+                "target": "1",
+                "model": {"provider": "python", "name": "app", "function": "refuser:answer"},
+                "scorer": {"type": "numeric", "marker": "A:"},
+                "run": {"concurrency": 10, "max_retries": 0, "fail_fast": 0},
+            }
+        )
+    )
+    spec = gradetrail.load_spec(spec_path)
+    local = _run(spec, root / "local")
+    ray = _run(spec, root / "ray", RayOptions(address=cluster.address, workers=1))
+
+    rows, local_rows = _rows(ray.run_dir), _rows(local.run_dir)
+    assert ray.manifest.counts == local.manifest.counts == {"scored": 8, "provider_error": 2}
+    assert [r["state"] for r in rows] == [r["state"] for r in local_rows]
+    assert rows[3] == local_rows[3] and rows[3]["error"]["kind"] == "Refused"
+    assert rows[3]["error"]["message"] == "server refused: policy"
+    assert rows[3]["error"]["status"] == 451
+    locked = rows[5]["error"]  # a copy of the nearest gradetrail class, fields kept
+    assert (locked["kind"], locked["message"], locked["status"]) == ("ProviderError", "held", 409)
+    assert local_rows[5]["error"]["kind"] == "Locked"
+    assert ray.manifest.executor["per_worker"][0]["served"] == 10
+    # a tie of one row each: run order (q3 before q5) ranks them, not landing order
+    assert [e["message"] for e in ray.manifest.top_errors] == ["server refused: policy", "held"]
+    assert [e["message"] for e in local.manifest.top_errors] == ["server refused: policy", "held"]
+
+
 def test_rate_caps_are_global_across_workers(
     cluster: RunningCluster, srv, driver_dir: Path, keyed: str
 ) -> None:
@@ -244,6 +398,29 @@ def test_rate_caps_are_global_across_workers(
     assert clock.now() - start == pytest.approx(9.0, abs=0.2)
     assert srv.stats()["max_in_flight"] <= 8
     assert all(w["served"] > 0 for w in result.manifest.executor["per_worker"])
+
+
+def test_waiting_for_the_workers_to_start_is_not_part_of_an_attempt(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers that take 2 s to start (a cold node setting up its runtime env, held here
+    by a sleep in the start-up thread) with run.timeout_s 1 and no retries: all 8 rows
+    scored, 8 requests paid, as locally. Before: the wait counted against each first
+    attempt's timeout, and every row was a ProviderTimeout that never reached the server."""
+    start = RayPool._start_in_background
+
+    def slow_start(self: RayPool) -> Any:
+        time.sleep(2.0)
+        return start(self)
+
+    monkeypatch.setattr(RayPool, "_start_in_background", slow_start)
+    root = driver_dir / "slow-start"
+    run = {"timeout_s": 1, "max_retries": 0}
+    spec = gsm8k_spec(root, srv, "openai_compatible", limit=8, api_key_env=keyed, run=run)
+    result = _run(spec, root, RayOptions(address=cluster.address, workers=2))
+    assert result.manifest.counts == {"scored": 8}
+    assert srv.stats()["total"] == 8
+    assert result.manifest.executor["waited_s"] >= 1.0
 
 
 def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
@@ -423,6 +600,32 @@ def test_unreachable_address_is_one_line_exit_2(cli, gsm8k_copy: Path, server) -
     assert out.exit_code == 2
     assert f"{http} does not answer as a Ray cluster (GCS) does" in out.stderr
     assert not (gsm8k_copy.parent / "results").exists()
+
+
+def test_ray_address_from_the_environment_is_checked_as_address_is(
+    cli, gsm8k_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$RAY_ADDRESS (no --address) is held to --address's forms, and errors name it:
+    a Ray Client address (ray://) is one line, exit 2, before the run directory exists
+    (before: `ray.init` failed in the start-up thread after the directory was made, a
+    failed run left behind); nothing listening names RAY_ADDRESS, not --address."""
+    results = gsm8k_copy.parent / "results"
+    monkeypatch.setenv("RAY_ADDRESS", "ray://127.0.0.2:10001")
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", "--results-root", str(results))
+    assert out.exit_code == 2, out.stderr
+    assert out.stderr.strip() == (
+        "error: RAY_ADDRESS 'ray://127.0.0.2:10001': use auto or HOST:PORT (the head node's "
+        "GCS address, as `ray start --head` prints it), or unset it to start a local Ray"
+    )
+    closed = f"127.0.0.2:{_closed_port()}"
+    monkeypatch.setenv("RAY_ADDRESS", closed)
+    out = cli("run", str(gsm8k_copy), "--executor", "ray", "--results-root", str(results))
+    assert out.exit_code == 2
+    assert out.stderr.strip() == (
+        f"error: cannot reach the Ray cluster at {closed} (Connection refused); check "
+        "RAY_ADDRESS and that `ray start --head` runs there"
+    )
+    assert not results.exists()
 
 
 def test_missing_ray_names_the_extra_and_a_cached_run_never_imports_it(
