@@ -59,6 +59,8 @@ Endpoints
   ``encrypted_content`` sealed by the server, sent when ``include`` asks for
   ``reasoning.encrypted_content``), and a later request must send every function call of
   such a turn back after that reasoning item, its content unchanged, or get the API's 400.
+  Under ``store: false`` a reasoning item sent back with no encrypted content (only its id)
+  is the API's 404 "Item with id ... not found".
   A rule's ``refusal`` text answers with a ``refusal`` content part. Chat Completions'
   ``response_format`` is checked as the API checks its shape; a Messages request that
   forces a tool (``tool_choice: {type: tool}``) with no scripted call is answered with a
@@ -1563,7 +1565,8 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             return f"tool_choice: no function named {choice.get('name')!r} in tools"
     elif choice not in (None, "auto", "none", "required"):
         return f"tool_choice: invalid value {choice!r}"
-    reasoning_on = bool(body.get("reasoning"))
+    # a turn's reasoning item can come back only as its encrypted content (store: false)
+    reasoning_on = bool(body.get("reasoning")) and _asks_encrypted(body)
     texts: list[str] = []
     last_user, last_role, last_result = "", "user", ""
     calls: set[str] = set()
@@ -1586,8 +1589,14 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             rid = str(item.get("id", ""))
             if item.get("encrypted_content") == _sealed(rid):
                 sealed.add(rid)
-            elif "encrypted_content" in item:
+            elif item.get("encrypted_content") is not None:
                 return f"The encrypted content for item {rid} could not be verified."
+            elif body.get("store") is False:  # only an id, of an item never stored: a 404
+                return (
+                    f"Item with id '{rid}' not found. Items are not persisted when `store` is "
+                    "set to false. Try again with `store` set to true, or remove this item "
+                    "from your input."
+                )
         elif kind == "function_call":
             call_id = str(item.get("call_id", ""))
             if not isinstance(item.get("arguments"), str) or not item.get("name"):
@@ -1627,6 +1636,13 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+def _asks_encrypted(body: dict[str, Any]) -> bool:
+    """True when a Responses request's ``include`` asks for reasoning items' encrypted
+    content."""
+    include = body.get("include")
+    return isinstance(include, list) and "reasoning.encrypted_content" in include
+
+
 def _responses_answer(
     req: ParsedRequest,
     rule: ScriptRule | None,
@@ -1656,7 +1672,7 @@ def _responses_answer(
             "type": "reasoning",
             "summary": [{"type": "summary_text", "text": summary}] if summary else [],
         }
-        if "reasoning.encrypted_content" in (body.get("include") or []):
+        if _asks_encrypted(body):
             item["encrypted_content"] = _sealed(f"rs_{turn}")
         output.append(item)
     refusal = rule.refusal if rule is not None else None
@@ -2009,7 +2025,8 @@ class ProtocolServer:
 
         parsed = _PARSERS[protocol](body)
         if isinstance(parsed, str):
-            return self._error(protocol, 400, "invalid_request_error", parsed), 400
+            status = 404 if parsed.startswith("Item with id") else 400  # as the API answers
+            return self._error(protocol, status, "invalid_request_error", parsed), status
         if protocol == ANTHROPIC:
             version = request.headers.get("anthropic-version")
             stats.bump(stats.versions, str(version))
