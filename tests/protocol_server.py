@@ -903,7 +903,8 @@ _OPENAI_TYPES = {
 def _content_text(content: Any) -> str:
     """Text of a message ``content`` (a string or a list of content blocks; Anthropic
     ``tool_use`` blocks read ``[tool_call NAME INPUT]``, ``tool_result`` blocks
-    ``[tool_result CONTENT]``)."""
+    ``[tool_result CONTENT]``, server-tool blocks ``[server_tool_use ID]`` and
+    ``[web_search_tool_result TOOL_USE_ID]``)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -917,6 +918,9 @@ def _content_text(content: Any) -> str:
                 )
             elif block.get("type") == "tool_result":
                 parts.append(f"[tool_result {_content_text(block.get('content'))}]")
+            elif block.get("type") in ("server_tool_use", "web_search_tool_result"):
+                ref = block.get("id") or block.get("tool_use_id")  # what the model saw
+                parts.append(f"[{block['type']} {ref}]")
             else:
                 parts.append(str(block.get("text", "")))
         return "\n".join(parts)

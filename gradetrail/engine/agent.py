@@ -345,8 +345,9 @@ async def converse(
             return loop.end("max_turns")
         calls = _unique_ids(call.response.tool_calls, number)
         record.tool_calls = calls
+        answer = call.response
         loop.messages.append(
-            assistant_message(call.response.text, calls, call.response.reasoning_blocks)
+            assistant_message(answer.text, calls, answer.reasoning_blocks, answer.content_blocks)
         )
         try:
             await loop.run_tools(calls, record, services)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import protocol_server
 import pytest
 import yaml
 from http_support import SECRET_KEY, gsm8k_spec, run_http
@@ -161,6 +162,107 @@ def test_agent_loop_with_thinking_completes_three_tool_turns(
     assert row["reasoning_tokens"] > 0 and ("reasoning" in row) is not redacted
     again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     assert again.manifest.cache_hits == 1 and srv.stats()["total"] == 4
+
+
+def _searched_then_called(thought: str) -> dict[str, Any]:
+    """A Messages answer that thought, searched the web (a server tool), cited what it
+    found in two text blocks, then called the calculator: what Claude writes with
+    web_search and a tool of the caller's offered together."""
+    signature = protocol_server.thinking_signature("thinking", thought)
+    return {
+        "id": "msg_searched",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [
+            {"type": "thinking", "thinking": thought, "signature": signature},
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_ducks",
+                "name": "web_search",
+                "input": {"query": "Janet ducks eggs price"},
+            },
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "srvtoolu_ducks",
+                "content": [
+                    {
+                        "type": "web_search_result",
+                        "url": "https://example.org/ducks",
+                        "title": "Ducks",
+                        "encrypted_content": "EqwTCioI",
+                    }
+                ],
+            },
+            {
+                "type": "text",
+                "text": "Eggs sell at $2.",
+                "citations": [
+                    {
+                        "type": "web_search_result_location",
+                        "url": "https://example.org/ducks",
+                        "title": "Ducks",
+                        "encrypted_index": "Eo8BCioI",
+                        "cited_text": "$2 per egg",
+                    }
+                ],
+            },
+            {"type": "text", "text": " Let me count."},
+            {
+                "type": "tool_use",
+                "id": "toolu_count",
+                "name": "calculate",
+                "input": {"expression": "(16 - 3 - 4) * 2"},
+            },
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 900,
+            "output_tokens": 120,
+            "server_tool_use": {"web_search_requests": 1},
+        },
+    }
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_tool_turn_with_server_tool_results_goes_back_whole(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A tool-use answer holding a web search's server_tool_use and web_search_tool_result
+    blocks and cited text goes back on the next turn as it came, its blocks in order (the
+    model answers from the search it sees: before, the turn was rebuilt as thinking, joined
+    text and tool_use, the search blocks dropped, and the model answered without them);
+    the rows are the same through both clients and a re-run makes no call."""
+    srv.configure(
+        script={
+            "rules": [
+                {
+                    "regex": r"\[web_search_tool_result srvtoolu_ducks\].*Eggs sell at \$2\."
+                    r".* Let me count\..*\[tool_call calculate .*\[tool_result 18\]",
+                    "last": "tool",
+                    "reply": "A: 18",
+                },
+                {"contains": "[tool_result", "last": "tool", "reply": "A: I can't say"},
+            ],
+            "models": [MODEL],
+        },
+        faults=[
+            {"kind": "answer", "body": _searched_then_called("Search, then count."), "first": 1}
+        ],
+    )
+    spec = _agent_spec(tmp_path, srv, client)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    row = gradetrail.read_results(result.run_dir)[0]
+    assert row["state"] == "scored" and row["score"] == 1.0, row.get("error") or row["response"]
+    turns = row["transcript"]["turns"]
+    assert [t["tool_calls"][0]["arguments"] for t in turns[:1]] == [
+        {"expression": "(16 - 3 - 4) * 2"}
+    ]
+    assert len(turns) == 2 and turns[0]["tool_results"][0]["content"] == "18"
+    assert srv.stats()["statuses"] == {"200": 2}
+    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert again.manifest.cache_hits == 1 and srv.stats()["total"] == 2
 
 
 def test_the_server_refuses_a_tool_turn_without_its_thinking_or_with_it_altered(srv) -> None:
