@@ -118,7 +118,9 @@ turn after a tool ran), and ``{last_tool_result}`` in a reply stands for the con
 last tool result. In the prompt text rules match, a tool call reads ``[tool_call NAME
 ARGUMENTS]`` and a tool result ``[tool_result CONTENT]``. Requests are checked as the real
 APIs check them (400 ``invalid_request_error`` otherwise): tools well formed (OpenAI
-``{type: function, function: {name, parameters}}``, Anthropic ``{name, input_schema}``),
+``{type: function, function: {name, parameters}}``, Anthropic ``{name, input_schema}``; an
+OpenAI function with ``strict: true`` needs ``additionalProperties: false`` and every
+property required),
 ``tool_choice`` valid and naming a defined tool, every tool result answering a call of the
 assistant message before it and every call answered before the conversation goes on, and
 Anthropic roles alternating, starting with a user message, every message holding text
@@ -1051,6 +1053,29 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+def _strict_refused(fn: dict[str, Any]) -> str | None:
+    """The OpenAI APIs' 400 for a function with ``strict: true`` whose parameters are not
+    a strict schema at their top: ``additionalProperties: false`` and every property
+    required (the first rules of strict mode the real API checks)."""
+    if fn.get("strict") is not True:
+        return None
+    params = fn.get("parameters") or {}
+    name = fn.get("name")
+    if params.get("additionalProperties") is not False:
+        return (
+            f"Invalid schema for function '{name}': In context=(), 'additionalProperties' is "
+            "required to be supplied and to be false."
+        )
+    missing = sorted(set(params.get("properties") or {}) - set(params.get("required") or []))
+    if missing:
+        return (
+            f"Invalid schema for function '{name}': In context=(), 'required' is required to "
+            f"be supplied and to be an array including every key in properties. Missing "
+            f"'{missing[0]}'."
+        )
+    return None
+
+
 def _check_openai_tools(
     body: dict[str, Any], messages: list[dict[str, Any]]
 ) -> tuple[frozenset[str], int, str] | str:
@@ -1062,6 +1087,9 @@ def _check_openai_tools(
         fn = tool.get("function") if isinstance(tool, dict) else None
         if tool.get("type") != "function" or not isinstance(fn, dict) or not fn.get("name"):
             return "tools: each tool must be {type: function, function: {name, parameters}}"
+        refused = _strict_refused(fn)
+        if refused:
+            return refused
         names.add(str(fn["name"]))
     choice = body.get("tool_choice")
     if choice is not None:
@@ -1562,6 +1590,9 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             return "tools: each function tool must be {type: function, name, parameters}"
         if "function" in tool:
             return "Unknown parameter: 'tools[0].function'."
+        refused = _strict_refused(tool)
+        if refused:
+            return refused
         names.add(str(tool["name"]))
     choice = body.get("tool_choice")
     if isinstance(choice, dict):

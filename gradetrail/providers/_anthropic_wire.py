@@ -22,12 +22,15 @@ __all__ = [
 
 
 def anthropic_tools(tools: Sequence[ToolDef]) -> list[dict[str, Any]]:
-    """Messages API ``tools``: ``{"name", "description", "input_schema"}``."""
+    """Messages API ``tools``: ``{"name", "description", "input_schema"}``, and ``strict``
+    when the definition sets it."""
     out = []
     for tool in tools:
         entry: dict[str, Any] = {"name": tool["name"], "input_schema": tool["parameters"]}
         if tool["description"]:
             entry["description"] = tool["description"]
+        if "strict" in tool:
+            entry["strict"] = tool["strict"]
         out.append(entry)
     return out
 
