@@ -1337,7 +1337,8 @@ def _check_version(version: str | None, body: dict[str, Any]) -> str | None:
 
 def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
     """The real API's 400s for thinking: a budget below 1,024 or not below max_tokens, a
-    temperature other than 1 with thinking on, a thinking block sent back altered (its
+    temperature other than 1 with thinking on, a forced tool (``tool_choice`` any or tool)
+    with thinking enabled (adaptive thinking takes one), a thinking block sent back altered (its
     signature no longer matches), and, with thinking on, a final assistant turn that uses
     tools without opening with its thinking block."""
     thinking = body.get("thinking")
@@ -1353,6 +1354,9 @@ def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> str
             return "max_tokens: must be greater than thinking.budget_tokens"
     if on and body.get("temperature", 1) != 1:
         return "`temperature` may only be set to 1 when thinking is enabled"
+    choice = body.get("tool_choice")
+    if kind == "enabled" and isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        return "Thinking may not be enabled when tool_choice forces tool use."
     last_tool_turn = None
     for i, msg in enumerate(messages):
         content = msg.get("content")

@@ -361,6 +361,57 @@ def test_combinations_the_api_refuses_are_refused_before_any_call(
     assert info.value.exit_code == 2 and "\n" not in str(info.value).strip()
 
 
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "number"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+def test_a_forced_tool_with_thinking_enabled_is_refused_before_any_call(
+    srv, tmp_path: Path
+) -> None:
+    """The Messages API refuses a forced tool with thinking enabled (budget_tokens), as the
+    server does: tool_choice required or named, and response_format's forced answer tool,
+    are refused with one line and exit 2 before any request (before, every request was a
+    400, every row a provider_error); auto and adaptive thinking are let through."""
+    thinking = {"budget_tokens": 2048}
+    with pytest.raises(SpecError, match="refuses a forced tool with thinking enabled") as info:
+        gsm8k_spec(
+            tmp_path, srv, "anthropic", model=MODEL, reasoning=thinking,
+            params={"max_tokens": 4096}, response_format={"schema": ANSWER_SCHEMA},
+        )  # fmt: skip
+    assert info.value.exit_code == 2 and "\n" not in str(info.value).strip()
+    shutil.copy(EXAMPLES / "agent_tools" / "calculator.py", tmp_path / "thinking_tools.py")
+    for choice, refused in (("required", True), ({"name": "calculate"}, True), ("auto", False)):
+        spec = _agent_spec(tmp_path, srv, "aiohttp").model_dump(by_alias=True)
+        spec["tool_choice"] = choice
+        path = tmp_path / "forced.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        if refused:
+            with pytest.raises(SpecError, match="refuses a forced tool with thinking enabled"):
+                gradetrail.load_spec(path)
+        else:
+            gradetrail.load_spec(path)
+    assert srv.stats()["total"] == 0
+    srv.configure(script=SCRIPT)
+    client = anthropic.Anthropic(base_url=srv.anthropic_base_url, api_key="k", max_retries=0)
+    body = {
+        "model": MODEL,
+        "max_tokens": 4096,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "tools": [{"name": "calculate", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "any"},
+        "messages": [{"role": "user", "content": "Q: Janet's ducks"}],
+    }
+    headers = {"anthropic-version": "2023-06-01"}
+    with pytest.raises(anthropic.BadRequestError, match="tool_choice forces tool use"):
+        client.post("/v1/messages", body=body, cast_to=object, options={"headers": headers})
+    body["thinking"] = {"type": "adaptive"}
+    client.post("/v1/messages", body=body, cast_to=object, options={"headers": headers})
+
+
 def _body(tmp_path: Path, provider: str, model: str, **fields: Any) -> dict[str, Any]:
     spec = gsm8k_spec(
         tmp_path, None, provider, model=model, base_url="http://127.0.0.1:9", **fields
