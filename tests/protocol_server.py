@@ -1053,23 +1053,23 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
-def _strict_refused(fn: dict[str, Any]) -> str | None:
-    """The OpenAI APIs' 400 for a function with ``strict: true`` whose parameters are not
-    a strict schema at their top: ``additionalProperties: false`` and every property
-    required (the first rules of strict mode the real API checks)."""
+def _strict_refused(fn: dict[str, Any], what: str = "function", schema: Any = None) -> str | None:
+    """The OpenAI APIs' 400 for a function (or a ``response_format``) with ``strict:
+    true`` whose schema is not a strict one at its top: ``additionalProperties: false``
+    and every property required (the first rules of strict mode the real API checks)."""
     if fn.get("strict") is not True:
         return None
-    params = fn.get("parameters") or {}
+    params = (fn.get("parameters") if schema is None else schema) or {}
     name = fn.get("name")
     if params.get("additionalProperties") is not False:
         return (
-            f"Invalid schema for function '{name}': In context=(), 'additionalProperties' is "
+            f"Invalid schema for {what} '{name}': In context=(), 'additionalProperties' is "
             "required to be supplied and to be false."
         )
     missing = sorted(set(params.get("properties") or {}) - set(params.get("required") or []))
     if missing:
         return (
-            f"Invalid schema for function '{name}': In context=(), 'required' is required to "
+            f"Invalid schema for {what} '{name}': In context=(), 'required' is required to "
             f"be supplied and to be an array including every key in properties. Missing "
             f"'{missing[0]}'."
         )
@@ -1168,6 +1168,8 @@ def _check_response_format(body: dict[str, Any]) -> str | None:
         or not isinstance(spec.get("schema"), dict)
     ):
         return "Missing required parameter: 'response_format.json_schema' (name and schema)."
+    if fmt["type"] == "json_schema":
+        return _strict_refused(spec, "response_format", spec.get("schema"))
     return None
 
 
@@ -1586,6 +1588,9 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
         if fmt.get("type") == "json_schema":
             if not isinstance(fmt.get("name"), str) or not isinstance(fmt.get("schema"), dict):
                 return "text.format json_schema needs 'name' and an object 'schema'"
+            refused = _strict_refused(fmt, "text.format", fmt["schema"])
+            if refused:
+                return refused
         elif fmt.get("type") not in ("text", "json_object"):
             return f"Invalid value for text.format.type: {fmt.get('type')!r}"
     names: set[str] = set()
