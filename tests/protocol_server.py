@@ -61,6 +61,10 @@ Endpoints
   such a turn back after that reasoning item, its content unchanged, or get the API's 400.
   Under ``store: false`` a reasoning item sent back with no encrypted content (only its id)
   is the API's 404 "Item with id ... not found".
+- DeepSeek's thinking mode on ``/v1/chat/completions`` (``thinking: {type: enabled}`` in
+  the body): answers carry the rule's ``reasoning`` as ``reasoning_content``, and an
+  assistant message with ``tool_calls`` sent without its ``reasoning_content`` is
+  DeepSeek's 400 "Missing `reasoning_content` field ...".
   A rule's ``refusal`` text answers with a ``refusal`` content part. Chat Completions'
   ``response_format`` is checked as the API checks its shape; a Messages request that
   forces a tool (``tool_choice: {type: tool}``) with no scripted call is answered with a
@@ -1033,6 +1037,15 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     tools = _check_openai_tools(body, messages)
     if isinstance(tools, str):
         return tools
+    if _thinks(body):  # DeepSeek's thinking mode: a tool loop's reasoning must come back
+        for i, msg in enumerate(messages):
+            has_calls = isinstance(msg, dict) and msg.get("tool_calls")
+            if has_calls and msg.get("role") == "assistant" and "reasoning_content" not in msg:
+                return (
+                    f"Missing `reasoning_content` field in the assistant message at message "
+                    f"index {i}. For more information, please refer to "
+                    "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+                )
     bad_format = _check_response_format(body)
     if bad_format is not None:
         return bad_format
@@ -1051,6 +1064,14 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
         names,
         results,
     )
+
+
+def _thinks(body: dict[str, Any]) -> bool:
+    """True when a Chat Completions body turns on DeepSeek's thinking mode (``thinking:
+    {type: enabled}``): answers then carry ``reasoning_content`` (a rule's ``reasoning``)
+    and an assistant message with tool calls must send it back."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
 
 
 def _strict_refused(fn: dict[str, Any], what: str = "function", schema: Any = None) -> str | None:
@@ -2193,6 +2214,9 @@ class ProtocolServer:
         elif protocol == OPENAI:
             n = body.get("n") or 1
             message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+            thought = self._rule(parsed)
+            if _thinks(body) and thought is not None and thought.reasoning:
+                message["reasoning_content"] = thought.reasoning
             if tool_calls:
                 message["content"] = text or None
                 message["tool_calls"] = _openai_calls(tool_calls, parsed.prompt)

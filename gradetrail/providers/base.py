@@ -252,9 +252,12 @@ class Response:
         reasoning_tokens: of ``output_tokens``, those spent reasoning (OpenAI's
             ``completion_tokens_details.reasoning_tokens``, Anthropic's
             ``output_tokens_details.thinking_tokens``); 0 when the API does not say.
-        reasoning_blocks: Anthropic ``thinking`` / ``redacted_thinking`` content blocks,
-            verbatim (signatures and data included), in the answer's order: an agent
-            loop sends them back unchanged on its next turn, as the API requires.
+        reasoning_blocks: what an agent loop sends back unchanged on its next turn, as
+            the API requires: Anthropic ``thinking`` / ``redacted_thinking`` content
+            blocks, verbatim (signatures and data included), in the answer's order; the
+            Responses API's ``reasoning`` items; on Chat Completions, a tool-calling
+            message's ``reasoning_content`` / ``reasoning`` fields as one ``{field:
+            text}`` block (no ``type``).
         server_tool_uses: server-side tool calls the provider bills per use, by its usage
             name (Anthropic ``usage.server_tool_use``: ``{"web_search_requests": 3}``).
         refusal: the refusal text when the model declined (OpenAI ``message.refusal``,

@@ -265,6 +265,56 @@ def test_a_tool_turn_with_server_tool_results_goes_back_whole(
     assert again.manifest.cache_hits == 1 and srv.stats()["total"] == 2
 
 
+DEEPSEEK_SCRIPT = {
+    "rules": [
+        {"contains": "[tool_result 18]", "last": "tool", "reply": "A: 18", "reasoning": "So 18."},
+        {
+            "contains": "Janet",
+            "last": "user",
+            "reasoning": "Eggs left, times two dollars.",
+            "tool_calls": [{"name": "calculate", "arguments": {"expression": "(16 - 3 - 4) * 2"}}],
+        },
+    ],
+    "models": ["deepseek-v4-flash"],
+}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("stream", [None, True], ids=["plain", "streamed"])
+def test_a_chat_tool_loop_sends_its_reasoning_content_back(
+    srv, tmp_path: Path, client: str, stream: bool | None
+) -> None:
+    """DeepSeek's thinking mode over Chat Completions (openai_compatible): the tool-calling
+    turn's reasoning_content goes back on its assistant message, which the server (as
+    DeepSeek) requires, so the sample completes in two turns and scores (before, the
+    second turn was DeepSeek's 400 'Missing reasoning_content', a provider_error); a
+    re-run makes no call."""
+    srv.configure(script=DEEPSEEK_SCRIPT)
+    shutil.copy(EXAMPLES / "agent_tools" / "calculator.py", tmp_path / "thinking_tools.py")
+    spec = _agent_spec(tmp_path, srv, client, stream).model_dump(by_alias=True)
+    spec["model"] = {
+        "provider": "openai_compatible",
+        "name": "deepseek-v4-flash",
+        "base_url": srv.openai_base_url,
+        "api_key_required": False,
+        "http_client": client,
+        "tools_module": "thinking_tools",
+        "stream": stream,
+        "params": {"extra": {"thinking": {"type": "enabled"}}},
+    }
+    path = tmp_path / "deepseek.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    spec = gradetrail.load_spec(path)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    row = gradetrail.read_results(result.run_dir)[0]
+    assert row["state"] == "scored" and row["score"] == 1.0, row.get("error")
+    assert [len(t["tool_calls"]) for t in row["transcript"]["turns"]] == [1, 0]
+    assert row["reasoning"] == "So 18."
+    assert srv.stats()["statuses"] == {"200": 2}
+    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert again.manifest.cache_hits == 1 and srv.stats()["total"] == 2
+
+
 def test_the_server_refuses_a_tool_turn_without_its_thinking_or_with_it_altered(srv) -> None:
     """The rule the loop above satisfies is enforced: dropped or edited thinking is a 400."""
     client = anthropic.Anthropic(base_url=srv.anthropic_base_url, api_key="k", max_retries=0)
