@@ -119,8 +119,11 @@ it is (a call to an unknown tool). Ids are ``call_``/``toolu_`` plus a hash of t
 and the call's position, so they are the same every time. ``last: "user" | "tool"``
 restricts a rule to requests whose last message is a user message or tool results (the
 turn after a tool ran), and ``{last_tool_result}`` in a reply stands for the content of the
-last tool result. In the prompt text rules match, a tool call reads ``[tool_call NAME
-ARGUMENTS]`` and a tool result ``[tool_result CONTENT]``. Requests are checked as the real
+last tool result. A request whose ``tool_choice`` compels a call (``required``, ``any``,
+or OpenAI's named function) and whose rule answers no call gets a call to that tool (the
+first tool for ``required`` / ``any``) with no arguments, as a compelled model answers.
+In the prompt text rules match, a tool call reads ``[tool_call NAME ARGUMENTS]`` and a
+tool result ``[tool_result CONTENT]``. Requests are checked as the real
 APIs check them (400 ``invalid_request_error`` otherwise): tools well formed (OpenAI
 ``{type: function, function: {name, parameters}}``, Anthropic ``{name, input_schema}``; an
 OpenAI function with ``strict: true`` needs ``additionalProperties: false`` and every
@@ -1066,6 +1069,23 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+def _compelled_tool(body: dict[str, Any]) -> str | None:
+    """The tool a request's ``tool_choice`` compels a call to: the named one (OpenAI's
+    ``{type: function}``), or the first tool for ``required`` / Anthropic's ``any``; None
+    otherwise (Anthropic's named tool is :func:`_forced_tool`'s, answered from the reply)."""
+    choice = body.get("tool_choice")
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    names = [str((t.get("function") or t).get("name")) for t in tools]
+    if not names:
+        return None
+    if choice == "required" or (isinstance(choice, dict) and choice.get("type") == "any"):
+        return names[0]
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        named = choice.get("name") or (choice.get("function") or {}).get("name")
+        return str(named) if named in names else None
+    return None
+
+
 def _thinks(body: dict[str, Any]) -> bool:
     """True when a Chat Completions body turns on DeepSeek's thinking mode (``thinking:
     {type: enabled}``): answers then carry ``reasoning_content`` (a rule's ``reasoning``)
@@ -1985,7 +2005,17 @@ class ProtocolServer:
         return True
 
     def _reply(self, req: ParsedRequest) -> tuple[str | None, list[dict[str, Any]] | None]:
-        """The completion and the scripted tool calls (None: none) for a request."""
+        """The completion and the scripted tool calls (None: none) for a request; under a
+        ``tool_choice`` that forces a tool, an answer without a call is that tool's call
+        with no arguments instead (a model can answer nothing else)."""
+        text, calls = self._scripted(req)
+        compelled = _compelled_tool(req.body)
+        if compelled is not None and not calls:
+            return "", [{"name": compelled, "arguments": {}}]
+        return text, calls
+
+    def _scripted(self, req: ParsedRequest) -> tuple[str | None, list[dict[str, Any]] | None]:
+        """The script's (or the recording's) completion and tool calls for a request."""
         for rule in self.settings.script:
             if rule.matches(req.prompt, req.model, req.last_role):
                 text = rule.reply.replace("{last_tool_result}", req.last_tool_result)

@@ -212,6 +212,27 @@ def test_a_run_pays_only_for_the_turns_it_did_not_read_from_the_cache(srv, tmp_p
     assert first.manifest.cost_usd_cached is None
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("choice", ["required", "{name: calculate}"])
+def test_a_forcing_tool_choice_holds_for_the_first_turn_only(
+    srv, tmp_path: Path, protocol: str, choice: str
+) -> None:
+    """tool_choice required (or a named tool) forces the first turn's call; later turns
+    are sent auto, so the model can answer from the tool results: 4/5 in 13 turns, as
+    without it (before, every turn was forced, the server's model could only call the
+    tool again, and every sample ran its six turns to max_turns and scored 0)."""
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml", _overrides(srv, protocol, f"tool_choice={choice}")
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = gradetrail.read_results(result.run_dir)
+    assert {r["sample_id"]: r["transcript"]["stopped"] for r in rows} == dict.fromkeys(
+        "12345", "answered"
+    )
+    assert result.manifest.score.mean == pytest.approx(0.8)
+    assert srv.stats()["total"] == sum(len(r["transcript"]["turns"]) for r in rows) == 13
+
+
 def test_a_hung_tool_ends_at_the_sample_timeout_keeping_the_transcript(srv, tmp_path: Path) -> None:
     """A tool that never returns stops its sample at run.sample_timeout_s: a
     provider_error (ProviderTimeout) whose row keeps the turns so far."""
