@@ -59,6 +59,12 @@ Endpoints
   ``encrypted_content`` sealed by the server, sent when ``include`` asks for
   ``reasoning.encrypted_content``), and a later request must send every function call of
   such a turn back after that reasoning item, its content unchanged, or get the API's 400.
+  Under ``store: false`` a reasoning item sent back with no encrypted content (only its id)
+  is the API's 404 "Item with id ... not found".
+- DeepSeek's thinking mode on ``/v1/chat/completions`` (``thinking: {type: enabled}`` in
+  the body): answers carry the rule's ``reasoning`` as ``reasoning_content``, and an
+  assistant message with ``tool_calls`` sent without its ``reasoning_content`` is
+  DeepSeek's 400 "Missing `reasoning_content` field ...".
   A rule's ``refusal`` text answers with a ``refusal`` content part. Chat Completions'
   ``response_format`` is checked as the API checks its shape; a Messages request that
   forces a tool (``tool_choice: {type: tool}``) with no scripted call is answered with a
@@ -113,10 +119,15 @@ it is (a call to an unknown tool). Ids are ``call_``/``toolu_`` plus a hash of t
 and the call's position, so they are the same every time. ``last: "user" | "tool"``
 restricts a rule to requests whose last message is a user message or tool results (the
 turn after a tool ran), and ``{last_tool_result}`` in a reply stands for the content of the
-last tool result. In the prompt text rules match, a tool call reads ``[tool_call NAME
-ARGUMENTS]`` and a tool result ``[tool_result CONTENT]``. Requests are checked as the real
+last tool result. A request whose ``tool_choice`` compels a call (``required``, ``any``,
+or OpenAI's named function) and whose rule answers no call gets a call to that tool (the
+first tool for ``required`` / ``any``) with no arguments, as a compelled model answers.
+In the prompt text rules match, a tool call reads ``[tool_call NAME ARGUMENTS]`` and a
+tool result ``[tool_result CONTENT]``. Requests are checked as the real
 APIs check them (400 ``invalid_request_error`` otherwise): tools well formed (OpenAI
-``{type: function, function: {name, parameters}}``, Anthropic ``{name, input_schema}``),
+``{type: function, function: {name, parameters}}``, Anthropic ``{name, input_schema}``; an
+OpenAI function with ``strict: true`` needs ``additionalProperties: false`` and every
+property required),
 ``tool_choice`` valid and naming a defined tool, every tool result answering a call of the
 assistant message before it and every call answered before the conversation goes on, and
 Anthropic roles alternating, starting with a user message, every message holding text
@@ -901,7 +912,8 @@ _OPENAI_TYPES = {
 def _content_text(content: Any) -> str:
     """Text of a message ``content`` (a string or a list of content blocks; Anthropic
     ``tool_use`` blocks read ``[tool_call NAME INPUT]``, ``tool_result`` blocks
-    ``[tool_result CONTENT]``)."""
+    ``[tool_result CONTENT]``, server-tool blocks ``[server_tool_use ID]`` and
+    ``[web_search_tool_result TOOL_USE_ID]``)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -915,6 +927,9 @@ def _content_text(content: Any) -> str:
                 )
             elif block.get("type") == "tool_result":
                 parts.append(f"[tool_result {_content_text(block.get('content'))}]")
+            elif block.get("type") in ("server_tool_use", "web_search_tool_result"):
+                ref = block.get("id") or block.get("tool_use_id")  # what the model saw
+                parts.append(f"[{block['type']} {ref}]")
             else:
                 parts.append(str(block.get("text", "")))
         return "\n".join(parts)
@@ -1025,6 +1040,15 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     tools = _check_openai_tools(body, messages)
     if isinstance(tools, str):
         return tools
+    if _thinks(body):  # DeepSeek's thinking mode: a tool loop's reasoning must come back
+        for i, msg in enumerate(messages):
+            has_calls = isinstance(msg, dict) and msg.get("tool_calls")
+            if has_calls and msg.get("role") == "assistant" and "reasoning_content" not in msg:
+                return (
+                    f"Missing `reasoning_content` field in the assistant message at message "
+                    f"index {i}. For more information, please refer to "
+                    "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"
+                )
     bad_format = _check_response_format(body)
     if bad_format is not None:
         return bad_format
@@ -1045,6 +1069,54 @@ def _parse_openai(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+def _compelled_tool(body: dict[str, Any]) -> str | None:
+    """The tool a request's ``tool_choice`` compels a call to: the named one (OpenAI's
+    ``{type: function}``), or the first tool for ``required`` / Anthropic's ``any``; None
+    otherwise (Anthropic's named tool is :func:`_forced_tool`'s, answered from the reply)."""
+    choice = body.get("tool_choice")
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    names = [str((t.get("function") or t).get("name")) for t in tools]
+    if not names:
+        return None
+    if choice == "required" or (isinstance(choice, dict) and choice.get("type") == "any"):
+        return names[0]
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        named = choice.get("name") or (choice.get("function") or {}).get("name")
+        return str(named) if named in names else None
+    return None
+
+
+def _thinks(body: dict[str, Any]) -> bool:
+    """True when a Chat Completions body turns on DeepSeek's thinking mode (``thinking:
+    {type: enabled}``): answers then carry ``reasoning_content`` (a rule's ``reasoning``)
+    and an assistant message with tool calls must send it back."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
+
+
+def _strict_refused(fn: dict[str, Any], what: str = "function", schema: Any = None) -> str | None:
+    """The OpenAI APIs' 400 for a function (or a ``response_format``) with ``strict:
+    true`` whose schema is not a strict one at its top: ``additionalProperties: false``
+    and every property required (the first rules of strict mode the real API checks)."""
+    if fn.get("strict") is not True:
+        return None
+    params = (fn.get("parameters") if schema is None else schema) or {}
+    name = fn.get("name")
+    if params.get("additionalProperties") is not False:
+        return (
+            f"Invalid schema for {what} '{name}': In context=(), 'additionalProperties' is "
+            "required to be supplied and to be false."
+        )
+    missing = sorted(set(params.get("properties") or {}) - set(params.get("required") or []))
+    if missing:
+        return (
+            f"Invalid schema for {what} '{name}': In context=(), 'required' is required to "
+            f"be supplied and to be an array including every key in properties. Missing "
+            f"'{missing[0]}'."
+        )
+    return None
+
+
 def _check_openai_tools(
     body: dict[str, Any], messages: list[dict[str, Any]]
 ) -> tuple[frozenset[str], int, str] | str:
@@ -1056,6 +1128,9 @@ def _check_openai_tools(
         fn = tool.get("function") if isinstance(tool, dict) else None
         if tool.get("type") != "function" or not isinstance(fn, dict) or not fn.get("name"):
             return "tools: each tool must be {type: function, function: {name, parameters}}"
+        refused = _strict_refused(fn)
+        if refused:
+            return refused
         names.add(str(fn["name"]))
     choice = body.get("tool_choice")
     if choice is not None:
@@ -1134,6 +1209,8 @@ def _check_response_format(body: dict[str, Any]) -> str | None:
         or not isinstance(spec.get("schema"), dict)
     ):
         return "Missing required parameter: 'response_format.json_schema' (name and schema)."
+    if fmt["type"] == "json_schema":
+        return _strict_refused(spec, "response_format", spec.get("schema"))
     return None
 
 
@@ -1303,7 +1380,8 @@ def _check_version(version: str | None, body: dict[str, Any]) -> str | None:
 
 def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
     """The real API's 400s for thinking: a budget below 1,024 or not below max_tokens, a
-    temperature other than 1 with thinking on, a thinking block sent back altered (its
+    temperature other than 1 with thinking on, a forced tool (``tool_choice`` any or tool)
+    with thinking enabled (adaptive thinking takes one), a thinking block sent back altered (its
     signature no longer matches), and, with thinking on, a final assistant turn that uses
     tools without opening with its thinking block."""
     thinking = body.get("thinking")
@@ -1319,6 +1397,9 @@ def _check_thinking(body: dict[str, Any], messages: list[dict[str, Any]]) -> str
             return "max_tokens: must be greater than thinking.budget_tokens"
     if on and body.get("temperature", 1) != 1:
         return "`temperature` may only be set to 1 when thinking is enabled"
+    choice = body.get("tool_choice")
+    if kind == "enabled" and isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        return "Thinking may not be enabled when tool_choice forces tool use."
     last_tool_turn = None
     for i, msg in enumerate(messages):
         content = msg.get("content")
@@ -1548,6 +1629,9 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
         if fmt.get("type") == "json_schema":
             if not isinstance(fmt.get("name"), str) or not isinstance(fmt.get("schema"), dict):
                 return "text.format json_schema needs 'name' and an object 'schema'"
+            refused = _strict_refused(fmt, "text.format", fmt["schema"])
+            if refused:
+                return refused
         elif fmt.get("type") not in ("text", "json_object"):
             return f"Invalid value for text.format.type: {fmt.get('type')!r}"
     names: set[str] = set()
@@ -1556,6 +1640,9 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             return "tools: each function tool must be {type: function, name, parameters}"
         if "function" in tool:
             return "Unknown parameter: 'tools[0].function'."
+        refused = _strict_refused(tool)
+        if refused:
+            return refused
         names.add(str(tool["name"]))
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
@@ -1563,7 +1650,8 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             return f"tool_choice: no function named {choice.get('name')!r} in tools"
     elif choice not in (None, "auto", "none", "required"):
         return f"tool_choice: invalid value {choice!r}"
-    reasoning_on = bool(body.get("reasoning"))
+    # a turn's reasoning item can come back only as its encrypted content (store: false)
+    reasoning_on = bool(body.get("reasoning")) and _asks_encrypted(body)
     texts: list[str] = []
     last_user, last_role, last_result = "", "user", ""
     calls: set[str] = set()
@@ -1586,8 +1674,14 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             rid = str(item.get("id", ""))
             if item.get("encrypted_content") == _sealed(rid):
                 sealed.add(rid)
-            elif "encrypted_content" in item:
+            elif item.get("encrypted_content") is not None:
                 return f"The encrypted content for item {rid} could not be verified."
+            elif body.get("store") is False:  # only an id, of an item never stored: a 404
+                return (
+                    f"Item with id '{rid}' not found. Items are not persisted when `store` is "
+                    "set to false. Try again with `store` set to true, or remove this item "
+                    "from your input."
+                )
         elif kind == "function_call":
             call_id = str(item.get("call_id", ""))
             if not isinstance(item.get("arguments"), str) or not item.get("name"):
@@ -1627,6 +1721,13 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+def _asks_encrypted(body: dict[str, Any]) -> bool:
+    """True when a Responses request's ``include`` asks for reasoning items' encrypted
+    content."""
+    include = body.get("include")
+    return isinstance(include, list) and "reasoning.encrypted_content" in include
+
+
 def _responses_answer(
     req: ParsedRequest,
     rule: ScriptRule | None,
@@ -1656,7 +1757,7 @@ def _responses_answer(
             "type": "reasoning",
             "summary": [{"type": "summary_text", "text": summary}] if summary else [],
         }
-        if "reasoning.encrypted_content" in (body.get("include") or []):
+        if _asks_encrypted(body):
             item["encrypted_content"] = _sealed(f"rs_{turn}")
         output.append(item)
     refusal = rule.refusal if rule is not None else None
@@ -1904,7 +2005,17 @@ class ProtocolServer:
         return True
 
     def _reply(self, req: ParsedRequest) -> tuple[str | None, list[dict[str, Any]] | None]:
-        """The completion and the scripted tool calls (None: none) for a request."""
+        """The completion and the scripted tool calls (None: none) for a request; under a
+        ``tool_choice`` that forces a tool, an answer without a call is that tool's call
+        with no arguments instead (a model can answer nothing else)."""
+        text, calls = self._scripted(req)
+        compelled = _compelled_tool(req.body)
+        if compelled is not None and not calls:
+            return "", [{"name": compelled, "arguments": {}}]
+        return text, calls
+
+    def _scripted(self, req: ParsedRequest) -> tuple[str | None, list[dict[str, Any]] | None]:
+        """The script's (or the recording's) completion and tool calls for a request."""
         for rule in self.settings.script:
             if rule.matches(req.prompt, req.model, req.last_role):
                 text = rule.reply.replace("{last_tool_result}", req.last_tool_result)
@@ -2009,7 +2120,8 @@ class ProtocolServer:
 
         parsed = _PARSERS[protocol](body)
         if isinstance(parsed, str):
-            return self._error(protocol, 400, "invalid_request_error", parsed), 400
+            status = 404 if parsed.startswith("Item with id") else 400  # as the API answers
+            return self._error(protocol, status, "invalid_request_error", parsed), status
         if protocol == ANTHROPIC:
             version = request.headers.get("anthropic-version")
             stats.bump(stats.versions, str(version))
@@ -2132,6 +2244,9 @@ class ProtocolServer:
         elif protocol == OPENAI:
             n = body.get("n") or 1
             message = {"role": "assistant", "content": text, "refusal": None, "annotations": []}
+            thought = self._rule(parsed)
+            if _thinks(body) and thought is not None and thought.reasoning:
+                message["reasoning_content"] = thought.reasoning
             if tool_calls:
                 message["content"] = text or None
                 message["tool_calls"] = _openai_calls(tool_calls, parsed.prompt)

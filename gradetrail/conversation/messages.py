@@ -265,16 +265,22 @@ def assistant_message(
     text: str,
     tool_calls: Sequence[ToolCall],
     reasoning_blocks: Sequence[Mapping[str, Any]] = (),
+    content_blocks: Sequence[Mapping[str, Any]] = (),
 ) -> Message:
     """The assistant message a response adds to the conversation; with its Anthropic
     ``thinking`` / ``redacted_thinking`` blocks, verbatim (signatures included), under
     ``reasoning_blocks`` when it has any: the Anthropic wire format
     (:func:`gradetrail.providers._anthropic_wire.to_anthropic`) sends them back first, as
-    the API requires of a tool-use turn with thinking on, and they enter the next turn's
-    cache key with the rest of the conversation."""
+    the API requires of a tool-use turn with thinking on; and, under ``content_blocks``,
+    an Anthropic answer's whole content when its parts do not rebuild it (server-tool
+    results, citations; see :attr:`gradetrail.providers.base.Response.content_blocks`),
+    sent back in its order. Both enter the next turn's cache key with the rest of the
+    conversation."""
     message: Message = {"role": "assistant", "content": text}
     if tool_calls:
         message["tool_calls"] = [dict(call) for call in tool_calls]
     if reasoning_blocks:
         message["reasoning_blocks"] = [dict(block) for block in reasoning_blocks]
+    if content_blocks:
+        message["content_blocks"] = [dict(block) for block in content_blocks]
     return message

@@ -4,7 +4,9 @@ agent loop executes is :mod:`gradetrail.engine.toolbox`.
 
 A tool definition is OpenAI's function shape, ``{"type": "function", "function": {"name",
 "description", "parameters"}}`` (the bare ``{"name", "description", "parameters"}`` is
-accepted too), normalized to ``{"name", "description", "parameters"}``. ``parameters``
+accepted too), normalized to ``{"name", "description", "parameters"}``, plus ``"strict"``
+when the definition sets it (strict schema adherence: sent to every API as its own tool
+field, and part of the cache key). ``parameters``
 must be a valid JSON Schema (checked with the ``jsonschema`` library's ``check_schema``
 for the schema's own draft, 2020-12 by default) describing an object, as both APIs
 require; names are 1-64 of ``[A-Za-z0-9_-]`` and unique.
@@ -68,10 +70,12 @@ def normalize_tools(raw: Any) -> tuple[ToolDef, ...]:
             parameters}``).
 
     Returns:
-        ``({"name", "description", "parameters"}, ...)`` in the given order.
+        ``({"name", "description", "parameters"}, ...)`` (``"strict"`` too when given) in
+        the given order.
 
     Raises:
-        ToolError: not a list, a malformed entry, a bad name, a duplicate, or parameters
+        ToolError: not a list, a malformed entry, a bad name, a duplicate, a ``strict``
+            that is not a boolean, or parameters
             that are not a valid JSON Schema of an object.
     """
     if not isinstance(raw, list):
@@ -104,7 +108,12 @@ def normalize_tools(raw: Any) -> tuple[ToolDef, ...]:
             raise ToolError(f"tool {name!r}: description must be a string")
         parameters = fn.get("parameters", {"type": "object", "properties": {}})
         _check_schema(parameters, name)
-        out.append({"name": name, "description": description, "parameters": parameters})
+        tool = {"name": name, "description": description, "parameters": parameters}
+        if "strict" in fn and fn["strict"] is not None:
+            if not isinstance(fn["strict"], bool):
+                raise ToolError(f"tool {name!r}: strict must be true or false")
+            tool["strict"] = fn["strict"]  # only when given: other tools keep their keys
+        out.append(tool)
     return tuple(out)
 
 

@@ -14,6 +14,9 @@ Each executed tool call is a ``tool_call`` line in the run's log (``sample_id``,
 ``epoch``, ``turn``, ``tool``, ``outcome``, ``error``, ``latency_ms``), beside the
 ``provider_call`` line of every turn.
 
+A ``tool_choice`` that forces a call (``required``, a named tool) holds for the first
+turn; later turns are sent ``auto``, or the model could never answer.
+
 Bounds: ``run.max_turns`` model turns (the last response is then scored, the transcript
 saying ``max_turns``), and ``run.sample_timeout_s`` over the whole sample (every turn and
 tool call; past it the sample is a ``provider_error`` of kind ``ProviderTimeout``,
@@ -196,10 +199,21 @@ class _Loop:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     def turn_request(self, number: int, key: str) -> tuple[Request, str]:
+        """Turn ``number``'s request and key: the first as given; a later one with the
+        conversation so far, the tools module's hash, and a ``tool_choice`` that forced a
+        call (``required`` or a named tool) sent as ``auto``, so the model can answer
+        from the results (forced on every turn it could only call tools again, up to
+        ``max_turns``)."""
         if number == 1:
             return self.request, key
         identity = {**self.request.identity, "tools_module_sha256": self.agent.toolbox.sha256}
-        request = replace(self.request, messages=tuple(self.messages), identity=identity)
+        choice = self.request.tool_choice
+        request = replace(
+            self.request,
+            messages=tuple(self.messages),
+            identity=identity,
+            tool_choice="auto" if choice not in (None, "auto", "none") else choice,
+        )
         return request, request.key()
 
     async def call(self, number: int, request: Request, key: str, ctx: _Services) -> CallResult:
@@ -345,8 +359,9 @@ async def converse(
             return loop.end("max_turns")
         calls = _unique_ids(call.response.tool_calls, number)
         record.tool_calls = calls
+        answer = call.response
         loop.messages.append(
-            assistant_message(call.response.text, calls, call.response.reasoning_blocks)
+            assistant_message(answer.text, calls, answer.reasoning_blocks, answer.content_blocks)
         )
         try:
             await loop.run_tools(calls, record, services)

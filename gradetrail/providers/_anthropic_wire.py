@@ -13,19 +13,24 @@ from gradetrail.conversation.tools import ToolDef
 __all__ = [
     "anthropic_tool_choice",
     "anthropic_tools",
+    "answer_blocks",
     "check_anthropic_content",
+    "rebuilt_exactly",
     "to_anthropic",
     "tool_calls_from_anthropic",
 ]
 
 
 def anthropic_tools(tools: Sequence[ToolDef]) -> list[dict[str, Any]]:
-    """Messages API ``tools``: ``{"name", "description", "input_schema"}``."""
+    """Messages API ``tools``: ``{"name", "description", "input_schema"}``, and ``strict``
+    when the definition sets it."""
     out = []
     for tool in tools:
         entry: dict[str, Any] = {"name": tool["name"], "input_schema": tool["parameters"]}
         if tool["description"]:
             entry["description"] = tool["description"]
+        if "strict" in tool:
+            entry["strict"] = tool["strict"]
         out.append(entry)
     return out
 
@@ -38,36 +43,88 @@ def anthropic_tool_choice(choice: str | Mapping[str, str]) -> dict[str, str]:
     return {"type": "tool", "name": choice["name"]}
 
 
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    """A ``tool_use`` block for a normalized call (arguments that were not a JSON object
+    as ``{}``: the API accepts only objects)."""
+    arguments = call.get("arguments")
+    return {
+        "type": "tool_use",
+        "id": call["id"],
+        "name": call["name"],
+        "input": arguments if arguments is not None else {},
+    }
+
+
+def answer_blocks(
+    text: str, tool_calls: Sequence[ToolCall], reasoning_blocks: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """An assistant turn's content rebuilt from its parts: the thinking blocks verbatim,
+    then the text (when any), then one ``tool_use`` block a call."""
+    blocks = [dict(b) for b in reasoning_blocks]
+    if text:
+        blocks.append({"type": "text", "text": text})
+    return blocks + [_tool_use(call) for call in tool_calls]
+
+
+#: the order :func:`answer_blocks` writes block types in
+_REBUILT_ORDER = {"thinking": 0, "redacted_thinking": 0, "text": 1, "tool_use": 2}
+
+
+def rebuilt_exactly(content: Sequence[Mapping[str, Any]]) -> bool:
+    """True when :func:`answer_blocks` gives an answer's ``content`` back as the API sent
+    it: thinking blocks, then at most one text block without citations, then tool uses
+    (False for server-tool blocks, several text blocks, citations, another order)."""
+    rank = texts = 0
+    for block in content:
+        kind = block.get("type")
+        here = _REBUILT_ORDER.get(kind) if isinstance(kind, str) else None
+        if here is None or here < rank:
+            return False
+        if kind == "text":
+            texts += 1
+            if texts > 1 or block.get("citations"):
+                return False
+        rank = here
+    return True
+
+
+def _verbatim(blocks: Sequence[Mapping[str, Any]], calls: Sequence[ToolCall]) -> list[Any]:
+    """An answer's content blocks as the API sent them, each ``tool_use`` block written
+    from its call in order (the loop may have given a call a unique id), and text blocks
+    of whitespace only left out (the API refuses them in a request)."""
+    uses = iter(calls)
+    out: list[Any] = []
+    for block in blocks:
+        if block.get("type") == "tool_use":
+            call = next(uses, None)
+            out.append(_tool_use(call) if call is not None else dict(block))
+        elif block.get("type") != "text" or str(block.get("text") or "").strip():
+            out.append(dict(block))
+    return out
+
+
 def to_anthropic(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Messages API ``messages`` (the system prompt goes apart, as ``system``): assistant
     tool calls as ``tool_use`` blocks, tool results as ``tool_result`` blocks of a user
     turn, and consecutive messages of one role (tool results and the user message after
     them included) merged into one turn of content blocks, so roles alternate as the API
     requires. A lone text message keeps its plain string content. An assistant message's
-    ``reasoning_blocks`` (thinking, redacted thinking) open its turn, verbatim. Arguments
-    that were not a JSON object are sent as ``{}`` (the API accepts only objects)."""
+    ``reasoning_blocks`` (thinking, redacted thinking) open its turn, verbatim; one with
+    ``content_blocks`` (an answer its parts do not rebuild, see :func:`rebuilt_exactly`)
+    is sent as those blocks, in their order. Arguments that were not a JSON object are
+    sent as ``{}`` (the API accepts only objects)."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role == "assistant":
-            calls = message.get("tool_calls")
-            thinking = [dict(b) for b in message.get("reasoning_blocks") or ()]
-            if not calls and not thinking:
+            calls = message.get("tool_calls") or ()
+            thinking = message.get("reasoning_blocks") or ()
+            if message.get("content_blocks"):
+                _add_turn(out, "assistant", _verbatim(message["content_blocks"], calls))
+            elif not calls and not thinking:
                 _add_turn(out, "assistant", message["content"])
-                continue
-            blocks: list[dict[str, Any]] = thinking  # first, verbatim
-            if message["content"]:
-                blocks.append({"type": "text", "text": message["content"]})
-            for call in calls:
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call["id"],
-                        "name": call["name"],
-                        "input": call["arguments"] if call.get("arguments") is not None else {},
-                    }
-                )
-            _add_turn(out, "assistant", blocks)
+            else:
+                _add_turn(out, "assistant", answer_blocks(message["content"], calls, thinking))
         elif role == "tool":
             block = {
                 "type": "tool_result",

@@ -1155,9 +1155,26 @@ def _joined(first: Response, then: Response) -> Response:
         reasoning_tokens=first.reasoning_tokens + then.reasoning_tokens,
         reasoning="\n\n".join(reasoning) if reasoning else None,
         reasoning_blocks=first.reasoning_blocks + then.reasoning_blocks,
+        content_blocks=_joined_blocks(first, then),
         tool_calls=first.tool_calls + then.tool_calls,
         server_tool_uses=uses,
         ttft_s=first.ttft_s,
+    )
+
+
+def _joined_blocks(first: Response, then: Response) -> tuple[dict[str, Any], ...]:
+    """The content blocks of an answer and its continuation, when either kept its own
+    (see :attr:`Response.content_blocks`), the other's rebuilt from its parts."""
+    if not first.content_blocks and not then.content_blocks:
+        return ()
+    from gradetrail.providers._anthropic_wire import answer_blocks  # pause_turn is theirs
+
+    return tuple(
+        block
+        for one in (first, then)
+        for block in (
+            one.content_blocks or answer_blocks(one.text, one.tool_calls, one.reasoning_blocks)
+        )
     )
 
 

@@ -42,18 +42,27 @@ def _arguments_text(call: ToolCall) -> str:
 
 def to_openai(system: str | None, messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Chat Completions ``messages``: the system prompt first, assistant ``tool_calls``
-    as ``{"id", "type": "function", "function": {"name", "arguments": <JSON text>}}`` and
-    tool results as ``role: tool`` messages."""
+    as ``{"id", "type": "function", "function": {"name", "arguments": <JSON text>}}``
+    (with the reasoning fields the server sent on that message, ``reasoning_content`` /
+    ``reasoning``, kept in ``reasoning_blocks`` as ``{field: text}``) and tool results as
+    ``role: tool`` messages."""
     out: list[dict[str, Any]] = []
     if system is not None:
         out.append({"role": "system", "content": system})
     for message in messages:
         role = message["role"]
         if role == "assistant" and message.get("tool_calls"):
+            fields = {
+                name: value
+                for block in message.get("reasoning_blocks") or ()
+                if "type" not in block  # a Chat message's own fields, not another API's
+                for name, value in block.items()
+            }
             out.append(
                 {
                     "role": "assistant",
                     "content": message["content"] or None,
+                    **fields,
                     "tool_calls": [
                         {
                             "id": call["id"],

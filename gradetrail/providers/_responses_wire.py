@@ -7,7 +7,8 @@ Input items (what :func:`to_responses_input` writes):
 - an assistant message: its reasoning items first, verbatim (``{"type": "reasoning", "id",
   "summary", "encrypted_content"}``, as the API returned them: with ``store: false`` the
   encrypted content is the only way its reasoning reaches the next turn, and the API
-  requires a function call's reasoning item before it), then ``{"role": "assistant",
+  requires a function call's reasoning item before it; an item without it is left out),
+  then ``{"role": "assistant",
   "content": TEXT}`` when it has text, then one ``{"type": "function_call", "call_id",
   "name", "arguments": <JSON text>}`` a tool call;
 - a tool result: ``{"type": "function_call_output", "call_id", "output": TEXT}``.
@@ -73,15 +74,20 @@ def _arguments_text(call: ToolCall) -> str:
     return json.dumps(call["arguments"], ensure_ascii=False)
 
 
-def to_responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
+def to_responses_input(messages: Iterable[Message], stored: bool = False) -> list[dict[str, Any]]:
     """Responses ``input`` items for a conversation (see the module docstring); only
-    reasoning items of the Responses API's own shape (``type: reasoning``) are sent back."""
+    reasoning items of the Responses API's own shape (``type: reasoning``) are sent back,
+    and, unless the request is ``stored`` (``store: true``), only those carrying their
+    ``encrypted_content``: with ``store: false`` the API kept nothing an item's id could
+    name, and answers an item without it with a 404 ("Item with id 'rs_...' not found")."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role == "assistant":
             for block in message.get("reasoning_blocks") or ():
-                if block.get("type") == "reasoning":
+                if block.get("type") == "reasoning" and (
+                    stored or block.get("encrypted_content") is not None
+                ):
                     out.append(dict(block))
             if message["content"] or not message.get("tool_calls"):
                 out.append({"role": "assistant", "content": message["content"]})

@@ -21,7 +21,9 @@ input = ``cache_read_input_tokens``; cache writes are priced at the cache-write 
 ``output_tokens_details.thinking_tokens`` are the reasoning tokens (part of output);
 ``server_tool_use`` counts (web searches, fetches) are priced per use. ``thinking`` and
 ``redacted_thinking`` blocks are kept verbatim (:attr:`Response.reasoning_blocks`) and
-their text as :attr:`Response.reasoning`.
+their text as :attr:`Response.reasoning`; a tool-use answer whose blocks those parts do
+not rebuild (server-tool results, citations) is kept whole
+(:attr:`Response.content_blocks`), so an agent loop sends it back as it came.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from gradetrail.providers._anthropic_wire import (
     anthropic_tool_choice,
     anthropic_tools,
     check_anthropic_content,
+    rebuilt_exactly,
     to_anthropic,
     tool_calls_from_anthropic,
 )
@@ -276,6 +279,9 @@ class AnthropicProvider(HttpProvider):
             details = data.get("stop_details")
             explanation = details.get("explanation") if isinstance(details, dict) else None
             refusal = explanation if isinstance(explanation, str) else text or "refusal"
+        calls = tool_calls_from_anthropic(content)
+        kept = tuple(block for block in content if isinstance(block, dict))
+        sent_back = bool(calls) or raw_stop == "pause_turn"  # what a next turn repeats
         served = data.get("model")
         response = Response(
             text=text,
@@ -286,13 +292,14 @@ class AnthropicProvider(HttpProvider):
             output_tokens=output,
             cached_input_tokens=read,
             latency_s=latency_s,
-            tool_calls=tool_calls_from_anthropic(content),
+            tool_calls=calls,
             reasoning="\n\n".join(thoughts) if thoughts else None,
             reasoning_tokens=thinking,
             reasoning_blocks=blocks,
             server_tool_uses=servers,
             refusal=refusal,
             cache_write_1h_tokens=long_write,
+            content_blocks=kept if sent_back and not rebuilt_exactly(kept) else (),
         )
         if self.model.response_format is not None:
             response = answer_from_forced_tool(response, self.model.response_format)

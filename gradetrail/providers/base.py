@@ -252,9 +252,12 @@ class Response:
         reasoning_tokens: of ``output_tokens``, those spent reasoning (OpenAI's
             ``completion_tokens_details.reasoning_tokens``, Anthropic's
             ``output_tokens_details.thinking_tokens``); 0 when the API does not say.
-        reasoning_blocks: Anthropic ``thinking`` / ``redacted_thinking`` content blocks,
-            verbatim (signatures and data included), in the answer's order: an agent
-            loop sends them back unchanged on its next turn, as the API requires.
+        reasoning_blocks: what an agent loop sends back unchanged on its next turn, as
+            the API requires: Anthropic ``thinking`` / ``redacted_thinking`` content
+            blocks, verbatim (signatures and data included), in the answer's order; the
+            Responses API's ``reasoning`` items; on Chat Completions, a tool-calling
+            message's ``reasoning_content`` / ``reasoning`` fields as one ``{field:
+            text}`` block (no ``type``).
         server_tool_uses: server-side tool calls the provider bills per use, by its usage
             name (Anthropic ``usage.server_tool_use``: ``{"web_search_requests": 3}``).
         refusal: the refusal text when the model declined (OpenAI ``message.refusal``,
@@ -280,11 +283,17 @@ class Response:
             not its standard one (OpenAI's ``service_tier``: ``flex``, ``priority``,
             ``scale``), else None (``default``, ``auto``, or not said). Priced at that
             tier's rates (:meth:`~gradetrail.providers.pricing.Price.for_tier`).
+        content_blocks: an Anthropic answer's content blocks, verbatim, when an agent loop
+            could not rebuild them from ``reasoning_blocks``, ``text`` and ``tool_calls``
+            (server-tool blocks such as ``web_search_tool_result``, several text blocks or
+            citations, blocks out of the order thinking, text, tool use), for a tool-use or
+            paused answer; else empty. The next turn sends them back in their order.
 
     The four application fields are cached with the response, stored on its row (under
-    ``app``) and shown to scorers (:class:`~gradetrail.scorers.base.ScoreInput`). They and
-    ``service_tier`` (:data:`SPARSE_FIELDS`) are cached only when set, so other responses'
-    entries keep their bytes; an entry without ``service_tier`` is of the standard tier.
+    ``app``) and shown to scorers (:class:`~gradetrail.scorers.base.ScoreInput`). They,
+    ``service_tier`` and ``content_blocks`` (:data:`SPARSE_FIELDS`) are cached only when
+    set, so other responses' entries keep their bytes; an entry without ``service_tier`` is
+    of the standard tier.
     """
 
     text: str
@@ -311,6 +320,7 @@ class Response:
     transcript: list[dict[str, Any]] | None = None
     artifacts: dict[str, str | bytes] | None = None
     service_tier: str | None = None
+    content_blocks: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> str:
         """Serialize for the cache (fields read directly: ``dataclasses.asdict`` deep-copies
@@ -338,7 +348,7 @@ class Response:
             values[_TOOL_CALLS] = tuple(values[_TOOL_CALLS])
             values[_BLOCKS] = tuple(values[_BLOCKS])
             return cls(*values)
-        for name in ("tool_calls", "reasoning_blocks"):  # older entries lack the later
+        for name in ("tool_calls", "reasoning_blocks", "content_blocks"):  # older: lack some
             if name in data:
                 data[name] = tuple(data[name])
         if data.get("artifacts"):
@@ -390,7 +400,7 @@ class Response:
 APP_FIELDS = ("metadata", "metrics", "transcript", "artifacts")
 #: the response fields cached only when set (the last of the dataclass's fields, so an
 #: entry of the others alone is read by position): the application's and the tier
-SPARSE_FIELDS = (*APP_FIELDS, "service_tier")
+SPARSE_FIELDS = (*APP_FIELDS, "service_tier", "content_blocks")
 #: an artifact's file name: a plain name, no directory, not hidden (checked before a
 #: response is cached; the run directory's writer refuses any other)
 ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")

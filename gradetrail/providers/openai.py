@@ -29,7 +29,9 @@ input and cached input are never counted twice, and the cache writes
 ``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output;
 a server that counts them apart from ``completion_tokens``, as xAI's Grok does, says so by
 a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output).
-A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text, and
+A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text (on a
+message that calls tools also kept verbatim, :attr:`Response.reasoning_blocks`, and sent
+back on it in an agent loop, as DeepSeek's thinking mode requires), and
 so are Mistral's ``thinking`` content chunks (its reasoning models answer ``content`` as a
 list of ``thinking`` and ``text`` chunks).
 """
@@ -91,6 +93,17 @@ def _reasoning_text(message: dict[str, Any]) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def _reasoning_fields(message: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """A tool-calling message's reasoning fields (:data:`_REASONING_FIELDS`), verbatim,
+    as one ``{field: text}`` block for the agent loop to send back on the assistant
+    message (DeepSeek's thinking mode refuses a tool loop's next turn without its
+    ``reasoning_content``); empty when it calls no tool or has none."""
+    if not message.get("tool_calls"):
+        return ()
+    kept = {n: message[n] for n in _REASONING_FIELDS if isinstance(message.get(n), str)}
+    return (kept,) if any(kept.values()) else ()
 
 
 class OpenAIProvider(HttpProvider):
@@ -259,6 +272,7 @@ class OpenAIProvider(HttpProvider):
             tool_calls=tool_calls,
             reasoning=reasoning,
             reasoning_tokens=min(thinking, output) if output else thinking,
+            reasoning_blocks=_reasoning_fields(message),
             refusal=refusal,
         )
         return response, min(write, max(prompt - cached, 0))

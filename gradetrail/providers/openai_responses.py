@@ -23,7 +23,10 @@ are refused before any call (the API has neither). Reasoning settings go in
 ``model.params.extra`` (``reasoning: {effort: high, summary: auto}``), which enters the
 key; with them, ``include: ["reasoning.encrypted_content"]`` is sent so the reasoning
 items come back encrypted and an agent loop passes them back verbatim (see
-:mod:`gradetrail.providers._responses_wire`). ``model.response_format`` is sent as
+:mod:`gradetrail.providers._responses_wire`). A reasoning item that came back without
+encrypted content (an ``include`` of the spec's own, or a model reasoning unasked) is not
+sent back under ``store: false``: the API holds nothing its id could name, and answers
+such an item with a 404. ``model.response_format`` is sent as
 ``text.format`` (``json_schema``).
 
 Answers: ``status: completed`` -> ``end_turn`` (``tool_use`` when the model called
@@ -159,11 +162,7 @@ class OpenAIResponsesProvider(HttpProvider):
         prompt), ``tools`` / ``tool_choice``, ``max_output_tokens``, sampling params,
         ``text.format`` for a JSON-schema answer, ``store: false``, then ``extra``; with
         ``reasoning`` set, ``include: ["reasoning.encrypted_content"]``."""
-        body: dict[str, Any] = {
-            "model": request.model,
-            "input": to_responses_input(request.messages),
-            "store": False,
-        }
+        body: dict[str, Any] = {"model": request.model, "input": None, "store": False}
         if request.system is not None:
             body["instructions"] = request.system
         if request.tools:
@@ -184,6 +183,7 @@ class OpenAIResponsesProvider(HttpProvider):
             body.update(extra)
         if body.get("reasoning") and "include" not in body:
             body["include"] = ["reasoning.encrypted_content"]
+        body["input"] = to_responses_input(request.messages, stored=body["store"] is not False)
         return body
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:

@@ -42,6 +42,28 @@ def _shape(message: str) -> str:
     return _VARYING.sub("#", message)[:200]
 
 
+def _field(record: Any, name: str) -> Any:
+    """A field of a transcript record: a model as the pipeline builds it, or the dict a
+    row read back from results.jsonl holds."""
+    return record.get(name) if isinstance(record, dict) else getattr(record, name, None)
+
+
+def _paid_and_cached(row: Row, cost: float) -> tuple[float | None, float | None]:
+    """A priced row's cost as (paid this run, read from the cache), USD, None for a part
+    that is not there: a conversation whose turns are partly cached (resumed, or its tools
+    module edited) split by its turns, its cached turns' cost from the cache; else the
+    whole cost by the row's ``cached``."""
+    if row["cached"]:
+        return None, cost
+    transcript = row.get("transcript")
+    turns = _field(transcript, "turns") if transcript is not None else None
+    cached = [_field(t, "cost_usd") for t in turns or () if _field(t, "cached")]
+    from_cache = sum(c for c in cached if c is not None)
+    if not from_cache:
+        return cost, None
+    return cost - from_cache, from_cache
+
+
 def _finite(x: float) -> float | None:
     return None if x is None or math.isnan(x) else x
 
@@ -57,9 +79,10 @@ class Tally:
         truncated: rows whose response stopped at max_tokens.
         input_tokens, output_tokens, cached_input_tokens: token totals (cache hits included);
             input counts prompt-cache reads, of which ``cached_input_tokens`` were read.
-        cost_usd: USD paid this run (rows not from the cache: 0.0 when every priced row
-            was a cache hit), None while nothing is priced.
-        cost_usd_cached: USD the cache hits once cost.
+        cost_usd: USD paid this run (rows not from the cache, and a conversation's turns
+            not from the cache: 0.0 when every priced row was a cache hit), None while
+            nothing is priced.
+        cost_usd_cached: USD the cache hits once cost (a conversation's cached turns too).
         cost_usd_unscored: of ``cost_usd``, USD paid this run for rows in an error state
             (billed and then refused, or a judge or scorer failing after the model
             answered); None while no such row was priced.
@@ -215,16 +238,17 @@ class Tally:
         if cost is not None:
             if self._paid is None:  # priced: 0.0 paid when every priced row is cached
                 self._paid = ExactSum()
-            if cached:
+            paid, from_cache = _paid_and_cached(row, cost)
+            if from_cache is not None:
                 if self._paid_cached is None:
                     self._paid_cached = ExactSum()
-                self._paid_cached.add(cost)
-            else:
-                self._paid.add(cost)
+                self._paid_cached.add(from_cache)
+            if paid is not None:
+                self._paid.add(paid)
                 if state != "scored":
                     if self._paid_unscored is None:
                         self._paid_unscored = ExactSum()
-                    self._paid_unscored.add(cost)
+                    self._paid_unscored.add(paid)
         sample_id, score = row["sample_id"], row["score"]
         kept = counted_score(row, self.truncated_policy)
         slot = at if at is not None and self._by_index else self._slot(sample_id, at)

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_serializer, model_validator
 
+from gradetrail.conversation.tools import normalize_tool_choice
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.ci import CiSpec
 from gradetrail.spec.conversation import MessageTemplate, check_prompt, check_tools
@@ -161,7 +162,37 @@ class EvalSpec(_Strict):
                 "cannot offer tools of their own (tools:, dataset.tools_field or "
                 "model.tools_module); remove the tools or the response_format"
             )
+        self._forced_tool_with_thinking()
         return self
+
+    def _forced_tool_with_thinking(self) -> None:
+        """The Messages API refuses a forced tool (``tool_choice`` required or named, or
+        the answer tool ``model.response_format`` forces) with thinking enabled
+        (``model.reasoning.budget_tokens``): a 400 for every request, refused here
+        instead. Adaptive thinking (``reasoning.effort``) takes forced tools.
+
+        Raises:
+            ValueError: one line naming both settings and the ways out.
+        """
+        reasoning = self.model.reasoning
+        if self.model.provider != "anthropic" or reasoning is None:
+            return
+        if reasoning.budget_tokens is None:
+            return
+        choice = normalize_tool_choice(self.tool_choice, None)  # checked by its validator
+        forced = (
+            "model.response_format (its answer tool is forced)"
+            if self.model.response_format is not None
+            else f"tool_choice {self.tool_choice!r} (it forces a tool)"
+            if choice is not None and choice not in ("auto", "none")
+            else None
+        )
+        if forced:
+            raise ValueError(
+                f"{forced} with model.reasoning.budget_tokens: the Anthropic API refuses a "
+                "forced tool with thinking enabled; use tool_choice auto or none, or "
+                "model.reasoning.effort (adaptive thinking) instead of budget_tokens"
+            )
 
     #: directory the spec was loaded from; relative paths resolve against it
     _base_dir: Path = Path(".")

@@ -142,6 +142,42 @@ def check_json_schema(schema: Any) -> None:
         )
 
 
+def strict_schema_problem(schema: Any, where: str = "") -> str | None:
+    """What keeps ``schema`` from OpenAI's strict mode, the rules its APIs refuse a
+    schema for with a 400 (every object schema with ``additionalProperties: false`` and
+    every property in ``required``), checked in nested ``properties``, ``items``,
+    ``anyOf`` / ``oneOf`` / ``allOf`` and ``$defs`` / ``definitions``; None when none.
+
+    Returns:
+        One phrase naming the schema path (``(root)``, ``properties/customer``...).
+    """
+    if not isinstance(schema, dict):
+        return None
+    here = where or "(root)"
+    if schema.get("type") == "object" or "properties" in schema:
+        if schema.get("additionalProperties") is not False:
+            return f"at {here}: an object needs additionalProperties: false"
+        missing = [
+            k for k in schema.get("properties") or {} if k not in (schema.get("required") or ())
+        ]
+        if missing:
+            return f"at {here}: every property must be in required (not {missing[0]!r})"
+    children: list[tuple[str, Any]] = []
+    for key in ("properties", "$defs", "definitions"):
+        if isinstance(schema.get(key), dict):
+            children += [(f"{key}/{name}", sub) for name, sub in schema[key].items()]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(key), list):
+            children += [(f"{key}/{i}", sub) for i, sub in enumerate(schema[key])]
+    if "items" in schema:
+        children.append(("items", schema["items"]))
+    for path, sub in children:
+        problem = strict_schema_problem(sub, f"{where}/{path}" if where else path)
+        if problem:
+            return problem
+    return None
+
+
 #: ``${NAME}`` in a header value: the environment variable's value, read at run time
 ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -357,6 +393,24 @@ class ModelSpec(_Strict):
         check_base_url(value)
         return value
 
+    def _strict_at_openai(self, elsewhere: bool) -> None:
+        """A strict ``response_format`` for OpenAI's own APIs (``openai``, or
+        ``openai_responses`` at OpenAI) must be a strict schema
+        (:func:`strict_schema_problem`): else every request is a 400.
+
+        Raises:
+            ValueError: naming the schema path and the two fixes.
+        """
+        fmt = self.response_format
+        if fmt is None or not fmt.strict or self.provider not in ("openai", "openai_responses"):
+            return
+        problem = None if elsewhere else strict_schema_problem(fmt.schema_)
+        if problem:
+            raise ValueError(
+                f"response_format.schema {problem}, which OpenAI's strict mode requires (every "
+                "request would be refused); fix the schema or set response_format.strict: false"
+            )
+
     @model_validator(mode="after")
     def _provider_fields(self) -> ModelSpec:
         http = self.provider in HTTP_PROVIDERS
@@ -402,6 +456,7 @@ class ModelSpec(_Strict):
             raise ValueError("tools_module needs a provider that answers tool results, not replay")
         if self.provider == "openai_compatible" and not self.base_url:
             raise ValueError("provider 'openai_compatible' needs model.base_url")
+        self._strict_at_openai(elsewhere)
         if self.pause_turn_continuations and self.provider != "anthropic":
             raise ValueError(
                 "pause_turn_continuations applies to the anthropic provider only; remove it"

@@ -186,6 +186,53 @@ def test_editing_a_tool_misses_only_from_the_turn_after_a_tool_result(srv, tmp_p
     assert not any(r["transcript"]["turns"][1]["cached"] for r in rows)
 
 
+def test_a_run_pays_only_for_the_turns_it_did_not_read_from_the_cache(srv, tmp_path: Path) -> None:
+    """After a tools module edit the five first turns come from the cache and the eight
+    later ones are paid: the manifest's cost_usd is those eight turns' cost and
+    cost_usd_cached the five cached ones' (before, every row was paid in full, the cached
+    turns' cost counted as paid this run); the rows still cost the whole conversation."""
+    module = f"calc_{tmp_path.name.replace('-', '_')}"
+    path = _example_copy(tmp_path, module)
+    price = json.dumps({"input_per_mtok": 1.0, "output_per_mtok": 2.0})
+    spec = gradetrail.load_spec(path, _overrides(srv, "openai_compatible", f"model.price={price}"))
+    first = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    source = tmp_path / f"{module}.py"
+    source.write_text(source.read_text() + "\n# edited\n")
+    del sys.modules[module]
+    second = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = gradetrail.read_results(second.run_dir)
+    turns = [t for r in rows for t in r["transcript"]["turns"]]
+    paid = sum(t["cost_usd"] for t in turns if not t["cached"])
+    cached = sum(t["cost_usd"] for t in turns if t["cached"])
+    assert sum(not t["cached"] for t in turns) == 8 and paid > 0 and cached > 0
+    assert second.manifest.cost_usd == pytest.approx(paid, rel=1e-9)
+    assert second.manifest.cost_usd_cached == pytest.approx(cached, rel=1e-9)
+    assert sum(r["cost_usd"] for r in rows) == pytest.approx(paid + cached, rel=1e-9)
+    assert first.manifest.cost_usd == pytest.approx(paid + cached, rel=1e-9)
+    assert first.manifest.cost_usd_cached is None
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("choice", ["required", "{name: calculate}"])
+def test_a_forcing_tool_choice_holds_for_the_first_turn_only(
+    srv, tmp_path: Path, protocol: str, choice: str
+) -> None:
+    """tool_choice required (or a named tool) forces the first turn's call; later turns
+    are sent auto, so the model can answer from the tool results: 4/5 in 13 turns, as
+    without it (before, every turn was forced, the server's model could only call the
+    tool again, and every sample ran its six turns to max_turns and scored 0)."""
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml", _overrides(srv, protocol, f"tool_choice={choice}")
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = gradetrail.read_results(result.run_dir)
+    assert {r["sample_id"]: r["transcript"]["stopped"] for r in rows} == dict.fromkeys(
+        "12345", "answered"
+    )
+    assert result.manifest.score.mean == pytest.approx(0.8)
+    assert srv.stats()["total"] == sum(len(r["transcript"]["turns"]) for r in rows) == 13
+
+
 def test_a_hung_tool_ends_at_the_sample_timeout_keeping_the_transcript(srv, tmp_path: Path) -> None:
     """A tool that never returns stops its sample at run.sample_timeout_s: a
     provider_error (ProviderTimeout) whose row keeps the turns so far."""

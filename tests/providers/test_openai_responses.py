@@ -249,6 +249,52 @@ def test_agent_loop_carries_reasoning_items_across_turns(srv, tmp_path: Path, cl
     assert again.manifest.cache_hits == 5
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_reasoning_items_without_encrypted_content_are_not_sent_back(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """With an ``include`` of the spec's own that does not ask for encrypted content, the
+    reasoning items come back as ids only, which under ``store: false`` the API answers
+    with a 404 (nothing was stored): they are left out of the next turn's input, so the
+    three-turn samples complete (before: every sample past its first turn was a
+    provider_error); a re-run makes no call."""
+    srv.configure(script=str(SCRIPT))
+    spec = _agent_spec(
+        tmp_path, srv, client, reasoning={"effort": "low"}, include=["message.output_text.logprobs"]
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
+    assert {sid: r["state"] for sid, r in rows.items()} == dict.fromkeys("12345", "scored")
+    turns = {sid: len(r["transcript"]["turns"]) for sid, r in rows.items()}
+    assert turns == {"1": 2, "2": 3, "3": 2, "4": 3, "5": 3}
+    assert result.manifest.score.mean == pytest.approx(0.8)
+    assert srv.settled_stats(sum(turns.values()))["statuses"] == {"200": sum(turns.values())}
+    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert srv.settled_stats()["total"] == sum(turns.values())
+    assert again.manifest.cache_hits == 5
+
+
+def test_server_refuses_reasoning_items_it_never_stored(srv) -> None:
+    """Under store: false a reasoning item sent back without its encrypted content (null,
+    or absent) is the API's 404 "Item with id ... not found"."""
+    body: dict[str, Any] = {
+        "model": "175b_verification",
+        "store": False,
+        "input": [
+            {"role": "user", "content": "go"},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": None},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "again"},
+        ],
+    }
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _post(srv, body)
+    assert refused.value.code == 404
+    assert "Item with id 'rs_1' not found" in refused.value.read().decode()
+    body["store"] = True
+    assert _post(srv, body)["status"] == "completed"
+
+
 def test_server_refuses_function_calls_without_their_reasoning(srv) -> None:
     """The protocol server enforces what the API requires of store: false: a function call
     of a reasoning turn sent back without its reasoning item is a 400 (so the agent test

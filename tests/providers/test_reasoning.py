@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import protocol_server
 import pytest
 import yaml
 from http_support import SECRET_KEY, gsm8k_spec, run_http
@@ -163,6 +164,157 @@ def test_agent_loop_with_thinking_completes_three_tool_turns(
     assert again.manifest.cache_hits == 1 and srv.stats()["total"] == 4
 
 
+def _searched_then_called(thought: str) -> dict[str, Any]:
+    """A Messages answer that thought, searched the web (a server tool), cited what it
+    found in two text blocks, then called the calculator: what Claude writes with
+    web_search and a tool of the caller's offered together."""
+    signature = protocol_server.thinking_signature("thinking", thought)
+    return {
+        "id": "msg_searched",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [
+            {"type": "thinking", "thinking": thought, "signature": signature},
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_ducks",
+                "name": "web_search",
+                "input": {"query": "Janet ducks eggs price"},
+            },
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "srvtoolu_ducks",
+                "content": [
+                    {
+                        "type": "web_search_result",
+                        "url": "https://example.org/ducks",
+                        "title": "Ducks",
+                        "encrypted_content": "EqwTCioI",
+                    }
+                ],
+            },
+            {
+                "type": "text",
+                "text": "Eggs sell at $2.",
+                "citations": [
+                    {
+                        "type": "web_search_result_location",
+                        "url": "https://example.org/ducks",
+                        "title": "Ducks",
+                        "encrypted_index": "Eo8BCioI",
+                        "cited_text": "$2 per egg",
+                    }
+                ],
+            },
+            {"type": "text", "text": " Let me count."},
+            {
+                "type": "tool_use",
+                "id": "toolu_count",
+                "name": "calculate",
+                "input": {"expression": "(16 - 3 - 4) * 2"},
+            },
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 900,
+            "output_tokens": 120,
+            "server_tool_use": {"web_search_requests": 1},
+        },
+    }
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_tool_turn_with_server_tool_results_goes_back_whole(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A tool-use answer holding a web search's server_tool_use and web_search_tool_result
+    blocks and cited text goes back on the next turn as it came, its blocks in order (the
+    model answers from the search it sees: before, the turn was rebuilt as thinking, joined
+    text and tool_use, the search blocks dropped, and the model answered without them);
+    the rows are the same through both clients and a re-run makes no call."""
+    srv.configure(
+        script={
+            "rules": [
+                {
+                    "regex": r"\[web_search_tool_result srvtoolu_ducks\].*Eggs sell at \$2\."
+                    r".* Let me count\..*\[tool_call calculate .*\[tool_result 18\]",
+                    "last": "tool",
+                    "reply": "A: 18",
+                },
+                {"contains": "[tool_result", "last": "tool", "reply": "A: I can't say"},
+            ],
+            "models": [MODEL],
+        },
+        faults=[
+            {"kind": "answer", "body": _searched_then_called("Search, then count."), "first": 1}
+        ],
+    )
+    spec = _agent_spec(tmp_path, srv, client)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    row = gradetrail.read_results(result.run_dir)[0]
+    assert row["state"] == "scored" and row["score"] == 1.0, row.get("error") or row["response"]
+    turns = row["transcript"]["turns"]
+    assert [t["tool_calls"][0]["arguments"] for t in turns[:1]] == [
+        {"expression": "(16 - 3 - 4) * 2"}
+    ]
+    assert len(turns) == 2 and turns[0]["tool_results"][0]["content"] == "18"
+    assert srv.stats()["statuses"] == {"200": 2}
+    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert again.manifest.cache_hits == 1 and srv.stats()["total"] == 2
+
+
+DEEPSEEK_SCRIPT = {
+    "rules": [
+        {"contains": "[tool_result 18]", "last": "tool", "reply": "A: 18", "reasoning": "So 18."},
+        {
+            "contains": "Janet",
+            "last": "user",
+            "reasoning": "Eggs left, times two dollars.",
+            "tool_calls": [{"name": "calculate", "arguments": {"expression": "(16 - 3 - 4) * 2"}}],
+        },
+    ],
+    "models": ["deepseek-v4-flash"],
+}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("stream", [None, True], ids=["plain", "streamed"])
+def test_a_chat_tool_loop_sends_its_reasoning_content_back(
+    srv, tmp_path: Path, client: str, stream: bool | None
+) -> None:
+    """DeepSeek's thinking mode over Chat Completions (openai_compatible): the tool-calling
+    turn's reasoning_content goes back on its assistant message, which the server (as
+    DeepSeek) requires, so the sample completes in two turns and scores (before, the
+    second turn was DeepSeek's 400 'Missing reasoning_content', a provider_error); a
+    re-run makes no call."""
+    srv.configure(script=DEEPSEEK_SCRIPT)
+    shutil.copy(EXAMPLES / "agent_tools" / "calculator.py", tmp_path / "thinking_tools.py")
+    spec = _agent_spec(tmp_path, srv, client, stream).model_dump(by_alias=True)
+    spec["model"] = {
+        "provider": "openai_compatible",
+        "name": "deepseek-v4-flash",
+        "base_url": srv.openai_base_url,
+        "api_key_required": False,
+        "http_client": client,
+        "tools_module": "thinking_tools",
+        "stream": stream,
+        "params": {"extra": {"thinking": {"type": "enabled"}}},
+    }
+    path = tmp_path / "deepseek.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    spec = gradetrail.load_spec(path)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    row = gradetrail.read_results(result.run_dir)[0]
+    assert row["state"] == "scored" and row["score"] == 1.0, row.get("error")
+    assert [len(t["tool_calls"]) for t in row["transcript"]["turns"]] == [1, 0]
+    assert row["reasoning"] == "So 18."
+    assert srv.stats()["statuses"] == {"200": 2}
+    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert again.manifest.cache_hits == 1 and srv.stats()["total"] == 2
+
+
 def test_the_server_refuses_a_tool_turn_without_its_thinking_or_with_it_altered(srv) -> None:
     """The rule the loop above satisfies is enforced: dropped or edited thinking is a 400."""
     client = anthropic.Anthropic(base_url=srv.anthropic_base_url, api_key="k", max_retries=0)
@@ -257,6 +409,57 @@ def test_combinations_the_api_refuses_are_refused_before_any_call(
     with pytest.raises(SpecError, match=match) as info:
         gsm8k_spec(tmp_path, None, provider, model=model, base_url="http://127.0.0.1:9", **fields)
     assert info.value.exit_code == 2 and "\n" not in str(info.value).strip()
+
+
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "number"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+def test_a_forced_tool_with_thinking_enabled_is_refused_before_any_call(
+    srv, tmp_path: Path
+) -> None:
+    """The Messages API refuses a forced tool with thinking enabled (budget_tokens), as the
+    server does: tool_choice required or named, and response_format's forced answer tool,
+    are refused with one line and exit 2 before any request (before, every request was a
+    400, every row a provider_error); auto and adaptive thinking are let through."""
+    thinking = {"budget_tokens": 2048}
+    with pytest.raises(SpecError, match="refuses a forced tool with thinking enabled") as info:
+        gsm8k_spec(
+            tmp_path, srv, "anthropic", model=MODEL, reasoning=thinking,
+            params={"max_tokens": 4096}, response_format={"schema": ANSWER_SCHEMA},
+        )  # fmt: skip
+    assert info.value.exit_code == 2 and "\n" not in str(info.value).strip()
+    shutil.copy(EXAMPLES / "agent_tools" / "calculator.py", tmp_path / "thinking_tools.py")
+    for choice, refused in (("required", True), ({"name": "calculate"}, True), ("auto", False)):
+        spec = _agent_spec(tmp_path, srv, "aiohttp").model_dump(by_alias=True)
+        spec["tool_choice"] = choice
+        path = tmp_path / "forced.yaml"
+        path.write_text(yaml.safe_dump(spec))
+        if refused:
+            with pytest.raises(SpecError, match="refuses a forced tool with thinking enabled"):
+                gradetrail.load_spec(path)
+        else:
+            gradetrail.load_spec(path)
+    assert srv.stats()["total"] == 0
+    srv.configure(script=SCRIPT)
+    client = anthropic.Anthropic(base_url=srv.anthropic_base_url, api_key="k", max_retries=0)
+    body = {
+        "model": MODEL,
+        "max_tokens": 4096,
+        "thinking": {"type": "enabled", "budget_tokens": 2048},
+        "tools": [{"name": "calculate", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "any"},
+        "messages": [{"role": "user", "content": "Q: Janet's ducks"}],
+    }
+    headers = {"anthropic-version": "2023-06-01"}
+    with pytest.raises(anthropic.BadRequestError, match="tool_choice forces tool use"):
+        client.post("/v1/messages", body=body, cast_to=object, options={"headers": headers})
+    body["thinking"] = {"type": "adaptive"}
+    client.post("/v1/messages", body=body, cast_to=object, options={"headers": headers})
 
 
 def _body(tmp_path: Path, provider: str, model: str, **fields: Any) -> dict[str, Any]:

@@ -204,6 +204,51 @@ def test_a_bad_schema_is_one_line_exit_2_before_any_call(cli, tmp_path: Path) ->
     assert out.exit_code == 2 and "is not a path" in out.stderr
 
 
+def test_a_schema_strict_mode_refuses_is_one_line_exit_2_before_any_call(
+    cli, srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A strict response_format for OpenAI's own APIs whose schema breaks strict mode (a
+    nested object without additionalProperties: false, a property left out of required)
+    is one line naming the schema path, exit 2, before any call (before, every request
+    was the API's 400, as the protocol server answers it); strict: false, or a server of
+    another protocol (openai_compatible), runs it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    loose = "model.response_format.schema.properties.customer.additionalProperties=true"
+    optional = "model.response_format.schema.required=[customer, items, total]"
+    for override, where in (
+        (loose, "at properties/customer: an object needs additionalProperties: false"),
+        (optional, "at (root): every property must be in required (not 'express')"),
+    ):
+        for provider, url in (("openai", "http://127.0.0.1:9/v1"), ("openai_responses", None)):
+            where_to = ["--set", f"model.base_url={url}"] if url else []  # nothing listens
+            out = cli(
+                "run", str(SPEC), "--set", f"model.provider={provider}", *where_to,
+                "--set", override,
+            )  # fmt: skip
+            assert out.exit_code == 2, out.stderr
+            lines = out.stderr.strip().splitlines()
+            assert len(lines) == 1 and where in lines[0] and "strict: false" in lines[0]
+    srv.configure(script=_script())
+    base = [
+        "model.provider=openai_responses",
+        f"model.base_url={srv.openai_base_url}",
+        "model.api_key_required=false",
+        "model.recordings=null",
+        "dataset.limit=1",
+        "run.max_retries=0",
+        optional,
+    ]
+    spec = gradetrail.load_spec(SPEC, base)  # another server: not OpenAI's strict mode
+    (row,) = gradetrail.read_results(gradetrail.run_eval(spec, results_root=tmp_path).run_dir)
+    assert row["state"] == "provider_error" and row["error"]["status"] == 400
+    assert "'required' is required to be supplied" in row["error"]["message"]
+    spec = gradetrail.load_spec(SPEC, [*base, "model.response_format.strict=false"])
+    (row,) = gradetrail.read_results(
+        gradetrail.run_eval(spec, results_root=tmp_path / "loose").run_dir
+    )
+    assert row["state"] == "scored"
+
+
 def test_a_target_that_breaks_the_schema_is_refused_before_any_call(tmp_path: Path) -> None:
     """A row whose expected answer does not follow the schema is the dataset's fault,
     named before any call."""

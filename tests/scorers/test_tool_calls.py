@@ -369,6 +369,48 @@ def test_bundled_function_calling_dataset_scores_as_documented(
     assert rows["weather-paris"]["transcript"]["stopped"] == "tool_calls"
 
 
+def _weather_tool(strict_schema: bool) -> dict:
+    """get_weather with ``strict: true``; its parameters a strict schema or not."""
+    parameters: dict = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "unit": {"type": ["string", "null"]}},
+        "required": ["city"],
+    }
+    if strict_schema:
+        parameters.update(required=["city", "unit"], additionalProperties=False)
+    function = {"name": "get_weather", "parameters": parameters, "strict": True}
+    return {"type": "function", "function": function}
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", ["openai_compatible", "openai_responses"])
+def test_a_tools_strict_flag_is_sent(srv, tmp_path: Path, protocol: str, client: str) -> None:
+    """``strict: true`` on a tool reaches the API (Chat Completions' ``function.strict``,
+    the Responses API's ``strict``), which then holds its schema to strict mode: a schema
+    that is not strict is the API's 400, a strict one is answered and scored (before, the
+    flag was accepted and dropped, so no call was strict and the 400 never came)."""
+    base = [
+        f"model.provider={protocol}",
+        "model.name=scripted-fc",
+        f"model.base_url={srv.openai_base_url}",
+        "model.api_key_required=false",
+        f"model.http_client={client}",
+        "dataset.limit=1",
+        "run.max_retries=0",
+    ]
+    for strict_schema, state in ((False, "provider_error"), (True, "scored")):
+        tools = json.dumps([_weather_tool(strict_schema)])
+        spec = gradetrail.load_spec(SPEC, [*base, f"tools={tools}"])
+        result = gradetrail.run_eval(spec, results_root=tmp_path / str(strict_schema))
+        (row,) = gradetrail.read_results(result.run_dir)
+        assert row["state"] == state, row.get("error")
+        if state == "provider_error":
+            assert row["error"]["status"] == 400
+            assert "'additionalProperties' is required" in row["error"]["message"]
+        else:
+            assert row["score"] == 1.0
+
+
 def test_the_protocol_server_refuses_tool_turns_the_real_apis_refuse(srv) -> None:
     """A tool result answering no call, a call left unanswered, a tool_choice naming no
     tool and Anthropic roles that do not alternate are 400s through the real SDKs, so a
