@@ -107,7 +107,9 @@ class PairwiseScorer(Scorer):
         assert isinstance(spec.scorer, PairwiseScorerSpec)
         self.spec = spec.scorer
         self.file = JudgeFile(spec, self.spec.file)
-        self.caller = JudgeCaller(self.spec.model, spec.base_dir, spec.source)
+        self.caller = JudgeCaller(
+            self.spec.model, spec.base_dir, spec.source, tuple(self.spec.reasoning_tags)
+        )
         self.parser = pairwise_parser(self.spec.parse)
         self.baseline_dir = spec.resolve(self.spec.baseline)
         self.baseline = load_baseline(self.baseline_dir, spec.source)

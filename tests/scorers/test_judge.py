@@ -105,6 +105,34 @@ def test_reply_cut_at_max_tokens_says_so(tmp_path: Path) -> None:
     assert result.manifest.judge.errors == {"truncated": 1}
 
 
+def test_a_verdict_inside_the_judges_reasoning_is_not_its_verdict(tmp_path: Path) -> None:
+    """An open judge's <think> reasoning is not its verdict: a grade only inside it is no
+    verdict (unparseable), one in reasoning cut at max_tokens is truncated, and a bare
+    score after the reasoning is the reply's only number."""
+    spec = write_eval(
+        tmp_path,
+        _rows(
+            ["<think>Tempting to write GRADE: C here.</think>\nI cannot decide."],
+            [{"text": "<think>If it holds, GRADE: C. Checking", "stop_reason": "max_tokens"}],
+            ["<think>At first sight GRADE: I</think>\nGRADE: C"],
+        ),
+    )
+    result, rows = run(spec, tmp_path / "results")
+    assert [r["state"] for r in rows] == ["judge_error", "judge_error", "scored"]
+    assert [r["error"]["reason"] for r in rows[:2]] == ["unparseable", "truncated"]
+    assert "its <think> reasoning was never closed" in rows[1]["error"]["message"]
+    assert rows[0]["error"]["reply"].startswith("<think>Tempting")  # the whole reply kept
+    assert rows[2]["score"] == 1.0
+    assert result.manifest.judge.errors == {"truncated": 1, "unparseable": 1}
+    bare = write_eval(
+        tmp_path / "bare",
+        _rows(["<think>Weighing it: 3/10? No.</think>\n8"]),
+        scorer={"parse": {"kind": "numeric"}},
+    )
+    _, rows = run(bare, tmp_path / "bare" / "results")
+    assert rows[0]["score"] == pytest.approx(0.8)
+
+
 def test_unreachable_judge_is_a_judge_error_naming_the_provider_error(tmp_path: Path) -> None:
     """A judge call that fails is a judge_error naming the judge and the classified
     provider error; nothing is cached, so a re-run asks again."""
