@@ -5,7 +5,8 @@ call, and joined on sample id (the same epoch when the baseline has it, else its
 1); the baseline enters the identity hash (and ``manifest.file_hashes["baseline"]``)
 through a hash of the responses it contributes, not of the file. The judge file sees
 the row's fields plus ``prompt``, ``system``, ``target``, ``sample_id``, ``row``,
-``response_a`` and ``response_b``, and is asked in both orders: the candidate as
+``response_a`` and ``response_b`` (each response's answer after its ``reasoning_tags``,
+the baseline's as the candidate's), and is asked in both orders: the candidate as
 ``response_a`` with the baseline as ``response_b``, then swapped, so a judge that
 favours one position cancels out. Each verdict gives the candidate win 1,
 tie 0.5, loss 0; each order's verdicts are reduced (``samples``, ``reduce``), and the
@@ -37,6 +38,7 @@ from gradetrail.scorers.judge import (
     judge_record,
     template_failure,
 )
+from gradetrail.scorers.reasoning import split_reasoning
 from gradetrail.scorers.verdicts import pairwise_parser, reduce_verdicts
 from gradetrail.spec import EvalSpec, PairwiseScorerSpec
 
@@ -191,7 +193,7 @@ class PairwiseScorer(Scorer):
         await self.caller.aclose()
 
     def _baseline_for(self, item: ScoreInput) -> tuple[int, str] | dict[str, Any]:
-        """``(baseline epoch, baseline response)``, or the row's error."""
+        """``(baseline epoch, baseline answer)``, or the row's error."""
         sid = item.sample.id
         epoch = item.epoch if (sid, item.epoch) in self.baseline else 1
         row = self.baseline.get((sid, epoch))
@@ -209,7 +211,9 @@ class PairwiseScorer(Scorer):
                 "message": f"the baseline has no response for sample {sid!r} (epoch {epoch}, "
                 f"state {row['state']}); re-run the baseline to complete it",
             }
-        return epoch, row["response"]
+        # shown as the candidate's response is: its answer, after its reasoning tags (the
+        # baseline's row keeps the whole text; "" when its reasoning was never closed)
+        return epoch, split_reasoning(row["response"], tuple(self.spec.reasoning_tags)).answer
 
     async def ascore(self, item: ScoreInput) -> Score:
         """Judge the candidate against the baseline in both orders; the detail records
