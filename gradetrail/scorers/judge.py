@@ -13,11 +13,14 @@ two run epochs is the same judge request, and gets the same cached verdict.)
 Failures are rows in state ``judge_error``, never scores of 0. ``error.reason`` is one of
 ``unparseable`` (no verdict in the reply; a truncated copy is in ``error.reply``),
 ``truncated`` (the reply stopped at the judge's max_tokens before a verdict),
-``provider_error`` (the judge could not be reached or refused; ``error.provider_error``
-holds the classified error) or ``template_error`` (the judge file failed on this row's
-data). If any of the k verdicts fails the row is a judge_error (the other verdicts are
-still recorded, and cached, so a re-run asks only for the failed ones). A reply cut at
-max_tokens *after* its verdict is scored, and counted in ``judge.truncated``.
+``provider_error`` (the judge could not be reached or its request was refused;
+``error.provider_error`` holds the classified error), ``refusal`` (the judge declined to
+answer, stop reason ``refusal``, or its provider withheld the reply, ``content_filter``:
+whatever text came before is not read for a verdict) or ``template_error`` (the judge
+file failed on this row's data). If any of the k verdicts fails the row is a judge_error
+(the other verdicts are still recorded, and cached, so a re-run asks only for the failed
+ones). A reply cut at max_tokens *after* its verdict is scored, and counted in
+``judge.truncated``.
 
 The verdict is read from what follows the judge's own reasoning in the scorer's
 ``reasoning_tags`` (an open model's ``<think>...</think>``), never from inside it; a tag
@@ -36,6 +39,7 @@ import jinja2
 
 from gradetrail._util.bounded import CURRENT, CallAborted, CallTimedOut
 from gradetrail._util.files import not_a_file
+from gradetrail._util.terminal import one_line
 from gradetrail.datasets import file_sha256
 from gradetrail.errors import DatasetError, GradetrailError, ProviderError, RunError, SpecError
 from gradetrail.prompts.templates import Template, compile_template
@@ -181,7 +185,7 @@ class JudgeReply:
     Attributes:
         index: the judge sample index, 1-based (the request's ``epoch``).
         verdict: the parsed verdict, or None on failure.
-        reason: None, or ``unparseable``, ``truncated``, ``provider_error``.
+        reason: None, or ``unparseable``, ``truncated``, ``refusal``, ``provider_error``.
         message: what went wrong, one line (None on success).
         response: the judge's response, or None when it could not be reached.
         provider_error: the classified provider error, or None.
@@ -371,6 +375,14 @@ def _read(
     caller: JudgeCaller,
 ) -> JudgeReply:
     model = caller.model
+    if response.refused:  # declined or withheld: what text it has is no verdict
+        why = one_line(response.refusal or "no explanation given")[:200]
+        message = (
+            f"judge reply {index} was declined (stop reason "
+            f"{response.raw_stop_reason or response.stop_reason}): {why}; no verdict is read "
+            "from a refused reply"
+        )
+        return JudgeReply(index, None, "refusal", message, response, None, cached, attempts)
     bounded = CURRENT.get()
     try:
         text = _verdict_text(response.text, caller.reasoning_tags)

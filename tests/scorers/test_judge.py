@@ -484,6 +484,55 @@ def test_http_judge_failure_forms(srv, tmp_path: Path) -> None:
     assert result.manifest.counts == {"judge_error": 3, "scored": 1}
 
 
+def test_http_a_withheld_or_declined_judge_reply_is_no_verdict(srv, tmp_path: Path) -> None:
+    """A judge reply the provider withheld (finish_reason content_filter) or the judge
+    declined (stop reason refusal) is a judge_error with reason refusal, never the grade
+    its partial text happens to hold; its tokens still count."""
+    filtered = {
+        "id": "chatcmpl-filtered",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": "judge-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Checking it. GRADE: C if the"},
+                "finish_reason": "content_filter",
+            }
+        ],
+        "usage": {"prompt_tokens": 30, "completion_tokens": 8, "total_tokens": 38},
+    }
+    srv.configure(
+        script={"Case ": "Fine.\nGRADE: I"},
+        models=["judge-model"],
+        faults=[{"kind": "answer", "body": filtered, "contains": "Case CASE-F\n"}],
+    )
+    spec = write_eval(
+        tmp_path,
+        _case_rows("CASE-F", "CASE-OK"),
+        judge_text=CASE_JUDGE,
+        scorer={"model": _http_judge(srv)},
+    )
+    result, rows = run(spec, tmp_path / "results")
+    by_id = {r["sample_id"]: r for r in rows}
+    assert by_id["CASE-OK"]["score"] == 0.0
+    withheld = by_id["CASE-F"]
+    assert withheld["state"] == "judge_error" and withheld["score"] is None
+    assert withheld["error"]["reason"] == "refusal"
+    assert withheld["error"]["reply"] == "Checking it. GRADE: C if the"
+    assert withheld["error"]["message"].startswith(
+        "judge reply 1 was declined (stop reason content_filter): "
+    )
+    assert withheld["judge"]["output_tokens"] == 8
+    assert result.manifest.judge.errors == {"refusal": 1}
+    declined = write_eval(
+        tmp_path / "declined",
+        _rows([{"text": "Looking at it: GRADE: C", "stop_reason": "refusal"}]),
+    )
+    _, rows = run(declined, tmp_path / "declined" / "results")
+    assert rows[0]["state"] == "judge_error" and rows[0]["error"]["reason"] == "refusal"
+
+
 def test_http_unreachable_judge_names_the_connection_error(tmp_path: Path) -> None:
     """A judge endpoint nobody listens on is a judge_error naming the connection error,
     after the policy's attempts."""
