@@ -4,7 +4,10 @@ Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
 
 - ``grade``: the last whole-token ``GRADE: C`` (marker and grades configurable, matched
   case-insensitively; markdown bold around the marker or grade is allowed), mapped through
-  ``grades`` (default C 1, P 0.5, I 0).
+  ``grades`` (default C 1, P 0.5, I 0). The last ``GRADE:`` decides: followed by
+  anything else (``final grade: A`` outside the table, ``GRADE: I'm not sure``, ``C-``) it
+  takes the earlier grades back, and two grades offered at once (``C/I``, ``A or B``) are
+  no verdict either. (A ``pattern`` of the user's own says alone what a verdict is.)
 - ``numeric``: the last ``SCORE: 7`` or ``SCORE: 7/10``; else a reply that is only a
   number or fraction; else the last fraction whose denominator is the scale's ``max``.
   ``x`` on a ``min``..``max`` scale becomes ``(x - min) / (max - min)``; a fraction
@@ -77,12 +80,52 @@ def truncate_reply(text: str, limit: int = REPLY_LIMIT) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
+#: what may not touch a grade's end: a letter (``Correct``), ``+`` or ``-`` (``C-``, ``B+``)
+#: or a contraction (``I'm``): the grade is then another word, not one of the table's
+_TOKEN_END = r"(?![\w+\-]|['\u2019]\w)"
+
+
+def _alternatives(tokens: list[str]) -> str:
+    return "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
+
+
+def _marker_regex(marker: str) -> re.Pattern[str]:
+    """Every ``MARKER:`` in a reply (a whole word, markdown bold allowed)."""
+    return re.compile(rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}\s*:", re.IGNORECASE)
+
+
 def _token_regex(marker: str, tokens: list[str]) -> re.Pattern[str]:
-    alternatives = "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
     return re.compile(
-        rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}\s*:\s*{_BOLD}\s*({alternatives})(?!\w)",
+        rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}\s*:\s*{_BOLD}\s*({_alternatives(tokens)})"
+        + _TOKEN_END,
         re.IGNORECASE,
     )
+
+
+def _either_regex(tokens: list[str]) -> re.Pattern[str]:
+    """A second grade offered beside the first (``C/I``, ``A or B``, ``P & C``)."""
+    return re.compile(
+        rf"{_BOLD}\s*(?:/|\\|&|\bor\b|\band\b)\s*{_BOLD}\s*(?:{_alternatives(tokens)})"
+        + _TOKEN_END,
+        re.IGNORECASE,
+    )
+
+
+def _final(end: int, text: str, markers: re.Pattern[str], marker: str, what: str) -> None:
+    """The last well-formed ``MARKER: value`` (ending at ``end``; 0 when there is none)
+    must be the reply's last word on the matter: a later ``MARKER:`` followed by something
+    else (``final grade: A`` outside the table, ``SCORE: N/A``, ``GRADE: I'm not sure``)
+    takes it back.
+
+    Raises:
+        VerdictError: a later marker holds no readable verdict, quoting what follows it.
+    """
+    later = _last_match(markers, text)
+    if later is not None and later.start() >= end:
+        shown = text[later.end() :].strip()[:30]
+        raise VerdictError(
+            f"the last {marker!r} in the judge reply is followed by {shown!r}, not a {what}"
+        )
 
 
 def _last_match(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
@@ -97,12 +140,20 @@ def _lookup_parser(
 ) -> VerdictParser:
     folded = {k.casefold(): v for k, v in table.items()}
     regex = re.compile(pattern, re.IGNORECASE) if pattern else _token_regex(marker, list(table))
+    markers, either = _marker_regex(marker), _either_regex(list(table))
     expected = pattern or f"{marker}: {'|'.join(table)}"
 
     def parse(text: str) -> Verdict:
         m = _last_match(regex, text)
+        if pattern is None:  # a pattern of the user's own says what a verdict is
+            _final(0 if m is None else m.end(), text, markers, marker, what)
         if m is None:
             raise VerdictError(f"no {what} matching {expected!r} in the judge reply")
+        if pattern is None:
+            also = either.match(text, m.end())
+            if also is not None:
+                offered = text[m.start(1) : also.end()].strip()
+                raise VerdictError(f"{what} {offered!r} names more than one")
         token = (m.group(1) or "").strip()
         if token.casefold() not in folded:
             known = ", ".join(table)

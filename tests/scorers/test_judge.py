@@ -41,6 +41,40 @@ def test_grade_form_scores_each_grade(tmp_path: Path) -> None:
     assert result.manifest.judge.verdicts == 3 and result.manifest.judge.errors == {}
 
 
+def test_a_grade_taken_back_hedged_or_split_is_no_verdict(tmp_path: Path) -> None:
+    """The last GRADE: decides: a final grade outside the table, a hedge (``I'm``), a
+    grade with a sign (``C-``) or two grades offered at once (``C/I``, ``A or B``) are
+    judge_errors quoting it, never the earlier or the first grade; a grade followed by
+    its reason still reads."""
+    spec = write_eval(
+        tmp_path,
+        _rows(
+            ["Grade: C at first sight... final grade: A"],
+            ["GRADE: I'm not sure this is right"],
+            ["GRADE: C-"],
+            ["GRADE: C/I"],
+            ["GRADE: I, because C would need units"],
+            ["GRADE: C\n\n**GRADE:** C."],
+        ),
+    )
+    result, rows = run(spec, tmp_path / "results")
+    assert [r["score"] for r in rows] == [None, None, None, None, 0.0, 1.0]
+    messages = [r["error"]["message"] for r in rows[:4]]
+    assert "the last 'GRADE' in the judge reply is followed by 'A', not a grade" in messages[0]
+    assert 'is followed by "I\'m not sure this is right"' in messages[1]
+    assert "is followed by 'C-', not a grade" in messages[2]
+    assert "grade 'C/I' names more than one" in messages[3]
+    assert result.manifest.judge.errors == {"unparseable": 4}
+    pair = write_eval(
+        tmp_path / "pair",
+        _rows(["WINNER: A or B"], ["WINNER: B\nA was close, but WINNER: A"]),
+        scorer={"parse": {"kind": "grade", "marker": "WINNER", "grades": {"A": 1, "B": 0}}},
+    )
+    _, rows = run(pair, tmp_path / "pair" / "results")
+    assert [r["score"] for r in rows] == [None, 1.0]
+    assert "grade 'A or B' names more than one" in rows[0]["error"]["message"]
+
+
 def test_numeric_form_normalizes_to_unit_interval(tmp_path: Path) -> None:
     """SCORE: 7 and a bare 7/10 on a 0..10 scale score 0.7; SCORE: 4/5 scores 0.8."""
     spec = write_eval(
