@@ -8,8 +8,10 @@ Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
   anything else (``final grade: A`` outside the table, ``GRADE: I'm not sure``, ``C-``) it
   takes the earlier grades back, and two grades offered at once (``C/I``, ``A or B``) are
   no verdict either. (A ``pattern`` of the user's own says alone what a verdict is.)
-- ``numeric``: the last ``SCORE: 7`` or ``SCORE: 7/10``; else a reply that is only a
-  number or fraction; else the last fraction whose denominator is the scale's ``max``.
+- ``numeric``: the last ``SCORE: 7`` or ``SCORE: 7/10`` (a later ``SCORE:`` without a
+  number takes it back); else a reply that is only a number or fraction; else the last
+  fraction whose denominator is the scale's ``max``. ``7,5`` is 7.5 (a decimal comma);
+  ``1,000`` is no score.
   ``x`` on a ``min``..``max`` scale becomes ``(x - min) / (max - min)``; a fraction
   ``x/d`` is read on the scale ``min``..``d``. Out-of-scale numbers are failures, never
   clipped.
@@ -45,7 +47,9 @@ __all__ = [
 #: characters of a judge reply kept in result rows (head and tail)
 REPLY_LIMIT = 2000
 
-_NUM = r"[-+]?\d+(?:\.\d+)?"
+#: a number as judges write scores: ``7``, ``7.5``, and ``7,5`` with a decimal comma (never
+#: ``1,000``: a comma before three digits groups thousands, and is no score)
+_NUM = r"[-+]?\d+(?:\.\d+|,\d{1,2}(?!\d))?"
 _BOLD = r"[*_]{0,2}"
 
 
@@ -169,29 +173,39 @@ def _normalize(x: float, low: float, high: float, shown: str) -> float:
     return (x - low) / (high - low)
 
 
+def _number(text: str) -> float:
+    """A number matched by ``_NUM`` (a decimal comma read as a point)."""
+    return float(text.replace(",", "."))
+
+
 def _numeric_parser(spec: NumericParse) -> VerdictParser:
     marked = re.compile(
         rf"(?<!\w){_BOLD}{re.escape(spec.marker)}{_BOLD}\s*:\s*{_BOLD}\s*"
-        rf"({_NUM})(?:\s*/\s*({_NUM}))?(?!\w|\.\d)",
+        rf"({_NUM})(?:\s*/\s*({_NUM}))?(?!\w|[.,]\d)",
         re.IGNORECASE,
     )
     alone = re.compile(rf"\s*({_NUM})(?:\s*/\s*({_NUM}))?\s*\.?\s*")
-    fraction = re.compile(rf"(?<![\w./])({_NUM})\s*/\s*({_NUM})(?![\w/])")
+    fraction = re.compile(rf"(?<![\w./,])({_NUM})\s*/\s*({_NUM})(?![\w/]|[.,]\d)")
+    markers = _marker_regex(spec.marker)
 
     def read(m: re.Match[str]) -> Verdict:
-        x = float(m.group(1))
-        high = spec.max if m.group(2) is None else float(m.group(2))
+        x = _number(m.group(1))
+        high = spec.max if m.group(2) is None else _number(m.group(2))
         if high <= spec.min:
             raise VerdictError(f"scale {m.group(0).strip()!r} ends at or below min {spec.min:g}")
         grade = m.group(1) if m.group(2) is None else f"{m.group(1)}/{m.group(2)}"
         return Verdict(_normalize(x, spec.min, high, grade), grade)
 
     def parse(text: str) -> Verdict:
-        m = _last_match(marked, text) or alone.fullmatch(text)
+        m = _last_match(marked, text)
+        if m is not None:
+            _final(m.end(), text, markers, spec.marker, "score")
+            return read(m)
+        m = alone.fullmatch(text)
         if m is not None:
             return read(m)
         for m in reversed(list(fraction.finditer(text))):
-            if float(m.group(2)) == spec.max:
+            if _number(m.group(2)) == spec.max:
                 return read(m)
         raise VerdictError(
             f"no score matching '{spec.marker}: N' or 'N/{spec.max:g}' in the judge reply"

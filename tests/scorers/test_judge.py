@@ -87,6 +87,31 @@ def test_numeric_form_normalizes_to_unit_interval(tmp_path: Path) -> None:
     assert [r["scorer"]["verdicts"][0]["grade"] for r in rows] == ["7", "7/10", "4/5"]
 
 
+def test_numeric_form_reads_a_decimal_comma_and_a_score_taken_back(tmp_path: Path) -> None:
+    """A decimal comma is a decimal (7,5 is 7.5, 8,5/10 is 0.85), never its whole part or
+    the digits after it; a comma grouping thousands is no score; a later SCORE: without
+    a number takes the earlier score back."""
+    spec = write_eval(
+        tmp_path,
+        _rows(
+            ["Solid work.\nSCORE: 7,5"],
+            ["I'd give it 8,5/10."],
+            ["SCORE: 1,000"],
+            ["SCORE: 8\nOn reflection, final score: N/A"],
+        ),
+        scorer={"parse": {"kind": "numeric"}},
+    )
+    result, rows = run(spec, tmp_path / "results")
+    assert [r["score"] for r in rows] == pytest.approx([0.75, 0.85, None, None])
+    assert [r["scorer"]["verdicts"][0].get("grade") for r in rows[:2]] == ["7,5", "8,5/10"]
+    assert "no score matching 'SCORE: N' or 'N/10'" in rows[2]["error"]["message"]
+    assert (
+        "the last 'SCORE' in the judge reply is followed by 'N/A', not a score"
+        in (rows[3]["error"]["message"])
+    )
+    assert result.manifest.judge.errors == {"unparseable": 2}
+
+
 def test_json_form_reads_a_fenced_block(tmp_path: Path) -> None:
     """JSON verdicts are read from a fenced block, a bare object, or a grade string."""
     fenced = 'Reasoning first.\n```json\n{"verdict": {"score": 0.25}}\n```'
