@@ -13,8 +13,9 @@ tie 0.5, loss 0; each order's verdicts are reduced (``samples``, ``reduce``), an
 score is the mean of the two orders, so the run's mean score is the candidate's win rate
 against the baseline, with its confidence interval.
 
-``judge.outcome`` records win, tie or loss when both orders agree, and ``split`` when
-they do not (evidence of position bias). A sample missing from the baseline, or whose
+``judge.outcome`` records win, tie or loss when both orders agree (their values on the
+same side of 0.5: above, equal, below), and ``split`` when they do not (evidence of
+position bias). A sample missing from the baseline, or whose
 baseline row has no response, is a ``judge_error`` naming it (reason
 ``missing_baseline`` or ``baseline_error``), never skipped silently.
 """
@@ -89,9 +90,13 @@ def baseline_hash(baseline: dict[tuple[str, int], dict[str, Any]]) -> str:
 
 
 def _outcome(first: float, second: float) -> str:
-    if first != second:
+    """win, tie or loss when both orders' candidate values (in [0, 1]) fall on the same
+    side of 0.5, else split: with ``samples: 3`` and ``reduce: mean``, 1.0 and 0.67 are
+    two orders that agree the candidate is better, a win, not a split."""
+    sides = {(value > 0.5) - (value < 0.5) for value in (first, second)}
+    if len(sides) > 1:
         return "split"
-    return "win" if first > 0.5 else "loss" if first < 0.5 else "tie"
+    return {1: "win", 0: "tie", -1: "loss"}[sides.pop()]
 
 
 class PairwiseScorer(Scorer):
