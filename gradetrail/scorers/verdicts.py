@@ -19,6 +19,10 @@ Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
   else the last ``{...}`` object in the text that parses; then the ``field`` path: a
   number (normalized like ``numeric``), a boolean, or a string looked up in ``grades``.
 
+A ``MARKER:`` right after an opening quotation mark (``'SCORE: 10'``, ``"GRADE: C"``) is
+the judge quoting the graded response or its rubric: read only when the reply has no
+verdict outside quotation marks.
+
 A reply no rule can read raises :class:`VerdictError`; the judge scorer records it as a
 ``judge_error`` with a truncated copy of the reply, never as a score of 0.
 """
@@ -124,7 +128,7 @@ def _final(end: int, text: str, markers: re.Pattern[str], marker: str, what: str
     Raises:
         VerdictError: a later marker holds no readable verdict, quoting what follows it.
     """
-    later = _last_match(markers, text)
+    later, _ = _last_matches(markers, text)  # a quoted marker is a mention, never a verdict
     if later is not None and later.start() >= end:
         shown = text[later.end() :].strip()[:30]
         raise VerdictError(
@@ -139,6 +143,32 @@ def _last_match(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
     return last
 
 
+#: opening quotation marks (and the backtick): a ``MARKER:`` right after one is quoted
+_OPENING_QUOTES = frozenset("'\"`\u2018\u201c\u00ab")
+
+
+def _last_matches(
+    regex: re.Pattern[str], text: str
+) -> tuple[re.Match[str] | None, re.Match[str] | None]:
+    """The last match of ``regex`` in ``text`` outside quotation marks, and the last one
+    right after an opening quotation mark (``'SCORE: 10'``, ``"GRADE: I"``): a judge
+    quoting the graded response or its rubric's examples after its own verdict."""
+    plain = quoted = None
+    for m in regex.finditer(text):
+        if m.start() > 0 and text[m.start() - 1] in _OPENING_QUOTES:
+            quoted = m
+        else:
+            plain = m
+    return plain, quoted
+
+
+def _last_verdict(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last verdict outside quotation marks; a quoted one only when there is no other
+    (a judge that put its only verdict in quotes)."""
+    plain, quoted = _last_matches(regex, text)
+    return plain or quoted
+
+
 def _lookup_parser(
     marker: str, table: dict[str, float], pattern: str | None, what: str
 ) -> VerdictParser:
@@ -148,7 +178,7 @@ def _lookup_parser(
     expected = pattern or f"{marker}: {'|'.join(table)}"
 
     def parse(text: str) -> Verdict:
-        m = _last_match(regex, text)
+        m = _last_match(regex, text) if pattern else _last_verdict(regex, text)
         if pattern is None:  # a pattern of the user's own says what a verdict is
             _final(0 if m is None else m.end(), text, markers, marker, what)
         if m is None:
@@ -197,7 +227,7 @@ def _numeric_parser(spec: NumericParse) -> VerdictParser:
         return Verdict(_normalize(x, spec.min, high, grade), grade)
 
     def parse(text: str) -> Verdict:
-        m = _last_match(marked, text)
+        m = _last_verdict(marked, text)
         if m is not None:
             _final(m.end(), text, markers, spec.marker, "score")
             return read(m)
