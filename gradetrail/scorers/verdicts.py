@@ -88,9 +88,10 @@ def truncate_reply(text: str, limit: int = REPLY_LIMIT) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
-#: what may not touch a grade's end: a letter (``Correct``), ``+`` or ``-`` (``C-``, ``B+``)
-#: or a contraction (``I'm``): the grade is then another word, not one of the table's
-_TOKEN_END = r"(?![\w+\-]|['\u2019]\w)"
+#: what may not touch a grade's end: a letter (``Correct``), ``+`` or ``-`` (``C-``, ``B+``),
+#: a contraction (``I'm``) or decimals (``0.5`` is not the grade ``0``): the grade is then
+#: another word, not one of the table's
+_TOKEN_END = r"(?![\w+\-]|['\u2019]\w|[.,]\d)"
 
 
 def _alternatives(tokens: list[str]) -> str:

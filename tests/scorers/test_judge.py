@@ -73,6 +73,13 @@ def test_a_grade_taken_back_hedged_or_split_is_no_verdict(tmp_path: Path) -> Non
     _, rows = run(pair, tmp_path / "pair" / "results")
     assert [r["score"] for r in rows] == [None, 1.0]
     assert "grade 'A or B' names more than one" in rows[0]["error"]["message"]
+    binary = write_eval(
+        tmp_path / "binary",
+        _rows(["SCORE: 0.5"], ["SCORE: 1."]),
+        scorer={"parse": {"kind": "grade", "marker": "SCORE", "grades": {"0": 0, "1": 1}}},
+    )
+    _, rows = run(binary, tmp_path / "binary" / "results")
+    assert [r["score"] for r in rows] == [None, 1.0]  # 0.5 is not the grade 0
 
 
 def test_numeric_form_normalizes_to_unit_interval(tmp_path: Path) -> None:
