@@ -30,6 +30,7 @@ A reply no rule can read raises :class:`VerdictError`; the judge scorer records 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -310,7 +311,13 @@ def _json_value(value: Any, spec: JsonParse, folded: dict[str, float]) -> Verdic
     if isinstance(value, bool):
         return Verdict(float(value), "true" if value else "false")
     if isinstance(value, int | float):
-        return Verdict(_normalize(float(value), spec.min, spec.max, f"{value:g}"), f"{value:g}")
+        text = str(value)  # as the judge wrote it: 1.0000000001 is not "1"
+        shown = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+        try:
+            x = float(value)
+        except OverflowError:  # an integer past the float range: outside any scale
+            x = math.inf
+        return Verdict(_normalize(x, spec.min, spec.max, shown), f"{value:g}")
     if isinstance(value, str) and value.strip().casefold() in folded:
         return Verdict(folded[value.strip().casefold()], value.strip())
     known = ", ".join(spec.grades)

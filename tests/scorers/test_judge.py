@@ -156,6 +156,28 @@ def test_json_form_reads_a_fenced_block(tmp_path: Path) -> None:
     assert [r["score"] for r in rows] == [0.25, 1.0, 0.5]
 
 
+def test_json_scores_outside_the_scale_are_named_as_written(tmp_path: Path) -> None:
+    """A JSON score just past the scale is named as the judge wrote it (not rounded to
+    an in-scale 1), and an integer past the float range is outside the scale too: both
+    unparseable judge_errors with the call's record, never a scorer failure without it."""
+    huge = "1" + "0" * 400
+    spec = write_eval(
+        tmp_path,
+        _rows(['{"score": 1.0000000001}'], ['{"score": ' + huge + "}"], ['{"score": 1}']),
+        scorer={"parse": {"kind": "json"}},
+    )
+    result, rows = run(spec, tmp_path / "results")
+    assert [r["score"] for r in rows] == [None, None, 1.0]
+    assert [r["error"]["reason"] for r in rows[:2]] == ["unparseable", "unparseable"]
+    assert "score 1.0000000001 is outside the scale 0..1" in rows[0]["error"]["message"]
+    assert (
+        "score 10000000000000000000... (401 characters) is outside the scale"
+        in (rows[1]["error"]["message"])
+    )
+    assert rows[1]["judge"]["calls"] == 1 and rows[1]["judge"]["cost_usd"] == 0.001  # kept
+    assert result.manifest.judge.errors == {"unparseable": 2}
+
+
 def test_unparseable_reply_is_a_judge_error_with_truncated_reply(tmp_path: Path) -> None:
     """A reply with no verdict is a judge_error (never 0) carrying head and tail of the
     reply, counted apart from scored rows."""
