@@ -15,9 +15,9 @@ Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
   ``x`` on a ``min``..``max`` scale becomes ``(x - min) / (max - min)``; a fraction
   ``x/d`` is read on the scale ``min``..``d``. Out-of-scale numbers are failures, never
   clipped.
-- ``json``: the last fenced code block that parses as a JSON object, else the whole reply,
-  else the last ``{...}`` object in the text that parses; then the ``field`` path: a
-  number (normalized like ``numeric``), a boolean, or a string looked up in ``grades``.
+- ``json``: the whole reply when it is a JSON object, else the last object in it, in a
+  fenced code block or not, that has the ``field`` path: a number (normalized like
+  ``numeric``), a boolean, or a string looked up in ``grades``.
 
 A ``MARKER:`` right after an opening quotation mark (``'SCORE: 10'``, ``"GRADE: C"``) is
 the judge quoting the graded response or its rubric: read only when the reply has no
@@ -250,24 +250,27 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
 def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Candidate JSON objects in reading order of preference: fenced blocks (last first),
-    the whole reply, then ``{...}`` objects found in the text (last first)."""
-    found: list[dict[str, Any]] = []
-    for m in reversed(list(_FENCE.finditer(text))):
-        try:
-            value = json.loads(m.group(2))
-        except (ValueError, RecursionError):  # RecursionError: nested past the limit
-            continue
-        if isinstance(value, dict):
-            found.append(value)
+    """Candidate JSON objects in reading order of preference: the whole reply, then the
+    objects in it, fenced or not, last first (a fenced block counts where it starts): a
+    judge quoting the graded response's JSON in a fence before its own verdict keeps
+    its own verdict, as the last verdict wins in every rule."""
     try:
         whole = json.loads(text)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # RecursionError: nested past the limit
         whole = None
     if isinstance(whole, dict):
-        found.append(whole)
+        return [whole]
+    placed: list[tuple[int, dict[str, Any]]] = []
+    fences: list[tuple[int, int]] = []
+    for m in _FENCE.finditer(text):
+        fences.append((m.start(), m.end()))
+        try:
+            value = json.loads(m.group(2))
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            placed.append((m.start(), value))
     decoder = json.JSONDecoder()
-    inline: list[dict[str, Any]] = []
     pos = text.find("{")
     while pos >= 0:
         try:
@@ -275,11 +278,10 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
         except (ValueError, RecursionError):
             pos = text.find("{", pos + 1)
             continue
-        if isinstance(value, dict):
-            inline.append(value)
+        if isinstance(value, dict) and not any(a <= pos < b for a, b in fences):
+            placed.append((pos, value))
         pos = text.find("{", end)
-    found.extend(reversed(inline))
-    return found
+    return [value for _, value in sorted(placed, key=lambda p: p[0], reverse=True)]
 
 
 def _json_parser(spec: JsonParse) -> VerdictParser:

@@ -156,6 +156,21 @@ def test_json_form_reads_a_fenced_block(tmp_path: Path) -> None:
     assert [r["score"] for r in rows] == [0.25, 1.0, 0.5]
 
 
+def test_json_verdict_after_a_fenced_quote_of_the_response_is_the_verdict(tmp_path: Path) -> None:
+    """A judge quoting the graded response's JSON in a fence, then giving its own verdict
+    as a bare object, is read by its own verdict: the last object wins, fenced or not."""
+    quoting = (
+        'The response was:\n```json\n{"score": 1, "answer": "42"}\n```\nIt is wrong.\n{"score": 0}'
+    )
+    spec = write_eval(
+        tmp_path,
+        _rows([quoting], ['Draft {"score": 0.25}, final:\n```json\n{"score": 0.75}\n```']),
+        scorer={"parse": {"kind": "json"}},
+    )
+    _, rows = run(spec, tmp_path / "results")
+    assert [r["score"] for r in rows] == [0.0, 0.75]
+
+
 def test_json_scores_outside_the_scale_are_named_as_written(tmp_path: Path) -> None:
     """A JSON score just past the scale is named as the judge wrote it (not rounded to
     an in-scale 1), and an integer past the float range is outside the scale too: both
