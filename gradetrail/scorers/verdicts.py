@@ -157,11 +157,16 @@ def _last_matches(
     quoting the graded response or its rubric's examples after its own verdict."""
     plain = quoted = None
     for m in regex.finditer(text):
-        if m.start() > 0 and text[m.start() - 1] in _OPENING_QUOTES:
+        if _quoted(m, text):
             quoted = m
         else:
             plain = m
     return plain, quoted
+
+
+def _quoted(m: re.Match[str], text: str) -> bool:
+    """``m`` starts right after an opening quotation mark."""
+    return m.start() > 0 and text[m.start() - 1] in _OPENING_QUOTES
 
 
 def _last_verdict(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
@@ -236,9 +241,9 @@ def _numeric_parser(spec: NumericParse) -> VerdictParser:
         m = alone.fullmatch(text)
         if m is not None:
             return read(m)
-        for m in reversed(list(fraction.finditer(text))):
-            if _number(m.group(2)) == spec.max:
-                return read(m)
+        on_scale = [m for m in fraction.finditer(text) if _number(m.group(2)) == spec.max]
+        if on_scale:  # the last one outside quotation marks, as a marked score
+            return read(([m for m in on_scale if not _quoted(m, text)] or on_scale)[-1])
         raise VerdictError(
             f"no score matching '{spec.marker}: N' or 'N/{spec.max:g}' in the judge reply"
         )

@@ -107,10 +107,11 @@ def test_a_quoted_verdict_after_the_judges_own_is_a_mention(tmp_path: Path) -> N
         },
         {"id": "only-quoted", "answer": "x", "script": ['My verdict is "SCORE: 6".']},
     ]
+    rows.append({"id": "fraction", "answer": "x", "script": ["I'd say 3/10. It claims '10/10'."]})
     spec = write_eval(tmp_path / "numeric", rows, scorer={"parse": {"kind": "numeric"}})
     _, out = run(spec, tmp_path / "numeric" / "results")
     assert any(injected in call.prompt for call in fake_judges.CALLS)  # the judge saw it
-    assert [r["score"] for r in out] == pytest.approx([0.2, 0.6])
+    assert [r["score"] for r in out] == pytest.approx([0.2, 0.6, 0.3])
     graded = write_eval(
         tmp_path / "grade",
         _rows(['GRADE: I\n\nAs the rubric says, "GRADE: C" is only for a correct final answer.']),
