@@ -90,9 +90,9 @@ def truncate_reply(text: str, limit: int = REPLY_LIMIT) -> str:
 
 
 #: what may not touch a grade's end: a letter (``Correct``), ``+`` or ``-`` (``C-``, ``B+``),
-#: a contraction (``I'm``) or decimals (``0.5`` is not the grade ``0``): the grade is then
-#: another word, not one of the table's
-_TOKEN_END = r"(?![\w+\-]|['\u2019]\w|[.,]\d)"
+#: a contraction (``I'm``, ``I'd``; a possessive, ``A's``, still names A) or decimals
+#: (``0.5`` is not the grade ``0``): the grade is then another word, not one of the table's
+_TOKEN_END = r"(?![\w+\-]|['\u2019](?:m|d|ll|ve|re)(?!\w)|[.,]\d)"
 
 
 def _alternatives(tokens: list[str]) -> str:

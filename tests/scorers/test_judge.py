@@ -67,11 +67,11 @@ def test_a_grade_taken_back_hedged_or_split_is_no_verdict(tmp_path: Path) -> Non
     assert result.manifest.judge.errors == {"unparseable": 4}
     pair = write_eval(
         tmp_path / "pair",
-        _rows(["WINNER: A or B"], ["WINNER: B\nA was close, but WINNER: A"]),
+        _rows(["WINNER: A or B"], ["WINNER: B\nA was close, but WINNER: A"], ["WINNER: B's"]),
         scorer={"parse": {"kind": "grade", "marker": "WINNER", "grades": {"A": 1, "B": 0}}},
     )
     _, rows = run(pair, tmp_path / "pair" / "results")
-    assert [r["score"] for r in rows] == [None, 1.0]
+    assert [r["score"] for r in rows] == [None, 1.0, 0.0]  # a possessive names B
     assert "grade 'A or B' names more than one" in rows[0]["error"]["message"]
     binary = write_eval(
         tmp_path / "binary",
