@@ -2,9 +2,9 @@
 :class:`~gradetrail.rundir.results.JudgeRecord` so progress, the summary and the manifest agree.
 
 Judge errors are counted by ``error.reason`` (``unparseable``, ``truncated``,
-``provider_error``, ``template_error``, ``missing_baseline``, ``baseline_error``), apart
-from the rows that were scored; pairwise outcomes are counted as win, tie, loss and
-split (the two orders disagreed).
+``refusal``, ``provider_error``, ``template_error``, ``missing_baseline``,
+``baseline_error``), apart from the rows that were scored; pairwise outcomes are counted
+as win, tie, loss and split (the two orders disagreed).
 """
 
 from __future__ import annotations

@@ -13,11 +13,18 @@ two run epochs is the same judge request, and gets the same cached verdict.)
 Failures are rows in state ``judge_error``, never scores of 0. ``error.reason`` is one of
 ``unparseable`` (no verdict in the reply; a truncated copy is in ``error.reply``),
 ``truncated`` (the reply stopped at the judge's max_tokens before a verdict),
-``provider_error`` (the judge could not be reached or refused; ``error.provider_error``
-holds the classified error) or ``template_error`` (the judge file failed on this row's
-data). If any of the k verdicts fails the row is a judge_error (the other verdicts are
-still recorded, and cached, so a re-run asks only for the failed ones). A reply cut at
-max_tokens *after* its verdict is scored, and counted in ``judge.truncated``.
+``provider_error`` (the judge could not be reached or its request was refused;
+``error.provider_error`` holds the classified error), ``refusal`` (the judge declined to
+answer, stop reason ``refusal``, or its provider withheld the reply, ``content_filter``:
+whatever text came before is not read for a verdict) or ``template_error`` (the judge
+file failed on this row's data). If any of the k verdicts fails the row is a judge_error
+(the other verdicts are still recorded, and cached, so a re-run asks only for the failed
+ones). A reply cut at max_tokens *after* its verdict is scored, and counted in
+``judge.truncated``.
+
+The verdict is read from what follows the judge's own reasoning in the scorer's
+``reasoning_tags`` (an open model's ``<think>...</think>``), never from inside it; a tag
+left open is no verdict (``truncated`` at max_tokens, else ``unparseable``).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import jinja2
 
 from gradetrail._util.bounded import CURRENT, CallAborted, CallTimedOut
 from gradetrail._util.files import not_a_file
+from gradetrail._util.terminal import one_line
 from gradetrail.datasets import file_sha256
 from gradetrail.errors import (
     DatasetError,
@@ -46,6 +54,7 @@ from gradetrail.providers import make_provider
 from gradetrail.providers.base import Request, Response
 from gradetrail.rundir.results import JudgeRecord
 from gradetrail.scorers.base import Score, ScoreInput, Scorer
+from gradetrail.scorers.reasoning import split_reasoning
 from gradetrail.scorers.targets import require_target, template_needs_target
 from gradetrail.scorers.verdicts import (
     Verdict,
@@ -183,7 +192,7 @@ class JudgeReply:
     Attributes:
         index: the judge sample index, 1-based (the request's ``epoch``).
         verdict: the parsed verdict, or None on failure.
-        reason: None, or ``unparseable``, ``truncated``, ``provider_error``.
+        reason: None, or ``unparseable``, ``truncated``, ``refusal``, ``provider_error``.
         message: what went wrong, one line (None on success).
         response: the judge's response, or None when it could not be reached.
         provider_error: the classified provider error, or None.
@@ -235,11 +244,20 @@ class JudgeCaller:
         model: the judge's model section (provider, name, params).
         base_dir: the spec's directory (for the provider's relative paths).
         where: names the spec file in errors.
+        reasoning_tags: the scorer's ``reasoning_tags``: a verdict is read only after the
+            judge's own reasoning in these tags (``<think>...</think>``), never inside it.
     """
 
-    def __init__(self, model: ModelSpec, base_dir: Path, where: str = "spec") -> None:
+    def __init__(
+        self,
+        model: ModelSpec,
+        base_dir: Path,
+        where: str = "spec",
+        reasoning_tags: tuple[str, ...] = (),
+    ) -> None:
         self.model = model
         self.where = where
+        self.reasoning_tags = reasoning_tags
         self.name = f"{model.provider}:{model.name}"
         try:
             self.provider = make_provider(model, base_dir)
@@ -342,7 +360,22 @@ class JudgeCaller:
                 call.attempts,
                 call.billed,
             )
-        return _read(request.epoch, call.response, parser, call.cached, call.attempts, self.model)
+        return _read(request.epoch, call.response, parser, call.cached, call.attempts, self)
+
+
+def _verdict_text(text: str, tags: tuple[str, ...]) -> str:
+    """The part of a judge reply its verdict is read from: what follows its reasoning in
+    ``tags`` (an open model's ``<think>...</think>``), as a candidate's answer is split.
+
+    Raises:
+        VerdictError: a reasoning tag is left open, so no verdict was given outside it.
+    """
+    if not tags or "<" not in text:
+        return text
+    split = split_reasoning(text, tags)
+    if split.unclosed is not None:
+        raise VerdictError(f"its <{split.unclosed}> reasoning was never closed")
+    return split.answer
 
 
 def _read(
@@ -351,13 +384,23 @@ def _read(
     parser: VerdictParser,
     cached: bool,
     attempts: int,
-    model: ModelSpec,
+    caller: JudgeCaller,
 ) -> JudgeReply:
+    model = caller.model
+    if response.refused:  # declined or withheld: what text it has is no verdict
+        why = one_line(response.refusal or "no explanation given")[:200]
+        message = (
+            f"judge reply {index} was declined (stop reason "
+            f"{response.raw_stop_reason or response.stop_reason}): {why}; no verdict is read "
+            "from a refused reply"
+        )
+        return JudgeReply(index, None, "refusal", message, response, None, cached, attempts)
     bounded = CURRENT.get()
     try:
+        text = _verdict_text(response.text, caller.reasoning_tags)
         # within the run's scoring bound: a parse.pattern that backtracks catastrophically
         # is stopped after run.score_timeout_s, and SIGTERM or a second Ctrl-C reach it
-        verdict = parser(response.text) if bounded is None else bounded.call(parser, response.text)
+        verdict = parser(text) if bounded is None else bounded.call(parser, text)
     except CallTimedOut:
         limit = bounded.timeout_s if bounded is not None else None
         message = (
@@ -454,7 +497,9 @@ class JudgeScorer(Scorer):
         assert isinstance(spec.scorer, JudgeScorerSpec)
         self.spec = spec.scorer
         self.file = JudgeFile(spec, self.spec.file)
-        self.caller = JudgeCaller(self.spec.model, spec.base_dir, spec.source)
+        self.caller = JudgeCaller(
+            self.spec.model, spec.base_dir, spec.source, tuple(self.spec.reasoning_tags)
+        )
         self.parser = make_parser(self.spec.parse)
 
     def identity(self) -> dict[str, Any]:

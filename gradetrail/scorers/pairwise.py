@@ -5,15 +5,17 @@ call, and joined on sample id (the same epoch when the baseline has it, else its
 1); the baseline enters the identity hash (and ``manifest.file_hashes["baseline"]``)
 through a hash of the responses it contributes, not of the file. The judge file sees
 the row's fields plus ``prompt``, ``system``, ``target``, ``sample_id``, ``row``,
-``response_a`` and ``response_b``, and is asked in both orders: the candidate as
+``response_a`` and ``response_b`` (each response's answer after its ``reasoning_tags``,
+the baseline's as the candidate's), and is asked in both orders: the candidate as
 ``response_a`` with the baseline as ``response_b``, then swapped, so a judge that
 favours one position cancels out. Each verdict gives the candidate win 1,
 tie 0.5, loss 0; each order's verdicts are reduced (``samples``, ``reduce``), and the
 score is the mean of the two orders, so the run's mean score is the candidate's win rate
 against the baseline, with its confidence interval.
 
-``judge.outcome`` records win, tie or loss when both orders agree, and ``split`` when
-they do not (evidence of position bias). A sample missing from the baseline, or whose
+``judge.outcome`` records win, tie or loss when both orders agree (their values on the
+same side of 0.5: above, equal, below), and ``split`` when they do not (evidence of
+position bias). A sample missing from the baseline, or whose
 baseline row has no response, is a ``judge_error`` naming it (reason
 ``missing_baseline`` or ``baseline_error``), never skipped silently.
 """
@@ -37,6 +39,7 @@ from gradetrail.scorers.judge import (
     judge_record,
     template_failure,
 )
+from gradetrail.scorers.reasoning import split_reasoning
 from gradetrail.scorers.verdicts import pairwise_parser, reduce_verdicts
 from gradetrail.spec import EvalSpec, PairwiseScorerSpec
 
@@ -87,9 +90,13 @@ def baseline_hash(baseline: dict[tuple[str, int], dict[str, Any]]) -> str:
 
 
 def _outcome(first: float, second: float) -> str:
-    if first != second:
+    """win, tie or loss when both orders' candidate values (in [0, 1]) fall on the same
+    side of 0.5, else split: with ``samples: 3`` and ``reduce: mean``, 1.0 and 0.67 are
+    two orders that agree the candidate is better, a win, not a split."""
+    sides = {(value > 0.5) - (value < 0.5) for value in (first, second)}
+    if len(sides) > 1:
         return "split"
-    return "win" if first > 0.5 else "loss" if first < 0.5 else "tie"
+    return {1: "win", 0: "tie", -1: "loss"}[sides.pop()]
 
 
 class PairwiseScorer(Scorer):
@@ -107,7 +114,9 @@ class PairwiseScorer(Scorer):
         assert isinstance(spec.scorer, PairwiseScorerSpec)
         self.spec = spec.scorer
         self.file = JudgeFile(spec, self.spec.file)
-        self.caller = JudgeCaller(self.spec.model, spec.base_dir, spec.source)
+        self.caller = JudgeCaller(
+            self.spec.model, spec.base_dir, spec.source, tuple(self.spec.reasoning_tags)
+        )
         self.parser = pairwise_parser(self.spec.parse)
         self.baseline_dir = spec.resolve(self.spec.baseline)
         self.baseline = load_baseline(self.baseline_dir, spec.source)
@@ -189,7 +198,7 @@ class PairwiseScorer(Scorer):
         await self.caller.aclose()
 
     def _baseline_for(self, item: ScoreInput) -> tuple[int, str] | dict[str, Any]:
-        """``(baseline epoch, baseline response)``, or the row's error."""
+        """``(baseline epoch, baseline answer)``, or the row's error."""
         sid = item.sample.id
         epoch = item.epoch if (sid, item.epoch) in self.baseline else 1
         row = self.baseline.get((sid, epoch))
@@ -207,7 +216,9 @@ class PairwiseScorer(Scorer):
                 "message": f"the baseline has no response for sample {sid!r} (epoch {epoch}, "
                 f"state {row['state']}); re-run the baseline to complete it",
             }
-        return epoch, row["response"]
+        # shown as the candidate's response is: its answer, after its reasoning tags (the
+        # baseline's row keeps the whole text; "" when its reasoning was never closed)
+        return epoch, split_reasoning(row["response"], tuple(self.spec.reasoning_tags)).answer
 
     async def ascore(self, item: ScoreInput) -> Score:
         """Judge the candidate against the baseline in both orders; the detail records

@@ -254,9 +254,9 @@ class NumericParse(_Strict):
 
 
 class JsonParse(_Strict):
-    """Read a JSON object from the reply (the last fenced code block that parses, else
-    the whole reply, else the last ``{...}`` object that parses) and take one field: a
-    number (normalized from ``min``..``max``), a boolean (true 1, false 0) or a grade."""
+    """Read a JSON object from the reply (the whole reply, else the last object in it
+    that has the field, in a fenced code block or not) and take one field: a number
+    (normalized from ``min``..``max``), a boolean (true 1, false 0) or a grade."""
 
     kind: Literal["json"]
     field: str = Field("score", min_length=1, description="Dotted path to the verdict.")

@@ -80,6 +80,55 @@ def test_baseline_row_without_response_is_a_judge_error(tmp_path: Path) -> None:
     assert "no response for sample 's2' (epoch 1, state provider_error)" in message
 
 
+def test_the_baseline_is_shown_as_the_candidate_is_without_its_reasoning(tmp_path: Path) -> None:
+    """A baseline response with <think> reasoning is shown to the judge as the
+    candidate's is, its answer only: the same answer ties, never loses to reasoning the
+    judge was shown for one side; reasoning never closed shows an empty answer."""
+    rows = [
+        {"id": "s1", "base": "<think>GOOD reasoning</think>bad s1", "cand": "bad s1"},
+        {"id": "s2", "base": "<think>GOOD but out of tokens", "cand": "GOOD s2"},
+    ]
+    rows = [{**r, "biased": False} for r in rows]
+    baseline = _baseline(tmp_path, rows)
+    assert gradetrail.read_results(baseline)[0]["response"].startswith("<think>GOOD")
+    _, out = run(_pairwise(tmp_path, rows, baseline), tmp_path / "results")
+    shown = sorted(r.prompt.split("\n")[1] for r in fake_judges.CALLS if r.sample_id == "s1")
+    assert shown == ["<<A>>bad s1<<B>>bad s1<<END_PAIR>>"]  # both orders: one prompt, one call
+    assert [r["score"] for r in out] == [0.5, 1.0]
+    assert [r["judge"]["outcome"] for r in out] == ["tie", "win"]
+    s2 = [r.prompt.split("\n")[1] for r in fake_judges.CALLS if r.sample_id == "s2"]
+    assert sorted(s2) == ["<<A>><<B>>GOOD s2<<END_PAIR>>", "<<A>>GOOD s2<<B>><<END_PAIR>>"]
+
+
+def test_orders_that_agree_on_the_side_are_an_outcome_not_a_split(tmp_path: Path) -> None:
+    """With samples: 3 and mean, orders of 1.0 and 0.67 both favour the candidate: a win
+    (score 0.83); 0.67 and 0.33 disagree: a split. The scripted judge reads the script
+    of whichever response is shown first, so each order gets its own verdicts."""
+
+    def script(*verdicts: str) -> str:
+        return "<<SCRIPT>>" + json.dumps([f"WINNER: {v}" for v in verdicts]) + "<<END>>"
+
+    rows = [
+        {"id": "agree", "cand": script("A", "A", "A"), "base": script("B", "B", "A")},
+        {"id": "split", "cand": script("A", "A", "B"), "base": script("A", "A", "B")},
+    ]
+    baseline = _baseline(tmp_path, rows)
+    spec = _pairwise(
+        tmp_path,
+        rows,
+        baseline,
+        samples=3,
+        model={"provider": "python", "name": "scripted", "function": "fake_judges:scripted"},
+    )
+    (spec.parent / "judge.j2").write_text("First:\n{{ response_a }}\nSecond:\n{{ response_b }}\n")
+    result, out = run(spec, tmp_path / "results")
+    values = [o["value"] for r in out for o in r["scorer"]["orders"]]
+    assert values == pytest.approx([1.0, 2 / 3, 2 / 3, 1 / 3])
+    assert [r["judge"]["outcome"] for r in out] == ["win", "split"]
+    assert out[0]["score"] == pytest.approx(5 / 6)
+    assert result.manifest.judge.outcomes == {"win": 1, "split": 1}
+
+
 def test_rerun_makes_zero_judge_calls_and_k_samples_per_order(tmp_path: Path) -> None:
     """samples: 2 asks 2 x 2 orders per sample; a re-run answers all from the cache."""
     baseline = _baseline(tmp_path, ROWS[:2])
