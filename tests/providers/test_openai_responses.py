@@ -229,14 +229,10 @@ def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetra
     return gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
-def test_agent_loop_carries_reasoning_items_across_turns(srv, tmp_path: Path, client: str) -> None:
-    """The calculator agent over /v1/responses with reasoning on: each turn's reasoning
-    item (its encrypted content) goes back before the function calls it led to, which the
-    server checks as the API does; three-turn samples complete; the answers score 4/5 as
-    through Chat Completions; a re-run makes no call."""
-    srv.configure(script=str(SCRIPT))
-    spec = _agent_spec(tmp_path, srv, client, reasoning={"effort": "low", "summary": "auto"})
+def _completes_the_calculator_agent(srv: Any, spec: gradetrail.EvalSpec, tmp_path: Path) -> None:
+    """The calculator agent's five samples all scored in 2, 3, 2, 3 and 3 turns, 4 of 5
+    right (as through Chat Completions), every request answered 200, and a re-run made no
+    call."""
     result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
     assert {sid: r["state"] for sid, r in rows.items()} == dict.fromkeys("12345", "scored")
@@ -247,6 +243,17 @@ def test_agent_loop_carries_reasoning_items_across_turns(srv, tmp_path: Path, cl
     again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     assert srv.settled_stats()["total"] == sum(turns.values())
     assert again.manifest.cache_hits == 5
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_agent_loop_carries_reasoning_items_across_turns(srv, tmp_path: Path, client: str) -> None:
+    """The calculator agent over /v1/responses with reasoning on: each turn's reasoning
+    item (its encrypted content) goes back before the function calls it led to, which the
+    server checks as the API does; three-turn samples complete; the answers score 4/5 as
+    through Chat Completions; a re-run makes no call."""
+    srv.configure(script=str(SCRIPT))
+    spec = _agent_spec(tmp_path, srv, client, reasoning={"effort": "low", "summary": "auto"})
+    _completes_the_calculator_agent(srv, spec, tmp_path)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -262,16 +269,7 @@ def test_reasoning_items_without_encrypted_content_are_not_sent_back(
     spec = _agent_spec(
         tmp_path, srv, client, reasoning={"effort": "low"}, include=["message.output_text.logprobs"]
     )
-    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
-    rows = {r["sample_id"]: r for r in gradetrail.read_results(result.run_dir)}
-    assert {sid: r["state"] for sid, r in rows.items()} == dict.fromkeys("12345", "scored")
-    turns = {sid: len(r["transcript"]["turns"]) for sid, r in rows.items()}
-    assert turns == {"1": 2, "2": 3, "3": 2, "4": 3, "5": 3}
-    assert result.manifest.score.mean == pytest.approx(0.8)
-    assert srv.settled_stats(sum(turns.values()))["statuses"] == {"200": sum(turns.values())}
-    again = gradetrail.run_eval(spec, results_root=tmp_path / "results")
-    assert srv.settled_stats()["total"] == sum(turns.values())
-    assert again.manifest.cache_hits == 5
+    _completes_the_calculator_agent(srv, spec, tmp_path)
 
 
 def test_server_refuses_reasoning_items_it_never_stored(srv) -> None:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from paths import GSM8K_SPEC
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 from starlette.testclient import TestClient
-from view_support import WAIT_MS, chromium, viewer_page
+from view_support import WAIT_MS
 
 import gradetrail
 from gradetrail.view.app import create_app
@@ -126,20 +125,6 @@ def test_the_diff_of_such_a_run_is_refused(root: Path) -> None:
     assert page.status_code == 409
     assert f"is complete but {DISAGREES}" in page.text
     assert "run the same spec again to rewrite it from the cache" in page.text
-
-
-@pytest.fixture(scope="module")
-def browser(root: Path) -> Iterator[Browser]:
-    """One headless chromium for the module (skips where chromium is absent)."""
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def page(browser: Browser, root: Path) -> Iterator[Page]:
-    """A fresh page on a viewer of the results root."""
-    with viewer_page(browser, root) as opened:
-        yield opened
 
 
 def test_in_a_browser_the_warning_is_the_first_thing_on_the_run_page(page: Page) -> None:

@@ -5,15 +5,14 @@ against the baseline -> one sample in every cell."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from paths import GSM8K_SPEC
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 from starlette.testclient import TestClient
-from view_support import WAIT_MS, chromium, viewer_page
+from view_support import WAIT_MS
 
 from gradetrail.engine.sweep import run_sweep
 from gradetrail.spec.sweep import load_sweep
@@ -72,20 +71,6 @@ def test_matrix_page_over_http(root: Path) -> None:
         assert refused.status_code in (403, 404) and "root:x:" not in refused.text
     run_name = next(p.name for p in root.iterdir() if p.name.startswith("gsm8k-"))
     assert client.get(f"/sweeps/{run_name}").status_code == 409  # a run, not a sweep
-
-
-@pytest.fixture(scope="module")
-def browser(root: Path) -> Iterator[Browser]:
-    """One headless chromium for the module (skips where chromium is absent)."""
-    with chromium() as launched:
-        yield launched
-
-
-@pytest.fixture
-def page(browser: Browser, root: Path) -> Iterator[Page]:
-    """A fresh page on a viewer of the results root."""
-    with viewer_page(browser, root) as opened:
-        yield opened
 
 
 def test_runs_page_to_matrix_to_diff_to_sample(page: Page) -> None:
