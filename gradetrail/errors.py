@@ -192,7 +192,7 @@ class ProviderError(GradetrailError):
     def portable(self) -> ProviderError:
         """This error, or, when it does not survive pickling (a field holding a lock or a
         socket), a copy of the nearest gradetrail class with the same message and fields
-        (``billed`` kept when it is a Response): what a Ray worker sends back."""
+        (``billed`` kept when it survives pickling itself): what a Ray worker sends back."""
         import pickle
 
         try:
@@ -200,8 +200,11 @@ class ProviderError(GradetrailError):
             return self
         except Exception:
             base = next(c for c in type(self).__mro__ if c.__module__ == __name__)
-            from gradetrail.providers.base import Response
-
+            billed = self.billed
+            try:  # a Response; anything else a user set there may not travel
+                pickle.loads(pickle.dumps(billed))
+            except Exception:
+                billed = None
             return base(
                 str(self),
                 transient=self.transient,
@@ -209,7 +212,7 @@ class ProviderError(GradetrailError):
                 status=self.status,
                 error_type=self.error_type,
                 code=self.code,
-                billed=self.billed if type(self.billed) is Response else None,
+                billed=billed,
                 quota=self.quota,
             )
 
