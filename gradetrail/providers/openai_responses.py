@@ -66,6 +66,9 @@ from gradetrail.providers.base import Request, Response
 
 __all__ = ["OpenAIResponsesProvider"]
 
+#: what ``include`` asks for so reasoning items can be sent back under ``store: false``
+ENCRYPTED = "reasoning.encrypted_content"
+
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _PASSED = ("temperature", "top_p")
 _REFUSED_PARAMS = {
@@ -161,7 +164,8 @@ class OpenAIResponsesProvider(HttpProvider):
         """The Responses body: ``model``, ``input`` items, ``instructions`` (the system
         prompt), ``tools`` / ``tool_choice``, ``max_output_tokens``, sampling params,
         ``text.format`` for a JSON-schema answer, ``store: false``, then ``extra``; with
-        ``reasoning`` set, ``include: ["reasoning.encrypted_content"]``."""
+        ``reasoning`` set, ``reasoning.encrypted_content`` added to ``include`` (after the
+        spec's own entries), so the reasoning can go back under ``store: false``."""
         body: dict[str, Any] = {"model": request.model, "input": None, "store": False}
         if request.system is not None:
             body["instructions"] = request.system
@@ -181,8 +185,9 @@ class OpenAIResponsesProvider(HttpProvider):
         extra = params.get("extra")
         if extra:
             body.update(extra)
-        if body.get("reasoning") and "include" not in body:
-            body["include"] = ["reasoning.encrypted_content"]
+        include = body.get("include") or []
+        if body.get("reasoning") and isinstance(include, list) and ENCRYPTED not in include:
+            body["include"] = [*include, ENCRYPTED]  # a spec's own include keeps its entries
         body["input"] = to_responses_input(request.messages, stored=body["store"] is not False)
         return body
 

@@ -98,6 +98,46 @@ def test_both_clients_give_identical_rows(srv, tmp_path: Path) -> None:
         assert row["output_tokens"] >= 8  # reasoning tokens are part of the output
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_specs_own_include_still_asks_for_the_reasoning_to_go_back(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """``extra: {reasoning: ..., include: [message.output_text.logprobs]}``: the spec's
+    include is kept and ``reasoning.encrypted_content`` added, so the reasoning item comes
+    back whole and can go back on the next turn under ``store: false``. Before, a spec's
+    own include replaced it: the item came back as an id only (and was left out)."""
+    import asyncio
+
+    from gradetrail.providers import make_provider
+
+    srv.configure(script={"rules": [{"contains": "Q:", "reply": "A: 18", "reasoning": "a b"}]})
+    extra = {"reasoning": {"effort": "low"}, "include": ["message.output_text.logprobs"]}
+    spec = _spec(tmp_path, srv, client, params={"extra": extra})
+    provider = make_provider(spec.model, spec.base_dir)
+    provider.check_ready()
+    request = gradetrail.Request(
+        provider="openai_responses",
+        model="175b_verification",
+        base_url=srv.openai_base_url,
+        system=None,
+        messages=({"role": "user", "content": "Q: what is 9 + 9?"},),
+        params={"extra": extra},
+    )
+    assert provider.body(request)["include"] == [
+        "message.output_text.logprobs",
+        "reasoning.encrypted_content",
+    ]
+
+    async def call() -> gradetrail.Response:
+        try:
+            return await provider.complete(request)
+        finally:
+            await provider.aclose()
+
+    (item,) = asyncio.run(call()).reasoning_blocks
+    assert item["type"] == "reasoning" and item["encrypted_content"]
+
+
 def test_usage_reads_cached_and_reasoning_tokens(srv, tmp_path: Path) -> None:
     """input_tokens includes input_tokens_details.cached_tokens (subtracted once);
     output_tokens includes output_tokens_details.reasoning_tokens, kept apart."""
@@ -260,10 +300,10 @@ def test_agent_loop_carries_reasoning_items_across_turns(srv, tmp_path: Path, cl
 def test_reasoning_items_without_encrypted_content_are_not_sent_back(
     srv, tmp_path: Path, client: str
 ) -> None:
-    """With an ``include`` of the spec's own that does not ask for encrypted content, the
-    reasoning items come back as ids only, which under ``store: false`` the API answers
-    with a 404 (nothing was stored): they are left out of the next turn's input, so the
-    three-turn samples complete (before: every sample past its first turn was a
+    """With an ``include`` of the spec's own (encrypted content is added to it; were it
+    missing, the reasoning items would come back as ids only, which under ``store:
+    false`` the API answers with a 404, and they are left out of the next turn's input):
+    the three-turn samples complete (before: every sample past its first turn was a
     provider_error); a re-run makes no call."""
     srv.configure(script=str(SCRIPT))
     spec = _agent_spec(
