@@ -111,9 +111,8 @@ class SpendingLog:
         with os.fdopen(fd, "rb") as f:
             raw = f.read()
         paid = 0.0
-        reserved: dict[str, float] = {}
-        settled: set[str] = set()
-        for line in raw.splitlines():
+        reserved: dict[str, float] = {}  # open reservations only: a call's settling line
+        for line in raw.splitlines():  # comes after its reservation's (both appended)
             try:
                 entry = json.loads(line)
             except ValueError:
@@ -128,9 +127,8 @@ class SpendingLog:
             if "usd" in entry:
                 paid += _usd(entry["usd"])
                 if isinstance(call, str):
-                    settled.add(call)
-        open_calls = [usd for call, usd in reserved.items() if call not in settled]
-        return Spending(paid, sum(open_calls), len(open_calls))
+                    reserved.pop(call, None)
+        return Spending(paid, math.fsum(reserved.values()), len(reserved))
 
     def reserve(self, usd: float) -> str:
         """Record an online call about to start, reserving ``usd`` (its worst case); return
