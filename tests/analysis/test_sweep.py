@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -180,33 +181,47 @@ def answer(request, row):
 """
 
 
+def write_python_sweep(
+    directory: Path,
+    names: tuple[str, str, str],
+    app: str,
+    rows: list[dict],
+    models: list[str],
+    **sweep: Any,
+) -> Path:
+    """A sweep over ``model.name`` (``models``, the first the baseline) of a numeric eval
+    of ``rows`` ({"q", "a"} and more) answered by the python provider module ``app``;
+    ``names``: the spec's, the sweep's and the module's; ``sweep``: more fields of the
+    sweep file. Returns its path."""
+    spec_name, sweep_name, module = names
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (directory / f"{module}.py").write_text(app)
+    spec = {
+        "name": spec_name,
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "What is {{ q }}?",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": models[0], "function": f"{module}:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+    }
+    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
+    fields = {"name": sweep_name, "spec": "spec.yaml", "axes": {"model.name": models}}
+    (directory / "sweep.yaml").write_text(
+        yaml.safe_dump({**fields, "baseline": models[0], **sweep})
+    )
+    return directory / "sweep.yaml"
+
+
 def write_slice_sweep(directory: Path, must_not_regress: list[str]) -> Path:
     """400 rows, 360 easy and 40 hard; models base and new (see APP)."""
-    directory.mkdir(parents=True, exist_ok=True)
     rows = [
         {"i": i, "q": f"{i} + 1", "a": str(i + 1), "level": "hard" if i >= 360 else "easy"}
         for i in range(400)
     ]
-    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (directory / "slice_app.py").write_text(APP)
-    spec = {
-        "name": "slices",
-        "dataset": {"path": "data.jsonl"},
-        "prompt": "What is {{ q }}?",
-        "target": "{{ a }}",
-        "model": {"provider": "python", "name": "base", "function": "slice_app:answer"},
-        "scorer": {"type": "numeric", "marker": "A:"},
-    }
-    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
-    sweep = {
-        "name": "slice-sweep",
-        "spec": "spec.yaml",
-        "axes": {"model.name": ["base", "new"]},
-        "baseline": "base",
-        "slices": {"field": "level", "must_not_regress": must_not_regress},
-    }
-    (directory / "sweep.yaml").write_text(yaml.safe_dump(sweep))
-    return directory / "sweep.yaml"
+    slices = {"field": "level", "must_not_regress": must_not_regress}
+    names = ("slices", "slice-sweep", "slice_app")
+    return write_python_sweep(directory, names, APP, rows, ["base", "new"], slices=slices)
 
 
 def test_slice_regression_hidden_by_the_mean_is_caught(tmp_path: Path) -> None:
@@ -270,27 +285,9 @@ def answer(request, row):
 
 def write_two_gains(directory: Path) -> Path:
     """400 rows; base and two candidates that each lose 12 and gain 26 samples."""
-    directory.mkdir(parents=True, exist_ok=True)
     rows = [{"i": i, "q": f"{i} + 1", "a": str(i + 1)} for i in range(400)]
-    (directory / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (directory / "gains_app.py").write_text(TWO_GAINS)
-    spec = {
-        "name": "gains",
-        "dataset": {"path": "data.jsonl"},
-        "prompt": "What is {{ q }}?",
-        "target": "{{ a }}",
-        "model": {"provider": "python", "name": "base", "function": "gains_app:answer"},
-        "scorer": {"type": "numeric", "marker": "A:"},
-    }
-    (directory / "spec.yaml").write_text(yaml.safe_dump(spec))
-    sweep = {
-        "name": "gains",
-        "spec": "spec.yaml",
-        "axes": {"model.name": ["base", "a", "b"]},
-        "baseline": "base",
-    }
-    (directory / "sweep.yaml").write_text(yaml.safe_dump(sweep))
-    return directory / "sweep.yaml"
+    names = ("gains", "gains", "gains_app")
+    return write_python_sweep(directory, names, TWO_GAINS, rows, ["base", "a", "b"])
 
 
 def test_superior_needs_the_corrected_superiority_test(tmp_path: Path) -> None:
