@@ -60,6 +60,11 @@ class GroupCommit:
         self._claims: list[tuple[str, asyncio.Future[Response | Claim | None]]] = []
         self._entries: list[tuple[Entry, asyncio.Future[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the loop on which a pass's flush is scheduled and has not run yet (None when
+        #: none is): a group that the MAX_WAITING-th response wrote at once leaves that
+        #: flush in place for the items that follow, rather than scheduling a second one
+        #: that would commit a transaction of one item
+        self._pending: asyncio.AbstractEventLoop | None = None
         #: grouped transactions committed (for benchmarks and tests)
         self.commits = 0
 
@@ -95,9 +100,15 @@ class GroupCommit:
         if loop is not self._loop:
             self.flush()
             self._loop = loop
-        if not self._claims and not self._entries:
-            loop.call_soon(self.flush)
+        if self._pending is not loop:
+            self._pending = loop
+            loop.call_soon(self._flush_pass)
         return loop
+
+    def _flush_pass(self) -> None:
+        """The event loop's flush at the start of the pass after the group's first item."""
+        self._pending = None
+        self.flush()
 
     def flush(self) -> None:
         """Write every waiting claim and response in one transaction and settle their
