@@ -366,6 +366,7 @@ class ResultsWriter:
         self._held_slots: list[int] = []
         self._last = (-1, -1)
         self._in_order = True  # every row so far came after the one before it
+        self._digest = hashlib.sha256()  # of the bytes on disk, while they are in order
         self._fd = self._dir.open_fd(RESULTS_FILE, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
 
     def append(self, order: tuple[int, int], row: Row, *, hold: bool = False) -> None:
@@ -418,6 +419,8 @@ class ResultsWriter:
             self._offset = self._written
             raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
         self._written += len(data)
+        if self._in_order:  # out of order, finalize hashes the rewritten file instead
+            self._digest.update(data)
 
     def _spans(self) -> Iterator[tuple[int, int]]:
         """``(offset, length)`` of each written row, in input order."""
@@ -429,7 +432,8 @@ class ResultsWriter:
     def finalize(self) -> str:
         """Rewrite the file in input order, atomically (temporary file, then rename); a
         file whose rows were all appended in input order (a warm run's, every row a cache
-        hit) already is that file, and is only flushed to disk.
+        hit) already is that file, and is only flushed to disk (its hash taken as its
+        bytes were written, not read back).
 
         Returns:
             The SHA-256 (hex) of the file as written (``manifest.results_sha256``).
@@ -438,18 +442,14 @@ class ResultsWriter:
             RunError: the file cannot be written.
         """
         self.flush()
-        digest = hashlib.sha256()
         if self._in_order:
             try:
                 os.fsync(self._fd)
-                offset = 0
-                while chunk := os.pread(self._fd, 1 << 20, offset):
-                    digest.update(chunk)
-                    offset += len(chunk)
             except OSError as exc:
                 raise RunError(f"{self.path}: cannot write results ({exc.strerror})") from None
             self.close()
-            return digest.hexdigest()
+            return self._digest.hexdigest()
+        digest = hashlib.sha256()
 
         def hashed() -> Iterator[bytes]:
             for offset, length in self._spans():

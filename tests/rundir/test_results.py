@@ -3,6 +3,7 @@ in input order at the end, a torn last line isolated, samples.jsonl read back.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -46,6 +47,24 @@ def test_finalize_rewrites_in_input_order(tmp_path: Path) -> None:
         ("c", 1),
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl"]
+
+
+@pytest.mark.parametrize("held", [False, True])
+@pytest.mark.parametrize("in_order", [True, False])
+def test_finalize_returns_the_sha256_of_the_file_it_leaves(
+    tmp_path: Path, held: bool, in_order: bool
+) -> None:
+    """finalize's hash (the manifest's results_sha256) is the SHA-256 of results.jsonl as
+    it stays on disk: rows appended in order (hashed as they are written, never read
+    back), held back and written together, or rewritten into input order."""
+    writer = ResultsWriter(tmp_path)
+    orders = [(i, 1) for i in range(50)]
+    for order in orders if in_order else reversed(orders):
+        writer.append(order, _row(f"s{order[0]}"), hold=held)
+    recorded = writer.finalize()
+    on_disk = (tmp_path / "results.jsonl").read_bytes()
+    assert recorded == hashlib.sha256(on_disk).hexdigest()
+    assert on_disk == b"".join(row_json(_row(f"s{i}")) for i in range(50))
 
 
 def test_rows_appended_in_order_are_kept_as_written(tmp_path: Path) -> None:
