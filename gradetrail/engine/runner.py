@@ -469,7 +469,8 @@ def _budget(
         if recorded.calls_in_flight:
             before += (
                 f", ${recorded.in_flight_usd:.4f} the worst case of {recorded.calls_in_flight:,} "
-                "calls in flight when a process stopped, which may have been billed"
+                "calls in flight when a process stopped or cut off by their timeouts, "
+                "which may have been billed"
             )
         before += ")" if spent else ""
         raise SpecError(

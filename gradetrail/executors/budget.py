@@ -30,7 +30,10 @@ model under ``model.require_served_model``) counts as paid, online and in batche
 OSError: the disk full), its response still goes on to the cache and no call starts after
 it. An online call's reservation is recorded before it starts (``on_reserve``) and closed
 when it ends with an outcome: one killed, cancelled or crashed in flight may have been
-billed, so later runs count it at its worst case.
+billed, so later runs count it at its worst case. So is an attempt cut off by its timeout
+(the server may finish it and bill it, and never says): it stays counted at its worst case,
+in this run and in later ones, and the attempt that retries it reserves its own worst case
+first (when that does not fit, the call stops there: the run stops starting calls).
 """
 
 from __future__ import annotations
@@ -41,9 +44,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gradetrail.errors import RunError, SpecError
+from gradetrail.errors import ProviderTimeout, RunError, SpecError
 from gradetrail.executors.base import Executor
-from gradetrail.executors.retry import AttemptListener, CallOutcome
+from gradetrail.executors.retry import AttemptListener, CallOutcome, RetriedAttempt
 from gradetrail.providers.base import Provider, Request, Response
 from gradetrail.providers.pricing import tier_name
 
@@ -209,6 +212,8 @@ class Budget:
         ceiling_usd: the most the run may spend, USD.
         spent_usd: USD paid so far by this run.
         reserved_usd: USD reserved for calls and batches in flight (their worst case).
+        unsettled_usd: USD of attempts cut off by their timeout, at their worst case
+            (:meth:`keep_unsettled`).
         on_spend: called with the USD of each settled call that cost something, and the
             call's id from ``on_reserve`` (None for a batch); an online call that ended
             costing nothing is passed too (0 USD) when it has an id, to close it (the run
@@ -221,6 +226,9 @@ class Budget:
     ceiling_usd: float
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
+    #: USD of attempts cut off by their timeout (:meth:`keep_unsettled`): they may be
+    #: billed and will never say, so they count at their worst case for the whole run
+    unsettled_usd: float = 0.0
     on_spend: Callable[[float, str | None], None] | None = field(default=None, repr=False)
     on_reserve: Callable[[float], str] | None = field(default=None, repr=False)
     #: why ``on_spend`` could not record a settled call (the disk full), or None
@@ -248,10 +256,16 @@ class Budget:
         """
         if self.unrecorded is not None:
             raise self._cannot_record(what)
-        if self.spent_usd + self.reserved_usd + usd > self.ceiling_usd + 1e-12:
+        if not self.fits(usd):
+            unsettled = (
+                f" (${self.unsettled_usd:.6f} of it cut off by timeouts, billed or not)"
+                if self.unsettled_usd
+                else ""
+            )
             raise BudgetExhausted(
-                f"budget: {what} could cost up to ${usd:.6f}, and ${self.spent_usd:.6f} is "
-                f"spent with ${self.reserved_usd:.6f} in flight, under a ceiling of "
+                f"budget: {what} could cost up to ${usd:.6f}, and "
+                f"${self.spent_usd + self.unsettled_usd:.6f} is spent{unsettled} with "
+                f"${self.reserved_usd:.6f} in flight, under a ceiling of "
                 f"${self.ceiling_usd:.6f} (run.max_cost_usd); the run stopped starting calls: "
                 "re-run with a larger --max-cost to finish it (nothing paid is requested again)"
             )
@@ -287,7 +301,46 @@ class Budget:
 
     def fits(self, usd: float) -> bool:
         """True when ``usd`` more could be reserved now."""
-        return self.spent_usd + self.reserved_usd + usd <= self.ceiling_usd + 1e-12
+        spent = self.spent_usd + self.unsettled_usd
+        return spent + self.reserved_usd + usd <= self.ceiling_usd + 1e-12
+
+    def reserve_now(self, usd: float, what: str = "the next call") -> Reservation:
+        """:meth:`reserve_when_fits` without waiting, for a retry inside a call that is
+        already in flight (it cannot wait for itself to land).
+
+        Raises:
+            BudgetExhausted: it does not fit now, or it could not be recorded.
+        """
+        reserved = self.reserve(usd, what)
+        call = None
+        if self.on_reserve is not None:
+            try:
+                call = self.on_reserve(reserved)
+            except OSError as exc:
+                self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
+                self.unrecorded = exc
+                raise self._cannot_record(what) from None
+        return Reservation(reserved, call)
+
+    def count_unsettled(self, usd: float) -> None:
+        """An attempt cut off by its timeout that no reservation covered (an executor
+        that retries elsewhere reports its attempts at the end): ``usd``, its worst case,
+        is recorded as an open reservation and counted as :meth:`keep_unsettled` counts
+        one. It already happened, so it is counted even past the ceiling."""
+        if self.on_reserve is not None and self.unrecorded is None:
+            try:
+                self.on_reserve(usd)
+            except OSError as exc:
+                self.unrecorded = exc
+        self.unsettled_usd += usd
+
+    def keep_unsettled(self, reservation: Reservation) -> None:
+        """An attempt under ``reservation`` was cut off by its timeout: the server may
+        still finish it and bill it, and will never say. It counts at its worst case
+        (``unsettled_usd``) for the rest of the run, and its record stays open, so later
+        runs count it too (as a call killed in flight)."""
+        self.reserved_usd = max(self.reserved_usd - reservation.usd, 0.0)
+        self.unsettled_usd += reservation.usd
 
     def settle(self, reserved: float, cost_usd: float | None, call: str | None = None) -> None:
         """A call that reserved ``reserved`` ended, costing ``cost_usd`` (None: nothing
@@ -306,22 +359,13 @@ class Budget:
             self._settled.set()
             self._settled = None
 
-    def settle_call(
-        self, reservation: Reservation, cost_usd: float | None, *, ended: bool = True
-    ) -> None:
-        """:meth:`settle` for a call reserved by :meth:`reserve_when_fits`; ``ended``
-        False: the call did not end with an outcome (cancelled or raised while in flight,
-        so it may have been billed): its recorded reservation stays open, counted at its
-        worst case by later runs."""
-        self.calls_in_flight = max(self.calls_in_flight - 1, 0)
-        self.settle(reservation.usd, cost_usd, reservation.call if ended else None)
-
     def describe(self) -> dict[str, Any]:
         """For the manifest: ceiling, spent, in flight, USD."""
         return {
             "ceiling_usd": self.ceiling_usd,
             "spent_usd": round(self.spent_usd, 10),
             "reserved_usd": round(self.reserved_usd, 10),
+            "unsettled_usd": round(self.unsettled_usd, 10),
         }
 
 
@@ -373,22 +417,47 @@ class BudgetedExecutor(Executor):
         does not fit beside theirs), call, settle with its cost: the response's, and what
         attempts were billed for before they were refused on this side (:func:`_paid`:
         a served model other than the requested one under ``model.require_served_model``).
-        (A failed attempt is not billed by either API; one the client timed out may be:
-        the reservation covers one attempt.)
+        A failed attempt is not billed by either API, but one cut off by its timeout may
+        be: its reservation stays counted (:meth:`Budget.keep_unsettled`), and the attempt
+        that retries it reserves its own worst case first. An executor that retries
+        elsewhere (Ray) reports its attempts at the end: those cut off are counted then.
 
         Raises:
-            BudgetExhausted: the call would not fit under the ceiling (not made).
+            BudgetExhausted: the call would not fit under the ceiling (not made), or a
+                retry after a timeout would not (not made: the call stops there).
         """
+        budget = self.budget
         worst = worst_case_usd(self.provider, request)
-        reserved = await self.budget.reserve_when_fits(worst, f"a call to {request.model}")
+        what = f"a call to {request.model}"
+        current = [await budget.reserve_when_fits(worst, what)]
+        cut_off = 0  # attempts cut off by their timeout, their reservations kept
+
+        def attempt_ended(number: int, attempt: RetriedAttempt) -> None:
+            nonlocal cut_off
+            if on_attempt is not None:
+                on_attempt(number, attempt)
+            if not isinstance(attempt.error, ProviderTimeout) or not current:
+                return
+            cut_off += 1
+            budget.keep_unsettled(current.pop())
+            if attempt.backoff_s is not None:  # retried: its own worst case, or no retry
+                current.append(budget.reserve_now(worst, f"a retry of {what}"))
+
         cost: float | None = None
         ended = False
         try:
-            outcome = await self.inner.complete(request, on_attempt)
+            outcome = await self.inner.complete(request, attempt_ended)
             cost, ended = _paid(outcome), True
+            timed_out = [a.error for a in outcome.retried] + [outcome.error]
+            for _ in range(sum(isinstance(e, ProviderTimeout) for e in timed_out) - cut_off):
+                budget.count_unsettled(worst)  # retried elsewhere: counted after the fact
             return outcome
         finally:  # without an outcome (cancelled, a crash) the record keeps the worst case
-            self.budget.settle_call(reserved, cost, ended=ended)
+            budget.calls_in_flight = max(budget.calls_in_flight - 1, 0)
+            if current:
+                budget.settle(current[0].usd, cost, current[0].call if ended else None)
+            elif cost:  # every reservation kept: what the outcome says it paid, besides
+                budget.settle(0.0, cost, None)
 
     def for_provider(self, provider: Provider) -> Executor:
         """A judge's executor, under the same budget (asked for before the run's first

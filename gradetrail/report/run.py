@@ -161,11 +161,13 @@ def manifest_lines(
         lines.append(("batch", _batch_line(batch)))
     budget = (m.executor or {}).get("budget")
     if isinstance(budget, dict):
+        unsettled = budget.get("unsettled_usd") or 0
+        cut_off = f", ${unsettled:.4f} cut off by timeouts (billed or not)" if unsettled else ""
         lines.append(
             (
                 "budget",
-                f"${budget.get('spent_usd', 0):.4f} spent of ${budget.get('ceiling_usd', 0):.4f}"
-                " (run.max_cost_usd)",
+                f"${budget.get('spent_usd', 0):.4f} spent{cut_off} of "
+                f"${budget.get('ceiling_usd', 0):.4f} (run.max_cost_usd)",
             )
         )
     status = status_text(m.status, m.counts)

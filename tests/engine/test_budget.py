@@ -588,3 +588,34 @@ def test_calls_in_flight_at_a_kill_count_against_the_ceiling_of_a_re_run(
     with pytest.raises(SpecError, match="4 calls in flight when a process stopped"):
         run(tight, tmp_path, False)
     assert srv.stats()["total"] == 0
+
+
+def test_attempts_cut_off_by_their_timeout_count_at_their_worst_case(srv, tmp_path: Path) -> None:
+    """The server stalls the first two requests past run.timeout_s (it may still finish
+    and bill them, and never says): each counts at its worst case, in this run and in the
+    record later runs read, and its retry reserves its own. Under a ceiling of what the
+    run costs plus one and a half worst cases, the run stops starting calls with what it
+    paid plus what the cut-off attempts may have cost under the ceiling. Before, a
+    timed-out attempt's reservation was handed on to its retry and settled at $0: the run
+    finished, 14 attempts of which 2 possibly billed, past the ceiling."""
+    measured = run(spec_for(tmp_path, srv, "openai"), tmp_path / "measure", False)
+    base = spec_for(tmp_path, srv, "openai")
+    plan = gradetrail.plan_run(base)
+    worst_one = max(worst_case_usd(plan.provider, p.request) for p in plan.prepared)
+    ceiling = measured.manifest.cost_usd + 1.5 * worst_one
+    srv.reset()
+    srv.configure(faults=[{"kind": "stall", "seconds": 60, "first": 2}])
+    spec = spec_for(
+        tmp_path, srv, "openai", concurrency=1, timeout_s=1.0, max_cost_usd=ceiling,
+        start_over_budget=True,
+    )  # fmt: skip
+    result = run(spec, tmp_path, False)
+    budget = result.manifest.executor["budget"]
+    assert result.manifest.status == "interrupted"
+    assert "run.max_cost_usd" in (result.manifest.stop_reason or "")
+    assert budget["unsettled_usd"] > 0
+    assert budget["spent_usd"] + budget["unsettled_usd"] <= ceiling + 1e-12
+    recorded = SpendingLog(result.run_dir).read()
+    assert recorded.paid_usd == pytest.approx(paid(result))
+    assert recorded.calls_in_flight == round(budget["unsettled_usd"] / worst_one)
+    assert recorded.total_usd <= ceiling + 1e-12
