@@ -866,7 +866,8 @@ class SetAside:
     Attributes:
         path: the cache file (new, holding the entries kept).
         aside: where the damaged file went.
-        kept: entries read from it that verified their checksum, now in the new file.
+        kept: entries read from it (its main part and its write-ahead log) that verified
+            their checksum, now in the new file.
         unreadable: True when reading stopped at damage (entries past it are lost and
             requested again).
     """
@@ -880,8 +881,11 @@ class SetAside:
 def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
     """Move a damaged cache file aside (``<name>.damaged-<UTC time>``, its ``-wal`` and
     ``-shm`` beside it under names SQLite never opens), make a new cache at ``path`` and
-    copy into it every entry still readable from the damaged file's main part whose
-    checksum verifies.
+    copy into it every entry still readable whose checksum verifies: from the damaged
+    file's main part, and from the file as its write-ahead log leaves it (the entries of
+    the last transactions before the damage live only there until a checkpoint, up to
+    :data:`WAL_AUTOCHECKPOINT_PAGES` pages of them; read through hard links in a
+    temporary directory beside it, read-only, so neither file changes).
 
     Raises:
         CacheError: the file cannot be moved, or the new cache cannot be written.
@@ -899,24 +903,52 @@ def set_aside(path: Path, *, now: Callable[[], float] = time.time) -> SetAside:
     except OSError as exc:
         raise CacheError(f"cache {path}: cannot set it aside ({exc.strerror})") from None
     rows: list[tuple[object, ...]] = []
-    unreadable = False
-    try:
-        old = sqlite3.connect(f"{aside.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
-        try:
-            unreadable = _salvage(old, rows)
-        finally:
-            old.close()
-    except sqlite3.Error:
-        unreadable = True
+    unreadable = _salvage_file(f"{aside.resolve().as_uri()}?mode=ro&immutable=1", rows)
+    wal = Path(f"{aside}.set-aside-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        _salvage_wal(aside, wal, rows)
     cache = ResponseCache(path)
     try:
         with cache._write():
-            cache._db.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows)
+            kept = cache._db.executemany(
+                "INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows
+            ).rowcount
     except sqlite3.Error as exc:
         raise cache._failed("write", exc) from None
     finally:
         cache.close()
-    return SetAside(path, aside, len(rows), unreadable)
+    return SetAside(path, aside, kept, unreadable)
+
+
+def _salvage_file(uri: str, rows: list[tuple[object, ...]]) -> bool:
+    """:func:`_salvage` of the database at ``uri`` (opened read-only); True when some
+    entries could not be read (or none could: it would not open)."""
+    try:
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            return _salvage(db, rows)
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return True
+
+
+def _salvage_wal(aside: Path, wal: Path, rows: list[tuple[object, ...]]) -> None:
+    """Append to ``rows`` the verified entries readable from the damaged file ``aside`` as
+    its write-ahead log ``wal`` leaves it: both hard-linked under the names SQLite pairs
+    in a temporary directory beside them, opened read-only (SQLite replays the log into
+    its own index, never into either file). Where hard links cannot be made, nothing is
+    read from the log (its entries are requested again)."""
+    import tempfile  # repairs only: not on a run's path
+
+    with tempfile.TemporaryDirectory(prefix=".gradetrail-salvage-", dir=aside.parent) as tmp:
+        linked = Path(tmp) / "cache.sqlite"
+        try:
+            os.link(aside, linked)
+            os.link(wal, f"{linked}-wal")
+        except OSError:
+            return
+        _salvage_file(f"{linked.resolve().as_uri()}?mode=ro", rows)
 
 
 def _salvage(db: sqlite3.Connection, rows: list[tuple[object, ...]]) -> bool:

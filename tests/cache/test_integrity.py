@@ -16,7 +16,7 @@ import pytest
 from disk_support import read_only_view
 from paths import GSM8K_SPEC
 
-from gradetrail.cache.store import ResponseCache, checksum
+from gradetrail.cache.store import ResponseCache, checksum, set_aside
 from gradetrail.providers.base import Request, Response
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +111,61 @@ def test_a_truncated_cache_is_set_aside_by_repair_and_its_readable_entries_kept(
     assert cli("cache", "check", "--cache", str(cache_path)).exit_code == 0
 
     again = cli("run", str(GSM8K_SPEC), *LIMIT, "--json")
+    assert again.exit_code == 0, again.stderr
+    assert json.loads(again.stdout)["cache_hits"] == kept
+
+
+def test_repair_keeps_the_entries_only_the_write_ahead_log_holds(
+    cli, cache_path: Path, tmp_path: Path
+) -> None:
+    """A cache copied (or left by a crash) with its last 10 entries only in its -wal, not
+    yet checkpointed, and a page of older entries in its main file then zeroed: setting it
+    aside (what `cache check --repair` does when the file will not open) keeps those 10 as
+    well, read through the log without changing either file's bytes, and a re-run is
+    served every entry it kept. Before, the damaged file was read without its log: the
+    10 newest paid responses were requested again."""
+    source = tmp_path / "full.sqlite"
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=50").exit_code == 0
+    env_cache = os.environ["GRADETRAIL_CACHE"]
+    os.environ["GRADETRAIL_CACHE"] = str(source)
+    try:
+        assert cli("run", str(GSM8K_SPEC), *LIMIT).exit_code == 0
+    finally:
+        os.environ["GRADETRAIL_CACHE"] = env_cache
+    with sqlite3.connect(source) as full:
+        rows = full.execute("SELECT * FROM responses").fetchall()
+    writer = sqlite3.connect(cache_path, isolation_level=None)
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    have = {k for (k,) in writer.execute("SELECT key FROM responses")}
+    newer = [row for row in rows if row[0] not in have]
+    assert len(newer) == 10
+    writer.executemany("INSERT INTO responses VALUES (?, ?, ?, ?, ?, ?)", newer)
+    damaged = tmp_path / "copy.sqlite"  # what a copy taken now (or a crash) leaves
+    damaged.write_bytes(cache_path.read_bytes())
+    Path(f"{damaged}-wal").write_bytes(Path(f"{cache_path}-wal").read_bytes())
+    writer.close()
+    data = bytearray(damaged.read_bytes())
+    old_text = next(row[3] for row in rows if row[0] in have).encode()
+    page = data.index(old_text[-200:]) // 4096  # a page holding an older entry's text
+    assert page > 0
+    data[page * 4096 : (page + 1) * 4096] = bytes(4096)
+    damaged.write_bytes(bytes(data))
+    wal_bytes = Path(f"{damaged}-wal").read_bytes()
+
+    done = set_aside(damaged)
+    kept = done.kept
+    with sqlite3.connect(damaged) as new:
+        keys = {k for (k,) in new.execute("SELECT key FROM responses")}
+    assert {row[0] for row in newer} <= keys
+    assert len(keys) == kept
+    (aside,) = tmp_path.glob("copy.sqlite.damaged-*.set-aside-wal")
+    assert aside.read_bytes() == wal_bytes  # the log as it was
+    assert not list(tmp_path.glob(".gradetrail-salvage-*"))
+    os.environ["GRADETRAIL_CACHE"] = str(damaged)
+    try:
+        again = cli("run", str(GSM8K_SPEC), *LIMIT, "--json")
+    finally:
+        os.environ["GRADETRAIL_CACHE"] = env_cache
     assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout)["cache_hits"] == kept
 
