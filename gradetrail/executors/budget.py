@@ -388,6 +388,16 @@ def _paid(outcome: CallOutcome) -> float | None:
     return sum(known) if known else None
 
 
+def _cut_off(outcome: CallOutcome) -> int:
+    """How many of ``outcome``'s attempts were cut off by their timeout: the retried ones
+    that timed out, and the last one when its error is a timeout (an outcome of more
+    attempts than retried ones ended on an attempt; the per-sample ceiling's own timeout
+    reached after another error counts too: a bound, never less)."""
+    cut = sum(isinstance(a.error, ProviderTimeout) for a in outcome.retried)
+    last = outcome.attempts > len(outcome.retried)
+    return cut + (last and isinstance(outcome.error, ProviderTimeout))
+
+
 class BudgetedExecutor(Executor):
     """``inner``'s calls, each reserved against ``budget`` before it starts.
 
@@ -430,15 +440,15 @@ class BudgetedExecutor(Executor):
         worst = worst_case_usd(self.provider, request)
         what = f"a call to {request.model}"
         current = [await budget.reserve_when_fits(worst, what)]
-        cut_off = 0  # attempts cut off by their timeout, their reservations kept
+        heard = False  # the retry loop ran here and told each failed attempt as it ended
 
         def attempt_ended(number: int, attempt: RetriedAttempt) -> None:
-            nonlocal cut_off
+            nonlocal heard
+            heard = True
             if on_attempt is not None:
                 on_attempt(number, attempt)
             if not isinstance(attempt.error, ProviderTimeout) or not current:
                 return
-            cut_off += 1
             budget.keep_unsettled(current.pop())
             if attempt.backoff_s is not None:  # retried: its own worst case, or no retry
                 current.append(budget.reserve_now(worst, f"a retry of {what}"))
@@ -448,9 +458,9 @@ class BudgetedExecutor(Executor):
         try:
             outcome = await self.inner.complete(request, attempt_ended)
             cost, ended = _paid(outcome), True
-            timed_out = [a.error for a in outcome.retried] + [outcome.error]
-            for _ in range(sum(isinstance(e, ProviderTimeout) for e in timed_out) - cut_off):
-                budget.count_unsettled(worst)  # retried elsewhere: counted after the fact
+            if not heard:  # retried elsewhere (Ray): its cut-off attempts counted now
+                for _ in range(_cut_off(outcome)):
+                    budget.count_unsettled(worst)
             return outcome
         finally:  # without an outcome (cancelled, a crash) the record keeps the worst case
             budget.calls_in_flight = max(budget.calls_in_flight - 1, 0)
