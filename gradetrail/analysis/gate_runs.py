@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import GradetrailError
-from gradetrail.rundir.agreement import manifest_reducer, refusal, rows_disagree
+from gradetrail.rundir.agreement import FIX, manifest_reducer, refusal, rows_disagree
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
 from gradetrail.rundir.manifest import scoring_differences
 from gradetrail.rundir.truncation import counted_score, policy_of
@@ -280,7 +280,9 @@ def sample_scores(
     epochs).
 
     Raises:
-        GateError: a scored row without a score, or a (sample, epoch) written twice.
+        GateError: a scored row without a score, or whose score is not a number in
+            [0, 1] (NaN, 7.0, -1; whatever the run's status or manifest), or a
+            (sample, epoch) written twice.
     """
     epochs: dict[str, dict[int, float]] = {}
     policy = policy_of(run.manifest)
@@ -292,6 +294,7 @@ def sample_scores(
         if row.get("state") == "scored":
             if score is None:
                 raise GateError(f"{run.label} row {sid!r} is scored but has no score")
+            _check_score(run, sid, row.get("epoch"), score)
             if row.get("truncated") and policy != "score":  # run.truncated, as the summary
                 score = counted_score(row, policy)
                 if score is None:  # exclude: this epoch counts with no score
@@ -313,6 +316,19 @@ def sample_scores(
         else:
             scores[sid] = value
     return scores, unscored
+
+
+def _check_score(run: GateRun, sid: str, epoch: object, score: object) -> None:
+    """Refuse a scored row whose score is not a number in [0, 1]. Every scorer writes
+    one there, so anything else was edited or damaged since; the rows-agree check
+    (:func:`check_rows`) holds it only for a complete run whose manifest records a mean,
+    and a NaN, a 7.0 or a -1 would otherwise move the mean the gate decides on."""
+    if type(score) in (int, float) and 0.0 <= score <= 1.0:  # type: ignore[operator]
+        return
+    raise GateError(
+        f"{run.label} run {run.path}: sample {sid!r} epoch {epoch} has score {score!r}, "
+        f"not a number in [0, 1]: {FIX}"
+    )
 
 
 def clusters_of(runs: tuple[GateRun, ...], ids: list[str]) -> list[str | None] | None:

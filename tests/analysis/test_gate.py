@@ -333,3 +333,24 @@ def test_unpaired_welch_interval_is_clipped_too(tmp_path: Path) -> None:
         write_run(tmp_path / "b2", wide), write_run(tmp_path / "c2", wide[::-1]), margin=0.5
     )
     assert r.unclipped is None and not any("clipped" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("bad", [2.0, -1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("status", ["complete", "interrupted"])
+def test_a_score_outside_0_1_is_refused_whatever_the_manifest(
+    tmp_path: Path, bad: object, status: str
+) -> None:
+    """Every scorer writes a number in [0, 1]; the rows-agree check held that only for a
+    complete run whose manifest records a mean, so a hand-written manifest, or an
+    interrupted run gated with allow_partial, went on with the rest: a candidate edited
+    to 2.0 on every sample passed against a baseline at 0.9 (delta +1.1, 95% t lower
+    bound +1.04, exit 0), and NaN was refused as "no variance". Now one line naming the
+    row, exit 2."""
+    base = write_run(tmp_path / "b", passes(90))
+    cand = write_run(tmp_path / "c", [bad] * 100, status=status)
+    with pytest.raises(GateError) as info:
+        regression_gate(base, cand, allow_partial=True)
+    message = str(info.value)
+    assert f"candidate run {cand}: sample 's0' epoch 1 has score {bad!r}" in message
+    assert "not a number in [0, 1]" in message and "\n" not in message
+    assert info.value.exit_code == 2
