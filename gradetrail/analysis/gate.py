@@ -114,8 +114,9 @@ class GateResult:
         method: "tango", "t", "z" (paired) or "newcombe", "welch", "z" (unpaired).
         missing_in_baseline: samples only the candidate has (not compared when paired),
             and `missing_in_candidate` vice versa.
-        errors, n_errors_handled, errored_samples: the error policy ("refuse", "as-fail":
-            scored 0, "exclude": dropped from both runs) and the samples it applied to.
+        errors, n_errors_handled, errored_samples: the error policy ("refuse"; "as-fail":
+            the candidate's error rows scored 0, the baseline's left out of its epochs;
+            "exclude": dropped from both runs) and the samples with an error row.
         baseline, candidate: the run directories.
         warnings: things the reader should know that did not stop the gate.
         regressed, improved: paired samples whose score is lower (higher) in the
@@ -271,6 +272,7 @@ def regression_gate(
     samples: Collection[str] | None = None,
     allow_different_splits: bool = False,
     allow_different_scorers: bool = False,
+    fail_errors_of: Literal["candidate", "baseline"] = "candidate",
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -281,8 +283,11 @@ def regression_gate(
             default 0.02 for non-inferiority and equivalence, 0 for superiority.
         confidence: two-sided confidence of the interval (0.95: one-sided tests at 0.025).
         method: "auto", or an interval of the module docstring that fits the pairing.
-        errors: rows in an error state: "refuse" to compare, score them "as-fail" (0), or
-            "exclude" their samples from both runs.
+        errors: rows in an error state: "refuse" to compare; "as-fail": the candidate's
+            score 0 (a failure of the model under test) while the baseline's are left out
+            of its epochs, as its summary leaves them out (a sample with no scored
+            baseline epoch is dropped from both runs), so a baseline's rate limits never
+            count as the candidate's gains; or "exclude" their samples from both runs.
         allow_different_data: compare runs whose dataset content hashes differ (implied
             by ``unpaired``).
         allow_partial: compare runs that did not complete, or (paired) whose sample sets
@@ -300,6 +305,9 @@ def regression_gate(
             split name or other ids, or a split against the whole dataset).
         allow_different_scorers: compare runs whose answers were scored differently
             (another target template, scorer setting, judge file or python scorer).
+        fail_errors_of: the run whose error rows "as-fail" scores 0: "candidate", or
+            "baseline" for a test that swaps the two (a sweep's inferiority and slice
+            regression tests, whose `baseline` argument is the real candidate).
 
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets,
@@ -310,6 +318,8 @@ def regression_gate(
             candidate passes, too).
     """
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
+    if fail_errors_of not in ("candidate", "baseline"):
+        raise ValueError(f"fail_errors_of must be candidate or baseline, got {fail_errors_of!r}")
     base = gate_runs.load_run(baseline, "baseline")
     cand = gate_runs.load_run(candidate, "candidate")
     # before --metric re-states the rows; --allow-partial lets rows be missing, not edited
@@ -336,8 +346,17 @@ def regression_gate(
     if errored and errors == "refuse":
         raise GateError(gate_runs.refuse_message(base, cand))
     dropped = set(errored) if errors == "exclude" else set()
-    b_scores, b_unscored = gate_runs.sample_scores(base, dropped, red, k)
-    c_scores, c_unscored = gate_runs.sample_scores(cand, dropped, red, k)
+    charged = errors == "as-fail" and fail_errors_of == "candidate"
+    b_scores, b_unscored = gate_runs.sample_scores(
+        base, dropped, red, k, errors_fail=errors == "as-fail" and not charged
+    )
+    c_scores, c_unscored = gate_runs.sample_scores(cand, dropped, red, k, errors_fail=charged)
+    if errors == "as-fail" and not unpaired:  # a sample the spared run has no score for
+        spared, other = (base, b_scores) if charged else (cand, c_scores)  # cannot pair
+        for sid in gate_runs.errored_ids(spared):
+            if sid not in other:
+                b_scores.pop(sid, None)
+                c_scores.pop(sid, None)
     if samples is not None:  # a slice: the other samples are not part of this comparison
         kept = set(samples)
         b_scores = {sid: v for sid, v in b_scores.items() if sid in kept}

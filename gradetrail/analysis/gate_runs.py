@@ -263,21 +263,22 @@ def refuse_message(base: GateRun, cand: GateRun) -> str:
             parts.append(f"{run.label} has {detail}")
     return (
         f"{'; '.join(parts)}: re-run to complete them, or pass --errors as-fail "
-        "(score them 0) or --errors exclude (drop those samples from both runs)"
+        "(the candidate's score 0) or --errors exclude (drop those samples from both runs)"
     )
 
 
 def sample_scores(
-    run: GateRun, dropped: set[str], reducer: str, k: int
+    run: GateRun, dropped: set[str], reducer: str, k: int, *, errors_fail: bool = True
 ) -> tuple[dict[str, float], list[str]]:
     """Each sample's score, its epochs reduced by ``reducer`` (:mod:`gradetrail.stats.reducers`),
     a truncated row counted as the run's ``run.truncated`` says
     (:func:`~gradetrail.rundir.truncation.counted_score`).
 
-    Error rows score 0 (``--errors as-fail``; under "refuse" none reach here); samples in
-    ``dropped`` are left out. Returns ``(scores, unscored)``: scores in the run's sample
-    order, and the ids of samples the reducer gives no score (pass@k with fewer than k
-    epochs).
+    Error rows score 0 when ``errors_fail`` (the run ``--errors as-fail`` charges: the
+    candidate), else they are left out of the sample's epochs, as the run summary leaves
+    them out (under "refuse" none reach here); samples in ``dropped`` are left out.
+    Returns ``(scores, unscored)``: scores in the run's sample order, and the ids of
+    samples the reducer gives no score (pass@k with fewer than k epochs).
 
     Raises:
         GateError: a scored row without a score, or whose score is not a number in
@@ -300,8 +301,10 @@ def sample_scores(
                 if score is None:  # exclude: this epoch counts with no score
                     epochs.setdefault(sid, {})
                     continue
-        else:
+        elif errors_fail:
             score = 0.0
+        else:
+            continue
         per = epochs.setdefault(sid, {})
         epoch = int(row.get("epoch", 1))
         if epoch in per:

@@ -125,7 +125,10 @@ def gate(
     ] = None,
     errors: Annotated[
         ErrorsChoice,
-        typer.Option(help="Rows in an error state: refuse, score as-fail (0), or exclude."),
+        typer.Option(
+            help="Rows in an error state: refuse; as-fail: the candidate's score 0, the "
+            "baseline's are left out; or exclude their samples from both runs."
+        ),
     ] = ErrorsChoice.refuse,
     allow_different_data: Annotated[
         bool, typer.Option("--allow-different-data", help="Compare runs of different datasets.")
@@ -359,7 +362,9 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
         if ids:
             table.add_row(label, f"{_ids(ids)} (not paired)")
     if r.n_errors_handled:
-        how = "scored 0" if r.errors == "as-fail" else "excluded from both runs"
+        how = "excluded from both runs"
+        if r.errors == "as-fail":
+            how = "the candidate's scored 0, the baseline's left out"
         table.add_row("error samples", f"{_ids(r.errored_samples)} ({how})")
     if not r.passed:
         _add_why(table, r)
