@@ -81,7 +81,31 @@ def load_run(path: Path | str, label: str) -> GateRun:
         rows = read_results(path)
     except GradetrailError as exc:
         raise GateError(f"{label} {exc}") from None
+    wrong = _misshapen(manifest)
+    if wrong is not None:
+        raise GateError(f"{label} run {path}: manifest.json {wrong}: {FIX}")
     return GateRun(label, Path(path), manifest, rows)
+
+
+#: the manifest fields the gate reads, and the JSON type each must have when present
+_OBJECTS = ("spec", "dataset", "score", "counts")
+_INTEGERS = ("epochs", "n_samples")
+
+
+def _misshapen(manifest: dict[str, Any]) -> str | None:
+    """Which field the gate reads has the wrong JSON type (an edited manifest: ``"spec":
+    "x"`` crashed the gate with a traceback and exit 1, its fail code), or None."""
+    for key in _OBJECTS:
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            return f"has {key} {manifest[key]!r}, not an object"
+    run = (manifest.get("spec") or {}).get("run")
+    if run is not None and not isinstance(run, dict):
+        return f"has spec.run {run!r}, not an object"
+    pass_k = (run or {}).get("pass_k")
+    for key, value in [(k, manifest.get(k)) for k in _INTEGERS] + [("spec.run.pass_k", pass_k)]:
+        if value is not None and type(value) is not int:
+            return f"has {key} {value!r}, not an integer"
+    return None
 
 
 def reducer_label(reducer: str, k: int) -> str:

@@ -196,7 +196,11 @@ def gate(
         )
     except (GradetrailError, ValueError) as exc:  # ValueError: an argument out of range
         reports.cannot_compare(str(exc))
-        raise fail(exc if isinstance(exc, GradetrailError) else UsageError(str(exc))) from None
+        raise _no_verdict(exc) from None
+    except Exception as exc:  # a bug: no verdict was reached, so never the fail code 1
+        message = f"the gate reached no verdict: {type(exc).__name__}: {exc} (a gradetrail bug)"
+        reports.cannot_compare(message)
+        raise fail(UsageError(message)) from exc
     if json_out:
         out = family.results[0].to_dict() if len(pairs) == 1 else family.to_dict()
         print(json.dumps(out))
@@ -204,6 +208,16 @@ def gate(
         print_family(family)
     reports.verdict(family)
     raise typer.Exit(0 if family.passed else 1)
+
+
+def _no_verdict(exc: Exception) -> typer.Exit:
+    """The exit for a gate that cannot compare: its one line, and exit code 2 whatever
+    the error's own code (1 is the gate's fail: a CI step reads it as a regression)."""
+    from gradetrail.cli import fail
+
+    error = exc if isinstance(exc, GradetrailError) else UsageError(str(exc))
+    fail(error)
+    return typer.Exit(2)
 
 
 class _Reports:
