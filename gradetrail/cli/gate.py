@@ -487,7 +487,10 @@ def power(
 def print_power(plan: stats.PowerPlan) -> None:
     """The planning answer in one line, then the assumptions it rests on."""
     if plan.solved_for == "delta":
-        print(f"minimum detectable effect with n = {plan.n}: {plan.delta:.4f}")
+        past = ""  # eq. 10 knows nothing of the range: at small n it passes 1
+        if plan.delta is not None and plan.delta > 1:
+            past = " (past 1, the largest difference of [0, 1] scores: none is detectable)"
+        print(f"minimum detectable effect with n = {plan.n}: {plan.delta:.4f}{past}")
     elif plan.half_width is not None:
         level = f"{1 - plan.alpha:.0%}"
         print(f"n = {plan.n} samples for a {level} interval half-width of {plan.half_width:g}")
