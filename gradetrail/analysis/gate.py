@@ -378,6 +378,8 @@ def regression_gate(
         "metric": metric,
     }
     notes = _warnings(base, cand, b_unscored + c_unscored, gate_runs.reducer_label(red, k))
+    if errors == "exclude":
+        notes += _excluded_warning(base, cand)
     if unpaired:
         result = _unpaired(base, cand, b_scores, c_scores, method, common, notes)
     else:
@@ -869,6 +871,20 @@ def _reason(r: GateResult) -> str:
         if not r.unpaired:
             parts.append(f"{len(r.regressed)} samples regressed, {len(r.improved)} improved")
     return "; ".join(parts)
+
+
+def _excluded_warning(base: GateRun, cand: GateRun) -> list[str]:
+    """A warning when ``--errors exclude`` drops more of the candidate's samples than the
+    baseline's: its failures (a timeout on the hard samples) leave the comparison with
+    them, and the samples left may flatter it (``--errors as-fail`` counts them)."""
+    n_base, n_cand = len(gate_runs.errored_ids(base)), len(gate_runs.errored_ids(cand))
+    if n_cand <= n_base:
+        return []
+    return [
+        f"--errors exclude dropped {n_cand} samples the candidate has error rows on "
+        f"(the baseline {n_base}): its failures there are not counted; --errors as-fail "
+        "counts them as failures"
+    ]
 
 
 def _warnings(base: GateRun, cand: GateRun, unscored: list[str], reducer: str) -> list[str]:

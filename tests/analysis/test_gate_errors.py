@@ -115,3 +115,21 @@ def test_error_rows_of_both_runs_as_fail_in_an_unpaired_gate(tmp_path: Path) -> 
     result = regression_gate(base, cand, errors="as-fail", unpaired=True)
     assert (result.n_baseline, result.n_candidate) == (3, 4)
     assert result.baseline_mean == 1.0 and result.candidate_mean == 0.5
+
+
+def test_exclude_warns_when_it_drops_more_of_the_candidates_samples(
+    runs: tuple[Path, Path],
+) -> None:
+    """--errors exclude drops every sample with an error row from both runs: when most of
+    them are the candidate's (its 40 failed calls, swapped), its failures leave the
+    comparison silently (delta +5/160 on the 160 left); the gate says so and names
+    as-fail. Excluding the baseline's errors says nothing."""
+    base, cand = runs
+    _, result = _gate(cand, base, "--errors", "exclude")
+    assert result["n"] == 160 and result["delta"] == pytest.approx(5 / 160)
+    assert (
+        "--errors exclude dropped 40 samples the candidate has error rows on (the baseline 0): "
+        "its failures there are not counted; --errors as-fail counts them as failures"
+    ) in result["warnings"]
+    _, result = _gate(base, cand, "--errors", "exclude")
+    assert not any("--errors exclude" in w for w in result["warnings"])
