@@ -154,6 +154,10 @@ class GateResult:
             Fisher's exact test), which the verdict may never be more liberal than (the
             comparison fails when it exceeds `alpha`); None otherwise.
         metric: the metric gated (``--metric``), or None for the runs' primary score.
+        outcome: "pass"; "fail" when the whole interval lies on the failing side of the
+            margin (a regression past it, or for superiority no gain past it: more
+            samples would not pass); else "inconclusive" (more samples could pass:
+            `n_needed`). Both failures exit 1; CI tells them apart here.
     """
 
     passed: bool
@@ -206,6 +210,7 @@ class GateResult:
     paired: tuple[str, ...] = ()
     exact_p: float | None = None
     metric: str | None = None
+    outcome: Literal["pass", "fail", "inconclusive"] = "inconclusive"
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -803,7 +808,8 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
         z = stats.normal_quantile(1 - alpha2)
         if r.margin > 0:
             n_needed = max(1, math.ceil(z * z * (1 - r.margin) / r.margin - 1e-9))
-    out = replace(r, mde=mde, n_needed=n_needed, power_command=command)
+    outcome = "pass" if r.passed else "fail" if _past_the_margin(r) else "inconclusive"
+    out = replace(r, mde=mde, n_needed=n_needed, power_command=command, outcome=outcome)
     return replace(out, reason=_reason(out))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -354,3 +355,27 @@ def test_a_score_outside_0_1_is_refused_whatever_the_manifest(
     assert f"candidate run {cand}: sample 's0' epoch 1 has score {bad!r}" in message
     assert "not a number in [0, 1]" in message and "\n" not in message
     assert info.value.exit_code == 2
+
+
+def test_outcome_tells_a_regression_from_too_few_samples(tmp_path: Path) -> None:
+    """Both failures exit 1; `outcome` tells them apart. Identical runs of 100 binary
+    samples (no discordant pair): Tango's bound -z^2 / (100 + z^2) = -0.0370 < -0.02, so
+    "inconclusive" with 189 samples needed (z^2 (1 - 0.02) / 0.02 = 188.2); of 400:
+    -0.0095, "pass"; a candidate that lost 30 of 100: the whole interval below -0.02,
+    "fail", no n offered."""
+    from scipy.stats import norm
+
+    z2 = norm.ppf(0.975) ** 2
+    same = regression_gate(
+        write_run(tmp_path / "b", passes(80)), write_run(tmp_path / "c", passes(80))
+    )
+    assert same.lo == pytest.approx(-z2 / (100 + z2)) and not same.passed
+    assert (same.outcome, same.n_needed) == ("inconclusive", math.ceil(z2 * 0.98 / 0.02))
+    big = regression_gate(
+        write_run(tmp_path / "b4", passes(320, 400)), write_run(tmp_path / "c4", passes(320, 400))
+    )
+    assert big.lo == pytest.approx(-z2 / (400 + z2)) and big.outcome == "pass"
+    lost = regression_gate(
+        write_run(tmp_path / "b2", passes(100)), write_run(tmp_path / "c2", passes(70))
+    )
+    assert lost.hi < -0.02 and (lost.outcome, lost.n_needed) == ("fail", None)
