@@ -516,14 +516,24 @@ def _paired(
     clusters = gate_runs.clusters_of((base, cand), shared)
     binary = gate_runs.is_binary(b, c)
     chosen = _choose_paired(method, binary, clusters is not None)
-    interval, tails = _paired_interval(chosen, b, c, clusters, common["confidence"])
+    diffs = stats.paired_differences(b, c)
+    counted = None  # the discordant counts the interval and the exact test are on
+    if chosen == "t" and method == "auto" and binary and clusters and len(set(diffs)) == 1:
+        chosen, counted = "tango", _cluster_pairs(diffs, clusters)
+        interval, tails = _tango(*counted, common["confidence"])
+        notes.append(
+            f"every paired difference is {diffs[0]:+g}, so the clustering cannot be "
+            f"estimated: Tango's interval on the {counted[2]} clusters, one pair a cluster "
+            "(the largest design effect), as the run summary's Wilson interval takes them"
+        )
+    else:
+        interval, tails = _paired_interval(chosen, b, c, clusters, common["confidence"])
     interval = _clipped(interval, b, c, notes)
     discordant = stats.discordant_counts(b, c) if binary else None
-    diffs = stats.paired_differences(b, c)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
     exact = None
     if discordant is not None and _exact_applies(common):
-        exact = stats.mcnemar_exact_greater(*discordant)
+        exact = stats.mcnemar_exact_greater(*(counted[:2] if counted else discordant))
         verdict = _no_more_liberal(verdict, exact, common["alpha"], "McNemar's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
@@ -676,6 +686,22 @@ def _choose_paired(method: str, binary: bool, clustered: bool) -> str:
             "--method tango ignores the dataset's clusters: use --method t (clustered) or auto"
         )
     return method
+
+
+def _cluster_pairs(diffs: list[float], clusters: list[str | None]) -> tuple[int, int, int]:
+    """(only baseline, only candidate, G) with each of the G clusters one pair, for paired
+    binary scores whose differences are all ``diffs[0]`` (a None cluster is a sample's own)."""
+    g = len({(0, c) if c is not None else (1, i) for i, c in enumerate(clusters)})
+    return (g if diffs[0] < 0 else 0), (g if diffs[0] > 0 else 0), g
+
+
+def _tango(
+    only_b: int, only_c: int, n: int, confidence: float
+) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
+    """Tango's interval and tails for ``n`` pairs of which the counts are discordant."""
+    lo, hi = stats.tango_interval(only_b, only_c, n, confidence)
+    interval = stats.Interval((only_c - only_b) / n, lo, hi, 0.0, "tango", None, n)
+    return interval, hypotheses.tango_tails(only_b, only_c, n)
 
 
 def _paired_interval(
@@ -869,7 +895,8 @@ def _reason(r: GateResult) -> str:
             parts.append(f"detectable at n = {n}{level}: {r.mde:.4f}")
         if r.n_needed is not None:
             per = " per run" if r.unpaired else ""
-            parts.append(f"n needed{per}{level}: {r.n_needed}")
+            unit = " clusters" if r.method == "tango" and r.n_clusters else ""
+            parts.append(f"n needed{per}{level}: {r.n_needed}{unit}")
         elif _past_the_margin(r):
             parts.append("the whole interval is past the margin: more samples would not pass")
         elif r.test == "superiority" and r.delta <= r.margin:

@@ -361,6 +361,8 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     table.add_row("margin", f"{r.margin:g} ({_verdict_rule(r)})")
     method = _UNPAIRED_Z if (r.method == "z" and r.unpaired) else _METHOD_NAMES[r.method]
     clustered = ", clustered (CR1)" if r.n_clusters is not None else ""
+    if r.method == "tango" and r.n_clusters is not None:
+        clustered = f", one pair a cluster ({r.n_clusters} clusters)"
     table.add_row("method", f"{method}{clustered}")
     if r.p_value is not None:
         table.add_row("p-value", f"{r.p_value:.3g} (one-sided, alpha {r.alpha:g})")
@@ -400,6 +402,8 @@ def _add_why(table: Table, r: GateResult) -> None:
         )
     if r.n_needed is not None:
         how = f" ({r.power_command})" if r.power_command else " (Tango, no discordant pair)"
+        if r.method == "tango" and r.n_clusters:
+            how = " clusters (Tango, one pair a cluster)"
         table.add_row("n needed", f"{r.n_needed}{' per run' if r.unpaired else ''}{how}")
     if not r.unpaired:
         table.add_row("regressed", _ids(r.regressed) if r.regressed else "0")

@@ -379,3 +379,51 @@ def test_outcome_tells_a_regression_from_too_few_samples(tmp_path: Path) -> None
         write_run(tmp_path / "b2", passes(100)), write_run(tmp_path / "c2", passes(70))
     )
     assert lost.hi < -0.02 and (lost.outcome, lost.n_needed) == ("fail", None)
+
+
+def test_identical_clustered_binary_runs_get_tango_on_their_clusters(tmp_path: Path) -> None:
+    """Binary scores on a clustered dataset take the clustered t, whose standard error is
+    0 when every paired difference is equal: two identical runs (a change that moved no
+    answer) were refused, exit 2, told to gate binary scores, which they were, while
+    --method tango is refused with clusters. Now Tango's interval on the G clusters, one
+    pair a cluster (the summary's rule for Wilson): with no discordant pair its bounds are
+    +-z^2 / (G + z^2): -0.1611 on 20 clusters (inconclusive, 189 clusters needed),
+    -0.0126 on 300 (pass); at margin 0 McNemar's exact p is 1 (fail)."""
+    from scipy.stats import norm
+
+    z2 = norm.ppf(0.975) ** 2
+    few = [f"c{i % 20}" for i in range(400)]
+    base = write_run(tmp_path / "b", passes(300, 400), clusters=few)
+    cand = write_run(tmp_path / "c", passes(300, 400), clusters=few)
+    r = regression_gate(base, cand)
+    assert (r.method, r.n_clusters, r.n) == ("tango", 20, 400)
+    assert (r.lo, r.hi) == pytest.approx((-z2 / (20 + z2), z2 / (20 + z2)))
+    assert (r.outcome, r.n_needed) == ("inconclusive", 189)
+    assert "Tango's interval on the 20 clusters, one pair a cluster" in r.warnings[0]
+    many = [f"c{i % 300}" for i in range(600)]
+    base = write_run(tmp_path / "b2", passes(300, 600), clusters=many)
+    cand = write_run(tmp_path / "c2", passes(300, 600), clusters=many)
+    r = regression_gate(base, cand)
+    assert r.lo == pytest.approx(-z2 / (300 + z2)) and r.passed
+    strict = regression_gate(base, cand, margin=0.0)
+    assert not strict.passed and strict.exact_p == 1.0
+
+
+def test_clustered_binary_runs_all_improved_are_one_discordant_pair_a_cluster(
+    tmp_path: Path,
+) -> None:
+    """Every sample failed by the baseline and passed by the candidate, 10 clusters of 5:
+    Tango's interval for 10 of 10 clusters discordant, McNemar's exact one-sided p at
+    margin 0 is 0.5^10 (scipy binomtest(10, 10, 0.5, 'greater'))."""
+    from scipy.stats import binomtest
+
+    from gradetrail.stats.intervals import tango_interval
+
+    clusters = [f"k{i // 5}" for i in range(50)]
+    base = write_run(tmp_path / "b", passes(0, 50), clusters=clusters)
+    cand = write_run(tmp_path / "c", passes(50, 50), clusters=clusters)
+    r = regression_gate(base, cand, test="superiority")
+    assert (r.method, r.delta) == ("tango", 1.0)
+    assert (r.lo, r.hi) == pytest.approx(tango_interval(0, 10, 10))
+    assert r.exact_p == pytest.approx(binomtest(10, 10, 0.5, alternative="greater").pvalue)
+    assert r.passed and r.exact_p == pytest.approx(0.5**10)
