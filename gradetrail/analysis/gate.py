@@ -137,7 +137,7 @@ class GateResult:
         omega2: the variance of the per-sample difference (paired) or var_A + var_B
             (unpaired), Miller's omega^2, from the data.
         mde: the minimum detectable effect at this n (Miller eq. 10, power 0.8, two-sided
-            alpha 1 - confidence), None when omega2 is 0.
+            alpha 1 - confidence, omega2 times `design_effect`), None when omega2 is 0.
         n_needed: samples (per run, unpaired) that would reach the verdict's bound with
             power 0.8 if the true difference were 0 (superiority: if it were `delta`),
             as ``gradetrail power`` computes it; None when no n would (the whole
@@ -154,6 +154,9 @@ class GateResult:
             Fisher's exact test), which the verdict may never be more liberal than (the
             comparison fails when it exceeds `alpha`); None otherwise.
         metric: the metric gated (``--metric``), or None for the runs' primary score.
+        design_effect: a clustered t or z interval's variance over the one that ignores
+            the clusters (CR1 SE^2 over omega2 / n; Kish's deff, measured), which the
+            detectable effect and the n needed are planned with; None unclustered.
         outcome: "pass"; "fail" when the whole interval lies on the failing side of the
             margin (a regression past it, or for superiority no gain past it: more
             samples would not pass); else "inconclusive" (more samples could pass:
@@ -211,6 +214,7 @@ class GateResult:
     exact_p: float | None = None
     metric: str | None = None
     outcome: Literal["pass", "fail", "inconclusive"] = "inconclusive"
+    design_effect: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -552,6 +556,7 @@ def _paired(
         n_baseline=len(shared),
         n_candidate=len(shared),
         omega2=_variance(diffs),
+        design_effect=_design_effect(interval, _variance(diffs) / len(diffs)),
         exact_p=exact,
         **common,
     )
@@ -604,8 +609,21 @@ def _unpaired(
         n_baseline=len(b),
         n_candidate=len(c),
         omega2=_variance(b) + _variance(c),
+        design_effect=_design_effect(interval, _variance(b) / len(b) + _variance(c) / len(c)),
         **common,
     )
+
+
+def _design_effect(interval: stats.Interval, unclustered: float) -> float | None:
+    """A clustered t or z interval's SE^2 over ``unclustered`` (the variance of the same
+    estimate with every sample its own cluster): how many times the clusters inflate it,
+    which the n needed must be planned with (Kish's design effect, measured). None when
+    the interval is not clustered or either variance is 0."""
+    if interval.n_clusters is None or interval.method not in ("t", "z", "welch"):
+        return None
+    if not (unclustered > 0 and interval.se > 0):
+        return None
+    return interval.se**2 / unclustered
 
 
 def _exact_applies(common: dict[str, Any]) -> bool:
@@ -821,12 +839,13 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
     mde = n_needed = command = None
     alpha2 = 1 - r.confidence if alpha2 is None else alpha2
     if r.omega2 and n_per_run >= 1 and alpha2 < _POWER:  # power 0.8 at alpha > 0.8: none
-        mde = stats.minimum_detectable_effect(n_per_run, r.omega2, alpha=alpha2, power=_POWER)
+        omega2 = r.omega2 * (r.design_effect or 1.0)  # clusters: as their interval inflates
+        mde = stats.minimum_detectable_effect(n_per_run, omega2, alpha=alpha2, power=_POWER)
         target = _distance_to_bound(r)
         if target is not None and target > 0 and not _past_the_margin(r):
-            n_needed = stats.sample_size(target, r.omega2, alpha=alpha2, power=_POWER)
+            n_needed = stats.sample_size(target, omega2, alpha=alpha2, power=_POWER)
             command = (
-                f"gradetrail power --omega2 {r.omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
+                f"gradetrail power --omega2 {omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
             )
     elif r.method == "tango" and r.test != "superiority" and not _past_the_margin(r):
         # no discordant pair: Tango's bound is -z^2 / (n + z^2), within the margin from

@@ -398,7 +398,8 @@ def _add_why(table: Table, r: GateResult) -> None:
         n = min(r.n_baseline, r.n_candidate)
         table.add_row(
             "detectable effect",
-            f"{r.mde:.4f} at n = {n} (Miller eq. 10, power 0.8, omega^2 {r.omega2:.4g})",
+            f"{r.mde:.4f} at n = {n} (Miller eq. 10, power 0.8, omega^2 {r.omega2:.4g}"
+            + (f", design effect {r.design_effect:.3g})" if r.design_effect else ")"),
         )
     if r.n_needed is not None:
         how = f" ({r.power_command})" if r.power_command else " (Tango, no discordant pair)"

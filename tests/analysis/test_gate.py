@@ -427,3 +427,35 @@ def test_clustered_binary_runs_all_improved_are_one_discordant_pair_a_cluster(
     assert (r.lo, r.hi) == pytest.approx(tango_interval(0, 10, 10))
     assert r.exact_p == pytest.approx(binomtest(10, 10, 0.5, alternative="greater").pvalue)
     assert r.passed and r.exact_p == pytest.approx(0.5**10)
+
+
+def test_a_clustered_gate_plans_its_n_with_the_design_effect(tmp_path: Path) -> None:
+    """30 clusters of 10 whose differences share a cluster effect: the clustered (CR1)
+    standard error is about 3.2 times the one that ignores them (design effect about 10),
+    but the detectable effect and the n needed were planned on omega^2 alone, as if the
+    samples were independent: 10 times too few. Now both use omega^2 times the measured
+    design effect, which the power command carries: n = (z_.975 + z_.8)^2 deff omega^2 /
+    margin^2 (scipy's norm), CR1 written out here with numpy."""
+    import numpy as np
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(3)
+    clusters = [f"k{i // 10}" for i in range(300)]
+    b = rng.uniform(0.3, 0.7, 300)
+    c = np.clip(b + np.repeat(rng.normal(0, 0.15, 30), 10) + rng.normal(0, 0.02, 300), 0, 1)
+    r = regression_gate(
+        write_run(tmp_path / "b", list(b), clusters=clusters),
+        write_run(tmp_path / "c", list(c), clusters=clusters),
+    )
+    d = c - b
+    e = (d - d.mean()).reshape(30, 10).sum(axis=1)
+    se_cr1 = np.sqrt(30 / 29 * (e**2).sum() / 300**2)
+    omega2 = d.var(ddof=1)
+    deff = se_cr1**2 / (omega2 / 300)
+    assert (r.method, r.n_clusters, r.se) == ("t", 30, pytest.approx(se_cr1))
+    assert r.omega2 == pytest.approx(omega2) and r.design_effect == pytest.approx(deff)
+    assert deff > 9
+    zsum = norm.ppf(0.975) + norm.ppf(0.8)
+    assert r.mde == pytest.approx(zsum * np.sqrt(deff * omega2 / 300))
+    assert r.n_needed == math.ceil(zsum**2 * deff * omega2 / 0.02**2)
+    assert f"--omega2 {deff * omega2:.6g} --delta 0.02" in r.power_command
