@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -69,6 +69,7 @@ __all__ = [
     "Method",
     "correct_family",
     "gate_family",
+    "needed_line",
     "regression_gate",
 ]
 
@@ -856,6 +857,23 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
     outcome = "pass" if r.passed else "fail" if _past_the_margin(r) else "inconclusive"
     out = replace(r, mde=mde, n_needed=n_needed, power_command=command, outcome=outcome)
     return replace(out, reason=_reason(out))
+
+
+def needed_line(r: GateResult, command: Callable[[str], str] = str) -> str | None:
+    """`n_needed` as a report shows it, with what it rests on: ``538 (gradetrail power
+    ...)``, ``189 (Tango, no discordant pair)``, ``189 clusters (Tango, one pair a
+    cluster)``, ``40 per run (...)``; ``command`` formats the power command (a Markdown
+    report puts it in code). None when no n is offered."""
+    if r.n_needed is None:
+        return None
+    unit = " per run" if r.unpaired else ""
+    if r.power_command:
+        how = command(r.power_command)
+    elif r.method == "tango" and r.n_clusters:
+        unit, how = " clusters", "Tango, one pair a cluster"
+    else:
+        how = "Tango, no discordant pair"
+    return f"{r.n_needed}{unit} ({how})"
 
 
 def _past_the_margin(r: GateResult) -> bool:

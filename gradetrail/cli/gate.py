@@ -401,11 +401,11 @@ def _add_why(table: Table, r: GateResult) -> None:
             f"{r.mde:.4f} at n = {n} (Miller eq. 10, power 0.8, omega^2 {r.omega2:.4g}"
             + (f", design effect {r.design_effect:.3g})" if r.design_effect else ")"),
         )
-    if r.n_needed is not None:
-        how = f" ({r.power_command})" if r.power_command else " (Tango, no discordant pair)"
-        if r.method == "tango" and r.n_clusters:
-            how = " clusters (Tango, one pair a cluster)"
-        table.add_row("n needed", f"{r.n_needed}{' per run' if r.unpaired else ''}{how}")
+    from gradetrail.analysis.gate import needed_line
+
+    needed = needed_line(r)
+    if needed is not None:
+        table.add_row("n needed", needed)
     if not r.unpaired:
         table.add_row("regressed", _ids(r.regressed) if r.regressed else "0")
         table.add_row("improved", _ids(r.improved) if r.improved else "0")

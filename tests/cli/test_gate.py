@@ -256,3 +256,21 @@ def test_gate_a_manifest_field_of_the_wrong_type_exits_2_not_1(
     assert outcome.err_lines == [
         f"error: candidate run {cand}: manifest.json {said}: {fix} to rewrite it from the cache"
     ]
+
+
+def test_reports_say_what_a_tango_n_needed_rests_on(tmp_path: Path) -> None:
+    """Identical binary runs of 100 (no discordant pair) need 189 samples, from Tango's
+    bound z^2 (1 - margin) / margin with no power command: the Markdown report printed
+    "189 (`None`)" and the JUnit details left the figure out; now both say "189 (Tango,
+    no discordant pair)", as the table does."""
+    from cli_support import run_cli
+
+    base = write_run(tmp_path / "b", passes(80))
+    cand = write_run(tmp_path / "c", passes(80))
+    md, xml = tmp_path / "gate.md", tmp_path / "gate.xml"
+    outcome = run_cli("gate", str(base), str(cand), "--markdown", str(md), "--junit", str(xml))
+    assert outcome.code == 1
+    assert "| samples needed | 189 (Tango, no discordant pair) |" in md.read_text()
+    assert "None" not in md.read_text()
+    assert "samples needed: 189 (Tango, no discordant pair)" in xml.read_text()
+    assert "n needed              │ 189 (Tango, no discordant pair)" in outcome.out
