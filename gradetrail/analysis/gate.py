@@ -10,6 +10,8 @@ Paired (the default: samples matched by sample id), the interval is
 
 - ``tango``: binary per-sample scores, no clusters (Tango 1998 score interval; honest at
   small n and with no discordant pairs, where the Wald interval collapses to a point);
+  with clusters too when every paired difference is equal (the clustering cannot be
+  estimated), on the G clusters, one pair a cluster;
 - ``t``: otherwise (paired t, clustered CR1 with ``dataset.cluster_field``);
 - ``z``: the seed formula (paired z, Miller eq. 7-8), on request.
 
@@ -355,18 +357,9 @@ def regression_gate(
     errored = gate_runs.errored_ids(base) | gate_runs.errored_ids(cand)
     if errored and errors == "refuse":
         raise GateError(gate_runs.refuse_message(base, cand))
-    dropped = set(errored) if errors == "exclude" else set()
-    charged = errors == "as-fail" and fail_errors_of == "candidate"
-    b_scores, b_unscored = gate_runs.sample_scores(
-        base, dropped, red, k, errors_fail=errors == "as-fail" and not charged
+    (b_scores, b_unscored), (c_scores, c_unscored) = _sample_scores(
+        base, cand, errors, fail_errors_of, paired=not unpaired, reducer=(red, k)
     )
-    c_scores, c_unscored = gate_runs.sample_scores(cand, dropped, red, k, errors_fail=charged)
-    if errors == "as-fail" and not unpaired:  # a sample the spared run has no score for
-        spared, other = (base, b_scores) if charged else (cand, c_scores)  # cannot pair
-        for sid in gate_runs.errored_ids(spared):
-            if sid not in other:
-                b_scores.pop(sid, None)
-                c_scores.pop(sid, None)
     if samples is not None:  # a slice: the other samples are not part of this comparison
         kept = set(samples)
         b_scores = {sid: v for sid, v in b_scores.items() if sid in kept}
@@ -395,6 +388,39 @@ def regression_gate(
     else:
         result = _paired(base, cand, b_scores, c_scores, method, allow_partial, common, notes)
     return _explain(result)
+
+
+def _sample_scores(
+    base: GateRun,
+    cand: GateRun,
+    errors: str,
+    fail_errors_of: str,
+    *,
+    paired: bool,
+    reducer: tuple[str, int],
+) -> tuple[tuple[dict[str, float], list[str]], tuple[dict[str, float], list[str]]]:
+    """Each run's per-sample scores (:func:`gate_runs.sample_scores`) under the error
+    policy: "exclude" drops every errored sample from both; "as-fail" scores the charged
+    run's error rows 0 and leaves the other's out of its epochs, and (paired) a sample
+    the other run then has no score for is dropped from both."""
+    red, k = reducer
+    errored = gate_runs.errored_ids(base) | gate_runs.errored_ids(cand)
+    dropped = set(errored) if errors == "exclude" else set()
+    charged = fail_errors_of == "candidate"
+    as_fail = errors == "as-fail"
+    b_scores, b_unscored = gate_runs.sample_scores(
+        base, dropped, red, k, errors_fail=as_fail and not charged
+    )
+    c_scores, c_unscored = gate_runs.sample_scores(
+        cand, dropped, red, k, errors_fail=as_fail and charged
+    )
+    if as_fail and paired:
+        spared, other = (base, b_scores) if charged else (cand, c_scores)
+        for sid in gate_runs.errored_ids(spared):
+            if sid not in other:
+                b_scores.pop(sid, None)
+                c_scores.pop(sid, None)
+    return (b_scores, b_unscored), (c_scores, c_unscored)
 
 
 def gate_family(pairs: Sequence[tuple[Path | str, Path | str]], **options: Any) -> GateFamily:
