@@ -612,13 +612,25 @@ def _unpaired(
     c_clusters = gate_runs.clusters_of((cand,), list(c_scores))
     if (b_clusters or c_clusters) and chosen == "newcombe":
         chosen = "welch"  # Newcombe's interval has no clustered form; Welch takes CR1 SEs
-    interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
+    counts = (round(sum(b)), len(b), round(sum(c)), len(c))  # Fisher's, and Newcombe's
+    constant = len(set(b)) == 1 and len(set(c)) == 1  # clustered: each CR1 SE is 0
+    if chosen == "welch" and method != "welch" and binary and constant:
+        counts = _cluster_counts(b, b_clusters, c, c_clusters)
+        chosen = "newcombe"
+        notes.append(
+            f"each run's scores are all equal, so the clustering cannot be estimated: "
+            f"Newcombe's interval on the {counts[1]} and {counts[3]} clusters, one "
+            "sample a cluster (the largest design effect)"
+        )
+    if chosen == "newcombe":
+        interval, tails = _newcombe(counts, b, c, common["confidence"])
+    else:
+        interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
     interval = _clipped(interval, b, c, notes)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
     exact = None
     if binary and _exact_applies(common):
-        xb, xc = round(sum(b)), round(sum(c))
-        exact = stats.fisher_exact_greater(xb, len(b), xc, len(c))
+        exact = stats.fisher_exact_greater(*counts)
         verdict = _no_more_liberal(verdict, exact, common["alpha"], "Fisher's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
@@ -740,6 +752,37 @@ def _cluster_pairs(diffs: list[float], clusters: list[str | None]) -> tuple[int,
     return (g if diffs[0] < 0 else 0), (g if diffs[0] > 0 else 0), g
 
 
+def _newcombe(
+    counts: tuple[int, int, int, int], b: list[float], c: list[float], confidence: float
+) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
+    """Newcombe's interval and tails on ``counts`` (successes and n of each run: the
+    samples, or the clusters of constant clustered runs, then `n_clusters` is set)."""
+    xb, nb, xc, nc = counts
+    lo, hi = stats.newcombe_interval(*counts, confidence=confidence)
+    se = math.hypot(stats.standard_error(b), stats.standard_error(c))
+    n_clusters = nb + nc if (nb, nc) != (len(b), len(c)) else None
+    interval = stats.Interval(xc / nc - xb / nb, lo, hi, se, "newcombe", None, n_clusters)
+    return interval, hypotheses.newcombe_tails(*counts)
+
+
+def _cluster_counts(
+    b: list[float],
+    b_clusters: list[str | None] | None,
+    c: list[float],
+    c_clusters: list[str | None] | None,
+) -> tuple[int, int, int, int]:
+    """(successes, n) of each of two constant binary runs with each cluster one sample:
+    (G_b b[0], G_b, G_c c[0], G_c); a run without clusters counts its samples."""
+
+    def groups(clusters: list[str | None] | None, n: int) -> int:
+        if not clusters:
+            return n
+        return len({(0, k) if k is not None else (1, i) for i, k in enumerate(clusters)})
+
+    gb, gc = groups(b_clusters, len(b)), groups(c_clusters, len(c))
+    return round(gb * b[0]), gb, round(gc * c[0]), gc
+
+
 def _tango(
     only_b: int, only_c: int, n: int, confidence: float
 ) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
@@ -786,13 +829,6 @@ def _unpaired_interval(
     common: dict[str, Any],
 ) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
     confidence = common["confidence"]
-    if method == "newcombe":
-        xb, xc = round(sum(b)), round(sum(c))
-        lo, hi = stats.newcombe_interval(xb, len(b), xc, len(c), confidence)
-        delta = xc / len(c) - xb / len(b)
-        se = math.hypot(stats.standard_error(b), stats.standard_error(c))
-        interval = stats.Interval(delta, lo, hi, se, "newcombe")
-        return interval, hypotheses.newcombe_tails(xb, len(b), xc, len(c))
     if b_clusters or c_clusters:
         interval = _clustered_unpaired(b, c, b_clusters, c_clusters, method, confidence)
     elif method == "welch":

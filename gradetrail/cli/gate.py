@@ -361,8 +361,9 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     table.add_row("margin", f"{r.margin:g} ({_verdict_rule(r)})")
     method = _UNPAIRED_Z if (r.method == "z" and r.unpaired) else _METHOD_NAMES[r.method]
     clustered = ", clustered (CR1)" if r.n_clusters is not None else ""
-    if r.method == "tango" and r.n_clusters is not None:
-        clustered = f", one pair a cluster ({r.n_clusters} clusters)"
+    if r.method in ("tango", "newcombe") and r.n_clusters is not None:
+        one = "pair" if r.method == "tango" else "sample"
+        clustered = f", one {one} a cluster ({r.n_clusters} clusters)"
     table.add_row("method", f"{method}{clustered}")
     if r.p_value is not None:
         table.add_row("p-value", f"{r.p_value:.3g} (one-sided, alpha {r.alpha:g})")

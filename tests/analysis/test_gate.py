@@ -459,3 +459,25 @@ def test_a_clustered_gate_plans_its_n_with_the_design_effect(tmp_path: Path) -> 
     assert r.mde == pytest.approx(zsum * np.sqrt(deff * omega2 / 300))
     assert r.n_needed == math.ceil(zsum**2 * deff * omega2 / 0.02**2)
     assert f"--omega2 {deff * omega2:.6g} --delta 0.02" in r.power_command
+
+
+def test_constant_clustered_binary_runs_unpaired_get_newcombe_on_their_clusters(
+    tmp_path: Path,
+) -> None:
+    """Unpaired, binary scores with clusters take Welch's t on CR1 standard errors, both 0
+    when each run's scores are all equal: two runs at 100% (300 samples in 25 clusters,
+    200 in 40) were refused, exit 2, told to gate binary scores. Now Newcombe's interval
+    with each cluster one sample: 25/25 vs 40/40, statsmodels 0.15's
+    confint_proportions_2indep(40, 40, 25, 25, method="newcomb") = (-0.0876216,
+    0.1331923)."""
+    base = write_run(tmp_path / "b", [1.0] * 300, clusters=[f"a{i % 25}" for i in range(300)])
+    cand = write_run(
+        tmp_path / "c",
+        [1.0] * 200,
+        ids=[f"t{i}" for i in range(200)],
+        clusters=[f"b{i % 40}" for i in range(200)],
+    )
+    r = regression_gate(base, cand, unpaired=True)
+    assert (r.method, r.n_clusters, r.delta) == ("newcombe", 65, 0.0)
+    assert (r.lo, r.hi) == pytest.approx((-0.08762160119728657, 0.13319225093904852))
+    assert r.outcome == "inconclusive" and "on the 25 and 40 clusters" in r.warnings[0]
