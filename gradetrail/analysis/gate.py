@@ -573,7 +573,9 @@ def _paired(
         only_candidate=discordant[1] if discordant else None,
         correlation=stats.correlation(b, c),
         method=chosen,
-        mcnemar_p=stats.mcnemar_exact(*discordant) if discordant else None,
+        mcnemar_p=stats.mcnemar_exact(*(counted[:2] if counted else discordant))
+        if discordant
+        else None,
         missing_in_baseline=tuple(sid for sid in c_scores if sid not in b_scores),
         missing_in_candidate=tuple(sid for sid in b_scores if sid not in c_scores),
         warnings=tuple(notes),

@@ -427,6 +427,8 @@ def test_clustered_binary_runs_all_improved_are_one_discordant_pair_a_cluster(
     assert (r.lo, r.hi) == pytest.approx(tango_interval(0, 10, 10))
     assert r.exact_p == pytest.approx(binomtest(10, 10, 0.5, alternative="greater").pvalue)
     assert r.passed and r.exact_p == pytest.approx(0.5**10)
+    assert r.mcnemar_p == pytest.approx(binomtest(10, 10, 0.5).pvalue)  # not 2 * 0.5^50
+    assert (r.only_baseline, r.only_candidate) == (0, 50)  # the samples, as counted
 
 
 def test_a_clustered_gate_plans_its_n_with_the_design_effect(tmp_path: Path) -> None:
