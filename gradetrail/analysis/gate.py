@@ -10,6 +10,8 @@ Paired (the default: samples matched by sample id), the interval is
 
 - ``tango``: binary per-sample scores, no clusters (Tango 1998 score interval; honest at
   small n and with no discordant pairs, where the Wald interval collapses to a point);
+  with clusters too when every paired difference is equal (the clustering cannot be
+  estimated), on the G clusters, one pair a cluster;
 - ``t``: otherwise (paired t, clustered CR1 with ``dataset.cluster_field``);
 - ``z``: the seed formula (paired z, Miller eq. 7-8), on request.
 
@@ -49,7 +51,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -69,6 +71,7 @@ __all__ = [
     "Method",
     "correct_family",
     "gate_family",
+    "needed_line",
     "regression_gate",
 ]
 
@@ -114,8 +117,9 @@ class GateResult:
         method: "tango", "t", "z" (paired) or "newcombe", "welch", "z" (unpaired).
         missing_in_baseline: samples only the candidate has (not compared when paired),
             and `missing_in_candidate` vice versa.
-        errors, n_errors_handled, errored_samples: the error policy ("refuse", "as-fail":
-            scored 0, "exclude": dropped from both runs) and the samples it applied to.
+        errors, n_errors_handled, errored_samples: the error policy ("refuse"; "as-fail":
+            the candidate's error rows scored 0, the baseline's left out of its epochs;
+            "exclude": dropped from both runs) and the samples with an error row.
         baseline, candidate: the run directories.
         warnings: things the reader should know that did not stop the gate.
         regressed, improved: paired samples whose score is lower (higher) in the
@@ -136,7 +140,7 @@ class GateResult:
         omega2: the variance of the per-sample difference (paired) or var_A + var_B
             (unpaired), Miller's omega^2, from the data.
         mde: the minimum detectable effect at this n (Miller eq. 10, power 0.8, two-sided
-            alpha 1 - confidence), None when omega2 is 0.
+            alpha 1 - confidence, omega2 times `design_effect`), None when omega2 is 0.
         n_needed: samples (per run, unpaired) that would reach the verdict's bound with
             power 0.8 if the true difference were 0 (superiority: if it were `delta`),
             as ``gradetrail power`` computes it; None when no n would (the whole
@@ -153,6 +157,13 @@ class GateResult:
             Fisher's exact test), which the verdict may never be more liberal than (the
             comparison fails when it exceeds `alpha`); None otherwise.
         metric: the metric gated (``--metric``), or None for the runs' primary score.
+        design_effect: a clustered t or z interval's variance over the one that ignores
+            the clusters (CR1 SE^2 over omega2 / n; Kish's deff, measured), which the
+            detectable effect and the n needed are planned with; None unclustered.
+        outcome: "pass"; "fail" when the whole interval lies on the failing side of the
+            margin (a regression past it, or for superiority no gain past it: more
+            samples would not pass); else "inconclusive" (more samples could pass:
+            `n_needed`). Both failures exit 1; CI tells them apart here.
     """
 
     passed: bool
@@ -205,6 +216,8 @@ class GateResult:
     paired: tuple[str, ...] = ()
     exact_p: float | None = None
     metric: str | None = None
+    outcome: Literal["pass", "fail", "inconclusive"] = "inconclusive"
+    design_effect: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -271,6 +284,7 @@ def regression_gate(
     samples: Collection[str] | None = None,
     allow_different_splits: bool = False,
     allow_different_scorers: bool = False,
+    fail_errors_of: Literal["candidate", "baseline"] = "candidate",
 ) -> GateResult:
     """Gate `candidate` against `baseline` (see the module docstring for the statistics).
 
@@ -281,8 +295,11 @@ def regression_gate(
             default 0.02 for non-inferiority and equivalence, 0 for superiority.
         confidence: two-sided confidence of the interval (0.95: one-sided tests at 0.025).
         method: "auto", or an interval of the module docstring that fits the pairing.
-        errors: rows in an error state: "refuse" to compare, score them "as-fail" (0), or
-            "exclude" their samples from both runs.
+        errors: rows in an error state: "refuse" to compare; "as-fail": the candidate's
+            score 0 (a failure of the model under test) while the baseline's are left out
+            of its epochs, as its summary leaves them out (a sample with no scored
+            baseline epoch is dropped from both runs), so a baseline's rate limits never
+            count as the candidate's gains; or "exclude" their samples from both runs.
         allow_different_data: compare runs whose dataset content hashes differ (implied
             by ``unpaired``).
         allow_partial: compare runs that did not complete, or (paired) whose sample sets
@@ -300,6 +317,9 @@ def regression_gate(
             split name or other ids, or a split against the whole dataset).
         allow_different_scorers: compare runs whose answers were scored differently
             (another target template, scorer setting, judge file or python scorer).
+        fail_errors_of: the run whose error rows "as-fail" scores 0: "candidate", or
+            "baseline" for a test that swaps the two (a sweep's inferiority and slice
+            regression tests, whose `baseline` argument is the real candidate).
 
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets,
@@ -310,6 +330,8 @@ def regression_gate(
             candidate passes, too).
     """
     margin = _check_arguments(margin, confidence, method, errors, test, unpaired)
+    if fail_errors_of not in ("candidate", "baseline"):
+        raise ValueError(f"fail_errors_of must be candidate or baseline, got {fail_errors_of!r}")
     base = gate_runs.load_run(baseline, "baseline")
     cand = gate_runs.load_run(candidate, "candidate")
     # before --metric re-states the rows; --allow-partial lets rows be missing, not edited
@@ -335,9 +357,9 @@ def regression_gate(
     errored = gate_runs.errored_ids(base) | gate_runs.errored_ids(cand)
     if errored and errors == "refuse":
         raise GateError(gate_runs.refuse_message(base, cand))
-    dropped = set(errored) if errors == "exclude" else set()
-    b_scores, b_unscored = gate_runs.sample_scores(base, dropped, red, k)
-    c_scores, c_unscored = gate_runs.sample_scores(cand, dropped, red, k)
+    (b_scores, b_unscored), (c_scores, c_unscored) = _sample_scores(
+        base, cand, errors, fail_errors_of, paired=not unpaired, reducer=(red, k)
+    )
     if samples is not None:  # a slice: the other samples are not part of this comparison
         kept = set(samples)
         b_scores = {sid: v for sid, v in b_scores.items() if sid in kept}
@@ -359,11 +381,46 @@ def regression_gate(
         "metric": metric,
     }
     notes = _warnings(base, cand, b_unscored + c_unscored, gate_runs.reducer_label(red, k))
+    if errors == "exclude":
+        notes += _excluded_warning(base, cand)
     if unpaired:
         result = _unpaired(base, cand, b_scores, c_scores, method, common, notes)
     else:
         result = _paired(base, cand, b_scores, c_scores, method, allow_partial, common, notes)
     return _explain(result)
+
+
+def _sample_scores(
+    base: GateRun,
+    cand: GateRun,
+    errors: str,
+    fail_errors_of: str,
+    *,
+    paired: bool,
+    reducer: tuple[str, int],
+) -> tuple[tuple[dict[str, float], list[str]], tuple[dict[str, float], list[str]]]:
+    """Each run's per-sample scores (:func:`gate_runs.sample_scores`) under the error
+    policy: "exclude" drops every errored sample from both; "as-fail" scores the charged
+    run's error rows 0 and leaves the other's out of its epochs, and (paired) a sample
+    the other run then has no score for is dropped from both."""
+    red, k = reducer
+    errored = gate_runs.errored_ids(base) | gate_runs.errored_ids(cand)
+    dropped = set(errored) if errors == "exclude" else set()
+    charged = fail_errors_of == "candidate"
+    as_fail = errors == "as-fail"
+    b_scores, b_unscored = gate_runs.sample_scores(
+        base, dropped, red, k, errors_fail=as_fail and not charged
+    )
+    c_scores, c_unscored = gate_runs.sample_scores(
+        cand, dropped, red, k, errors_fail=as_fail and charged
+    )
+    if as_fail and paired:
+        spared, other = (base, b_scores) if charged else (cand, c_scores)
+        for sid in gate_runs.errored_ids(spared):
+            if sid not in other:
+                b_scores.pop(sid, None)
+                c_scores.pop(sid, None)
+    return (b_scores, b_unscored), (c_scores, c_unscored)
 
 
 def gate_family(pairs: Sequence[tuple[Path | str, Path | str]], **options: Any) -> GateFamily:
@@ -490,14 +547,24 @@ def _paired(
     clusters = gate_runs.clusters_of((base, cand), shared)
     binary = gate_runs.is_binary(b, c)
     chosen = _choose_paired(method, binary, clusters is not None)
-    interval, tails = _paired_interval(chosen, b, c, clusters, common["confidence"])
+    diffs = stats.paired_differences(b, c)
+    counted = None  # the discordant counts the interval and the exact test are on
+    if chosen == "t" and method == "auto" and binary and clusters and len(set(diffs)) == 1:
+        chosen, counted = "tango", _cluster_pairs(diffs, clusters)
+        interval, tails = _tango(*counted, common["confidence"])
+        notes.append(
+            f"every paired difference is {diffs[0]:+g}, so the clustering cannot be "
+            f"estimated: Tango's interval on the {counted[2]} clusters, one pair a cluster "
+            "(the largest design effect), as the run summary's Wilson interval takes them"
+        )
+    else:
+        interval, tails = _paired_interval(chosen, b, c, clusters, common["confidence"])
     interval = _clipped(interval, b, c, notes)
     discordant = stats.discordant_counts(b, c) if binary else None
-    diffs = stats.paired_differences(b, c)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
     exact = None
     if discordant is not None and _exact_applies(common):
-        exact = stats.mcnemar_exact_greater(*discordant)
+        exact = stats.mcnemar_exact_greater(*(counted[:2] if counted else discordant))
         verdict = _no_more_liberal(verdict, exact, common["alpha"], "McNemar's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
@@ -506,7 +573,9 @@ def _paired(
         only_candidate=discordant[1] if discordant else None,
         correlation=stats.correlation(b, c),
         method=chosen,
-        mcnemar_p=stats.mcnemar_exact(*discordant) if discordant else None,
+        mcnemar_p=stats.mcnemar_exact(*(counted[:2] if counted else discordant))
+        if discordant
+        else None,
         missing_in_baseline=tuple(sid for sid in c_scores if sid not in b_scores),
         missing_in_candidate=tuple(sid for sid in b_scores if sid not in c_scores),
         warnings=tuple(notes),
@@ -516,6 +585,7 @@ def _paired(
         n_baseline=len(shared),
         n_candidate=len(shared),
         omega2=_variance(diffs),
+        design_effect=_design_effect(interval, _variance(diffs) / len(diffs)),
         exact_p=exact,
         **common,
     )
@@ -544,13 +614,25 @@ def _unpaired(
     c_clusters = gate_runs.clusters_of((cand,), list(c_scores))
     if (b_clusters or c_clusters) and chosen == "newcombe":
         chosen = "welch"  # Newcombe's interval has no clustered form; Welch takes CR1 SEs
-    interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
+    counts = (round(sum(b)), len(b), round(sum(c)), len(c))  # Fisher's, and Newcombe's
+    constant = len(set(b)) == 1 and len(set(c)) == 1  # clustered: each CR1 SE is 0
+    if chosen == "welch" and method != "welch" and binary and constant:
+        counts = _cluster_counts(b, b_clusters, c, c_clusters)
+        chosen = "newcombe"
+        notes.append(
+            f"each run's scores are all equal, so the clustering cannot be estimated: "
+            f"Newcombe's interval on the {counts[1]} and {counts[3]} clusters, one "
+            "sample a cluster (the largest design effect)"
+        )
+    if chosen == "newcombe":
+        interval, tails = _newcombe(counts, b, c, common["confidence"])
+    else:
+        interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
     interval = _clipped(interval, b, c, notes)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
     exact = None
     if binary and _exact_applies(common):
-        xb, xc = round(sum(b)), round(sum(c))
-        exact = stats.fisher_exact_greater(xb, len(b), xc, len(c))
+        exact = stats.fisher_exact_greater(*counts)
         verdict = _no_more_liberal(verdict, exact, common["alpha"], "Fisher's exact", notes)
     return GateResult(
         **_measured(interval, verdict, b, c),
@@ -568,8 +650,21 @@ def _unpaired(
         n_baseline=len(b),
         n_candidate=len(c),
         omega2=_variance(b) + _variance(c),
+        design_effect=_design_effect(interval, _variance(b) / len(b) + _variance(c) / len(c)),
         **common,
     )
+
+
+def _design_effect(interval: stats.Interval, unclustered: float) -> float | None:
+    """A clustered t or z interval's SE^2 over ``unclustered`` (the variance of the same
+    estimate with every sample its own cluster): how many times the clusters inflate it,
+    which the n needed must be planned with (Kish's design effect, measured). None when
+    the interval is not clustered or either variance is 0."""
+    if interval.n_clusters is None or interval.method not in ("t", "z", "welch"):
+        return None
+    if not (unclustered > 0 and interval.se > 0):
+        return None
+    return interval.se**2 / unclustered
 
 
 def _exact_applies(common: dict[str, Any]) -> bool:
@@ -652,6 +747,53 @@ def _choose_paired(method: str, binary: bool, clustered: bool) -> str:
     return method
 
 
+def _cluster_pairs(diffs: list[float], clusters: list[str | None]) -> tuple[int, int, int]:
+    """(only baseline, only candidate, G) with each of the G clusters one pair, for paired
+    binary scores whose differences are all ``diffs[0]`` (a None cluster is a sample's own)."""
+    g = len({(0, c) if c is not None else (1, i) for i, c in enumerate(clusters)})
+    return (g if diffs[0] < 0 else 0), (g if diffs[0] > 0 else 0), g
+
+
+def _newcombe(
+    counts: tuple[int, int, int, int], b: list[float], c: list[float], confidence: float
+) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
+    """Newcombe's interval and tails on ``counts`` (successes and n of each run: the
+    samples, or the clusters of constant clustered runs, then `n_clusters` is set)."""
+    xb, nb, xc, nc = counts
+    lo, hi = stats.newcombe_interval(*counts, confidence=confidence)
+    se = math.hypot(stats.standard_error(b), stats.standard_error(c))
+    n_clusters = nb + nc if (nb, nc) != (len(b), len(c)) else None
+    interval = stats.Interval(xc / nc - xb / nb, lo, hi, se, "newcombe", None, n_clusters)
+    return interval, hypotheses.newcombe_tails(*counts)
+
+
+def _cluster_counts(
+    b: list[float],
+    b_clusters: list[str | None] | None,
+    c: list[float],
+    c_clusters: list[str | None] | None,
+) -> tuple[int, int, int, int]:
+    """(successes, n) of each of two constant binary runs with each cluster one sample:
+    (G_b b[0], G_b, G_c c[0], G_c); a run without clusters counts its samples."""
+
+    def groups(clusters: list[str | None] | None, n: int) -> int:
+        if not clusters:
+            return n
+        return len({(0, k) if k is not None else (1, i) for i, k in enumerate(clusters)})
+
+    gb, gc = groups(b_clusters, len(b)), groups(c_clusters, len(c))
+    return round(gb * b[0]), gb, round(gc * c[0]), gc
+
+
+def _tango(
+    only_b: int, only_c: int, n: int, confidence: float
+) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
+    """Tango's interval and tails for ``n`` pairs of which the counts are discordant."""
+    lo, hi = stats.tango_interval(only_b, only_c, n, confidence)
+    interval = stats.Interval((only_c - only_b) / n, lo, hi, 0.0, "tango", None, n)
+    return interval, hypotheses.tango_tails(only_b, only_c, n)
+
+
 def _paired_interval(
     method: str,
     baseline: list[float],
@@ -689,13 +831,6 @@ def _unpaired_interval(
     common: dict[str, Any],
 ) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
     confidence = common["confidence"]
-    if method == "newcombe":
-        xb, xc = round(sum(b)), round(sum(c))
-        lo, hi = stats.newcombe_interval(xb, len(b), xc, len(c), confidence)
-        delta = xc / len(c) - xb / len(b)
-        se = math.hypot(stats.standard_error(b), stats.standard_error(c))
-        interval = stats.Interval(delta, lo, hi, se, "newcombe")
-        return interval, hypotheses.newcombe_tails(xb, len(b), xc, len(c))
     if b_clusters or c_clusters:
         interval = _clustered_unpaired(b, c, b_clusters, c_clusters, method, confidence)
     elif method == "welch":
@@ -769,12 +904,13 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
     mde = n_needed = command = None
     alpha2 = 1 - r.confidence if alpha2 is None else alpha2
     if r.omega2 and n_per_run >= 1 and alpha2 < _POWER:  # power 0.8 at alpha > 0.8: none
-        mde = stats.minimum_detectable_effect(n_per_run, r.omega2, alpha=alpha2, power=_POWER)
+        omega2 = r.omega2 * (r.design_effect or 1.0)  # clusters: as their interval inflates
+        mde = stats.minimum_detectable_effect(n_per_run, omega2, alpha=alpha2, power=_POWER)
         target = _distance_to_bound(r)
         if target is not None and target > 0 and not _past_the_margin(r):
-            n_needed = stats.sample_size(target, r.omega2, alpha=alpha2, power=_POWER)
+            n_needed = stats.sample_size(target, omega2, alpha=alpha2, power=_POWER)
             command = (
-                f"gradetrail power --omega2 {r.omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
+                f"gradetrail power --omega2 {omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
             )
     elif r.method == "tango" and r.test != "superiority" and not _past_the_margin(r):
         # no discordant pair: Tango's bound is -z^2 / (n + z^2), within the margin from
@@ -782,8 +918,26 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
         z = stats.normal_quantile(1 - alpha2)
         if r.margin > 0:
             n_needed = max(1, math.ceil(z * z * (1 - r.margin) / r.margin - 1e-9))
-    out = replace(r, mde=mde, n_needed=n_needed, power_command=command)
+    outcome = "pass" if r.passed else "fail" if _past_the_margin(r) else "inconclusive"
+    out = replace(r, mde=mde, n_needed=n_needed, power_command=command, outcome=outcome)
     return replace(out, reason=_reason(out))
+
+
+def needed_line(r: GateResult, command: Callable[[str], str] = str) -> str | None:
+    """`n_needed` as a report shows it, with what it rests on: ``538 (gradetrail power
+    ...)``, ``189 (Tango, no discordant pair)``, ``189 clusters (Tango, one pair a
+    cluster)``, ``40 per run (...)``; ``command`` formats the power command (a Markdown
+    report puts it in code). None when no n is offered."""
+    if r.n_needed is None:
+        return None
+    unit = " per run" if r.unpaired else ""
+    if r.power_command:
+        how = command(r.power_command)
+    elif r.method == "tango" and r.n_clusters:
+        unit, how = " clusters", "Tango, one pair a cluster"
+    else:
+        how = "Tango, no discordant pair"
+    return f"{r.n_needed}{unit} ({how})"
 
 
 def _past_the_margin(r: GateResult) -> bool:
@@ -842,7 +996,8 @@ def _reason(r: GateResult) -> str:
             parts.append(f"detectable at n = {n}{level}: {r.mde:.4f}")
         if r.n_needed is not None:
             per = " per run" if r.unpaired else ""
-            parts.append(f"n needed{per}{level}: {r.n_needed}")
+            unit = " clusters" if r.method == "tango" and r.n_clusters else ""
+            parts.append(f"n needed{per}{level}: {r.n_needed}{unit}")
         elif _past_the_margin(r):
             parts.append("the whole interval is past the margin: more samples would not pass")
         elif r.test == "superiority" and r.delta <= r.margin:
@@ -850,6 +1005,20 @@ def _reason(r: GateResult) -> str:
         if not r.unpaired:
             parts.append(f"{len(r.regressed)} samples regressed, {len(r.improved)} improved")
     return "; ".join(parts)
+
+
+def _excluded_warning(base: GateRun, cand: GateRun) -> list[str]:
+    """A warning when ``--errors exclude`` drops more of the candidate's samples than the
+    baseline's: its failures (a timeout on the hard samples) leave the comparison with
+    them, and the samples left may flatter it (``--errors as-fail`` counts them)."""
+    n_base, n_cand = len(gate_runs.errored_ids(base)), len(gate_runs.errored_ids(cand))
+    if n_cand <= n_base:
+        return []
+    return [
+        f"--errors exclude dropped {n_cand} samples the candidate has error rows on "
+        f"(the baseline {n_base}): its failures there are not counted; --errors as-fail "
+        "counts them as failures"
+    ]
 
 
 def _warnings(base: GateRun, cand: GateRun, unscored: list[str], reducer: str) -> list[str]:

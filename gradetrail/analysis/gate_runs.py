@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import GradetrailError
-from gradetrail.rundir.agreement import manifest_reducer, refusal, rows_disagree
+from gradetrail.rundir.agreement import FIX, manifest_reducer, refusal, rows_disagree
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
 from gradetrail.rundir.manifest import scoring_differences
 from gradetrail.rundir.truncation import counted_score, policy_of
@@ -81,7 +81,31 @@ def load_run(path: Path | str, label: str) -> GateRun:
         rows = read_results(path)
     except GradetrailError as exc:
         raise GateError(f"{label} {exc}") from None
+    wrong = _misshapen(manifest)
+    if wrong is not None:
+        raise GateError(f"{label} run {path}: manifest.json {wrong}: {FIX}")
     return GateRun(label, Path(path), manifest, rows)
+
+
+#: the manifest fields the gate reads, and the JSON type each must have when present
+_OBJECTS = ("spec", "dataset", "score", "counts")
+_INTEGERS = ("epochs", "n_samples")
+
+
+def _misshapen(manifest: dict[str, Any]) -> str | None:
+    """Which field the gate reads has the wrong JSON type (an edited manifest: ``"spec":
+    "x"`` crashed the gate with a traceback and exit 1, its fail code), or None."""
+    for key in _OBJECTS:
+        if manifest.get(key) is not None and not isinstance(manifest[key], dict):
+            return f"has {key} {manifest[key]!r}, not an object"
+    run = (manifest.get("spec") or {}).get("run")
+    if run is not None and not isinstance(run, dict):
+        return f"has spec.run {run!r}, not an object"
+    pass_k = (run or {}).get("pass_k")
+    for key, value in [(k, manifest.get(k)) for k in _INTEGERS] + [("spec.run.pass_k", pass_k)]:
+        if value is not None and type(value) is not int:
+            return f"has {key} {value!r}, not an integer"
+    return None
 
 
 def reducer_label(reducer: str, k: int) -> str:
@@ -263,24 +287,27 @@ def refuse_message(base: GateRun, cand: GateRun) -> str:
             parts.append(f"{run.label} has {detail}")
     return (
         f"{'; '.join(parts)}: re-run to complete them, or pass --errors as-fail "
-        "(score them 0) or --errors exclude (drop those samples from both runs)"
+        "(the candidate's score 0) or --errors exclude (drop those samples from both runs)"
     )
 
 
 def sample_scores(
-    run: GateRun, dropped: set[str], reducer: str, k: int
+    run: GateRun, dropped: set[str], reducer: str, k: int, *, errors_fail: bool = True
 ) -> tuple[dict[str, float], list[str]]:
     """Each sample's score, its epochs reduced by ``reducer`` (:mod:`gradetrail.stats.reducers`),
     a truncated row counted as the run's ``run.truncated`` says
     (:func:`~gradetrail.rundir.truncation.counted_score`).
 
-    Error rows score 0 (``--errors as-fail``; under "refuse" none reach here); samples in
-    ``dropped`` are left out. Returns ``(scores, unscored)``: scores in the run's sample
-    order, and the ids of samples the reducer gives no score (pass@k with fewer than k
-    epochs).
+    Error rows score 0 when ``errors_fail`` (the run ``--errors as-fail`` charges: the
+    candidate), else they are left out of the sample's epochs, as the run summary leaves
+    them out (under "refuse" none reach here); samples in ``dropped`` are left out.
+    Returns ``(scores, unscored)``: scores in the run's sample order, and the ids of
+    samples the reducer gives no score (pass@k with fewer than k epochs).
 
     Raises:
-        GateError: a scored row without a score, or a (sample, epoch) written twice.
+        GateError: a scored row without a score, or whose score is not a number in
+            [0, 1] (NaN, 7.0, -1; whatever the run's status or manifest), or a
+            (sample, epoch) written twice.
     """
     epochs: dict[str, dict[int, float]] = {}
     policy = policy_of(run.manifest)
@@ -292,13 +319,16 @@ def sample_scores(
         if row.get("state") == "scored":
             if score is None:
                 raise GateError(f"{run.label} row {sid!r} is scored but has no score")
+            _check_score(run, sid, row.get("epoch"), score)
             if row.get("truncated") and policy != "score":  # run.truncated, as the summary
                 score = counted_score(row, policy)
                 if score is None:  # exclude: this epoch counts with no score
                     epochs.setdefault(sid, {})
                     continue
-        else:
+        elif errors_fail:
             score = 0.0
+        else:
+            continue
         per = epochs.setdefault(sid, {})
         epoch = int(row.get("epoch", 1))
         if epoch in per:
@@ -313,6 +343,19 @@ def sample_scores(
         else:
             scores[sid] = value
     return scores, unscored
+
+
+def _check_score(run: GateRun, sid: str, epoch: object, score: object) -> None:
+    """Refuse a scored row whose score is not a number in [0, 1]. Every scorer writes
+    one there, so anything else was edited or damaged since; the rows-agree check
+    (:func:`check_rows`) holds it only for a complete run whose manifest records a mean,
+    and a NaN, a 7.0 or a -1 would otherwise move the mean the gate decides on."""
+    if type(score) in (int, float) and 0.0 <= score <= 1.0:  # type: ignore[operator]
+        return
+    raise GateError(
+        f"{run.label} run {run.path}: sample {sid!r} epoch {epoch} has score {score!r}, "
+        f"not a number in [0, 1]: {FIX}"
+    )
 
 
 def clusters_of(runs: tuple[GateRun, ...], ids: list[str]) -> list[str | None] | None:

@@ -344,8 +344,8 @@ def _gate(
 #: take, and what a sweep says instead (its file's gate.errors; nothing for the others)
 _SWEEP_WAYS_OUT = (
     (
-        "pass --errors as-fail (score them 0) or --errors exclude",
-        "set gate.errors in the sweep file to as-fail (score them 0) or exclude",
+        "pass --errors as-fail (the candidate's score 0) or --errors exclude",
+        "set gate.errors in the sweep file to as-fail (the candidate's score 0) or exclude",
     ),
     (
         ", pass --allow-partial to gate the shared ones, or --unpaired to compare the two "
@@ -408,6 +408,8 @@ def _labels(
 
     def tests(swap: bool, margin: float) -> dict[str, GateResult]:
         opts = {**options, "test": "superiority", "margin": margin}
+        if swap:  # the candidate is the gate's baseline here: its errors still count
+            opts["fail_errors_of"] = "baseline"
         out = {}
         for name in overall:
             cand_dir = root / cells[name].run_dir
@@ -452,7 +454,7 @@ def _regressions(
     """Every candidate's slices' regression tests (H0 delta >= 0 on the slice: the gate's
     superiority test of the baseline over the candidate at margin 0), corrected as one
     family; a slice that cannot be compared is left out (its row says why)."""
-    opts = {**options, "test": "superiority", "margin": 0.0}
+    opts = {**options, "test": "superiority", "margin": 0.0, "fail_errors_of": "baseline"}
     tests = {}
     for cell in candidates:
         for name, ids in record.slices.items():

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gradetrail.analysis.gate import GateFamily, GateResult
+from gradetrail.analysis.gate import GateFamily, GateResult, needed_line
 from gradetrail.ci.text import xml_text
 
 __all__ = ["cannot_compare_junit", "gate_junit", "verdict_line", "write_junit"]
@@ -143,7 +143,8 @@ def _details(result: GateResult) -> str:
         f"{result.n} samples compared ({result.method}), {len(result.regressed)} regressed, "
         f"{len(result.improved)} improved",
     ]
-    if result.power_command:
-        lines.append(f"samples needed: {result.n_needed} ({result.power_command})")
+    needed = needed_line(result)
+    if needed is not None:
+        lines.append(f"samples needed: {needed}")
     lines += [f"identity differs: {d}" for d in result.identity_differences]
     return "\n".join(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gradetrail.analysis.gate import GateFamily, GateResult
+from gradetrail.analysis.gate import GateFamily, GateResult, needed_line
 from gradetrail.ci.text import markdown_code
 
 __all__ = ["cannot_compare_markdown", "gate_markdown"]
@@ -65,8 +65,9 @@ def _section(r: GateResult, warnings: Mapping[str, Sequence[str]]) -> str:
     if r.p_adjusted is not None:
         name = (r.family or "Holm").split()[0]
         lines.append(f"| p ({name}-adjusted, decides) | {r.p_adjusted:.3g} |")
-    if not r.passed and r.n_needed is not None:
-        lines.append(f"| samples needed | {r.n_needed} (`{r.power_command}`) |")
+    needed = needed_line(r, lambda command: f"`{command}`")
+    if not r.passed and needed is not None:
+        lines.append(f"| samples needed | {needed} |")
     if r.regressed:
         shown = ", ".join(markdown_code(sid, 60) for sid in r.regressed[:SHOWN_IDS])
         more = len(r.regressed) - SHOWN_IDS

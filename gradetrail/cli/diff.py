@@ -48,7 +48,10 @@ def diff(
     ] = None,
     margin: Annotated[float, typer.Option(min=0, help="The gate's non-inferiority margin.")] = 0.02,
     errors: Annotated[
-        str, typer.Option(help="The gate's error rows: refuse, as-fail (score 0) or exclude.")
+        str,
+        typer.Option(
+            help="The gate's error rows: refuse, as-fail (the candidate's score 0) or exclude."
+        ),
     ] = "refuse",
     allow_partial: Annotated[
         bool, typer.Option("--allow-partial", help="Gate incomplete runs on shared samples.")

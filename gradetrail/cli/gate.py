@@ -125,7 +125,10 @@ def gate(
     ] = None,
     errors: Annotated[
         ErrorsChoice,
-        typer.Option(help="Rows in an error state: refuse, score as-fail (0), or exclude."),
+        typer.Option(
+            help="Rows in an error state: refuse; as-fail: the candidate's score 0, the "
+            "baseline's are left out; or exclude their samples from both runs."
+        ),
     ] = ErrorsChoice.refuse,
     allow_different_data: Annotated[
         bool, typer.Option("--allow-different-data", help="Compare runs of different datasets.")
@@ -193,7 +196,11 @@ def gate(
         )
     except (GradetrailError, ValueError) as exc:  # ValueError: an argument out of range
         reports.cannot_compare(str(exc))
-        raise fail(exc if isinstance(exc, GradetrailError) else UsageError(str(exc))) from None
+        raise _no_verdict(exc) from None
+    except Exception as exc:  # a bug: no verdict was reached, so never the fail code 1
+        message = f"the gate reached no verdict: {type(exc).__name__}: {exc} (a gradetrail bug)"
+        reports.cannot_compare(message)
+        raise fail(UsageError(message)) from exc
     if json_out:
         out = family.results[0].to_dict() if len(pairs) == 1 else family.to_dict()
         print(json.dumps(out))
@@ -201,6 +208,16 @@ def gate(
         print_family(family)
     reports.verdict(family)
     raise typer.Exit(0 if family.passed else 1)
+
+
+def _no_verdict(exc: Exception) -> typer.Exit:
+    """The exit for a gate that cannot compare: its one line, and exit code 2 whatever
+    the error's own code (1 is the gate's fail: a CI step reads it as a regression)."""
+    from gradetrail.cli import fail
+
+    error = exc if isinstance(exc, GradetrailError) else UsageError(str(exc))
+    fail(error)
+    return typer.Exit(2)
 
 
 class _Reports:
@@ -344,6 +361,9 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     table.add_row("margin", f"{r.margin:g} ({_verdict_rule(r)})")
     method = _UNPAIRED_Z if (r.method == "z" and r.unpaired) else _METHOD_NAMES[r.method]
     clustered = ", clustered (CR1)" if r.n_clusters is not None else ""
+    if r.method in ("tango", "newcombe") and r.n_clusters is not None:
+        one = "pair" if r.method == "tango" else "sample"
+        clustered = f", one {one} a cluster ({r.n_clusters} clusters)"
     table.add_row("method", f"{method}{clustered}")
     if r.p_value is not None:
         table.add_row("p-value", f"{r.p_value:.3g} (one-sided, alpha {r.alpha:g})")
@@ -359,7 +379,9 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
         if ids:
             table.add_row(label, f"{_ids(ids)} (not paired)")
     if r.n_errors_handled:
-        how = "scored 0" if r.errors == "as-fail" else "excluded from both runs"
+        how = "excluded from both runs"
+        if r.errors == "as-fail":
+            how = "the candidate's scored 0, the baseline's left out"
         table.add_row("error samples", f"{_ids(r.errored_samples)} ({how})")
     if not r.passed:
         _add_why(table, r)
@@ -377,11 +399,14 @@ def _add_why(table: Table, r: GateResult) -> None:
         n = min(r.n_baseline, r.n_candidate)
         table.add_row(
             "detectable effect",
-            f"{r.mde:.4f} at n = {n} (Miller eq. 10, power 0.8, omega^2 {r.omega2:.4g})",
+            f"{r.mde:.4f} at n = {n} (Miller eq. 10, power 0.8, omega^2 {r.omega2:.4g}"
+            + (f", design effect {r.design_effect:.3g})" if r.design_effect else ")"),
         )
-    if r.n_needed is not None:
-        how = f" ({r.power_command})" if r.power_command else " (Tango, no discordant pair)"
-        table.add_row("n needed", f"{r.n_needed}{' per run' if r.unpaired else ''}{how}")
+    from gradetrail.analysis.gate import needed_line
+
+    needed = needed_line(r)
+    if needed is not None:
+        table.add_row("n needed", needed)
     if not r.unpaired:
         table.add_row("regressed", _ids(r.regressed) if r.regressed else "0")
         table.add_row("improved", _ids(r.improved) if r.improved else "0")
@@ -468,7 +493,10 @@ def power(
 def print_power(plan: stats.PowerPlan) -> None:
     """The planning answer in one line, then the assumptions it rests on."""
     if plan.solved_for == "delta":
-        print(f"minimum detectable effect with n = {plan.n}: {plan.delta:.4f}")
+        past = ""  # eq. 10 knows nothing of the range: at small n it passes 1
+        if plan.delta is not None and plan.delta > 1:
+            past = " (past 1, the largest difference of [0, 1] scores: none is detectable)"
+        print(f"minimum detectable effect with n = {plan.n}: {plan.delta:.4f}{past}")
     elif plan.half_width is not None:
         level = f"{1 - plan.alpha:.0%}"
         print(f"n = {plan.n} samples for a {level} interval half-width of {plan.half_width:g}")

@@ -60,7 +60,9 @@ class SweepGate(_Strict):
     )
     method: Literal["auto", "tango", "t", "z"] = Field("auto", description="Paired interval.")
     errors: Literal["refuse", "as-fail", "exclude"] = Field(
-        "refuse", description="Rows in an error state: refuse, score as-fail (0), exclude."
+        "refuse",
+        description="Rows in an error state: refuse; as-fail (the candidate's score 0, the "
+        "baseline's are left out); exclude (their samples from both runs).",
     )
 
 

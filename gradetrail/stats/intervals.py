@@ -646,14 +646,21 @@ def design_effect(cluster_size: float, icc: float) -> float:
 
 
 def _comparison_variance(omega2: float, within_variance: float, epochs: int, deff: float) -> float:
-    """Variance of one sample's paired difference: deff * omega^2 + 2 sigma^2 / K (eq. 9)."""
+    """Variance of one sample's paired difference: deff * omega^2 + 2 sigma^2 / K (eq. 9).
+    ValueError when it is 0: no test plans on a difference with no variance."""
     if omega2 < 0 or within_variance < 0:
         raise ValueError("omega2 and within_variance must be >= 0")
     if epochs < 1:
         raise ValueError("epochs must be >= 1")
     if deff <= 0:
         raise ValueError("design_effect must be > 0")
-    return deff * omega2 + 2 * within_variance / epochs
+    variance = deff * omega2 + 2 * within_variance / epochs
+    if variance == 0:  # eq. 9 gave n = 1 and eq. 10 an MDE of 0: a plan of no sample
+        raise ValueError(
+            "a variance of 0 (every paired difference equal) has no plan: the gate refuses "
+            "a zero-width interval; give the variance you expect (p (1 - p) for a pass rate p)"
+        )
+    return variance
 
 
 def _z_alpha_beta(alpha: float, power: float) -> float:
@@ -706,6 +713,11 @@ def sample_size(
     one epoch's score around its per-sample mean, K = `epochs`, deff the clustering
     `design_effect`. A two-sided test at `alpha` with the given `power`. Miller's example:
     omega^2 = 1/9, delta = 0.03 -> 969. For the gate, delta is margin + the true difference.
+
+    Raises:
+        ValueError: delta 0; a total variance of 0 (omega^2 and sigma^2 both 0: every
+            difference equal, no plan); a negative variance, epochs < 1, a design effect
+            <= 0; alpha or power outside (0, 1), or power <= alpha; an n past counting.
     """
     if delta == 0:
         raise ValueError("delta must be non-zero")
@@ -726,7 +738,8 @@ def minimum_detectable_effect(
     """Smallest mean difference n samples detect, Miller eq. 10 (eq. 9 solved for delta).
 
     MDE = (z_{alpha/2} + z_beta) * sqrt((deff * omega^2 + 2 sigma^2 / K) / n); parameters
-    as in `sample_size`.
+    and errors as in `sample_size` (and n < 1). It knows nothing of the range: at small n
+    it can exceed 1, the largest difference of [0, 1] scores.
     """
     _require_samples(n, 1)
     variance = _comparison_variance(omega2, within_variance, epochs, design_effect)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -333,3 +334,152 @@ def test_unpaired_welch_interval_is_clipped_too(tmp_path: Path) -> None:
         write_run(tmp_path / "b2", wide), write_run(tmp_path / "c2", wide[::-1]), margin=0.5
     )
     assert r.unclipped is None and not any("clipped" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("bad", [2.0, -1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("status", ["complete", "interrupted"])
+def test_a_score_outside_0_1_is_refused_whatever_the_manifest(
+    tmp_path: Path, bad: object, status: str
+) -> None:
+    """Every scorer writes a number in [0, 1]; the rows-agree check held that only for a
+    complete run whose manifest records a mean, so a hand-written manifest, or an
+    interrupted run gated with allow_partial, went on with the rest: a candidate edited
+    to 2.0 on every sample passed against a baseline at 0.9 (delta +1.1, 95% t lower
+    bound +1.04, exit 0), and NaN was refused as "no variance". Now one line naming the
+    row, exit 2."""
+    base = write_run(tmp_path / "b", passes(90))
+    cand = write_run(tmp_path / "c", [bad] * 100, status=status)
+    with pytest.raises(GateError) as info:
+        regression_gate(base, cand, allow_partial=True)
+    message = str(info.value)
+    assert f"candidate run {cand}: sample 's0' epoch 1 has score {bad!r}" in message
+    assert "not a number in [0, 1]" in message and "\n" not in message
+    assert info.value.exit_code == 2
+
+
+def test_outcome_tells_a_regression_from_too_few_samples(tmp_path: Path) -> None:
+    """Both failures exit 1; `outcome` tells them apart. Identical runs of 100 binary
+    samples (no discordant pair): Tango's bound -z^2 / (100 + z^2) = -0.0370 < -0.02, so
+    "inconclusive" with 189 samples needed (z^2 (1 - 0.02) / 0.02 = 188.2); of 400:
+    -0.0095, "pass"; a candidate that lost 30 of 100: the whole interval below -0.02,
+    "fail", no n offered."""
+    from scipy.stats import norm
+
+    z2 = norm.ppf(0.975) ** 2
+    same = regression_gate(
+        write_run(tmp_path / "b", passes(80)), write_run(tmp_path / "c", passes(80))
+    )
+    assert same.lo == pytest.approx(-z2 / (100 + z2)) and not same.passed
+    assert (same.outcome, same.n_needed) == ("inconclusive", math.ceil(z2 * 0.98 / 0.02))
+    big = regression_gate(
+        write_run(tmp_path / "b4", passes(320, 400)), write_run(tmp_path / "c4", passes(320, 400))
+    )
+    assert big.lo == pytest.approx(-z2 / (400 + z2)) and big.outcome == "pass"
+    lost = regression_gate(
+        write_run(tmp_path / "b2", passes(100)), write_run(tmp_path / "c2", passes(70))
+    )
+    assert lost.hi < -0.02 and (lost.outcome, lost.n_needed) == ("fail", None)
+
+
+def test_identical_clustered_binary_runs_get_tango_on_their_clusters(tmp_path: Path) -> None:
+    """Binary scores on a clustered dataset take the clustered t, whose standard error is
+    0 when every paired difference is equal: two identical runs (a change that moved no
+    answer) were refused, exit 2, told to gate binary scores, which they were, while
+    --method tango is refused with clusters. Now Tango's interval on the G clusters, one
+    pair a cluster (the summary's rule for Wilson): with no discordant pair its bounds are
+    +-z^2 / (G + z^2): -0.1611 on 20 clusters (inconclusive, 189 clusters needed),
+    -0.0126 on 300 (pass); at margin 0 McNemar's exact p is 1 (fail)."""
+    from scipy.stats import norm
+
+    z2 = norm.ppf(0.975) ** 2
+    few = [f"c{i % 20}" for i in range(400)]
+    base = write_run(tmp_path / "b", passes(300, 400), clusters=few)
+    cand = write_run(tmp_path / "c", passes(300, 400), clusters=few)
+    r = regression_gate(base, cand)
+    assert (r.method, r.n_clusters, r.n) == ("tango", 20, 400)
+    assert (r.lo, r.hi) == pytest.approx((-z2 / (20 + z2), z2 / (20 + z2)))
+    assert (r.outcome, r.n_needed) == ("inconclusive", 189)
+    assert "Tango's interval on the 20 clusters, one pair a cluster" in r.warnings[0]
+    many = [f"c{i % 300}" for i in range(600)]
+    base = write_run(tmp_path / "b2", passes(300, 600), clusters=many)
+    cand = write_run(tmp_path / "c2", passes(300, 600), clusters=many)
+    r = regression_gate(base, cand)
+    assert r.lo == pytest.approx(-z2 / (300 + z2)) and r.passed
+    strict = regression_gate(base, cand, margin=0.0)
+    assert not strict.passed and strict.exact_p == 1.0
+
+
+def test_clustered_binary_runs_all_improved_are_one_discordant_pair_a_cluster(
+    tmp_path: Path,
+) -> None:
+    """Every sample failed by the baseline and passed by the candidate, 10 clusters of 5:
+    Tango's interval for 10 of 10 clusters discordant, McNemar's exact one-sided p at
+    margin 0 is 0.5^10 (scipy binomtest(10, 10, 0.5, 'greater'))."""
+    from scipy.stats import binomtest
+
+    from gradetrail.stats.intervals import tango_interval
+
+    clusters = [f"k{i // 5}" for i in range(50)]
+    base = write_run(tmp_path / "b", passes(0, 50), clusters=clusters)
+    cand = write_run(tmp_path / "c", passes(50, 50), clusters=clusters)
+    r = regression_gate(base, cand, test="superiority")
+    assert (r.method, r.delta) == ("tango", 1.0)
+    assert (r.lo, r.hi) == pytest.approx(tango_interval(0, 10, 10))
+    assert r.exact_p == pytest.approx(binomtest(10, 10, 0.5, alternative="greater").pvalue)
+    assert r.passed and r.exact_p == pytest.approx(0.5**10)
+    assert r.mcnemar_p == pytest.approx(binomtest(10, 10, 0.5).pvalue)  # not 2 * 0.5^50
+    assert (r.only_baseline, r.only_candidate) == (0, 50)  # the samples, as counted
+
+
+def test_a_clustered_gate_plans_its_n_with_the_design_effect(tmp_path: Path) -> None:
+    """30 clusters of 10 whose differences share a cluster effect: the clustered (CR1)
+    standard error is about 3.2 times the one that ignores them (design effect about 10),
+    but the detectable effect and the n needed were planned on omega^2 alone, as if the
+    samples were independent: 10 times too few. Now both use omega^2 times the measured
+    design effect, which the power command carries: n = (z_.975 + z_.8)^2 deff omega^2 /
+    margin^2 (scipy's norm), CR1 written out here with numpy."""
+    import numpy as np
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(3)
+    clusters = [f"k{i // 10}" for i in range(300)]
+    b = rng.uniform(0.3, 0.7, 300)
+    c = np.clip(b + np.repeat(rng.normal(0, 0.15, 30), 10) + rng.normal(0, 0.02, 300), 0, 1)
+    r = regression_gate(
+        write_run(tmp_path / "b", list(b), clusters=clusters),
+        write_run(tmp_path / "c", list(c), clusters=clusters),
+    )
+    d = c - b
+    e = (d - d.mean()).reshape(30, 10).sum(axis=1)
+    se_cr1 = np.sqrt(30 / 29 * (e**2).sum() / 300**2)
+    omega2 = d.var(ddof=1)
+    deff = se_cr1**2 / (omega2 / 300)
+    assert (r.method, r.n_clusters, r.se) == ("t", 30, pytest.approx(se_cr1))
+    assert r.omega2 == pytest.approx(omega2) and r.design_effect == pytest.approx(deff)
+    assert deff > 9
+    zsum = norm.ppf(0.975) + norm.ppf(0.8)
+    assert r.mde == pytest.approx(zsum * np.sqrt(deff * omega2 / 300))
+    assert r.n_needed == math.ceil(zsum**2 * deff * omega2 / 0.02**2)
+    assert f"--omega2 {deff * omega2:.6g} --delta 0.02" in r.power_command
+
+
+def test_constant_clustered_binary_runs_unpaired_get_newcombe_on_their_clusters(
+    tmp_path: Path,
+) -> None:
+    """Unpaired, binary scores with clusters take Welch's t on CR1 standard errors, both 0
+    when each run's scores are all equal: two runs at 100% (300 samples in 25 clusters,
+    200 in 40) were refused, exit 2, told to gate binary scores. Now Newcombe's interval
+    with each cluster one sample: 25/25 vs 40/40, statsmodels 0.15's
+    confint_proportions_2indep(40, 40, 25, 25, method="newcomb") = (-0.0876216,
+    0.1331923)."""
+    base = write_run(tmp_path / "b", [1.0] * 300, clusters=[f"a{i % 25}" for i in range(300)])
+    cand = write_run(
+        tmp_path / "c",
+        [1.0] * 200,
+        ids=[f"t{i}" for i in range(200)],
+        clusters=[f"b{i % 40}" for i in range(200)],
+    )
+    r = regression_gate(base, cand, unpaired=True)
+    assert (r.method, r.n_clusters, r.delta) == ("newcombe", 65, 0.0)
+    assert (r.lo, r.hi) == pytest.approx((-0.08762160119728657, 0.13319225093904852))
+    assert r.outcome == "inconclusive" and "on the 25 and 40 clusters" in r.warnings[0]

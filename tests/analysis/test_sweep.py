@@ -398,3 +398,34 @@ def test_a_cell_whose_rows_disagree_is_refused_even_partial(tmp_path: Path) -> N
         "edited or damaged since the run wrote it; run the same spec again to rewrite it "
         "from the cache"
     )
+
+
+# --- error rows: the candidate's count against it in every test --------------------------
+
+FLAKY = """\
+def answer(request, row):
+    i = int(row["i"])
+    if request.model == "flaky" and i % 10 == 0:  # its calls fail on 40 of 400 samples
+        raise RuntimeError("the candidate's endpoint failed")
+    return "A: " + (row["a"] if i % 10 < 8 else "-1")  # both right on 80% otherwise
+"""
+
+
+def test_as_fail_charges_the_candidate_in_the_swapped_label_tests(tmp_path: Path) -> None:
+    """gate.errors as-fail: the candidate's 40 failed calls are its failures in the
+    non-inferiority test (delta -40/400 = -0.1) and also in the inferiority test that
+    labels it, which gates the pair swapped (candidate as the gate's baseline): charged
+    there to the gate's candidate, the errors were left out and the label read
+    'inconclusive' (delta 0 on 360 samples); now 'inferior' (Tango's interval for
+    0 vs 40 discordant pairs of 400 lies below -0.02)."""
+    rows = [{"i": i, "q": f"{i} + 1", "a": str(i + 1)} for i in range(400)]
+    names = ("flaky", "flaky", "flaky_app")
+    sweep = write_python_sweep(
+        tmp_path, names, FLAKY, rows, ["base", "flaky"], gate={"errors": "as-fail"}
+    )
+    done = run_sweep(load_sweep(sweep), results_root=tmp_path / "r", cache_path=tmp_path / "c.db")
+    cell = sweep_table(done.directory).cell("flaky")
+    assert cell.errors == {"provider_error": 40}
+    assert cell.gate.delta == pytest.approx(-0.1) and cell.gate.n == 400
+    assert not cell.passed and cell.verdict == "inferior"
+    assert cell.label_gate.delta == pytest.approx(0.1) and cell.label_gate.n == 400

@@ -222,3 +222,55 @@ def test_a_family_says_its_intervals_are_unadjusted_and_plans_n_at_its_level(
         assert r["n_needed"] == 596 and r["power_command"].endswith("--alpha 0.025")
     alone = json.loads(runner.invoke(app, ["gate", str(base), str(cands[0]), "--json"]).stdout)
     assert alone["passed"] and alone["p_adjusted"] is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("spec", "x", "has spec 'x', not an object"),
+        ("dataset", [1], "has dataset [1], not an object"),
+        ("epochs", {"a": 1}, "has epochs {'a': 1}, not an integer"),
+        (
+            "spec",
+            {"run": {"reducer": "pass_at_k", "pass_k": "2"}},
+            "has spec.run.pass_k '2', not an integer",
+        ),
+    ],
+)
+def test_gate_a_manifest_field_of_the_wrong_type_exits_2_not_1(
+    tmp_path: Path, field: str, value: object, said: str
+) -> None:
+    """An edited manifest whose spec, dataset or epochs has the wrong JSON type crashed
+    the gate with a traceback (AttributeError, TypeError) and Python's exit code 1, the
+    gate's fail: a CI step read a crash as a regression. Now one line naming the field,
+    exit 2 (cannot compare), through the real entry point."""
+    from cli_support import run_cli
+
+    base = write_run(tmp_path / "b", passes(80))
+    cand = write_run(tmp_path / "c", passes(80))
+    manifest = json.loads((cand / "manifest.json").read_text())
+    (cand / "manifest.json").write_text(json.dumps({**manifest, field: value}))
+    outcome = run_cli("gate", str(base), str(cand))
+    assert outcome.code == 2 and outcome.out == ""
+    fix = "the file was edited or damaged since the run wrote it; run the same spec again"
+    assert outcome.err_lines == [
+        f"error: candidate run {cand}: manifest.json {said}: {fix} to rewrite it from the cache"
+    ]
+
+
+def test_reports_say_what_a_tango_n_needed_rests_on(tmp_path: Path) -> None:
+    """Identical binary runs of 100 (no discordant pair) need 189 samples, from Tango's
+    bound z^2 (1 - margin) / margin with no power command: the Markdown report printed
+    "189 (`None`)" and the JUnit details left the figure out; now both say "189 (Tango,
+    no discordant pair)", as the table does."""
+    from cli_support import run_cli
+
+    base = write_run(tmp_path / "b", passes(80))
+    cand = write_run(tmp_path / "c", passes(80))
+    md, xml = tmp_path / "gate.md", tmp_path / "gate.xml"
+    outcome = run_cli("gate", str(base), str(cand), "--markdown", str(md), "--junit", str(xml))
+    assert outcome.code == 1
+    assert "| samples needed | 189 (Tango, no discordant pair) |" in md.read_text()
+    assert "None" not in md.read_text()
+    assert "samples needed: 189 (Tango, no discordant pair)" in xml.read_text()
+    assert "n needed              │ 189 (Tango, no discordant pair)" in outcome.out

@@ -63,6 +63,19 @@ def test_sample_sizes_match_statsmodels(given: tuple[float, ...], n: int) -> Non
             "--variance 0.5 cannot happen: scores are in [0, 1], so it is at most 0.25 (a "
             "variance, not a standard deviation)",
         ),
+        # before: n = 1 (and with --n, an effect of 0): the gate refuses a zero-width interval
+        (
+            ["--delta", "0.03", "--variance", "0.25", "--correlation", "1"],
+            "no answer for these numbers (a variance of 0 (every paired difference equal) has "
+            "no plan: the gate refuses a zero-width interval; give the variance you expect "
+            "(p (1 - p) for a pass rate p))",
+        ),
+        (
+            ["--n", "50", "--omega2", "0"],
+            "no answer for these numbers (a variance of 0 (every paired difference equal) has "
+            "no plan: the gate refuses a zero-width interval; give the variance you expect "
+            "(p (1 - p) for a pass rate p))",
+        ),
         (
             ["--delta", "0.01", "--omega2", "1e308", "--cluster-size", "1e308", "--icc", "1"],
             "--omega2 1e+308 cannot happen: scores are in [0, 1], so it is at most 1",
@@ -74,3 +87,18 @@ def test_inputs_without_an_answer_are_one_line_exit_2(args: list[str], message: 
     assert out.code == 2 and out.out == ""
     [line] = out.err_lines
     assert line.startswith(f"error: Invalid value: {message} (see ")
+
+
+def test_a_detectable_effect_past_1_says_none_is_detectable() -> None:
+    """Eq. 10 at n = 1, omega^2 = 0.25: (1.959964 + 0.841621) * 0.5 = 1.4008 (statsmodels
+    0.15 NormalIndPower().solve_power(nobs1=1, alpha=0.05, power=0.8, ratio=0) * 0.5 =
+    1.40079), a difference no two [0, 1] scores have: the line says none is detectable;
+    at n = 100 (0.1401) it says nothing more."""
+    out = run_cli("power", "--n", "1", "--omega2", "0.25")
+    assert out.code == 0
+    assert out.out.splitlines()[0] == (
+        "minimum detectable effect with n = 1: 1.4008 (past 1, the largest difference of "
+        "[0, 1] scores: none is detectable)"
+    )
+    out = run_cli("power", "--n", "100", "--omega2", "0.25")
+    assert out.out.splitlines()[0] == "minimum detectable effect with n = 100: 0.1401"

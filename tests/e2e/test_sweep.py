@@ -232,7 +232,8 @@ def test_a_cell_that_cannot_be_gated_for_its_errors_names_the_sweep_files_settin
         line = err.strip().splitlines()[-1]
         # unfixed: "... or pass --errors as-fail (score them 0) or --errors exclude ..."
         assert "--errors" not in line
-        assert "set gate.errors in the sweep file to as-fail (score them 0) or exclude" in line
+        wanted = "set gate.errors in the sweep file to as-fail (the candidate's score 0) or exclude"
+        assert wanted in line
         options = yaml.safe_load(sweep.read_text())
         options["gate"] = {"errors": "as-fail"}
         sweep.write_text(yaml.safe_dump(options, sort_keys=False))

@@ -271,5 +271,5 @@ def test_a_row_whose_metrics_is_not_an_object_is_a_metric_error(tmp_path: Path) 
     assert gate.code == 2
     assert gate.err_lines == [
         "error: candidate has 1 metric_error: re-run to complete them, or pass --errors "
-        "as-fail (score them 0) or --errors exclude (drop those samples from both runs)"
+        "as-fail (the candidate's score 0) or --errors exclude (drop those samples from both runs)"
     ]
