@@ -754,3 +754,103 @@ def test_a_correction_after_the_answer_is_the_answer(response: str) -> None:
 def test_a_correction_word_before_a_discussed_letter_changes_nothing(response: str) -> None:
     """``actually A is wrong`` discusses A; the stated B stands."""
     assert choice(response).detail["extracted"] == "B"
+
+
+# Answers in the forms models write, each read by hand (a second attack pass on unseen
+# replies: 181 replies, 142 read right before these fixes, 174 after).
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        'The answer is "B".',
+        "The answer is 'B'.",
+        "The answer is `B`",
+        "Answer: `B`",
+        "Answer: _B_",
+        "Answer: *B*",
+        "Answer: “B”",
+        "Answer: 'B' (Mercury)",
+    ],
+)
+def test_a_letter_in_quotes_backticks_or_single_emphasis_is_the_letter(response: str) -> None:
+    """Quotes, backticks or single emphasis around the letter after a marker hid it: no
+    answer letter, a 0 whatever the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize("response", ["b", "(b)", "[B]", "b.", "### B", "  b)\n"])
+def test_a_reply_that_is_one_letter_is_that_letter_in_either_case(response: str) -> None:
+    """A reply holding only its letter, lower case, in brackets or as a Markdown header,
+    found no letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer → B",
+        "Answer -> (B)",
+        "Answer => B",
+        "__Answer:__ B",
+        '{"answer": "B"}',
+        '```json\n{"answer": "B"}\n```',
+        "I would say the answer is most likely B.",
+        "The answer is probably B.",
+        "My guess is B.",
+        "I'd say B.",
+        "I'm going to say B.",
+        "The answer is \\boxed{\\mathrm{B}}",
+        "\\boxed{\\textsf{B}}",
+    ],
+)
+def test_marker_arrows_emphasis_json_keys_and_adverbs_state_the_letter(response: str) -> None:
+    """An arrow, emphasis around the colon, a JSON key's quotes, an adverb of confidence
+    after the marker, ``my guess is`` / ``I'd say`` and ``\\mathrm`` in a box found no
+    letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "**Answer: Mercury**",
+        "<answer>Mercury</answer>",
+        "<answer>B) Mercury</answer>",
+        "B - Mercury",
+    ],
+)
+def test_a_marked_choice_text_or_a_dashed_letter_names_the_choice(response: str) -> None:
+    """The choice's text after an emphasised marker or inside an answer tag, the letter and
+    its text in an answer tag, and a leading letter then a dash, found no letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+def test_too_before_an_adjective_is_no_hedge() -> None:
+    """``because A and C are too hot`` says nothing for A or C: the reply was recorded
+    ambiguous (``too`` read as ``also``); ``C works too`` still hedges."""
+    s = choice("My final answer is B because A and C are too hot.")
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert choice("The answer is B, but C might be right too.").detail["ambiguous"] == ["B", "C"]
+
+
+@pytest.mark.parametrize("response", ["B or C, I'm not sure.", "B or C, I don't know."])
+def test_doubt_does_not_rule_out_an_offered_letter(response: str) -> None:
+    """``not sure`` and ``don't know`` were read as ruling C out, so ``B or C, I'm not
+    sure`` passed as B; it is ambiguous."""
+    s = choice(response)
+    assert (s.value, s.detail["ambiguous"]) == (0.0, ["B", "C"]), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["The answer is A.\n\nHmm, on second thought, B.", "A\n\nNo, B.", "Answer: A. Correction: B."],
+)
+def test_on_second_thought_and_no_correct_the_answer(response: str) -> None:
+    """``on second thought, B`` and ``No, B.`` after a stated A were read as A."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
