@@ -12,7 +12,9 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   ``33.5\\%``; an escaped ``\\$`` is a dollar sign, not a delimiter: the target
   ``\\$18.90`` is 18.90), digits grouped by thin or plain spaces are one number
   (``1\\,234``), ``74°`` is ``74^\\circ`` and Markdown emphasis is not part of an
-  answer (``**6**`` is 6);
+  answer (``**6**`` is 6); full-width digits, mixed numbers (``3 1/2``), E notation
+  (``2.5e3``), ``×`` between numbers and dotted thousands (``1.234.567``) are the numbers
+  they write, and a formula the text denies (``$12$ (not $13$)``) is not its answer;
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -152,6 +154,56 @@ class MathScorer(Scorer):
         return Score(float(bool(ok)), detail)
 
 
+def _plain_numbers(text: str) -> str:
+    """``text`` with numbers written as math-verify cannot read them rewritten, on both
+    sides alike: full-width forms as ASCII (``４２`` is 42), digits grouped by thin or
+    plain spaces or by dots (``1\\,234``, ``12 500``, ``1.234.567``) as one number,
+    ``74°`` as ``74^\\circ``, a mixed number as its fraction (``3 1/2`` is ``7/2``, as
+    ``3\\frac{1}{2}`` already is), and E notation as a power of ten (``2.5e3`` is
+    ``2.5*10^(3)``, not ``2.5 e 3``), and a ``×`` between numbers as ``*`` (``6.02 × 10^23``
+    was read as 10). A formula the text denies (``So $x = 12$ (not $13$)``, ``$12$
+    instead of $13$``) is dropped when another formula is left: it is not the answer,
+    though math-verify's extraction would take it as the last one."""
+    if not text.isascii():
+        text = text.translate(_FULL_WIDTH)
+    text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
+    text = _DOTTED.sub(lambda m: m.group().replace(".", ""), text)
+    text = _DEGREE.sub(r"^\\circ", text)
+    text = _MIXED.sub(_improper, text)
+    text = _TIMES.sub("*", text)
+    if _DENIED.search(text):  # So $x = 12$ (not $13$): 12, not the last formula
+        kept = _DENIED.sub(lambda m: m.group("word"), text)
+        text = kept if _MATH_DELIMITED.search(kept) else text
+    return _E_NOTATION.sub(r"\g<mantissa>*10^(\g<exp>)", text)
+
+
+#: a formula in inline math right after a denial: ``not $13$``, ``instead of \\(13\\)``
+_DENIED = re.compile(
+    r"(?i)(?P<word>\b(?:not|rather\s+than|instead\s+of)[ \t]+)"
+    r"(?:(?<!\\)\$[^$\n]+(?<!\\)\$|\\\(.*?\\\))"
+)
+#: full-width ASCII forms (``４２``, ``－３``) as ASCII, one character for one
+_FULL_WIDTH = {0xFF01 + i: 0x21 + i for i in range(94)}
+#: digits grouped in threes by dots, two groups or more (``1.234.567``; ``1.234`` is a
+#: decimal)
+_DOTTED = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|\.\d)")
+#: a whole number, a space and a proper fraction: ``3 1/2``
+_MIXED = re.compile(r"(?<![\d.,/^])(?P<whole>\d+)[ \t]+(?P<num>\d+)/(?P<den>\d+)(?![\d/^]|\.\d)")
+#: ``×`` between two numbers: multiplication (math-verify's plain reader stops at it)
+_TIMES = re.compile(r"(?<=\d)[ \t]*×[ \t]*(?=\d)")
+#: a number in E notation, standing alone: ``2.5e3``, ``1E-3`` (not ``2e`` nor ``x3e2``)
+_E_NOTATION = re.compile(r"(?<![\w.])(?P<mantissa>\d+(?:\.\d+)?)[eE](?P<exp>[-+]?\d+)(?!\w|\.\d)")
+
+
+def _improper(m: re.Match[str]) -> str:
+    """A mixed number's fraction (``3 1/2`` as ``7/2``); two numbers that are not one
+    (``3 5/2``: the fraction is not proper) are left as written."""
+    whole, num, den = int(m.group("whole")), int(m.group("num")), int(m.group("den"))
+    if not 0 < num < den:
+        return m.group()
+    return f"{whole * den + num}/{den}"
+
+
 #: LaTeX math delimiters or a box: math-verify's own extraction finds the answer (an
 #: escaped ``\\$`` is a dollar sign, not a delimiter: ``\\$18.90``)
 _DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\(?:boxed|fbox|begin)\b")
@@ -231,6 +283,7 @@ def _as_latex(formula: str) -> str:
     out = formula.replace("**", "^").replace("<=", r"\le ").replace(">=", r"\ge ")
     out = out.replace("≤", r"\le ").replace("≥", r"\ge ").replace("≠", r"\neq ")
     out = out.replace("√", r"\sqrt").replace("π", r"\pi ").replace("∞", r"\infty ")
+    out = out.replace("×", r"\times ").replace("·", r"\cdot ").replace("÷", r"\div ")
     for _ in range(3):  # nested calls, innermost first
         out = re.sub(r"(?<!\\)\b(sqrt|sin|cos|tan|log|ln|exp)\(([^()]*)\)", r"\\\1{\2}", out)
     out = re.sub(r"(?<!\\)\b(pi)\b", r"\\pi", out)
@@ -265,8 +318,7 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
     def parse(source: str) -> list[Any]:
         return mv.parse(source, parsing_timeout=timeout, raise_on_error=True)
 
-    text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
-    text = _DEGREE.sub(r"^\\circ", text)
+    text = _plain_numbers(text)
     if _bare_latex(text):  # \frac{14}{3}, \begin{pmatrix}...\end{pmatrix}, \text{Evelyn}
         wrapped = parse(f"${text.strip()}$")
         if _has_value(wrapped):

@@ -243,3 +243,53 @@ def test_an_exclamation_mark_closing_a_sentence_is_not_a_factorial(
     as 6! = 720)."""
     s = math_score(response, target)
     assert s.value == expected, (s.detail, s.error)
+
+
+# Numbers as models write them, read by hand (a second attack pass on unseen replies: 98
+# replies, 86 read right before these fixes, 95 after; math-verify alone 68 of 91).
+
+
+@pytest.mark.parametrize(
+    ("response", "target"),
+    [
+        ("The answer is ４２.", "42"),  # full-width digits: a SympifyError before
+        ("The answer is 3 1/2.", "\\frac{7}{2}"),  # a mixed number: read as 1
+        ("Answer: 2 3/4 cups", "2.75"),
+        ("The answer is 2.5e3.", "2500"),  # E notation: read as 2.5*E*3
+        ("The answer is 1e-3.", "0.001"),  # read as -3 + E
+        ("The answer is 6.02 × 10^23", "6.02\\times10^{23}"),  # read as 10
+        ("The final answer is 1.234.567.", "1234567"),  # read as 1.234*0.567
+    ],
+)
+def test_numbers_math_verify_misreads_are_read_as_written(response: str, target: str) -> None:
+    """Full-width digits, mixed numbers, E notation, ``×`` between numbers and dotted
+    thousands are the numbers they write (math-verify alone reads none of these)."""
+    s = math_score(response, target)
+    assert s.value == 1.0, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("The answer is 3 5/2.", "\\frac{11}{2}", 0.0),  # not a proper fraction: not mixed
+        ("The answer is 1.234.", "1.234", 1.0),  # one dot: a decimal
+        ("The answer is 2e.", "2e", 1.0),  # no exponent: not E notation
+    ],
+)
+def test_near_misses_of_those_forms_are_left_as_written(
+    response: str, target: str, expected: float
+) -> None:
+    """``3 5/2`` is not a mixed number, ``1.234`` is a decimal and ``2e`` has no
+    exponent: none is rewritten."""
+    assert math_score(response, target).value == expected
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["So $x = 12$ (not $13$).", "We get $12$ instead of $13$.", "It is $12$ rather than $13$."],
+)
+def test_a_denied_formula_is_not_the_answer(response: str) -> None:
+    """A formula after ``not`` / ``instead of`` closing the reply was math-verify's last
+    formula, so the reply scored against 13; the formula before it is the answer."""
+    assert math_score(response, "12").value == 1.0
+    assert math_score(response, "13").value == 0.0
