@@ -13,7 +13,8 @@ Rules, in priority order (the first that applies decides, and is recorded):
    by operators only (``A: 6 * 3 = 18``, ``A: (12 + 6) = 18``, ``Answer: 10-3 = 7``),
    the number after that sign, the expression's result, as a careful grader reads it
    (and lm-evaluation-harness's GSM8K ``flexible-extract``, which takes the last number);
-   ``A: 12, check: 12 + 6 = 18`` still declares 12: words are not operators.
+   units beside its numbers and operators in words are part of it (``A: 18 eggs × $2 =
+   $36``, ``A: 3 times 4 = 12``), but ``A: 12, check: 12 + 6 = 18`` still declares 12.
 3. ``stated``: the first number right after the last answer stated in words (``the
    answer is 7``, ``Final answer: 7``, ``答案是7``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
@@ -21,6 +22,11 @@ Rules, in priority order (the first that applies decides, and is recorded):
 4. ``last``: the last number in the response, passing over a number denied (``3 apples,
    not 4``, ``rather than 4``, ``instead of 4``); when the last number is a percentage's
    base (``about 20% of 100 people``), the percentage.
+
+GSM8K's calculator annotations (``<<9*2=18>>``) are not the model's text and are passed
+over. A number in English words where an answer is stated (``The answer is seven.``,
+``Answer: twenty-five``, ``one hundred and five``) or as the whole reply (``Seven.``) is
+that number; a word opening a phrase (``the answer is one of ...``) is not.
 
 Unicode vulgar fractions are fractions (``½`` 0.5, ``2½`` 2.5, ``-½`` -0.5), and a number
 in CJK numerals is read where it states an answer (the whole text, or after ``答案是``,
@@ -537,8 +543,12 @@ def find_answer(
     marker_found = None if not marker else marker in text
     if not marker_found and text.isdigit() and text.isascii():
         return Extraction(float(text), text, "last", False, marker_found, None, _exact_digits(text))
+    if "<<" in text:  # GSM8K's calculator annotations: = <<9*2=18>>18 is = 18
+        text = _CALCULATOR.sub("", text)
     if not text.isascii():
         text = _spelled(text)
+    if _WORDED.search(text):
+        text = _WORDED.sub(_worded, text)
     return _find_answer(text, marker, percent, marker_found)
 
 
@@ -567,6 +577,61 @@ def _find_answer(
             found.rule = "stated"
             return found
     return _last(text, percent, marker_found)
+
+
+#: a calculator annotation of GSM8K's solutions (``<<9*2=18>>``): not text the model wrote
+_CALCULATOR = lazy_compile(r"<<[^<>\n]{0,200}>>")
+
+#: English number words, by value
+_UNITS_WORDS = {w: i for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen",
+))}  # fmt: skip
+_TENS_WORDS = {w: 10 * i for i, w in enumerate((
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+), 2)}  # fmt: skip
+_SCALE_WORDS = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_WORD = "|".join([*_UNITS_WORDS, *_TENS_WORDS])
+#: a number in English words where it states the answer (``The answer is seven.``,
+#: ``Answer: twenty-five``, ``Final answer: five hundred``) or is the whole reply
+#: (``Seven.``); not a word that only starts a phrase (``the answer is one of them``)
+_RUN = (
+    rf"(?:{_WORD})(?:(?:[ \t]+(?:and[ \t]+)?|-)(?:{_WORD}|hundred|thousand|million|billion))*"
+    r"\b(?![ \t]+of\b|-)"
+)
+_WORDED = lazy_compile(
+    r"(?i)(?P<head>(?:\A|\b(?:answer\s*(?:is|:|=)|(?:result|total)\s+is))[\s*_:]*)"
+    rf"(?P<run>{_RUN})(?:(?P<or>,?[ \t]+or[ \t]+)(?P<run2>{_RUN}))?"
+    r"(?=[ \t]*(?:[.!,;)*]|\n|\Z|[ \t][a-z]))"
+)
+
+
+def _worded(m: re.Match[str]) -> str:
+    """The number words of ``m`` as digits (``twenty-five`` is ``25``, ``five hundred and
+    two`` is ``502``; ``two or three`` is ``2 or 3``, two answers)."""
+    head = m.group("head") + _words_value(m.group("run"))
+    if m.group("run2") is None:
+        return head
+    return head + m.group("or") + _words_value(m.group("run2"))
+
+
+def _words_value(run: str) -> str:
+    """The digits of a run of English number words."""
+    total = current = 0
+    for word in re.split(r"[ \t-]+", run.lower()):
+        if word == "and":
+            continue
+        if word in _UNITS_WORDS:
+            current += _UNITS_WORDS[word]
+        elif word in _TENS_WORDS:
+            current += _TENS_WORDS[word]
+        elif word == "hundred":
+            current = max(current, 1) * 100
+        else:
+            total += max(current, 1) * _SCALE_WORDS[word]
+            current = 0
+    return str(total + current)
 
 
 #: an answer stated in words (``the answer is 7``, ``Final answer: 7``, ``答案是7``): the
@@ -664,9 +729,13 @@ def _result_of(found: list[re.Match[str]]) -> int | None:
 
 
 #: between a number and the ``=`` after it in an expression: closing brackets, Markdown
-_CLOSE = lazy_compile(r"[ \t)\]}*_]*")
+#: (a unit or two may follow a number there: ``18 eggs × $2/egg = $36``)
+_CLOSE = lazy_compile(r"(?:[ \t]*/?[ \t]*[A-Za-z]+){0,2}[ \t)\]}*_]*")
 #: between two numbers of an expression: an operator, brackets, spaces
-_OPERATOR = lazy_compile(r"[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div))[ \t()\[\]{}]*)+")
+_OPERATOR = lazy_compile(
+    r"(?:[ \t]*/?[ \t]*[A-Za-z]+){0,2}[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div)"
+    r"|\b(?:times|plus|minus|(?:multiplied|divided)[ \t]+by)\b)[ \t()\[\]{}]*)+"
+)
 #: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``,
 #: ``x = -3 or x = 3``
 _OR = lazy_compile(
