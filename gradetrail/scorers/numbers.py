@@ -18,7 +18,12 @@ Rules, in priority order (the first that applies decides, and is recorded):
 3. ``stated``: the first number right after the last answer stated in words (``the
    answer is 7``, ``Final answer: 7``, ``答案是7``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
-   3 boxes ...``) state none.
+   3 boxes ...``) state none, and a hypothetical one after it (``If the question meant 5
+   rows, the answer would be 25``) is a note, not the answer.
+
+A correction right after the marker's or the statement's number gives the answer instead
+(``The answer is 20... no, 23.``, ``A: 20. Wait, 23``), unless its sentence goes on
+(``Actually, 3 of them were broken`` corrects nothing).
 4. ``last``: the last number in the response, passing over a number denied (``3 apples,
    not 4``, ``rather than 4``, ``instead of 4``); when the last number is a percentage's
    base (``about 20% of 100 people``), the percentage.
@@ -26,7 +31,8 @@ Rules, in priority order (the first that applies decides, and is recorded):
 GSM8K's calculator annotations (``<<9*2=18>>``) are not the model's text and are passed
 over. A number in English words where an answer is stated (``The answer is seven.``,
 ``Answer: twenty-five``, ``one hundred and five``) or as the whole reply (``Seven.``) is
-that number; a word opening a phrase (``the answer is one of ...``) is not.
+that number; a word opening a phrase (``the answer is one of ...``) is not; ``negative
+four`` and ``minus 4`` there are -4.
 
 Unicode vulgar fractions are fractions (``½`` 0.5, ``2½`` 2.5, ``-½`` -0.5), and a number
 in CJK numerals is read where it states an answer (the whole text, or after ``答案是``,
@@ -45,6 +51,7 @@ A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a curre
 
 - a LaTeX fraction ``\\frac{a}{b}``, ``\\dfrac``, ``\\tfrac`` (``\\frac34`` too): a / b;
 - a mixed number: an integer, then a proper fraction (``2 1/2``, ``2\\frac{1}{2}``): 2.5;
+  before ``%`` one percentage (``33 1/3%``, ``33⅓%``);
 - scientific notation: ``1e3``, ``2.5E-4``, and ``3×10^5`` when unambiguous (the
   ``10^k`` must be written: ``×``, ``x``, ``*``, ``·``, ``\\times`` or ``\\cdot``, then
   ``10^k``, ``10^{k}``, ``10**k`` or superscript digits ``10⁵``);
@@ -460,8 +467,8 @@ def _matches(text: str, start: int = 0, end: int | None = None) -> list[re.Match
 
 def _merged(matches: list[re.Match[str]]) -> list[Number]:
     """The numbers of consecutive matches, an integer and a proper fraction after it
-    (``2 1/2``, ``2\\frac{1}{2}``) merged into one mixed number; what is not a number (a
-    date, a time...) is passed over."""
+    (``2 1/2``, ``2\\frac{1}{2}``, ``33 1/3%``: a percentage) merged into one mixed number;
+    what is not a number (a date, a time...) is passed over."""
     out: list[Number] = []
     for m in matches:
         if m.group("skip") is not None:
@@ -472,13 +479,13 @@ def _merged(matches: list[re.Match[str]]) -> list[Number]:
             last is not None
             and last.whole
             and n.proper
-            and not n.percent
+            and not last.percent
             and _MIXED_GAP.fullmatch(m.string, last.end, n.start)
             and (n.start > last.end or m.string.startswith("\\", n.start))
         ):
             assert last.value is not None and n.value is not None
             sign = -1.0 if last.value < 0 else 1.0
-            out[-1] = Number(last.start, n.end, last.value + sign * n.value)
+            out[-1] = Number(last.start, n.end, last.value + sign * n.value, n.percent)
         else:
             out.append(n)
     return out
@@ -565,18 +572,71 @@ def _find_answer(
             text, after, percent, marker_found
         )
         if found is not None:
-            return found
-    stated = None
-    for stated in _STATED.finditer(text):  # noqa: B007 - the last statement is the answer
-        pass
+            return _corrected(text, found, after, percent, marker_found)
+    stated = _last_statement(text)
     if stated is not None:
         found = _after_marker(text, stated.end(), percent, marker_found)
         if found is not None and _STATED_GAP.fullmatch(
             text, stated.end(), _start_of(found, text, stated.end())
         ):
             found.rule = "stated"
-            return found
+            return _corrected(text, found, stated.end(), percent, marker_found)
     return _last(text, percent, marker_found)
+
+
+def _last_statement(text: str) -> re.Match[str] | None:
+    """The last answer stated in words, passing over a hypothetical one after it (``If
+    the question meant 5 rows, the answer would be 25``: a note on another question)."""
+    last = definite = None
+    for m in _STATED.finditer(text):
+        last = m
+        would = m.group().endswith("be") and "would" in m.group().casefold()
+        if not would or not _HYPOTHETICAL.search(text, _sentence_start(text, m.start()), m.start()):
+            definite = m
+    return definite or last
+
+
+def _sentence_start(text: str, at: int) -> int:
+    """Where the sentence holding offset ``at`` begins."""
+    return max(text.rfind(c, 0, at) for c in ".!?\n") + 1
+
+
+#: a statement of what the answer would be under another reading, not what it is
+_HYPOTHETICAL = lazy_compile(r"(?i)\b(?:if|assuming|suppose|supposing|otherwise|were)\b")
+
+
+def _corrected(
+    text: str, found: Extraction, after: int, percent: PercentPolicy, marker_found: bool | None
+) -> Extraction:
+    """The stated answer, or the number a correction right after it gives instead (``The
+    answer is 20... no, 23.``, ``Answer: 20. Wait, 23.``, ``20 - sorry, I mean 23``)."""
+    if found.text is None:
+        return found
+    end = _start_of(found, text, after) + len(found.text)
+    fix = _CORRECTION.match(text, end)  # 20... no, 23; 20 apples. Oops, 23 apples
+    if fix is None:
+        return found
+    again = _after_marker(text, fix.end(), percent, marker_found)
+    if again is None or again.text is None:
+        return found
+    start = _start_of(again, text, fix.end())
+    if not _STATED_GAP.fullmatch(text, fix.end(), start) or not _CLAUSE_END.match(
+        text, start + len(again.text)
+    ):  # Actually, 3 of them were broken: a number in another sentence
+        return found
+    again.rule = found.rule
+    return again
+
+
+#: what may follow a corrected number: a unit or two, then the clause's end
+_CLAUSE_END = lazy_compile(r"(?![ \t]+of\b)(?:[ \t]+[A-Za-z]+){0,2}[ \t*_]*(?:[.!;)\n]|\Z)")
+#: a correction right after a stated number, then the number it gives instead
+_CORRECTION = lazy_compile(
+    r"(?i)(?:[ \t]+[A-Za-z]+){0,2}?[ \t]*(?:\.{2,3}|…|[.,;:!-])?\s*\(?"
+    r"(?:no|nope|wait|sorry|oops|actually|correction"
+    r"|i\s+mean)\b[ \t,:!.…-]*(?:(?:no|wait|sorry|actually|i\s+mean|it[’']?s|make\s+that"
+    r"|rather|the\s+answer\s+is)\b[ \t,:!.…-]*)*"
+)
 
 
 #: a calculator annotation of GSM8K's solutions (``<<9*2=18>>``): not text the model wrote
@@ -600,17 +660,24 @@ _RUN = (
     rf"(?:{_WORD})(?:(?:[ \t]+(?:and[ \t]+)?|-)(?:{_WORD}|hundred|thousand|million|billion))*"
     r"\b(?![ \t]+of\b|-)"
 )
+_HEAD = r"(?i)(?P<head>(?:\A|\b(?:answer\s*(?:is|:|=)|(?:result|total)\s+is))[\s*_:]*)"
 _WORDED = lazy_compile(
-    r"(?i)(?P<head>(?:\A|\b(?:answer\s*(?:is|:|=)|(?:result|total)\s+is))[\s*_:]*)"
+    _HEAD + r"(?P<neg>(?:negative|minus)[ \t]+)?(?:"
     rf"(?P<run>{_RUN})(?:(?P<or>,?[ \t]+or[ \t]+)(?P<run2>{_RUN}))?"
     r"(?=[ \t]*(?:[.!,;)*]|\n|\Z|[ \t][a-z]))"
+    # ``The answer is minus 4``: the word is the sign
+    r"|(?(neg)(?=[$€£¥₹]?\d)|(?!)))"
 )
 
 
 def _worded(m: re.Match[str]) -> str:
     """The number words of ``m`` as digits (``twenty-five`` is ``25``, ``five hundred and
-    two`` is ``502``; ``two or three`` is ``2 or 3``, two answers)."""
-    head = m.group("head") + _words_value(m.group("run"))
+    two`` is ``502``; ``two or three`` is ``2 or 3``, two answers; ``negative four`` and
+    ``minus 4`` are ``-4``)."""
+    head = m.group("head") + ("-" if m.group("neg") else "")
+    if m.group("run") is None:  # minus 4
+        return head
+    head += _words_value(m.group("run"))
     if m.group("run2") is None:
         return head
     return head + m.group("or") + _words_value(m.group("run2"))

@@ -1046,3 +1046,66 @@ def test_an_expression_with_units_after_the_answer_marker_is_read_to_its_result(
     """Units beside the numbers of an expression (``18 eggs × $2 = $36``) and operators in
     words (``3 times 4``) hid the expression: its first number was read."""
     assert find_answer(text, "Answer:").value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is 33 1/3%", 33 + 1 / 3),  # read as 33
+        ("The answer is 33⅓%", 33 + 1 / 3),  # read as 1/3%
+        ("The answer is 5 1/2 percent", 5.5),
+    ],
+)
+def test_a_mixed_number_percentage_is_one_percentage(text: str, value: float) -> None:
+    """A mixed number before ``%`` was read as its whole part or as the fraction's
+    percentage; it is one percentage (0.3333 under ``as_fraction``)."""
+    found = find_answer(text)
+    assert found.value == pytest.approx(value) and found.percent
+    assert find_answer(text, percent="as_fraction").value == pytest.approx(value / 100)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is negative four.", -4.0),
+        ("The answer is minus 4.", -4.0),
+        ("The answer is minus $4.", -4.0),
+    ],
+)
+def test_negative_or_minus_before_a_stated_answer_is_its_sign(text: str, value: float) -> None:
+    """``minus 4`` was read as 4 and ``negative four`` had no number."""
+    assert find_answer(text).value == value
+
+
+def test_a_hypothetical_answer_after_the_stated_one_is_a_note() -> None:
+    """``If the question meant 5 rows, the answer would be 25`` after ``the answer is 23``
+    answers another question: it was read as 25. A would-be answer with no condition
+    is still the answer."""
+    text = (
+        "Therefore, the answer is 23.\n\n"
+        "*Note: If the question meant 5 rows, the answer would be 25.*"
+    )
+    assert find_answer(text).value == 23.0
+    assert find_answer("The answer is 20. Hmm, actually the answer would be 23.").value == 23.0
+
+
+@pytest.mark.parametrize(
+    ("text", "marker", "value"),
+    [
+        ("The answer is 20... no, 23.", None, 23.0),
+        ("The answer is 20. Wait, 23.", None, 23.0),
+        ("The answer is 20 apples. Oops, 23 apples.", None, 23.0),
+        ("The answer is 20.\n\nWait, 23", None, 23.0),
+        ("A: 20... no, 23", "A:", 23.0),
+        ("The answer is 20, no doubt. 3 steps.", None, 20.0),  # no correction
+        ("The answer is 20. Actually, 3 of them were broken.", None, 20.0),
+        ("The answer is 20. Wait, let me check: 4*5 = 20. Yes.", None, 20.0),
+        ("A: 20. No, 3 more steps were needed.", "A:", 20.0),
+    ],
+)
+def test_a_correction_right_after_the_answer_gives_the_answer(
+    text: str, marker: str | None, value: float
+) -> None:
+    """``The answer is 20... no, 23.`` was read as 20, the answer taken back; a number in
+    a sentence that goes on (``Actually, 3 of them were broken``) corrects nothing."""
+    assert find_answer(text, marker).value == value
