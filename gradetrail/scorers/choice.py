@@ -15,7 +15,10 @@ options (``The answer is B. (A) is incorrect because ...``, ``Option (D) would n
 (never a letter inside a word: ``Apple`` holds no ``A``). A reply that is exactly one
 choice's text (``Berlin``, ``It is Berlin.``, ``Berlin is the correct answer``; case,
 emphasis and a closing stop aside), or a letter with its own text (``B Berlin``), names
-that choice (rule ``text``). Well-formed, from most to least explicit:
+that choice (rule ``text``); so does a reply with no answer letter at all whose last
+sentence names exactly one choice's text and neither denies, compares nor asks (``A.
+Venus ... D. Jupiter`` repeated, then ``The red planet is Mars.``). Well-formed, from
+most to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
   ``<answer>C</answer>``, ``<answer>C) Mars</answer>``, ``Answer → C``, ``__Answer:__ C``,
@@ -39,7 +42,8 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
   case only);
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
-- ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``
+- ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``, or
+  in parentheses (``(C) Mars is red``), or ``C it is``
   (``C. 42``, ``**C)** Mars``, ``C - Mars``), or with a letter and ``or`` / ``,`` (``B or
   maybe C``);
 - ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
@@ -48,11 +52,13 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
-  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``; or after a correction,
+  ``it's``, ``that is``, ``definitely``, ``it has to be``, ``corresponds to``, ``based on
+  the analysis,``: ``Therefore B.``, ``It's B.``; or after a correction,
   ``actually``, ``wait``, ``I mean``, ``on second thought``, ``No,``: ``Answer: D. No
   wait, C.`` is C.
 
-A marker word naming an option without stating it (``Option (D) would ...``, no ``is`` and
+``Incorrect answers: A, B, D`` lists letters ruled out: no marker. A marker word naming
+an option without stating it (``Option (D) would ...``, no ``is`` and
 no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do not
 state it. Lines opening with letters in order (``A. Venus - incorrect`` then ``B.
 Mercury - incorrect``: a reply going through or repeating the options) hold no answer
@@ -95,7 +101,9 @@ _L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'’])"
 #: not ``the answer is a bit long``)
 _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’])"
 _MARKERS = (
-    r"(?i:(?<![^\W_])(?:answers?|option|choice|(?:my|best|final)\s+guess)\b"
+    # not ``Incorrect answers: A, B, D``, which lists the letters ruled out
+    r"(?i:(?<![^\W_])(?<!incorrect\s)(?<!wrong\s)(?<!false\s)(?<!other\s)"
+    r"(?:answers?|option|choice|(?:my|best|final)\s+guess)\b"
     r"(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
     r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
     r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta)\b)"
@@ -161,9 +169,12 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "leading",
         re.compile(
             r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?"
-            r"(?:[.):](?=[ \t]|$)|[ \t]+[-–—](?=[ \t])|(?=[ \t]*(?:,|/|\bor\b)))"
+            r"(?:[.):](?=[ \t]|$)|[ \t]+[-–—](?=[ \t])|(?=[ \t]*(?:,|/|\bor\b))"
+            r"|(?=[ \t]+it[ \t]+is\b))"  # C it is.
         ),
     ),
+    # ``(C) Mars is the red planet``: a reply opening with its letter in parentheses
+    ("leading", re.compile(r"\A[ \t\r\n>*_#-]*(?:\*\*)?\(" + _L + r"\)(?=[ \t*]|$)")),
     (
         "named",
         re.compile(
@@ -186,7 +197,9 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "concluded",
         re.compile(
-            r"(?im:(?:\b(?:therefore|thus|hence|so|consequently)|\bit(?:[’']s|\s+is|\s+must\s+be)"
+            r"(?im:(?:\b(?:therefore|thus|hence|so|consequently|definitely|clearly|certainly)"
+            r"|\bit(?:[’']s|\s+is|\s+(?:must|has\s+to)\s+be)|\bcorresponds\s+to"
+            r"|\b(?:based\s+on|given)\s+(?:the|this|my|that)\s+\w+"
             r"|\bthat(?:[’']s|\s+is)"
             # a correction: ``Answer: D. No wait, C.``, ``Sorry, I mean C.``, ``actually C``
             r"|\b(?:actually|wait|i\s+mean|i\s+meant|on\s+(?:second\s+thought|reflection)"
@@ -413,6 +426,39 @@ def _by_text(response: str, texts: dict[str, str]) -> str | None:
     return None
 
 
+#: a line that denies or doubts what it names: it states no choice
+_DOUBT = re.compile(
+    r"(?i)\b(?:not|never|no|none|neither|nor|unsure|unclear|wrong|incorrect|false|than"
+    r"|unlike|except|instead|rather)\b|n[’']t\b"
+    r"|[?✗✘❌]"
+)
+
+
+def _words(text: str) -> str:
+    """``text``'s words, case-folded, one space apart (punctuation dropped)."""
+    return _fold(re.sub(r"[^\w\s]", " ", text))
+
+
+def _text_in_last_line(response: str, texts: dict[str, str]) -> str | None:
+    """The letter whose choice text the reply's last sentence names, when the reply has no
+    answer letter at all (``A. Venus ... D. Jupiter`` repeated, then ``The red planet is
+    Mars.``): exactly one choice's text there, as whole words, in a sentence that neither
+    denies, compares nor asks (``a planet closer than Venus`` names no choice) and is not
+    an option's own line; else None."""
+    lines = [line for line in response.strip().splitlines() if line.strip()]
+    if not lines or not texts or _ITEM.match(lines[-1]):
+        return None  # an option's own line (``D) Earth ✓`` in a list)
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+", lines[-1].strip()) if x.strip()]
+    last = sentences[-1] if sentences else ""
+    if _DOUBT.search(last):
+        return None
+    said = f" {_words(last)} "
+    hits = [
+        letter for letter, text in texts.items() if (name := _words(text)) and f" {name} " in said
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
 class ChoiceScorer(Scorer):
     """1.0 when the response's answer letter names the target choice.
 
@@ -534,6 +580,9 @@ class ChoiceScorer(Scorer):
             detail.update(extracted=letter, rule="text", choice_index=by_letter[letter])
             return Score(float(by_letter[letter] == target), detail)
         found, declared = _scan(response, valid)
+        if not found and (letter := _text_in_last_line(response, texts)) is not None:
+            detail.update(extracted=letter, rule="text", choice_index=by_letter[letter])
+            return Score(float(by_letter[letter] == target), detail)
         if not found:
             detail["reason"] = "no answer letter in the response"
             return Score(0.0, detail)

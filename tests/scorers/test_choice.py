@@ -77,9 +77,9 @@ def test_reads_the_last_well_formed_letter(response: str, letter: str, rule: str
 @pytest.mark.parametrize(
     "response",
     [
-        "Apparently Mercury.",  # 'A' inside a word
+        "Apparently so.",  # 'A' inside a word
         "Answer: Both are wrong",  # 'B' inside a word
-        "BEST guess is Mercury",
+        "BEST guess: unknown",
         "the answer is a bit unclear",  # lower case: only a letter on its own counts
         "The answer: a planet closer than Venus",
         "(b) is a list item, not an answer",  # lower case outside a marker
@@ -510,7 +510,7 @@ def test_a_choice_text_stated_in_a_short_sentence(response: str) -> None:
     choice; a sentence that only mentions a text elsewhere is not read as one."""
     s = choice(response)
     assert (s.value, s.detail["rule"]) == (1.0, "text")
-    assert choice("The closest planet is Mercury, farther than the Sun").detail["rule"] is None
+    assert choice("Some say Mercury, some say Venus").detail["rule"] is None
 
 
 def test_an_mmlu_style_csv_runs_with_n_choices(cli, tmp_path: Path) -> None:
@@ -705,7 +705,7 @@ def test_a_box_holding_an_expression_of_letters_names_none() -> None:
         "A: wrong\nB: wrong\nC: correct\nD: wrong",
         "- A) Venus ✗\n- B) Mercury ✗\n- C) Mars ✓\n- D) Earth ✗",
         "Let's evaluate each option:\nA. Venus - incorrect\nB. Mercury - incorrect",
-        "(A) Venus\n(B) Mercury\n(C) Mars\n(D) Earth\n\nThe closest planet is Mercury, I think.",
+        "(A) Venus\n(B) Mercury\n(C) Mars\n(D) Earth\n\nThe closest planet is a mystery.",
     ],
 )
 def test_a_reply_going_through_the_options_states_none_of_them(response: str) -> None:
@@ -854,3 +854,58 @@ def test_on_second_thought_and_no_correct_the_answer(response: str) -> None:
     """``on second thought, B`` and ``No, B.`` after a stated A were read as A."""
     s = choice(response)
     assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "(B) Mercury is the closest; (A) Venus is not.",  # read as the later (A)
+        "Based on the analysis, B.",
+        "It has to be B.",
+        "Definitely B.",
+        "B it is.",
+        "The closest planet corresponds to B.",
+        "Correct answer: B\nIncorrect answers: A, C, D",  # read as ambiguous A, C, D
+    ],
+)
+def test_more_ways_of_stating_the_letter(response: str) -> None:
+    """A reply opening with its letter in parentheses, ``definitely B.``, ``it has to be
+    B``, ``based on the analysis, B``, ``B it is``, ``corresponds to B`` found no letter
+    or a discussed one; ``Incorrect answers: A, C, D`` was read as a marker listing three
+    answers."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "A. Venus\nB. Mercury\nC. Mars\nD. Earth\n\nThe closest planet is Mercury.",
+        "Venus is second. The closest planet is Mercury.",
+        "Apparently Mercury.",
+    ],
+)
+def test_a_choice_text_in_the_last_sentence_of_a_reply_without_letters(response: str) -> None:
+    """A reply with no answer letter whose last sentence names one choice's text (after
+    repeating the options, say) found no answer: it is that choice (rule ``text``)."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "text"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer: a planet closer than Venus",  # a comparison, not a choice
+        "It is not Venus.",
+        "Is it Mercury?",
+        "A. Venus\nB. Mercury ✓",  # an option's own line
+        "Some say Mercury, some say Venus",  # two choices
+    ],
+)
+def test_a_last_sentence_that_denies_compares_asks_or_lists_names_no_choice(
+    response: str,
+) -> None:
+    """The last sentence's choice text counts only when it is the one choice named there
+    and the sentence neither denies, compares nor asks."""
+    s = choice(response)
+    assert s.detail["rule"] != "text", s.detail
