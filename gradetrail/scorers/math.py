@@ -160,12 +160,15 @@ def _plain_numbers(text: str) -> str:
     plain spaces or by dots (``1\\,234``, ``12 500``, ``1.234.567``) as one number,
     ``74°`` as ``74^\\circ``, a mixed number as its fraction (``3 1/2`` is ``7/2``, as
     ``3\\frac{1}{2}`` already is), and E notation as a power of ten (``2.5e3`` is
-    ``2.5*10^(3)``, not ``2.5 e 3``), and a ``×`` between numbers as ``*`` (``6.02 × 10^23``
+    ``2.5*10^(3)``, not ``2.5 e 3``), ``\\beginboxed{...}`` as the ``\\boxed`` it means,
+    and a ``×`` between numbers as ``*`` (``6.02 × 10^23``
     was read as 10). A formula the text denies (``So $x = 12$ (not $13$)``, ``$12$
     instead of $13$``) is dropped when another formula is left: it is not the answer,
     though math-verify's extraction would take it as the last one."""
     if not text.isascii():
         text = text.translate(_FULL_WIDTH)
+    if "\\beginboxed" in text:  # a model's slip for \boxed, as Inspect's cases read it
+        text = text.replace("\\beginboxed", "\\boxed")
     text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
     text = _DOTTED.sub(lambda m: m.group().replace(".", ""), text)
     text = _DEGREE.sub(r"^\\circ", text)

@@ -241,7 +241,8 @@ _NUMBER = lazy_compile(
 )
 #: what may separate a mixed number's integer from its fraction
 _MIXED_GAP = lazy_compile(r"[ \t]|\s*(?=\\[dt]?frac)|")
-_BOX = lazy_compile(r"\\(?:boxed|fbox)\s*(?=\{)|\\boxed[ \t]+(?=\S)")
+#: (``\\beginboxed{...}``, a model's slip for ``\\boxed``, is one too)
+_BOX = lazy_compile(r"\\(?:(?:begin)?boxed|fbox)\s*(?=\{)|\\boxed[ \t]+(?=\S)")
 #: around the one number of a box: words and units, LaTeX spacing, ``x =``
 _BOX_WORDS = lazy_compile(
     r"\\(?:text|textrm|textbf|mathrm|mathbf|mbox|operatorname)\s*\{[^{}\d]*\}"
@@ -900,7 +901,8 @@ _VULGAR = {
     "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅐": "1/7", "⅛": "1/8", "⅜": "3/8",
     "⅝": "5/8", "⅞": "7/8", "⅑": "1/9", "⅒": "1/10",
 }  # fmt: skip
-_VULGAR_RE = lazy_compile(r"(?P<whole>\d)?[ \t]?(?P<frac>[" + "".join(_VULGAR) + "])")
+#: (the space belongs to a whole number only: ``2 ½`` is 2.5, ``is ½`` stays ``is 1/2``)
+_VULGAR_RE = lazy_compile(r"(?:(?P<whole>\d)[ \t]?)?(?P<frac>[" + "".join(_VULGAR) + "])")
 _CJK_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5,
                "六": 6, "七": 7, "八": 8, "九": 9}  # fmt: skip
 _CJK_UNITS = {"十": 10, "百": 100, "千": 1000}
@@ -908,7 +910,7 @@ _CJK_BIG = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
 #: a number in CJK numerals where it is an answer: the whole text, or after ``答案是``,
 #: ``等于``, ``=`` or ``是``, before a measure word, punctuation or the end
 _CJK_RUN = lazy_compile(
-    r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|是|为|為"
+    r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|[:：]|是|为|為"
     r"|(?:一共|总共|總共|共计|共計|合计|合計|总计|總計|共)有?)\s*)"
     r"(?P<run>[零〇一二两兩三四五六七八九十百千万萬亿億]+(?:[点點][零〇一二三四五六七八九]+)?)"
     r"(?=\s*(?:[个個只人元岁歲天本张張条條次种種件名位块塊米斤克分秒倍年月日辆輛台頭头本]"

@@ -293,3 +293,32 @@ def test_a_denied_formula_is_not_the_answer(response: str) -> None:
     formula, so the reply scored against 13; the formula before it is the answer."""
     assert math_score(response, "12").value == 1.0
     assert math_score(response, "13").value == 0.0
+
+
+# Inspect AI's math scorer cases (tests/scorer/math_cases.json in
+# UKGovernmentBEIS/inspect_ai), written here as our fixtures: gradetrail is right on 31 of
+# 32 before, 32 after; math-verify alone on 21.
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("\\boxed{33.5\\%}", "0.335", 1.0),
+        ("\\boxed{\\sqrt{\\sqrt{2}}}", "2**(1/4)", 1.0),
+        ("\\boxed{1.5 \\times 10^3}", "1500", 1.0),
+        ("-1 + sqrt(3)", "\\sqrt{3} - 1", 1.0),
+        ("(3*sqrt(5))/7", "\\frac{3\\sqrt{5}}{7}", 1.0),
+        ("\\boxed{2^{2025}}", "3^{2025}", 0.0),
+        ("\\boxed{10\\text{ cm}}", "10", 1.0),
+        ("\\boxed{\\$15,\\!000}", "15000", 1.0),
+        ("x<2", "2>x", 1.0),
+        ("\\boxed{\\;\\angle APC = 74^\\circ\\;}", "74^\\circ", 1.0),
+        ("\\beginboxed{8\\sqrt{6}}", "8\\sqrt{6}", 1.0),  # read as text: 0
+        ("\\boxed{74°}", "74^\\circ", 1.0),
+    ],
+)
+def test_inspect_math_cases(response: str, target: str, expected: float) -> None:
+    """Inspect's cases score as its authors expect; ``\\beginboxed{...}`` (a model's slip)
+    is the box it means."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)

@@ -1109,3 +1109,35 @@ def test_a_correction_right_after_the_answer_gives_the_answer(
     """``The answer is 20... no, 23.`` was read as 20, the answer taken back; a number in
     a sentence that goes on (``Actually, 3 of them were broken``) corrects nothing."""
     assert find_answer(text, marker).value == value
+
+
+# Inspect AI's own match(numeric=True) cases (tests/scorer/test_match.py in
+# UKGovernmentBEIS/inspect_ai), written here as our fixtures: gradetrail agreed on 24 of
+# 28 before, 26 after; the two left are deliberate ('28 + 32 = 60%' is 60%, not 32, and
+# '42abc' is 42, as '42kg' is).
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("the result is ½", 0.5),  # read as "is1/2": no number
+        ("The answer is ½", 0.5),
+        ("x is ½.", 0.5),
+        ("The answer is 3 ½ cups", 3.5),
+        ("result: 三", 3.0),
+        ("the answer is -½ extra", -0.5),
+        ("answer: −5", -5.0),
+        ("The answer is [42]", 42.0),
+        ("the value is 1000", 1000.0),
+    ],
+)
+def test_inspect_match_numeric_cases(text: str, value: float) -> None:
+    """A vulgar fraction after a word (``is ½``) was glued to it and lost, and a CJK
+    numeral after ``result:`` was not read."""
+    assert find_answer(text).value == value
+
+
+def test_a_beginboxed_slip_is_a_box() -> None:
+    """``\\beginboxed{42}`` (a model's slip, one of Inspect's math cases) is the box: the
+    last number (3) was read."""
+    assert find_answer("\\beginboxed{42} and 3").value == 42.0
