@@ -105,8 +105,10 @@ _MARKERS = (
     r"(?i:(?<![^\W_])(?<!incorrect\s)(?<!wrong\s)(?<!false\s)(?<!other\s)"
     r"(?:answers?|option|choice|(?:my|best|final)\s+guess)\b"
     r"(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
-    r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
-    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta)\b)"
+    r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
+    # simple-evals' multilingual answer markers (MMLU in 14 languages)
+    r"|উত্তর|उत्तर|الإجابة|الجواب|إجابة"
+    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta|jawaban|jibu|idahun)\b)"
 )
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -114,7 +116,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             # emphasis or a JSON key's quote around the separator: ``__Answer:__ C``,
             # ``{"answer": "C"}`` (its value's quotes are blanked)
-            _MARKERS + r"[*_\"']*\s*(?:[:=\-：]|->|=>|→|⇒)?[*_]*\s*(?i:(?:both|either)\s+)?"
+            _MARKERS + r"[*_\"']*\s*(?:[:=\-：ঃ]|->|=>|→|⇒)?[*_]*\s*(?i:(?:both|either)\s+)?"
             # an adverb of confidence: ``the answer is most likely C``, ``clearly (B)``
             r"(?i:(?:most\s+)?(?:likely|probably|definitely|clearly|certainly|surely)\s+)?"
             r"(?:\*\*|[\(\[])?\s*"

@@ -909,3 +909,16 @@ def test_a_last_sentence_that_denies_compares_asks_or_lists_names_no_choice(
     and the sentence neither denies, compares nor asks."""
     s = choice(response)
     assert s.detail["rule"] != "text", s.detail
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ["উত্তরঃ", "উত্তর:", "उत्तर:", "답변:", "回答：", "解答:", "الإجابة:", "Jawaban:", "Jibu:"],
+)
+def test_simple_evals_multilingual_answer_markers(marker: str) -> None:
+    """The markers simple-evals reads in its multilingual MMLU (openai/simple-evals,
+    MULTILINGUAL_ANSWER_REGEXES): each states the letter even with discussion after it;
+    the Bengali ``উত্তরঃ`` (a visarga, no colon) found no letter. 78 of simple-evals' 80
+    marker forms were read before, 80 after."""
+    s = choice(f"{marker} B\n\nA is wrong because it is second.")
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
