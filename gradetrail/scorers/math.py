@@ -15,6 +15,10 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   answer (``**6**`` is 6); full-width digits, mixed numbers (``3 1/2``), E notation
   (``2.5e3``), ``×`` between numbers and dotted thousands (``1.234.567``) are the numbers
   they write, and a formula the text denies (``$12$ (not $13$)``) is not its answer;
+  ``A ≈ B`` states A (as math-verify reads ``$A \\approx B$``), a repeating decimal
+  (``0.\\overline{3}``) is its fraction, an AMC label opening a box (``\\boxed{\\textbf{(C)
+  } 12}``) is not part of the value, and a closing ``The answer is Monday.`` is the text
+  ``\\text{Monday}`` when nothing else is found;
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -169,6 +173,12 @@ def _plain_numbers(text: str) -> str:
         text = text.translate(_FULL_WIDTH)
     if "\\beginboxed" in text:  # a model's slip for \boxed, as Inspect's cases read it
         text = text.replace("\\beginboxed", "\\boxed")
+    if "≈" in text:  # 5/36 ≈ 0.139 states 5/36, as math-verify reads $5/36 \approx 0.139$
+        text = text.replace("≈", " \\approx ")
+    if "\\overline" in text:  # 0.\overline{3} is 1/3
+        text = _REPEATING.sub(_repeating, text)
+    if "(" in text and "box" in text:  # \boxed{\textbf{(C) } 12}: an AMC label, then 12
+        text = _BOX_LABEL.sub(r"\g<box>", text)
     text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
     text = _DOTTED.sub(lambda m: m.group().replace(".", ""), text)
     text = _DEGREE.sub(r"^\\circ", text)
@@ -196,6 +206,25 @@ _MIXED = re.compile(r"(?<![\d.,/^])(?P<whole>\d+)[ \t]+(?P<num>\d+)/(?P<den>\d+)
 _TIMES = re.compile(r"(?<=\d)[ \t]*×[ \t]*(?=\d)")
 #: a number in E notation, standing alone: ``2.5e3``, ``1E-3`` (not ``2e`` nor ``x3e2``)
 _E_NOTATION = re.compile(r"(?<![\w.])(?P<mantissa>\d+(?:\.\d+)?)[eE](?P<exp>[-+]?\d+)(?!\w|\.\d)")
+
+
+#: a repeating decimal: ``0.\\overline{3}``, ``1.2\\overline{45}``
+_REPEATING = re.compile(
+    r"(?<![\d.])(?P<whole>\d*)\.(?P<fixed>\d*)\\overline\s*\{(?P<rep>\d{1,12})\}"
+)
+#: a multiple-choice label opening a box before its value: ``\\boxed{\\textbf{(C) } 12}``
+_BOX_LABEL = re.compile(
+    r"(?P<box>\\boxed\s*\{)\s*(?:\\text(?:bf|rm)?\s*\{\s*\([A-E]\)\s*\}|\([A-E]\))\s*(?=[^\s}])"
+)
+
+
+def _repeating(m: re.Match[str]) -> str:
+    """A repeating decimal as its fraction (``0.\\overline{3}`` is ``\\frac{1}{3}``,
+    ``0.1\\overline{6}`` is ``\\frac{15}{90}``)."""
+    whole, fixed, rep = m.group("whole") or "0", m.group("fixed"), m.group("rep")
+    den = 10 ** len(fixed) * (10 ** len(rep) - 1)
+    num = int(fixed + rep) - int(fixed or "0") + int(whole) * den
+    return f"\\frac{{{num}}}{{{den}}}"
 
 
 def _improper(m: re.Match[str]) -> str:
@@ -329,7 +358,10 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
     bare = bare_answer(text)
     if bare is None:
         listed = _listed(text, parse)
-        return listed if listed is not None else parse(text)
+        found = listed if listed is not None else parse(text)
+        if not found and (words := _WORDED.search(text)):  # The answer is Monday.
+            return parse(f"$\\text{{{words.group('words')}}}$")
+        return found
     raw = parse(bare)
     if raw and isinstance(raw[-1], str) and _compact(raw[-1]) == _compact(bare):
         if _DIGIT_COMMA.search(bare):  # 1,22 or {1, 22}: both readings count
@@ -338,6 +370,12 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
     return parse(f"${_as_latex(bare)}$") or raw or parse(text)
 
 
+#: an answer stated in a few words closing the text (``The answer is Monday.``), read as
+#: ``\\text{Monday}`` when nothing else is found, as a dataset's text target is written
+_WORDED = re.compile(
+    r"(?i)\b(?:answer|result|solution)\s*(?:is\b|:)[\s*_]*"
+    r"(?P<words>[A-Za-z][A-Za-z'’-]*(?:[ \t]+[A-Za-z][A-Za-z'’-]*){0,3})[\s*_.!]*\Z"
+)
 #: a comma between digits: a decimal comma (math-verify's plain reading) or a list
 _DIGIT_COMMA = re.compile(r"\d,\d")
 #: a short line listing values: ``19, 46, and 82``, ``(11,7) or (7,11)``, ``AB=4, CD=5``

