@@ -16,7 +16,8 @@ Rules, in priority order (the first that applies decides, and is recorded):
    units beside its numbers and operators in words are part of it (``A: 18 eggs × $2 =
    $36``, ``A: 3 times 4 = 12``), but ``A: 12, check: 12 + 6 = 18`` still declares 12.
 3. ``stated``: the first number right after the last answer stated in words (``the
-   answer is 7``, ``Final answer: 7``, ``答案是7``), whatever numbers follow it (``Note:
+   answer is 7``, ``Final answer: 7``, ``答案是7``, a JSON reply's ``"answer": 7`` or
+   ``"final_answer": 7``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
    3 boxes ...``) state none, and a hypothetical one after it (``If the question meant 5
    rows, the answer would be 25``) is a note, not the answer.
@@ -705,12 +706,14 @@ def _words_value(run: str) -> str:
 #: an answer stated in words (``the answer is 7``, ``Final answer: 7``, ``答案是7``): the
 #: first number after the last one is the answer, whatever numbers follow (a note, a check)
 _STATED = lazy_compile(
-    r"(?i:\b(?:the\s+)?(?:final\s+|correct\s+)?answer\s*(?:is|:|=|would\s+be|will\s+be)"
+    # a JSON key too: {"answer": 42, "confidence": 0.9}, {"final_answer": 42}
+    r"(?i:(?:\b(?:the\s+)?(?:final\s+|correct\s+)?|(?<![^\W_])(?:final|correct)_)answer[\"']?"
+    r"\s*(?:is|:|=|would\s+be|will\s+be)"
     r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is)"
     r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]"
 )
 #: between a statement and its number: spaces, Markdown, a currency sign, ``about``
-_STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[]*(?i:(?:about|approximately|roughly|exactly)\s+)?")
+_STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[\"']*(?i:(?:about|approximately|roughly|exactly)\s+)?")
 
 
 def _start_of(found: Extraction, text: str, after: int) -> int:

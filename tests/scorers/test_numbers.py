@@ -1141,3 +1141,20 @@ def test_a_beginboxed_slip_is_a_box() -> None:
     """``\\beginboxed{42}`` (a model's slip, one of Inspect's math cases) is the box: the
     last number (3) was read."""
     assert find_answer("\\beginboxed{42} and 3").value == 42.0
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"answer": 42, "confidence": 0.9}', 42.0),  # read as 0.9
+        ('```json\n{"final_answer": 42, "steps": 3}\n```', 42.0),  # read as 3
+        ('{"answer": "42", "unit": "cm", "n": 3}', 42.0),
+        ("{'answer': 42, 'steps': 3}", 42.0),
+        ('The answer is "42".', 42.0),
+        ("my_answer = 42; n = 3", 3.0),  # another key than answer: no statement
+    ],
+)
+def test_an_answer_key_of_a_json_reply_states_the_answer(text: str, value: float) -> None:
+    """A JSON reply's ``"answer"`` (or ``"final_answer"``) key is a statement: the last
+    number (a confidence, a step count) was read instead."""
+    assert find_answer(text).value == value
