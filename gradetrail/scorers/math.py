@@ -18,7 +18,9 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   ``A ≈ B`` states A (as math-verify reads ``$A \\approx B$``), a repeating decimal
   (``0.\\overline{3}``) is its fraction, an AMC label opening a box (``\\boxed{\\textbf{(C)
   } 12}``) is not part of the value, and a closing ``The answer is Monday.`` is the text
-  ``\\text{Monday}`` when nothing else is found;
+  ``\\text{Monday}`` when nothing else is found; a reply that is one JSON object answers
+  with its ``answer`` / ``final_answer`` key (``{"answer": 0.5, "confidence": 0.9}`` is
+  0.5);
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -44,6 +46,7 @@ from typing import Any
 
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.json_answer import parse_answer
 from gradetrail.scorers.targets import require_target
 from gradetrail.spec import MathScorerSpec
 
@@ -156,6 +159,19 @@ class MathScorer(Scorer):
             detail["reason"] = f"math-verify could not {stage}: {_named(exc)}"[:_SHOWN]
             return Score(0.0, detail)
         return Score(float(bool(ok)), detail)
+
+
+def _json_answer(text: str) -> str | None:
+    """The ``answer`` (or ``final_answer``) of a reply that is one JSON object, fenced or
+    not (``{"answer": 0.5, "confidence": 0.9}`` answers 0.5), as text; None otherwise."""
+    value, _, _ = parse_answer(text)
+    if not isinstance(value, dict):
+        return None
+    for key in ("answer", "final_answer", "Answer", "final answer"):
+        found = value.get(key)
+        if isinstance(found, str | int | float) and not isinstance(found, bool):
+            return str(found)
+    return None
 
 
 def _plain_numbers(text: str) -> str:
@@ -349,6 +365,9 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
 
     def parse(source: str) -> list[Any]:
         return mv.parse(source, parsing_timeout=timeout, raise_on_error=True)
+
+    if "answer" in text and (value := _json_answer(text)) is not None:
+        text = value  # {"answer": 0.5, "confidence": 0.9}: the answer, not the last number
 
     text = _plain_numbers(text)
     if _bare_latex(text):  # \frac{14}{3}, \begin{pmatrix}...\end{pmatrix}, \text{Evelyn}

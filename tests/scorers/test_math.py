@@ -348,3 +348,17 @@ def test_approximations_repeating_decimals_box_labels_and_word_answers(
     47 right before, 51 after."""
     s = math_score(response, target)
     assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        '{"answer": 0.5, "confidence": 0.9}',  # read as 0.9
+        '```json\n{"final_answer": "\\\\frac{1}{2}", "steps": 3}\n```',  # read as 3
+    ],
+)
+def test_the_answer_key_of_a_json_reply_is_its_answer(response: str) -> None:
+    """A reply that is one JSON object answers with its ``answer`` / ``final_answer``
+    key: math-verify read the last number in it (a confidence, a step count)."""
+    s = math_score(response, "\\frac{1}{2}")
+    assert s.value == 1.0, s.detail
