@@ -631,7 +631,11 @@ def _corrected(
 
 
 #: what may follow a corrected number: a unit or two, then the clause's end
-_CLAUSE_END = lazy_compile(r"(?![ \t]+of\b)(?:[ \t]+[A-Za-z]+){0,2}[ \t*_]*(?:[.!;)\n]|\Z)")
+#: (not a verb: ``No, 25 is wrong.`` discusses 25)
+_CLAUSE_END = lazy_compile(
+    r"(?![ \t]+(?:of|is|was|are|were|would|could|might|can|seems?|looks?|isn|wasn)\b)"
+    r"(?:[ \t]+[A-Za-z]+){0,2}[ \t*_]*(?:[.!;)\n]|\Z)"
+)
 #: a correction right after a stated number, then the number it gives instead
 _CORRECTION = lazy_compile(
     r"(?i)(?:[ \t]+[A-Za-z]+){0,2}?[ \t]*(?:\.{2,3}|…|[.,;:!-])?\s*\(?"
@@ -660,7 +664,8 @@ _WORD = "|".join([*_UNITS_WORDS, *_TENS_WORDS])
 #: (``Seven.``); not a word that only starts a phrase (``the answer is one of them``)
 _RUN = (
     rf"(?:{_WORD})(?:(?:[ \t]+(?:and[ \t]+)?|-)(?:{_WORD}|hundred|thousand|million|billion))*"
-    r"\b(?![ \t]+of\b|-)"
+    # not a factor or a comparison: three times the original, two more than, one of
+    r"\b(?![ \t]+(?:of|times|more|less|fewer|as|than|fold|half|quarters?|thirds?)\b|-)"
 )
 _HEAD = r"(?i)(?P<head>(?:\A|\b(?:answer\s*(?:is|:|=)|(?:result|total)\s+is))[\s*_:]*)"
 _WORDED = lazy_compile(

@@ -1014,6 +1014,8 @@ def test_gsm8k_calculator_annotations_are_not_the_models_text(text: str, value: 
         ("Seven.", 7.0),
         ("The answer is eighteen (18).", 18.0),
         ("The answer is one of the 5 options: 3", 3.0),  # "one of" is not a number
+        ("The total is three times the original, so 12.", 12.0),  # a factor: not 3
+        ("The answer is two more than 10, so 12.", 12.0),
         ("One of the boxes has 5 apples, so the total is 12.", 12.0),
     ],
 )
@@ -1101,6 +1103,7 @@ def test_a_hypothetical_answer_after_the_stated_one_is_a_note() -> None:
         ("The answer is 20. Actually, 3 of them were broken.", None, 20.0),
         ("The answer is 20. Wait, let me check: 4*5 = 20. Yes.", None, 20.0),
         ("A: 20. No, 3 more steps were needed.", "A:", 20.0),
+        ("The answer is 20. No, 25 is wrong.", None, 20.0),  # discusses 25
     ],
 )
 def test_a_correction_right_after_the_answer_gives_the_answer(
