@@ -16,8 +16,9 @@ options (``The answer is B. (A) is incorrect because ...``, ``Option (D) would n
 choice's text (``Berlin``, ``It is Berlin.``, ``Berlin is the correct answer``; case,
 emphasis and a closing stop aside), or a letter with its own text (``B Berlin``), names
 that choice (rule ``text``); so does a reply with no answer letter at all whose last
-sentence names exactly one choice's text and neither denies, compares nor asks (``A.
-Venus ... D. Jupiter`` repeated, then ``The red planet is Mars.``). Well-formed, from
+sentence names exactly one choice's text it does not deny or compare, and does not ask
+(``A. Venus ... D. Jupiter`` repeated, then ``The red planet is Mars.``; ``Mars, not
+Venus`` is Mars, ``Mars is not it`` names none). Well-formed, from
 most to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
@@ -38,8 +39,8 @@ most to least explicit:
   (or ``C.`` / ``C)``, ``### C``); these three upper case only, but a reply that is one
   letter and nothing else is that letter in either case (``c``, ``(c)``, ``[C]``);
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
-  C``, ``I'd go with C``, ``it would be C``, ``so it must be C``, ``I'd say C`` (upper
-  case only);
+  C``, ``I'd go with C``, ``it would be C``, ``so it must be C``, ``I'd say C``, ``it
+  might be C``, ``I'll stick with C`` (upper case only);
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``, or
@@ -53,7 +54,8 @@ most to least explicit:
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
   ``it's``, ``that is``, ``definitely``, ``it has to be``, ``corresponds to``, ``based on
-  the analysis,``: ``Therefore B.``, ``It's B.``; or after a correction,
+  the analysis,``: ``Therefore B.``, ``It's B.``; a closing sentence that is only the
+  letter (``Definitely not A. B.``); or after a correction,
   ``actually``, ``wait``, ``I mean``, ``on second thought``, ``No,``: ``Answer: D. No
   wait, C.`` is C.
 
@@ -154,7 +156,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "declared",
         re.compile(
             r"(?i:\b(?:choose|chose|choosing|pick|picked|picking|select|selected|selecting"
-            r"|go(?:ing)?\s+with|went\s+with|(?:would|must|should)\s+be"
+            r"|go(?:ing)?\s+with|went\s+with|(?:would|must|should|might|may|could)\s+be"
+            r"|stick(?:ing)?\s+with|settle\s+on|opt\s+for|go(?:ing)?\s+for"
             r"|(?:i[’']d|i\s+would|i[’']ll|i\s+will|going\s+to)\s+say))"
             r"\s*:?\s*(?i:(?:both|either)\s+)?(?i:option\s+)?(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
         ),
@@ -196,6 +199,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             + r"[ \t]*(?:\*\*|[\)\]])?[ \t]*\.?[ \t*]*$"
         ),
     ),
+    # a sentence that is only the letter, closing the reply: ``Definitely not A. C.``
+    ("concluded", re.compile(r"(?<=[.!?;])[ \t]+(?:\*\*)?" + _L + r"(?:\*\*)?[ \t]*[.!]?[ \t]*\Z")),
     (
         "concluded",
         re.compile(
@@ -444,21 +449,41 @@ def _words(text: str) -> str:
 def _text_in_last_line(response: str, texts: dict[str, str]) -> str | None:
     """The letter whose choice text the reply's last sentence names, when the reply has no
     answer letter at all (``A. Venus ... D. Jupiter`` repeated, then ``The red planet is
-    Mars.``): exactly one choice's text there, as whole words, in a sentence that neither
-    denies, compares nor asks (``a planet closer than Venus`` names no choice) and is not
-    an option's own line; else None."""
+    Mars.``): exactly one choice's text there, as whole words, that the sentence does not
+    deny or compare (``Neither Venus nor Mercury; it's Mars.`` and ``Mars, not Venus``
+    name Mars; ``a planet closer than Venus`` and ``Mars is not it`` name none), in a
+    sentence that does not ask and is not an option's own line; else None."""
     lines = [line for line in response.strip().splitlines() if line.strip()]
     if not lines or not texts or _ITEM.match(lines[-1]):
         return None  # an option's own line (``D) Earth ✓`` in a list)
     sentences = [x for x in re.split(r"(?<=[.!?])\s+", lines[-1].strip()) if x.strip()]
-    last = sentences[-1] if sentences else ""
-    if _DOUBT.search(last):
+    if not sentences or _ASKS.search(sentences[-1]):
         return None
-    said = f" {_words(last)} "
-    hits = [
-        letter for letter, text in texts.items() if (name := _words(text)) and f" {name} " in said
-    ]
+    last = sentences[-1].replace("*", "").casefold()
+    hits = []
+    for letter, text in texts.items():
+        name = _fold(text)
+        m = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", last) if name else None
+        if m is None:
+            continue
+        clause = re.split(r"[;,:—–]", last[: m.start()])[-1]  # a denial reaches its clause
+        if not _DENIES_BEFORE.search(clause) and not _DENIED_AFTER.match(last, m.end()):
+            hits.append(letter)
     return hits[0] if len(hits) == 1 else None
+
+
+#: a question, or a mark that rejects: the sentence names no answer
+_ASKS = re.compile(r"[?✗✘❌]|(?i:\b(?:unsure|unclear|wrong|incorrect|false)\b)")
+#: a denial or comparison up to four words before a choice's text: ``not Venus``,
+#: ``neither Venus nor``, ``closer than Venus``, ``don't know much about Mars``
+_DENIES_BEFORE = re.compile(
+    r"(?i)(?:\b(?:not|never|no|none|neither|nor|than|unlike|except|instead\s+of|rather\s+than)"
+    r"|n[’']t)(?:\s+[\w’']+){0,3}\s*\Z"
+)
+#: a verb denying the choice right after it: ``Mars is not``, ``Mars isn't``
+_DENIED_AFTER = re.compile(
+    r"(?i)\s*(?:is|was|are|were|does|do|would|could|can)(?:\s+not\b|n[’']t\b|\s+never\b)"
+)
 
 
 class ChoiceScorer(Scorer):

@@ -922,3 +922,32 @@ def test_simple_evals_multilingual_answer_markers(marker: str) -> None:
     marker forms were read before, 80 after."""
     s = choice(f"{marker} B\n\nA is wrong because it is second.")
     assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Definitely not A. B.", "B"),  # a closing sentence that is only the letter
+        ("I think it might be B, but I'm not certain.", "B"),
+        ("On second thought, A is also possible, but I'll stick with B.", "B"),
+        ("Answer: Mercury, not Venus.", "B"),  # the denied text is not named
+        ("Neither Venus nor Mars; it's Mercury.", "B"),
+        ("Mercury is closer, unlike Venus.", "B"),
+    ],
+)
+def test_hedged_declarations_closing_letters_and_contrasted_texts(
+    response: str, letter: str
+) -> None:
+    """``it might be B``, ``I'll stick with B``, a closing ``B.`` after a denial, and a
+    choice's text beside a denied one (``Mercury, not Venus``) found no answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, letter), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["Mercury is not the answer.", "I don't know much about Mercury.", "Mercury isn't it."],
+)
+def test_a_choice_text_the_sentence_denies_is_not_named(response: str) -> None:
+    """A text the last sentence denies, before or after it, names no choice."""
+    assert choice(response).detail["extracted"] is None
