@@ -234,12 +234,20 @@ _NEGATED = re.compile(
 )
 #: full-width forms (``Ｃ``, ``（Ｃ）``, ``Ａｎｓｗｅｒ：``) and the ideographic space, as
 #: ASCII: one character for one, so offsets into the text stay valid
-_NARROW = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
+_NARROW = (
+    {0xFF01 + i: 0x21 + i for i in range(0x5E)}
+    | {0x3000: 0x20}
+    | {
+        c: 0x20
+        for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)  # zero-width, byte-order mark
+    }
+)
 
 
 def narrow(text: str) -> str:
-    """``text`` with full-width ASCII forms and the ideographic space made ASCII (same
-    length, so every offset still points at the same character)."""
+    """``text`` with full-width ASCII forms and the ideographic space made ASCII, and
+    zero-width characters and the byte-order mark spaces (same length, so every offset
+    still points at the same character)."""
     return text.translate(_NARROW)
 
 

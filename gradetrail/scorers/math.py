@@ -211,8 +211,11 @@ _DENIED = re.compile(
     r"(?i)(?P<word>\b(?:not|rather\s+than|instead\s+of)[ \t]+)"
     r"(?:(?<!\\)\$[^$\n]+(?<!\\)\$|\\\(.*?\\\))"
 )
-#: full-width ASCII forms (``４２``, ``－３``) as ASCII, one character for one
-_FULL_WIDTH = {0xFF01 + i: 0x21 + i for i in range(94)}
+#: full-width ASCII forms (``４２``, ``－３``) as ASCII, one character for one; zero-width
+#: characters and the byte-order mark dropped
+_FULL_WIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | dict.fromkeys(
+    (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)
+)
 #: digits grouped in threes by dots, two groups or more (``1.234.567``; ``1.234`` is a
 #: decimal)
 _DOTTED = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|\.\d)")

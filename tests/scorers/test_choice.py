@@ -951,3 +951,11 @@ def test_hedged_declarations_closing_letters_and_contrasted_texts(
 def test_a_choice_text_the_sentence_denies_is_not_named(response: str) -> None:
     """A text the last sentence denies, before or after it, names no choice."""
     assert choice(response).detail["extracted"] is None
+
+
+@pytest.mark.parametrize("response", ["\u200bB", "B\u200b", "Answer:\u200bB", "\ufeffB"])
+def test_zero_width_characters_around_the_letter_are_not_text(response: str) -> None:
+    """A zero-width space or byte-order mark beside the letter (invisible in any viewer)
+    hid it: no answer letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail

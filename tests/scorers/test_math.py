@@ -362,3 +362,9 @@ def test_the_answer_key_of_a_json_reply_is_its_answer(response: str) -> None:
     key: math-verify read the last number in it (a confidence, a step count)."""
     s = math_score(response, "\\frac{1}{2}")
     assert s.value == 1.0, s.detail
+
+
+@pytest.mark.parametrize("response", ["\ufeff42", "The answer is \u200b42"])
+def test_zero_width_characters_are_not_part_of_the_answer(response: str) -> None:
+    """A byte-order mark or zero-width space before the number made it unreadable."""
+    assert math_score(response, "42").value == 1.0
