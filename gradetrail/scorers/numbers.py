@@ -27,7 +27,8 @@ A correction right after the marker's or the statement's number gives the answer
 (``Actually, 3 of them were broken`` corrects nothing).
 4. ``last``: the last number in the response, passing over a number denied (``3 apples,
    not 4``, ``rather than 4``, ``instead of 4``); when the last number is a percentage's
-   base (``about 20% of 100 people``), the percentage.
+   base (``about 20% of 100 people``), the percentage; when it restates the one before
+   in a closing aside (``It takes 2.5 hours (150 minutes).``), the one before.
 
 GSM8K's calculator annotations (``<<9*2=18>>``) are not the model's text and are passed
 over. A number in English words where an answer is stated (``The answer is seven.``,
@@ -892,6 +893,12 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
         and _BASE_OF.fullmatch(text, numbers[0].end, numbers[1].start)
     ):  # 20% of 100 people: the percentage is the answer, 100 its base
         return _extraction(text, numbers[0], "last", percent, marker_found)
+    if (
+        len(numbers) == 2
+        and _RESTATED.fullmatch(text, numbers[0].end, numbers[1].start)
+        and _ASIDE_END.match(text, numbers[1].end)
+    ):  # 2.5 hours (150 minutes).: the closing aside restates the answer in other units
+        return _extraction(text, numbers[0], "last", percent, marker_found)
     return _extraction(text, numbers[-1], "last", percent, marker_found)
 
 
@@ -899,6 +906,14 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
 _NOT_BEFORE = lazy_compile(
     r"(?i:\bnot|\bn[’']t|\brather\s+than|\binstead\s+of)[ \t]*(?:[$€£¥₹][ \t]?)?\Z"
 )
+#: between a number and the same quantity restated in an aside: `` hours (``, `` (i.e. ``
+_RESTATED = lazy_compile(
+    r"(?:[ \t]+(?!(?i:and|or|plus|minus|times|than|to|by|of|from)\b)[A-Za-z%]+){0,2}"
+    r"[ \t]*\([ \t]*(?i:(?:i\.?e\.?|or|about|that\s+is),?[ \t]+)?"
+    r"(?:[$€£¥₹][ \t]?)?"
+)
+#: the aside closing the reply: its unit, the parenthesis, a full stop
+_ASIDE_END = lazy_compile(r"(?:[ \t]+[A-Za-z%]+){0,2}[ \t]*\)[ \t*_]*[.!]?[ \t*_]*\Z")
 #: between a percentage and its base: ``20% of 100``, ``15 percent of the 40``
 _BASE_OF = lazy_compile(r"[ \t]+of[ \t]+(?:[A-Za-z]+[ \t]+){0,3}(?:[$€£¥₹][ \t]?)?")
 

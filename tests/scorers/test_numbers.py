@@ -1161,3 +1161,21 @@ def test_an_answer_key_of_a_json_reply_states_the_answer(text: str, value: float
     """A JSON reply's ``"answer"`` (or ``"final_answer"``) key is a statement: the last
     number (a confidence, a step count) was read instead."""
     assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("It will take 2.5 hours (150 minutes).", 2.5),  # read as 150
+        ("It will take 150 minutes (2.5 hours).", 150.0),  # read as 2.5
+        ("It costs $5 (about $6 with tax).", 5.0),
+        ("So 2 + 3 = (5)", 5.0),  # an operator before the parenthesis: no aside
+        ("The numbers are 3 and (4)", 4.0),
+    ],
+)
+def test_a_closing_aside_restating_the_last_answer_is_not_the_answer(
+    text: str, value: float
+) -> None:
+    """The same quantity restated in another unit in a closing parenthesis was read as
+    the answer (``2.5 hours (150 minutes)`` scored against 150)."""
+    assert find_answer(text).value == value
