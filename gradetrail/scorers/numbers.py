@@ -28,7 +28,8 @@ A correction right after the marker's or the statement's number gives the answer
 4. ``last``: the last number in the response, passing over a number denied (``3 apples,
    not 4``, ``rather than 4``, ``instead of 4``); when the last number is a percentage's
    base (``about 20% of 100 people``), the percentage; when it restates the one before
-   in a closing aside (``It takes 2.5 hours (150 minutes).``), the one before.
+   in a closing aside (``It takes 2.5 hours (150 minutes).``), the one before; when the
+   last two close a range in words (``between 10 and 12``), no number.
 
 GSM8K's calculator annotations (``<<9*2=18>>``) are not the model's text and are passed
 over. A number in English words where an answer is stated (``The answer is seven.``,
@@ -895,6 +896,14 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
         return _extraction(text, numbers[0], "last", percent, marker_found)
     if (
         len(numbers) == 2
+        and _RANGE_TO.fullmatch(text, numbers[0].end, numbers[1].start)
+        and _RANGE_FROM.search(text, max(0, numbers[0].start - 12), numbers[0].start)
+    ):  # between 10 and 12: a range, no one answer
+        written = text[numbers[0].start : numbers[1].end]
+        reason = f"the answer is a range ({written}), not one number"
+        return Extraction(None, written, "last", False, marker_found, reason)
+    if (
+        len(numbers) == 2
         and _RESTATED.fullmatch(text, numbers[0].end, numbers[1].start)
         and _ASIDE_END.match(text, numbers[1].end)
     ):  # 2.5 hours (150 minutes).: the closing aside restates the answer in other units
@@ -906,6 +915,9 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
 _NOT_BEFORE = lazy_compile(
     r"(?i:\bnot|\bn[’']t|\brather\s+than|\binstead\s+of)[ \t]*(?:[$€£¥₹][ \t]?)?\Z"
 )
+#: a range in words: ``between 10 and 12`` (``went from 10 to 12`` ends at 12)
+_RANGE_FROM = lazy_compile(r"(?i)\bbetween[ \t]+(?:[$€£¥₹][ \t]?)?\Z")
+_RANGE_TO = lazy_compile(r"(?i)(?:[ \t]+[A-Za-z%]+)?[ \t]+and[ \t]+(?:[$€£¥₹][ \t]?)?")
 #: between a number and the same quantity restated in an aside: `` hours (``, `` (i.e. ``
 _RESTATED = lazy_compile(
     r"(?:[ \t]+(?!(?i:and|or|plus|minus|times|than|to|by|of|from)\b)[A-Za-z%]+){0,2}"

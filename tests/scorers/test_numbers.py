@@ -1179,3 +1179,20 @@ def test_a_closing_aside_restating_the_last_answer_is_not_the_answer(
     """The same quantity restated in another unit in a closing parenthesis was read as
     the answer (``2.5 hours (150 minutes)`` scored against 150)."""
     assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("between 10 and 12", None),  # read as 12
+        ("It costs between $10 and $12.", None),
+        ("The difference between 10 and 12 is 2.", 2.0),
+        ("The price went from 10 to 12.", 12.0),  # a change, not a range
+    ],
+)
+def test_a_range_in_words_is_no_one_answer(text: str, value: float | None) -> None:
+    """``between 10 and 12`` gives a range: its upper end was read as the answer."""
+    found = find_answer(text)
+    assert found.value == value
+    if value is None:
+        assert "range" in (found.reason or "")
