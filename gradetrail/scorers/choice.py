@@ -105,7 +105,7 @@ _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’]
 _MARKERS = (
     # not ``Incorrect answers: A, B, D``, which lists the letters ruled out
     r"(?i:(?<![^\W_])(?<!incorrect\s)(?<!wrong\s)(?<!false\s)(?<!other\s)"
-    r"(?:answers?|option|choice|(?:my|best|final)\s+guess)\b"
+    r"(?:answers?|option|choice|(?:my|best|final)\s+guess|(?:correct|final|my)\s+response)\b"
     r"(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
     r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
     # simple-evals' multilingual answer markers (MMLU in 14 languages)

@@ -800,6 +800,8 @@ def test_a_reply_that_is_one_letter_is_that_letter_in_either_case(response: str)
         "I would say the answer is most likely B.",
         "The answer is probably B.",
         "My guess is B.",
+        "The correct response is B.",
+        "Final response: B",
         "I'd say B.",
         "I'm going to say B.",
         "The answer is \\boxed{\\mathrm{B}}",
