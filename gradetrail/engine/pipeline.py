@@ -9,7 +9,7 @@ returns the result row (a dict shaped as :class:`~gradetrail.rundir.results.Samp
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from gradetrail._util.bounded import BoundedCalls, CallAborted, CallTimedOut
@@ -143,7 +143,10 @@ async def process(
         )
         return _scored_row(item, prompt, response, score, cached, attempts, transcript, split)
     if isinstance(scorer, MultiScorer):  # several metrics: each scored as one scorer is
-        scores = [(name, await _score(ctx, one, scored)) for name, one in scorer.scorers]
+        scores = [
+            (name, await _score(ctx, one, _own_answer(ctx, one, scored, response.text)))
+            for name, one in scorer.scorers
+        ]
         score = scorer.combine(scores)
     else:
         score = await _score(ctx, scorer, scored)
@@ -151,6 +154,18 @@ async def process(
     if app is not None:  # a python app's extra fields: rare, validated
         row = make_row(**row, app=_app_record(item, response, ctx))
     return row
+
+
+def _own_answer(ctx: SampleContext, scorer: Scorer, scored: ScoreInput, text: str) -> ScoreInput:
+    """What one of several scorers reads: the answer after its own ``reasoning_tags``
+    (the run's split follows the primary's; a python primary has none, and a numeric
+    metric beside it read the ``<think>`` block as the answer), the same input when its
+    tags are the primary's."""
+    tags = tuple(getattr(getattr(scorer, "spec", None), "reasoning_tags", ()))
+    if tags == ctx.reasoning_tags:
+        return scored
+    answer = split_reasoning(text, tags).answer if tags and "<" in text else text
+    return replace(scored, response=answer)
 
 
 def _app_input(response: Response) -> dict[str, Any] | None:

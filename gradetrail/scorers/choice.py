@@ -15,10 +15,15 @@ options (``The answer is B. (A) is incorrect because ...``, ``Option (D) would n
 (never a letter inside a word: ``Apple`` holds no ``A``). A reply that is exactly one
 choice's text (``Berlin``, ``It is Berlin.``, ``Berlin is the correct answer``; case,
 emphasis and a closing stop aside), or a letter with its own text (``B Berlin``), names
-that choice (rule ``text``). Well-formed, from most to least explicit:
+that choice (rule ``text``); so does a reply with no answer letter at all whose last
+sentence names exactly one choice's text it does not deny or compare, and does not ask
+(``A. Venus ... D. Jupiter`` repeated, then ``The red planet is Mars.``; ``Mars, not
+Venus`` is Mars, ``Mars is not it`` names none). Well-formed, from
+most to least explicit:
 
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
-  ``<answer>C</answer>``,
+  ``<answer>C</answer>``, ``<answer>C) Mars</answer>``, ``Answer → C``, ``__Answer:__ C``,
+  ``{"answer": "C"}``, ``the answer is most likely C``, ``my guess is C``,
   ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
   (any case of the words; after a marker a lower-case letter counts too when no word
   but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
@@ -31,23 +36,31 @@ that choice (rule ``text``). Well-formed, from most to least explicit:
 - ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}``, with its choice's text
   ``\\boxed{C. Mars}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
-  (or ``C.`` / ``C)``); these three upper case only;
+  (or ``C.`` / ``C)``, ``### C``); these three upper case only, but a reply that is one
+  letter and nothing else is that letter in either case (``c``, ``(c)``, ``[C]``);
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
-  C``, ``I'd go with C``, ``it would be C``, ``so it must be C`` (upper case only);
+  C``, ``I'd go with C``, ``it would be C``, ``so it must be C``, ``I'd say C``, ``it
+  might be C``, ``I'll stick with C`` (upper case only);
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
-- ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``
-  (``C. 42``, ``**C)** Mars``), or with a letter and ``or`` / ``,`` (``B or maybe C``);
+- ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``, or
+  in parentheses (``(C) Mars is red``), or ``C it is``
+  (``C. 42``, ``**C)** Mars``, ``C - Mars``), or with a letter and ``or`` / ``,`` (``B or
+  maybe C``);
 - ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
   ``B is closest``; after a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it
   is explanation, not a new answer (``Answer: B. A is correct only for the Moon`` is B);
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
-  ``it's``, ``that is``: ``Therefore B.``, ``It's B.``; or after a correction,
-  ``actually``, ``wait``, ``I mean``: ``Answer: D. No wait, C.`` is C.
+  ``it's``, ``that is``, ``definitely``, ``it has to be``, ``corresponds to``, ``based on
+  the analysis,``: ``Therefore B.``, ``It's B.``; a closing sentence that is only the
+  letter (``Definitely not A. B.``); or after a correction,
+  ``actually``, ``wait``, ``I mean``, ``on second thought``, ``No,``: ``Answer: D. No
+  wait, C.`` is C.
 
-A marker word naming an option without stating it (``Option (D) would ...``, no ``is`` and
+``Incorrect answers: A, B, D`` lists letters ruled out: no marker. A marker word naming
+an option without stating it (``Option (D) would ...``, no ``is`` and
 no colon) and a declaring verb as a gerund (``choosing D``) find a letter but do not
 state it. Lines opening with letters in order (``A. Venus - incorrect`` then ``B.
 Mercury - incorrect``: a reply going through or repeating the options) hold no answer
@@ -55,8 +68,9 @@ letter at all.
 
 A letter right after a negation (``not A``, ``isn't (A)``, ``would not choose A``) is
 never an answer, full-width forms read as ASCII (``Answer: Ｃ``, ``（Ｃ）``), and a letter
-set alone in inline math reads as the letter (``Answer: $C$``, ``\\(C\\)``,
-``$\\text{C}$``, as simple-evals reads ``Answer: $C$``).
+set alone in inline math, quotes, backticks or single emphasis reads as the letter
+(``Answer: $C$``, ``\\(C\\)``, ``$\\text{C}$``, as simple-evals reads ``Answer: $C$``;
+``"C"``, `` `C` ``, ``*C*``).
 
 When the final answer lists two different letters (``Answer: B or C``, ``(B) and (C)``,
 ``B/C``, ``**B** **C**``, ``Answer: both A and C``), hedges between them (``B or maybe
@@ -64,7 +78,8 @@ C``, ``B, or possibly C``, ``B, perhaps D``), or its sentence goes on to hedge t
 another (``B, though C is also plausible``), the reply is ambiguous: it scores 0 and the
 row records both, never a guess. A letter whose own clause rules it out is neither listed
 nor hedged toward (``B, and A is wrong``, ``B, because A is also wrong``, ``B, as A might
-seem right but isn't``). With a
+seem right but isn't``); doubt rules nothing out (``B or C, I'm not sure`` is ambiguous),
+and ``too`` before an adjective is no hedge (``B, because A is too hot``). With a
 shuffle, the row records the permutation and the letter the target was shown under, so
 position bias can be measured.
 """
@@ -88,15 +103,25 @@ _L = r"(?P<letter>[A-Z])(?![A-Za-z0-9'’])"
 #: not ``the answer is a bit long``)
 _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’])"
 _MARKERS = (
-    r"(?i:\b(?:answers?|option|choice)\b(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
-    r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|选项|選項|选择|選擇"
-    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta)\b)"
+    # not ``Incorrect answers: A, B, D``, which lists the letters ruled out
+    r"(?i:(?<![^\W_])(?<!incorrect\s)(?<!wrong\s)(?<!false\s)(?<!other\s)"
+    r"(?:answers?|option|choice|(?:my|best|final)\s+guess|(?:correct|final|my)\s+response)\b"
+    r"(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
+    r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
+    # simple-evals' multilingual answer markers (MMLU in 14 languages)
+    r"|উত্তর|उत्तर|الإجابة|الجواب|إجابة"
+    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta|jawaban|jibu|idahun)\b)"
 )
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "marker",
         re.compile(
-            _MARKERS + r"\s*[:=\-：]?\s*(?i:(?:both|either)\s+)?(?:\*\*|[\(\[])?\s*"
+            # emphasis or a JSON key's quote around the separator: ``__Answer:__ C``,
+            # ``{"answer": "C"}`` (its value's quotes are blanked)
+            _MARKERS + r"[*_\"']*\s*(?:[:=\-：ঃ]|->|=>|→|⇒)?[*_]*\s*(?i:(?:both|either)\s+)?"
+            # an adverb of confidence: ``the answer is most likely C``, ``clearly (B)``
+            r"(?i:(?:most\s+)?(?:likely|probably|definitely|clearly|certainly|surely)\s+)?"
+            r"(?:\*\*|[\(\[])?\s*"
             r"(?i:option\s+)?(?<![A-Za-z])" + _ML
         ),
     ),
@@ -105,25 +130,35 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "marker",
         re.compile(
             r"(?i:<answer>)\s*(?:\*\*|[\(\[])?\s*(?P<letter>[A-Za-z])\s*(?:\*\*|[\)\]])?\.?\s*"
-            r"(?i:</answer>)"
+            r"(?:[.):-][ \t]+[^<\n]*)?(?i:</answer>)"
         ),
     ),
     (
         "boxed",
         re.compile(
-            r"\\boxed\s*\{\s*(?:\\text(?:bf|rm)?\s*\{\s*)?\(?\s*(?P<letter>[A-Za-z])\s*"
+            r"\\boxed\s*\{\s*(?:\\(?:text(?:bf|rm|sf|tt)?|math(?:rm|bf|sf|tt)|mbox)\s*\{\s*)?"
+            r"\(?\s*(?P<letter>[A-Za-z])\s*"
             # the letter alone, or with its choice's text: ``\boxed{C. Mars}``
             r"(?:\)?\.?|[.:)][ \t]+[^{}\n]*?)\s*\}?\s*\}"
         ),
     ),
     ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),
     ("parenthesized", re.compile(r"(?<![A-Za-z0-9])\(" + _L + r"\)")),
-    ("alone", re.compile(r"(?m)^[ \t>*_-]*" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
+    ("alone", re.compile(r"(?m)^[ \t>*_#-]*" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
+    # a reply that is one letter and nothing else, in either case: ``c``, ``(c)``, ``[C]``
+    (
+        "alone",
+        re.compile(
+            r"\A[\s>*_#-]*[\(\[]?[ \t]*(?P<letter>[A-Za-z])[ \t]*[\)\]]?[ \t]*[.)]?[\s*_]*\Z"
+        ),
+    ),
     (
         "declared",
         re.compile(
             r"(?i:\b(?:choose|chose|choosing|pick|picked|picking|select|selected|selecting"
-            r"|go(?:ing)?\s+with|went\s+with|(?:would|must|should)\s+be))"
+            r"|go(?:ing)?\s+with|went\s+with|(?:would|must|should|might|may|could)\s+be"
+            r"|stick(?:ing)?\s+with|settle\s+on|opt\s+for|go(?:ing)?\s+for"
+            r"|(?:i[’']d|i\s+would|i[’']ll|i\s+will|going\s+to)\s+say))"
             r"\s*:?\s*(?i:(?:both|either)\s+)?(?i:option\s+)?(?:\*\*|[\(\[])?\s*(?<![A-Za-z])" + _L
         ),
     ),
@@ -139,9 +174,12 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "leading",
         re.compile(
             r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?"
-            r"(?:[.):](?=[ \t]|$)|(?=[ \t]*(?:,|/|\bor\b)))"
+            r"(?:[.):](?=[ \t]|$)|[ \t]+[-–—](?=[ \t])|(?=[ \t]*(?:,|/|\bor\b))"
+            r"|(?=[ \t]+it[ \t]+is\b))"  # C it is.
         ),
     ),
+    # ``(C) Mars is the red planet``: a reply opening with its letter in parentheses
+    ("leading", re.compile(r"\A[ \t\r\n>*_#-]*(?:\*\*)?\(" + _L + r"\)(?=[ \t*]|$)")),
     (
         "named",
         re.compile(
@@ -161,13 +199,18 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             + r"[ \t]*(?:\*\*|[\)\]])?[ \t]*\.?[ \t*]*$"
         ),
     ),
+    # a sentence that is only the letter, closing the reply: ``Definitely not A. C.``
+    ("concluded", re.compile(r"(?<=[.!?;])[ \t]+(?:\*\*)?" + _L + r"(?:\*\*)?[ \t]*[.!]?[ \t]*\Z")),
     (
         "concluded",
         re.compile(
-            r"(?im:(?:\b(?:therefore|thus|hence|so|consequently)|\bit(?:[’']s|\s+is|\s+must\s+be)"
+            r"(?im:(?:\b(?:therefore|thus|hence|so|consequently|definitely|clearly|certainly)"
+            r"|\bit(?:[’']s|\s+is|\s+(?:must|has\s+to)\s+be)|\bcorresponds\s+to"
+            r"|\b(?:based\s+on|given)\s+(?:the|this|my|that)\s+\w+"
             r"|\bthat(?:[’']s|\s+is)"
             # a correction: ``Answer: D. No wait, C.``, ``Sorry, I mean C.``, ``actually C``
-            r"|\b(?:actually|wait|i\s+mean|i\s+meant))[,:]?[ \t]+)"
+            r"|\b(?:actually|wait|i\s+mean|i\s+meant|on\s+(?:second\s+thought|reflection)"
+            r"|correction)|(?:^|[.!?][ \t]+)no,)[,:]?[ \t]+)"
             r"(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])" + _L + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
         ),
     ),
@@ -191,12 +234,20 @@ _NEGATED = re.compile(
 )
 #: full-width forms (``Ｃ``, ``（Ｃ）``, ``Ａｎｓｗｅｒ：``) and the ideographic space, as
 #: ASCII: one character for one, so offsets into the text stay valid
-_NARROW = {0xFF01 + i: 0x21 + i for i in range(0x5E)} | {0x3000: 0x20}
+_NARROW = (
+    {0xFF01 + i: 0x21 + i for i in range(0x5E)}
+    | {0x3000: 0x20}
+    | {
+        c: 0x20
+        for c in (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)  # zero-width, byte-order mark
+    }
+)
 
 
 def narrow(text: str) -> str:
-    """``text`` with full-width ASCII forms and the ideographic space made ASCII (same
-    length, so every offset still points at the same character)."""
+    """``text`` with full-width ASCII forms and the ideographic space made ASCII, and
+    zero-width characters and the byte-order mark spaces (same length, so every offset
+    still points at the same character)."""
     return text.translate(_NARROW)
 
 
@@ -216,6 +267,22 @@ def _unmath(text: str) -> str:
     return _MATH_LETTER.sub(
         lambda m: _MATH_WRAP.sub(lambda w: " " * len(w.group()), m.group()), text
     )
+
+
+#: one letter in quotes, backticks or single emphasis: ``"C"``, ``'C'``, `` `C` ``, ``*C*``,
+#: ``_C_`` (never bold's ``**C**``, which the bold rule reads)
+_QUOTED_LETTER = re.compile(
+    r"(?<![\w*])(?:(?P<q>[\"'`*_])|[“‘])[ \t]*\(?[ \t]*[A-Za-z][ \t]*\)?[ \t]*"
+    r"(?(q)(?P=q)|[”’])(?![\w*])"
+)
+
+
+def _plain_letters(text: str) -> str:
+    """``text`` with full-width forms made ASCII (:func:`narrow`), and inline math
+    (:func:`_unmath`), quotes, backticks and single emphasis around one letter blanked
+    (``Answer: `C` `` reads as ``Answer:  C ``): same length, offsets unchanged."""
+    text = _unmath(narrow(text))
+    return _QUOTED_LETTER.sub(lambda m: re.sub(r"[^A-Za-z()]", " ", m.group()), text)
 
 
 #: capital letters that are also words in the markers' languages: English ``I`` and ``A``;
@@ -272,7 +339,7 @@ def find_letters(text: str, valid: str) -> list[tuple[int, int, str, str]]:
 def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], dict[int, str]]:
     """:func:`find_letters`, and the starts of the letters some declaring rule states, each
     with the most explicit such rule (``I pick **B**`` is bold and declared)."""
-    text = _unmath(narrow(text))
+    text = _plain_letters(text)
     found: list[tuple[int, int, str, str]] = []
     declared: dict[int, str] = {}
     for rule, pattern in _RULES:
@@ -343,11 +410,12 @@ def _answer_of(found: list[tuple[int, int, str, str]], declared: dict[int, str])
 
 #: what wraps a reply that is a choice's text: markers, emphasis, quotes, a full stop
 _TEXT_WRAP = re.compile(
-    r"\A(?i:(?:(?:my\s+|the\s+)?(?:final\s+|correct\s+)?(?:answer|choice|option)\s*(?:is|:)?"
+    r"\A[\s*_#>]*(?i:<answer>\s*)?(?i:(?:(?:my\s+|the\s+)?(?:final\s+|correct\s+)?(?:answer|choice|option)"
+    r"[\s*_]*(?:is|:)?[\s*_]*"
     r"|it\s+is|it[’']s|that\s+is|that[’']s|i\s+(?:choose|pick|select))\s*)?"
     r"(?P<text>.*?)"
     r"(?i:\s+(?:is\s+(?:the\s+)?(?:correct|right)(?:\s+(?:answer|choice|option))?"
-    r"|is\s+the\s+answer))?[\s.!]*\Z",
+    r"|is\s+the\s+answer))?[\s.!]*(?i:</answer>\s*)?\Z",
     re.DOTALL,
 )
 
@@ -371,6 +439,59 @@ def _by_text(response: str, texts: dict[str, str]) -> str | None:
     if lead and lead.group(1) in texts and _fold(texts[lead.group(1)]) == _fold(lead.group(2)):
         return lead.group(1)
     return None
+
+
+#: a line that denies or doubts what it names: it states no choice
+_DOUBT = re.compile(
+    r"(?i)\b(?:not|never|no|none|neither|nor|unsure|unclear|wrong|incorrect|false|than"
+    r"|unlike|except|instead|rather)\b|n[’']t\b"
+    r"|[?✗✘❌]"
+)
+
+
+def _words(text: str) -> str:
+    """``text``'s words, case-folded, one space apart (punctuation dropped)."""
+    return _fold(re.sub(r"[^\w\s]", " ", text))
+
+
+def _text_in_last_line(response: str, texts: dict[str, str]) -> str | None:
+    """The letter whose choice text the reply's last sentence names, when the reply has no
+    answer letter at all (``A. Venus ... D. Jupiter`` repeated, then ``The red planet is
+    Mars.``): exactly one choice's text there, as whole words, that the sentence does not
+    deny or compare (``Neither Venus nor Mercury; it's Mars.`` and ``Mars, not Venus``
+    name Mars; ``a planet closer than Venus`` and ``Mars is not it`` name none), in a
+    sentence that does not ask and is not an option's own line; else None."""
+    lines = [line for line in response.strip().splitlines() if line.strip()]
+    if not lines or not texts or _ITEM.match(lines[-1]):
+        return None  # an option's own line (``D) Earth ✓`` in a list)
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+", lines[-1].strip()) if x.strip()]
+    if not sentences or _ASKS.search(sentences[-1]):
+        return None
+    last = sentences[-1].replace("*", "").casefold()
+    hits = []
+    for letter, text in texts.items():
+        name = _fold(text)
+        m = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", last) if name else None
+        if m is None:
+            continue
+        clause = re.split(r"[;,:—–]", last[: m.start()])[-1]  # a denial reaches its clause
+        if not _DENIES_BEFORE.search(clause) and not _DENIED_AFTER.match(last, m.end()):
+            hits.append(letter)
+    return hits[0] if len(hits) == 1 else None
+
+
+#: a question, or a mark that rejects: the sentence names no answer
+_ASKS = re.compile(r"[?✗✘❌]|(?i:\b(?:unsure|unclear|wrong|incorrect|false)\b)")
+#: a denial or comparison up to four words before a choice's text: ``not Venus``,
+#: ``neither Venus nor``, ``closer than Venus``, ``don't know much about Mars``
+_DENIES_BEFORE = re.compile(
+    r"(?i)(?:\b(?:not|never|no|none|neither|nor|than|unlike|except|instead\s+of|rather\s+than)"
+    r"|n[’']t)(?:\s+[\w’']+){0,3}\s*\Z"
+)
+#: a verb denying the choice right after it: ``Mars is not``, ``Mars isn't``
+_DENIED_AFTER = re.compile(
+    r"(?i)\s*(?:is|was|are|were|does|do|would|could|can)(?:\s+not\b|n[’']t\b|\s+never\b)"
+)
 
 
 class ChoiceScorer(Scorer):
@@ -487,13 +608,16 @@ class ChoiceScorer(Scorer):
         }
         if self.spec.shuffle_seed is not None:
             detail["permutation"] = [index for _, index, _ in shown]
-        response = _unmath(narrow(item.response))
+        response = _plain_letters(item.response)
         valid = "".join(by_letter)
         texts = {letter: text for letter, _, text in shown if text}
         if (letter := _by_text(response, texts)) is not None:
             detail.update(extracted=letter, rule="text", choice_index=by_letter[letter])
             return Score(float(by_letter[letter] == target), detail)
         found, declared = _scan(response, valid)
+        if not found and (letter := _text_in_last_line(response, texts)) is not None:
+            detail.update(extracted=letter, rule="text", choice_index=by_letter[letter])
+            return Score(float(by_letter[letter] == target), detail)
         if not found:
             detail["reason"] = "no answer letter in the response"
             return Score(0.0, detail)
@@ -551,13 +675,23 @@ def _ruled_out(text: str, pos: int) -> bool:
     clause = re.match(r"[^.!?\n]*", text[pos:]).group()  # type: ignore[union-attr]
     if nxt := _OTHER_LETTER.search(clause):
         clause = clause[: nxt.start()]
-    return _REJECTS.search(_NEGATED.sub("", clause)) is not None
+    return _REJECTS.search(_NEGATED.sub("", _UNSURE.sub("", clause))) is not None
+
+
+#: doubt, which rules nothing out: ``C or D, I'm not sure``, ``I don't know``
+_UNSURE = re.compile(
+    r"(?i)\b(?:not\s+(?:sure|certain|confident)|(?:don|can|couldn)[’']t\s+(?:know|tell|decide"
+    r"|be\s+sure)|cannot\s+(?:tell|decide|be\s+sure))"
+)
 
 
 #: the rest of the answer's sentence hedges toward another letter: ``B, though C is also
 #: plausible``, ``B, but C could also work``, ``B (C might be right too)``
+#: ``too`` before a word it qualifies is an intensifier, not ``also``: ``because A and B
+#: are too close to the sun`` hedges nothing (``C might be right too, but`` does)
 _HEDGE_WORDS = re.compile(
-    r"(?i)\b(?:also|too|as\s+well|plausible|possibl[ey]|might|could|may|maybe|perhaps"
+    r"(?i)\b(?:also|too\b(?![ \t]+(?!(?:and|but|or|so|though|although|since|because)\b)"
+    r"[a-z])|as\s+well|plausible|possibl[ey]|might|could|may|maybe|perhaps"
     r"|not\s+sure|unsure|torn|alternatively)\b"
 )
 _OTHER_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?(?P<letter>[A-Z])(?![A-Za-z0-9'’])")

@@ -12,12 +12,16 @@ from gradetrail.spec import ExactScorerSpec
 __all__ = ["ExactScorer"]
 
 _WS = re.compile(r"\s+")
+#: the invisible format characters a reply may open or close with (zero width space,
+#: joiners, byte-order mark), which str.strip leaves
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff"
 
 
 class ExactScorer(Scorer):
     """1.0 when the normalized response equals the normalized target, else 0.0.
 
-    Normalization, in order: NFKC (``nfkc``), strip (``strip``, on by default),
+    Normalization, in order: NFKC (``nfkc``), strip (``strip``, on by default: whitespace
+    and the invisible zero-width and byte-order-mark characters at either end),
     whitespace collapse (``collapse_whitespace``), case fold (``case_fold``).
     """
 
@@ -29,7 +33,7 @@ class ExactScorer(Scorer):
         if self.spec.nfkc:
             text = unicodedata.normalize("NFKC", text)
         if self.spec.strip:
-            text = text.strip()
+            text = text.strip().strip(_INVISIBLE).strip()
         if self.spec.collapse_whitespace:
             text = _WS.sub(" ", text)
         if self.spec.case_fold:

@@ -3,8 +3,10 @@ field against the target.
 
 Steps, each recorded in the score's detail:
 
-1. **Parse.** The response's text, stripped, is read as JSON; when it is not, a fenced
-   block (```` ```json ... ``` ````, or a bare fence) is read instead (``fenced: true``).
+1. **Parse.** The response's text, stripped (a byte-order mark and backticks around it
+   aside), is read as JSON; when it is not, the last fenced block holding JSON
+   (```` ```json ... ``` ````, a bare or ``~~~`` fence, one on a single line, or one left
+   open at the end) is read instead (``fenced: true``).
    Nothing else is searched for: prose around an object that is not fenced is not JSON.
    Failure: score 0, ``failure: invalid_json`` with the parser's message.
 2. **Validate** against the schema (``scorer.schema``, else ``model.response_format``'s)
@@ -41,7 +43,11 @@ from gradetrail.spec import JsonFieldRule, JsonScorerSpec, ResponseFormat
 
 __all__ = ["JsonScorer", "compare_fields", "parse_answer"]
 
-_FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\r?\n(.*?)```", re.DOTALL)
+#: a fenced block: backticks or tildes, an optional language tag, the body on its own
+#: lines or on the fence's line (```json {"a": 1} ```), closed or left open at the end
+_FENCE = re.compile(
+    r"(?P<fence>```|~~~)(?:[A-Za-z0-9_-]*(?=\s))?[ \t]*(?P<body>.*?)(?:(?P=fence)|\Z)", re.DOTALL
+)
 _INDEX = re.compile(r"\[\d+\]")
 _MISSING = object()
 _EXACT = JsonFieldRule()
@@ -50,23 +56,31 @@ MAX_SCHEMA_ERRORS = 20
 
 
 def parse_answer(text: str) -> tuple[Any, bool, str | None]:
-    """``(value, fenced, error)``: the JSON value of ``text`` (or of its first fenced
-    block), whether a fence was read, and the parser's message when neither parses
-    (value None)."""
+    """``(value, fenced, error)``: the JSON value of ``text`` (a byte-order mark, and one
+    pair of backticks around the whole text, aside), else of its last fenced block that
+    holds JSON (```` ``` ```` or ``~~~``, with or without a language tag, on one line or
+    left open at the end: the final answer after an example), whether a fence was read,
+    and the parser's message when nothing parses (value None)."""
+    bare = text.strip().lstrip("\ufeff").strip()
+    if len(bare) > 2 and bare[0] == bare[-1] == "`" and "`" not in bare[1:-1]:
+        bare = bare[1:-1].strip()  # `{"a": 1}`, inline code
     try:
-        return json.loads(text.strip()), False, None
+        return json.loads(bare), False, None
     except ValueError as exc:
         error = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
     except RecursionError:
         return None, False, "nested too deeply to read"
-    match = _FENCE.search(text)
-    if match is not None:
+    fenced_error = None
+    for match in reversed(list(_FENCE.finditer(text))):
         try:
-            return json.loads(match.group(1).strip()), True, None
+            return json.loads(match.group("body").strip()), True, None
         except ValueError as exc:
-            return None, True, f"{exc.msg} at line {exc.lineno} column {exc.colno} of the fence"
+            at = f"line {exc.lineno} column {exc.colno}"
+            fenced_error = fenced_error or f"{exc.msg} at {at} of the fence"
         except RecursionError:
-            return None, True, "nested too deeply to read"
+            fenced_error = fenced_error or "nested too deeply to read"
+    if fenced_error is not None:
+        return None, True, fenced_error
     return None, False, error
 
 

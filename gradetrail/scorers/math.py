@@ -12,7 +12,15 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   ``33.5\\%``; an escaped ``\\$`` is a dollar sign, not a delimiter: the target
   ``\\$18.90`` is 18.90), digits grouped by thin or plain spaces are one number
   (``1\\,234``), ``74°`` is ``74^\\circ`` and Markdown emphasis is not part of an
-  answer (``**6**`` is 6);
+  answer (``**6**`` is 6); full-width digits, mixed numbers (``3 1/2``), E notation
+  (``2.5e3``), ``×`` between numbers and dotted thousands (``1.234.567``) are the numbers
+  they write, and a formula the text denies (``$12$ (not $13$)``) is not its answer;
+  ``A ≈ B`` states A (as math-verify reads ``$A \\approx B$``), a repeating decimal
+  (``0.\\overline{3}``) is its fraction, an AMC label opening a box (``\\boxed{\\textbf{(C)
+  } 12}``) is not part of the value, and a closing ``The answer is Monday.`` is the text
+  ``\\text{Monday}`` when nothing else is found; a reply that is one JSON object answers
+  with its ``answer`` / ``final_answer`` key (``{"answer": 0.5, "confidence": 0.9}`` is
+  0.5);
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -38,6 +46,7 @@ from typing import Any
 
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.json_answer import parse_answer
 from gradetrail.scorers.targets import require_target
 from gradetrail.spec import MathScorerSpec
 
@@ -152,6 +161,100 @@ class MathScorer(Scorer):
         return Score(float(bool(ok)), detail)
 
 
+def _json_answer(text: str) -> str | None:
+    """The ``answer`` (or ``final_answer``) of a reply that is one JSON object, fenced or
+    not (``{"answer": 0.5, "confidence": 0.9}`` answers 0.5), as text; None otherwise."""
+    value, _, _ = parse_answer(text)
+    if not isinstance(value, dict):
+        return None
+    for key in ("answer", "final_answer", "Answer", "final answer"):
+        found = value.get(key)
+        if isinstance(found, str | int | float) and not isinstance(found, bool):
+            return str(found)
+    return None
+
+
+def _plain_numbers(text: str) -> str:
+    """``text`` with numbers written as math-verify cannot read them rewritten, on both
+    sides alike: full-width forms as ASCII (``４２`` is 42), digits grouped by thin or
+    plain spaces or by dots (``1\\,234``, ``12 500``, ``1.234.567``) as one number,
+    ``74°`` as ``74^\\circ``, a mixed number as its fraction (``3 1/2`` is ``7/2``, as
+    ``3\\frac{1}{2}`` already is), and E notation as a power of ten (``2.5e3`` is
+    ``2.5*10^(3)``, not ``2.5 e 3``), ``\\beginboxed{...}`` as the ``\\boxed`` it means,
+    and a ``×`` between numbers as ``*`` (``6.02 × 10^23``
+    was read as 10). A formula the text denies (``So $x = 12$ (not $13$)``, ``$12$
+    instead of $13$``) is dropped when another formula is left: it is not the answer,
+    though math-verify's extraction would take it as the last one."""
+    if not text.isascii():
+        text = text.translate(_FULL_WIDTH)
+    if "\\beginboxed" in text:  # a model's slip for \boxed, as Inspect's cases read it
+        text = text.replace("\\beginboxed", "\\boxed")
+    if "≈" in text:  # 5/36 ≈ 0.139 states 5/36, as math-verify reads $5/36 \approx 0.139$
+        text = text.replace("≈", " \\approx ")
+    if "\\overline" in text:  # 0.\overline{3} is 1/3
+        text = _REPEATING.sub(_repeating, text)
+    if "(" in text and "box" in text:  # \boxed{\textbf{(C) } 12}: an AMC label, then 12
+        text = _BOX_LABEL.sub(r"\g<box>", text)
+    text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
+    text = _DOTTED.sub(lambda m: m.group().replace(".", ""), text)
+    text = _DEGREE.sub(r"^\\circ", text)
+    text = _MIXED.sub(_improper, text)
+    text = _TIMES.sub("*", text)
+    if _DENIED.search(text):  # So $x = 12$ (not $13$): 12, not the last formula
+        kept = _DENIED.sub(lambda m: m.group("word"), text)
+        text = kept if _MATH_DELIMITED.search(kept) else text
+    return _E_NOTATION.sub(r"\g<mantissa>*10^(\g<exp>)", text)
+
+
+#: a formula in inline math right after a denial: ``not $13$``, ``instead of \\(13\\)``
+_DENIED = re.compile(
+    r"(?i)(?P<word>\b(?:not|rather\s+than|instead\s+of)[ \t]+)"
+    r"(?:(?<!\\)\$[^$\n]+(?<!\\)\$|\\\(.*?\\\))"
+)
+#: full-width ASCII forms (``４２``, ``－３``) as ASCII, one character for one; zero-width
+#: characters and the byte-order mark dropped
+_FULL_WIDTH = {0xFF01 + i: 0x21 + i for i in range(94)} | dict.fromkeys(
+    (0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF)
+)
+#: digits grouped in threes by dots, two groups or more (``1.234.567``; ``1.234`` is a
+#: decimal)
+_DOTTED = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?!\d|\.\d)")
+#: a whole number, a space and a proper fraction: ``3 1/2``
+_MIXED = re.compile(r"(?<![\d.,/^])(?P<whole>\d+)[ \t]+(?P<num>\d+)/(?P<den>\d+)(?![\d/^]|\.\d)")
+#: ``×`` between two numbers: multiplication (math-verify's plain reader stops at it)
+_TIMES = re.compile(r"(?<=\d)[ \t]*×[ \t]*(?=\d)")
+#: a number in E notation, standing alone: ``2.5e3``, ``1E-3`` (not ``2e`` nor ``x3e2``)
+_E_NOTATION = re.compile(r"(?<![\w.])(?P<mantissa>\d+(?:\.\d+)?)[eE](?P<exp>[-+]?\d+)(?!\w|\.\d)")
+
+
+#: a repeating decimal: ``0.\\overline{3}``, ``1.2\\overline{45}``
+_REPEATING = re.compile(
+    r"(?<![\d.])(?P<whole>\d*)\.(?P<fixed>\d*)\\overline\s*\{(?P<rep>\d{1,12})\}"
+)
+#: a multiple-choice label opening a box before its value: ``\\boxed{\\textbf{(C) } 12}``
+_BOX_LABEL = re.compile(
+    r"(?P<box>\\boxed\s*\{)\s*(?:\\text(?:bf|rm)?\s*\{\s*\([A-E]\)\s*\}|\([A-E]\))\s*(?=[^\s}])"
+)
+
+
+def _repeating(m: re.Match[str]) -> str:
+    """A repeating decimal as its fraction (``0.\\overline{3}`` is ``\\frac{1}{3}``,
+    ``0.1\\overline{6}`` is ``\\frac{15}{90}``)."""
+    whole, fixed, rep = m.group("whole") or "0", m.group("fixed"), m.group("rep")
+    den = 10 ** len(fixed) * (10 ** len(rep) - 1)
+    num = int(fixed + rep) - int(fixed or "0") + int(whole) * den
+    return f"\\frac{{{num}}}{{{den}}}"
+
+
+def _improper(m: re.Match[str]) -> str:
+    """A mixed number's fraction (``3 1/2`` as ``7/2``); two numbers that are not one
+    (``3 5/2``: the fraction is not proper) are left as written."""
+    whole, num, den = int(m.group("whole")), int(m.group("num")), int(m.group("den"))
+    if not 0 < num < den:
+        return m.group()
+    return f"{whole * den + num}/{den}"
+
+
 #: LaTeX math delimiters or a box: math-verify's own extraction finds the answer (an
 #: escaped ``\\$`` is a dollar sign, not a delimiter: ``\\$18.90``)
 _DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\(?:boxed|fbox|begin)\b")
@@ -231,6 +334,7 @@ def _as_latex(formula: str) -> str:
     out = formula.replace("**", "^").replace("<=", r"\le ").replace(">=", r"\ge ")
     out = out.replace("≤", r"\le ").replace("≥", r"\ge ").replace("≠", r"\neq ")
     out = out.replace("√", r"\sqrt").replace("π", r"\pi ").replace("∞", r"\infty ")
+    out = out.replace("×", r"\times ").replace("·", r"\cdot ").replace("÷", r"\div ")
     for _ in range(3):  # nested calls, innermost first
         out = re.sub(r"(?<!\\)\b(sqrt|sin|cos|tan|log|ln|exp)\(([^()]*)\)", r"\\\1{\2}", out)
     out = re.sub(r"(?<!\\)\b(pi)\b", r"\\pi", out)
@@ -265,8 +369,10 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
     def parse(source: str) -> list[Any]:
         return mv.parse(source, parsing_timeout=timeout, raise_on_error=True)
 
-    text = _GROUPED.sub(lambda m: _GROUP_SEP.sub("", m.group()), text)
-    text = _DEGREE.sub(r"^\\circ", text)
+    if "answer" in text and (value := _json_answer(text)) is not None:
+        text = value  # {"answer": 0.5, "confidence": 0.9}: the answer, not the last number
+
+    text = _plain_numbers(text)
     if _bare_latex(text):  # \frac{14}{3}, \begin{pmatrix}...\end{pmatrix}, \text{Evelyn}
         wrapped = parse(f"${text.strip()}$")
         if _has_value(wrapped):
@@ -274,7 +380,10 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
     bare = bare_answer(text)
     if bare is None:
         listed = _listed(text, parse)
-        return listed if listed is not None else parse(text)
+        found = listed if listed is not None else parse(text)
+        if not found and (words := _WORDED.search(text)):  # The answer is Monday.
+            return parse(f"$\\text{{{words.group('words')}}}$")
+        return found
     raw = parse(bare)
     if raw and isinstance(raw[-1], str) and _compact(raw[-1]) == _compact(bare):
         if _DIGIT_COMMA.search(bare):  # 1,22 or {1, 22}: both readings count
@@ -283,6 +392,12 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
     return parse(f"${_as_latex(bare)}$") or raw or parse(text)
 
 
+#: an answer stated in a few words closing the text (``The answer is Monday.``), read as
+#: ``\\text{Monday}`` when nothing else is found, as a dataset's text target is written
+_WORDED = re.compile(
+    r"(?i)\b(?:answer|result|solution)\s*(?:is\b|:)[\s*_]*"
+    r"(?P<words>[A-Za-z][A-Za-z'’-]*(?:[ \t]+[A-Za-z][A-Za-z'’-]*){0,3})[\s*_.!]*\Z"
+)
 #: a comma between digits: a decimal comma (math-verify's plain reading) or a list
 _DIGIT_COMMA = re.compile(r"\d,\d")
 #: a short line listing values: ``19, 46, and 82``, ``(11,7) or (7,11)``, ``AB=4, CD=5``

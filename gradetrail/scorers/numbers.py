@@ -13,14 +13,29 @@ Rules, in priority order (the first that applies decides, and is recorded):
    by operators only (``A: 6 * 3 = 18``, ``A: (12 + 6) = 18``, ``Answer: 10-3 = 7``),
    the number after that sign, the expression's result, as a careful grader reads it
    (and lm-evaluation-harness's GSM8K ``flexible-extract``, which takes the last number);
-   ``A: 12, check: 12 + 6 = 18`` still declares 12: words are not operators.
+   units beside its numbers and operators in words are part of it (``A: 18 eggs × $2 =
+   $36``, ``A: 3 times 4 = 12``), but ``A: 12, check: 12 + 6 = 18`` still declares 12.
 3. ``stated``: the first number right after the last answer stated in words (``the
-   answer is 7``, ``Final answer: 7``, ``答案是7``), whatever numbers follow it (``Note:
+   answer is 7``, ``Final answer: 7``, ``答案是7``, a JSON reply's ``"answer": 7`` or
+   ``"final_answer": 7``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
-   3 boxes ...``) state none.
+   3 boxes ...``) state none, and a hypothetical one after it (``If the question meant 5
+   rows, the answer would be 25``) is a note, not the answer.
+
+A correction right after the marker's or the statement's number gives the answer instead
+(``The answer is 20... no, 23.``, ``A: 20. Wait, 23``), unless its sentence goes on
+(``Actually, 3 of them were broken`` corrects nothing).
 4. ``last``: the last number in the response, passing over a number denied (``3 apples,
    not 4``, ``rather than 4``, ``instead of 4``); when the last number is a percentage's
-   base (``about 20% of 100 people``), the percentage.
+   base (``about 20% of 100 people``), the percentage; when it restates the one before
+   in a closing aside (``It takes 2.5 hours (150 minutes).``), the one before; when the
+   last two close a range in words (``between 10 and 12``), no number.
+
+GSM8K's calculator annotations (``<<9*2=18>>``) are not the model's text and are passed
+over. A number in English words where an answer is stated (``The answer is seven.``,
+``Answer: twenty-five``, ``one hundred and five``) or as the whole reply (``Seven.``) is
+that number; a word opening a phrase (``the answer is one of ...``) is not; ``negative
+four`` and ``minus 4`` there are -4.
 
 Unicode vulgar fractions are fractions (``½`` 0.5, ``2½`` 2.5, ``-½`` -0.5), and a number
 in CJK numerals is read where it states an answer (the whole text, or after ``答案是``,
@@ -39,6 +54,7 @@ A number is one of (each may carry a sign ``-``, ``+`` or ``\u2212`` and a curre
 
 - a LaTeX fraction ``\\frac{a}{b}``, ``\\dfrac``, ``\\tfrac`` (``\\frac34`` too): a / b;
 - a mixed number: an integer, then a proper fraction (``2 1/2``, ``2\\frac{1}{2}``): 2.5;
+  before ``%`` one percentage (``33 1/3%``, ``33⅓%``);
 - scientific notation: ``1e3``, ``2.5E-4``, and ``3×10^5`` when unambiguous (the
   ``10^k`` must be written: ``×``, ``x``, ``*``, ``·``, ``\\times`` or ``\\cdot``, then
   ``10^k``, ``10^{k}``, ``10**k`` or superscript digits ``10⁵``);
@@ -228,7 +244,8 @@ _NUMBER = lazy_compile(
 )
 #: what may separate a mixed number's integer from its fraction
 _MIXED_GAP = lazy_compile(r"[ \t]|\s*(?=\\[dt]?frac)|")
-_BOX = lazy_compile(r"\\(?:boxed|fbox)\s*(?=\{)|\\boxed[ \t]+(?=\S)")
+#: (``\\beginboxed{...}``, a model's slip for ``\\boxed``, is one too)
+_BOX = lazy_compile(r"\\(?:(?:begin)?boxed|fbox)\s*(?=\{)|\\boxed[ \t]+(?=\S)")
 #: around the one number of a box: words and units, LaTeX spacing, ``x =``
 _BOX_WORDS = lazy_compile(
     r"\\(?:text|textrm|textbf|mathrm|mathbf|mbox|operatorname)\s*\{[^{}\d]*\}"
@@ -454,8 +471,8 @@ def _matches(text: str, start: int = 0, end: int | None = None) -> list[re.Match
 
 def _merged(matches: list[re.Match[str]]) -> list[Number]:
     """The numbers of consecutive matches, an integer and a proper fraction after it
-    (``2 1/2``, ``2\\frac{1}{2}``) merged into one mixed number; what is not a number (a
-    date, a time...) is passed over."""
+    (``2 1/2``, ``2\\frac{1}{2}``, ``33 1/3%``: a percentage) merged into one mixed number;
+    what is not a number (a date, a time...) is passed over."""
     out: list[Number] = []
     for m in matches:
         if m.group("skip") is not None:
@@ -466,13 +483,13 @@ def _merged(matches: list[re.Match[str]]) -> list[Number]:
             last is not None
             and last.whole
             and n.proper
-            and not n.percent
+            and not last.percent
             and _MIXED_GAP.fullmatch(m.string, last.end, n.start)
             and (n.start > last.end or m.string.startswith("\\", n.start))
         ):
             assert last.value is not None and n.value is not None
             sign = -1.0 if last.value < 0 else 1.0
-            out[-1] = Number(last.start, n.end, last.value + sign * n.value)
+            out[-1] = Number(last.start, n.end, last.value + sign * n.value, n.percent)
         else:
             out.append(n)
     return out
@@ -537,8 +554,12 @@ def find_answer(
     marker_found = None if not marker else marker in text
     if not marker_found and text.isdigit() and text.isascii():
         return Extraction(float(text), text, "last", False, marker_found, None, _exact_digits(text))
+    if "<<" in text:  # GSM8K's calculator annotations: = <<9*2=18>>18 is = 18
+        text = _CALCULATOR.sub("", text)
     if not text.isascii():
         text = _spelled(text)
+    if _WORDED.search(text):
+        text = _WORDED.sub(_worded, text)
     return _find_answer(text, marker, percent, marker_found)
 
 
@@ -555,29 +576,151 @@ def _find_answer(
             text, after, percent, marker_found
         )
         if found is not None:
-            return found
-    stated = None
-    for stated in _STATED.finditer(text):  # noqa: B007 - the last statement is the answer
-        pass
+            return _corrected(text, found, after, percent, marker_found)
+    stated = _last_statement(text)
     if stated is not None:
         found = _after_marker(text, stated.end(), percent, marker_found)
         if found is not None and _STATED_GAP.fullmatch(
             text, stated.end(), _start_of(found, text, stated.end())
         ):
             found.rule = "stated"
-            return found
+            return _corrected(text, found, stated.end(), percent, marker_found)
     return _last(text, percent, marker_found)
+
+
+def _last_statement(text: str) -> re.Match[str] | None:
+    """The last answer stated in words, passing over a hypothetical one after it (``If
+    the question meant 5 rows, the answer would be 25``: a note on another question)."""
+    last = definite = None
+    for m in _STATED.finditer(text):
+        last = m
+        would = m.group().endswith("be") and "would" in m.group().casefold()
+        if not would or not _HYPOTHETICAL.search(text, _sentence_start(text, m.start()), m.start()):
+            definite = m
+    return definite or last
+
+
+def _sentence_start(text: str, at: int) -> int:
+    """Where the sentence holding offset ``at`` begins."""
+    return max(text.rfind(c, 0, at) for c in ".!?\n") + 1
+
+
+#: a statement of what the answer would be under another reading, not what it is
+_HYPOTHETICAL = lazy_compile(r"(?i)\b(?:if|assuming|suppose|supposing|otherwise|were)\b")
+
+
+def _corrected(
+    text: str, found: Extraction, after: int, percent: PercentPolicy, marker_found: bool | None
+) -> Extraction:
+    """The stated answer, or the number a correction right after it gives instead (``The
+    answer is 20... no, 23.``, ``Answer: 20. Wait, 23.``, ``20 - sorry, I mean 23``)."""
+    if found.text is None:
+        return found
+    end = _start_of(found, text, after) + len(found.text)
+    fix = _CORRECTION.match(text, end)  # 20... no, 23; 20 apples. Oops, 23 apples
+    if fix is None:
+        return found
+    again = _after_marker(text, fix.end(), percent, marker_found)
+    if again is None or again.text is None:
+        return found
+    start = _start_of(again, text, fix.end())
+    if not _STATED_GAP.fullmatch(text, fix.end(), start) or not _CLAUSE_END.match(
+        text, start + len(again.text)
+    ):  # Actually, 3 of them were broken: a number in another sentence
+        return found
+    again.rule = found.rule
+    return again
+
+
+#: what may follow a corrected number: a unit or two, then the clause's end
+#: (not a verb: ``No, 25 is wrong.`` discusses 25)
+_CLAUSE_END = lazy_compile(
+    r"(?![ \t]+(?:of|is|was|are|were|would|could|might|can|seems?|looks?|isn|wasn)\b)"
+    r"(?:[ \t]+[A-Za-z]+){0,2}[ \t*_]*(?:[.!;)\n]|\Z)"
+)
+#: a correction right after a stated number, then the number it gives instead
+_CORRECTION = lazy_compile(
+    r"(?i)(?:[ \t]+[A-Za-z]+){0,2}?[ \t]*(?:\.{2,3}|…|[.,;:!-])?\s*\(?"
+    r"(?:no|nope|wait|sorry|oops|actually|correction"
+    r"|i\s+mean)\b[ \t,:!.…-]*(?:(?:no|wait|sorry|actually|i\s+mean|it[’']?s|make\s+that"
+    r"|rather|the\s+answer\s+is)\b[ \t,:!.…-]*)*"
+)
+
+
+#: a calculator annotation of GSM8K's solutions (``<<9*2=18>>``): not text the model wrote
+_CALCULATOR = lazy_compile(r"<<[^<>\n]{0,200}>>")
+
+#: English number words, by value
+_UNITS_WORDS = {w: i for i, w in enumerate((
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen",
+))}  # fmt: skip
+_TENS_WORDS = {w: 10 * i for i, w in enumerate((
+    "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
+), 2)}  # fmt: skip
+_SCALE_WORDS = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
+_WORD = "|".join([*_UNITS_WORDS, *_TENS_WORDS])
+#: a number in English words where it states the answer (``The answer is seven.``,
+#: ``Answer: twenty-five``, ``Final answer: five hundred``) or is the whole reply
+#: (``Seven.``); not a word that only starts a phrase (``the answer is one of them``)
+_RUN = (
+    rf"(?:{_WORD})(?:(?:[ \t]+(?:and[ \t]+)?|-)(?:{_WORD}|hundred|thousand|million|billion))*"
+    # not a factor or a comparison: three times the original, two more than, one of
+    r"\b(?![ \t]+(?:of|times|more|less|fewer|as|than|fold|half|quarters?|thirds?)\b|-)"
+)
+_HEAD = r"(?i)(?P<head>(?:\A|\b(?:answer\s*(?:is|:|=)|(?:result|total)\s+is))[\s*_:]*)"
+_WORDED = lazy_compile(
+    _HEAD + r"(?P<neg>(?:negative|minus)[ \t]+)?(?:"
+    rf"(?P<run>{_RUN})(?:(?P<or>,?[ \t]+or[ \t]+)(?P<run2>{_RUN}))?"
+    r"(?=[ \t]*(?:[.!,;)*]|\n|\Z|[ \t][a-z]))"
+    # ``The answer is minus 4``: the word is the sign
+    r"|(?(neg)(?=[$€£¥₹]?\d)|(?!)))"
+)
+
+
+def _worded(m: re.Match[str]) -> str:
+    """The number words of ``m`` as digits (``twenty-five`` is ``25``, ``five hundred and
+    two`` is ``502``; ``two or three`` is ``2 or 3``, two answers; ``negative four`` and
+    ``minus 4`` are ``-4``)."""
+    head = m.group("head") + ("-" if m.group("neg") else "")
+    if m.group("run") is None:  # minus 4
+        return head
+    head += _words_value(m.group("run"))
+    if m.group("run2") is None:
+        return head
+    return head + m.group("or") + _words_value(m.group("run2"))
+
+
+def _words_value(run: str) -> str:
+    """The digits of a run of English number words."""
+    total = current = 0
+    for word in re.split(r"[ \t-]+", run.lower()):
+        if word == "and":
+            continue
+        if word in _UNITS_WORDS:
+            current += _UNITS_WORDS[word]
+        elif word in _TENS_WORDS:
+            current += _TENS_WORDS[word]
+        elif word == "hundred":
+            current = max(current, 1) * 100
+        else:
+            total += max(current, 1) * _SCALE_WORDS[word]
+            current = 0
+    return str(total + current)
 
 
 #: an answer stated in words (``the answer is 7``, ``Final answer: 7``, ``答案是7``): the
 #: first number after the last one is the answer, whatever numbers follow (a note, a check)
 _STATED = lazy_compile(
-    r"(?i:\b(?:the\s+)?(?:final\s+|correct\s+)?answer\s*(?:is|:|=|would\s+be|will\s+be)"
+    # a JSON key too: {"answer": 42, "confidence": 0.9}, {"final_answer": 42}
+    r"(?i:(?:\b(?:the\s+)?(?:final\s+|correct\s+)?|(?<![^\W_])(?:final|correct)_)answer[\"']?"
+    r"\s*(?:is|:|=|would\s+be|will\s+be)"
     r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is)"
     r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]"
 )
 #: between a statement and its number: spaces, Markdown, a currency sign, ``about``
-_STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[]*(?i:(?:about|approximately|roughly|exactly)\s+)?")
+_STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[\"']*(?i:(?:about|approximately|roughly|exactly)\s+)?")
 
 
 def _start_of(found: Extraction, text: str, after: int) -> int:
@@ -664,9 +807,13 @@ def _result_of(found: list[re.Match[str]]) -> int | None:
 
 
 #: between a number and the ``=`` after it in an expression: closing brackets, Markdown
-_CLOSE = lazy_compile(r"[ \t)\]}*_]*")
+#: (a unit or two may follow a number there: ``18 eggs × $2/egg = $36``)
+_CLOSE = lazy_compile(r"(?:[ \t]*/?[ \t]*[A-Za-z]+){0,2}[ \t)\]}*_]*")
 #: between two numbers of an expression: an operator, brackets, spaces
-_OPERATOR = lazy_compile(r"[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div))[ \t()\[\]{}]*)+")
+_OPERATOR = lazy_compile(
+    r"(?:[ \t]*/?[ \t]*[A-Za-z]+){0,2}[ \t()\[\]{}]*(?:(?:[-+*/×x·÷^=]|\\(?:times|cdot|div)"
+    r"|\b(?:times|plus|minus|(?:multiplied|divided)[ \t]+by)\b)[ \t()\[\]{}]*)+"
+)
 #: between a number and an alternative to it: ``18 or 19``, ``18, 19 or 20``, ``18 (or 18.0)``,
 #: ``x = -3 or x = 3``
 _OR = lazy_compile(
@@ -747,6 +894,20 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
         and _BASE_OF.fullmatch(text, numbers[0].end, numbers[1].start)
     ):  # 20% of 100 people: the percentage is the answer, 100 its base
         return _extraction(text, numbers[0], "last", percent, marker_found)
+    if (
+        len(numbers) == 2
+        and _RANGE_TO.fullmatch(text, numbers[0].end, numbers[1].start)
+        and _RANGE_FROM.search(text, max(0, numbers[0].start - 12), numbers[0].start)
+    ):  # between 10 and 12: a range, no one answer
+        written = text[numbers[0].start : numbers[1].end]
+        reason = f"the answer is a range ({written}), not one number"
+        return Extraction(None, written, "last", False, marker_found, reason)
+    if (
+        len(numbers) == 2
+        and _RESTATED.fullmatch(text, numbers[0].end, numbers[1].start)
+        and _ASIDE_END.match(text, numbers[1].end)
+    ):  # 2.5 hours (150 minutes).: the closing aside restates the answer in other units
+        return _extraction(text, numbers[0], "last", percent, marker_found)
     return _extraction(text, numbers[-1], "last", percent, marker_found)
 
 
@@ -754,6 +915,17 @@ def _last(text: str, percent: PercentPolicy, marker_found: bool | None) -> Extra
 _NOT_BEFORE = lazy_compile(
     r"(?i:\bnot|\bn[’']t|\brather\s+than|\binstead\s+of)[ \t]*(?:[$€£¥₹][ \t]?)?\Z"
 )
+#: a range in words: ``between 10 and 12`` (``went from 10 to 12`` ends at 12)
+_RANGE_FROM = lazy_compile(r"(?i)\bbetween[ \t]+(?:[$€£¥₹][ \t]?)?\Z")
+_RANGE_TO = lazy_compile(r"(?i)(?:[ \t]+[A-Za-z%]+)?[ \t]+and[ \t]+(?:[$€£¥₹][ \t]?)?")
+#: between a number and the same quantity restated in an aside: `` hours (``, `` (i.e. ``
+_RESTATED = lazy_compile(
+    r"(?:[ \t]+(?!(?i:and|or|plus|minus|times|than|to|by|of|from)\b)[A-Za-z%]+){0,2}"
+    r"[ \t]*\([ \t]*(?i:(?:i\.?e\.?|or|about|that\s+is),?[ \t]+)?"
+    r"(?:[$€£¥₹][ \t]?)?"
+)
+#: the aside closing the reply: its unit, the parenthesis, a full stop
+_ASIDE_END = lazy_compile(r"(?:[ \t]+[A-Za-z%]+){0,2}[ \t]*\)[ \t*_]*[.!]?[ \t*_]*\Z")
 #: between a percentage and its base: ``20% of 100``, ``15 percent of the 40``
 _BASE_OF = lazy_compile(r"[ \t]+of[ \t]+(?:[A-Za-z]+[ \t]+){0,3}(?:[$€£¥₹][ \t]?)?")
 
@@ -764,7 +936,8 @@ _VULGAR = {
     "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅐": "1/7", "⅛": "1/8", "⅜": "3/8",
     "⅝": "5/8", "⅞": "7/8", "⅑": "1/9", "⅒": "1/10",
 }  # fmt: skip
-_VULGAR_RE = lazy_compile(r"(?P<whole>\d)?[ \t]?(?P<frac>[" + "".join(_VULGAR) + "])")
+#: (the space belongs to a whole number only: ``2 ½`` is 2.5, ``is ½`` stays ``is 1/2``)
+_VULGAR_RE = lazy_compile(r"(?:(?P<whole>\d)[ \t]?)?(?P<frac>[" + "".join(_VULGAR) + "])")
 _CJK_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5,
                "六": 6, "七": 7, "八": 8, "九": 9}  # fmt: skip
 _CJK_UNITS = {"十": 10, "百": 100, "千": 1000}
@@ -772,7 +945,7 @@ _CJK_BIG = {"万": 10**4, "萬": 10**4, "亿": 10**8, "億": 10**8}
 #: a number in CJK numerals where it is an answer: the whole text, or after ``答案是``,
 #: ``等于``, ``=`` or ``是``, before a measure word, punctuation or the end
 _CJK_RUN = lazy_compile(
-    r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|是|为|為"
+    r"(?:\A\s*|(?:答案\s*(?:是|为|為|：|:)?|答\s*[：:]|等于|等於|=|[:：]|是|为|為"
     r"|(?:一共|总共|總共|共计|共計|合计|合計|总计|總計|共)有?)\s*)"
     r"(?P<run>[零〇一二两兩三四五六七八九十百千万萬亿億]+(?:[点點][零〇一二三四五六七八九]+)?)"
     r"(?=\s*(?:[个個只人元岁歲天本张張条條次种種件名位块塊米斤克分秒倍年月日辆輛台頭头本]"

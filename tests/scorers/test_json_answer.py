@@ -274,3 +274,54 @@ def test_parse_and_compare_edges() -> None:
     rules = {"x": JsonFieldRule(match="numeric", rel_tol=0.1), "y": JsonFieldRule(match="ignore")}
     credit, _ = compare_fields({"x": 10.5, "y": "?", "z": 3}, {"x": 10, "y": "!", "z": 3}, rules)
     assert credit == {"x": 1.0, "z": 1.0}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '```json {"a": 1} ```',  # a fence on one line
+        '~~~json\n{"a": 1}\n~~~',  # tildes
+        '```json\n{"a": 1}\n',  # left open at the end
+        'Example:\n```json\n{"a": 0}\n```\nAnswer:\n```json\n{"a": 1}\n```',  # the last fence
+        'Answer:\n```json\n{"a": 1}\n```\nThe code:\n```python\nprint(1)\n```',
+    ],
+)
+def test_the_last_fence_holding_json_is_read_in_any_fence_form(text: str) -> None:
+    """A fence on one line, with tildes or left open was invalid JSON, and the first fence
+    (an example) was read before the answer's."""
+    assert parse_answer(text) == ({"a": 1}, True, None)
+
+
+@pytest.mark.parametrize("text", ['\ufeff{"a": 1}', '`{"a": 1}`', ' `{"a": 1}` \n'])
+def test_a_byte_order_mark_or_inline_backticks_around_the_json_are_not_part_of_it(
+    text: str,
+) -> None:
+    """A leading byte-order mark or one pair of backticks around the whole answer made
+    it invalid JSON."""
+    assert parse_answer(text) == ({"a": 1}, False, None)
+
+
+def test_a_reasoning_models_thinking_before_the_json_is_not_read(tmp_path: Path) -> None:
+    """``<think>...</think>`` before the JSON (an open model served without a reasoning
+    parser) made every answer invalid JSON: the json scorer had no reasoning_tags, so it
+    read the thinking; the answer after the tag is now read, as by the other scorers."""
+    (tmp_path / "data.jsonl").write_text('{"id": "1", "q": "x", "expected": {"a": 1}}\n')
+    reply = '<think>Maybe {"a": 3}? No.</think>\n\n{"a": 1}'
+    (tmp_path / "replies.jsonl").write_text(json.dumps({"id": "1", "m": reply}) + "\n")
+    spec = {
+        "name": "json-think",
+        "dataset": {"path": str(tmp_path / "data.jsonl")},
+        "prompt": "{{ q }}",
+        "target": "{{ expected | tojson }}",
+        "model": {
+            "provider": "replay",
+            "name": "m",
+            "recordings": {"path": str(tmp_path / "replies.jsonl")},
+        },
+        "scorer": {"type": "json", "schema": {"type": "object", "required": ["a"]}},
+    }
+    (tmp_path / "spec.yaml").write_text(json.dumps(spec))
+    loaded = gradetrail.load_spec(tmp_path / "spec.yaml")
+    result = gradetrail.run_eval(loaded, results_root=tmp_path / "results", use_cache=False)
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert row["score"] == 1.0 and row["scorer"]["answer"] == {"a": 1}, row["scorer"]

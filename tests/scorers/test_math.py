@@ -243,3 +243,128 @@ def test_an_exclamation_mark_closing_a_sentence_is_not_a_factorial(
     as 6! = 720)."""
     s = math_score(response, target)
     assert s.value == expected, (s.detail, s.error)
+
+
+# Numbers as models write them, read by hand (a second attack pass on unseen replies: 98
+# replies, 86 read right before these fixes, 95 after; math-verify alone 68 of 91).
+
+
+@pytest.mark.parametrize(
+    ("response", "target"),
+    [
+        ("The answer is ４２.", "42"),  # full-width digits: a SympifyError before
+        ("The answer is 3 1/2.", "\\frac{7}{2}"),  # a mixed number: read as 1
+        ("Answer: 2 3/4 cups", "2.75"),
+        ("The answer is 2.5e3.", "2500"),  # E notation: read as 2.5*E*3
+        ("The answer is 1e-3.", "0.001"),  # read as -3 + E
+        ("The answer is 6.02 × 10^23", "6.02\\times10^{23}"),  # read as 10
+        ("The final answer is 1.234.567.", "1234567"),  # read as 1.234*0.567
+    ],
+)
+def test_numbers_math_verify_misreads_are_read_as_written(response: str, target: str) -> None:
+    """Full-width digits, mixed numbers, E notation, ``×`` between numbers and dotted
+    thousands are the numbers they write (math-verify alone reads none of these)."""
+    s = math_score(response, target)
+    assert s.value == 1.0, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("The answer is 3 5/2.", "\\frac{11}{2}", 0.0),  # not a proper fraction: not mixed
+        ("The answer is 1.234.", "1.234", 1.0),  # one dot: a decimal
+        ("The answer is 2e.", "2e", 1.0),  # no exponent: not E notation
+    ],
+)
+def test_near_misses_of_those_forms_are_left_as_written(
+    response: str, target: str, expected: float
+) -> None:
+    """``3 5/2`` is not a mixed number, ``1.234`` is a decimal and ``2e`` has no
+    exponent: none is rewritten."""
+    assert math_score(response, target).value == expected
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["So $x = 12$ (not $13$).", "We get $12$ instead of $13$.", "It is $12$ rather than $13$."],
+)
+def test_a_denied_formula_is_not_the_answer(response: str) -> None:
+    """A formula after ``not`` / ``instead of`` closing the reply was math-verify's last
+    formula, so the reply scored against 13; the formula before it is the answer."""
+    assert math_score(response, "12").value == 1.0
+    assert math_score(response, "13").value == 0.0
+
+
+# Inspect AI's math scorer cases (tests/scorer/math_cases.json in
+# UKGovernmentBEIS/inspect_ai), written here as our fixtures: gradetrail is right on 31 of
+# 32 before, 32 after; math-verify alone on 21.
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("\\boxed{33.5\\%}", "0.335", 1.0),
+        ("\\boxed{\\sqrt{\\sqrt{2}}}", "2**(1/4)", 1.0),
+        ("\\boxed{1.5 \\times 10^3}", "1500", 1.0),
+        ("-1 + sqrt(3)", "\\sqrt{3} - 1", 1.0),
+        ("(3*sqrt(5))/7", "\\frac{3\\sqrt{5}}{7}", 1.0),
+        ("\\boxed{2^{2025}}", "3^{2025}", 0.0),
+        ("\\boxed{10\\text{ cm}}", "10", 1.0),
+        ("\\boxed{\\$15,\\!000}", "15000", 1.0),
+        ("x<2", "2>x", 1.0),
+        ("\\boxed{\\;\\angle APC = 74^\\circ\\;}", "74^\\circ", 1.0),
+        ("\\beginboxed{8\\sqrt{6}}", "8\\sqrt{6}", 1.0),  # read as text: 0
+        ("\\boxed{74°}", "74^\\circ", 1.0),
+    ],
+)
+def test_inspect_math_cases(response: str, target: str, expected: float) -> None:
+    """Inspect's cases score as its authors expect; ``\\beginboxed{...}`` (a model's slip)
+    is the box it means."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("The probability is 5/36 ≈ 0.139.", "\\frac{5}{36}", 1.0),  # read as 0.139
+        ("The probability is 5/36 ≈ 0.139.", "\\frac{1}{7}", 0.0),
+        ("The answer is $\\boxed{0.\\overline{3}}$", "\\frac{1}{3}", 1.0),  # text before
+        ("$0.1\\overline{6}$", "\\frac{1}{6}", 1.0),
+        ("The answer is $\\boxed{\\textbf{(C) } 12}$", "12", 1.0),  # read as c*12
+        ("\\boxed{(B)\\ \\frac{1}{2}}", "\\frac12", 1.0),
+        ("\\boxed{(C)}", "\\text{(C)}", 1.0),  # a label alone stays the answer
+        ("The answer is Monday.", "\\text{Monday}", 1.0),  # no parsable answer before
+        ("The answer is **Evelyn**.", "\\text{Evelyn}", 1.0),
+        ("The answer is Monday.", "5", 0.0),
+    ],
+)
+def test_approximations_repeating_decimals_box_labels_and_word_answers(
+    response: str, target: str, expected: float
+) -> None:
+    """``A ≈ B`` states A (as math-verify reads ``$A \\\\approx B$``); a repeating decimal
+    is its fraction; an AMC label opening a box (``(C) 12``) is not part of the value; a
+    closing ``The answer is Monday.`` is the text answer. On 52 more replies read by hand:
+    47 right before, 51 after."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        '{"answer": 0.5, "confidence": 0.9}',  # read as 0.9
+        '```json\n{"final_answer": "\\\\frac{1}{2}", "steps": 3}\n```',  # read as 3
+    ],
+)
+def test_the_answer_key_of_a_json_reply_is_its_answer(response: str) -> None:
+    """A reply that is one JSON object answers with its ``answer`` / ``final_answer``
+    key: math-verify read the last number in it (a confidence, a step count)."""
+    s = math_score(response, "\\frac{1}{2}")
+    assert s.value == 1.0, s.detail
+
+
+@pytest.mark.parametrize("response", ["\ufeff42", "The answer is \u200b42"])
+def test_zero_width_characters_are_not_part_of_the_answer(response: str) -> None:
+    """A byte-order mark or zero-width space before the number made it unreadable."""
+    assert math_score(response, "42").value == 1.0

@@ -273,3 +273,28 @@ def test_a_row_whose_metrics_is_not_an_object_is_a_metric_error(tmp_path: Path) 
         "error: candidate has 1 metric_error: re-run to complete them, or pass --errors "
         "as-fail (the candidate's score 0) or --errors exclude (drop those samples from both runs)"
     ]
+
+
+def test_each_metric_reads_the_answer_after_its_own_reasoning_tags(cli, tmp_path: Path) -> None:
+    """The run split ``<think>`` by the primary's reasoning_tags: with a python primary
+    (which has none) a numeric metric beside it read the thinking (``the answer is 7``)
+    instead of the answer (8) and scored 0; each metric now reads the answer its own tags
+    give, and the python metric still sees the whole text, as it does alone."""
+    (tmp_path / "data.jsonl").write_text(json.dumps({"q": "x", "a": "8"}) + "\n")
+    reply = "<think>3 + 4 = 7, so the answer is 7. Hmm, maybe not.</think>\n\n**8**"
+    (tmp_path / "app_t.py").write_text(f"def answer(request):\n    return {reply!r}\n")
+    (tmp_path / "grading_t.py").write_text(
+        "def thought(s):\n    return float(s.response.startswith('<think>'))\n"
+    )
+    spec = BASE.replace("app:answer", "app_t:answer") + textwrap.dedent(
+        """
+        scorers:
+          - {name: whole, primary: true, type: python, function: "grading_t:thought"}
+          - {name: acc, type: numeric}
+        """
+    )
+    (tmp_path / "t.yaml").write_text(spec)
+    manifest = json.loads(cli("run", str(tmp_path / "t.yaml"), "--json").stdout)
+    (row,) = gradetrail.read_results(manifest["run_dir"])
+    assert row["metrics"] == {"whole": 1.0, "acc": 1.0}, row["scorer"]
+    assert row["scorer"]["metrics"]["acc"]["detail"]["extracted"] == "8"

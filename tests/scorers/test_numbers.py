@@ -984,3 +984,215 @@ def test_without_a_tolerance_floats_compare_as_math_isclose_compares_them() -> N
     for a in edge:
         for b in edge:
             assert _close(a, b, 0.0, 0.0) is math.isclose(a, b, rel_tol=0.0, abs_tol=0.0)
+
+
+# --- a second attack pass on unseen replies (158 read by hand: 137 right before these
+# fixes, 155 after) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The total is 1 + 2 + 3 = <<1+2+3=6>>6 slices.\nA: 6", 6.0),  # read as 1
+        ("She makes 9 * 2 = $<<9*2=18>>18 every day.", 18.0),
+    ],
+)
+def test_gsm8k_calculator_annotations_are_not_the_models_text(text: str, value: float) -> None:
+    """GSM8K's ``<<1+2+3=6>>`` annotations hid the expression's result from the stated
+    rule: the one disagreement with the dataset authors' labels over 5,276 completions
+    scored without a marker (``The total is 1 + 2 + 3 = <<...>>6`` read as 1)."""
+    assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is seven.", 7.0),
+        ("Answer: twenty-five", 25.0),
+        ("The answer is one hundred and five.", 105.0),
+        ("The answer is two thousand three hundred.", 2300.0),
+        ("Seven.", 7.0),
+        ("The answer is eighteen (18).", 18.0),
+        ("The answer is one of the 5 options: 3", 3.0),  # "one of" is not a number
+        ("The total is three times the original, so 12.", 12.0),  # a factor: not 3
+        ("The answer is two more than 10, so 12.", 12.0),
+        ("One of the boxes has 5 apples, so the total is 12.", 12.0),
+    ],
+)
+def test_an_answer_stated_in_english_words_is_its_number(text: str, value: float) -> None:
+    """A number in words where the answer is stated (or as the whole reply) found no
+    number; a word that only opens a phrase (``one of``) is no number."""
+    assert find_answer(text).value == value
+
+
+def test_two_answers_in_words_are_ambiguous() -> None:
+    """``two or three`` offers two answers, as ``2 or 3`` does."""
+    found = find_answer("The answer is two or three.")
+    assert found.value is None and "2 different numbers" in (found.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Answer: 18 eggs × $2 = $36", 36.0),  # read as 18
+        ("Answer: 9 eggs * $2/egg = $18", 18.0),
+        ("The answer is 3 times 4 = 12", 12.0),
+        ("Answer: 5 apples - 2 eaten = 3 left", 3.0),
+        ("Answer: 12 apples and 6 oranges", 12.0),  # no operator: 12 is declared
+        ("Answer: 12, check: 12 + 6 = 18", 12.0),
+    ],
+)
+def test_an_expression_with_units_after_the_answer_marker_is_read_to_its_result(
+    text: str, value: float
+) -> None:
+    """Units beside the numbers of an expression (``18 eggs × $2 = $36``) and operators in
+    words (``3 times 4``) hid the expression: its first number was read."""
+    assert find_answer(text, "Answer:").value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is 33 1/3%", 33 + 1 / 3),  # read as 33
+        ("The answer is 33⅓%", 33 + 1 / 3),  # read as 1/3%
+        ("The answer is 5 1/2 percent", 5.5),
+    ],
+)
+def test_a_mixed_number_percentage_is_one_percentage(text: str, value: float) -> None:
+    """A mixed number before ``%`` was read as its whole part or as the fraction's
+    percentage; it is one percentage (0.3333 under ``as_fraction``)."""
+    found = find_answer(text)
+    assert found.value == pytest.approx(value) and found.percent
+    assert find_answer(text, percent="as_fraction").value == pytest.approx(value / 100)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The answer is negative four.", -4.0),
+        ("The answer is minus 4.", -4.0),
+        ("The answer is minus $4.", -4.0),
+    ],
+)
+def test_negative_or_minus_before_a_stated_answer_is_its_sign(text: str, value: float) -> None:
+    """``minus 4`` was read as 4 and ``negative four`` had no number."""
+    assert find_answer(text).value == value
+
+
+def test_a_hypothetical_answer_after_the_stated_one_is_a_note() -> None:
+    """``If the question meant 5 rows, the answer would be 25`` after ``the answer is 23``
+    answers another question: it was read as 25. A would-be answer with no condition
+    is still the answer."""
+    text = (
+        "Therefore, the answer is 23.\n\n"
+        "*Note: If the question meant 5 rows, the answer would be 25.*"
+    )
+    assert find_answer(text).value == 23.0
+    assert find_answer("The answer is 20. Hmm, actually the answer would be 23.").value == 23.0
+
+
+@pytest.mark.parametrize(
+    ("text", "marker", "value"),
+    [
+        ("The answer is 20... no, 23.", None, 23.0),
+        ("The answer is 20. Wait, 23.", None, 23.0),
+        ("The answer is 20 apples. Oops, 23 apples.", None, 23.0),
+        ("The answer is 20.\n\nWait, 23", None, 23.0),
+        ("A: 20... no, 23", "A:", 23.0),
+        ("The answer is 20, no doubt. 3 steps.", None, 20.0),  # no correction
+        ("The answer is 20. Actually, 3 of them were broken.", None, 20.0),
+        ("The answer is 20. Wait, let me check: 4*5 = 20. Yes.", None, 20.0),
+        ("A: 20. No, 3 more steps were needed.", "A:", 20.0),
+        ("The answer is 20. No, 25 is wrong.", None, 20.0),  # discusses 25
+    ],
+)
+def test_a_correction_right_after_the_answer_gives_the_answer(
+    text: str, marker: str | None, value: float
+) -> None:
+    """``The answer is 20... no, 23.`` was read as 20, the answer taken back; a number in
+    a sentence that goes on (``Actually, 3 of them were broken``) corrects nothing."""
+    assert find_answer(text, marker).value == value
+
+
+# Inspect AI's own match(numeric=True) cases (tests/scorer/test_match.py in
+# UKGovernmentBEIS/inspect_ai), written here as our fixtures: gradetrail agreed on 24 of
+# 28 before, 26 after; the two left are deliberate ('28 + 32 = 60%' is 60%, not 32, and
+# '42abc' is 42, as '42kg' is).
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("the result is ½", 0.5),  # read as "is1/2": no number
+        ("The answer is ½", 0.5),
+        ("x is ½.", 0.5),
+        ("The answer is 3 ½ cups", 3.5),
+        ("result: 三", 3.0),
+        ("the answer is -½ extra", -0.5),
+        ("answer: −5", -5.0),
+        ("The answer is [42]", 42.0),
+        ("the value is 1000", 1000.0),
+    ],
+)
+def test_inspect_match_numeric_cases(text: str, value: float) -> None:
+    """A vulgar fraction after a word (``is ½``) was glued to it and lost, and a CJK
+    numeral after ``result:`` was not read."""
+    assert find_answer(text).value == value
+
+
+def test_a_beginboxed_slip_is_a_box() -> None:
+    """``\\beginboxed{42}`` (a model's slip, one of Inspect's math cases) is the box: the
+    last number (3) was read."""
+    assert find_answer("\\beginboxed{42} and 3").value == 42.0
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('{"answer": 42, "confidence": 0.9}', 42.0),  # read as 0.9
+        ('```json\n{"final_answer": 42, "steps": 3}\n```', 42.0),  # read as 3
+        ('{"answer": "42", "unit": "cm", "n": 3}', 42.0),
+        ("{'answer': 42, 'steps': 3}", 42.0),
+        ('The answer is "42".', 42.0),
+        ("my_answer = 42; n = 3", 3.0),  # another key than answer: no statement
+    ],
+)
+def test_an_answer_key_of_a_json_reply_states_the_answer(text: str, value: float) -> None:
+    """A JSON reply's ``"answer"`` (or ``"final_answer"``) key is a statement: the last
+    number (a confidence, a step count) was read instead."""
+    assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("It will take 2.5 hours (150 minutes).", 2.5),  # read as 150
+        ("It will take 150 minutes (2.5 hours).", 150.0),  # read as 2.5
+        ("It costs $5 (about $6 with tax).", 5.0),
+        ("So 2 + 3 = (5)", 5.0),  # an operator before the parenthesis: no aside
+        ("The numbers are 3 and (4)", 4.0),
+    ],
+)
+def test_a_closing_aside_restating_the_last_answer_is_not_the_answer(
+    text: str, value: float
+) -> None:
+    """The same quantity restated in another unit in a closing parenthesis was read as
+    the answer (``2.5 hours (150 minutes)`` scored against 150)."""
+    assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("between 10 and 12", None),  # read as 12
+        ("It costs between $10 and $12.", None),
+        ("The difference between 10 and 12 is 2.", 2.0),
+        ("The price went from 10 to 12.", 12.0),  # a change, not a range
+    ],
+)
+def test_a_range_in_words_is_no_one_answer(text: str, value: float | None) -> None:
+    """``between 10 and 12`` gives a range: its upper end was read as the answer."""
+    found = find_answer(text)
+    assert found.value == value
+    if value is None:
+        assert "range" in (found.reason or "")

@@ -30,6 +30,16 @@ def test_exact_strips_by_default() -> None:
     assert exact("  Paris\n", "Paris", strip=False) == 0.0
 
 
+def test_exact_strips_invisible_characters_at_the_ends() -> None:
+    """A zero-width space or a byte-order mark opening or closing a reply (invisible in
+    any viewer) made it unequal to its target: str.strip leaves them. Inside the text
+    they still count."""
+    assert exact("\u200bParis", "Paris") == 1.0
+    assert exact("\ufeff Paris \u200d\n", "Paris") == 1.0
+    assert exact("Pa\u200bris", "Paris") == 0.0
+    assert exact("\u200bParis", "Paris", strip=False) == 0.0
+
+
 def test_exact_is_never_substring() -> None:
     """A response containing the target is not a match."""
     assert exact("The answer is Paris", "Paris") == 0.0

@@ -482,3 +482,34 @@ def test_the_protocol_server_refuses_tool_turns_the_real_apis_refuse(srv) -> Non
     )
     assert ok.content[0].text == "2 + 2 = 4."
     assert srv.stats()["tool_results"] == 1
+
+
+def test_null_for_an_argument_that_may_be_omitted_is_the_argument_omitted() -> None:
+    """Under OpenAI's strict function calling an optional argument is a required nullable
+    one, so the model sends ``"unit": null`` where BFCL's answer writes ``""`` (may be
+    omitted): that call scored 0 (``unit (value not allowed)``); it now matches, nested
+    objects too, while null for an argument that must be given still fails."""
+    strict = {
+        "name": "get_weather",
+        "description": "",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": ["string", "null"], "enum": ["celsius", "fahrenheit", None]},
+            },
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    }
+    optional = [{"get_weather": {"city": ["Paris"], "unit": ["", "celsius"]}}]
+    s = _score(optional, [_call("get_weather", city="Paris", unit=None)], [strict])
+    assert s.value == 1.0, s.detail
+    assert s.detail["expected"][0]["arguments"]["unit"]["ok"] is True
+    nested = [{"f": {"opt": {"k": ["", "v"]}}}]
+    assert _score(nested, [_call("f", opt={"k": None})]).value == 1.0
+    required = [{"get_weather": {"city": ["Paris"], "unit": ["celsius"]}}]
+    s = _score(required, [_call("get_weather", city="Paris", unit=None)], [strict])
+    assert s.value == 0.0
+    allowed_null = [{"get_weather": {"city": ["Paris"], "unit": ["", None]}}]
+    assert _score(allowed_null, [_call("get_weather", city="Paris", unit=None)]).value == 1.0
