@@ -12,17 +12,19 @@ from gradetrail.spec.eval import EvalSpec
 from gradetrail.spec.scorer import GradeParse, JsonParse, NumericParse, ScorerSpec
 
 
-def format_errors(source: str, errors: list[Any]) -> list[str]:
+def format_errors(source: str, errors: list[Any], root: type[BaseModel] = EvalSpec) -> list[str]:
     """One line a problem (pydantic's ``exc.errors()``, in its order, duplicates once),
     without the "required field is missing" line of a field whose misspelling another line
     names: ``promt: unknown key; did you mean 'prompt'?`` alone, not after ``prompt:
-    required field is missing``, which sends the reader the wrong way."""
+    required field is missing``, which sends the reader the wrong way. ``root`` is the
+    model that was validated (an :class:`EvalSpec`, or a sweep file's model): its fields
+    are the keys a "did you mean" or "allowed" names."""
     misspelt = set()
     for err in errors:
-        if err["type"] == "extra_forbidden" and (close := _close_key(err)) is not None:
+        if err["type"] == "extra_forbidden" and (close := _close_key(err, root)) is not None:
             misspelt.add((*tuple(err["loc"])[:-1], close))
     lines = (
-        _format_error(source, err)
+        _format_error(source, err, root)
         for err in errors
         if not (_is_missing(err) and tuple(err["loc"]) in misspelt)
     )
@@ -36,21 +38,21 @@ def _is_missing(err: Any) -> bool:
     )
 
 
-def _close_key(err: Any) -> str | None:
+def _close_key(err: Any, root: type[BaseModel]) -> str | None:
     """The allowed key an unknown key most likely misspells, or None."""
-    _, model = _walk(tuple(err["loc"]))
+    _, model = _walk(tuple(err["loc"]), root)
     allowed = sorted(model.model_fields) if model else []
     close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1, cutoff=0.6)
     return close[0] if close else None
 
 
-def _format_error(source: str, err: Any) -> str:
+def _format_error(source: str, err: Any, root: type[BaseModel]) -> str:
     loc = tuple(err["loc"])
-    field_path, model = _walk(loc)
+    field_path, model = _walk(loc, root)
     where = ".".join(field_path) or "(top level)"
     kind = err["type"]
     if kind == "extra_forbidden":
-        close = _close_key(err)
+        close = _close_key(err, root)
         allowed = sorted(model.model_fields) if model else []
         hint = f"did you mean '{close}'?" if close else f"allowed: {', '.join(allowed)}"
         return f"{source}: {where}: unknown key; {hint}"
@@ -80,10 +82,10 @@ def _format_error(source: str, err: Any) -> str:
 _NEVER_SHOWN = frozenset({"base_url"})
 
 
-def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
+def _walk(loc: tuple[Any, ...], root: type[BaseModel]) -> tuple[list[str], type[BaseModel] | None]:
     """Turn a pydantic error location into a user-facing dotted path, and find the model
-    class that holds its last key (for "did you mean")."""
-    model: type[BaseModel] | None = EvalSpec
+    class that holds its last key (for "did you mean"), starting from ``root``."""
+    model: type[BaseModel] | None = root
     path: list[str] = []
     for i, part in enumerate(loc):
         last = i == len(loc) - 1

@@ -34,6 +34,8 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
             message is one line naming the file, the field and the fix.
     """
     path = Path(path)
+    if (refusal := not_this_kind(path, None, "spec")) is not None:
+        raise SpecError(refusal)
     try:
         text = _read_spec(path).decode("utf-8")
     except FileNotFoundError:
@@ -51,6 +53,8 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         where = f" line {mark.line + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise SpecError(f"{path}:{where}: {problem}; fix the YAML syntax") from None
+    if (refusal := not_this_kind(path, raw, "spec")) is not None:
+        raise SpecError(refusal)
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a spec must be a YAML mapping with name, dataset, prompt, ...")
     try:
@@ -63,6 +67,49 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         raise SpecError(f"{path}: a value is nested too deeply; flatten the spec") from None
     spec._base_dir = path.resolve().parent
     return spec
+
+
+#: suffixes of the files a spec's ``dataset.path`` names, never a spec or sweep themselves
+DATASET_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet", ".gz", ".zst", ".bz2")
+#: top-level keys only a sweep file has, and keys only an eval spec has
+_SWEEP_KEYS = frozenset({"spec", "axes"})
+_EVAL_KEYS = frozenset({"dataset", "prompt", "model", "scorer", "scorers", "target"})
+
+
+def not_this_kind(path: Path, raw: Any, expected: str) -> str | None:
+    """The one-line refusal for a file of another kind than the command reads, or None.
+
+    Args:
+        path: the file named on the command line.
+        raw: its parsed YAML (None before it is read: only the suffix is checked then).
+        expected: ``"spec"`` (``gradetrail run``) or ``"sweep"`` (``gradetrail sweep``).
+
+    A dataset (``.jsonl``, ``.csv``, ...) is named in a spec's ``dataset.path``; a sweep
+    file (``spec:`` and ``axes:``) is run by ``gradetrail sweep``; an eval spec by
+    ``gradetrail run``. Without this a dataset read as YAML fails on its second line, and
+    a file of the other kind gives a line per key, none saying what the file is."""
+    if raw is None:
+        if path.name.lower().endswith(DATASET_SUFFIXES):
+            return (
+                f"{path}: a dataset file, not a {expected} file; name it in a spec's "
+                f"dataset.path and run the spec (docs/spec.md)"
+            )
+        return None
+    if not isinstance(raw, dict):
+        return None
+    keys = set(map(str, raw))
+    if expected == "spec" and keys >= _SWEEP_KEYS and not keys & _EVAL_KEYS:
+        return (
+            f"{path}: a sweep file (it has spec and axes), not an eval spec; "
+            f"run it with gradetrail sweep {path}"
+        )
+    if expected == "sweep" and not keys & _SWEEP_KEYS and keys & _EVAL_KEYS:
+        return (
+            f"{path}: an eval spec, not a sweep file (a sweep names a spec and its axes); "
+            f"run it with gradetrail run {path}, or gradetrail run {path} --models A,B "
+            f"to compare models (docs/sweeps.md)"
+        )
+    return None
 
 
 #: the largest spec file read, bytes (a spec is a page of YAML; its data lives elsewhere)

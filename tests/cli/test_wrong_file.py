@@ -1,0 +1,57 @@
+"""A new user's first mistakes with the command line: the wrong kind of file for the
+command (a sweep file to `run`, an eval spec to `sweep`, a dataset to either) and a typo
+in a sweep file's keys. Each is one line saying what the file is and the command that
+reads it, exit 2, and no run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from paths import GSM8K_DATA, GSM8K_SPEC, ROOT
+
+SWEEP = ROOT / "examples" / "gsm8k-sweep.yaml"
+
+
+def test_a_sweep_file_given_to_run_names_the_sweep_command(cli, tmp_path: Path) -> None:
+    """Before: six lines (spec, axes, baseline, gate: unknown key; dataset, model:
+    required field is missing), none saying the file is a sweep."""
+    out = cli("run", str(SWEEP))
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == [
+        f"error: {SWEEP}: a sweep file (it has spec and axes), not an eval spec; "
+        f"run it with gradetrail sweep {SWEEP}"
+    ]
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_eval_spec_given_to_sweep_names_the_run_command(cli, tmp_path: Path) -> None:
+    """Before: seven lines, among them "dataset: unknown key; did you mean 'dataset'?"."""
+    out = cli("sweep", str(GSM8K_SPEC), "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == [
+        f"error: {GSM8K_SPEC}: an eval spec, not a sweep file (a sweep names a spec and its "
+        f"axes); run it with gradetrail run {GSM8K_SPEC}, or gradetrail run {GSM8K_SPEC} "
+        f"--models A,B to compare models (docs/sweeps.md)"
+    ]
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_dataset_given_to_run_says_to_name_it_in_a_spec(cli, tmp_path: Path) -> None:
+    """Before: "line 2: expected '<document start>', but found '{'; fix the YAML syntax"."""
+    data = GSM8K_DATA / "test.jsonl"
+    out = cli("run", str(data))
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == [
+        f"error: {data}: a dataset file, not a spec file; name it in a spec's dataset.path "
+        f"and run the spec (docs/spec.md)"
+    ]
+
+
+def test_a_typo_in_a_sweep_file_suggests_the_sweep_key(cli, tmp_path: Path) -> None:
+    """Before: the suggestion was drawn from an eval spec's keys (`axs: unknown key;
+    allowed: ci, dataset, ...` and `axes: required field is missing`)."""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"name: s\nspec: {GSM8K_SPEC}\naxs: {{model.name: [6b_finetuning]}}\n")
+    out = cli("sweep", str(sweep), "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == [f"error: {sweep}: axs: unknown key; did you mean 'axes'?"]
