@@ -17,13 +17,17 @@ from gradetrail.spec.eval import EvalSpec
 from gradetrail.spec.field_errors import format_errors
 
 
-def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
+def load_spec(
+    path: str | Path, overrides: list[str] | None = None, *, overrides_from: str = "--set"
+) -> EvalSpec:
     """Load, override and validate a spec file.
 
     Args:
         path: the YAML file.
         overrides: ``dotted.key=value`` strings; each value is parsed as YAML
             (so ``run.concurrency=8`` is an int and ``model.params.stop=["A:"]`` a list).
+        overrides_from: what an error in an override's value calls it (``--set
+            dataset.pth: unknown key``; a sweep's cells say ``axis``).
 
     Returns:
         The validated, frozen :class:`EvalSpec`, its relative paths anchored at the
@@ -62,7 +66,8 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         raw = apply_overrides(raw, overrides or [], source=str(path))
         if overrides:
             _check_expansion(raw, f"{path}: --set")
-        spec = parse_spec(raw, source=str(path))
+        set_keys = [item.partition("=")[0].strip() for item in overrides or []]
+        spec = parse_spec(raw, str(path), set_keys, overrides_from)
     except RecursionError:
         raise SpecError(f"{path}: a value is nested too deeply; flatten the spec") from None
     spec._base_dir = path.resolve().parent
@@ -155,8 +160,19 @@ def _check_expansion(raw: dict[str, Any], where: str) -> None:
         raise SpecError(f"{where}: YAML aliases expand the spec past a million values")
 
 
-def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
+def parse_spec(
+    raw: dict[str, Any],
+    source: str = "<spec>",
+    set_keys: list[str] | None = None,
+    set_label: str = "--set",
+) -> EvalSpec:
     """Validate a raw mapping as an :class:`EvalSpec`.
+
+    Args:
+        raw: the spec mapping, overrides applied.
+        source: the spec file, named at the start of each error line.
+        set_keys: the dotted keys ``--set`` gave; an error at or under one names it as
+            ``--set dataset.pth`` (``set_label``), since the spec file does not hold it.
 
     Raises:
         SpecError: one line a problem (all of them, newline-separated).
@@ -164,7 +180,7 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
     try:
         spec = EvalSpec.model_validate(raw)
     except ValidationError as exc:
-        lines = format_errors(source, exc.errors())
+        lines = format_errors(source, exc.errors(), set_keys=set_keys or (), set_label=set_label)
         error = SpecError("\n".join(lines))
         error.problems = lines  # printed one line each, their own line breaks folded
         raise error from None

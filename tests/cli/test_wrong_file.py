@@ -55,3 +55,15 @@ def test_a_typo_in_a_sweep_file_suggests_the_sweep_key(cli, tmp_path: Path) -> N
     out = cli("sweep", str(sweep), "--results-root", str(tmp_path / "results"))
     assert out.exit_code == 2
     assert out.stderr.splitlines() == [f"error: {sweep}: axs: unknown key; did you mean 'axes'?"]
+
+
+def test_a_typo_in_a_sweep_axis_names_the_axis(cli, tmp_path: Path) -> None:
+    """An axis is applied as an override of the spec: its error names the cell and the
+    axis (`axis model.nam`), never a `--set` nobody typed."""
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"name: s\nspec: {GSM8K_SPEC}\naxes: {{model.nam: [a]}}\n")
+    out = cli("sweep", str(sweep), "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == [
+        f"error: {sweep}: cell a: {GSM8K_SPEC}: axis model.nam: unknown key; did you mean 'name'?"
+    ]
