@@ -108,3 +108,141 @@ def test_without_chromium_the_browser_tests_skip_with_one_line(tmp_path) -> None
 
 _CHROMIUM_ENV = ("CI", "GRADETRAIL_REQUIRE_CHROMIUM", "GRADETRAIL_CHROMIUM")
 _BROWSER_TESTS = "tests/view/test_agreement.py"  # HTTP-level tests and a browser test
+
+
+def _pages() -> list:
+    """The README and every page of the site."""
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def _code_blocks(text: str, langs: tuple[str, ...]) -> list[str]:
+    """The bodies of the fenced blocks in one of ``langs`` (indented ones, as in tabs,
+    dedented)."""
+    blocks = []
+    for m in re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, flags=re.S | re.M):
+        if m.group(2) in langs:
+            blocks.append(re.sub(rf"^{m.group(1)}", "", m.group(3), flags=re.M))
+    return blocks
+
+
+def _commands() -> list[tuple[str, str]]:
+    """Every `gradetrail ...` command the pages show: a line of a shell block (its
+    continuation lines joined) or an inline code span."""
+    found = []
+    for page in _pages():
+        text = page.read_text()
+        for block in _code_blocks(text, ("sh", "bash", "")):
+            for line in block.replace("\\\n", " ").splitlines():
+                if line.strip().startswith("gradetrail "):
+                    found.append((page.name, line.strip()))
+        prose = re.sub(r"```.*?```", "", text, flags=re.S).replace("\n", " ")
+        found += [(page.name, span) for span in re.findall(r"`(gradetrail [^`]+)`", prose)]
+    return found
+
+
+def test_every_command_the_docs_show_exists_with_its_flags() -> None:
+    """Each `gradetrail SUBCOMMAND --flag` on a page names a command the CLI has and
+    flags that command takes (a renamed flag fails here, not in a reader's terminal)."""
+    import click
+    import typer.main
+
+    from gradetrail.cli import app
+
+    root = typer.main.get_command(app)
+    ctx = click.Context(root)
+    root_flags = {"--help", "--version", "--install-completion", "--show-completion"}
+    wrong = []
+    commands = _commands()
+    for page, line in commands:
+        words = line.split("#", 1)[0].split()[1:]
+        command = root
+        while words and hasattr(command, "list_commands"):
+            sub = command.get_command(ctx, words[0])
+            if sub is None:
+                break
+            command, words = sub, words[1:]
+        if hasattr(command, "list_commands"):
+            if not (words and words[0] in root_flags):
+                wrong.append(f"{page}: {line}: no such command")
+            continue
+        flags = {"--help", "-h"} | {o for p in command.params for o in p.opts + p.secondary_opts}
+        for word in words:
+            flag = re.match(r"\[?(--?[a-zA-Z][\w-]*)", word)
+            if flag and flag.group(1) not in flags:
+                wrong.append(f"{page}: {line}: {command.name} has no {flag.group(1)}")
+    assert len(commands) > 50 and wrong == []
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        whole = isinstance(value, dict) and {"provider", "type"} & set(value)  # a new one
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and not whole:
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+_HTTP_MODEL = {"provider": "openai", "name": "gpt-4o-mini"}
+
+
+def test_every_spec_snippet_in_the_docs_validates() -> None:
+    """Each YAML block that is a spec, or a part of one (`model:`, `scorer:`, `run:` ...),
+    validates: a whole spec as it is, a part merged into the bundled GSM8K spec (a
+    `model` with its own provider, or a `scorer` with its own type, replaces the
+    example's; a `model` without a provider is an OpenAI model's settings). Blocks with
+    `...` placeholders are shapes, not specs, and are skipped."""
+    from gradetrail.spec.eval import EvalSpec
+    from gradetrail.spec.loading import parse_spec
+
+    base = yaml.safe_load((ROOT / "examples" / "gsm8k.yaml").read_text())
+    checked, wrong = 0, []
+    for page in _pages():
+        for block in _code_blocks(page.read_text(), ("yaml", "yml")):
+            raw = yaml.safe_load(block)
+            if not isinstance(raw, dict) or not set(raw) <= set(EvalSpec.model_fields):
+                continue  # a sweep, a workflow, a pytest ini section
+            if "..." in block:
+                continue
+            if isinstance(raw.get("model"), dict) and "provider" not in raw["model"]:
+                raw["model"] = {**_HTTP_MODEL, **raw["model"]}  # settings of an HTTP provider
+            spec = raw if {"name", "dataset", "model"} <= set(raw) else _deep_merge(base, raw)
+            try:
+                parse_spec(spec, source=f"{page.name} block")
+            except gradetrail.errors.SpecError as exc:
+                wrong.append(str(exc))
+            checked += 1
+    assert checked >= 8 and wrong == []
+
+
+def test_no_page_has_a_broken_paragraph() -> None:
+    """No paragraph of prose stops mid-sentence (a merge that cut a sentence leaves one
+    ending in a plain word before a blank line) or starts there (indented text under a
+    heading, the rest of a list item), and no heading is glued to the line above it or
+    left with nothing under it before the next heading of its level."""
+    broken = []
+    for page in _pages():
+        if page.name == "api.md" and page.parent.name == "reference":
+            continue  # mkdocstrings directives, not prose
+        text = re.sub(r"^( *)```.*?^\1```", "```", page.read_text(), flags=re.S | re.M)
+        blocks = [b for b in re.split(r"\n\s*\n", text) if b.strip()]
+        for before, block, following in zip(
+            ["", *blocks[:-1]], blocks, [*blocks[1:], ""], strict=True
+        ):
+            if before.startswith("#") and re.match(r" +[^-*\s]", block):
+                broken.append(f"{page.name}: the text under {before!r} starts mid-sentence")
+            lines = block.strip().splitlines()
+            first, last = lines[0].strip(), lines[-1].strip()
+            if first.startswith(("#", "|", "<", "!", "=== ", "```")):
+                if first.startswith("#") and len(lines) > 1:
+                    broken.append(f"{page.name}: text glued under {first!r}")
+                continue
+            if any(line.lstrip().startswith("#") for line in lines[1:]):
+                broken.append(f"{page.name}: a heading glued to the text above it: {last!r}")
+            elif not re.search(r"[.:;!?)`*>\]]$", last) and not following.startswith("```"):
+                broken.append(f"{page.name}: a paragraph stops mid-sentence: {last[-70:]!r}")
+        for m in re.finditer(r"^(#+) (.*)\n\s*\n?(#+) ", text, flags=re.M):
+            if len(m.group(3)) <= len(m.group(1)):
+                broken.append(f"{page.name}: the heading {m.group(2)!r} has nothing under it")
+    assert broken == [], "\n".join(broken)
