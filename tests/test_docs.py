@@ -246,3 +246,17 @@ def test_no_page_has_a_broken_paragraph() -> None:
             if len(m.group(3)) <= len(m.group(1)):
                 broken.append(f"{page.name}: the heading {m.group(2)!r} has nothing under it")
     assert broken == [], "\n".join(broken)
+
+
+def test_a_block_that_shows_an_example_file_is_that_file() -> None:
+    """A YAML block a page introduces as a bundled file (``(`examples/X.yaml`):``) is
+    that file as it is (its opening comment aside), so what a reader copies runs."""
+    shown = 0
+    for page in _pages():
+        pattern = r"\(`(examples/[\w/.-]+\.ya?ml)`\):\n\n```ya?ml\n(.*?)```"
+        for name, block in re.findall(pattern, page.read_text(), flags=re.S):
+            text = (ROOT / name).read_text()
+            body = re.sub(r"\A(#.*\n)+", "", text)
+            assert block == body, f"{page.name} shows {name} other than it is"
+            shown += 1
+    assert shown >= 1
