@@ -67,3 +67,30 @@ def test_a_typo_in_a_sweep_axis_names_the_axis(cli, tmp_path: Path) -> None:
     assert out.stderr.splitlines() == [
         f"error: {sweep}: cell a: {GSM8K_SPEC}: axis model.nam: unknown key; did you mean 'name'?"
     ]
+
+
+def test_a_results_root_or_a_missing_run_given_as_a_run_is_named(
+    cli, tmp_path: Path, monkeypatch
+) -> None:
+    """Before: `gate results results` and a mistyped run directory both said
+    "not a run directory (no manifest.json)"; now the root names one of its runs and
+    `gradetrail runs`, and a path that does not exist says so (gate, diff, export)."""
+    monkeypatch.chdir(tmp_path)
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=3").exit_code == 0
+    (run,) = [p.name for p in (tmp_path / "results").iterdir()]
+    root_line = (
+        "results: a results root, not a run directory; name one of its 1 runs, "
+        f"e.g. results/{run} (gradetrail runs results lists them)"
+    )
+    out = cli("gate", "results", "results")
+    assert (out.exit_code, out.stderr.splitlines()) == (2, [f"error: baseline {root_line}"])
+    out = cli("diff", f"results/{run}", "results")
+    assert (out.exit_code, out.stderr.splitlines()) == (2, [f"error: {root_line}"])
+    out = cli("export", "results", "--format", "csv")
+    assert (out.exit_code, out.stderr.splitlines()) == (2, [f"error: {root_line}"])
+    out = cli("gate", "results/gsm8k-0000", f"results/{run}")
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == [
+        "error: baseline results/gsm8k-0000: no such run directory; "
+        "gradetrail runs lists the run directories"
+    ]
