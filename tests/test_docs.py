@@ -260,3 +260,31 @@ def test_a_block_that_shows_an_example_file_is_that_file() -> None:
             assert block == body, f"{page.name} shows {name} other than it is"
             shown += 1
     assert shown >= 1
+
+
+def test_the_documented_refusals_are_what_a_run_prints(cli, tmp_path, monkeypatch) -> None:
+    """The `error:` lines spec.md and troubleshooting.md show for a typo in a field name
+    and in a template are, word for word, what `gradetrail run s.yaml` prints (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    documented = {
+        line
+        for page in ("spec.md", "troubleshooting.md")
+        for block in _code_blocks((DOCS / page).read_text(), ("",))
+        for line in block.splitlines()
+        if line.startswith("error: s.yaml: ")
+    }
+    assert len(documented) == 2
+    base = yaml.safe_load((ROOT / "examples" / "gsm8k.yaml").read_text())
+    base["dataset"]["path"] = str(ROOT / "examples" / "data" / "gsm8k" / "test.jsonl")
+    base["model"]["recordings"]["path"] = str(
+        ROOT / "examples" / "data" / "gsm8k" / "example_model_solutions.jsonl"
+    )
+    typo_field = {**base, "scorer": {"type": "numeric", "markr": "A:"}}
+    typo_template = {**base, "prompt": "Q: {{ questoin }}"}
+    printed = set()
+    for spec in (typo_field, typo_template):
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+        out = cli("run", "s.yaml")
+        assert out.exit_code == 2
+        printed.update(out.stderr.splitlines())
+    assert printed == documented
