@@ -288,3 +288,23 @@ def test_the_documented_refusals_are_what_a_run_prints(cli, tmp_path, monkeypatc
         assert out.exit_code == 2
         printed.update(out.stderr.splitlines())
     assert printed == documented
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """A path in backticks that starts at a top directory of the repository
+    (`gradetrail/providers/_http.py`, `tests/run_support.py`, `examples/...`) exists, and
+    development.md's layout names every package of gradetrail and no other."""
+    tops = ("gradetrail/", "tests/", "examples/", "scripts/", "bench/", ".ci/", "docs/")
+    missing = []
+    for page in _pages():
+        for token in re.findall(r"`([^`\s]+)`", page.read_text()):
+            path = token.split(":")[0].split("#")[0]
+            shape = re.search(r"[<>*{}$]", path)  # a pattern, not a path
+            if path.startswith(tops) and not shape and not (ROOT / path).exists():
+                missing.append(f"{page.name}: {token}")
+    assert missing == []
+    text = (DOCS / "development.md").read_text()
+    layout = text[text.index("The layout is") : text.index("[Architecture]")]
+    named = set(re.findall(r"`(\w+)/`", layout))
+    packages = {p.parent.name for p in (ROOT / "gradetrail").glob("*/__init__.py")}
+    assert named == packages - {"_util", "data"}
