@@ -103,10 +103,12 @@ def _format_error(
 
 def _set_by(key: str, where: str, kind: str) -> bool:
     """Whether the override of dotted ``key`` put the value at ``where`` there: at or under
-    the key, or an unknown key on its path (``--set runn.epochs=2`` made ``runn``)."""
+    the key, or an unknown key or scorer type on its path (``--set runn.epochs=2`` made
+    ``runn``; ``--set scorer.type=numerc`` is reported at ``scorer``)."""
     if where == key or where.startswith((f"{key}.", f"{key}[")):
         return True
-    return kind == "extra_forbidden" and key.startswith(f"{where}.")
+    on_its_path = ("extra_forbidden", "union_tag_invalid", "union_tag_not_found")
+    return kind in on_its_path and key.startswith(f"{where}.")
 
 
 #: fields whose value an error never repeats (a URL may hold a password)

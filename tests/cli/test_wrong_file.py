@@ -94,3 +94,32 @@ def test_a_results_root_or_a_missing_run_given_as_a_run_is_named(
         "error: baseline results/gsm8k-0000: no such run directory; "
         "gradetrail runs lists the run directories"
     ]
+
+
+def test_a_spec_path_given_from_the_working_directory_says_where_it_is_read_from(
+    cli, gsm8k_copy: Path, monkeypatch
+) -> None:
+    """`--set dataset.path=example/data/gsm8k/test.jsonl` typed beside the spec's
+    directory: the file exists from here but a spec path is read from the spec's
+    directory. Before: "not found; check the path in the spec"; now the line says so and
+    gives the path that reaches it. A path that names nothing keeps the old fix."""
+    root = gsm8k_copy.parent.parent
+    monkeypatch.chdir(root)
+    spec = "example/gsm8k.yaml"
+    out = cli("run", spec, "--set", "dataset.path=example/data/gsm8k/test.jsonl")
+    assert out.exit_code == 2
+    assert out.stderr.splitlines() == [
+        f"error: {spec}: dataset.path: {root}/example/example/data/gsm8k/test.jsonl not found; "
+        f"spec paths are relative to the spec's directory ({root}/example): "
+        "example/data/gsm8k/test.jsonl from the working directory is data/gsm8k/test.jsonl "
+        "from there"
+    ]
+    recordings = "example/data/gsm8k/example_model_solutions.jsonl"
+    out = cli("run", spec, "--set", f"model.recordings.path={recordings}")
+    assert out.exit_code == 2
+    assert "is data/gsm8k/example_model_solutions.jsonl from there" in out.stderr
+    out = cli("run", spec, "--set", "dataset.path=nope.jsonl")
+    assert out.stderr.splitlines() == [
+        f"error: {spec}: dataset.path: {root}/example/nope.jsonl not found; "
+        "check the path in the spec"
+    ]

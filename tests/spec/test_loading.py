@@ -358,6 +358,7 @@ def test_keys_the_provider_never_reads_are_warned_before_the_run(cli, monkeypatc
         ("runn.epochs=2", "spec.yaml: --set runn: unknown key; did you mean 'run'?"),
         ("run.epochs=abc", "spec.yaml: --set run.epochs: Input should be a valid integer"),
         ("model={provider: openai, nam: x}", "--set model.nam: unknown key; did you mean 'name'?"),
+        ("scorer.type=numerc", "spec.yaml: --set scorer.type: unknown type; use one of"),
     ],
 )
 def test_an_error_set_by_an_override_names_the_set(
