@@ -123,3 +123,24 @@ def test_a_spec_path_given_from_the_working_directory_says_where_it_is_read_from
         f"error: {spec}: dataset.path: {root}/example/nope.jsonl not found; "
         "check the path in the spec"
     ]
+
+
+def test_one_run_given_as_baseline_and_candidate_is_warned_of(cli, tmp_path: Path) -> None:
+    """Before: `gate R R` (a pasted path, a CI variable never set to the new run) passed
+    without a word: a run always passes against itself. Now it still gives its verdict
+    (the suite gates runs against themselves on purpose) with a warning saying so, in
+    the text and in --github; a copy of the run is another directory, with no warning."""
+    import shutil
+
+    assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=5").exit_code == 0
+    (run,) = (tmp_path / "results").iterdir()
+    warning = (
+        "baseline and candidate are the same run directory: a run passes against itself, "
+        "so this says nothing about a candidate; gate the candidate's run"
+    )
+    out = cli("gate", str(run), f"{run}/", "--github")
+    assert out.exit_code == 1  # n = 5: too few samples for a pass
+    assert f"::warning title=gradetrail gate::{warning}" in out.stdout.splitlines()
+    copy = shutil.copytree(run, tmp_path / "copy")
+    out = cli("gate", str(run), str(copy), "--json")
+    assert out.exit_code == 1 and "same run directory" not in out.stdout
