@@ -48,6 +48,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_HF_HOME[0], ignore_errors=True)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say once why the browser tests were skipped (chromium absent: tests/view_support.py),
+    since ``-q`` lists no skip reasons: one line naming the package that runs them."""
+    reasons = {
+        str(report.longrepr[2])
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and "apt-get install chromium" in report.longrepr[2]
+    }
+    for reason in sorted(reasons):
+        terminalreporter.write_line(f"browser tests skipped: {reason.removeprefix('Skipped: ')}")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own default cache, so nothing leaks between tests or from the

@@ -6,6 +6,7 @@ relative link in the README and the pages points at a file that exists. `make do
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -84,3 +85,226 @@ def test_every_page_is_in_the_navigation_and_every_link_resolves() -> None:
                 continue
             path = (source.parent / target.split("#", 1)[0]).resolve()
             assert path.exists(), f"{source.relative_to(ROOT)} links to {target}"
+
+
+def test_without_chromium_the_browser_tests_skip_with_one_line(tmp_path) -> None:
+    """The README's promise for `make test` on a fresh machine: with no chromium on PATH
+    the browser tests skip and the session says why in one line naming the package; in
+    CI (GRADETRAIL_REQUIRE_CHROMIUM=1) the same absence fails."""
+    env = {k: v for k, v in os.environ.items() if k not in _CHROMIUM_ENV}
+    env["PATH"] = str(tmp_path)  # no chromium anywhere on it
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", _BROWSER_TESTS]
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    lines = [line for line in proc.stdout.splitlines() if "apt-get install chromium" in line]
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert lines == [
+        "browser tests skipped: chromium is absent (no `chromium` on PATH): "
+        "`sudo apt-get install chromium` runs the browser tests"
+    ]
+    env["GRADETRAIL_REQUIRE_CHROMIUM"] = "1"
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 1 and "(required here: CI)" in proc.stdout
+
+
+_CHROMIUM_ENV = ("CI", "GRADETRAIL_REQUIRE_CHROMIUM", "GRADETRAIL_CHROMIUM")
+_BROWSER_TESTS = "tests/view/test_agreement.py"  # HTTP-level tests and a browser test
+
+
+def _pages() -> list:
+    """The README and every page of the site."""
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def _code_blocks(text: str, langs: tuple[str, ...]) -> list[str]:
+    """The bodies of the fenced blocks in one of ``langs`` (indented ones, as in tabs,
+    dedented)."""
+    blocks = []
+    for m in re.finditer(r"^( *)```(\w*)\n(.*?)^\1```", text, flags=re.S | re.M):
+        if m.group(2) in langs:
+            blocks.append(re.sub(rf"^{m.group(1)}", "", m.group(3), flags=re.M))
+    return blocks
+
+
+def _commands() -> list[tuple[str, str]]:
+    """Every `gradetrail ...` command the pages show: a line of a shell block (its
+    continuation lines joined) or an inline code span."""
+    found = []
+    for page in _pages():
+        text = page.read_text()
+        for block in _code_blocks(text, ("sh", "bash", "")):
+            for line in block.replace("\\\n", " ").splitlines():
+                if line.strip().startswith("gradetrail "):
+                    found.append((page.name, line.strip()))
+        prose = re.sub(r"```.*?```", "", text, flags=re.S).replace("\n", " ")
+        found += [(page.name, span) for span in re.findall(r"`(gradetrail [^`]+)`", prose)]
+    return found
+
+
+def test_every_command_the_docs_show_exists_with_its_flags() -> None:
+    """Each `gradetrail SUBCOMMAND --flag` on a page names a command the CLI has and
+    flags that command takes (a renamed flag fails here, not in a reader's terminal)."""
+    import click
+    import typer.main
+
+    from gradetrail.cli import app
+
+    root = typer.main.get_command(app)
+    ctx = click.Context(root)
+    root_flags = {"--help", "--version", "--install-completion", "--show-completion"}
+    wrong = []
+    commands = _commands()
+    for page, line in commands:
+        words = line.split("#", 1)[0].split()[1:]
+        command = root
+        while words and hasattr(command, "list_commands"):
+            sub = command.get_command(ctx, words[0])
+            if sub is None:
+                break
+            command, words = sub, words[1:]
+        if hasattr(command, "list_commands"):
+            if not (words and words[0] in root_flags):
+                wrong.append(f"{page}: {line}: no such command")
+            continue
+        flags = {"--help", "-h"} | {o for p in command.params for o in p.opts + p.secondary_opts}
+        for word in words:
+            flag = re.match(r"\[?(--?[a-zA-Z][\w-]*)", word)
+            if flag and flag.group(1) not in flags:
+                wrong.append(f"{page}: {line}: {command.name} has no {flag.group(1)}")
+    assert len(commands) > 50 and wrong == []
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        whole = isinstance(value, dict) and {"provider", "type"} & set(value)  # a new one
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and not whole:
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+_HTTP_MODEL = {"provider": "openai", "name": "gpt-4o-mini"}
+
+
+def test_every_spec_snippet_in_the_docs_validates() -> None:
+    """Each YAML block that is a spec, or a part of one (`model:`, `scorer:`, `run:` ...),
+    validates: a whole spec as it is, a part merged into the bundled GSM8K spec (a
+    `model` with its own provider, or a `scorer` with its own type, replaces the
+    example's; a `model` without a provider is an OpenAI model's settings). Blocks with
+    `...` placeholders are shapes, not specs, and are skipped."""
+    from gradetrail.spec.eval import EvalSpec
+    from gradetrail.spec.loading import parse_spec
+
+    base = yaml.safe_load((ROOT / "examples" / "gsm8k.yaml").read_text())
+    checked, wrong = 0, []
+    for page in _pages():
+        for block in _code_blocks(page.read_text(), ("yaml", "yml")):
+            raw = yaml.safe_load(block)
+            if not isinstance(raw, dict) or not set(raw) <= set(EvalSpec.model_fields):
+                continue  # a sweep, a workflow, a pytest ini section
+            if "..." in block:
+                continue
+            if isinstance(raw.get("model"), dict) and "provider" not in raw["model"]:
+                raw["model"] = {**_HTTP_MODEL, **raw["model"]}  # settings of an HTTP provider
+            spec = raw if {"name", "dataset", "model"} <= set(raw) else _deep_merge(base, raw)
+            try:
+                parse_spec(spec, source=f"{page.name} block")
+            except gradetrail.errors.SpecError as exc:
+                wrong.append(str(exc))
+            checked += 1
+    assert checked >= 8 and wrong == []
+
+
+def test_no_page_has_a_broken_paragraph() -> None:
+    """No paragraph of prose stops mid-sentence (a merge that cut a sentence leaves one
+    ending in a plain word before a blank line) or starts there (indented text under a
+    heading, the rest of a list item), and no heading is glued to the line above it or
+    left with nothing under it before the next heading of its level."""
+    broken = []
+    for page in _pages():
+        if page.name == "api.md" and page.parent.name == "reference":
+            continue  # mkdocstrings directives, not prose
+        text = re.sub(r"^( *)```.*?^\1```", "```", page.read_text(), flags=re.S | re.M)
+        blocks = [b for b in re.split(r"\n\s*\n", text) if b.strip()]
+        for before, block, following in zip(
+            ["", *blocks[:-1]], blocks, [*blocks[1:], ""], strict=True
+        ):
+            if before.startswith("#") and re.match(r" +[^-*\s]", block):
+                broken.append(f"{page.name}: the text under {before!r} starts mid-sentence")
+            lines = block.strip().splitlines()
+            first, last = lines[0].strip(), lines[-1].strip()
+            if first.startswith(("#", "|", "<", "!", "=== ", "```")):
+                if first.startswith("#") and len(lines) > 1:
+                    broken.append(f"{page.name}: text glued under {first!r}")
+                continue
+            if any(line.lstrip().startswith("#") for line in lines[1:]):
+                broken.append(f"{page.name}: a heading glued to the text above it: {last!r}")
+            elif not re.search(r"[.:;!?)`*>\]]$", last) and not following.startswith("```"):
+                broken.append(f"{page.name}: a paragraph stops mid-sentence: {last[-70:]!r}")
+        for m in re.finditer(r"^(#+) (.*)\n\s*\n?(#+) ", text, flags=re.M):
+            if len(m.group(3)) <= len(m.group(1)):
+                broken.append(f"{page.name}: the heading {m.group(2)!r} has nothing under it")
+    assert broken == [], "\n".join(broken)
+
+
+def test_a_block_that_shows_an_example_file_is_that_file() -> None:
+    """A YAML block a page introduces as a bundled file (``(`examples/X.yaml`):``) is
+    that file as it is (its opening comment aside), so what a reader copies runs."""
+    shown = 0
+    for page in _pages():
+        pattern = r"\(`(examples/[\w/.-]+\.ya?ml)`\):\n\n```ya?ml\n(.*?)```"
+        for name, block in re.findall(pattern, page.read_text(), flags=re.S):
+            text = (ROOT / name).read_text()
+            body = re.sub(r"\A(#.*\n)+", "", text)
+            assert block == body, f"{page.name} shows {name} other than it is"
+            shown += 1
+    assert shown >= 1
+
+
+def test_the_documented_refusals_are_what_a_run_prints(cli, tmp_path, monkeypatch) -> None:
+    """The `error:` lines spec.md and troubleshooting.md show for a typo in a field name
+    and in a template are, word for word, what `gradetrail run s.yaml` prints (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    documented = {
+        line
+        for page in ("spec.md", "troubleshooting.md")
+        for block in _code_blocks((DOCS / page).read_text(), ("",))
+        for line in block.splitlines()
+        if line.startswith("error: s.yaml: ")
+    }
+    assert len(documented) == 2
+    base = yaml.safe_load((ROOT / "examples" / "gsm8k.yaml").read_text())
+    base["dataset"]["path"] = str(ROOT / "examples" / "data" / "gsm8k" / "test.jsonl")
+    base["model"]["recordings"]["path"] = str(
+        ROOT / "examples" / "data" / "gsm8k" / "example_model_solutions.jsonl"
+    )
+    typo_field = {**base, "scorer": {"type": "numeric", "markr": "A:"}}
+    typo_template = {**base, "prompt": "Q: {{ questoin }}"}
+    printed = set()
+    for spec in (typo_field, typo_template):
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+        out = cli("run", "s.yaml")
+        assert out.exit_code == 2
+        printed.update(out.stderr.splitlines())
+    assert printed == documented
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """A path in backticks that starts at a top directory of the repository
+    (`gradetrail/providers/_http.py`, `tests/run_support.py`, `examples/...`) exists, and
+    development.md's layout names every package of gradetrail and no other."""
+    tops = ("gradetrail/", "tests/", "examples/", "scripts/", "bench/", ".ci/", "docs/")
+    missing = []
+    for page in _pages():
+        for token in re.findall(r"`([^`\s]+)`", page.read_text()):
+            path = token.split(":")[0].split("#")[0]
+            shape = re.search(r"[<>*{}$]", path)  # a pattern, not a path
+            if path.startswith(tops) and not shape and not (ROOT / path).exists():
+                missing.append(f"{page.name}: {token}")
+    assert missing == []
+    text = (DOCS / "development.md").read_text()
+    layout = text[text.index("The layout is") : text.index("[Architecture]")]
+    named = set(re.findall(r"`(\w+)/`", layout))
+    packages = {p.parent.name for p in (ROOT / "gradetrail").glob("*/__init__.py")}
+    assert named == packages - {"_util", "data"}

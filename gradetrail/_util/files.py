@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
 __all__ = ["not_a_file"]
+
+
+def path_fix(written: str | Path, base_dir: Path) -> str:
+    """The fix to name after a spec path that is no file: ``check the path in the spec``,
+    or, when the path as written is relative and names a file from the working directory
+    (``--set dataset.path=examples/data/q.jsonl`` typed at the repository's root), that
+    spec paths are read from the spec's own directory and the path that reaches it."""
+    given = Path(written).expanduser()
+    if given.is_absolute() or not given.is_file():
+        return "check the path in the spec"
+    reach = os.path.relpath(given.resolve(), base_dir.resolve())
+    return (
+        f"spec paths are relative to the spec's directory ({base_dir}): {written} from "
+        f"the working directory is {reach} from there"
+    )
 
 
 def not_a_file(path: Path) -> str | None:

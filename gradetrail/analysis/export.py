@@ -47,6 +47,7 @@ from gradetrail.rundir.results import (
     RESULTS_FILE,
     SampleResult,
     iter_result_spans,
+    not_a_run_dir,
     read_manifest,
 )
 
@@ -174,7 +175,7 @@ def export_run(run_dir: str | Path, fmt: ExportFormat, out: str | Path | None = 
     """
     run_dir = Path(run_dir)
     if not (run_dir / RESULTS_FILE).is_file():
-        raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})")
+        raise UsageError(not_a_run_dir(run_dir, RESULTS_FILE))
     if out is None:
         out = Path(f"{run_dir.resolve().name}.{fmt}")
     try:

@@ -1023,6 +1023,11 @@ def _excluded_warning(base: GateRun, cand: GateRun) -> list[str]:
 
 def _warnings(base: GateRun, cand: GateRun, unscored: list[str], reducer: str) -> list[str]:
     out = []
+    if gate_runs.same_directory(base, cand):
+        out.append(
+            "baseline and candidate are the same run directory: a run passes against "
+            "itself, so this says nothing about a candidate; gate the candidate's run"
+        )
     for run in (base, cand):
         if run.status != "complete":
             out.append(f"{run.label} run is {run.status}: samples it did not reach are missing")

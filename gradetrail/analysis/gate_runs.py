@@ -8,6 +8,7 @@ what to fix.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +151,16 @@ def resolve_reducer(
             f"{min(base.epochs, cand.epochs)}: pass a smaller --pass-k"
         )
     return chosen
+
+
+def same_directory(base: GateRun, cand: GateRun) -> bool:
+    """Whether one run directory was given as both baseline and candidate (a pasted
+    path, a CI variable never set to the new run): the gate then warns, since a run
+    passes against itself. A copy of a run is another directory."""
+    try:
+        return os.path.samefile(base.path, cand.path)
+    except OSError:
+        return False
 
 
 def check_same_dataset(base: GateRun, cand: GateRun, allow_different_data: bool) -> None:

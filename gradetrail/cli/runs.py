@@ -93,6 +93,14 @@ def run_row(path: Path, m: dict[str, Any], disagrees: str | None = None) -> tupl
 
 
 def runs(
+    root: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="RESULTS_ROOT",
+            help="Where run directories are, as `gradetrail view` takes it (or --results-root).",
+            show_default=False,
+        ),
+    ] = None,
     results_root: Annotated[
         Path, typer.Option("--results-root", help="Where run directories are.")
     ] = Path("results"),
@@ -104,6 +112,16 @@ def runs(
     from gradetrail._util.terminal import one_line
     from gradetrail.rundir.agreement import run_disagrees, warning
     from gradetrail.rundir.results import list_runs
+
+    if root is not None:
+        if results_root != Path("results") and results_root != root:
+            from gradetrail.cli import fail
+            from gradetrail.errors import UsageError
+
+            raise fail(
+                UsageError(f"give the results root once: {root} or --results-root {results_root}")
+            )
+        results_root = root
 
     found = list_runs(results_root)
     if not found:

@@ -11,7 +11,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from gradetrail._util.files import not_a_file
+from gradetrail._util.files import not_a_file, path_fix
 from gradetrail.datasets.base import Row, Source
 from gradetrail.datasets.ids import DEFAULT_ID_FIELD, IdAssigner, describe_row, row_at
 from gradetrail.datasets.samples import Blob, Blocks, Packer, Samples
@@ -149,7 +149,8 @@ def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> 
     problem = not_a_file(path)
     if problem is not None:
         prefix = f"{where}: " if where else ""
-        raise DatasetError(f"{prefix}dataset.path: {path} {problem}; check the path in the spec")
+        fix = path_fix(spec.path, base_dir)
+        raise DatasetError(f"{prefix}dataset.path: {path} {problem}; {fix}")
     fmt = spec.file_format()
     assert fmt is not None  # the spec validator guarantees a known format
     packed = _compression(path) if fmt != "parquet" else None  # Parquet says so itself

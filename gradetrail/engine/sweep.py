@@ -83,7 +83,8 @@ def plan_sweep(sweep: SweepSpec) -> list[CellPlan]:
         # each cell's run is labelled with the sweep and the cell (not in its identity)
         labels = [*base_labels, f"{sweep.name}:{cell.name}"]
         try:
-            spec = load_spec(sweep.spec_path, [*cell.overrides, f"run.labels={json.dumps(labels)}"])
+            overrides = [*cell.overrides, f"run.labels={json.dumps(labels)}"]
+            spec = load_spec(sweep.spec_path, overrides, overrides_from="axis")
             plan = plan_run(spec)
         except SpecError as exc:
             raise type(exc)(f"{sweep.source}: cell {cell.name}: {exc}") from None

@@ -33,6 +33,7 @@ options (``{{ choices | lettered }}``, shuffled stably with ``lettered(shuffle_s
 from __future__ import annotations
 
 import contextvars
+import difflib
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping
@@ -339,6 +340,8 @@ class Template:
                     else f"the dataset's columns {names} have spaces around their names: "
                     "remove them, or fix the template"
                 )
+            else:
+                fix = _did_you_mean(missing, [str(c) for c in row]) + fix
             raise SpecError(
                 f"{self.where}: template uses {', '.join(missing)} but the first row has "
                 f"only {have}; {fix}"
@@ -355,6 +358,21 @@ class Template:
         except Exception:  # noqa: BLE001 - not a missing field: the run's rendering reports it
             return True
         return True
+
+
+def _did_you_mean(missing: list[str], columns: list[str]) -> str:
+    """``did you mean question? `` for the missing names a column's name is close to
+    (difflib's ratio at least 0.75: ``questoin``, ``answr``), else empty."""
+    close = [
+        f"{name} -> {match[0]}"
+        for name in missing
+        if (match := difflib.get_close_matches(name, columns, n=1, cutoff=0.75))
+    ]
+    if not close:
+        return ""
+    if len(missing) == 1:
+        return f"did you mean {close[0].split(' -> ')[1]}? "
+    return f"did you mean {', '.join(close)}? "
 
 
 def _shown(name: str) -> str:

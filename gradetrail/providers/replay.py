@@ -15,7 +15,7 @@ import difflib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from gradetrail._util.files import not_a_file
+from gradetrail._util.files import not_a_file, path_fix
 from gradetrail.datasets import Sample, file_sha256, iter_jsonl
 from gradetrail.datasets.ids import DEFAULT_ID_FIELD
 from gradetrail.errors import BadRequest, DatasetError, SpecError
@@ -54,7 +54,8 @@ class ReplayProvider(Provider):
         problem = not_a_file(self.path)
         if problem is not None:
             raise DatasetError(
-                f"model.recordings.path: {self.path} {problem}; check the path in the spec"
+                f"model.recordings.path: {self.path} {problem}; "
+                f"{path_fix(self.source.path, self.base_dir)}"
             )
         _, _, first = next(self._recordings(), (None, None, {}))
         value: Any = first

@@ -19,6 +19,7 @@ import contextlib
 import errno
 import functools
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -588,7 +589,31 @@ def _open_results(run_dir: str | Path) -> IO[bytes]:
     try:
         return open_run_file(Path(run_dir) / RESULTS_FILE)
     except (FileNotFoundError, NotADirectoryError):
-        raise UsageError(f"{run_dir}: not a run directory (no {RESULTS_FILE})") from None
+        raise UsageError(not_a_run_dir(run_dir, RESULTS_FILE)) from None
+
+
+def not_a_run_dir(run_dir: str | Path, missing: str) -> str:
+    """The one-line refusal for a path given as a run directory that is none (its file
+    ``missing`` absent): a path that does not exist says so; a results root (a directory
+    of run directories) names one of its runs and ``gradetrail runs``; else the file the
+    directory lacks."""
+    path = Path(run_dir)
+    if not path.exists():
+        return f"{run_dir}: no such run directory; gradetrail runs lists the run directories"
+    try:
+        runs = sorted(
+            child.name
+            for child in itertools.islice(path.iterdir(), 10_000)
+            if (child / MANIFEST_FILE).is_file()
+        )
+    except OSError:
+        runs = []
+    if runs:
+        return (
+            f"{run_dir}: a results root, not a run directory; name one of its {len(runs)} "
+            f"runs, e.g. {path / runs[0]} (gradetrail runs {run_dir} lists them)"
+        )
+    return f"{run_dir}: not a run directory (no {missing})"
 
 
 def iter_result_spans(
@@ -695,7 +720,7 @@ def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str,
         with open_run_file(path) as f:
             manifest = json.loads(f.read().decode("utf-8"))
     except (FileNotFoundError, NotADirectoryError):
-        raise UsageError(f"{run_dir}: not a run directory (no {MANIFEST_FILE})") from None
+        raise UsageError(not_a_run_dir(run_dir, MANIFEST_FILE)) from None
     except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from None
     except RecursionError:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import jinja2
 
 from gradetrail._util.bounded import CURRENT, CallAborted, CallTimedOut
-from gradetrail._util.files import not_a_file
+from gradetrail._util.files import not_a_file, path_fix
 from gradetrail._util.terminal import one_line
 from gradetrail.datasets import file_sha256
 from gradetrail.errors import (
@@ -100,7 +100,8 @@ class JudgeFile:
         where = f"{spec.source}: scorer.file"
         problem = not_a_file(self.path)
         if problem is not None:
-            raise SpecError(f"{where}: {self.path} {problem}; check the path in the spec")
+            fix = path_fix(path, spec.base_dir)
+            raise SpecError(f"{where}: {self.path} {problem}; {fix}")
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:

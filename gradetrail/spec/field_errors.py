@@ -4,6 +4,7 @@ the fix (with a "did you mean" for unknown keys)."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -12,17 +13,27 @@ from gradetrail.spec.eval import EvalSpec
 from gradetrail.spec.scorer import GradeParse, JsonParse, NumericParse, ScorerSpec
 
 
-def format_errors(source: str, errors: list[Any]) -> list[str]:
+def format_errors(
+    source: str,
+    errors: list[Any],
+    root: type[BaseModel] = EvalSpec,
+    set_keys: Sequence[str] = (),
+    set_label: str = "--set",
+) -> list[str]:
     """One line a problem (pydantic's ``exc.errors()``, in its order, duplicates once),
     without the "required field is missing" line of a field whose misspelling another line
     names: ``promt: unknown key; did you mean 'prompt'?`` alone, not after ``prompt:
-    required field is missing``, which sends the reader the wrong way."""
+    required field is missing``, which sends the reader the wrong way. ``root`` is the
+    model that was validated (an :class:`EvalSpec`, or a sweep file's model): its fields
+    are the keys a "did you mean" or "allowed" names. An error at or under one of
+    ``set_keys`` (the dotted keys of ``--set`` overrides) reads ``--set dataset.pth: ...``
+    (``set_label`` and the path): the spec file does not hold what it names."""
     misspelt = set()
     for err in errors:
-        if err["type"] == "extra_forbidden" and (close := _close_key(err)) is not None:
+        if err["type"] == "extra_forbidden" and (close := _close_key(err, root)) is not None:
             misspelt.add((*tuple(err["loc"])[:-1], close))
     lines = (
-        _format_error(source, err)
+        _format_error(source, err, root, set_keys, set_label)
         for err in errors
         if not (_is_missing(err) and tuple(err["loc"]) in misspelt)
     )
@@ -36,24 +47,34 @@ def _is_missing(err: Any) -> bool:
     )
 
 
-def _close_key(err: Any) -> str | None:
+def _close_key(err: Any, root: type[BaseModel]) -> str | None:
     """The allowed key an unknown key most likely misspells, or None."""
-    _, model = _walk(tuple(err["loc"]))
+    _, model = _walk(tuple(err["loc"]), root)
     allowed = sorted(model.model_fields) if model else []
     close = difflib.get_close_matches(str(err["loc"][-1]), allowed, n=1, cutoff=0.6)
     return close[0] if close else None
 
 
-def _format_error(source: str, err: Any) -> str:
+def _format_error(
+    source: str,
+    err: Any,
+    root: type[BaseModel],
+    set_keys: Sequence[str] = (),
+    set_label: str = "--set",
+) -> str:
     loc = tuple(err["loc"])
-    field_path, model = _walk(loc)
-    where = ".".join(field_path) or "(top level)"
+    field_path, model = _walk(loc, root)
+    where = ".".join(field_path).replace(".[", "[") or "(top level)"
+    if any(_set_by(key, where, err["type"]) for key in set_keys):
+        where = f"{set_label} {where}"
     kind = err["type"]
     if kind == "extra_forbidden":
-        close = _close_key(err)
+        close = _close_key(err, root)
         allowed = sorted(model.model_fields) if model else []
         hint = f"did you mean '{close}'?" if close else f"allowed: {', '.join(allowed)}"
         return f"{source}: {where}: unknown key; {hint}"
+    if kind == "missing" and loc[:1] == ("scorers",) and loc[2:] == ("scorer",):
+        return f"{source}: {where}: missing 'type'; add type: exact, regex, numeric, ..."
     if kind == "missing":
         return f"{source}: {where}: required field is missing; add it"
     if kind == "union_tag_invalid":
@@ -61,6 +82,10 @@ def _format_error(source: str, err: Any) -> str:
         tag = "kind" if field_path and field_path[-1] == "parse" else "type"
         return f"{source}: {where}.{tag}: unknown {tag}; use one of {expected}"
     if kind == "union_tag_not_found":
+        given = err.get("input")
+        keys = [str(k) for k in given] if isinstance(given, dict) else []
+        if close := difflib.get_close_matches("type", keys, n=1, cutoff=0.6):
+            return f"{source}: {where}.{close[0]}: unknown key; did you mean 'type'?"
         return f"{source}: {where}: missing 'type'; add type: exact, regex, numeric, ..."
     msg = err["msg"]
     if msg.startswith("Value error, "):
@@ -76,14 +101,24 @@ def _format_error(source: str, err: Any) -> str:
     return f"{source}: {where}: {msg}{shown}"
 
 
+def _set_by(key: str, where: str, kind: str) -> bool:
+    """Whether the override of dotted ``key`` put the value at ``where`` there: at or under
+    the key, or an unknown key or scorer type on its path (``--set runn.epochs=2`` made
+    ``runn``; ``--set scorer.type=numerc`` is reported at ``scorer``)."""
+    if where == key or where.startswith((f"{key}.", f"{key}[")):
+        return True
+    on_its_path = ("extra_forbidden", "union_tag_invalid", "union_tag_not_found")
+    return kind in on_its_path and key.startswith(f"{where}.")
+
+
 #: fields whose value an error never repeats (a URL may hold a password)
 _NEVER_SHOWN = frozenset({"base_url"})
 
 
-def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
+def _walk(loc: tuple[Any, ...], root: type[BaseModel]) -> tuple[list[str], type[BaseModel] | None]:
     """Turn a pydantic error location into a user-facing dotted path, and find the model
-    class that holds its last key (for "did you mean")."""
-    model: type[BaseModel] | None = EvalSpec
+    class that holds its last key (for "did you mean"), starting from ``root``."""
+    model: type[BaseModel] | None = root
     path: list[str] = []
     for i, part in enumerate(loc):
         last = i == len(loc) - 1
@@ -107,6 +142,8 @@ def _walk(loc: tuple[Any, ...]) -> tuple[list[str], type[BaseModel] | None]:
         path.append(str(part))
         if not last:
             model = _model_of(field.annotation)
+    if path[:1] == ["scorers"] and len(path) > 2 and path[2] == "scorer":
+        del path[2]  # an entry is written flat: {name, type, ...}, its scorer's keys beside
     return path, model
 
 

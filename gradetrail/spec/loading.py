@@ -17,13 +17,17 @@ from gradetrail.spec.eval import EvalSpec
 from gradetrail.spec.field_errors import format_errors
 
 
-def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
+def load_spec(
+    path: str | Path, overrides: list[str] | None = None, *, overrides_from: str = "--set"
+) -> EvalSpec:
     """Load, override and validate a spec file.
 
     Args:
         path: the YAML file.
         overrides: ``dotted.key=value`` strings; each value is parsed as YAML
             (so ``run.concurrency=8`` is an int and ``model.params.stop=["A:"]`` a list).
+        overrides_from: what an error in an override's value calls it (``--set
+            dataset.pth: unknown key``; a sweep's cells say ``axis``).
 
     Returns:
         The validated, frozen :class:`EvalSpec`, its relative paths anchored at the
@@ -34,6 +38,8 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
             message is one line naming the file, the field and the fix.
     """
     path = Path(path)
+    if (refusal := not_this_kind(path, None, "spec")) is not None:
+        raise SpecError(refusal)
     try:
         text = _read_spec(path).decode("utf-8")
     except FileNotFoundError:
@@ -51,6 +57,8 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         where = f" line {mark.line + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise SpecError(f"{path}:{where}: {problem}; fix the YAML syntax") from None
+    if (refusal := not_this_kind(path, raw, "spec")) is not None:
+        raise SpecError(refusal)
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a spec must be a YAML mapping with name, dataset, prompt, ...")
     try:
@@ -58,11 +66,55 @@ def load_spec(path: str | Path, overrides: list[str] | None = None) -> EvalSpec:
         raw = apply_overrides(raw, overrides or [], source=str(path))
         if overrides:
             _check_expansion(raw, f"{path}: --set")
-        spec = parse_spec(raw, source=str(path))
+        set_keys = [item.partition("=")[0].strip() for item in overrides or []]
+        spec = parse_spec(raw, str(path), set_keys, overrides_from)
     except RecursionError:
         raise SpecError(f"{path}: a value is nested too deeply; flatten the spec") from None
     spec._base_dir = path.resolve().parent
     return spec
+
+
+#: suffixes of the files a spec's ``dataset.path`` names, never a spec or sweep themselves
+DATASET_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet", ".gz", ".zst", ".bz2")
+#: top-level keys only a sweep file has, and keys only an eval spec has
+_SWEEP_KEYS = frozenset({"spec", "axes"})
+_EVAL_KEYS = frozenset({"dataset", "prompt", "model", "scorer", "scorers", "target"})
+
+
+def not_this_kind(path: Path, raw: Any, expected: str) -> str | None:
+    """The one-line refusal for a file of another kind than the command reads, or None.
+
+    Args:
+        path: the file named on the command line.
+        raw: its parsed YAML (None before it is read: only the suffix is checked then).
+        expected: ``"spec"`` (``gradetrail run``) or ``"sweep"`` (``gradetrail sweep``).
+
+    A dataset (``.jsonl``, ``.csv``, ...) is named in a spec's ``dataset.path``; a sweep
+    file (``spec:`` and ``axes:``) is run by ``gradetrail sweep``; an eval spec by
+    ``gradetrail run``. Without this a dataset read as YAML fails on its second line, and
+    a file of the other kind gives a line per key, none saying what the file is."""
+    if raw is None:
+        if path.name.lower().endswith(DATASET_SUFFIXES):
+            return (
+                f"{path}: a dataset file, not a {expected} file; name it in a spec's "
+                f"dataset.path and run the spec (docs/spec.md)"
+            )
+        return None
+    if not isinstance(raw, dict):
+        return None
+    keys = set(map(str, raw))
+    if expected == "spec" and keys >= _SWEEP_KEYS and not keys & _EVAL_KEYS:
+        return (
+            f"{path}: a sweep file (it has spec and axes), not an eval spec; "
+            f"run it with gradetrail sweep {path}"
+        )
+    if expected == "sweep" and not keys & _SWEEP_KEYS and keys & _EVAL_KEYS:
+        return (
+            f"{path}: an eval spec, not a sweep file (a sweep names a spec and its axes); "
+            f"run it with gradetrail run {path}, or gradetrail run {path} --models A,B "
+            f"to compare models (docs/sweeps.md)"
+        )
+    return None
 
 
 #: the largest spec file read, bytes (a spec is a page of YAML; its data lives elsewhere)
@@ -108,8 +160,19 @@ def _check_expansion(raw: dict[str, Any], where: str) -> None:
         raise SpecError(f"{where}: YAML aliases expand the spec past a million values")
 
 
-def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
+def parse_spec(
+    raw: dict[str, Any],
+    source: str = "<spec>",
+    set_keys: list[str] | None = None,
+    set_label: str = "--set",
+) -> EvalSpec:
     """Validate a raw mapping as an :class:`EvalSpec`.
+
+    Args:
+        raw: the spec mapping, overrides applied.
+        source: the spec file, named at the start of each error line.
+        set_keys: the dotted keys ``--set`` gave; an error at or under one names it as
+            ``--set dataset.pth`` (``set_label``), since the spec file does not hold it.
 
     Raises:
         SpecError: one line a problem (all of them, newline-separated).
@@ -117,7 +180,7 @@ def parse_spec(raw: dict[str, Any], source: str = "<spec>") -> EvalSpec:
     try:
         spec = EvalSpec.model_validate(raw)
     except ValidationError as exc:
-        lines = format_errors(source, exc.errors())
+        lines = format_errors(source, exc.errors(), set_keys=set_keys or (), set_label=set_label)
         error = SpecError("\n".join(lines))
         error.problems = lines  # printed one line each, their own line breaks folded
         raise error from None

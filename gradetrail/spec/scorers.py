@@ -47,11 +47,16 @@ class NamedScorer(_Strict):
     @classmethod
     def _flat(cls, value: Any) -> Any:
         """``{name, primary, type, ...}`` as ``{name, primary, scorer: {type, ...}}``."""
-        if isinstance(value, dict) and "scorer" not in value and "type" in value:
-            rest = {k: v for k, v in value.items() if k not in ("name", "primary")}
+        if isinstance(value, dict) and "scorer" not in value and set(value) - _HEAD:
+            rest = {k: v for k, v in value.items() if k not in _HEAD}
             head = {k: value[k] for k in ("name", "primary") if k in value}
             return {**head, "scorer": rest}
         return value
+
+
+#: the keys of a ``scorers:`` entry that are its own; every other key is its scorer's (a
+#: ``type`` misspelt included: read as the scorer's, it gets the scorer's "did you mean")
+_HEAD = frozenset({"name", "primary"})
 
 
 def check_scorers(scorers: list[NamedScorer]) -> NamedScorer:

@@ -33,6 +33,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from gradetrail.errors import SpecError
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.field_errors import format_errors
+from gradetrail.spec.loading import not_this_kind
 
 __all__ = ["SweepCell", "SweepGate", "SweepSlices", "SweepSpec", "load_sweep", "models_sweep"]
 
@@ -227,6 +228,8 @@ def load_sweep(path: str | Path) -> SweepSpec:
             the file, the field and the fix.
     """
     path = Path(path)
+    if (refusal := not_this_kind(path, None, "sweep")) is not None:
+        raise SpecError(refusal)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -237,12 +240,14 @@ def load_sweep(path: str | Path) -> SweepSpec:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         raise SpecError(f"{path}:{where}: invalid YAML; fix the syntax") from None
+    if (refusal := not_this_kind(path, raw, "sweep")) is not None:
+        raise SpecError(refusal)
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a sweep must be a mapping with name, spec and axes")
     try:
         sweep = SweepSpec.model_validate(raw)
     except ValidationError as exc:
-        lines = format_errors(str(path), exc.errors())
+        lines = format_errors(str(path), exc.errors(), SweepSpec)
         error = SpecError("\n".join(lines))
         error.problems = lines
         raise error from None

@@ -98,7 +98,7 @@ def test_flatten_nests_to_a_depth_then_writes_json() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["nowhere"], "nowhere: not a run directory (no results.jsonl)"),
+        (["nowhere"], "nowhere: no such run directory; gradetrail runs lists the run directories"),
         (["RUN", "--format", "xlsx"], "unknown format 'xlsx'; use csv, parquet or jsonl"),
         (["RUN", "--format", "parquet", "--out", "-"], "parquet is binary"),
         (["RUN", "--out", "/nonexistent-dir/x.csv"], "/nonexistent-dir/x.csv: cannot write"),

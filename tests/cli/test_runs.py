@@ -169,3 +169,20 @@ def test_export_warns_of_a_run_whose_rows_disagree(made: dict[str, Path], tmp_pa
         f"{N}: the file was edited or damaged since the run wrote it; run the same spec "
         "again to rewrite it from the cache"
     ]
+
+
+def test_runs_takes_the_results_root_as_view_does(made: dict[str, Path], tmp_path: Path) -> None:
+    """`gradetrail runs results`, as `gradetrail view results`: before, "Got unexpected
+    extra argument(s)", exit 2; now the same listing as `--results-root results`, and
+    two different roots at once are one line, exit 2."""
+    root = tmp_path / "results"
+    copied(made, root)
+    positional = run_cli("runs", str(root))
+    option = run_cli("runs", "--results-root", str(root))
+    assert positional.code == option.code == 0
+    assert positional.out == option.out and len(positional.out.splitlines()) == 3
+    both = run_cli("runs", str(root), "--results-root", str(tmp_path / "other"))
+    assert both.code == 2
+    assert both.err.splitlines() == [
+        f"error: give the results root once: {root} or --results-root {tmp_path / 'other'}"
+    ]

@@ -348,3 +348,55 @@ def test_keys_the_provider_never_reads_are_warned_before_the_run(cli, monkeypatc
     assert out.exit_code == 1  # no key: nothing is called
     first = out.stderr.splitlines()[0]
     assert first.startswith("warning: model.recordings has no effect with provider 'openai'")
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        # before: "spec.yaml: dataset.pth: ...", a key the file does not hold
+        ("dataset.pth=x", "spec.yaml: --set dataset.pth: unknown key; did you mean 'path'?"),
+        ("runn.epochs=2", "spec.yaml: --set runn: unknown key; did you mean 'run'?"),
+        ("run.epochs=abc", "spec.yaml: --set run.epochs: Input should be a valid integer"),
+        ("model={provider: openai, nam: x}", "--set model.nam: unknown key; did you mean 'name'?"),
+        ("scorer.type=numerc", "spec.yaml: --set scorer.type: unknown type; use one of"),
+    ],
+)
+def test_an_error_set_by_an_override_names_the_set(
+    cli, workdir: Path, override: str, expected: str
+) -> None:
+    """An error in what --set gave reads `--set KEY`, so nobody looks for it in the file;
+    the file's own errors keep their plain field."""
+    line = _error(cli, _write(workdir, GOOD), "--set", override)
+    assert expected in line
+    spec = {**GOOD, "run": {"concurency": 4}}
+    line = _error(cli, _write(workdir, spec), "--set", "run.epochs=2")
+    assert "spec.yaml: run.concurency: unknown key; did you mean 'concurrency'?" in line
+
+
+@pytest.mark.parametrize(
+    ("scorers", "expected"),
+    [
+        # before: "scorers.[0].scorer: required field is missing" and
+        # "scorers.[0].typ: unknown key; allowed: name, primary, scorer"
+        ([{"name": "a", "typ": "exact"}], "scorers[0].typ: unknown key; did you mean 'type'?"),
+        ([{"name": "a"}], "scorers[0]: missing 'type'; add type: exact, regex, numeric, ..."),
+        (
+            [{"name": "a", "type": "exact", "case_flod": True}],
+            "scorers[0].case_flod: unknown key; did you mean 'case_fold'?",
+        ),
+    ],
+)
+def test_a_scorers_entry_typo_names_the_scorer_key(
+    cli, workdir: Path, scorers: list, expected: str
+) -> None:
+    """A `scorers:` entry is written flat ({name, type, ...}): its mistakes name the key
+    as written and suggest the scorer's key, one line."""
+    spec = {k: v for k, v in GOOD.items() if k != "scorer"} | {"scorers": scorers}
+    assert _error(cli, _write(workdir, spec)) == f"error: {workdir / 'spec.yaml'}: {expected}"
+
+
+def test_a_misspelt_scorer_type_key_is_suggested(cli, workdir: Path) -> None:
+    """Before: `scorer: missing 'type'` for `typ: exact`, the typo not named."""
+    spec = {**GOOD, "scorer": {"typ": "exact"}}
+    line = _error(cli, _write(workdir, spec))
+    assert line.endswith("spec.yaml: scorer.typ: unknown key; did you mean 'type'?")
