@@ -93,7 +93,23 @@ QUOTA_CODES: dict[str, str] = {
     "billing_not_active": "credit",
     "organization_spend_limit_exceeded": "spend_cap",  # OpenAI's hard monthly spend limits
     "project_spend_limit_exceeded": "spend_cap",
+    "credit_balance_exhausted": "credit",  # OpenAI: no prepaid credit left
+    # Anthropic, in error.details.error_code under a 429 rate_limit_error: the usage tier's
+    # monthly spend cap, or the contract's, was reached (no retry-after: it pauses until
+    # the month or contract turns)
+    "enforced_spend_limit_reached": "spend_cap",
+    "contract_spend_limit_reached": "spend_cap",
 }
+#: words that say a spend limit or credit ran out whatever type or code the error carries:
+#: Anthropic sends its organization's or workspace's own spend limit as "You have reached
+#: your specified (workspace) API usage limits" under a 400 invalid_request_error, and may
+#: send it under a 429 rate_limit_error (its Claude Code workspace), where the type alone
+#: would read a per-minute limit to wait out
+_SPEND_WORDS = lazy_compile(
+    r"reached (?:your|its|the) specified (?:workspace )?API usage limits?|"
+    r"credit balance is too low",
+    re.I,
+)
 #: phrases of a message that name a quota which will not come back within a run, and which
 #: (read, links removed, only when no rate-limit word is there and no code decided):
 #: Gemini's "monthly spending cap" and "prepayment credits are depleted", Anthropic's
@@ -112,7 +128,8 @@ QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         lazy_compile(
             r"spend(?:ing)? (?:cap|limit)|billing (?:cap|hard limit)|"
-            r"usage limits?\b.{0,80}\bregain access",  # Anthropic's workspace limit
+            r"usage limits?\b.{0,80}\bregain access|"  # Anthropic's workspace limit
+            r"specified (?:workspace )?API usage limits?",
             re.I,
         ),
         "spend_cap",
@@ -164,6 +181,18 @@ def retry_delay(body: Any) -> float | None:
     return None
 
 
+def key_refused(body: Any) -> bool:
+    """Whether a Google error body says the API key itself is refused (an ``ErrorInfo``
+    detail whose ``reason`` is ``API_KEY_INVALID`` or another ``API_KEY_*``): Gemini's
+    OpenAI-compatible endpoint sends an invalid or expired key as a 400
+    ``INVALID_ARGUMENT``, which is an auth error, not a bad request."""
+    return any(
+        str(detail.get("reason") or "").startswith("API_KEY_")
+        for detail in _google_details(body)
+        if str(detail.get("@type", "")).endswith("google.rpc.ErrorInfo")
+    )
+
+
 def quota_ids(body: Any) -> list[str]:
     """The quota names a Google error body gives in its ``details`` (``QuotaFailure``
     violations' ``quotaId``, ``ErrorInfo`` metadata's ``quota_limit``), in order; empty
@@ -193,9 +222,12 @@ def exhausted_quota(
     1. the quota names of the body (:func:`quota_ids`, Google's): any per-day or per-month
        one ran out is that; per-second, -minute or -hour ones only: a rate limit;
     2. the error's code, then type: one of :data:`QUOTA_CODES` (``insufficient_quota``,
-       ``billing_hard_limit_reached``, ``project_spend_limit_exceeded``...) is that; one
-       naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
-       ``tokens``/``requests`` types) is a rate limit, whatever the message says;
+       ``billing_hard_limit_reached``, ``project_spend_limit_exceeded``, Anthropic's
+       ``enforced_spend_limit_reached``...) is that; then the message's spend-limit words
+       (:data:`_SPEND_WORDS`: Anthropic's "reached your specified API usage limits"), which
+       outrank a rate-limit type; one naming a rate limit (``rate_limit_exceeded``,
+       ``rate_limit_error``, OpenAI's ``tokens``/``requests`` types) is a rate limit,
+       whatever else the message says;
     3. the message, its links removed, when it holds no rate-limit words: a phrase of
        :data:`QUOTA_PHRASES` (credit exhausted, a spend cap, a limit per day or month);
     4. a code that is itself an HTTP status (Google's and Azure's ``429``) says nothing
@@ -210,9 +242,12 @@ def exhausted_quota(
     for value in (code, etype):  # the code first: it is the more specific
         if value in QUOTA_CODES:
             return QUOTA_CODES[value]
-        if value and _RATE_CODES.search(value):
-            return None
     words = message_words(message)
+    spent = _SPEND_WORDS.search(words)
+    if spent:
+        return "credit" if "credit" in spent.group(0).lower() else "spend_cap"
+    if any(value and _RATE_CODES.search(value) for value in (code, etype)):
+        return None
     if _RATE_WORDS.search(words):
         return None
     for pattern, quota in QUOTA_PHRASES:
@@ -525,7 +560,9 @@ def classify_status(
     within the run, as :func:`exhausted_quota` decides: the error's ``quota`` then says
     which; a 400, 402 or 403 saying credit or a spend cap ran out says so too), 5xx,
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
-    ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx. A
+    ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx (an
+    :class:`AuthError` for 401, 403, and a 400 whose Google body refuses the key:
+    :func:`key_refused`). A
     server's ``x-should-retry: true/false`` header overrides the status (both official
     SDKs honour it). The provider's error type and code are kept;
     the message is redacted of keys.
@@ -559,7 +596,7 @@ def classify_status(
         fields["quota"] = quota
     if status == 429:
         error: ProviderError = RateLimited(text, transient=fields["quota"] is None, **fields)
-    elif status in (401, 403):
+    elif status in (401, 403) or status == 400 and key_refused(body):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
     elif status == 408:
         error = ProviderTimeout(text, **fields)
@@ -570,11 +607,23 @@ def classify_status(
     else:
         error = BadRequest(text, **fields)
     should_retry = (headers or {}).get("x-should-retry")
-    if should_retry in ("true", "false"):
+    if should_retry in ("true", "false") and not _decisive_quota(etype, code, message, error):
         error.transient = should_retry == "true"
         if error.transient:
             error.quota = None  # the server says a retry may succeed: nothing ran out
     return error
+
+
+def _decisive_quota(
+    etype: str | None, code: str | None, message: str | None, error: ProviderError
+) -> bool:
+    """Whether ``error`` says a quota ran out by a code of :data:`QUOTA_CODES` or the
+    spend-limit words of :data:`_SPEND_WORDS`: then a server's generic ``x-should-retry:
+    true`` (which an API may send on every 429) does not make it a limit to wait out."""
+    if error.quota is None:
+        return False
+    coded = code in QUOTA_CODES or etype in QUOTA_CODES
+    return coded or _SPEND_WORDS.search(message_words(message)) is not None
 
 
 class HttpProvider(Provider):

@@ -189,6 +189,99 @@ def test_a_quota_that_will_not_come_back_stops_the_run(
     assert manifest.stop_reason.startswith(f"stopped: the provider says its {words} ran out")
 
 
+def _anthropic_error(etype: str, message: str, **error: Any) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": etype, "message": message, **error}}
+
+
+SPEND_LIMITS = [
+    (  # the organization's own spend limit, under the rate-limit type
+        429,
+        _anthropic_error(
+            "rate_limit_error",
+            "You have reached your specified API usage limits. You will regain access on "
+            "2031-03-01 at 00:00 UTC.",
+        ),
+        {"x-should-retry": "true"},
+        "spend_cap",
+    ),
+    (  # the usage tier's monthly cap: said by the details' error code alone
+        429,
+        _anthropic_error(
+            "rate_limit_error",
+            "Usage is paused for this organization.",
+            details={"error_code": "enforced_spend_limit_reached"},
+        ),
+        {"x-should-retry": "true"},
+        "spend_cap",
+    ),
+    (  # a workspace's limit, worded without the date access comes back
+        400,
+        _anthropic_error(
+            "invalid_request_error", "You have reached your specified workspace API usage limits."
+        ),
+        None,
+        "spend_cap",
+    ),
+    (  # OpenAI's prepaid credit, said by its code
+        429,
+        {
+            "error": {
+                "type": "insufficient_quota",
+                "code": "credit_balance_exhausted",
+                "message": "No prepaid balance is left.",
+            }
+        },
+        None,
+        "credit",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "quota"), SPEND_LIMITS, ids=range(len(SPEND_LIMITS))
+)
+def test_a_spend_limit_stops_the_run_whatever_type_it_comes_under(
+    srv, tmp_path: Path, client: str, status: int, body: dict, headers: Any, quota: str
+) -> None:
+    """A spend limit or exhausted credit sent as a 429 rate_limit_error (even with the
+    generic x-should-retry: true) or as a 400 stops the run at once, resumable (exit 3),
+    instead of being retried as a per-minute limit."""
+    _serve_once(srv, body, status, headers)
+    protocol = "anthropic" if body.get("type") == "error" else "openai_compatible"
+    out = _run(srv, tmp_path, protocol, client)
+    error = out.row["error"]
+    assert (out.row["attempts"], error["transient"], error["quota"]) == (1, False, quota)
+    assert out.slept == []
+    assert out.result.manifest.status == "interrupted"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_key_gemini_refuses_under_400_is_an_auth_error(srv, tmp_path: Path, client: str) -> None:
+    """Gemini's OpenAI-compatible endpoint answers a bad key with 400 INVALID_ARGUMENT and
+    an ErrorInfo reason API_KEY_INVALID: an auth error naming where the key comes from."""
+    body = [
+        {
+            "error": {
+                "code": 400,
+                "message": "The key given is not valid; pass a valid one.",
+                "status": "INVALID_ARGUMENT",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID",
+                    }
+                ],
+            }
+        }
+    ]
+    _serve_once(srv, body, 400)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["transient"]) == ("AuthError", 400, False)
+    assert "model.api_key_env" in error["message"]
+
+
 # --------------------------------------------------------------------------------------
 # stop reasons, refusals, billing fields, reasoning
 
