@@ -661,8 +661,9 @@ class HttpProvider(Provider):
             else None
         )
         self._prices: dict[str | None, Price | None] = {}
-        #: (tier, model) pairs already warned of as priced at the standard rates
-        self._unpriced_tiers: set[tuple[str | None, str]] = set()
+        #: (tier, model, prompt limit) already warned of as priced at the standard rates
+        #: (or, with a limit, as unpriced above it)
+        self._unpriced_tiers: set[tuple[str | None, str, int | None]] = set()
         self._extra_headers: dict[str, str] | None = None
         self._header_secrets: tuple[str, ...] = ()
         #: what every error message is redacted of: the key and the headers' secrets
@@ -1105,6 +1106,9 @@ class HttpProvider(Provider):
         if price is None:
             price = standard
             self._tier_unpriced(response.service_tier, request.model)
+        if not price.covers(response.total_input_tokens):  # priority above 128K prompt tokens
+            self._tier_unpriced(response.service_tier, request.model, price.max_prompt_tokens)
+            return None
         cost = price.cost(
             response.input_tokens - response.cache_write_tokens,
             response.output_tokens,
@@ -1143,22 +1147,52 @@ class HttpProvider(Provider):
             self._prices[served] = price.with_fees(fees) if price is not None else None
         return self._prices[served]
 
-    def _tier_unpriced(self, tier: str | None, request_model: str) -> None:
+    def _tier_unpriced(
+        self, tier: str | None, request_model: str, above: int | None = None
+    ) -> None:
         """Warn (once a tier and model) that a response of ``tier`` is priced at the
-        standard rates, for want of that tier's."""
-        if (tier, request_model) in self._unpriced_tiers:
+        standard rates, for want of that tier's; with ``above``, that the tier's rates
+        hold only for prompts up to ``above`` tokens, so a longer one's cost is unknown."""
+        if (tier, request_model, above) in self._unpriced_tiers:
             return
-        self._unpriced_tiers.add((tier, request_model))
-        log.warning(
-            "%s: no %s-tier price for %s; its responses are priced at the standard rates "
-            "(give model.price to set them)",
-            self.model.provider,
-            tier,
-            request_model,
-        )
+        self._unpriced_tiers.add((tier, request_model, above))
+        if above is None:
+            log.warning(
+                "%s: no %s-tier price for %s; its responses are priced at the standard rates "
+                "(give model.price to set them)",
+                self.model.provider,
+                tier,
+                request_model,
+            )
+        else:
+            log.warning(
+                "%s: %s-tier rates for %s are published for prompts of up to %s tokens; a "
+                "longer prompt's cost is unknown (n/a; give model.price to set it)",
+                self.model.provider,
+                tier or "standard",
+                request_model,
+                f"{above:,}",
+            )
         self.events.emit(
             "tier_unpriced", provider=self.model.provider, model=request_model, tier=tier
         )
+
+    def servable_tiers(self, request: Request) -> tuple[str | None, ...]:
+        """The service tiers an answer to ``request`` may be served and billed on (None:
+        the standard one), for the budget's worst case: the tier the request asks for
+        (``extra.service_tier``) and the standard one; when it asks for none (or
+        ``auto``), every tier this model has rates for, batch aside (a project or
+        organization may default to priority: OpenAI's project service tier, Anthropic's
+        Priority Tier commitments); ``default`` / ``standard_only``: the standard one."""
+        asked = (request.params.get("extra") or {}).get("service_tier")
+        if isinstance(asked, str) and asked.strip().lower() in ("default", "standard_only"):
+            return (None,)
+        named = tier_name(asked)  # auto: None, as if not asked
+        if named is not None:
+            return (None, named)
+        price = self._price(request.model, None)
+        known = [name for name, _ in price.tiers if name != "batch"] if price else []
+        return (None, *known)
 
     def usage_missing(self, request_model: str) -> None:
         """Count a response without ``usage`` (its tokens are 0); warn on the first."""
