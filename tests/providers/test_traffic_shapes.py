@@ -144,7 +144,39 @@ SERVER_STOPS = [
     # Mistral: the model's context window ran out, the answer cut (Anthropic's
     # model_context_window_exceeded)
     ("model_length", "Janet sells 16 - 3 - 4 = 9 eggs, so", "max_tokens", True),
+    # Zhipu's GLM: the context window ran out
+    ("model_context_window_exceeded", "Janet sells 16 - 3 - 4 = 9", "max_tokens", True),
+    # gateways passing Gemini's and Claude's own reasons through, in their own case
+    ("MAX_TOKENS", "Janet sells 16 - 3", "max_tokens", True),
+    ("STOP", "A: 18", "end_turn", False),
+    ("end_turn", "A: 18", "end_turn", False),
+    ("max_tokens", "Janet sells", "max_tokens", True),
 ]
+
+WITHHELD = [
+    ("sensitive", "", "content_filter", ""),  # GLM: the output was judged sensitive
+    ("SAFETY", "", "content_filter", ""),  # Gemini's, through a gateway
+    ("PROHIBITED_CONTENT", "", "content_filter", ""),
+    ("refusal", "I won't help with that.", "refusal", "I won't help with that."),  # Claude's
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("raw", "text", "stop", "refusal"), WITHHELD)
+def test_open_servers_withheld_answers_are_refusals(
+    srv, tmp_path: Path, client: str, raw: str, text: str, stop: str, refusal: str | None
+) -> None:
+    """A finish reason saying the output was withheld or refused (GLM's sensitive,
+    Gemini's SAFETY and kin, Claude's refusal through a gateway) is a refusal under the
+    run's refusals policy (before: an ordinary answer with stop reason null, its empty
+    text scored as the model's)."""
+    message = {"role": "assistant", "content": text}
+    _serve_once(srv, _completion(message, raw, {"prompt_tokens": 50, "completion_tokens": 9}))
+    out = _run(srv, tmp_path, "openai_compatible", client, run={"refusals": "exclude"})
+    row = out.row
+    assert (row["stop_reason"], row["raw_stop_reason"]) == (stop, raw)
+    assert row["refusal"] == refusal
+    assert out.result.manifest.refusals == 1 and row["state"] == "judge_error"
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -174,11 +206,12 @@ FAILED_MID_ANSWER = [
     # inference system"
     ("insufficient_system_resource", {}),
     ("abort", {}),  # vLLM: the request was aborted mid-generation
+    ("network_error", {}),  # GLM: the inference failed
 ]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pytest.mark.parametrize(("raw", "choice"), FAILED_MID_ANSWER, ids=range(4))
+@pytest.mark.parametrize(("raw", "choice"), FAILED_MID_ANSWER, ids=range(5))
 def test_an_answer_a_server_failure_cut_is_retried_never_cached(
     srv, tmp_path: Path, client: str, raw: str, choice: dict
 ) -> None:
@@ -403,6 +436,26 @@ def test_usage_details_are_read(srv, tmp_path: Path, client: str) -> None:
     assert (row["input_tokens"], row["cached_input_tokens"]) == (2006, 1920)
     assert (row["output_tokens"], row["reasoning_tokens"]) == (300, 256)
     assert row["cost_usd"] == pytest.approx((86 * 1.0 + 1920 * 0.1 + 300 * 2.0) / 1e6)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_deepseeks_cache_hits_are_cached_input(srv, tmp_path: Path, client: str) -> None:
+    """DeepSeek counts its prompt-cache hits in ``prompt_cache_hit_tokens`` (and misses in
+    ``prompt_cache_miss_tokens``), with no ``prompt_tokens_details``: the hits are cached
+    input (before: 0, all 1500 prompt tokens priced as fresh input)."""
+    usage = {
+        "prompt_tokens": 1500,
+        "completion_tokens": 40,
+        "total_tokens": 1540,
+        "prompt_cache_hit_tokens": 1280,
+        "prompt_cache_miss_tokens": 220,
+    }
+    message = {"role": "assistant", "content": "A: 18"}
+    _serve_once(srv, _completion(message, "stop", usage))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert (row["input_tokens"], row["cached_input_tokens"]) == (1500, 1280)
+    assert row["cost_usd"] == pytest.approx((220 * 1.0 + 1280 * 0.1 + 40 * 2.0) / 1e6)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
