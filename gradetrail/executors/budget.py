@@ -351,11 +351,18 @@ def billed_usd(error: BaseException | None) -> float | None:
     return billed.cost_usd if billed is not None else None
 
 
-def _paid(outcome: CallOutcome) -> float | None:
+def _paid(outcome: CallOutcome, reserved: float) -> float | None:
     """USD ``outcome`` paid: its response's cost, and what attempts that were billed and
     then refused cost (:func:`billed_usd`), the retried ones included; None when none
-    of them says."""
-    costs = [outcome.response.cost_usd] if outcome.response is not None else []
+    of them says. A response whose cost is unknown (a priority answer past the prompt
+    size its rates are published for) or that counted no tokens at all (the server sent
+    no usage: its tokens, and so its cost, read as 0) was billed all the same: it counts
+    at ``reserved``, its worst case, never as free."""
+    response = outcome.response
+    costs: list[float | None] = []
+    if response is not None:
+        unread = response.total_input_tokens + response.output_tokens == 0
+        costs.append(reserved if response.cost_usd is None or unread else response.cost_usd)
     costs += [billed_usd(error) for error in [a.error for a in outcome.retried] + [outcome.error]]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
@@ -402,7 +409,7 @@ class BudgetedExecutor(Executor):
         ended = False
         try:
             outcome = await self.inner.complete(request, on_attempt)
-            cost, ended = _paid(outcome), True
+            cost, ended = _paid(outcome, reserved.usd), True
             return outcome
         finally:  # without an outcome (cancelled, a crash) the record keeps the worst case
             self.budget.settle_call(reserved, cost, ended=ended)

@@ -924,3 +924,34 @@ def test_a_streamed_pause_turn_is_continued_as_an_unstreamed_one(
     assert row["stop_reason"] == "end_turn" and row["server_tool_uses"] == {
         "web_search_requests": 1
     }
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_stream_with_no_choice_is_no_answer(srv, tmp_path: Path, client: str) -> None:
+    """A stream whose only chunk is the usage one (``choices: []``) answered nothing, as a
+    non-streamed ``choices: []`` did not (before: an empty answer, scored 0 and cached)."""
+    head = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1}
+    usage = {"prompt_tokens": 50, "completion_tokens": 0, "total_tokens": 50}
+    _serve_once(srv, _events({**head, "choices": [], "usage": usage}, "[DONE]"), headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "provider_error" and row["attempts"] == 1
+    assert row["error"]["kind"] == "InvalidResponse" and "no choices" in row["error"]["message"]
+    assert out.cached == 0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_error_event_holding_the_bare_error_is_read_by_its_words(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """An ``event: error`` whose data is the error object itself (no envelope) is read by
+    its words: an overloaded server is retried (before: "200 answer has no choices",
+    recorded at once)."""
+    head = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1}
+    first = {**head, "choices": [{"index": 0, "delta": {"content": "Janet"}}]}
+    stream = _events(first) + 'event: error\ndata: {"message": "The model is overloaded"}\n\n'
+    _serve_once(srv, stream, headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 2 and row["score"] == 1.0
+    assert len(out.slept) == 1 and out.cached == 1
