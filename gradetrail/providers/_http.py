@@ -558,7 +558,8 @@ def classify_status(
 
     Transient: 408 (timeout), 409, 429 (unless a quota ran out that will not come back
     within the run, as :func:`exhausted_quota` decides: the error's ``quota`` then says
-    which; a 400, 402 or 403 saying credit or a spend cap ran out says so too), 5xx,
+    which; a 400, 402 or 403 saying credit or a spend cap ran out says so too, and any
+    402, Payment Required, is ``credit``: Anthropic's ``billing_error``), 5xx,
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
     ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx (an
     :class:`AuthError` for 401, 403, and a 400 whose Google body refuses the key:
@@ -593,6 +594,8 @@ def classify_status(
         coded = code in QUOTA_CODES or etype in QUOTA_CODES
         if status != 429 and not coded and quota not in _BILLING_QUOTAS:
             quota = None  # a 400 about one prompt may say "quota" or "per day"
+        if status == 402 and quota is None:  # Payment Required: nothing runs until paid
+            quota = "credit"
         fields["quota"] = quota
     if status == 429:
         error: ProviderError = RateLimited(text, transient=fields["quota"] is None, **fields)

@@ -222,6 +222,12 @@ SPEND_LIMITS = [
         None,
         "spend_cap",
     ),
+    (  # Anthropic's billing error: a 402, Payment Required, whatever its words
+        402,
+        _anthropic_error("billing_error", "The payment method on file was declined."),
+        None,
+        "credit",
+    ),
     (  # OpenAI's prepaid credit, said by its code
         429,
         {
