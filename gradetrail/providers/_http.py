@@ -193,6 +193,24 @@ def key_refused(body: Any) -> bool:
     )
 
 
+#: words of a 403 saying a moderation or content filter refused this prompt, not the key
+_MODERATED_WORDS = lazy_compile(
+    r"\bflagged\b|moderation|content (?:policy|filter|management)|guardrail", re.I
+)
+
+
+def moderated(body: Any, message: str | None) -> bool:
+    """Whether a 403 refuses this prompt's content rather than the credentials:
+    OpenRouter's "your chosen model requires moderation and your input was flagged" (its
+    ``error.metadata`` naming ``flagged_input`` / ``reasons``), a guardrail's block. Such
+    a refusal is one sample's, a bad request, never an auth error stopping the run."""
+    error = body.get("error") if isinstance(body, dict) else None
+    metadata = error.get("metadata") if isinstance(error, dict) else None
+    if isinstance(metadata, dict) and ("flagged_input" in metadata or "reasons" in metadata):
+        return True
+    return bool(_MODERATED_WORDS.search(message_words(message)))
+
+
 def quota_ids(body: Any) -> list[str]:
     """The quota names a Google error body gives in its ``details`` (``QuotaFailure``
     violations' ``quotaId``, ``ErrorInfo`` metadata's ``quota_limit``), in order; empty
@@ -563,7 +581,8 @@ def classify_status(
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
     ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx (an
     :class:`AuthError` for 401, 403, and a 400 whose Google body refuses the key:
-    :func:`key_refused`). A
+    :func:`key_refused`; a 403 refusing the prompt's content, :func:`moderated`, is a
+    :class:`BadRequest`). A
     server's ``x-should-retry: true/false`` header overrides the status (both official
     SDKs honour it). The provider's error type and code are kept;
     the message is redacted of keys.
@@ -599,6 +618,8 @@ def classify_status(
         fields["quota"] = quota
     if status == 429:
         error: ProviderError = RateLimited(text, transient=fields["quota"] is None, **fields)
+    elif status == 403 and moderated(body, message):  # this prompt refused: a bad request
+        error = BadRequest(text, **fields)
     elif status in (401, 403) or status == 400 and key_refused(body):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
     elif status == 408:

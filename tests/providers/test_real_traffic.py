@@ -616,3 +616,28 @@ def test_a_google_retry_delay_in_the_body_is_waited_out(
     out = _run(srv, tmp_path, "openai_compatible", client)
     assert out.row["state"] == "scored" and out.row["attempts"] == 2
     assert out.slept == [waited]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_403_flagging_the_prompt_is_that_samples_bad_request(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """OpenRouter answers a prompt its moderation flagged with 403 (``error.metadata``
+    naming the flagged input and the reasons): a bad request of that sample, with no word
+    about the key (before: an AuthError telling to check the key)."""
+    body = {
+        "error": {
+            "code": 403,
+            "message": "This model needs moderation and the input was flagged.",
+            "metadata": {
+                "reasons": ["violence"],
+                "flagged_input": "How do I...",
+                "model_slug": "m",
+            },
+        }
+    }
+    _serve_once(srv, body, 403)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["transient"]) == ("BadRequest", 403, False)
+    assert "api_key" not in error["message"] and "flagged" in error["message"]
