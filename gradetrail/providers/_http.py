@@ -199,6 +199,36 @@ _MODERATED_WORDS = lazy_compile(
 )
 
 
+#: a limit and what one request asked of it, in a rate-limit message ("Limit 30000,
+#: Requested 33000"; OpenAI's may name what was "Used" between them)
+_LIMIT_REQUESTED = lazy_compile(r"\blimit:?\s+([\d,]+)\b.{0,80}?\brequested:?\s+([\d,]+)", re.I)
+#: words saying the prompt does not fit the model's context window
+_CONTEXT_WORDS = lazy_compile(
+    r"maximum context length|context(?:[ _]length|[ _]window)[ _](?:is )?exceeded|"
+    r"exceeds? the (?:available |maximum )?context (?:size|window|length)|"
+    r"prompt is too long|exceed context limit",
+    re.I,
+)
+
+
+def never_fits(code: str | None, etype: str | None, message: str | None) -> str | None:
+    """Why a request can never succeed however long it waits, or None: it alone asks
+    more of a per-minute limit than the limit is (OpenAI's 429 "Request too large for
+    gpt-4o ... on tokens per min (TPM): Limit 30000, Requested 33000"), or its prompt
+    does not fit the context window (said under a 5xx by servers that send it so). Such
+    an error is recorded at once, never retried."""
+    words = message_words(message)
+    match = _LIMIT_REQUESTED.search(words)
+    if match:
+        limit, asked = (int(g.replace(",", "")) for g in match.groups())
+        if asked > limit:
+            return "this one request asks more than the whole limit: shorten it (or max_tokens)"
+    named = f"{code or ''} {etype or ''}"
+    if _CONTEXT_WORDS.search(words) or "context_length" in named or "context_size" in named:
+        return "the prompt does not fit the model's context window"
+    return None
+
+
 def moderated(body: Any, message: str | None) -> bool:
     """Whether a 403 refuses this prompt's content rather than the credentials:
     OpenRouter's "your chosen model requires moderation and your input was flagged" (its
@@ -579,7 +609,10 @@ def classify_status(
     which; a 400, 402 or 403 saying credit or a spend cap ran out says so too, and any
     402, Payment Required, is ``credit``: Anthropic's ``billing_error``), 5xx,
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
-    ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx (an
+    ``capacity_exceeded``), unless the request can never succeed (:func:`never_fits`: a
+    429 for one request larger than the whole per-minute limit, a 5xx saying the prompt
+    does not fit the context window: a :class:`BadRequest`). Permanent: 400, 401, 403,
+    404, 422 and every other 4xx (an
     :class:`AuthError` for 401, 403, and a 400 whose Google body refuses the key:
     :func:`key_refused`; a 403 refusing the prompt's content, :func:`moderated`, is a
     :class:`BadRequest`). A
@@ -616,8 +649,11 @@ def classify_status(
         if status == 402 and quota is None:  # Payment Required: nothing runs until paid
             quota = "credit"
         fields["quota"] = quota
-    if status == 429:
-        error: ProviderError = RateLimited(text, transient=fields["quota"] is None, **fields)
+    too_big = never_fits(code, etype, message) if status == 429 or status >= 500 else None
+    if too_big is not None:  # retrying can never succeed: recorded at once
+        error: ProviderError = BadRequest(f"{text.rstrip('. ')}; {too_big}", **fields)
+    elif status == 429:
+        error = RateLimited(text, transient=fields["quota"] is None, **fields)
     elif status == 403 and moderated(body, message):  # this prompt refused: a bad request
         error = BadRequest(text, **fields)
     elif status in (401, 403) or status == 400 and key_refused(body):

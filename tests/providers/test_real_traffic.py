@@ -641,3 +641,40 @@ def test_a_403_flagging_the_prompt_is_that_samples_bad_request(
     error = out.row["error"]
     assert (error["kind"], error["status"], error["transient"]) == ("BadRequest", 403, False)
     assert "api_key" not in error["message"] and "flagged" in error["message"]
+
+
+NEVER_FITS = [
+    (  # one request asking more tokens than the whole per-minute limit allows
+        429,
+        {
+            "error": {
+                "message": "Request too large for gpt-4o in organization org-x on tokens per "
+                "min (TPM): Limit 20000, Requested 26500. Reduce the input or output tokens.",
+                "type": "tokens",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        "asks more than the whole limit",
+    ),
+    (  # a local server that says a context overflow under 500
+        500,
+        {"error": {"message": "the input length exceeds the context length", "type": "api_error"}},
+        "context window",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("status", "body", "words"), NEVER_FITS, ids=range(len(NEVER_FITS)))
+def test_a_request_that_can_never_fit_is_not_retried(
+    srv, tmp_path: Path, client: str, status: int, body: dict, words: str
+) -> None:
+    """A 429 for one request larger than the whole per-minute limit, or a 5xx saying the
+    prompt overflows the context window, can never succeed: recorded at once, saying why
+    (before: retried run.max_retries times, each retry refused alike)."""
+    _serve_once(srv, body, status)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert (out.row["attempts"], error["kind"], error["transient"]) == (1, "BadRequest", False)
+    assert words in error["message"] and out.slept == []
