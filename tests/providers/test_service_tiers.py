@@ -361,3 +361,26 @@ def test_anthropic_answers_say_their_service_tier(
     assert row["state"] == "scored", row["error"]
     assert row["cost_usd"] == pytest.approx(usd, rel=1e-9)
     assert row.get("service_tier") == (None if tier == "standard" else tier)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_sonnet_4_5_prompt_past_200k_tokens_is_priced_at_the_long_context_rates(
+    srv, tmp_path: Path, client: str
+) -> None:  # noqa: ANN001
+    """claude-sonnet-4-5 bills a prompt over 200,000 tokens (its 1M context window) at
+    6 / 22.50 USD per MTok, every token of it (before: 3 / 15, half what the answer cost:
+    a 300,000-token web-search turn priced 0.9075 USD instead of 1.81125)."""
+    srv.configure(models=["claude-sonnet-4-5"])
+    body = _message(None)
+    body["usage"] = {"input_tokens": 300_000, "output_tokens": 500}
+    serve_once(srv, body)
+    spec = gsm8k_spec(
+        tmp_path,
+        None,
+        "anthropic",
+        model="claude-sonnet-4-5",
+        base_url=srv.anthropic_base_url,
+        http_client=client,
+    )
+    out = run_http(spec, tmp_path)
+    assert out.row["cost_usd"] == pytest.approx((300_000 * 6.0 + 500 * 22.5) / 1e6, rel=1e-9)
