@@ -384,3 +384,24 @@ def test_a_sonnet_4_5_prompt_past_200k_tokens_is_priced_at_the_long_context_rate
     )
     out = run_http(spec, tmp_path)
     assert out.row["cost_usd"] == pytest.approx((300_000 * 6.0 + 500 * 22.5) / 1e6, rel=1e-9)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("tier", "share"), [(None, 1.0), ("flex", 0.5)])
+def test_a_gpt_5_4_prompt_past_272k_tokens_is_priced_at_twice_the_input_rate(
+    srv, tmp_path: Path, client: str, tier: str | None, share: float
+) -> None:  # noqa: ANN001
+    """OpenAI prices a gpt-5.4 prompt over 272K input tokens at 2x input and 1.5x output,
+    on the standard tier and flex alike (before: the short-context rates, so
+    a 300,000-token prompt with 200 cached and 500 out cost 0.75705 USD, not 1.51035)."""
+    body = _chat(tier)
+    body["usage"] = {
+        "prompt_tokens": 300_000,
+        "completion_tokens": 500,
+        "total_tokens": 300_500,
+        "prompt_tokens_details": {"cached_tokens": 200},
+    }
+    serve_once(srv, body)
+    out = run_http(_spec(srv, tmp_path, client), tmp_path)
+    usd = (299_800 * 5.0 + 200 * 0.5 + 500 * 22.5) / 1e6 * share
+    assert out.row["cost_usd"] == pytest.approx(usd, rel=1e-9)
