@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.parse
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC
 from typing import Any, ClassVar
@@ -1046,10 +1046,12 @@ class HttpProvider(Provider):
         """
         transport = self.transport()
         fold: Fold | None = None
+        feeder: _Feeder | None = None
         try:
             if streamed:
                 fold = self.fold(start)
-                answer = await transport.stream(body, _feeder(fold))
+                feeder = _feeder(fold)
+                answer = await transport.stream(body, feeder)
             else:
                 answer = await transport.send(body)
         except ProviderError:
@@ -1071,7 +1073,10 @@ class HttpProvider(Provider):
                 hint=self.key_hint(),
                 not_found=self.endpoint_hint(error, request.model) if answer.status == 404 else "",
             )
-        if fold is not None:
+        if fold is not None and feeder is not None:
+            whole = feeder.unstreamed()  # the server ignored stream: true
+            if whole is not None:
+                return whole, None
             return fold.answer(), fold.first_token_s
         return self._decode(answer), None
 
@@ -1321,16 +1326,48 @@ def _joined_blocks(first: Response, then: Response) -> tuple[dict[str, Any], ...
     )
 
 
-def _feeder(fold: Fold) -> Callable[[str], None]:
-    """A line handler parsing server-sent events into ``fold``."""
-    parser = SseParser()
+#: the most characters of a streamed answer kept while it holds no event (a server that
+#: ignored ``stream: true`` and answered the whole JSON body)
+_UNSTREAMED_CHARS = 64 * 1024 * 1024
 
-    def on_line(line: str) -> None:
-        event = parser.line(line)
+
+class _Feeder:
+    """A line handler parsing server-sent events into ``fold``; until an event comes, the
+    lines are kept too (:meth:`unstreamed`), in case the server ignored ``stream: true``
+    and answered the whole body as JSON, as some gateways and local servers do."""
+
+    def __init__(self, fold: Fold) -> None:
+        self.fold = fold
+        self.parser = SseParser()
+        self.events = 0
+        self.lines: list[str] = []
+        self.size = 0
+
+    def __call__(self, line: str) -> None:
+        if not self.events and self.size < _UNSTREAMED_CHARS:
+            self.lines.append(line)
+            self.size += len(line)
+        event = self.parser.line(line)
         if event is not None:
-            fold.feed(*event)
+            self.events += 1
+            self.lines.clear()
+            self.fold.feed(*event)
 
-    return on_line
+    def unstreamed(self) -> dict[str, Any] | None:
+        """The answer as a JSON object when no event came and the lines are one (the
+        server answered unstreamed), else None."""
+        if self.events or not self.lines or self.size >= _UNSTREAMED_CHARS:
+            return None
+        try:
+            data = parsed("\n".join(self.lines).encode())
+        except (ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) else None
+
+
+def _feeder(fold: Fold) -> _Feeder:
+    """A line handler parsing server-sent events into ``fold`` (see :class:`_Feeder`)."""
+    return _Feeder(fold)
 
 
 #: the largest token count one response's ``usage`` may report; above it (or negative,

@@ -955,3 +955,32 @@ def test_an_error_event_holding_the_bare_error_is_read_by_its_words(
     row = out.row
     assert row["state"] == "scored" and row["attempts"] == 2 and row["score"] == 1.0
     assert len(out.slept) == 1 and out.cached == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", ["openai_compatible", "anthropic"])
+def test_a_whole_answer_to_a_streamed_request_is_read(
+    srv, tmp_path: Path, client: str, protocol: str
+) -> None:
+    """A server that ignores ``stream: true`` and sends the whole JSON answer is read as
+    that answer (before: a stream cut before its end, retried, and failed on every
+    attempt at such a server, each one billed)."""
+    if protocol == "anthropic":
+        body: dict[str, Any] = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "175b_verification",
+            "content": [{"type": "text", "text": "A: 18"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 40, "output_tokens": 4},
+        }
+    else:
+        message = {"role": "assistant", "content": "A: 18"}
+        body = _completion(message, "stop", {"prompt_tokens": 40, "completion_tokens": 4})
+    _serve_once(srv, body, headers={"content-type": "application/json"})
+    out = _run(srv, tmp_path, protocol, client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 1 and row["score"] == 1.0
+    assert (row["input_tokens"], row["output_tokens"]) == (40, 4) and out.slept == []
