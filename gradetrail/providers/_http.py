@@ -140,6 +140,9 @@ QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
 #: the period in a Google quota id (``GenerateRequestsPerDayPerProjectPerModel-FreeTier``)
 _QUOTA_PERIOD = lazy_compile(r"Per(Second|Minute|Hour|Day|Month)", re.I)
 _LONG_PERIODS = {"day": "daily", "month": "monthly"}
+#: a limit named by an identifier ending in its period (OpenRouter's 429 "Rate limit
+#: exceeded: free-models-per-day"): decisive over the message's rate-limit words
+_LIMIT_ID_PERIOD = lazy_compile(r"\b[a-z0-9]+(?:-[a-z0-9]+)*-per-(day|month)\b", re.I)
 #: an error type or code that names a rate limit (decisive: the message is not read)
 _RATE_CODES = lazy_compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
 #: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
@@ -275,7 +278,9 @@ def exhausted_quota(
        (:data:`_SPEND_WORDS`: Anthropic's "reached your specified API usage limits"), which
        outrank a rate-limit type; one naming a rate limit (``rate_limit_exceeded``,
        ``rate_limit_error``, OpenAI's ``tokens``/``requests`` types) is a rate limit,
-       whatever else the message says;
+       whatever else the message says; then a limit the message names by an identifier
+       ending in its period (OpenRouter's ``free-models-per-day``: daily), whatever
+       rate-limit words are around it;
     3. the message, its links removed, when it holds no rate-limit words: a phrase of
        :data:`QUOTA_PHRASES` (credit exhausted, a spend cap, a limit per day or month);
     4. a code that is itself an HTTP status (Google's and Azure's ``429``) says nothing
@@ -296,6 +301,9 @@ def exhausted_quota(
         return "credit" if "credit" in spent.group(0).lower() else "spend_cap"
     if any(value and _RATE_CODES.search(value) for value in (code, etype)):
         return None
+    named = _LIMIT_ID_PERIOD.search(words)  # a limit's own name says its period
+    if named:
+        return _LONG_PERIODS[named.group(1).lower()]
     if _RATE_WORDS.search(words):
         return None
     for pattern, quota in QUOTA_PHRASES:

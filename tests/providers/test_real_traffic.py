@@ -65,6 +65,10 @@ RETRIED_429 = [
             },
         },
     ),
+    (  # OpenRouter's per-minute cap on free models, named by its id
+        "openai_compatible",
+        {"error": {"message": "Rate limit exceeded: free-models-per-min.", "code": 429}},
+    ),
     (  # no type, no code: the message is read without its link
         "openai_compatible",
         {"error": {"message": "Too many requests, see https://example.com/quota/billing"}},
@@ -160,6 +164,17 @@ QUOTA_429 = [
         },
         "spend_cap",
         "spend cap",
+    ),
+    (  # OpenRouter's daily cap on free models, in rate-limit words, named by its id
+        {
+            "error": {
+                "message": "Rate limit exceeded: free-models-per-day. Buy credits for more.",
+                "code": 429,
+                "metadata": {"headers": {"X-RateLimit-Remaining": "0"}},
+            }
+        },
+        "daily",
+        "per-day quota",
     ),
     (  # Google's per-day quota named in the message only
         _google(
