@@ -508,7 +508,8 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     OpenAI ``{"error": {"type", "code", "message"}}`` (or the inner object alone, as the
     SDK passes it), Anthropic ``{"type": "error", "error": {"type", "message",
     "details": {"error_code"}}}``, and the plain-string form some gateways send,
-    ``{"error": "rate limit exceeded"}`` (the string is the message). Numeric codes
+    ``{"error": "rate limit exceeded"}`` (the string is the message), and FastAPI's
+    ``{"detail": ...}`` (:func:`_fastapi_detail`) when nothing else says. Numeric codes
     (``"code": 429``) come back as text. Google's envelope, a JSON list holding the error
     object (``[{"error": {"code", "message", "status"}}]``, as Gemini's OpenAI-compatible
     endpoint sends it), is read as that object."""
@@ -522,6 +523,8 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     else:
         inner = error if isinstance(error, dict) else body
     etype, code, message = inner.get("type"), inner.get("code"), inner.get("message")
+    if message is None:  # FastAPI's own envelope (vLLM, LiteLLM and others' 404s, 422s)
+        message = _fastapi_detail(inner.get("detail"))
     details = inner.get("details")
     if code is None and isinstance(details, dict):
         code = details.get("error_code")
@@ -532,6 +535,23 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
         None if code is None else str(code),
         None if message is None else str(message),
     )
+
+
+def _fastapi_detail(detail: Any) -> str | None:
+    """The message of FastAPI's error envelope, ``{"detail": "Not Found"}`` or a 422's
+    ``{"detail": [{"loc": ["body", "messages"], "msg": "Field required"}, ...]}`` (as
+    ``body.messages: Field required``, joined by ``; ``), or None."""
+    if isinstance(detail, str) and detail.strip():
+        return detail.strip()
+    if not isinstance(detail, list):
+        return None
+    parts = []
+    for item in detail[:5]:
+        if isinstance(item, dict) and item.get("msg") is not None:
+            loc = item.get("loc")
+            where = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
+            parts.append(f"{where}: {item['msg']}" if where else str(item["msg"]))
+    return "; ".join(parts) or None
 
 
 _RATE_WORDS = lazy_compile(r"rate.?limit|too many requests|throttl", re.I)

@@ -693,3 +693,31 @@ def test_a_request_that_can_never_fit_is_not_retried(
     error = out.row["error"]
     assert (out.row["attempts"], error["kind"], error["transient"]) == (1, "BadRequest", False)
     assert words in error["message"] and out.slept == []
+
+
+FASTAPI_BODIES = [
+    ({"detail": "Not Found"}, 404, "404 error: Not Found"),
+    (
+        {
+            "detail": [
+                {"type": "missing", "loc": ["body", "messages"], "msg": "Field required"},
+                {"type": "int_parsing", "loc": ["body", "max_tokens"], "msg": "Not an int"},
+            ]
+        },
+        422,
+        "422 error: body.messages: Field required; body.max_tokens: Not an int",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("body", "status", "words"), FASTAPI_BODIES, ids=["404", "422"])
+def test_fastapi_error_bodies_keep_their_message(
+    srv, tmp_path: Path, client: str, body: dict, status: int, words: str
+) -> None:
+    """Servers built on FastAPI answer errors as ``{"detail": ...}`` (a string, or a
+    422's list of fields and messages): the row's error says it (before: "no message")."""
+    _serve_once(srv, body, status)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert error["kind"] == "BadRequest" and error["message"].startswith(words)
