@@ -984,3 +984,25 @@ def test_a_whole_answer_to_a_streamed_request_is_read(
     row = out.row
     assert row["state"] == "scored" and row["attempts"] == 1 and row["score"] == 1.0
     assert (row["input_tokens"], row["output_tokens"]) == (40, 4) and out.slept == []
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("end", ["\r", "\r\n"], ids=["cr", "crlf"])
+def test_a_stream_of_any_sse_line_end_reads_alike(
+    srv, tmp_path: Path, client: str, end: str
+) -> None:
+    """The SSE format ends lines with CRLF, LF or a lone CR, and the SDK's HTTPX reads all
+    three: every client reads a stream of lone-CR line ends as the SDK does (before: the
+    aiohttp and plain clients saw one line, no event, and retried a cut stream)."""
+    head = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": {"content": "A: 18"}}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {**head, "choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 4}},
+    ]
+    stream = "".join(f"data: {json.dumps(c)}{end}{end}" for c in chunks)
+    _serve_once(srv, stream + f"data: [DONE]{end}{end}", headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 1 and row["response"] == "A: 18"
+    assert (row["input_tokens"], row["output_tokens"]) == (30, 4)
