@@ -603,13 +603,46 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     return None
 
 
+#: an HTML page (a proxy's or gateway's error page)
+_HTML_PAGE = lazy_compile(r"^\s*(?:<!doctype html|<html\b|<head\b|<body\b)", re.I)
+
+
+_TAG = lazy_compile(r"<[^<>]*>")
+
+
+def _page_words(page: str) -> str:
+    """The words of an HTML page, outside its scripts and styles, tags removed and
+    whitespace collapsed; linear in the page, whatever it holds."""
+    import html
+
+    low, kept, at = page.lower(), [], 0
+    while True:
+        found = [i for i in (low.find("<script", at), low.find("<style", at)) if i >= 0]
+        if not found:
+            kept.append(page[at:])
+            break
+        start = min(found)
+        kept.append(page[at:start])
+        tag = "</script" if low.startswith("<script", start) else "</style"
+        close = low.find(tag, start)
+        end = low.find(">", close) if close >= 0 else -1
+        if end < 0:
+            break
+        at = end + 1
+    return " ".join(html.unescape(_TAG.sub(" ", " ".join(kept))).split())
+
+
 def error_body(content: bytes) -> Any:
     """An error answer's body as both SDKs read it: the decoded JSON when it parses, else
-    the stripped text (what :func:`classify_status` and :func:`error_fields` take)."""
+    the stripped text (what :func:`classify_status` and :func:`error_fields` take); an
+    HTML page (a proxy's: Cloudflare, nginx) as its words only, tags, scripts and styles
+    removed and whitespace collapsed, so the row's one-line message says what it said."""
     text = content.decode("utf-8", "replace").strip()
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: nested past Python's limit
+        if _HTML_PAGE.match(text):
+            return _page_words(text[:20_000])[:500] or text[:500]
         return text[:500]
 
 

@@ -721,3 +721,25 @@ def test_fastapi_error_bodies_keep_their_message(
     out = _run(srv, tmp_path, "openai_compatible", client)
     error = out.row["error"]
     assert error["kind"] == "BadRequest" and error["message"].startswith(words)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_proxys_html_error_page_is_read_as_its_words(srv, tmp_path: Path, client: str) -> None:
+    """A proxy's HTML error page (a firewall's block page with its style sheet) is read as
+    its words: the row's one-line error says what the page said (before: the markup from
+    the doctype on, cut at 500 characters, the style sheet first)."""
+    page = (
+        "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<style>body { font: 14px sans-serif; "
+        "margin: 0 auto; max-width: 40em }</style>\n<script>window.ray = 'abc';</script>\n"
+        "<title>Access denied | gateway.example</title>\n</head>\n<body>\n"
+        "<h1>Request blocked</h1>\n<p>This address may not reach the API &amp; its models.</p>"
+        "\n</body>\n</html>\n"
+    )
+    _serve_once(srv, page, 403, {"content-type": "text/html"})
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    message = out.row["error"]["message"]
+    assert message.startswith(
+        "403 error: Access denied | gateway.example Request blocked This address may not "
+        "reach the API & its models"
+    )
+    assert "<" not in message and "font:" not in message and "window.ray" not in message
