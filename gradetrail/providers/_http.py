@@ -646,10 +646,11 @@ def error_body(content: bytes) -> Any:
         return text[:500]
 
 
-#: statuses whose body may say a quota ran out; of them, a 400/402/403 is read for a code
-#: of :data:`QUOTA_CODES` or the quotas of :data:`_BILLING_QUOTAS` only (Anthropic's 400
-#: "credit balance is too low")
-_QUOTA_STATUSES = frozenset([400, 402, 403, 429])
+#: statuses whose body may say a quota ran out; of them, a 400/402/403/412 is read for a
+#: code of :data:`QUOTA_CODES` or the quotas of :data:`_BILLING_QUOTAS` only (Anthropic's
+#: 400 "credit balance is too low"; Fireworks' 412 "Account ... is suspended, possibly due
+#: to reaching the monthly spending limit")
+_QUOTA_STATUSES = frozenset([400, 402, 403, 412, 429])
 _BILLING_QUOTAS = frozenset(["credit", "spend_cap"])
 
 
@@ -667,7 +668,7 @@ def classify_status(
 
     Transient: 408 (timeout), 409, 429 (unless a quota ran out that will not come back
     within the run, as :func:`exhausted_quota` decides: the error's ``quota`` then says
-    which; a 400, 402 or 403 saying credit or a spend cap ran out says so too, and any
+    which; a 400, 402, 403 or 412 saying credit or a spend cap ran out says so too, and any
     402, Payment Required, is ``credit``: Anthropic's ``billing_error``), 5xx,
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
     ``capacity_exceeded``), unless the request can never succeed (:func:`never_fits`: a

@@ -243,6 +243,17 @@ SPEND_LIMITS = [
         None,
         "credit",
     ),
+    (  # Fireworks: a suspended account, under 412 Precondition Failed
+        412,
+        {
+            "error": {
+                "message": "Account acme-1 is suspended, possibly due to reaching the monthly "
+                "spending limit or failure to pay past invoices."
+            }
+        },
+        None,
+        "spend_cap",
+    ),
     (  # OpenAI's prepaid credit, said by its code
         429,
         {
