@@ -120,6 +120,8 @@ QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
         lazy_compile(
             r"credit balance|prepa(?:id|yment) (?:credits?|balance)|out of credits?|"
             r"insufficient.?(?:funds|credits?|balance)|"
+            # xAI's 403 "Your newly created team doesn't have any credits yet"
+            r"(?:doesn'?t|does not|don'?t|do not) have (?:any|enough) credits?|"
             r"credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
             re.I,
         ),

@@ -254,6 +254,15 @@ SPEND_LIMITS = [
         None,
         "spend_cap",
     ),
+    (  # xAI: a team with no credits, under 403, its code a sentence
+        403,
+        {
+            "code": "The caller may not run this operation",
+            "error": "This new team does not have any credits yet. Buy credits in the console.",
+        },
+        None,
+        "credit",
+    ),
     (  # OpenAI's prepaid credit, said by its code
         429,
         {
