@@ -33,7 +33,10 @@ input and cached input are never counted twice, and the cache writes
 (``prompt_tokens_details.cache_write_tokens``), priced at the cache-write rate;
 ``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output;
 a server that counts them apart from ``completion_tokens``, as xAI's Grok does, says so by
-a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output).
+a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output;
+a ``total_tokens`` above prompt + completion with no reasoning detail, as Gemini's
+OpenAI-compatible endpoint reports its thoughts, is the same: the rest is reasoning
+output).
 A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text (on a
 message that calls tools also kept verbatim, :attr:`Response.reasoning_blocks`, and sent
 back on it in an agent loop, as DeepSeek's thinking mode requires), and
@@ -269,8 +272,19 @@ class OpenAIProvider(HttpProvider):
             write = self.usage_int(usage, "prompt_tokens_details", "cache_write_tokens")
             output = self.usage_int(usage, "completion_tokens")
             thinking = self.usage_int(usage, "completion_tokens_details", "reasoning_tokens")
-            if thinking and self.usage_int(usage, "total_tokens") == prompt + output + thinking:
+            # the total's tokens neither prompt nor completion count (only when both are
+            # counts as sent: one read as 0 for being no count says nothing of the rest)
+            counted = (
+                usage.get("prompt_tokens") == prompt and usage.get("completion_tokens") == output
+            )
+            unsaid = self.usage_int(usage, "total_tokens") - prompt - output if counted else 0
+            if thinking and unsaid == thinking:
                 output += thinking  # counted apart from completion_tokens (xAI's Grok)
+            elif not thinking and unsaid > 0 and unsaid != cached:
+                # Gemini's thoughts: in total_tokens (and billed as output), in neither
+                # completion_tokens nor a reasoning_tokens detail
+                output += unsaid
+                thinking = unsaid
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = write = output = thinking = 0

@@ -1006,3 +1006,19 @@ def test_a_stream_of_any_sse_line_end_reads_alike(
     row = out.row
     assert row["state"] == "scored" and row["attempts"] == 1 and row["response"] == "A: 18"
     assert (row["input_tokens"], row["output_tokens"]) == (30, 4)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_thoughts_counted_only_in_the_total_are_reasoning_output(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """Gemini's OpenAI-compatible endpoint counts a thinking model's thoughts in
+    ``total_tokens`` (and bills them as output) but in neither ``completion_tokens`` nor a
+    reasoning detail: the rest of the total is reasoning output (before: 24 output
+    tokens for an answer billed 596, its cost a twentieth of the bill)."""
+    usage = {"prompt_tokens": 20, "completion_tokens": 24, "total_tokens": 616}
+    _serve_once(srv, _completion({"role": "assistant", "content": "A: 18"}, "stop", usage))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert (row["output_tokens"], row["reasoning_tokens"]) == (596, 572)
+    assert row["cost_usd"] == pytest.approx((20 * 1.0 + 596 * 2.0) / 1e6)
