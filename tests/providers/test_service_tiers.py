@@ -277,7 +277,7 @@ def test_a_priority_answer_past_128k_prompt_tokens_has_an_unknown_cost(
     srv, tmp_path: Path, client: str, caplog: pytest.LogCaptureFixture
 ) -> None:  # noqa: ANN001
     """A priority answer to a 200,000-token prompt is not priced at the short-context
-    priority rates (before: 1.0155 USD, as if they applied); its cost is unknown (n/a),
+    priority rates (before: 1.015 USD, as if they applied); its cost is unknown (n/a),
     with a warning naming the limit."""
     body = _chat("priority")
     body["usage"] = {"prompt_tokens": 200_000, "completion_tokens": 500, "total_tokens": 200_500}
