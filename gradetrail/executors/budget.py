@@ -16,8 +16,10 @@ in the body), output tokens at most its ``max_tokens`` (or the larger length a
 with ``model.pause_turn_continuations`` every part a paused answer may take is counted,
 each part's input the request's and the parts before it. Priced by the provider's own
 :meth:`~gradetrail.providers.base.Provider.price`, at the batch tier for a batch, and at
-the service tier ``model.params.extra.service_tier`` asks for when that costs more (a
-priority request at priority rates). A
+the dearest service tier that may serve it: the one ``model.params.extra.service_tier``
+asks for (a priority request at priority rates), or, when it asks for none, any tier the
+model has rates for (a project whose default tier is priority is billed at priority rates
+without asking; ``service_tier: default`` holds it to the standard ones). A
 request without ``max_tokens`` (OpenAI sends none unless the spec sets one), a model
 without a price, an ``extra`` length key or ``n`` that is not a whole number of at least
 1, or a server tool in ``extra.tools`` (a fee per use, its results read as input) has no
@@ -48,7 +50,6 @@ from gradetrail.errors import ProviderTimeout, RunError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.retry import AttemptListener, CallOutcome, RetriedAttempt
 from gradetrail.providers.base import Provider, Request, Response
-from gradetrail.providers.pricing import tier_name
 
 __all__ = [
     "Budget",
@@ -105,12 +106,13 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     # a paused answer sent back (model.pause_turn_continuations): each part is billed, its
     # input the request's and the parts so far (each at most `output` tokens)
     parts = 1 + (getattr(provider.model, "pause_turn_continuations", 0) or 0)
-    # a service tier the request asks for (extra.service_tier: priority) may cost more
-    tiers = {None, tier_name((request.params.get("extra") or {}).get("service_tier"))}
+    # the dearest tier that may serve it: the one asked for (extra.service_tier: priority),
+    # or, asking none, one the project may default to (priority)
+    tiers = {None} if batch else set(provider.servable_tiers(request))  # batch: its own
     total = 0.0
     for part in range(parts):
-        costs = [
-            provider.price(
+        costs = {
+            served: provider.price(
                 request,
                 Response(
                     text="",
@@ -121,14 +123,29 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
                 ),
             )
             for served in sorted(tiers, key=str)
-        ]
-        if None in costs:
-            raise SpecError(
-                f"model.price: no price is known for {provider.model.provider}:{request.model}, "
-                "so run.max_cost_usd cannot be held; give model.price (USD per million tokens)"
-            )
-        total += max(c for c in costs if c is not None)
+        }
+        if None in costs.values():
+            raise SpecError(_unpriced(provider, request, costs.get(None) is None))
+        total += max(c for c in costs.values() if c is not None)
     return total
+
+
+def _unpriced(provider: Provider, request: Request, standard: bool) -> str:
+    """Why ``request`` has no worst case: no price at all (``standard``), or none for a
+    service tier that may serve it at this prompt size (OpenAI's priority rates stop at
+    128K prompt tokens)."""
+    where = f"{provider.model.provider}:{request.model}"
+    if standard:
+        return (
+            f"model.price: no price is known for {where}, so run.max_cost_usd cannot be "
+            "held; give model.price (USD per million tokens)"
+        )
+    return (
+        f"run.max_cost_usd: {where} may be served on a service tier (a project may default "
+        "to priority) whose price for a prompt this long is unknown, so the ceiling cannot "
+        "be held; set model.params.extra.service_tier: default to be billed at standard "
+        "rates, or give model.price"
+    )
 
 
 #: ``model.params.extra`` keys that, sent verbatim over the body, replace its bound on
@@ -378,11 +395,18 @@ def billed_usd(error: BaseException | None) -> float | None:
     return billed.cost_usd if billed is not None else None
 
 
-def _paid(outcome: CallOutcome) -> float | None:
+def _paid(outcome: CallOutcome, reserved: float) -> float | None:
     """USD ``outcome`` paid: its response's cost, and what attempts that were billed and
     then refused cost (:func:`billed_usd`), the retried ones included; None when none
-    of them says."""
-    costs = [outcome.response.cost_usd] if outcome.response is not None else []
+    of them says. A response whose cost is unknown (a priority answer past the prompt
+    size its rates are published for) or that counted no tokens at all (the server sent
+    no usage: its tokens, and so its cost, read as 0) was billed all the same: it counts
+    at ``reserved``, its worst case, never as free."""
+    response = outcome.response
+    costs: list[float | None] = []
+    if response is not None:
+        unread = response.total_input_tokens + response.output_tokens == 0
+        costs.append(reserved if response.cost_usd is None or unread else response.cost_usd)
     costs += [billed_usd(error) for error in [a.error for a in outcome.retried] + [outcome.error]]
     known = [c for c in costs if c is not None]
     return sum(known) if known else None
@@ -457,7 +481,7 @@ class BudgetedExecutor(Executor):
         ended = False
         try:
             outcome = await self.inner.complete(request, attempt_ended)
-            cost, ended = _paid(outcome), True
+            cost, ended = _paid(outcome, worst), True
             if not heard:  # retried elsewhere (Ray): its cut-off attempts counted now
                 for _ in range(_cut_off(outcome)):
                     budget.count_unsettled(worst)

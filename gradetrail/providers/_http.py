@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.parse
 from abc import abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC
 from typing import Any, ClassVar
@@ -93,7 +93,23 @@ QUOTA_CODES: dict[str, str] = {
     "billing_not_active": "credit",
     "organization_spend_limit_exceeded": "spend_cap",  # OpenAI's hard monthly spend limits
     "project_spend_limit_exceeded": "spend_cap",
+    "credit_balance_exhausted": "credit",  # OpenAI: no prepaid credit left
+    # Anthropic, in error.details.error_code under a 429 rate_limit_error: the usage tier's
+    # monthly spend cap, or the contract's, was reached (no retry-after: it pauses until
+    # the month or contract turns)
+    "enforced_spend_limit_reached": "spend_cap",
+    "contract_spend_limit_reached": "spend_cap",
 }
+#: words that say a spend limit or credit ran out whatever type or code the error carries:
+#: Anthropic sends its organization's or workspace's own spend limit as "You have reached
+#: your specified (workspace) API usage limits" under a 400 invalid_request_error, and may
+#: send it under a 429 rate_limit_error (its Claude Code workspace), where the type alone
+#: would read a per-minute limit to wait out
+_SPEND_WORDS = lazy_compile(
+    r"reached (?:your|its|the) specified (?:workspace )?API usage limits?|"
+    r"credit balance is too low",
+    re.I,
+)
 #: phrases of a message that name a quota which will not come back within a run, and which
 #: (read, links removed, only when no rate-limit word is there and no code decided):
 #: Gemini's "monthly spending cap" and "prepayment credits are depleted", Anthropic's
@@ -104,6 +120,8 @@ QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
         lazy_compile(
             r"credit balance|prepa(?:id|yment) (?:credits?|balance)|out of credits?|"
             r"insufficient.?(?:funds|credits?|balance)|"
+            # xAI's 403 "Your newly created team doesn't have any credits yet"
+            r"(?:doesn'?t|does not|don'?t|do not) have (?:any|enough) credits?|"
             r"credits? (?:are |is |have been )?(?:exhausted|depleted|used up)",
             re.I,
         ),
@@ -112,7 +130,8 @@ QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         lazy_compile(
             r"spend(?:ing)? (?:cap|limit)|billing (?:cap|hard limit)|"
-            r"usage limits?\b.{0,80}\bregain access",  # Anthropic's workspace limit
+            r"usage limits?\b.{0,80}\bregain access|"  # Anthropic's workspace limit
+            r"specified (?:workspace )?API usage limits?",
             re.I,
         ),
         "spend_cap",
@@ -123,6 +142,9 @@ QUOTA_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = (
 #: the period in a Google quota id (``GenerateRequestsPerDayPerProjectPerModel-FreeTier``)
 _QUOTA_PERIOD = lazy_compile(r"Per(Second|Minute|Hour|Day|Month)", re.I)
 _LONG_PERIODS = {"day": "daily", "month": "monthly"}
+#: a limit named by an identifier ending in its period (OpenRouter's 429 "Rate limit
+#: exceeded: free-models-per-day"): decisive over the message's rate-limit words
+_LIMIT_ID_PERIOD = lazy_compile(r"\b[a-z0-9]+(?:-[a-z0-9]+)*-per-(day|month)\b", re.I)
 #: an error type or code that names a rate limit (decisive: the message is not read)
 _RATE_CODES = lazy_compile(r"rate.?limit|too.?many.?requests|throttl|^requests$|^tokens$", re.I)
 #: a URL (or a bare link such as aka.ms/x) in an error message: never a quota signal
@@ -164,6 +186,66 @@ def retry_delay(body: Any) -> float | None:
     return None
 
 
+def key_refused(body: Any) -> bool:
+    """Whether a Google error body says the API key itself is refused (an ``ErrorInfo``
+    detail whose ``reason`` is ``API_KEY_INVALID`` or another ``API_KEY_*``): Gemini's
+    OpenAI-compatible endpoint sends an invalid or expired key as a 400
+    ``INVALID_ARGUMENT``, which is an auth error, not a bad request."""
+    return any(
+        str(detail.get("reason") or "").startswith("API_KEY_")
+        for detail in _google_details(body)
+        if str(detail.get("@type", "")).endswith("google.rpc.ErrorInfo")
+    )
+
+
+#: words of a 403 saying a moderation or content filter refused this prompt, not the key
+_MODERATED_WORDS = lazy_compile(
+    r"\bflagged\b|moderation|content (?:policy|filter|management)|guardrail", re.I
+)
+
+
+#: a limit and what one request asked of it, in a rate-limit message ("Limit 30000,
+#: Requested 33000"; OpenAI's may name what was "Used" between them)
+_LIMIT_REQUESTED = lazy_compile(r"\blimit:?\s+([\d,]+)\b.{0,80}?\brequested:?\s+([\d,]+)", re.I)
+#: words saying the prompt does not fit the model's context window
+_CONTEXT_WORDS = lazy_compile(
+    r"maximum context length|context(?:[ _]length|[ _]window)[ _](?:is )?exceeded|"
+    r"exceeds? the (?:available |maximum )?context (?:size|window|length)|"
+    r"prompt is too long|exceed context limit",
+    re.I,
+)
+
+
+def never_fits(code: str | None, etype: str | None, message: str | None) -> str | None:
+    """Why a request can never succeed however long it waits, or None: it alone asks
+    more of a per-minute limit than the limit is (OpenAI's 429 "Request too large for
+    gpt-4o ... on tokens per min (TPM): Limit 30000, Requested 33000"), or its prompt
+    does not fit the context window (said under a 5xx by servers that send it so). Such
+    an error is recorded at once, never retried."""
+    words = message_words(message)
+    match = _LIMIT_REQUESTED.search(words)
+    if match:
+        limit, asked = (int(g.replace(",", "")) for g in match.groups())
+        if asked > limit:
+            return "this one request asks more than the whole limit: shorten it (or max_tokens)"
+    named = f"{code or ''} {etype or ''}"
+    if _CONTEXT_WORDS.search(words) or "context_length" in named or "context_size" in named:
+        return "the prompt does not fit the model's context window"
+    return None
+
+
+def moderated(body: Any, message: str | None) -> bool:
+    """Whether a 403 refuses this prompt's content rather than the credentials:
+    OpenRouter's "your chosen model requires moderation and your input was flagged" (its
+    ``error.metadata`` naming ``flagged_input`` / ``reasons``), a guardrail's block. Such
+    a refusal is one sample's, a bad request, never an auth error stopping the run."""
+    error = body.get("error") if isinstance(body, dict) else None
+    metadata = error.get("metadata") if isinstance(error, dict) else None
+    if isinstance(metadata, dict) and ("flagged_input" in metadata or "reasons" in metadata):
+        return True
+    return bool(_MODERATED_WORDS.search(message_words(message)))
+
+
 def quota_ids(body: Any) -> list[str]:
     """The quota names a Google error body gives in its ``details`` (``QuotaFailure``
     violations' ``quotaId``, ``ErrorInfo`` metadata's ``quota_limit``), in order; empty
@@ -193,9 +275,14 @@ def exhausted_quota(
     1. the quota names of the body (:func:`quota_ids`, Google's): any per-day or per-month
        one ran out is that; per-second, -minute or -hour ones only: a rate limit;
     2. the error's code, then type: one of :data:`QUOTA_CODES` (``insufficient_quota``,
-       ``billing_hard_limit_reached``, ``project_spend_limit_exceeded``...) is that; one
-       naming a rate limit (``rate_limit_exceeded``, ``rate_limit_error``, OpenAI's
-       ``tokens``/``requests`` types) is a rate limit, whatever the message says;
+       ``billing_hard_limit_reached``, ``project_spend_limit_exceeded``, Anthropic's
+       ``enforced_spend_limit_reached``...) is that; then the message's spend-limit words
+       (:data:`_SPEND_WORDS`: Anthropic's "reached your specified API usage limits"), which
+       outrank a rate-limit type; one naming a rate limit (``rate_limit_exceeded``,
+       ``rate_limit_error``, OpenAI's ``tokens``/``requests`` types) is a rate limit,
+       whatever else the message says; then a limit the message names by an identifier
+       ending in its period (OpenRouter's ``free-models-per-day``: daily), whatever
+       rate-limit words are around it;
     3. the message, its links removed, when it holds no rate-limit words: a phrase of
        :data:`QUOTA_PHRASES` (credit exhausted, a spend cap, a limit per day or month);
     4. a code that is itself an HTTP status (Google's and Azure's ``429``) says nothing
@@ -210,9 +297,15 @@ def exhausted_quota(
     for value in (code, etype):  # the code first: it is the more specific
         if value in QUOTA_CODES:
             return QUOTA_CODES[value]
-        if value and _RATE_CODES.search(value):
-            return None
     words = message_words(message)
+    spent = _SPEND_WORDS.search(words)
+    if spent:
+        return "credit" if "credit" in spent.group(0).lower() else "spend_cap"
+    if any(value and _RATE_CODES.search(value) for value in (code, etype)):
+        return None
+    named = _LIMIT_ID_PERIOD.search(words)  # a limit's own name says its period
+    if named:
+        return _LONG_PERIODS[named.group(1).lower()]
     if _RATE_WORDS.search(words):
         return None
     for pattern, quota in QUOTA_PHRASES:
@@ -417,7 +510,8 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     OpenAI ``{"error": {"type", "code", "message"}}`` (or the inner object alone, as the
     SDK passes it), Anthropic ``{"type": "error", "error": {"type", "message",
     "details": {"error_code"}}}``, and the plain-string form some gateways send,
-    ``{"error": "rate limit exceeded"}`` (the string is the message). Numeric codes
+    ``{"error": "rate limit exceeded"}`` (the string is the message), and FastAPI's
+    ``{"detail": ...}`` (:func:`_fastapi_detail`) when nothing else says. Numeric codes
     (``"code": 429``) come back as text. Google's envelope, a JSON list holding the error
     object (``[{"error": {"code", "message", "status"}}]``, as Gemini's OpenAI-compatible
     endpoint sends it), is read as that object."""
@@ -431,6 +525,8 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
     else:
         inner = error if isinstance(error, dict) else body
     etype, code, message = inner.get("type"), inner.get("code"), inner.get("message")
+    if message is None:  # FastAPI's own envelope (vLLM, LiteLLM and others' 404s, 422s)
+        message = _fastapi_detail(inner.get("detail"))
     details = inner.get("details")
     if code is None and isinstance(details, dict):
         code = details.get("error_code")
@@ -441,6 +537,23 @@ def error_fields(body: Any) -> tuple[str | None, str | None, str | None]:
         None if code is None else str(code),
         None if message is None else str(message),
     )
+
+
+def _fastapi_detail(detail: Any) -> str | None:
+    """The message of FastAPI's error envelope, ``{"detail": "Not Found"}`` or a 422's
+    ``{"detail": [{"loc": ["body", "messages"], "msg": "Field required"}, ...]}`` (as
+    ``body.messages: Field required``, joined by ``; ``), or None."""
+    if isinstance(detail, str) and detail.strip():
+        return detail.strip()
+    if not isinstance(detail, list):
+        return None
+    parts = []
+    for item in detail[:5]:
+        if isinstance(item, dict) and item.get("msg") is not None:
+            loc = item.get("loc")
+            where = ".".join(str(p) for p in loc) if isinstance(loc, list) else ""
+            parts.append(f"{where}: {item['msg']}" if where else str(item["msg"]))
+    return "; ".join(parts) or None
 
 
 _RATE_WORDS = lazy_compile(r"rate.?limit|too many requests|throttl", re.I)
@@ -492,20 +605,54 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     return None
 
 
+#: an HTML page (a proxy's or gateway's error page)
+_HTML_PAGE = lazy_compile(r"^\s*(?:<!doctype html|<html\b|<head\b|<body\b)", re.I)
+
+
+_TAG = lazy_compile(r"<[^<>]*>")
+
+
+def _page_words(page: str) -> str:
+    """The words of an HTML page, outside its scripts and styles, tags removed and
+    whitespace collapsed; linear in the page, whatever it holds."""
+    import html
+
+    low, kept, at = page.lower(), [], 0
+    while True:
+        found = [i for i in (low.find("<script", at), low.find("<style", at)) if i >= 0]
+        if not found:
+            kept.append(page[at:])
+            break
+        start = min(found)
+        kept.append(page[at:start])
+        tag = "</script" if low.startswith("<script", start) else "</style"
+        close = low.find(tag, start)
+        end = low.find(">", close) if close >= 0 else -1
+        if end < 0:
+            break
+        at = end + 1
+    return " ".join(html.unescape(_TAG.sub(" ", " ".join(kept))).split())
+
+
 def error_body(content: bytes) -> Any:
     """An error answer's body as both SDKs read it: the decoded JSON when it parses, else
-    the stripped text (what :func:`classify_status` and :func:`error_fields` take)."""
+    the stripped text (what :func:`classify_status` and :func:`error_fields` take); an
+    HTML page (a proxy's: Cloudflare, nginx) as its words only, tags, scripts and styles
+    removed and whitespace collapsed, so the row's one-line message says what it said."""
     text = content.decode("utf-8", "replace").strip()
     try:
         return json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: nested past Python's limit
+        if _HTML_PAGE.match(text):
+            return _page_words(text[:20_000])[:500] or text[:500]
         return text[:500]
 
 
-#: statuses whose body may say a quota ran out; of them, a 400/402/403 is read for a code
-#: of :data:`QUOTA_CODES` or the quotas of :data:`_BILLING_QUOTAS` only (Anthropic's 400
-#: "credit balance is too low")
-_QUOTA_STATUSES = frozenset([400, 402, 403, 429])
+#: statuses whose body may say a quota ran out; of them, a 400/402/403/412 is read for a
+#: code of :data:`QUOTA_CODES` or the quotas of :data:`_BILLING_QUOTAS` only (Anthropic's
+#: 400 "credit balance is too low"; Fireworks' 412 "Account ... is suspended, possibly due
+#: to reaching the monthly spending limit")
+_QUOTA_STATUSES = frozenset([400, 402, 403, 412, 429])
 _BILLING_QUOTAS = frozenset(["credit", "spend_cap"])
 
 
@@ -523,9 +670,16 @@ def classify_status(
 
     Transient: 408 (timeout), 409, 429 (unless a quota ran out that will not come back
     within the run, as :func:`exhausted_quota` decides: the error's ``quota`` then says
-    which; a 400, 402 or 403 saying credit or a spend cap ran out says so too), 5xx,
+    which; a 400, 402, 403 or 412 saying credit or a spend cap ran out says so too, and any
+    402, Payment Required, is ``credit``: Anthropic's ``billing_error``), 5xx,
     529, and any body whose error type or code says overloaded or at capacity (Groq's 498
-    ``capacity_exceeded``). Permanent: 400, 401, 403, 404, 422 and every other 4xx. A
+    ``capacity_exceeded``), unless the request can never succeed (:func:`never_fits`: a
+    429 for one request larger than the whole per-minute limit, a 5xx saying the prompt
+    does not fit the context window: a :class:`BadRequest`). Permanent: 400, 401, 403,
+    404, 422 and every other 4xx (an
+    :class:`AuthError` for 401, 403, and a 400 whose Google body refuses the key:
+    :func:`key_refused`; a 403 refusing the prompt's content, :func:`moderated`, is a
+    :class:`BadRequest`). A
     server's ``x-should-retry: true/false`` header overrides the status (both official
     SDKs honour it). The provider's error type and code are kept;
     the message is redacted of keys.
@@ -556,10 +710,17 @@ def classify_status(
         coded = code in QUOTA_CODES or etype in QUOTA_CODES
         if status != 429 and not coded and quota not in _BILLING_QUOTAS:
             quota = None  # a 400 about one prompt may say "quota" or "per day"
+        if status == 402 and quota is None:  # Payment Required: nothing runs until paid
+            quota = "credit"
         fields["quota"] = quota
-    if status == 429:
-        error: ProviderError = RateLimited(text, transient=fields["quota"] is None, **fields)
-    elif status in (401, 403):
+    too_big = never_fits(code, etype, message) if status == 429 or status >= 500 else None
+    if too_big is not None:  # retrying can never succeed: recorded at once
+        error: ProviderError = BadRequest(f"{text.rstrip('. ')}; {too_big}", **fields)
+    elif status == 429:
+        error = RateLimited(text, transient=fields["quota"] is None, **fields)
+    elif status == 403 and moderated(body, message):  # this prompt refused: a bad request
+        error = BadRequest(text, **fields)
+    elif status in (401, 403) or status == 400 and key_refused(body):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
     elif status == 408:
         error = ProviderTimeout(text, **fields)
@@ -570,11 +731,23 @@ def classify_status(
     else:
         error = BadRequest(text, **fields)
     should_retry = (headers or {}).get("x-should-retry")
-    if should_retry in ("true", "false"):
+    if should_retry in ("true", "false") and not _decisive_quota(etype, code, message, error):
         error.transient = should_retry == "true"
         if error.transient:
             error.quota = None  # the server says a retry may succeed: nothing ran out
     return error
+
+
+def _decisive_quota(
+    etype: str | None, code: str | None, message: str | None, error: ProviderError
+) -> bool:
+    """Whether ``error`` says a quota ran out by a code of :data:`QUOTA_CODES` or the
+    spend-limit words of :data:`_SPEND_WORDS`: then a server's generic ``x-should-retry:
+    true`` (which an API may send on every 429) does not make it a limit to wait out."""
+    if error.quota is None:
+        return False
+    coded = code in QUOTA_CODES or etype in QUOTA_CODES
+    return coded or _SPEND_WORDS.search(message_words(message)) is not None
 
 
 class HttpProvider(Provider):
@@ -612,8 +785,9 @@ class HttpProvider(Provider):
             else None
         )
         self._prices: dict[str | None, Price | None] = {}
-        #: (tier, model) pairs already warned of as priced at the standard rates
-        self._unpriced_tiers: set[tuple[str | None, str]] = set()
+        #: (tier, model, prompt limit) already warned of as priced at the standard rates
+        #: (or, with a limit, as unpriced above it)
+        self._unpriced_tiers: set[tuple[str | None, str, int | None]] = set()
         self._extra_headers: dict[str, str] | None = None
         self._header_secrets: tuple[str, ...] = ()
         #: what every error message is redacted of: the key and the headers' secrets
@@ -936,10 +1110,12 @@ class HttpProvider(Provider):
         """
         transport = self.transport()
         fold: Fold | None = None
+        feeder: _Feeder | None = None
         try:
             if streamed:
                 fold = self.fold(start)
-                answer = await transport.stream(body, _feeder(fold))
+                feeder = _feeder(fold)
+                answer = await transport.stream(body, feeder)
             else:
                 answer = await transport.send(body)
         except ProviderError:
@@ -961,7 +1137,10 @@ class HttpProvider(Provider):
                 hint=self.key_hint(),
                 not_found=self.endpoint_hint(error, request.model) if answer.status == 404 else "",
             )
-        if fold is not None:
+        if fold is not None and feeder is not None:
+            whole = feeder.unstreamed()  # the server ignored stream: true
+            if whole is not None:
+                return whole, None
             return fold.answer(), fold.first_token_s
         return self._decode(answer), None
 
@@ -1056,6 +1235,9 @@ class HttpProvider(Provider):
         if price is None:
             price = standard
             self._tier_unpriced(response.service_tier, request.model)
+        if not price.covers(response.total_input_tokens):  # priority above 128K prompt tokens
+            self._tier_unpriced(response.service_tier, request.model, price.max_prompt_tokens)
+            return None
         cost = price.cost(
             response.input_tokens - response.cache_write_tokens,
             response.output_tokens,
@@ -1094,22 +1276,52 @@ class HttpProvider(Provider):
             self._prices[served] = price.with_fees(fees) if price is not None else None
         return self._prices[served]
 
-    def _tier_unpriced(self, tier: str | None, request_model: str) -> None:
+    def _tier_unpriced(
+        self, tier: str | None, request_model: str, above: int | None = None
+    ) -> None:
         """Warn (once a tier and model) that a response of ``tier`` is priced at the
-        standard rates, for want of that tier's."""
-        if (tier, request_model) in self._unpriced_tiers:
+        standard rates, for want of that tier's; with ``above``, that the tier's rates
+        hold only for prompts up to ``above`` tokens, so a longer one's cost is unknown."""
+        if (tier, request_model, above) in self._unpriced_tiers:
             return
-        self._unpriced_tiers.add((tier, request_model))
-        log.warning(
-            "%s: no %s-tier price for %s; its responses are priced at the standard rates "
-            "(give model.price to set them)",
-            self.model.provider,
-            tier,
-            request_model,
-        )
+        self._unpriced_tiers.add((tier, request_model, above))
+        if above is None:
+            log.warning(
+                "%s: no %s-tier price for %s; its responses are priced at the standard rates "
+                "(give model.price to set them)",
+                self.model.provider,
+                tier,
+                request_model,
+            )
+        else:
+            log.warning(
+                "%s: %s-tier rates for %s are published for prompts of up to %s tokens; a "
+                "longer prompt's cost is unknown (n/a; give model.price to set it)",
+                self.model.provider,
+                tier or "standard",
+                request_model,
+                f"{above:,}",
+            )
         self.events.emit(
             "tier_unpriced", provider=self.model.provider, model=request_model, tier=tier
         )
+
+    def servable_tiers(self, request: Request) -> tuple[str | None, ...]:
+        """The service tiers an answer to ``request`` may be served and billed on (None:
+        the standard one), for the budget's worst case: the tier the request asks for
+        (``extra.service_tier``) and the standard one; when it asks for none (or
+        ``auto``), every tier this model has rates for, batch aside (a project or
+        organization may default to priority: OpenAI's project service tier, Anthropic's
+        Priority Tier commitments); ``default`` / ``standard_only``: the standard one."""
+        asked = (request.params.get("extra") or {}).get("service_tier")
+        if isinstance(asked, str) and asked.strip().lower() in ("default", "standard_only"):
+            return (None,)
+        named = tier_name(asked)  # auto: None, as if not asked
+        if named is not None:
+            return (None, named)
+        price = self._price(request.model, None)
+        known = [name for name, _ in price.tiers if name != "batch"] if price else []
+        return (None, *known)
 
     def usage_missing(self, request_model: str) -> None:
         """Count a response without ``usage`` (its tokens are 0); warn on the first."""
@@ -1178,16 +1390,48 @@ def _joined_blocks(first: Response, then: Response) -> tuple[dict[str, Any], ...
     )
 
 
-def _feeder(fold: Fold) -> Callable[[str], None]:
-    """A line handler parsing server-sent events into ``fold``."""
-    parser = SseParser()
+#: the most characters of a streamed answer kept while it holds no event (a server that
+#: ignored ``stream: true`` and answered the whole JSON body)
+_UNSTREAMED_CHARS = 64 * 1024 * 1024
 
-    def on_line(line: str) -> None:
-        event = parser.line(line)
+
+class _Feeder:
+    """A line handler parsing server-sent events into ``fold``; until an event comes, the
+    lines are kept too (:meth:`unstreamed`), in case the server ignored ``stream: true``
+    and answered the whole body as JSON, as some gateways and local servers do."""
+
+    def __init__(self, fold: Fold) -> None:
+        self.fold = fold
+        self.parser = SseParser()
+        self.events = 0
+        self.lines: list[str] = []
+        self.size = 0
+
+    def __call__(self, line: str) -> None:
+        if not self.events and self.size < _UNSTREAMED_CHARS:
+            self.lines.append(line)
+            self.size += len(line)
+        event = self.parser.line(line)
         if event is not None:
-            fold.feed(*event)
+            self.events += 1
+            self.lines.clear()
+            self.fold.feed(*event)
 
-    return on_line
+    def unstreamed(self) -> dict[str, Any] | None:
+        """The answer as a JSON object when no event came and the lines are one (the
+        server answered unstreamed), else None."""
+        if self.events or not self.lines or self.size >= _UNSTREAMED_CHARS:
+            return None
+        try:
+            data = parsed("\n".join(self.lines).encode())
+        except (ValueError, RecursionError):
+            return None
+        return data if isinstance(data, dict) else None
+
+
+def _feeder(fold: Fold) -> _Feeder:
+    """A line handler parsing server-sent events into ``fold`` (see :class:`_Feeder`)."""
+    return _Feeder(fold)
 
 
 #: the largest token count one response's ``usage`` may report; above it (or negative,

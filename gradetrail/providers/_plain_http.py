@@ -36,6 +36,7 @@ from gradetrail.providers._transport import (
     Transport,
     _progress,
     connection_error,
+    split_lines,
     too_large,
 )
 
@@ -304,11 +305,11 @@ class PlainHttpTransport(Transport):
             pending = b""  # a line's start (lines may be longer than any read)
             async for chunk in chunks:
                 _progress()
-                *complete, pending = (pending + chunk).split(b"\n")
+                complete, pending = split_lines(pending + chunk)
                 for raw in complete:
-                    on_line(raw.decode("utf-8", "replace").rstrip("\r"))
+                    on_line(raw.decode("utf-8", "replace"))
             if pending:
-                on_line(pending.decode("utf-8", "replace").rstrip("\r"))
+                on_line(pending.rstrip(b"\r").decode("utf-8", "replace"))
             return Answer(status, headers, b"")
 
         return await self._exchange(body, "text/event-stream", lines)

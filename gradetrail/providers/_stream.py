@@ -101,7 +101,10 @@ class Fold(ABC):
         if not isinstance(value, dict):
             return
         if event == "error" or value.get("type") == "error" or value.get("error"):
-            self.error = value
+            # an error event whose data is the error object itself ({"message": ...}) is
+            # read as the error envelope it stands for, its words classified as any other
+            wrapped = "error" in value or value.get("type") == "error"
+            self.error = value if wrapped else {"error": value}
             self.done = True
             return
         self.take(event, value)
@@ -207,6 +210,8 @@ class OpenAIFold(Fold):
         self.finish: str | None = None
         self.extra: dict[str, Any] = {}
         self.usage: dict[str, Any] | None = None
+        #: a chunk held the first choice (a stream of none answered nothing)
+        self.chosen = False
 
     def take(self, event: str | None, value: dict[str, Any]) -> None:
         """See :meth:`Fold.take`."""
@@ -220,6 +225,7 @@ class OpenAIFold(Fold):
         for choice in value.get("choices") or []:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
+            self.chosen = True
             delta = choice.get("delta") or {}
             content = delta.get("content")
             if isinstance(content, list):  # Mistral: chunks of thinking and text
@@ -277,7 +283,8 @@ class OpenAIFold(Fold):
         if self.calls:
             message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
         choice = {"index": 0, "message": message, "finish_reason": self.finish, **self.extra}
-        out = {**self.head, "choices": [choice]}
+        # no chunk held a choice: no answer, as a non-streamed `choices: []` is none
+        out = {**self.head, "choices": [choice] if self.chosen else []}
         if self.usage is not None:
             out["usage"] = self.usage
         return out

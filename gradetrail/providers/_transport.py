@@ -32,6 +32,7 @@ import importlib
 import importlib.util
 import math
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -59,7 +60,27 @@ __all__ = [
     "http_module",
     "innermost",
     "sdk_env_headers",
+    "split_lines",
 ]
+
+#: a line end in a server-sent event stream: CRLF, LF or a lone CR (the SSE format allows
+#: all three; the SDKs' HTTPX reads all three)
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def split_lines(buffer: bytes) -> tuple[list[bytes], bytes]:
+    """The complete lines of ``buffer`` (what was pending before plus a new chunk), line
+    ends removed, and what is left pending: ends are CRLF, LF or a lone CR, as the SSE
+    format allows and the SDKs read them; a CR that ends ``buffer`` stays pending (an LF
+    may follow in the next chunk). At the stream's end the pending rest, its CR removed,
+    is the last line."""
+    if b"\r" not in buffer:  # the common case, LF only: at bytes.split's speed
+        *lines, rest = buffer.split(b"\n")
+        return lines, rest
+    held = buffer.endswith(b"\r")
+    *lines, rest = _LINE_END.split(buffer[:-1] if held else buffer)
+    return lines, rest + b"\r" if held else rest
+
 
 #: connections per HTTPX SDK client; a run with concurrency C uses ceil(C / 8) clients
 CONNECTIONS_PER_CLIENT = 8
@@ -241,11 +262,11 @@ class AioHttpTransport(Transport):
                 pending = b""  # a line's start (lines may be longer than any read)
                 async for chunk in answer.content.iter_any():
                     _progress()
-                    *lines, pending = (pending + chunk).split(b"\n")
+                    lines, pending = split_lines(pending + chunk)
                     for raw in lines:
-                        on_line(raw.decode("utf-8", "replace").rstrip("\r"))
+                        on_line(raw.decode("utf-8", "replace"))
                 if pending:
-                    on_line(pending.decode("utf-8", "replace").rstrip("\r"))
+                    on_line(pending.rstrip(b"\r").decode("utf-8", "replace"))
                 return Answer(answer.status, answer.headers, b"")
         except self._errors as exc:
             raise connection_error(exc, self.base_url) from None

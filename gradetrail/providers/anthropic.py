@@ -19,11 +19,14 @@ scored as ``run.refusals`` says. Tokens: ``input_tokens`` excludes prompt-cache 
 and writes, so input = ``input_tokens`` + ``cache_creation_input_tokens`` and cached
 input = ``cache_read_input_tokens``; cache writes are priced at the cache-write rate;
 ``output_tokens_details.thinking_tokens`` are the reasoning tokens (part of output);
-``server_tool_use`` counts (web searches, fetches) are priced per use. ``thinking`` and
-``redacted_thinking`` blocks are kept verbatim (:attr:`Response.reasoning_blocks`) and
-their text as :attr:`Response.reasoning`; a tool-use answer whose blocks those parts do
-not rebuild (server-tool results, citations) is kept whole
-(:attr:`Response.content_blocks`), so an agent loop sends it back as it came.
+``server_tool_use`` counts (web searches, fetches) are priced per use;
+``usage.service_tier`` (``standard``, ``priority``, ``batch``) is the tier that served the
+answer (a priority one priced at the standard rates, with a warning: Priority Tier has no
+per-token price). ``thinking`` and ``redacted_thinking`` blocks are kept verbatim
+(:attr:`Response.reasoning_blocks`) and their text as :attr:`Response.reasoning`; a
+tool-use answer whose blocks those parts do not rebuild (server-tool results, citations)
+is kept whole (:attr:`Response.content_blocks`), so an agent loop sends it back as it
+came.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from gradetrail.providers._stream import AnthropicFold
 from gradetrail.providers._structured import answer_from_forced_tool, force_answer_tool
 from gradetrail.providers._transport import sdk_env_headers
 from gradetrail.providers.base import Request, Response
+from gradetrail.providers.pricing import tier_name
 from gradetrail.spec.reasoning import (
     ANTHROPIC_DEFAULT_MAX_TOKENS,
     DEFAULT_ANTHROPIC_VERSION,
@@ -252,7 +256,9 @@ class AnthropicProvider(HttpProvider):
         stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
         usage = data.get("usage")
         servers: dict[str, int] = {}
+        tier = None
         if isinstance(usage, dict):
+            tier = tier_name(usage.get("service_tier"))  # standard: None; priority, batch
             fresh = self.usage_int(usage, "input_tokens")
             write = self.usage_int(usage, "cache_creation_input_tokens")
             read = self.usage_int(usage, "cache_read_input_tokens")
@@ -288,6 +294,7 @@ class AnthropicProvider(HttpProvider):
             stop_reason=stop,
             raw_stop_reason=raw_stop if isinstance(raw_stop, str) else None,
             served_model=served if isinstance(served, str) else None,
+            service_tier=tier,
             input_tokens=fresh + write,
             output_tokens=output,
             cached_input_tokens=read,

@@ -554,6 +554,15 @@ class Provider(ABC):
         (e.g. one a ``python`` function reported)."""
         return response.cost_usd
 
+    def servable_tiers(self, request: Request) -> tuple[str | None, ...]:
+        """The service tiers an answer to ``request`` may be billed on (None: the standard
+        one), whose dearest the budget's worst case assumes. Default: the standard tier
+        and the one ``model.params.extra.service_tier`` names, when it names one."""
+        from gradetrail.providers.pricing import tier_name
+
+        named = tier_name((request.params.get("extra") or {}).get("service_tier"))
+        return (None,) if named is None else (None, named)
+
     def shipped_modules(self) -> list[Path]:
         """Local code the provider's calls import that a remote worker may lack: files or
         package directories that ``--executor ray`` ships to its workers

@@ -17,18 +17,26 @@ Stop reasons: ``stop`` -> ``end_turn`` (``stop_sequence`` when the server names 
 matched stop string, as vLLM does), ``length`` -> ``max_tokens`` (the sample is flagged
 truncated), ``tool_calls`` / ``function_call`` -> ``tool_use``; servers' own values too:
 ``eos_token`` / ``eos`` -> ``end_turn``, ``stop_sequence`` -> ``stop_sequence`` (TGI),
-``model_length`` -> ``max_tokens`` (Mistral: the context window ran out); ``error`` /
-``abort`` / ``insufficient_system_resource`` (the server failed while generating: Mistral,
-OpenRouter, vLLM, DeepSeek) is a transient error, never a cached answer; ``content_filter`` (the
-provider withheld the output) and a ``message.refusal`` (stop reason ``refusal``, the
-refusal kept in :attr:`Response.refusal`) are model answers whose usage and cost are
-kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
-prompt-cache reads (``prompt_tokens_details.cached_tokens``), which are subtracted so
+``model_length`` / ``model_context_window_exceeded`` -> ``max_tokens`` (Mistral, GLM: the
+context window ran out), GLM's ``sensitive`` -> ``content_filter``, and the Messages API's
+and Gemini's own reasons that gateways pass through (``end_turn``, ``max_tokens``,
+``tool_use``, ``refusal``; ``STOP``, ``MAX_TOKENS``, ``SAFETY``, ``RECITATION``... read in
+any case, Gemini's blocks as ``content_filter``); ``error`` / ``abort`` /
+``insufficient_system_resource`` / ``network_error`` (the server failed while generating:
+Mistral, OpenRouter, vLLM, DeepSeek, GLM) is a transient error, never a cached answer;
+``content_filter`` (the provider withheld the output) and a ``message.refusal`` (stop
+reason ``refusal``, the refusal kept in :attr:`Response.refusal`) are model answers whose
+usage and cost are kept, scored as ``run.refusals`` says. Tokens: ``prompt_tokens`` includes the
+prompt-cache reads (``prompt_tokens_details.cached_tokens``, or DeepSeek's
+``prompt_cache_hit_tokens``), which are subtracted so
 input and cached input are never counted twice, and the cache writes
 (``prompt_tokens_details.cache_write_tokens``), priced at the cache-write rate;
 ``completion_tokens_details.reasoning_tokens`` are the reasoning tokens (part of output;
 a server that counts them apart from ``completion_tokens``, as xAI's Grok does, says so by
-a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output).
+a ``total_tokens`` of prompt + completion + reasoning, and they are added to the output;
+a ``total_tokens`` above prompt + completion with no reasoning detail, as Gemini's
+OpenAI-compatible endpoint reports its thoughts, is the same: the rest is reasoning
+output).
 A server's ``reasoning_content`` (or ``reasoning``) is the response's reasoning text (on a
 message that calls tools also kept verbatim, :attr:`Response.reasoning_blocks`, and sent
 back on it in an agent loop, as DeepSeek's thinking mode requires), and
@@ -71,11 +79,27 @@ _STOP = {
     "eos": "end_turn",
     "stop_sequence": "stop_sequence",
     "model_length": "max_tokens",
+    # Zhipu's GLM: the context window ran out, the output was withheld as sensitive
+    "model_context_window_exceeded": "max_tokens",
+    "sensitive": "content_filter",
+    # the Messages API's own, as gateways in front of Claude pass them through
+    "end_turn": "end_turn",
+    "max_tokens": "max_tokens",
+    "tool_use": "tool_use",
+    "refusal": "refusal",
+    # Gemini's own (STOP, MAX_TOKENS, SAFETY...), as gateways in front of it pass them
+    # through: read in lower case, as every finish reason is
+    "safety": "content_filter",
+    "recitation": "content_filter",
+    "blocklist": "content_filter",
+    "prohibited_content": "content_filter",
+    "spii": "content_filter",
+    "image_safety": "content_filter",
 }
 #: finish reasons that say the server failed while generating (Mistral's, OpenRouter's and
-#: vLLM's ``error``, vLLM's ``abort``, DeepSeek's ``insufficient_system_resource``): the
-#: answer is cut, not the model's
-_FAILED = frozenset(["error", "abort", "insufficient_system_resource"])
+#: vLLM's ``error``, vLLM's ``abort``, DeepSeek's ``insufficient_system_resource``, GLM's
+#: ``network_error``): the answer is cut, not the model's
+_FAILED = frozenset(["error", "abort", "insufficient_system_resource", "network_error"])
 _PASSED = ("temperature", "top_p", "stop", "seed")
 #: message fields OpenAI-compatible servers put reasoning text in (vLLM, SGLang,
 #: OpenRouter, DeepSeek)
@@ -229,22 +253,38 @@ class OpenAIProvider(HttpProvider):
         refusal = refusal if isinstance(refusal, str) and refusal.strip() else None
         reasoning = _reasoning_text(message) or thought
         raw_stop = choice.get("finish_reason")
-        if raw_stop in _FAILED or isinstance(choice.get("error"), dict):
+        folded = raw_stop.strip().lower() if isinstance(raw_stop, str) else None
+        if folded in _FAILED or isinstance(choice.get("error"), dict):
             raise self._failed(choice)
-        stop = _STOP.get(raw_stop) if isinstance(raw_stop, str) else None
+        stop = _STOP.get(folded) if folded is not None else None
         if stop == "end_turn" and isinstance(choice.get("stop_reason"), str):
             stop = "stop_sequence"
         if refusal is not None:
             stop = "refusal"
+        elif stop == "refusal":  # a gateway passing Claude's refusal: its text says why
+            refusal = text.strip() if isinstance(text, str) and text.strip() else "refusal"
         usage = data.get("usage")
         if isinstance(usage, dict):
             prompt = self.usage_int(usage, "prompt_tokens")
             cached = self.usage_int(usage, "prompt_tokens_details", "cached_tokens")
+            if not cached:  # DeepSeek's own field for the prompt-cache hits
+                cached = min(self.usage_int(usage, "prompt_cache_hit_tokens"), prompt)
             write = self.usage_int(usage, "prompt_tokens_details", "cache_write_tokens")
             output = self.usage_int(usage, "completion_tokens")
             thinking = self.usage_int(usage, "completion_tokens_details", "reasoning_tokens")
-            if thinking and self.usage_int(usage, "total_tokens") == prompt + output + thinking:
+            # the total's tokens neither prompt nor completion count (only when both are
+            # counts as sent: one read as 0 for being no count says nothing of the rest)
+            counted = (
+                usage.get("prompt_tokens") == prompt and usage.get("completion_tokens") == output
+            )
+            unsaid = self.usage_int(usage, "total_tokens") - prompt - output if counted else 0
+            if thinking and unsaid == thinking:
                 output += thinking  # counted apart from completion_tokens (xAI's Grok)
+            elif not thinking and unsaid > 0 and unsaid != cached:
+                # Gemini's thoughts: in total_tokens (and billed as output), in neither
+                # completion_tokens nor a reasoning_tokens detail
+                output += unsaid
+                thinking = unsaid
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = write = output = thinking = 0

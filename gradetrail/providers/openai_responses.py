@@ -195,8 +195,10 @@ class OpenAIResponsesProvider(HttpProvider):
         """Text, tool calls, reasoning items, stop state, served model and usage of a
         Responses answer (see the module docstring)."""
         status = data.get("status")
-        if data.get("error") or status == "failed":
-            raise self.error_under_200(data if data.get("error") else {"error": "failed"})
+        if data.get("error") or data.get("type") == "error":  # the flat error event shape
+            raise self.error_under_200(data)
+        if status == "failed":
+            raise self.error_under_200({"error": "failed"})
         if status not in ("completed", "incomplete", None):
             raise InvalidResponse(
                 f"200 answer has status {status!r}, not completed or incomplete (background "

@@ -26,8 +26,11 @@ standard one (OpenAI's ``service_tier``: ``flex``, ``priority``, ``scale``; see
 when they are known: an entry's own ``service_tiers`` (``{"priority": {rates, as_of,
 source}}``, as OpenAI publishes priority prices a model), else a provider-wide share of
 the standard rates from the table's ``service_tiers`` rules (OpenAI's flex: "priced at
-Batch API rates", half). A tier with neither is priced at the standard rates
-(:meth:`Price.for_tier` says so by returning None, and the provider warns).
+Batch API rates", half; Anthropic's batch, half). A tier with neither is priced at the
+standard rates (:meth:`Price.for_tier` says so by returning None, and the provider warns):
+Anthropic's Priority Tier, sold by commitment, has no per-token price. A tier's rates may
+hold only up to a prompt size (``max_prompt_tokens``: OpenAI's priority rates exclude
+prompts above 128K tokens); a larger prompt served on that tier has an unknown cost.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ class Price:
             (``(("web_search_requests", 0.01),)``).
         tiers: the rates of the provider's other service tiers, by the name a response
             gives (``(("flex", Price), ("priority", Price))``); see :meth:`for_tier`.
+        max_prompt_tokens: the largest prompt (input + cache reads + cache writes) these
+            rates are published for, or None for any: OpenAI publishes priority rates
+            "excluding long context", requests estimated above 128K prompt tokens; a
+            larger prompt has no known price here (see :meth:`covers`).
     """
 
     input_per_mtok: float
@@ -87,6 +94,12 @@ class Price:
     source: str = "spec"
     per_use: tuple[tuple[str, float], ...] = ()
     tiers: tuple[tuple[str, Price], ...] = ()
+    max_prompt_tokens: int | None = None
+
+    def covers(self, prompt_tokens: int) -> bool:
+        """Whether these rates price a prompt of ``prompt_tokens`` (input, cache reads and
+        writes together): False above :attr:`max_prompt_tokens`."""
+        return self.max_prompt_tokens is None or prompt_tokens <= self.max_prompt_tokens
 
     def for_tier(self, tier: str | None) -> Price | None:
         """The rates of a response served on ``tier`` (None: the standard tier, these
@@ -201,6 +214,7 @@ class Price:
             source=source,
             per_use=_fees(raw.get("server_tool_usd")),
             tiers=tiers,
+            max_prompt_tokens=_opt_int(raw.get("max_prompt_tokens")),
         )
 
     def with_fees(self, fees: Mapping[str, float]) -> Price:
@@ -216,6 +230,10 @@ def _fees(raw: Any) -> tuple[tuple[str, float], ...]:
 
 def _opt(value: Any) -> float | None:
     return None if value is None else float(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 #: the names an answer gives its provider's standard service tier (OpenAI's ``default``

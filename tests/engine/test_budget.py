@@ -619,3 +619,36 @@ def test_attempts_cut_off_by_their_timeout_count_at_their_worst_case(srv, tmp_pa
     assert recorded.paid_usd == pytest.approx(paid(result))
     assert recorded.calls_in_flight == round(budget["unsettled_usd"] / worst_one)
     assert recorded.total_usd <= ceiling + 1e-12
+
+
+def test_answers_that_carry_no_usage_count_at_their_worst_case(srv, tmp_path: Path) -> None:
+    """A server that sends no usage (a stream without its usage chunk: older llama.cpp,
+    gateways) gives answers whose tokens, and so cost, read as 0; they were billed all
+    the same, so each counts at its worst case. Before, each settled as free: all 12 calls
+    were made under a ceiling of three calls' worst case, the run complete, spent_usd 0."""
+    head = {"id": "c", "object": "chat.completion.chunk", "created": 1}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": {"content": "A: 18"}}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    stream = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    sse = {"content-type": "text/event-stream"}
+    srv.configure(faults=[{"kind": "answer", "body": stream, "headers": sse}])
+    probe = spec_for(tmp_path / "probe", srv, "openai_compatible", concurrency=1)
+    one = worst_total(probe) / ROWS
+    ceiling = one * 3.5
+    spec = spec_for(
+        tmp_path,
+        srv,
+        "openai_compatible",
+        concurrency=1,
+        max_cost_usd=ceiling,
+        fail_fast=0,
+        start_over_budget=True,
+    )
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"stream": True})})
+    result = run(spec, tmp_path, False)
+    assert result.manifest.status == "interrupted"
+    assert "run.max_cost_usd" in (result.manifest.stop_reason or "")
+    spent = result.manifest.executor["budget"]["spent_usd"]
+    assert srv.stats()["total"] == 3 and spent == pytest.approx(3 * one, rel=0.05)

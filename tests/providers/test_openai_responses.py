@@ -561,3 +561,18 @@ def test_a_refusal_after_some_text_is_a_refusal(
         assert row["state"] == "judge_error" and row["error"]["reason"] == "refusal"
     else:
         assert row["state"] == "scored" and row["response"] == "Step one is"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_flat_error_object_under_200_is_read_by_its_code(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A 200 whose body is the API's flat error object (``{"type": "error", "code",
+    "message"}``, its stream's error event shape, as a gateway may pass it on) is read by
+    its code: a server error is retried (before: "no output list", recorded at once)."""
+    body = {"type": "error", "code": "server_error", "message": "Try again.", "param": None}
+    srv.configure(faults=[{"kind": "answer", "body": body, "first": 1}])
+    out = run_http(_spec(tmp_path, srv, client), tmp_path)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 2
+    assert len(out.slept) == 1 and out.cached == 1

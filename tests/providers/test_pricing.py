@@ -81,7 +81,9 @@ def test_every_service_tier_price_is_dated_and_sourced() -> None:
 def test_flex_is_half_the_standard_rates_and_priority_its_own() -> None:
     """gpt-5: flex at half every rate (OpenAI prices flex at Batch API rates), priority
     at the published 2.50 / 0.25 / 20.00; a model without a priority entry (gpt-5-nano)
-    has no priority price, and an Anthropic model no tiers."""
+    has no priority price, and an Anthropic model only its batch tier (half), no priority
+    one (Priority Tier is sold by commitment); the priority rates hold up to 128K prompt
+    tokens."""
     gpt5 = price_for("openai", "gpt-5")
     assert gpt5 is not None
     flex, priority = gpt5.for_tier("flex"), gpt5.for_tier("priority")
@@ -97,7 +99,14 @@ def test_flex_is_half_the_standard_rates_and_priority_its_own() -> None:
     nano = price_for("openai", "gpt-5-nano")
     assert nano is not None and nano.for_tier("priority") is None
     opus = price_for("anthropic", "claude-opus-5")
-    assert opus is not None and opus.tiers == ()
+    assert opus is not None and [name for name, _ in opus.tiers] == ["batch"]
+    batch = opus.for_tier("batch")
+    assert batch is not None and (batch.input_per_mtok, batch.output_per_mtok) == (2.5, 12.5)
+    assert (priority.covers(128_000), priority.covers(128_001), gpt5.covers(10**6)) == (
+        True,
+        False,
+        True,
+    )
 
 
 def test_a_tier_share_scales_the_long_context_rates_too() -> None:

@@ -65,6 +65,10 @@ RETRIED_429 = [
             },
         },
     ),
+    (  # OpenRouter's per-minute cap on free models, named by its id
+        "openai_compatible",
+        {"error": {"message": "Rate limit exceeded: free-models-per-min.", "code": 429}},
+    ),
     (  # no type, no code: the message is read without its link
         "openai_compatible",
         {"error": {"message": "Too many requests, see https://example.com/quota/billing"}},
@@ -161,6 +165,17 @@ QUOTA_429 = [
         "spend_cap",
         "spend cap",
     ),
+    (  # OpenRouter's daily cap on free models, in rate-limit words, named by its id
+        {
+            "error": {
+                "message": "Rate limit exceeded: free-models-per-day. Buy credits for more.",
+                "code": 429,
+                "metadata": {"headers": {"X-RateLimit-Remaining": "0"}},
+            }
+        },
+        "daily",
+        "per-day quota",
+    ),
     (  # Google's per-day quota named in the message only
         _google(
             "Quota exceeded for quota metric 'Requests' and limit 'Requests per day per "
@@ -187,6 +202,125 @@ def test_a_quota_that_will_not_come_back_stops_the_run(
     manifest = out.result.manifest
     assert manifest.status == "interrupted"
     assert manifest.stop_reason.startswith(f"stopped: the provider says its {words} ran out")
+
+
+def _anthropic_error(etype: str, message: str, **error: Any) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": etype, "message": message, **error}}
+
+
+SPEND_LIMITS = [
+    (  # the organization's own spend limit, under the rate-limit type
+        429,
+        _anthropic_error(
+            "rate_limit_error",
+            "You have reached your specified API usage limits. You will regain access on "
+            "2031-03-01 at 00:00 UTC.",
+        ),
+        {"x-should-retry": "true"},
+        "spend_cap",
+    ),
+    (  # the usage tier's monthly cap: said by the details' error code alone
+        429,
+        _anthropic_error(
+            "rate_limit_error",
+            "Usage is paused for this organization.",
+            details={"error_code": "enforced_spend_limit_reached"},
+        ),
+        {"x-should-retry": "true"},
+        "spend_cap",
+    ),
+    (  # a workspace's limit, worded without the date access comes back
+        400,
+        _anthropic_error(
+            "invalid_request_error", "You have reached your specified workspace API usage limits."
+        ),
+        None,
+        "spend_cap",
+    ),
+    (  # Anthropic's billing error: a 402, Payment Required, whatever its words
+        402,
+        _anthropic_error("billing_error", "The payment method on file was declined."),
+        None,
+        "credit",
+    ),
+    (  # Fireworks: a suspended account, under 412 Precondition Failed
+        412,
+        {
+            "error": {
+                "message": "Account acme-1 is suspended, possibly due to reaching the monthly "
+                "spending limit or failure to pay past invoices."
+            }
+        },
+        None,
+        "spend_cap",
+    ),
+    (  # xAI: a team with no credits, under 403, its code a sentence
+        403,
+        {
+            "code": "The caller may not run this operation",
+            "error": "This new team does not have any credits yet. Buy credits in the console.",
+        },
+        None,
+        "credit",
+    ),
+    (  # OpenAI's prepaid credit, said by its code
+        429,
+        {
+            "error": {
+                "type": "insufficient_quota",
+                "code": "credit_balance_exhausted",
+                "message": "No prepaid balance is left.",
+            }
+        },
+        None,
+        "credit",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(
+    ("status", "body", "headers", "quota"), SPEND_LIMITS, ids=range(len(SPEND_LIMITS))
+)
+def test_a_spend_limit_stops_the_run_whatever_type_it_comes_under(
+    srv, tmp_path: Path, client: str, status: int, body: dict, headers: Any, quota: str
+) -> None:
+    """A spend limit or exhausted credit sent as a 429 rate_limit_error (even with the
+    generic x-should-retry: true) or as a 400 stops the run at once, resumable (exit 3),
+    instead of being retried as a per-minute limit."""
+    _serve_once(srv, body, status, headers)
+    protocol = "anthropic" if body.get("type") == "error" else "openai_compatible"
+    out = _run(srv, tmp_path, protocol, client)
+    error = out.row["error"]
+    assert (out.row["attempts"], error["transient"], error["quota"]) == (1, False, quota)
+    assert out.slept == []
+    assert out.result.manifest.status == "interrupted"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_key_gemini_refuses_under_400_is_an_auth_error(srv, tmp_path: Path, client: str) -> None:
+    """Gemini's OpenAI-compatible endpoint answers a bad key with 400 INVALID_ARGUMENT and
+    an ErrorInfo reason API_KEY_INVALID: an auth error naming where the key comes from."""
+    body = [
+        {
+            "error": {
+                "code": 400,
+                "message": "The key given is not valid; pass a valid one.",
+                "status": "INVALID_ARGUMENT",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID",
+                    }
+                ],
+            }
+        }
+    ]
+    _serve_once(srv, body, 400)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["transient"]) == ("AuthError", 400, False)
+    assert "model.api_key_env" in error["message"]
 
 
 # --------------------------------------------------------------------------------------
@@ -517,3 +651,115 @@ def test_a_google_retry_delay_in_the_body_is_waited_out(
     out = _run(srv, tmp_path, "openai_compatible", client)
     assert out.row["state"] == "scored" and out.row["attempts"] == 2
     assert out.slept == [waited]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_403_flagging_the_prompt_is_that_samples_bad_request(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """OpenRouter answers a prompt its moderation flagged with 403 (``error.metadata``
+    naming the flagged input and the reasons): a bad request of that sample, with no word
+    about the key (before: an AuthError telling to check the key)."""
+    body = {
+        "error": {
+            "code": 403,
+            "message": "This model needs moderation and the input was flagged.",
+            "metadata": {
+                "reasons": ["violence"],
+                "flagged_input": "How do I...",
+                "model_slug": "m",
+            },
+        }
+    }
+    _serve_once(srv, body, 403)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert (error["kind"], error["status"], error["transient"]) == ("BadRequest", 403, False)
+    assert "api_key" not in error["message"] and "flagged" in error["message"]
+
+
+NEVER_FITS = [
+    (  # one request asking more tokens than the whole per-minute limit allows
+        429,
+        {
+            "error": {
+                "message": "Request too large for gpt-4o in organization org-x on tokens per "
+                "min (TPM): Limit 20000, Requested 26500. Reduce the input or output tokens.",
+                "type": "tokens",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }
+        },
+        "asks more than the whole limit",
+    ),
+    (  # a local server that says a context overflow under 500
+        500,
+        {"error": {"message": "the input length exceeds the context length", "type": "api_error"}},
+        "context window",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("status", "body", "words"), NEVER_FITS, ids=range(len(NEVER_FITS)))
+def test_a_request_that_can_never_fit_is_not_retried(
+    srv, tmp_path: Path, client: str, status: int, body: dict, words: str
+) -> None:
+    """A 429 for one request larger than the whole per-minute limit, or a 5xx saying the
+    prompt overflows the context window, can never succeed: recorded at once, saying why
+    (before: retried run.max_retries times, each retry refused alike)."""
+    _serve_once(srv, body, status)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert (out.row["attempts"], error["kind"], error["transient"]) == (1, "BadRequest", False)
+    assert words in error["message"] and out.slept == []
+
+
+FASTAPI_BODIES = [
+    ({"detail": "Not Found"}, 404, "404 error: Not Found"),
+    (
+        {
+            "detail": [
+                {"type": "missing", "loc": ["body", "messages"], "msg": "Field required"},
+                {"type": "int_parsing", "loc": ["body", "max_tokens"], "msg": "Not an int"},
+            ]
+        },
+        422,
+        "422 error: body.messages: Field required; body.max_tokens: Not an int",
+    ),
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("body", "status", "words"), FASTAPI_BODIES, ids=["404", "422"])
+def test_fastapi_error_bodies_keep_their_message(
+    srv, tmp_path: Path, client: str, body: dict, status: int, words: str
+) -> None:
+    """Servers built on FastAPI answer errors as ``{"detail": ...}`` (a string, or a
+    422's list of fields and messages): the row's error says it (before: "no message")."""
+    _serve_once(srv, body, status)
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    error = out.row["error"]
+    assert error["kind"] == "BadRequest" and error["message"].startswith(words)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_proxys_html_error_page_is_read_as_its_words(srv, tmp_path: Path, client: str) -> None:
+    """A proxy's HTML error page (a firewall's block page with its style sheet) is read as
+    its words: the row's one-line error says what the page said (before: the markup from
+    the doctype on, cut at 500 characters, the style sheet first)."""
+    page = (
+        "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<style>body { font: 14px sans-serif; "
+        "margin: 0 auto; max-width: 40em }</style>\n<script>window.ray = 'abc';</script>\n"
+        "<title>Access denied | gateway.example</title>\n</head>\n<body>\n"
+        "<h1>Request blocked</h1>\n<p>This address may not reach the API &amp; its models.</p>"
+        "\n</body>\n</html>\n"
+    )
+    _serve_once(srv, page, 403, {"content-type": "text/html"})
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    message = out.row["error"]["message"]
+    assert message.startswith(
+        "403 error: Access denied | gateway.example Request blocked This address may not "
+        "reach the API & its models"
+    )
+    assert "<" not in message and "font:" not in message and "window.ray" not in message

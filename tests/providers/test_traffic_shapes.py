@@ -144,7 +144,39 @@ SERVER_STOPS = [
     # Mistral: the model's context window ran out, the answer cut (Anthropic's
     # model_context_window_exceeded)
     ("model_length", "Janet sells 16 - 3 - 4 = 9 eggs, so", "max_tokens", True),
+    # Zhipu's GLM: the context window ran out
+    ("model_context_window_exceeded", "Janet sells 16 - 3 - 4 = 9", "max_tokens", True),
+    # gateways passing Gemini's and Claude's own reasons through, in their own case
+    ("MAX_TOKENS", "Janet sells 16 - 3", "max_tokens", True),
+    ("STOP", "A: 18", "end_turn", False),
+    ("end_turn", "A: 18", "end_turn", False),
+    ("max_tokens", "Janet sells", "max_tokens", True),
 ]
+
+WITHHELD = [
+    ("sensitive", "", "content_filter", ""),  # GLM: the output was judged sensitive
+    ("SAFETY", "", "content_filter", ""),  # Gemini's, through a gateway
+    ("PROHIBITED_CONTENT", "", "content_filter", ""),
+    ("refusal", "I won't help with that.", "refusal", "I won't help with that."),  # Claude's
+]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize(("raw", "text", "stop", "refusal"), WITHHELD)
+def test_open_servers_withheld_answers_are_refusals(
+    srv, tmp_path: Path, client: str, raw: str, text: str, stop: str, refusal: str | None
+) -> None:
+    """A finish reason saying the output was withheld or refused (GLM's sensitive,
+    Gemini's SAFETY and kin, Claude's refusal through a gateway) is a refusal under the
+    run's refusals policy (before: an ordinary answer with stop reason null, its empty
+    text scored as the model's)."""
+    message = {"role": "assistant", "content": text}
+    _serve_once(srv, _completion(message, raw, {"prompt_tokens": 50, "completion_tokens": 9}))
+    out = _run(srv, tmp_path, "openai_compatible", client, run={"refusals": "exclude"})
+    row = out.row
+    assert (row["stop_reason"], row["raw_stop_reason"]) == (stop, raw)
+    assert row["refusal"] == refusal
+    assert out.result.manifest.refusals == 1 and row["state"] == "judge_error"
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -174,11 +206,12 @@ FAILED_MID_ANSWER = [
     # inference system"
     ("insufficient_system_resource", {}),
     ("abort", {}),  # vLLM: the request was aborted mid-generation
+    ("network_error", {}),  # GLM: the inference failed
 ]
 
 
 @pytest.mark.parametrize("client", CLIENTS)
-@pytest.mark.parametrize(("raw", "choice"), FAILED_MID_ANSWER, ids=range(4))
+@pytest.mark.parametrize(("raw", "choice"), FAILED_MID_ANSWER, ids=range(5))
 def test_an_answer_a_server_failure_cut_is_retried_never_cached(
     srv, tmp_path: Path, client: str, raw: str, choice: dict
 ) -> None:
@@ -403,6 +436,26 @@ def test_usage_details_are_read(srv, tmp_path: Path, client: str) -> None:
     assert (row["input_tokens"], row["cached_input_tokens"]) == (2006, 1920)
     assert (row["output_tokens"], row["reasoning_tokens"]) == (300, 256)
     assert row["cost_usd"] == pytest.approx((86 * 1.0 + 1920 * 0.1 + 300 * 2.0) / 1e6)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_deepseeks_cache_hits_are_cached_input(srv, tmp_path: Path, client: str) -> None:
+    """DeepSeek counts its prompt-cache hits in ``prompt_cache_hit_tokens`` (and misses in
+    ``prompt_cache_miss_tokens``), with no ``prompt_tokens_details``: the hits are cached
+    input (before: 0, all 1500 prompt tokens priced as fresh input)."""
+    usage = {
+        "prompt_tokens": 1500,
+        "completion_tokens": 40,
+        "total_tokens": 1540,
+        "prompt_cache_hit_tokens": 1280,
+        "prompt_cache_miss_tokens": 220,
+    }
+    message = {"role": "assistant", "content": "A: 18"}
+    _serve_once(srv, _completion(message, "stop", usage))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert (row["input_tokens"], row["cached_input_tokens"]) == (1500, 1280)
+    assert row["cost_usd"] == pytest.approx((220 * 1.0 + 1280 * 0.1 + 40 * 2.0) / 1e6)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -871,3 +924,101 @@ def test_a_streamed_pause_turn_is_continued_as_an_unstreamed_one(
     assert row["stop_reason"] == "end_turn" and row["server_tool_uses"] == {
         "web_search_requests": 1
     }
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_stream_with_no_choice_is_no_answer(srv, tmp_path: Path, client: str) -> None:
+    """A stream whose only chunk is the usage one (``choices: []``) answered nothing, as a
+    non-streamed ``choices: []`` did not (before: an empty answer, scored 0 and cached)."""
+    head = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1}
+    usage = {"prompt_tokens": 50, "completion_tokens": 0, "total_tokens": 50}
+    _serve_once(srv, _events({**head, "choices": [], "usage": usage}, "[DONE]"), headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "provider_error" and row["attempts"] == 1
+    assert row["error"]["kind"] == "InvalidResponse" and "no choices" in row["error"]["message"]
+    assert out.cached == 0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_error_event_holding_the_bare_error_is_read_by_its_words(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """An ``event: error`` whose data is the error object itself (no envelope) is read by
+    its words: an overloaded server is retried (before: "200 answer has no choices",
+    recorded at once)."""
+    head = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1}
+    first = {**head, "choices": [{"index": 0, "delta": {"content": "Janet"}}]}
+    stream = _events(first) + 'event: error\ndata: {"message": "The model is overloaded"}\n\n'
+    _serve_once(srv, stream, headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 2 and row["score"] == 1.0
+    assert len(out.slept) == 1 and out.cached == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", ["openai_compatible", "anthropic"])
+def test_a_whole_answer_to_a_streamed_request_is_read(
+    srv, tmp_path: Path, client: str, protocol: str
+) -> None:
+    """A server that ignores ``stream: true`` and sends the whole JSON answer is read as
+    that answer (before: a stream cut before its end, retried, and failed on every
+    attempt at such a server, each one billed)."""
+    if protocol == "anthropic":
+        body: dict[str, Any] = {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "175b_verification",
+            "content": [{"type": "text", "text": "A: 18"}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 40, "output_tokens": 4},
+        }
+    else:
+        message = {"role": "assistant", "content": "A: 18"}
+        body = _completion(message, "stop", {"prompt_tokens": 40, "completion_tokens": 4})
+    _serve_once(srv, body, headers={"content-type": "application/json"})
+    out = _run(srv, tmp_path, protocol, client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 1 and row["score"] == 1.0
+    assert (row["input_tokens"], row["output_tokens"]) == (40, 4) and out.slept == []
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("end", ["\r", "\r\n"], ids=["cr", "crlf"])
+def test_a_stream_of_any_sse_line_end_reads_alike(
+    srv, tmp_path: Path, client: str, end: str
+) -> None:
+    """The SSE format ends lines with CRLF, LF or a lone CR, and the SDK's HTTPX reads all
+    three: every client reads a stream of lone-CR line ends as the SDK does (before: the
+    aiohttp and plain clients saw one line, no event, and retried a cut stream)."""
+    head = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": 1}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": {"content": "A: 18"}}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {**head, "choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 4}},
+    ]
+    stream = "".join(f"data: {json.dumps(c)}{end}{end}" for c in chunks)
+    _serve_once(srv, stream + f"data: [DONE]{end}{end}", headers=SSE)
+    out = _run(srv, tmp_path, "openai_compatible", client, stream=True)
+    row = out.row
+    assert row["state"] == "scored" and row["attempts"] == 1 and row["response"] == "A: 18"
+    assert (row["input_tokens"], row["output_tokens"]) == (30, 4)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_thoughts_counted_only_in_the_total_are_reasoning_output(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """Gemini's OpenAI-compatible endpoint counts a thinking model's thoughts in
+    ``total_tokens`` (and bills them as output) but in neither ``completion_tokens`` nor a
+    reasoning detail: the rest of the total is reasoning output (before: 24 output
+    tokens for an answer billed 596, its cost a twentieth of the bill)."""
+    usage = {"prompt_tokens": 20, "completion_tokens": 24, "total_tokens": 616}
+    _serve_once(srv, _completion({"role": "assistant", "content": "A: 18"}, "stop", usage))
+    out = _run(srv, tmp_path, "openai_compatible", client)
+    row = out.row
+    assert (row["output_tokens"], row["reasoning_tokens"]) == (596, 572)
+    assert row["cost_usd"] == pytest.approx((20 * 1.0 + 596 * 2.0) / 1e6)
