@@ -17,8 +17,13 @@ Control: ``GET /_control/batches`` -> ``{"created": batches created, "requests":
 requests received in batches, "custom_ids": {custom_id: times submitted}, "repeated":
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
-"create" | "results" | null, "reset": true}`` (``"create:anthropic"``: that API's
-only). ``hang`` makes that step never answer (after it took
+"create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "reset": true}``
+(``"create:anthropic"``: that API's only). ``mangle`` damages the results files written
+from then on (OpenAI output/error files, Anthropic results): ``reverse`` the lines,
+``duplicate`` each, add an ``unknown`` custom_id's line, drop the last (``missing``),
+``truncate`` the last in half, or ``garbage`` (an HTML page, not JSONL). ``fail`` makes the
+next OpenAI batch created end ``failed`` at validation, no files, its ``errors`` naming
+line 1 with MESSAGE. ``hang`` makes that step never answer (after it took
 effect: the file is stored, the batch created), until the client goes away: the moment a
 ``kill -9`` test kills the client in.
 """
@@ -52,6 +57,7 @@ class _Batch:
     created_at: int
     polls_left: int
     expire_after: int | None
+    fail: str | None = None
     input_file_id: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     status: str = "in_progress"
@@ -78,6 +84,8 @@ class BatchAPIs:
         self.polls = 1
         self.expire_after: int | None = None
         self.hang: str | None = None
+        self.mangle: list[str] = []
+        self.fail: str | None = None
         self.retrieves = 0
         self.uploads = 0
         self._ids = itertools.count(1)
@@ -141,6 +149,10 @@ class BatchAPIs:
         if batch.polls_left > 0:
             batch.polls_left -= 1
             return
+        if batch.fail is not None:
+            batch.status = "failed"
+            batch.ended_at = int(time.time())
+            return
         todo = batch.lines
         if batch.expire_after is not None:
             todo = todo[: batch.expire_after]
@@ -179,8 +191,29 @@ class BatchAPIs:
 
     def _store_file(self, lines: list[dict[str, Any]]) -> str:
         file_id = self._next("file-out")
-        self.files[file_id] = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+        self.files[file_id] = self._mangled([json.dumps(x).encode() + b"\n" for x in lines])
         return file_id
+
+    def _mangled(self, lines: list[bytes]) -> bytes:
+        """A results file as told by ``mangle`` (see the module docstring)."""
+        if "reverse" in self.mangle:
+            lines = lines[::-1]
+        if "duplicate" in self.mangle:
+            lines = [x for line in lines for x in (line, line)]
+        if "unknown" in self.mangle:
+            lines = [
+                b'{"custom_id": "' + b"f" * 64 + b'", "result": {"type": "expired"}, '
+                b'"response": null, "error": {"code": "batch_expired"}}\n',
+                *lines,
+            ]
+        if "missing" in self.mangle:
+            lines = lines[:-1]
+        if "truncate" in self.mangle and lines:
+            lines[-1] = lines[-1][: len(lines[-1]) // 2]
+        data = b"".join(lines)
+        if "garbage" in self.mangle:
+            data = b"<html><body>502 Bad Gateway</body></html>\n"
+        return data
 
     async def _answer(self, batch: _Batch, body: dict[str, Any]) -> tuple[int, Any]:
         """The server's own answer to one request of ``batch``: (status, decoded body)."""
@@ -258,7 +291,14 @@ class BatchAPIs:
             "id": batch.id,
             "object": "batch",
             "endpoint": CHAT_PATH,
-            "errors": None,
+            "errors": None
+            if batch.fail is None or batch.status != "failed"
+            else {
+                "object": "list",
+                "data": [
+                    {"code": "invalid_request", "message": batch.fail, "param": "body", "line": 1}
+                ],
+            },
             "input_file_id": batch.input_file_id,
             "completion_window": "24h",
             "status": batch.status,
@@ -270,7 +310,7 @@ class BatchAPIs:
             "completed_at": batch.ended_at if batch.status == "completed" else None,
             "expired_at": batch.ended_at if batch.status == "expired" else None,
             "cancelled_at": batch.ended_at if batch.status == "cancelled" else None,
-            "failed_at": None,
+            "failed_at": batch.ended_at if batch.status == "failed" else None,
             "finalizing_at": None,
             "cancelling_at": None,
             "request_counts": {
@@ -321,7 +361,10 @@ class BatchAPIs:
             created_at=int(time.time()),
             polls_left=self.polls,
             expire_after=self.expire_after,
+            fail=self.fail if protocol == OPENAI else None,
         )
+        if protocol == OPENAI:
+            self.fail = None  # one batch fails
         self.batches[batch.id] = batch
         self._count(lines)
         return batch
@@ -459,7 +502,7 @@ class BatchAPIs:
             else:
                 result = {"type": "errored", "error": answer[1]}
             out.append(json.dumps({"custom_id": custom_id, "result": result}).encode() + b"\n")
-        return Response(b"".join(out), media_type="application/binary")
+        return Response(self._mangled(out), media_type="application/binary")
 
     # -- control -------------------------------------------------------------------------
 
@@ -469,7 +512,7 @@ class BatchAPIs:
             update = json.loads(await request.body() or b"{}")
             if update.pop("reset", False):
                 self.reset()
-            unknown = set(update) - {"polls", "expire_after", "hang"}
+            unknown = set(update) - {"polls", "expire_after", "hang", "mangle", "fail"}
             if unknown:
                 return self._json({"error": f"unknown keys {sorted(unknown)}"}, 400)
             if "polls" in update:  # batches in progress too: at most this many more
@@ -480,6 +523,10 @@ class BatchAPIs:
                 self.expire_after = update["expire_after"]
             if "hang" in update:
                 self.hang = update["hang"]
+            if "mangle" in update:
+                self.mangle = list(update["mangle"] or [])
+            if "fail" in update:
+                self.fail = update["fail"]
         return self._json(
             {
                 "created": len(self.batches),

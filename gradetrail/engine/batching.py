@@ -40,11 +40,14 @@ from gradetrail.rundir.batches import BatchLedger, Submission
 
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
-    from gradetrail.providers._batch import BatchAPI
+    from gradetrail.providers._batch import BatchAPI, BatchResult
     from gradetrail.providers.base import Request
     from gradetrail.rundir.runlog import RunLog
 
 __all__ = ["BatchOptions", "BatchReport", "run_batches"]
+
+#: times an ended batch's results are read when some lines are not JSON (a torn transfer)
+_READS = 3
 
 
 @dataclass(frozen=True)
@@ -434,7 +437,24 @@ class _Pass:
     async def _collect(self, sub: Submission) -> bool:
         assert sub.batch_id is not None
         mine = {k: self.requests[k] for k in sub.custom_ids if k in self.requests}
-        results = await self._control(lambda: self.api.results(sub.batch_id, mine))
+        order = list(sub.custom_ids)
+        for _ in range(_READS):  # a torn download is read again; a damaged file stays so
+            results = _one_each(
+                await self._control(lambda: self.api.results(sub.batch_id, mine, order))
+            )
+            unreadable = self.api.unreadable
+            if not unreadable:
+                break
+        missing: ProviderError = ServerError("batch: the batch returned no result for the request")
+        if unreadable:  # the lines not read may be answers the API billed: never resent here
+            missing = ProviderError(
+                f"batch {sub.batch_id}: {unreadable} line(s) of its results are not JSON and "
+                "this request has no readable result (it may have been billed); re-run to "
+                "send it again",
+                transient=False,
+                error_type="batch",
+                code="unreadable_result",
+            )
         report, again = self.report, False
         succeeded, failures, paid = 0, dict.fromkeys(mine), 0.0
         for result in results:
@@ -457,7 +477,7 @@ class _Pass:
                         report.cost_usd += billed
         report.collected += succeeded
         for key, error in failures.items():
-            error = error or ServerError("batch: the batch returned no result for the request")
+            error = error or missing
             attempts = self.attempts.get(key, 1)
             if not error.transient:
                 report.failed[key] = (error, attempts)
@@ -475,5 +495,17 @@ class _Pass:
             status=sub.status,
             succeeded=succeeded,
             failed=len(failures),
+            **({"unreadable_lines": unreadable} if unreadable else {}),
         )
         return again
+
+
+def _one_each(results: list[BatchResult]) -> list[BatchResult]:
+    """One result a custom_id, in the order first seen: a success over an error, else the
+    first (a results file may repeat a line; a response is cached and paid once)."""
+    kept: dict[str, BatchResult] = {}
+    for result in results:
+        held = kept.get(result.custom_id)
+        if held is None or (held.response is None and result.response is not None):
+            kept[result.custom_id] = result
+    return list(kept.values())

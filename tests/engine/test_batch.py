@@ -324,3 +324,80 @@ def test_batch_answers_billed_then_refused_are_counted_paid(srv, tmp_path: Path)
     # unfixed: the batch's cost and the budget's spending were $0
     assert result.manifest.executor["batch"]["cost_usd"] == pytest.approx(billed)
     assert SpendingLog(result.run_dir).total() == pytest.approx(billed)
+
+
+def _budgeted(tmp_path: Path, srv: Any, protocol: str, limit: int) -> gradetrail.EvalSpec:
+    """``batch_spec`` under a $1 ceiling (what the run paid goes in spending.jsonl)."""
+    base = batch_spec(tmp_path, srv, protocol, limit=limit)
+    raw = base.model_dump(mode="json", exclude_none=True)
+    raw["run"]["max_cost_usd"] = 1.0
+    raw["model"]["params"] = {"max_tokens": 300}
+    path = Path(base.source)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return gradetrail.load_spec(path)
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_results_repeated_and_out_of_order_are_cached_and_paid_once(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """A results file with its lines reversed, each twice, and one for a custom_id the run
+    never sent: each response is collected and paid once (the rows' cost, the batch's and
+    the budget's spending agree)."""
+    srv.batches(polls=0, mangle=["reverse", "duplicate", "unknown"])
+    result = run(_budgeted(tmp_path, srv, protocol, 4), tmp_path, FakeClock())
+    assert srv.batches()["repeated"] == 0
+    got = rows(result)
+    assert [r["state"] for r in got] == ["scored"] * 4
+    paid = sum(r["cost_usd"] for r in got)
+    record = result.manifest.executor["batch"]
+    # unfixed: collected 8, the batch's cost and the spending twice what the rows cost
+    assert record["collected"] == 4
+    assert record["cost_usd"] == pytest.approx(paid)
+    assert SpendingLog(result.run_dir).total() == pytest.approx(paid)
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_unreadable_results_keep_what_was_read_and_send_nothing_twice(
+    srv, tmp_path: Path, protocol: str, damage: str
+) -> None:
+    """Results whose last line is cut in half, or that are not JSONL at all: every line
+    read is cached and paid; a request whose line could not be read (the API may have
+    billed it) is its row's error saying to re-run, never sent again by the run itself;
+    the re-run sends only those."""
+    srv.batches(polls=0, mangle=[damage])
+    spec = batch_spec(tmp_path, srv, protocol, limit=4)
+    result = run(spec, tmp_path, FakeClock())  # unfixed: JSONDecodeError, nothing kept
+    counts = srv.batches()
+    assert counts["created"] == 1 and counts["repeated"] == 0
+    got = rows(result)
+    unread = [r for r in got if r["state"] == "provider_error"]
+    assert len(unread) == (1 if damage == "truncate" else 4)
+    assert all(r["state"] == "scored" for r in got if r not in unread)
+    assert all(r["error"]["code"] == "unreadable_result" for r in unread)
+    assert "re-run to send it again" in unread[0]["error"]["message"]
+    srv.batches(mangle=[])
+    again = run(spec, tmp_path, FakeClock())
+    assert again.manifest.counts == {"scored": 4}
+    assert srv.batches()["requests"] == 4 + len(unread)
+
+
+def test_a_batch_failed_at_validation_names_the_line_and_resends_the_others(
+    srv, tmp_path: Path
+) -> None:
+    """An OpenAI batch ``failed`` at validation, its ``errors`` naming line 1: that request
+    is its row's error with the API's message, never resent; the 3 others (never run) go
+    in one new batch. Unfixed: all 4 sent 4 times, each row 'no result'."""
+    srv.batches(polls=0, fail="This line is too large (210 MB).")
+    result = run(batch_spec(tmp_path, srv, "openai", limit=4), tmp_path, FakeClock())
+    counts = srv.batches()
+    assert counts["created"] == 2 and counts["requests"] == 7
+    got = rows(result)
+    assert [r["state"] for r in got] == ["provider_error"] + ["scored"] * 3
+    error = got[0]["error"]
+    assert error["status"] == 400 and not error["transient"]
+    assert error["message"] == (
+        "batch failed at validation: line 1: This line is too large (210 MB). (invalid_request)"
+    )
+    assert got[0]["attempts"] == 1
