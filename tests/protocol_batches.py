@@ -17,13 +17,15 @@ Control: ``GET /_control/batches`` -> ``{"created": batches created, "requests":
 requests received in batches, "custom_ids": {custom_id: times submitted}, "repeated":
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
-"create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "reset": true}``
+"create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "poll_429": N, "reset":
+true}``
 (``"create:anthropic"``: that API's only). ``mangle`` damages the results files written
 from then on (OpenAI output/error files, Anthropic results): ``reverse`` the lines,
 ``duplicate`` each, add an ``unknown`` custom_id's line, drop the last (``missing``),
 ``truncate`` the last in half, or ``garbage`` (an HTML page, not JSONL). ``fail`` makes the
 next OpenAI batch created end ``failed`` at validation, no files, its ``errors`` naming
-line 1 with MESSAGE. ``hang`` makes that step never answer (after it took
+line 1 with MESSAGE. ``poll_429: N`` answers the next N retrieves 429 with
+``retry-after: 7``. ``hang`` makes that step never answer (after it took
 effect: the file is stored, the batch created), until the client goes away: the moment a
 ``kill -9`` test kills the client in.
 """
@@ -86,6 +88,7 @@ class BatchAPIs:
         self.hang: str | None = None
         self.mangle: list[str] = []
         self.fail: str | None = None
+        self.poll_429 = 0
         self.retrieves = 0
         self.uploads = 0
         self._ids = itertools.count(1)
@@ -136,6 +139,14 @@ class BatchAPIs:
         steps = (step, f"{step}:{protocol}")
         while self.hang in steps and not await request.is_disconnected():
             await asyncio.sleep(0.05)
+
+    def _throttled(self, protocol: str) -> Response:
+        """A 429 with ``retry-after: 7`` (one of the ``poll_429`` retrieves refused)."""
+        self.poll_429 -= 1
+        self.retrieves += 1
+        etype = "rate_limit_error" if protocol == ANTHROPIC else "rate_limit_exceeded"
+        msg = "Too many requests"
+        return self.server._error(protocol, 429, etype, msg, headers={"retry-after": "7"})
 
     def _count(self, lines: list[tuple[str, dict[str, Any]]]) -> None:
         for custom_id, _ in lines:
@@ -378,6 +389,8 @@ class BatchAPIs:
         batch = self._find(request, OPENAI)
         if batch is None:
             return self._not_found(OPENAI, "batch")
+        if self.poll_429 > 0:
+            return self._throttled(OPENAI)
         await self._advance(batch)
         return self._json(self._openai_object(batch))
 
@@ -461,6 +474,8 @@ class BatchAPIs:
         batch = self._find(request, ANTHROPIC)
         if batch is None:
             return self._not_found(ANTHROPIC, "batch")
+        if self.poll_429 > 0:
+            return self._throttled(ANTHROPIC)
         await self._advance(batch)
         return self._json(self._anthropic_object(batch, self._base(request)))
 
@@ -512,7 +527,7 @@ class BatchAPIs:
             update = json.loads(await request.body() or b"{}")
             if update.pop("reset", False):
                 self.reset()
-            unknown = set(update) - {"polls", "expire_after", "hang", "mangle", "fail"}
+            unknown = set(update) - {"polls", "expire_after", "hang", "mangle", "fail", "poll_429"}
             if unknown:
                 return self._json({"error": f"unknown keys {sorted(unknown)}"}, 400)
             if "polls" in update:  # batches in progress too: at most this many more
@@ -527,6 +542,8 @@ class BatchAPIs:
                 self.mangle = list(update["mangle"] or [])
             if "fail" in update:
                 self.fail = update["fail"]
+            if "poll_429" in update:
+                self.poll_429 = int(update["poll_429"])
         return self._json(
             {
                 "created": len(self.batches),

@@ -386,17 +386,20 @@ class _Pass:
         """Poll until every open batch has ended (True), or stop waiting (False)."""
         interval, waited = self.options.first_poll_s, 0.0
         while True:
+            hold = 0.0  # what a throttled poll asked to wait (Retry-After), seconds
             for sub in self._open():
                 if sub.state == "submitted":
                     try:
                         await self._poll(sub)
                     except Drained:  # a first Ctrl-C during a poll's backoff: stop waiting
                         return False
+                    except ProviderError as exc:
+                        hold = max(hold, self._poll_failed(sub, exc))
             if all(s.state != "submitted" for s in self._open()):
                 return True
             if self.stopping() or waited >= self.options.max_wait_s:
                 return False
-            delay = min(interval, self.options.max_wait_s - waited)
+            delay = min(max(interval, hold), self.options.max_wait_s - waited)
             await self._pause(delay)
             waited += delay
             interval = min(interval * 2, self.options.max_poll_s)
@@ -412,6 +415,24 @@ class _Pass:
                 await asyncio.wait({sleeper}, timeout=0.2)
         finally:
             sleeper.cancel()
+
+    def _poll_failed(self, sub: Submission, exc: ProviderError) -> float:
+        """A poll that failed past the retry policy: a transient failure (throttled, the
+        API down) is waited out, the batch polled again at the next interval (seconds to
+        wait at least: its Retry-After); a permanent one (the key refused, the batch not
+        found) ends the run, one line, the batch left running and recorded.
+
+        Raises:
+            RunError: the failure is permanent.
+        """
+        if exc.transient:
+            self._event("batch_poll_failed", batch_id=sub.batch_id, message=str(exc))
+            return exc.retry_after or 0.0
+        raise RunError(
+            f"polling batch {sub.batch_id} ({sub.protocol}) was refused: {exc}; it stays "
+            "recorded in batches.jsonl: with the key that sent it, re-run the same command "
+            "to collect it"
+        ) from None
 
     async def _poll(self, sub: Submission) -> None:
         assert sub.batch_id is not None

@@ -99,3 +99,24 @@ def test_max_cost_stops_with_exit_3_and_says_how_to_finish(srv, cli, tmp_path: P
     assert done.exit_code == 0, done.stderr
     assert "spent of $1.0000 (run.max_cost_usd)" in done.stdout
     assert srv.stats()["total"] == 6 and srv.stats()["repeated"] == 0
+
+
+def test_a_batch_the_api_does_not_know_is_told_in_one_line(srv, cli, tmp_path: Path) -> None:
+    """A recorded batch the API answers 404 for (another key's, or deleted): exit 1, one
+    line naming the batch and how to collect it, the ledger kept (it was the bare '404
+    invalid_request_error: batch not found')."""
+    spec = gsm8k_spec(tmp_path / "s", srv, "openai", limit=3)
+    srv.batches(polls=0)
+    first = cli("run", spec.source, "--batch", "--detach", "--print-run-dir")
+    run_dir = Path(first.stdout.strip().splitlines()[-1])
+    (batch_id,) = [
+        json.loads(line)["batch_id"]
+        for line in cli("batches", str(run_dir), "--json").stdout.splitlines()
+    ]
+    srv.batches(reset=True)
+    out = cli("run", spec.source, "--batch")
+    assert out.exit_code == 1
+    error = out.stderr.splitlines()[0]
+    assert error.startswith(f"error: polling batch {batch_id} (openai) was refused: 404")
+    assert "with the key that sent it, re-run the same command" in error
+    assert srv.batches()["created"] == 0  # nothing sent again

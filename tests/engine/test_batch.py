@@ -401,3 +401,21 @@ def test_a_batch_failed_at_validation_names_the_line_and_resends_the_others(
         "batch failed at validation: line 1: This line is too large (210 MB). (invalid_request)"
     )
     assert got[0]["attempts"] == 1
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_throttled_polls_are_waited_out_at_their_retry_after(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """Six polls in a row answered 429 (Retry-After: 7 s), past the retry policy's 3
+    retries: the wait goes on (the next poll no sooner than 7 s, the interval backing off
+    as before) and the batch is collected, sent once. Unfixed: RateLimited out of the run
+    after the fourth 429, the batch left to a re-run."""
+    srv.batches(polls=1, poll_429=6)
+    clock = FakeClock()
+    result = run(batch_spec(tmp_path, srv, protocol, limit=3), tmp_path, clock, first_poll_s=5)
+    assert result.manifest.status == "complete" and result.manifest.counts == {"scored": 3}
+    assert srv.batches()["created"] == 1 and srv.batches()["repeated"] == 0
+    # 3 retries of the first poll at 7 s; the wait's 7 s (its Retry-After, over the 5 s
+    # interval); 2 retries at 7 s; then the interval (10 s): in progress once, then ended
+    assert clock.slept == [7, 7, 7, 7, 7, 7, 10]
