@@ -478,6 +478,7 @@ class _Pass:
             )
         report, again = self.report, False
         succeeded, failures, paid = 0, dict.fromkeys(mine), 0.0
+        priced = True  # every response of the batch has a price
         for result in results:
             if result.response is not None:
                 self.cache.put(result.custom_id, mine[result.custom_id], result.response)
@@ -486,16 +487,13 @@ class _Pass:
                 succeeded += 1
                 cost = result.response.cost_usd
                 paid += cost or 0.0
-                report.cost_usd = (
-                    None if cost is None or report.cost_usd is None else (report.cost_usd + cost)
-                )
+                priced = priced and cost is not None
             else:
                 failures[result.custom_id] = result.error
                 billed = billed_usd(result.error)  # answered, paid, then refused here
                 if billed is not None:
                     paid += billed
-                    if report.cost_usd is not None:
-                        report.cost_usd += billed
+        report.cost_usd = None if not priced or report.cost_usd is None else report.cost_usd + paid
         report.collected += succeeded
         for key, error in failures.items():
             error = error or missing
@@ -509,7 +507,7 @@ class _Pass:
             else:
                 report.failed[key] = (error, attempts)
         self._settle(sub.submission, paid)
-        self.ledger.collected(sub.submission, succeeded, len(failures))
+        self.ledger.collected(sub.submission, succeeded, len(failures), paid if priced else None)
         self._event(
             "batch_collected",
             batch_id=sub.batch_id,
