@@ -17,17 +17,17 @@ Control: ``GET /_control/batches`` -> ``{"created": batches created, "requests":
 requests received in batches, "custom_ids": {custom_id: times submitted}, "repeated":
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
-"create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "poll_429": N, "reset":
-true}``
+"create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "poll_429": N,
+"results_500": N, "reset": true}``
 (``"create:anthropic"``: that API's only). ``mangle`` damages the results files written
 from then on (OpenAI output/error files, Anthropic results): ``reverse`` the lines,
 ``duplicate`` each, add an ``unknown`` custom_id's line, drop the last (``missing``),
 ``truncate`` the last in half, or ``garbage`` (an HTML page, not JSONL). ``fail`` makes the
 next OpenAI batch created end ``failed`` at validation, no files, its ``errors`` naming
 line 1 with MESSAGE. ``poll_429: N`` answers the next N retrieves 429 with
-``retry-after: 7``. ``hang`` makes that step never answer (after it took
-effect: the file is stored, the batch created), until the client goes away: the moment a
-``kill -9`` test kills the client in.
+``retry-after: 7``; ``results_500: N`` the next N results downloads 500. ``hang`` makes
+that step never answer (after it took effect: the file is stored, the batch created),
+until the client goes away: the moment a ``kill -9`` test kills the client in.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ class BatchAPIs:
         self.mangle: list[str] = []
         self.fail: str | None = None
         self.poll_429 = 0
+        self.results_500 = 0
         self.retrieves = 0
         self.uploads = 0
         self._ids = itertools.count(1)
@@ -289,6 +290,9 @@ class BatchAPIs:
         content = self.files.get(request.path_params["file_id"])
         if content is None:
             return self._not_found(OPENAI, "file")
+        if self.results_500 > 0:
+            self.results_500 -= 1
+            return self.server._error(OPENAI, 500, "server_error", "The server had an error")
         await self._hang(request, "results", OPENAI)
         return Response(content, media_type="application/octet-stream")
 
@@ -505,6 +509,9 @@ class BatchAPIs:
         if batch.status == "in_progress":
             msg = "results are not available until the batch has ended"
             return self.server._error(ANTHROPIC, 404, "not_found_error", msg)
+        if self.results_500 > 0:
+            self.results_500 -= 1
+            return self.server._error(ANTHROPIC, 500, "api_error", "Internal server error")
         await self._hang(request, "results", ANTHROPIC)
         out = []
         for custom_id, _ in batch.lines:
@@ -527,7 +534,15 @@ class BatchAPIs:
             update = json.loads(await request.body() or b"{}")
             if update.pop("reset", False):
                 self.reset()
-            unknown = set(update) - {"polls", "expire_after", "hang", "mangle", "fail", "poll_429"}
+            unknown = set(update) - {
+                "polls",
+                "expire_after",
+                "hang",
+                "mangle",
+                "fail",
+                "poll_429",
+                "results_500",
+            }
             if unknown:
                 return self._json({"error": f"unknown keys {sorted(unknown)}"}, 400)
             if "polls" in update:  # batches in progress too: at most this many more
@@ -544,6 +559,8 @@ class BatchAPIs:
                 self.fail = update["fail"]
             if "poll_429" in update:
                 self.poll_429 = int(update["poll_429"])
+            if "results_500" in update:
+                self.results_500 = int(update["results_500"])
         return self._json(
             {
                 "created": len(self.batches),

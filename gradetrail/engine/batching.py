@@ -230,6 +230,7 @@ class _Pass:
     async def run(self) -> BatchReport:
         report = self.report
         await self._resolve()
+        unread = 0  # rounds an ended batch's results could not be read
         if self.budget is not None:  # what earlier processes sent is in flight: reserve it
             for sub in self._open():
                 worst = sum(self._worst(k) for k in sub.custom_ids if k in self.requests)
@@ -243,7 +244,11 @@ class _Pass:
                 break
             if not await self._wait():
                 break
-            retry = await self._collect_ended()
+            retry, hold = await self._collect_ended()
+            if hold is not None and not self.stopping() and unread < self.policy.max_retries:
+                unread += 1  # results that could not be read yet: wait, read them again
+                await self._pause(max(hold, self.options.first_poll_s * 2**unread))
+                continue
             if not retry or self.stopping():
                 break
         report.waiting = [s.batch_id for s in self._open() if s.batch_id is not None]
@@ -447,13 +452,33 @@ class _Pass:
 
     # -- 4. collect ----------------------------------------------------------------------
 
-    async def _collect_ended(self) -> bool:
-        """Collect every ended batch; True when some request is to be sent again."""
-        again = False
+    async def _collect_ended(self) -> tuple[bool, float | None]:
+        """Collect every ended batch: whether some request is to be sent again, and, when
+        some batch's results could not be read for a reason that passes (the download
+        failing past the retry policy), the seconds it asked to wait (else None); such a
+        batch stays ended, to be read again (by this pass, or a re-run).
+
+        Raises:
+            RunError: the API refused to give a batch's results (permanent), one line.
+        """
+        again, hold = False, None
         for sub in self._open():
-            if sub.state == "ended":
+            if sub.state != "ended":
+                continue
+            try:
                 again |= await self._collect(sub)
-        return again
+            except Drained:
+                return again, None
+            except ProviderError as exc:
+                if not exc.transient:
+                    raise RunError(
+                        f"reading the results of batch {sub.batch_id} ({sub.protocol}) was "
+                        f"refused: {exc}; it stays recorded in batches.jsonl: with the key "
+                        "that sent it, re-run the same command to collect it"
+                    ) from None
+                self._event("batch_results_failed", batch_id=sub.batch_id, message=str(exc))
+                hold = max(hold or 0.0, exc.retry_after or 0.0)
+        return again, hold
 
     async def _collect(self, sub: Submission) -> bool:
         assert sub.batch_id is not None

@@ -419,3 +419,29 @@ def test_throttled_polls_are_waited_out_at_their_retry_after(
     # 3 retries of the first poll at 7 s; the wait's 7 s (its Retry-After, over the 5 s
     # interval); 2 retries at 7 s; then the interval (10 s): in progress once, then ended
     assert clock.slept == [7, 7, 7, 7, 7, 7, 10]
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_results_that_fail_to_download_are_read_again_never_resent(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """The results download answers 500 six times (past the retry policy's 3 retries):
+    the pass waits (first_poll_s doubled) and reads them again, collecting all 3. When it
+    never works, the run ends interrupted with the batch still to collect, and the re-run
+    collects it: sent once. Unfixed: '500 server_error' out of the run."""
+    srv.batches(polls=0, results_500=6)
+    clock = FakeClock()
+    spec = batch_spec(tmp_path / "a", srv, protocol, limit=3)
+    result = run(spec, tmp_path / "a", clock, first_poll_s=10)
+    assert result.manifest.status == "complete" and result.manifest.counts == {"scored": 3}
+    assert 20 in clock.slept  # the pass's own wait between reads, on the injected clock
+    srv.batches(reset=True)
+    srv.batches(polls=0, results_500=10**6)
+    spec = batch_spec(tmp_path / "b", srv, protocol, limit=3)
+    stuck = run(spec, tmp_path / "b", FakeClock())
+    assert stuck.manifest.status == "interrupted"
+    assert len(stuck.manifest.executor["batch"]["waiting"]) == 1
+    srv.batches(results_500=0)
+    again = run(spec, tmp_path / "b", FakeClock())
+    assert again.manifest.counts == {"scored": 3}
+    assert srv.batches()["created"] == 1 and srv.batches()["repeated"] == 0
