@@ -17,7 +17,9 @@ with ``model.pause_turn_continuations`` every part a paused answer may take is c
 each part's input the request's and the parts before it. Priced by the provider's own
 :meth:`~gradetrail.providers.base.Provider.price`, at the batch tier for a batch, and at
 the service tier ``model.params.extra.service_tier`` asks for when that costs more (a
-priority request at priority rates). A
+priority request at priority rates), and with its every input token a one-hour
+prompt-cache write when ``extra`` sends a ``cache_control`` (Anthropic bills writes at up to
+twice the input rate). A
 request without ``max_tokens`` (OpenAI sends none unless the spec sets one), a model
 without a price, an ``extra`` length key or ``n`` that is not a whole number of at least
 1, or a server tool in ``extra.tools`` (a fee per use, its results read as input) has no
@@ -107,20 +109,27 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     parts = 1 + (getattr(provider.model, "pause_turn_continuations", 0) or 0)
     # a service tier the request asks for (extra.service_tier: priority) may cost more
     tiers = {None, tier_name((request.params.get("extra") or {}).get("service_tier"))}
+    # a body that asks for prompt caching (a cache_control its extra sends) may have every
+    # input token billed as a cache write, at up to the one-hour TTL's rate
+    writes = (0, 1, 2) if _asks_caching(request) else (0,)
     total = 0.0
     for part in range(parts):
+        tokens = _input_bound(request) + part * (output + MESSAGE_OVERHEAD)
         costs = [
             provider.price(
                 request,
                 Response(
                     text="",
-                    input_tokens=_input_bound(request) + part * (output + MESSAGE_OVERHEAD),
+                    input_tokens=tokens,
                     output_tokens=output,
                     batch=batch,
                     service_tier=served,
+                    cache_write_tokens=tokens if write else 0,
+                    cache_write_1h_tokens=tokens if write == 2 else 0,
                 ),
             )
             for served in sorted(tiers, key=str)
+            for write in writes
         ]
         if None in costs:
             raise SpecError(
@@ -129,6 +138,20 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             )
         total += max(c for c in costs if c is not None)
     return total
+
+
+def _asks_caching(request: Request) -> bool:
+    """True when what ``model.params.extra`` sends in the body asks for prompt caching
+    (a ``cache_control`` at any depth: Anthropic's automatic caching, or a block's)."""
+
+    def found(value: Any) -> bool:
+        if isinstance(value, dict):
+            return "cache_control" in value or any(found(v) for v in value.values())
+        if isinstance(value, list):
+            return any(found(v) for v in value)
+        return False
+
+    return found(request.params.get("extra") or {})
 
 
 #: ``model.params.extra`` keys that, sent verbatim over the body, replace its bound on
