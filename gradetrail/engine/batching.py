@@ -199,11 +199,15 @@ class _Pass:
         self.over_budget: BudgetExhausted | None = None
 
     def _all(self) -> list[Submission]:
-        """The ledger's submissions of this pass: its API and kind (a run's answers and
-        its judges' have passes of their own, possibly through different APIs)."""
-        protocol, kind = self.api.protocol, self.kind
+        """The ledger's submissions of this pass: its API and kind, holding its requests
+        (a run's answers and each judge model's have passes of their own, possibly through
+        one API: custom_ids are cache keys, which name the model, so a submission holds
+        one pass's requests only; another's is never polled or collected here)."""
+        protocol, kind, mine = self.api.protocol, self.kind, self.requests
         return [
-            s for s in self.ledger.submissions.values() if s.protocol == protocol and s.kind == kind
+            s
+            for s in self.ledger.submissions.values()
+            if s.protocol == protocol and s.kind == kind and any(k in mine for k in s.custom_ids)
         ]
 
     def _open(self) -> list[Submission]:

@@ -445,3 +445,57 @@ def test_results_that_fail_to_download_are_read_again_never_resent(
     again = run(spec, tmp_path / "b", FakeClock())
     assert again.manifest.counts == {"scored": 3}
     assert srv.batches()["created"] == 1 and srv.batches()["repeated"] == 0
+
+
+def test_two_judges_on_one_batch_api_collect_only_their_own_batches(srv, tmp_path: Path) -> None:
+    """Two judge models on Anthropic's Message Batches, each pass with its own batch, both
+    still running when the first process stops waiting: the re-run's first judge pass
+    polls and collects its own batch only, the second its own; every judge request sent
+    once. Unfixed: with ``scorers:`` no judge call went in a batch (all 8 online, at the
+    full price); and the first pass took the second's batch as its own (none of its
+    results its requests), so the second judge's 4 paid answers were dropped and sent
+    again in a fourth batch."""
+    root = tmp_path / "judged"
+    root.mkdir()
+    (root / "judge.j2").write_text("Grade this response.\nResponse: {{ response }}\n")
+    spec_data = yaml.safe_load(
+        Path(batch_spec(tmp_path, srv, "openai", limit=4).source).read_text()
+    )
+    spec_data.pop("scorer")
+
+    def judge(name: str) -> dict[str, Any]:
+        model = {"provider": "anthropic", "name": name, "base_url": srv.anthropic_base_url}
+        return {
+            "name": "m" + name,
+            "type": "judge",
+            "file": "judge.j2",
+            "model": model | {"price": PRICE},
+        }
+
+    spec_data["scorers"] = [judge("6b_verification"), judge("175b_verification")]
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec_data))
+    srv.configure(script=[{"contains": "Grade this response", "reply": "GRADE: C"}])
+    spec = gradetrail.load_spec(root / "spec.yaml")
+    srv.batches(polls=1)
+    clock = FakeClock()
+
+    async def sleep(seconds: float) -> None:  # batches made from now on stay in progress
+        srv.batches(polls=100)
+        await clock.sleep(seconds)
+
+    options = {"sleep": sleep, "clock": clock.now, "max_wait_s": 30, "first_poll_s": 10}
+    first = gradetrail.run_eval(
+        spec,
+        results_root=tmp_path / "results",
+        cache_path=tmp_path / "cache.sqlite",
+        batch=BatchOptions(**options),
+    )
+    assert first.manifest.status == "interrupted"
+    assert len(first.manifest.executor["batch"]["waiting"]) == 2  # a batch each judge
+    srv.batches(polls=0)
+    again = run(spec, tmp_path, FakeClock())
+    assert again.manifest.status == "complete" and again.manifest.counts == {"scored": 4}
+    counts = srv.batches()
+    assert counts["created"] == 3 and counts["requests"] == 12 and counts["repeated"] == 0
+    judges = again.manifest.executor["batch"]["judges"]
+    assert [j["collected"] for j in judges] == [4, 4]
