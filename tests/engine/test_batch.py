@@ -499,3 +499,22 @@ def test_two_judges_on_one_batch_api_collect_only_their_own_batches(srv, tmp_pat
     assert counts["created"] == 3 and counts["requests"] == 12 and counts["repeated"] == 0
     judges = again.manifest.executor["batch"]["judges"]
     assert [j["collected"] for j in judges] == [4, 4]
+
+
+@pytest.mark.parametrize(("etype", "status"), [("billing_error", 402), ("request_too_large", 413)])
+def test_anthropic_errored_results_of_a_permanent_type_are_not_resent(
+    srv, tmp_path: Path, etype: str, status: int
+) -> None:
+    """An ``errored`` batch result whose error type is Anthropic's ``billing_error`` or
+    ``request_too_large`` is the row's permanent error with that status, in one batch.
+    Unfixed: read as a 500, transient, the request was sent in 3 more batches."""
+    srv.configure(
+        faults=[{"kind": "error", "status": status, "type": etype, "contains": _question(0)[:60]}]
+    )
+    srv.batches(polls=0)
+    result = run(batch_spec(tmp_path, srv, "anthropic", limit=3), tmp_path, FakeClock())
+    assert srv.batches()["created"] == 1
+    got = rows(result)
+    assert [r["state"] for r in got] == ["provider_error", "scored", "scored"]
+    assert got[0]["error"]["status"] == status and got[0]["error"]["transient"] is False
+    assert got[0]["error"]["error_type"] == etype
