@@ -386,8 +386,11 @@ class _Pass:
             )
 
     def _settle(self, name: str, cost_usd: float) -> None:
+        """Replace submission ``name``'s reservation with what it cost, recorded under
+        its id (``batch:NAME``: a batch collected again, after a kill between this record
+        and the ledger's, counts once in the run's spending)."""
         if self.budget is not None:
-            self.budget.settle(self.reserved.pop(name, 0.0), cost_usd)
+            self.budget.settle(self.reserved.pop(name, 0.0), cost_usd, f"batch:{name}")
 
     # -- 3. wait -------------------------------------------------------------------------
 

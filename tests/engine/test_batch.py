@@ -518,3 +518,25 @@ def test_anthropic_errored_results_of_a_permanent_type_are_not_resent(
     assert [r["state"] for r in got] == ["provider_error", "scored", "scored"]
     assert got[0]["error"]["status"] == status and got[0]["error"]["transient"] is False
     assert got[0]["error"]["error_type"] == etype
+
+
+@pytest.mark.parametrize("protocol", BATCH_PROTOCOLS)
+def test_a_batch_collected_again_after_a_kill_is_spent_once(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """A process killed after recording what a batch cost in spending.jsonl and before the
+    ledger's 'collected' line (that line cut off here, as the kill leaves it): the re-run
+    collects the batch again, and the run's spending counts it once. It counted twice
+    (the ceiling reached at half the money)."""
+    spec = _budgeted(tmp_path, srv, protocol, 4)
+    srv.batches(polls=0)
+    first = run(spec, tmp_path, FakeClock())
+    paid = sum(r["cost_usd"] for r in rows(first))
+    assert paid > 0 and SpendingLog(first.run_dir).total() == pytest.approx(paid)
+    ledger = first.run_dir / "batches.jsonl"
+    kept = [x for x in ledger.read_text().splitlines() if '"collected"' not in x]
+    ledger.write_text("".join(x + "\n" for x in kept))
+    again = run(spec, tmp_path, FakeClock())
+    assert again.manifest.counts == {"scored": 4}
+    assert srv.batches()["created"] == 1  # collected again, not sent again
+    assert SpendingLog(again.run_dir).total() == pytest.approx(paid)
