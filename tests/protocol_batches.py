@@ -17,10 +17,17 @@ Control: ``GET /_control/batches`` -> ``{"created": batches created, "requests":
 requests received in batches, "custom_ids": {custom_id: times submitted}, "repeated":
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
-"create" | "results" | null, "reset": true}`` (``"create:anthropic"``: that API's
-only). ``hang`` makes that step never answer (after it took
-effect: the file is stored, the batch created), until the client goes away: the moment a
-``kill -9`` test kills the client in.
+"create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "poll_429": N,
+"results_500": N, "reset": true}``
+(``"create:anthropic"``: that API's only). ``mangle`` damages the results files written
+from then on (OpenAI output/error files, Anthropic results): ``reverse`` the lines,
+``duplicate`` each, add an ``unknown`` custom_id's line, drop the last (``missing``),
+``truncate`` the last in half, or ``garbage`` (an HTML page, not JSONL). ``fail`` makes the
+next OpenAI batch created end ``failed`` at validation, no files, its ``errors`` naming
+line 1 with MESSAGE. ``poll_429: N`` answers the next N retrieves 429 with
+``retry-after: 7``; ``results_500: N`` the next N results downloads 500. ``hang`` makes
+that step never answer (after it took effect: the file is stored, the batch created),
+until the client goes away: the moment a ``kill -9`` test kills the client in.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ class _Batch:
     created_at: int
     polls_left: int
     expire_after: int | None
+    fail: str | None = None
     input_file_id: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     status: str = "in_progress"
@@ -78,6 +86,10 @@ class BatchAPIs:
         self.polls = 1
         self.expire_after: int | None = None
         self.hang: str | None = None
+        self.mangle: list[str] = []
+        self.fail: str | None = None
+        self.poll_429 = 0
+        self.results_500 = 0
         self.retrieves = 0
         self.uploads = 0
         self._ids = itertools.count(1)
@@ -129,6 +141,14 @@ class BatchAPIs:
         while self.hang in steps and not await request.is_disconnected():
             await asyncio.sleep(0.05)
 
+    def _throttled(self, protocol: str) -> Response:
+        """A 429 with ``retry-after: 7`` (one of the ``poll_429`` retrieves refused)."""
+        self.poll_429 -= 1
+        self.retrieves += 1
+        etype = "rate_limit_error" if protocol == ANTHROPIC else "rate_limit_exceeded"
+        msg = "Too many requests"
+        return self.server._error(protocol, 429, etype, msg, headers={"retry-after": "7"})
+
     def _count(self, lines: list[tuple[str, dict[str, Any]]]) -> None:
         for custom_id, _ in lines:
             self.custom_ids[custom_id] = self.custom_ids.get(custom_id, 0) + 1
@@ -140,6 +160,10 @@ class BatchAPIs:
             return
         if batch.polls_left > 0:
             batch.polls_left -= 1
+            return
+        if batch.fail is not None:
+            batch.status = "failed"
+            batch.ended_at = int(time.time())
             return
         todo = batch.lines
         if batch.expire_after is not None:
@@ -179,8 +203,29 @@ class BatchAPIs:
 
     def _store_file(self, lines: list[dict[str, Any]]) -> str:
         file_id = self._next("file-out")
-        self.files[file_id] = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+        self.files[file_id] = self._mangled([json.dumps(x).encode() + b"\n" for x in lines])
         return file_id
+
+    def _mangled(self, lines: list[bytes]) -> bytes:
+        """A results file as told by ``mangle`` (see the module docstring)."""
+        if "reverse" in self.mangle:
+            lines = lines[::-1]
+        if "duplicate" in self.mangle:
+            lines = [x for line in lines for x in (line, line)]
+        if "unknown" in self.mangle:
+            lines = [
+                b'{"custom_id": "' + b"f" * 64 + b'", "result": {"type": "expired"}, '
+                b'"response": null, "error": {"code": "batch_expired"}}\n',
+                *lines,
+            ]
+        if "missing" in self.mangle:
+            lines = lines[:-1]
+        if "truncate" in self.mangle and lines:
+            lines[-1] = lines[-1][: len(lines[-1]) // 2]
+        data = b"".join(lines)
+        if "garbage" in self.mangle:
+            data = b"<html><body>502 Bad Gateway</body></html>\n"
+        return data
 
     async def _answer(self, batch: _Batch, body: dict[str, Any]) -> tuple[int, Any]:
         """The server's own answer to one request of ``batch``: (status, decoded body)."""
@@ -245,6 +290,9 @@ class BatchAPIs:
         content = self.files.get(request.path_params["file_id"])
         if content is None:
             return self._not_found(OPENAI, "file")
+        if self.results_500 > 0:
+            self.results_500 -= 1
+            return self.server._error(OPENAI, 500, "server_error", "The server had an error")
         await self._hang(request, "results", OPENAI)
         return Response(content, media_type="application/octet-stream")
 
@@ -258,7 +306,14 @@ class BatchAPIs:
             "id": batch.id,
             "object": "batch",
             "endpoint": CHAT_PATH,
-            "errors": None,
+            "errors": None
+            if batch.fail is None or batch.status != "failed"
+            else {
+                "object": "list",
+                "data": [
+                    {"code": "invalid_request", "message": batch.fail, "param": "body", "line": 1}
+                ],
+            },
             "input_file_id": batch.input_file_id,
             "completion_window": "24h",
             "status": batch.status,
@@ -270,7 +325,7 @@ class BatchAPIs:
             "completed_at": batch.ended_at if batch.status == "completed" else None,
             "expired_at": batch.ended_at if batch.status == "expired" else None,
             "cancelled_at": batch.ended_at if batch.status == "cancelled" else None,
-            "failed_at": None,
+            "failed_at": batch.ended_at if batch.status == "failed" else None,
             "finalizing_at": None,
             "cancelling_at": None,
             "request_counts": {
@@ -321,7 +376,10 @@ class BatchAPIs:
             created_at=int(time.time()),
             polls_left=self.polls,
             expire_after=self.expire_after,
+            fail=self.fail if protocol == OPENAI else None,
         )
+        if protocol == OPENAI:
+            self.fail = None  # one batch fails
         self.batches[batch.id] = batch
         self._count(lines)
         return batch
@@ -335,6 +393,8 @@ class BatchAPIs:
         batch = self._find(request, OPENAI)
         if batch is None:
             return self._not_found(OPENAI, "batch")
+        if self.poll_429 > 0:
+            return self._throttled(OPENAI)
         await self._advance(batch)
         return self._json(self._openai_object(batch))
 
@@ -418,6 +478,8 @@ class BatchAPIs:
         batch = self._find(request, ANTHROPIC)
         if batch is None:
             return self._not_found(ANTHROPIC, "batch")
+        if self.poll_429 > 0:
+            return self._throttled(ANTHROPIC)
         await self._advance(batch)
         return self._json(self._anthropic_object(batch, self._base(request)))
 
@@ -447,6 +509,9 @@ class BatchAPIs:
         if batch.status == "in_progress":
             msg = "results are not available until the batch has ended"
             return self.server._error(ANTHROPIC, 404, "not_found_error", msg)
+        if self.results_500 > 0:
+            self.results_500 -= 1
+            return self.server._error(ANTHROPIC, 500, "api_error", "Internal server error")
         await self._hang(request, "results", ANTHROPIC)
         out = []
         for custom_id, _ in batch.lines:
@@ -459,7 +524,7 @@ class BatchAPIs:
             else:
                 result = {"type": "errored", "error": answer[1]}
             out.append(json.dumps({"custom_id": custom_id, "result": result}).encode() + b"\n")
-        return Response(b"".join(out), media_type="application/binary")
+        return Response(self._mangled(out), media_type="application/binary")
 
     # -- control -------------------------------------------------------------------------
 
@@ -469,7 +534,15 @@ class BatchAPIs:
             update = json.loads(await request.body() or b"{}")
             if update.pop("reset", False):
                 self.reset()
-            unknown = set(update) - {"polls", "expire_after", "hang"}
+            unknown = set(update) - {
+                "polls",
+                "expire_after",
+                "hang",
+                "mangle",
+                "fail",
+                "poll_429",
+                "results_500",
+            }
             if unknown:
                 return self._json({"error": f"unknown keys {sorted(unknown)}"}, 400)
             if "polls" in update:  # batches in progress too: at most this many more
@@ -480,6 +553,14 @@ class BatchAPIs:
                 self.expire_after = update["expire_after"]
             if "hang" in update:
                 self.hang = update["hang"]
+            if "mangle" in update:
+                self.mangle = list(update["mangle"] or [])
+            if "fail" in update:
+                self.fail = update["fail"]
+            if "poll_429" in update:
+                self.poll_429 = int(update["poll_429"])
+            if "results_500" in update:
+                self.results_500 = int(update["results_500"])
         return self._json(
             {
                 "created": len(self.batches),

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from gradetrail.rundir.batches import BatchLedger
 
 __all__ = ["register"]
 
@@ -55,7 +58,7 @@ def batches(
         print("no batches" + ("" if run_dir is not None else f" under {clean(str(results_root))}"))
         return
     for path, ledger in ledgers:
-        cost = _cost(path)
+        cost = _cost(path, ledger)
         for sub in ledger.submissions.values():
             row: dict[str, Any] = {
                 "run_dir": str(path),
@@ -67,6 +70,7 @@ def batches(
                 "status": sub.status,
                 "succeeded": sub.succeeded,
                 "failed": sub.failed,
+                "cost_usd": sub.cost_usd if sub.state == "collected" else None,
             }
             if json_out:
                 print(json.dumps(row))
@@ -76,6 +80,7 @@ def batches(
                     f"{row['requests']} requests  {row['state']}"
                     + (f" ({sub.status})" if sub.status else "")
                     + (f"  {sub.succeeded} ok, {sub.failed} failed" if not sub.open else "")
+                    + (f"  ${sub.cost_usd:.4f}" if row["cost_usd"] is not None else "")
                 )
         if not json_out:
             spent = "n/a" if cost is None else f"${cost:.4f}"
@@ -89,8 +94,13 @@ def _a_run(path: Path) -> bool:
     return (path / "manifest.json").is_file() or (path / BATCHES_FILE).is_file()
 
 
-def _cost(run_dir: Path) -> float | None:
-    """USD the run's batches cost as its last manifest records it (None: unknown)."""
+def _cost(run_dir: Path, ledger: BatchLedger) -> float | None:
+    """USD the run's collected batches cost, in every process that collected one, as the
+    ledger records each (None: a price unknown); a ledger written before costs were
+    recorded: what the last manifest says (its process's batches only)."""
+    collected = [s for s in ledger.submissions.values() if s.state == "collected"]
+    if all(s.cost_usd is not None for s in collected):
+        return sum(s.cost_usd or 0.0 for s in collected)
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text())
         value = ((manifest.get("executor") or {}).get("batch") or {}).get("cost_usd")

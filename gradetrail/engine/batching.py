@@ -40,11 +40,14 @@ from gradetrail.rundir.batches import BatchLedger, Submission
 
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
-    from gradetrail.providers._batch import BatchAPI
+    from gradetrail.providers._batch import BatchAPI, BatchResult
     from gradetrail.providers.base import Request
     from gradetrail.rundir.runlog import RunLog
 
 __all__ = ["BatchOptions", "BatchReport", "run_batches"]
+
+#: times an ended batch's results are read when some lines are not JSON (a torn transfer)
+_READS = 3
 
 
 @dataclass(frozen=True)
@@ -196,11 +199,15 @@ class _Pass:
         self.over_budget: BudgetExhausted | None = None
 
     def _all(self) -> list[Submission]:
-        """The ledger's submissions of this pass: its API and kind (a run's answers and
-        its judges' have passes of their own, possibly through different APIs)."""
-        protocol, kind = self.api.protocol, self.kind
+        """The ledger's submissions of this pass: its API and kind, holding its requests
+        (a run's answers and each judge model's have passes of their own, possibly through
+        one API: custom_ids are cache keys, which name the model, so a submission holds
+        one pass's requests only; another's is never polled or collected here)."""
+        protocol, kind, mine = self.api.protocol, self.kind, self.requests
         return [
-            s for s in self.ledger.submissions.values() if s.protocol == protocol and s.kind == kind
+            s
+            for s in self.ledger.submissions.values()
+            if s.protocol == protocol and s.kind == kind and any(k in mine for k in s.custom_ids)
         ]
 
     def _open(self) -> list[Submission]:
@@ -227,6 +234,7 @@ class _Pass:
     async def run(self) -> BatchReport:
         report = self.report
         await self._resolve()
+        unread = 0  # rounds an ended batch's results could not be read
         if self.budget is not None:  # what earlier processes sent is in flight: reserve it
             for sub in self._open():
                 worst = sum(self._worst(k) for k in sub.custom_ids if k in self.requests)
@@ -240,7 +248,11 @@ class _Pass:
                 break
             if not await self._wait():
                 break
-            retry = await self._collect_ended()
+            retry, hold = await self._collect_ended()
+            if hold is not None and not self.stopping() and unread < self.policy.max_retries:
+                unread += 1  # results that could not be read yet: wait, read them again
+                await self._pause(max(hold, self.options.first_poll_s * 2**unread))
+                continue
             if not retry or self.stopping():
                 break
         report.waiting = [s.batch_id for s in self._open() if s.batch_id is not None]
@@ -374,8 +386,11 @@ class _Pass:
             )
 
     def _settle(self, name: str, cost_usd: float) -> None:
+        """Replace submission ``name``'s reservation with what it cost, recorded under
+        its id (``batch:NAME``: a batch collected again, after a kill between this record
+        and the ledger's, counts once in the run's spending)."""
         if self.budget is not None:
-            self.budget.settle(self.reserved.pop(name, 0.0), cost_usd)
+            self.budget.settle(self.reserved.pop(name, 0.0), cost_usd, f"batch:{name}")
 
     # -- 3. wait -------------------------------------------------------------------------
 
@@ -383,17 +398,20 @@ class _Pass:
         """Poll until every open batch has ended (True), or stop waiting (False)."""
         interval, waited = self.options.first_poll_s, 0.0
         while True:
+            hold = 0.0  # what a throttled poll asked to wait (Retry-After), seconds
             for sub in self._open():
                 if sub.state == "submitted":
                     try:
                         await self._poll(sub)
                     except Drained:  # a first Ctrl-C during a poll's backoff: stop waiting
                         return False
+                    except ProviderError as exc:
+                        hold = max(hold, self._poll_failed(sub, exc))
             if all(s.state != "submitted" for s in self._open()):
                 return True
             if self.stopping() or waited >= self.options.max_wait_s:
                 return False
-            delay = min(interval, self.options.max_wait_s - waited)
+            delay = min(max(interval, hold), self.options.max_wait_s - waited)
             await self._pause(delay)
             waited += delay
             interval = min(interval * 2, self.options.max_poll_s)
@@ -410,6 +428,24 @@ class _Pass:
         finally:
             sleeper.cancel()
 
+    def _poll_failed(self, sub: Submission, exc: ProviderError) -> float:
+        """A poll that failed past the retry policy: a transient failure (throttled, the
+        API down) is waited out, the batch polled again at the next interval (seconds to
+        wait at least: its Retry-After); a permanent one (the key refused, the batch not
+        found) ends the run, one line, the batch left running and recorded.
+
+        Raises:
+            RunError: the failure is permanent.
+        """
+        if exc.transient:
+            self._event("batch_poll_failed", batch_id=sub.batch_id, message=str(exc))
+            return exc.retry_after or 0.0
+        raise RunError(
+            f"polling batch {sub.batch_id} ({sub.protocol}) was refused: {exc}; it stays "
+            "recorded in batches.jsonl: with the key that sent it, re-run the same command "
+            "to collect it"
+        ) from None
+
     async def _poll(self, sub: Submission) -> None:
         assert sub.batch_id is not None
         state = await self._control(lambda: self.api.retrieve(sub.batch_id))
@@ -423,20 +459,58 @@ class _Pass:
 
     # -- 4. collect ----------------------------------------------------------------------
 
-    async def _collect_ended(self) -> bool:
-        """Collect every ended batch; True when some request is to be sent again."""
-        again = False
+    async def _collect_ended(self) -> tuple[bool, float | None]:
+        """Collect every ended batch: whether some request is to be sent again, and, when
+        some batch's results could not be read for a reason that passes (the download
+        failing past the retry policy), the seconds it asked to wait (else None); such a
+        batch stays ended, to be read again (by this pass, or a re-run).
+
+        Raises:
+            RunError: the API refused to give a batch's results (permanent), one line.
+        """
+        again, hold = False, None
         for sub in self._open():
-            if sub.state == "ended":
+            if sub.state != "ended":
+                continue
+            try:
                 again |= await self._collect(sub)
-        return again
+            except Drained:
+                return again, None
+            except ProviderError as exc:
+                if not exc.transient:
+                    raise RunError(
+                        f"reading the results of batch {sub.batch_id} ({sub.protocol}) was "
+                        f"refused: {exc}; it stays recorded in batches.jsonl: with the key "
+                        "that sent it, re-run the same command to collect it"
+                    ) from None
+                self._event("batch_results_failed", batch_id=sub.batch_id, message=str(exc))
+                hold = max(hold or 0.0, exc.retry_after or 0.0)
+        return again, hold
 
     async def _collect(self, sub: Submission) -> bool:
         assert sub.batch_id is not None
         mine = {k: self.requests[k] for k in sub.custom_ids if k in self.requests}
-        results = await self._control(lambda: self.api.results(sub.batch_id, mine))
+        order = list(sub.custom_ids)
+        for _ in range(_READS):  # a torn download is read again; a damaged file stays so
+            results = _one_each(
+                await self._control(lambda: self.api.results(sub.batch_id, mine, order))
+            )
+            unreadable = self.api.unreadable
+            if not unreadable:
+                break
+        missing: ProviderError = ServerError("batch: the batch returned no result for the request")
+        if unreadable:  # the lines not read may be answers the API billed: never resent here
+            missing = ProviderError(
+                f"batch {sub.batch_id}: {unreadable} line(s) of its results are not JSON and "
+                "this request has no readable result (it may have been billed); re-run to "
+                "send it again",
+                transient=False,
+                error_type="batch",
+                code="unreadable_result",
+            )
         report, again = self.report, False
         succeeded, failures, paid = 0, dict.fromkeys(mine), 0.0
+        priced = True  # every response of the batch has a price
         for result in results:
             if result.response is not None:
                 self.cache.put(result.custom_id, mine[result.custom_id], result.response)
@@ -445,19 +519,16 @@ class _Pass:
                 succeeded += 1
                 cost = result.response.cost_usd
                 paid += cost or 0.0
-                report.cost_usd = (
-                    None if cost is None or report.cost_usd is None else (report.cost_usd + cost)
-                )
+                priced = priced and cost is not None
             else:
                 failures[result.custom_id] = result.error
                 billed = billed_usd(result.error)  # answered, paid, then refused here
                 if billed is not None:
                     paid += billed
-                    if report.cost_usd is not None:
-                        report.cost_usd += billed
+        report.cost_usd = None if not priced or report.cost_usd is None else report.cost_usd + paid
         report.collected += succeeded
         for key, error in failures.items():
-            error = error or ServerError("batch: the batch returned no result for the request")
+            error = error or missing
             attempts = self.attempts.get(key, 1)
             if not error.transient:
                 report.failed[key] = (error, attempts)
@@ -468,12 +539,24 @@ class _Pass:
             else:
                 report.failed[key] = (error, attempts)
         self._settle(sub.submission, paid)
-        self.ledger.collected(sub.submission, succeeded, len(failures))
+        self.ledger.collected(sub.submission, succeeded, len(failures), paid if priced else None)
         self._event(
             "batch_collected",
             batch_id=sub.batch_id,
             status=sub.status,
             succeeded=succeeded,
             failed=len(failures),
+            **({"unreadable_lines": unreadable} if unreadable else {}),
         )
         return again
+
+
+def _one_each(results: list[BatchResult]) -> list[BatchResult]:
+    """One result a custom_id, in the order first seen: a success over an error, else the
+    first (a results file may repeat a line; a response is cached and paid once)."""
+    kept: dict[str, BatchResult] = {}
+    for result in results:
+        held = kept.get(result.custom_id)
+        if held is None or (held.response is None and result.response is not None):
+            kept[result.custom_id] = result
+    return list(kept.values())

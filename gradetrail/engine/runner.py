@@ -837,8 +837,17 @@ class _Run:
 
         ctx = self.ctx
         assert self.batch is not None and ctx.cache is not None
+        from gradetrail.scorers.multi import MultiScorer
+
         recorder = RecordingExecutor(self.plan.provider)
         await ctx.scorer.bind(Calls(ctx.cache, recorder, None))
+        # several metrics: each scorer scored on its own, as the pipeline does (a
+        # MultiScorer's ascore scores them synchronously, which a judge cannot)
+        scorers = (
+            [one for _, one in ctx.scorer.scorers]
+            if isinstance(ctx.scorer, MultiScorer)
+            else [ctx.scorer]
+        )
         try:
             if not recorder.others:
                 return  # no judge
@@ -860,8 +869,9 @@ class _Run:
                         response.tool_calls,
                         item.request.tools,
                     )
-                    with contextlib.suppress(Exception):
-                        await ctx.scorer.ascore(scored)
+                    for scorer in scorers:
+                        with contextlib.suppress(Exception):
+                            await scorer.ascore(scored)
         finally:
             await ctx.scorer.aclose()
         for provider in {id(p): p for p in recorder.others}.values():

@@ -19,7 +19,9 @@ each part's input the request's and the parts before it. Priced by the provider'
 the dearest service tier that may serve it: the one ``model.params.extra.service_tier``
 asks for (a priority request at priority rates), or, when it asks for none, any tier the
 model has rates for (a project whose default tier is priority is billed at priority rates
-without asking; ``service_tier: default`` holds it to the standard ones). A
+without asking; ``service_tier: default`` holds it to the standard ones); and with its
+every input token a one-hour prompt-cache write when ``extra`` sends a ``cache_control``
+(Anthropic bills writes at up to twice the input rate). A
 request without ``max_tokens`` (OpenAI sends none unless the spec sets one), a model
 without a price, an ``extra`` length key or ``n`` that is not a whole number of at least
 1, or a server tool in ``extra.tools`` (a fee per use, its results read as input) has no
@@ -109,23 +111,30 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
     # the dearest tier that may serve it: the one asked for (extra.service_tier: priority),
     # or, asking none, one the project may default to (priority)
     tiers = {None} if batch else set(provider.servable_tiers(request))  # batch: its own
+    # a body that asks for prompt caching (a cache_control its extra sends) may have every
+    # input token billed as a cache write, at up to the one-hour TTL's rate
+    writes = (0, 1, 2) if _asks_caching(request) else (0,)
     total = 0.0
     for part in range(parts):
+        tokens = _input_bound(request) + part * (output + MESSAGE_OVERHEAD)
         costs = {
-            served: provider.price(
+            (served, write): provider.price(
                 request,
                 Response(
                     text="",
-                    input_tokens=_input_bound(request) + part * (output + MESSAGE_OVERHEAD),
+                    input_tokens=tokens,
                     output_tokens=output,
                     batch=batch,
                     service_tier=served,
+                    cache_write_tokens=tokens if write else 0,
+                    cache_write_1h_tokens=tokens if write == 2 else 0,
                 ),
             )
             for served in sorted(tiers, key=str)
+            for write in writes
         }
         if None in costs.values():
-            raise SpecError(_unpriced(provider, request, costs.get(None) is None))
+            raise SpecError(_unpriced(provider, request, costs.get((None, 0)) is None))
         total += max(c for c in costs.values() if c is not None)
     return total
 
@@ -146,6 +155,20 @@ def _unpriced(provider: Provider, request: Request, standard: bool) -> str:
         "be held; set model.params.extra.service_tier: default to be billed at standard "
         "rates, or give model.price"
     )
+
+
+def _asks_caching(request: Request) -> bool:
+    """True when what ``model.params.extra`` sends in the body asks for prompt caching
+    (a ``cache_control`` at any depth: Anthropic's automatic caching, or a block's)."""
+
+    def found(value: Any) -> bool:
+        if isinstance(value, dict):
+            return "cache_control" in value or any(found(v) for v in value.values())
+        if isinstance(value, list):
+            return any(found(v) for v in value)
+        return False
+
+    return found(request.params.get("extra") or {})
 
 
 #: ``model.params.extra`` keys that, sent verbatim over the body, replace its bound on

@@ -15,12 +15,12 @@ keyed by custom_id, so a swapped batch's results are skipped, never mis-cached).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from gradetrail.errors import ServerError
-from gradetrail.providers._batch import BatchAPI, BatchResult, BatchState, guarded
+from gradetrail.providers._batch import BatchAPI, BatchResult, BatchState, guarded, json_lines
 from gradetrail.providers.base import Request
 
 __all__ = ["AnthropicBatchAPI"]
@@ -107,45 +107,51 @@ class AnthropicBatchAPI(BatchAPI):
         )
         return self._state(batch)
 
-    async def results(self, batch_id: str, requests: Mapping[str, Request]) -> list[BatchResult]:
-        """Every result line of an ended batch, validated."""
+    async def results(
+        self, batch_id: str, requests: Mapping[str, Request], order: Sequence[str] = ()
+    ) -> list[BatchResult]:
+        """Every result line of an ended batch, validated (read line by line from the
+        SDK's response: a line that is not JSON is skipped and counted, not the end of
+        the others)."""
+        from gradetrail.errors import ProviderError
+        from gradetrail.providers._batch import sdk_error
         from gradetrail.providers._http import classify_status, error_fields, implied_status
 
         key = self.provider._key
+        self.unreadable = 0
         decoder = await guarded(
             lambda: self.client.messages.batches.results(batch_id), key, "reading results"
         )
-        out: list[BatchResult] = []
         try:
-            async for item in decoder:
-                request = requests.get(item.custom_id)
-                if request is None:
-                    continue
-                result = item.result.model_dump(mode="json")
-                kind = result.get("type")
-                if kind == "succeeded":
-                    response, failed = self.parse(request, result.get("message"))
-                    out.append(BatchResult(item.custom_id, response, failed))
-                elif kind == "errored":
-                    body = result.get("error") or {}
-                    etype, code, message = error_fields(body)
-                    status = implied_status(etype, code, message) or 500
-                    out.append(
-                        BatchResult(item.custom_id, None, classify_status(status, None, body))
-                    )
-                else:
-                    word = str(kind or "unknown")
-                    error = ServerError(
-                        f"batch: the request was {word}", error_type="batch", code=word
-                    )
-                    out.append(BatchResult(item.custom_id, None, error))
+            raw = [line async for line in decoder.http_response.aiter_lines()]
         except Exception as exc:
-            from gradetrail.errors import ProviderError
-            from gradetrail.providers._batch import sdk_error
-
             if isinstance(exc, ProviderError):
                 raise
             raise sdk_error(exc, key, "reading results") from None
+        finally:
+            await decoder.close()
+        items, self.unreadable = json_lines(raw)
+        out: list[BatchResult] = []
+        for item in items:
+            custom_id = item.get("custom_id")
+            request = requests.get(custom_id) if isinstance(custom_id, str) else None
+            result = item.get("result")
+            if request is None or not isinstance(result, dict):
+                continue
+            assert isinstance(custom_id, str)
+            kind = result.get("type")
+            if kind == "succeeded":
+                response, failed = self.parse(request, result.get("message"))
+                out.append(BatchResult(custom_id, response, failed))
+            elif kind == "errored":
+                body = result.get("error") or {}
+                etype, code, message = error_fields(body)
+                status = implied_status(etype, code, message) or 500
+                out.append(BatchResult(custom_id, None, classify_status(status, None, body)))
+            else:
+                word = str(kind or "unknown")
+                error = ServerError(f"batch: the request was {word}", error_type="batch", code=word)
+                out.append(BatchResult(custom_id, None, error))
         return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -93,6 +93,8 @@ class BatchAPI(ABC):
     def __init__(self, provider: HttpProvider) -> None:
         self.provider = provider
         self._client: Any = None
+        #: non-blank lines of the last results read that were not JSON objects (skipped)
+        self.unreadable = 0
 
     @property
     def client(self) -> Any:
@@ -141,10 +143,19 @@ class BatchAPI(ABC):
         """Where the batch is now."""
 
     @abstractmethod
-    async def results(self, batch_id: str, requests: Mapping[str, Request]) -> list[BatchResult]:
+    async def results(
+        self, batch_id: str, requests: Mapping[str, Request], order: Sequence[str] = ()
+    ) -> list[BatchResult]:
         """Every result of an ended batch, validated and priced (``requests``: custom_id
-        -> the request it stands for). A result for a custom_id the run never sent is
-        skipped; a request without a result comes back as a transient error."""
+        -> the request it stands for; ``order``: the batch's custom_ids as sent, line N
+        of its input being ``order[N - 1]``). A result for a custom_id the run never sent
+        is skipped, and so is a line that is not JSON (a truncated or damaged results
+        file: the lines that are read are kept); a request without a result is left out
+        (the driver sends it again). Results may come in any order and more than once.
+
+        Raises:
+            ProviderError: the results could not be read (classified).
+        """
 
     @abstractmethod
     async def cancel(self, batch_id: str) -> BatchState:
@@ -164,6 +175,26 @@ class BatchAPI(ABC):
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
+
+
+def json_lines(lines: Iterable[bytes | str]) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of a JSONL results file, and how many non-blank lines were not one
+    (torn, truncated or not JSON at all: skipped, so one bad line loses only itself)."""
+    out: list[dict[str, Any]] = []
+    bad = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+        else:
+            bad += 1
+    return out, bad
 
 
 def sdk_error(exc: Exception, key: str | None, what: str) -> ProviderError:

@@ -567,6 +567,8 @@ _AUTH_WORDS = lazy_compile(r"invalid.{0,20}(?:api.?key|token|credential)|unautho
 #: (status, words in an error type or code that mean it), checked in order
 _STATUS_WORDS = (
     (529, ("overloaded",)),
+    (402, ("billing_error",)),  # Anthropic: the credit or the billing set-up
+    (413, ("request_too_large",)),  # Anthropic: the request over its size limit
     (500, ("api_error", "server_error", "internal", "unavailable", "bad_gateway")),
     (408, ("timeout",)),
     (401, ("authentication", "permission", "invalid_api_key", "unauthorized")),
@@ -583,7 +585,8 @@ def implied_status(etype: str | None, code: str | None, message: str | None) -> 
     exceeded your quota``, ``overloaded``, ``internal server error``, ``timed out``).
 
     Returns:
-        the code's own 4xx/5xx status, or 429, 529 (overloaded), 500, 408, 401 or 400;
+        the code's own 4xx/5xx status, or 429, 529 (overloaded), 402 (billing), 413 (too
+        large), 500, 408, 401 or 400;
         None when nothing says (such a body is a permanent :class:`InvalidResponse`).
     """
     if code is not None and code.isdigit() and 400 <= int(code) <= 599:

@@ -17,11 +17,18 @@ by listing the batches.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gradetrail.errors import ServerError
-from gradetrail.providers._batch import BatchAPI, BatchResult, BatchState, BatchStatus, guarded
+from gradetrail.errors import BadRequest, ProviderError, ServerError
+from gradetrail.providers._batch import (
+    BatchAPI,
+    BatchResult,
+    BatchState,
+    BatchStatus,
+    guarded,
+    json_lines,
+)
 from gradetrail.providers.base import Request
 
 __all__ = ["OpenAIBatchAPI"]
@@ -38,6 +45,9 @@ _STATUS: dict[str, BatchStatus] = {
     "cancelled": "cancelled",
     "failed": "failed",
 }
+#: ``errors.data[].code`` of a batch ``failed`` for a reason that passes (sending it again
+#: later may succeed); any other failed batch was refused for its content
+_TRANSIENT_FAILURES = frozenset({"token_limit_exceeded", "rate_limit_exceeded", "server_error"})
 #: batches listed at most when looking for an unacknowledged one
 _LIST_LIMIT = 500
 
@@ -129,15 +139,25 @@ class OpenAIBatchAPI(BatchAPI):
         content = await guarded(
             lambda: self.client.files.content(file_id), self.provider._key, "reading results"
         )
-        return [json.loads(line) for line in content.content.splitlines() if line.strip()]
+        lines, bad = json_lines(content.content.splitlines())
+        self.unreadable += bad
+        return lines
 
-    async def results(self, batch_id: str, requests: Mapping[str, Request]) -> list[BatchResult]:
-        """The output and error files of an ended batch, each line validated."""
+    async def results(
+        self, batch_id: str, requests: Mapping[str, Request], order: Sequence[str] = ()
+    ) -> list[BatchResult]:
+        """The output and error files of an ended batch, each line validated; a batch
+        ``failed`` at validation (no files) answers each request with its ``errors``: the
+        lines they name refused for the reason given, the others left out (never run:
+        sent again)."""
         from gradetrail.providers._http import classify_status
 
+        self.unreadable = 0
         batch = await guarded(
             lambda: self.client.batches.retrieve(batch_id), self.provider._key, "polling"
         )
+        if batch.status == "failed":
+            return _failed(batch, requests, order)
         lines = await self._lines(batch.output_file_id)
         lines += await self._lines(batch.error_file_id)
         out: list[BatchResult] = []
@@ -167,3 +187,34 @@ class OpenAIBatchAPI(BatchAPI):
                     )
                 )
         return out
+
+
+def _failed(batch: Any, requests: Mapping[str, Request], order: Sequence[str]) -> list[BatchResult]:
+    """The results of a batch ``failed`` before running any request: each request a line
+    of ``errors`` names is refused with its message (permanent, or transient for a limit
+    that passes); with no line named, every request is (the batch as a whole)."""
+    items = list(getattr(batch.errors, "data", None) or [])
+    if not items:
+        items = [None]
+    named: dict[str, ProviderError] = {}
+    whole: ProviderError | None = None
+    for item in items:
+        code = str(getattr(item, "code", None) or "batch_failed")
+        message = str(getattr(item, "message", None) or "the batch failed with no reason given")
+        line = getattr(item, "line", None)
+        where = f"line {line}: " if isinstance(line, int) else ""
+        text = f"batch failed at validation: {where}{message} ({code})"
+        error: ProviderError = (
+            ServerError(text, error_type="batch", code=code)
+            if code in _TRANSIENT_FAILURES
+            else BadRequest(text, status=400, error_type="batch", code=code)
+        )
+        if isinstance(line, int) and 1 <= line <= len(order):
+            named.setdefault(order[line - 1], error)
+        elif whole is None:
+            whole = error
+    return [
+        BatchResult(key, None, named.get(key, whole))
+        for key in requests
+        if key in named or whole is not None
+    ]

@@ -10,7 +10,8 @@ One JSON object a line, appended and fsynced before the step it records goes on:
   API (``find``) before sending it again.
 - ``{"event": "submitted", "submission": S, "batch_id": B}``: the API acknowledged it.
 - ``{"event": "ended", "submission": S, "status", "counts"}``: the batch ended.
-- ``{"event": "collected", "submission": S, "succeeded": n, "failed": n}``: its results
+- ``{"event": "collected", "submission": S, "succeeded": n, "failed": n, "cost_usd":
+  USD | null}``: its results
   are in the cache (successes) or sent on to the retry policy (failures).
 - ``{"event": "lost", "submission": S}``: the API has no batch for an unacknowledged
   submission: it was never created (its requests may be sent again).
@@ -53,6 +54,7 @@ class Submission:
         status: the API's end state (``ended``, ``expired``, ``cancelled``, ``failed``).
         counts: the API's request counts at its end.
         succeeded, failed: requests collected each way.
+        cost_usd: what its results cost, USD at the batch price (None: unknown).
     """
 
     submission: str
@@ -66,6 +68,9 @@ class Submission:
     counts: dict[str, int] = field(default_factory=dict)
     succeeded: int = 0
     failed: int = 0
+    #: USD its results cost at the batch price, once collected (None: unknown, or a
+    #: ledger written before costs were recorded)
+    cost_usd: float | None = None
 
     @property
     def open(self) -> bool:
@@ -134,6 +139,8 @@ class BatchLedger:
         elif event == "collected":
             sub.state = "collected"
             sub.succeeded, sub.failed = int(line["succeeded"]), int(line["failed"])
+            cost = line.get("cost_usd")
+            sub.cost_usd = float(cost) if isinstance(cost, int | float) else None
         elif event == "lost":
             sub.state = "lost"
 
@@ -183,14 +190,18 @@ class BatchLedger:
             {"event": "ended", "submission": submission, "status": status, "counts": counts}
         )
 
-    def collected(self, submission: str, succeeded: int, failed: int) -> None:
-        """Its results are cached (successes) or handed on (failures)."""
+    def collected(
+        self, submission: str, succeeded: int, failed: int, cost_usd: float | None = None
+    ) -> None:
+        """Its results are cached (successes) or handed on (failures); ``cost_usd``: what
+        its results cost at the batch price (None: a price unknown)."""
         self._append(
             {
                 "event": "collected",
                 "submission": submission,
                 "succeeded": succeeded,
                 "failed": failed,
+                "cost_usd": cost_usd,
             }
         )
 

@@ -5,6 +5,9 @@ One line a paid call or collected batch, ``{"usd": USD}``, appended as it is set
 (written through to the operating system at once: a killed process loses none). An online
 call is recorded before it starts as well, ``{"call": ID, "reserved_usd": USD}`` (its worst
 case), and its settling line names it (``{"usd": USD, "call": ID}``, 0 for an error); a
+collected batch's line names it (``{"usd": USD, "call": "batch:SUBMISSION"}``) and counts
+once however often it is written (collected again after a kill before the batch ledger
+said so: its largest line); a
 call reserved and never settled (its process was killed, or stopped while the call was in
 flight: the provider may have billed it) counts at its worst case, so spend in flight at a
 kill is not lost to the ceiling. A torn last line is ignored, and so is a value that is
@@ -111,6 +114,7 @@ class SpendingLog:
         with os.fdopen(fd, "rb") as f:
             raw = f.read()
         paid = 0.0
+        batches: dict[str, float] = {}  # a batch collected twice (a kill between) once
         reserved: dict[str, float] = {}  # open reservations only: a call's settling line
         for line in raw.splitlines():  # comes after its reservation's (both appended)
             try:
@@ -125,9 +129,14 @@ class SpendingLog:
                     reserved[call] = _usd(entry["reserved_usd"])
                 continue
             if "usd" in entry:
+                if isinstance(call, str) and call.startswith("batch:"):
+                    usd = _usd(entry["usd"])  # its largest line: a planted 0 lowers nothing
+                    batches[call] = max(batches.get(call, 0.0), usd)
+                    continue
                 paid += _usd(entry["usd"])
                 if isinstance(call, str):
                     reserved.pop(call, None)
+        paid += math.fsum(batches.values())
         return Spending(paid, math.fsum(reserved.values()), len(reserved))
 
     def reserve(self, usd: float) -> str:

@@ -11,6 +11,8 @@ from http_support import SECRET_KEY, gsm8k_spec
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
 server = protocol_server_fixture(scope="module", name="server")
+#: USD per million tokens (online; a batch response costs half)
+PRICE = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
 srv = fresh_protocol_server_fixture("server", name="srv")
 
 
@@ -99,3 +101,62 @@ def test_max_cost_stops_with_exit_3_and_says_how_to_finish(srv, cli, tmp_path: P
     assert done.exit_code == 0, done.stderr
     assert "spent of $1.0000 (run.max_cost_usd)" in done.stdout
     assert srv.stats()["total"] == 6 and srv.stats()["repeated"] == 0
+
+
+def test_a_batch_the_api_does_not_know_is_told_in_one_line(srv, cli, tmp_path: Path) -> None:
+    """A recorded batch the API answers 404 for (another key's, or deleted): exit 1, one
+    line naming the batch and how to collect it, the ledger kept (it was the bare '404
+    invalid_request_error: batch not found')."""
+    spec = gsm8k_spec(tmp_path / "s", srv, "openai", limit=3)
+    srv.batches(polls=0)
+    first = cli("run", spec.source, "--batch", "--detach", "--print-run-dir")
+    run_dir = Path(first.stdout.strip().splitlines()[-1])
+    (batch_id,) = [
+        json.loads(line)["batch_id"]
+        for line in cli("batches", str(run_dir), "--json").stdout.splitlines()
+    ]
+    srv.batches(reset=True)
+    out = cli("run", spec.source, "--batch")
+    assert out.exit_code == 1
+    error = out.stderr.splitlines()[0]
+    assert error.startswith(f"error: polling batch {batch_id} (openai) was refused: 404")
+    assert "with the key that sent it, re-run the same command" in error
+    assert srv.batches()["created"] == 0  # nothing sent again
+
+
+def test_batch_cost_so_far_counts_every_process_that_collected(srv, cli, tmp_path: Path) -> None:
+    """A batch collected by a first process (its other batch still running when it stopped
+    waiting), the rest by a second: ``gradetrail batches`` shows each collected batch's
+    cost and, as the run's batch cost so far, what all of them cost (every row's). It showed
+    the last process's only (its manifest's): $0.000598 of $0.00093."""
+    import gradetrail
+    from gradetrail.engine.batching import BatchOptions
+    from gradetrail.testing import FakeClock
+
+    spec = gsm8k_spec(tmp_path / "s", srv, "openai", limit=4, price=PRICE)
+    srv.batches(polls=1, expire_after=1)  # answers 1 of 4, the 3 others in a new batch
+    clock = FakeClock()
+
+    async def sleep(seconds: float) -> None:  # the new batch stays in progress
+        srv.batches(polls=100)
+        await clock.sleep(seconds)
+
+    where = {"results_root": tmp_path / "results", "cache_path": tmp_path / "c.sqlite"}
+    first = gradetrail.run_eval(
+        spec, batch=BatchOptions(sleep=sleep, clock=clock.now, max_wait_s=30), **where
+    )
+    assert first.manifest.status == "interrupted"
+    srv.batches(polls=0, expire_after=None)
+    second = gradetrail.run_eval(
+        spec, batch=BatchOptions(sleep=clock.sleep, clock=clock.now), **where
+    )
+    assert second.manifest.status == "complete"
+    paid = sum(r["cost_usd"] for r in gradetrail.read_results(second.run_dir))
+    assert second.manifest.executor["batch"]["cost_usd"] < paid  # this process's share
+    listed = [
+        json.loads(x) for x in cli("batches", str(second.run_dir), "--json").stdout.splitlines()
+    ]
+    assert all(row["state"] == "collected" for row in listed) and len(listed) == 3
+    assert sum(row["cost_usd"] for row in listed) == pytest.approx(paid)
+    text = cli("batches", str(second.run_dir)).stdout
+    assert text.splitlines()[-1].endswith(f"batch cost so far: ${paid:.4f}")

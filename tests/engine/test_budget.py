@@ -652,3 +652,29 @@ def test_answers_that_carry_no_usage_count_at_their_worst_case(srv, tmp_path: Pa
     assert "run.max_cost_usd" in (result.manifest.stop_reason or "")
     spent = result.manifest.executor["budget"]["spent_usd"]
     assert srv.stats()["total"] == 3 and spent == pytest.approx(3 * one, rel=0.05)
+
+
+def test_a_request_asking_for_prompt_caching_is_bounded_at_the_cache_write_rate(
+    tmp_path: Path,
+) -> None:
+    """model.params.extra sending a cache_control (Anthropic's automatic prompt caching,
+    one-hour TTL) may have every input token billed as a cache write, at twice the input
+    rate: the worst case (online and at the batch tier) prices its input bound so. It was
+    priced at the plain input rate, half what such a request can be billed."""
+    from gradetrail.providers.base import Request
+
+    price = {"input_per_mtok": 3.0, "output_per_mtok": 15.0}
+    spec = gsm8k_spec(tmp_path, None, "anthropic", params={"max_tokens": 100}, price=price)
+    provider = make_provider(spec.model, spec.base_dir)
+    messages = ({"role": "user", "content": "x" * 984},)
+    extra = {"cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    model = spec.model.name
+    plain = Request("anthropic", model, None, None, messages, {"max_tokens": 100})
+    cached = Request("anthropic", model, None, None, messages, {"max_tokens": 100, "extra": extra})
+    plain_in = len(json.dumps(messages[0])) + 32
+    cached_in = plain_in + len(json.dumps(extra))
+    assert worst_case_usd(provider, plain) == pytest.approx((plain_in * 3 + 1500) / 1e6)
+    assert worst_case_usd(provider, cached) == pytest.approx((cached_in * 6 + 1500) / 1e6)
+    assert worst_case_usd(provider, cached, batch=True) == pytest.approx(
+        (cached_in * 6 + 1500) / 2e6
+    )
