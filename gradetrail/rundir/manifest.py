@@ -90,6 +90,7 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("model", "recordings.match_fields", []),
     ("scorer", "reasoning_tags", ["think"]),
     ("scorer", "allow_different_data", False),
+    ("scorer", "parse.format", "marker"),
     ("run", "truncated", "score"),
     ("run", "labels", []),
     ("run", "max_cost_usd", None),

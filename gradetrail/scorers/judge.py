@@ -360,7 +360,8 @@ class JudgeCaller:
                 call.attempts,
                 call.billed,
             )
-        return _read(request.epoch, call.response, parser, call.cached, call.attempts, self)
+        prompt = str(request.messages[-1].get("content") or "")
+        return _read(request.epoch, call.response, parser, call.cached, call.attempts, self, prompt)
 
 
 def _verdict_text(text: str, tags: tuple[str, ...]) -> str:
@@ -385,6 +386,7 @@ def _read(
     cached: bool,
     attempts: int,
     caller: JudgeCaller,
+    prompt: str = "",
 ) -> JudgeReply:
     model = caller.model
     if response.refused:  # declined or withheld: what text it has is no verdict
@@ -400,7 +402,8 @@ def _read(
         text = _verdict_text(response.text, caller.reasoning_tags)
         # within the run's scoring bound: a parse.pattern that backtracks catastrophically
         # is stopped after run.score_timeout_s, and SIGTERM or a second Ctrl-C reach it
-        verdict = parser(text) if bounded is None else bounded.call(parser, text)
+        # the prompt tells the judge's verdict from its rubric's lines repeated after it
+        verdict = parser(text, prompt) if bounded is None else bounded.call(parser, text, prompt)
     except CallTimedOut:
         limit = bounded.timeout_s if bounded is not None else None
         message = (

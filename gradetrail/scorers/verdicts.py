@@ -76,8 +76,8 @@ class Verdict:
     grade: str
 
 
-#: reply text -> verdict; raises VerdictError
-VerdictParser = Callable[[str], Verdict]
+#: (reply text, judge prompt) -> verdict; raises VerdictError
+VerdictParser = Callable[[str, str], Verdict]
 
 
 def truncate_reply(text: str, limit: int = REPLY_LIMIT) -> str:
@@ -94,44 +94,178 @@ def truncate_reply(text: str, limit: int = REPLY_LIMIT) -> str:
 #: (``0.5`` is not the grade ``0``): the grade is then another word, not one of the table's
 _TOKEN_END = r"(?![\w+\-]|['\u2019](?:m|d|ll|ve|re)(?!\w)|[.,]\d)"
 
+#: words that may follow a grade that is also an English word (``I``, ``A``) on its line:
+#: ``WINNER: A is better``, ``GRADE: I because ...``; any other lowercase word makes the
+#: letter the pronoun or the article (``GRADE: I would say C``, ``WINNER: A close call``)
+_AFTER_WORD_GRADE = (
+    "is|was|wins|won|because|since|as|for|given|due|but|though|although|overall|here|"
+    "and|or|nor|vs|versus|with|per|"
+    # a rubric's line about the grade (a mention, see _DEFINITION): a grade still
+    "if|when|whenever|means|meaning|indicates|signifies|denotes|represents|stands|applies"
+)
+
+#: a one-letter grade that is an English word, then a lowercase word that is not one of
+#: the above: the letter is a word of the sentence, not a grade
+_WORD_NOT_GRADE = (
+    r"(?!(?<=(?<![\w])[IiAa])[ \t]+(?!(?:" + _AFTER_WORD_GRADE + r")(?!\w))(?-i:[a-z]))"
+)
+
+#: what after a verdict makes it a rubric's line, not the judge's verdict: a definition
+#: (``GRADE: C if the answer is right``, ``SCORE: 10 means flawless``, ``= correct``) or a
+#: range (``SCORE: 1-3 for poor answers``, ``1 to 3``)
+_DEFINITION = re.compile(
+    r"[ \t]*(?:[*_]{1,2}[ \t]*)?(?:[-\u2013\u2014:,(][ \t]*)?(?:"
+    r"(?:if|when|whenever|means|meaning|indicates|signifies|denotes|represents|"
+    r"stands\s+for|applies|is\s+(?:for|used|given|reserved|assigned)|should\s+be|"
+    r"for\s+(?:answers?|responses?|submissions?|outputs?|fully|partially|completely|"
+    r"correct|incorrect|partial|wrong))(?!\w)"
+    r"|=(?!=)|(?:[-\u2013\u2014]|to)[ \t]*\d)",
+    re.IGNORECASE,
+)
+
 
 def _alternatives(tokens: list[str]) -> str:
     return "|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True))
 
 
+def _head(marker: str) -> str:
+    """``MARKER:`` as a whole word, markdown bold allowed, and a scale in parentheses
+    between the word and the colon (``Score (1-10): 7``, ``Coherence (1-5): 4``)."""
+    return rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}(?:[ \t]*\([^()\n]{{0,30}}\))?\s*:"
+
+
 def _marker_regex(marker: str) -> re.Pattern[str]:
     """Every ``MARKER:`` in a reply (a whole word, markdown bold allowed)."""
-    return re.compile(rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}\s*:", re.IGNORECASE)
+    return re.compile(_head(marker), re.IGNORECASE)
 
 
 def _token_regex(marker: str, tokens: list[str]) -> re.Pattern[str]:
     return re.compile(
-        rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}\s*:\s*{_BOLD}\s*({_alternatives(tokens)})"
-        + _TOKEN_END,
+        rf"{_head(marker)}\s*{_BOLD}\s*({_alternatives(tokens)})" + _TOKEN_END + _WORD_NOT_GRADE,
         re.IGNORECASE,
     )
 
 
-def _either_regex(tokens: list[str]) -> re.Pattern[str]:
-    """A second grade offered beside the first (``C/I``, ``A or B``, ``P & C``)."""
+def _either_regex(tokens: list[str], wrap: str = r"{_BOLD}\s*(?:{alts})") -> re.Pattern[str]:
+    """A second grade offered beside the first (``C/I``, ``A or B``, ``P & C``);
+    ``wrap`` is how the form writes a grade (``[[{alts}]]`` for MT-Bench's)."""
+    alts = _alternatives(tokens)
+    written = wrap.replace("{_BOLD}", _BOLD).replace("{alts}", alts)
     return re.compile(
-        rf"{_BOLD}\s*(?:/|\\|&|\bor\b|\band\b)\s*{_BOLD}\s*(?:{_alternatives(tokens)})"
-        + _TOKEN_END,
-        re.IGNORECASE,
+        rf"{_BOLD}\s*(?:/|\\|&|\bor\b|\band\b)\s*{written}" + _TOKEN_END, re.IGNORECASE
     )
 
 
-def _final(end: int, text: str, markers: re.Pattern[str], marker: str, what: str) -> None:
-    """The last well-formed ``MARKER: value`` (ending at ``end``; 0 when there is none)
-    must be the reply's last word on the matter: a later ``MARKER:`` followed by something
-    else (``final grade: A`` outside the table, ``SCORE: N/A``, ``GRADE: I'm not sure``)
-    takes it back.
+#: what joins two verdicts offered at once (``[[A]] or [[B]]``)
+_OFFERED = re.compile(r"\s*(?:/|\\|&|or|and)\s*", re.IGNORECASE)
+
+#: opening quotation marks (and the backtick): a ``MARKER:`` right after one is quoted
+_OPENING_QUOTES = frozenset("'\"`\u2018\u201c\u00ab")
+
+#: what a rubric line may start with besides the verdict: list bullets and bold
+_BULLET = re.compile(r"^(?:[-*+\u2022>#]+|\d+[.)])\s+")
+
+
+def _quoted(m: re.Match[str], text: str) -> bool:
+    """``m`` starts right after an opening quotation mark."""
+    return m.start() > 0 and text[m.start() - 1] in _OPENING_QUOTES
+
+
+def _squeezed(text: str) -> str:
+    return " ".join(text.replace("*", " ").replace("_", " ").split()).casefold()
+
+
+def _lines(prompt: str) -> frozenset[str]:
+    """The judge prompt's lines as :func:`_echoed` compares them (bullets, bold, case and
+    spacing set aside)."""
+    return frozenset(
+        filter(None, (_squeezed(_BULLET.sub("", ln.strip())) for ln in prompt.splitlines()))
+    )
+
+
+def _echoed(m: re.Match[str], text: str, prompt: frozenset[str]) -> bool:
+    """The line ``m`` stands on says more than the verdict and is a whole line of the
+    judge prompt: the judge repeating its rubric (``GRADE: C if the final answer
+    matches``)."""
+    if not prompt:
+        return False
+    start = text.rfind("\n", 0, m.start()) + 1
+    stop = text.find("\n", m.end())
+    said = _squeezed(_BULLET.sub("", text[start : len(text) if stop < 0 else stop].strip()))
+    return len(said) > len(_squeezed(m.group(0))) + 3 and said in prompt
+
+
+def _mention(m: re.Match[str], text: str, prompt: frozenset[str]) -> bool:
+    """A verdict-shaped ``m`` that is not the judge's verdict: quoted (the graded response
+    or the rubric cited), followed by a definition or a range (``GRADE: C if ...``,
+    ``SCORE: 1-3 for poor``: a rubric's line), or a line of the judge prompt repeated."""
+    return (
+        _quoted(m, text) or _DEFINITION.match(text, m.end()) is not None or _echoed(m, text, prompt)
+    )
+
+
+def _listed(found: list[re.Match[str]], text: str) -> set[int]:
+    """The starts of verdicts that head consecutive lines naming different verdicts, each
+    line saying more (``- GRADE: C: correct`` / ``- GRADE: I: wrong``): a rubric's list,
+    repeated. A bare verdict line before it (``GRADE: C``) is the judge's own."""
+    heads: list[tuple[int, re.Match[str]]] = []
+    for m in found:
+        start = text.rfind("\n", 0, m.start()) + 1
+        stop = text.find("\n", m.end())
+        said = text[m.end() : len(text) if stop < 0 else stop].strip(" \t.*_")
+        if said and not _BULLET.sub("", text[start : m.start()].lstrip() + " ").strip(" *_"):
+            heads.append((text.count("\n", 0, m.start()), m))
+    listed: set[int] = set()
+    run: list[tuple[int, re.Match[str]]] = []
+    for line, m in [*heads, (-2, None)]:
+        if run and line != run[-1][0] + 1:
+            if len({(v.group(1) or "").casefold() for _, v in run}) > 1:
+                listed.update(v.start() for _, v in run)
+            run = []
+        if m is not None:
+            run.append((line, m))
+    return listed
+
+
+def _last_verdict(
+    regex: re.Pattern[str], text: str, prompt: frozenset[str]
+) -> tuple[re.Match[str] | None, list[re.Match[str]]]:
+    """The last verdict in ``text`` that is not a mention, else the last mention (a judge
+    that gave its only verdict in quotes, or only as a rubric line), and every match.
+    Verdicts heading consecutive lines with different verdicts are a rubric's list."""
+    plain = mentioned = None
+    found = list(regex.finditer(text))
+    listed = _listed(found, text) if len(found) > 1 else set()
+    for m in found:
+        if m.start() in listed or _mention(m, text, prompt):
+            mentioned = m
+        else:
+            plain = m
+    return plain or mentioned, found
+
+
+def _final(
+    m: re.Match[str] | None,
+    found: list[re.Match[str]],
+    text: str,
+    prompt: frozenset[str],
+    markers: re.Pattern[str],
+    marker: str,
+    what: str,
+) -> None:
+    """The verdict ``m`` (None when there is none) must be the reply's last word on the
+    matter: a later ``MARKER:`` followed by no verdict of the table (``final grade: A``
+    outside the table, ``SCORE: N/A``, ``GRADE: I'm not sure``) takes it back, unless it
+    is quoted or a line of the judge prompt (a mention, never a verdict).
 
     Raises:
         VerdictError: a later marker holds no readable verdict, quoting what follows it.
     """
-    later, _ = _last_matches(markers, text)  # a quoted marker is a mention, never a verdict
-    if later is not None and later.start() >= end:
+    end = 0 if m is None else m.end()
+    starts = {v.start() for v in found}
+    for later in markers.finditer(text, end):
+        if later.start() in starts or _quoted(later, text) or _echoed(later, text, prompt):
+            continue
         shown = text[later.end() :].strip()[:30]
         raise VerdictError(
             f"the last {marker!r} in the judge reply is followed by {shown!r}, not a {what}"
@@ -145,60 +279,83 @@ def _last_match(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
     return last
 
 
-#: opening quotation marks (and the backtick): a ``MARKER:`` right after one is quoted
-_OPENING_QUOTES = frozenset("'\"`\u2018\u201c\u00ab")
+@dataclass(frozen=True, slots=True)
+class _Form:
+    """How a published judge format writes a verdict.
+
+    Attributes:
+        verdict: a verdict, its token in group 1.
+        markers: what opens a verdict (a later one with no verdict takes it back), or None.
+        either: a second token offered beside the first, or None.
+        name: the marker named in messages.
+        expected: the form shown when no verdict is found.
+        whole: the reply is the verdict alone (AlpacaEval's ``m`` / ``M``): no search.
+        folded: tokens are matched case-insensitively.
+    """
+
+    verdict: re.Pattern[str]
+    markers: re.Pattern[str] | None
+    either: re.Pattern[str] | None
+    name: str
+    expected: str
+    whole: bool = False
+    folded: bool = True
 
 
-def _last_matches(
-    regex: re.Pattern[str], text: str
-) -> tuple[re.Match[str] | None, re.Match[str] | None]:
-    """The last match of ``regex`` in ``text`` outside quotation marks, and the last one
-    right after an opening quotation mark (``'SCORE: 10'``, ``"GRADE: I"``): a judge
-    quoting the graded response or its rubric's examples after its own verdict."""
-    plain = quoted = None
-    for m in regex.finditer(text):
-        if _quoted(m, text):
-            quoted = m
+def _marker_form(marker: str, tokens: list[str]) -> _Form:
+    return _Form(
+        _token_regex(marker, tokens),
+        _marker_regex(marker),
+        _either_regex(tokens),
+        marker,
+        f"{marker}: {'|'.join(tokens)}",
+    )
+
+
+def _lookup_parser(form: _Form, table: dict[str, float], what: str) -> VerdictParser:
+    folded = {(k.casefold() if form.folded else k): v for k, v in table.items()}
+
+    def parse(text: str, prompt_text: str = "") -> Verdict:
+        prompt = _lines(prompt_text)
+        if form.whole:
+            m = form.verdict.fullmatch(text)
+            found = [] if m is None else [m]
         else:
-            plain = m
-    return plain, quoted
-
-
-def _quoted(m: re.Match[str], text: str) -> bool:
-    """``m`` starts right after an opening quotation mark."""
-    return m.start() > 0 and text[m.start() - 1] in _OPENING_QUOTES
-
-
-def _last_verdict(regex: re.Pattern[str], text: str) -> re.Match[str] | None:
-    """The last verdict outside quotation marks; a quoted one only when there is no other
-    (a judge that put its only verdict in quotes)."""
-    plain, quoted = _last_matches(regex, text)
-    return plain or quoted
-
-
-def _lookup_parser(
-    marker: str, table: dict[str, float], pattern: str | None, what: str
-) -> VerdictParser:
-    folded = {k.casefold(): v for k, v in table.items()}
-    regex = re.compile(pattern, re.IGNORECASE) if pattern else _token_regex(marker, list(table))
-    markers, either = _marker_regex(marker), _either_regex(list(table))
-    expected = pattern or f"{marker}: {'|'.join(table)}"
-
-    def parse(text: str) -> Verdict:
-        m = _last_match(regex, text) if pattern else _last_verdict(regex, text)
-        if pattern is None:  # a pattern of the user's own says what a verdict is
-            _final(0 if m is None else m.end(), text, markers, marker, what)
+            m, found = _last_verdict(form.verdict, text, prompt)
+        if form.markers is not None:
+            _final(m, found, text, prompt, form.markers, form.name, what)
         if m is None:
-            raise VerdictError(f"no {what} matching {expected!r} in the judge reply")
-        if pattern is None:
-            also = either.match(text, m.end())
-            if also is not None:
-                offered = text[m.start(1) : also.end()].strip()
-                raise VerdictError(f"{what} {offered!r} names more than one")
+            raise VerdictError(f"no {what} matching {form.expected!r} in the judge reply")
+        also = None if form.either is None else form.either.match(text, m.end())
+        if also is not None:
+            offered = text[m.start(1) : also.end()].strip()
+            raise VerdictError(f"{what} {offered!r} names more than one")
+        before = [v for v in found if v.end() <= m.start()]
+        if before and _OFFERED.fullmatch(text, before[-1].end(), m.start()):  # [[A]] or [[B]]
+            offered = text[before[-1].start() : m.end()].strip()
+            raise VerdictError(f"{what} {offered!r} names more than one")
         token = (m.group(1) or "").strip()
-        if token.casefold() not in folded:
+        key = token.casefold() if form.folded else token
+        if key not in folded:
             known = ", ".join(table)
             raise VerdictError(f"{what} {token!r} is not one of {known}")
+        return Verdict(folded[key], token)
+
+    return parse
+
+
+def _pattern_parser(pattern: str, table: dict[str, float], what: str) -> VerdictParser:
+    """A ``pattern`` of the user's own says alone what a verdict is: its last match."""
+    regex = re.compile(pattern, re.IGNORECASE)
+    folded = {k.casefold(): v for k, v in table.items()}
+
+    def parse(text: str, prompt: str = "") -> Verdict:
+        m = _last_match(regex, text)
+        if m is None:
+            raise VerdictError(f"no {what} matching {pattern!r} in the judge reply")
+        token = (m.group(1) or "").strip()
+        if token.casefold() not in folded:
+            raise VerdictError(f"{what} {token!r} is not one of {', '.join(table)}")
         return Verdict(folded[token.casefold()], token)
 
     return parse
@@ -215,15 +372,41 @@ def _number(text: str) -> float:
     return float(text.replace(",", "."))
 
 
-def _numeric_parser(spec: NumericParse) -> VerdictParser:
-    marked = re.compile(
-        rf"(?<!\w){_BOLD}{re.escape(spec.marker)}{_BOLD}\s*:\s*{_BOLD}\s*"
-        rf"({_NUM})(?:\s*/\s*({_NUM}))?(?!\w|[.,]\d)",
-        re.IGNORECASE,
+#: a score's scale after it: ``7/10``, ``7 / 10``, ``4 out of 5``
+_OVER = rf"(?:\s*/\s*|\s+out\s+of\s+)({_NUM})"
+
+
+def _numeric_forms(spec: NumericParse) -> tuple[list[re.Pattern[str]], re.Pattern[str], str]:
+    """A numeric format's verdict regexes, in order of preference (group 1 the score,
+    group 2 its scale when written), what opens one, and the form named in messages."""
+    end = r"(?!\w|[.,]\d)"
+    if spec.format == "mt-bench":  # FastChat llm_judge: "[[8]]", its backup "Rating: [8]"
+        return (
+            [
+                re.compile(rf"\[\[\s*({_NUM})(?:{_OVER})?\s*\]\]"),
+                re.compile(rf"(?<!\w)rating\s*:\s*\[\s*({_NUM})(?:{_OVER})?\s*\](?!\])", re.I),
+            ],
+            re.compile(r"\[\["),
+            "[[N]]",
+        )
+    if spec.format == "prometheus":  # prometheus-eval: "[RESULT] 4", "[RESULT]: (4)"
+        return (
+            [re.compile(rf"\[RESULT\]\s*:?\s*[(\[]?\s*({_NUM})(?:{_OVER})?{end}", re.I)],
+            re.compile(r"\[RESULT\]", re.I),
+            "[RESULT] N",
+        )
+    return (
+        [re.compile(rf"{_head(spec.marker)}\s*{_BOLD}\s*({_NUM})(?:{_OVER})?{end}", re.I)],
+        _marker_regex(spec.marker),
+        f"{spec.marker}: N",
     )
-    alone = re.compile(rf"\s*({_NUM})(?:\s*/\s*({_NUM}))?\s*\.?\s*")
+
+
+def _numeric_parser(spec: NumericParse) -> VerdictParser:
+    forms, markers, shown = _numeric_forms(spec)
+    alone = re.compile(rf"\s*({_NUM})(?:{_OVER})?\s*\.?\s*")
     fraction = re.compile(rf"(?<![\w./,])({_NUM})\s*/\s*({_NUM})(?![\w/]|[.,]\d)")
-    markers = _marker_regex(spec.marker)
+    name = shown.split(":")[0] if spec.format == "marker" else shown
 
     def read(m: re.Match[str]) -> Verdict:
         x = _number(m.group(1))
@@ -233,20 +416,21 @@ def _numeric_parser(spec: NumericParse) -> VerdictParser:
         grade = m.group(1) if m.group(2) is None else f"{m.group(1)}/{m.group(2)}"
         return Verdict(_normalize(x, spec.min, high, grade), grade)
 
-    def parse(text: str) -> Verdict:
-        m = _last_verdict(marked, text)
-        if m is not None:
-            _final(m.end(), text, markers, spec.marker, "score")
-            return read(m)
+    def parse(text: str, prompt_text: str = "") -> Verdict:
+        prompt = _lines(prompt_text)
+        for regex in forms:
+            m, found = _last_verdict(regex, text, prompt)
+            if m is not None:
+                _final(m, found, text, prompt, markers, name, "score")
+                return read(m)
         m = alone.fullmatch(text)
         if m is not None:
             return read(m)
         on_scale = [m for m in fraction.finditer(text) if _number(m.group(2)) == spec.max]
-        if on_scale:  # the last one outside quotation marks, as a marked score
-            return read(([m for m in on_scale if not _quoted(m, text)] or on_scale)[-1])
-        raise VerdictError(
-            f"no score matching '{spec.marker}: N' or 'N/{spec.max:g}' in the judge reply"
-        )
+        if on_scale:  # the last one that is not a mention, as a marked score
+            plain = [m for m in on_scale if not _mention(m, text, prompt)]
+            return read((plain or on_scale)[-1])
+        raise VerdictError(f"no score matching {shown!r} or 'N/{spec.max:g}' in the judge reply")
 
     return parse
 
@@ -301,7 +485,7 @@ def _json_parser(spec: JsonParse) -> VerdictParser:
             value = value[part]
         return True, value
 
-    def parse(text: str) -> Verdict:
+    def parse(text: str, prompt: str = "") -> Verdict:
         objects = _json_objects(text)
         if not objects:
             raise VerdictError("no JSON object in the judge reply")
@@ -337,25 +521,63 @@ def make_parser(spec: GradeParse | NumericParse | JsonParse) -> VerdictParser:
     """The verdict parser a judge scorer's ``parse`` section describes.
 
     Returns:
-        A function reply text -> :class:`Verdict` (value in [0, 1]) that raises
-        :class:`VerdictError` when the reply holds no readable verdict.
+        A function (reply text, judge prompt) -> :class:`Verdict` (value in [0, 1]) that
+        raises :class:`VerdictError` when the reply holds no readable verdict; the prompt
+        tells the judge's verdict from its rubric's lines repeated.
     """
     if isinstance(spec, NumericParse):
         return _numeric_parser(spec)
     if isinstance(spec, JsonParse):
         return _json_parser(spec)
-    return _lookup_parser(spec.marker, spec.grades, spec.pattern, "grade")
+    if spec.pattern is not None:
+        return _pattern_parser(spec.pattern, spec.grades, "grade")
+    return _lookup_parser(_marker_form(spec.marker, list(spec.grades)), spec.grades, "grade")
 
 
 #: a pairwise verdict's value: the probability that the *first* shown response wins
 _POSITION_VALUE = {"first": 1.0, "tie": 0.5, "second": 0.0}
 
 
+def _pairwise_form(spec: PairwiseParse) -> _Form:
+    """The published pairwise format's form (see :class:`gradetrail.spec.PairwiseParse`)."""
+    tokens = list(spec.verdicts)
+    alts = _alternatives(tokens)
+    if spec.format in ("mt-bench", "arena-hard"):  # FastChat llm_judge, Arena-Hard-Auto
+        return _Form(
+            re.compile(rf"\[\[\s*{_BOLD}\s*({alts})\s*{_BOLD}\s*\]\]", re.I),
+            re.compile(r"\[\["),
+            _either_regex(tokens, r"\[\[\s*(?:{alts})\s*\]\]"),
+            "[[",
+            " ".join(f"[[{t}]]" for t in tokens),
+        )
+    if spec.format == "prometheus":  # prometheus-eval's relative grading
+        return _Form(
+            re.compile(rf"\[RESULT(?:\]\s*:?|\s*:)\s*(?:Response\s+)?({alts}){_TOKEN_END}", re.I),
+            re.compile(r"\[RESULT(?:\]|\s*:)", re.I),
+            _either_regex(tokens),
+            "[RESULT]",
+            " or ".join(f"[RESULT] {t}" for t in tokens),
+        )
+    if spec.format == "alpaca-eval":  # AlpacaEval 2: the identifier and nothing else
+        return _Form(
+            re.compile(rf"\s*[`'\"*]*\s*({alts})\s*[`'\"*]*\s*\.?\s*"),
+            None,
+            None,
+            "identifier",
+            f"a reply that is only {' or '.join(tokens)}",
+            whole=True,
+            folded=False,
+        )
+    return _marker_form(spec.marker, tokens)
+
+
 def pairwise_parser(spec: PairwiseParse) -> VerdictParser:
     """The parser of pairwise verdicts: value 1 when the first shown response
     (``response_a``) wins, 0.5 for a tie, 0 when the second wins."""
     table = {label: _POSITION_VALUE[which] for label, which in spec.verdicts.items()}
-    return _lookup_parser(spec.marker, table, spec.pattern, "verdict")
+    if spec.pattern is not None:
+        return _pattern_parser(spec.pattern, table, "verdict")
+    return _lookup_parser(_pairwise_form(spec), table, "verdict")
 
 
 def reduce_verdicts(values: list[float], how: Literal["mean", "majority"]) -> float:

@@ -548,6 +548,11 @@ def _case_rows(*cases: str) -> list[dict]:
             ['```json\n{"score": 0.75}\n```', '{"score": false}', 'Verdict: {"score": "P"}'],
             [0.75, 0.0, 0.5],
         ),
+        (
+            {"kind": "numeric", "format": "mt-bench"},
+            ["Helpful and correct.\nRating: [[10]]", "Rating: [[5.5]]", "Rating: [[1]]"],
+            [1.0, 0.5, 0.0],
+        ),
     ],
 )
 def test_http_judge_parse_forms(srv, tmp_path: Path, parse, replies, expected) -> None:
@@ -790,3 +795,108 @@ def test_http_judge_with_a_rejected_key_stops_the_run(
     with pytest.raises(gradetrail.RunError, match=r"first 5 samples all failed .*AuthError"):
         run(spec, tmp_path / "results")
     assert srv.stats()["total"] < 40
+
+
+def test_a_rubric_repeated_after_the_verdict_is_not_the_verdict(tmp_path: Path) -> None:
+    """A judge that repeats its rubric after its verdict, unquoted, keeps its verdict: a
+    grade followed by a definition (``GRADE: C if ...``, ``SCORE: 10 means ...``), a
+    range (``SCORE: 1-3 for ...``), a list of the grades each with its meaning, or a
+    whole line of the judge prompt repeated, is the rubric; alone it is still read."""
+    rubric = "GRADE: C \u2014 the submission's final number equals the reference\n"
+    judge = SCRIPTED_JUDGE + rubric + "GRADE: I \u2014 anything else\n"
+    spec = write_eval(
+        tmp_path / "grade",
+        _rows(
+            ["Wrong total.\nGRADE: I\n\nReminder: GRADE: C if the final answer is right."],
+            ["GRADE: I\n\n" + rubric],
+            ["GRADE: C\n\nRubric:\n- GRADE: C: correct\n- GRADE: P: partly\n- GRADE: I: wrong"],
+            ["GRADE: P\n\n**GRADE: C** means fully correct; GRADE: I means wrong."],
+            ["Only this: GRADE: C if the units are ignored"],
+        ),
+        judge_text=judge,
+    )
+    _, rows = run(spec, tmp_path / "grade" / "results")
+    assert [r["score"] for r in rows] == [0.0, 0.0, 1.0, 0.5, 1.0]
+    numeric = write_eval(
+        tmp_path / "numeric",
+        _rows(
+            ["SCORE: 4\nScale: SCORE: 10 means flawless, SCORE: 0 means wrong."],
+            ["SCORE: 6\nSCORE: 1-3 for poor answers\nSCORE: 8 to 10 for excellent ones"],
+        ),
+        scorer={"parse": {"kind": "numeric"}},
+    )
+    _, rows = run(numeric, tmp_path / "numeric" / "results")
+    assert [r["score"] for r in rows] == pytest.approx([0.4, 0.6])
+
+
+def test_a_letter_that_is_a_word_is_not_a_grade(tmp_path: Path) -> None:
+    """``GRADE: I would say C`` is the pronoun, not grade I: no verdict (a hedge), never 0;
+    grade I or A followed by its reason (``because``, ``is better``) still reads."""
+    spec = write_eval(
+        tmp_path,
+        _rows(
+            ["GRADE: I would say C"],
+            ["GRADE: C\nHmm, GRADE: I think it is partly right"],
+            ["GRADE: I because the total is wrong"],
+            ["GRADE: I\nThe units are missing."],
+        ),
+    )
+    _, rows = run(spec, tmp_path / "results")
+    assert [r["score"] for r in rows] == [None, None, 0.0, 0.0]
+    assert "followed by 'I would say C', not a grade" in rows[0]["error"]["message"]
+    pair = write_eval(
+        tmp_path / "pair",
+        _rows(["WINNER: A is better"], ["WINNER: A close call, but B"]),
+        scorer={"parse": {"kind": "grade", "marker": "WINNER", "grades": {"A": 1, "B": 0}}},
+    )
+    _, rows = run(pair, tmp_path / "pair" / "results")
+    assert [r["score"] for r in rows] == [1.0, None]
+
+
+def test_published_numeric_formats_read_without_a_pattern(tmp_path: Path) -> None:
+    """MT-Bench's ``Rating: [[8]]`` (FastChat llm_judge, 1..10, its ``[8]`` backup),
+    Prometheus's ``[RESULT] 4`` (1..5) and a G-Eval form (``Coherence (1-5): 4``) are
+    read by ``format`` alone, on their published scales; out of scale is no score."""
+    mt = write_eval(
+        tmp_path / "mt",
+        _rows(
+            ['The answer is correct. Format: "[[rating]]".\nRating: [[8]]'],
+            ["Rating: [[1]]"],
+            ["Rating: [10]"],
+            ["Rating: [[11]]"],
+        ),
+        scorer={"parse": {"kind": "numeric", "format": "mt-bench"}},
+    )
+    result, rows = run(mt, tmp_path / "mt" / "results")
+    assert [r["score"] for r in rows] == pytest.approx([7 / 9, 0.0, 1.0, None])
+    assert "score 11 is outside the scale 1..10" in rows[3]["error"]["message"]
+    assert result.manifest.spec["scorer"]["parse"]["min"] == 1.0
+    prometheus = write_eval(
+        tmp_path / "prometheus",
+        _rows(["Feedback: clear and complete. [RESULT] 4"], ["[RESULT] (2)"], ["[RESULT] 5"]),
+        scorer={"parse": {"kind": "numeric", "format": "prometheus"}},
+    )
+    _, rows = run(prometheus, tmp_path / "prometheus" / "results")
+    assert [r["score"] for r in rows] == pytest.approx([0.75, 0.25, 1.0])
+    geval = write_eval(
+        tmp_path / "geval",
+        _rows(["- Coherence (1-5): 4"], ["Coherence: 2"]),
+        scorer={"parse": {"kind": "numeric", "marker": "Coherence", "min": 1, "max": 5}},
+    )
+    _, rows = run(geval, tmp_path / "geval" / "results")
+    assert [r["score"] for r in rows] == pytest.approx([0.75, 0.25])
+
+
+def test_a_format_and_a_pattern_together_stop_the_load(tmp_path: Path) -> None:
+    """A pairwise parse with both a published format and a pattern is refused at load."""
+    spec = write_eval(
+        tmp_path,
+        _rows(["x"]),
+        scorer={
+            "type": "pairwise",
+            "baseline": "base",
+            "parse": {"format": "mt-bench", "pattern": "(A)"},
+        },
+    )
+    with pytest.raises(SpecError, match="pattern and format 'mt-bench' both say"):
+        gradetrail.load_spec(spec)
