@@ -118,10 +118,11 @@ def _turn(number: int, key: str, call: CallResult) -> TurnRecord:
 
 def totals(responses: Sequence[Response]) -> Response:
     """The last response with tokens (reasoning tokens included), server-tool uses,
-    latency and cost summed over ``responses`` (cost None only when no turn's cost is
-    known) and every turn's tool calls, in order."""
+    latency and cost summed over ``responses`` and every turn's tool calls, in order.
+    The cost is None when any turn's cost is unknown (a model with no price): a sum of
+    the other turns would pass for the conversation's cost."""
     last = responses[-1]
-    costs = [r.cost_usd for r in responses if r.cost_usd is not None]
+    costs = [r.cost_usd for r in responses]
     return replace(
         last,
         input_tokens=sum(r.input_tokens for r in responses),
@@ -132,7 +133,7 @@ def totals(responses: Sequence[Response]) -> Response:
         reasoning_tokens=sum(r.reasoning_tokens for r in responses),
         server_tool_uses=_summed(r.server_tool_uses for r in responses),
         latency_s=sum(r.latency_s for r in responses),
-        cost_usd=sum(costs) if costs else None,
+        cost_usd=None if None in costs else sum(c for c in costs if c is not None),
         tool_calls=tuple(c for r in responses for c in r.tool_calls),
     )
 

@@ -492,7 +492,17 @@ class Manifest(BaseModel):
         default_factory=dict,
         description="Server-side tool uses billed per use (e.g. web_search_requests).",
     )
-    cost_usd: float | None = Field(None, description="USD paid this run (cache hits cost 0).")
+    cost_usd: float | None = Field(
+        None,
+        description="USD paid this run for the model's calls (cache hits cost 0; the judge's "
+        "are in judge.cost_usd), over the rows whose cost is known (see unpriced_rows).",
+    )
+    unpriced_rows: int = Field(
+        0,
+        description="Rows paid this run at no known price (a model with no price, or a "
+        "conversation with such a turn): cost_usd leaves them out, so the run's cost is "
+        "unknown.",
+    )
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cost_usd_unscored: float | None = Field(
         None,

@@ -428,15 +428,19 @@ def _read(
     return JudgeReply(index, verdict, None, None, response, None, cached, attempts)
 
 
-def _add(total: float | None, value: float | None) -> float | None:
-    if value is None:
-        return total
+def _add(total: float | None, value: float | None, first: bool) -> float | None:
+    """``total + value``; None (unknown) once any part is unknown."""
+    if value is None or (total is None and not first):
+        return None
     return (total or 0.0) + value
 
 
 def judge_record(replies: list[JudgeReply], outcome: str | None = None) -> JudgeRecord:
-    """Totals of a row's judge replies: requests, calls, cache hits, tokens, cost."""
+    """Totals of a row's judge replies: requests, calls, cache hits, tokens, cost (paid
+    this run, and read from the cache): None when any reply's cost is unknown (a judge
+    with no price), never the sum of the others."""
     record = JudgeRecord(requests=len(replies), outcome=outcome)
+    seen = {True: False, False: False}  # a cached / paid reply's cost added yet
     for reply in replies:
         record.calls += not reply.cached
         record.attempts += reply.attempts
@@ -448,10 +452,11 @@ def judge_record(replies: list[JudgeReply], outcome: str | None = None) -> Judge
         record.truncated += response.truncated
         record.input_tokens += response.total_input_tokens
         record.output_tokens += response.output_tokens
+        first, seen[reply.cached] = not seen[reply.cached], True
         if reply.cached:
-            record.cost_usd_cached = _add(record.cost_usd_cached, response.cost_usd)
+            record.cost_usd_cached = _add(record.cost_usd_cached, response.cost_usd, first)
         else:
-            record.cost_usd = _add(record.cost_usd, response.cost_usd)
+            record.cost_usd = _add(record.cost_usd, response.cost_usd, first)
     return record
 
 

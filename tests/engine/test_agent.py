@@ -315,3 +315,33 @@ def test_a_stop_mid_conversation_then_rerun_pays_only_for_uncached_turns(
     assert [r["sample_id"] for r in rows] == ["1", "2", "3", "4", "5"]
     assert {r["sample_id"]: r["scorer"]["extracted"] for r in rows} == ANSWERS
     assert sum(len(r["transcript"]["turns"]) for r in rows) == 13
+
+
+def test_a_turn_of_unknown_cost_leaves_the_conversations_cost_unknown(
+    srv, tmp_path: Path, cli
+) -> None:
+    """One turn billed a server tool with no known fee has no cost: its conversation's
+    cost is unknown (null), not the other turns' sum, the manifest counts the row as
+    unpriced and the summary's cost line says unknown (before: the row and the run showed
+    the priced turn's cost alone as the conversation's)."""
+    srv.configure(
+        faults=[
+            {"kind": "usage", "first": 1, "usage": {"server_tool_use": {"mystery_requests": 1}}}
+        ]
+    )
+    price = json.dumps({"input_per_mtok": 1.0, "output_per_mtok": 2.0})
+    overrides = _overrides(srv, "anthropic", f"model.price={price}", "dataset.limit=2")
+    sets = [f"--set={o}" for o in overrides]
+    out = cli("run", str(EXAMPLES / "agent-calculator.yaml"), *sets)
+    assert out.exit_code == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("results "))
+    run_dir = Path(line.split(None, 1)[1].strip())
+    rows = gradetrail.read_results(run_dir)
+    turns = [t["cost_usd"] for t in rows[0]["transcript"]["turns"]]
+    assert turns[0] is None and turns[1] > 0
+    assert rows[0]["cost_usd"] is None and rows[1]["cost_usd"] > 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["unpriced_rows"] == 1
+    assert manifest["cost_usd"] == pytest.approx(rows[1]["cost_usd"])
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("cost "))
+    assert "unknown: model $" in line and "1 row paid at no known price" in line

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import fake_judges
 import pytest
+import yaml
 from judge_evals import SCRIPTED_JUDGE, run, write_eval
 
 import gradetrail
@@ -900,3 +901,39 @@ def test_a_format_and_a_pattern_together_stop_the_load(tmp_path: Path) -> None:
     )
     with pytest.raises(SpecError, match="pattern and format 'mt-bench' both say"):
         gradetrail.load_spec(spec)
+
+
+def test_http_the_cost_line_adds_the_judge_and_keeps_unknown_unknown(
+    srv, tmp_path: Path, cli
+) -> None:
+    """The summary's cost line is everything paid, the model's calls and the judge's,
+    each part named; a judge with no price makes the total unknown, never the model's
+    cost alone passing for it."""
+    srv.configure(script={"Case ": "GRADE: C"}, models=["judge-model", "cand-model"])
+    price = {"input_per_mtok": 1000.0, "output_per_mtok": 2000.0}
+    model = {**_http_judge(srv), "name": "cand-model", "price": price}
+    spec = write_eval(
+        tmp_path,
+        _case_rows("CASE-0", "CASE-1"),
+        judge_text=CASE_JUDGE,
+        scorer={"model": {**_http_judge(srv), "price": price}},
+    )
+    raw = yaml.safe_load(spec.read_text())
+    raw["model"] = model
+    spec.write_text(yaml.safe_dump(raw))
+    out = cli("run", str(spec), "--results-root", str(tmp_path / "results"))
+    assert out.exit_code == 0, out.stderr
+    manifest = json.loads((_run_dir(out.stdout) / "manifest.json").read_text())
+    paid, judged = manifest["cost_usd"], manifest["judge"]["cost_usd"]
+    assert paid > 0 and judged > 0
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("cost "))
+    assert f"${paid + judged:.4f} in all (model ${paid:.4f} + judge ${judged:.4f})" in line
+    del raw["scorer"]["model"]["price"]
+    spec.write_text(yaml.safe_dump(raw))
+    out = cli("run", str(spec), "--results-root", str(tmp_path / "results"), "--no-cache")
+    assert out.exit_code == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("cost "))
+    assert line.split(None, 1)[1].startswith(f"unknown: model ${paid:.4f}; judge n/a and 2 rows")
+    assert "(set scorer.model.price)" in line
+    manifest = json.loads((_run_dir(out.stdout) / "manifest.json").read_text())
+    assert manifest["judge"]["unpriced_rows"] == 2 and manifest["unpriced_rows"] == 0
