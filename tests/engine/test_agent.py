@@ -345,3 +345,64 @@ def test_a_turn_of_unknown_cost_leaves_the_conversations_cost_unknown(
     assert manifest["cost_usd"] == pytest.approx(rows[1]["cost_usd"])
     line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("cost "))
     assert "unknown: model $" in line and "1 row paid at no known price" in line
+
+
+def _echo_agent(tmp_path: Path, srv, protocol: str, **run: object) -> Path:
+    """A one-row agent eval whose tools module has ``echo(text)`` and, with the others,
+    ``big(n)`` (a result of n characters), ``boom()`` (raises) and ``many()``."""
+    module = f"echo_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(
+        "def echo(text: str) -> str:\n    '''Echo the text.'''\n    return 'got ' + text\n\n\n"
+        "def big(n: int) -> str:\n    '''n characters.'''\n    return 'x' * n\n"
+    )
+    (tmp_path / "data.jsonl").write_text('{"id": "a", "q": "hello"}\n')
+    url = srv.anthropic_base_url if protocol == "anthropic" else srv.openai_base_url
+    model = {"provider": protocol, "name": "scripted-agent", "base_url": url}
+    if protocol == "openai_compatible":
+        model["api_key_required"] = False
+    spec = {
+        "name": "echo-agent",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "Q: {{ q }}",
+        "target": "x",
+        "model": {**model, "tools_module": module},
+        "scorer": {"type": "exact"},
+        "run": {"max_retries": 0, **run},
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_lone_surrogate_the_model_wrote_is_named_as_the_models_not_the_datasets(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """A model whose tool-call arguments decode to a lone surrogate (an unpaired \\ud800
+    escape) and whose text holds one: the call is not run, the model is told its
+    arguments are at fault (InvalidArguments, naming U+D800), the conversation goes on and
+    the sample is scored (before: the next turn's request could not be encoded and the
+    row was a provider_error telling the user to fix the dataset row)."""
+    srv.configure(
+        script={
+            "rules": [
+                {
+                    "contains": "hello",
+                    "last": "user",
+                    "reply": "let me see \ud800",
+                    "tool_calls": [{"name": "echo", "arguments": {"text": "a\ud800b"}}],
+                },
+                {"contains": "hello", "last": "tool", "reply": "x"},
+            ],
+            "models": ["scripted-agent"],
+        }
+    )
+    spec = gradetrail.load_spec(_echo_agent(tmp_path, srv, protocol))
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert row["state"] == "scored" and row["score"] == 1.0
+    (tool,) = row["transcript"]["turns"][0]["tool_results"]
+    assert tool["error"]["kind"] == "InvalidArguments"
+    assert "the model's arguments hold U+D800" in tool["error"]["message"]
+    assert "dataset row" not in json.dumps(row)
+    assert srv.stats()["total"] == 2
