@@ -24,7 +24,8 @@ transcript kept). Each tool call is also bounded by ``run.timeout_s``. Parallel 
 calls run one after another, in the model's order, so results are deterministic. A tool
 that raises, an unknown tool and arguments that are not a JSON object each return an
 ``Error: <kind>: <message>`` result to the model (``is_error``), recorded in the
-transcript; the sample goes on.
+transcript; the sample goes on. A result longer than ``run.max_tool_output`` bytes is
+cut to its head inside a marker (see :mod:`gradetrail.engine.toolbox`).
 """
 
 from __future__ import annotations
@@ -62,12 +63,15 @@ class Agent:
         max_turns: model turns per sample at most (``run.max_turns``).
         sample_timeout_s: seconds per sample at most (``run.sample_timeout_s``), or None.
         tool_timeout_s: seconds per tool call at most (``run.timeout_s``).
+        max_tool_output: bytes of a tool result sent to the model at most
+            (``run.max_tool_output``), 0 for no bound.
     """
 
     toolbox: ToolBox
     max_turns: int
     sample_timeout_s: float | None
     tool_timeout_s: float
+    max_tool_output: int = 0
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -243,7 +247,12 @@ class _Loop:
             cap = self.agent.tool_timeout_s
             limit = cap if left is None else min(left, cap)
             outcome = await self.agent.toolbox.execute(
-                call["name"], call.get("arguments"), call.get("arguments_error"), limit, offered
+                call["name"],
+                call.get("arguments"),
+                call.get("arguments_error"),
+                limit,
+                offered,
+                self.agent.max_tool_output,
             )
             cut = outcome.error is not None and outcome.error["kind"] == "ToolTimeout"
             if cut and left is not None and limit == left:  # the sample's bound, not the tool's

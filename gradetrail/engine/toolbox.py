@@ -5,6 +5,13 @@ as keyword arguments; what they return (a string as it is, anything else as JSON
 back to the model as the tool result. Without ``tools:`` in the spec, every public
 function defined in the module is offered, its schema built from its signature
 (pydantic) and its description from its docstring.
+
+A result longer than ``run.max_tool_output`` bytes of UTF-8 (16 KiB by default) is cut
+to its first bytes (never inside a character) and sent inside the marker Inspect AI
+uses for ``max_tool_output`` ("The output of your call to NAME was too long to be
+displayed. Here is a truncated version: <START_TOOL_OUTPUT> ... <END_TOOL_OUTPUT>"),
+with its size and the bound added, so the model knows it saw part of it; the
+transcript records what the model was sent.
 """
 
 from __future__ import annotations
@@ -129,6 +136,7 @@ class ToolBox:
         error: str | None,
         timeout_s: float,
         offered: Sequence[str] | None = None,
+        max_output: int = 0,
     ) -> ToolOutcome:
         """Run one tool call; never raises for the tool's own failures (they become the
         result the model sees).
@@ -140,6 +148,8 @@ class ToolBox:
             timeout_s: seconds the tool may take.
             offered: the tools the request offered (None: every function of the module);
                 a call to another function of the module is an unknown tool, never run.
+            max_output: bytes (UTF-8) of the result sent at most (0: no bound); a longer
+                one is cut inside a marker (see the module docstring).
         """
         fn = self.functions.get(name)
         if fn is None or (offered is not None and name not in offered):
@@ -155,10 +165,30 @@ class ToolBox:
             took = time.perf_counter() - start
             return _failed("ToolTimeout", f"{name} did not return in {timeout_s:g} s", took)
         except Escaped as exc:
-            return _failed(exc.kind, _message(exc.original), time.perf_counter() - start)
+            message = _bounded(name, _message(exc.original), max_output)
+            return _failed(exc.kind, message, time.perf_counter() - start)
         except Exception as exc:  # the user's tool: its error goes to the model
-            return _failed(type(exc).__name__, _message(exc), time.perf_counter() - start)
-        return ToolOutcome(content, None, time.perf_counter() - start)
+            message = _bounded(name, _message(exc), max_output)
+            return _failed(type(exc).__name__, message, time.perf_counter() - start)
+        return ToolOutcome(_bounded(name, content, max_output), None, time.perf_counter() - start)
+
+
+def _bounded(name: str, content: str, max_output: int) -> str:
+    """``content`` when it has at most ``max_output`` bytes of UTF-8 (or ``max_output``
+    is 0), else its first ``max_output`` bytes (never half a character) inside the
+    marker Inspect AI's ``max_tool_output`` uses, naming the tool, the result's size and
+    the bound."""
+    if not max_output or len(content) * 4 <= max_output:  # no character has 5 bytes
+        return content
+    data = content.encode("utf-8")
+    if len(data) <= max_output:
+        return content
+    head = data[:max_output].decode("utf-8", "ignore")
+    return (
+        f"The output of your call to {name} was too long to be displayed ({len(data)} "
+        f"bytes; run.max_tool_output is {max_output}).\nHere is a truncated version:\n"
+        f"<START_TOOL_OUTPUT>\n{head}\n<END_TOOL_OUTPUT>"
+    )
 
 
 #: the event loop async tools run on, one for the process (so a tool may keep a client

@@ -94,6 +94,7 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("run", "truncated", "score"),
     ("run", "labels", []),
     ("run", "max_cost_usd", None),
+    ("run", "max_tool_output", 16 * 1024),
     ("run", "start_over_budget", False),
     ("run", "require_approval", False),
     ("run", "approval_file", None),

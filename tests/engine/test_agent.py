@@ -406,3 +406,41 @@ def test_a_lone_surrogate_the_model_wrote_is_named_as_the_models_not_the_dataset
     assert "the model's arguments hold U+D800" in tool["error"]["message"]
     assert "dataset row" not in json.dumps(row)
     assert srv.stats()["total"] == 2
+
+
+@pytest.mark.parametrize("limit", [None, 1000, 0])
+def test_a_tool_result_past_max_tool_output_is_cut_inside_a_marker(
+    srv, tmp_path: Path, limit: int | None
+) -> None:
+    """A tool returning 5 MB is sent back cut to run.max_tool_output bytes (16 KiB by
+    default, as Inspect AI's max_tool_output) inside Inspect's marker, naming the tool,
+    the result's size and the bound; 0 sends it whole (before: always whole)."""
+    srv.configure(
+        script={
+            "rules": [
+                {
+                    "contains": "hello",
+                    "last": "user",
+                    "tool_calls": [{"name": "big", "arguments": {"n": 5_000_000}}],
+                },
+                {"contains": "hello", "last": "tool", "reply": "x"},
+            ],
+            "models": ["scripted-agent"],
+        }
+    )
+    run = {} if limit is None else {"max_tool_output": limit}
+    spec = gradetrail.load_spec(_echo_agent(tmp_path, srv, "openai_compatible", **run))
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert row["state"] == "scored"
+    (tool,) = row["transcript"]["turns"][0]["tool_results"]
+    bound = 16 * 1024 if limit is None else limit
+    if bound:
+        assert tool["content"] == (
+            "The output of your call to big was too long to be displayed (5000000 bytes; "
+            f"run.max_tool_output is {bound}).\nHere is a truncated version:\n"
+            f"<START_TOOL_OUTPUT>\n{'x' * bound}\n<END_TOOL_OUTPUT>"
+        )
+    else:
+        assert tool["content"] == "x" * 5_000_000
+    assert not tool["is_error"]

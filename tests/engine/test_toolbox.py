@@ -95,6 +95,25 @@ def touch(x: int) -> str:
     return "touched"
 
 
+def loud(x: int) -> str:
+    """Raises with a 1 MB message."""
+    raise ValueError("e" * 1_000_000)
+
+
+def wide(x: int) -> str:
+    """20,000 bytes of two-byte characters."""
+    return "\u00e9" * 10_000
+
+
+def nothing(x: int) -> None:
+    """Returns None."""
+
+
+def raw(x: int) -> bytes:
+    """Returns bytes."""
+    return b"\\x00\\xff"
+
+
 async def aok(x: int) -> str:
     """An async tool that behaves."""
     await asyncio.sleep(0)
@@ -276,3 +295,28 @@ def test_a_module_function_the_spec_does_not_offer_is_never_run(
     assert result["error"]["kind"] == "UnknownTool"
     assert result["content"] == "Error: UnknownTool: no tool named 'touch'; the tools are fast"
     assert not (tmp_path / "touched").exists()
+
+
+def test_results_and_errors_past_max_tool_output_are_cut_and_odd_values_are_text(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """A tool's 1 MB error message and a result of multi-byte characters are cut at
+    run.max_tool_output bytes (never inside a character) inside the marker; None and
+    bytes reach the model as text; every row is scored."""
+    names = ["loud", "wide", "nothing", "raw"]
+    srv.configure(script=_script(names))
+    out = cli("run", str(_spec(tmp_path, srv, names, max_tool_output=1001)), "--json")
+    assert out.exit_code == 0, out.stderr
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(out.stdout)["run_dir"])}
+    assert all(r["state"] == "scored" and r["score"] == 1.0 for r in rows.values())
+    results = {n: rows[n]["transcript"]["turns"][0]["tool_results"][0] for n in names}
+    loud = results["loud"]
+    assert loud["error"]["kind"] == "ValueError" and len(loud["content"]) < 1300
+    assert "was too long to be displayed (1000000 bytes" in loud["content"]
+    wide = results["wide"]["content"]
+    assert "(20000 bytes; run.max_tool_output is 1001)" in wide
+    assert "\n" + "\u00e9" * 500 + "\n<END_TOOL_OUTPUT>" in wide  # 1000 bytes: no half
+    assert results["nothing"]["content"] == "null"
+    assert results["raw"]["content"] == json.dumps("b'\\x00\\xff'")  # str(bytes), as JSON
