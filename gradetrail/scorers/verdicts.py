@@ -17,11 +17,25 @@ Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
   clipped.
 - ``json``: the whole reply when it is a JSON object, else the last object in it, in a
   fenced code block or not, that has the ``field`` path: a number (normalized like
-  ``numeric``), a boolean, or a string looked up in ``grades``.
+  ``numeric``; a string holding one, ``"8"`` or ``"8/10"``, too), a boolean, or a string
+  looked up in ``grades``. An object written as a Python literal (single quotes, a
+  trailing comma) is read as the object it is.
+
+Replies are read in Unicode's compatibility form (NFKC): full-width ``GRADE\uff1a\uff23``
+is ``GRADE: C``. A grade may stand in brackets, quotes or backticks (``GRADE: [C]``).
 
 A ``MARKER:`` right after an opening quotation mark (``'SCORE: 10'``, ``"GRADE: C"``) is
-the judge quoting the graded response or its rubric: read only when the reply has no
-verdict outside quotation marks.
+the judge quoting the graded response or its rubric, and a verdict followed by a
+definition, a range or a supposition (``GRADE: C if ...``, ``SCORE: 1-3 for ...``, ``a
+GRADE: C would ...``), heading a list of the grades with their meanings, or on a whole
+line of the judge prompt is its rubric repeated: each is read only when the reply has no
+other verdict. A one-letter grade that is also a word (``I``, ``A``) followed by a
+sentence is the word (``GRADE: I would say C`` is no verdict).
+
+``parse.format`` reads published judges' own forms: MT-Bench's ``[[8]]`` (FastChat
+llm_judge, 1..10) and ``[[A]]`` / ``[[B]]`` / ``[[C]]`` (a tie), Arena-Hard's
+``[[A>>B]]``, Prometheus's ``[RESULT] 4`` (1..5) and ``[RESULT] A``, AlpacaEval 2's bare
+``m`` / ``M``.
 
 A reply no rule can read raises :class:`VerdictError`; the judge scorer records it as a
 ``judge_error`` with a truncated copy of the reply, never as a score of 0.
@@ -29,9 +43,11 @@ A reply no rule can read raises :class:`VerdictError`; the judge scorer records 
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -118,7 +134,9 @@ _DEFINITION = re.compile(
     r"(?:if|when|whenever|means|meaning|indicates|signifies|denotes|represents|"
     r"stands\s+for|applies|is\s+(?:for|used|given|reserved|assigned)|should\s+be|"
     r"for\s+(?:answers?|responses?|submissions?|outputs?|fully|partially|completely|"
-    r"correct|incorrect|partial|wrong))(?!\w)"
+    r"correct|incorrect|partial|wrong)|"
+    # a verdict supposed, not given: "a GRADE: C would require the units"
+    r"would|could|might|requires?|required|needs?|needed)(?!\w)"
     r"|=(?!=)|(?:[-\u2013\u2014]|to)[ \t]*\d)",
     re.IGNORECASE,
 )
@@ -139,9 +157,15 @@ def _marker_regex(marker: str) -> re.Pattern[str]:
     return re.compile(_head(marker), re.IGNORECASE)
 
 
+#: brackets, quotes or a backtick a judge may write around a grade (``GRADE: [C]``,
+#: ``GRADE: "C"``, ``GRADE: `C```), as its prompt's ``GRADE: [LETTER]`` showed it
+_OPEN, _CLOSE = r"[\[(`\"'\u201c\u2018]", r"[\])`\"'\u201d\u2019]"
+
+
 def _token_regex(marker: str, tokens: list[str]) -> re.Pattern[str]:
     return re.compile(
-        rf"{_head(marker)}\s*{_BOLD}\s*({_alternatives(tokens)})" + _TOKEN_END + _WORD_NOT_GRADE,
+        rf"{_head(marker)}\s*{_BOLD}\s*(?:{_OPEN}\s*)?({_alternatives(tokens)})"
+        rf"(?:\s*{_CLOSE})?" + _TOKEN_END + _WORD_NOT_GRADE,
         re.IGNORECASE,
     )
 
@@ -175,6 +199,13 @@ def _squeezed(text: str) -> str:
     return " ".join(text.replace("*", " ").replace("_", " ").split()).casefold()
 
 
+def _folded(text: str) -> str:
+    """``text`` in Unicode's compatibility form (NFKC): a judge writing in Chinese or
+    Japanese types full-width marks (``GRADE\uff1a\uff23``, ``SCORE\uff1a\uff17``), which
+    are the ASCII ``GRADE: C`` and ``SCORE: 7`` in it."""
+    return text if text.isascii() else unicodedata.normalize("NFKC", text)
+
+
 def _lines(prompt: str) -> frozenset[str]:
     """The judge prompt's lines as :func:`_echoed` compares them (bullets, bold, case and
     spacing set aside)."""
@@ -195,12 +226,24 @@ def _echoed(m: re.Match[str], text: str, prompt: frozenset[str]) -> bool:
     return len(said) > len(_squeezed(m.group(0))) + 3 and said in prompt
 
 
+#: an article right before a verdict: "a GRADE: C would need units" supposes one
+_ARTICLE = re.compile(r"(?:^|\W)an?[ \t]+$", re.IGNORECASE)
+
+
+def _supposed(m: re.Match[str], text: str) -> bool:
+    """``m`` follows ``a`` or ``an`` (``a GRADE: I would mean``): a verdict supposed."""
+    return _ARTICLE.search(text, max(0, m.start() - 4), m.start()) is not None
+
+
 def _mention(m: re.Match[str], text: str, prompt: frozenset[str]) -> bool:
     """A verdict-shaped ``m`` that is not the judge's verdict: quoted (the graded response
     or the rubric cited), followed by a definition or a range (``GRADE: C if ...``,
     ``SCORE: 1-3 for poor``: a rubric's line), or a line of the judge prompt repeated."""
     return (
-        _quoted(m, text) or _DEFINITION.match(text, m.end()) is not None or _echoed(m, text, prompt)
+        _quoted(m, text)
+        or _supposed(m, text)
+        or _DEFINITION.match(text, m.end()) is not None
+        or _echoed(m, text, prompt)
     )
 
 
@@ -264,7 +307,9 @@ def _final(
     end = 0 if m is None else m.end()
     starts = {v.start() for v in found}
     for later in markers.finditer(text, end):
-        if later.start() in starts or _quoted(later, text) or _echoed(later, text, prompt):
+        if later.start() in starts or _quoted(later, text) or _supposed(later, text):
+            continue
+        if _echoed(later, text, prompt):
             continue
         shown = text[later.end() :].strip()[:30]
         raise VerdictError(
@@ -316,7 +361,7 @@ def _lookup_parser(form: _Form, table: dict[str, float], what: str) -> VerdictPa
     folded = {(k.casefold() if form.folded else k): v for k, v in table.items()}
 
     def parse(text: str, prompt_text: str = "") -> Verdict:
-        prompt = _lines(prompt_text)
+        text, prompt = _folded(text), _lines(_folded(prompt_text))
         if form.whole:
             m = form.verdict.fullmatch(text)
             found = [] if m is None else [m]
@@ -396,7 +441,13 @@ def _numeric_forms(spec: NumericParse) -> tuple[list[re.Pattern[str]], re.Patter
             "[RESULT] N",
         )
     return (
-        [re.compile(rf"{_head(spec.marker)}\s*{_BOLD}\s*({_NUM})(?:{_OVER})?{end}", re.I)],
+        [
+            re.compile(
+                rf"{_head(spec.marker)}\s*{_BOLD}\s*\[{{0,2}}\s*({_NUM})(?:{_OVER})?{end}"
+                r"(?:\s*\]{1,2})?",
+                re.I,
+            )
+        ],
         _marker_regex(spec.marker),
         f"{spec.marker}: N",
     )
@@ -417,7 +468,7 @@ def _numeric_parser(spec: NumericParse) -> VerdictParser:
         return Verdict(_normalize(x, spec.min, high, grade), grade)
 
     def parse(text: str, prompt_text: str = "") -> Verdict:
-        prompt = _lines(prompt_text)
+        text, prompt = _folded(text), _lines(_folded(prompt_text))
         for regex in forms:
             m, found = _last_verdict(regex, text, prompt)
             if m is not None:
@@ -443,20 +494,14 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
     objects in it, fenced or not, last first (a fenced block counts where it starts): a
     judge quoting the graded response's JSON in a fence before its own verdict keeps
     its own verdict, as the last verdict wins in every rule."""
-    try:
-        whole = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested past the limit
-        whole = None
+    whole = _loads(text)
     if isinstance(whole, dict):
         return [whole]
     placed: list[tuple[int, dict[str, Any]]] = []
     fences: list[tuple[int, int]] = []
     for m in _FENCE.finditer(text):
         fences.append((m.start(), m.end()))
-        try:
-            value = json.loads(m.group(2))
-        except (ValueError, RecursionError):
-            continue
+        value = _loads(m.group(2))
         if isinstance(value, dict):
             placed.append((m.start(), value))
     decoder = json.JSONDecoder()
@@ -465,12 +510,63 @@ def _json_objects(text: str) -> list[dict[str, Any]]:
         try:
             value, end = decoder.raw_decode(text, pos)
         except (ValueError, RecursionError):
-            pos = text.find("{", pos + 1)
+            span = _braced(text, pos)  # a Python literal, as judges write "JSON" too
+            value = None if span is None else _loads(span)
+            if not isinstance(value, dict) or any(a <= pos < b for a, b in fences):
+                pos = text.find("{", pos + 1)
+                continue
+            placed.append((pos, value))
+            pos = text.find("{", pos + len(span))  # type: ignore[arg-type]
             continue
         if isinstance(value, dict) and not any(a <= pos < b for a, b in fences):
             placed.append((pos, value))
         pos = text.find("{", end)
     return [value for _, value in sorted(placed, key=lambda p: p[0], reverse=True)]
+
+
+#: a JSON string that holds a number or a fraction (``"8"``, ``"8/10"``, ``"7.5"``)
+_NUMBER_TEXT = re.compile(rf"\s*({_NUM})(?:\s*/\s*({_NUM}))?\s*")
+
+#: how long a candidate object may be to be read as a Python literal (``{'score': 8}``)
+_LITERAL_LIMIT = 100_000
+
+
+def _loads(text: str) -> Any:
+    """JSON, else a Python literal (single quotes, ``True``, a trailing comma: what
+    judges write when asked for JSON), else None."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    if len(text) > _LITERAL_LIMIT or "{" not in text:
+        return None
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+
+
+def _braced(text: str, pos: int) -> str | None:
+    """The text of the ``{...}`` starting at ``pos``, braces inside quoted strings
+    skipped, or None when it does not close within :data:`_LITERAL_LIMIT` characters."""
+    depth, quote, i, stop = 0, "", pos, min(len(text), pos + _LITERAL_LIMIT)
+    while i < stop:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[pos : i + 1]
+        i += 1
+    return None
 
 
 def _json_parser(spec: JsonParse) -> VerdictParser:
@@ -511,6 +607,13 @@ def _json_value(value: Any, spec: JsonParse, folded: dict[str, float]) -> Verdic
         return Verdict(_normalize(x, spec.min, spec.max, shown), f"{value:g}")
     if isinstance(value, str) and value.strip().casefold() in folded:
         return Verdict(folded[value.strip().casefold()], value.strip())
+    number = _NUMBER_TEXT.fullmatch(value) if isinstance(value, str) else None
+    if number is not None:  # "8" or "8/10": a number the judge wrote as a string
+        x = _number(number.group(1))
+        high = spec.max if number.group(2) is None else _number(number.group(2))
+        if high <= spec.min:
+            raise VerdictError(f"scale {value.strip()!r} ends at or below min {spec.min:g}")
+        return Verdict(_normalize(x, spec.min, high, value.strip()), value.strip())
     known = ", ".join(spec.grades)
     raise VerdictError(
         f"JSON field {spec.field!r} is {value!r}; expected a number, a boolean or one of {known}"

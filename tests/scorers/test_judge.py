@@ -937,3 +937,52 @@ def test_http_the_cost_line_adds_the_judge_and_keeps_unknown_unknown(
     assert "(set scorer.model.price)" in line
     manifest = json.loads((_run_dir(out.stdout) / "manifest.json").read_text())
     assert manifest["judge"]["unpriced_rows"] == 2 and manifest["unpriced_rows"] == 0
+
+
+def test_real_judge_styles_read_as_their_verdicts(tmp_path: Path) -> None:
+    """Styles real judges write: full-width marks (a judge answering in Chinese or
+    Japanese: ``GRADE\uff1a\uff23``), a grade in brackets, quotes or backticks (as its
+    prompt's ``GRADE: [LETTER]`` showed it), and a verdict supposed after the real one
+    (``a GRADE: C would need ...``), which is not the verdict."""
+    spec = write_eval(
+        tmp_path / "grade",
+        _rows(
+            ["\u56de\u7b54\u6b63\u786e\u3002\nGRADE\uff1a\uff23"],
+            ["GRADE: [P]"],
+            ['GRADE: "I"'],
+            ["GRADE: `C`"],
+            ["GRADE: I\n\nNote: a GRADE: C would require the units."],
+            ["GRADE: C\nOtherwise a GRADE: I would mean the total is wrong."],
+        ),
+    )
+    _, rows = run(spec, tmp_path / "grade" / "results")
+    assert [r["score"] for r in rows] == [1.0, 0.5, 0.0, 1.0, 0.0, 1.0]
+    assert rows[0]["scorer"]["verdicts"][0]["grade"] == "C"
+    numeric = write_eval(
+        tmp_path / "numeric",
+        _rows(["\u5206\u6570\uff1a\nSCORE\uff1a\uff17"], ["SCORE: [8]"], ["SCORE: [[9]]"]),
+        scorer={"parse": {"kind": "numeric"}},
+    )
+    _, rows = run(numeric, tmp_path / "numeric" / "results")
+    assert [r["score"] for r in rows] == pytest.approx([0.7, 0.8, 0.9])
+
+
+def test_json_verdicts_as_judges_write_them(tmp_path: Path) -> None:
+    """A JSON judge's score written as a string (``"8"``, ``"8/10"``) is a number; a
+    Python-style object (single quotes, a trailing comma) is read as the object it is;
+    ``"N/A"`` and null are still no verdict."""
+    spec = write_eval(
+        tmp_path,
+        _rows(
+            ['{"reason": "fine", "score": "8"}'],
+            ['{"score": "6/10"}'],
+            ["Verdict: {'reason': 'close', 'score': 7}"],
+            ['```json\n{"score": 9,}\n```'],
+            ['{"score": "N/A"}'],
+            ['{"score": null}'],
+        ),
+        scorer={"parse": {"kind": "json", "field": "score", "max": 10}},
+    )
+    _, rows = run(spec, tmp_path / "results")
+    assert [r["score"] for r in rows] == pytest.approx([0.8, 0.6, 0.7, 0.9, None, None])
+    assert "JSON field 'score' is 'N/A'" in rows[4]["error"]["message"]
