@@ -240,6 +240,7 @@ class _Loop:
             TimeoutError: run.sample_timeout_s passed before or during a call.
         """
         offered = [t["name"] for t in self.request.tools]  # only these may run
+        schemas = {t["name"]: t.get("parameters") for t in self.request.tools}
         for call in calls:
             left = self.remaining()
             if left is not None and left <= 0:
@@ -253,6 +254,7 @@ class _Loop:
                 limit,
                 offered,
                 self.agent.max_tool_output,
+                schemas,
             )
             cut = outcome.error is not None and outcome.error["kind"] == "ToolTimeout"
             if cut and left is not None and limit == left:  # the sample's bound, not the tool's

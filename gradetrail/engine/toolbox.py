@@ -21,7 +21,7 @@ import hashlib
 import inspect
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +137,7 @@ class ToolBox:
         timeout_s: float,
         offered: Sequence[str] | None = None,
         max_output: int = 0,
+        schemas: Mapping[str, Any] | None = None,
     ) -> ToolOutcome:
         """Run one tool call; never raises for the tool's own failures (they become the
         result the model sees).
@@ -150,6 +151,11 @@ class ToolBox:
                 a call to another function of the module is an unknown tool, never run.
             max_output: bytes (UTF-8) of the result sent at most (0: no bound); a longer
                 one is cut inside a marker (see the module docstring).
+            schemas: tool name -> its ``parameters`` JSON Schema as the request offered
+                it: arguments that do not validate (``"5"`` for an integer) are
+                ``InvalidArguments`` naming the field, never run (as Inspect AI's tool
+                call parsing); arguments the function's signature cannot take (one
+                missing, one unknown) are too.
         """
         fn = self.functions.get(name)
         if fn is None or (offered is not None and name not in offered):
@@ -157,6 +163,9 @@ class ToolBox:
             return _failed("UnknownTool", f"no tool named {name!r}; the tools are {known}", 0.0)
         if arguments is None:
             return _failed("InvalidArguments", error or "arguments are not a JSON object", 0.0)
+        invalid = _invalid(fn, arguments, (schemas or {}).get(name))
+        if invalid is not None:
+            return _failed("InvalidArguments", invalid, 0.0)
         start = time.perf_counter()
         try:
             value = await asyncio.wait_for(_invoke(fn, arguments), timeout_s)
@@ -171,6 +180,31 @@ class ToolBox:
             message = _bounded(name, _message(exc), max_output)
             return _failed(type(exc).__name__, message, time.perf_counter() - start)
         return ToolOutcome(_bounded(name, content, max_output), None, time.perf_counter() - start)
+
+
+def _invalid(fn: Callable[..., Any], arguments: dict[str, Any], schema: Any) -> str | None:
+    """Why ``arguments`` cannot be the call's (they break the tool's JSON Schema, or the
+    function's signature cannot take them), or None."""
+    if isinstance(schema, dict):
+        import jsonschema  # imported only by runs that execute tools
+
+        try:
+            validator = jsonschema.validators.validator_for(
+                schema, default=jsonschema.Draft202012Validator
+            )(schema)
+            error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        except Exception:  # a $ref it cannot resolve: the signature and the tool decide
+            error = None
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "(the arguments)"
+            return f"{error.message[:300]} (at {where}); call it as its parameters describe"
+    try:
+        inspect.signature(fn).bind(**arguments)
+    except TypeError as exc:
+        return f"{exc}; call it as its parameters describe"
+    except ValueError:  # a builtin without a signature: let the call say
+        return None
+    return None
 
 
 def _bounded(name: str, content: str, max_output: int) -> str:

@@ -320,3 +320,34 @@ def test_results_and_errors_past_max_tool_output_are_cut_and_odd_values_are_text
     assert "\n" + "\u00e9" * 500 + "\n<END_TOOL_OUTPUT>" in wide  # 1000 bytes: no half
     assert results["nothing"]["content"] == "null"
     assert results["raw"]["content"] == json.dumps("b'\\x00\\xff'")  # str(bytes), as JSON
+
+
+def test_arguments_the_tool_cannot_take_are_invalid_arguments_never_run(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Arguments that break the tool's schema (``"5"`` for an integer, a required one
+    missing) or its signature (an unknown one) are InvalidArguments naming the field,
+    and the tool does not run (before: ``"5"`` reached the tool and came back as its own
+    TypeError, "can't multiply sequence by non-int", as if the tool had failed)."""
+    monkeypatch.chdir(tmp_path)
+    calls = {"type": {"x": "5"}, "missing": {}, "unknown": {"x": 1, "y": 2}}
+    rules: list[dict] = []
+    for case, arguments in calls.items():
+        call = {"name": "touch", "arguments": arguments}
+        rules.append({"contains": f"call {case}", "last": "user", "tool_calls": [call]})
+        rules.append({"contains": f"call {case}", "last": "tool", "reply": "A: 1"})
+    srv.configure(script=rules)
+    out = cli("run", str(_spec(tmp_path, srv, list(calls))), "--json")
+    assert out.exit_code == 0, out.stderr
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(out.stdout)["run_dir"])}
+    results = {n: rows[n]["transcript"]["turns"][0]["tool_results"][0] for n in calls}
+    assert {n: r["error"]["kind"] for n, r in results.items()} == dict.fromkeys(
+        calls, "InvalidArguments"
+    )
+    assert results["type"]["error"]["message"].startswith("'5' is not of type 'integer' (at x)")
+    assert "'x' is a required property" in results["missing"]["error"]["message"]
+    assert "unexpected keyword argument 'y'" in results["unknown"]["error"]["message"]
+    assert not (tmp_path / "touched").exists()
