@@ -25,12 +25,13 @@ Replies are read in Unicode's compatibility form (NFKC): full-width ``GRADE\uff1
 is ``GRADE: C``. A grade may stand in brackets, quotes or backticks (``GRADE: [C]``).
 
 A ``MARKER:`` right after an opening quotation mark (``'SCORE: 10'``, ``"GRADE: C"``) is
-the judge quoting the graded response or its rubric, and a verdict followed by a
-definition, a range or a supposition (``GRADE: C if ...``, ``SCORE: 1-3 for ...``, ``a
-GRADE: C would ...``), heading a list of the grades with their meanings, or on a whole
-line of the judge prompt is its rubric repeated: each is read only when the reply has no
-other verdict. A one-letter grade that is also a word (``I``, ``A``) followed by a
-sentence is the word (``GRADE: I would say C`` is no verdict).
+the judge quoting the graded response or its rubric, as is a verdict on a whole line of
+the judge prompt: each is read only when the reply has no other verdict. A verdict
+followed by a definition, a condition, a range or a supposition (``GRADE: C if ...``,
+``SCORE: 1-3 for ...``, ``a GRADE: C would ...``), or heading a list of the grades with
+their meanings, is the rubric repeated, never a verdict. A one-letter grade that is
+also a word (``I``, ``A``) followed by a sentence is the word (``GRADE: I would say C``
+is no verdict).
 
 ``parse.format`` reads published judges' own forms: MT-Bench's ``[[8]]`` (FastChat
 llm_judge, 1..10) and ``[[A]]`` / ``[[B]]`` / ``[[C]]`` (a tie), Arena-Hard's
@@ -123,14 +124,17 @@ _AFTER_WORD_GRADE = (
 #: a one-letter grade that is an English word, then a lowercase word that is not one of
 #: the above: the letter is a word of the sentence, not a grade
 _WORD_NOT_GRADE = (
-    r"(?!(?<=(?<![\w])[IiAa])[ \t]+(?!(?:" + _AFTER_WORD_GRADE + r")(?!\w))(?-i:[a-z]))"
+    r"(?!(?<=(?<![\w])[IiAa])[ \t]+(?!(?:" + _AFTER_WORD_GRADE + r")(?!\w))"
+    # "A would fit": the article never takes a verb, so A is the grade, supposed
+    r"(?!(?<=(?<![\w])[Aa][ \t])(?:would|could|might|should|will|wins?)(?!\w))"
+    r"(?-i:[a-z]))"
 )
 
 #: what after a verdict makes it a rubric's line, not the judge's verdict: a definition
 #: (``GRADE: C if the answer is right``, ``SCORE: 10 means flawless``, ``= correct``) or a
 #: range (``SCORE: 1-3 for poor answers``, ``1 to 3``)
 _DEFINITION = re.compile(
-    r"[ \t]*(?:[*_]{1,2}[ \t]*)?(?:[-\u2013\u2014:,(][ \t]*)?(?:"
+    r"[\"'`\u201d\u2019]?[ \t]*(?:[*_]{1,2}[ \t]*)?(?:[-\u2013\u2014:,(][ \t]*)?(?:"
     r"(?:if|when|whenever|means|meaning|indicates|signifies|denotes|represents|"
     r"stands\s+for|applies|is\s+(?:for|used|given|reserved|assigned)|should\s+be|"
     r"for\s+(?:answers?|responses?|submissions?|outputs?|fully|partially|completely|"
@@ -162,9 +166,13 @@ def _marker_regex(marker: str) -> re.Pattern[str]:
 _OPEN, _CLOSE = r"[\[(`\"'\u201c\u2018]", r"[\])`\"'\u201d\u2019]"
 
 
+#: a word a judge may put before a label (``WINNER: Response A``, ``Assistant B``)
+_LABELLED = r"(?:response|assistant|model|output|answer|candidate|submission)"
+
+
 def _token_regex(marker: str, tokens: list[str]) -> re.Pattern[str]:
     return re.compile(
-        rf"{_head(marker)}\s*{_BOLD}\s*(?:{_OPEN}\s*)?({_alternatives(tokens)})"
+        rf"{_head(marker)}\s*{_BOLD}\s*(?:{_OPEN}\s*)?(?:{_LABELLED}\s+)?({_alternatives(tokens)})"
         rf"(?:\s*{_CLOSE})?" + _TOKEN_END + _WORD_NOT_GRADE,
         re.IGNORECASE,
     )
@@ -235,16 +243,22 @@ def _supposed(m: re.Match[str], text: str) -> bool:
     return _ARTICLE.search(text, max(0, m.start() - 4), m.start()) is not None
 
 
-def _mention(m: re.Match[str], text: str, prompt: frozenset[str]) -> bool:
-    """A verdict-shaped ``m`` that is not the judge's verdict: quoted (the graded response
-    or the rubric cited), followed by a definition or a range (``GRADE: C if ...``,
-    ``SCORE: 1-3 for poor``: a rubric's line), or a line of the judge prompt repeated."""
-    return (
-        _quoted(m, text)
-        or _supposed(m, text)
-        or _DEFINITION.match(text, m.end()) is not None
-        or _echoed(m, text, prompt)
-    )
+#: what a verdict-shaped match is: the judge's verdict; cited (quoted, or a line of the
+#: judge prompt: read only when the reply has no verdict, as a judge may put its only
+#: one so); or the rubric (a definition, a range, a supposition, a list: never a verdict)
+_PLAIN, _CITED, _RUBRIC = 0, 1, 2
+
+
+def _mention(m: re.Match[str], text: str, prompt: frozenset[str]) -> int:
+    """What ``m`` is (:data:`_PLAIN`, :data:`_CITED` or :data:`_RUBRIC`): cited when
+    quoted (the graded response or the rubric quoted) or on a whole line of the judge
+    prompt; the rubric when followed by a definition or a range (``GRADE: C if ...``,
+    ``SCORE: 1-3 for poor``) or supposed (``a GRADE: C would ...``)."""
+    if _supposed(m, text) or _DEFINITION.match(text, m.end()) is not None:
+        return _RUBRIC
+    if _quoted(m, text) or _echoed(m, text, prompt):
+        return _CITED
+    return _PLAIN
 
 
 def _listed(found: list[re.Match[str]], text: str) -> set[int]:
@@ -273,18 +287,32 @@ def _listed(found: list[re.Match[str]], text: str) -> set[int]:
 def _last_verdict(
     regex: re.Pattern[str], text: str, prompt: frozenset[str]
 ) -> tuple[re.Match[str] | None, list[re.Match[str]]]:
-    """The last verdict in ``text`` that is not a mention, else the last mention (a judge
-    that gave its only verdict in quotes, or only as a rubric line), and every match.
-    Verdicts heading consecutive lines with different verdicts are a rubric's list."""
-    plain = mentioned = None
+    """The last verdict in ``text`` that is neither cited nor the rubric's, else the last
+    cited one (a judge that gave its only verdict in quotes, or as its rubric's line), and
+    every match. Verdicts heading consecutive lines with different verdicts are a rubric's
+    list; a rubric's verdicts are never the judge's.
+
+    Raises:
+        VerdictError: every verdict in ``text`` is the rubric's.
+    """
+    plain = cited = rubric = None
     found = list(regex.finditer(text))
     listed = _listed(found, text) if len(found) > 1 else set()
     for m in found:
-        if m.start() in listed or _mention(m, text, prompt):
-            mentioned = m
-        else:
+        kind = _RUBRIC if m.start() in listed else _mention(m, text, prompt)
+        if kind == _PLAIN:
             plain = m
-    return plain or mentioned, found
+        elif kind == _CITED:
+            cited = m
+        else:
+            rubric = m
+    if plain is None and cited is None and rubric is not None:
+        line = text[rubric.start() :].split("\n", 1)[0].strip()[:60]
+        raise VerdictError(
+            f"its only verdict, {line!r}, is a condition, a supposition or the rubric's, "
+            "not a verdict"
+        )
+    return plain or cited, found
 
 
 def _final(
@@ -478,9 +506,11 @@ def _numeric_parser(spec: NumericParse) -> VerdictParser:
         if m is not None:
             return read(m)
         on_scale = [m for m in fraction.finditer(text) if _number(m.group(2)) == spec.max]
-        if on_scale:  # the last one that is not a mention, as a marked score
-            plain = [m for m in on_scale if not _mention(m, text, prompt)]
-            return read((plain or on_scale)[-1])
+        kinds = [(_mention(m, text, prompt), m) for m in on_scale]
+        for wanted in (_PLAIN, _CITED):  # the last plain one, as a marked score
+            chosen = [m for kind, m in kinds if kind == wanted]
+            if chosen:
+                return read(chosen[-1])
         raise VerdictError(f"no score matching {shown!r} or 'N/{spec.max:g}' in the judge reply")
 
     return parse

@@ -802,7 +802,8 @@ def test_a_rubric_repeated_after_the_verdict_is_not_the_verdict(tmp_path: Path) 
     """A judge that repeats its rubric after its verdict, unquoted, keeps its verdict: a
     grade followed by a definition (``GRADE: C if ...``, ``SCORE: 10 means ...``), a
     range (``SCORE: 1-3 for ...``), a list of the grades each with its meaning, or a
-    whole line of the judge prompt repeated, is the rubric; alone it is still read."""
+    whole line of the judge prompt repeated, is the rubric; a condition alone (``GRADE: C
+    if the units are ignored``) is no verdict."""
     rubric = "GRADE: C \u2014 the submission's final number equals the reference\n"
     judge = SCRIPTED_JUDGE + rubric + "GRADE: I \u2014 anything else\n"
     spec = write_eval(
@@ -817,7 +818,8 @@ def test_a_rubric_repeated_after_the_verdict_is_not_the_verdict(tmp_path: Path) 
         judge_text=judge,
     )
     _, rows = run(spec, tmp_path / "grade" / "results")
-    assert [r["score"] for r in rows] == [0.0, 0.0, 1.0, 0.5, 1.0]
+    assert [r["score"] for r in rows] == [0.0, 0.0, 1.0, 0.5, None]
+    assert "is a condition, a supposition or the rubric's" in rows[4]["error"]["message"]
     numeric = write_eval(
         tmp_path / "numeric",
         _rows(
@@ -832,7 +834,9 @@ def test_a_rubric_repeated_after_the_verdict_is_not_the_verdict(tmp_path: Path) 
 
 def test_a_letter_that_is_a_word_is_not_a_grade(tmp_path: Path) -> None:
     """``GRADE: I would say C`` is the pronoun, not grade I: no verdict (a hedge), never 0;
-    grade I or A followed by its reason (``because``, ``is better``) still reads."""
+    grade I or A followed by its reason (``because``, ``is better``) still reads, ``A
+    would`` is the grade supposed (the article takes no verb), and a label may be named
+    as ``Response A`` or ``Assistant B``."""
     spec = write_eval(
         tmp_path,
         _rows(
@@ -847,11 +851,17 @@ def test_a_letter_that_is_a_word_is_not_a_grade(tmp_path: Path) -> None:
     assert "followed by 'I would say C', not a grade" in rows[0]["error"]["message"]
     pair = write_eval(
         tmp_path / "pair",
-        _rows(["WINNER: A is better"], ["WINNER: A close call, but B"]),
+        _rows(
+            ["WINNER: A is better"],
+            ["WINNER: A close call, but B"],
+            ["WINNER: B\n\nIf A had cited sources, WINNER: A would fit."],
+            ["WINNER: Response A"],
+            ["Winner: **Assistant B**"],
+        ),
         scorer={"parse": {"kind": "grade", "marker": "WINNER", "grades": {"A": 1, "B": 0}}},
     )
     _, rows = run(pair, tmp_path / "pair" / "results")
-    assert [r["score"] for r in rows] == [1.0, None]
+    assert [r["score"] for r in rows] == [1.0, None, 0.0, 1.0, 0.0]
 
 
 def test_published_numeric_formats_read_without_a_pattern(tmp_path: Path) -> None:
