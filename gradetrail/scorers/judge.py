@@ -20,7 +20,8 @@ whatever text came before is not read for a verdict) or ``template_error`` (the 
 file failed on this row's data). If any of the k verdicts fails the row is a judge_error
 (the other verdicts are still recorded, and cached, so a re-run asks only for the failed
 ones). A reply cut at max_tokens *after* its verdict is scored, and counted in
-``judge.truncated``.
+``judge.truncated``; one cut right at its verdict's end (``SCORE: 1``, which may have
+been ``SCORE: 10``) is ``truncated``.
 
 The verdict is read from what follows the judge's own reasoning in the scorer's
 ``reasoning_tags`` (an open model's ``<think>...</think>``), never from inside it; a tag
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -425,7 +427,24 @@ def _read(
             return JudgeReply(index, None, "truncated", message, response, None, cached, attempts)
         message = f"judge reply {index} holds no verdict: {exc}; see error.reply"
         return JudgeReply(index, None, "unparseable", message, response, None, cached, attempts)
+    if response.truncated and _ends_with(text, verdict.grade):
+        limit = model.params.max_tokens
+        at = f" ({limit} tokens)" if limit else ""
+        message = (
+            f"judge reply {index} was cut at max_tokens{at} right after {verdict.grade!r}, "
+            "which may have gone on ('SCORE: 1' of 'SCORE: 10', 'GRADE: I' of \"GRADE: I'm "
+            'not sure"); raise scorer.model.params.max_tokens'
+        )
+        return JudgeReply(index, None, "truncated", message, response, None, cached, attempts)
     return JudgeReply(index, verdict, None, None, response, None, cached, attempts)
+
+
+def _ends_with(text: str, grade: str) -> bool:
+    """``text`` ends with ``grade`` (closing marks and spaces aside): a reply cut there may
+    have gone on to another verdict."""
+    tail = re.compile(re.escape(grade) + r"[\s*_\])\"'`\u201d\u2019]*\Z", re.IGNORECASE)
+    end = unicodedata.normalize("NFKC", text[-len(grade) - 16 :])  # as the parser read it
+    return tail.search(end) is not None
 
 
 def _add(total: float | None, value: float | None, first: bool) -> float | None:

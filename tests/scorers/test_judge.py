@@ -226,12 +226,14 @@ def test_unparseable_reply_is_a_judge_error_with_truncated_reply(tmp_path: Path)
 
 def test_reply_cut_at_max_tokens_says_so(tmp_path: Path) -> None:
     """A reply stopped at max_tokens before any verdict is a judge_error that says so;
-    one cut after its verdict is scored and counted as truncated."""
+    one cut after its verdict is scored and counted as truncated; one cut right at its
+    verdict's end ('SCORE: 1', which may have been 'SCORE: 10') is truncated too."""
     spec = write_eval(
         tmp_path,
         _rows(
             [{"text": "Let me think step by step about", "stop_reason": "max_tokens"}],
             [{"text": "GRADE: C because the", "stop_reason": "max_tokens"}],
+            [{"text": "The answer is wrong.\nGRADE: I", "stop_reason": "max_tokens"}],
         ),
         scorer={"model": {**_judge(), "params": {"max_tokens": 7}}},
     )
@@ -241,8 +243,17 @@ def test_reply_cut_at_max_tokens_says_so(tmp_path: Path) -> None:
     assert "cut at max_tokens (7 tokens) before a verdict" in cut["message"]
     assert "raise scorer.model.params.max_tokens" in cut["message"]
     assert rows[1]["state"] == "scored" and rows[1]["scorer"]["verdicts"][0]["truncated"]
-    assert result.manifest.judge.truncated == 2
-    assert result.manifest.judge.errors == {"truncated": 1}
+    assert rows[2]["error"]["reason"] == "truncated"  # 'GRADE: I' may have been "I'm ..."
+    assert "right after 'I', which may have gone on" in rows[2]["error"]["message"]
+    assert result.manifest.judge.truncated == 3
+    assert result.manifest.judge.errors == {"truncated": 2}
+    numeric = write_eval(
+        tmp_path / "numeric",
+        _rows([{"text": "Excellent work.\nSCORE: 1", "stop_reason": "max_tokens"}]),
+        scorer={"parse": {"kind": "numeric"}},
+    )
+    _, rows = run(numeric, tmp_path / "numeric" / "results")
+    assert rows[0]["score"] is None and rows[0]["error"]["reason"] == "truncated"
 
 
 def test_a_verdict_inside_the_judges_reasoning_is_not_its_verdict(tmp_path: Path) -> None:
