@@ -201,7 +201,7 @@ def cost_text(m: Manifest) -> str:
     elif j is None:
         text = _usd(m.cost_usd)
     else:
-        text = f"${sum(known):.4f} in all (model {_usd(m.cost_usd)} + judge {_usd(j.cost_usd)})"
+        text = f"{_usd(m.paid_usd)} in all (model {_usd(m.cost_usd)} + judge {_usd(j.cost_usd)})"
     saved = [c for c in (m.cost_usd_cached, j.cost_usd_cached if j else None) if c is not None]
     if saved:
         text += f" (cache hits saved ${sum(saved):.4f})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import platform
 import subprocess
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ __all__ = [
     "Manifest",
     "git_state",
     "identity_body",
+    "paid_usd",
     "identity_differences",
     "identity_hash",
     "run_warnings",
@@ -554,6 +556,23 @@ class Manifest(BaseModel):
         description="The most frequent kinds of error rows: state, kind, error_type, status, "
         "rows and the first row's message.",
     )
+
+    @property
+    def paid_usd(self) -> float | None:
+        """Everything this run paid, USD: see :func:`paid_usd`."""
+        return paid_usd(self.model_dump(include={"cost_usd", "unpriced_rows", "judge"}))
+
+
+def paid_usd(manifest: dict[str, Any]) -> float | None:
+    """Everything a run paid, USD, from its manifest's JSON form: the model's calls
+    (``cost_usd``) and the judge's (``judge.cost_usd``). None when any paid row's price is
+    unknown (``unpriced_rows``, ``judge.unpriced_rows``: the priced part would pass for
+    the whole) or when nothing is priced."""
+    judge = manifest.get("judge") or {}
+    if manifest.get("unpriced_rows") or judge.get("unpriced_rows"):
+        return None
+    parts = [c for c in (manifest.get("cost_usd"), judge.get("cost_usd")) if c is not None]
+    return math.fsum(parts) if parts else None
 
 
 def now_iso() -> str:
