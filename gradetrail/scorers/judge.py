@@ -336,10 +336,14 @@ class JudgeCaller:
             ),
         )
 
-    async def ask(self, request: Request, parser: VerdictParser, epoch: int = 1) -> JudgeReply:
+    async def ask(
+        self, request: Request, parser: VerdictParser, epoch: int = 1, graded: str = ""
+    ) -> JudgeReply:
         """Serve one judge request (cache, else the executor with retries; successful
         responses are cached at once, parseable or not), read its verdict, and log the
         call in the run's log (``judge_call``, for the row's sample id and ``epoch``).
+        ``graded`` is the response(s) the judge grades: a verdict written in one is the
+        judge quoting it, read only when the reply has no other.
 
         Raises:
             RunError: the scorer was not bound to the run (a bug in the caller).
@@ -363,7 +367,9 @@ class JudgeCaller:
                 call.billed,
             )
         prompt = str(request.messages[-1].get("content") or "")
-        return _read(request.epoch, call.response, parser, call.cached, call.attempts, self, prompt)
+        return _read(
+            request.epoch, call.response, parser, call.cached, call.attempts, self, prompt, graded
+        )
 
 
 def _verdict_text(text: str, tags: tuple[str, ...]) -> str:
@@ -389,6 +395,7 @@ def _read(
     attempts: int,
     caller: JudgeCaller,
     prompt: str = "",
+    graded: str = "",
 ) -> JudgeReply:
     model = caller.model
     if response.refused:  # declined or withheld: what text it has is no verdict
@@ -405,7 +412,11 @@ def _read(
         # within the run's scoring bound: a parse.pattern that backtracks catastrophically
         # is stopped after run.score_timeout_s, and SIGTERM or a second Ctrl-C reach it
         # the prompt tells the judge's verdict from its rubric's lines repeated after it
-        verdict = parser(text, prompt) if bounded is None else bounded.call(parser, text, prompt)
+        verdict = (
+            parser(text, prompt, graded)
+            if bounded is None
+            else bounded.call(parser, text, prompt, graded)
+        )
     except CallTimedOut:
         limit = bounded.timeout_s if bounded is not None else None
         message = (
@@ -593,7 +604,7 @@ class JudgeScorer(Scorer):
         requests = [
             self.caller.request(prompt, item.sample.id, j) for j in range(1, self.spec.samples + 1)
         ]
-        asks = (self.caller.ask(r, self.parser, item.epoch) for r in requests)
+        asks = (self.caller.ask(r, self.parser, item.epoch, item.response) for r in requests)
         replies = list(await asyncio.gather(*asks))
         detail: dict[str, Any] = {
             "judge": self.caller.name,
