@@ -19,7 +19,9 @@ Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
   fenced code block or not, that has the ``field`` path: a number (normalized like
   ``numeric``; a string holding one, ``"8"`` or ``"8/10"``, too), a boolean, or a string
   looked up in ``grades``. An object written as a Python literal (single quotes, a
-  trailing comma) is read as the object it is.
+  trailing comma) is read as the object it is. A ``"field":`` after every complete
+  object, in an object never closed (a reply cut at max_tokens), is no verdict: the
+  complete object before it (a format example) is not the judge's last word.
 
 Replies are read in Unicode's compatibility form (NFKC): full-width ``GRADE\uff1a\uff23``
 is ``GRADE: C``. A grade may stand in brackets, quotes or backticks (``GRADE: [C]``).
@@ -649,10 +651,30 @@ def _json_parser(spec: JsonParse) -> VerdictParser:
         for obj in objects:
             present, value = field_of(obj)
             if present:
+                _unfinished(text, obj, path[-1])
                 return _json_value(value, spec, folded)
         raise VerdictError(f"no JSON object in the judge reply has the field {spec.field!r}")
 
     return parse
+
+
+def _unfinished(text: str, obj: dict[str, Any], field: str) -> None:
+    """A reply whose last ``"field":`` stands after every complete object holding it
+    started a later verdict it did not finish (cut at max_tokens, or broken JSON): the
+    object read, an earlier one, is not its last word.
+
+    Raises:
+        VerdictError: naming what follows that last ``"field":``.
+    """
+    key = re.compile(rf"[\"']{re.escape(field)}[\"']\s*:")
+    last = _last_match(key, text)
+    if last is None:
+        return
+    opened = text.rfind("{", 0, last.start())
+    if opened < 0 or _braced(text, opened) is not None:
+        return
+    shown = text[last.start() :].strip()[:40]
+    raise VerdictError(f"its last {shown!r} is in an object that is never closed")
 
 
 def _json_value(value: Any, spec: JsonParse, folded: dict[str, float]) -> Verdict:

@@ -227,7 +227,8 @@ def test_unparseable_reply_is_a_judge_error_with_truncated_reply(tmp_path: Path)
 def test_reply_cut_at_max_tokens_says_so(tmp_path: Path) -> None:
     """A reply stopped at max_tokens before any verdict is a judge_error that says so;
     one cut after its verdict is scored and counted as truncated; one cut right at its
-    verdict's end ('SCORE: 1', which may have been 'SCORE: 10') is truncated too."""
+    verdict's end ('SCORE: 1', which may have been 'SCORE: 10') is truncated too, and so
+    is a JSON reply whose last verdict object was cut (its format example not read)."""
     spec = write_eval(
         tmp_path,
         _rows(
@@ -254,6 +255,15 @@ def test_reply_cut_at_max_tokens_says_so(tmp_path: Path) -> None:
     )
     _, rows = run(numeric, tmp_path / "numeric" / "results")
     assert rows[0]["score"] is None and rows[0]["error"]["reason"] == "truncated"
+    cut_json = 'Format: {"score": 1.0}\nMy verdict: {"score": 0.2, "reason": "the total is'
+    as_json = write_eval(
+        tmp_path / "json",
+        _rows([{"text": cut_json, "stop_reason": "max_tokens"}]),
+        scorer={"parse": {"kind": "json"}},
+    )
+    _, rows = run(as_json, tmp_path / "json" / "results")
+    assert rows[0]["score"] is None and rows[0]["error"]["reason"] == "truncated"
+    assert "is in an object that is never closed" in rows[0]["error"]["message"]
 
 
 def test_a_verdict_inside_the_judges_reasoning_is_not_its_verdict(tmp_path: Path) -> None:
