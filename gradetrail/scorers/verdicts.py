@@ -108,6 +108,11 @@ def truncate_reply(text: str, limit: int = REPLY_LIMIT) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
+#: a word character of a script that writes spaces between words: Chinese, Japanese and
+#: Korean characters are not, so "最终评分：8分" reads the marker 评分 and the score 8 (a
+#: grade still ends a word: "評価：正解ではない", "not correct", is no grade 正解)
+_W = r"[^\W\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+
 #: what may not touch a grade's end: a letter (``Correct``), ``+`` or ``-`` (``C-``, ``B+``),
 #: a contraction (``I'm``, ``I'd``; a possessive, ``A's``, still names A) or decimals
 #: (``0.5`` is not the grade ``0``): the grade is then another word, not one of the table's
@@ -155,7 +160,7 @@ def _alternatives(tokens: list[str]) -> str:
 def _head(marker: str) -> str:
     """``MARKER:`` as a whole word, markdown bold allowed, and a scale in parentheses
     between the word and the colon (``Score (1-10): 7``, ``Coherence (1-5): 4``)."""
-    return rf"(?<!\w){_BOLD}{re.escape(marker)}{_BOLD}(?:[ \t]*\([^()\n]{{0,30}}\))?\s*:"
+    return rf"(?<!{_W}){_BOLD}{re.escape(marker)}{_BOLD}(?:[ \t]*\([^()\n]{{0,30}}\))?\s*:"
 
 
 def _marker_regex(marker: str) -> re.Pattern[str]:
@@ -477,7 +482,7 @@ _OVER = rf"(?:\s*/\s*|\s+out\s+of\s+)({_NUM})"
 def _numeric_forms(spec: NumericParse) -> tuple[list[re.Pattern[str]], re.Pattern[str], str]:
     """A numeric format's verdict regexes, in order of preference (group 1 the score,
     group 2 its scale when written), what opens one, and the form named in messages."""
-    end = r"(?!\w|[.,]\d)"
+    end = rf"(?!{_W}|[.,]\d)"
     if spec.format == "mt-bench":  # FastChat llm_judge: "[[8]]", its backup "Rating: [8]"
         return (
             [

@@ -1066,3 +1066,23 @@ def test_a_verdict_the_graded_response_wrote_is_the_judge_quoting_it(tmp_path: P
     )
     _, out = run(as_json, tmp_path / "json" / "results")
     assert out[0]["score"] == pytest.approx(0.2)
+
+
+def test_a_judge_writing_chinese_or_japanese_is_read(tmp_path: Path) -> None:
+    """Chinese and Japanese write no spaces between words: a marker after other text
+    (最终评分：8分, "final score: 8 points") and a score followed by its unit are read; a
+    grade followed by more of a word (評価：正解ではない, "not correct") is not a grade."""
+    numeric = write_eval(
+        tmp_path / "zh",
+        _rows(["回答基本正确。最终评分：8分"], ["评分: 7"]),
+        scorer={"parse": {"kind": "numeric", "marker": "评分"}},
+    )
+    _, rows = run(numeric, tmp_path / "zh" / "results")
+    assert [r["score"] for r in rows] == pytest.approx([0.8, 0.7])
+    graded = write_eval(
+        tmp_path / "ja",
+        _rows(["理由：合計が違う。評価：不正解"], ["評価：正解ではない"]),
+        scorer={"parse": {"kind": "grade", "marker": "評価", "grades": {"正解": 1, "不正解": 0}}},
+    )
+    _, rows = run(graded, tmp_path / "ja" / "results")
+    assert [r["score"] for r in rows] == [0.0, None]
