@@ -145,9 +145,7 @@ _DEFINITION = re.compile(
     r"(?:if|when|whenever|means|meaning|indicates|signifies|denotes|represents|"
     r"stands\s+for|applies|is\s+(?:for|used|given|reserved|assigned)|should\s+be|"
     r"for\s+(?:answers?|responses?|submissions?|outputs?|fully|partially|completely|"
-    r"correct|incorrect|partial|wrong)|"
-    # a verdict supposed, not given: "a GRADE: C would require the units"
-    r"would|could|might|requires?|required|needs?|needed)(?!\w)"
+    r"correct|incorrect|partial|wrong))(?!\w)"
     r"|=(?!=)|(?:[-\u2013\u2014]|to)[ \t]*\d)",
     re.IGNORECASE,
 )
@@ -275,10 +273,22 @@ def _graded_says(m: re.Match[str], prompt: _Seen) -> bool:
 #: an article right before a verdict: "a GRADE: C would need units" supposes one
 _ARTICLE = re.compile(r"(?:^|\W)an?[ \t]+$", re.IGNORECASE)
 
+#: a modal after a verdict, and a condition before it in its sentence: "If A had cited
+#: sources, WINNER: A would fit" supposes one ("SCORE: 7 would be fair" gives one)
+_MODAL = re.compile(r"[\"'`*_\])\s]*(?:would|could|might)(?!\w)", re.IGNORECASE)
+_CONDITION = re.compile(r"(?<!\w)(?:if|unless|otherwise|had|were)(?!\w)", re.IGNORECASE)
+
 
 def _supposed(m: re.Match[str], text: str) -> bool:
-    """``m`` follows ``a`` or ``an`` (``a GRADE: I would mean``): a verdict supposed."""
-    return _ARTICLE.search(text, max(0, m.start() - 4), m.start()) is not None
+    """``m`` follows ``a`` or ``an`` (``a GRADE: I would mean``), or a condition in its
+    sentence before it and a modal after it (``If A had ..., WINNER: A would fit``): a
+    verdict supposed, not given."""
+    if _ARTICLE.search(text, max(0, m.start() - 4), m.start()) is not None:
+        return True
+    if _MODAL.match(text, m.end()) is None:
+        return False
+    start = max(text.rfind(c, 0, m.start()) for c in ".!?\n") + 1
+    return _CONDITION.search(text, start, m.start()) is not None
 
 
 #: what a verdict-shaped match is: the judge's verdict; cited (quoted, or a line of the

@@ -991,11 +991,17 @@ def test_real_judge_styles_read_as_their_verdicts(tmp_path: Path) -> None:
     assert rows[0]["scorer"]["verdicts"][0]["grade"] == "C"
     numeric = write_eval(
         tmp_path / "numeric",
-        _rows(["\u5206\u6570\uff1a\nSCORE\uff1a\uff17"], ["SCORE: [8]"], ["SCORE: [[9]]"]),
+        _rows(
+            ["\u5206\u6570\uff1a\nSCORE\uff1a\uff17"],
+            ["SCORE: [8]"],
+            ["SCORE: [[9]]"],
+            ["SCORE: 6 would be fair"],
+            ["SCORE: 4\nHad it shown its work, SCORE: 9 would apply."],
+        ),
         scorer={"parse": {"kind": "numeric"}},
     )
     _, rows = run(numeric, tmp_path / "numeric" / "results")
-    assert [r["score"] for r in rows] == pytest.approx([0.7, 0.8, 0.9])
+    assert [r["score"] for r in rows] == pytest.approx([0.7, 0.8, 0.9, 0.6, 0.4])
 
 
 def test_json_verdicts_as_judges_write_them(tmp_path: Path) -> None:
