@@ -283,7 +283,8 @@ def _supposed(m: re.Match[str], text: str) -> bool:
     """``m`` follows ``a`` or ``an`` (``a GRADE: I would mean``), or a condition in its
     sentence before it and a modal after it (``If A had ..., WINNER: A would fit``): a
     verdict supposed, not given."""
-    if _ARTICLE.search(text, max(0, m.start() - 4), m.start()) is not None:
+    article = _ARTICLE.search(text, max(0, m.start() - 4), m.start()) is not None
+    if article and ":" in m.group(0):  # "a GRADE: C", never "a score of 5"
         return True
     if _MODAL.match(text, m.end()) is None:
         return False
@@ -515,7 +516,15 @@ def _numeric_forms(spec: NumericParse) -> tuple[list[re.Pattern[str]], re.Patter
         )
     if spec.format == "prometheus":  # prometheus-eval: "[RESULT] 4", "[RESULT]: (4)"
         return (
-            [re.compile(rf"\[RESULT\]\s*:?\s*[(\[]?\s*({_NUM})(?:{_OVER})?{end}", re.I)],
+            [
+                re.compile(rf"\[RESULT\]\s*:?\s*[(\[]?\s*({_NUM})(?:{_OVER})?{end}", re.I),
+                # its parser's other forms: "[SCORE] 4", "Score: 4", "a score of 4"
+                re.compile(
+                    rf"(?:\[SCORE\]|(?<!\w)score(?:\s+of)?|(?<!\w)result)\s*:?\s*[(\[]?\s*"
+                    rf"({_NUM})(?:{_OVER})?{end}",
+                    re.I,
+                ),
+            ],
             re.compile(r"\[RESULT\]", re.I),
             "[RESULT] N",
         )

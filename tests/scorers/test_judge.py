@@ -905,11 +905,17 @@ def test_published_numeric_formats_read_without_a_pattern(tmp_path: Path) -> Non
     assert result.manifest.spec["scorer"]["parse"]["min"] == 1.0
     prometheus = write_eval(
         tmp_path / "prometheus",
-        _rows(["Feedback: clear and complete. [RESULT] 4"], ["[RESULT] (2)"], ["[RESULT] 5"]),
+        _rows(
+            ["Feedback: clear and complete. [RESULT] 4"],
+            ["[RESULT] (2)"],
+            ["[RESULT] 5"],
+            ["Feedback: thorough. I give it a score of 3 out of 5."],
+            ["Feedback: fine.\nScore: 2"],
+        ),
         scorer={"parse": {"kind": "numeric", "format": "prometheus"}},
     )
     _, rows = run(prometheus, tmp_path / "prometheus" / "results")
-    assert [r["score"] for r in rows] == pytest.approx([0.75, 0.25, 1.0])
+    assert [r["score"] for r in rows] == pytest.approx([0.75, 0.25, 1.0, 0.5, 0.25])
     geval = write_eval(
         tmp_path / "geval",
         _rows(["- Coherence (1-5): 4"], ["Coherence: 2"]),
