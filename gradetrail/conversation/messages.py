@@ -147,7 +147,12 @@ MAX_ARGUMENT_DEPTH = 100
 def make_tool_call(call_id: Any, name: Any, raw_arguments: Any) -> ToolCall:
     """A normalized tool call (see the module docstring)."""
     arguments, error = parse_arguments(raw_arguments)
-    call: ToolCall = {"id": str(call_id or ""), "name": str(name or ""), "arguments": arguments}
+    # the id and name go back in the next turn: a lone surrogate in them is escaped
+    call: ToolCall = {
+        "id": encodable(str(call_id or "")),
+        "name": encodable(str(name or "")),
+        "arguments": arguments,
+    }
     if error is not None:  # kept to send back; escaped where UTF-8 cannot encode it
         raw = encodable(raw_arguments) if isinstance(raw_arguments, str) else None
         call["raw_arguments"] = raw

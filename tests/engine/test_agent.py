@@ -390,7 +390,10 @@ def test_a_lone_surrogate_the_model_wrote_is_named_as_the_models_not_the_dataset
                     "contains": "hello",
                     "last": "user",
                     "reply": "let me see \ud800",
-                    "tool_calls": [{"name": "echo", "arguments": {"text": "a\ud800b"}}],
+                    "tool_calls": [
+                        {"name": "echo", "arguments": {"text": "a\ud800b"}},
+                        {"name": "echo\udc00", "arguments": {"text": "c"}, "id": "call_\ud800"},
+                    ],
                 },
                 {"contains": "hello", "last": "tool", "reply": "x"},
             ],
@@ -401,7 +404,8 @@ def test_a_lone_surrogate_the_model_wrote_is_named_as_the_models_not_the_dataset
     result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
     (row,) = gradetrail.read_results(result.run_dir)
     assert row["state"] == "scored" and row["score"] == 1.0
-    (tool,) = row["transcript"]["turns"][0]["tool_results"]
+    tool, named = row["transcript"]["turns"][0]["tool_results"]
+    assert named["error"]["kind"] == "UnknownTool"  # a name the model wrote unencodable
     assert tool["error"]["kind"] == "InvalidArguments"
     assert "the model's arguments hold U+D800" in tool["error"]["message"]
     assert "dataset row" not in json.dumps(row)
