@@ -13,8 +13,8 @@ Three rules, chosen by the spec's ``parse.kind`` (see :mod:`gradetrail.spec`):
   fraction whose denominator is the scale's ``max``. ``7,5`` is 7.5 (a decimal comma);
   ``1,000`` is no score.
   ``x`` on a ``min``..``max`` scale becomes ``(x - min) / (max - min)``; a fraction
-  ``x/d`` is read on the scale ``min``..``d``. Out-of-scale numbers are failures, never
-  clipped.
+  ``x/d`` is read on the scale ``min``..``d``, a percentage ``x%`` as ``x / 100``.
+  Out-of-scale numbers are failures, never clipped.
 - ``json``: the whole reply when it is a JSON object, else the last object in it, in a
   fenced code block or not, that has the ``field`` path: a number (normalized like
   ``numeric``; a string holding one, ``"8"`` or ``"8/10"``, too), a boolean, or a string
@@ -541,14 +541,20 @@ def _numeric_forms(spec: NumericParse) -> tuple[list[re.Pattern[str]], re.Patter
     )
 
 
+#: a percent sign after a score (a space before it, as French writes it, allowed)
+_PERCENT = re.compile(r"[ \t]?%")
+
+
 def _numeric_parser(spec: NumericParse) -> VerdictParser:
     forms, markers, shown = _numeric_forms(spec)
-    alone = re.compile(rf"\s*({_NUM})(?:{_OVER})?\s*\.?\s*")
+    alone = re.compile(rf"\s*({_NUM})(?:{_OVER}|[ \t]?%)?\s*\.?\s*")
     fraction = re.compile(rf"(?<![\w./,])({_NUM})\s*/\s*({_NUM})(?![\w/]|[.,]\d)")
     name = shown.split(":")[0] if spec.format == "marker" else shown
 
     def read(m: re.Match[str]) -> Verdict:
         x = _number(m.group(1))
+        if m.group(2) is None and _PERCENT.match(m.string, m.end(1)):  # "SCORE: 85%"
+            return Verdict(_normalize(x, 0.0, 100.0, f"{m.group(1)}%"), f"{m.group(1)}%")
         high = spec.max if m.group(2) is None else _number(m.group(2))
         if high <= spec.min:
             raise VerdictError(f"scale {m.group(0).strip()!r} ends at or below min {spec.min:g}")

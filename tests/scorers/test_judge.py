@@ -1003,11 +1003,14 @@ def test_real_judge_styles_read_as_their_verdicts(tmp_path: Path) -> None:
             ["SCORE: [[9]]"],
             ["SCORE: 6 would be fair"],
             ["SCORE: 4\nHad it shown its work, SCORE: 9 would apply."],
+            ["Note : 85 %\nSCORE : 85 %"],
+            ["SCORE: 120%"],
         ),
         scorer={"parse": {"kind": "numeric"}},
     )
     _, rows = run(numeric, tmp_path / "numeric" / "results")
-    assert [r["score"] for r in rows] == pytest.approx([0.7, 0.8, 0.9, 0.6, 0.4])
+    assert [r["score"] for r in rows] == pytest.approx([0.7, 0.8, 0.9, 0.6, 0.4, 0.85, None])
+    assert "score 120% is outside the scale 0..100" in rows[6]["error"]["message"]
 
 
 def test_json_verdicts_as_judges_write_them(tmp_path: Path) -> None:
