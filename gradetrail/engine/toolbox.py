@@ -168,8 +168,7 @@ class ToolBox:
             return _failed("InvalidArguments", invalid, 0.0)
         start = time.perf_counter()
         try:
-            value = await asyncio.wait_for(_invoke(fn, arguments), timeout_s)
-            content = _as_text(value)
+            content = await asyncio.wait_for(_invoke(fn, arguments), timeout_s)
         except TimeoutError:
             took = time.perf_counter() - start
             return _failed("ToolTimeout", f"{name} did not return in {timeout_s:g} s", took)
@@ -269,18 +268,25 @@ def _as_text(value: Any) -> str:
     return encodable(text)
 
 
-async def _invoke(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """Call one tool off the run's event loop (:mod:`gradetrail._util.userloop`): a plain
-    function in a daemon thread, a coroutine function on the tools' own loop, so that a
-    tool that blocks or spins (``time.sleep`` in an ``async def``) costs its timeout, never
-    the run's loop and with it the reach of Ctrl-C and SIGTERM.
+async def _invoke(fn: Callable[..., Any], arguments: dict[str, Any]) -> str:
+    """Call one tool off the run's event loop (:mod:`gradetrail._util.userloop`) and turn
+    its value into text there (:func:`_as_text`): a plain function in a daemon thread, a
+    coroutine function on the tools' own loop, so that a tool that blocks or spins
+    (``time.sleep`` in an ``async def``), or returns a value whose ``str`` spins or is
+    50 MB of JSON, costs its timeout, never the run's loop and with it the reach of
+    Ctrl-C and SIGTERM.
 
     Raises:
         Escaped: the tool raised SystemExit or KeyboardInterrupt.
+        UnprintableResult: its value has no text form.
     """
+
+    async def as_text() -> str:
+        return _as_text(await fn(**arguments))
+
     try:
         if inspect.iscoroutinefunction(fn):
-            return await _TOOLS_LOOP.run(fn(**arguments))  # cancelling it cancels the tool
-        return await in_daemon_thread(lambda _: fn(**arguments), None)
+            return await _TOOLS_LOOP.run(as_text())  # cancelling it cancels the tool
+        return await in_daemon_thread(lambda _: _as_text(fn(**arguments)), None)
     except (SystemExit, KeyboardInterrupt) as exc:
         raise Escaped(exc) from None

@@ -109,6 +109,17 @@ def nothing(x: int) -> None:
     """Returns None."""
 
 
+class Endless:
+    def __str__(self):
+        while True:
+            pass
+
+
+def endless(x: int):
+    """A value whose str never returns."""
+    return {"v": Endless()}
+
+
 def raw(x: int) -> bytes:
     """Returns bytes."""
     return b"\\x00\\xff"
@@ -351,3 +362,20 @@ def test_arguments_the_tool_cannot_take_are_invalid_arguments_never_run(
     assert "'x' is a required property" in results["missing"]["error"]["message"]
     assert "unexpected keyword argument 'y'" in results["unknown"]["error"]["message"]
     assert not (tmp_path / "touched").exists()
+
+
+def test_a_value_whose_text_never_comes_costs_the_tools_timeout_not_the_run(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """A tool returning an object whose str spins forever is a ToolTimeout after
+    run.timeout_s and the run ends (before: its value was turned into text on the run's
+    own event loop, outside the tool's timeout, and the run never ended)."""
+    srv.configure(script=_script(["endless"]))
+    out = cli("run", str(_spec(tmp_path, srv, ["endless"], timeout_s=1)), "--json")
+    assert out.exit_code == 0, out.stderr
+    (row,) = gradetrail.read_results(json.loads(out.stdout)["run_dir"])
+    (result,) = row["transcript"]["turns"][0]["tool_results"]
+    assert result["error"]["kind"] == "ToolTimeout"
+    assert row["state"] == "scored"
