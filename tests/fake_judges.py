@@ -66,8 +66,36 @@ def pairwise(request: Request) -> str:
     m = _PAIR.search(request.prompt)
     assert m is not None, "pairwise judge file must show <<A>>..<<B>>..<<END_PAIR>>"
     a, b = ("GOOD" in m.group(1)), ("GOOD" in m.group(2))
+    style = _STYLE.search(request.prompt)
+    if style is not None:  # a published judge format's verdict
+        which = "tie" if a == b else "first" if a else "second"
+        return _STYLES[style.group(1)][which]
     winner = "TIE" if a == b else "A" if a else "B"
     return f"Compared both.\nWINNER: {winner}"
+
+
+_STYLE = re.compile(r"<<STYLE:([\w-]+)>>")
+
+#: how published pairwise judges write their verdicts (their prompts' instructions),
+#: each reply ending the way that judge's own parser expects
+_STYLES = {
+    "mt-bench": {
+        "first": 'Assistant A is more accurate. Output "[[A]]" if A is better.\n\n[[A]]',
+        "second": "Assistant B answers the question; A does not.\nFinal verdict: [[B]]",
+        "tie": "Both are equally good.\n[[C]]",
+    },
+    "arena-hard": {
+        "first": "A is much better.\nMy final verdict is: [[A>>B]]",
+        "second": "My final verdict is: [[B>A]]",
+        "tie": "My final verdict is tie: [[A=B]]",
+    },
+    "prometheus": {
+        "first": "Feedback: Response A follows the rubric closely. [RESULT] A",
+        "second": "Feedback: Response B is more complete. [RESULT] B",
+        "tie": "Feedback: both are close; A is slightly clearer. [RESULT] A",
+    },
+    "alpaca-eval": {"first": "m", "second": "M", "tie": "m"},
+}
 
 
 def flaky(request: Request) -> str:

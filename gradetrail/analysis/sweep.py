@@ -42,6 +42,7 @@ from typing import Any
 from gradetrail.analysis import gate_runs
 from gradetrail.analysis.gate import GateFamily, GateResult, correct_family, regression_gate
 from gradetrail.analysis.gate_runs import GateError
+from gradetrail.rundir.manifest import paid_usd
 from gradetrail.rundir.sweep import CellRecord, SweepRecord, read_sweep_record
 from gradetrail.stats import intervals as stats
 
@@ -93,7 +94,8 @@ class CellRow:
         is_baseline: the baseline cell.
         n, mean, ci_low, ci_high, ci_method: the run's score (manifest.score).
         rows: result rows; `errors`: rows per error state.
-        cost_usd: USD paid by the run (cache hits cost 0); `cost_usd_cached`: what its
+        cost_usd: USD paid by the run, the judge's calls included (cache hits cost 0; None
+            when any paid row's price is unknown); `cost_usd_cached`: what its
             cache hits once cost; `cache_hits`: rows answered from the cache.
         input_tokens, output_tokens: tokens of every row (cache hits included).
         latency_p50, latency_p90, latency_p99: seconds per call over its rows (a cached
@@ -157,7 +159,8 @@ class SweepTable:
         slice_field: the dataset field naming slices, or None.
         cells: one row a cell, in the sweep's order.
         best: the passing candidate with the highest mean (ties: the cheaper), or None.
-        total_cost_usd: what every cell's run paid, summed (None when no cost is known).
+        total_cost_usd: what every cell's run paid, summed (None when any cell's cost is
+            unknown).
         labels: one sentence saying how the labels were decided (the correction, and
             why ``superior`` was not tested when the family did not pass).
     """
@@ -302,7 +305,7 @@ def sweep_table(
     test = first.test if first else str(options.get("test", "non-inferiority"))
     margin = first.margin if first else float(options.get("margin") or 0.02)
     confidence = first.confidence if first else float(options.get("confidence", 0.95))
-    costs = [r.cost_usd for r in rows if r.cost_usd is not None]
+    costs = [r.cost_usd for r in rows]
     return SweepTable(
         name=record.name,
         directory=str(directory),
@@ -317,7 +320,8 @@ def sweep_table(
         slice_field=record.slice_field,
         cells=tuple(rows),
         best=_best(rows),
-        total_cost_usd=math.fsum(costs) if costs else None,
+        # a cell of unknown cost leaves the total unknown: the others' sum is not it
+        total_cost_usd=None if None in costs or not costs else math.fsum(costs),
         labels=decided.rule,
     )
 
@@ -502,7 +506,7 @@ def _cell_row(
         ci_method=score.get("ci_method"),
         rows=len(run.rows),
         errors=dict(sorted(errors.items())),
-        cost_usd=m.get("cost_usd"),
+        cost_usd=paid_usd(m),
         cost_usd_cached=m.get("cost_usd_cached"),
         cache_hits=int(m.get("cache_hits") or 0),
         input_tokens=sum(int(r.get("input_tokens") or 0) for r in run.rows),

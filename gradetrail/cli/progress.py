@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from gradetrail._util.terminal import one_line
+from gradetrail.rundir.manifest import paid_usd
 from gradetrail.rundir.results import Row
 from gradetrail.rundir.summary import Tally
 
@@ -23,9 +24,19 @@ __all__ = ["RunProgress", "format_duration"]
 
 
 def _cost(tally: Tally) -> str:
-    """USD paid so far, the judge's calls included (n/a while nothing is priced)."""
-    paid = [c for c in (tally.cost_usd, tally.judge.cost_usd) if c is not None]
-    return "n/a" if not paid else f"${sum(paid):.4f}"
+    """USD paid so far, the judge's calls included (:func:`paid_usd`): ``unknown`` once a
+    paid row has no known price, n/a while nothing is priced."""
+    judge = tally.judge
+    paid = paid_usd(
+        {
+            "cost_usd": tally.cost_usd,
+            "unpriced_rows": tally.unpriced_rows,
+            "judge": {"cost_usd": judge.cost_usd, "unpriced_rows": judge.totals["unpriced_rows"]},
+        }
+    )
+    if paid is None:
+        return "unknown" if tally.unpriced_rows or judge.totals["unpriced_rows"] else "n/a"
+    return f"${paid:.4f}"
 
 
 def format_duration(seconds: float | None) -> str:

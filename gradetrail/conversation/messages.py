@@ -17,8 +17,9 @@ Input in OpenAI's shape is accepted as it is: content as text parts, ``developer
 "arguments": <JSON text>}}``.
 
 A tool call (the normalized :data:`ToolCall` dict) is ``{"id": str, "name": str,
-"arguments": dict | None}``; when the model sent arguments that are not a JSON object,
-``arguments`` is None, ``raw_arguments`` keeps the text and ``arguments_error`` says
+"arguments": dict | None}``; when the model sent arguments that are not a JSON object
+(or hold a lone surrogate, which UTF-8 cannot encode), ``arguments`` is None,
+``raw_arguments`` keeps the text (such a character escaped) and ``arguments_error`` says
 why. System messages open the conversation and travel apart (``Request.system``), as the
 Anthropic API requires.
 
@@ -37,7 +38,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gradetrail._util.jsontext import nests_deeper
+from gradetrail._util.jsontext import encodable, nests_deeper
 
 __all__ = [
     "ConversationError",
@@ -110,7 +111,33 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"arguments are {type(raw).__name__}, not a JSON object"
     if nests_deeper(value, MAX_ARGUMENT_DEPTH):
         return None, f"arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+    bad = _unencodable(value)
+    if bad is not None:
+        return None, (
+            f"the model's arguments hold U+{ord(bad):04X}, a lone surrogate (an unpaired "
+            "\\ud800-\\udfff escape) that UTF-8 cannot encode: the model's output is at "
+            "fault, not the dataset"
+        )
     return value, None
+
+
+def _unencodable(value: Any) -> str | None:
+    """The first character UTF-8 cannot encode (a lone surrogate) in a JSON value's
+    strings, keys included, or None; walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return item[exc.start]
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 #: how deep a tool call's arguments may nest (objects and arrays)
@@ -120,9 +147,15 @@ MAX_ARGUMENT_DEPTH = 100
 def make_tool_call(call_id: Any, name: Any, raw_arguments: Any) -> ToolCall:
     """A normalized tool call (see the module docstring)."""
     arguments, error = parse_arguments(raw_arguments)
-    call: ToolCall = {"id": str(call_id or ""), "name": str(name or ""), "arguments": arguments}
-    if error is not None:
-        call["raw_arguments"] = raw_arguments if isinstance(raw_arguments, str) else None
+    # the id and name go back in the next turn: a lone surrogate in them is escaped
+    call: ToolCall = {
+        "id": encodable(str(call_id or "")),
+        "name": encodable(str(name or "")),
+        "arguments": arguments,
+    }
+    if error is not None:  # kept to send back; escaped where UTF-8 cannot encode it
+        raw = encodable(raw_arguments) if isinstance(raw_arguments, str) else None
+        call["raw_arguments"] = raw
         call["arguments_error"] = error
     return call
 
@@ -276,7 +309,9 @@ def assistant_message(
     results, citations; see :attr:`gradetrail.providers.base.Response.content_blocks`),
     sent back in its order. Both enter the next turn's cache key with the rest of the
     conversation."""
-    message: Message = {"role": "assistant", "content": text}
+    # the model's text goes back in the next turn's request: a lone surrogate it wrote
+    # (no UTF-8 form) is sent as its escape, or the request could not be encoded
+    message: Message = {"role": "assistant", "content": encodable(text)}
     if tool_calls:
         message["tool_calls"] = [dict(call) for call in tool_calls]
     if reasoning_blocks:

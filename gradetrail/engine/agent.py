@@ -24,7 +24,8 @@ transcript kept). Each tool call is also bounded by ``run.timeout_s``. Parallel 
 calls run one after another, in the model's order, so results are deterministic. A tool
 that raises, an unknown tool and arguments that are not a JSON object each return an
 ``Error: <kind>: <message>`` result to the model (``is_error``), recorded in the
-transcript; the sample goes on.
+transcript; the sample goes on. A result longer than ``run.max_tool_output`` bytes is
+cut to its head inside a marker (see :mod:`gradetrail.engine.toolbox`).
 """
 
 from __future__ import annotations
@@ -62,12 +63,15 @@ class Agent:
         max_turns: model turns per sample at most (``run.max_turns``).
         sample_timeout_s: seconds per sample at most (``run.sample_timeout_s``), or None.
         tool_timeout_s: seconds per tool call at most (``run.timeout_s``).
+        max_tool_output: bytes of a tool result sent to the model at most
+            (``run.max_tool_output``), 0 for no bound.
     """
 
     toolbox: ToolBox
     max_turns: int
     sample_timeout_s: float | None
     tool_timeout_s: float
+    max_tool_output: int = 0
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -118,10 +122,11 @@ def _turn(number: int, key: str, call: CallResult) -> TurnRecord:
 
 def totals(responses: Sequence[Response]) -> Response:
     """The last response with tokens (reasoning tokens included), server-tool uses,
-    latency and cost summed over ``responses`` (cost None only when no turn's cost is
-    known) and every turn's tool calls, in order."""
+    latency and cost summed over ``responses`` and every turn's tool calls, in order.
+    The cost is None when any turn's cost is unknown (a model with no price): a sum of
+    the other turns would pass for the conversation's cost."""
     last = responses[-1]
-    costs = [r.cost_usd for r in responses if r.cost_usd is not None]
+    costs = [r.cost_usd for r in responses]
     return replace(
         last,
         input_tokens=sum(r.input_tokens for r in responses),
@@ -132,7 +137,7 @@ def totals(responses: Sequence[Response]) -> Response:
         reasoning_tokens=sum(r.reasoning_tokens for r in responses),
         server_tool_uses=_summed(r.server_tool_uses for r in responses),
         latency_s=sum(r.latency_s for r in responses),
-        cost_usd=sum(costs) if costs else None,
+        cost_usd=None if None in costs else sum(c for c in costs if c is not None),
         tool_calls=tuple(c for r in responses for c in r.tool_calls),
     )
 
@@ -235,6 +240,7 @@ class _Loop:
             TimeoutError: run.sample_timeout_s passed before or during a call.
         """
         offered = [t["name"] for t in self.request.tools]  # only these may run
+        schemas = {t["name"]: t.get("parameters") for t in self.request.tools}
         for call in calls:
             left = self.remaining()
             if left is not None and left <= 0:
@@ -242,7 +248,13 @@ class _Loop:
             cap = self.agent.tool_timeout_s
             limit = cap if left is None else min(left, cap)
             outcome = await self.agent.toolbox.execute(
-                call["name"], call.get("arguments"), call.get("arguments_error"), limit, offered
+                call["name"],
+                call.get("arguments"),
+                call.get("arguments_error"),
+                limit,
+                offered,
+                self.agent.max_tool_output,
+                schemas,
             )
             cut = outcome.error is not None and outcome.error["kind"] == "ToolTimeout"
             if cut and left is not None and limit == left:  # the sample's bound, not the tool's

@@ -151,7 +151,9 @@ class Renderer:
         else:
             tools = toolbox.definitions()
         run = spec.run
-        agent = Agent(toolbox, run.max_turns, run.sample_timeout_s, run.timeout_s)
+        agent = Agent(
+            toolbox, run.max_turns, run.sample_timeout_s, run.timeout_s, run.max_tool_output
+        )
         return agent, tools
 
     def file_hashes(self) -> dict[str, str]:

@@ -5,6 +5,13 @@ as keyword arguments; what they return (a string as it is, anything else as JSON
 back to the model as the tool result. Without ``tools:`` in the spec, every public
 function defined in the module is offered, its schema built from its signature
 (pydantic) and its description from its docstring.
+
+A result longer than ``run.max_tool_output`` bytes of UTF-8 (16 KiB by default) is cut
+to its first bytes (never inside a character) and sent inside the marker Inspect AI
+uses for ``max_tool_output`` ("The output of your call to NAME was too long to be
+displayed. Here is a truncated version: <START_TOOL_OUTPUT> ... <END_TOOL_OUTPUT>"),
+with its size and the bound added, so the model knows it saw part of it; the
+transcript records what the model was sent.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import hashlib
 import inspect
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,6 +136,8 @@ class ToolBox:
         error: str | None,
         timeout_s: float,
         offered: Sequence[str] | None = None,
+        max_output: int = 0,
+        schemas: Mapping[str, Any] | None = None,
     ) -> ToolOutcome:
         """Run one tool call; never raises for the tool's own failures (they become the
         result the model sees).
@@ -140,6 +149,13 @@ class ToolBox:
             timeout_s: seconds the tool may take.
             offered: the tools the request offered (None: every function of the module);
                 a call to another function of the module is an unknown tool, never run.
+            max_output: bytes (UTF-8) of the result sent at most (0: no bound); a longer
+                one is cut inside a marker (see the module docstring).
+            schemas: tool name -> its ``parameters`` JSON Schema as the request offered
+                it: arguments that do not validate (``"5"`` for an integer) are
+                ``InvalidArguments`` naming the field, never run (as Inspect AI's tool
+                call parsing); arguments the function's signature cannot take (one
+                missing, one unknown) are too.
         """
         fn = self.functions.get(name)
         if fn is None or (offered is not None and name not in offered):
@@ -147,18 +163,65 @@ class ToolBox:
             return _failed("UnknownTool", f"no tool named {name!r}; the tools are {known}", 0.0)
         if arguments is None:
             return _failed("InvalidArguments", error or "arguments are not a JSON object", 0.0)
+        invalid = _invalid(fn, arguments, (schemas or {}).get(name))
+        if invalid is not None:
+            return _failed("InvalidArguments", invalid, 0.0)
         start = time.perf_counter()
         try:
-            value = await asyncio.wait_for(_invoke(fn, arguments), timeout_s)
-            content = _as_text(value)
+            content = await asyncio.wait_for(_invoke(fn, arguments), timeout_s)
         except TimeoutError:
             took = time.perf_counter() - start
             return _failed("ToolTimeout", f"{name} did not return in {timeout_s:g} s", took)
         except Escaped as exc:
-            return _failed(exc.kind, _message(exc.original), time.perf_counter() - start)
+            message = _bounded(name, _message(exc.original), max_output)
+            return _failed(exc.kind, message, time.perf_counter() - start)
         except Exception as exc:  # the user's tool: its error goes to the model
-            return _failed(type(exc).__name__, _message(exc), time.perf_counter() - start)
-        return ToolOutcome(content, None, time.perf_counter() - start)
+            message = _bounded(name, _message(exc), max_output)
+            return _failed(type(exc).__name__, message, time.perf_counter() - start)
+        return ToolOutcome(_bounded(name, content, max_output), None, time.perf_counter() - start)
+
+
+def _invalid(fn: Callable[..., Any], arguments: dict[str, Any], schema: Any) -> str | None:
+    """Why ``arguments`` cannot be the call's (they break the tool's JSON Schema, or the
+    function's signature cannot take them), or None."""
+    if isinstance(schema, dict):
+        import jsonschema  # imported only by runs that execute tools
+
+        try:
+            validator = jsonschema.validators.validator_for(
+                schema, default=jsonschema.Draft202012Validator
+            )(schema)
+            error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        except Exception:  # a $ref it cannot resolve: the signature and the tool decide
+            error = None
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "(the arguments)"
+            return f"{error.message[:300]} (at {where}); call it as its parameters describe"
+    try:
+        inspect.signature(fn).bind(**arguments)
+    except TypeError as exc:
+        return f"{exc}; call it as its parameters describe"
+    except ValueError:  # a builtin without a signature: let the call say
+        return None
+    return None
+
+
+def _bounded(name: str, content: str, max_output: int) -> str:
+    """``content`` when it has at most ``max_output`` bytes of UTF-8 (or ``max_output``
+    is 0), else its first ``max_output`` bytes (never half a character) inside the
+    marker Inspect AI's ``max_tool_output`` uses, naming the tool, the result's size and
+    the bound."""
+    if not max_output or len(content) * 4 <= max_output:  # no character has 5 bytes
+        return content
+    data = content.encode("utf-8")
+    if len(data) <= max_output:
+        return content
+    head = data[:max_output].decode("utf-8", "ignore")
+    return (
+        f"The output of your call to {name} was too long to be displayed ({len(data)} "
+        f"bytes; run.max_tool_output is {max_output}).\nHere is a truncated version:\n"
+        f"<START_TOOL_OUTPUT>\n{head}\n<END_TOOL_OUTPUT>"
+    )
 
 
 #: the event loop async tools run on, one for the process (so a tool may keep a client
@@ -205,18 +268,25 @@ def _as_text(value: Any) -> str:
     return encodable(text)
 
 
-async def _invoke(fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
-    """Call one tool off the run's event loop (:mod:`gradetrail._util.userloop`): a plain
-    function in a daemon thread, a coroutine function on the tools' own loop, so that a
-    tool that blocks or spins (``time.sleep`` in an ``async def``) costs its timeout, never
-    the run's loop and with it the reach of Ctrl-C and SIGTERM.
+async def _invoke(fn: Callable[..., Any], arguments: dict[str, Any]) -> str:
+    """Call one tool off the run's event loop (:mod:`gradetrail._util.userloop`) and turn
+    its value into text there (:func:`_as_text`): a plain function in a daemon thread, a
+    coroutine function on the tools' own loop, so that a tool that blocks or spins
+    (``time.sleep`` in an ``async def``), or returns a value whose ``str`` spins or is
+    50 MB of JSON, costs its timeout, never the run's loop and with it the reach of
+    Ctrl-C and SIGTERM.
 
     Raises:
         Escaped: the tool raised SystemExit or KeyboardInterrupt.
+        UnprintableResult: its value has no text form.
     """
+
+    async def as_text() -> str:
+        return _as_text(await fn(**arguments))
+
     try:
         if inspect.iscoroutinefunction(fn):
-            return await _TOOLS_LOOP.run(fn(**arguments))  # cancelling it cancels the tool
-        return await in_daemon_thread(lambda _: fn(**arguments), None)
+            return await _TOOLS_LOOP.run(as_text())  # cancelling it cancels the tool
+        return await in_daemon_thread(lambda _: _as_text(fn(**arguments)), None)
     except (SystemExit, KeyboardInterrupt) as exc:
         raise Escaped(exc) from None

@@ -178,12 +178,13 @@ class Calls:
 
 def billed_sum(errors: list[ProviderError]) -> Response | None:
     """The responses ``errors`` were billed for (:attr:`ProviderError.billed`), summed
-    into one: tokens and cost (USD; None when none of them is priced) added, the last
-    served model kept; None when no error was billed."""
+    into one: tokens and cost (USD; None when any of them is unpriced, as the others'
+    sum would pass for the whole) added, the last served model kept; None when no error
+    was billed."""
     billed = [e.billed for e in errors if isinstance(e.billed, Response)]
     if not billed:
         return None
-    costs = [b.cost_usd for b in billed if b.cost_usd is not None]
+    costs = [b.cost_usd for b in billed]
     return Response(
         "",
         served_model=billed[-1].served_model,
@@ -191,7 +192,7 @@ def billed_sum(errors: list[ProviderError]) -> Response | None:
         output_tokens=sum(b.output_tokens for b in billed),
         cached_input_tokens=sum(b.cached_input_tokens for b in billed),
         latency_s=sum(b.latency_s for b in billed),
-        cost_usd=sum(costs) if costs else None,
+        cost_usd=None if None in costs else sum(c for c in costs if c is not None),
         cache_write_tokens=sum(b.cache_write_tokens for b in billed),
     )
 

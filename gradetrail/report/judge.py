@@ -32,6 +32,8 @@ def judge_lines(m: Manifest) -> list[tuple[str, str]]:
         text += f"; {_plural(j.truncated, 'reply', 'replies')} cut at max_tokens"
     lines = [("judge", text)]
     cost = "n/a" if j.cost_usd is None else f"${j.cost_usd:.4f}"
+    if j.unpriced_rows:
+        cost = f"unknown ({cost} priced; {j.unpriced_rows} rows paid at no known price)"
     if j.cost_usd_cached is not None:
         cost += f" (cache hits saved ${j.cost_usd_cached:.4f})"
     lines.append(("judge usage", f"{j.input_tokens} in, {j.output_tokens} out; cost {cost}"))

@@ -146,12 +146,7 @@ def manifest_lines(
     if m.server_tool_uses:
         uses = ", ".join(f"{n} {k}" for k, n in sorted(m.server_tool_uses.items()))
         lines.append(("server tools", uses))
-    cost = "n/a" if m.cost_usd is None else f"${m.cost_usd:.4f}"
-    if m.cost_usd_cached is not None:
-        cost += f" (cache hits saved ${m.cost_usd_cached:.4f})"
-    if m.cost_usd_unscored:
-        cost += f", of which ${m.cost_usd_unscored:.4f} on rows that did not score"
-    lines.append(("cost", cost))
+    lines.append(("cost", cost_text(m)))
     lines.append(("cache hits", f"{m.cache_hits}/{rows}"))
     lines.append(("wall time", f"{m.wall_time_s:.2f} s" if m.wall_time_s is not None else "n/a"))
     if m.executor and m.executor.get("kind") == "ray":
@@ -178,6 +173,43 @@ def manifest_lines(
     lines.append(("status", status))
     lines.append(("results", str(run_dir)))
     return lines
+
+
+def _usd(x: float | None) -> str:
+    return "n/a" if x is None else f"${x:.4f}"
+
+
+def _unpriced(n: int, where: str) -> str:
+    return f"{n} {'row' if n == 1 else 'rows'} paid at no known price (set {where})"
+
+
+def cost_text(m: Manifest) -> str:
+    """The cost line: everything paid this run, the model's calls and the judge's, with
+    each part named; ``unknown`` when any paid row has no known price (never the sum of
+    the priced rows passing for the total), what cache hits saved, and what rows that did
+    not score cost."""
+    j = m.judge
+    parts = [("model", m.cost_usd, m.unpriced_rows, "model.price")]
+    if j is not None:
+        parts.append(("judge", j.cost_usd, j.unpriced_rows, "scorer.model.price"))
+    known = [c for _, c, _, _ in parts if c is not None]
+    if any(n for _, _, n, _ in parts):
+        text = "unknown: " + "; ".join(
+            f"{name} {_usd(c)} and {_unpriced(n, where)}" if n else f"{name} {_usd(c)}"
+            for name, c, n, where in parts
+        )
+    elif not known:
+        text = "n/a"
+    elif j is None:
+        text = _usd(m.cost_usd)
+    else:
+        text = f"{_usd(m.paid_usd)} in all (model {_usd(m.cost_usd)} + judge {_usd(j.cost_usd)})"
+    saved = [c for c in (m.cost_usd_cached, j.cost_usd_cached if j else None) if c is not None]
+    if saved:
+        text += f" (cache hits saved ${sum(saved):.4f})"
+    if m.cost_usd_unscored:
+        text += f", of which ${m.cost_usd_unscored:.4f} on rows that did not score"
+    return text
 
 
 def _batch_line(batch: dict[str, Any]) -> str:

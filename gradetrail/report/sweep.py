@@ -157,7 +157,9 @@ def sweep_lines(table: SweepTable) -> list[str]:
     lines.append(f"passed: {', '.join(passed) if passed else 'none'}")
     lines.append(f"best passing cell: {table.best or 'none'}")
     total = (
-        "n/a (no price known)" if table.total_cost_usd is None else f"{table.total_cost_usd:.4f}"
+        "unknown (a cell's cost is unknown: no price known for its model or judge)"
+        if table.total_cost_usd is None
+        else f"{table.total_cost_usd:.4f} (models and judges)"
     )
     lines.append(f"total cost USD: {total}")
     for w in table.warnings:

@@ -33,7 +33,15 @@ class JudgeStats(BaseModel):
     truncated: int = Field(description="Replies that stopped at the judge's max_tokens.")
     input_tokens: int = Field(description="Judge prompt tokens (cache hits included).")
     output_tokens: int = Field(description="Judge completion tokens (cache hits included).")
-    cost_usd: float | None = Field(description="USD paid for judge calls this run.")
+    cost_usd: float | None = Field(
+        description="USD paid for judge calls this run, over the rows whose judge cost is "
+        "known (see unpriced_rows)."
+    )
+    unpriced_rows: int = Field(
+        0,
+        description="Rows whose judge calls this run were paid at no known price (the judge "
+        "model has no price): cost_usd leaves them out, so the judge's cost is unknown.",
+    )
     cost_usd_cached: float | None = Field(description="USD the judge's cache hits once cost.")
     errors: dict[str, int] = Field(description="judge_error rows per reason.")
     outcomes: dict[str, int] = Field(
@@ -71,6 +79,8 @@ class JudgeTally:
         self.rows += 1
         for name in _COUNTS:
             self.totals[name] += getattr(record, name)
+        if record.cost_usd is None and record.calls and record.input_tokens + record.output_tokens:
+            self.totals["unpriced_rows"] += 1
         if record.cost_usd is not None:
             if self._paid is None:
                 self._paid = ExactSum()
@@ -93,6 +103,7 @@ class JudgeTally:
             **{name: self.totals[name] for name in _COUNTS},
             cost_usd=self.cost_usd,
             cost_usd_cached=self.cost_usd_cached,
+            unpriced_rows=self.totals["unpriced_rows"],
             errors=dict(sorted(self.errors.items())),
             outcomes={k: self.outcomes[k] for k in _OUTCOMES if k in self.outcomes},
         )

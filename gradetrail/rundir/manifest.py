@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import platform
 import subprocess
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ __all__ = [
     "Manifest",
     "git_state",
     "identity_body",
+    "paid_usd",
     "identity_differences",
     "identity_hash",
     "run_warnings",
@@ -90,9 +92,11 @@ _LATER_DEFAULTS: tuple[tuple[str, str, Any], ...] = (
     ("model", "recordings.match_fields", []),
     ("scorer", "reasoning_tags", ["think"]),
     ("scorer", "allow_different_data", False),
+    ("scorer", "parse.format", "marker"),
     ("run", "truncated", "score"),
     ("run", "labels", []),
     ("run", "max_cost_usd", None),
+    ("run", "max_tool_output", 16 * 1024),
     ("run", "start_over_budget", False),
     ("run", "require_approval", False),
     ("run", "approval_file", None),
@@ -491,7 +495,17 @@ class Manifest(BaseModel):
         default_factory=dict,
         description="Server-side tool uses billed per use (e.g. web_search_requests).",
     )
-    cost_usd: float | None = Field(None, description="USD paid this run (cache hits cost 0).")
+    cost_usd: float | None = Field(
+        None,
+        description="USD paid this run for the model's calls (cache hits cost 0; the judge's "
+        "are in judge.cost_usd), over the rows whose cost is known (see unpriced_rows).",
+    )
+    unpriced_rows: int = Field(
+        0,
+        description="Rows paid this run at no known price (a model with no price, or a "
+        "conversation with such a turn): cost_usd leaves them out, so the run's cost is "
+        "unknown.",
+    )
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     cost_usd_unscored: float | None = Field(
         None,
@@ -542,6 +556,23 @@ class Manifest(BaseModel):
         description="The most frequent kinds of error rows: state, kind, error_type, status, "
         "rows and the first row's message.",
     )
+
+    @property
+    def paid_usd(self) -> float | None:
+        """Everything this run paid, USD: see :func:`paid_usd`."""
+        return paid_usd(self.model_dump(include={"cost_usd", "unpriced_rows", "judge"}))
+
+
+def paid_usd(manifest: dict[str, Any]) -> float | None:
+    """Everything a run paid, USD, from its manifest's JSON form: the model's calls
+    (``cost_usd``) and the judge's (``judge.cost_usd``). None when any paid row's price is
+    unknown (``unpriced_rows``, ``judge.unpriced_rows``: the priced part would pass for
+    the whole) or when nothing is priced."""
+    judge = manifest.get("judge") or {}
+    if manifest.get("unpriced_rows") or judge.get("unpriced_rows"):
+        return None
+    parts = [c for c in (manifest.get("cost_usd"), judge.get("cost_usd")) if c is not None]
+    return math.fsum(parts) if parts else None
 
 
 def now_iso() -> str:

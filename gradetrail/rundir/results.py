@@ -113,7 +113,11 @@ class JudgeRecord(BaseModel):
         "cache hits included).",
     )
     output_tokens: int = Field(0, description="Judge completion tokens (cache hits included).")
-    cost_usd: float | None = Field(None, description="USD paid for calls made this run.")
+    cost_usd: float | None = Field(
+        None,
+        description="USD paid for calls made this run; null when none was made or any "
+        "one's cost is unknown (a judge with no price).",
+    )
     cost_usd_cached: float | None = Field(None, description="USD the cache hits once cost.")
     outcome: Literal["win", "tie", "loss", "split"] | None = Field(
         None,

@@ -83,6 +83,8 @@ class Tally:
             not from the cache: 0.0 when every priced row was a cache hit), None while
             nothing is priced.
         cost_usd_cached: USD the cache hits once cost (a conversation's cached turns too).
+        unpriced_rows: rows paid this run at no known price (tokens, no cost), which
+            ``cost_usd`` leaves out.
         cost_usd_unscored: of ``cost_usd``, USD paid this run for rows in an error state
             (billed and then refused, or a judge or scorer failing after the model
             answered); None while no such row was priced.
@@ -114,6 +116,7 @@ class Tally:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    unpriced_rows: int = 0
     # cost_usd, cost_usd_cached, cost_usd_unscored (properties): exact sums, so the same
     # rows give the same float whatever order they landed in; None while nothing priced
     _paid: ExactSum | None = None
@@ -207,6 +210,7 @@ class Tally:
             "cost_usd": self.cost_usd,
             "cost_usd_cached": self.cost_usd_cached,
             "cost_usd_unscored": self.cost_usd_unscored,
+            "unpriced_rows": self.unpriced_rows,
             "cache_hits": self.cache_hits,
             "score": self.score_stats(clustered=spec.dataset.cluster_field is not None),
             "metrics": self.metric_stats(clustered=spec.dataset.cluster_field is not None),
@@ -235,6 +239,8 @@ class Tally:
         self.cached_input_tokens += row["cached_input_tokens"]
         if row["served_model"]:
             self.served_models[row["served_model"]] += 1
+        if cost is None and not cached and row["input_tokens"] + row["output_tokens"]:
+            self.unpriced_rows += 1  # paid at no known price: the total is unknown
         if cost is not None:
             if self._paid is None:  # priced: 0.0 paid when every priced row is cached
                 self._paid = ExactSum()

@@ -20,7 +20,8 @@ whatever text came before is not read for a verdict) or ``template_error`` (the 
 file failed on this row's data). If any of the k verdicts fails the row is a judge_error
 (the other verdicts are still recorded, and cached, so a re-run asks only for the failed
 ones). A reply cut at max_tokens *after* its verdict is scored, and counted in
-``judge.truncated``.
+``judge.truncated``; one cut right at its verdict's end (``SCORE: 1``, which may have
+been ``SCORE: 10``) is ``truncated``.
 
 The verdict is read from what follows the judge's own reasoning in the scorer's
 ``reasoning_tags`` (an open model's ``<think>...</think>``), never from inside it; a tag
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -335,10 +337,14 @@ class JudgeCaller:
             ),
         )
 
-    async def ask(self, request: Request, parser: VerdictParser, epoch: int = 1) -> JudgeReply:
+    async def ask(
+        self, request: Request, parser: VerdictParser, epoch: int = 1, graded: str = ""
+    ) -> JudgeReply:
         """Serve one judge request (cache, else the executor with retries; successful
         responses are cached at once, parseable or not), read its verdict, and log the
         call in the run's log (``judge_call``, for the row's sample id and ``epoch``).
+        ``graded`` is the response(s) the judge grades: a verdict written in one is the
+        judge quoting it, read only when the reply has no other.
 
         Raises:
             RunError: the scorer was not bound to the run (a bug in the caller).
@@ -361,7 +367,10 @@ class JudgeCaller:
                 call.attempts,
                 call.billed,
             )
-        return _read(request.epoch, call.response, parser, call.cached, call.attempts, self)
+        prompt = str(request.messages[-1].get("content") or "")
+        return _read(
+            request.epoch, call.response, parser, call.cached, call.attempts, self, prompt, graded
+        )
 
 
 def _verdict_text(text: str, tags: tuple[str, ...]) -> str:
@@ -386,6 +395,8 @@ def _read(
     cached: bool,
     attempts: int,
     caller: JudgeCaller,
+    prompt: str = "",
+    graded: str = "",
 ) -> JudgeReply:
     model = caller.model
     if response.refused:  # declined or withheld: what text it has is no verdict
@@ -401,7 +412,12 @@ def _read(
         text = _verdict_text(response.text, caller.reasoning_tags)
         # within the run's scoring bound: a parse.pattern that backtracks catastrophically
         # is stopped after run.score_timeout_s, and SIGTERM or a second Ctrl-C reach it
-        verdict = parser(text) if bounded is None else bounded.call(parser, text)
+        # the prompt tells the judge's verdict from its rubric's lines repeated after it
+        verdict = (
+            parser(text, prompt, graded)
+            if bounded is None
+            else bounded.call(parser, text, prompt, graded)
+        )
     except CallTimedOut:
         limit = bounded.timeout_s if bounded is not None else None
         message = (
@@ -423,18 +439,39 @@ def _read(
             return JudgeReply(index, None, "truncated", message, response, None, cached, attempts)
         message = f"judge reply {index} holds no verdict: {exc}; see error.reply"
         return JudgeReply(index, None, "unparseable", message, response, None, cached, attempts)
+    if response.truncated and _ends_with(text, verdict.grade):
+        limit = model.params.max_tokens
+        at = f" ({limit} tokens)" if limit else ""
+        message = (
+            f"judge reply {index} was cut at max_tokens{at} right after {verdict.grade!r}, "
+            "which may have gone on ('SCORE: 1' of 'SCORE: 10', 'GRADE: I' of \"GRADE: I'm "
+            'not sure"); raise scorer.model.params.max_tokens'
+        )
+        return JudgeReply(index, None, "truncated", message, response, None, cached, attempts)
     return JudgeReply(index, verdict, None, None, response, None, cached, attempts)
 
 
-def _add(total: float | None, value: float | None) -> float | None:
-    if value is None:
-        return total
+def _ends_with(text: str, grade: str) -> bool:
+    """``text`` ends with ``grade`` (closing marks and spaces aside): a reply cut there may
+    have gone on to another verdict."""
+    tail = re.compile(re.escape(grade) + r"[\s*_\])\"'`\u201d\u2019]*\Z", re.IGNORECASE)
+    end = unicodedata.normalize("NFKC", text[-len(grade) - 16 :])  # as the parser read it
+    return tail.search(end) is not None
+
+
+def _add(total: float | None, value: float | None, first: bool) -> float | None:
+    """``total + value``; None (unknown) once any part is unknown."""
+    if value is None or (total is None and not first):
+        return None
     return (total or 0.0) + value
 
 
 def judge_record(replies: list[JudgeReply], outcome: str | None = None) -> JudgeRecord:
-    """Totals of a row's judge replies: requests, calls, cache hits, tokens, cost."""
+    """Totals of a row's judge replies: requests, calls, cache hits, tokens, cost (paid
+    this run, and read from the cache): None when any reply's cost is unknown (a judge
+    with no price), never the sum of the others."""
     record = JudgeRecord(requests=len(replies), outcome=outcome)
+    seen = {True: False, False: False}  # a cached / paid reply's cost added yet
     for reply in replies:
         record.calls += not reply.cached
         record.attempts += reply.attempts
@@ -446,10 +483,11 @@ def judge_record(replies: list[JudgeReply], outcome: str | None = None) -> Judge
         record.truncated += response.truncated
         record.input_tokens += response.total_input_tokens
         record.output_tokens += response.output_tokens
+        first, seen[reply.cached] = not seen[reply.cached], True
         if reply.cached:
-            record.cost_usd_cached = _add(record.cost_usd_cached, response.cost_usd)
+            record.cost_usd_cached = _add(record.cost_usd_cached, response.cost_usd, first)
         else:
-            record.cost_usd = _add(record.cost_usd, response.cost_usd)
+            record.cost_usd = _add(record.cost_usd, response.cost_usd, first)
     return record
 
 
@@ -567,7 +605,7 @@ class JudgeScorer(Scorer):
         requests = [
             self.caller.request(prompt, item.sample.id, j) for j in range(1, self.spec.samples + 1)
         ]
-        asks = (self.caller.ask(r, self.parser, item.epoch) for r in requests)
+        asks = (self.caller.ask(r, self.parser, item.epoch, item.response) for r in requests)
         replies = list(await asyncio.gather(*asks))
         detail: dict[str, Any] = {
             "judge": self.caller.name,

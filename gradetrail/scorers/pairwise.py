@@ -241,7 +241,8 @@ class PairwiseScorer(Scorer):
             for prompt in prompts
             for j in range(1, k + 1)
         ]
-        asks = (self.caller.ask(r, self.parser, item.epoch) for r in requests)
+        graded = f"{item.response}\n{baseline}"  # a verdict either response writes is quoted
+        asks = (self.caller.ask(r, self.parser, item.epoch, graded) for r in requests)
         replies = list(await asyncio.gather(*asks))
         orders = [replies[:k], replies[k:]]
         detail: dict[str, Any] = {

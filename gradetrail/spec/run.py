@@ -96,6 +96,13 @@ class RunSettings(_Strict):
         description="Agent loop (model.tools_module): model turns per sample at most; the "
         "last response is scored when the model still calls tools after this many.",
     )
+    max_tool_output: int = Field(
+        16 * 1024,
+        ge=0,
+        description="Agent loop: bytes (UTF-8) of a tool's result sent back to the model at "
+        "most, as Inspect AI's max_tool_output (16 KiB by default); a longer result is cut "
+        "to its first bytes inside a marker saying so and giving its size. 0: no bound.",
+    )
     epochs: int = Field(
         1, ge=1, le=MAX_EPOCHS, description="Times every sample is run (up to 10,000)."
     )

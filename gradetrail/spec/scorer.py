@@ -189,9 +189,13 @@ class MathScorerSpec(_ScorerBase):
 
 _DEFAULT_GRADES = {"C": 1.0, "P": 0.5, "I": 0.0}
 
+#: the scales of published numeric judge formats: MT-Bench's single-answer grading
+#: (FastChat llm_judge, 1..10) and Prometheus's absolute grading (prometheus-eval, 1..5)
+_FORMAT_SCALES = {"mt-bench": (1.0, 10.0), "prometheus": (1.0, 5.0)}
 
-def _check_grades(grades: dict[str, float]) -> None:
-    folded = [g.casefold() for g in grades]
+
+def _check_grades(grades: dict[str, float], folded_case: bool = True) -> None:
+    folded = [g.casefold() if folded_case else g for g in grades]
     if len(set(folded)) != len(folded):
         raise ValueError("grades differ only in case; they are read case-insensitively")
     for grade, score in grades.items():
@@ -242,9 +246,25 @@ class NumericParse(_Strict):
     the last ``N/MAX`` fraction whose denominator is ``max``."""
 
     kind: Literal["numeric"]
+    format: Literal["marker", "mt-bench", "prometheus"] = Field(
+        "marker",
+        description="How the judge writes its score: marker, 'MARKER: 7' (a G-Eval form "
+        "too: marker: Coherence, min: 1, max: 5); mt-bench, FastChat's single-answer "
+        "'Rating: [[7]]' (scale 1..10 unless min/max are given); prometheus, "
+        "prometheus-eval's absolute '[RESULT] 4' (scale 1..5 unless given).",
+    )
     marker: str = Field("SCORE", min_length=1, description="The word before the colon.")
     min: float = Field(0.0, description="The lowest score on the judge's scale.")
     max: float = Field(10.0, description="The highest score on the judge's scale.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _format_scale(cls, data: Any) -> Any:
+        """A published format's scale, unless the spec gives min or max itself."""
+        if isinstance(data, dict) and data.get("format") in _FORMAT_SCALES:
+            low, high = _FORMAT_SCALES[data["format"]]
+            data = {"min": low, "max": high, **data}
+        return data
 
     @model_validator(mode="after")
     def _valid(self) -> NumericParse:
@@ -322,10 +342,36 @@ _DEFAULT_VERDICTS: dict[str, Literal["first", "second", "tie"]] = {
 }
 
 
+#: the labels of published pairwise judge formats: MT-Bench's (FastChat llm_judge,
+#: "[[C]]" for a tie), Arena-Hard's ("[[A>>B]]" ... "[[B>>A]]", strength not kept),
+#: Prometheus's relative grading ("[RESULT] A", no tie) and AlpacaEval 2's ("m" names
+#: the first output, "M" the second: the reply is the identifier alone, case matters)
+_FORMAT_VERDICTS: dict[str, dict[str, Literal["first", "second", "tie"]]] = {
+    "mt-bench": {"A": "first", "B": "second", "C": "tie"},
+    "arena-hard": {
+        "A>>B": "first",
+        "A>B": "first",
+        "A=B": "tie",
+        "B>A": "second",
+        "B>>A": "second",
+    },
+    "prometheus": {"A": "first", "B": "second"},
+    "alpaca-eval": {"m": "first", "M": "second"},
+}
+
+
 class PairwiseParse(_Strict):
     """Read a pairwise verdict: the last whole-token ``MARKER: LABEL`` in the reply,
-    matched case-insensitively."""
+    matched case-insensitively, or a published judge format's verdict (``format``)."""
 
+    format: Literal["marker", "mt-bench", "arena-hard", "prometheus", "alpaca-eval"] = Field(
+        "marker",
+        description="How the judge writes its verdict: marker, 'WINNER: A'; mt-bench, "
+        "'[[A]]', '[[B]]' or '[[C]]' (a tie); arena-hard, '[[A>>B]]', '[[A>B]]', '[[A=B]]', "
+        "'[[B>A]]' or '[[B>>A]]'; prometheus, '[RESULT] A' or 'B'; alpaca-eval, a reply "
+        "that is only 'm' (the first output) or 'M' (the second). Each format's labels "
+        "are its verdicts unless verdicts are given.",
+    )
     marker: str = Field("WINNER", min_length=1, description="The word before the colon.")
     verdicts: dict[str, Literal["first", "second", "tie"]] = Field(
         default_factory=lambda: dict(_DEFAULT_VERDICTS),
@@ -335,9 +381,21 @@ class PairwiseParse(_Strict):
         None, description="A Python regex with one group capturing the label, instead."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _format_verdicts(cls, data: Any) -> Any:
+        """A published format's labels, unless the spec gives verdicts itself."""
+        if isinstance(data, dict) and data.get("format") in _FORMAT_VERDICTS:
+            data = {"verdicts": dict(_FORMAT_VERDICTS[data["format"]]), **data}
+        return data
+
     @model_validator(mode="after")
     def _valid(self) -> PairwiseParse:
-        _check_grades(dict.fromkeys(self.verdicts, 0.0))
+        if self.format != "marker" and self.pattern is not None:
+            raise ValueError(
+                f"pattern and format {self.format!r} both say what a verdict is; use one"
+            )
+        _check_grades(dict.fromkeys(self.verdicts, 0.0), self.format != "alpaca-eval")
         missing = {"first", "second"} - set(self.verdicts.values())
         if missing:
             raise ValueError(f"verdicts name no label for {', '.join(sorted(missing))}")

@@ -121,7 +121,7 @@ class RunInfo:
             "date": m.started_at,
             "mean": score,
             "samples": m.n_samples,
-            "cost": m.cost_usd,
+            "cost": m.paid_usd,
             "tokens": m.input_tokens + m.output_tokens,
             "wall": m.wall_time_s,
         }.get(key)

@@ -315,3 +315,136 @@ def test_a_stop_mid_conversation_then_rerun_pays_only_for_uncached_turns(
     assert [r["sample_id"] for r in rows] == ["1", "2", "3", "4", "5"]
     assert {r["sample_id"]: r["scorer"]["extracted"] for r in rows} == ANSWERS
     assert sum(len(r["transcript"]["turns"]) for r in rows) == 13
+
+
+def test_a_turn_of_unknown_cost_leaves_the_conversations_cost_unknown(
+    srv, tmp_path: Path, cli
+) -> None:
+    """One turn billed a server tool with no known fee has no cost: its conversation's
+    cost is unknown (null), not the other turns' sum, the manifest counts the row as
+    unpriced and the summary's cost line says unknown (before: the row and the run showed
+    the priced turn's cost alone as the conversation's)."""
+    srv.configure(
+        faults=[
+            {"kind": "usage", "first": 1, "usage": {"server_tool_use": {"mystery_requests": 1}}}
+        ]
+    )
+    price = json.dumps({"input_per_mtok": 1.0, "output_per_mtok": 2.0})
+    overrides = _overrides(srv, "anthropic", f"model.price={price}", "dataset.limit=2")
+    sets = [f"--set={o}" for o in overrides]
+    out = cli("run", str(EXAMPLES / "agent-calculator.yaml"), *sets)
+    assert out.exit_code == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("results "))
+    run_dir = Path(line.split(None, 1)[1].strip())
+    rows = gradetrail.read_results(run_dir)
+    turns = [t["cost_usd"] for t in rows[0]["transcript"]["turns"]]
+    assert turns[0] is None and turns[1] > 0
+    assert rows[0]["cost_usd"] is None and rows[1]["cost_usd"] > 0
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["unpriced_rows"] == 1
+    assert manifest["cost_usd"] == pytest.approx(rows[1]["cost_usd"])
+    line = next(ln for ln in out.stdout.splitlines() if ln.strip().startswith("cost "))
+    assert "unknown: model $" in line and "1 row paid at no known price" in line
+
+
+def _echo_agent(tmp_path: Path, srv, protocol: str, **run: object) -> Path:
+    """A one-row agent eval whose tools module has ``echo(text)`` and, with the others,
+    ``big(n)`` (a result of n characters), ``boom()`` (raises) and ``many()``."""
+    module = f"echo_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(
+        "def echo(text: str) -> str:\n    '''Echo the text.'''\n    return 'got ' + text\n\n\n"
+        "def big(n: int) -> str:\n    '''n characters.'''\n    return 'x' * n\n"
+    )
+    (tmp_path / "data.jsonl").write_text('{"id": "a", "q": "hello"}\n')
+    url = srv.anthropic_base_url if protocol == "anthropic" else srv.openai_base_url
+    model = {"provider": protocol, "name": "scripted-agent", "base_url": url}
+    if protocol == "openai_compatible":
+        model["api_key_required"] = False
+    spec = {
+        "name": "echo-agent",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "Q: {{ q }}",
+        "target": "x",
+        "model": {**model, "tools_module": module},
+        "scorer": {"type": "exact"},
+        "run": {"max_retries": 0, **run},
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_lone_surrogate_the_model_wrote_is_named_as_the_models_not_the_datasets(
+    srv, tmp_path: Path, protocol: str
+) -> None:
+    """A model whose tool-call arguments decode to a lone surrogate (an unpaired \\ud800
+    escape) and whose text holds one: the call is not run, the model is told its
+    arguments are at fault (InvalidArguments, naming U+D800), the conversation goes on and
+    the sample is scored (before: the next turn's request could not be encoded and the
+    row was a provider_error telling the user to fix the dataset row)."""
+    srv.configure(
+        script={
+            "rules": [
+                {
+                    "contains": "hello",
+                    "last": "user",
+                    "reply": "let me see \ud800",
+                    "tool_calls": [
+                        {"name": "echo", "arguments": {"text": "a\ud800b"}},
+                        {"name": "echo\udc00", "arguments": {"text": "c"}, "id": "call_\ud800"},
+                    ],
+                },
+                {"contains": "hello", "last": "tool", "reply": "x"},
+            ],
+            "models": ["scripted-agent"],
+        }
+    )
+    spec = gradetrail.load_spec(_echo_agent(tmp_path, srv, protocol))
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert row["state"] == "scored" and row["score"] == 1.0
+    tool, named = row["transcript"]["turns"][0]["tool_results"]
+    assert named["error"]["kind"] == "UnknownTool"  # a name the model wrote unencodable
+    assert tool["error"]["kind"] == "InvalidArguments"
+    assert "the model's arguments hold U+D800" in tool["error"]["message"]
+    assert "dataset row" not in json.dumps(row)
+    assert srv.stats()["total"] == 2
+
+
+@pytest.mark.parametrize("limit", [None, 1000, 0])
+def test_a_tool_result_past_max_tool_output_is_cut_inside_a_marker(
+    srv, tmp_path: Path, limit: int | None
+) -> None:
+    """A tool returning 5 MB is sent back cut to run.max_tool_output bytes (16 KiB by
+    default, as Inspect AI's max_tool_output) inside Inspect's marker, naming the tool,
+    the result's size and the bound; 0 sends it whole (before: always whole)."""
+    srv.configure(
+        script={
+            "rules": [
+                {
+                    "contains": "hello",
+                    "last": "user",
+                    "tool_calls": [{"name": "big", "arguments": {"n": 5_000_000}}],
+                },
+                {"contains": "hello", "last": "tool", "reply": "x"},
+            ],
+            "models": ["scripted-agent"],
+        }
+    )
+    run = {} if limit is None else {"max_tool_output": limit}
+    spec = gradetrail.load_spec(_echo_agent(tmp_path, srv, "openai_compatible", **run))
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert row["state"] == "scored"
+    (tool,) = row["transcript"]["turns"][0]["tool_results"]
+    bound = 16 * 1024 if limit is None else limit
+    if bound:
+        assert tool["content"] == (
+            "The output of your call to big was too long to be displayed (5000000 bytes; "
+            f"run.max_tool_output is {bound}).\nHere is a truncated version:\n"
+            f"<START_TOOL_OUTPUT>\n{'x' * bound}\n<END_TOOL_OUTPUT>"
+        )
+    else:
+        assert tool["content"] == "x" * 5_000_000
+    assert not tool["is_error"]

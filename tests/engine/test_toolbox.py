@@ -95,6 +95,36 @@ def touch(x: int) -> str:
     return "touched"
 
 
+def loud(x: int) -> str:
+    """Raises with a 1 MB message."""
+    raise ValueError("e" * 1_000_000)
+
+
+def wide(x: int) -> str:
+    """20,000 bytes of two-byte characters."""
+    return "\u00e9" * 10_000
+
+
+def nothing(x: int) -> None:
+    """Returns None."""
+
+
+class Endless:
+    def __str__(self):
+        while True:
+            pass
+
+
+def endless(x: int):
+    """A value whose str never returns."""
+    return {"v": Endless()}
+
+
+def raw(x: int) -> bytes:
+    """Returns bytes."""
+    return b"\\x00\\xff"
+
+
 async def aok(x: int) -> str:
     """An async tool that behaves."""
     await asyncio.sleep(0)
@@ -276,3 +306,76 @@ def test_a_module_function_the_spec_does_not_offer_is_never_run(
     assert result["error"]["kind"] == "UnknownTool"
     assert result["content"] == "Error: UnknownTool: no tool named 'touch'; the tools are fast"
     assert not (tmp_path / "touched").exists()
+
+
+def test_results_and_errors_past_max_tool_output_are_cut_and_odd_values_are_text(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """A tool's 1 MB error message and a result of multi-byte characters are cut at
+    run.max_tool_output bytes (never inside a character) inside the marker; None and
+    bytes reach the model as text; every row is scored."""
+    names = ["loud", "wide", "nothing", "raw"]
+    srv.configure(script=_script(names))
+    out = cli("run", str(_spec(tmp_path, srv, names, max_tool_output=1001)), "--json")
+    assert out.exit_code == 0, out.stderr
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(out.stdout)["run_dir"])}
+    assert all(r["state"] == "scored" and r["score"] == 1.0 for r in rows.values())
+    results = {n: rows[n]["transcript"]["turns"][0]["tool_results"][0] for n in names}
+    loud = results["loud"]
+    assert loud["error"]["kind"] == "ValueError" and len(loud["content"]) < 1300
+    assert "was too long to be displayed (1000000 bytes" in loud["content"]
+    wide = results["wide"]["content"]
+    assert "(20000 bytes; run.max_tool_output is 1001)" in wide
+    assert "\n" + "\u00e9" * 500 + "\n<END_TOOL_OUTPUT>" in wide  # 1000 bytes: no half
+    assert results["nothing"]["content"] == "null"
+    assert results["raw"]["content"] == json.dumps("b'\\x00\\xff'")  # str(bytes), as JSON
+
+
+def test_arguments_the_tool_cannot_take_are_invalid_arguments_never_run(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Arguments that break the tool's schema (``"5"`` for an integer, a required one
+    missing) or its signature (an unknown one) are InvalidArguments naming the field,
+    and the tool does not run (before: ``"5"`` reached the tool and came back as its own
+    TypeError, "can't multiply sequence by non-int", as if the tool had failed)."""
+    monkeypatch.chdir(tmp_path)
+    calls = {"type": {"x": "5"}, "missing": {}, "unknown": {"x": 1, "y": 2}}
+    rules: list[dict] = []
+    for case, arguments in calls.items():
+        call = {"name": "touch", "arguments": arguments}
+        rules.append({"contains": f"call {case}", "last": "user", "tool_calls": [call]})
+        rules.append({"contains": f"call {case}", "last": "tool", "reply": "A: 1"})
+    srv.configure(script=rules)
+    out = cli("run", str(_spec(tmp_path, srv, list(calls))), "--json")
+    assert out.exit_code == 0, out.stderr
+    rows = {r["sample_id"]: r for r in gradetrail.read_results(json.loads(out.stdout)["run_dir"])}
+    results = {n: rows[n]["transcript"]["turns"][0]["tool_results"][0] for n in calls}
+    assert {n: r["error"]["kind"] for n, r in results.items()} == dict.fromkeys(
+        calls, "InvalidArguments"
+    )
+    assert results["type"]["error"]["message"].startswith("'5' is not of type 'integer' (at x)")
+    assert "'x' is a required property" in results["missing"]["error"]["message"]
+    assert "unexpected keyword argument 'y'" in results["unknown"]["error"]["message"]
+    assert not (tmp_path / "touched").exists()
+
+
+def test_a_value_whose_text_never_comes_costs_the_tools_timeout_not_the_run(
+    cli,  # noqa: ANN001
+    srv,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    """A tool returning an object whose str spins forever is a ToolTimeout after
+    run.timeout_s and the run ends (before: its value was turned into text on the run's
+    own event loop, outside the tool's timeout, and the run never ended)."""
+    srv.configure(script=_script(["endless"]))
+    out = cli("run", str(_spec(tmp_path, srv, ["endless"], timeout_s=1)), "--json")
+    assert out.exit_code == 0, out.stderr
+    (row,) = gradetrail.read_results(json.loads(out.stdout)["run_dir"])
+    (result,) = row["transcript"]["turns"][0]["tool_results"]
+    assert result["error"]["kind"] == "ToolTimeout"
+    assert row["state"] == "scored"

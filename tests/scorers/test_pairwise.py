@@ -324,3 +324,31 @@ def test_http_pairwise_win_rate_against_a_baseline_run(server, tmp_path: Path) -
 
 
 MODELS = ("175b_verification", "175b_finetuning")
+
+
+@pytest.mark.parametrize(
+    ("style", "outcomes"),
+    [
+        ("mt-bench", ["win", "loss", "tie", "win"]),
+        ("arena-hard", ["win", "loss", "tie", "win"]),
+        ("prometheus", ["win", "loss", "split", "win"]),  # no tie: a first-position pick
+        ("alpaca-eval", ["win", "loss", "split", "win"]),
+    ],
+)
+def test_published_pairwise_formats_read_without_a_pattern(
+    tmp_path: Path, style: str, outcomes: list[str]
+) -> None:
+    """MT-Bench's [[A]] / [[B]] / [[C]] (a tie), Arena-Hard's [[A>>B]] ... [[B>A]],
+    Prometheus's [RESULT] A / B and AlpacaEval 2's bare m / M (case matters: m is the
+    first output) are read by ``format`` alone, in both orders."""
+    rows = [{**r, "style": style, "biased": False} for r in ROWS]
+    baseline = _baseline(tmp_path, rows)
+    spec = _pairwise(tmp_path, rows, baseline, parse={"format": style})
+    raw = yaml.safe_load(spec.read_text())
+    (spec.parent / raw["scorer"]["file"]).write_text(
+        "Which is better?\n<<A>>{{ response_a }}<<B>>{{ response_b }}<<END_PAIR>>\n"
+        "<<STYLE:{{ style }}>>\n"
+    )
+    _, out = run(spec, tmp_path / "results")
+    assert [r["judge"]["outcome"] for r in out] == outcomes
+    assert [r["score"] for r in out] == [{"win": 1.0, "loss": 0.0}.get(o, 0.5) for o in outcomes]
