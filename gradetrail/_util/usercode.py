@@ -12,7 +12,7 @@ from typing import Any
 from gradetrail._util.files import not_a_file
 from gradetrail.errors import SpecError
 
-__all__ = ["import_user_module"]
+__all__ = ["exception_text", "import_user_module"]
 
 
 def import_user_module(module_name: str, base_dir: Path, where: str) -> Any:
@@ -37,7 +37,21 @@ def import_user_module(module_name: str, base_dir: Path, where: str) -> Any:
         raise
     except (ImportError, ValueError) as exc:
         raise SpecError(f"{where}: cannot import {module_name!r} ({exc})") from None
-    except (Exception, SystemExit) as exc:  # the user's module failed while importing
+    except (Exception, SystemExit, GeneratorExit) as exc:  # the module failed while importing
         raise SpecError(
-            f"{where}: importing {module_name!r} raised {type(exc).__name__}: {exc}; fix the module"
+            f"{where}: importing {module_name!r} raised {exception_text(exc)}; fix the module"
         ) from None
+
+
+def exception_text(exc: BaseException, limit: int = 500) -> str:
+    """``Type: message`` of an exception the user's code raised, on one line and at most
+    ``limit`` characters of message; never raises, also for an exception whose ``__str__``
+    raises (then ``Type (its message cannot be printed: ...)``) and for one with no
+    message (then ``Type``)."""
+    name = type(exc).__name__
+    try:
+        message = str(exc)
+    except Exception as inner:  # noqa: BLE001 - a __str__ of the user's that raises
+        return f"{name} (its message cannot be printed: {type(inner).__name__})"
+    message = " ".join(message.split())[:limit]
+    return f"{name}: {message}" if message else name

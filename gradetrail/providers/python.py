@@ -51,7 +51,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gradetrail._util.usercode import import_user_module
+from gradetrail._util.usercode import exception_text, import_user_module
 from gradetrail._util.userloop import BLOCK_LIMIT_S, Blocked, Escaped, UserLoop, in_daemon_thread
 from gradetrail.conversation.messages import make_tool_call
 from gradetrail.datasets import file_sha256
@@ -171,12 +171,12 @@ class PythonProvider(Provider):
             if exc.args and isinstance(exc.args[0], Blocked):
                 raise asyncio.CancelledError(_blocked(function, exc.args[0])) from None
             raise
-        except Escaped as exc:  # an async function's own SystemExit or KeyboardInterrupt
-            said = str(exc.original)
-            message = f"{exc.kind}: {said}" if said else f"the function raised {exc.kind}"
+        except Escaped as exc:  # the function's own SystemExit, GeneratorExit...
+            said = exception_text(exc.original)
+            message = said if said != exc.kind else f"the function raised {exc.kind}"
             raise BadRequest(message, error_type="function_error") from None
-        except (Exception, SystemExit) as exc:  # the user's code: record, never crash the run
-            raise BadRequest(f"{type(exc).__name__}: {exc}", error_type="function_error") from exc
+        except Exception as exc:  # the user's code: record, never crash the run
+            raise BadRequest(exception_text(exc), error_type="function_error") from None
         latency = time.perf_counter() - start
         if isinstance(out, Response):
             return _checked(out)

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradetrail._util.bounded import CallTimedOut
+from gradetrail._util.bounded import CallAborted, CallTimedOut
+from gradetrail._util.usercode import exception_text
+from gradetrail._util.userloop import BLOCK_LIMIT_S, Escaped, UserLoop
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.spec.scorer import PythonScorerSpec
@@ -137,18 +139,17 @@ class PythonScorer(Scorer):
         """Call the function and check what it returned."""
         try:
             result = self.fn(_sample(item))
-        except CallTimedOut:  # the run's time bound: the pipeline's scorer_timeout row
+        except (CallTimedOut, CallAborted, KeyboardInterrupt):  # the run's bound, its signals
             raise
-        except Exception as exc:  # noqa: BLE001 - the user's bug becomes this row's error
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: this row's error, never the run's end
             return self._raised(item, exc)
         return self._verdict(result)
 
     def _raised(self, item: ScoreInput, exc: BaseException) -> Score:
-        message = str(exc).replace("\n", " ")[:_SHOWN]
         return scorer_error(
             {"function": self.spec.function, "response_chars": len(item.response)},
             "python_scorer_failed",
-            f"{self.spec.function} raised {type(exc).__name__}: {message}; fix the function "
+            f"{self.spec.function} raised {exception_text(exc, _SHOWN)}; fix the function "
             "(the row is left out of the mean)",
         )
 
@@ -190,13 +191,24 @@ def _reloaded(module: Any, module_name: str) -> Any:
         ) from None
 
 
+#: the event loop async scorer functions run on, never the run's own: one that never
+#: awaits (a CPU loop, time.sleep) would hold the run's loop, so that neither
+#: score_timeout_s nor SIGTERM could stop it
+_SCORER_LOOP = UserLoop("gradetrail-async-scorer", held_s=BLOCK_LIMIT_S)
+
+
 class AsyncPythonScorer(PythonScorer):
-    """An ``async def`` user function as a scorer, awaited with the run's time bound."""
+    """An ``async def`` user function as a scorer, awaited with the run's time bound. It
+    runs on an event loop of its own (:mod:`gradetrail._util.userloop`), so one that holds
+    its loop without awaiting still times out, and the run stays reachable by signals."""
 
     async def ascore(self, item: ScoreInput) -> Score:
         """Await the function (at most ``timeout_s`` seconds) and check its result."""
         try:
-            result = await asyncio.wait_for(self.fn(_sample(item)), self.timeout_s)
+            called = _SCORER_LOOP.run(self.fn(_sample(item)), label=item.sample.id)
+            result = await asyncio.wait_for(called, self.timeout_s)
+        except Escaped as exc:  # its own SystemExit, KeyboardInterrupt, GeneratorExit
+            return self._raised(item, exc.original)
         except TimeoutError as exc:
             if self.timeout_s is None:  # no bound: the function's own TimeoutError
                 return self._raised(item, exc)

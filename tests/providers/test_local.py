@@ -48,6 +48,19 @@ def hang(request):
     import time
     time.sleep(3600)
 
+def gen_exit(request):
+    raise GeneratorExit
+
+async def agen_exit(request):
+    raise GeneratorExit
+
+class Opaque(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+def opaque(request):
+    raise Opaque()
+
 def bad_response(request):
     return Response(text=42) if "5+" in request.prompt else Response(text="7", input_tokens=-5)
 """
@@ -115,6 +128,26 @@ def test_function_exception_is_a_provider_error_row(app_dir: Path) -> None:
     assert result.manifest.counts == {"provider_error": 3}
     gradetrail.run_eval(_spec(app_dir, "broken"), results_root=app_dir / "r")
     assert len(_calls(app_dir)) == 6  # errors are never cached: called again
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        ("gen_exit", "the function raised GeneratorExit"),
+        ("agen_exit", "the function raised GeneratorExit"),
+        ("opaque", "Opaque (its message cannot be printed: RuntimeError)"),
+    ],
+)
+def test_an_exception_of_any_kind_is_the_rows_error(
+    app_dir: Path, function: str, message: str
+) -> None:
+    """GeneratorExit (sync or async) and an exception whose str() raises are each that
+    row's provider_error; before, either one ended the run with a traceback."""
+    result = gradetrail.run_eval(_spec(app_dir, function), results_root=app_dir / "r")
+    rows = _rows(result)
+    assert [r["state"] for r in rows] == ["provider_error"] * 3
+    assert {r["error"]["message"] for r in rows} == {message}
+    assert result.manifest.status == "complete"
 
 
 def test_transient_error_from_function_is_retried(app_dir: Path) -> None:

@@ -135,6 +135,13 @@ def test_a_slow_async_function_is_a_timeout_row(tmp_path: Path) -> None:
         ("return float('nan')", "python_scorer_bad_value", "returned nan"),
         ("return 'yes'", "python_scorer_bad_value", "returned 'yes'"),
         ("return None", "python_scorer_bad_value", "returned None"),
+        ("raise SystemExit(0)", "python_scorer_failed", "raised SystemExit: 0"),
+        ("raise GeneratorExit", "python_scorer_failed", "raised GeneratorExit"),
+        (
+            "raise type('Opaque', (Exception,), {'__str__': lambda self: 1 / 0})()",
+            "python_scorer_failed",
+            "raised Opaque (its message cannot be printed: ZeroDivisionError)",
+        ),
     ],
 )
 def test_a_failing_function_is_a_scorer_error_naming_it(
@@ -147,6 +154,66 @@ def test_a_failing_function_is_a_scorer_error_naming_it(
     assert s.value is None and s.error["kind"] == "scorer_error"
     assert s.error["reason"] == reason
     assert scorer.spec.function in s.error["message"] and says in s.error["message"]
+
+
+def test_an_async_function_that_never_awaits_still_times_out(tmp_path: Path) -> None:
+    """An ``async def`` that spins without awaiting runs off the caller's loop, so the
+    scoring bound still cuts it: a scorer_timeout row, not its late 1.0."""
+    import asyncio
+
+    scorer = scorer_from(
+        tmp_path,
+        """
+        import time
+        async def score(s):
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                pass
+            return 1.0
+        """,
+        timeout=0.3,
+    )
+    s = asyncio.run(scorer.ascore(item()))
+    assert s.value is None and s.error["reason"] == "scorer_timeout"
+
+
+async def _exits(tmp_path: Path, body: str) -> Score:
+    scorer = scorer_from(tmp_path, f"async def score(s):\n    {body}\n")
+    return await scorer.ascore(item())
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [("raise SystemExit(0)", "raised SystemExit: 0"), ("raise GeneratorExit", "GeneratorExit")],
+)
+def test_an_async_function_exiting_is_its_rows_error(tmp_path: Path, body: str, says: str) -> None:
+    """``sys.exit(0)`` or GeneratorExit in an async scorer is that row's scorer error,
+    never the end of the run (before: the process exited 0 with no summary)."""
+    import asyncio
+
+    s = asyncio.run(_exits(tmp_path, body))
+    assert s.value is None and s.error["reason"] == "python_scorer_failed"
+    assert says in s.error["message"]
+
+
+def test_a_scorer_calling_sys_exit_leaves_the_run_complete(cli, tmp_path: Path) -> None:
+    """A sync scorer calling ``sys.exit(0)`` on one row is that row's judge_error; the run
+    completes and exits 0 for its other rows only because they scored (before: exit 0, no
+    summary, no manifest score)."""
+    spec = write_eval(
+        tmp_path / "e",
+        """
+        import sys
+        def score(s):
+            if s.target == "2":
+                sys.exit(0)
+            return s.response.endswith(s.target)
+        """,
+    )
+    out = cli("run", str(spec), "--json")
+    manifest = json.loads(out.stdout)
+    assert manifest["counts"] == {"scored": 3, "judge_error": 1}
+    assert manifest["score"]["mean"] == 1.0
 
 
 @pytest.mark.parametrize(
