@@ -32,8 +32,9 @@ To signal a transient failure that should be retried, raise a
 exception is recorded as a permanent ``provider_error``.
 
 Caching: a response is keyed on the rendered request (not the sample id, as for a model)
-and on the SHA-256 of the function's module file, so editing that module re-runs every
-sample. Edits to code the module imports are not seen: change ``model.name`` or pass
+and on the SHA-256 of the function's module file (and of the file its code is defined in,
+through partials, bound methods and ``functools.wraps`` decorators), so editing that code
+re-runs every sample. Edits to code the module imports are not seen: change ``model.name`` or pass
 ``--no-cache`` after them.
 """
 
@@ -72,20 +73,25 @@ class PythonProvider(Provider):
         self._warned = False  # function_held_loop said (once a run)
 
     def identity(self) -> dict[str, Any]:
-        """The function's import path and the SHA-256 of its module's source file: an edit
-        to that module misses the cache (and changes the run's identity). Edits elsewhere
-        (other modules, data, a remote service) are invisible: change ``model.name`` or
-        run with ``--no-cache`` after them."""
+        """The function's import path, the SHA-256 of the module ``model.function`` names
+        (``module_sha256``) and, when the function's code is defined in another file of
+        the user's (imported into that module; not an installed package), that file's
+        SHA-256 too (``source_sha256``). A ``functools.partial``, a bound method, a
+        callable object and a decorated function (``functools.wraps``) are followed to
+        the code they run, so editing it misses the cache (and changes the run's
+        identity) whatever decorator or wrapper is around it. Edits elsewhere (other
+        modules, data, a remote service) are invisible: change ``model.name`` or run with
+        ``--no-cache`` after them."""
         fn = self._resolve()
-        defined = fn if inspect.isroutine(fn) or inspect.isclass(fn) else type(fn)  # an object
-        try:
-            source = inspect.getsourcefile(defined)
-        except TypeError:  # a builtin
-            source = None
-        source = source or getattr(sys.modules.get(fn.__module__), "__file__", None)
         out: dict[str, Any] = {"function": self.model.function}
-        if source and Path(source).is_file():
-            out["module_sha256"] = file_sha256(Path(source))
+        named = getattr(
+            sys.modules.get((self.model.function or "").partition(":")[0]), "__file__", None
+        )
+        if named and Path(named).is_file():
+            out["module_sha256"] = file_sha256(Path(named))
+        source = _source_file(fn)
+        if source is not None and (named is None or source != Path(named).resolve()):
+            out["source_sha256"] = file_sha256(source)
         return out
 
     def shipped_modules(self) -> list[Path]:
@@ -240,6 +246,32 @@ def _blocked(function: str, held: Blocked) -> BadRequest:
         f"awaiting in sample {held.label!r}, until its attempt timed out {_FIX}",
         error_type="function_blocked",
     )
+
+
+def _source_file(fn: Any) -> Path | None:
+    """The user's file holding the code ``fn`` runs: through ``functools.partial``, bound
+    methods, ``__wrapped__`` (``functools.wraps``) and a callable object's class; None for
+    a builtin, code without a file, or a file under ``sys.prefix`` (an installed package:
+    its version is not the user's edit)."""
+    for _ in range(100):  # layers of wrappers; never a cycle
+        if isinstance(fn, partial):
+            fn = fn.func
+        elif inspect.ismethod(fn):
+            fn = fn.__func__
+        elif getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__
+        else:
+            break
+    target = fn if inspect.isroutine(fn) or inspect.isclass(fn) else type(fn)
+    try:
+        found = inspect.getsourcefile(target)
+    except TypeError:  # a builtin
+        return None
+    if not found or not Path(found).is_file():
+        return None
+    path = Path(found).resolve()
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    return None if any(path.is_relative_to(p) for p in installed) else path
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

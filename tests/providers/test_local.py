@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,6 +279,66 @@ def test_editing_the_function_module_misses_the_cache(app_dir: Path) -> None:
     assert edited["cache_hits"] == 0 and edited["score"]["mean"] == 0.0
     assert edited["identity_hash"] != first["identity_hash"]
     assert len(_calls(app_dir)) == 6
+
+
+WRAPPED_APP = """
+import functools
+import retrying
+
+def _answer(request, suffix):
+    return request.prompt.split("=")[-1].strip() + suffix
+
+partial_app = functools.partial(_answer, suffix="")
+
+@retrying.retry
+def decorated_app(request):
+    return request.prompt.split("=")[-1].strip()
+"""
+
+RETRYING = """
+import functools
+
+def retry(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+"""
+
+
+@pytest.mark.parametrize("function", ["partial_app", "decorated_app"])
+def test_editing_a_wrapped_function_misses_the_cache(app_dir: Path, function: str) -> None:
+    """A functools.partial, or a function under another module's functools.wraps
+    decorator, is followed to its code: editing it re-runs every sample (before, the key
+    hashed functools.py or the decorator's file, and the edited app was served its old
+    cached answers)."""
+    import subprocess
+    import sys
+
+    from paths import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gradetrail
+    (app_dir / "wrapped.py").write_text(WRAPPED_APP)
+    (app_dir / "retrying.py").write_text(RETRYING)
+    _spec(app_dir, function, module="wrapped")
+
+    def run() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-m", "gradetrail", "run", "s.yaml", "--json"],
+            cwd=app_dir,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode in (0, 1), out.stderr
+        return json.loads(out.stdout)
+
+    first = run()
+    assert (first["cache_hits"], first["score"]["mean"]) == (0, pytest.approx(2 / 3))
+    module = app_dir / "wrapped.py"
+    module.write_text(module.read_text().replace('split("=")[-1]', 'split("=")[0]'))
+    edited = run()
+    assert (edited["cache_hits"], edited["score"]["mean"]) == (0, 0.0)
 
 
 def test_replay_unknown_model_stops_before_any_sample(cli) -> None:
