@@ -171,6 +171,9 @@ class PythonProvider(Provider):
                 )
             else:
                 out = await in_daemon_thread(partial(_call, fn, args, kwargs), request)
+                if inspect.iscoroutine(out):  # a plain def around an async def
+                    held = partial(self._held, function, request.sample_id)
+                    out = await _FUNCTION_LOOP.run(out, label=request.sample_id, on_held=held)
         except ProviderError:
             raise
         except asyncio.CancelledError as exc:  # its timeout, or the run's abort
@@ -327,9 +330,9 @@ def _row_mode(fn: Callable[..., Any]) -> str | None:
         for p in params
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
     ]
-    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
-        return "positional"
-    return None
+    # a bare *args (a decorator's ``wrapper(*args, **kwargs)`` without functools.wraps)
+    # does not ask for the row: the function it wraps may take the request alone
+    return "positional" if len(positional) >= 2 else None
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], _: Any) -> Any:

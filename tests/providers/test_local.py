@@ -49,6 +49,20 @@ def hang(request):
     import time
     time.sleep(3600)
 
+def traced(fn):  # a decorator without functools.wraps
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+@traced
+def traced_app(request):
+    return request.prompt.split("=")[-1].strip()
+
+@traced
+async def traced_async_app(request):
+    await asyncio.sleep(0)
+    return request.prompt.split("=")[-1].strip()
+
 def gen_exit(request):
     raise GeneratorExit
 
@@ -149,6 +163,16 @@ def test_an_exception_of_any_kind_is_the_rows_error(
     assert [r["state"] for r in rows] == ["provider_error"] * 3
     assert {r["error"]["message"] for r in rows} == {message}
     assert result.manifest.status == "complete"
+
+
+@pytest.mark.parametrize("function", ["traced_app", "traced_async_app"])
+def test_a_function_under_a_plain_wrapper_is_answered(app_dir: Path, function: str) -> None:
+    """A decorator's ``wrapper(*args, **kwargs)`` (no functools.wraps) is called with the
+    request alone, and the coroutine a plain wrapper around an ``async def`` returns is
+    awaited; before, every row was a TypeError (it was handed the row too) or 'returned
+    coroutine'."""
+    result = gradetrail.run_eval(_spec(app_dir, function), results_root=app_dir / "r")
+    assert [r["score"] for r in _rows(result)] == [1.0, 1.0, 0.0]
 
 
 def test_transient_error_from_function_is_retried(app_dir: Path) -> None:
