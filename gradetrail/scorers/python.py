@@ -27,7 +27,6 @@ import asyncio
 import hashlib
 import importlib
 import inspect
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,7 +37,14 @@ from gradetrail._util.bounded import CallAborted, CallTimedOut
 from gradetrail._util.usercode import exception_text
 from gradetrail._util.userloop import BLOCK_LIMIT_S, Escaped, UserLoop
 from gradetrail.errors import SpecError
-from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.base import (
+    Score,
+    ScoreInput,
+    Scorer,
+    json_detail,
+    score_value,
+    scorer_error,
+)
 from gradetrail.spec.scorer import PythonScorerSpec
 
 __all__ = ["AsyncPythonScorer", "PythonScorer", "ScoredSample", "make_python_scorer"]
@@ -156,27 +162,30 @@ class PythonScorer(Scorer):
     def _verdict(self, result: Any) -> Score:
         """The function's result as a Score, or a scorer error saying what was wrong."""
         if isinstance(result, Score):
-            value, detail = result.value, dict(result.detail)
+            value, detail = result.value, json_detail(result.detail)
             if result.error is not None:
                 return Score(None, detail, error=dict(result.error))
         else:
             value, detail = result, {}
         detail.setdefault("function", self.spec.function)
-        if isinstance(value, bool):
-            value = float(value)
-        if (
-            not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or not 0.0 <= value <= 1.0
-        ):
-            shown = repr(value)[:80]
+        number = score_value(value)
+        if number is None:
+            shown = _shown(value)
             return scorer_error(
                 detail,
                 "python_scorer_bad_value",
                 f"{self.spec.function} returned {shown} ({type(value).__name__}); return a "
                 "number in [0, 1], a bool, or a gradetrail.Score",
             )
-        return Score(float(value), detail)
+        return Score(number, detail)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, at most 80 characters, also when its ``__repr__`` raises."""
+    try:
+        return repr(value)[:80]
+    except Exception:  # noqa: BLE001 - the user's __repr__
+        return f"a {type(value).__name__}"
 
 
 def _reloaded(module: Any, module_name: str) -> Any:

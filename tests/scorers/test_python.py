@@ -156,6 +156,24 @@ def test_a_failing_function_is_a_scorer_error_naming_it(
     assert scorer.spec.function in s.error["message"] and says in s.error["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "value"),
+    [
+        ("import numpy; return numpy.bool_(True)", 1.0),
+        ("import numpy; return numpy.float32(0.5)", 0.5),
+        ("import numpy; return numpy.int64(0)", 0.0),
+        ("import decimal; return decimal.Decimal('0.25')", 0.25),
+        ("import fractions; return fractions.Fraction(3, 4)", 0.75),
+    ],
+)
+def test_any_real_number_type_is_a_score(tmp_path: Path, body: str, value: float) -> None:
+    """NumPy's bool and numbers, Decimal and Fraction are scores as their float is
+    (before, numpy.bool_ and Decimal were scorer errors while numpy.float64 scored)."""
+    scorer = scorer_from(tmp_path, f"def score(s):\n    {body}\n")
+    s = scorer.score(item())
+    assert (s.value, s.error) == (value, None)
+
+
 def test_an_async_function_that_never_awaits_still_times_out(tmp_path: Path) -> None:
     """An ``async def`` that spins without awaiting runs off the caller's loop, so the
     scoring bound still cuts it: a scorer_timeout row, not its late 1.0."""
@@ -331,3 +349,19 @@ def test_changed_grading_code_is_another_run_and_makes_no_model_call(cli, tmp_pa
         k for k in second["file_hashes"] if k.startswith("python_scorer:")
     ]  # fmt: skip
     assert second["file_hashes"][differences[0]] != first["file_hashes"][differences[0]]
+
+
+def test_a_detail_json_cannot_hold_is_kept_as_text(tmp_path: Path) -> None:
+    """A detail holding an object, NaN or a non-string key is kept as text (the row can
+    be written), the score with it."""
+    scorer = scorer_from(
+        tmp_path,
+        """
+        from gradetrail import Score
+        def score(s):
+            return Score(0.5, {"nan": float("nan"), 7: {"inner": {1, 2} - {1}}})
+        """,
+    )
+    s = scorer.score(item())
+    assert s.value == 0.5
+    assert s.detail == {"nan": "nan", "7": {"inner": [2]}, "function": scorer.spec.function}
