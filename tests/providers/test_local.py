@@ -365,6 +365,49 @@ def test_editing_a_wrapped_function_misses_the_cache(app_dir: Path, function: st
     assert (edited["cache_hits"], edited["score"]["mean"]) == (0, 0.0)
 
 
+NOISY_APP = """
+import subprocess, sys
+
+print("loading the app")
+
+def answer(request):
+    print("debug:", request.prompt)
+    subprocess.run([sys.executable, "-c", "print('from a subprocess')"], check=True)
+    sys.stdout.close()
+    return request.prompt.split("=")[-1].strip()
+"""
+
+
+@pytest.mark.parametrize("flag", ["--json", "--print-run-dir"])
+def test_an_app_printing_or_closing_stdout_leaves_the_commands_output_whole(
+    app_dir: Path, flag: str
+) -> None:
+    """What the app prints (itself, or a subprocess it runs) goes to stderr while the
+    command's stdout is for machines, and its ``sys.stdout.close()`` does not break it:
+    stdout is exactly the JSON or the run directory (before: the app's lines came first,
+    and closing stdout ended the command with a traceback, exit 1)."""
+    import subprocess
+    import sys
+
+    from paths import ROOT
+
+    (app_dir / "noisy.py").write_text(NOISY_APP)
+    _spec(app_dir, "answer", module="noisy")
+    out = subprocess.run(
+        [sys.executable, "-m", "gradetrail", "run", "s.yaml", flag],
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    if flag == "--json":
+        assert json.loads(out.stdout)["counts"] == {"scored": 3}
+    else:
+        assert (app_dir / out.stdout.strip() / "manifest.json").is_file()
+    assert "from a subprocess" in out.stderr and "debug: 3+4=7" in out.stderr
+
+
 def test_replay_unknown_model_stops_before_any_sample(cli) -> None:
     """A model name the recordings lack is one line naming the fields there are, exit 2."""
     from paths import GSM8K_SPEC
