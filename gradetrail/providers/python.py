@@ -130,7 +130,14 @@ class PythonProvider(Provider):
         target = self.model.function or ""
         module_name, _, attr = target.partition(":")
         module = import_user_module(module_name, self.base_dir, "model.function")
-        fn = getattr(module, attr, None)
+        missing = object()
+        fn = getattr(module, attr, missing)
+        if fn is missing:
+            have = sorted(n for n, v in vars(module).items() if callable(v) and n[0] != "_")
+            raise SpecError(
+                f"model.function {target!r}: {module_name!r} has no {attr!r} (its callables: "
+                f"{', '.join(have[:10]) or 'none'}); name one of them"
+            )
         if not callable(fn):
             raise SpecError(
                 f"model.function {target!r}: {module_name!r} has no callable {attr!r} "
