@@ -34,7 +34,9 @@ exception is recorded as a permanent ``provider_error``.
 Caching: a response is keyed on the rendered request (not the sample id, as for a model)
 and on the SHA-256 of the function's module file (and of the file its code is defined in,
 through partials, bound methods and ``functools.wraps`` decorators), so editing that code
-re-runs every sample. Edits to code the module imports are not seen: change ``model.name`` or pass
+re-runs every sample; a module imported before in this process is executed again when its
+file changed since, so a second run in one process (a notebook) runs the code its key
+hashes. Edits to code the module imports are not seen: change ``model.name`` or pass
 ``--no-cache`` after them.
 """
 
@@ -129,7 +131,7 @@ class PythonProvider(Provider):
             return self._fn
         target = self.model.function or ""
         module_name, _, attr = target.partition(":")
-        module = import_user_module(module_name, self.base_dir, "model.function")
+        module = import_user_module(module_name, self.base_dir, "model.function", current=True)
         missing = object()
         fn = getattr(module, attr, missing)
         if fn is missing:

@@ -365,6 +365,22 @@ def test_editing_a_wrapped_function_misses_the_cache(app_dir: Path, function: st
     assert (edited["cache_hits"], edited["score"]["mean"]) == (0, 0.0)
 
 
+def test_a_second_run_in_one_process_runs_the_edited_function(app_dir: Path) -> None:
+    """Two runs in one process (a notebook) with the app's module edited between: the
+    second calls the edited code, and caches its answers under the edited code's key
+    (before, it ran the first version again and stored its answers under the new key, so
+    even a fresh process was served the old answers)."""
+    module = app_dir / "notebook_app.py"
+    module.write_text(APP)
+    spec = _spec(app_dir, "sync_app", module="notebook_app")
+    first = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    assert first.manifest.score.mean == pytest.approx(2 / 3)
+    module.write_text(APP.replace('split("=")[-1]', 'split("=")[0]'))
+    edited = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    assert (edited.manifest.cache_hits, edited.manifest.score.mean) == (0, 0.0)
+    assert [r["response"] for r in _rows(edited)] == ["3+4", "4+3", "5+2"]
+
+
 NOISY_APP = """
 import subprocess, sys
 
@@ -392,7 +408,7 @@ def test_an_app_printing_or_closing_stdout_leaves_the_commands_output_whole(
     from paths import ROOT
 
     (app_dir / "noisy.py").write_text(NOISY_APP)
-    _spec(app_dir, "answer", module="noisy")
+    _spec(app_dir, "answer", module="noisy", concurrency=1)  # lines not interleaved
     out = subprocess.run(
         [sys.executable, "-m", "gradetrail", "run", "s.yaml", flag],
         cwd=app_dir,
