@@ -24,6 +24,7 @@ makes no model call.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import importlib
 import inspect
@@ -59,7 +60,8 @@ class ScoredSample:
     Attributes:
         id: the sample id.
         epoch: 1-based epoch.
-        row: the dataset row's fields (read it, do not change it).
+        row: the dataset row's fields, a copy of its own (a change to it reaches no other
+            scorer, epoch or row).
         prompt: the rendered user message.
         system: the rendered system prompt, or None.
         target: the rendered target, or None when the spec has none.
@@ -85,7 +87,7 @@ def _sample(item: ScoreInput) -> ScoredSample:
     return ScoredSample(
         item.sample.id,
         item.epoch,
-        item.sample.row,
+        copy.deepcopy(item.sample.row),  # its own: a change must not reach other scorers
         item.prompt,
         item.system,
         item.target,

@@ -365,3 +365,16 @@ def test_a_detail_json_cannot_hold_is_kept_as_text(tmp_path: Path) -> None:
     s = scorer.score(item())
     assert s.value == 0.5
     assert s.detail == {"nan": "nan", "7": {"inner": [2]}, "function": scorer.spec.function}
+
+
+def test_a_function_changing_the_row_changes_it_for_no_one_else(tmp_path: Path) -> None:
+    """The row a function gets is its own copy: popping a field leaves it for the next
+    scorer and the next epoch (before, a second metric reading it was a KeyError on every
+    row, and the run still said every row scored)."""
+    scorer = scorer_from(
+        tmp_path,
+        "def score(s):\n    return s.response.endswith(s.row.pop('answer'))\n",
+    )
+    shared = item()
+    assert [scorer.score(shared).value for _ in range(2)] == [1.0, 1.0]
+    assert shared.sample.row == {"question": "q", "answer": "42"}
