@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import math
 import sys
@@ -164,6 +165,7 @@ class PythonProvider(Provider):
         """
         fn = self._resolve()
         mode = _row_mode(fn)
+        request = copy.deepcopy(request)  # the app's own: its edits reach no row, key or retry
         args: tuple[Any, ...] = (request,)
         kwargs: dict[str, Any] = {}
         if mode == "positional":

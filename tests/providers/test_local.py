@@ -63,6 +63,15 @@ async def traced_async_app(request):
     await asyncio.sleep(0)
     return request.prompt.split("=")[-1].strip()
 
+def mutating(request):
+    answer = request.prompt.split("=")[-1].strip()
+    request.messages[0]["content"] = "changed by the app"
+    request.params["temperature"] = 2.0
+    _log(request)
+    if sum(request.sample_id in line for line in open(os.environ["ECHO_LOG"])) == 1:
+        raise ServerError("first attempt fails", status=503)
+    return answer
+
 def gen_exit(request):
     raise GeneratorExit
 
@@ -173,6 +182,23 @@ def test_a_function_under_a_plain_wrapper_is_answered(app_dir: Path, function: s
     coroutine'."""
     result = gradetrail.run_eval(_spec(app_dir, function), results_root=app_dir / "r")
     assert [r["score"] for r in _rows(result)] == [1.0, 1.0, 0.0]
+
+
+def test_a_function_changing_its_request_changes_no_row_or_retry(app_dir: Path) -> None:
+    """The function gets its own copy of the request: editing its messages or params
+    leaves the row's prompt, the retry's request and the cache key as they were (before,
+    each row recorded the app's 'changed by the app' as its prompt, and the retry got the
+    changed request)."""
+    spec = _spec(app_dir, "mutating", max_retries=1, concurrency=1)
+    result = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    rows = _rows(result)
+    assert [(r["prompt"], r["score"], r["attempts"]) for r in rows] == [
+        ("3+4=7", 1.0, 2),
+        ("4+3=7", 1.0, 2),
+        ("5+2=8", 0.0, 2),
+    ]
+    again = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    assert again.manifest.cache_hits == 3
 
 
 def test_transient_error_from_function_is_retried(app_dir: Path) -> None:
