@@ -154,11 +154,17 @@ class PythonScorer(Scorer):
         return self._verdict(result)
 
     def _raised(self, item: ScoreInput, exc: BaseException) -> Score:
+        said = exception_text(exc, _SHOWN)
+        fix = "fix the function"
+        if isinstance(exc, RuntimeError) and "running event loop" in said:
+            fix = (  # asyncio.run() in a plain def: it is called on the run's event loop
+                "a plain def scorer runs on the run's event loop: make it an async def "
+                "and await instead of asyncio.run()"
+            )
         return scorer_error(
             {"function": self.spec.function, "response_chars": len(item.response)},
             "python_scorer_failed",
-            f"{self.spec.function} raised {exception_text(exc, _SHOWN)}; fix the function "
-            "(the row is left out of the mean)",
+            f"{self.spec.function} raised {said}; {fix} (the row is left out of the mean)",
         )
 
     def _verdict(self, result: Any) -> Score:

@@ -378,3 +378,20 @@ def test_a_function_changing_the_row_changes_it_for_no_one_else(tmp_path: Path) 
     shared = item()
     assert [scorer.score(shared).value for _ in range(2)] == [1.0, 1.0]
     assert shared.sample.row == {"question": "q", "answer": "42"}
+
+
+def test_a_plain_def_calling_asyncio_run_is_told_to_be_async(tmp_path: Path) -> None:
+    """A plain def scorer is called on the run's event loop, where asyncio.run() raises:
+    the row's error says to make it an async def."""
+    import asyncio
+
+    scorer = scorer_from(
+        tmp_path, "import asyncio\ndef score(s):\n    return asyncio.run(asyncio.sleep(0, 1.0))\n"
+    )
+
+    async def on_a_loop() -> Score:
+        return scorer.score(item())
+
+    s = asyncio.run(on_a_loop())
+    assert s.value is None and s.error["reason"] == "python_scorer_failed"
+    assert "make it an async def and await instead of asyncio.run()" in s.error["message"]
