@@ -380,6 +380,7 @@ def test_a_function_changing_the_row_changes_it_for_no_one_else(tmp_path: Path) 
     assert shared.sample.row == {"question": "q", "answer": "42"}
 
 
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
 def test_a_plain_def_calling_asyncio_run_is_told_to_be_async(tmp_path: Path) -> None:
     """A plain def scorer is called on the run's event loop, where asyncio.run() raises:
     the row's error says to make it an async def."""
