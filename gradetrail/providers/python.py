@@ -199,7 +199,9 @@ class PythonProvider(Provider):
             raise BadRequest(exception_text(exc), error_type="function_error") from None
         latency = time.perf_counter() - start
         if isinstance(out, Response):
-            return _checked(out)
+            out = _checked(out)
+            # latency the app did not measure itself: the call's, as for a model
+            return out if out.latency_s else replace(out, latency_s=latency)
         if not isinstance(out, str):
             raise BadRequest(
                 f"model.function returned {type(out).__name__}; return str or Response",
@@ -350,21 +352,54 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
     return fn(*args, **kwargs)
 
 
+def _seconds(value: Any) -> bool:
+    """``value`` is a finite non-negative number (not a bool)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
 def _checked(response: Response) -> Response:
     """A Response the user's function built, checked before it is cached or scored.
 
     Raises:
-        BadRequest: ``text`` is not a string, a token count is not a non-negative int, or
-            ``cost_usd`` is not a finite non-negative number (or None).
+        BadRequest: a field of the wrong type: ``text`` not a string, a stop reason or
+            model name not a string (or None), a token count not a non-negative int,
+            ``latency_s``/``ttft_s``/``cost_usd`` not a finite non-negative number,
+            blocks or tool calls not lists of dicts, application fields not JSON.
     """
     problems = []
     if not isinstance(response.text, str):
         problems.append(f"text is {type(response.text).__name__}, not str")
+    for name in ("stop_reason", "raw_stop_reason", "served_model", "refusal", "service_tier"):
+        value = getattr(response, name)
+        if value is not None and not isinstance(value, str):
+            problems.append(f"{name} is {type(value).__name__}, not str or None")
+    for name in ("latency_s", "ttft_s"):
+        value = getattr(response, name)
+        if (value is not None or name == "latency_s") and not _seconds(value):
+            problems.append(f"{name} is {value!r}, not a non-negative number of seconds")
+    if not isinstance(response.batch, bool):
+        problems.append(f"batch is {response.batch!r}, not a bool")
+    uses = response.server_tool_uses
+    if not isinstance(uses, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in uses.items()
+    ):
+        problems.append("server_tool_uses must be a dict of name -> non-negative int")
+    for name in ("reasoning_blocks", "content_blocks"):
+        blocks = getattr(response, name)
+        if not isinstance(blocks, tuple | list) or not all(isinstance(b, dict) for b in blocks):
+            problems.append(f"{name} must be a list of dicts")
     for name in (
         "input_tokens",
         "output_tokens",
         "cached_input_tokens",
         "cache_write_tokens",
+        "cache_write_1h_tokens",
         "reasoning_tokens",
     ):
         value = getattr(response, name)

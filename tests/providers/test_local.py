@@ -72,6 +72,9 @@ def mutating(request):
         raise ServerError("first attempt fails", status=503)
     return answer
 
+def odd_fields(request):
+    return Response(text="7", served_model=5, latency_s="x", ttft_s=float("nan"), batch="no")
+
 def gen_exit(request):
     raise GeneratorExit
 
@@ -199,6 +202,21 @@ def test_a_function_changing_its_request_changes_no_row_or_retry(app_dir: Path) 
     ]
     again = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
     assert again.manifest.cache_hits == 3
+
+
+def test_a_response_with_fields_of_the_wrong_type_is_its_rows_error(app_dir: Path) -> None:
+    """A Response whose served_model, latency_s, ttft_s or batch has the wrong type is a
+    provider_error naming each field (before, latency_s='x' ended the run with a
+    TypeError); a Response without its own latency_s gets the call's."""
+    result = gradetrail.run_eval(_spec(app_dir, "odd_fields"), results_root=app_dir / "r")
+    (message,) = {r["error"]["message"] for r in _rows(result)}
+    assert message == (
+        "model.function returned a bad Response: served_model is int, not str or None; "
+        "latency_s is 'x', not a non-negative number of seconds; ttft_s is nan, not a "
+        "non-negative number of seconds; batch is 'no', not a bool"
+    )
+    timed = gradetrail.run_eval(_spec(app_dir, "async_app"), results_root=app_dir / "r")
+    assert all(r["latency_s"] > 0 for r in _rows(timed))
 
 
 def test_transient_error_from_function_is_retried(app_dir: Path) -> None:
