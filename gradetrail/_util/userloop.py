@@ -49,12 +49,13 @@ _POLL_S = 0.2  # how often a waiting caller looks at its loop, seconds
 
 
 class Escaped(Exception):
-    """The user's code raised SystemExit or KeyboardInterrupt; kept an ordinary error,
-    because asyncio re-raises both out of the event loop (ending its thread, or the run
-    with SystemExit's code as the exit code).
+    """The user's code raised a BaseException that is no Exception (SystemExit,
+    KeyboardInterrupt, GeneratorExit, a class of its own) and is not a cancellation; kept
+    an ordinary error, because asyncio re-raises such exceptions out of the event loop
+    (ending its thread, or the run, with SystemExit's code as the exit code).
 
     Attributes:
-        kind: ``"SystemExit"`` or ``"KeyboardInterrupt"``.
+        kind: the exception's class name (``"SystemExit"``, ``"GeneratorExit"``...).
         original: the exception raised.
     """
 
@@ -266,7 +267,9 @@ class UserLoop:
 async def _guarded(coro: Coroutine[Any, Any, Any], where: _Loop, call: _Call) -> Any:
     try:
         return await _stepped(coro, where, call)
-    except (SystemExit, KeyboardInterrupt) as exc:
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:  # SystemExit, GeneratorExit...: the user's, not the run's
         raise Escaped(exc) from None
 
 
@@ -305,7 +308,9 @@ async def in_daemon_thread(fn: Callable[[Any], Any], request: Any) -> Any:
 
     Raises:
         RuntimeError: ``fn`` raised KeyboardInterrupt (its own, not the user's Ctrl-C).
-        BaseException: whatever else ``fn`` raised.
+        Escaped: ``fn`` raised another BaseException that is no Exception (SystemExit,
+            GeneratorExit).
+        Exception: whatever else ``fn`` raised.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -324,8 +329,10 @@ async def in_daemon_thread(fn: Callable[[Any], Any], request: Any) -> Any:
             result = fn(request)
         except KeyboardInterrupt:  # raised by the function itself: not the user's Ctrl-C
             hand_back(False, RuntimeError("the function raised KeyboardInterrupt"))
-        except BaseException as exc:  # handed to the awaiting coroutine, not lost
+        except Exception as exc:  # handed to the awaiting coroutine, not lost
             hand_back(False, exc)
+        except BaseException as exc:  # SystemExit, GeneratorExit: never out of the run's loop
+            hand_back(False, Escaped(exc))
         else:
             hand_back(True, result)
 

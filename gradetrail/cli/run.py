@@ -236,20 +236,23 @@ def run(
             from gradetrail.engine.batching import BatchOptions
 
             batching = BatchOptions(fallback=batch_fallback, detach=detach)  # type: ignore[arg-type]
+        from gradetrail.cli.userstdout import guarded_stdout
+
         try:
-            result = run_eval(
-                loaded,
-                executor=chosen,
-                results_root=results_root,
-                cache_path=cache,
-                use_cache=not no_cache,
-                overrides=overrides,
-                on_start=on_start,
-                on_row=lambda row, tally: progress.update(row, tally) if progress else None,
-                on_interrupt=on_interrupt,
-                echo_log=verbose,
-                batch=batching,
-            )
+            with guarded_stdout(to_stderr=json_out or print_run_dir):
+                result = run_eval(
+                    loaded,
+                    executor=chosen,
+                    results_root=results_root,
+                    cache_path=cache,
+                    use_cache=not no_cache,
+                    overrides=overrides,
+                    on_start=on_start,
+                    on_row=lambda row, tally: progress.update(row, tally) if progress else None,
+                    on_interrupt=on_interrupt,
+                    echo_log=verbose,
+                    batch=batching,
+                )
         finally:
             if progress is not None:
                 progress.__exit__(None, None, None)

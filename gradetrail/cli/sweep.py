@@ -163,19 +163,22 @@ def run_loaded(
 
             chosen = RayOptions(address=address, workers=workers)
 
+        from gradetrail.cli.userstdout import guarded_stdout
+
         progress = _CellProgress()
         try:
-            done = run_sweep(
-                loaded,
-                results_root=results_root,
-                cache_path=cache,
-                use_cache=not no_cache,
-                executor_options=chosen,
-                on_cell=progress.cell_done,
-                on_start=progress.start,
-                on_row=progress.row,
-                on_interrupt=progress.interrupt,
-            )
+            with guarded_stdout(to_stderr=json_out):  # the user's prints: never in the JSON
+                done = run_sweep(
+                    loaded,
+                    results_root=results_root,
+                    cache_path=cache,
+                    use_cache=not no_cache,
+                    executor_options=chosen,
+                    on_cell=progress.cell_done,
+                    on_start=progress.start,
+                    on_row=progress.row,
+                    on_interrupt=progress.interrupt,
+                )
         finally:
             progress.close()
         # the budget or a provider quota that ran out, as `run` says it

@@ -32,8 +32,11 @@ To signal a transient failure that should be retried, raise a
 exception is recorded as a permanent ``provider_error``.
 
 Caching: a response is keyed on the rendered request (not the sample id, as for a model)
-and on the SHA-256 of the function's module file, so editing that module re-runs every
-sample. Edits to code the module imports are not seen: change ``model.name`` or pass
+and on the SHA-256 of the function's module file (and of the file its code is defined in,
+through partials, bound methods and ``functools.wraps`` decorators), so editing that code
+re-runs every sample; a module imported before in this process is executed again when its
+file changed since, so a second run in one process (a notebook) runs the code its key
+hashes. Edits to code the module imports are not seen: change ``model.name`` or pass
 ``--no-cache`` after them.
 """
 
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import math
 import sys
@@ -51,7 +55,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gradetrail._util.usercode import import_user_module
+from gradetrail._util.usercode import exception_text, import_user_module
 from gradetrail._util.userloop import BLOCK_LIMIT_S, Blocked, Escaped, UserLoop, in_daemon_thread
 from gradetrail.conversation.messages import make_tool_call
 from gradetrail.datasets import file_sha256
@@ -72,20 +76,25 @@ class PythonProvider(Provider):
         self._warned = False  # function_held_loop said (once a run)
 
     def identity(self) -> dict[str, Any]:
-        """The function's import path and the SHA-256 of its module's source file: an edit
-        to that module misses the cache (and changes the run's identity). Edits elsewhere
-        (other modules, data, a remote service) are invisible: change ``model.name`` or
-        run with ``--no-cache`` after them."""
+        """The function's import path, the SHA-256 of the module ``model.function`` names
+        (``module_sha256``) and, when the function's code is defined in another file of
+        the user's (imported into that module; not an installed package), that file's
+        SHA-256 too (``source_sha256``). A ``functools.partial``, a bound method, a
+        callable object and a decorated function (``functools.wraps``) are followed to
+        the code they run, so editing it misses the cache (and changes the run's
+        identity) whatever decorator or wrapper is around it. Edits elsewhere (other
+        modules, data, a remote service) are invisible: change ``model.name`` or run with
+        ``--no-cache`` after them."""
         fn = self._resolve()
-        defined = fn if inspect.isroutine(fn) or inspect.isclass(fn) else type(fn)  # an object
-        try:
-            source = inspect.getsourcefile(defined)
-        except TypeError:  # a builtin
-            source = None
-        source = source or getattr(sys.modules.get(fn.__module__), "__file__", None)
         out: dict[str, Any] = {"function": self.model.function}
-        if source and Path(source).is_file():
-            out["module_sha256"] = file_sha256(Path(source))
+        named = getattr(
+            sys.modules.get((self.model.function or "").partition(":")[0]), "__file__", None
+        )
+        if named and Path(named).is_file():
+            out["module_sha256"] = file_sha256(Path(named))
+        source = _source_file(fn)
+        if source is not None and (named is None or source != Path(named).resolve()):
+            out["source_sha256"] = file_sha256(source)
         return out
 
     def shipped_modules(self) -> list[Path]:
@@ -123,8 +132,15 @@ class PythonProvider(Provider):
             return self._fn
         target = self.model.function or ""
         module_name, _, attr = target.partition(":")
-        module = import_user_module(module_name, self.base_dir, "model.function")
-        fn = getattr(module, attr, None)
+        module = import_user_module(module_name, self.base_dir, "model.function", current=True)
+        missing = object()
+        fn = getattr(module, attr, missing)
+        if fn is missing:
+            have = sorted(n for n, v in vars(module).items() if callable(v) and n[0] != "_")
+            raise SpecError(
+                f"model.function {target!r}: {module_name!r} has no {attr!r} (its callables: "
+                f"{', '.join(have[:10]) or 'none'}); name one of them"
+            )
         if not callable(fn):
             raise SpecError(
                 f"model.function {target!r}: {module_name!r} has no callable {attr!r} "
@@ -149,6 +165,7 @@ class PythonProvider(Provider):
         """
         fn = self._resolve()
         mode = _row_mode(fn)
+        request = copy.deepcopy(request)  # the app's own: its edits reach no row, key or retry
         args: tuple[Any, ...] = (request,)
         kwargs: dict[str, Any] = {}
         if mode == "positional":
@@ -165,21 +182,26 @@ class PythonProvider(Provider):
                 )
             else:
                 out = await in_daemon_thread(partial(_call, fn, args, kwargs), request)
+                if inspect.iscoroutine(out):  # a plain def around an async def
+                    held = partial(self._held, function, request.sample_id)
+                    out = await _FUNCTION_LOOP.run(out, label=request.sample_id, on_held=held)
         except ProviderError:
             raise
         except asyncio.CancelledError as exc:  # its timeout, or the run's abort
             if exc.args and isinstance(exc.args[0], Blocked):
                 raise asyncio.CancelledError(_blocked(function, exc.args[0])) from None
             raise
-        except Escaped as exc:  # an async function's own SystemExit or KeyboardInterrupt
-            said = str(exc.original)
-            message = f"{exc.kind}: {said}" if said else f"the function raised {exc.kind}"
+        except Escaped as exc:  # the function's own SystemExit, GeneratorExit...
+            said = exception_text(exc.original)
+            message = said if said != exc.kind else f"the function raised {exc.kind}"
             raise BadRequest(message, error_type="function_error") from None
-        except (Exception, SystemExit) as exc:  # the user's code: record, never crash the run
-            raise BadRequest(f"{type(exc).__name__}: {exc}", error_type="function_error") from exc
+        except Exception as exc:  # the user's code: record, never crash the run
+            raise BadRequest(exception_text(exc), error_type="function_error") from None
         latency = time.perf_counter() - start
         if isinstance(out, Response):
-            return _checked(out)
+            out = _checked(out)
+            # latency the app did not measure itself: the call's, as for a model
+            return out if out.latency_s else replace(out, latency_s=latency)
         if not isinstance(out, str):
             raise BadRequest(
                 f"model.function returned {type(out).__name__}; return str or Response",
@@ -242,6 +264,32 @@ def _blocked(function: str, held: Blocked) -> BadRequest:
     )
 
 
+def _source_file(fn: Any) -> Path | None:
+    """The user's file holding the code ``fn`` runs: through ``functools.partial``, bound
+    methods, ``__wrapped__`` (``functools.wraps``) and a callable object's class; None for
+    a builtin, code without a file, or a file under ``sys.prefix`` (an installed package:
+    its version is not the user's edit)."""
+    for _ in range(100):  # layers of wrappers; never a cycle
+        if isinstance(fn, partial):
+            fn = fn.func
+        elif inspect.ismethod(fn):
+            fn = fn.__func__
+        elif getattr(fn, "__wrapped__", None) is not None:
+            fn = fn.__wrapped__
+        else:
+            break
+    target = fn if inspect.isroutine(fn) or inspect.isclass(fn) else type(fn)
+    try:
+        found = inspect.getsourcefile(target)
+    except TypeError:  # a builtin
+        return None
+    if not found or not Path(found).is_file():
+        return None
+    path = Path(found).resolve()
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    return None if any(path.is_relative_to(p) for p in installed) else path
+
+
 def _is_async(fn: Callable[..., Any]) -> bool:
     """``fn`` is a coroutine function, or an object whose ``__call__`` is one."""
     return inspect.iscoroutinefunction(fn) or (
@@ -295,30 +343,63 @@ def _row_mode(fn: Callable[..., Any]) -> str | None:
         for p in params
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
     ]
-    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params):
-        return "positional"
-    return None
+    # a bare *args (a decorator's ``wrapper(*args, **kwargs)`` without functools.wraps)
+    # does not ask for the row: the function it wraps may take the request alone
+    return "positional" if len(positional) >= 2 else None
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], _: Any) -> Any:
     return fn(*args, **kwargs)
 
 
+def _seconds(value: Any) -> bool:
+    """``value`` is a finite non-negative number (not a bool)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
 def _checked(response: Response) -> Response:
     """A Response the user's function built, checked before it is cached or scored.
 
     Raises:
-        BadRequest: ``text`` is not a string, a token count is not a non-negative int, or
-            ``cost_usd`` is not a finite non-negative number (or None).
+        BadRequest: a field of the wrong type: ``text`` not a string, a stop reason or
+            model name not a string (or None), a token count not a non-negative int,
+            ``latency_s``/``ttft_s``/``cost_usd`` not a finite non-negative number,
+            blocks or tool calls not lists of dicts, application fields not JSON.
     """
     problems = []
     if not isinstance(response.text, str):
         problems.append(f"text is {type(response.text).__name__}, not str")
+    for name in ("stop_reason", "raw_stop_reason", "served_model", "refusal", "service_tier"):
+        value = getattr(response, name)
+        if value is not None and not isinstance(value, str):
+            problems.append(f"{name} is {type(value).__name__}, not str or None")
+    for name in ("latency_s", "ttft_s"):
+        value = getattr(response, name)
+        if (value is not None or name == "latency_s") and not _seconds(value):
+            problems.append(f"{name} is {value!r}, not a non-negative number of seconds")
+    if not isinstance(response.batch, bool):
+        problems.append(f"batch is {response.batch!r}, not a bool")
+    uses = response.server_tool_uses
+    if not isinstance(uses, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in uses.items()
+    ):
+        problems.append("server_tool_uses must be a dict of name -> non-negative int")
+    for name in ("reasoning_blocks", "content_blocks"):
+        blocks = getattr(response, name)
+        if not isinstance(blocks, tuple | list) or not all(isinstance(b, dict) for b in blocks):
+            problems.append(f"{name} must be a list of dicts")
     for name in (
         "input_tokens",
         "output_tokens",
         "cached_input_tokens",
         "cache_write_tokens",
+        "cache_write_1h_tokens",
         "reasoning_tokens",
     ):
         value = getattr(response, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from gradetrail.executors.calls import Calls
     from gradetrail.rundir.results import JudgeRecord
 
-__all__ = ["Score", "ScoreInput", "Scorer", "scorer_error"]
+__all__ = ["Score", "ScoreInput", "Scorer", "json_detail", "score_value", "scorer_error"]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
@@ -72,6 +73,48 @@ class Score:
     error: dict[str, Any] | None = None
     judge: JudgeRecord | None = None
     metrics: dict[str, float | None] | None = None
+
+
+def score_value(value: Any) -> float | None:
+    """``value``, a user's scorer's verdict, as a score in [0, 1], or None when it is none.
+
+    Any real number or truth value counts, whatever its type: ``bool``, ``int``,
+    ``float``, NumPy's ``float64``/``int64``/``bool_``, ``Decimal``, ``Fraction``, a
+    one-element tensor (what ``float()`` reads). A string, bytes, None, NaN, an infinity,
+    a complex number or a number outside [0, 1] is none.
+    """
+    if value is None or isinstance(value, str | bytes | bytearray | complex):
+        return None
+    try:
+        number = float(value)
+    except Exception:  # noqa: BLE001 - no float (TypeError), or the user's __float__ failing
+        return None
+    return number if math.isfinite(number) and 0.0 <= number <= 1.0 else None
+
+
+def json_detail(detail: dict[Any, Any]) -> dict[str, Any]:
+    """A user's scorer's ``detail`` as a row can hold it: keys as strings, tuples and sets
+    as lists, NaN and infinities, bytes and any other object as their ``repr`` (at most
+    200 characters), nesting past 20 levels as ``"..."``. What was JSON already is kept
+    as it is."""
+    return {str(k): _json_value(v, 0) for k, v in detail.items()}
+
+
+def _json_value(value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if depth >= 20:
+        return "..."
+    if isinstance(value, dict):
+        return {str(k): _json_value(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_value(v, depth + 1) for v in value]
+    try:
+        return repr(value)[:200]
+    except Exception:  # noqa: BLE001 - the user's __repr__
+        return f"<{type(value).__name__}>"
 
 
 def scorer_error(detail: dict[str, Any], reason: str, message: str) -> Score:

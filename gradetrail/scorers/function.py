@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import SpecError
-from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.base import (
+    Score,
+    ScoreInput,
+    Scorer,
+    json_detail,
+    score_value,
+    scorer_error,
+)
 
 __all__ = ["FunctionScorer", "as_scorer", "code_identity"]
 
@@ -69,13 +76,12 @@ class FunctionScorer(Scorer):
 
     def _score_of(self, value: Any) -> Score:
         if isinstance(value, Score):
-            return value
+            return replace(value, detail=json_detail(value.detail))
         if value is None:
             return scorer_error({}, "no_score", f"scorer {self.name} returned no score")
-        if isinstance(value, bool):
-            return Score(float(value))
-        if isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 1:
-            return Score(float(value))
+        number = score_value(value)
+        if number is not None:
+            return Score(number)
         return scorer_error(
             {"returned": repr(value)[:200]},
             "bad_score",

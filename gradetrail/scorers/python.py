@@ -24,19 +24,28 @@ makes no model call.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import importlib
 import inspect
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gradetrail._util.bounded import CallTimedOut
+from gradetrail._util.bounded import CallAborted, CallTimedOut
+from gradetrail._util.usercode import exception_text
+from gradetrail._util.userloop import BLOCK_LIMIT_S, Escaped, UserLoop
 from gradetrail.errors import SpecError
-from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
+from gradetrail.scorers.base import (
+    Score,
+    ScoreInput,
+    Scorer,
+    json_detail,
+    score_value,
+    scorer_error,
+)
 from gradetrail.spec.scorer import PythonScorerSpec
 
 __all__ = ["AsyncPythonScorer", "PythonScorer", "ScoredSample", "make_python_scorer"]
@@ -51,7 +60,8 @@ class ScoredSample:
     Attributes:
         id: the sample id.
         epoch: 1-based epoch.
-        row: the dataset row's fields (read it, do not change it).
+        row: the dataset row's fields, a copy of its own (a change to it reaches no other
+            scorer, epoch or row).
         prompt: the rendered user message.
         system: the rendered system prompt, or None.
         target: the rendered target, or None when the spec has none.
@@ -77,7 +87,7 @@ def _sample(item: ScoreInput) -> ScoredSample:
     return ScoredSample(
         item.sample.id,
         item.epoch,
-        item.sample.row,
+        copy.deepcopy(item.sample.row),  # its own: a change must not reach other scorers
         item.prompt,
         item.system,
         item.target,
@@ -137,45 +147,53 @@ class PythonScorer(Scorer):
         """Call the function and check what it returned."""
         try:
             result = self.fn(_sample(item))
-        except CallTimedOut:  # the run's time bound: the pipeline's scorer_timeout row
+        except (CallTimedOut, CallAborted, KeyboardInterrupt):  # the run's bound, its signals
             raise
-        except Exception as exc:  # noqa: BLE001 - the user's bug becomes this row's error
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: this row's error, never the run's end
             return self._raised(item, exc)
         return self._verdict(result)
 
     def _raised(self, item: ScoreInput, exc: BaseException) -> Score:
-        message = str(exc).replace("\n", " ")[:_SHOWN]
+        said = exception_text(exc, _SHOWN)
+        fix = "fix the function"
+        if isinstance(exc, RuntimeError) and "running event loop" in said:
+            fix = (  # asyncio.run() in a plain def: it is called on the run's event loop
+                "a plain def scorer runs on the run's event loop: make it an async def "
+                "and await instead of asyncio.run()"
+            )
         return scorer_error(
             {"function": self.spec.function, "response_chars": len(item.response)},
             "python_scorer_failed",
-            f"{self.spec.function} raised {type(exc).__name__}: {message}; fix the function "
-            "(the row is left out of the mean)",
+            f"{self.spec.function} raised {said}; {fix} (the row is left out of the mean)",
         )
 
     def _verdict(self, result: Any) -> Score:
         """The function's result as a Score, or a scorer error saying what was wrong."""
         if isinstance(result, Score):
-            value, detail = result.value, dict(result.detail)
+            value, detail = result.value, json_detail(result.detail)
             if result.error is not None:
                 return Score(None, detail, error=dict(result.error))
         else:
             value, detail = result, {}
         detail.setdefault("function", self.spec.function)
-        if isinstance(value, bool):
-            value = float(value)
-        if (
-            not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or not 0.0 <= value <= 1.0
-        ):
-            shown = repr(value)[:80]
+        number = score_value(value)
+        if number is None:
+            shown = _shown(value)
             return scorer_error(
                 detail,
                 "python_scorer_bad_value",
                 f"{self.spec.function} returned {shown} ({type(value).__name__}); return a "
                 "number in [0, 1], a bool, or a gradetrail.Score",
             )
-        return Score(float(value), detail)
+        return Score(number, detail)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, at most 80 characters, also when its ``__repr__`` raises."""
+    try:
+        return repr(value)[:80]
+    except Exception:  # noqa: BLE001 - the user's __repr__
+        return f"a {type(value).__name__}"
 
 
 def _reloaded(module: Any, module_name: str) -> Any:
@@ -190,13 +208,24 @@ def _reloaded(module: Any, module_name: str) -> Any:
         ) from None
 
 
+#: the event loop async scorer functions run on, never the run's own: one that never
+#: awaits (a CPU loop, time.sleep) would hold the run's loop, so that neither
+#: score_timeout_s nor SIGTERM could stop it
+_SCORER_LOOP = UserLoop("gradetrail-async-scorer", held_s=BLOCK_LIMIT_S)
+
+
 class AsyncPythonScorer(PythonScorer):
-    """An ``async def`` user function as a scorer, awaited with the run's time bound."""
+    """An ``async def`` user function as a scorer, awaited with the run's time bound. It
+    runs on an event loop of its own (:mod:`gradetrail._util.userloop`), so one that holds
+    its loop without awaiting still times out, and the run stays reachable by signals."""
 
     async def ascore(self, item: ScoreInput) -> Score:
         """Await the function (at most ``timeout_s`` seconds) and check its result."""
         try:
-            result = await asyncio.wait_for(self.fn(_sample(item)), self.timeout_s)
+            called = _SCORER_LOOP.run(self.fn(_sample(item)), label=item.sample.id)
+            result = await asyncio.wait_for(called, self.timeout_s)
+        except Escaped as exc:  # its own SystemExit, KeyboardInterrupt, GeneratorExit
+            return self._raised(item, exc.original)
         except TimeoutError as exc:
             if self.timeout_s is None:  # no bound: the function's own TimeoutError
                 return self._raised(item, exc)

@@ -277,3 +277,26 @@ def test_a_cell_whose_rows_were_damaged_is_run_again(sweep_file: Path) -> None:
         return [(r["sample_id"], r["score"]) for r in map(json.loads, data.splitlines())]
 
     assert scores(results.read_bytes()) == scores(intact)  # rewritten from the cache
+
+
+def test_an_app_printing_leaves_the_sweeps_json_whole(tmp_path: Path) -> None:
+    """What a python provider's function prints goes to stderr under ``sweep --json``
+    (before, its lines came before the JSON on stdout)."""
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "q": "1"}\n{"id": "b", "q": "2"}\n')
+    (tmp_path / "chatty_sweep_app.py").write_text(
+        "def loud(request):\n    print('debug', request.prompt)\n    return request.prompt\n"
+        "def quiet(request):\n    return request.prompt\n"
+    )
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ndataset: {path: d.jsonl}\nprompt: '{{ q }}'\ntarget: '{{ q }}'\n"
+        "model: {provider: python, name: m, function: 'chatty_sweep_app:quiet'}\n"
+        "scorer: {type: exact}\n"
+    )
+    sweep = tmp_path / "sw.yaml"
+    sweep.write_text(
+        "name: sw\nspec: s.yaml\naxes:\n  app: {loud: {model.function: 'chatty_sweep_app:loud'},"
+        " quiet: {}}\nbaseline: quiet\n"
+    )
+    out = run_cli("sweep", str(sweep), "--results-root", str(tmp_path / "r"), "--json")
+    assert [c["name"] for c in json.loads(out.out)["cells"]] == ["loud", "quiet"], out.err
+    assert "debug 1" in out.err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,45 @@ def wrong_type(request):
 def hang(request):
     import time
     time.sleep(3600)
+
+def traced(fn):  # a decorator without functools.wraps
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+@traced
+def traced_app(request):
+    return request.prompt.split("=")[-1].strip()
+
+@traced
+async def traced_async_app(request):
+    await asyncio.sleep(0)
+    return request.prompt.split("=")[-1].strip()
+
+def mutating(request):
+    answer = request.prompt.split("=")[-1].strip()
+    request.messages[0]["content"] = "changed by the app"
+    request.params["temperature"] = 2.0
+    _log(request)
+    if sum(request.sample_id in line for line in open(os.environ["ECHO_LOG"])) == 1:
+        raise ServerError("first attempt fails", status=503)
+    return answer
+
+def odd_fields(request):
+    return Response(text="7", served_model=5, latency_s="x", ttft_s=float("nan"), batch="no")
+
+def gen_exit(request):
+    raise GeneratorExit
+
+async def agen_exit(request):
+    raise GeneratorExit
+
+class Opaque(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+def opaque(request):
+    raise Opaque()
 
 def bad_response(request):
     return Response(text=42) if "5+" in request.prompt else Response(text="7", input_tokens=-5)
@@ -115,6 +155,68 @@ def test_function_exception_is_a_provider_error_row(app_dir: Path) -> None:
     assert result.manifest.counts == {"provider_error": 3}
     gradetrail.run_eval(_spec(app_dir, "broken"), results_root=app_dir / "r")
     assert len(_calls(app_dir)) == 6  # errors are never cached: called again
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        ("gen_exit", "the function raised GeneratorExit"),
+        ("agen_exit", "the function raised GeneratorExit"),
+        ("opaque", "Opaque (its message cannot be printed: RuntimeError)"),
+    ],
+)
+def test_an_exception_of_any_kind_is_the_rows_error(
+    app_dir: Path, function: str, message: str
+) -> None:
+    """GeneratorExit (sync or async) and an exception whose str() raises are each that
+    row's provider_error; before, either one ended the run with a traceback."""
+    result = gradetrail.run_eval(_spec(app_dir, function), results_root=app_dir / "r")
+    rows = _rows(result)
+    assert [r["state"] for r in rows] == ["provider_error"] * 3
+    assert {r["error"]["message"] for r in rows} == {message}
+    assert result.manifest.status == "complete"
+
+
+@pytest.mark.parametrize("function", ["traced_app", "traced_async_app"])
+def test_a_function_under_a_plain_wrapper_is_answered(app_dir: Path, function: str) -> None:
+    """A decorator's ``wrapper(*args, **kwargs)`` (no functools.wraps) is called with the
+    request alone, and the coroutine a plain wrapper around an ``async def`` returns is
+    awaited; before, every row was a TypeError (it was handed the row too) or 'returned
+    coroutine'."""
+    result = gradetrail.run_eval(_spec(app_dir, function), results_root=app_dir / "r")
+    assert [r["score"] for r in _rows(result)] == [1.0, 1.0, 0.0]
+
+
+def test_a_function_changing_its_request_changes_no_row_or_retry(app_dir: Path) -> None:
+    """The function gets its own copy of the request: editing its messages or params
+    leaves the row's prompt, the retry's request and the cache key as they were (before,
+    each row recorded the app's 'changed by the app' as its prompt, and the retry got the
+    changed request)."""
+    spec = _spec(app_dir, "mutating", max_retries=1, concurrency=1)
+    result = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    rows = _rows(result)
+    assert [(r["prompt"], r["score"], r["attempts"]) for r in rows] == [
+        ("3+4=7", 1.0, 2),
+        ("4+3=7", 1.0, 2),
+        ("5+2=8", 0.0, 2),
+    ]
+    again = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    assert again.manifest.cache_hits == 3
+
+
+def test_a_response_with_fields_of_the_wrong_type_is_its_rows_error(app_dir: Path) -> None:
+    """A Response whose served_model, latency_s, ttft_s or batch has the wrong type is a
+    provider_error naming each field (before, latency_s='x' ended the run with a
+    TypeError); a Response without its own latency_s gets the call's."""
+    result = gradetrail.run_eval(_spec(app_dir, "odd_fields"), results_root=app_dir / "r")
+    (message,) = {r["error"]["message"] for r in _rows(result)}
+    assert message == (
+        "model.function returned a bad Response: served_model is int, not str or None; "
+        "latency_s is 'x', not a non-negative number of seconds; ttft_s is nan, not a "
+        "non-negative number of seconds; batch is 'no', not a bool"
+    )
+    timed = gradetrail.run_eval(_spec(app_dir, "async_app"), results_root=app_dir / "r")
+    assert all(r["latency_s"] > 0 for r in _rows(timed))
 
 
 def test_transient_error_from_function_is_retried(app_dir: Path) -> None:
@@ -245,6 +347,125 @@ def test_editing_the_function_module_misses_the_cache(app_dir: Path) -> None:
     assert edited["cache_hits"] == 0 and edited["score"]["mean"] == 0.0
     assert edited["identity_hash"] != first["identity_hash"]
     assert len(_calls(app_dir)) == 6
+
+
+WRAPPED_APP = """
+import functools
+import retrying
+
+def _answer(request, suffix):
+    return request.prompt.split("=")[-1].strip() + suffix
+
+partial_app = functools.partial(_answer, suffix="")
+
+@retrying.retry
+def decorated_app(request):
+    return request.prompt.split("=")[-1].strip()
+"""
+
+RETRYING = """
+import functools
+
+def retry(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+"""
+
+
+@pytest.mark.parametrize("function", ["partial_app", "decorated_app"])
+def test_editing_a_wrapped_function_misses_the_cache(app_dir: Path, function: str) -> None:
+    """A functools.partial, or a function under another module's functools.wraps
+    decorator, is followed to its code: editing it re-runs every sample (before, the key
+    hashed functools.py or the decorator's file, and the edited app was served its old
+    cached answers)."""
+    import subprocess
+    import sys
+
+    from paths import ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gradetrail
+    (app_dir / "wrapped.py").write_text(WRAPPED_APP)
+    (app_dir / "retrying.py").write_text(RETRYING)
+    _spec(app_dir, function, module="wrapped")
+
+    def run() -> dict:
+        out = subprocess.run(
+            [sys.executable, "-m", "gradetrail", "run", "s.yaml", "--json"],
+            cwd=app_dir,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode in (0, 1), out.stderr
+        return json.loads(out.stdout)
+
+    first = run()
+    assert (first["cache_hits"], first["score"]["mean"]) == (0, pytest.approx(2 / 3))
+    module = app_dir / "wrapped.py"
+    module.write_text(module.read_text().replace('split("=")[-1]', 'split("=")[0]'))
+    edited = run()
+    assert (edited["cache_hits"], edited["score"]["mean"]) == (0, 0.0)
+
+
+def test_a_second_run_in_one_process_runs_the_edited_function(app_dir: Path) -> None:
+    """Two runs in one process (a notebook) with the app's module edited between: the
+    second calls the edited code, and caches its answers under the edited code's key
+    (before, it ran the first version again and stored its answers under the new key, so
+    even a fresh process was served the old answers)."""
+    module = app_dir / "notebook_app.py"
+    module.write_text(APP)
+    spec = _spec(app_dir, "sync_app", module="notebook_app")
+    first = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    assert first.manifest.score.mean == pytest.approx(2 / 3)
+    module.write_text(APP.replace('split("=")[-1]', 'split("=")[0]'))
+    edited = gradetrail.run_eval(spec, results_root=app_dir / "r", cache_path=app_dir / "c.db")
+    assert (edited.manifest.cache_hits, edited.manifest.score.mean) == (0, 0.0)
+    assert [r["response"] for r in _rows(edited)] == ["3+4", "4+3", "5+2"]
+
+
+NOISY_APP = """
+import subprocess, sys
+
+print("loading the app")
+
+def answer(request):
+    print("debug:", request.prompt)
+    subprocess.run([sys.executable, "-c", "print('from a subprocess')"], check=True)
+    sys.stdout.close()
+    return request.prompt.split("=")[-1].strip()
+"""
+
+
+@pytest.mark.parametrize("flag", ["--json", "--print-run-dir"])
+def test_an_app_printing_or_closing_stdout_leaves_the_commands_output_whole(
+    app_dir: Path, flag: str
+) -> None:
+    """What the app prints (itself, or a subprocess it runs) goes to stderr while the
+    command's stdout is for machines, and its ``sys.stdout.close()`` does not break it:
+    stdout is exactly the JSON or the run directory (before: the app's lines came first,
+    and closing stdout ended the command with a traceback, exit 1)."""
+    import subprocess
+    import sys
+
+    from paths import ROOT
+
+    (app_dir / "noisy.py").write_text(NOISY_APP)
+    _spec(app_dir, "answer", module="noisy", concurrency=1)  # lines not interleaved
+    out = subprocess.run(
+        [sys.executable, "-m", "gradetrail", "run", "s.yaml", flag],
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.returncode == 0, out.stderr
+    if flag == "--json":
+        assert json.loads(out.stdout)["counts"] == {"scored": 3}
+    else:
+        assert (app_dir / out.stdout.strip() / "manifest.json").is_file()
+    assert "from a subprocess" in out.stderr and "debug: 3+4=7" in out.stderr
 
 
 def test_replay_unknown_model_stops_before_any_sample(cli) -> None:

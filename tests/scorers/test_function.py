@@ -69,3 +69,22 @@ def test_a_scorer_class_instead_of_an_instance_is_refused() -> None:
     """Passing the class is a one-line error saying to pass an instance."""
     with pytest.raises(SpecError, match=r"pass an instance, AsyncLength\(\.\.\.\)"):
         gradetrail.plan_run(_spec(), scorer=AsyncLength)  # type: ignore[arg-type]
+
+
+def test_a_detail_json_cannot_hold_is_kept_as_text_and_the_run_completes(
+    tmp_path: Path,
+) -> None:
+    """A Score whose detail holds an object, NaN, bytes, a tuple or a non-string key is
+    written with those as text or lists, the score kept; before, the run crashed writing
+    the row."""
+
+    def odd_detail(item: ScoreInput) -> Score:
+        return Score(1.0, {"obj": object(), "nan": float("nan"), "raw": b"x", "pair": (1, 2), 3: 4})
+
+    spec = gradetrail.load_spec(GSM8K_SPEC, ["dataset.limit=2"])
+    result = gradetrail.run_eval(spec, scorer=odd_detail, results_root=tmp_path)
+    rows = gradetrail.read_results(result.run_dir)
+    assert [r["score"] for r in rows] == [1.0, 1.0]
+    detail = rows[0]["scorer"]
+    assert detail["obj"].startswith("<object object at ")
+    assert (detail["nan"], detail["raw"], detail["pair"], detail["3"]) == ("nan", "b'x'", [1, 2], 4)

@@ -135,6 +135,13 @@ def test_a_slow_async_function_is_a_timeout_row(tmp_path: Path) -> None:
         ("return float('nan')", "python_scorer_bad_value", "returned nan"),
         ("return 'yes'", "python_scorer_bad_value", "returned 'yes'"),
         ("return None", "python_scorer_bad_value", "returned None"),
+        ("raise SystemExit(0)", "python_scorer_failed", "raised SystemExit: 0"),
+        ("raise GeneratorExit", "python_scorer_failed", "raised GeneratorExit"),
+        (
+            "raise type('Opaque', (Exception,), {'__str__': lambda self: 1 / 0})()",
+            "python_scorer_failed",
+            "raised Opaque (its message cannot be printed: ZeroDivisionError)",
+        ),
     ],
 )
 def test_a_failing_function_is_a_scorer_error_naming_it(
@@ -147,6 +154,84 @@ def test_a_failing_function_is_a_scorer_error_naming_it(
     assert s.value is None and s.error["kind"] == "scorer_error"
     assert s.error["reason"] == reason
     assert scorer.spec.function in s.error["message"] and says in s.error["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "value"),
+    [
+        ("import numpy; return numpy.bool_(True)", 1.0),
+        ("import numpy; return numpy.float32(0.5)", 0.5),
+        ("import numpy; return numpy.int64(0)", 0.0),
+        ("import decimal; return decimal.Decimal('0.25')", 0.25),
+        ("import fractions; return fractions.Fraction(3, 4)", 0.75),
+    ],
+)
+def test_any_real_number_type_is_a_score(tmp_path: Path, body: str, value: float) -> None:
+    """NumPy's bool and numbers, Decimal and Fraction are scores as their float is
+    (before, numpy.bool_ and Decimal were scorer errors while numpy.float64 scored)."""
+    scorer = scorer_from(tmp_path, f"def score(s):\n    {body}\n")
+    s = scorer.score(item())
+    assert (s.value, s.error) == (value, None)
+
+
+def test_an_async_function_that_never_awaits_still_times_out(tmp_path: Path) -> None:
+    """An ``async def`` that spins without awaiting runs off the caller's loop, so the
+    scoring bound still cuts it: a scorer_timeout row, not its late 1.0."""
+    import asyncio
+
+    scorer = scorer_from(
+        tmp_path,
+        """
+        import time
+        async def score(s):
+            end = time.monotonic() + 1.5
+            while time.monotonic() < end:
+                pass
+            return 1.0
+        """,
+        timeout=0.3,
+    )
+    s = asyncio.run(scorer.ascore(item()))
+    assert s.value is None and s.error["reason"] == "scorer_timeout"
+
+
+async def _exits(tmp_path: Path, body: str) -> Score:
+    scorer = scorer_from(tmp_path, f"async def score(s):\n    {body}\n")
+    return await scorer.ascore(item())
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [("raise SystemExit(0)", "raised SystemExit: 0"), ("raise GeneratorExit", "GeneratorExit")],
+)
+def test_an_async_function_exiting_is_its_rows_error(tmp_path: Path, body: str, says: str) -> None:
+    """``sys.exit(0)`` or GeneratorExit in an async scorer is that row's scorer error,
+    never the end of the run (before: the process exited 0 with no summary)."""
+    import asyncio
+
+    s = asyncio.run(_exits(tmp_path, body))
+    assert s.value is None and s.error["reason"] == "python_scorer_failed"
+    assert says in s.error["message"]
+
+
+def test_a_scorer_calling_sys_exit_leaves_the_run_complete(cli, tmp_path: Path) -> None:
+    """A sync scorer calling ``sys.exit(0)`` on one row is that row's judge_error; the run
+    completes and exits 0 for its other rows only because they scored (before: exit 0, no
+    summary, no manifest score)."""
+    spec = write_eval(
+        tmp_path / "e",
+        """
+        import sys
+        def score(s):
+            if s.target == "2":
+                sys.exit(0)
+            return s.response.endswith(s.target)
+        """,
+    )
+    out = cli("run", str(spec), "--json")
+    manifest = json.loads(out.stdout)
+    assert manifest["counts"] == {"scored": 3, "judge_error": 1}
+    assert manifest["score"]["mean"] == 1.0
 
 
 @pytest.mark.parametrize(
@@ -264,3 +349,50 @@ def test_changed_grading_code_is_another_run_and_makes_no_model_call(cli, tmp_pa
         k for k in second["file_hashes"] if k.startswith("python_scorer:")
     ]  # fmt: skip
     assert second["file_hashes"][differences[0]] != first["file_hashes"][differences[0]]
+
+
+def test_a_detail_json_cannot_hold_is_kept_as_text(tmp_path: Path) -> None:
+    """A detail holding an object, NaN or a non-string key is kept as text (the row can
+    be written), the score with it."""
+    scorer = scorer_from(
+        tmp_path,
+        """
+        from gradetrail import Score
+        def score(s):
+            return Score(0.5, {"nan": float("nan"), 7: {"inner": {1, 2} - {1}}})
+        """,
+    )
+    s = scorer.score(item())
+    assert s.value == 0.5
+    assert s.detail == {"nan": "nan", "7": {"inner": [2]}, "function": scorer.spec.function}
+
+
+def test_a_function_changing_the_row_changes_it_for_no_one_else(tmp_path: Path) -> None:
+    """The row a function gets is its own copy: popping a field leaves it for the next
+    scorer and the next epoch (before, a second metric reading it was a KeyError on every
+    row, and the run still said every row scored)."""
+    scorer = scorer_from(
+        tmp_path,
+        "def score(s):\n    return s.response.endswith(s.row.pop('answer'))\n",
+    )
+    shared = item()
+    assert [scorer.score(shared).value for _ in range(2)] == [1.0, 1.0]
+    assert shared.sample.row == {"question": "q", "answer": "42"}
+
+
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
+def test_a_plain_def_calling_asyncio_run_is_told_to_be_async(tmp_path: Path) -> None:
+    """A plain def scorer is called on the run's event loop, where asyncio.run() raises:
+    the row's error says to make it an async def."""
+    import asyncio
+
+    scorer = scorer_from(
+        tmp_path, "import asyncio\ndef score(s):\n    return asyncio.run(asyncio.sleep(0, 1.0))\n"
+    )
+
+    async def on_a_loop() -> Score:
+        return scorer.score(item())
+
+    s = asyncio.run(on_a_loop())
+    assert s.value is None and s.error["reason"] == "python_scorer_failed"
+    assert "make it an async def and await instead of asyncio.run()" in s.error["message"]
