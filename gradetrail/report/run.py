@@ -28,7 +28,9 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
 
 def metric_lines(m: Manifest) -> list[tuple[str, str]]:
     """``("metric", text)`` for each metric of a run with several scorers: its name (the
-    primary marked), mean, SE, 95% CI and scored samples; none with one scorer."""
+    primary marked), mean, SE, 95% CI and scored samples, and in a complete run how many
+    samples it did not score (its errors, which a secondary metric's never show in the
+    row counts) and where each row says why; none with one scorer."""
     if not m.metrics:
         return []
     primary = next(
@@ -38,8 +40,17 @@ def metric_lines(m: Manifest) -> list[tuple[str, str]]:
     lines = []
     for name, s in m.metrics.items():
         mark = " (primary)" if name == primary else ""
+        # a complete run has a row for every sample: those a metric did not score are its
+        # errors (a secondary metric's are in each row's scorer.metrics, never in counts)
+        missed = m.n_samples - s.n if m.status == "complete" and s.n < m.n_samples else 0
+        where = "scorer" if name == primary else f"scorer.metrics.{name}"
+        unscored = (
+            f" ({missed} of {m.n_samples} samples not scored by it: each row's {where}.error)"
+            if missed
+            else ""
+        )
         if s.mean is None:
-            lines.append(("metric", f"{name}{mark}: n/a (no sample scored)"))
+            lines.append(("metric", f"{name}{mark}: n/a (no sample scored){unscored}"))
             continue
         kind = " (Wilson)" if s.ci_method == "wilson" else ""
         ci = f"[{_fmt(s.ci_low)}, {_fmt(s.ci_high)}]" if s.ci_low is not None else "n/a"
@@ -47,7 +58,7 @@ def metric_lines(m: Manifest) -> list[tuple[str, str]]:
             (
                 "metric",
                 f"{name}{mark}: {s.mean:.4f} ± {_fmt(s.se)} SE, 95% CI {ci}{kind}, over {s.n} "
-                "scored samples",
+                f"scored samples{unscored}",
             )
         )
     return lines

@@ -198,6 +198,16 @@ def test_a_metric_failing_on_a_row_leaves_the_row_scored(cli, tmp_path: Path) ->
     assert row["metrics"] == {"exact": 1.0, "picky": None}
     error = row["scorer"]["metrics"]["picky"]["error"]
     assert "grading_m:picky raised RuntimeError: no opinion on 3" in error["message"]
+    # the summary says so (the row counts cannot: the row is scored by the primary);
+    # before, `over 3 scored samples` was the only sign
+    out = cli("run", str(tmp_path / "m.yaml")).stdout
+    (picky,) = [line for line in out.splitlines() if "picky:" in line]
+    assert picky.endswith(
+        "over 3 scored samples (1 of 4 samples not scored by it: each row's "
+        "scorer.metrics.picky.error)"
+    ), picky
+    (exact,) = [line for line in out.splitlines() if "exact (primary):" in line]
+    assert exact.endswith("over 4 scored samples"), exact
 
 
 def test_diff_and_junit_show_each_metric(cli, tmp_path: Path) -> None:
