@@ -3,8 +3,10 @@ agent's tools module, a custom scorer)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -18,6 +20,8 @@ __all__ = ["exception_text", "import_user_module"]
 
 #: the SHA-256 of each module file as gradetrail last executed it (``current=True``)
 _LOADED: dict[str, str] = {}
+#: top-level name -> the file gradetrail imported that user module (or package) from
+_FROM: dict[str, str | None] = {}
 
 
 def import_user_module(
@@ -35,9 +39,12 @@ def import_user_module(
         SpecError: naming ``where``: the module cannot be found or imported, raises while
             importing, or its file is not a regular file (a FIFO would block the import).
     """
-    for extra in (str(base_dir), "."):
-        if extra not in sys.path:
+    for extra in (str(base_dir), "."):  # first, even when on the path further on
+        if sys.path[:2] != [".", str(base_dir)]:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(extra)
             sys.path.insert(0, extra)
+    _forget_another_directorys(module_name)
     try:
         found = importlib.util.find_spec(module_name)
         origin = found.origin if found is not None else None
@@ -46,6 +53,7 @@ def import_user_module(
             raise SpecError(f"{where}: {module_name!r} is {origin}, which {problem}")
         loaded = module_name in sys.modules
         module = importlib.import_module(module_name)
+        _FROM[module_name.partition(".")[0]] = _top_file(module_name)
         return _current(module, module_name, loaded) if current else module
     except SpecError:
         raise
@@ -55,6 +63,34 @@ def import_user_module(
         raise SpecError(
             f"{where}: importing {module_name!r} raised {exception_text(exc)}; fix the module"
         ) from None
+
+
+def _top_file(module_name: str) -> str | None:
+    """The file the top-level package (or module) of ``module_name`` was imported from."""
+    top = sys.modules.get(module_name.partition(".")[0])
+    origin = getattr(top, "__file__", None)
+    return str(Path(origin).resolve()) if origin else None
+
+
+def _forget_another_directorys(module_name: str) -> None:
+    """Drop from ``sys.modules`` a user module of this name that gradetrail imported from
+    another directory than the one it resolves to now (two specs in one process, each
+    beside its own ``app.py``): importing by name returned the first spec's module, so
+    the second ran the first's code and cached its answers under its own requests. Only a
+    module gradetrail itself imported as user code is dropped (never one of the
+    standard library or an installed package), with its submodules."""
+    top = module_name.partition(".")[0]
+    before = _FROM.get(top)
+    if before is None or top not in sys.modules:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(top, sys.path[:2])
+    now = str(Path(spec.origin).resolve()) if spec is not None and spec.origin else None
+    if now is None or now == before:
+        return
+    for name in [n for n in sys.modules if n == top or n.startswith(f"{top}.")]:
+        del sys.modules[name]
+        _LOADED.pop(name, None)
+    importlib.invalidate_caches()
 
 
 def _current(module: Any, module_name: str, loaded: bool) -> Any:

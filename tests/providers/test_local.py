@@ -751,3 +751,30 @@ def test_sigterm_ends_a_run_whose_async_function_holds_its_loop(app_dir: Path) -
     assert proc.returncode == 143
     manifest = json.loads((only_run_dir(results) / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
+
+
+def test_two_specs_beside_their_own_app_module_each_run_their_own(tmp_path: Path) -> None:
+    """Two specs in one process (a notebook), each in its own directory beside its own
+    ``app.py``: each runs its own function, and then the first again its own. Before,
+    importing by name returned the first spec's module, so the second ran the first's
+    code (its rows answered 'a') and would have cached those answers under its own
+    requests."""
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "data.jsonl").write_text('{"id": "1", "q": "x"}\n')
+        (d / "twin_app.py").write_text(f"def answer(request):\n    return {name!r}\n")
+        (d / "s.yaml").write_text(
+            "name: t\ndataset: {path: data.jsonl}\nprompt: '{{ q }}'\ntarget: 'b'\n"
+            "model: {provider: python, name: app, function: 'twin_app:answer'}\n"
+            "scorer: {type: exact}\n"
+        )
+    answers = []
+    try:
+        for name in ("a", "b", "a"):
+            spec = gradetrail.load_spec(tmp_path / name / "s.yaml")
+            result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
+            answers += [row["response"] for row in _rows(result)]
+    finally:
+        sys.modules.pop("twin_app", None)
+    assert answers == ["a", "b", "a"]
