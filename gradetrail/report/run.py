@@ -28,9 +28,9 @@ def summary_lines(result: RunResult) -> list[tuple[str, str]]:
 
 def metric_lines(m: Manifest) -> list[tuple[str, str]]:
     """``("metric", text)`` for each metric of a run with several scorers: its name (the
-    primary marked), mean, SE, 95% CI and scored samples, and in a complete run how many
-    samples it did not score (its errors, which a secondary metric's never show in the
-    row counts) and where each row says why; none with one scorer."""
+    primary marked), mean, SE, 95% CI and scored samples, and for a secondary metric how
+    many of the samples the primary scored it did not (its errors, which never show in
+    the row counts) and where each row says why; none with one scorer."""
     if not m.metrics:
         return []
     primary = next(
@@ -40,12 +40,13 @@ def metric_lines(m: Manifest) -> list[tuple[str, str]]:
     lines = []
     for name, s in m.metrics.items():
         mark = " (primary)" if name == primary else ""
-        # a complete run has a row for every sample: those a metric did not score are its
-        # errors (a secondary metric's are in each row's scorer.metrics, never in counts)
-        missed = m.n_samples - s.n if m.status == "complete" and s.n < m.n_samples else 0
-        where = "scorer" if name == primary else f"scorer.metrics.{name}"
+        # a secondary metric's errors never show in the row counts (the primary scored the
+        # row): the samples the primary scored and it did not are its errors
+        scored = m.score.n if m.score is not None else 0
+        missed = scored - s.n if name != primary and s.n < scored else 0
         unscored = (
-            f" ({missed} of {m.n_samples} samples not scored by it: each row's {where}.error)"
+            f" ({missed} of the {scored} samples the primary scored not scored by it: each "
+            f"row's scorer.metrics.{name}.error)"
             if missed
             else ""
         )

@@ -203,8 +203,8 @@ def test_a_metric_failing_on_a_row_leaves_the_row_scored(cli, tmp_path: Path) ->
     out = cli("run", str(tmp_path / "m.yaml")).stdout
     (picky,) = [line for line in out.splitlines() if "picky:" in line]
     assert picky.endswith(
-        "over 3 scored samples (1 of 4 samples not scored by it: each row's "
-        "scorer.metrics.picky.error)"
+        "over 3 scored samples (1 of the 4 samples the primary scored not scored by it: "
+        "each row's scorer.metrics.picky.error)"
     ), picky
     (exact,) = [line for line in out.splitlines() if "exact (primary):" in line]
     assert exact.endswith("over 4 scored samples"), exact
