@@ -111,8 +111,9 @@ def nothing(x: int) -> None:
 
 class Endless:
     def __str__(self):
-        while True:
+        while not STOP_SPINNING:  # until the test that made it stops it
             pass
+        return "stopped"
 
 
 def endless(x: int):
@@ -373,7 +374,10 @@ def test_a_value_whose_text_never_comes_costs_the_tools_timeout_not_the_run(
     run.timeout_s and the run ends (before: its value was turned into text on the run's
     own event loop, outside the tool's timeout, and the run never ended)."""
     srv.configure(script=_script(["endless"]))
-    out = cli("run", str(_spec(tmp_path, srv, ["endless"], timeout_s=1)), "--json")
+    try:
+        out = cli("run", str(_spec(tmp_path, srv, ["endless"], timeout_s=1)), "--json")
+    finally:  # the spinning thread holds half the GIL for every later test: stop it
+        sys.modules[f"hostile_{tmp_path.name.replace('-', '_')}"].STOP_SPINNING = True
     assert out.exit_code == 0, out.stderr
     (row,) = gradetrail.read_results(json.loads(out.stdout)["run_dir"])
     (result,) = row["transcript"]["turns"][0]["tool_results"]
