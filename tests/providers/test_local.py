@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,6 +124,21 @@ def _calls(app_dir: Path) -> list[dict]:
 
 def _rows(result: gradetrail.RunResult) -> list[dict]:
     return gradetrail.read_results(result.run_dir)
+
+
+def _cli(app_dir: Path, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess:
+    """``python -m gradetrail ARGS`` in ``app_dir``, a process of its own, running this
+    checkout's gradetrail (PYTHONPATH), its output captured as text."""
+    from paths import ROOT
+
+    return subprocess.run(
+        [sys.executable, "-m", "gradetrail", *args],
+        cwd=app_dir,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_sync_function_is_called_once_per_sample_then_cached(app_dir: Path) -> None:
@@ -323,18 +339,10 @@ def test_replay_match_fields_a_recording_lacks_is_named(tmp_path: Path) -> None:
 def test_editing_the_function_module_misses_the_cache(app_dir: Path) -> None:
     """After an edit to the function's module, a re-run calls it again (new answers), under
     a new identity hash; an unchanged module is all cache hits."""
-    import subprocess
-    import sys
-
     _spec(app_dir, "sync_app")  # writes s.yaml
 
     def run() -> dict:
-        out = subprocess.run(
-            [sys.executable, "-m", "gradetrail", "run", "s.yaml", "--json"],
-            cwd=app_dir,
-            capture_output=True,
-            text=True,
-        )
+        out = _cli(app_dir, "run", "s.yaml", "--json")
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
@@ -380,24 +388,12 @@ def test_editing_a_wrapped_function_misses_the_cache(app_dir: Path, function: st
     decorator, is followed to its code: editing it re-runs every sample (before, the key
     hashed functools.py or the decorator's file, and the edited app was served its old
     cached answers)."""
-    import subprocess
-    import sys
-
-    from paths import ROOT
-
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's gradetrail
     (app_dir / "wrapped.py").write_text(WRAPPED_APP)
     (app_dir / "retrying.py").write_text(RETRYING)
     _spec(app_dir, function, module="wrapped")
 
     def run() -> dict:
-        out = subprocess.run(
-            [sys.executable, "-m", "gradetrail", "run", "s.yaml", "--json"],
-            cwd=app_dir,
-            capture_output=True,
-            text=True,
-            env=env,
-        )
+        out = _cli(app_dir, "run", "s.yaml", "--json")
         assert out.returncode in (0, 1), out.stderr
         return json.loads(out.stdout)
 
@@ -446,20 +442,9 @@ def test_an_app_printing_or_closing_stdout_leaves_the_commands_output_whole(
     command's stdout is for machines, and its ``sys.stdout.close()`` does not break it:
     stdout is exactly the JSON or the run directory (before: the app's lines came first,
     and closing stdout ended the command with a traceback, exit 1)."""
-    import subprocess
-    import sys
-
-    from paths import ROOT
-
     (app_dir / "noisy.py").write_text(NOISY_APP)
     _spec(app_dir, "answer", module="noisy", concurrency=1)  # lines not interleaved
-    out = subprocess.run(
-        [sys.executable, "-m", "gradetrail", "run", "s.yaml", flag],
-        cwd=app_dir,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    out = _cli(app_dir, "run", "s.yaml", flag)
     assert out.returncode == 0, out.stderr
     if flag == "--json":
         assert json.loads(out.stdout)["counts"] == {"scored": 3}
@@ -507,17 +492,8 @@ def test_summary_names_the_most_frequent_errors(app_dir: Path, cli) -> None:
 def test_hanging_sync_function_times_out_and_the_process_ends(app_dir: Path) -> None:
     """A sync function that never returns is a ProviderTimeout row after run.timeout_s, and
     the process still finishes (its thread is abandoned, not waited for)."""
-    import subprocess
-    import sys
-
     _spec(app_dir, "hang", timeout_s=0.5)
-    out = subprocess.run(
-        [sys.executable, "-m", "gradetrail", "run", "s.yaml", "--json"],
-        cwd=app_dir,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = _cli(app_dir, "run", "s.yaml", "--json", timeout=60)
     assert out.returncode == 1, out.stderr
     manifest = json.loads(out.stdout)
     assert manifest["status"] == "complete"
