@@ -34,6 +34,20 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET_KEY)
 
 
+def _complete_once(provider: Any, request: gradetrail.Request) -> gradetrail.Response:
+    """``provider.complete(request)`` on an event loop of its own, the provider closed
+    after it."""
+    import asyncio
+
+    async def call() -> gradetrail.Response:
+        try:
+            return await provider.complete(request)
+        finally:
+            await provider.aclose()
+
+    return asyncio.run(call())
+
+
 def _spec(tmp_path: Path, srv: Any, client: str, **fields: Any) -> gradetrail.EvalSpec:
     fields.setdefault("limit", 1)
     fields.setdefault("api_key_required", False)
@@ -106,7 +120,6 @@ def test_a_specs_own_include_still_asks_for_the_reasoning_to_go_back(
     include is kept and ``reasoning.encrypted_content`` added, so the reasoning item comes
     back whole and can go back on the next turn under ``store: false``. Before, a spec's
     own include replaced it: the item came back as an id only (and was left out)."""
-    import asyncio
 
     from gradetrail.providers import make_provider
 
@@ -128,20 +141,13 @@ def test_a_specs_own_include_still_asks_for_the_reasoning_to_go_back(
         "reasoning.encrypted_content",
     ]
 
-    async def call() -> gradetrail.Response:
-        try:
-            return await provider.complete(request)
-        finally:
-            await provider.aclose()
-
-    (item,) = asyncio.run(call()).reasoning_blocks
+    (item,) = _complete_once(provider, request).reasoning_blocks
     assert item["type"] == "reasoning" and item["encrypted_content"]
 
 
 def test_usage_reads_cached_and_reasoning_tokens(srv, tmp_path: Path) -> None:
     """input_tokens includes input_tokens_details.cached_tokens (subtracted once);
     output_tokens includes output_tokens_details.reasoning_tokens, kept apart."""
-    import asyncio
 
     from gradetrail.providers import make_provider
 
@@ -161,13 +167,7 @@ def test_usage_reads_cached_and_reasoning_tokens(srv, tmp_path: Path) -> None:
         params={"extra": {"reasoning": {"effort": "low"}}},
     )
 
-    async def call() -> gradetrail.Response:
-        try:
-            return await provider.complete(request)
-        finally:
-            await provider.aclose()
-
-    response = asyncio.run(call())
+    response = _complete_once(provider, request)
     prompt_words = 8  # "Be brief." and "Q: what is 9 + 9?", split on whitespace
     assert response.total_input_tokens == prompt_words and response.cached_input_tokens == 5
     assert response.input_tokens == prompt_words - 5
