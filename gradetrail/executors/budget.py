@@ -327,17 +327,9 @@ class Budget:
             if self._settled is None:
                 self._settled = asyncio.Event()
             await self._settled.wait()
-        reserved = self.reserve(usd, what)
-        call = None
-        if self.on_reserve is not None:
-            try:
-                call = self.on_reserve(reserved)
-            except OSError as exc:  # not started: nothing is paid that goes unrecorded
-                self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
-                self.unrecorded = exc
-                raise self._cannot_record(what) from None
+        reservation = self.reserve_now(usd, what)
         self.calls_in_flight += 1
-        return Reservation(reserved, call)
+        return reservation
 
     def fits(self, usd: float) -> bool:
         """True when ``usd`` more could be reserved now."""
@@ -345,8 +337,9 @@ class Budget:
         return spent + self.reserved_usd + usd <= self.ceiling_usd + 1e-12
 
     def reserve_now(self, usd: float, what: str = "the next call") -> Reservation:
-        """:meth:`reserve_when_fits` without waiting, for a retry inside a call that is
-        already in flight (it cannot wait for itself to land).
+        """:meth:`reserve`, recorded (``on_reserve``) before the call starts, without
+        waiting: for a retry inside a call that is already in flight (it cannot wait for
+        itself to land), and by :meth:`reserve_when_fits` once it has waited.
 
         Raises:
             BudgetExhausted: it does not fit now, or it could not be recorded.
@@ -356,7 +349,7 @@ class Budget:
         if self.on_reserve is not None:
             try:
                 call = self.on_reserve(reserved)
-            except OSError as exc:
+            except OSError as exc:  # not started: nothing is paid that goes unrecorded
                 self.reserved_usd = max(self.reserved_usd - reserved, 0.0)
                 self.unrecorded = exc
                 raise self._cannot_record(what) from None
