@@ -9,7 +9,9 @@ Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`: attributes star
 ``_`` (``cycler.__init__.__globals__``), function internals and methods that modify a
 list, dict or set are refused with a :class:`~jinja2.exceptions.SecurityError`, which the
 pipeline reports as a one-line error naming the template and the sample before any call.
-Row values are data: they are inserted as text and never parsed as templates.
+Row values are data: they are inserted as text and never parsed as templates. A
+function is never shown as text: a row without a field named like a Jinja2 global
+(``range``, ``namespace``...) is refused as missing, and so is a method shown uncalled.
 
 Templates are also bounded in what they may build, so a spec cannot exhaust memory or
 time before any call (each limit is refused with a one-line error, exit 2):
@@ -43,6 +45,7 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 from jinja2.exceptions import SecurityError
+from jinja2.runtime import TemplateReference
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import concat
 
@@ -52,8 +55,38 @@ from gradetrail.prompts.choices import lettered
 __all__ = ["Template", "compile_template"]
 
 
+def _shown_value(value: Any) -> Any:
+    """``finalize`` of every template: a value as it is, refusing a function, class or
+    method shown as text. A row that lacks a field named like one of Jinja2's globals
+    (``range``, ``dict``, ``namespace``, ``cycler``, ``joiner``) found the global, and
+    ``{{ namespace }}`` put ``<class 'jinja2.utils.Namespace'>`` in the prompt; a method
+    shown without its call (``{{ q.upper }}``) put ``<built-in method upper of str object
+    at 0x7f...>``, whose address changes from run to run, so the request's key did too.
+
+    Raises:
+        jinja2.UndefinedError: a global (or ``self``) shown in place of a field the row
+            lacks.
+        TypeError: another function or method shown without its call.
+    """
+    if isinstance(value, TemplateReference):  # ``self``: the template, shown for a field
+        raise jinja2.UndefinedError("'self' is undefined (the row has no field 'self')")
+    if callable(value) and not isinstance(value, jinja2.Undefined):
+        name = next((k for k, v in _ENV.globals.items() if v is value), None)
+        if name is not None:
+            raise jinja2.UndefinedError(
+                f"'{name}' is undefined (the row has no field '{name}', and Jinja2's "
+                f"global {name} is a function, not text)"
+            )
+        what = getattr(value, "__name__", type(value).__name__)
+        raise TypeError(
+            f"the template shows the function {what!r} instead of a value; call it "
+            f"({what}()) or show a field"
+        )
+    return value
+
+
 def _finalize_regex(value: Any) -> str:
-    return re.escape(str(value))
+    return re.escape(str(_shown_value(value)))
 
 
 #: the largest string or list ``*`` may build in a template, and the largest ``**`` exponent
@@ -223,7 +256,12 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-_ENV = _Sandbox(undefined=_StrictUndefined, keep_trailing_newline=True, autoescape=False)
+_ENV = _Sandbox(
+    undefined=_StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,
+    finalize=_shown_value,
+)
 _REGEX_ENV = _Sandbox(
     undefined=_StrictUndefined,
     keep_trailing_newline=True,
