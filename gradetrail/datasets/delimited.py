@@ -13,9 +13,10 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from gradetrail.datasets.base import FileSource, Row
+from gradetrail.datasets.base import FileSource, Row, head_is_utf16, not_utf8_at
 from gradetrail.errors import DatasetError
 
 __all__ = ["CsvSource", "TsvSource"]
@@ -98,10 +99,7 @@ class CsvSource(FileSource):
             try:
                 yield from self._records(reader, name)
             except UnicodeDecodeError:
-                raise DatasetError(
-                    f"{self.path}:{reader.line_num + 1}: {name} file is not UTF-8 text; save "
-                    "it as UTF-8"
-                ) from None
+                raise DatasetError(_not_utf8(self.path, name)) from None
             except csv.Error as exc:
                 hint = ""
                 if "expected after '\"'" in str(exc):  # text that opens with a quote
@@ -191,6 +189,19 @@ class CsvSource(FileSource):
                 f"not {'an' if kind == 'int' else 'a'} {kind} (dataset.types.{column}); fix the "
                 "value or the declared type"
             ) from None
+
+
+def _not_utf8(path: Path, name: str) -> str:
+    """The error for a file that is not UTF-8, naming where (:func:`not_utf8_at`).
+
+    The text decoder reads the file a buffer (8 KiB) at a time, so when it fails the csv
+    reader's line is that of the buffer, not of the byte (a line 1843 for a byte on line
+    2002): the line is found in the file's bytes instead."""
+    if head_is_utf16(path):  # Excel's "Unicode Text"
+        return f"{path}:1: {name} file is UTF-16 text; save it as UTF-8 ('CSV UTF-8')"
+    return (
+        f"{not_utf8_at(path)}: {name} file is not UTF-8 text; save it as UTF-8 (Excel: 'CSV UTF-8')"
+    )
 
 
 @dataclass

@@ -194,7 +194,9 @@ def test_jsonl_rows_are_read_as_json_loads_reads_them(tmp_path: Path) -> None:
         assert [type(v) for v in row.values()] == [type(v) for v in want.values()]
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"a": 1}\n{"s": "\xff"}\n')
-    with pytest.raises(DatasetError, match=r"bad.jsonl:2: not valid JSON \('utf-8' codec"):
+    with pytest.raises(
+        DatasetError, match=r"bad.jsonl:2: JSONL file is not UTF-8 text \(byte 0xff"
+    ):
         load_samples(bad)
     bad.write_bytes(b'{"n": ' + b"9" * 5000 + b"}\n")  # past Python's int-string limit
     with pytest.raises(DatasetError, match=r"bad.jsonl:1: not valid JSON \(Exceeds the limit"):
