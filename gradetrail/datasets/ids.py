@@ -103,6 +103,11 @@ class IdAssigner:
         self._lines.append(row.line)
         return sample_id
 
+    @property
+    def by_position(self) -> int:
+        """How many rows assigned so far had no ``id_field`` value (numbered by position)."""
+        return len(self._from_field) - sum(self._from_field)
+
     def check_unique(self, id_at: Callable[[int], str]) -> None:
         """Refuse a second row with an id already given (the earliest such row).
 
