@@ -94,7 +94,9 @@ class Renderer:
         self.messages_field = spec.dataset.messages_field
         self.tools_field = spec.dataset.tools_field
         self.system = compile_template(spec.system, f"{where}: system") if spec.system else None
-        self.target = compile_template(spec.target, f"{where}: target") if spec.target else None
+        self.target = (
+            compile_template(spec.target, f"{where}: target", target=True) if spec.target else None
+        )
         self.model = spec.model
         self.empty_prompt_refused = provider.empty_prompt_refused
         self.params = spec.model.params.model_dump(exclude_none=True)

@@ -52,7 +52,7 @@ from jinja2.utils import concat
 from gradetrail.errors import SpecError
 from gradetrail.prompts.choices import lettered
 
-__all__ = ["Template", "compile_template"]
+__all__ = ["Template", "compile_template", "target_text"]
 
 
 def _shown_value(value: Any) -> Any:
@@ -82,6 +82,30 @@ def _shown_value(value: Any) -> Any:
             f"the template shows the function {what!r} instead of a value; call it "
             f"({what}()) or show a field"
         )
+    return value
+
+
+#: the magnitude from which ``str(float)`` writes an exponent (``1e+16``)
+_EXPONENT_FROM = 1e16
+
+
+def target_text(value: Any) -> str:
+    """A value as a target shows it: ``str(value)``, except that a float holding a whole
+    number (below 10**16, where ``str`` would write an exponent) is written as that
+    integer: ``18`` for ``18.0``. A column of whole numbers becomes floats wherever one
+    value is missing (pandas writes such a column to Parquet or JSON as ``18.0``), and
+    the exact scorer then compared a correct ``18`` with ``"18.0"``: a zero."""
+    if type(value) is float and value.is_integer() and abs(value) < _EXPONENT_FROM:
+        return str(int(value))
+    return str(value)
+
+
+def _target_value(value: Any) -> Any:
+    """``finalize`` of target templates: :func:`_shown_value`, and a whole-number float
+    as :func:`target_text` writes it."""
+    value = _shown_value(value)
+    if type(value) is float:
+        return target_text(value)
     return value
 
 
@@ -262,6 +286,12 @@ _ENV = _Sandbox(
     autoescape=False,
     finalize=_shown_value,
 )
+_TARGET_ENV = _Sandbox(
+    undefined=_StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,
+    finalize=_target_value,
+)
 _REGEX_ENV = _Sandbox(
     undefined=_StrictUndefined,
     keep_trailing_newline=True,
@@ -271,7 +301,8 @@ _REGEX_ENV = _Sandbox(
 # {{ choices | lettered }}: a row's choices as "A. ..." lines (gradetrail.prompts.choices), the
 # same lettering (and optional stable shuffle) the choice scorer reads answers by
 _ENV.filters["lettered"] = lettered
-for _env in (_ENV, _REGEX_ENV):
+_TARGET_ENV.filters["lettered"] = lettered
+for _env in (_ENV, _TARGET_ENV, _REGEX_ENV):
     _env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": _json_default}
     _env.globals["range"] = _range
     _env.globals["lipsum"] = _draws_anew("lipsum")
@@ -296,11 +327,15 @@ class Template:
         "_globals",
         "_context",
         "_plain",
+        "_show",
         "where",
     )
 
-    def __init__(self, source: str, where: str, *, regex: bool = False) -> None:
-        env = _REGEX_ENV if regex else _ENV
+    def __init__(
+        self, source: str, where: str, *, regex: bool = False, target: bool = False
+    ) -> None:
+        env = _REGEX_ENV if regex else _TARGET_ENV if target else _ENV
+        self._show = target_text if target else str
         try:
             ast = env.parse(source)
             self._template = env.from_string(source)
@@ -337,9 +372,10 @@ class Template:
         plain = self._plain
         if plain is not None:
             parts = []  # a loop: a list comprehension's frame costs more than the parts
+            show = self._show
             try:
                 for text, name in plain:
-                    parts.append(text if name is None else text + str(context[name]))
+                    parts.append(text if name is None else text + show(context[name]))
                 return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
@@ -440,7 +476,11 @@ def _plain_parts(ast: nodes.Template) -> tuple[tuple[str, str | None], ...] | No
 
 
 @lru_cache(maxsize=256)
-def compile_template(source: str, where: str, regex: bool = False) -> Template:
+def compile_template(
+    source: str, where: str, regex: bool = False, target: bool = False
+) -> Template:
     """Compile (once) a template string; ``where`` names it in errors (e.g. ``spec.yaml:
-    prompt``). Raises SpecError on a syntax error."""
-    return Template(source, where, regex=regex)
+    prompt``). ``regex``: every value shown is escaped (a regex pattern); ``target``: a
+    whole-number float is shown as an integer (:func:`target_text`). Raises SpecError on a
+    syntax error."""
+    return Template(source, where, regex=regex, target=target)
