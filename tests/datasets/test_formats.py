@@ -104,6 +104,9 @@ def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
         ("d.csv", "q;a\nx;1\n", ";"),  # Excel's CSV where the decimal mark is a comma
         ("d.csv", "q|a\nx|1\n", "|"),
         ("d.tsv", "q,a\nx,1\n", ","),  # a CSV saved as .tsv
+        # quoted: the csv module refused it as bad quoting ("',' expected after '\"'")
+        ("d.csv", '"question";"answer"\n"1,5 + 1";"2,5"\n', ";"),
+        ("d.tsv", '"q","a"\n"x","1"\n', ","),
     ],
 )
 def test_a_header_split_by_another_separator_is_named(
