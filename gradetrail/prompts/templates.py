@@ -63,11 +63,15 @@ def _shown_value(value: Any) -> Any:
     shown without its call (``{{ q.upper }}``) put ``<built-in method upper of str object
     at 0x7f...>``, whose address changes from run to run, so the request's key did too.
 
+    Bytes are shown as the text they encode (:func:`_bytes_text`).
+
     Raises:
         jinja2.UndefinedError: a global (or ``self``) shown in place of a field the row
             lacks.
         TypeError: another function or method shown without its call.
     """
+    if isinstance(value, bytes | bytearray):
+        return _bytes_text(value)
     if isinstance(value, TemplateReference):  # ``self``: the template, shown for a field
         raise jinja2.UndefinedError("'self' is undefined (the row has no field 'self')")
     if callable(value) and not isinstance(value, jinja2.Undefined):
@@ -85,6 +89,34 @@ def _shown_value(value: Any) -> Any:
     return value
 
 
+def _bytes_text(value: bytes | bytearray) -> str:
+    """Bytes as the UTF-8 text they hold. A Parquet column of text written without the
+    string annotation (as older Hive and Impala write it) reads as bytes, and the prompt
+    read ``b'What is 2+2?'``.
+
+    Raises:
+        TypeError: the bytes are not UTF-8 (binary data: an image, a hash), naming how
+            many; such a value is not text to show.
+    """
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise TypeError(
+            f"the template shows {len(value):,} bytes of binary data that are not UTF-8 "
+            "text; show a text field"
+        ) from None
+
+
+def field_text(value: Any) -> str:
+    """A value as a prompt shows it: ``str(value)``, bytes as the text they encode
+    (:func:`_bytes_text`)."""
+    if type(value) is str:
+        return value
+    if isinstance(value, bytes | bytearray):
+        return _bytes_text(value)
+    return str(value)
+
+
 #: the magnitude from which ``str(float)`` writes an exponent (``1e+16``)
 _EXPONENT_FROM = 1e16
 
@@ -97,7 +129,7 @@ def target_text(value: Any) -> str:
     the exact scorer then compared a correct ``18`` with ``"18.0"``: a zero."""
     if type(value) is float and value.is_integer() and abs(value) < _EXPONENT_FROM:
         return str(int(value))
-    return str(value)
+    return field_text(value)
 
 
 def _target_value(value: Any) -> Any:
@@ -335,7 +367,7 @@ class Template:
         self, source: str, where: str, *, regex: bool = False, target: bool = False
     ) -> None:
         env = _REGEX_ENV if regex else _TARGET_ENV if target else _ENV
-        self._show = target_text if target else str
+        self._show = target_text if target else field_text
         try:
             ast = env.parse(source)
             self._template = env.from_string(source)

@@ -73,3 +73,50 @@ def test_whole_number_answers_from_a_float_column_score_as_numbers(tmp_path: Pat
     rows = (Path(manifest["run_dir"]) / "results.jsonl").read_text().splitlines()
     assert [json.loads(r)["target"] for r in rows] == ["18", "3", "0.5"]
     assert manifest["score"]["mean"] == 1.0
+
+
+def _run(tmp_path: Path, table: pa.Table, prompt: str):
+    pq.write_table(table, tmp_path / "data.parquet")
+    (tmp_path / "float_app.py").write_text(APP)
+    spec = {
+        "name": "bytes",
+        "dataset": {"path": "data.parquet"},
+        "prompt": prompt,
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "app", "function": "float_app:answer"},
+        "scorer": {"type": "exact"},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    return run_cli(
+        "run", str(tmp_path / "spec.yaml"), "--no-cache", "--json",
+        "--results-root", str(tmp_path / "results"),
+    )  # fmt: skip
+
+
+def test_a_parquet_column_of_unannotated_text_shows_as_text(tmp_path: Path) -> None:
+    """Text stored as plain bytes (Parquet BYTE_ARRAY without the string annotation, as
+    older Hive and Impala write) reads as bytes: the prompt was ``b'What is 2+2?' =
+    b'4'`` and the target ``b'4'``, every answer scored 0. Bytes holding UTF-8 now show
+    as their text, in the prompt and the target."""
+    table = pa.table(
+        {"q": pa.array([b"What is 2+2?", "caf\u00e9 = 3".encode()]), "a": pa.array([b"4", b"3"])}
+    )
+    out = _run(tmp_path, table, "{{ q }} = {{ a }}")
+    assert out.code == 0, out.err
+    manifest = json.loads(out.out)
+    rows = [json.loads(r) for r in (Path(manifest["run_dir"]) / "results.jsonl").open()]
+    assert [(r["prompt"], r["target"]) for r in rows] == [
+        ("What is 2+2? = 4", "4"),
+        ("caf\u00e9 = 3 = 3", "3"),
+    ]
+    assert manifest["score"]["mean"] == 1.0
+
+
+def test_binary_data_in_a_prompt_is_refused(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 (an image) are not shown as ``b'\\x89PNG...'``: one line
+    naming the sample, exit 2, before any call."""
+    table = pa.table({"q": pa.array([b"\x89PNG\r\n\x1a\n"]), "a": ["4"]})
+    out = _run(tmp_path, table, "Look: {{ q }} = {{ a }}")
+    assert out.code == 2 and len(out.err_lines) == 1, out.err
+    assert "prompt: sample '1' (line 1): TypeError: the template shows 8 bytes of binary" in out.err
+    assert not (tmp_path / "results").exists()
