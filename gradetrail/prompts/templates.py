@@ -407,7 +407,11 @@ class Template:
             show = self._show
             try:
                 for text, name in plain:
-                    parts.append(text if name is None else text + show(context[name]))
+                    if name is None:
+                        parts.append(text)
+                        continue
+                    value = context[name]  # text, most values are, without a call
+                    parts.append(text + (value if type(value) is str else show(value)))
                 return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
