@@ -255,3 +255,26 @@ def test_duplicate_found_after_many_rows_names_the_second(tmp_path: Path) -> Non
     path = _write(tmp_path / "d.jsonl", rows)
     with pytest.raises(DatasetError, match=r"d.jsonl:5001: duplicate sample id 'k7' in field"):
         load_samples(path)
+
+
+def test_a_whole_number_float_id_is_the_integers_id(tmp_path: Path) -> None:
+    """pandas writes an integer id column with one missing value as floats (7.0 in JSON
+    and Parquet), and the ids were "7.0", "8.0": the same rows in CSV had ids "7", "8",
+    so a split file or baseline from one did not match the other. A whole-number float
+    id is now the integer's id, and NaN (a missing id, as Python's ``json`` writes it) is
+    no id, as null is: the row's position."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text('{"id": 7.0, "q": "a"}\n{"id": 8.0, "q": "b"}\n{"id": NaN, "q": "c"}\n')
+    assert load_samples(jsonl).ids == ["7", "8", "3"]
+    table = pa.table({"id": pa.array([7.0, 8.0, None, 2.5]), "q": ["a", "b", "c", "d"]})
+    pq.write_table(table, tmp_path / "d.parquet")
+    assert load_samples(tmp_path / "d.parquet").ids == ["7", "8", "3", "2.5"]
+    csv = tmp_path / "d.csv"
+    csv.write_text("id,q\n7,a\n8,b\n")
+    assert load_samples(csv).ids == ["7", "8"]
+    jsonl.write_text('{"id": 7.0, "q": "a"}\n{"id": 7, "q": "b"}\n')  # one id, twice
+    with pytest.raises(DatasetError, match=r"d.jsonl:2: duplicate sample id '7' in field 'id'"):
+        load_samples(jsonl)
