@@ -141,7 +141,8 @@ def _clusters(
     """Each stored row's ``cluster_field`` value, as text.
 
     Raises:
-        DatasetError: a row without the field (naming its line).
+        DatasetError: a row without the field, or whose value is null, NaN or blank (naming its
+            line).
     """
     out: list[str | None] = []
     for k in range(len(rows)):
@@ -151,8 +152,29 @@ def _clusters(
                 f"{row_at(src, lines[k])}: row has no cluster field '{spec.cluster_field}'; "
                 "add it or remove dataset.cluster_field"
             )
-        out.append(str(row[spec.cluster_field]))
+        value = row[spec.cluster_field]
+        missing = _missing_kind(value)
+        if missing is not None:
+            # str() made every such row one cluster ("None", "nan", ""): unrelated samples
+            # counted as one dependent group
+            raise DatasetError(
+                f"{row_at(src, lines[k])}: the row's cluster field '{spec.cluster_field}' is "
+                f"{missing}; fill it in (a value of its own for a row that shares no cluster)"
+            )
+        out.append(str(value))
     return out
+
+
+def _missing_kind(value: Any) -> str | None:
+    """``null``, ``NaN`` or ``empty`` (blank text: a CSV's empty cell) when ``value`` is
+    missing; else None."""
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, str) and not value.strip():
+        return "empty"
+    return None
 
 
 def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> Source:

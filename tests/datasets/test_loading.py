@@ -278,3 +278,18 @@ def test_a_whole_number_float_id_is_the_integers_id(tmp_path: Path) -> None:
     jsonl.write_text('{"id": 7.0, "q": "a"}\n{"id": 7, "q": "b"}\n')  # one id, twice
     with pytest.raises(DatasetError, match=r"d.jsonl:2: duplicate sample id '7' in field 'id'"):
         load_samples(jsonl)
+
+
+@pytest.mark.parametrize(("value", "kind"), [("null", "null"), ("NaN", "NaN"), ('" "', "empty")])
+def test_a_null_cluster_is_refused(tmp_path: Path, value: str, kind: str) -> None:
+    """A row whose cluster value is null, NaN or blank became the cluster "None", "nan"
+    or " ", one group of every such row (unrelated samples counted as dependent); it is
+    now refused, naming the row."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(f'{{"p": 1}}\n{{"p": {value}}}\n{{"p": 2}}\n')
+    with pytest.raises(DatasetError, match=rf"d.jsonl:2: the row's cluster field 'p' is {kind};"):
+        load_samples(path, cluster_field="p")
+    csv = tmp_path / "d.csv"
+    csv.write_text("q,p\na,1\nb,\n")  # a CSV's empty cell
+    with pytest.raises(DatasetError, match=r"d.csv:3: the row's cluster field 'p' is empty;"):
+        load_samples(csv, cluster_field="p")
