@@ -450,6 +450,8 @@ class Template:
                     else f"the dataset's columns {names} have spaces around their names: "
                     "remove them, or fix the template"
                 )
+            elif unreadable := _unreadable(missing, [str(c) for c in row]):
+                fix = unreadable
             else:
                 fix = _did_you_mean(missing, [str(c) for c in row]) + fix
             raise SpecError(
@@ -468,6 +470,25 @@ class Template:
         except Exception:  # noqa: BLE001 - not a missing field: the run's rendering reports it
             return True
         return True
+
+
+def _unreadable(missing: list[str], columns: list[str]) -> str:
+    """The fix when a missing name is (part of) a column no template can name, as
+    ``question-text`` or ``answer key`` (``{{ question-text }}`` reads question minus
+    text): rename it with ``dataset.fields``; else empty."""
+    for column in columns:
+        if column.isidentifier() or column != column.strip():
+            continue
+        words = re.findall(r"\w+", column)
+        close = difflib.get_close_matches(column, missing, n=1, cutoff=0.75)
+        if close or any(w in missing for w in words):
+            name = "_".join(words) or "field"
+            name = name if name.isidentifier() else f"f_{name}"
+            return (
+                f"a template cannot name the column {column!r}; rename it for templates "
+                f"with dataset.fields: {{{name}: {column!r}}}, and use {{{{ {name} }}}}"
+            )
+    return ""
 
 
 def _did_you_mean(missing: list[str], columns: list[str]) -> str:

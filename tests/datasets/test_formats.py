@@ -371,6 +371,41 @@ def test_a_csv_header_with_spaces_after_its_commas_is_named_plainly(tmp_path: Pa
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.parametrize(
+    ("prompt", "uses"),
+    [("{{ question-text }}", "question, text"), ("{{ question_text }}", "question_text")],
+)
+def test_a_column_no_template_can_name_is_given_its_rename(
+    tmp_path: Path, cli, prompt: str, uses: str
+) -> None:
+    """A column named ``question-text`` cannot be read by a template (``{{ question-text
+    }}`` reads question minus text); the refusal said "did you mean question ->
+    question-text?", a name no template can write. It now gives the ``dataset.fields``
+    rename that works."""
+    (tmp_path / "d.csv").write_text("question-text,a\nx,1\n")
+    (tmp_path / "dash_app.py").write_text("def answer(request):\n    return 'x'\n")
+    (tmp_path / "s.yaml").write_text(
+        f"name: t\ndataset: {{path: d.csv}}\nprompt: '{prompt}'\ntarget: '{{{{ a }}}}'\n"
+        "model: {provider: python, name: m, function: 'dash_app:answer'}\n"
+        "scorer: {type: exact}\n"
+    )
+    out = cli("run", str(tmp_path / "s.yaml"))
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 's.yaml'}: prompt: template uses {uses} but the first row has "
+        "only a, question-text; a template cannot name the column 'question-text'; rename "
+        "it for templates with dataset.fields: {question_text: 'question-text'}, and use "
+        "{{ question_text }}"
+    ]
+    renamed = (
+        (tmp_path / "s.yaml")
+        .read_text()
+        .replace("{path: d.csv}", "{path: d.csv, fields: {question_text: question-text}}")
+    )
+    (tmp_path / "s.yaml").write_text(renamed.replace(prompt, "{{ question_text }}"))
+    assert cli("run", str(tmp_path / "s.yaml")).exit_code == 0
+
+
 @pytest.mark.parametrize(("fmt", "module"), [("jsonl", "gzip"), ("csv", "bz2"), ("json", "lzma")])
 def test_a_compressed_file_is_named_so(tmp_path: Path, fmt: str, module: str) -> None:
     """A compressed dataset (``d.jsonl.gz`` with ``dataset.format: jsonl``, or one renamed
