@@ -89,8 +89,9 @@ class IdAssigner:
 
         Raises:
             DatasetError: ``named_by`` is set and the first row has no ``id_field``
-                (naming the field, the fields the row has and the setting to fix), or
-                the id is a bool, a list or a mapping (not text or a number).
+                (naming the field, the fields the row has and the setting to fix), the
+                id is empty or blank text, or a bool, a list or a mapping (not text or a
+                number).
         """
         if self.named_by and not self._hashes and self.id_field not in fields:
             have = ", ".join(sorted(fields)) or "(none)"
@@ -106,6 +107,11 @@ class IdAssigner:
             sample_id = str(row.position)
         elif type(value) is str:
             sample_id = value
+            if not value.strip():  # a CSV's empty cell: no id, where no row can be named
+                raise DatasetError(
+                    f"{row_at(self.source, row.line)}: the id field '{self.id_field}' is "
+                    f"{'empty' if not value else 'blank'}; give the row an id"
+                )
         elif not isinstance(value, bool | list | dict | tuple):
             sample_id = str(value)  # a number, a date
         else:  # a bool, list or mapping would become its Python text ("True", "['a']")

@@ -293,3 +293,20 @@ def test_a_null_cluster_is_refused(tmp_path: Path, value: str, kind: str) -> Non
     csv.write_text("q,p\na,1\nb,\n")  # a CSV's empty cell
     with pytest.raises(DatasetError, match=r"d.csv:3: the row's cluster field 'p' is empty;"):
         load_samples(csv, cluster_field="p")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("d.csv", "id,q\n1,a\n,b\n", r"d.csv:3: the id field 'id' is empty; give the row an id"),
+        ("d.jsonl", '{"id": " ", "q": "a"}\n', r"d.jsonl:1: the id field 'id' is blank;"),
+    ],
+)
+def test_an_empty_id_is_refused(tmp_path: Path, name: str, text: str, message: str) -> None:
+    """An empty id (a CSV's empty cell) was the sample id '' (or ' '): a row no command
+    can name, and a second such row was refused as a duplicate of the first. It is now
+    refused where it is, naming the row."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DatasetError, match=message):
+        load_samples(path)
