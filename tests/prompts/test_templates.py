@@ -120,3 +120,29 @@ def test_binary_data_in_a_prompt_is_refused(tmp_path: Path) -> None:
     assert out.code == 2 and len(out.err_lines) == 1, out.err
     assert "prompt: sample '1' (line 1): TypeError: the template shows 8 bytes of binary" in out.err
     assert not (tmp_path / "results").exists()
+
+
+def test_a_float_answer_index_scores_with_the_choice_scorer(tmp_path: Path) -> None:
+    """An answer index stored as a float (1.0: pandas, with a gap in the column) rendered
+    the target "1.0", which the choice scorer cannot read as an index: the row was a
+    judge_error, left out of the mean. It is now the index 1, scored."""
+    table = pa.table({"q": ["x", "y"], "a": [1.0, 2.0], "choices": [["a", "b", "c"]] * 2})
+    pq.write_table(table, tmp_path / "data.parquet")
+    (tmp_path / "letter_app.py").write_text("def answer(request):\n    return 'B'\n")
+    spec = {
+        "name": "choices",
+        "dataset": {"path": "data.parquet"},
+        "prompt": "{{ q }}\n{{ choices | lettered }}",
+        "target": "{{ a }}",
+        "model": {"provider": "python", "name": "app", "function": "letter_app:answer"},
+        "scorer": {"type": "choice"},
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    out = run_cli(
+        "run", str(tmp_path / "spec.yaml"), "--no-cache", "--json",
+        "--results-root", str(tmp_path / "results"),
+    )  # fmt: skip
+    assert out.code == 0, out.err
+    manifest = json.loads(out.out)
+    assert manifest["counts"] == {"scored": 2}
+    assert manifest["score"]["mean"] == 0.5  # B is choice 1: right for x, wrong for y
