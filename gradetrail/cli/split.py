@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -55,6 +56,7 @@ def split(
     Use it with ``dataset.split: {file: <out>, name: train}``."""
     from gradetrail.cli import fail
     from gradetrail.datasets import load_samples
+    from gradetrail.datasets.loading import split_by_position_warning
     from gradetrail.datasets.splits import hash_split, write_split_file
     from gradetrail.errors import GradetrailError, UsageError
     from gradetrail.spec import load_spec
@@ -76,5 +78,8 @@ def split(
         write_split_file(out, splits)
     except GradetrailError as exc:
         raise fail(exc) from None
+    if samples.by_position:
+        warning = split_by_position_warning(dataset.id_field, samples.by_position, len(samples))
+        print(f"warning: {warning}", file=sys.stderr)
     sizes = ", ".join(f"{name} {len(ids)}" for name, ids in splits.items())
     print(f"wrote {out}: {sizes} ids (seed {seed})")

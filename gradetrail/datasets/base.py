@@ -135,3 +135,39 @@ def open_binary(path: Path) -> Any:
         raise DatasetError(f"{path}: is a directory, not a dataset file") from None
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+#: the encodings a file that is not UTF-8 was likely saved in (for errors)
+LIKELY_ENCODING = "likely Windows-1252 or Latin-1"
+
+
+def head_is_utf16(path: Path) -> bool:
+    """Whether the file at ``path`` starts with a UTF-16 byte-order mark."""
+    with path.open("rb") as f:
+        return f.read(2) in (b"\xff\xfe", b"\xfe\xff")
+
+
+def bad_byte(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """``byte 0xe9 at column 4; likely Windows-1252 or Latin-1``: what an error says of the
+    first byte of the line ``raw`` that is not UTF-8 (``exc``: its decoding error)."""
+    return f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}; {LIKELY_ENCODING}"
+
+
+def not_utf8_at(path: Path) -> str:
+    """Where the first byte of the file at ``path`` that is not UTF-8 is, for an error:
+    ``data.csv:2002 (byte 0xe9 at column 4; likely ...)``, or the path alone when every
+    line decodes.
+
+    Each line is decoded on its own: a newline byte is never part of another character
+    in UTF-8, so a line decodes on its own exactly when it does within the file.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"{path}:{lineno} ({bad_byte(raw, exc)})"
+    return str(path)

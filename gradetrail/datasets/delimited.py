@@ -13,9 +13,10 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from gradetrail.datasets.base import FileSource, Row
+from gradetrail.datasets.base import FileSource, Row, head_is_utf16, not_utf8_at
 from gradetrail.errors import DatasetError
 
 __all__ = ["CsvSource", "TsvSource"]
@@ -23,6 +24,9 @@ __all__ = ["CsvSource", "TsvSource"]
 #: the longest value a cell may hold: the ``csv`` module's default (131,072 characters)
 #: refused a long document in one cell as malformed, which JSONL and Parquet read whole
 MAX_FIELD_CHARS = 2**31 - 1  # the largest the csv module takes on every platform
+
+#: the separators a delimited file may use, ours or another (then named in errors)
+_SEPARATORS = (",", ";", "\t", "|")
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
@@ -98,11 +102,12 @@ class CsvSource(FileSource):
             try:
                 yield from self._records(reader, name)
             except UnicodeDecodeError:
-                raise DatasetError(
-                    f"{self.path}:{reader.line_num + 1}: {name} file is not UTF-8 text; save "
-                    "it as UTF-8"
-                ) from None
+                raise DatasetError(_not_utf8(self.path, name)) from None
             except csv.Error as exc:
+                found = self._header_separator(reader.line_num)
+                if found is not None:  # '"q";"a"': Excel's export where ',' is a decimal point
+                    message = self._other_separator(reader.line_num, name, *found)
+                    raise DatasetError(message) from None
                 hint = ""
                 if "expected after '\"'" in str(exc):  # text that opens with a quote
                     hint = (
@@ -146,14 +151,9 @@ class CsvSource(FileSource):
                     f"{self.path}:{reader.line_num}: {name} header column {i} has no name; "
                     "name every column"
                 )
-        other = [s for s in (",", ";", "\t", "|") if s != self.delimiter and s in header[0]]
+        other = [s for s in _SEPARATORS if s != self.delimiter and s in header[0]]
         if len(header) == 1 and other:  # 'q;a': every row would be one value
-            delimiter = "a tab" if self.delimiter == "\t" else "a comma"
-            raise DatasetError(
-                f"{self.path}:{reader.line_num}: {name} header is one column, {header[0]!r}: "
-                f"the file separates its values with {other[0]!r}, and {name} values are "
-                f"separated by {delimiter}; save it with that separator"
-            )
+            raise DatasetError(self._other_separator(reader.line_num, name, other[0], header[0]))
         repeated = sorted({c for c in header if header.count(c) > 1})
         if repeated:
             raise DatasetError(
@@ -161,6 +161,37 @@ class CsvSource(FileSource):
                 f"{repeated[0]!r} twice; name each column once"
             )
         return header
+
+    def _other_separator(self, line: int, name: str, other: str, header: str) -> str:
+        """The error for a header (its text ``header``) whose values ``other`` separates."""
+        delimiter = "a tab" if self.delimiter == "\t" else "a comma"
+        return (
+            f"{self.path}:{line}: {name} header is one column, {header!r}: the file "
+            f"separates its values with {other!r}, and {name} values are separated by "
+            f"{delimiter}; save it with that separator"
+        )
+
+    def _header_separator(self, line: int) -> tuple[str, str] | None:
+        """The separator other than ours that splits the header into several columns, and
+        the header's text, when ``line`` (where the csv module refused the file) is the
+        header's; else None.
+        A header quoted with another separator (``"q";"a"``) is refused by the csv module
+        as bad quoting before its columns are seen."""
+        with self.path.open(encoding="utf-8-sig", newline="") as f:
+            first = next(((n, t) for n, t in enumerate(f, start=1) if t.strip()), None)
+        if first is None or first[0] != line:
+            return None
+        text = first[1]
+        for other in _SEPARATORS:
+            if other == self.delimiter:
+                continue
+            try:
+                columns = next(csv.reader([text], delimiter=other, strict=True))
+            except csv.Error:
+                continue
+            if len(columns) > 1:
+                return other, text.strip()
+        return None
 
     def _converters(self, header: list[str], name: str) -> dict[str, Callable[[str], Any]]:
         missing = [c for c in self.types if c not in header]
@@ -191,6 +222,19 @@ class CsvSource(FileSource):
                 f"not {'an' if kind == 'int' else 'a'} {kind} (dataset.types.{column}); fix the "
                 "value or the declared type"
             ) from None
+
+
+def _not_utf8(path: Path, name: str) -> str:
+    """The error for a file that is not UTF-8, naming where (:func:`not_utf8_at`).
+
+    The text decoder reads the file a buffer (8 KiB) at a time, so when it fails the csv
+    reader's line is that of the buffer, not of the byte (a line 1843 for a byte on line
+    2002): the line is found in the file's bytes instead."""
+    if head_is_utf16(path):  # Excel's "Unicode Text"
+        return f"{path}:1: {name} file is UTF-16 text; save it as UTF-8 ('CSV UTF-8')"
+    return (
+        f"{not_utf8_at(path)}: {name} file is not UTF-8 text; save it as UTF-8 (Excel: 'CSV UTF-8')"
+    )
 
 
 @dataclass

@@ -46,6 +46,18 @@ def describe_row(source: Source, row: Row) -> str:
     return f"{source.where}: {name} {source.locator} {row.position}"
 
 
+def _float_id(value: float) -> int | float | None:
+    """A float id as the id it stands for: a whole number as that integer (pandas writes
+    an integer column with a missing value as floats, ``7.0``, where the same data in CSV
+    or JSON without the gap gives ``7``), NaN (a missing value, as pandas and Python's
+    ``json`` spell it) as no id; any other float as it is."""
+    if value != value:
+        return None
+    if value.is_integer() and abs(value) < 1e16:  # where str() would write an exponent
+        return int(value)
+    return value
+
+
 class IdAssigner:
     """Gives each row of one source its sample id; :meth:`check_unique` then refuses
     duplicates. It keeps one 8-byte hash a row, not the ids, so a million rows cost 8 MB
@@ -72,10 +84,14 @@ class IdAssigner:
         """The sample id of ``row`` (whose renamed fields are ``fields``): its
         ``id_field`` value as text, else its 1-based position.
 
+        A whole-number float is the integer's id (``7.0``: ``"7"``), and NaN is no id
+        (the row's position), as a null is.
+
         Raises:
             DatasetError: ``named_by`` is set and the first row has no ``id_field``
-                (naming the field, the fields the row has and the setting to fix), or
-                the id is a bool, a list or a mapping (not text or a number).
+                (naming the field, the fields the row has and the setting to fix), the
+                id is empty or blank text, or a bool, a list or a mapping (not text or a
+                number).
         """
         if self.named_by and not self._hashes and self.id_field not in fields:
             have = ", ".join(sorted(fields)) or "(none)"
@@ -85,10 +101,17 @@ class IdAssigner:
                 "number the rows by position"
             )
         value = fields.get(self.id_field)
+        if type(value) is float:  # a column of whole numbers with a gap reads as floats
+            value = _float_id(value)
         if value is None:
             sample_id = str(row.position)
         elif type(value) is str:
             sample_id = value
+            if not value.strip():  # a CSV's empty cell: no id, where no row can be named
+                raise DatasetError(
+                    f"{row_at(self.source, row.line)}: the id field '{self.id_field}' is "
+                    f"{'empty' if not value else 'blank'}; give the row an id"
+                )
         elif not isinstance(value, bool | list | dict | tuple):
             sample_id = str(value)  # a number, a date
         else:  # a bool, list or mapping would become its Python text ("True", "['a']")
@@ -102,6 +125,11 @@ class IdAssigner:
         self._from_field.append(value is not None)
         self._lines.append(row.line)
         return sample_id
+
+    @property
+    def by_position(self) -> int:
+        """How many rows assigned so far had no ``id_field`` value (numbered by position)."""
+        return len(self._from_field) - sum(self._from_field)
 
     def check_unique(self, id_at: Callable[[int], str]) -> None:
         """Refuse a second row with an id already given (the earliest such row).

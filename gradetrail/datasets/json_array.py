@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gradetrail.datasets.base import FileSource, Row, open_binary
+from gradetrail.datasets.base import FileSource, Row, not_utf8_at, open_binary
 from gradetrail.errors import DatasetError
 
 __all__ = ["JsonArraySource"]
@@ -31,7 +31,9 @@ class JsonArraySource(FileSource):
             try:
                 data = json.load(f)
             except UnicodeDecodeError:
-                raise DatasetError(f"{self.path}: JSON file is not UTF-8 text") from None
+                raise DatasetError(
+                    f"{not_utf8_at(self.path)}: JSON file is not UTF-8 text; save it as UTF-8"
+                ) from None
             except ValueError as exc:
                 raise DatasetError(
                     f"{self.path}:{getattr(exc, 'lineno', '?')}: not valid JSON ({exc}); a .json "

@@ -3,11 +3,12 @@ position (its id when it has no id field) is its 1-based line number."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gradetrail._util.jsontext import parsed
-from gradetrail.datasets.base import FileSource, Row, open_binary
+from gradetrail.datasets.base import FileSource, Row, bad_byte, open_binary
 from gradetrail.errors import DatasetError
 
 __all__ = ["JsonlSource"]
@@ -34,11 +35,14 @@ class JsonlSource(FileSource):
                     raise DatasetError(
                         f"{self.path}:1: JSONL file is UTF-16 text; save it as UTF-8"
                     )
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
+                    raw = raw[3:]  # a file of only a BOM and blank lines has no rows
                 if not raw.strip():
                     continue
                 try:
                     row = parsed(raw)
                 except ValueError as exc:
+                    exc = self._why_not_json(raw, lineno, exc)
                     hint = ""
                     if getattr(exc, "lineno", 1) > 1:  # the parser read past the line's end
                         hint = (
@@ -60,3 +64,32 @@ class JsonlSource(FileSource):
                         f"{self.path}:{lineno}: each line must be a JSON object{hint}"
                     )
                 yield Row(lineno, lineno, row)
+
+    def _why_not_json(self, raw: bytes, lineno: int, exc: ValueError) -> ValueError:
+        """The error of reading ``raw`` as UTF-8 JSON text. ``json.loads`` of bytes guesses
+        their encoding from the first bytes, so a line that starts with a NUL byte (the
+        padding a crash leaves at a file's end) was read as UTF-16 and refused at "line
+        2", a value going on past its line; the line's own text says what is wrong.
+
+        Raises:
+            DatasetError: the line is not UTF-8 (naming the byte and its column), or
+                holds NUL bytes.
+        """
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise DatasetError(
+                f"{self.path}:{lineno}: JSONL file is not UTF-8 text ({bad_byte(raw, bad)}); "
+                "save it as UTF-8"
+            ) from None
+        if "\x00" in text:
+            raise DatasetError(
+                f"{self.path}:{lineno}: the line holds NUL bytes (UTF-16 text without a "
+                "byte-order mark, or the padding a crash leaves in a file cut short); save "
+                "the file as UTF-8, or remove the line"
+            )
+        try:
+            json.loads(text)
+        except ValueError as own:
+            return own
+        return exc

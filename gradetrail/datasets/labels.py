@@ -61,8 +61,8 @@ class LabelReader:
             )
 
     def read(self, row: dict[str, Any], sample_id: str) -> float | None:
-        """The sample's label as a score, or None when the row has none (null or absent,
-        unless ``label_map`` maps ``null``).
+        """The sample's label as a score, or None when the row has none (null, NaN or
+        absent, unless ``label_map`` maps ``null``).
 
         Raises:
             DatasetError: a label the map (or the default rule) gives no score.
@@ -70,6 +70,8 @@ class LabelReader:
         present, value = self._raw(row)
         if not present:
             return None
+        if isinstance(value, float) and value != value:
+            value = None  # NaN: a missing label as pandas and Python's json write it
         if self.label_map is not None:
             text = label_text(value)
             if text in self.label_map:

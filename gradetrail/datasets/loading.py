@@ -18,7 +18,7 @@ from gradetrail.datasets.samples import Blob, Blocks, Packer, Samples
 from gradetrail.errors import DatasetError
 from gradetrail.spec import DatasetSpec
 
-__all__ = ["load_samples", "open_source"]
+__all__ = ["load_samples", "open_source", "split_by_position_warning"]
 
 #: format -> "module:class" of its source, imported on first use
 FORMATS = {
@@ -77,6 +77,7 @@ def load_samples(
         if keep_all or len(rows) < (spec.limit or 0):
             rows.append(packer.pack(fields))
     assigner.check_unique(lambda k: ids[k].decode("utf-8", "surrogatepass"))
+    by_position, read = assigner.by_position, len(ids)
     del assigner
     if not len(ids):
         raise DatasetError(f"{src.where}: the dataset has no rows")
@@ -110,8 +111,28 @@ def load_samples(
         order,
         content_hash=src.content_hash(),
         info=info,
-        warnings=list(getattr(src, "warnings", [])),
+        warnings=[*getattr(src, "warnings", []), *_split_warning(spec, by_position, read)],
+        by_position=by_position,
     )
+
+
+def split_by_position_warning(id_field: str, by_position: int, rows: int) -> str:
+    """The warning for splitting rows whose ids are their positions (``by_position`` of
+    ``rows`` rows lack ``id_field``): such an id names whatever row is at that line, so a
+    row added or removed before others gives them other ids, and other splits."""
+    which = "no row has an" if by_position == rows else f"{by_position:,} of {rows:,} rows have no"
+    return (
+        f"dataset.split: {which} '{id_field}' field, so their ids are their positions "
+        "(line numbers): a row added, removed or moved before them gives them other ids "
+        "and other splits (held-out rows land in the one you tune on); give each row an "
+        "id, or name one with dataset.id_field"
+    )
+
+
+def _split_warning(spec: DatasetSpec, by_position: int, rows: int) -> list[str]:
+    if spec.split is None or not by_position:
+        return []
+    return [split_by_position_warning(spec.id_field, by_position, rows)]
 
 
 def _clusters(
@@ -120,7 +141,8 @@ def _clusters(
     """Each stored row's ``cluster_field`` value, as text.
 
     Raises:
-        DatasetError: a row without the field (naming its line).
+        DatasetError: a row without the field, or whose value is null, NaN or blank (naming its
+            line).
     """
     out: list[str | None] = []
     for k in range(len(rows)):
@@ -130,8 +152,29 @@ def _clusters(
                 f"{row_at(src, lines[k])}: row has no cluster field '{spec.cluster_field}'; "
                 "add it or remove dataset.cluster_field"
             )
-        out.append(str(row[spec.cluster_field]))
+        value = row[spec.cluster_field]
+        missing = _missing_kind(value)
+        if missing is not None:
+            # str() made every such row one cluster ("None", "nan", ""): unrelated samples
+            # counted as one dependent group
+            raise DatasetError(
+                f"{row_at(src, lines[k])}: the row's cluster field '{spec.cluster_field}' is "
+                f"{missing}; fill it in (a value of its own for a row that shares no cluster)"
+            )
+        out.append(str(value))
     return out
+
+
+def _missing_kind(value: Any) -> str | None:
+    """``null``, ``NaN`` or ``empty`` (blank text: a CSV's empty cell) when ``value`` is
+    missing; else None."""
+    if value is None:
+        return "null"
+    if isinstance(value, float) and value != value:
+        return "NaN"
+    if isinstance(value, str) and not value.strip():
+        return "empty"
+    return None
 
 
 def open_source(spec: DatasetSpec, base_dir: Path, where: str | None = None) -> Source:

@@ -240,7 +240,10 @@ class Samples(Sequence[Sample]):
             dataset, its resolved revision and fingerprint); the manifest's dataset hash.
         info: what the manifest records about the source (format, revision, ...).
         warnings: things the user should know but that do not stop the run (an unpinned
-            Hugging Face revision, with the SHA to pin).
+            Hugging Face revision, with the SHA to pin; a split of rows whose ids are
+            their positions).
+        by_position: how many rows of the source had no id field (their ids are their
+            positions), before any split or limit.
     """
 
     def __init__(
@@ -255,6 +258,7 @@ class Samples(Sequence[Sample]):
         content_hash: str,
         info: dict[str, Any],
         warnings: list[str],
+        by_position: int = 0,
     ) -> None:
         self._ids = ids
         self._rows = rows
@@ -265,6 +269,7 @@ class Samples(Sequence[Sample]):
         self.content_hash = content_hash
         self.info = info
         self.warnings = warnings
+        self.by_position = by_position
         self._n = len(order) if order is not None else len(ids)  # read for every sample
 
     def __len__(self) -> int:

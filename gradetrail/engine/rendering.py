@@ -94,7 +94,9 @@ class Renderer:
         self.messages_field = spec.dataset.messages_field
         self.tools_field = spec.dataset.tools_field
         self.system = compile_template(spec.system, f"{where}: system") if spec.system else None
-        self.target = compile_template(spec.target, f"{where}: target") if spec.target else None
+        self.target = (
+            compile_template(spec.target, f"{where}: target", target=True) if spec.target else None
+        )
         self.model = spec.model
         self.empty_prompt_refused = provider.empty_prompt_refused
         self.params = spec.model.params.model_dump(exclude_none=True)
@@ -269,32 +271,44 @@ def _row_tools(
     return tools, choice
 
 
-def _has_null(value: Any, depth: int = 0) -> bool:
+def _has_missing(value: Any, kind: str, depth: int = 0) -> bool:
+    """Whether ``value`` is, or holds, a missing value of ``kind``: ``null`` (None) or
+    ``NaN`` (a float that is not equal to itself)."""
     if value is None:
-        return True
+        return kind == "null"
+    if isinstance(value, float) and value != value:
+        return kind == "NaN"
     if depth > 20:
         return False
     if isinstance(value, dict):
-        return any(_has_null(v, depth + 1) for v in value.values())
+        return any(_has_missing(v, kind, depth + 1) for v in value.values())
     if isinstance(value, list):
-        return any(_has_null(v, depth + 1) for v in value)
+        return any(_has_missing(v, kind, depth + 1) for v in value)
     return False
 
 
+#: the text a missing value renders to, and what it is called
+_MISSING_TEXT = {"None": "null", "nan": "NaN"}
+
+
 def _render_target(template: Template, sample: Sample) -> str:
-    """The rendered target; a target that rendered a null field (``"None"``: a row whose
-    ``answer`` is ``null`` would otherwise be scored against the text "None") is refused.
+    """The rendered target; a target that rendered a missing field is refused: a null
+    (``"None"``) or a NaN (``"nan"``: JSON Lines written by Python's ``json`` spell a
+    missing float ``NaN``). A row whose ``answer`` is missing would otherwise be scored
+    against the text "None" or "nan": a zero in the mean, exit 0.
 
     Raises:
-        DatasetError: naming the sample, its line and the null field.
+        DatasetError: naming the sample, its line and the missing field.
     """
     target = _render(template, sample)
-    if target.strip() == "None":
-        nulls = sorted(n for n in template.names if n in sample.row and _has_null(sample.row[n]))
-        if nulls:
+    kind = _MISSING_TEXT.get(target.strip())
+    if kind is not None:
+        fields = template.names
+        found = sorted(n for n in fields if n in sample.row and _has_missing(sample.row[n], kind))
+        if found:
             raise DatasetError(
                 f"{template.where}: sample {sample.id!r} (line {sample.line}): the target is "
-                f"null ({', '.join(nulls)} holds null); fill in the target or drop the row"
+                f"{kind} ({', '.join(found)} holds {kind}); fill in the target or drop the row"
             )
     return target
 

@@ -9,7 +9,9 @@ Jinja2's :class:`~jinja2.sandbox.ImmutableSandboxedEnvironment`: attributes star
 ``_`` (``cycler.__init__.__globals__``), function internals and methods that modify a
 list, dict or set are refused with a :class:`~jinja2.exceptions.SecurityError`, which the
 pipeline reports as a one-line error naming the template and the sample before any call.
-Row values are data: they are inserted as text and never parsed as templates.
+Row values are data: they are inserted as text and never parsed as templates. A
+function is never shown as text: a row without a field named like a Jinja2 global
+(``range``, ``namespace``...) is refused as missing, and so is a method shown uncalled.
 
 Templates are also bounded in what they may build, so a spec cannot exhaust memory or
 time before any call (each limit is refused with a one-line error, exit 2):
@@ -43,17 +45,104 @@ from typing import Any
 import jinja2
 from jinja2 import meta, nodes
 from jinja2.exceptions import SecurityError
+from jinja2.runtime import TemplateReference
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import concat
 
 from gradetrail.errors import SpecError
 from gradetrail.prompts.choices import lettered
 
-__all__ = ["Template", "compile_template"]
+__all__ = ["Template", "compile_template", "target_text"]
+
+
+def _shown_value(value: Any) -> Any:
+    """``finalize`` of every template: a value as it is, refusing a function, class or
+    method shown as text. A row that lacks a field named like one of Jinja2's globals
+    (``range``, ``dict``, ``namespace``, ``cycler``, ``joiner``) found the global, and
+    ``{{ namespace }}`` put ``<class 'jinja2.utils.Namespace'>`` in the prompt; a method
+    shown without its call (``{{ q.upper }}``) put ``<built-in method upper of str object
+    at 0x7f...>``, whose address changes from run to run, so the request's key did too.
+
+    Bytes are shown as the text they encode (:func:`_bytes_text`).
+
+    Raises:
+        jinja2.UndefinedError: a global (or ``self``) shown in place of a field the row
+            lacks.
+        TypeError: another function or method shown without its call.
+    """
+    if isinstance(value, bytes | bytearray):
+        return _bytes_text(value)
+    if isinstance(value, TemplateReference):  # ``self``: the template, shown for a field
+        raise jinja2.UndefinedError("'self' is undefined (the row has no field 'self')")
+    if callable(value) and not isinstance(value, jinja2.Undefined):
+        name = next((k for k, v in _ENV.globals.items() if v is value), None)
+        if name is not None:
+            raise jinja2.UndefinedError(
+                f"'{name}' is undefined (the row has no field '{name}', and Jinja2's "
+                f"global {name} is a function, not text)"
+            )
+        what = getattr(value, "__name__", type(value).__name__)
+        raise TypeError(
+            f"the template shows the function {what!r} instead of a value; call it "
+            f"({what}()) or show a field"
+        )
+    return value
+
+
+def _bytes_text(value: bytes | bytearray) -> str:
+    """Bytes as the UTF-8 text they hold. A Parquet column of text written without the
+    string annotation (as older Hive and Impala write it) reads as bytes, and the prompt
+    read ``b'What is 2+2?'``.
+
+    Raises:
+        TypeError: the bytes are not UTF-8 (binary data: an image, a hash), naming how
+            many; such a value is not text to show.
+    """
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise TypeError(
+            f"the template shows {len(value):,} bytes of binary data that are not UTF-8 "
+            "text; show a text field"
+        ) from None
+
+
+def field_text(value: Any) -> str:
+    """A value as a prompt shows it: ``str(value)``, bytes as the text they encode
+    (:func:`_bytes_text`)."""
+    if type(value) is str:
+        return value
+    if isinstance(value, bytes | bytearray):
+        return _bytes_text(value)
+    return str(value)
+
+
+#: the magnitude from which ``str(float)`` writes an exponent (``1e+16``)
+_EXPONENT_FROM = 1e16
+
+
+def target_text(value: Any) -> str:
+    """A value as a target shows it: ``str(value)``, except that a float holding a whole
+    number (below 10**16, where ``str`` would write an exponent) is written as that
+    integer: ``18`` for ``18.0``. A column of whole numbers becomes floats wherever one
+    value is missing (pandas writes such a column to Parquet or JSON as ``18.0``), and
+    the exact scorer then compared a correct ``18`` with ``"18.0"``: a zero."""
+    if type(value) is float and value.is_integer() and abs(value) < _EXPONENT_FROM:
+        return str(int(value))
+    return field_text(value)
+
+
+def _target_value(value: Any) -> Any:
+    """``finalize`` of target templates: :func:`_shown_value`, and a whole-number float
+    as :func:`target_text` writes it."""
+    value = _shown_value(value)
+    if type(value) is float:
+        return target_text(value)
+    return value
 
 
 def _finalize_regex(value: Any) -> str:
-    return re.escape(str(value))
+    return re.escape(str(_shown_value(value)))
 
 
 #: the largest string or list ``*`` may build in a template, and the largest ``**`` exponent
@@ -223,7 +312,18 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-_ENV = _Sandbox(undefined=_StrictUndefined, keep_trailing_newline=True, autoescape=False)
+_ENV = _Sandbox(
+    undefined=_StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,
+    finalize=_shown_value,
+)
+_TARGET_ENV = _Sandbox(
+    undefined=_StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,
+    finalize=_target_value,
+)
 _REGEX_ENV = _Sandbox(
     undefined=_StrictUndefined,
     keep_trailing_newline=True,
@@ -233,7 +333,8 @@ _REGEX_ENV = _Sandbox(
 # {{ choices | lettered }}: a row's choices as "A. ..." lines (gradetrail.prompts.choices), the
 # same lettering (and optional stable shuffle) the choice scorer reads answers by
 _ENV.filters["lettered"] = lettered
-for _env in (_ENV, _REGEX_ENV):
+_TARGET_ENV.filters["lettered"] = lettered
+for _env in (_ENV, _TARGET_ENV, _REGEX_ENV):
     _env.policies["json.dumps_kwargs"] = {"sort_keys": True, "default": _json_default}
     _env.globals["range"] = _range
     _env.globals["lipsum"] = _draws_anew("lipsum")
@@ -258,11 +359,15 @@ class Template:
         "_globals",
         "_context",
         "_plain",
+        "_show",
         "where",
     )
 
-    def __init__(self, source: str, where: str, *, regex: bool = False) -> None:
-        env = _REGEX_ENV if regex else _ENV
+    def __init__(
+        self, source: str, where: str, *, regex: bool = False, target: bool = False
+    ) -> None:
+        env = _REGEX_ENV if regex else _TARGET_ENV if target else _ENV
+        self._show = target_text if target else field_text
         try:
             ast = env.parse(source)
             self._template = env.from_string(source)
@@ -299,9 +404,14 @@ class Template:
         plain = self._plain
         if plain is not None:
             parts = []  # a loop: a list comprehension's frame costs more than the parts
+            show = self._show
             try:
                 for text, name in plain:
-                    parts.append(text if name is None else text + str(context[name]))
+                    if name is None:
+                        parts.append(text)
+                        continue
+                    value = context[name]  # text, most values are, without a call
+                    parts.append(text + (value if type(value) is str else show(value)))
                 return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
@@ -340,6 +450,8 @@ class Template:
                     else f"the dataset's columns {names} have spaces around their names: "
                     "remove them, or fix the template"
                 )
+            elif unreadable := _unreadable(missing, [str(c) for c in row]):
+                fix = unreadable
             else:
                 fix = _did_you_mean(missing, [str(c) for c in row]) + fix
             raise SpecError(
@@ -358,6 +470,25 @@ class Template:
         except Exception:  # noqa: BLE001 - not a missing field: the run's rendering reports it
             return True
         return True
+
+
+def _unreadable(missing: list[str], columns: list[str]) -> str:
+    """The fix when a missing name is (part of) a column no template can name, as
+    ``question-text`` or ``answer key`` (``{{ question-text }}`` reads question minus
+    text): rename it with ``dataset.fields``; else empty."""
+    for column in columns:
+        if column.isidentifier() or column != column.strip():
+            continue
+        words = re.findall(r"\w+", column)
+        close = difflib.get_close_matches(column, missing, n=1, cutoff=0.75)
+        if close or any(w in missing for w in words):
+            name = "_".join(words) or "field"
+            name = name if name.isidentifier() else f"f_{name}"
+            return (
+                f"a template cannot name the column {column!r}; rename it for templates "
+                f"with dataset.fields: {{{name}: {column!r}}}, and use {{{{ {name} }}}}"
+            )
+    return ""
 
 
 def _did_you_mean(missing: list[str], columns: list[str]) -> str:
@@ -402,7 +533,11 @@ def _plain_parts(ast: nodes.Template) -> tuple[tuple[str, str | None], ...] | No
 
 
 @lru_cache(maxsize=256)
-def compile_template(source: str, where: str, regex: bool = False) -> Template:
+def compile_template(
+    source: str, where: str, regex: bool = False, target: bool = False
+) -> Template:
     """Compile (once) a template string; ``where`` names it in errors (e.g. ``spec.yaml:
-    prompt``). Raises SpecError on a syntax error."""
-    return Template(source, where, regex=regex)
+    prompt``). ``regex``: every value shown is escaped (a regex pattern); ``target``: a
+    whole-number float is shown as an integer (:func:`target_text`). Raises SpecError on a
+    syntax error."""
+    return Template(source, where, regex=regex, target=target)

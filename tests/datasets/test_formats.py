@@ -104,6 +104,9 @@ def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
         ("d.csv", "q;a\nx;1\n", ";"),  # Excel's CSV where the decimal mark is a comma
         ("d.csv", "q|a\nx|1\n", "|"),
         ("d.tsv", "q,a\nx,1\n", ","),  # a CSV saved as .tsv
+        # quoted: the csv module refused it as bad quoting ("',' expected after '\"'")
+        ("d.csv", '"question";"answer"\n"1,5 + 1";"2,5"\n', ";"),
+        ("d.tsv", '"q","a"\n"x","1"\n', ","),
     ],
 )
 def test_a_header_split_by_another_separator_is_named(
@@ -368,6 +371,41 @@ def test_a_csv_header_with_spaces_after_its_commas_is_named_plainly(tmp_path: Pa
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.parametrize(
+    ("prompt", "uses"),
+    [("{{ question-text }}", "question, text"), ("{{ question_text }}", "question_text")],
+)
+def test_a_column_no_template_can_name_is_given_its_rename(
+    tmp_path: Path, cli, prompt: str, uses: str
+) -> None:
+    """A column named ``question-text`` cannot be read by a template (``{{ question-text
+    }}`` reads question minus text); the refusal said "did you mean question ->
+    question-text?", a name no template can write. It now gives the ``dataset.fields``
+    rename that works."""
+    (tmp_path / "d.csv").write_text("question-text,a\nx,1\n")
+    (tmp_path / "dash_app.py").write_text("def answer(request):\n    return 'x'\n")
+    (tmp_path / "s.yaml").write_text(
+        f"name: t\ndataset: {{path: d.csv}}\nprompt: '{prompt}'\ntarget: '{{{{ a }}}}'\n"
+        "model: {provider: python, name: m, function: 'dash_app:answer'}\n"
+        "scorer: {type: exact}\n"
+    )
+    out = cli("run", str(tmp_path / "s.yaml"))
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 's.yaml'}: prompt: template uses {uses} but the first row has "
+        "only a, question-text; a template cannot name the column 'question-text'; rename "
+        "it for templates with dataset.fields: {question_text: 'question-text'}, and use "
+        "{{ question_text }}"
+    ]
+    renamed = (
+        (tmp_path / "s.yaml")
+        .read_text()
+        .replace("{path: d.csv}", "{path: d.csv, fields: {question_text: question-text}}")
+    )
+    (tmp_path / "s.yaml").write_text(renamed.replace(prompt, "{{ question_text }}"))
+    assert cli("run", str(tmp_path / "s.yaml")).exit_code == 0
+
+
 @pytest.mark.parametrize(("fmt", "module"), [("jsonl", "gzip"), ("csv", "bz2"), ("json", "lzma")])
 def test_a_compressed_file_is_named_so(tmp_path: Path, fmt: str, module: str) -> None:
     """A compressed dataset (``d.jsonl.gz`` with ``dataset.format: jsonl``, or one renamed
@@ -383,3 +421,73 @@ def test_a_compressed_file_is_named_so(tmp_path: Path, fmt: str, module: str) ->
         load_samples(path)
     with pytest.raises(DatasetError, match=rf"is {kind}-compressed"):
         load_samples(path, format=fmt)
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("d.csv", {}, r"d.csv:2002 \(byte 0xe9 at column 4; likely Windows-1252 or Latin-1\): "),
+        ("d.tsv", {}, r"d.tsv:2002 \(byte 0xe9 at column 4; .*\): TSV file is not UTF-8 text"),
+        ("d.json", {}, r"d.json:2002 \(byte 0xe9 at column 11; .*\): JSON file is not UTF-8"),
+        ("d.jsonl", {}, r"d.jsonl:2002: JSONL file is not UTF-8 text \(byte 0xe9 at column 11;"),
+    ],
+)
+def test_a_file_not_utf8_names_the_line_of_its_first_bad_byte(
+    tmp_path: Path, name: str, options: dict, message: str
+) -> None:
+    """A Windows-1252 'café' on line 2,002 (Excel's plain CSV export writes such bytes):
+    the CSV error named line 1,843 (where the decoder's 8 KiB buffer began) and the JSON
+    one no line; each now names line 2,002, the byte and its column."""
+    sep = "\t" if name.endswith(".tsv") else ","
+    if name.endswith(".jsonl"):
+        lines = [b'{"q": "question %d", "a": "%d"}' % (i, i) for i in range(2001)]
+        data = b"\n".join([*lines, b'{"q": "caf\xe9", "a": "1"}']) + b"\n"
+    elif name.endswith(".json"):
+        lines = [b'{"q": "question %d", "a": "%d"},' % (i, i) for i in range(2000)]
+        data = b"\n".join([b"[", *lines, b'{"q": "caf\xe9", "a": "1"}]']) + b"\n"
+    else:
+        lines = [b"question %d%s%d" % (i, sep.encode(), i) for i in range(2000)]
+        data = b"\n".join([b"q" + sep.encode() + b"a", *lines, b"caf\xe9" + sep.encode() + b"1"])
+    path = tmp_path / name
+    path.write_bytes(data + b"\n")
+    with pytest.raises(DatasetError, match=message) as err:
+        load_samples(path, **options)
+    assert "\n" not in str(err.value)
+
+
+def test_an_excel_unicode_text_export_is_named_utf16(tmp_path: Path) -> None:
+    """Excel's "Unicode Text" export (UTF-16, tabs) is named as UTF-16 on line 1."""
+    path = tmp_path / "d.tsv"
+    path.write_bytes("q\ta\r\ncafé\t1\r\n".encode("utf-16"))
+    with pytest.raises(DatasetError, match=r"d.tsv:1: TSV file is UTF-16 text; save it as UTF-8"):
+        load_samples(path)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"q": "a"}\n\x00\x00\x00\x00\n', r"d.jsonl:2: the line holds NUL bytes"),  # crash
+        ('{"q": "a"}\n'.encode("utf-16-le"), r"d.jsonl:1: the line holds NUL bytes \(UTF-16"),
+    ],
+    ids=["nul-padding", "utf16-without-bom"],
+)
+def test_a_jsonl_line_of_nul_bytes_says_so(tmp_path: Path, data: bytes, message: str) -> None:
+    """A line starting with a NUL byte was read by ``json.loads``' encoding guess as
+    UTF-16 and refused as a value going on past the end of its line (advice to use a
+    .json file); it now says the line holds NUL bytes and what leaves them."""
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(data)
+    with pytest.raises(DatasetError, match=message) as err:
+        load_samples(path)
+    assert "past the end of its line" not in str(err.value)
+
+
+def test_a_jsonl_file_of_a_byte_order_mark_and_blank_lines_has_no_rows(tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark before blank lines is no row: an empty dataset (as without
+    the mark), not 'not valid JSON'; rows after it keep their line numbers as ids."""
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf\n")
+    with pytest.raises(DatasetError, match=r"d.jsonl: the dataset has no rows"):
+        load_samples(path)
+    path.write_bytes(b'\xef\xbb\xbf\r\n{"q": "a"}\r\n')
+    assert [(s.id, s.row) for s in load_samples(path)] == [("2", {"q": "a"})]

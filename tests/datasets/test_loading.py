@@ -194,7 +194,9 @@ def test_jsonl_rows_are_read_as_json_loads_reads_them(tmp_path: Path) -> None:
         assert [type(v) for v in row.values()] == [type(v) for v in want.values()]
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"a": 1}\n{"s": "\xff"}\n')
-    with pytest.raises(DatasetError, match=r"bad.jsonl:2: not valid JSON \('utf-8' codec"):
+    with pytest.raises(
+        DatasetError, match=r"bad.jsonl:2: JSONL file is not UTF-8 text \(byte 0xff"
+    ):
         load_samples(bad)
     bad.write_bytes(b'{"n": ' + b"9" * 5000 + b"}\n")  # past Python's int-string limit
     with pytest.raises(DatasetError, match=r"bad.jsonl:1: not valid JSON \(Exceeds the limit"):
@@ -252,4 +254,59 @@ def test_duplicate_found_after_many_rows_names_the_second(tmp_path: Path) -> Non
     rows = [{"id": f"k{i}"} for i in range(5000)] + [{"id": "k7"}, {"id": "k3"}]
     path = _write(tmp_path / "d.jsonl", rows)
     with pytest.raises(DatasetError, match=r"d.jsonl:5001: duplicate sample id 'k7' in field"):
+        load_samples(path)
+
+
+def test_a_whole_number_float_id_is_the_integers_id(tmp_path: Path) -> None:
+    """pandas writes an integer id column with one missing value as floats (7.0 in JSON
+    and Parquet), and the ids were "7.0", "8.0": the same rows in CSV had ids "7", "8",
+    so a split file or baseline from one did not match the other. A whole-number float
+    id is now the integer's id, and NaN (a missing id, as Python's ``json`` writes it) is
+    no id, as null is: the row's position."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    jsonl = tmp_path / "d.jsonl"
+    jsonl.write_text('{"id": 7.0, "q": "a"}\n{"id": 8.0, "q": "b"}\n{"id": NaN, "q": "c"}\n')
+    assert load_samples(jsonl).ids == ["7", "8", "3"]
+    table = pa.table({"id": pa.array([7.0, 8.0, None, 2.5]), "q": ["a", "b", "c", "d"]})
+    pq.write_table(table, tmp_path / "d.parquet")
+    assert load_samples(tmp_path / "d.parquet").ids == ["7", "8", "3", "2.5"]
+    csv = tmp_path / "d.csv"
+    csv.write_text("id,q\n7,a\n8,b\n")
+    assert load_samples(csv).ids == ["7", "8"]
+    jsonl.write_text('{"id": 7.0, "q": "a"}\n{"id": 7, "q": "b"}\n')  # one id, twice
+    with pytest.raises(DatasetError, match=r"d.jsonl:2: duplicate sample id '7' in field 'id'"):
+        load_samples(jsonl)
+
+
+@pytest.mark.parametrize(("value", "kind"), [("null", "null"), ("NaN", "NaN"), ('" "', "empty")])
+def test_a_null_cluster_is_refused(tmp_path: Path, value: str, kind: str) -> None:
+    """A row whose cluster value is null, NaN or blank became the cluster "None", "nan"
+    or " ", one group of every such row (unrelated samples counted as dependent); it is
+    now refused, naming the row."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(f'{{"p": 1}}\n{{"p": {value}}}\n{{"p": 2}}\n')
+    with pytest.raises(DatasetError, match=rf"d.jsonl:2: the row's cluster field 'p' is {kind};"):
+        load_samples(path, cluster_field="p")
+    csv = tmp_path / "d.csv"
+    csv.write_text("q,p\na,1\nb,\n")  # a CSV's empty cell
+    with pytest.raises(DatasetError, match=r"d.csv:3: the row's cluster field 'p' is empty;"):
+        load_samples(csv, cluster_field="p")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("d.csv", "id,q\n1,a\n,b\n", r"d.csv:3: the id field 'id' is empty; give the row an id"),
+        ("d.jsonl", '{"id": " ", "q": "a"}\n', r"d.jsonl:1: the id field 'id' is blank;"),
+    ],
+)
+def test_an_empty_id_is_refused(tmp_path: Path, name: str, text: str, message: str) -> None:
+    """An empty id (a CSV's empty cell) was the sample id '' (or ' '): a row no command
+    can name, and a second such row was refused as a duplicate of the first. It is now
+    refused where it is, naming the row."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(DatasetError, match=message):
         load_samples(path)

@@ -215,3 +215,53 @@ def test_a_split_file_of_an_id_holding_a_lone_surrogate_is_read_back(tmp_path: P
     )
     assert run.code == 0, run.err
     assert "rows        3 (3 samples x 1 epoch): scored 3" in run.out
+
+
+def _rows(tmp_path: Path, ids: list[str | None]) -> Path:
+    path = tmp_path / "d.jsonl"
+    rows = [{"q": f"q{i}"} | ({"id": k} if k is not None else {}) for i, k in enumerate(ids)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_split_of_rows_numbered_by_position_warns_that_their_ids_move(
+    tmp_path: Path,
+) -> None:
+    """Rows without an id are numbered by line, so one row added at the top renumbers all
+    the others: their hash split changes (held-out q0 and q5 land in train), and a
+    split file's ids name other rows, with no error either way. Splitting such rows now
+    warns (the run, and ``gradetrail split``); rows with ids do not."""
+    split = {"name": "test", "seed": 3, "fractions": {"train": 0.5, "test": 0.5}}
+    path = _rows(tmp_path, [None] * 8)
+    before = [s.row["q"] for s in load_samples(path, split=split)]
+    lines = path.read_text()
+    path.write_text(json.dumps({"q": "new"}) + "\n" + lines)
+    after = [s.row["q"] for s in load_samples(path, split=split)]
+    assert before == ["q0", "q4", "q5", "q7"] and after == ["new", "q3", "q4", "q6", "q7"]
+    warnings = load_samples(path, split=split).warnings
+    assert warnings == [
+        "dataset.split: no row has an 'id' field, so their ids are their positions (line "
+        "numbers): a row added, removed or moved before them gives them other ids and other "
+        "splits (held-out rows land in the one you tune on); give each row an id, or name "
+        "one with dataset.id_field"
+    ]
+    partly = _rows(tmp_path, ["a", None, "c", "d"])
+    assert (
+        load_samples(partly, split=split)
+        .warnings[0]
+        .startswith("dataset.split: 1 of 4 rows have no 'id' field")
+    )
+    assert load_samples(partly).warnings == []  # no split: nothing to move between
+    assert load_samples(_rows(tmp_path, list("abcd")), split=split).warnings == []
+
+
+def test_gradetrail_split_warns_of_ids_that_are_positions(tmp_path: Path) -> None:
+    """``gradetrail split`` over GSM8K (no id field) writes the file and warns once."""
+    out = run_cli("split", str(_spec(tmp_path, None)), "-o", str(tmp_path / "s.json"))
+    assert out.code == 0, out.err
+    assert out.err_lines == [
+        "warning: dataset.split: no row has an 'id' field, so their ids are their positions "
+        "(line numbers): a row added, removed or moved before them gives them other ids and "
+        "other splits (held-out rows land in the one you tune on); give each row an id, or "
+        "name one with dataset.id_field"
+    ]

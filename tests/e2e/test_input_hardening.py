@@ -328,3 +328,64 @@ def test_a_template_that_draws_anew_each_render_is_refused(
     assert out.code == 2 and len(out.err_lines) == 1, (out.code, out.err, out.out)
     assert "sample 'r1'" in out.err and "on every render" in out.err, out.err
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("prompt", "rows", "message"),
+    [
+        (  # the second row lacks the optional field: the global answered for it
+            "{{ q }} in {{ namespace }} = {{ a }}",
+            [
+                {"id": "r1", "q": "1+1", "a": 2, "namespace": "prod"},
+                {"id": "r2", "q": "2+2", "a": 4},
+            ],
+            "sample 'r2' (line 2): 'namespace' is undefined (the row has no field 'namespace'",
+        ),
+        (
+            "{{ q }} over {{ range }} = {{ a }}",
+            [{"id": "r1", "q": "1+1", "a": 2, "range": "0-9"}, {"id": "r2", "q": "2+2", "a": 4}],
+            "sample 'r2' (line 2): 'range' is undefined (the row has no field 'range'",
+        ),
+        (
+            "{{ dict }}: {{ q }} = {{ a }}",
+            [{"id": "r1", "q": "1+1", "a": 2}],
+            "sample 'r1' (line 1): 'dict' is undefined (the row has no field 'dict'",
+        ),
+        (  # a method shown without its call: an address in the prompt, another each run
+            "{{ q.upper }} = {{ a }}",
+            ROWS,
+            "sample 'r1' (line 1): TypeError: the template shows the function 'upper'",
+        ),
+    ],
+    ids=["namespace", "range", "dict", "method"],
+)
+def test_a_template_never_shows_a_function_for_a_field(
+    prompt: str, rows: list[dict], message: str, tmp_path: Path
+) -> None:
+    """A row without a field named like a Jinja2 global (``namespace``, ``range``,
+    ``dict``) rendered the global: the prompt read ``2+2 in <class
+    'jinja2.utils.Namespace'>``, or ``<function _range at 0x7f...>``, whose address
+    changes from run to run (so the request's key did too, and the cache never hit); a
+    method shown without its call did the same. Now one line naming the sample, exit 2,
+    before any call."""
+    spec = write_eval(tmp_path / "e", rows, prompt=prompt, target="{{ a }}")
+    out = run(spec, tmp_path)
+    assert out.code == 2 and len(out.err_lines) == 1, (out.code, out.err, out.out)
+    assert message in out.err, out.err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache.sqlite").exists()
+
+
+def test_a_field_named_like_a_jinja2_global_renders_the_field(tmp_path: Path) -> None:
+    """Rows that have such fields show their values, and ``namespace()`` still works in
+    a template that calls it."""
+    rows = [{"id": "r1", "q": "1+1", "a": 2, "range": "0-9", "dict": "en"}]
+    prompt = (
+        "{% set ns = namespace(n=0) %}{% for _ in [1, 2] %}{% set ns.n = ns.n + 1 %}"
+        "{% endfor %}echo {{ ns.n }} {{ range }} {{ dict }} = {{ a }}"
+    )
+    spec = write_eval(tmp_path / "e", rows, prompt=prompt, target="{{ a }}")
+    out = run(spec, tmp_path, "--json")
+    assert out.code == 0, out.err
+    run_dir = Path(json.loads(out.out)["run_dir"])
+    row = json.loads((run_dir / "results.jsonl").read_text().splitlines()[0])
+    assert row["prompt"] == "echo 2 0-9 en = 2"

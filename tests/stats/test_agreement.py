@@ -103,6 +103,10 @@ def test_label_reader_defaults_map_and_errors() -> None:
     mapped = LabelReader("grade", "m", {"good": 1.0, "meh": 0.5, "true": 1.0}, "spec.yaml")
     assert mapped.read({"grade": "meh"}, "a") == 0.5
     assert mapped.read({"grade": True}, "a") == 1.0
+    # NaN is a missing label (pandas, Python's json): None, not "label nan has no score"
+    assert reader.read({"m1": {"ok": float("nan")}}, "a") is None
+    assert mapped.read({"grade": float("nan")}, "a") is None
+    assert LabelReader("g", "m", {"null": 0.0}, "s").read({"g": float("nan")}, "a") == 0.0
     with pytest.raises(DatasetError, match=r"label 'bad' is not in dataset\.label_map"):
         mapped.read({"grade": "bad"}, "x")
 
