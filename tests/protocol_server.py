@@ -60,7 +60,9 @@ Endpoints
   ``reasoning.encrypted_content``), and a later request must send every function call of
   such a turn back after that reasoning item, its content unchanged, or get the API's 400.
   Under ``store: false`` a reasoning item sent back with no encrypted content (only its id)
-  is the API's 404 "Item with id ... not found".
+  is the API's 404 "Item with id ... not found". An assistant message's ``phase``
+  (``commentary``, ``final_answer``) is part of what the scripted model reads, as
+  ``[commentary] TEXT`` in the prompt its rules match.
 - DeepSeek's thinking mode on ``/v1/chat/completions`` (``thinking: {type: enabled}`` in
   the body): answers carry the rule's ``reasoning`` as ``reasoning_content``, and an
   assistant message with ``tool_calls`` sent without its ``reasoning_content`` is
@@ -1666,6 +1668,8 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             if role not in ("user", "assistant", "system", "developer"):
                 return f"Invalid value: '{role}'. Supported values are: 'assistant', 'system', ..."
             text = _content_text(item.get("content"))
+            if role == "assistant" and isinstance(item.get("phase"), str):
+                text = f"[{item['phase']}] {text}"  # the model reads its own labels
             texts.append(text)
             last_role = "user"
             if role == "user":

@@ -41,6 +41,11 @@ Completions' ``finish_reason: content_filter``); ``status: failed`` with its ``e
 ``input_tokens`` includes ``input_tokens_details.cached_tokens`` (subtracted, so input and
 cached input are never counted twice); ``output_tokens`` includes
 ``output_tokens_details.reasoning_tokens`` (kept in :attr:`Response.reasoning_tokens`).
+Messages labelled ``phase: commentary`` (GPT-5.4 and later: preambles and progress notes
+before the final answer) are not the answer: their text is kept with the reasoning, and
+a tool-calling answer with phases, several messages or interleaved items is kept whole
+(:attr:`Response.content_blocks`) and sent back in its order, phases included, as the
+API asks.
 Hosted tools billed per call (``web_search_call`` and ``file_search_call`` output items)
 are counted in :attr:`Response.server_tool_uses` by item type, priced at
 ``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown).
@@ -56,6 +61,7 @@ from gradetrail.providers._http import HttpProvider, error_fields, served_tier
 from gradetrail.providers._openai_wire import openai_client, openai_headers
 from gradetrail.providers._responses_wire import (
     read_output,
+    rebuilt_exactly,
     responses_text_format,
     responses_tool_choice,
     responses_tools,
@@ -254,5 +260,14 @@ class OpenAIResponsesProvider(HttpProvider):
             reasoning_blocks=out.reasoning_items,
             refusal=out.refusal,
             server_tool_uses=out.server_calls,
+            content_blocks=_kept_whole(data["output"]) if out.tool_calls else (),
         )
         return response, 0
+
+
+def _kept_whole(output: list[Any]) -> tuple[dict[str, Any], ...]:
+    """A tool-calling answer's output items, when its parts do not rebuild them (see
+    :func:`~gradetrail.providers._responses_wire.rebuilt_exactly`); else empty, so the
+    answers they rebuild keep their cache entries and turn keys."""
+    items = tuple(item for item in output if isinstance(item, dict))
+    return () if rebuilt_exactly(items) else items

@@ -256,8 +256,8 @@ def test_chat_only_model_names_the_other_api(srv, tmp_path: Path) -> None:
     assert "use model.provider: openai_responses" in chat.row["error"]["message"]
 
 
-def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetrail.EvalSpec:
-    overrides = [
+def _agent_overrides(srv: Any, client: str, **extra: Any) -> list[str]:
+    return [
         "model.provider=openai_responses",
         "model.name=scripted-agent",
         f"model.base_url={srv.openai_base_url}",
@@ -266,7 +266,12 @@ def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetra
         "model.params.max_tokens=null",
         f"model.params.extra={json.dumps(extra)}",
     ]
-    return gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
+
+
+def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetrail.EvalSpec:
+    return gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml", _agent_overrides(srv, client, **extra)
+    )
 
 
 def _completes_the_calculator_agent(srv: Any, spec: gradetrail.EvalSpec, tmp_path: Path) -> None:
@@ -576,3 +581,111 @@ def test_a_flat_error_object_under_200_is_read_by_its_code(
     row = out.row
     assert row["state"] == "scored" and row["attempts"] == 2
     assert len(out.slept) == 1 and out.cached == 1
+
+
+def _message(text: str, phase: str | None = None) -> dict[str, Any]:
+    """A completed output message item (with ``phase`` when given, as GPT-5.4 labels
+    its messages)."""
+    item: dict[str, Any] = {
+        "type": "message",
+        "id": f"msg_{len(text)}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    if phase is not None:
+        item["phase"] = phase
+    return item
+
+
+def _answer(*output: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "resp_phased",
+        "object": "response",
+        "created_at": 1,
+        "model": "175b_verification",
+        "status": "completed",
+        "output": list(output),
+        "usage": {"input_tokens": 50, "output_tokens": 20},
+    }
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_commentary_message_is_working_not_the_answer(srv, tmp_path: Path, client: str) -> None:
+    """An answer of a reasoning item, a commentary message (a preamble) and the final
+    answer's message: the row's response is the final answer alone (before: 'Let me add
+    up the eggs.A: 18'), the preamble kept after the summary in the reasoning text; a
+    commentary message the model said nothing after is the answer."""
+    summary = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Sum."}],
+    }
+    srv.configure(
+        faults=[
+            {
+                "kind": "answer",
+                "first": 1,
+                "body": _answer(
+                    summary,
+                    _message("Let me add up the eggs.", "commentary"),
+                    _message("A: 18", "final_answer"),
+                ),
+            }
+        ]
+    )
+    row = run_http(_spec(tmp_path, srv, client), tmp_path).row
+    assert row["response"] == "A: 18" and row["score"] == 1.0
+    assert row["reasoning"] == "Sum.\n\nLet me add up the eggs."
+    srv.configure(
+        faults=[{"kind": "answer", "first": 1, "body": _answer(_message("A: 18", "commentary"))}]
+    )
+    alone = run_http(_spec(tmp_path / "alone", srv, client), tmp_path / "alone").row
+    assert alone["response"] == "A: 18" and "reasoning" not in alone
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_agent_turns_messages_go_back_in_order_with_their_phase(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A tool-calling turn of a commentary message, a second one and a function call goes
+    back as it came: both messages, each with its phase, before the call (before: one
+    assistant message of both texts run together, no phase, so the scripted model, which
+    reads its phases, did not see its preamble as its own and answered 9)."""
+    call = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_eggs",
+        "name": "calculate",
+        "arguments": json.dumps({"expression": "16 - 3 - 4"}),
+        "status": "completed",
+    }
+    first = _answer(
+        _message("I'll work out the eggs left first.", "commentary"),
+        _message("Then the money.", "commentary"),
+        call,
+    )
+    first["model"] = "scripted-agent"
+    rules = [
+        {
+            "regex": r"\[commentary\] I'll work out the eggs left first\.\n"
+            r"\[commentary\] Then the money\.\n\[tool_call calculate",
+            "last": "tool",
+            "reply": "A: 18",
+        },
+        {"contains": "Janet", "last": "tool", "reply": "A: 9"},
+    ]
+    srv.configure(
+        script={"rules": rules, "models": ["scripted-agent"]},
+        faults=[{"kind": "answer", "first": 1, "body": first}],
+    )
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml",
+        [*_agent_overrides(srv, client), "dataset.limit=1"],
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    turns = row["transcript"]["turns"]
+    assert [t["tool_results"] for t in turns][0][0]["content"] == "9"
+    assert row["response"] == "A: 18" and row["score"] == 1.0
+    assert srv.stats()["total"] == 2
