@@ -39,8 +39,10 @@ Completions' ``finish_reason: content_filter``); ``status: failed`` with its ``e
 -> an :class:`~gradetrail.errors.InvalidResponse` retried as the status its code means
 (``server_error``, ``rate_limit_exceeded``). Usage:
 ``input_tokens`` includes ``input_tokens_details.cached_tokens`` (subtracted, so input and
-cached input are never counted twice); ``output_tokens`` includes
-``output_tokens_details.reasoning_tokens`` (kept in :attr:`Response.reasoning_tokens`).
+cached input are never counted twice) and ``input_tokens_details.cache_write_tokens``
+(kept in the input, priced at the cache-write rate, as on Chat Completions);
+``output_tokens`` includes ``output_tokens_details.reasoning_tokens`` (kept in
+:attr:`Response.reasoning_tokens`).
 Messages labelled ``phase: commentary`` (GPT-5.4 and later: preambles and progress notes
 before the final answer) are not the answer: their text is kept with the reasoning, and
 a tool-calling answer with phases, several messages or interleaved items is kept whole
@@ -229,11 +231,12 @@ class OpenAIResponsesProvider(HttpProvider):
         if isinstance(usage, dict):
             prompt = self.usage_int(usage, "input_tokens")
             cached = self.usage_int(usage, "input_tokens_details", "cached_tokens")
+            write = self.usage_int(usage, "input_tokens_details", "cache_write_tokens")
             output = self.usage_int(usage, "output_tokens")
             reasoning_tokens = self.usage_int(usage, "output_tokens_details", "reasoning_tokens")
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
-            prompt = cached = output = reasoning_tokens = 0
+            prompt = cached = write = output = reasoning_tokens = 0
         answered = out.has_message or out.tool_calls or out.refusal is not None
         if not answered and status != "incomplete":
             # nothing to score: never cached and scored 0 as if the model answered ""
@@ -262,7 +265,7 @@ class OpenAIResponsesProvider(HttpProvider):
             server_tool_uses=out.server_calls,
             content_blocks=_kept_whole(data["output"]) if out.tool_calls else (),
         )
-        return response, 0
+        return response, min(write, max(prompt - cached, 0))
 
 
 def _kept_whole(output: list[Any]) -> tuple[dict[str, Any], ...]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import SECRET_KEY, gsm8k_spec, run_http
+from http_support import SECRET_KEY, gsm8k_spec, run_http, run_priced
 from paths import EXAMPLES, GSM8K_SPEC
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
@@ -689,3 +689,50 @@ def test_an_agent_turns_messages_go_back_in_order_with_their_phase(
     assert [t["tool_results"] for t in turns][0][0]["content"] == "9"
     assert row["response"] == "A: 18" and row["score"] == 1.0
     assert srv.stats()["total"] == 2
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_cache_writes_are_priced_at_the_write_rate_as_on_chat(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """input_tokens_details.cache_write_tokens (GPT-5.6's explicit prompt-cache writes)
+    are part of the input, counted apart and priced at the cache-write rate, the row equal
+    to Chat Completions' for the same usage (before: priced as plain input, 4.02e-3 USD
+    instead of 5.031e-3, and no cache_write_tokens)."""
+    usage = {
+        "input_tokens": 4020,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 4012},
+        "output_tokens": 4,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 4024,
+    }
+    answer = _answer(_message("A: 18"))
+    answer["usage"] = usage
+    srv.configure(faults=[{"kind": "answer", "first": 1, "body": answer}])
+    row = run_priced(srv, tmp_path, "openai_responses", client, api_key_required=False).row
+    assert (row["input_tokens"], row["cache_write_tokens"]) == (4020, 4012)
+    assert row["cost_usd"] == pytest.approx((8 * 1.0 + 4012 * 1.25 + 4 * 2.0) / 1e6)
+    chat_usage = {
+        "prompt_tokens": 4020,
+        "completion_tokens": 4,
+        "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 4012},
+    }
+    chat_answer = {
+        "id": "chatcmpl-w",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "175b_verification",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "A: 18"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": chat_usage,
+    }
+    srv.configure(faults=[{"kind": "answer", "first": 1, "body": chat_answer}])
+    chat = run_priced(srv, tmp_path / "chat", "openai_compatible", client).row
+    fields = ("input_tokens", "cache_write_tokens", "cached_input_tokens", "output_tokens")
+    assert [row[f] for f in fields] == [chat[f] for f in fields]
+    assert row["cost_usd"] == chat["cost_usd"]
