@@ -19,9 +19,11 @@ response from one API is never served for the other.
 Requests are sent with ``store: false`` (nothing is kept on the server; each request is
 whole, so the cache key is everything that decides it). ``max_tokens`` is sent as
 ``max_output_tokens``; ``temperature`` and ``top_p`` as they are; ``stop`` and ``seed``
-are refused before any call (the API has neither). Reasoning settings go in
-``model.params.extra`` (``reasoning: {effort: high, summary: auto}``), which enters the
-key; with them, ``include: ["reasoning.encrypted_content"]`` is sent so the reasoning
+are refused before any call (the API has neither). ``model.reasoning`` is sent as
+``reasoning: {effort, summary: auto}`` (the summary only when ``reasoning.summary`` is
+true), checked against OpenAI's model families as for ``openai``; a ``reasoning`` of
+the API's own may go in ``model.params.extra`` instead. Either enters the key; with
+either, ``include: ["reasoning.encrypted_content"]`` is sent so the reasoning
 items come back encrypted and an agent loop passes them back verbatim (see
 :mod:`gradetrail.providers._responses_wire`). A reasoning item that came back without
 encrypted content (an ``include`` of the spec's own, or a model reasoning unasked) is not
@@ -71,6 +73,7 @@ from gradetrail.providers._responses_wire import (
 )
 from gradetrail.providers._stream import Fold
 from gradetrail.providers.base import Request, Response
+from gradetrail.spec.reasoning import responses_reasoning_fields
 
 __all__ = ["OpenAIResponsesProvider"]
 
@@ -190,6 +193,8 @@ class OpenAIResponsesProvider(HttpProvider):
         fmt = self.model.response_format
         if fmt is not None:
             body["text"] = responses_text_format(fmt.name, fmt.schema_, fmt.strict)
+        if self.model.reasoning is not None:
+            body.update(responses_reasoning_fields(self.model.reasoning))
         extra = params.get("extra")
         if extra:
             body.update(extra)

@@ -736,3 +736,51 @@ def test_cache_writes_are_priced_at_the_write_rate_as_on_chat(
     fields = ("input_tokens", "cache_write_tokens", "cached_input_tokens", "output_tokens")
     assert [row[f] for f in fields] == [chat[f] for f in fields]
     assert row["cost_usd"] == chat["cost_usd"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_model_reasoning_is_sent_as_the_responses_reasoning(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """model.reasoning on openai_responses (before: refused at load, 'provider
+    'openai_responses' sends no request; remove it') is sent as reasoning: {effort,
+    summary: auto}, with the encrypted content included: the calculator agent completes
+    with each turn's reasoning item carried back, as with the same reasoning in
+    model.params.extra."""
+    srv.configure(script=str(SCRIPT))
+    reasoning = 'model.reasoning={"effort": "low", "summary": true}'
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml", [*_agent_overrides(srv, client), reasoning]
+    )
+    from gradetrail.providers import make_provider
+
+    request = gradetrail.Request(
+        provider="openai_responses",
+        model=spec.model.name,
+        base_url=srv.openai_base_url,
+        system=None,
+        messages=({"role": "user", "content": "hi"},),
+        params={},
+    )
+    body = make_provider(spec.model, spec.base_dir).body(request)
+    assert body["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert body["include"] == ["reasoning.encrypted_content"]
+    _completes_the_calculator_agent(srv, spec, tmp_path)
+
+
+def test_model_reasoning_is_checked_against_openais_families(tmp_path: Path) -> None:
+    """An effort the model family does not take is one line at load, as on openai."""
+    with pytest.raises(
+        SpecError,
+        match=r"model.reasoning.effort: gpt-5-mini \(.*\) takes "
+        r"minimal, low, medium, high, not 'max'",
+    ):
+        gradetrail.load_spec(
+            GSM8K_SPEC,
+            [
+                "model.provider=openai_responses",
+                "model.name=gpt-5-mini",
+                'model.reasoning={"effort": "max"}',
+                "model.params.temperature=null",
+            ],
+        )
