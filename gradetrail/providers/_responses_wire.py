@@ -19,8 +19,9 @@ whole and sent back in its order, each message as ``{"role": "assistant", "conte
 "phase"}``.
 
 The system prompt travels apart, as ``instructions``. Tools are ``{"type": "function",
-"name", "description", "parameters"}`` (flat, unlike Chat Completions' nested
-``function``), ``tool_choice`` is ``auto`` / ``none`` / ``required`` or ``{"type":
+"name", "description", "parameters", "strict"}`` (flat, unlike Chat Completions' nested
+``function``; ``strict: false`` unless the definition asks for it, as the other APIs
+default), ``tool_choice`` is ``auto`` / ``none`` / ``required`` or ``{"type":
 "function", "name"}``.
 
 Output items (what :func:`read_output` reads): ``message`` items (their ``output_text``
@@ -55,9 +56,12 @@ __all__ = [
 
 
 def responses_tools(tools: Sequence[ToolDef]) -> list[dict[str, Any]]:
-    """Responses ``tools``: ``{"type": "function", "name", "description",
-    "parameters"}``."""
-    return [{"type": "function", **tool} for tool in tools]
+    """Responses ``tools``: ``{"type": "function", "name", "description", "parameters",
+    "strict"}``, ``strict: false`` unless the definition sets it: the Responses API
+    makes a function without ``strict`` strict (every property required, so the model
+    must fill parameters the schema leaves optional), where Chat Completions and the
+    Messages API do not; a tool means the same on every API."""
+    return [{"type": "function", **tool, "strict": bool(tool.get("strict"))} for tool in tools]
 
 
 def responses_tool_choice(choice: str | Mapping[str, str]) -> Any:
