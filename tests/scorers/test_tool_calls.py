@@ -553,3 +553,48 @@ def test_a_tool_without_strict_is_not_strict_on_the_responses_api(
         result = gradetrail.run_eval(spec, results_root=tmp_path / str(strict))
         (row,) = gradetrail.read_results(result.run_dir)
         assert row["state"] == "scored" and row["score"] == 1.0
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+def test_a_messages_call_cut_at_max_tokens_is_no_call(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """A Messages answer cut at max_tokens while writing get_weather, its input parsed by
+    the API from the prefix to {"city": "Paris", "unit": "celsius"} (the object never
+    closed): the call is cut, no arguments, the parsed prefix kept and the reason given
+    (before: read as the model's finished call, scored 1.0), as a Chat call whose
+    arguments text was cut is."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    body = {
+        "id": "msg_cut",
+        "type": "message",
+        "role": "assistant",
+        "model": "scripted-fc",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_cut",
+                "name": "get_weather",
+                "input": {"city": "Paris", "unit": "celsius"},
+            }
+        ],
+        "stop_reason": "max_tokens",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 90, "output_tokens": 12},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": body, "status": 200, "first": 1}])
+    overrides = [
+        "model.provider=anthropic",
+        "model.name=scripted-fc",
+        f"model.base_url={srv.anthropic_base_url}",
+        f"model.http_client={client}",
+        "dataset.limit=1",
+    ]
+    spec = gradetrail.load_spec(SPEC, overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert (row["sample_id"], row["truncated"], row["score"]) == ("weather-paris", True, 0.0)
+    (call,) = row["tool_calls"]
+    assert call["arguments"] is None
+    assert call["raw_arguments"] == '{"city": "Paris", "unit": "celsius"}'
+    assert call["arguments_error"].startswith("the call was cut at max_tokens")
