@@ -23,11 +23,12 @@ are refused before any call (the API has neither). ``model.reasoning`` is sent a
 ``reasoning: {effort, summary: auto}`` (the summary only when ``reasoning.summary`` is
 true), checked against OpenAI's model families as for ``openai``; a ``reasoning`` of
 the API's own may go in ``model.params.extra`` instead. Either enters the key; with
-either, ``include: ["reasoning.encrypted_content"]`` is sent so the reasoning
-items come back encrypted and an agent loop passes them back verbatim (see
-:mod:`gradetrail.providers._responses_wire`). A reasoning item that came back without
-encrypted content (an ``include`` of the spec's own, or a model reasoning unasked) is not
-sent back under ``store: false``: the API holds nothing its id could name, and answers
+either, and for a model of OpenAI's reasoning families (gpt-5, the o-series: they reason
+unasked; other models refuse it), ``include: ["reasoning.encrypted_content"]`` is sent
+so the reasoning items come back encrypted and an agent loop passes them back verbatim
+(see :mod:`gradetrail.providers._responses_wire`). A reasoning item that came back
+without encrypted content (a model reasoning unasked that the family table does not
+know) is not sent back under ``store: false``: the API holds nothing its id could name, and answers
 such an item with a 404. ``model.response_format`` is sent as
 ``text.format`` (``json_schema``).
 
@@ -73,7 +74,7 @@ from gradetrail.providers._responses_wire import (
 )
 from gradetrail.providers._stream import Fold
 from gradetrail.providers.base import Request, Response
-from gradetrail.spec.reasoning import responses_reasoning_fields
+from gradetrail.spec.reasoning import family_of, responses_reasoning_fields
 
 __all__ = ["OpenAIResponsesProvider"]
 
@@ -199,7 +200,8 @@ class OpenAIResponsesProvider(HttpProvider):
         if extra:
             body.update(extra)
         include = body.get("include") or []
-        if body.get("reasoning") and isinstance(include, list) and ENCRYPTED not in include:
+        reasons = body.get("reasoning") or _reasons_unasked(request.model)
+        if reasons and isinstance(include, list) and ENCRYPTED not in include:
             body["include"] = [*include, ENCRYPTED]  # a spec's own include keeps its entries
         body["input"] = to_responses_input(request.messages, stored=body["store"] is not False)
         return body
@@ -271,6 +273,16 @@ class OpenAIResponsesProvider(HttpProvider):
             content_blocks=_kept_whole(data["output"]) if out.tool_calls else (),
         )
         return response, min(write, max(prompt - cached, 0))
+
+
+def _reasons_unasked(model: str) -> bool:
+    """True for a model of OpenAI's reasoning families (gpt-5, the o-series): it reasons
+    whether or not the request sets ``reasoning``, so its reasoning items must come back
+    encrypted for an agent loop to send them back; never for another model, which the
+    API refuses ``include: [reasoning.encrypted_content]`` ("Encrypted content is not
+    supported with this model")."""
+    family = family_of("openai", model)
+    return family is not None and family.thinking is not None
 
 
 def _kept_whole(output: list[Any]) -> tuple[dict[str, Any], ...]:

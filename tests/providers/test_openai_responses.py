@@ -784,3 +784,37 @@ def test_model_reasoning_is_checked_against_openais_families(tmp_path: Path) -> 
                 "model.params.temperature=null",
             ],
         )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_reasoning_model_reasoning_unasked_gets_its_reasoning_back(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """gpt-5-mini with no reasoning settings still reasons: reasoning.encrypted_content is
+    asked for, so each tool turn's reasoning item comes back sealed and goes back on the
+    next turn (before: never asked for, every item came back bare and was left out, 0
+    returned); a model outside the reasoning families is never asked (the API's 400
+    'Encrypted content is not supported with this model')."""
+    script = json.loads(SCRIPT.read_text())
+    script["models"] = ["gpt-5-mini", "gpt-4.1-mini"]
+    srv.configure(script=script)
+    overrides = [
+        *_agent_overrides(srv, client),
+        "model.name=gpt-5-mini",
+        "model.params.temperature=null",
+        "dataset.limit=2",
+    ]
+    spec = gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = gradetrail.read_results(result.run_dir)
+    assert [len(r["transcript"]["turns"]) for r in rows] == [2, 3]
+    assert [r["state"] for r in rows] == ["scored", "scored"]
+    stats = srv.settled_stats(5)
+    # every later turn sends back each earlier turn's item: 1 (sample 1), 1 + 2 (sample 2)
+    assert stats["statuses"] == {"200": 5} and stats["reasoning_returned"] == 1 + 1 + 2
+    srv.reset(config=False)
+    plain = [*overrides[:-3], "model.name=gpt-4.1-mini", "dataset.limit=2"]
+    spec = gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", plain)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "plain")
+    assert [r["state"] for r in gradetrail.read_results(result.run_dir)] == ["scored"] * 2
+    assert srv.settled_stats(5)["statuses"] == {"200": 5}
