@@ -60,7 +60,13 @@ Endpoints
   ``reasoning.encrypted_content``), and a later request must send every function call of
   such a turn back after that reasoning item, its content unchanged, or get the API's 400.
   Under ``store: false`` a reasoning item sent back with no encrypted content (only its id)
-  is the API's 404 "Item with id ... not found".
+  is the API's 404 "Item with id ... not found". A model named as OpenAI's reasoning
+  families (``gpt-5*`` but ``gpt-5-chat``, ``o1``, ``o3``, ``o4-mini``...) reasons unasked,
+  as they do; asking another model for ``reasoning.encrypted_content`` without
+  ``reasoning`` is the API's 400 "Encrypted content is not supported with this model". An
+  assistant message's ``phase``
+  (``commentary``, ``final_answer``) is part of what the scripted model reads, as
+  ``[commentary] TEXT`` in the prompt its rules match.
 - DeepSeek's thinking mode on ``/v1/chat/completions`` (``thinking: {type: enabled}`` in
   the body): answers carry the rule's ``reasoning`` as ``reasoning_content``, and an
   assistant message with ``tool_calls`` sent without its ``reasoning_content`` is
@@ -251,7 +257,8 @@ were seen more than once) and ``max_repeat``, ``in_flight`` and ``max_in_flight`
 ``held`` (requests a ``hold`` fault keeps now),
 ``arrivals`` (``time.time()`` of each request arrival, in order), ``since`` (when the stats
 were last cleared), ``versions`` (Messages requests per ``anthropic-version`` sent),
-``thinking_returned`` (answers that carried thinking) and ``streamed`` (streamed answers).
+``thinking_returned`` (answers that carried thinking), ``reasoning_returned`` (Responses
+reasoning items that came back sealed, as issued) and ``streamed`` (streamed answers).
 """
 
 from __future__ import annotations
@@ -787,6 +794,7 @@ class Stats:
         self.tool_results = 0
         self.versions: dict[str, int] = {}
         self.thinking_returned = 0
+        self.reasoning_returned = 0
         self.streamed = 0
         self.max_in_flight = self.in_flight
 
@@ -824,6 +832,7 @@ class Stats:
             "tool_results": self.tool_results,
             "versions": dict(self.versions),
             "thinking_returned": self.thinking_returned,
+            "reasoning_returned": self.reasoning_returned,
             "streamed": self.streamed,
             "fingerprints": dict(self.fingerprints),
             "repeated": sum(1 for c in counts if c > 1),
@@ -1651,7 +1660,9 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
     elif choice not in (None, "auto", "none", "required"):
         return f"tool_choice: invalid value {choice!r}"
     # a turn's reasoning item can come back only as its encrypted content (store: false)
-    reasoning_on = bool(body.get("reasoning")) and _asks_encrypted(body)
+    if _asks_encrypted(body) and not _reasons(body):
+        return "Encrypted content is not supported with this model."
+    reasoning_on = _reasons(body) and _asks_encrypted(body)
     texts: list[str] = []
     last_user, last_role, last_result = "", "user", ""
     calls: set[str] = set()
@@ -1666,6 +1677,8 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
             if role not in ("user", "assistant", "system", "developer"):
                 return f"Invalid value: '{role}'. Supported values are: 'assistant', 'system', ..."
             text = _content_text(item.get("content"))
+            if role == "assistant" and isinstance(item.get("phase"), str):
+                text = f"[{item['phase']}] {text}"  # the model reads its own labels
             texts.append(text)
             last_role = "user"
             if role == "user":
@@ -1721,6 +1734,28 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
     )
 
 
+#: OpenAI's reasoning families, which reason whether or not the request sets ``reasoning``
+_REASONING_MODELS = re.compile(r"(?:gpt-5(?!(?:\.\d+)?-chat)|o[134])(?:[.-].*)?")
+
+
+def _reasons(body: dict[str, Any]) -> bool:
+    """True when a Responses request's answer opens with a reasoning item: ``reasoning``
+    is set, or the model is one of OpenAI's reasoning families (they reason unasked)."""
+    return bool(body.get("reasoning")) or bool(_REASONING_MODELS.fullmatch(str(body.get("model"))))
+
+
+def _sealed_items(body: dict[str, Any]) -> int:
+    """How many reasoning items of a Responses request's input came back sealed."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    return sum(
+        1
+        for item in items
+        if isinstance(item, dict)
+        and item.get("type") == "reasoning"
+        and item.get("encrypted_content") == _sealed(str(item.get("id", "")))
+    )
+
+
 def _asks_encrypted(body: dict[str, Any]) -> bool:
     """True when a Responses request's ``include`` asks for reasoning items' encrypted
     content."""
@@ -1749,7 +1784,7 @@ def _responses_answer(
     turn = hashlib.sha256(req.prompt.encode()).hexdigest()[:16]
     output: list[dict[str, Any]] = []
     reasoning_tokens = 0
-    if body.get("reasoning"):
+    if _reasons(body):
         summary = rule.reasoning if rule is not None and rule.reasoning else ""
         reasoning_tokens = max(len(summary.split()), 8)
         item: dict[str, Any] = {
@@ -2122,6 +2157,8 @@ class ProtocolServer:
         if isinstance(parsed, str):
             status = 404 if parsed.startswith("Item with id") else 400  # as the API answers
             return self._error(protocol, status, "invalid_request_error", parsed), status
+        if protocol == RESPONSES:
+            stats.reasoning_returned += _sealed_items(body)
         if protocol == ANTHROPIC:
             version = request.headers.get("anthropic-version")
             stats.bump(stats.versions, str(version))

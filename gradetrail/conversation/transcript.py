@@ -18,7 +18,9 @@ __all__ = [
     "flatten_transcript",
 ]
 
-TranscriptStop = Literal["answered", "tool_calls", "max_turns", "sample_timeout", "provider_error"]
+TranscriptStop = Literal[
+    "answered", "tool_calls", "max_tokens", "max_turns", "sample_timeout", "provider_error"
+]
 
 
 class ToolResultRecord(BaseModel):

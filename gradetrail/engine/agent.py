@@ -18,7 +18,10 @@ A ``tool_choice`` that forces a call (``required``, a named tool) holds for the 
 turn; later turns are sent ``auto``, or the model could never answer.
 
 Bounds: ``run.max_turns`` model turns (the last response is then scored, the transcript
-saying ``max_turns``), and ``run.sample_timeout_s`` over the whole sample (every turn and
+saying ``max_turns``), a turn cut at max_tokens while calling tools (its calls are not
+run: the last one's arguments were cut, parsed to ``{}`` or to a prefix that may still be
+valid; the truncated response is scored as ``run.truncated`` says, the transcript saying
+``max_tokens``), and ``run.sample_timeout_s`` over the whole sample (every turn and
 tool call; past it the sample is a ``provider_error`` of kind ``ProviderTimeout``,
 transcript kept). Each tool call is also bounded by ``run.timeout_s``. Parallel tool
 calls run one after another, in the model's order, so results are deterministic. A tool
@@ -367,6 +370,8 @@ async def converse(
         loop.responses.append(call.response)
         if not call.response.tool_calls:
             return loop.end("answered")
+        if call.response.stop_reason == "max_tokens":  # its last call's arguments were cut
+            return loop.end("max_tokens")
         if number == agent.max_turns:
             return loop.end("max_turns")
         calls = _unique_ids(call.response.tool_calls, number)

@@ -4,6 +4,7 @@ requires), the API's request checks, and its tool calls read back."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -171,12 +172,35 @@ def check_anthropic_content(messages: Sequence[Message]) -> None:
             )
 
 
-def tool_calls_from_anthropic(content: Any) -> tuple[ToolCall, ...]:
-    """Normalized tool calls of a Messages answer's ``tool_use`` content blocks."""
+#: why the last call of an answer cut at max_tokens has no arguments
+CUT_CALL = (
+    "the call was cut at max_tokens before its input ended (the API parsed what there was); "
+    "raise max_tokens"
+)
+
+
+def tool_calls_from_anthropic(content: Any, cut: bool = False) -> tuple[ToolCall, ...]:
+    """Normalized tool calls of a Messages answer's ``tool_use`` content blocks. With
+    ``cut`` (the answer stopped at max_tokens), the last one was being written when it
+    stopped: the input the API parsed of it (``{}``, or a prefix that may still follow the
+    schema) is not the model's call, so its arguments are None, the parsed input kept as
+    ``raw_arguments`` and :data:`CUT_CALL` as ``arguments_error`` (a Chat Completions or
+    Responses call cut so is text that does not parse: the same fields)."""
     if not isinstance(content, list):
         return ()
-    return tuple(
+    calls = [
         make_tool_call(block.get("id"), block.get("name"), block.get("input"))
         for block in content
         if isinstance(block, dict) and block.get("type") == "tool_use"
-    )
+    ]
+    if cut and calls:
+        last = calls[-1]
+        parsed = last.get("arguments")
+        raw = json.dumps(parsed, ensure_ascii=False) if parsed is not None else None
+        calls[-1] = {
+            **last,
+            "arguments": None,
+            "raw_arguments": raw or last.get("raw_arguments"),
+            "arguments_error": CUT_CALL,
+        }
+    return tuple(calls)

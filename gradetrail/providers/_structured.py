@@ -42,10 +42,13 @@ def force_answer_tool(body: dict[str, Any], fmt: ResponseFormat) -> None:
 def answer_from_forced_tool(response: Response, fmt: ResponseFormat) -> Response:
     """The response with the answer tool's input as its text (JSON, keys in the model's
     order), that call removed from its tool calls, and stop reason ``end_turn`` (the raw
-    ``tool_use`` kept). A response without the call (cut at max_tokens, say) is returned
-    as it is: the scorer then finds no JSON."""
+    ``tool_use`` kept). A response without the call (a refusal, say) is returned as it
+    is: the scorer then finds no JSON. Nor is a response cut at max_tokens read: its
+    call's input is what the API parsed of a cut object (``{}``, or a prefix that may
+    still follow the schema), not an answer; its text stays the model's (often empty),
+    the call kept in its tool calls, and the json scorer says it was cut."""
     calls = [c for c in response.tool_calls if c.get("name") == fmt.name]
-    if not calls:
+    if not calls or response.stop_reason == "max_tokens":
         return response
     call = calls[0]
     if call.get("arguments") is None:

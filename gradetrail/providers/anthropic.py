@@ -285,7 +285,7 @@ class AnthropicProvider(HttpProvider):
             details = data.get("stop_details")
             explanation = details.get("explanation") if isinstance(details, dict) else None
             refusal = explanation if isinstance(explanation, str) else text or "refusal"
-        calls = tool_calls_from_anthropic(content)
+        calls = tool_calls_from_anthropic(content, cut=stop == "max_tokens")
         kept = tuple(block for block in content if isinstance(block, dict))
         sent_back = bool(calls) or raw_stop == "pause_turn"  # what a next turn repeats
         served = data.get("model")

@@ -283,11 +283,13 @@ class Response:
             not its standard one (OpenAI's ``service_tier``: ``flex``, ``priority``,
             ``scale``), else None (``default``, ``auto``, or not said). Priced at that
             tier's rates (:meth:`~gradetrail.providers.pricing.Price.for_tier`).
-        content_blocks: an Anthropic answer's content blocks, verbatim, when an agent loop
-            could not rebuild them from ``reasoning_blocks``, ``text`` and ``tool_calls``
-            (server-tool blocks such as ``web_search_tool_result``, several text blocks or
-            citations, blocks out of the order thinking, text, tool use), for a tool-use or
-            paused answer; else empty. The next turn sends them back in their order.
+        content_blocks: an Anthropic answer's content blocks (a Responses answer's
+            output items), verbatim, when an agent loop could not rebuild them from
+            ``reasoning_blocks``, ``text`` and ``tool_calls`` (server-tool blocks such as
+            ``web_search_tool_result``, several text blocks or citations, blocks out of the
+            order thinking, text, tool use; several messages or a message's ``phase``), for
+            a tool-use or paused answer; else empty. The next turn sends them back in their
+            order.
 
     The four application fields are cached with the response, stored on its row (under
     ``app``) and shown to scorers (:class:`~gradetrail.scorers.base.ScoreInput`). They,

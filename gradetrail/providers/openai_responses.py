@@ -19,13 +19,16 @@ response from one API is never served for the other.
 Requests are sent with ``store: false`` (nothing is kept on the server; each request is
 whole, so the cache key is everything that decides it). ``max_tokens`` is sent as
 ``max_output_tokens``; ``temperature`` and ``top_p`` as they are; ``stop`` and ``seed``
-are refused before any call (the API has neither). Reasoning settings go in
-``model.params.extra`` (``reasoning: {effort: high, summary: auto}``), which enters the
-key; with them, ``include: ["reasoning.encrypted_content"]`` is sent so the reasoning
-items come back encrypted and an agent loop passes them back verbatim (see
-:mod:`gradetrail.providers._responses_wire`). A reasoning item that came back without
-encrypted content (an ``include`` of the spec's own, or a model reasoning unasked) is not
-sent back under ``store: false``: the API holds nothing its id could name, and answers
+are refused before any call (the API has neither). ``model.reasoning`` is sent as
+``reasoning: {effort, summary: auto}`` (the summary only when ``reasoning.summary`` is
+true), checked against OpenAI's model families as for ``openai``; a ``reasoning`` of
+the API's own may go in ``model.params.extra`` instead. Either enters the key; with
+either, and for a model of OpenAI's reasoning families (gpt-5, the o-series: they reason
+unasked; other models refuse it), ``include: ["reasoning.encrypted_content"]`` is sent
+so the reasoning items come back encrypted and an agent loop passes them back verbatim
+(see :mod:`gradetrail.providers._responses_wire`). A reasoning item that came back
+without encrypted content (a model reasoning unasked that the family table does not
+know) is not sent back under ``store: false``: the API holds nothing its id could name, and answers
 such an item with a 404. ``model.response_format`` is sent as
 ``text.format`` (``json_schema``).
 
@@ -39,8 +42,15 @@ Completions' ``finish_reason: content_filter``); ``status: failed`` with its ``e
 -> an :class:`~gradetrail.errors.InvalidResponse` retried as the status its code means
 (``server_error``, ``rate_limit_exceeded``). Usage:
 ``input_tokens`` includes ``input_tokens_details.cached_tokens`` (subtracted, so input and
-cached input are never counted twice); ``output_tokens`` includes
-``output_tokens_details.reasoning_tokens`` (kept in :attr:`Response.reasoning_tokens`).
+cached input are never counted twice) and ``input_tokens_details.cache_write_tokens``
+(kept in the input, priced at the cache-write rate, as on Chat Completions);
+``output_tokens`` includes ``output_tokens_details.reasoning_tokens`` (kept in
+:attr:`Response.reasoning_tokens`).
+Messages labelled ``phase: commentary`` (GPT-5.4 and later: preambles and progress notes
+before the final answer) are not the answer: their text is kept with the reasoning, and
+a tool-calling answer with phases, several messages or interleaved items is kept whole
+(:attr:`Response.content_blocks`) and sent back in its order, phases included, as the
+API asks.
 Hosted tools billed per call (``web_search_call`` and ``file_search_call`` output items)
 are counted in :attr:`Response.server_tool_uses` by item type, priced at
 ``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown).
@@ -56,6 +66,7 @@ from gradetrail.providers._http import HttpProvider, error_fields, served_tier
 from gradetrail.providers._openai_wire import openai_client, openai_headers
 from gradetrail.providers._responses_wire import (
     read_output,
+    rebuilt_exactly,
     responses_text_format,
     responses_tool_choice,
     responses_tools,
@@ -63,6 +74,7 @@ from gradetrail.providers._responses_wire import (
 )
 from gradetrail.providers._stream import Fold
 from gradetrail.providers.base import Request, Response
+from gradetrail.spec.reasoning import family_of, responses_reasoning_fields
 
 __all__ = ["OpenAIResponsesProvider"]
 
@@ -182,11 +194,14 @@ class OpenAIResponsesProvider(HttpProvider):
         fmt = self.model.response_format
         if fmt is not None:
             body["text"] = responses_text_format(fmt.name, fmt.schema_, fmt.strict)
+        if self.model.reasoning is not None:
+            body.update(responses_reasoning_fields(self.model.reasoning))
         extra = params.get("extra")
         if extra:
             body.update(extra)
         include = body.get("include") or []
-        if body.get("reasoning") and isinstance(include, list) and ENCRYPTED not in include:
+        reasons = body.get("reasoning") or _reasons_unasked(request.model)
+        if reasons and isinstance(include, list) and ENCRYPTED not in include:
             body["include"] = [*include, ENCRYPTED]  # a spec's own include keeps its entries
         body["input"] = to_responses_input(request.messages, stored=body["store"] is not False)
         return body
@@ -223,11 +238,12 @@ class OpenAIResponsesProvider(HttpProvider):
         if isinstance(usage, dict):
             prompt = self.usage_int(usage, "input_tokens")
             cached = self.usage_int(usage, "input_tokens_details", "cached_tokens")
+            write = self.usage_int(usage, "input_tokens_details", "cache_write_tokens")
             output = self.usage_int(usage, "output_tokens")
             reasoning_tokens = self.usage_int(usage, "output_tokens_details", "reasoning_tokens")
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
-            prompt = cached = output = reasoning_tokens = 0
+            prompt = cached = write = output = reasoning_tokens = 0
         answered = out.has_message or out.tool_calls or out.refusal is not None
         if not answered and status != "incomplete":
             # nothing to score: never cached and scored 0 as if the model answered ""
@@ -254,5 +270,24 @@ class OpenAIResponsesProvider(HttpProvider):
             reasoning_blocks=out.reasoning_items,
             refusal=out.refusal,
             server_tool_uses=out.server_calls,
+            content_blocks=_kept_whole(data["output"]) if out.tool_calls else (),
         )
-        return response, 0
+        return response, min(write, max(prompt - cached, 0))
+
+
+def _reasons_unasked(model: str) -> bool:
+    """True for a model of OpenAI's reasoning families (gpt-5, the o-series): it reasons
+    whether or not the request sets ``reasoning``, so its reasoning items must come back
+    encrypted for an agent loop to send them back; never for another model, which the
+    API refuses ``include: [reasoning.encrypted_content]`` ("Encrypted content is not
+    supported with this model")."""
+    family = family_of("openai", model)
+    return family is not None and family.thinking is not None
+
+
+def _kept_whole(output: list[Any]) -> tuple[dict[str, Any], ...]:
+    """A tool-calling answer's output items, when its parts do not rebuild them (see
+    :func:`~gradetrail.providers._responses_wire.rebuilt_exactly`); else empty, so the
+    answers they rebuild keep their cache entries and turn keys."""
+    items = tuple(item for item in output if isinstance(item, dict))
+    return () if rebuilt_exactly(items) else items

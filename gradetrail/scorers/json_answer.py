@@ -8,7 +8,13 @@ Steps, each recorded in the score's detail:
    (```` ```json ... ``` ````, a bare or ``~~~`` fence, one on a single line, or one left
    open at the end) is read instead (``fenced: true``).
    Nothing else is searched for: prose around an object that is not fenced is not JSON.
-   Failure: score 0, ``failure: invalid_json`` with the parser's message.
+   Failure: score 0, ``failure: invalid_json`` with the parser's message; when the
+   response stopped at max_tokens (its JSON cut short, on any API: Chat Completions'
+   ``length``, the Responses API's ``max_output_tokens``, Anthropic's answer tool cut
+   mid-input), ``failure: truncated`` and a ``reason`` saying to raise max_tokens; when
+   the model declined (stop reason ``refusal``, or ``content_filter``: the provider
+   withheld it), ``failure: refusal``, alike on every API (``run.refusals: exclude``
+   leaves such rows out before any scorer reads them).
 2. **Validate** against the schema (``scorer.schema``, else ``model.response_format``'s)
    with ``jsonschema`` (the draft the schema names; 2020-12 by default). Failure: score
    0, ``failure: schema_violation`` and ``schema_errors``: ``{"path": "/items/0/qty",
@@ -53,6 +59,15 @@ _MISSING = object()
 _EXACT = JsonFieldRule()
 #: schema errors recorded a row at most
 MAX_SCHEMA_ERRORS = 20
+#: stop reasons of an answer the model declined or its provider withheld
+_DECLINED = ("refusal", "content_filter")
+_DECLINED_WHY = (
+    "the model declined (or its provider withheld the answer) instead of answering in JSON; "
+    "its text is in the row's refusal"
+)
+_CUT = (
+    "the response stopped at max_tokens before its JSON was complete; raise model.params.max_tokens"
+)
 
 
 def parse_answer(text: str) -> tuple[Any, bool, str | None]:
@@ -182,6 +197,7 @@ class JsonScorer(Scorer):
             )
         self.spec = spec
         self.schema = schema
+        self.wants_meta = True  # a cut answer's failure is truncated, not invalid_json
         cls = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
         self.validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
 
@@ -230,7 +246,13 @@ class JsonScorer(Scorer):
         value, fenced, error = parse_answer(item.response)
         detail: dict[str, Any] = {"fenced": fenced}
         if error is not None:
-            detail.update(failure="invalid_json", json_error=error)
+            meta = item.response_meta or {}
+            if meta.get("stop_reason") in _DECLINED:
+                detail.update(failure="refusal", json_error=error, reason=_DECLINED_WHY)
+            elif meta.get("truncated"):
+                detail.update(failure="truncated", json_error=error, reason=_CUT)
+            else:
+                detail.update(failure="invalid_json", json_error=error)
             return Score(0.0, detail)
         detail["answer"] = value
         errors = sorted(

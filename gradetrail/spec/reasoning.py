@@ -20,7 +20,9 @@ Checks (:func:`problems`), each one line naming the field and the fix (exit 2):
   ``top_p`` or ``top_k`` on a family that no longer takes them, or under API version
   2026-10-21 (which takes none on any model);
 - OpenAI reasoning families: ``temperature`` or ``top_p`` other than 1, and ``stop`` where
-  the family refuses it; a reasoning summary (Chat Completions returns none).
+  the family refuses it; a reasoning summary (Chat Completions returns none; the Responses
+  API, ``openai_responses``, is sent ``reasoning: {effort, summary: auto}`` and checked
+  against the same families).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "family_of",
     "openai_reasoning_fields",
     "problems",
+    "responses_reasoning_fields",
 ]
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
@@ -336,6 +339,10 @@ def problems(
                 )
     elif provider == "openai":
         out += _openai(family, where, params, reasoning, temperature, top_p)
+    elif provider == "openai_responses":  # OpenAI's families, and a summary it returns
+        family = family_of("openai", model)
+        where = f"{model} ({family.as_of} table)" if family else model
+        out += _openai(family, where, params, reasoning, temperature, top_p, summaries=True)
     elif provider == "openai_compatible" and reasoning is not None:
         if reasoning.budget_tokens is not None:
             out.append(
@@ -406,6 +413,7 @@ def _openai(
     reasoning: ReasoningSpec | None,
     temperature: Any,
     top_p: Any,
+    summaries: bool = False,
 ) -> list[str]:
     out: list[str] = []
     if reasoning is not None:
@@ -414,7 +422,7 @@ def _openai(
                 "model.reasoning.budget_tokens: OpenAI models take an effort, not a budget; "
                 "set model.reasoning.effort instead"
             )
-        if reasoning.summary:
+        if reasoning.summary and not summaries:
             out.append(
                 "model.reasoning.summary: Chat Completions returns no reasoning summary (the "
                 "reasoning tokens are counted); remove it"
@@ -460,3 +468,14 @@ def anthropic_reasoning_fields(model: str, reasoning: ReasoningSpec) -> dict[str
 def openai_reasoning_fields(reasoning: ReasoningSpec) -> dict[str, Any]:
     """The Chat Completions body fields for ``reasoning``: ``reasoning_effort``."""
     return {} if reasoning.effort is None else {"reasoning_effort": reasoning.effort}
+
+
+def responses_reasoning_fields(reasoning: ReasoningSpec) -> dict[str, Any]:
+    """The Responses API body fields for ``reasoning``: ``reasoning: {effort, summary}``
+    (``summary: auto`` when ``reasoning.summary`` is true; none asked for otherwise)."""
+    fields: dict[str, Any] = {}
+    if reasoning.effort is not None:
+        fields["effort"] = reasoning.effort
+    if reasoning.summary:
+        fields["summary"] = "auto"
+    return {"reasoning": fields}

@@ -448,3 +448,103 @@ def test_a_tool_result_past_max_tool_output_is_cut_inside_a_marker(
     else:
         assert tool["content"] == "x" * 5_000_000
     assert not tool["is_error"]
+
+
+#: a first turn cut at max_tokens while writing its one calculator call, as each API
+#: sends it: Chat Completions' finish_reason length with the arguments' prefix, the
+#: Responses API's incomplete answer and function_call item, and a Messages tool_use
+#: whose input the API parsed from the prefix (here still a valid call, of the wrong sum)
+_CUT_TURNS = {
+    "openai_compatible": {
+        "id": "chatcmpl-cut",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "scripted-agent",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_cut",
+                            "type": "function",
+                            "function": {
+                                "name": "calculate",
+                                "arguments": '{"expression": "16 - 3',
+                            },
+                        }
+                    ],
+                },
+                "finish_reason": "length",
+            }
+        ],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 16},
+    },
+    "openai_responses": {
+        "id": "resp_cut",
+        "object": "response",
+        "created_at": 1,
+        "status": "incomplete",
+        "incomplete_details": {"reason": "max_output_tokens"},
+        "model": "scripted-agent",
+        "output": [
+            {
+                "type": "function_call",
+                "id": "fc_cut",
+                "call_id": "call_cut",
+                "name": "calculate",
+                "arguments": '{"expression": "16 - 3',
+                "status": "incomplete",
+            }
+        ],
+        "usage": {"input_tokens": 120, "output_tokens": 16},
+    },
+    "anthropic": {
+        "id": "msg_cut",
+        "type": "message",
+        "role": "assistant",
+        "model": "scripted-agent",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_cut",
+                "name": "calculate",
+                "input": {"expression": "16 - 3"},
+            }
+        ],
+        "stop_reason": "max_tokens",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 120, "output_tokens": 16},
+    },
+}
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("protocol", sorted(_CUT_TURNS))
+def test_a_turn_cut_at_max_tokens_runs_none_of_its_calls(
+    srv, tmp_path: Path, protocol: str, client: str
+) -> None:
+    """A turn that stopped at max_tokens while writing a tool call ends the conversation:
+    the cut call is never run (before: run with its prefix or {}, its result sent back and
+    the conversation 'answered', end_turn, not truncated); the row is the truncated turn's
+    (stop reason max_tokens, truncated, its tokens), the transcript says max_tokens."""
+    srv.configure(
+        faults=[{"kind": "answer", "body": _CUT_TURNS[protocol], "status": 200, "first": 1}]
+    )
+    extra = ["dataset.limit=1", f"model.http_client={client}", "model.params.temperature=null"]
+    if protocol == "openai_responses":
+        extra.append("model.api_key_required=false")
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml", _overrides(srv, protocol, *extra)
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    transcript = row["transcript"]
+    assert transcript["stopped"] == "max_tokens"
+    assert [t["tool_results"] for t in transcript["turns"]] == [[]]
+    assert (row["stop_reason"], row["truncated"]) == ("max_tokens", True)
+    assert (row["input_tokens"], row["output_tokens"]) == (120, 16)
+    assert row["score"] == 0.0 and result.manifest.truncated == 1
+    assert srv.stats()["total"] == 1

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import SECRET_KEY, gsm8k_spec, run_http
+from http_support import SECRET_KEY, gsm8k_spec, run_http, run_priced
 from paths import EXAMPLES, GSM8K_SPEC
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
@@ -256,8 +256,8 @@ def test_chat_only_model_names_the_other_api(srv, tmp_path: Path) -> None:
     assert "use model.provider: openai_responses" in chat.row["error"]["message"]
 
 
-def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetrail.EvalSpec:
-    overrides = [
+def _agent_overrides(srv: Any, client: str, **extra: Any) -> list[str]:
+    return [
         "model.provider=openai_responses",
         "model.name=scripted-agent",
         f"model.base_url={srv.openai_base_url}",
@@ -266,7 +266,12 @@ def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetra
         "model.params.max_tokens=null",
         f"model.params.extra={json.dumps(extra)}",
     ]
-    return gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
+
+
+def _agent_spec(tmp_path: Path, srv: Any, client: str, **extra: Any) -> gradetrail.EvalSpec:
+    return gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml", _agent_overrides(srv, client, **extra)
+    )
 
 
 def _completes_the_calculator_agent(srv: Any, spec: gradetrail.EvalSpec, tmp_path: Path) -> None:
@@ -576,3 +581,240 @@ def test_a_flat_error_object_under_200_is_read_by_its_code(
     row = out.row
     assert row["state"] == "scored" and row["attempts"] == 2
     assert len(out.slept) == 1 and out.cached == 1
+
+
+def _message(text: str, phase: str | None = None) -> dict[str, Any]:
+    """A completed output message item (with ``phase`` when given, as GPT-5.4 labels
+    its messages)."""
+    item: dict[str, Any] = {
+        "type": "message",
+        "id": f"msg_{len(text)}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    if phase is not None:
+        item["phase"] = phase
+    return item
+
+
+def _answer(*output: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "resp_phased",
+        "object": "response",
+        "created_at": 1,
+        "model": "175b_verification",
+        "status": "completed",
+        "output": list(output),
+        "usage": {"input_tokens": 50, "output_tokens": 20},
+    }
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_commentary_message_is_working_not_the_answer(srv, tmp_path: Path, client: str) -> None:
+    """An answer of a reasoning item, a commentary message (a preamble) and the final
+    answer's message: the row's response is the final answer alone (before: 'Let me add
+    up the eggs.A: 18'), the preamble kept after the summary in the reasoning text; a
+    commentary message the model said nothing after is the answer."""
+    summary = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [{"type": "summary_text", "text": "Sum."}],
+    }
+    srv.configure(
+        faults=[
+            {
+                "kind": "answer",
+                "first": 1,
+                "body": _answer(
+                    summary,
+                    _message("Let me add up the eggs.", "commentary"),
+                    _message("A: 18", "final_answer"),
+                ),
+            }
+        ]
+    )
+    row = run_http(_spec(tmp_path, srv, client), tmp_path).row
+    assert row["response"] == "A: 18" and row["score"] == 1.0
+    assert row["reasoning"] == "Sum.\n\nLet me add up the eggs."
+    srv.configure(
+        faults=[{"kind": "answer", "first": 1, "body": _answer(_message("A: 18", "commentary"))}]
+    )
+    alone = run_http(_spec(tmp_path / "alone", srv, client), tmp_path / "alone").row
+    assert alone["response"] == "A: 18" and "reasoning" not in alone
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_agent_turns_messages_go_back_in_order_with_their_phase(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A tool-calling turn of a commentary message, a second one and a function call goes
+    back as it came: both messages, each with its phase, before the call (before: one
+    assistant message of both texts run together, no phase, so the scripted model, which
+    reads its phases, did not see its preamble as its own and answered 9)."""
+    call = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_eggs",
+        "name": "calculate",
+        "arguments": json.dumps({"expression": "16 - 3 - 4"}),
+        "status": "completed",
+    }
+    first = _answer(
+        _message("I'll work out the eggs left first.", "commentary"),
+        _message("Then the money.", "commentary"),
+        call,
+    )
+    first["model"] = "scripted-agent"
+    rules = [
+        {
+            "regex": r"\[commentary\] I'll work out the eggs left first\.\n"
+            r"\[commentary\] Then the money\.\n\[tool_call calculate",
+            "last": "tool",
+            "reply": "A: 18",
+        },
+        {"contains": "Janet", "last": "tool", "reply": "A: 9"},
+    ]
+    srv.configure(
+        script={"rules": rules, "models": ["scripted-agent"]},
+        faults=[{"kind": "answer", "first": 1, "body": first}],
+    )
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml",
+        [*_agent_overrides(srv, client), "dataset.limit=1"],
+    )
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    (row,) = gradetrail.read_results(result.run_dir)
+    turns = row["transcript"]["turns"]
+    assert [t["tool_results"] for t in turns][0][0]["content"] == "9"
+    assert row["response"] == "A: 18" and row["score"] == 1.0
+    assert srv.stats()["total"] == 2
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_cache_writes_are_priced_at_the_write_rate_as_on_chat(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """input_tokens_details.cache_write_tokens (GPT-5.6's explicit prompt-cache writes)
+    are part of the input, counted apart and priced at the cache-write rate, the row equal
+    to Chat Completions' for the same usage (before: priced as plain input, 4.02e-3 USD
+    instead of 5.031e-3, and no cache_write_tokens)."""
+    usage = {
+        "input_tokens": 4020,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 4012},
+        "output_tokens": 4,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 4024,
+    }
+    answer = _answer(_message("A: 18"))
+    answer["usage"] = usage
+    srv.configure(faults=[{"kind": "answer", "first": 1, "body": answer}])
+    row = run_priced(srv, tmp_path, "openai_responses", client, api_key_required=False).row
+    assert (row["input_tokens"], row["cache_write_tokens"]) == (4020, 4012)
+    assert row["cost_usd"] == pytest.approx((8 * 1.0 + 4012 * 1.25 + 4 * 2.0) / 1e6)
+    chat_usage = {
+        "prompt_tokens": 4020,
+        "completion_tokens": 4,
+        "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 4012},
+    }
+    chat_answer = {
+        "id": "chatcmpl-w",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "175b_verification",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "A: 18"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": chat_usage,
+    }
+    srv.configure(faults=[{"kind": "answer", "first": 1, "body": chat_answer}])
+    chat = run_priced(srv, tmp_path / "chat", "openai_compatible", client).row
+    fields = ("input_tokens", "cache_write_tokens", "cached_input_tokens", "output_tokens")
+    assert [row[f] for f in fields] == [chat[f] for f in fields]
+    assert row["cost_usd"] == chat["cost_usd"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_model_reasoning_is_sent_as_the_responses_reasoning(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """model.reasoning on openai_responses (before: refused at load, 'provider
+    'openai_responses' sends no request; remove it') is sent as reasoning: {effort,
+    summary: auto}, with the encrypted content included: the calculator agent completes
+    with each turn's reasoning item carried back, as with the same reasoning in
+    model.params.extra."""
+    srv.configure(script=str(SCRIPT))
+    reasoning = 'model.reasoning={"effort": "low", "summary": true}'
+    spec = gradetrail.load_spec(
+        EXAMPLES / "agent-calculator.yaml", [*_agent_overrides(srv, client), reasoning]
+    )
+    from gradetrail.providers import make_provider
+
+    request = gradetrail.Request(
+        provider="openai_responses",
+        model=spec.model.name,
+        base_url=srv.openai_base_url,
+        system=None,
+        messages=({"role": "user", "content": "hi"},),
+        params={},
+    )
+    body = make_provider(spec.model, spec.base_dir).body(request)
+    assert body["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert body["include"] == ["reasoning.encrypted_content"]
+    _completes_the_calculator_agent(srv, spec, tmp_path)
+
+
+def test_model_reasoning_is_checked_against_openais_families(tmp_path: Path) -> None:
+    """An effort the model family does not take is one line at load, as on openai."""
+    with pytest.raises(
+        SpecError,
+        match=r"model.reasoning.effort: gpt-5-mini \(.*\) takes "
+        r"minimal, low, medium, high, not 'max'",
+    ):
+        gradetrail.load_spec(
+            GSM8K_SPEC,
+            [
+                "model.provider=openai_responses",
+                "model.name=gpt-5-mini",
+                'model.reasoning={"effort": "max"}',
+                "model.params.temperature=null",
+            ],
+        )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_reasoning_model_reasoning_unasked_gets_its_reasoning_back(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """gpt-5-mini with no reasoning settings still reasons: reasoning.encrypted_content is
+    asked for, so each tool turn's reasoning item comes back sealed and goes back on the
+    next turn (before: never asked for, every item came back bare and was left out, 0
+    returned); a model outside the reasoning families is never asked (the API's 400
+    'Encrypted content is not supported with this model')."""
+    script = json.loads(SCRIPT.read_text())
+    script["models"] = ["gpt-5-mini", "gpt-4.1-mini"]
+    srv.configure(script=script)
+    overrides = [
+        *_agent_overrides(srv, client),
+        "model.name=gpt-5-mini",
+        "model.params.temperature=null",
+        "dataset.limit=2",
+    ]
+    spec = gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    rows = gradetrail.read_results(result.run_dir)
+    assert [len(r["transcript"]["turns"]) for r in rows] == [2, 3]
+    assert [r["state"] for r in rows] == ["scored", "scored"]
+    stats = srv.settled_stats(5)
+    # every later turn sends back each earlier turn's item: 1 (sample 1), 1 + 2 (sample 2)
+    assert stats["statuses"] == {"200": 5} and stats["reasoning_returned"] == 1 + 1 + 2
+    srv.reset(config=False)
+    plain = [*overrides[:-3], "model.name=gpt-4.1-mini", "dataset.limit=2"]
+    spec = gradetrail.load_spec(EXAMPLES / "agent-calculator.yaml", plain)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "plain")
+    assert [r["state"] for r in gradetrail.read_results(result.run_dir)] == ["scored"] * 2
+    assert srv.settled_stats(5)["statuses"] == {"200": 5}

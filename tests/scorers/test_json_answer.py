@@ -325,3 +325,199 @@ def test_a_reasoning_models_thinking_before_the_json_is_not_read(tmp_path: Path)
     result = gradetrail.run_eval(loaded, results_root=tmp_path / "results", use_cache=False)
     (row,) = gradetrail.read_results(result.run_dir)
     assert row["score"] == 1.0 and row["scorer"]["answer"] == {"a": 1}, row["scorer"]
+
+
+#: sample 01's order cut at max_tokens as each API returns it: Chat Completions'
+#: ``length`` and the Responses API's ``max_output_tokens`` with the JSON's prefix as
+#: text; Anthropic's forced answer tool with the input the API parsed of the cut object,
+#: ``{}`` or a prefix that still follows the schema (items written last, none finished)
+_CUT_JSON = '{"customer": {"name": "Ada Lovelace", "tier": "gold"}, "items": [{"sku": "SKU'
+_CUT_ORDERS = {
+    "chat": (
+        "openai_compatible",
+        {
+            "id": "chatcmpl-cut",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "order-extractor",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": _CUT_JSON},
+                    "finish_reason": "length",
+                }
+            ],
+            "usage": {"prompt_tokens": 60, "completion_tokens": 24},
+        },
+    ),
+    "responses": (
+        "openai_responses",
+        {
+            "id": "resp_cut",
+            "object": "response",
+            "created_at": 1,
+            "status": "incomplete",
+            "incomplete_details": {"reason": "max_output_tokens"},
+            "model": "order-extractor",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_cut",
+                    "role": "assistant",
+                    "status": "incomplete",
+                    "content": [{"type": "output_text", "text": _CUT_JSON, "annotations": []}],
+                }
+            ],
+            "usage": {"input_tokens": 60, "output_tokens": 24},
+        },
+    ),
+}
+for _name, _input in {
+    "anthropic-empty": {},
+    "anthropic-prefix": {
+        "customer": {"name": "Ada Lovelace", "tier": "gold"},
+        "total": 25.0,
+        "express": True,
+        "items": [],
+    },
+}.items():
+    _CUT_ORDERS[_name] = (
+        "anthropic",
+        {
+            "id": "msg_cut",
+            "type": "message",
+            "role": "assistant",
+            "model": "order-extractor",
+            "content": [{"type": "tool_use", "id": "toolu_cut", "name": "order", "input": _input}],
+            "stop_reason": "max_tokens",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 60, "output_tokens": 24},
+        },
+    )
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("case", sorted(_CUT_ORDERS))
+def test_a_json_answer_cut_at_max_tokens_is_truncated_on_every_api(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, client: str
+) -> None:
+    """A structured answer cut at max_tokens scores 0 with failure truncated and a reason
+    saying to raise max_tokens, alike on the three APIs (before: invalid_json on the
+    OpenAI APIs, and Anthropic's cut answer tool input read as the answer: '{}' a schema
+    violation, the prefix 4/6 of the fields, 0.667, as if the model had finished)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    provider, body = _CUT_ORDERS[case]
+    fault = {"kind": "answer", "body": body, "status": 200, "first": 1}
+    srv.configure(script=_script(), faults=[fault])
+    url = srv.anthropic_base_url if provider == "anthropic" else srv.openai_base_url
+    overrides = [
+        f"model.provider={provider}",
+        f"model.base_url={url}",
+        f"model.http_client={client}",
+        "model.recordings=null",
+        "dataset.limit=1",
+    ]
+    if provider != "anthropic":
+        overrides.append("model.api_key_required=false")
+    spec = gradetrail.load_spec(SPEC, overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    row = _rows(result)["01"]
+    assert row["error"] is None, row["error"]
+    assert (row["state"], row["score"]) == ("scored", 0.0)
+    assert (row["stop_reason"], row["truncated"]) == ("max_tokens", True)
+    assert row["scorer"]["failure"] == "truncated"
+    assert row["scorer"]["reason"] == (
+        "the response stopped at max_tokens before its JSON was complete; raise "
+        "model.params.max_tokens"
+    )
+    assert "answer" not in row["scorer"]
+
+
+#: sample 01 declined instead of answered, as each API says it: Chat Completions'
+#: message.refusal, a Responses refusal part, Anthropic's stop_reason refusal (no tool
+#: call, its explanation in stop_details)
+_DECLINED = {
+    "chat": (
+        "openai_compatible",
+        {
+            "id": "chatcmpl-no",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "order-extractor",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": None, "refusal": "I can't."},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 60, "completion_tokens": 4},
+        },
+    ),
+    "responses": (
+        "openai_responses",
+        {
+            "id": "resp_no",
+            "object": "response",
+            "created_at": 1,
+            "status": "completed",
+            "model": "order-extractor",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_no",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "refusal", "refusal": "I can't."}],
+                }
+            ],
+            "usage": {"input_tokens": 60, "output_tokens": 4},
+        },
+    ),
+    "anthropic": (
+        "anthropic",
+        {
+            "id": "msg_no",
+            "type": "message",
+            "role": "assistant",
+            "model": "order-extractor",
+            "content": [],
+            "stop_reason": "refusal",
+            "stop_sequence": None,
+            "stop_details": {"type": "refusal", "explanation": "I can't."},
+            "usage": {"input_tokens": 60, "output_tokens": 4},
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+@pytest.mark.parametrize("case", sorted(_DECLINED))
+def test_a_refusal_instead_of_json_is_a_refusal_on_every_api(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, client: str
+) -> None:
+    """A declined structured answer scores 0 with failure refusal, the refusal text in the
+    row and counted in the manifest, alike on the three APIs (before: failure invalid_json,
+    'Expecting value at line 1 column 1', as if the model had written broken JSON)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    provider, body = _DECLINED[case]
+    fault = {"kind": "answer", "body": body, "status": 200, "first": 1}
+    srv.configure(script=_script(), faults=[fault])
+    url = srv.anthropic_base_url if provider == "anthropic" else srv.openai_base_url
+    overrides = [
+        f"model.provider={provider}",
+        f"model.base_url={url}",
+        f"model.http_client={client}",
+        "model.recordings=null",
+        "dataset.limit=1",
+    ]
+    if provider != "anthropic":
+        overrides.append("model.api_key_required=false")
+    spec = gradetrail.load_spec(SPEC, overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    row = _rows(result)["01"]
+    assert row["error"] is None, row["error"]
+    assert (row["state"], row["score"], row["response"]) == ("scored", 0.0, "")
+    assert (row["stop_reason"], row["refusal"]) == ("refusal", "I can't.")
+    assert row["scorer"]["failure"] == "refusal"
+    assert result.manifest.refusals == 1

@@ -513,3 +513,88 @@ def test_null_for_an_argument_that_may_be_omitted_is_the_argument_omitted() -> N
     assert s.value == 0.0
     allowed_null = [{"get_weather": {"city": ["Paris"], "unit": ["", None]}}]
     assert _score(allowed_null, [_call("get_weather", city="Paris", unit=None)]).value == 1.0
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+def test_a_tool_without_strict_is_not_strict_on_the_responses_api(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A tool that does not set strict goes to the Responses API with strict: false, as
+    it means on Chat Completions and the Messages API (before: no strict field, which the
+    Responses API takes as strict, making the optional 'unit' a parameter the model must
+    fill); strict: true stays true; the run is answered and scored."""
+    from gradetrail.conversation.tools import normalize_tools
+    from gradetrail.providers import make_provider
+
+    base = [
+        "model.provider=openai_responses",
+        "model.name=scripted-fc",
+        f"model.base_url={srv.openai_base_url}",
+        "model.api_key_required=false",
+        f"model.http_client={client}",
+        "dataset.limit=1",
+    ]
+    loose = _weather_tool(strict_schema=False)
+    del loose["function"]["strict"]
+    for tool, strict in ((loose, False), (_weather_tool(strict_schema=True), True)):
+        spec = gradetrail.load_spec(SPEC, [*base, f"tools={json.dumps([tool])}"])
+        provider = make_provider(spec.model, spec.base_dir)
+        request = gradetrail.Request(
+            provider="openai_responses",
+            model="scripted-fc",
+            base_url=srv.openai_base_url,
+            system=None,
+            messages=({"role": "user", "content": "x"},),
+            params={},
+            tools=normalize_tools([tool]),
+        )
+        (sent,) = provider.body(request)["tools"]
+        assert sent["strict"] is strict
+        result = gradetrail.run_eval(spec, results_root=tmp_path / str(strict))
+        (row,) = gradetrail.read_results(result.run_dir)
+        assert row["state"] == "scored" and row["score"] == 1.0
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "sdk"])
+def test_a_messages_call_cut_at_max_tokens_is_no_call(
+    srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    """A Messages answer cut at max_tokens while writing get_weather, its input parsed by
+    the API from the prefix to {"city": "Paris", "unit": "celsius"} (the object never
+    closed): the call is cut, no arguments, the parsed prefix kept and the reason given
+    (before: read as the model's finished call, scored 1.0), as a Chat call whose
+    arguments text was cut is."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    body = {
+        "id": "msg_cut",
+        "type": "message",
+        "role": "assistant",
+        "model": "scripted-fc",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "toolu_cut",
+                "name": "get_weather",
+                "input": {"city": "Paris", "unit": "celsius"},
+            }
+        ],
+        "stop_reason": "max_tokens",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 90, "output_tokens": 12},
+    }
+    srv.configure(faults=[{"kind": "answer", "body": body, "status": 200, "first": 1}])
+    overrides = [
+        "model.provider=anthropic",
+        "model.name=scripted-fc",
+        f"model.base_url={srv.anthropic_base_url}",
+        f"model.http_client={client}",
+        "dataset.limit=1",
+    ]
+    spec = gradetrail.load_spec(SPEC, overrides)
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results", use_cache=False)
+    (row,) = gradetrail.read_results(result.run_dir)
+    assert (row["sample_id"], row["truncated"], row["score"]) == ("weather-paris", True, 0.0)
+    (call,) = row["tool_calls"]
+    assert call["arguments"] is None
+    assert call["raw_arguments"] == '{"city": "Paris", "unit": "celsius"}'
+    assert call["arguments_error"].startswith("the call was cut at max_tokens")
