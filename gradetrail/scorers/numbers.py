@@ -16,7 +16,10 @@ Rules, in priority order (the first that applies decides, and is recorded):
    units beside its numbers and operators in words are part of it (``A: 18 eggs × $2 =
    $36``, ``A: 3 times 4 = 12``), but ``A: 12, check: 12 + 6 = 18`` still declares 12.
 3. ``stated``: the first number right after the last answer stated in words (``the
-   answer is 7``, ``Final answer: 7``, ``答案是7``, a JSON reply's ``"answer": 7`` or
+   answer is 7``, ``Final answer: 7``, ``**Answer**: 7``, ``Result: 7``, ``#### 7``
+   alone on its line, a ``Final Answer`` heading with the number below it, ``答案是7``,
+   simple-evals' MGSM prefixes ``Antwort: 7``, ``Réponse : 7``, ``Ответ: 7``, ``答え：7``,
+   ``Jibu: 7``, ``উত্তর: 7``..., a JSON reply's ``"answer": 7`` or
    ``"final_answer": 7``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
    3 boxes ...``) state none, and a hypothetical one after it (``If the question meant 5
@@ -713,11 +716,21 @@ def _words_value(run: str) -> str:
 #: an answer stated in words (``the answer is 7``, ``Final answer: 7``, ``答案是7``): the
 #: first number after the last one is the answer, whatever numbers follow (a note, a check)
 _STATED = lazy_compile(
-    # a JSON key too: {"answer": 42, "confidence": 0.9}, {"final_answer": 42}
-    r"(?i:(?:\b(?:the\s+)?(?:final\s+|correct\s+)?|(?<![^\W_])(?:final|correct)_)answer[\"']?"
+    # a JSON key too: {"answer": 42, "confidence": 0.9}, {"final_answer": 42}; Markdown
+    # emphasis before the colon: **Answer**: 42
+    r"(?i:(?:\b(?:the\s+)?(?:final\s+|correct\s+)?|(?<![^\W_])(?:final|correct)_)answer[\"'*_]*"
     r"\s*(?:is|:|=|would\s+be|will\s+be)"
-    r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is)"
-    r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]"
+    r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is|^[ \t*_#>]*(?:final\s+)?result[*_]*\s*:"
+    # a heading alone on its line: **Final Answer** / ## Final Answer, the answer below it
+    r"|^[ \t*_#>]*final\s+answer[*_:]*[ \t]*(?=\n)"
+    # simple-evals' MGSM answer prefixes (and their neighbours) before a colon
+    r"|\b(?:antwort|respuesta|r[ée]ponse|resposta|risposta|ответ|jibu|jawaban|idahun)[*_]*"
+    r"[ \t]*[:：]|答え[ \t]*[:：は]|উত্তর[ \t]*[:：ঃ]|คำตอบ[ \t]*[:：]|సమాధానం[ \t]*[:：]"
+    r"|정답[ \t]*[:：은는])"
+    # GSM8K's closing line: #### 72 (a number alone after it; never a heading #### 1. Step)
+    r"|^[ \t]*####(?=[ \t]*[-+$]?[ \t]?\d[\d,]*(?:\.\d+)?[ \t]*(?:\n|\Z))"
+    r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]",
+    re.MULTILINE,
 )
 #: between a statement and its number: spaces, Markdown, a currency sign, ``about``
 _STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[\"']*(?i:(?:about|approximately|roughly|exactly)\s+)?")

