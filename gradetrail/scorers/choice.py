@@ -24,7 +24,9 @@ most to least explicit:
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
   ``<answer>C</answer>``, ``<answer>C) Mars</answer>``, ``Answer → C``, ``__Answer:__ C``,
   ``{"answer": "C"}``, ``the answer is most likely C``, ``my guess is C``,
-  ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
+  ``correct choice is [C]``, ``the answer to the question is C``, ``答案是C``,
+  ``正确答案：C``, ``答案应该是C``, ``答案选C``, ``所以答C``, ``故选C``, ``Ответ: C``,
+  ``Réponse : C``
   (any case of the words; after a marker a lower-case letter counts too when no word
   but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
   a capital after a marker that is also a word in the markers' languages (English ``I``
@@ -48,13 +50,15 @@ most to least explicit:
   (``C. 42``, ``**C)** Mars``, ``C - Mars``), or with a letter and ``or`` / ``,`` (``B or
   maybe C``);
 - ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
-  ``B is closest``; after a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it
-  is explanation, not a new answer (``Answer: B. A is correct only for the Moon`` is B);
+  ``B is closest``, ``C是正确的``, ``选项C正确`` (not ``C是正确的吗``, a question); after
+  a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it is explanation, not a
+  new answer (``Answer: B. A is correct only for the Moon`` is B);
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
   ``it's``, ``that is``, ``definitely``, ``it has to be``, ``corresponds to``, ``based on
-  the analysis,``: ``Therefore B.``, ``It's B.``; a closing sentence that is only the
+  the analysis,``: ``Therefore B.``, ``It's B.``, and in Chinese after ``因此``, ``所以``,
+  ``故``, ``显然``, ``我认为`` (``因此B。``); a closing sentence that is only the
   letter (``Definitely not A. B.``); or after a correction,
   ``actually``, ``wait``, ``I mean``, ``on second thought``, ``No,``: ``Answer: D. No
   wait, C.`` is C.
@@ -106,8 +110,11 @@ _MARKERS = (
     # not ``Incorrect answers: A, B, D``, which lists the letters ruled out
     r"(?i:(?<![^\W_])(?<!incorrect\s)(?<!wrong\s)(?<!false\s)(?<!other\s)"
     r"(?:answers?|option|choice|(?:my|best|final)\s+guess|(?:correct|final|my)\s+response)\b"
+    r"(?:\s+to\s+(?:the|this)\s+(?:question|problem))?"
     r"(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
-    r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
+    # OpenCompass's Chinese forms: 答案应该是B, 答案选B, 答案应选B, 所以答B, 我选B
+    r"|(?:正确)?答案(?:也)?(?:应该|應該|应|應)?(?:是|为|為|选|選)?|(?:所以|故|因此)答|(?:所以|故|因此|应|應|我)(?:选|選)(?!项|項|择|擇)"
+    r"|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
     # simple-evals' multilingual answer markers (MMLU in 14 languages)
     r"|উত্তর|उत्तर|الإجابة|الجواب|إجابة"
     r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta|jawaban|jibu|idahun)\b)"
@@ -175,7 +182,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?"
             r"(?:[.):](?=[ \t]|$)|[ \t]+[-–—](?=[ \t])|(?=[ \t]*(?:,|/|\bor\b))"
-            r"|(?=[ \t]+it[ \t]+is\b))"  # C it is.
+            r"|(?=[ \t]+it[ \t]+is\b)|(?=[ \t]*(?:选项|選項)))"  # C it is. B选项
         ),
     ),
     # ``(C) Mars is the red planet``: a reply opening with its letter in parentheses
@@ -187,6 +194,14 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?i:(?:is|seems|looks)[ \t]+(?:to[ \t]+be[ \t]+)?(?:the[ \t]+)?"
             r"(?:correct|right|best|closest|most[ \t]+(?:likely|accurate|plausible)"
             r"|(?:correct|right|best|final)[ \t]+(?:answer|choice|option)|answer)\b)"
+        ),
+    ),
+    # Chinese: ``B是正确的``, ``B是正确答案``, ``选项B正确``, ``B对``
+    (
+        "named",
+        re.compile(
+            r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?" + _L + r"(?:\*\*|[\)\]])?[ \t]*"
+            r"(?:选项|選項)?[ \t]*(?:是|为|為)?[ \t]*(?:正确|正確|对(?!应)|對(?!應))(?!的?[吗嗎])"
         ),
     ),
     ("bare", re.compile(r"(?m)^[ \t>*_]*[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*" + _L)),
@@ -212,6 +227,15 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|\b(?:actually|wait|i\s+mean|i\s+meant|on\s+(?:second\s+thought|reflection)"
             r"|correction)|(?:^|[.!?][ \t]+)no,)[,:]?[ \t]+)"
             r"(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])" + _L + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
+        ),
+    ),
+    # Chinese conclusions (OpenCompass's patterns): ``因此B。``, ``故B。``, ``显然B。``
+    (
+        "concluded",
+        re.compile(
+            r"(?m)(?:因此|所以|故|即|显然|顯然|综上所述|綜上所述|由此可知|我认为|我認為)"
+            r"[,:，：]?[ \t]*"
+            r"(?:\*\*|[\(\[])?[ \t]*" + _L + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;。！；]|$))"
         ),
     ),
 )
@@ -255,6 +279,8 @@ def narrow(text: str) -> str:
 _MATH_LETTER = re.compile(
     r"(?<!\\)(?:\$|\\\()[ \t]*(?:\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{)?[ \t]*"
     r"\(?[ \t]*[A-Za-z][ \t]*\)?[ \t]*\}?[ \t]*(?:(?<!\\)\$|\\\))"
+    # without delimiters too, as simple-evals' normalize_response strips \mathbf{: ``\mathbf{C}``
+    r"|\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{[ \t]*\(?[ \t]*[A-Za-z][ \t]*\)?[ \t]*\}"
 )
 #: what wraps the letter there: the delimiters and a ``\\text{...}``
 _MATH_WRAP = re.compile(r"\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{|\\[()]|[${}]")
@@ -386,7 +412,7 @@ def _enumerated(text: str) -> set[int]:
 
 #: ``option (D)``, ``choice C``: a marker word that names an option without stating it as
 #: the answer (no ``is``, no colon), as in an explanation
-_NAMING = re.compile(r"(?i)\s*(?:option|choice)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
+_NAMING = re.compile(r"(?i)\s*(?:option|choice|选项|選項)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
 
 
 #: rules that state an answer outright; a letter a phrase only calls right (``named``:
@@ -702,6 +728,7 @@ _OTHER_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?(?P<letter>[A-Z
 _REJECTS = re.compile(
     r"(?i)\b(?:wrong|incorrect|false|invalid|impossible|not|never|ruled\s+out|eliminated"
     r"|excluded|rejected)\b|n[’']t\b"
+    r"|错|錯|不对|不對|不正确|不正確|不是|排除"  # Chinese: A错误, B不对, 排除C
 )
 
 

@@ -961,3 +961,66 @@ def test_zero_width_characters_around_the_letter_are_not_text(response: str) -> 
     hid it: no answer letter."""
     s = choice(response)
     assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+# Answer forms of peers' own extractors, written here as our fixtures: OpenCompass's
+# first_option_postprocess patterns (opencompass/utils/text_postprocessors.py: Chinese
+# '答案应该是B', '答案选B', '所以答B', '因此B。', 'B是正确的', '选项B正确', 'B选项'; English
+# 'The answer to the question is B'), simple-evals' normalize_response (which strips
+# '\mathbf{'), MMLU-Pro's and lm-eval's regexes ('answer is \(?([A-J])\)?', 'The best
+# answer is B'), GPQA's and Inspect's. On 81 replies in these forms (73 with four choices,
+# 8 with MMLU-Pro's ten): 67 right before, 81 after.
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer to the question is B.",  # no letter before
+        "答案应该是B",
+        "答案选B",
+        "答案应选B。",
+        "水星离太阳最近，所以答B",
+        "水星离太阳最近，因此B。",
+        "水星离太阳最近，故B。",
+        "故选B",
+        "显然B。",
+        "B是正确的",
+        "B是正确答案。",
+        "选项B正确",
+        "只有选项B是对的",
+        "我选B",
+        "B选项",
+        "B正确，A错误。",  # A's own clause rules it out
+        "即使A看起来对，答案也是B",
+        "B是正确的吗？我认为B。",
+        "Answer: \\mathbf{B}",
+        "答案：B\n\n选项C是火星。",  # read as C: 选项 only names the option here
+    ],
+)
+def test_opencompass_and_simple_evals_forms_state_the_letter(response: str) -> None:
+    """Chinese statements and conclusions OpenCompass reads, and ``\\mathbf{B}``, found no
+    letter (scored 0 whatever they answered); ``选项C是火星`` after ``答案：B`` (option C
+    is Mars) took the answer from B, as ``Option C is Mars`` does not in English."""
+    s = choice(response, "1")
+    assert s.value == 1.0 and s.detail["extracted"] == "B", s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("B是正确的吗？我认为C。", "C"),  # a question names no answer
+        ("B对应的是金星，C对应水星。答案：D", "D"),  # 对应 (corresponds), not 对 (right)
+        ("选项B不正确，因此C。", "C"),
+    ],
+)
+def test_chinese_discussion_states_no_letter(response: str, letter: str) -> None:
+    """A letter asked about (``B是正确的吗？``), one that only corresponds to something
+    (``B对应``) or one ruled out (``选项B不正确``) is not the answer."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+def test_c_correct_a_maybe_correct_too_is_ambiguous() -> None:
+    """``C正确，A也可能正确`` (C is right, A may be too) hedges: both letters recorded."""
+    s = choice("C正确，A也可能正确。", "2")
+    assert s.value == 0.0 and s.detail["ambiguous"] == ["A", "C"]
