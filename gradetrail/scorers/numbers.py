@@ -122,7 +122,15 @@ from typing import Literal
 
 from gradetrail._util.lazyre import lazy_compile
 
-__all__ = ["Extraction", "Number", "PercentPolicy", "find_answer", "find_numbers"]
+__all__ = [
+    "Extraction",
+    "Number",
+    "PercentPolicy",
+    "find_answer",
+    "find_numbers",
+    "last_statement",
+    "spelled_number",
+]
 
 PercentPolicy = Literal["as_number", "as_fraction", "strict"]
 Rule = Literal["boxed", "marker", "stated", "last"]
@@ -580,7 +588,7 @@ def _find_answer(
         )
         if found is not None:
             return _corrected(text, found, after, percent, marker_found)
-    stated = _last_statement(text)
+    stated = last_statement(text)
     if stated is not None:
         found = _after_marker(text, stated.end(), percent, marker_found)
         if found is not None and _STATED_GAP.fullmatch(
@@ -591,9 +599,12 @@ def _find_answer(
     return _last(text, percent, marker_found)
 
 
-def _last_statement(text: str) -> re.Match[str] | None:
-    """The last answer stated in words, passing over a hypothetical one after it (``If
-    the question meant 5 rows, the answer would be 25``: a note on another question)."""
+def last_statement(text: str) -> re.Match[str] | None:
+    """The last answer stated in words (rule 3 of the module docstring: ``the answer
+    is``, ``Answer:``, ``#### ``, a ``Final Answer`` heading, ``答案是``, ``Réponse :``...;
+    the match ends where the answer begins), passing over a hypothetical one after it
+    (``If the question meant 5 rows, the answer would be 25``: a note on another
+    question); None when the text states none."""
     last = definite = None
     for m in _STATED.finditer(text):
         last = m
@@ -693,6 +704,29 @@ def _worded(m: re.Match[str]) -> str:
     if m.group("run2") is None:
         return head
     return head + m.group("or") + _words_value(m.group("run2"))
+
+
+#: a text that is one number in English words, or digits with a scale word
+_SPELLED = lazy_compile(
+    rf"(?i)[ \t]*(?:(?:negative|minus)[ \t]+)?(?:{_RUN}"
+    r"|[-+]?\d+(?:\.\d+)?[ \t]+(?:thousand|million|billion|trillion))[ \t.]*"
+)
+
+
+def spelled_number(text: str) -> str | None:
+    """The digits of ``text`` when it is one number in English words or digits with a
+    scale word (``five`` is ``5``, ``twenty-five`` ``25``, ``negative four`` ``-4``, ``2
+    million`` ``2000000``, ``2.5 million`` ``2500000``), else None (``5``, ``two or
+    three``, ``one of them``)."""
+    if not _SPELLED.fullmatch(text):
+        return None
+    found = find_answer(text)
+    if found.value is None or not math.isfinite(found.value):
+        return None
+    if found.exact is not None:
+        return str(found.exact)
+    value = found.value
+    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def _words_value(run: str) -> str:
