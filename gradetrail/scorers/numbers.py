@@ -16,10 +16,11 @@ Rules, in priority order (the first that applies decides, and is recorded):
    units beside its numbers and operators in words are part of it (``A: 18 eggs × $2 =
    $36``, ``A: 3 times 4 = 12``), but ``A: 12, check: 12 + 6 = 18`` still declares 12.
 3. ``stated``: the first number right after the last answer stated in words (``the
-   answer is 7``, ``Final answer: 7``, ``**Answer**: 7``, ``Result: 7``, ``#### 7``
+   answer is 7``, ``Final answer: 7``, ``**Answer**: 7``, ``Final result: 7``, ``#### 7``
    alone on its line, a ``Final Answer`` heading with the number below it, ``答案是7``,
    simple-evals' MGSM prefixes ``Antwort: 7``, ``Réponse : 7``, ``Ответ: 7``, ``答え：7``,
-   ``Jibu: 7``, ``উত্তর: 7``..., a JSON reply's ``"answer": 7`` or
+   ``Jibu: 7``, ``উত্তর: 7``..., ``La respuesta es 7``, ``Die Antwort ist 7``,
+   ``<answer>7</answer>``, ``Answer - 7``, a JSON reply's ``"answer": 7`` or
    ``"final_answer": 7``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
    3 boxes ...``) state none, and a hypothetical one after it (``If the question meant 5
@@ -753,14 +754,20 @@ _STATED = lazy_compile(
     # a JSON key too: {"answer": 42, "confidence": 0.9}, {"final_answer": 42}; Markdown
     # emphasis before the colon: **Answer**: 42
     r"(?i:(?:\b(?:the\s+)?(?:final\s+|correct\s+)?|(?<![^\W_])(?:final|correct)_)answer[\"'*_]*"
-    r"\s*(?:is|:|=|would\s+be|will\s+be)"
-    r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is|^[ \t*_#>]*(?:final\s+)?result[*_]*\s*:"
+    r"\s*(?:is|:|=|would\s+be|will\s+be|(?<=\s)[-–—](?=\s))"  # also Answer - 42
+    r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is|^[ \t*_#>]*final\s+result[*_]*\s*:"
+    # the tag a prompt asks for: <answer>42</answer>
+    r"|<answer>"
     # a heading alone on its line: **Final Answer** / ## Final Answer, the answer below it
     r"|^[ \t*_#>]*final\s+answer[*_:]*[ \t]*(?=\n)"
     # simple-evals' MGSM answer prefixes (and their neighbours) before a colon
     r"|\b(?:antwort|respuesta|r[ée]ponse|resposta|risposta|ответ|jibu|jawaban|idahun)[*_]*"
     r"[ \t]*[:：]|答え[ \t]*[:：は]|উত্তর[ \t]*[:：ঃ]|คำตอบ[ \t]*[:：]|సమాధానం[ \t]*[:：]"
-    r"|정답[ \t]*[:：은는])"
+    r"|정답[ \t]*[:：은는]|正解[ \t]*(?:[:：は]|です)"
+    # the answer is, in the MGSM and MMLU languages: La respuesta es 18, Die Antwort ist 18
+    r"|\b(?:respuesta|r[ée]ponse|antwort|resposta|risposta)"
+    r"(?:\s+(?:correcta|correcte|exacte|richtige|correta|corretta|final|finale))?"
+    r"\s+(?:es|est|ist|lautet|é|è)\b)"
     # GSM8K's closing line: #### 72 (a number alone after it; never a heading #### 1. Step)
     r"|^[ \t]*####(?=[ \t]*[-+$]?[ \t]?\d[\d,]*(?:\.\d+)?[ \t]*(?:\n|\Z))"
     r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]",

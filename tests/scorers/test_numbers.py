@@ -1222,7 +1222,8 @@ def test_a_range_in_words_is_no_one_answer(text: str, value: float | None) -> No
         ("**Final Answer**\n\n42\n\nThat is 3 boxes of 14.", 42.0),
         ("## Final Answer\n**42**\n\n(3 boxes of 14)", 42.0),
         ("**Answer**: 42\n\nStep 1: 3 boxes. Step 2: 14 each.", 42.0),
-        ("Result: 42 apples\n\nReasoning: 3 crates hold 14 each.", 42.0),
+        ("Final result: 42 apples\n\nReasoning: 3 crates hold 14 each.", 42.0),
+        ("Result: 5 apples\nThen she gives 2 away, so 3 remain.", 3.0),  # a step's result
         ("#### 1. Count the boxes\n3 boxes of 14 make 42.", 42.0),  # a heading: no statement
         ("## Final Answer\nThe boxes hold 3 × 14 = 42 apples, 2 more than last week.", 2.0),
     ],
@@ -1232,4 +1233,27 @@ def test_a_stated_answer_in_peers_forms_beats_the_numbers_after_it(text: str, va
     ``Final Answer`` heading or after ``**Answer**:`` was passed over for the last number
     of the explanation that follows it; a numbered heading (``#### 1. ...``) or a heading
     followed by a sentence states nothing."""
+    assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("La respuesta es 18.\n\nVende 9 huevos a 2 dólares.", 18.0),  # read as 2
+        ("La réponse est 18.\n\nElle vend 9 œufs à 2 $.", 18.0),
+        ("Die Antwort ist 18.\n\nSie verkauft 9 Eier zu je 2 $.", 18.0),
+        ("A resposta correta é 18.\n\nEla vende 9 ovos a 2 dólares.", 18.0),
+        ("正解は18です。\n\n卵を9個、2ドルで売ります。", 18.0),
+        ("<answer>42</answer>\n\nThat is 3 boxes of 14.", 42.0),  # read as 14
+        ("Final Answer - 42\n\n(3 boxes × 14)", 42.0),
+        ("Answer - 42\n\n3 boxes of 14.", 42.0),
+        ("The answer - as computed - is below: 3 boxes of 14 make 42.", 42.0),
+    ],
+)
+def test_the_answer_is_in_other_languages_a_tag_and_a_dash_state_it(
+    text: str, value: float
+) -> None:
+    """``La respuesta es 18`` (and its French, German, Portuguese, Japanese kin), an
+    ``<answer>`` tag and ``Answer - 42`` state the answer: the explanation's last number
+    was read; a dash that does not reach a number states nothing."""
     assert find_answer(text).value == value
