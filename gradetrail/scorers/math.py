@@ -422,12 +422,12 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
 def _stated_line(text: str) -> str | None:
     """The answer the last statement in ``text`` gives on its own line (``Answer: 12``,
     ``The answer is $\\frac{1}{2}$.``, ``#### 12``, ``Réponse : 12``, ``答案：12``, or the
-    line under a ``Final Answer`` heading) when more text follows that line: a
-    verification or an explanation after a stated answer is not the answer, though
-    math-verify would read its last formula. None when the text holds a box (math-verify
-    reads the last box first), states nothing, ends on the statement's line (the other
-    rules read it), or the line holds more than a formula (a sentence: ``12 when n =
-    3``); the line's units (``12 apples``) and a closing full stop are not part of it."""
+    line under a ``Final Answer`` heading): a verification or an explanation after a
+    stated answer is not the answer, though math-verify would read its last formula, and
+    the last statement is (``Answer: 12``, then ``Actually the answer is $13$.``). None
+    when the text holds a box (math-verify reads the last box first), states nothing, or
+    the line holds more than a formula (a sentence: ``12 when n = 3``); the line's units
+    (``12 apples``) and a closing full stop are not part of it."""
     if "box" in text:
         return None
     stated = last_statement(text)
@@ -438,9 +438,8 @@ def _stated_line(text: str) -> str | None:
     if end >= 0 and not text[start:end].strip():  # a heading: the answer is the line below
         start = len(text) - len(text[start:].lstrip())
         end = text.find("\n", start)
-    if end < 0 or not text[end:].strip():
-        return None
-    line = text[start:end].strip(_EMPHASIS + ":").rstrip(".!").strip(_EMPHASIS)
+    line = text[start : end if end >= 0 else None].strip(_EMPHASIS + ":")
+    line = line.rstrip(".!。！").strip(_EMPHASIS)
     line = _UNIT_WORDS.sub("", line)
     if _formula(line) or _ONE_FORMULA.fullmatch(line):
         return line

@@ -424,6 +424,8 @@ def test_a_stated_answer_beats_the_formulas_explaining_it(response: str) -> None
         # a running total is not the stated answer: GSM8K's 'A: 80' closes this one
         ("The total is x+4*x = 100 dollars.\nSo x = 20.\nA: 80", "80"),
         ("Answer: 12\n\nWait, that was wrong. The answer is $13$.", "13"),
+        ("Answer: 12\n\nWait, I need to recheck. Actually the answer is $13$.", "13"),  # 12
+        ("答案是 $\\frac{1}{2}$。\n\n验证：$2 \\times \\frac{1}{2} = 1$。", "\\frac12"),
         ("The answer is not 12.\n\nIt is $13$.", "13"),
         ("Final answer: $\\frac{1}{2}$\n\nCheck: $2 \\cdot \\frac{1}{2} = 1$.", "\\frac12"),
     ],
