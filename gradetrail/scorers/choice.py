@@ -25,8 +25,9 @@ most to least explicit:
   ``<answer>C</answer>``, ``<answer>C) Mars</answer>``, ``Answer → C``, ``__Answer:__ C``,
   ``{"answer": "C"}``, ``the answer is most likely C``, ``my guess is C``,
   ``correct choice is [C]``, ``the answer to the question is C``, ``答案是C``,
-  ``正确答案：C``, ``答案应该是C``, ``答案选C``, ``所以答C``, ``故选C``, ``Ответ: C``,
-  ``Réponse : C``
+  ``正确答案：C``, ``答案应该是C``, ``答案选C``, ``所以答C``, ``故选C``, ``正解はC``,
+  ``Ответ: C``, ``Réponse : C``, ``la respuesta correcta es la C``, ``die richtige Antwort
+  ist C``
   (any case of the words; after a marker a lower-case letter counts too when no word
   but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
   a capital after a marker that is also a word in the markers' languages (English ``I``
@@ -38,11 +39,13 @@ most to least explicit:
 - ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}``, with its choice's text
   ``\\boxed{C. Mars}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
-  (or ``C.`` / ``C)``, ``### C``); these three upper case only, but a reply that is one
-  letter and nothing else is that letter in either case (``c``, ``(c)``, ``[C]``);
+  (or ``C.`` / ``C)``, ``### C``), which states it; these three upper case only, but a
+  reply that is one letter and nothing else is that letter in either case (``c``,
+  ``(c)``, ``[C]``);
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
   C``, ``I'd go with C``, ``it would be C``, ``so it must be C``, ``I'd say C``, ``it
-  might be C``, ``I'll stick with C`` (upper case only);
+  might be C``, ``I'll stick with C`` (upper case only); not a ``would be`` said of
+  another case (``if the question asked for the farthest, it would be C``);
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``, or
@@ -57,7 +60,8 @@ most to least explicit:
   line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
   ``it's``, ``that is``, ``definitely``, ``it has to be``, ``corresponds to``, ``based on
-  the analysis,``: ``Therefore B.``, ``It's B.``, and in Chinese after ``因此``, ``所以``,
+  the analysis,``: ``Therefore B.``, ``It's B.``; ``is B.`` closing the reply (``The
+  smallest is B.``); and in Chinese after ``因此``, ``所以``,
   ``故``, ``显然``, ``我认为`` (``因此B。``); a closing sentence that is only the
   letter (``Definitely not A. B.``); or after a correction,
   ``actually``, ``wait``, ``I mean``, ``on second thought``, ``No,``: ``Answer: D. No
@@ -117,7 +121,12 @@ _MARKERS = (
     r"|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
     # simple-evals' multilingual answer markers (MMLU in 14 languages)
     r"|উত্তর|उत्तर|الإجابة|الجواب|إجابة"
-    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta|jawaban|jibu|idahun)\b)"
+    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta|jawaban|jibu|idahun)\b"
+    # the (correct) answer is, in those languages: la respuesta correcta es la B, la bonne
+    # réponse est B, die richtige Antwort ist B, a resposta correta é B
+    r"(?:\s+(?:correcta|correcte|exacte|richtige|correta|corretta|final|finale))?"
+    r"(?:\s+(?:es|est|ist|lautet|é|è)(?:\s+(?:la|le|el|a|o|die|der))?)?"
+    r"|正解(?:は)?)"
 )
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -214,6 +223,13 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             + r"[ \t]*(?:\*\*|[\)\]])?[ \t]*\.?[ \t*]*$"
         ),
     ),
+    # a closing sentence naming the letter: ``The smallest is B.``
+    (
+        "concluded",
+        re.compile(
+            r"(?i:\bis)[ \t]+(?:\*\*|[\(\[])?" + _L + r"(?:\*\*|[\)\]])?[ \t]*[.!]?[ \t*]*\Z"
+        ),
+    ),
     # a sentence that is only the letter, closing the reply: ``Definitely not A. C.``
     ("concluded", re.compile(r"(?<=[.!?;])[ \t]+(?:\*\*)?" + _L + r"(?:\*\*)?[ \t]*[.!]?[ \t]*\Z")),
     (
@@ -243,8 +259,23 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 #: a negation, a leading or bare-marked letter): the last of these is the answer, and
 #: letters discussed around it (``(A) is incorrect because ...``) are not
 _DECLARING = frozenset(
-    {"marker", "boxed", "declared", "contrast", "leading", "named", "bare", "concluded"}
+    {"marker", "boxed", "declared", "contrast", "leading", "named", "bare", "concluded", "alone"}
 )
+#: what the answer would be under another reading: ``if the question asked for the
+#: farthest, it would be C`` is a note, not a choice
+_WOULD = re.compile(r"(?i)\A(?:would|could|might|may)\s+be\b")
+_IF = re.compile(r"(?i)\b(?:if|assuming|suppose|supposing|otherwise|were|had)\b")
+
+
+def _hypothetical(text: str, m: re.Match[str]) -> bool:
+    """True when a declaring ``would be`` is said of another case (``if ..., it would be
+    C``): its sentence holds an ``if``, ``otherwise``, ``assuming``... before it."""
+    if not _WOULD.match(m.group()):
+        return False
+    start = max(text.rfind(c, 0, m.start()) for c in ".!?\n") + 1
+    return _IF.search(text, start, m.start()) is not None
+
+
 #: a declaring verb as a gerund describes a choice rather than makes it (``a common
 #: mistake is choosing D``): its letter is found, but not stated
 _GERUND = re.compile(r"(?i)\A(?:choosing|picking|selecting)\b")
@@ -381,6 +412,7 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], dict[
             if rule in _DECLARING and not (
                 (rule == "marker" and _NAMING.match(m.group()))
                 or (rule == "declared" and _GERUND.match(m.group()))
+                or (rule == "declared" and _hypothetical(text, m))
             ):
                 declared.setdefault(start, rule)
             if not any(s <= start < e for s, e, _, _ in found):

@@ -1024,3 +1024,47 @@ def test_c_correct_a_maybe_correct_too_is_ambiguous() -> None:
     """``C正确，A也可能正确`` (C is right, A may be too) hedges: both letters recorded."""
     s = choice("C正确，A也可能正确。", "2")
     assert s.value == 0.0 and s.detail["ambiguous"] == ["A", "C"]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "La respuesta correcta es la B.",  # no letter before
+        "La bonne réponse est B.",
+        "Die richtige Antwort ist B.",
+        "A resposta correta é B.",
+        "La risposta corretta è B.",
+        "正解はBです。",
+        # read as C, the hypothetical's letter
+        "The answer is B.\n\nNote: if the question asked for the farthest, it would be C.",
+        # read as C: a letter alone on its line states the answer, as a marker does
+        "B.\n\nExplanation: Mercury is the innermost planet; choice C is the fourth.",
+        # no letter before: a closing sentence naming the letter states it
+        "Let me check each option.\nA. Venus: 0.72 AU\nB. Mercury: 0.39 AU\n"
+        "C. Mars: 1.52 AU\nD. Earth: 1 AU\n\nThe smallest is B.",
+    ],
+)
+def test_answer_is_in_other_languages_alone_lines_and_closing_is_state_the_letter(
+    response: str,
+) -> None:
+    """``the correct answer is B`` in Spanish, French, German, Portuguese, Italian and
+    Japanese, a letter alone on its line and ``The smallest is B.`` closing the reply state
+    B; a hypothetical ``if ..., it would be C`` after it is a note."""
+    s = choice(response, "1")
+    assert s.value == 1.0 and s.detail["extracted"] == "B", s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("If it were the farthest it would be D. The answer is C.", "C"),
+        ("It would be C.", "C"),
+        ("The smallest is not C. It is B.", "B"),
+        ("B\n\nActually, on reflection the answer is C.", "C"),
+    ],
+)
+def test_would_be_without_if_and_later_statements_still_decide(response: str, letter: str) -> None:
+    """``would be`` states a letter unless its sentence is conditional; a later marker
+    still takes the answer from a letter alone on its line."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
