@@ -57,7 +57,9 @@ most to least explicit:
   a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it is explanation, not a
   new answer (``Answer: B. A is correct only for the Moon`` is B);
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
-  line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
+  line (``My pick: B``, ``Verdict: (C).``); after a ``marker``, ``boxed``, ``declared``
+  or ``contrast`` letter it is explanation (``Answer: B`` then ``Alternative considered:
+  A.``); ``ANSWERS: A``, ``Final: C`` and ``Correction: C`` are markers;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
   ``it's``, ``that is``, ``definitely``, ``it has to be``, ``corresponds to``, ``based on
   the analysis,``: ``Therefore B.``, ``It's B.``; ``is B.`` closing the reply (``The
@@ -113,7 +115,8 @@ _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’]
 _MARKERS = (
     # not ``Incorrect answers: A, B, D``, which lists the letters ruled out
     r"(?i:(?<![^\W_])(?<!incorrect\s)(?<!wrong\s)(?<!false\s)(?<!other\s)"
-    r"(?:answers?|option|choice|(?:my|best|final)\s+guess|(?:correct|final|my)\s+response)\b"
+    r"(?:answers?|option|choice|(?:my|best|final)\s+guess|(?:correct|final|my)\s+response"
+    r"|(?:final|correction|corrected|revised)(?=[*_]*\s*[:：]))\b"
     r"(?:\s+to\s+(?:the|this)\s+(?:question|problem))?"
     r"(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
     # OpenCompass's Chinese forms: 答案应该是B, 答案选B, 答案应选B, 所以答B, 我选B
@@ -447,6 +450,10 @@ def _enumerated(text: str) -> set[int]:
 _NAMING = re.compile(r"(?i)\s*(?:option|choice|选项|選項)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
 
 
+#: rules whose letter after an explicit one is explanation: a phrase calling it right
+#: (``A is correct only for the Moon``) or a label's colon (``Alternative considered: A``,
+#: ``Distractor: D``)
+_AFTERWORD = frozenset({"named", "bare"})
 #: rules that state an answer outright; a letter a phrase only calls right (``named``:
 #: ``A is correct only for the Moon``) after one of these is explanation, not the answer
 _EXPLICIT = frozenset({"marker", "boxed", "declared", "contrast"})
@@ -461,7 +468,9 @@ def _answer_of(found: list[tuple[int, int, str, str]], declared: dict[int, str])
         return len(found) - 1
     explicit = [i for i in stated if declared[found[i][0]] in _EXPLICIT]
     kept = [
-        i for i in stated if declared[found[i][0]] != "named" or not explicit or i < explicit[0]
+        i
+        for i in stated
+        if declared[found[i][0]] not in _AFTERWORD or not explicit or i < explicit[0]
     ]
     return kept[-1]
 

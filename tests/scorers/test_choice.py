@@ -1068,3 +1068,21 @@ def test_would_be_without_if_and_later_statements_still_decide(response: str, le
     still takes the answer from a letter alone on its line."""
     s = choice(response, str("ABCD".index(letter)))
     assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Answer: B\n\nConfidence: high. Alternative considered: A.", "B"),  # read as A
+        ("Answer: B\n\nDistractor: A", "B"),
+        ("Answer: B\n\nCommon mistake: D.", "B"),
+        ("Answer: A\n\nOn second thought, Venus is second.\nFinal: B", "B"),
+        ("Answer: A. Correction: B.", "B"),
+        ("Note: (A) is the hottest. Verdict: B", "B"),
+    ],
+)
+def test_a_label_and_colon_after_a_stated_answer_is_explanation(response: str, letter: str) -> None:
+    """A letter after a label's colon (``Alternative considered: A``) took the answer from
+    an earlier ``Answer: B``; ``Final:`` and ``Correction:`` are markers and still do."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
