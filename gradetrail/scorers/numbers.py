@@ -17,7 +17,8 @@ Rules, in priority order (the first that applies decides, and is recorded):
    $36``, ``A: 3 times 4 = 12``), but ``A: 12, check: 12 + 6 = 18`` still declares 12.
 3. ``stated``: the first number right after the last answer stated in words (``the
    answer is 7``, ``Final answer: 7``, ``**Answer**: 7``, ``Final result: 7``, ``#### 7``
-   alone on its line, a ``Final Answer`` heading with the number below it, ``答案是7``,
+   alone on its line, an ``Answer`` or ``Final Answer`` heading with the number below it
+   (``\\[ 7 \\]`` too), ``答案是7``,
    simple-evals' MGSM prefixes ``Antwort: 7``, ``Réponse : 7``, ``Ответ: 7``, ``答え：7``,
    ``Jibu: 7``, ``উত্তর: 7``..., ``La respuesta es 7``, ``Die Antwort ist 7``,
    ``<answer>7</answer>``, ``Answer - 7``, a JSON reply's ``"answer": 7`` or
@@ -759,7 +760,7 @@ _STATED = lazy_compile(
     # the tag a prompt asks for: <answer>42</answer>
     r"|<answer>"
     # a heading alone on its line: **Final Answer** / ## Final Answer, the answer below it
-    r"|^[ \t*_#>]*final\s+answer[*_:]*[ \t]*(?=\n)"
+    r"|^[ \t*_#>]*(?:final\s+)?answer[*_:]*[ \t]*(?=\n)"
     # simple-evals' MGSM answer prefixes (and their neighbours) before a colon
     r"|\b(?:antwort|respuesta|r[ée]ponse|resposta|risposta|ответ|jibu|jawaban|idahun)[*_]*"
     r"[ \t]*[:：]|答え[ \t]*[:：は]|উত্তর[ \t]*[:：ঃ]|คำตอบ[ \t]*[:：]|సమాధానం[ \t]*[:：]"
@@ -773,8 +774,11 @@ _STATED = lazy_compile(
     r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]",
     re.MULTILINE,
 )
-#: between a statement and its number: spaces, Markdown, a currency sign, ``about``
-_STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[\"']*(?i:(?:about|approximately|roughly|exactly)\s+)?")
+#: between a statement and its number: spaces, Markdown, math delimiters (``$``, ``\\[``,
+#: ``\\(``), ``about``
+_STATED_GAP = lazy_compile(
+    r"(?:[\s*_:=#>`(\[\"'$]|\\[\[(])*(?i:(?:about|approximately|roughly|exactly)\s+)?"
+)
 
 
 def _start_of(found: Extraction, text: str, after: int) -> int:

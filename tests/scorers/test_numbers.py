@@ -1226,6 +1226,8 @@ def test_a_range_in_words_is_no_one_answer(text: str, value: float | None) -> No
         ("Result: 5 apples\nThen she gives 2 away, so 3 remain.", 3.0),  # a step's result
         ("#### 1. Count the boxes\n3 boxes of 14 make 42.", 42.0),  # a heading: no statement
         ("## Final Answer\nThe boxes hold 3 × 14 = 42 apples, 2 more than last week.", 2.0),
+        ("**Final Answer**\n\\[ 42 \\]\n\nCheck: 3 × 14 = 42; 2 trips.", 42.0),  # read 2
+        ("## Answer\n42\n\n## Explanation\n3 boxes of 14; 2 trucks.", 42.0),  # read 2
     ],
 )
 def test_a_stated_answer_in_peers_forms_beats_the_numbers_after_it(text: str, value: float) -> None:
