@@ -39,13 +39,14 @@ most to least explicit:
 - ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}``, with its choice's text
   ``\\boxed{C. Mars}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
-  (or ``C.`` / ``C)``, ``### C``), which states it; these three upper case only, but a
+  (or ``C.`` / ``C)`` / ``(C)``, ``### C``), which states it; these three upper case only, but a
   reply that is one letter and nothing else is that letter in either case (``c``,
   ``(c)``, ``[C]``);
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
   C``, ``I'd go with C``, ``it would be C``, ``so it must be C``, ``I'd say C``, ``it
-  might be C``, ``I'll stick with C`` (upper case only); not a ``would be`` said of
-  another case (``if the question asked for the farthest, it would be C``);
+  might be C``, ``I'll stick with C`` (upper case only); not a ``would be`` or ``I'd
+  pick`` said of another case (``if the question asked for the farthest, it would be
+  C``);
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``, or
@@ -163,7 +164,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),
     ("parenthesized", re.compile(r"(?<![A-Za-z0-9])\(" + _L + r"\)")),
-    ("alone", re.compile(r"(?m)^[ \t>*_#-]*" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
+    ("alone", re.compile(r"(?m)^[ \t>*_#-]*(?:\((?=[A-Z]\)))?" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
     # a reply that is one letter and nothing else, in either case: ``c``, ``(c)``, ``[C]``
     (
         "alone",
@@ -267,13 +268,16 @@ _DECLARING = frozenset(
 #: what the answer would be under another reading: ``if the question asked for the
 #: farthest, it would be C`` is a note, not a choice
 _WOULD = re.compile(r"(?i)\A(?:would|could|might|may)\s+be\b")
+#: ``I'd pick C``, ``I would choose C``: a declaring verb under a conditional's modal
+_MODAL_BEFORE = re.compile(r"(?i)(?:[’']d|\bwould|\bcould|\bmight)\s+\Z")
 _IF = re.compile(r"(?i)\b(?:if|assuming|suppose|supposing|otherwise|were|had)\b")
 
 
 def _hypothetical(text: str, m: re.Match[str]) -> bool:
-    """True when a declaring ``would be`` is said of another case (``if ..., it would be
-    C``): its sentence holds an ``if``, ``otherwise``, ``assuming``... before it."""
-    if not _WOULD.match(m.group()):
+    """True when a declaring ``would be`` (or ``I'd pick``) is said of another case (``if
+    ..., it would be C``, ``If it asked for the largest, I'd pick C``): its sentence holds
+    an ``if``, ``otherwise``, ``assuming``... before it."""
+    if not _WOULD.match(m.group()) and not _MODAL_BEFORE.search(text, 0, m.start()):
         return False
     start = max(text.rfind(c, 0, m.start()) for c in ".!?\n") + 1
     return _IF.search(text, start, m.start()) is not None

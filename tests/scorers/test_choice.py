@@ -1086,3 +1086,21 @@ def test_a_label_and_colon_after_a_stated_answer_is_explanation(response: str, l
     an earlier ``Answer: B``; ``Final:`` and ``Correction:`` are markers and still do."""
     s = choice(response, str("ABCD".index(letter)))
     assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("(B)\n\nBecause (A) Venus and (D) Earth orbit farther out.", "B"),  # read as D
+        ("I'll go with B. (If it asked for the largest orbit, I'd pick C.)", "B"),  # C
+        ("If I had to choose, I'd pick C.", "C"),  # no other letter: still C
+        ("(A)\n(B)\n(C)\n(D)\n\nMercury is closest: (B)", "B"),
+    ],
+)
+def test_a_parenthesized_letter_alone_states_it_and_a_conditional_pick_does_not(
+    response: str, letter: str
+) -> None:
+    """``(B)`` alone on its line states B, as ``B`` alone does; ``I'd pick C`` in a
+    sentence opened by ``if`` is said of another question."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
