@@ -22,7 +22,8 @@ Rules, in priority order (the first that applies decides, and is recorded):
    simple-evals' MGSM prefixes ``Antwort: 7``, ``Réponse : 7``, ``Ответ: 7``, ``答え：7``,
    ``Jibu: 7``, ``উত্তর: 7``..., ``La respuesta es 7``, ``Die Antwort ist 7``,
    ``<answer>7</answer>``, ``Answer - 7``, a JSON reply's ``"answer": 7`` or
-   ``"final_answer": 7``), whatever numbers follow it (``Note:
+   ``"final_answer": 7``; not the first item of a numbered list opening below it,
+   ``Answer:`` then ``1. ...``, ``2. ...``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
    3 boxes ...``) state none, and a hypothetical one after it (``If the question meant 5
    rows, the answer would be 25``) is a note, not the answer.
@@ -593,12 +594,32 @@ def _find_answer(
     stated = last_statement(text)
     if stated is not None:
         found = _after_marker(text, stated.end(), percent, marker_found)
-        if found is not None and _STATED_GAP.fullmatch(
-            text, stated.end(), _start_of(found, text, stated.end())
+        if (
+            found is not None
+            and _STATED_GAP.fullmatch(
+                text, stated.end(), at := _start_of(found, text, stated.end())
+            )
+            and not _list_item(text, stated.end(), at, found)
         ):
             found.rule = "stated"
             return _corrected(text, found, stated.end(), percent, marker_found)
     return _last(text, percent, marker_found)
+
+
+def _list_item(text: str, after: int, at: int, found: Extraction) -> bool:
+    """True when the number found at ``at`` opens a numbered list on a line below the
+    statement (``Answer:`` then ``1. Three boxes of 14.`` and ``2. ...``): a step's
+    number, not the answer."""
+    if found.text is None or "\n" not in text[after:at]:
+        return False
+    end = at + len(found.text)
+    return _ITEM_NUMBER.match(text, end) is not None and _NEXT_ITEM.search(text, end) is not None
+
+
+#: what follows a list item's number: ``.`` or ``)`` and the item's text
+_ITEM_NUMBER = lazy_compile(r"[.)][ \t]+\S")
+#: a later line opening the list's next item: ``2. So 42 in all.``
+_NEXT_ITEM = lazy_compile(r"\n[ \t>*_-]*\d{1,2}[.)][ \t]+\S")
 
 
 def last_statement(text: str) -> re.Match[str] | None:

@@ -1259,3 +1259,20 @@ def test_the_answer_is_in_other_languages_a_tag_and_a_dash_state_it(
     ``<answer>`` tag and ``Answer - 42`` state the answer: the explanation's last number
     was read; a dash that does not reach a number states nothing."""
     assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "rule"),
+    [
+        ("**Answer:**\n1. Three boxes of 14.\n2. That makes 42.", 42.0, "last"),  # was 1
+        ("## Answer\n1. Three boxes of 14.\n2. So 42 in all.", 42.0, "last"),
+        ("Answer:\n1) 3 boxes\n2) 14 each\nTotal 42", 42.0, "last"),
+        ("Answer: 1. Then more.", 1.0, "stated"),  # on the statement's own line
+        ("Answer:\n42. Because 3 boxes of 14.", 42.0, "stated"),  # no second item
+    ],
+)
+def test_a_numbered_list_under_a_statement_is_no_answer(text: str, value: float, rule: str) -> None:
+    """A numbered list opening below ``Answer:`` gave its first step's number (1) as the
+    answer; a number on the statement's own line, or one no second item follows, is."""
+    found = find_answer(text)
+    assert (found.value, found.rule) == (value, rule)
