@@ -440,6 +440,8 @@ def _stated_line(text: str) -> str | None:
         end = text.find("\n", start)
     line = text[start : end if end >= 0 else None].strip(_EMPHASIS + ":")
     line = line.rstrip(".!。！").strip(_EMPHASIS)
+    if (digits := spelled_number(line)) is not None:
+        return digits  # 2.5 million: a scale word, not a unit
     line = _UNIT_WORDS.sub("", line)
     if _formula(line) or _ONE_FORMULA.fullmatch(line):
         return line

@@ -21,7 +21,8 @@ Rules, in priority order (the first that applies decides, and is recorded):
    (``\\[ 7 \\]`` too), ``答案是7``,
    simple-evals' MGSM prefixes ``Antwort: 7``, ``Réponse : 7``, ``Ответ: 7``, ``答え：7``,
    ``Jibu: 7``, ``উত্তর: 7``..., ``La respuesta es 7``, ``Die Antwort ist 7``,
-   ``<answer>7</answer>``, ``Answer - 7``, a JSON reply's ``"answer": 7`` or
+   ``<answer>7</answer>``, ``Answer - 7``, a paragraph that is only a bold number ``**7**``,
+   a JSON reply's ``"answer": 7`` or
    ``"final_answer": 7``; not the first item of a numbered list opening below it,
    ``Answer:`` then ``1. ...``, ``2. ...``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
@@ -792,6 +793,9 @@ _STATED = lazy_compile(
     r"\s+(?:es|est|ist|lautet|é|è)\b)"
     # GSM8K's closing line: #### 72 (a number alone after it; never a heading #### 1. Step)
     r"|^[ \t]*####(?=[ \t]*[-+$]?[ \t]?\d[\d,]*(?:\.\d+)?[ \t]*(?:\n|\Z))"
+    # a paragraph that is only a number in bold: **42**, **$1,250**, **$\frac{1}{2}$**
+    r"|^[ \t]*\*\*(?=[ \t]*(?:[-+$]?[ \t]?\d[\d,]*(?:\.\d+)?(?:[ \t]+[A-Za-z]+){0,2}"
+    r"|\$[^$\n]+\$)[ \t]*\*\*[ \t]*(?:\n[ \t]*\n|\n?\Z))"
     r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]",
     re.MULTILINE,
 )

@@ -408,6 +408,7 @@ def test_a_number_in_words_is_its_number(response: str, target: str, expected: f
         "答案：12\n\n三行四列，共12；若为4行则是16。",  # no parsable answer
         "**Final Answer**\n\n$12$\n\nsince $3 \\times 4 = 12$, not $16$",
         "Answer: 12 seats\n\nWith 4 rows it would be $16$.",
+        "**$12$**\n\nsince 3 rows of 4 make 12, and 2 rows 8.",  # read as 8
     ],
 )
 def test_a_stated_answer_beats_the_formulas_explaining_it(response: str) -> None:

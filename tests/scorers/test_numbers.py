@@ -1276,3 +1276,18 @@ def test_a_numbered_list_under_a_statement_is_no_answer(text: str, value: float,
     answer; a number on the statement's own line, or one no second item follows, is."""
     found = find_answer(text)
     assert (found.value, found.rule) == (value, rule)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("**42**\n\n3 boxes of 14.", 42.0),  # read as 14
+        ("**$1,250**\n\nShe saved $250 a month for 5 months.", 1250.0),
+        ("**14**\n3 boxes give 42.", 42.0),  # the bold line opens the working: no statement
+        ("First: **14** per box.\n3 boxes give 42.", 42.0),
+    ],
+)
+def test_a_paragraph_that_is_a_bold_number_states_it(text: str, value: float) -> None:
+    """A paragraph that is only a number in bold states the answer; bold inside a
+    sentence, or a bold line the working goes straight on from, states nothing."""
+    assert find_answer(text).value == value
