@@ -39,9 +39,10 @@ most to least explicit:
 - ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}``, with its choice's text
   ``\\boxed{C. Mars}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
-  (or ``C.`` / ``C)`` / ``(C)``, ``### C``), which states it; these three upper case only, but a
-  reply that is one letter and nothing else is that letter in either case (``c``,
-  ``(c)``, ``[C]``);
+  (or ``C.`` / ``C)`` / ``(C)``, ``### C``), which states it (after a ``marker``,
+  ``boxed``, ``declared`` or ``contrast`` letter it is explanation, unless a correction,
+  ``Wait, no.``, opens the line before); these three upper case only, but a reply that is
+  one letter and nothing else is that letter in either case (``c``, ``(c)``, ``[C]``);
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
   C``, ``I'd go with C``, ``it would be C``, ``so it must be C``, ``I'd say C``, ``it
   might be C``, ``I'll stick with C`` (upper case only); not a ``would be`` or ``I'd
@@ -283,6 +284,12 @@ def _hypothetical(text: str, m: re.Match[str]) -> bool:
     return _IF.search(text, start, m.start()) is not None
 
 
+#: a correction just before a letter alone on its line: it restates the answer
+_CORRECTS = re.compile(
+    r"(?i)\b(?:wait|no|sorry|actually|correction|i\s+mean|on\s+second\s+thought)\b[^\n]*\n\s*\S*\Z"
+)
+
+
 #: a declaring verb as a gerund describes a choice rather than makes it (``a common
 #: mistake is choosing D``): its letter is found, but not stated
 _GERUND = re.compile(r"(?i)\A(?:choosing|picking|selecting)\b")
@@ -421,7 +428,11 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], dict[
                 or (rule == "declared" and _GERUND.match(m.group()))
                 or (rule == "declared" and _hypothetical(text, m))
             ):
-                declared.setdefault(start, rule)
+                if rule == "alone" and _CORRECTS.search(text, max(0, start - 40), start):
+                    rule_stated = "concluded"  # Answer: A ... Wait, no. \n C
+                else:
+                    rule_stated = rule
+                declared.setdefault(start, rule_stated)
             if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
     listed = _enumerated(text)
@@ -455,9 +466,10 @@ _NAMING = re.compile(r"(?i)\s*(?:option|choice|选项|選項)\s*(?:\*\*|[\(\[])?
 
 
 #: rules whose letter after an explicit one is explanation: a phrase calling it right
-#: (``A is correct only for the Moon``) or a label's colon (``Alternative considered: A``,
-#: ``Distractor: D``)
-_AFTERWORD = frozenset({"named", "bare"})
+#: (``A is correct only for the Moon``), a label's colon (``Alternative considered: A``,
+#: ``Distractor: D``) or a line that is only the letter (unless a correction opens it:
+#: ``Wait, no.`` then ``C``)
+_AFTERWORD = frozenset({"named", "bare", "alone"})
 #: rules that state an answer outright; a letter a phrase only calls right (``named``:
 #: ``A is correct only for the Moon``) after one of these is explanation, not the answer
 _EXPLICIT = frozenset({"marker", "boxed", "declared", "contrast"})

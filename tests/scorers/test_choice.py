@@ -1104,3 +1104,21 @@ def test_a_parenthesized_letter_alone_states_it_and_a_conditional_pick_does_not(
     sentence opened by ``if`` is said of another question."""
     s = choice(response, str("ABCD".index(letter)))
     assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Answer: C\n\nExplanation:\nA\nVenus is second.", "C"),
+        ("Answer: A\n\nWait, no.\n\nC", "C"),  # a correction opens the line before it
+        ("B.\n\nExplanation: choice C is the fourth.", "B"),
+    ],
+)
+def test_a_letter_alone_after_a_stated_answer_is_explanation_unless_corrected(
+    response: str, letter: str
+) -> None:
+    """A line that is only a letter states it (``B.`` then an explanation), but after an
+    explicit ``Answer: C`` it is part of the explanation, unless a correction (``Wait,
+    no.``) comes right before it."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
