@@ -24,7 +24,10 @@ most to least explicit:
 - ``marker``: ``Answer: C``, ``the answer is C``, ``final answer: (C)``, ``option **C**``,
   ``<answer>C</answer>``, ``<answer>C) Mars</answer>``, ``Answer → C``, ``__Answer:__ C``,
   ``{"answer": "C"}``, ``the answer is most likely C``, ``my guess is C``,
-  ``correct choice is [C]``, ``答案是C``, ``正确答案：C``, ``Ответ: C``, ``Réponse : C``
+  ``correct choice is [C]``, ``the answer to the question is C``, ``答案是C``,
+  ``正确答案：C``, ``答案应该是C``, ``答案选C``, ``所以答C``, ``故选C``, ``正解はC``,
+  ``Ответ: C``, ``Réponse : C``, ``la respuesta correcta es la C``, ``die richtige Antwort
+  ist C``
   (any case of the words; after a marker a lower-case letter counts too when no word
   but ``or`` / ``and`` follows it: ``answer: c`` yes, ``the answer is a bit long`` no);
   a capital after a marker that is also a word in the markers' languages (English ``I``
@@ -36,11 +39,15 @@ most to least explicit:
 - ``boxed``: ``\\boxed{C}``, ``\\boxed{\\text{(C)}}``, with its choice's text
   ``\\boxed{C. Mars}`` (either case);
 - ``bold``: ``**C**``; ``parenthesized``: ``(C)``; ``alone``: a line that is only ``C``
-  (or ``C.`` / ``C)``, ``### C``); these three upper case only, but a reply that is one
-  letter and nothing else is that letter in either case (``c``, ``(c)``, ``[C]``);
+  (or ``C.`` / ``C)`` / ``(C)``, ``### C``), which states it (after a ``marker``,
+  ``boxed``, ``declared`` or ``contrast`` letter it is explanation, unless a correction,
+  ``Wait, no.``, opens the line before); these three upper case only, but a reply that is
+  one letter and nothing else is that letter in either case (``c``, ``(c)``, ``[C]``);
 - ``declared``: a verb declaring the choice: ``I choose C``, ``I'd pick C``, ``we select
   C``, ``I'd go with C``, ``it would be C``, ``so it must be C``, ``I'd say C``, ``it
-  might be C``, ``I'll stick with C`` (upper case only);
+  might be C``, ``I'll stick with C`` (upper case only); not a ``would be`` or ``I'd
+  pick`` said of another case (``if the question asked for the farthest, it would be
+  C``);
 - ``contrast``: the letter after a negation's turn: ``the answer is not A; it is C``,
   ``not A but C``, ``cannot be A. It's C``;
 - ``leading``: a response that starts with its letter and ``.``, ``)`` or ``:``, or
@@ -48,13 +55,18 @@ most to least explicit:
   (``C. 42``, ``**C)** Mars``, ``C - Mars``), or with a letter and ``or`` / ``,`` (``B or
   maybe C``);
 - ``named``: a letter a phrase calls right: ``C is correct``, ``C is the best answer``,
-  ``B is closest``; after a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it
-  is explanation, not a new answer (``Answer: B. A is correct only for the Moon`` is B);
+  ``B is closest``, ``C是正确的``, ``选项C正确`` (not ``C是正确的吗``, a question); after
+  a ``marker``, ``boxed``, ``declared`` or ``contrast`` letter it is explanation, not a
+  new answer (``Answer: B. A is correct only for the Moon`` is B);
 - ``bare``: a line that starts with a colon (``: B``), or a colon and a letter closing a
-  line (``My pick: B``, ``Final: (C).``); ``ANSWERS: A`` is a marker;
+  line (``My pick: B``, ``Verdict: (C).``); after a ``marker``, ``boxed``, ``declared``
+  or ``contrast`` letter it is explanation (``Answer: B`` then ``Alternative considered:
+  A.``); ``ANSWERS: A``, ``Final: C`` and ``Correction: C`` are markers;
 - ``concluded``: a letter ending a sentence after ``therefore``, ``thus``, ``so``,
   ``it's``, ``that is``, ``definitely``, ``it has to be``, ``corresponds to``, ``based on
-  the analysis,``: ``Therefore B.``, ``It's B.``; a closing sentence that is only the
+  the analysis,``: ``Therefore B.``, ``It's B.``; ``is B.`` closing the reply (``The
+  smallest is B.``); and in Chinese after ``因此``, ``所以``,
+  ``故``, ``显然``, ``我认为`` (``因此B。``); a closing sentence that is only the
   letter (``Definitely not A. B.``); or after a correction,
   ``actually``, ``wait``, ``I mean``, ``on second thought``, ``No,``: ``Answer: D. No
   wait, C.`` is C.
@@ -105,12 +117,21 @@ _ML = r"(?P<letter>[A-Z]|[a-z](?![ \t]+(?!(?:or|and)\b)[a-z]))(?![A-Za-z0-9'’]
 _MARKERS = (
     # not ``Incorrect answers: A, B, D``, which lists the letters ruled out
     r"(?i:(?<![^\W_])(?<!incorrect\s)(?<!wrong\s)(?<!false\s)(?<!other\s)"
-    r"(?:answers?|option|choice|(?:my|best|final)\s+guess|(?:correct|final|my)\s+response)\b"
+    r"(?:answers?|option|choice|(?:my|best|final)\s+guess|(?:correct|final|my)\s+response"
+    r"|(?:final|correction|corrected|revised)(?=[*_]*\s*[:：]))\b"
+    r"(?:\s+to\s+(?:the|this)\s+(?:question|problem))?"
     r"(?:\s+(?:is|(?:would|will|must|should)\s+be))?"
-    r"|(?:正确)?答案(?:是|为|應為|应为)?|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
+    # OpenCompass's Chinese forms: 答案应该是B, 答案选B, 答案应选B, 所以答B, 我选B
+    r"|(?:正确)?答案(?:也)?(?:应该|應該|应|應)?(?:是|为|為|选|選)?|(?:所以|故|因此)答|(?:所以|故|因此|应|應|我)(?:选|選)(?!项|項|择|擇)"
+    r"|答え(?:は)?|정답(?:은)?|답변|选项|選項|选择|選擇|回答|解答"
     # simple-evals' multilingual answer markers (MMLU in 14 languages)
     r"|উত্তর|उत्तर|الإجابة|الجواب|إجابة"
-    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta|jawaban|jibu|idahun)\b)"
+    r"|\b(?:ответ|respuesta|réponse|antwort|risposta|resposta|jawaban|jibu|idahun)\b"
+    # the (correct) answer is, in those languages: la respuesta correcta es la B, la bonne
+    # réponse est B, die richtige Antwort ist B, a resposta correta é B
+    r"(?:\s+(?:correcta|correcte|exacte|richtige|correta|corretta|final|finale))?"
+    r"(?:\s+(?:es|est|ist|lautet|é|è)(?:\s+(?:la|le|el|a|o|die|der))?)?"
+    r"|正解(?:は)?)"
 )
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -144,7 +165,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("bold", re.compile(r"\*\*\s*\(?(?<![A-Za-z])" + _L + r"\)?[.)]?\s*\*\*")),
     ("parenthesized", re.compile(r"(?<![A-Za-z0-9])\(" + _L + r"\)")),
-    ("alone", re.compile(r"(?m)^[ \t>*_#-]*" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
+    ("alone", re.compile(r"(?m)^[ \t>*_#-]*(?:\((?=[A-Z]\)))?" + _L + r"[ \t]*[.)]?[ \t*_]*$")),
     # a reply that is one letter and nothing else, in either case: ``c``, ``(c)``, ``[C]``
     (
         "alone",
@@ -175,7 +196,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"\A[ \t\r\n>*_#-]*(?:\*\*)?" + _L + r"(?:\*\*)?"
             r"(?:[.):](?=[ \t]|$)|[ \t]+[-–—](?=[ \t])|(?=[ \t]*(?:,|/|\bor\b))"
-            r"|(?=[ \t]+it[ \t]+is\b))"  # C it is.
+            r"|(?=[ \t]+it[ \t]+is\b)|(?=[ \t]*(?:选项|選項)))"  # C it is. B选项
         ),
     ),
     # ``(C) Mars is the red planet``: a reply opening with its letter in parentheses
@@ -189,6 +210,14 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|(?:correct|right|best|final)[ \t]+(?:answer|choice|option)|answer)\b)"
         ),
     ),
+    # Chinese: ``B是正确的``, ``B是正确答案``, ``选项B正确``, ``B对``
+    (
+        "named",
+        re.compile(
+            r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?" + _L + r"(?:\*\*|[\)\]])?[ \t]*"
+            r"(?:选项|選項)?[ \t]*(?:是|为|為)?[ \t]*(?:正确|正確|对(?!应)|對(?!應))(?!的?[吗嗎])"
+        ),
+    ),
     ("bare", re.compile(r"(?m)^[ \t>*_]*[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*" + _L)),
     # a colon and a letter closing a line: ``My pick: B``, ``Final: (C).``
     (
@@ -197,6 +226,13 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?m)(?<![0-9])[:：][ \t]*(?:\*\*|[\(\[])?[ \t]*"
             + _L
             + r"[ \t]*(?:\*\*|[\)\]])?[ \t]*\.?[ \t*]*$"
+        ),
+    ),
+    # a closing sentence naming the letter: ``The smallest is B.``
+    (
+        "concluded",
+        re.compile(
+            r"(?i:\bis)[ \t]+(?:\*\*|[\(\[])?" + _L + r"(?:\*\*|[\)\]])?[ \t]*[.!]?[ \t*]*\Z"
         ),
     ),
     # a sentence that is only the letter, closing the reply: ``Definitely not A. C.``
@@ -214,13 +250,46 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?:\*\*|[\(\[])?[ \t]*(?<![A-Za-z])" + _L + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;]|$))"
         ),
     ),
+    # Chinese conclusions (OpenCompass's patterns): ``因此B。``, ``故B。``, ``显然B。``
+    (
+        "concluded",
+        re.compile(
+            r"(?m)(?:因此|所以|故|即|显然|顯然|综上所述|綜上所述|由此可知|我认为|我認為)"
+            r"[,:，：]?[ \t]*"
+            r"(?:\*\*|[\(\[])?[ \t]*" + _L + r"(?:\*\*|[\)\]])?(?=[ \t]*(?:[.!;。！；]|$))"
+        ),
+    ),
 )
 #: rules that state the answer (a marker, a box, a declaring verb or phrase, the turn after
 #: a negation, a leading or bare-marked letter): the last of these is the answer, and
 #: letters discussed around it (``(A) is incorrect because ...``) are not
 _DECLARING = frozenset(
-    {"marker", "boxed", "declared", "contrast", "leading", "named", "bare", "concluded"}
+    {"marker", "boxed", "declared", "contrast", "leading", "named", "bare", "concluded", "alone"}
 )
+#: what the answer would be under another reading: ``if the question asked for the
+#: farthest, it would be C`` is a note, not a choice
+_WOULD = re.compile(r"(?i)\A(?:would|could|might|may)\s+be\b")
+#: ``I'd pick C``, ``I would choose C``: a declaring verb under a conditional's modal
+_MODAL_BEFORE = re.compile(r"(?i)(?:[’']d|\bwould|\bcould|\bmight)\s+\Z")
+_IF = re.compile(r"(?i)\b(?:if|assuming|suppose|supposing|otherwise|were|had)\b")
+
+
+def _hypothetical(text: str, m: re.Match[str]) -> bool:
+    """True when a declaring ``would be`` (or ``I'd pick``) is said of another case (``if
+    ..., it would be C``, ``If it asked for the largest, I'd pick C``): its sentence holds
+    an ``if``, ``otherwise``, ``assuming``... before it."""
+    if not _WOULD.match(m.group()) and not _MODAL_BEFORE.search(text, 0, m.start()):
+        return False
+    start = max(text.rfind(c, 0, m.start()) for c in ".!?\n") + 1
+    return _IF.search(text, start, m.start()) is not None
+
+
+#: a correction just before a letter alone on its line: it restates the answer
+_CORRECTS = re.compile(
+    r"(?i)\b(?:wait|no|sorry|actually|correction|i\s+mean|on\s+second\s+thought)\b[^\n]*\n\s*\S*\Z"
+)
+
+
 #: a declaring verb as a gerund describes a choice rather than makes it (``a common
 #: mistake is choosing D``): its letter is found, but not stated
 _GERUND = re.compile(r"(?i)\A(?:choosing|picking|selecting)\b")
@@ -255,6 +324,8 @@ def narrow(text: str) -> str:
 _MATH_LETTER = re.compile(
     r"(?<!\\)(?:\$|\\\()[ \t]*(?:\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{)?[ \t]*"
     r"\(?[ \t]*[A-Za-z][ \t]*\)?[ \t]*\}?[ \t]*(?:(?<!\\)\$|\\\))"
+    # without delimiters too, as simple-evals' normalize_response strips \mathbf{: ``\mathbf{C}``
+    r"|\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{[ \t]*\(?[ \t]*[A-Za-z][ \t]*\)?[ \t]*\}"
 )
 #: what wraps the letter there: the delimiters and a ``\\text{...}``
 _MATH_WRAP = re.compile(r"\\(?:text(?:bf|rm)?|math(?:rm|bf))[ \t]*\{|\\[()]|[${}]")
@@ -355,8 +426,13 @@ def _scan(text: str, valid: str) -> tuple[list[tuple[int, int, str, str]], dict[
             if rule in _DECLARING and not (
                 (rule == "marker" and _NAMING.match(m.group()))
                 or (rule == "declared" and _GERUND.match(m.group()))
+                or (rule == "declared" and _hypothetical(text, m))
             ):
-                declared.setdefault(start, rule)
+                if rule == "alone" and _CORRECTS.search(text, max(0, start - 40), start):
+                    rule_stated = "concluded"  # Answer: A ... Wait, no. \n C
+                else:
+                    rule_stated = rule
+                declared.setdefault(start, rule_stated)
             if not any(s <= start < e for s, e, _, _ in found):
                 found.append((start, end, letter, rule))
     listed = _enumerated(text)
@@ -386,9 +462,14 @@ def _enumerated(text: str) -> set[int]:
 
 #: ``option (D)``, ``choice C``: a marker word that names an option without stating it as
 #: the answer (no ``is``, no colon), as in an explanation
-_NAMING = re.compile(r"(?i)\s*(?:option|choice)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
+_NAMING = re.compile(r"(?i)\s*(?:option|choice|选项|選項)\s*(?:\*\*|[\(\[])?\s*[A-Za-z]\Z")
 
 
+#: rules whose letter after an explicit one is explanation: a phrase calling it right
+#: (``A is correct only for the Moon``), a label's colon (``Alternative considered: A``,
+#: ``Distractor: D``) or a line that is only the letter (unless a correction opens it:
+#: ``Wait, no.`` then ``C``)
+_AFTERWORD = frozenset({"named", "bare", "alone"})
 #: rules that state an answer outright; a letter a phrase only calls right (``named``:
 #: ``A is correct only for the Moon``) after one of these is explanation, not the answer
 _EXPLICIT = frozenset({"marker", "boxed", "declared", "contrast"})
@@ -403,7 +484,9 @@ def _answer_of(found: list[tuple[int, int, str, str]], declared: dict[int, str])
         return len(found) - 1
     explicit = [i for i in stated if declared[found[i][0]] in _EXPLICIT]
     kept = [
-        i for i in stated if declared[found[i][0]] != "named" or not explicit or i < explicit[0]
+        i
+        for i in stated
+        if declared[found[i][0]] not in _AFTERWORD or not explicit or i < explicit[0]
     ]
     return kept[-1]
 
@@ -702,6 +785,7 @@ _OTHER_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?:\*\*|[\(\[])?(?P<letter>[A-Z
 _REJECTS = re.compile(
     r"(?i)\b(?:wrong|incorrect|false|invalid|impossible|not|never|ruled\s+out|eliminated"
     r"|excluded|rejected)\b|n[’']t\b"
+    r"|错|錯|不对|不對|不正确|不正確|不是|排除"  # Chinese: A错误, B不对, 排除C
 )
 
 

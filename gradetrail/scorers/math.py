@@ -20,7 +20,10 @@ decides equivalence with the target (``\\frac{1}{2}`` = ``0.5``, ``\\sqrt{2}/2``
   } 12}``) is not part of the value, and a closing ``The answer is Monday.`` is the text
   ``\\text{Monday}`` when nothing else is found; a reply that is one JSON object answers
   with its ``answer`` / ``final_answer`` key (``{"answer": 0.5, "confidence": 0.9}`` is
-  0.5);
+  0.5); an answer stated on its own line (``Answer: 12``, ``The answer is 12.``, ``####
+  12``, a ``Final Answer`` heading, ``Réponse :``, ``答案：``) is the answer whatever
+  formulas the explanation after it holds; a number in English words or with a scale
+  word (``\\boxed{five}``, ``2 million``) is that number;
 - the row records both parses (``parsed_response``, ``parsed_target``: the SymPy value
   and the text it came from), so a verdict can be audited;
 - a response with no parsable answer, or whose parse or comparison runs past
@@ -47,6 +50,7 @@ from typing import Any
 from gradetrail.errors import SpecError
 from gradetrail.scorers.base import Score, ScoreInput, Scorer, scorer_error
 from gradetrail.scorers.json_answer import parse_answer
+from gradetrail.scorers.numbers import last_statement, spelled_number
 from gradetrail.scorers.targets import require_target
 from gradetrail.spec import MathScorerSpec
 
@@ -200,6 +204,8 @@ def _plain_numbers(text: str) -> str:
     text = _DEGREE.sub(r"^\\circ", text)
     text = _MIXED.sub(_improper, text)
     text = _TIMES.sub("*", text)
+    if "box" in text:  # \boxed{five}, \boxed{2 million}: the number, not f*i*v*e
+        text = _BOXED_TEXT.sub(_spelled_box, text)
     if _DENIED.search(text):  # So $x = 12$ (not $13$): 12, not the last formula
         kept = _DENIED.sub(lambda m: m.group("word"), text)
         text = kept if _MATH_DELIMITED.search(kept) else text
@@ -235,6 +241,19 @@ _REPEATING = re.compile(
 _BOX_LABEL = re.compile(
     r"(?P<box>\\boxed\s*\{)\s*(?:\\text(?:bf|rm)?\s*\{\s*\([A-E]\)\s*\}|\([A-E]\))\s*(?=[^\s}])"
 )
+
+
+#: a box holding plain text (or one ``\text{...}``): ``\boxed{five}``, ``\boxed{2 million}``
+_BOXED_TEXT = re.compile(
+    r"\\boxed\s*\{\s*(?:\\(?:text|mathrm|mbox)\s*\{(?P<inner>[^{}]*)\}|(?P<plain>[^{}\\$]*))\s*\}"
+)
+
+
+def _spelled_box(m: re.Match[str]) -> str:
+    """The box of a number in words or with a scale word as its digits (``\boxed{five}``
+    is ``\boxed{5}``, ``\boxed{2 million}`` ``\boxed{2000000}``); any other box as is."""
+    digits = spelled_number(m.group("inner") or m.group("plain") or "")
+    return m.group() if digits is None else f"\\boxed{{{digits}}}"
 
 
 def _repeating(m: re.Match[str]) -> str:
@@ -373,6 +392,12 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
         text = value  # {"answer": 0.5, "confidence": 0.9}: the answer, not the last number
 
     text = _plain_numbers(text)
+    if (line := _stated_line(text)) is not None and _has_value(
+        found := read_answer(mv, line, timeout)
+    ):
+        return found  # Answer: 12, then an explanation whose formulas are not the answer
+    if (digits := spelled_number(text.strip().strip(_EMPHASIS + ".!"))) is not None:
+        return parse(digits)  # five, **2 million**: the number, not f*i*v*e
     if _bare_latex(text):  # \frac{14}{3}, \begin{pmatrix}...\end{pmatrix}, \text{Evelyn}
         wrapped = parse(f"${text.strip()}$")
         if _has_value(wrapped):
@@ -382,6 +407,8 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
         listed = _listed(text, parse)
         found = listed if listed is not None else parse(text)
         if not found and (words := _WORDED.search(text)):  # The answer is Monday.
+            if (digits := spelled_number(words.group("words"))) is not None:
+                return parse(digits)  # The answer is five.
             return parse(f"$\\text{{{words.group('words')}}}$")
         return found
     raw = parse(bare)
@@ -390,6 +417,44 @@ def read_answer(mv: Any, text: str, timeout: int | None) -> list[Any]:
             return raw + parse(f"${_as_latex(bare)}$")
         return raw
     return parse(f"${_as_latex(bare)}$") or raw or parse(text)
+
+
+def _stated_line(text: str) -> str | None:
+    """The answer the last statement in ``text`` gives on its own line (``Answer: 12``,
+    ``The answer is $\\frac{1}{2}$.``, ``#### 12``, ``Réponse : 12``, ``答案：12``, or the
+    line under a ``Final Answer`` heading): a verification or an explanation after a
+    stated answer is not the answer, though math-verify would read its last formula, and
+    the last statement is (``Answer: 12``, then ``Actually the answer is $13$.``). None
+    when the text holds a box (math-verify reads the last box first), states nothing, or
+    the line holds more than a formula (a sentence: ``12 when n = 3``); the line's units
+    (``12 apples``) and a closing full stop are not part of it."""
+    if "box" in text:
+        return None
+    stated = last_statement(text)
+    if stated is None or _RUNNING.search(stated.group()):
+        return None
+    start = stated.end()
+    end = text.find("\n", start)
+    if end >= 0 and not text[start:end].strip():  # a heading: the answer is the line below
+        start = len(text) - len(text[start:].lstrip())
+        end = text.find("\n", start)
+    line = text[start : end if end >= 0 else None].strip(_EMPHASIS + ":")
+    line = line.rstrip(".!。！").strip(_EMPHASIS)
+    if (digits := spelled_number(line)) is not None:
+        return digits  # 2.5 million: a scale word, not a unit
+    line = _UNIT_WORDS.sub("", line)
+    if _formula(line) or _ONE_FORMULA.fullmatch(line):
+        return line
+    return None
+
+
+#: a running total or result, stated on the way (``The total is x+4x = 100``, then ``A:
+#: 80``): not the final answer
+_RUNNING = re.compile(r"(?i)\b(?:result|total)\b")
+#: up to two words closing a stated number: its units (``12 apples``, ``5 cm``)
+_UNIT_WORDS = re.compile(r"(?<=[\d}$)])(?:[ \t]+[A-Za-z]+){1,2}\Z")
+#: one formula in inline math, alone: ``$\frac{1}{2}$``, ``\(x = 3\)``
+_ONE_FORMULA = re.compile(r"(?<!\\)\$[^$\n]+(?<!\\)\$|\\\((?:(?!\\\)).)+\\\)")
 
 
 #: an answer stated in a few words closing the text (``The answer is Monday.``), read as

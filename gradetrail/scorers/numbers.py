@@ -16,8 +16,15 @@ Rules, in priority order (the first that applies decides, and is recorded):
    units beside its numbers and operators in words are part of it (``A: 18 eggs × $2 =
    $36``, ``A: 3 times 4 = 12``), but ``A: 12, check: 12 + 6 = 18`` still declares 12.
 3. ``stated``: the first number right after the last answer stated in words (``the
-   answer is 7``, ``Final answer: 7``, ``答案是7``, a JSON reply's ``"answer": 7`` or
-   ``"final_answer": 7``), whatever numbers follow it (``Note:
+   answer is 7``, ``Final answer: 7``, ``**Answer**: 7``, ``Final result: 7``, ``#### 7``
+   alone on its line, an ``Answer`` or ``Final Answer`` heading with the number below it
+   (``\\[ 7 \\]`` too), ``答案是7``,
+   simple-evals' MGSM prefixes ``Antwort: 7``, ``Réponse : 7``, ``Ответ: 7``, ``答え：7``,
+   ``Jibu: 7``, ``উত্তর: 7``..., ``La respuesta es 7``, ``Die Antwort ist 7``,
+   ``<answer>7</answer>``, ``Answer - 7``, a paragraph that is only a bold number ``**7**``,
+   a JSON reply's ``"answer": 7`` or
+   ``"final_answer": 7``; not the first item of a numbered list opening below it,
+   ``Answer:`` then ``1. ...``, ``2. ...``), whatever numbers follow it (``Note:
    this took 3 steps``); words between the statement and a number (``the answer is that
    3 boxes ...``) state none, and a hypothetical one after it (``If the question meant 5
    rows, the answer would be 25``) is a note, not the answer.
@@ -119,7 +126,15 @@ from typing import Literal
 
 from gradetrail._util.lazyre import lazy_compile
 
-__all__ = ["Extraction", "Number", "PercentPolicy", "find_answer", "find_numbers"]
+__all__ = [
+    "Extraction",
+    "Number",
+    "PercentPolicy",
+    "find_answer",
+    "find_numbers",
+    "last_statement",
+    "spelled_number",
+]
 
 PercentPolicy = Literal["as_number", "as_fraction", "strict"]
 Rule = Literal["boxed", "marker", "stated", "last"]
@@ -577,20 +592,43 @@ def _find_answer(
         )
         if found is not None:
             return _corrected(text, found, after, percent, marker_found)
-    stated = _last_statement(text)
+    stated = last_statement(text)
     if stated is not None:
         found = _after_marker(text, stated.end(), percent, marker_found)
-        if found is not None and _STATED_GAP.fullmatch(
-            text, stated.end(), _start_of(found, text, stated.end())
+        if (
+            found is not None
+            and _STATED_GAP.fullmatch(
+                text, stated.end(), at := _start_of(found, text, stated.end())
+            )
+            and not _list_item(text, stated.end(), at, found)
         ):
             found.rule = "stated"
             return _corrected(text, found, stated.end(), percent, marker_found)
     return _last(text, percent, marker_found)
 
 
-def _last_statement(text: str) -> re.Match[str] | None:
-    """The last answer stated in words, passing over a hypothetical one after it (``If
-    the question meant 5 rows, the answer would be 25``: a note on another question)."""
+def _list_item(text: str, after: int, at: int, found: Extraction) -> bool:
+    """True when the number found at ``at`` opens a numbered list on a line below the
+    statement (``Answer:`` then ``1. Three boxes of 14.`` and ``2. ...``): a step's
+    number, not the answer."""
+    if found.text is None or "\n" not in text[after:at]:
+        return False
+    end = at + len(found.text)
+    return _ITEM_NUMBER.match(text, end) is not None and _NEXT_ITEM.search(text, end) is not None
+
+
+#: what follows a list item's number: ``.`` or ``)`` and the item's text
+_ITEM_NUMBER = lazy_compile(r"[.)][ \t]+\S")
+#: a later line opening the list's next item: ``2. So 42 in all.``
+_NEXT_ITEM = lazy_compile(r"\n[ \t>*_-]*\d{1,2}[.)][ \t]+\S")
+
+
+def last_statement(text: str) -> re.Match[str] | None:
+    """The last answer stated in words (rule 3 of the module docstring: ``the answer
+    is``, ``Answer:``, ``#### ``, a ``Final Answer`` heading, ``答案是``, ``Réponse :``...;
+    the match ends where the answer begins), passing over a hypothetical one after it
+    (``If the question meant 5 rows, the answer would be 25``: a note on another
+    question); None when the text states none."""
     last = definite = None
     for m in _STATED.finditer(text):
         last = m
@@ -692,6 +730,29 @@ def _worded(m: re.Match[str]) -> str:
     return head + m.group("or") + _words_value(m.group("run2"))
 
 
+#: a text that is one number in English words, or digits with a scale word
+_SPELLED = lazy_compile(
+    rf"(?i)[ \t]*(?:(?:negative|minus)[ \t]+)?(?:{_RUN}"
+    r"|[-+]?\d+(?:\.\d+)?[ \t]+(?:thousand|million|billion|trillion))[ \t.]*"
+)
+
+
+def spelled_number(text: str) -> str | None:
+    """The digits of ``text`` when it is one number in English words or digits with a
+    scale word (``five`` is ``5``, ``twenty-five`` ``25``, ``negative four`` ``-4``, ``2
+    million`` ``2000000``, ``2.5 million`` ``2500000``), else None (``5``, ``two or
+    three``, ``one of them``)."""
+    if not _SPELLED.fullmatch(text):
+        return None
+    found = find_answer(text)
+    if found.value is None or not math.isfinite(found.value):
+        return None
+    if found.exact is not None:
+        return str(found.exact)
+    value = found.value
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
 def _words_value(run: str) -> str:
     """The digits of a run of English number words."""
     total = current = 0
@@ -713,14 +774,36 @@ def _words_value(run: str) -> str:
 #: an answer stated in words (``the answer is 7``, ``Final answer: 7``, ``答案是7``): the
 #: first number after the last one is the answer, whatever numbers follow (a note, a check)
 _STATED = lazy_compile(
-    # a JSON key too: {"answer": 42, "confidence": 0.9}, {"final_answer": 42}
-    r"(?i:(?:\b(?:the\s+)?(?:final\s+|correct\s+)?|(?<![^\W_])(?:final|correct)_)answer[\"']?"
-    r"\s*(?:is|:|=|would\s+be|will\s+be)"
-    r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is)"
-    r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]"
+    # a JSON key too: {"answer": 42, "confidence": 0.9}, {"final_answer": 42}; Markdown
+    # emphasis before the colon: **Answer**: 42
+    r"(?i:(?:\b(?:the\s+)?(?:final\s+|correct\s+)?|(?<![^\W_])(?:final|correct)_)answer[\"'*_]*"
+    r"\s*(?:is|:|=|would\s+be|will\s+be|(?<=\s)[-–—](?=\s))"  # also Answer - 42
+    r"|\bthe\s+(?:final\s+)?(?:result|total)\s+is|^[ \t*_#>]*final\s+result[*_]*\s*:"
+    # the tag a prompt asks for: <answer>42</answer>
+    r"|<answer>"
+    # a heading alone on its line: **Final Answer** / ## Final Answer, the answer below it
+    r"|^[ \t*_#>]*(?:final\s+)?answer[*_:]*[ \t]*(?=\n)"
+    # simple-evals' MGSM answer prefixes (and their neighbours) before a colon
+    r"|\b(?:antwort|respuesta|r[ée]ponse|resposta|risposta|ответ|jibu|jawaban|idahun)[*_]*"
+    r"[ \t]*[:：]|答え[ \t]*[:：は]|উত্তর[ \t]*[:：ঃ]|คำตอบ[ \t]*[:：]|సమాధానం[ \t]*[:：]"
+    r"|정답[ \t]*[:：은는]|正解[ \t]*(?:[:：は]|です)"
+    # the answer is, in the MGSM and MMLU languages: La respuesta es 18, Die Antwort ist 18
+    r"|\b(?:respuesta|r[ée]ponse|antwort|resposta|risposta)"
+    r"(?:\s+(?:correcta|correcte|exacte|richtige|correta|corretta|final|finale))?"
+    r"\s+(?:es|est|ist|lautet|é|è)\b)"
+    # GSM8K's closing line: #### 72 (a number alone after it; never a heading #### 1. Step)
+    r"|^[ \t]*####(?=[ \t]*[-+$]?[ \t]?\d[\d,]*(?:\.\d+)?[ \t]*(?:\n|\Z))"
+    # a paragraph that is only a number in bold: **42**, **$1,250**, **$\frac{1}{2}$**
+    r"|^[ \t]*\*\*(?=[ \t]*(?:[-+$]?[ \t]?\d[\d,]*(?:\.\d+)?(?:[ \t]+[A-Za-z]+){0,2}"
+    r"|\$[^$\n]+\$)[ \t]*\*\*[ \t]*(?:\n[ \t]*\n|\n?\Z))"
+    r"|(?:最终)?答案\s*(?:是|为|為|：|:)|答\s*[：:]",
+    re.MULTILINE,
 )
-#: between a statement and its number: spaces, Markdown, a currency sign, ``about``
-_STATED_GAP = lazy_compile(r"[\s*_:=#>`(\[\"']*(?i:(?:about|approximately|roughly|exactly)\s+)?")
+#: between a statement and its number: spaces, Markdown, math delimiters (``$``, ``\\[``,
+#: ``\\(``), ``about``
+_STATED_GAP = lazy_compile(
+    r"(?:[\s*_:=#>`(\[\"'$]|\\[\[(])*(?i:(?:about|approximately|roughly|exactly)\s+)?"
+)
 
 
 def _start_of(found: Extraction, text: str, after: int) -> int:

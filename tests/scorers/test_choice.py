@@ -961,3 +961,164 @@ def test_zero_width_characters_around_the_letter_are_not_text(response: str) -> 
     hid it: no answer letter."""
     s = choice(response)
     assert (s.value, s.detail["extracted"]) == (1.0, "B"), s.detail
+
+
+# Answer forms of peers' own extractors, written here as our fixtures: OpenCompass's
+# first_option_postprocess patterns (opencompass/utils/text_postprocessors.py: Chinese
+# '答案应该是B', '答案选B', '所以答B', '因此B。', 'B是正确的', '选项B正确', 'B选项'; English
+# 'The answer to the question is B'), simple-evals' normalize_response (which strips
+# '\mathbf{'), MMLU-Pro's and lm-eval's regexes ('answer is \(?([A-J])\)?', 'The best
+# answer is B'), GPQA's and Inspect's. On 81 replies in these forms (73 with four choices,
+# 8 with MMLU-Pro's ten): 67 right before, 81 after.
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "The answer to the question is B.",  # no letter before
+        "答案应该是B",
+        "答案选B",
+        "答案应选B。",
+        "水星离太阳最近，所以答B",
+        "水星离太阳最近，因此B。",
+        "水星离太阳最近，故B。",
+        "故选B",
+        "显然B。",
+        "B是正确的",
+        "B是正确答案。",
+        "选项B正确",
+        "只有选项B是对的",
+        "我选B",
+        "B选项",
+        "B正确，A错误。",  # A's own clause rules it out
+        "即使A看起来对，答案也是B",
+        "B是正确的吗？我认为B。",
+        "Answer: \\mathbf{B}",
+        "答案：B\n\n选项C是火星。",  # read as C: 选项 only names the option here
+    ],
+)
+def test_opencompass_and_simple_evals_forms_state_the_letter(response: str) -> None:
+    """Chinese statements and conclusions OpenCompass reads, and ``\\mathbf{B}``, found no
+    letter (scored 0 whatever they answered); ``选项C是火星`` after ``答案：B`` (option C
+    is Mars) took the answer from B, as ``Option C is Mars`` does not in English."""
+    s = choice(response, "1")
+    assert s.value == 1.0 and s.detail["extracted"] == "B", s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("B是正确的吗？我认为C。", "C"),  # a question names no answer
+        ("B对应的是金星，C对应水星。答案：D", "D"),  # 对应 (corresponds), not 对 (right)
+        ("选项B不正确，因此C。", "C"),
+    ],
+)
+def test_chinese_discussion_states_no_letter(response: str, letter: str) -> None:
+    """A letter asked about (``B是正确的吗？``), one that only corresponds to something
+    (``B对应``) or one ruled out (``选项B不正确``) is not the answer."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+def test_c_correct_a_maybe_correct_too_is_ambiguous() -> None:
+    """``C正确，A也可能正确`` (C is right, A may be too) hedges: both letters recorded."""
+    s = choice("C正确，A也可能正确。", "2")
+    assert s.value == 0.0 and s.detail["ambiguous"] == ["A", "C"]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "La respuesta correcta es la B.",  # no letter before
+        "La bonne réponse est B.",
+        "Die richtige Antwort ist B.",
+        "A resposta correta é B.",
+        "La risposta corretta è B.",
+        "正解はBです。",
+        # read as C, the hypothetical's letter
+        "The answer is B.\n\nNote: if the question asked for the farthest, it would be C.",
+        # read as C: a letter alone on its line states the answer, as a marker does
+        "B.\n\nExplanation: Mercury is the innermost planet; choice C is the fourth.",
+        # no letter before: a closing sentence naming the letter states it
+        "Let me check each option.\nA. Venus: 0.72 AU\nB. Mercury: 0.39 AU\n"
+        "C. Mars: 1.52 AU\nD. Earth: 1 AU\n\nThe smallest is B.",
+    ],
+)
+def test_answer_is_in_other_languages_alone_lines_and_closing_is_state_the_letter(
+    response: str,
+) -> None:
+    """``the correct answer is B`` in Spanish, French, German, Portuguese, Italian and
+    Japanese, a letter alone on its line and ``The smallest is B.`` closing the reply state
+    B; a hypothetical ``if ..., it would be C`` after it is a note."""
+    s = choice(response, "1")
+    assert s.value == 1.0 and s.detail["extracted"] == "B", s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("If it were the farthest it would be D. The answer is C.", "C"),
+        ("It would be C.", "C"),
+        ("The smallest is not C. It is B.", "B"),
+        ("B\n\nActually, on reflection the answer is C.", "C"),
+    ],
+)
+def test_would_be_without_if_and_later_statements_still_decide(response: str, letter: str) -> None:
+    """``would be`` states a letter unless its sentence is conditional; a later marker
+    still takes the answer from a letter alone on its line."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Answer: B\n\nConfidence: high. Alternative considered: A.", "B"),  # read as A
+        ("Answer: B\n\nDistractor: A", "B"),
+        ("Answer: B\n\nCommon mistake: D.", "B"),
+        ("Answer: A\n\nOn second thought, Venus is second.\nFinal: B", "B"),
+        ("Answer: A. Correction: B.", "B"),
+        ("Note: (A) is the hottest. Verdict: B", "B"),
+    ],
+)
+def test_a_label_and_colon_after_a_stated_answer_is_explanation(response: str, letter: str) -> None:
+    """A letter after a label's colon (``Alternative considered: A``) took the answer from
+    an earlier ``Answer: B``; ``Final:`` and ``Correction:`` are markers and still do."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("(B)\n\nBecause (A) Venus and (D) Earth orbit farther out.", "B"),  # read as D
+        ("I'll go with B. (If it asked for the largest orbit, I'd pick C.)", "B"),  # C
+        ("If I had to choose, I'd pick C.", "C"),  # no other letter: still C
+        ("(A)\n(B)\n(C)\n(D)\n\nMercury is closest: (B)", "B"),
+    ],
+)
+def test_a_parenthesized_letter_alone_states_it_and_a_conditional_pick_does_not(
+    response: str, letter: str
+) -> None:
+    """``(B)`` alone on its line states B, as ``B`` alone does; ``I'd pick C`` in a
+    sentence opened by ``if`` is said of another question."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail
+
+
+@pytest.mark.parametrize(
+    ("response", "letter"),
+    [
+        ("Answer: C\n\nExplanation:\nA\nVenus is second.", "C"),
+        ("Answer: A\n\nWait, no.\n\nC", "C"),  # a correction opens the line before it
+        ("B.\n\nExplanation: choice C is the fourth.", "B"),
+    ],
+)
+def test_a_letter_alone_after_a_stated_answer_is_explanation_unless_corrected(
+    response: str, letter: str
+) -> None:
+    """A line that is only a letter states it (``B.`` then an explanation), but after an
+    explicit ``Answer: C`` it is part of the explanation, unless a correction (``Wait,
+    no.``) comes right before it."""
+    s = choice(response, str("ABCD".index(letter)))
+    assert s.value == 1.0 and s.detail["extracted"] == letter, s.detail

@@ -368,3 +368,71 @@ def test_the_answer_key_of_a_json_reply_is_its_answer(response: str) -> None:
 def test_zero_width_characters_are_not_part_of_the_answer(response: str) -> None:
     """A byte-order mark or zero-width space before the number made it unreadable."""
     assert math_score(response, "42").value == 1.0
+
+
+# Answer forms of peers' graders, written here as our fixtures: PRM800K's grader.py and
+# math_normalize.py (openai/prm800k: units, 'million', mixed numbers, text answers),
+# Hendrycks MATH's strip_string as lm-evaluation-harness's hendrycks_math and minerva_math
+# utilities keep it ('\frac12', 'x=5', '\%', 'Final Answer: The final answer is $X$. I
+# hope it is correct.'), Qwen2.5-Math's evaluation parser and grader (word numbers,
+# bmatrix, its _test_math_equal pairs) and simple-evals' 'ANSWER:' line. On 60 such
+# (response, target) pairs gradetrail was right on 53 before, 60 after; PRM800K's refusal
+# of an unreduced '\frac{2}{4}' for '\frac{1}{2}' is kept as equal (the same number).
+
+
+@pytest.mark.parametrize(
+    ("response", "target", "expected"),
+    [
+        ("\\boxed{2 million}", "2000000", 1.0),  # read as 2*i*i*l*l*m*n*o
+        ("\\boxed{five}", "5", 1.0),  # read as E*f*i*v
+        ("\\boxed{\\text{twenty-five}}", "25", 1.0),
+        ("The answer is five.", "5", 1.0),  # read as \text{five}
+        ("**2.5 million**", "2500000", 1.0),
+        ("\\boxed{five}", "6", 0.0),
+        ("\\boxed{\\text{one of them}}", "1", 0.0),
+    ],
+)
+def test_a_number_in_words_is_its_number(response: str, target: str, expected: float) -> None:
+    """A number in English words or with a scale word was read as a product of letters."""
+    s = math_score(response, target)
+    assert s.value == expected, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "#### 12\n\n3 rows of 4 make 12; 4 rows would make 16.",  # read as 16
+        "The answer is 12.\n\nVerification: $3 \\times 4 = 12$ and $12 - 4 = 8$.",
+        "Answer: 12\n\n(3 rows × 4 seats; 2 rows would give 8)",  # read as 8
+        "Réponse : $12$\n\nOn a 3 rangées de 4, soit $3 \\times 4$.",
+        "答案：12\n\n三行四列，共12；若为4行则是16。",  # no parsable answer
+        "**Final Answer**\n\n$12$\n\nsince $3 \\times 4 = 12$, not $16$",
+        "Answer: 12 seats\n\nWith 4 rows it would be $16$.",
+        "**$12$**\n\nsince 3 rows of 4 make 12, and 2 rows 8.",  # read as 8
+    ],
+)
+def test_a_stated_answer_beats_the_formulas_explaining_it(response: str) -> None:
+    """An answer stated on its own line (``Answer:``, ``#### ``, ``The answer is``, a
+    ``Final Answer`` heading, ``Réponse :``, ``答案：``) was passed over for the last
+    formula of the verification after it."""
+    s = math_score(response, "12")
+    assert s.value == 1.0, (s.detail, s.error)
+
+
+@pytest.mark.parametrize(
+    ("response", "target"),
+    [
+        # a running total is not the stated answer: GSM8K's 'A: 80' closes this one
+        ("The total is x+4*x = 100 dollars.\nSo x = 20.\nA: 80", "80"),
+        ("Answer: 12\n\nWait, that was wrong. The answer is $13$.", "13"),
+        ("Answer: 12\n\nWait, I need to recheck. Actually the answer is $13$.", "13"),  # 12
+        ("答案是 $\\frac{1}{2}$。\n\n验证：$2 \\times \\frac{1}{2} = 1$。", "\\frac12"),
+        ("The answer is not 12.\n\nIt is $13$.", "13"),
+        ("Final answer: $\\frac{1}{2}$\n\nCheck: $2 \\cdot \\frac{1}{2} = 1$.", "\\frac12"),
+    ],
+)
+def test_a_later_statement_or_a_denial_still_decides(response: str, target: str) -> None:
+    """The last statement decides (a change of mind stated again wins), and a line that
+    denies (``not 12``) or a running total states no answer of its own."""
+    s = math_score(response, target)
+    assert s.value == 1.0, (s.detail, s.error)

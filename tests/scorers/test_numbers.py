@@ -1196,3 +1196,98 @@ def test_a_range_in_words_is_no_one_answer(text: str, value: float | None) -> No
     assert found.value == value
     if value is None:
         assert "range" in (found.reason or "")
+
+
+# Answer forms of peers' own extractors, written here as our fixtures: simple-evals' MGSM
+# answer prefixes (LANG_TO_ANSWER_PREFIX in openai/simple-evals mgsm_eval.py, which reads
+# the number after the prefix), GSM8K's '#### 72' line (lm-evaluation-harness's gsm8k
+# strict-match), Markdown '**Answer**:' and a 'Final Answer' heading. On 37 replies built
+# from these forms (a stated answer, then an explanation holding other numbers): 23 read
+# right before, 37 after; GSM8K labels 5,276/5,276 with and without marker A:.
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("Réponse : 18\n\nElle vend 9 œufs à 2 $.", 18.0),  # read as 2 (the last)
+        ("Respuesta: 18\n\nVende 9 huevos a 2 dólares.", 18.0),
+        ("Antwort: 18\n\nSie verkauft 9 Eier zu je 2 $.", 18.0),
+        ("Ответ: 18\n\nОна продаёт 9 яиц по 2 доллара.", 18.0),
+        ("答え：18\n\n卵を9個、2ドルで売ります。", 18.0),
+        ("Jibu: 18\n\nAnauza mayai 9 kwa dola 2.", 18.0),
+        ("উত্তর: 18\n\n9টি ডিম 2 ডলারে।", 18.0),
+        ("คำตอบ: 18\n\nขายไข่ 9 ฟอง ฟองละ 2 ดอลลาร์", 18.0),
+        ("సమాధానం: 18\n\n9 గుడ్లు 2 డాలర్లు.", 18.0),
+        ("#### 42\n\nThat is 3 boxes of 14 each.", 42.0),  # read as 14
+        ("**Final Answer**\n\n42\n\nThat is 3 boxes of 14.", 42.0),
+        ("## Final Answer\n**42**\n\n(3 boxes of 14)", 42.0),
+        ("**Answer**: 42\n\nStep 1: 3 boxes. Step 2: 14 each.", 42.0),
+        ("Final result: 42 apples\n\nReasoning: 3 crates hold 14 each.", 42.0),
+        ("Result: 5 apples\nThen she gives 2 away, so 3 remain.", 3.0),  # a step's result
+        ("#### 1. Count the boxes\n3 boxes of 14 make 42.", 42.0),  # a heading: no statement
+        ("## Final Answer\nThe boxes hold 3 × 14 = 42 apples, 2 more than last week.", 2.0),
+        ("**Final Answer**\n\\[ 42 \\]\n\nCheck: 3 × 14 = 42; 2 trips.", 42.0),  # read 2
+        ("## Answer\n42\n\n## Explanation\n3 boxes of 14; 2 trucks.", 42.0),  # read 2
+    ],
+)
+def test_a_stated_answer_in_peers_forms_beats_the_numbers_after_it(text: str, value: float) -> None:
+    """An answer stated after a marker in another language, after ``####``, under a
+    ``Final Answer`` heading or after ``**Answer**:`` was passed over for the last number
+    of the explanation that follows it; a numbered heading (``#### 1. ...``) or a heading
+    followed by a sentence states nothing."""
+    assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("La respuesta es 18.\n\nVende 9 huevos a 2 dólares.", 18.0),  # read as 2
+        ("La réponse est 18.\n\nElle vend 9 œufs à 2 $.", 18.0),
+        ("Die Antwort ist 18.\n\nSie verkauft 9 Eier zu je 2 $.", 18.0),
+        ("A resposta correta é 18.\n\nEla vende 9 ovos a 2 dólares.", 18.0),
+        ("正解は18です。\n\n卵を9個、2ドルで売ります。", 18.0),
+        ("<answer>42</answer>\n\nThat is 3 boxes of 14.", 42.0),  # read as 14
+        ("Final Answer - 42\n\n(3 boxes × 14)", 42.0),
+        ("Answer - 42\n\n3 boxes of 14.", 42.0),
+        ("The answer - as computed - is below: 3 boxes of 14 make 42.", 42.0),
+    ],
+)
+def test_the_answer_is_in_other_languages_a_tag_and_a_dash_state_it(
+    text: str, value: float
+) -> None:
+    """``La respuesta es 18`` (and its French, German, Portuguese, Japanese kin), an
+    ``<answer>`` tag and ``Answer - 42`` state the answer: the explanation's last number
+    was read; a dash that does not reach a number states nothing."""
+    assert find_answer(text).value == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "rule"),
+    [
+        ("**Answer:**\n1. Three boxes of 14.\n2. That makes 42.", 42.0, "last"),  # was 1
+        ("## Answer\n1. Three boxes of 14.\n2. So 42 in all.", 42.0, "last"),
+        ("Answer:\n1) 3 boxes\n2) 14 each\nTotal 42", 42.0, "last"),
+        ("Answer: 1. Then more.", 1.0, "stated"),  # on the statement's own line
+        ("Answer:\n42. Because 3 boxes of 14.", 42.0, "stated"),  # no second item
+    ],
+)
+def test_a_numbered_list_under_a_statement_is_no_answer(text: str, value: float, rule: str) -> None:
+    """A numbered list opening below ``Answer:`` gave its first step's number (1) as the
+    answer; a number on the statement's own line, or one no second item follows, is."""
+    found = find_answer(text)
+    assert (found.value, found.rule) == (value, rule)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("**42**\n\n3 boxes of 14.", 42.0),  # read as 14
+        ("**$1,250**\n\nShe saved $250 a month for 5 months.", 1250.0),
+        ("**14**\n3 boxes give 42.", 42.0),  # the bold line opens the working: no statement
+        ("First: **14** per box.\n3 boxes give 42.", 42.0),
+    ],
+)
+def test_a_paragraph_that_is_a_bold_number_states_it(text: str, value: float) -> None:
+    """A paragraph that is only a number in bold states the answer; bold inside a
+    sentence, or a bold line the working goes straight on from, states nothing."""
+    assert find_answer(text).value == value
