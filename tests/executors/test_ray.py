@@ -28,10 +28,12 @@ from run_support import count_lines, drain_logged, only_run_dir, wait_until
 
 import gradetrail
 from gradetrail.cache.store import ResponseCache
+from gradetrail.executors.budget import worst_case_usd
 from gradetrail.executors.ray import RayExecutor, RayOptions
 from gradetrail.executors.ray_pool import RayPool
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import make_provider
+from gradetrail.rundir.spending import SpendingLog
 from gradetrail.testing import FakeClock
 
 SECRET = "sk-ray-SECRET-7f3a9c1e5b"
@@ -466,6 +468,56 @@ def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
         assert cache.stats().entries == 200
     finally:
         cache.close()
+
+
+def test_attempts_a_killed_worker_held_count_at_their_worst_case_under_a_budget(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """Under run.max_cost_usd, SIGKILL of a worker while the server holds its requests:
+    the provider got each of them and may finish and bill it (as one cut off by its
+    timeout), so each lost attempt counts at its worst case, in this run and in the
+    record later runs read, beside what the retries paid. Before, a lost attempt's
+    reservation went to its retry and was settled at the retry's cost: 8 requests the
+    server held counted $0, and a run near its ceiling could pass it by their cost."""
+    srv.configure(latency=0.05, faults=[{"kind": "hold", "after": 40}])
+    root = driver_dir / "kill-budget"
+    price = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+    spec = gsm8k_spec(
+        root, srv, "openai_compatible", limit=120, api_key_env=keyed, price=price,
+        params={"max_tokens": 300}, run={"max_cost_usd": 5.0},
+    )  # fmt: skip
+    plan = gradetrail.plan_run(spec)
+    worst = {p.request.prompt: worst_case_usd(plan.provider, p.request) for p in plan.prepared}
+    provider = make_provider(spec.model, spec.base_dir)
+    provider.check_ready()
+    executor = RayExecutor(
+        provider,
+        RetryPolicy(max_retries=3, base_delay_s=0.1),
+        16,
+        options=RayOptions(address=cluster.address, workers=2),
+    )
+    killed: list[int] = []
+
+    def on_row(row: Any, tally: Any) -> None:
+        if tally.rows == 40 and not killed:  # the 40 answered: the rest are held
+            victim = executor.pool.stats()[0].pid
+            killed.append(victim)
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: _gone(victim), what=f"worker {victim} gone")
+            srv.release()
+
+    result = _run(spec, root, executor, on_row=on_row)
+    rows = gradetrail.read_results(result.run_dir)
+    assert killed and result.manifest.counts == {"scored": 120}
+    lost = sum(w["lost"] for w in result.manifest.executor["per_worker"])
+    assert 1 <= lost <= 16
+    retried = [worst[r["prompt"]] for r in rows if r["attempts"] > 1]
+    assert len(retried) == lost
+    budget = result.manifest.executor["budget"]
+    assert budget["unsettled_usd"] == pytest.approx(math.fsum(retried))
+    assert budget["spent_usd"] == pytest.approx(math.fsum(r["cost_usd"] for r in rows))
+    recorded = SpendingLog(result.run_dir).read()
+    assert recorded.calls_in_flight == lost
 
 
 def _gone(pid: int) -> bool:
