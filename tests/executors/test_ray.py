@@ -138,6 +138,47 @@ def test_ray_gives_the_same_answer_as_local_from_both_nodes_and_writes_no_key(
         assert grep_tree(temp_dir, SECRET.encode()) == []
 
 
+def test_a_judged_run_of_three_epochs_writes_the_local_bytes_on_ray(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """30 GSM8K samples x 3 epochs, each judged (priced), every call in flight at once
+    with random latencies: the three epochs of a sample answer alike, so they make one
+    judge request, and epoch 1's row pays it on Ray as locally (rows equal but for
+    latency, same manifest totals). Before: the epoch whose response landed first paid,
+    and 46 of the 90 rows differed between the two executors."""
+    srv.configure(latency="uniform:0,0.3", script=[{"contains": "Grade this", "reply": "GRADE: C"}])
+    rows, manifests = {}, {}
+    for kind, executor in (("local", None), ("ray", RayOptions(cluster.address, workers=2))):
+        root = driver_dir / f"epochs-{kind}"
+        spec = gsm8k_spec(
+            root, srv, "openai_compatible", limit=30, api_key_env=keyed,
+            price={"input_per_mtok": 1.0, "output_per_mtok": 2.0},
+            run={"concurrency": 96, "epochs": 3},
+        )  # fmt: skip
+        raw = yaml.safe_load(Path(spec.source).read_text())
+        (root / "judge.j2").write_text("Grade this answer to {{ prompt }}: {{ response }}\n")
+        judge = {
+            **raw["model"],
+            "name": "judge",
+            "price": {"input_per_mtok": 3.0, "output_per_mtok": 5.0},
+        }
+        raw["scorer"] = {"type": "judge", "file": "judge.j2", "model": judge}
+        Path(spec.source).write_text(yaml.safe_dump(raw, sort_keys=False))
+        result = _run(gradetrail.load_spec(spec.source), root, executor)
+        rows[kind], manifests[kind] = _rows(result.run_dir), result.manifest
+    assert manifests["local"].counts == {"scored": 90}
+    assert manifests["ray"].executor["nodes"] == 2
+    paid = [
+        "".join(str(int(not r["scorer"]["verdicts"][0]["cached"])) for r in rows[kind])
+        for kind in rows
+    ]
+    assert paid == ["100" * 30, "100" * 30]
+    assert rows["ray"] == rows["local"]
+    for name in SAME:
+        assert getattr(manifests["ray"], name) == getattr(manifests["local"], name), name
+    assert manifests["ray"].judge.calls == 30
+
+
 APP = {
     "__init__.py": "",
     "helpers.py": "def answer_for(prompt):\n    return prompt.rsplit('=', 1)[1].strip()\n",
