@@ -268,6 +268,51 @@ def test_python_provider_module_and_judge_run_on_a_node_that_cannot_see_them(
     assert sum(served) == 80  # 40 model calls and 40 judge calls
 
 
+SIDEAPP = """\
+import ray
+from sidehelpers import answer_for
+
+from gradetrail import Response
+
+
+def answer(request):
+    node = ray.get_runtime_context().get_node_id()
+    return Response(text="A: " + answer_for(request.prompt), served_model=node)
+"""
+
+
+def test_a_module_beside_the_spec_ships_the_modules_it_imports_from_there(
+    cluster: RunningCluster, driver_dir: Path
+) -> None:
+    """``model.function: sideapp:answer``, a single-file module beside the spec that
+    imports ``sidehelpers`` (another file beside it, not a package), as runs locally: on
+    the node that cannot see the driver's files too, every row is scored. Before: only
+    sideapp.py was shipped, and the run stopped with 'the Ray workers could not start:
+    ModuleNotFoundError: No module named 'sidehelpers'', exit 1."""
+    root = driver_dir / "beside"
+    root.mkdir()
+    (root / "sideapp.py").write_text(SIDEAPP)
+    (root / "sidehelpers.py").write_text(
+        "def answer_for(prompt):\n    return str(2 * int(prompt))\n"
+    )
+    (root / "data.jsonl").write_text("".join(f'{{"id": "q{i}", "q": {i}}}\n' for i in range(20)))
+    spec_path = root / "spec.yaml"
+    spec = {
+        "name": "beside",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "{{ q * 2 }}",
+        "model": {"provider": "python", "name": "app", "function": "sideapp:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+        "run": {"concurrency": 8},
+    }
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = _run(gradetrail.load_spec(spec_path), root, RayOptions(cluster.address, workers=2))
+    assert result.manifest.counts == {"scored": 20}
+    assert result.manifest.score.mean == 1.0
+    assert len(result.manifest.served_models) == 2  # both nodes answered
+
+
 LOCKED = """\
 import threading
 
