@@ -30,6 +30,8 @@ INSTALL_HINT = "pip install 'gradetrail[ray]'"
 CONNECT_TIMEOUT_S = 20.0
 #: object store of a local Ray started on demand: provider calls move kilobytes
 LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024
+#: characters of a Ray error's message an error line quotes at most
+MESSAGE_CHARS = 400
 #: ``HOST:PORT`` of a cluster's head (GCS), as ``--address`` takes it
 HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})$")
 
@@ -180,7 +182,13 @@ def _bounded(fn: Callable[[], Any], timeout_s: float, where: str) -> None:
             "(`ray status` on the head node prints it)"
         )
     if outcome.error is not None:
-        raise UsageError(f"cannot connect to {where}: {first_line(outcome.error)}") from None
+        reason = first_line(outcome.error)
+        if reason.startswith("Version mismatch"):  # Ray's check_version_info
+            reason += (
+                "; run gradetrail with the cluster's Ray and Python versions (the same "
+                "patch release), or start the cluster with this machine's"
+            )
+        raise UsageError(f"cannot connect to {where}: {reason}") from None
 
 
 def check_address(address: str, source: str = "--address") -> None:
@@ -324,6 +332,13 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (its type's name when it has none)."""
+    """The first line of ``exc``'s message (its type's name when it has none); when that
+    line only introduces the next ones (it ends with a colon: Ray's ``Version mismatch:
+    The cluster was started with:`` and the versions below it), the lines it introduces
+    too, joined into one (at most :data:`MESSAGE_CHARS` characters)."""
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    if not lines[0].endswith(":") or len(lines) == 1:
+        return lines[0]
+    joined = " ".join(lines)
+    return joined if len(joined) <= MESSAGE_CHARS else joined[: MESSAGE_CHARS - 3] + "..."

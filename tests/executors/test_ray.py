@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -738,6 +739,32 @@ def test_unreachable_address_is_one_line_exit_2(cli, gsm8k_copy: Path, server) -
     assert out.exit_code == 2
     assert f"{http} does not answer as a Ray cluster (GCS) does" in out.stderr
     assert not (gsm8k_copy.parent / "results").exists()
+
+
+def test_a_cluster_of_another_ray_version_is_one_line_naming_both_exit_2(
+    cluster: RunningCluster, driver_dir: Path, gsm8k_copy: Path
+) -> None:
+    """A driver whose Ray version differs from the cluster's (this process's Ray made to
+    say 2.0.0): one line quoting both versions and the fix, exit 2. Before: 'Version
+    mismatch: The cluster was started with:' and nothing after it (the versions are on
+    Ray's next lines)."""
+    code = (
+        "import sys, ray; ray.__version__ = '2.0.0'; from gradetrail.cli import main; "
+        "sys.argv[0] = 'gradetrail'; main()"
+    )
+    cmd = [sys.executable, "-c", code, "run", str(gsm8k_copy), "--executor", "ray"]
+    cmd += ["--address", cluster.address, "--cache", str(gsm8k_copy.parent / "c.db")]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=ray_env(), timeout=120)
+    assert out.returncode == 2, out.stderr
+    line = out.stderr.strip().splitlines()[0]
+    python = ".".join(map(str, sys.version_info[:3]))
+    assert line == (
+        f"error: cannot connect to the Ray cluster at {cluster.address}: Version mismatch: "
+        f"The cluster was started with: Ray: {version('ray')} Python: {python} This process "
+        f"on node 127.0.0.2 was started with: Ray: 2.0.0 Python: {python}; run gradetrail "
+        "with the cluster's Ray and Python versions (the same patch release), or start the "
+        "cluster with this machine's"
+    )
 
 
 def test_ray_address_from_the_environment_is_checked_as_address_is(
