@@ -314,6 +314,54 @@ def test_a_module_beside_the_spec_ships_the_modules_it_imports_from_there(
     assert len(result.manifest.served_models) == 2  # both nodes answered
 
 
+FARAPP = """\
+import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).parent / "lib"))  # beside the driver's copy only
+import farlib  # noqa: E402
+
+
+def answer(request):
+    return farlib.ANSWER
+"""
+
+
+def test_code_the_workers_cannot_import_is_one_line_exit_2(
+    cluster: RunningCluster, driver_dir: Path, cli
+) -> None:
+    """A python provider whose module imports code from a directory it adds to sys.path
+    itself (not shipped, not installed on the nodes): one line naming the module the
+    workers cannot import and the fix, exit 2. Before: 'the Ray workers could not start:
+    ModuleNotFoundError: ...', exit 1, as for a failure of Ray's own."""
+    root = driver_dir / "far"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "farlib.py").write_text("ANSWER = 'A: 1'\n")
+    (root / "farapp.py").write_text(FARAPP)
+    (root / "data.jsonl").write_text('{"id": "q1", "q": "1"}\n')
+    spec = {
+        "name": "far",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "1",
+        "model": {"provider": "python", "name": "app", "function": "farapp:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+    }
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = cli(
+        "run", str(root / "spec.yaml"), "--executor", "ray", "--address", cluster.address,
+        "--cache", str(root / "c.db"), "--results-root", str(root / "results"),
+    )  # fmt: skip
+    assert out.exit_code == 2, out.stderr
+    line = out.stderr.strip().splitlines()[0]
+    assert line == (
+        "error: the Ray workers cannot import a python provider's code "
+        "(ModuleNotFoundError: No module named 'farlib'): install it on every node of the "
+        "cluster, or keep it in model.function's package or beside its module (docs/ray.md)"
+    )
+    assert "Unhandled error" not in out.stderr  # each worker registered once, and read
+
+
 LOCKED = """\
 import threading
 
