@@ -304,7 +304,8 @@ class RayPool:
         """Close the workers' providers, end the workers, and disconnect (a local Ray we
         started ends with it). Idempotent."""
         boot, self._boot = self._boot, None
-        if boot is None:
+        if boot is None:  # never started (Ray missing, a provider that does not pickle)
+            await self.cluster.disconnect()
             return
         with contextlib.suppress(Exception):  # it failed: nothing to close but the connection
             await asyncio.wrap_future(boot)

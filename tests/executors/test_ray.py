@@ -846,11 +846,18 @@ def test_missing_ray_names_the_extra_and_a_cached_run_never_imports_it(
 ) -> None:
     """Without Ray: one line naming pip install 'gradetrail[ray]', exit 2. With every
     response cached, --executor ray never imports Ray (so it succeeds without it) and
-    says Ray was not started."""
+    says Ray was not started. The environment a local Ray would have had is not left
+    behind (before: RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 stayed in os.environ, and every
+    process started later, a `ray start --address` of the user's or of the next test's
+    cluster, refused to join: 'Multi-node Ray clusters are not supported')."""
+    for name in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     out = cli("run", str(gsm8k_copy), "--executor", "ray")
     assert out.exit_code == 2
     assert out.stderr.strip() == "error: --executor ray needs Ray; pip install 'gradetrail[ray]'"
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ
+    assert "RAY_USAGE_STATS_ENABLED" not in os.environ
     assert cli("run", str(gsm8k_copy)).exit_code == 0  # fills the cache locally
     out = cli("run", str(gsm8k_copy), "--executor", "ray", "--address", "127.0.0.2:1")
     assert out.exit_code == 0, out.stderr
