@@ -155,10 +155,15 @@ class ProviderError(GradetrailError):
             refused on this side (a :class:`~gradetrail.providers.base.Response`: a served
             model other than the requested one under ``require_served_model``), or None
             when nothing was billed. Its tokens and cost (USD) stay on the error row.
+        maybe_billed: True when the request reached the provider and its answer was lost
+            on this side (the Ray worker holding the call died): the provider may still
+            finish it and bill it, and will never say, as for an attempt cut off by its
+            timeout. ``run.max_cost_usd`` counts such an attempt at its worst case.
     """
 
     transient: bool = False
     billed: Any = None
+    maybe_billed: bool = False
 
     def __init__(
         self,

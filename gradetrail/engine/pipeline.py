@@ -16,6 +16,7 @@ from gradetrail._util.bounded import BoundedCalls, CallAborted, CallTimedOut
 from gradetrail._util.terminal import one_line
 from gradetrail.conversation.transcript import Transcript
 from gradetrail.engine.agent import converse, single_turn
+from gradetrail.engine.epoch_order import EpochOrder
 from gradetrail.engine.rendering import Prepared
 from gradetrail.errors import GradetrailError, ProviderError
 from gradetrail.executors.calls import Calls
@@ -53,6 +54,9 @@ class SampleContext:
             (see :mod:`gradetrail.scorers.reasoning`).
         artifacts: writes the files a python app hands back into the run directory, or
             None (outside a run: the row then records no artifact).
+        order: a sample's epochs that answered alike reach the scorer in epoch order (so
+            the same one pays for a judge's request, whatever order responses land in),
+            or None (one epoch, or a scorer that calls no model).
     """
 
     calls: Calls
@@ -61,6 +65,7 @@ class SampleContext:
     refusals: str = "score"
     reasoning_tags: tuple[str, ...] = ()
     artifacts: Artifacts | None = None
+    order: EpochOrder | None = None
 
     @property
     def cache(self) -> ResponseCache | None:
@@ -86,7 +91,20 @@ async def process(
     :class:`~gradetrail.rundir.results.SampleResult`): the response from the cache
     (``hit``, when the caller read it already; ``missed`` when that read found none),
     else from the executor (with the run's retry policy, cached on success), then scored.
-    With an agent loop every turn goes that way (:func:`gradetrail.engine.agent.converse`)."""
+    With an agent loop every turn goes that way (:func:`gradetrail.engine.agent.converse`).
+    With ``ctx.order`` the row is scored after the sample's earlier epochs that answered
+    alike (:class:`~gradetrail.engine.epoch_order.EpochOrder`)."""
+    order = ctx.order
+    if order is None:
+        return await _process(item, ctx, hit, missed)
+    order.begin(item.sample.index, item.epoch)
+    try:
+        return await _process(item, ctx, hit, missed)
+    finally:
+        order.end(item.sample.index, item.epoch)
+
+
+async def _process(item: Prepared, ctx: SampleContext, hit: Response | None, missed: bool) -> Row:
     if item.agent is not None:
         talk = await converse(
             item.agent,
@@ -128,6 +146,8 @@ async def process(
         app := _app_input(response),
     )
     scorer = ctx.scorer
+    if ctx.order is not None:  # the lowest epoch answering alike pays the judge
+        await ctx.order.answered(item.sample.index, item.epoch, (text, response.tool_calls))
     if response.refused and ctx.refusals == "exclude":
         score = refusal_excluded(response)
         return _scored_row(item, prompt, response, score, cached, attempts, transcript)

@@ -27,6 +27,7 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path, retry_advice
 from gradetrail.datasets import Sample, Samples, load_samples
+from gradetrail.engine.epoch_order import EpochOrder
 from gradetrail.engine.failfast import FailFast, QuotaExhausted, check_quota
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
@@ -362,6 +363,9 @@ def run_eval(
                         refusals=spec.run.refusals,
                         reasoning_tags=tuple(getattr(spec.scorer, "reasoning_tags", ())),
                         artifacts=Artifacts(run_dir),
+                        order=EpochOrder()
+                        if spec.run.epochs > 1 and plan.scorer.calls_models
+                        else None,
                     )
                     run = _Run(plan, run_dir, context, inflight, batch, budget, progress)
                     driving = True

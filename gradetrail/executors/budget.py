@@ -34,8 +34,9 @@ model under ``model.require_served_model``) counts as paid, online and in batche
 OSError: the disk full), its response still goes on to the cache and no call starts after
 it. An online call's reservation is recorded before it starts (``on_reserve``) and closed
 when it ends with an outcome: one killed, cancelled or crashed in flight may have been
-billed, so later runs count it at its worst case. So is an attempt cut off by its timeout
-(the server may finish it and bill it, and never says): it stays counted at its worst case,
+billed, so later runs count it at its worst case. So is an attempt cut off by its timeout,
+or lost with the Ray worker that held it (the server may finish it and bill it, and never
+says): it stays counted at its worst case,
 in this run and in later ones, and the attempt that retries it reserves its own worst case
 first (when that does not fit, the call stops there: the run stops starting calls).
 """
@@ -429,13 +430,20 @@ def _paid(outcome: CallOutcome, reserved: float) -> float | None:
 
 
 def _cut_off(outcome: CallOutcome) -> int:
-    """How many of ``outcome``'s attempts were cut off by their timeout: the retried ones
-    that timed out, and the last one when its error is a timeout (an outcome of more
-    attempts than retried ones ended on an attempt; the per-sample ceiling's own timeout
-    reached after another error counts too: a bound, never less)."""
-    cut = sum(isinstance(a.error, ProviderTimeout) for a in outcome.retried)
+    """How many of ``outcome``'s attempts were cut off by their timeout (or lost with their
+    Ray worker): the retried ones that were, and the last one when its error is one (an
+    outcome of more attempts than retried ones ended on an attempt; the per-sample
+    ceiling's own timeout reached after another error counts too: a bound, never less)."""
+    cut = sum(_cut_off_one(a.error) for a in outcome.retried)
     last = outcome.attempts > len(outcome.retried)
-    return cut + (last and isinstance(outcome.error, ProviderTimeout))
+    return cut + (last and _cut_off_one(outcome.error))
+
+
+def _cut_off_one(error: BaseException | None) -> bool:
+    """Whether an attempt that failed with ``error`` may have been billed without a
+    word: cut off by its timeout, or lost with the Ray worker that held it
+    (:attr:`~gradetrail.errors.ProviderError.maybe_billed`)."""
+    return isinstance(error, ProviderTimeout) or bool(getattr(error, "maybe_billed", False))
 
 
 class BudgetedExecutor(Executor):
@@ -467,10 +475,11 @@ class BudgetedExecutor(Executor):
         does not fit beside theirs), call, settle with its cost: the response's, and what
         attempts were billed for before they were refused on this side (:func:`_paid`:
         a served model other than the requested one under ``model.require_served_model``).
-        A failed attempt is not billed by either API, but one cut off by its timeout may
-        be: its reservation stays counted (:meth:`Budget.keep_unsettled`), and the attempt
-        that retries it reserves its own worst case first. An executor that retries
-        elsewhere (Ray) reports its attempts at the end: those cut off are counted then.
+        A failed attempt is not billed by either API, but one cut off by its timeout (or
+        lost with the Ray worker that held it) may be: its reservation stays counted
+        (:meth:`Budget.keep_unsettled`), and the attempt that retries it reserves its own
+        worst case first. An executor that retries elsewhere reports its attempts at the
+        end: those cut off are counted then.
 
         Raises:
             BudgetExhausted: the call would not fit under the ceiling (not made), or a
@@ -487,7 +496,7 @@ class BudgetedExecutor(Executor):
             heard = True
             if on_attempt is not None:
                 on_attempt(number, attempt)
-            if not isinstance(attempt.error, ProviderTimeout) or not current:
+            if not _cut_off_one(attempt.error) or not current:
                 return
             budget.keep_unsettled(current.pop())
             if attempt.backoff_s is not None:  # retried: its own worst case, or no retry

@@ -30,6 +30,11 @@ INSTALL_HINT = "pip install 'gradetrail[ray]'"
 CONNECT_TIMEOUT_S = 20.0
 #: object store of a local Ray started on demand: provider calls move kilobytes
 LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024
+#: the environment of a local Ray started on demand: single-node (it advertises the
+#: loopback address) and no usage statistics; a variable the user set is left as it is
+LOCAL_ENV = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED")
+#: characters of a Ray error's message an error line quotes at most
+MESSAGE_CHARS = 400
 #: ``HOST:PORT`` of a cluster's head (GCS), as ``--address`` takes it
 HOST_PORT = re.compile(r"^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(?P<port>\d{1,5})$")
 
@@ -56,6 +61,17 @@ class RayCluster:
         self.owns_connection = False
         self.address: str | None = None
         self.connect_s: float | None = None
+        #: the variables of LOCAL_ENV this process's environment had not, set by check()
+        self._set_env: set[str] = set()
+
+    def _local_env_done(self) -> None:
+        """Take the variables :meth:`check` set for a local Ray out of the environment
+        again, once its processes have them: left there, every process started later from
+        this one (a user's ``ray start --address``, a second run's cluster) took them, and
+        a worker node refused to start ('Multi-node Ray clusters are not supported')."""
+        for name in self._set_env:
+            os.environ.pop(name, None)
+        self._set_env.clear()
 
     def _address(self) -> str | None:
         return self._option or os.environ.get("RAY_ADDRESS") or None
@@ -77,9 +93,12 @@ class RayCluster:
         address, source = self._address(), self._source()
         if address is None:
             # a local Ray of our own is single-node: it advertises the loopback address
-            # (as Ray does on macOS), so nothing on the network reaches it or is reached
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            # (as Ray does on macOS), so nothing on the network reaches it or is reached;
+            # set for Ray's import and its processes' start only (see _local_env_done)
+            for name in LOCAL_ENV:
+                if name not in os.environ:
+                    os.environ[name] = "0"
+                    self._set_env.add(name)
         else:
             check_address(address, source)
         ray = import_ray()
@@ -134,6 +153,7 @@ class RayCluster:
             except Exception as exc:
                 raise UsageError(f"cannot start a local Ray: {first_line(exc)}") from None
             finally:
+                self._local_env_done()
                 if previous is not None and threading.current_thread() is threading.main_thread():
                     signal.signal(signal.SIGTERM, previous)
             return
@@ -143,6 +163,7 @@ class RayCluster:
     async def disconnect(self) -> None:
         """Forget the connection, and end it when :meth:`connect` made it (a local Ray
         started here ends with it). Idempotent."""
+        self._local_env_done()  # never connected (a failed start): set all the same
         ray, self.ray = self.ray, None
         if ray is not None and self.owns_connection:
             self.owns_connection = False
@@ -180,7 +201,13 @@ def _bounded(fn: Callable[[], Any], timeout_s: float, where: str) -> None:
             "(`ray status` on the head node prints it)"
         )
     if outcome.error is not None:
-        raise UsageError(f"cannot connect to {where}: {first_line(outcome.error)}") from None
+        reason = first_line(outcome.error)
+        if reason.startswith("Version mismatch"):  # Ray's check_version_info
+            reason += (
+                "; run gradetrail with the cluster's Ray and Python versions (the same "
+                "patch release), or start the cluster with this machine's"
+            )
+        raise UsageError(f"cannot connect to {where}: {reason}") from None
 
 
 def check_address(address: str, source: str = "--address") -> None:
@@ -324,6 +351,13 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    """The first line of ``exc``'s message (its type's name when it has none)."""
+    """The first line of ``exc``'s message (its type's name when it has none); when that
+    line only introduces the next ones (it ends with a colon: Ray's ``Version mismatch:
+    The cluster was started with:`` and the versions below it), the lines it introduces
+    too, joined into one (at most :data:`MESSAGE_CHARS` characters)."""
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    if not lines[0].endswith(":") or len(lines) == 1:
+        return lines[0]
+    joined = " ".join(lines)
+    return joined if len(joined) <= MESSAGE_CHARS else joined[: MESSAGE_CHARS - 3] + "..."

@@ -111,10 +111,12 @@ class WorkerLink:
             out = await self._attempt(call_id, slot, request)
         except _Lost as exc:
             stats.lost += 1
-            raise ProviderConnectionError(
+            error = ProviderConnectionError(
                 f"Ray worker {stats.index} (pid {stats.pid} on {stats.host}) was lost during "
                 f"the call: {exc.cause}"
-            ) from None
+            )
+            error.maybe_billed = True  # the request may have reached the provider
+            raise error from None
         finally:
             self.in_flight -= 1
         stats.served += 1

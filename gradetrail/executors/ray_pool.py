@@ -189,7 +189,8 @@ class RayPool:
         """The workers, started on first use (in the background since :meth:`prestart`).
 
         Raises:
-            UsageError: Ray is missing or the cluster unreachable.
+            UsageError: Ray is missing, the cluster unreachable, or the workers cannot
+                import a provider's code.
             RunError: the workers did not start within :data:`START_TIMEOUT_S`.
         """
         if self._workers is not None:
@@ -213,8 +214,11 @@ class RayPool:
                     boot = await self._restart(boot)
                 handles = boot.handles
                 for refs, handle in zip(boot.registered, handles, strict=True):
-                    refs += [self._register(handle, i, s) for i, s in enumerate(self._slots)][
-                        len(refs) :
+                    known = len(refs)  # the slots added since the start (a judge)
+                    refs += [
+                        self._register(handle, i, s)
+                        for i, s in enumerate(self._slots)
+                        if i >= known
                     ]
                 infos = await asyncio.gather(*(asyncio.gather(*refs) for refs in boot.registered))
         except TimeoutError:
@@ -228,6 +232,12 @@ class RayPool:
         except self._ray_errors() as exc:
             for handle in handles:
                 self.cluster.ray.kill(handle)
+            if isinstance(getattr(exc, "cause", None), ImportError):  # the user's setup
+                raise UsageError(
+                    f"the Ray workers cannot import a python provider's code "
+                    f"({failure_reason(exc)}): install it on every node of the cluster, or "
+                    "keep it in model.function's package or beside its module (docs/ray.md)"
+                ) from None
             raise RunError(f"the Ray workers could not start: {failure_reason(exc)}") from None
         now = time.perf_counter()
         self.start_s, self.waited_s = now - self._began, now - waited
@@ -294,7 +304,8 @@ class RayPool:
         """Close the workers' providers, end the workers, and disconnect (a local Ray we
         started ends with it). Idempotent."""
         boot, self._boot = self._boot, None
-        if boot is None:
+        if boot is None:  # never started (Ray missing, a provider that does not pickle)
+            await self.cluster.disconnect()
             return
         with contextlib.suppress(Exception):  # it failed: nothing to close but the connection
             await asyncio.wrap_future(boot)

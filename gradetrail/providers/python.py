@@ -99,19 +99,24 @@ class PythonProvider(Provider):
 
     def shipped_modules(self) -> list[Path]:
         """The function's top-level package directory (or its module file, for a
-        top-level module), unless it is installed (under ``sys.prefix``): what Ray workers
-        need to import it on a node that cannot see this machine's files."""
+        top-level module), and every other top-level module or package imported so far
+        from the same directory (``helpers.py`` beside ``app.py``, which ``app`` imports),
+        unless installed (under ``sys.prefix``): what Ray workers need to import the
+        function on a node that cannot see this machine's files. gradetrail itself is
+        never shipped (every node has it installed)."""
         fn = self._resolve()
-        top = sys.modules.get(fn.__module__.partition(".")[0])
-        paths = list(getattr(top, "__path__", None) or ())
-        where = Path(paths[0] if len(paths) == 1 else getattr(top, "__file__", None) or "")
-        if not where.name or not where.exists():
+        top_name = fn.__module__.partition(".")[0]
+        where = _local_code(sys.modules.get(top_name))
+        if where is None:
             return []
-        where = where.resolve()
-        installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
-        if any(where.is_relative_to(p) for p in installed):
-            return []
-        return [where]
+        shipped = {where}
+        for name, module in list(sys.modules.items()):
+            if "." in name or name in (top_name, "__main__", "gradetrail"):
+                continue
+            path = _local_code(module)
+            if path is not None and path.parent == where.parent:
+                shipped.add(path)
+        return sorted(shipped)
 
     def wants_row(self) -> bool:
         """True when the function takes the sample's row too: ``answer(request, row)`` (a
@@ -430,3 +435,19 @@ def _checked(response: Response) -> Response:
         )
         response = replace(response, tool_calls=normalized)
     return response
+
+
+def _local_code(module: Any) -> Path | None:
+    """Where a top-level ``module`` lives when it is local code a remote worker may lack:
+    its package directory or module file (resolved), or None when it has neither (a
+    built-in, a namespace package over several directories) or is installed (under
+    ``sys.prefix`` or ``sys.base_prefix``)."""
+    paths = list(getattr(module, "__path__", None) or ())
+    where = Path(paths[0] if len(paths) == 1 else getattr(module, "__file__", None) or "")
+    if not where.name or not where.exists():
+        return None
+    where = where.resolve()
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix)}
+    if any(where.is_relative_to(p) for p in installed):
+        return None
+    return where

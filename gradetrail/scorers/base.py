@@ -144,10 +144,14 @@ class Scorer:
             call; False: the runner skips it.
         wants_meta: the scorer reads the response's metadata besides its text (stop
             reason, tokens, cost, latency); the pipeline builds it only then.
+        calls_models: the scorer calls a model through the run's calls (a judge): a
+            sample's epochs that answered alike are then scored in epoch order, so the
+            same row pays for the judge's request in every run.
     """
 
     asynchronous: ClassVar[bool] = False
     checks_rows: ClassVar[bool] = False
+    calls_models: bool = False
     #: the pipeline builds each response's metadata (:attr:`ScoreInput.meta`) for it
     wants_meta: bool = False
 

@@ -532,6 +532,8 @@ class JudgeScorer(Scorer):
         SpecError: the judge file is missing or invalid, or the judge's provider unknown.
     """
 
+    calls_models = True
+
     def __init__(self, spec: EvalSpec) -> None:
         assert isinstance(spec.scorer, JudgeScorerSpec)
         self.spec = spec.scorer

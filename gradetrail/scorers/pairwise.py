@@ -110,6 +110,8 @@ class PairwiseScorer(Scorer):
         SpecError: the judge file or the baseline run directory cannot be used.
     """
 
+    calls_models = True
+
     def __init__(self, spec: EvalSpec) -> None:
         assert isinstance(spec.scorer, PairwiseScorerSpec)
         self.spec = spec.scorer

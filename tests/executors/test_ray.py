@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,12 @@ from run_support import count_lines, drain_logged, only_run_dir, wait_until
 
 import gradetrail
 from gradetrail.cache.store import ResponseCache
+from gradetrail.executors.budget import worst_case_usd
 from gradetrail.executors.ray import RayExecutor, RayOptions
 from gradetrail.executors.ray_pool import RayPool
 from gradetrail.executors.retry import RetryPolicy
 from gradetrail.providers import make_provider
+from gradetrail.rundir.spending import SpendingLog
 from gradetrail.testing import FakeClock
 
 SECRET = "sk-ray-SECRET-7f3a9c1e5b"
@@ -136,6 +139,47 @@ def test_ray_gives_the_same_answer_as_local_from_both_nodes_and_writes_no_key(
         assert grep_tree(temp_dir, SECRET.encode()) == []
 
 
+def test_a_judged_run_of_three_epochs_writes_the_local_bytes_on_ray(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """30 GSM8K samples x 3 epochs, each judged (priced), every call in flight at once
+    with random latencies: the three epochs of a sample answer alike, so they make one
+    judge request, and epoch 1's row pays it on Ray as locally (rows equal but for
+    latency, same manifest totals). Before: the epoch whose response landed first paid,
+    and 46 of the 90 rows differed between the two executors."""
+    srv.configure(latency="uniform:0,0.3", script=[{"contains": "Grade this", "reply": "GRADE: C"}])
+    rows, manifests = {}, {}
+    for kind, executor in (("local", None), ("ray", RayOptions(cluster.address, workers=2))):
+        root = driver_dir / f"epochs-{kind}"
+        spec = gsm8k_spec(
+            root, srv, "openai_compatible", limit=30, api_key_env=keyed,
+            price={"input_per_mtok": 1.0, "output_per_mtok": 2.0},
+            run={"concurrency": 96, "epochs": 3},
+        )  # fmt: skip
+        raw = yaml.safe_load(Path(spec.source).read_text())
+        (root / "judge.j2").write_text("Grade this answer to {{ prompt }}: {{ response }}\n")
+        judge = {
+            **raw["model"],
+            "name": "judge",
+            "price": {"input_per_mtok": 3.0, "output_per_mtok": 5.0},
+        }
+        raw["scorer"] = {"type": "judge", "file": "judge.j2", "model": judge}
+        Path(spec.source).write_text(yaml.safe_dump(raw, sort_keys=False))
+        result = _run(gradetrail.load_spec(spec.source), root, executor)
+        rows[kind], manifests[kind] = _rows(result.run_dir), result.manifest
+    assert manifests["local"].counts == {"scored": 90}
+    assert manifests["ray"].executor["nodes"] == 2
+    paid = [
+        "".join(str(int(not r["scorer"]["verdicts"][0]["cached"])) for r in rows[kind])
+        for kind in rows
+    ]
+    assert paid == ["100" * 30, "100" * 30]
+    assert rows["ray"] == rows["local"]
+    for name in SAME:
+        assert getattr(manifests["ray"], name) == getattr(manifests["local"], name), name
+    assert manifests["ray"].judge.calls == 30
+
+
 APP = {
     "__init__.py": "",
     "helpers.py": "def answer_for(prompt):\n    return prompt.rsplit('=', 1)[1].strip()\n",
@@ -223,6 +267,99 @@ def test_python_provider_module_and_judge_run_on_a_node_that_cannot_see_them(
     assert {reply.rsplit(":", 1)[1] for reply in replies} == {"sees", "blind"}
     served = [w["served"] for w in result.manifest.executor["per_worker"]]
     assert sum(served) == 80  # 40 model calls and 40 judge calls
+
+
+SIDEAPP = """\
+import ray
+from sidehelpers import answer_for
+
+from gradetrail import Response
+
+
+def answer(request):
+    node = ray.get_runtime_context().get_node_id()
+    return Response(text="A: " + answer_for(request.prompt), served_model=node)
+"""
+
+
+def test_a_module_beside_the_spec_ships_the_modules_it_imports_from_there(
+    cluster: RunningCluster, driver_dir: Path
+) -> None:
+    """``model.function: sideapp:answer``, a single-file module beside the spec that
+    imports ``sidehelpers`` (another file beside it, not a package), as runs locally: on
+    the node that cannot see the driver's files too, every row is scored. Before: only
+    sideapp.py was shipped, and the run stopped with 'the Ray workers could not start:
+    ModuleNotFoundError: No module named 'sidehelpers'', exit 1."""
+    root = driver_dir / "beside"
+    root.mkdir()
+    (root / "sideapp.py").write_text(SIDEAPP)
+    (root / "sidehelpers.py").write_text(
+        "def answer_for(prompt):\n    return str(2 * int(prompt))\n"
+    )
+    (root / "data.jsonl").write_text("".join(f'{{"id": "q{i}", "q": {i}}}\n' for i in range(20)))
+    spec_path = root / "spec.yaml"
+    spec = {
+        "name": "beside",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "{{ q * 2 }}",
+        "model": {"provider": "python", "name": "app", "function": "sideapp:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+        "run": {"concurrency": 8},
+    }
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = _run(gradetrail.load_spec(spec_path), root, RayOptions(cluster.address, workers=2))
+    assert result.manifest.counts == {"scored": 20}
+    assert result.manifest.score.mean == 1.0
+    assert len(result.manifest.served_models) == 2  # both nodes answered
+
+
+FARAPP = """\
+import sys
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).parent / "lib"))  # beside the driver's copy only
+import farlib  # noqa: E402
+
+
+def answer(request):
+    return farlib.ANSWER
+"""
+
+
+def test_code_the_workers_cannot_import_is_one_line_exit_2(
+    cluster: RunningCluster, driver_dir: Path, cli
+) -> None:
+    """A python provider whose module imports code from a directory it adds to sys.path
+    itself (not shipped, not installed on the nodes): one line naming the module the
+    workers cannot import and the fix, exit 2. Before: 'the Ray workers could not start:
+    ModuleNotFoundError: ...', exit 1, as for a failure of Ray's own."""
+    root = driver_dir / "far"
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "farlib.py").write_text("ANSWER = 'A: 1'\n")
+    (root / "farapp.py").write_text(FARAPP)
+    (root / "data.jsonl").write_text('{"id": "q1", "q": "1"}\n')
+    spec = {
+        "name": "far",
+        "dataset": {"path": "data.jsonl"},
+        "prompt": "{{ q }}",
+        "target": "1",
+        "model": {"provider": "python", "name": "app", "function": "farapp:answer"},
+        "scorer": {"type": "numeric", "marker": "A:"},
+    }
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = cli(
+        "run", str(root / "spec.yaml"), "--executor", "ray", "--address", cluster.address,
+        "--cache", str(root / "c.db"), "--results-root", str(root / "results"),
+    )  # fmt: skip
+    assert out.exit_code == 2, out.stderr
+    line = out.stderr.strip().splitlines()[0]
+    assert line == (
+        "error: the Ray workers cannot import a python provider's code "
+        "(ModuleNotFoundError: No module named 'farlib'): install it on every node of the "
+        "cluster, or keep it in model.function's package or beside its module (docs/ray.md)"
+    )
+    assert "Unhandled error" not in out.stderr  # each worker registered once, and read
 
 
 LOCKED = """\
@@ -468,6 +605,56 @@ def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
         cache.close()
 
 
+def test_attempts_a_killed_worker_held_count_at_their_worst_case_under_a_budget(
+    cluster: RunningCluster, srv, driver_dir: Path, keyed: str
+) -> None:
+    """Under run.max_cost_usd, SIGKILL of a worker while the server holds its requests:
+    the provider got each of them and may finish and bill it (as one cut off by its
+    timeout), so each lost attempt counts at its worst case, in this run and in the
+    record later runs read, beside what the retries paid. Before, a lost attempt's
+    reservation went to its retry and was settled at the retry's cost: 8 requests the
+    server held counted $0, and a run near its ceiling could pass it by their cost."""
+    srv.configure(latency=0.05, faults=[{"kind": "hold", "after": 40}])
+    root = driver_dir / "kill-budget"
+    price = {"input_per_mtok": 2.0, "output_per_mtok": 8.0}
+    spec = gsm8k_spec(
+        root, srv, "openai_compatible", limit=120, api_key_env=keyed, price=price,
+        params={"max_tokens": 300}, run={"max_cost_usd": 5.0},
+    )  # fmt: skip
+    plan = gradetrail.plan_run(spec)
+    worst = {p.request.prompt: worst_case_usd(plan.provider, p.request) for p in plan.prepared}
+    provider = make_provider(spec.model, spec.base_dir)
+    provider.check_ready()
+    executor = RayExecutor(
+        provider,
+        RetryPolicy(max_retries=3, base_delay_s=0.1),
+        16,
+        options=RayOptions(address=cluster.address, workers=2),
+    )
+    killed: list[int] = []
+
+    def on_row(row: Any, tally: Any) -> None:
+        if tally.rows == 40 and not killed:  # the 40 answered: the rest are held
+            victim = executor.pool.stats()[0].pid
+            killed.append(victim)
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: _gone(victim), what=f"worker {victim} gone")
+            srv.release()
+
+    result = _run(spec, root, executor, on_row=on_row)
+    rows = gradetrail.read_results(result.run_dir)
+    assert killed and result.manifest.counts == {"scored": 120}
+    lost = sum(w["lost"] for w in result.manifest.executor["per_worker"])
+    assert 1 <= lost <= 16
+    retried = [worst[r["prompt"]] for r in rows if r["attempts"] > 1]
+    assert len(retried) == lost
+    budget = result.manifest.executor["budget"]
+    assert budget["unsettled_usd"] == pytest.approx(math.fsum(retried))
+    assert budget["spent_usd"] == pytest.approx(math.fsum(r["cost_usd"] for r in rows))
+    recorded = SpendingLog(result.run_dir).read()
+    assert recorded.calls_in_flight == lost
+
+
 def _gone(pid: int) -> bool:
     """True once process ``pid`` has exited (a zombie counts: it runs no more code)."""
     try:
@@ -602,6 +789,32 @@ def test_unreachable_address_is_one_line_exit_2(cli, gsm8k_copy: Path, server) -
     assert not (gsm8k_copy.parent / "results").exists()
 
 
+def test_a_cluster_of_another_ray_version_is_one_line_naming_both_exit_2(
+    cluster: RunningCluster, driver_dir: Path, gsm8k_copy: Path
+) -> None:
+    """A driver whose Ray version differs from the cluster's (this process's Ray made to
+    say 2.0.0): one line quoting both versions and the fix, exit 2. Before: 'Version
+    mismatch: The cluster was started with:' and nothing after it (the versions are on
+    Ray's next lines)."""
+    code = (
+        "import sys, ray; ray.__version__ = '2.0.0'; from gradetrail.cli import main; "
+        "sys.argv[0] = 'gradetrail'; main()"
+    )
+    cmd = [sys.executable, "-c", code, "run", str(gsm8k_copy), "--executor", "ray"]
+    cmd += ["--address", cluster.address, "--cache", str(gsm8k_copy.parent / "c.db")]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=ray_env(), timeout=120)
+    assert out.returncode == 2, out.stderr
+    line = out.stderr.strip().splitlines()[0]
+    python = ".".join(map(str, sys.version_info[:3]))
+    assert line == (
+        f"error: cannot connect to the Ray cluster at {cluster.address}: Version mismatch: "
+        f"The cluster was started with: Ray: {version('ray')} Python: {python} This process "
+        f"on node 127.0.0.2 was started with: Ray: 2.0.0 Python: {python}; run gradetrail "
+        "with the cluster's Ray and Python versions (the same patch release), or start the "
+        "cluster with this machine's"
+    )
+
+
 def test_ray_address_from_the_environment_is_checked_as_address_is(
     cli, gsm8k_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -633,11 +846,18 @@ def test_missing_ray_names_the_extra_and_a_cached_run_never_imports_it(
 ) -> None:
     """Without Ray: one line naming pip install 'gradetrail[ray]', exit 2. With every
     response cached, --executor ray never imports Ray (so it succeeds without it) and
-    says Ray was not started."""
+    says Ray was not started. The environment a local Ray would have had is not left
+    behind (before: RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 stayed in os.environ, and every
+    process started later, a `ray start --address` of the user's or of the next test's
+    cluster, refused to join: 'Multi-node Ray clusters are not supported')."""
+    for name in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     out = cli("run", str(gsm8k_copy), "--executor", "ray")
     assert out.exit_code == 2
     assert out.stderr.strip() == "error: --executor ray needs Ray; pip install 'gradetrail[ray]'"
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ
+    assert "RAY_USAGE_STATS_ENABLED" not in os.environ
     assert cli("run", str(gsm8k_copy)).exit_code == 0  # fills the cache locally
     out = cli("run", str(gsm8k_copy), "--executor", "ray", "--address", "127.0.0.2:1")
     assert out.exit_code == 0, out.stderr
