@@ -148,7 +148,9 @@ def run_loaded(
         if candidate is not None:
             loaded.find(candidate, "--candidate")
         if dry_run:
-            cells = plan_dry_run(loaded, results_root=results_root, cache_path=cache)
+            cells = plan_dry_run(
+                loaded, results_root=results_root, cache_path=cache, allow_partial=allow_partial
+            )
             if json_out:
                 from dataclasses import asdict
 
@@ -174,6 +176,7 @@ def run_loaded(
                     cache_path=cache,
                     use_cache=not no_cache,
                     executor_options=chosen,
+                    allow_partial=allow_partial,
                     on_cell=progress.cell_done,
                     on_start=progress.start,
                     on_row=progress.row,

@@ -31,7 +31,15 @@ from gradetrail.rundir.sweep import (
 from gradetrail.spec import EvalSpec, load_spec
 from gradetrail.spec.sweep import SweepCell, SweepSpec
 
-__all__ = ["CellPlan", "DryRunCell", "SweepResult", "dry_run", "plan_sweep", "run_sweep"]
+__all__ = [
+    "CellPlan",
+    "DryRunCell",
+    "SweepResult",
+    "check_pairable",
+    "dry_run",
+    "plan_sweep",
+    "run_sweep",
+]
 
 
 @dataclass
@@ -89,7 +97,29 @@ def plan_sweep(sweep: SweepSpec) -> list[CellPlan]:
         except SpecError as exc:
             raise type(exc)(f"{sweep.source}: cell {cell.name}: {exc}") from None
         out.append(CellPlan(cell, spec, plan))
+    _check_distinct(sweep, out)
     return out
+
+
+def _check_distinct(sweep: SweepSpec, cells: list[CellPlan]) -> None:
+    """Refuse two cells that are one run (the same identity hash: their settings differ
+    only in what decides no number, such as run.concurrency, or not at all): they share a
+    run directory, so a candidate would be gated against itself, or counted twice in the
+    family that corrects the verdicts.
+
+    Raises:
+        SpecError: naming the two cells and their identity hash.
+    """
+    seen: dict[str, str] = {}
+    for c in cells:
+        first = seen.setdefault(c.plan.identity_hash, c.cell.name)
+        if first != c.cell.name:
+            raise SpecError(
+                f"{sweep.source}: cells {first} and {c.cell.name} are the same run (identity "
+                f"hash {c.plan.identity_hash[:12]}): nothing that decides a score differs "
+                "between them; drop one, or make the axis change the model, prompt, data, "
+                "sampling or scoring"
+            )
 
 
 def slice_groups(plan: RunPlan, field: str, where: str) -> dict[str, list[str]]:
@@ -147,6 +177,68 @@ def _record(sweep: SweepSpec, cells: list[CellPlan], results_root: Path) -> Swee
     )
 
 
+def check_pairable(sweep: SweepSpec, cells: list[CellPlan], *, allow_partial: bool) -> None:
+    """Refuse, before any call, a cell the table could never gate against the baseline:
+    one on other dataset content or another split (the gate pairs rows by sample id, and
+    refuses both), or on other samples (another ``dataset.limit``, or a ``shuffle_seed``
+    with a limit) unless ``allow_partial`` (then they must share some). Before, every cell
+    ran and paid, and the table then refused the sweep, exit 2.
+
+    Raises:
+        SpecError: one line naming the cell and what differs.
+    """
+    name = sweep.baseline_cell().name
+    base = next(c for c in cells if c.cell.name == name)
+    base_ids = {s.id for s in base.plan.samples}
+    for c in cells:
+        if c is base:
+            continue
+        where = f"{sweep.source}: cell {c.cell.name}"
+        b_hash, c_hash = base.plan.file_hashes["dataset"], c.plan.file_hashes["dataset"]
+        if b_hash != c_hash:
+            raise SpecError(
+                f"{where}: runs on different datasets from the baseline {name} (dataset_hash "
+                f"{c_hash[:12]} vs {b_hash[:12]}), so its samples cannot be paired with the "
+                "baseline's: every cell must read the same dataset content (no call made)"
+            )
+        b_split, c_split = _split_name(base.spec), _split_name(c.spec)
+        if b_split != c_split:
+            raise SpecError(
+                f"{where}: runs on {c_split or 'the whole dataset'} but the baseline {name} on "
+                f"{b_split or 'the whole dataset'}: every cell must run on the same "
+                "dataset.split (no call made)"
+            )
+        ids = {s.id for s in c.plan.samples}
+        if ids == base_ids:
+            continue
+        shared = len(ids & base_ids)
+        if shared == 0:
+            raise SpecError(
+                f"{where}: it and the baseline {name} share no sample ids ({len(ids)} vs "
+                f"{len(base_ids)} samples): give every cell the same dataset.limit and "
+                "dataset.shuffle_seed (no call made)"
+            )
+        if not allow_partial:
+            differ = [
+                f"{n} {what}"
+                for n, what in (
+                    (len(ids - base_ids), "of its samples are not the baseline's"),
+                    (len(base_ids - ids), "of the baseline's are not its"),
+                )
+                if n
+            ]
+            raise SpecError(
+                f"{where}: {' and '.join(differ)} (baseline {name}): give every cell the same "
+                "dataset.limit and dataset.shuffle_seed, or pass --allow-partial to gate the "
+                f"shared ones ({shared}; no call made)"
+            )
+
+
+def _split_name(spec: EvalSpec) -> str | None:
+    split = spec.dataset.split
+    return None if split is None else f"split {split.name!r}"
+
+
 def is_complete(run_dir: Path, identity_hash: str) -> bool:
     """``run_dir`` holds a complete run of this identity without provider_error rows (a
     run with some is run again: only their requests are sent, the rest is cached) whose
@@ -176,6 +268,7 @@ def run_sweep(
     use_cache: bool = True,
     executor_options: Any = None,
     on_cell: Callable[[CellPlan, str, RunResult | None], None] | None = None,
+    allow_partial: bool = False,
     **run_options: Any,
 ) -> SweepResult:
     """Run every cell that is not complete yet, in order; write the sweep's record.
@@ -189,15 +282,19 @@ def run_sweep(
             calls on Ray, or None for local.
         on_cell: called after each cell with its plan, its outcome (``existing``, ``ran``,
             ``interrupted``, ``failed``) and its RunResult (None when not run).
+        allow_partial: cells on other samples than the baseline's may run (the table
+            gates the shared ones); without it they are refused (:func:`check_pairable`).
         run_options: passed to :func:`run_eval` (on_row, on_start, on_interrupt, echo_log).
 
     Raises:
-        SpecError, DatasetError: a cell's spec, or the slices, before any call.
+        SpecError, DatasetError: a cell's spec, the slices, or a cell that cannot be paired
+            with the baseline (:func:`check_pairable`), before any call.
         CacheError, RunError: as :func:`run_eval`; the record says which cells are done.
     """
     root = Path(results_root)
     cells = plan_sweep(sweep)
     record = _record(sweep, cells, root)
+    check_pairable(sweep, cells, allow_partial=allow_partial)
     directory = sweep_dir(root, sweep.name)
     write_sweep_record(directory, record)
     for index, cell in enumerate(cells):
@@ -271,19 +368,24 @@ class DryRunCell:
 
 
 def dry_run(
-    sweep: SweepSpec, *, results_root: str | Path = "results", cache_path: str | Path | None = None
+    sweep: SweepSpec,
+    *,
+    results_root: str | Path = "results",
+    cache_path: str | Path | None = None,
+    allow_partial: bool = False,
 ) -> list[DryRunCell]:
     """Plan every cell and count what would be called (no call is made; the cache is
     only read).
 
     Raises:
-        SpecError, DatasetError: as :func:`plan_sweep`.
+        SpecError, DatasetError: as :func:`plan_sweep` and :func:`check_pairable`.
     """
     from gradetrail.cache.store import ResponseCache, default_cache_path
 
     root = Path(results_root)
     cells = plan_sweep(sweep)
     _record(sweep, cells, root)  # the slices are checked too
+    check_pairable(sweep, cells, allow_partial=allow_partial)
     path = Path(cache_path) if cache_path else default_cache_path()
     cache = ResponseCache(path, read_only=True) if path.exists() else None
     out = []

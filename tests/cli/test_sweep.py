@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_support import run_cli
+from cli_support import run_cli, write_eval
 from paths import GSM8K_SPEC
 
 from gradetrail.engine.runner import plan_run
@@ -230,7 +230,8 @@ def test_a_cell_the_gate_refuses_is_told_only_what_a_sweep_can_do(
     tmp_path: Path, variant: dict, gate_flag: str, kept: str
 ) -> None:
     """A cell on more samples, other samples or other dataset content cannot be gated
-    against the baseline: one line, exit 2, without the ``gradetrail gate`` flags that
+    against the baseline: one line, exit 2, before any call (before, every cell ran and
+    paid, then the table refused), without the ``gradetrail gate`` flags that
     ``gradetrail sweep`` does not take (``--unpaired``, ``--allow-different-data``); the
     one it takes (``--allow-partial``) is still named."""
     rows = (GSM8K_SPEC.parent / "data" / "gsm8k" / "test.jsonl").read_text().splitlines()[:10]
@@ -245,9 +246,10 @@ def test_a_cell_the_gate_refuses_is_told_only_what_a_sweep_can_do(
     out = _sweep(path)
     assert out.code == 2, out.err
     line = out.err_lines[-1]
-    assert line.startswith("error: cell other: ")
+    assert line.startswith(f"error: {path}: cell other: ") and line.endswith("no call made)")
     assert gate_flag not in line  # unfixed: the gate's flag was named
     assert kept in line
+    assert not list((tmp_path / "results").glob("gsm8k-*"))  # no cell ran
 
 
 def test_a_cell_whose_rows_were_damaged_is_run_again(sweep_file: Path) -> None:
@@ -300,3 +302,59 @@ def test_an_app_printing_leaves_the_sweeps_json_whole(tmp_path: Path) -> None:
     out = run_cli("sweep", str(sweep), "--results-root", str(tmp_path / "r"), "--json")
     assert [c["name"] for c in json.loads(out.out)["cells"]] == ["loud", "quiet"], out.err
     assert "debug 1" in out.err
+
+
+def _toy(tmp_path: Path, axes: dict, **sweep: object) -> Path:
+    """A python-provider eval over 12 rows (an app echoing the answer) and a sweep of it."""
+    rows = [{"id": f"r{i}", "q": f"{i}+0", "a": str(i)} for i in range(12)]
+    (tmp_path / "splits.json").write_text(
+        json.dumps({"train": [f"r{i}" for i in range(8)], "test": [f"r{i}" for i in range(8, 12)]})
+    )
+    write_eval(tmp_path, rows, name="toy")
+    path = tmp_path / "sweep.yaml"
+    raw = {"name": "toy", "spec": "spec.yaml", "axes": axes, **sweep}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_two_cells_that_are_one_run_are_refused_before_any_call(tmp_path: Path) -> None:
+    """Cells whose settings decide no number differently (the spec's own prompt again, an
+    execution-only knob) share one identity hash and run directory: exit 2 naming both,
+    nothing run. Before, the sweep gated the run against itself (+0.0000, counted in the
+    Holm family as a comparison of its own) and exited 1."""
+    path = _toy(
+        tmp_path,
+        {
+            "v": {
+                "plain": {},
+                "same": {"prompt": "What is {{ q }}? = {{ a }}"},
+                "other": {"prompt": "Compute {{ q }} = {{ a }}"},
+            }
+        },
+    )
+    for args in ((), ("--dry-run",)):
+        out = _sweep(path, *args)
+        assert out.code == 2, out.err
+        assert out.err_lines[-1].startswith(f"error: {path}: cells plain and same are the same run")
+    assert not (tmp_path / "results").exists()
+    path = _toy(tmp_path, {"run.concurrency": [1, 4]})
+    out = _sweep(path)
+    assert out.code == 2 and "cells 1 and 4 are the same run" in out.err
+
+
+def test_cells_on_other_splits_are_refused_before_any_call(tmp_path: Path) -> None:
+    """A cell on another dataset.split than the baseline's could never be paired with it:
+    exit 2 before any call, whatever --allow-partial says (before, both cells ran and the
+    table refused them)."""
+    split = {"file": "splits.json", "name": "train"}
+    path = _toy(tmp_path, {"dataset.split.name": ["train", "test"]})
+    spec = yaml.safe_load((tmp_path / "spec.yaml").read_text())
+    spec["dataset"]["split"] = split
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = _sweep(path, "--allow-partial")
+    assert out.code == 2, out.err
+    assert out.err_lines[-1] == (
+        f"error: {path}: cell test: runs on split 'test' but the baseline train on split "
+        "'train': every cell must run on the same dataset.split (no call made)"
+    )
+    assert not (tmp_path / "results").exists()
