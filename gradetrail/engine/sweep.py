@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
-from gradetrail.errors import SpecError, UsageError
+from gradetrail.errors import GradetrailError, SpecError, UsageError
 from gradetrail.rundir.agreement import run_disagrees
 from gradetrail.rundir.results import read_manifest
 from gradetrail.rundir.sweep import (
@@ -289,7 +289,8 @@ def run_sweep(
     Raises:
         SpecError, DatasetError: a cell's spec, the slices, or a cell that cannot be paired
             with the baseline (:func:`check_pairable`), before any call.
-        CacheError, RunError: as :func:`run_eval`; the record says which cells are done.
+        CacheError, RunError: as :func:`run_eval` (the message starts ``cell NAME:``, the
+            cell whose run raised it); the record says which cells are done.
     """
     root = Path(results_root)
     cells = plan_sweep(sweep)
@@ -315,9 +316,13 @@ def run_sweep(
                 executor=executor_options,
                 **run_options,
             )
-        except BaseException:
+        except BaseException as exc:
             record.cells[index].outcome = "failed"
             write_sweep_record(directory, record)
+            if isinstance(exc, GradetrailError):  # which cell of many stopped, in its line
+                exc.args = (f"cell {cell.cell.name}: {exc}", *exc.args[1:])
+                if getattr(exc, "problems", None):
+                    exc.problems = [f"cell {cell.cell.name}: {p}" for p in exc.problems]
             raise
         status = result.manifest.status
         outcome = (

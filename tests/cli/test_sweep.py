@@ -358,3 +358,15 @@ def test_cells_on_other_splits_are_refused_before_any_call(tmp_path: Path) -> No
         "'train': every cell must run on the same dataset.split (no call made)"
     )
     assert not (tmp_path / "results").exists()
+
+
+def test_a_cell_whose_run_stops_is_named_in_the_error(tmp_path: Path) -> None:
+    """A cell whose every call fails stops at run.fail_fast; its line names the cell (before,
+    the line said only "stopped after the first 5 samples...", leaving a sweep of many
+    models to guess which one), and the record marks it failed."""
+    path = _toy(tmp_path, {"v": {"fine": {}, "broken": {"prompt": "boom {{ q }} = {{ a }}"}}})
+    out = _sweep(path)
+    assert out.code == 1, out.err
+    assert out.err_lines[-1].startswith("error: cell broken: stopped after the first ")
+    record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
+    assert [c["outcome"] for c in record["cells"]] == ["ran", "failed"]
