@@ -13,6 +13,7 @@ concurrently under its spec's limits.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,8 +63,8 @@ class SweepResult:
     Attributes:
         directory: the sweep's directory (``sweep.json``).
         record: the record as last written.
-        interrupted: a cell was interrupted (Ctrl-C, SIGTERM, or run.max_cost_usd); the
-            cells after it did not run.
+        interrupted: a cell was interrupted (Ctrl-C, SIGTERM, its run.max_cost_usd or the
+            sweep's max_cost_usd); the cells after it did not run.
         stop_signal: the signal that stopped it, if one did.
         stop_reason: why the run stopped itself (its manifest's ``stop_reason``: the
             budget), if it did.
@@ -84,7 +85,7 @@ def plan_sweep(sweep: SweepSpec) -> list[CellPlan]:
     """
     out = []
     try:
-        base_labels = load_spec(sweep.spec_path).run.labels
+        base_labels = load_spec(sweep.spec_path, list(sweep.settings)).run.labels
     except SpecError as exc:
         raise type(exc)(f"{sweep.source}: spec: {exc}") from None
     for cell in sweep.cells():
@@ -273,6 +274,10 @@ def run_sweep(
 ) -> SweepResult:
     """Run every cell that is not complete yet, in order; write the sweep's record.
 
+    With the sweep's ``max_cost_usd``, each cell's run gets what is left of it as its
+    ``run.max_cost_usd`` (:func:`_within_sweep_ceiling`), so the whole sweep spends at most
+    that, across re-runs too; once nothing is left, no later cell starts.
+
     Args:
         sweep: a loaded sweep (:func:`gradetrail.spec.sweep.load_sweep`).
         results_root: where run directories and ``sweep-<name>/`` go.
@@ -306,9 +311,22 @@ def run_sweep(
             if on_cell is not None:
                 on_cell(cell, "existing", None)
             continue
+        spec = cell.spec
+        if sweep.max_cost_usd is not None:
+            spec, spent = _within_sweep_ceiling(sweep.max_cost_usd, cells, index, root)
+            if spec is None:
+                record.cells[index].outcome = "interrupted"
+                write_sweep_record(directory, record)
+                return SweepResult(
+                    directory,
+                    record,
+                    True,
+                    stop_reason=f"the sweep's max_cost_usd of ${sweep.max_cost_usd:.4f} is "
+                    f"spent (${spent:.4f} by its cells' runs); raise it to run the rest",
+                )
         try:
             result = run_eval(
-                cell.spec,
+                spec,
                 results_root=root,
                 cache_path=cache_path,
                 use_cache=use_cache,
@@ -343,6 +361,30 @@ def run_sweep(
                 result.manifest.stop_reason,
             )
     return SweepResult(directory, record, False)
+
+
+def _within_sweep_ceiling(
+    ceiling: float, cells: list[CellPlan], index: int, root: Path
+) -> tuple[EvalSpec | None, float]:
+    """Cell ``index``'s spec with ``run.max_cost_usd`` lowered to what the sweep's
+    ``ceiling`` leaves it: what its run has paid so far plus the ceiling less what every
+    cell's run has paid (each run directory's ``spending.jsonl``: re-runs after a kill and
+    calls in flight at one counted as the run's own budget counts them), or the cell's own
+    ceiling when lower. Returns (None, paid) when nothing is left; (spec, paid) else, paid
+    the USD the sweep's cells have paid.
+    """
+    from gradetrail.rundir.spending import SpendingLog
+
+    paid = [SpendingLog(c.run_dir(root)).read().total_usd for c in cells]
+    spent = math.fsum(paid)
+    left = ceiling - spent
+    if left <= 0:
+        return None, spent
+    spec = cells[index].spec
+    own = spec.run.max_cost_usd
+    cap = paid[index] + left if own is None else min(own, paid[index] + left)
+    run = spec.run.model_copy(update={"max_cost_usd": cap})
+    return spec.model_copy(update={"run": run}), spent
 
 
 @dataclass(frozen=True)

@@ -370,3 +370,26 @@ def test_a_cell_whose_run_stops_is_named_in_the_error(tmp_path: Path) -> None:
     assert out.err_lines[-1].startswith("error: cell broken: stopped after the first ")
     record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
     assert [c["outcome"] for c in record["cells"]] == ["ran", "failed"]
+
+
+def test_run_with_models_keeps_the_runs_flags_or_refuses_them(tmp_path: Path) -> None:
+    """`gradetrail run --models` gives every cell --label and --max-cost (the whole
+    sweep's ceiling: a model without max_tokens cannot be bounded, exit 2) and refuses a
+    flag a sweep cannot honour (--min-score, --batch), exit 2. Before, all of them were
+    dropped without a word: the sweep ran unbounded and exited 0."""
+    spec = write_eval(tmp_path, [{"id": "a", "q": "1+1", "a": "2"}], name="toy")
+    root = str(tmp_path / "r")
+    out = run_cli("run", str(spec), "--models", "m1,m2", "--max-cost", "1", "--results-root", root)
+    assert out.code == 2, out.err
+    assert out.err_lines[-1].startswith("error: cell m1: ")
+    assert "a budgeted run needs a bound on each response's length" in out.err_lines[-1]
+    for flag in (["--min-score", "0.5"], ["--batch"]):
+        out = run_cli("run", str(spec), "--models", "m1,m2", *flag, "--results-root", root)
+        assert out.code == 2 and f"{flag[0]} is for a run of one model" in out.err, out.err
+    out = run_cli(
+        "run", str(spec), "--models", "m1,m2", "--label", "nightly", "--results-root", root
+    )
+    assert out.code in (0, 1), out.err
+    manifests = [json.loads(p.read_text()) for p in sorted(Path(root).glob("toy-*/manifest.json"))]
+    labels = sorted(tuple(m["spec"]["run"]["labels"]) for m in manifests)
+    assert labels == [("nightly", "toy:m1"), ("nightly", "toy:m2")]
