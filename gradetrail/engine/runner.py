@@ -136,12 +136,23 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
     instance or a function of one ScoreInput, see :mod:`gradetrail.scorers.function`) in
     place of the spec's; its code enters the identity hash.
 
+    With ``run.require_approval``, the harness is checked against its approval first
+    (:func:`~gradetrail.engine.approval.check_approval`), before any of its code is
+    imported: planning imports a python provider's or scorer's module, which runs its
+    top-level code (a sweep plans every cell, and ``--estimate`` plans too).
+
     Raises:
+        ApprovalError: ``run.require_approval`` is set and the harness changed since
+            ``gradetrail approve``.
         SpecError, DatasetError: anything wrong with the spec or its files, before any call:
             also a row nested past Python's recursion limit, more than
             :data:`~gradetrail.spec.run.MAX_ROWS` rows (samples x epochs), and a scorer
             that fails on any sample's own data (a regex pattern one row makes invalid).
     """
+    if spec.run.require_approval:  # before any of the harness is read, imported or run
+        from gradetrail.engine.approval import check_approval
+
+        check_approval(spec)
     try:
         samples = load_samples(spec.dataset, base_dir=spec.base_dir, where=spec.source)
     except RecursionError:
@@ -278,10 +289,6 @@ def run_eval(
         CacheError, RunError: the cache or results directory cannot be used (before any
             call), or the cache fails mid-run (the manifest then says ``failed``).
     """
-    if spec.run.require_approval:  # before anything is read or called
-        from gradetrail.engine.approval import check_approval
-
-        check_approval(spec)
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     cache: ResponseCache | None = None
     try:

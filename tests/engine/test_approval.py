@@ -220,3 +220,30 @@ def test_a_local_module_the_app_imports_is_part_of_the_harness(project: Path) ->
     refused = _run(project)
     assert refused.code == 2, refused.err
     assert "changed knobs/base.py" in refused.err_lines[0]
+
+
+def test_an_edited_app_is_not_imported_by_a_sweep_or_an_estimate(project: Path) -> None:
+    """Once approved, an edit to app.py whose import has an effect (here: writing a file)
+    is refused, exit 2, by ``gradetrail sweep`` (run and --dry-run) and ``gradetrail run
+    --estimate`` before the module is imported. Before, they planned every run first,
+    importing the unreviewed app (its top-level code ran), and --dry-run and --estimate
+    never checked the approval at all."""
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    marker = project.parent / "imported"
+    with (project / "app.py").open("a") as f:
+        f.write(f"\nopen({str(marker)!r}, 'w').close()\n")
+    sweep = project / "sweep.yaml"
+    sweep.write_text(
+        "name: climb\nspec: spec.yaml\naxes:\n  model.name: [6b_finetuning, 175b_finetuning]\n"
+    )
+    root = str(project.parent / "results")
+    for args in (
+        ("sweep", str(sweep), "--results-root", root, "--no-cache"),
+        ("sweep", str(sweep), "--results-root", root, "--dry-run"),
+        ("run", str(project / "spec.yaml"), "--estimate", "--no-cache"),
+    ):
+        out = run_cli(*args)
+        assert out.code == 2, (args, out.err)
+        assert "the harness changed since its approval" in out.err_lines[-1]
+        assert "changed app.py" in out.err_lines[-1]
+        assert not marker.exists(), args
