@@ -247,3 +247,33 @@ def test_an_edited_app_is_not_imported_by_a_sweep_or_an_estimate(project: Path) 
         assert "the harness changed since its approval" in out.err_lines[-1]
         assert "changed app.py" in out.err_lines[-1]
         assert not marker.exists(), args
+
+
+def test_an_override_cannot_change_the_grading_or_lift_the_approval(project: Path) -> None:
+    """With the harness approved, a --set (or a sweep's axis) that changes how answers are
+    graded (target, scorer, run.truncated...) is refused, exit 2, naming the setting and
+    its approved value, as is one turning run.require_approval off; an approval given
+    with that --set admits it, and an approval file from before grading was recorded is
+    held to the spec file's own. Before, every one of them ran: `--set target={{ 0 }}` scored
+    the test split against "0", unreviewed."""
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    for override, named in (
+        ("target='{{ 0 }}'", 'target set to "{{ 0 }}" (approved: "{{ answer.split('),
+        ("scorer.marker='Final:'", 'scorer.marker set to "Final:" (approved: "A:")'),
+        ("run.truncated=score", 'run.truncated set to "score" (approved: "exclude")'),
+        ("scorer={type: exact}", 'scorer.type set to "exact" (approved: "numeric")'),
+    ):
+        out = _run(project, "--set", override)
+        assert out.code == 2, (override, out.err)
+        assert named in out.err_lines[-1] and "the harness changed since" in out.err_lines[-1]
+    lifted = _run(project, "--set", "run.require_approval=false")
+    assert lifted.code == 2 and "--set cannot turn it off" in lifted.err_lines[-1]
+    assert not (project.parent / "results").exists()
+    # approved with the override: admitted; an approval of before keeps the file's own
+    assert run_cli("approve", str(project / "spec.yaml"), "--set", "run.truncated=score").code == 0
+    assert _run(project, "--set", "run.truncated=score").code == 0
+    record = json.loads((project / "spec.approval.json").read_text())
+    del record["grading"]
+    (project / "spec.approval.json").write_text(json.dumps(record))
+    old = _run(project, "--set", "run.truncated=score")
+    assert old.code == 2 and 'run.truncated set to "score" (approved: "exclude")' in old.err
