@@ -30,7 +30,8 @@ The harness (:func:`harness_files`) is:
 
 Beside the files, the approval records the spec's grading settings as loaded
 (:data:`GRADING_KEYS`: the target, the scorer sections, ``run.refusals``,
-``run.truncated``, the reducer, ``harness``), ``--set`` overrides applied: a run whose
+``run.truncated``, the reducer, ``harness``, and what decides a split's ids: the hash
+split's seed and fractions, the id field), ``--set`` overrides applied: a run whose
 overrides (or a sweep's axes) grade otherwise is refused like a changed file, and an
 override cannot turn the spec file's ``run.require_approval: true`` off.
 """
@@ -270,8 +271,11 @@ class Approval:
         return json.dumps(body, indent=1, ensure_ascii=False) + "\n"
 
 
-#: the spec's settings that decide how answers are graded and counted, beside the files:
-#: a ``--set`` of one of them changes the grader without changing any file
+#: the spec's settings that decide how answers are graded and counted, and which samples
+#: each split holds, beside the files: a ``--set`` of one of them changes the grader, or
+#: moves held-out samples into the split a loop tunes on (another hash-split seed, another
+#: id field), without changing any file. ``dataset.split.name`` is not one: a loop tunes
+#: on one split and reports on another.
 GRADING_KEYS = (
     "target",
     "scorer",
@@ -281,6 +285,14 @@ GRADING_KEYS = (
     "run.reducer",
     "run.pass_k",
     "harness",
+    "dataset.hf",
+    "dataset.fields",
+    "dataset.id_field",
+    "dataset.label_field",
+    "dataset.label_map",
+    "dataset.split.file",
+    "dataset.split.seed",
+    "dataset.split.fractions",
 )
 
 

@@ -277,3 +277,19 @@ def test_an_override_cannot_change_the_grading_or_lift_the_approval(project: Pat
     (project / "spec.approval.json").write_text(json.dumps(record))
     old = _run(project, "--set", "run.truncated=score")
     assert old.code == 2 and 'run.truncated set to "score" (approved: "exclude")' in old.err
+
+
+def test_an_override_cannot_move_held_out_ids_into_the_tuning_split(project: Path) -> None:
+    """A hash split approved at seed 0: `--set dataset.split.seed=1` (which would put a
+    fifth of the held-out ids into train) or another id field is refused, exit 2, naming
+    it; the split's name stays free (the loop reports on test). Before, any seed ran, so
+    a loop trying seeds saw every held-out sample on its tuning split."""
+    split = "dataset.split={name: test, seed: 0, fractions: {train: 0.8, test: 0.2}}"
+    assert run_cli("approve", str(project / "spec.yaml"), "--set", split).code == 0
+    for override, named in (
+        ("dataset.split.seed=1", "dataset.split.seed set to 1 (approved: 0)"),
+        ("dataset.id_field=question", 'dataset.id_field set to "question" (approved: "id")'),
+    ):
+        out = _run(project, "--set", split, "--set", override)
+        assert out.code == 2 and named in out.err_lines[-1], (override, out.err)
+    assert not (project.parent / "results").exists()
