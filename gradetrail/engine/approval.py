@@ -293,6 +293,8 @@ GRADING_KEYS = (
     "dataset.split.file",
     "dataset.split.seed",
     "dataset.split.fractions",
+    "dataset.split.held_out",
+    "dataset.split.max_looks",
 )
 
 

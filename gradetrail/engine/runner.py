@@ -27,6 +27,7 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path, retry_advice
 from gradetrail.datasets import Sample, Samples, load_samples
+from gradetrail.datasets.looks import take_look
 from gradetrail.engine.failfast import FailFast, QuotaExhausted, check_quota
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
@@ -288,6 +289,8 @@ def run_eval(
             ``gradetrail approve`` (see :mod:`gradetrail.engine.approval`).
         CacheError, RunError: the cache or results directory cannot be used (before any
             call), or the cache fails mid-run (the manifest then says ``failed``).
+        SpecError: also a run on a held-out split past its ``dataset.split.max_looks``
+            (:mod:`gradetrail.datasets.looks`), before any call.
     """
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     cache: ResponseCache | None = None
@@ -307,6 +310,8 @@ def run_eval(
         )
         if budget is not None:
             executor = BudgetedExecutor(executor, budget)
+        # the last refusal before any call: a run on a held-out split is a look, recorded
+        take_look(plan.spec, plan.identity_hash, f"{spec.model.provider}:{spec.model.name}")
     except BaseException:
         git.close()
         if cache is not None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gradetrail.datasets.looks import refusal as looks_refusal
+from gradetrail.datasets.looks import take_look, would_look
 from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.errors import GradetrailError, SpecError, UsageError
 from gradetrail.rundir.agreement import run_disagrees
@@ -36,6 +38,7 @@ __all__ = [
     "CellPlan",
     "DryRunCell",
     "SweepResult",
+    "check_looks",
     "check_pairable",
     "dry_run",
     "plan_sweep",
@@ -235,6 +238,22 @@ def check_pairable(sweep: SweepSpec, cells: list[CellPlan], *, allow_partial: bo
             )
 
 
+def check_looks(cells: list[CellPlan]) -> None:
+    """Refuse, before any call, a sweep whose cells on a held-out split would pass its
+    ``dataset.split.max_looks`` (each cell of a new identity there is a look,
+    :mod:`gradetrail.datasets.looks`): before, the cells ran until the one past the limit.
+
+    Raises:
+        SpecError: one line naming the split and the looks taken.
+    """
+    if not cells:
+        return
+    spec = cells[0].spec  # every cell runs on the baseline's split (check_pairable)
+    looks, new = would_look(spec, [c.plan.identity_hash for c in cells])
+    if (line := looks_refusal(spec, looks, len(new))) is not None:
+        raise SpecError(f"{line} ({len(new)} of this sweep's cells would be new looks)")
+
+
 def _split_name(spec: EvalSpec) -> str | None:
     split = spec.dataset.split
     return None if split is None else f"split {split.name!r}"
@@ -301,11 +320,14 @@ def run_sweep(
     cells = plan_sweep(sweep)
     record = _record(sweep, cells, root)
     check_pairable(sweep, cells, allow_partial=allow_partial)
+    check_looks(cells)
     directory = sweep_dir(root, sweep.name)
     write_sweep_record(directory, record)
     for index, cell in enumerate(cells):
         run_dir = cell.run_dir(root)
         if is_complete(run_dir, cell.plan.identity_hash):
+            # its table row is read: on a held-out split, a look like a run
+            take_look(cell.spec, cell.plan.identity_hash, record.cells[index].model)
             record.cells[index].outcome = "existing"
             write_sweep_record(directory, record)
             if on_cell is not None:
@@ -433,6 +455,7 @@ def dry_run(
     cells = plan_sweep(sweep)
     _record(sweep, cells, root)  # the slices are checked too
     check_pairable(sweep, cells, allow_partial=allow_partial)
+    check_looks(cells)
     path = Path(cache_path) if cache_path else default_cache_path()
     cache = ResponseCache(path, read_only=True) if path.exists() else None
     out = []

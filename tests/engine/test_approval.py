@@ -30,7 +30,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(EXAMPLES / "data" / "gsm8k", tmp_path / "data" / "gsm8k")
     (tmp_path / ".git").mkdir()  # the repository root: the lockfile search stops here
     (tmp_path / "uv.lock").write_text("version = 1\n")
-    for stale in ("spec.approval.json", "progress.json"):
+    for stale in ("spec.approval.json", "progress.json", "splits.looks.jsonl"):
         (tmp_path / "hill_climb" / stale).unlink(missing_ok=True)
     return tmp_path / "hill_climb"
 
