@@ -393,3 +393,23 @@ def test_run_with_models_keeps_the_runs_flags_or_refuses_them(tmp_path: Path) ->
     manifests = [json.loads(p.read_text()) for p in sorted(Path(root).glob("toy-*/manifest.json"))]
     labels = sorted(tuple(m["spec"]["run"]["labels"]) for m in manifests)
     assert labels == [("nightly", "toy:m1"), ("nightly", "toy:m2")]
+
+
+def test_a_cell_whose_every_row_failed_under_exclude_says_why_nothing_compares(
+    tmp_path: Path,
+) -> None:
+    """gate.errors exclude, and a cell whose every call failed: exit 2 saying the policy
+    dropped every sample (12 of the candidate's), not "share no sample ids (0 vs 0
+    samples): gate two runs of the same samples", which named a fix that was no fix."""
+    path = _toy(
+        tmp_path,
+        {"v": {"fine": {}, "broken": {"prompt": "boom {{ q }} = {{ a }}", "run.fail_fast": 0}}},
+        gate={"errors": "exclude"},
+    )
+    out = _sweep(path)
+    assert out.code == 2, out.err
+    assert out.err_lines[-1] == (
+        "error: cell broken: no sample is left to compare: errors exclude dropped every "
+        "sample with an error row (0 of the baseline's, 12 of the candidate's), and that is "
+        "all of them: re-run to complete them, or count them as failures (errors as-fail)"
+    )
