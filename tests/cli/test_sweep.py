@@ -413,3 +413,14 @@ def test_a_cell_whose_every_row_failed_under_exclude_says_why_nothing_compares(
         "sample with an error row (0 of the baseline's, 12 of the candidate's), and that is "
         "all of them: re-run to complete them, or count them as failures (errors as-fail)"
     )
+
+
+def test_a_candidate_that_is_the_baseline_is_refused_before_any_run(sweep_file: Path) -> None:
+    """--candidate naming the baseline cell (the file's, or --baseline's) exits 2 before
+    any cell runs; before, the cells ran and the sweep exited 1, "did not pass", for a
+    cell that is never gated."""
+    for args in (("--candidate", "prod"), ("--baseline", "big", "--candidate", "big")):
+        out = _sweep(sweep_file, *args)
+        assert out.code == 2, out.err
+        assert out.err_lines[-1].startswith(f"error: --candidate {args[-1]} is the baseline cell")
+    assert not (sweep_file.parent / "results").exists()
