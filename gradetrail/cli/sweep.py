@@ -154,12 +154,10 @@ def run_loaded(
     if correction not in (None, "holm", "bonferroni", "none"):
         raise typer.BadParameter("use holm, bonferroni or none", param_hint="--correction")
     try:
-        base = loaded.find(baseline, "--baseline") if baseline else loaded.baseline_cell()
-        if candidate is not None and loaded.find(candidate, "--candidate") == base:
-            raise UsageError(
-                f"--candidate {candidate} is the baseline cell ({base.name}): it is not "
-                "gated, so it can never pass; name a candidate cell, or another --baseline"
-            )
+        if baseline is not None:
+            loaded.find(baseline, "--baseline")
+        if candidate is not None:
+            loaded.candidate_cell(candidate, "--candidate", baseline)
         if dry_run:
             cells = plan_dry_run(
                 loaded, results_root=results_root, cache_path=cache, allow_partial=allow_partial

@@ -207,6 +207,22 @@ class SweepSpec(_Strict):
             return cells[0]
         return self.find(self.baseline, "baseline")
 
+    def candidate_cell(self, name: str, what: str, baseline: str | None = None) -> SweepCell:
+        """The cell ``name`` as the candidate that must pass, against ``baseline`` (a
+        cell's name or label; default the sweep's).
+
+        Raises:
+            SpecError: no such cell, or it is the baseline (never gated: it can never pass).
+        """
+        base = self.find(baseline, "--baseline") if baseline else self.baseline_cell()
+        cell = self.find(name, what)
+        if cell == base:
+            raise SpecError(
+                f"{what} {name} is the baseline cell ({base.name}): it is not gated, so it "
+                "can never pass; name a candidate cell, or another baseline"
+            )
+        return cell
+
     def find(self, name: str, what: str) -> SweepCell:
         """The cell called ``name``; a single label is enough when only one cell has it.
 

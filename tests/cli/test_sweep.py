@@ -424,3 +424,14 @@ def test_a_candidate_that_is_the_baseline_is_refused_before_any_run(sweep_file: 
         assert out.code == 2, out.err
         assert out.err_lines[-1].startswith(f"error: --candidate {args[-1]} is the baseline cell")
     assert not (sweep_file.parent / "results").exists()
+
+
+def test_the_ci_check_refuses_a_candidate_that_is_the_baseline(sweep_file: Path) -> None:
+    """gradetrail.ci.sweep.check_sweep (the pytest plugin's) refuses candidate=baseline
+    before any cell runs, as the CLI does (before: every cell ran, then "did not pass")."""
+    from gradetrail.ci.sweep import check_sweep
+    from gradetrail.errors import SpecError
+
+    with pytest.raises(SpecError, match="candidate prod is the baseline cell"):
+        check_sweep(sweep_file, candidate="prod", results_root=sweep_file.parent / "results")
+    assert not (sweep_file.parent / "results").exists()

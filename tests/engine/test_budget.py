@@ -688,6 +688,9 @@ def test_a_sweeps_ceiling_holds_across_its_cells_and_its_re_runs(srv, tmp_path: 
     cell's run.max_cost_usd held, so N cells could spend N times it."""
     from cli_support import run_cli
 
+    from gradetrail.ci.sweep import check_sweep
+    from gradetrail.executors.budget import BudgetExhausted
+
     measured = run(spec_for(tmp_path, srv, "openai"), tmp_path / "measure", False)
     one_cell = measured.manifest.cost_usd
     srv.reset()
@@ -711,6 +714,11 @@ def test_a_sweeps_ceiling_holds_across_its_cells_and_its_re_runs(srv, tmp_path: 
     again = run_cli(*args)
     assert again.code == 3, again.err
     assert again.err_lines[-1].startswith("error: cell 175b_finetuning: ")
+    # the CI check (and the pytest plugin) says the ceiling, exit code 3, not "run it
+    # again to finish it", which would stop at the same ceiling
+    with pytest.raises(BudgetExhausted, match=r"^sweep budget: cell 175b_finetuning: ") as err:
+        check_sweep(sweep, results_root=root, cache_path=tmp_path / "c.db")
+    assert err.value.exit_code == 3
     assert srv.stats()["total"] == calls and sum(spent()) <= one_cell * 1.5 + 1e-12
     done = run_cli(*args, "--max-cost", str(one_cell * 4))
     assert done.code in (0, 1), done.err
