@@ -300,7 +300,10 @@ GRADING_KEYS = (
 
 def grading_of(spec: EvalSpec) -> dict[str, Any]:
     """``spec``'s :data:`GRADING_KEYS` (dotted key -> its value as JSON), as loaded: the
-    spec file's with its ``--set`` overrides applied."""
+    spec file's with its ``--set`` overrides applied; and ``modules_outside_project``: the
+    modules it names (``function``, ``tools_module``) that are no file under the spec's
+    or the working directory, so no file hash covers them (an installed module, or one
+    found elsewhere on ``sys.path``): naming another is running code nobody approved."""
     dumped = spec.model_dump(mode="json")
     out: dict[str, Any] = {}
     for key in GRADING_KEYS:
@@ -308,6 +311,13 @@ def grading_of(spec: EvalSpec) -> dict[str, Any]:
         for part in key.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         out[key] = value
+    roots = [(spec.base_dir or Path(".")).resolve(), Path.cwd()]
+    named = {
+        value.partition(":")[0]
+        for key, value in _walk(dumped)
+        if key in _MODULE_KEYS and isinstance(value, str) and value
+    }
+    out["modules_outside_project"] = sorted(m for m in named if not _module_files(m, roots))
     return out
 
 

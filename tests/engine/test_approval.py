@@ -293,3 +293,31 @@ def test_an_override_cannot_move_held_out_ids_into_the_tuning_split(project: Pat
         out = _run(project, "--set", split, "--set", override)
         assert out.code == 2 and named in out.err_lines[-1], (override, out.err)
     assert not (project.parent / "results").exists()
+
+
+def test_a_module_outside_the_project_is_not_run_unapproved(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An override pointing model.function at a module no file of the project holds (one
+    elsewhere on sys.path, an installed one), with app.py kept in the harness through
+    model.tools_module, is refused, exit 2, naming the module, before it is imported.
+    Before, every approved file was unchanged, so the outside module ran unreviewed."""
+    elsewhere = project.parent / "elsewhere"
+    elsewhere.mkdir()
+    marker = project.parent / "ran"
+    (elsewhere / "approval_outside_app.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n\ndef answer(request):\n    return 'A: 1'\n"
+    )
+    monkeypatch.syspath_prepend(str(elsewhere))
+    monkeypatch.delitem(sys.modules, "approval_outside_app", raising=False)
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    out = _run(
+        project,
+        "--set",
+        "model.function=approval_outside_app:answer",
+        "--set",
+        "model.tools_module=app",
+    )
+    assert out.code == 2, out.err
+    assert 'modules_outside_project set to ["approval_outside_app"] (approved: [])' in out.err
+    assert not marker.exists()
