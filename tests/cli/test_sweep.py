@@ -395,24 +395,42 @@ def test_run_with_models_keeps_the_runs_flags_or_refuses_them(tmp_path: Path) ->
     assert labels == [("nightly", "toy:m1"), ("nightly", "toy:m2")]
 
 
-def test_a_cell_whose_every_row_failed_under_exclude_says_why_nothing_compares(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("errors", "baseline", "line"),
+    [
+        (
+            "exclude",
+            "fine",
+            "error: cell broken: no sample is left to compare: errors exclude dropped every "
+            "sample with an error row (0 of the baseline's, 12 of the candidate's), and that "
+            "is all of them: re-run to complete them, or count them as failures (errors "
+            "as-fail)",
+        ),
+        (
+            "as-fail",
+            "broken",
+            "error: cell fine: no sample is left to compare: errors as-fail leaves out the "
+            "samples the run it does not charge has no scored epoch on (12 of the baseline's, "
+            "0 of the candidate's samples have error rows), and that is all of them: re-run "
+            "to complete them",
+        ),
+    ],
+)
+def test_a_cell_whose_every_row_failed_says_why_nothing_compares(
+    tmp_path: Path, errors: str, baseline: str, line: str
 ) -> None:
-    """gate.errors exclude, and a cell whose every call failed: exit 2 saying the policy
-    dropped every sample (12 of the candidate's), not "share no sample ids (0 vs 0
-    samples): gate two runs of the same samples", which named a fix that was no fix."""
+    """A cell whose every call failed, dropped by gate.errors exclude (or, as the
+    baseline, left out by as-fail): exit 2 saying the policy left no sample, not "share no
+    sample ids (0 vs 0 samples): gate two runs of the same samples", a fix that was none."""
     path = _toy(
         tmp_path,
         {"v": {"fine": {}, "broken": {"prompt": "boom {{ q }} = {{ a }}", "run.fail_fast": 0}}},
-        gate={"errors": "exclude"},
+        gate={"errors": errors},
+        baseline=baseline,
     )
     out = _sweep(path)
     assert out.code == 2, out.err
-    assert out.err_lines[-1] == (
-        "error: cell broken: no sample is left to compare: errors exclude dropped every "
-        "sample with an error row (0 of the baseline's, 12 of the candidate's), and that is "
-        "all of them: re-run to complete them, or count them as failures (errors as-fail)"
-    )
+    assert out.err_lines[-1] == line
 
 
 def test_a_candidate_that_is_the_baseline_is_refused_before_any_run(sweep_file: Path) -> None:
