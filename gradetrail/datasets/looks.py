@@ -17,17 +17,29 @@ security boundary: whatever can write the ledger can empty it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from gradetrail._util.outfiles import append_file
 from gradetrail.errors import SpecError
 from gradetrail.spec import EvalSpec
 
-__all__ = ["LOOKS_SUFFIX", "ledger_path", "read_looks", "take_look", "would_look"]
+__all__ = [
+    "LOOKS_SUFFIX",
+    "MIN_QUOTE",
+    "check_no_held_out_quotes",
+    "ledger_path",
+    "read_looks",
+    "take_look",
+    "would_look",
+]
 
 LOOKS_SUFFIX = ".looks.jsonl"
+#: consecutive words of a held-out row's text that, found in the prompt in the same order,
+#: count as quoting it (fewer words, as a number or a yes, occur in prompts by chance)
+MIN_QUOTE = 8
 
 
 def ledger_path(spec: EvalSpec) -> Path | None:
@@ -127,3 +139,65 @@ def take_look(spec: EvalSpec, identity_hash: str, model: str) -> int | None:
             f"({exc.strerror or exc}); make its directory writable"
         ) from None
     return len(looks) + 1
+
+
+def _texts(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted path, text with whitespace collapsed) of every string in a JSON value."""
+    if isinstance(value, str):
+        yield path, " ".join(value.split())
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _texts(inner, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from _texts(inner, f"{path}[{index}]")
+
+
+def _shingles(text: str) -> Iterator[tuple[str, ...]]:
+    """Every run of :data:`MIN_QUOTE` consecutive words of ``text``."""
+    words = text.split()
+    for k in range(len(words) - MIN_QUOTE + 1):
+        yield tuple(words[k : k + MIN_QUOTE])
+
+
+def check_no_held_out_quotes(spec: EvalSpec, tuning: Iterable[Any]) -> None:
+    """Refuse a run on a tuning split whose prompt (``prompt``, ``system``, ``tools``)
+    quotes a held-out sample: :data:`MIN_QUOTE` consecutive words of any text of a
+    held-out row (whitespace aside) found in it in the same order, and in no row of the
+    tuning split (``tuning``: the run's samples), so boilerplate every row shares is not
+    a quote. A loop that pastes held-out questions or answers into its prompt as examples
+    has seen the split it reports on.
+
+    Raises:
+        SpecError: naming the sample, its field and the words quoted.
+    """
+    from gradetrail.datasets.loading import load_samples
+
+    split = spec.dataset.split
+    if split is None or split.held_out is None or split.name == split.held_out:
+        return
+    prompt = " ".join(t for _, t in _texts(spec.model_dump(include={"prompt", "system", "tools"})))
+    quotable = set(_shingles(prompt))
+    if not quotable:
+        return
+    held_split = split.model_copy(update={"name": split.held_out})
+    held = spec.dataset.model_copy(update={"split": held_split, "limit": None})
+    found: dict[tuple[str, ...], tuple[str, str]] = {}  # words -> (sample id, field)
+    for sample in load_samples(held, base_dir=spec.base_dir, where=spec.source):
+        for field, text in _texts(sample.row):
+            for words in _shingles(text):
+                if words in quotable:
+                    found.setdefault(words, (sample.id, field))
+    if not found:
+        return
+    for sample in tuning:  # words the tuning split has too are no held-out quote
+        for _, text in _texts(sample.row):
+            for words in _shingles(text):
+                found.pop(words, None)
+    if found:
+        words, (sample_id, field) = next(iter(found.items()))
+        raise SpecError(
+            f"{spec.source}: the prompt quotes held-out sample {sample_id!r} "
+            f"({field}: {' '.join(words)!r}) of split {split.held_out!r}: a prompt tuned on "
+            f"{split.name!r} must hold no held-out data; take its examples from {split.name!r}"
+        )

@@ -27,7 +27,7 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path, retry_advice
 from gradetrail.datasets import Sample, Samples, load_samples
-from gradetrail.datasets.looks import take_look
+from gradetrail.datasets.looks import check_no_held_out_quotes, take_look
 from gradetrail.engine.failfast import FailFast, QuotaExhausted, check_quota
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
@@ -161,6 +161,7 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
             f"{spec.source}: dataset.path: a row is nested too deeply to read (over about "
             f"{sys.getrecursionlimit()} levels); flatten the rows"
         ) from None
+    check_no_held_out_quotes(spec, samples)  # a tuning split's prompt quoting held-out rows
     rows = len(samples) * spec.run.epochs
     if rows > MAX_ROWS:
         raise SpecError(

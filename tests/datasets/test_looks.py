@@ -91,3 +91,36 @@ def test_held_out_settings_change_no_identity_and_need_each_other(tmp_path: Path
     bad = _project(tmp_path / "c", max_looks=2)
     out = _run(bad)
     assert out.code == 2 and "dataset.split.max_looks needs dataset.split.held_out" in out.err
+
+
+BOILERPLATE = "Answer the following question with one single number and nothing else"
+
+
+def _story(i: int) -> str:
+    return f"Sample {i} tells of a traveller who walked {i} miles across the windy hills"
+
+
+def test_a_tuning_prompt_quoting_a_held_out_row_is_refused(tmp_path: Path) -> None:
+    """A train run whose prompt pastes eight words of a held-out row (whitespace aside) is
+    refused, exit 2, naming the sample and the words; a train row's text, boilerplate every
+    row shares, and the same prompt on the held-out split itself run. Before, a loop could
+    tune on train with held-out examples in its prompt."""
+    rows = [{**r, "story": _story(k), "note": BOILERPLATE} for k, r in enumerate(ROWS)]
+    ids = [r["id"] for r in rows]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "splits.json").write_text(json.dumps({"train": ids[:8], "test": ids[8:]}))
+    split = {"file": "splits.json", "name": "train", "held_out": "test"}
+    spec = write_eval(tmp_path, rows, name="quotes", dataset={"path": "data.jsonl", "split": split})
+
+    def prompt(example: str) -> str:
+        return f"prompt=Example:  {example}\n A: 1. {BOILERPLATE}. {{{{ q }}}} = {{{{ a }}}}"
+
+    quoted = _run(spec, prompt(_story(9)))
+    assert quoted.code == 2, quoted.err
+    assert quoted.err_lines[-1] == (
+        f"error: {spec}: the prompt quotes held-out sample 'r9' (story: 'Sample 9 tells of a "
+        "traveller who walked') of split 'test': a prompt tuned on 'train' must hold no "
+        "held-out data; take its examples from 'train'"
+    )
+    assert _run(spec, prompt(_story(3))).code == 0  # a train row: fine
+    assert _run(spec, prompt(_story(9)), "dataset.split.name=test").code == 0
