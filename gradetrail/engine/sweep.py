@@ -22,7 +22,7 @@ from typing import Any
 from gradetrail.datasets.looks import refusal as looks_refusal
 from gradetrail.datasets.looks import take_look, would_look
 from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
-from gradetrail.errors import GradetrailError, SpecError, UsageError
+from gradetrail.errors import GradetrailError, RunError, SpecError, UsageError
 from gradetrail.rundir.agreement import run_disagrees
 from gradetrail.rundir.results import read_manifest
 from gradetrail.rundir.sweep import (
@@ -314,7 +314,9 @@ def run_sweep(
         SpecError, DatasetError: a cell's spec, the slices, or a cell that cannot be paired
             with the baseline (:func:`check_pairable`), before any call.
         CacheError, RunError: as :func:`run_eval` (the message starts ``cell NAME:``, the
-            cell whose run raised it); the record says which cells are done.
+            cell whose run raised it); the record says which cells are done. A cell whose
+            run stopped itself (a RunError: fail-fast) does not stop the others: they run,
+            and the first such error is raised after them.
     """
     root = Path(results_root)
     cells = plan_sweep(sweep)
@@ -323,6 +325,7 @@ def run_sweep(
     check_looks(cells)
     directory = sweep_dir(root, sweep.name)
     write_sweep_record(directory, record)
+    failed: list[RunError] = []
     for index, cell in enumerate(cells):
         run_dir = cell.run_dir(root)
         if is_complete(run_dir, cell.plan.identity_hash):
@@ -360,10 +363,15 @@ def run_sweep(
             record.cells[index].outcome = "failed"
             write_sweep_record(directory, record)
             if isinstance(exc, GradetrailError):  # which cell of many stopped, in its line
-                exc.args = (f"cell {cell.cell.name}: {exc}", *exc.args[1:])
-                if getattr(exc, "problems", None):
-                    exc.problems = [f"cell {cell.cell.name}: {p}" for p in exc.problems]
-            raise
+                _name_the_cell(exc, cell.cell.name)
+            if type(exc) is not RunError:
+                raise
+            # the run stopped itself (fail-fast: a retired model, a bad key): the other
+            # cells still run, so the next sweep has only this one left to fix
+            failed.append(exc)
+            if on_cell is not None:
+                on_cell(cell, "failed", None)
+            continue
         status = result.manifest.status
         outcome = (
             "ran"
@@ -382,7 +390,19 @@ def run_sweep(
                 result.manifest.stop_signal,
                 result.manifest.stop_reason,
             )
+    if failed:
+        first = failed[0]
+        if len(failed) > 1:
+            first.args = (f"{first} (and {len(failed) - 1} more cells failed)", *first.args[1:])
+        raise first
     return SweepResult(directory, record, False)
+
+
+def _name_the_cell(exc: GradetrailError, name: str) -> None:
+    """Prefix ``exc``'s message (and its problems) with ``cell NAME:``."""
+    exc.args = (f"cell {name}: {exc}", *exc.args[1:])
+    if getattr(exc, "problems", None):
+        exc.problems = [f"cell {name}: {p}" for p in exc.problems]  # type: ignore[attr-defined]
 
 
 def _within_sweep_ceiling(

@@ -360,16 +360,26 @@ def test_cells_on_other_splits_are_refused_before_any_call(tmp_path: Path) -> No
     assert not (tmp_path / "results").exists()
 
 
-def test_a_cell_whose_run_stops_is_named_in_the_error(tmp_path: Path) -> None:
-    """A cell whose every call fails stops at run.fail_fast; its line names the cell (before,
-    the line said only "stopped after the first 5 samples...", leaving a sweep of many
-    models to guess which one), and the record marks it failed."""
-    path = _toy(tmp_path, {"v": {"fine": {}, "broken": {"prompt": "boom {{ q }} = {{ a }}"}}})
+def test_a_cell_whose_run_stops_is_named_and_the_others_still_run(tmp_path: Path) -> None:
+    """A cell whose every call fails stops at run.fail_fast; the cells after it still run,
+    and the error line names the cell (before, the line said only "stopped after the
+    first 5 samples...", leaving a sweep of many models to guess which one, and no later
+    cell ran: each sweep stopped at the same cell again)."""
+    variants = {
+        "fine": {},
+        "broken": {"prompt": "boom {{ q }} = {{ a }}"},
+        "later": {"prompt": "Compute {{ q }} = {{ a }}"},
+    }
+    path = _toy(tmp_path, {"v": variants})
     out = _sweep(path)
     assert out.code == 1, out.err
     assert out.err_lines[-1].startswith("error: cell broken: stopped after the first ")
     record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
-    assert [c["outcome"] for c in record["cells"]] == ["ran", "failed"]
+    assert [c["outcome"] for c in record["cells"]] == ["ran", "failed", "ran"]
+    again = _sweep(path)
+    record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
+    assert [c["outcome"] for c in record["cells"]] == ["existing", "failed", "existing"]
+    assert again.err_lines[-1].startswith("error: cell broken: ")
 
 
 def test_run_with_models_keeps_the_runs_flags_or_refuses_them(tmp_path: Path) -> None:
