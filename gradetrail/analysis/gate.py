@@ -536,6 +536,21 @@ def _paired(
     shared = [sid for sid in b_scores if sid in c_scores]
     if shared and not allow_partial:
         gate_runs.check_paired(b_scores, c_scores)
+    if not shared and common["n_errors_handled"]:
+        n_base, n_cand = (len(gate_runs.errored_ids(run)) for run in (base, cand))
+        if common["errors"] == "exclude":
+            raise GateError(
+                f"no sample is left to compare: errors exclude dropped every sample with an "
+                f"error row ({n_base} of the baseline's, {n_cand} of the candidate's), and "
+                "that is all of them: re-run to complete them, or count them as failures "
+                "(errors as-fail)"
+            )
+        raise GateError(
+            "no sample is left to compare: errors as-fail leaves out the samples the run "
+            f"it does not charge has no scored epoch on ({n_base} of the baseline's, "
+            f"{n_cand} of the candidate's samples have error rows), and that is all of "
+            "them: re-run to complete them"
+        )
     if not shared:
         raise GateError(
             f"baseline and candidate share no sample ids ({len(b_scores)} vs "

@@ -49,17 +49,23 @@ def check_sweep(
 
     Raises:
         GradetrailError: the sweep cannot run or its cells cannot be compared (the
-            message says what to fix); RunError when a cell was interrupted.
+            message says what to fix), or the candidate is the baseline; RunError when a
+            cell was interrupted (BudgetExhausted, exit code 3, when a spending ceiling
+            stopped it: running it again stops there again).
     """
     from gradetrail.analysis.sweep import sweep_table
     from gradetrail.engine.sweep import run_sweep
     from gradetrail.errors import RunError
+    from gradetrail.executors.budget import BudgetExhausted
     from gradetrail.spec.sweep import load_sweep
 
     sweep = load_sweep(path)
     if candidate is not None:
-        sweep.find(candidate, "candidate")
+        sweep.candidate_cell(candidate, "candidate")
     done = run_sweep(sweep, results_root=results_root, cache_path=cache_path)
+    if done.interrupted and done.stop_reason is not None:  # a ceiling: again stops again
+        stopped = next((c.name for c in done.record.cells if c.outcome == "interrupted"), "?")
+        raise BudgetExhausted(f"sweep {sweep.name}: cell {stopped}: {done.stop_reason}")
     if done.interrupted:
         raise RunError(f"sweep {sweep.name} was interrupted; run it again to finish it")
     table = sweep_table(done.directory)

@@ -108,7 +108,8 @@ def run(
         typer.Option(
             "--max-cost",
             help="A hard ceiling on what the run spends, USD, judges included "
-            "(run.max_cost_usd): no call starts that could pass it.",
+            "(run.max_cost_usd; with --models, the whole sweep's): no call starts that "
+            "could pass it.",
         ),
     ] = None,
     estimate: Annotated[
@@ -170,7 +171,25 @@ def run(
     if batch and executor != "local":
         raise typer.BadParameter("--batch sends no calls from workers", param_hint="--executor")
     if models is not None:
-        _run_models(spec, models, set_, cache, no_cache, results_root, executor, json_out)
+        _run_models(
+            spec,
+            models,
+            set_,
+            cache,
+            no_cache,
+            results_root,
+            json_out,
+            _models_settings(label, start_over_budget, require_approval),
+            max_cost,
+            (executor, address, workers),
+            {
+                "--print-run-dir": print_run_dir,
+                "--min-score": min_score is not None,
+                "--batch": batch,
+                "--detach": detach,
+                "--estimate": estimate,
+            },
+        )
     if json_out and print_run_dir:
         raise typer.BadParameter("give one of --json and --print-run-dir", param_hint="--json")
     if min_score is not None and not (math.isfinite(min_score) and 0 < min_score <= 1):
@@ -303,6 +322,19 @@ def run(
     raise typer.Exit(0 if result.tally.counts["scored"] else 1)
 
 
+def _models_settings(
+    label: list[str] | None, start_over_budget: bool, require_approval: bool
+) -> list[str]:
+    """The overrides ``--label``, ``--start-over-budget`` and ``--require-approval`` give
+    every cell of ``--models``."""
+    settings = [f"run.labels={json.dumps(label)}"] if label else []
+    if start_over_budget:
+        settings.append("run.start_over_budget=true")
+    if require_approval:
+        settings.append("run.require_approval=true")
+    return settings
+
+
 def _run_models(
     spec: Path,
     models: str,
@@ -310,13 +342,20 @@ def _run_models(
     cache: Path | None,
     no_cache: bool,
     results_root: Path,
-    executor: str,
     json_out: bool,
+    settings: list[str],
+    max_cost: float | None,
+    where: tuple[str, str | None, int | None],
+    unsupported: dict[str, bool],
 ) -> None:
-    """``gradetrail run SPEC --models a,b,c``: the sweep of one cell a model."""
+    """``gradetrail run SPEC --models a,b,c``: the sweep of one cell a model, each cell
+    with ``settings``, the whole sweep under ``max_cost`` (``--max-cost``); ``where`` is
+    (executor, address, workers). A flag of ``unsupported`` that is set is refused (exit 2):
+    before, --require-approval, --max-cost and the others were dropped without a word.
+    """
     gcpause.resume()  # several runs: collect cycles as usual throughout
     from gradetrail.cli import fail
-    from gradetrail.cli.sweep import run_loaded
+    from gradetrail.cli.sweep import check_max_cost, run_loaded
     from gradetrail.spec.sweep import models_sweep
 
     if set_:
@@ -325,16 +364,30 @@ def _run_models(
             "(gradetrail sweep)",
             param_hint="--set",
         )
+    for flag, given in unsupported.items():
+        if given:
+            raise typer.BadParameter(
+                f"{flag} is for a run of one model; run each model on its own, or drop it",
+                param_hint="--models",
+            )
     try:
-        loaded = models_sweep(spec, models.split(","))
+        loaded = models_sweep(
+            spec,
+            models.split(","),
+            settings=settings,
+            max_cost_usd=None if max_cost is None else check_max_cost(max_cost),
+        )
     except GradetrailError as exc:
         raise fail(exc) from None
+    executor, address, workers = where
     run_loaded(
         loaded,
         cache=cache,
         no_cache=no_cache,
         results_root=results_root,
         executor=executor,
+        address=address,
+        workers=workers,
         json_out=json_out,
     )
 

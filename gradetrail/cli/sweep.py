@@ -16,7 +16,7 @@ from gradetrail.errors import GradetrailError, UsageError
 if TYPE_CHECKING:
     from gradetrail.spec.sweep import SweepSpec
 
-__all__ = ["register", "run_loaded"]
+__all__ = ["check_max_cost", "register", "run_loaded"]
 
 
 def register(app: typer.Typer) -> None:
@@ -62,6 +62,14 @@ def sweep(
             "--allow-partial", help="Gate cells that did not complete, on shared samples."
         ),
     ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            help="A hard ceiling on what the whole sweep spends, USD (the sweep file's "
+            "max_cost_usd): no call starts that could pass it.",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the table as JSON.")] = False,
     markdown: Annotated[
         Path | None, typer.Option(help="Also write the table as Markdown to this file.")
@@ -76,7 +84,8 @@ def sweep(
 ) -> None:
     """Run a sweep's cells (complete ones are not run again) and gate them against the
     baseline: exit 0 a candidate passed (or --candidate did), 1 none, 2 bad input or the
-    cells cannot be compared, 3 a cell stopped at run.max_cost_usd, 130 interrupted."""
+    cells cannot be compared, 3 stopped at run.max_cost_usd or the sweep's --max-cost, 130
+    interrupted."""
     from gradetrail.cli import fail
     from gradetrail.spec.sweep import load_sweep
 
@@ -84,6 +93,8 @@ def sweep(
         loaded = load_sweep(sweep_file)
     except GradetrailError as exc:
         raise fail(exc) from None
+    if max_cost is not None:
+        loaded = loaded.with_max_cost(check_max_cost(max_cost))
     run_loaded(
         loaded,
         baseline=baseline,
@@ -146,9 +157,11 @@ def run_loaded(
         if baseline is not None:
             loaded.find(baseline, "--baseline")
         if candidate is not None:
-            loaded.find(candidate, "--candidate")
+            loaded.candidate_cell(candidate, "--candidate", baseline)
         if dry_run:
-            cells = plan_dry_run(loaded, results_root=results_root, cache_path=cache)
+            cells = plan_dry_run(
+                loaded, results_root=results_root, cache_path=cache, allow_partial=allow_partial
+            )
             if json_out:
                 from dataclasses import asdict
 
@@ -174,6 +187,7 @@ def run_loaded(
                     cache_path=cache,
                     use_cache=not no_cache,
                     executor_options=chosen,
+                    allow_partial=allow_partial,
                     on_cell=progress.cell_done,
                     on_start=progress.start,
                     on_row=progress.row,
@@ -229,6 +243,15 @@ def run_loaded(
     except OSError as exc:
         raise fail(UsageError(f"cannot write the sweep report: {exc}")) from None
     raise typer.Exit(0 if passed else 1)
+
+
+def check_max_cost(value: float) -> float:
+    """``--max-cost``: a positive finite number of USD, or a usage error (exit 2)."""
+    import math
+
+    if not math.isfinite(value) or value <= 0:
+        raise typer.BadParameter("must be a positive number of USD", param_hint="--max-cost")
+    return value
 
 
 class _CellProgress:

@@ -27,6 +27,13 @@ The harness (:func:`harness_files`) is:
 - the project's lockfiles (``uv.lock``, ``poetry.lock``, ``pdm.lock``, ``Pipfile.lock``,
   ``pylock.toml``, ``requirements*.txt``) in the nearest directory at or above the spec's
   that has any, up to the repository root.
+
+Beside the files, the approval records the spec's grading settings as loaded
+(:data:`GRADING_KEYS`: the target, the scorer sections, ``run.refusals``,
+``run.truncated``, the reducer, ``harness``, and what decides a split's ids: the hash
+split's seed and fractions, the id field), ``--set`` overrides applied: a run whose
+overrides (or a sweep's axes) grade otherwise is refused like a changed file, and an
+override cannot turn the spec file's ``run.require_approval: true`` off.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ __all__ = [
     "approval_path",
     "approve",
     "check_approval",
+    "grading_of",
     "harness_files",
 ]
 
@@ -234,11 +242,14 @@ class Approval:
         files: path (relative to the spec's directory) -> SHA-256 of the file's bytes.
         harness_sha256: SHA-256 over canonical JSON of ``files``.
         approved_at: when (UTC, ISO 8601).
+        grading: the spec's grading settings as approved (:func:`grading_of`), ``--set``
+            overrides applied.
     """
 
     files: dict[str, str]
     harness_sha256: str
     approved_at: str
+    grading: dict[str, Any]
 
     @classmethod
     def of(cls, spec: EvalSpec) -> Approval:
@@ -246,7 +257,8 @@ class Approval:
         base = (spec.base_dir or Path(".")).resolve()
         files = {_shown_path(p, base): _sha256(p) for p in harness_files(spec)}
         digest = hashlib.sha256(canonical_json(files).encode()).hexdigest()
-        return cls(files, digest, datetime.now(UTC).isoformat(timespec="seconds"))
+        now = datetime.now(UTC).isoformat(timespec="seconds")
+        return cls(files, digest, now, grading_of(spec))
 
     def to_json(self) -> str:
         """The approval file's text."""
@@ -254,8 +266,102 @@ class Approval:
             "approved_at": self.approved_at,
             "harness_sha256": self.harness_sha256,
             "files": self.files,
+            "grading": self.grading,
         }
         return json.dumps(body, indent=1, ensure_ascii=False) + "\n"
+
+
+#: the spec's settings that decide how answers are graded and counted, and which samples
+#: each split holds, beside the files: a ``--set`` of one of them changes the grader, or
+#: moves held-out samples into the split a loop tunes on (another hash-split seed, another
+#: id field), without changing any file. ``dataset.split.name`` is not one: a loop tunes
+#: on one split and reports on another.
+GRADING_KEYS = (
+    "target",
+    "scorer",
+    "scorers",
+    "run.refusals",
+    "run.truncated",
+    "run.reducer",
+    "run.pass_k",
+    "harness",
+    "dataset.hf",
+    "dataset.fields",
+    "dataset.id_field",
+    "dataset.label_field",
+    "dataset.label_map",
+    "dataset.split.file",
+    "dataset.split.seed",
+    "dataset.split.fractions",
+    "dataset.split.held_out",
+    "dataset.split.max_looks",
+)
+
+
+def grading_of(spec: EvalSpec) -> dict[str, Any]:
+    """``spec``'s :data:`GRADING_KEYS` (dotted key -> its value as JSON), as loaded: the
+    spec file's with its ``--set`` overrides applied; and ``modules_outside_project``: the
+    modules it names (``function``, ``tools_module``) that are no file under the spec's
+    or the working directory, so no file hash covers them (an installed module, or one
+    found elsewhere on ``sys.path``): naming another is running code nobody approved."""
+    dumped = spec.model_dump(mode="json")
+    out: dict[str, Any] = {}
+    for key in GRADING_KEYS:
+        value: Any = dumped
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        out[key] = value
+    roots = [(spec.base_dir or Path(".")).resolve(), Path.cwd()]
+    named = {
+        value.partition(":")[0]
+        for key, value in _walk(dumped)
+        if key in _MODULE_KEYS and isinstance(value, str) and value
+    }
+    out["modules_outside_project"] = sorted(m for m in named if not _module_files(m, roots))
+    return out
+
+
+def _grading_changes(approved: dict[str, Any], spec: EvalSpec) -> list[str]:
+    """The grading settings that differ from the approved ones. An approval written before
+    they were recorded approved the spec file's own: compared with those, so an override
+    is caught there too."""
+    recorded = approved.get("grading")
+    if not isinstance(recorded, dict):
+        from gradetrail.spec import load_spec
+
+        try:
+            recorded = grading_of(load_spec(spec.source))
+        except GradetrailError:
+            return []  # the file no longer loads: its own hash has changed, and says so
+    now, was = _leaves(grading_of(spec)), _leaves(recorded)
+    differ = [
+        key
+        for key in sorted(now.keys() | was.keys())
+        if canonical_json(now.get(key)) != canonical_json(was.get(key))
+    ]
+    # another scorer type brings other fields: its type says it, not each field's default
+    retyped = [key.removesuffix("type") for key in differ if key.endswith(".type")]
+    return [
+        f"{key} set to {_short(now.get(key))} (approved: {_short(was.get(key))})"
+        for key in differ
+        if key.endswith(".type") or not any(key.startswith(p) for p in retyped)
+    ]
+
+
+def _leaves(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> value of every leaf of nested mappings (a list is one leaf)."""
+    out: dict[str, Any] = {}
+    for key, inner in value.items():
+        if isinstance(inner, dict) and inner:
+            out.update(_leaves(inner, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = inner
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def approve(spec: EvalSpec, path: Path | None = None) -> tuple[Path, Approval]:
@@ -325,6 +431,7 @@ def check_approval(spec: EvalSpec, path: Path | None = None) -> Approval:
     ]
     changes += [f"new {name}" for name in now.files if name not in old]
     changes += [f"gone {name}" for name in old if name not in now.files]
+    changes += _grading_changes(approved, spec)
     if changes:
         shown = "; ".join(changes[:_SHOWN])
         if len(changes) > _SHOWN:

@@ -27,6 +27,7 @@ from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path, retry_advice
 from gradetrail.datasets import Sample, Samples, load_samples
+from gradetrail.datasets.looks import check_no_held_out_quotes, take_look
 from gradetrail.engine.epoch_order import EpochOrder
 from gradetrail.engine.failfast import FailFast, QuotaExhausted, check_quota
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
@@ -137,12 +138,23 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
     instance or a function of one ScoreInput, see :mod:`gradetrail.scorers.function`) in
     place of the spec's; its code enters the identity hash.
 
+    With ``run.require_approval``, the harness is checked against its approval first
+    (:func:`~gradetrail.engine.approval.check_approval`), before any of its code is
+    imported: planning imports a python provider's or scorer's module, which runs its
+    top-level code (a sweep plans every cell, and ``--estimate`` plans too).
+
     Raises:
+        ApprovalError: ``run.require_approval`` is set and the harness changed since
+            ``gradetrail approve``.
         SpecError, DatasetError: anything wrong with the spec or its files, before any call:
             also a row nested past Python's recursion limit, more than
             :data:`~gradetrail.spec.run.MAX_ROWS` rows (samples x epochs), and a scorer
             that fails on any sample's own data (a regex pattern one row makes invalid).
     """
+    if spec.run.require_approval:  # before any of the harness is read, imported or run
+        from gradetrail.engine.approval import check_approval
+
+        check_approval(spec)
     try:
         samples = load_samples(spec.dataset, base_dir=spec.base_dir, where=spec.source)
     except RecursionError:
@@ -150,6 +162,7 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
             f"{spec.source}: dataset.path: a row is nested too deeply to read (over about "
             f"{sys.getrecursionlimit()} levels); flatten the rows"
         ) from None
+    check_no_held_out_quotes(spec, samples)  # a tuning split's prompt quoting held-out rows
     rows = len(samples) * spec.run.epochs
     if rows > MAX_ROWS:
         raise SpecError(
@@ -278,11 +291,9 @@ def run_eval(
             ``gradetrail approve`` (see :mod:`gradetrail.engine.approval`).
         CacheError, RunError: the cache or results directory cannot be used (before any
             call), or the cache fails mid-run (the manifest then says ``failed``).
+        SpecError: also a run on a held-out split past its ``dataset.split.max_looks``
+            (:mod:`gradetrail.datasets.looks`), before any call.
     """
-    if spec.run.require_approval:  # before anything is read or called
-        from gradetrail.engine.approval import check_approval
-
-        check_approval(spec)
     git = GitProbe()  # git answers while the run is planned; the manifest records it
     cache: ResponseCache | None = None
     try:
@@ -301,6 +312,8 @@ def run_eval(
         )
         if budget is not None:
             executor = BudgetedExecutor(executor, budget)
+        # the last refusal before any call: a run on a held-out split is a look, recorded
+        take_look(plan.spec, plan.identity_hash, f"{spec.model.provider}:{spec.model.name}")
     except BaseException:
         git.close()
         if cache is not None:

@@ -149,6 +149,8 @@ def identity_body(spec: dict[str, Any]) -> dict[str, Any]:
             dataset.pop(key, None)
     if dataset.get("split"):  # its ids enter through their hash (file role "split")
         dataset["split"].pop("file", None)
+        for key in ("held_out", "max_looks"):  # which split is held out decides no number
+            dataset["split"].pop(key, None)
     body.get("model", {}).pop("http_client", None)  # how requests are sent, not what
     _drop_later_defaults(body)  # older runs keep their identity hashes
     for model in _sections(body, "model"):

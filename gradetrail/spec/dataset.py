@@ -79,6 +79,31 @@ class SplitSpec(_Strict):
         "summing to 1, e.g. {train: 0.8, test: 0.2}. An id's split depends only on the "
         "id and the seed, so adding rows never moves another id.",
     )
+    held_out: str | None = Field(
+        None,
+        description="The split a loop reports on and never tunes on, e.g. 'test': each "
+        "run on it of another identity is a look, recorded in a ledger beside the split "
+        "file (or the spec), <name>.looks.jsonl.",
+    )
+    max_looks: int | None = Field(
+        None,
+        ge=1,
+        description="Runs of different identities the held-out split may have (the "
+        "baseline and the best candidate: 2); one more is refused, exit 2. Each look at a "
+        "held-out set spends its independence: a loop that keeps what scores best there "
+        "tunes on it.",
+    )
+
+    @model_validator(mode="after")
+    def _held_out(self) -> SplitSpec:
+        if self.max_looks is not None and self.held_out is None:
+            raise ValueError("dataset.split.max_looks needs dataset.split.held_out (e.g. test)")
+        if self.fractions is not None and self.held_out not in (None, *self.fractions):
+            raise ValueError(
+                f"dataset.split.held_out {self.held_out!r} is not one of the fractions' splits "
+                f"({', '.join(self.fractions)}); name one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> SplitSpec:

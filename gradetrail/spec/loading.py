@@ -35,7 +35,8 @@ def load_spec(
 
     Raises:
         SpecError: unreadable file, invalid YAML, a bad override or a field error; the
-            message is one line naming the file, the field and the fix.
+            message is one line naming the file, the field and the fix. Also an override
+            turning off the file's ``run.require_approval: true``.
     """
     path = Path(path)
     if (refusal := not_this_kind(path, None, "spec")) is not None:
@@ -61,6 +62,8 @@ def load_spec(
         raise SpecError(refusal)
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a spec must be a YAML mapping with name, dataset, prompt, ...")
+    run = raw.get("run")
+    required = isinstance(run, dict) and run.get("require_approval") is True
     try:
         _check_expansion(raw, str(path))
         raw = apply_overrides(raw, overrides or [], source=str(path))
@@ -70,6 +73,12 @@ def load_spec(
         spec = parse_spec(raw, str(path), set_keys, overrides_from)
     except RecursionError:
         raise SpecError(f"{path}: a value is nested too deeply; flatten the spec") from None
+    if required and not spec.run.require_approval:
+        raise SpecError(
+            f"{path}: run.require_approval is true in the spec file and {overrides_from} cannot "
+            "turn it off (an unattended loop could run an unreviewed harness so); edit the "
+            "spec file, which its approval covers"
+        )
     spec._base_dir = path.resolve().parent
     return spec
 

@@ -94,6 +94,14 @@ class SweepSpec(_Strict):
     )
     gate: SweepGate = Field(default_factory=SweepGate)
     slices: SweepSlices | None = None
+    max_cost_usd: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="A hard ceiling on what the whole sweep spends, USD (every cell's "
+        "calls, judges included, re-runs after a kill too): no call starts that could pass "
+        "it. A cell's own run.max_cost_usd still holds within it.",
+    )
 
     @field_validator("axes")
     @classmethod
@@ -144,6 +152,14 @@ class SweepSpec(_Strict):
 
     _source: str = "<sweep>"
     _base_dir: Path = Path(".")
+    #: dotted.key=value overrides every cell gets after its axes' (``gradetrail run
+    #: --models``' --label, --require-approval, --start-over-budget); not in the file
+    _settings: tuple[str, ...] = ()
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """Overrides applied to the base spec of every cell (before its axes')."""
+        return self._settings
 
     @property
     def source(self) -> str:
@@ -155,6 +171,12 @@ class SweepSpec(_Strict):
         """The base spec's path, resolved against the sweep file's directory."""
         p = Path(self.spec).expanduser()
         return p if p.is_absolute() else self._base_dir / p
+
+    def with_max_cost(self, usd: float) -> SweepSpec:
+        """This sweep with ``max_cost_usd`` set to ``usd`` (``--max-cost``)."""
+        copy = self.model_copy(update={"max_cost_usd": usd})
+        copy._source, copy._base_dir, copy._settings = self._source, self._base_dir, self._settings
+        return copy
 
     def cells(self) -> list[SweepCell]:
         """Every cell, the first axis varying slowest; labels in axis order."""
@@ -170,7 +192,7 @@ class SweepSpec(_Strict):
             for _, variant in combo:
                 sets.update(variant)
             labels = tuple(label for label, _ in combo)
-            overrides = tuple(f"{k}={json.dumps(v)}" for k, v in sets.items())
+            overrides = self._settings + tuple(f"{k}={json.dumps(v)}" for k, v in sets.items())
             out.append(SweepCell("/".join(labels), labels, overrides))
         return out
 
@@ -184,6 +206,22 @@ class SweepSpec(_Strict):
         if self.baseline is None:
             return cells[0]
         return self.find(self.baseline, "baseline")
+
+    def candidate_cell(self, name: str, what: str, baseline: str | None = None) -> SweepCell:
+        """The cell ``name`` as the candidate that must pass, against ``baseline`` (a
+        cell's name or label; default the sweep's).
+
+        Raises:
+            SpecError: no such cell, or it is the baseline (never gated: it can never pass).
+        """
+        base = self.find(baseline, "--baseline") if baseline else self.baseline_cell()
+        cell = self.find(name, what)
+        if cell == base:
+            raise SpecError(
+                f"{what} {name} is the baseline cell ({base.name}): it is not gated, so it "
+                "can never pass; name a candidate cell, or another baseline"
+            )
+        return cell
 
     def find(self, name: str, what: str) -> SweepCell:
         """The cell called ``name``; a single label is enough when only one cell has it.
@@ -259,10 +297,17 @@ def load_sweep(path: str | Path) -> SweepSpec:
 
 
 def models_sweep(
-    spec_path: str | Path, models: list[str], baseline: str | None = None
+    spec_path: str | Path,
+    models: list[str],
+    baseline: str | None = None,
+    *,
+    settings: list[str] | None = None,
+    max_cost_usd: float | None = None,
 ) -> SweepSpec:
     """The sweep of ``gradetrail run SPEC --models a,b,c``: one cell a model name, named
-    after the spec, the first model (or ``baseline``) the baseline.
+    after the spec, the first model (or ``baseline``) the baseline; ``settings``
+    (``dotted.key=value``) applied to every cell, ``max_cost_usd`` the whole sweep's
+    ceiling.
 
     Raises:
         SpecError: no model, a model named twice, the spec cannot be read, or a baseline
@@ -274,10 +319,12 @@ def models_sweep(
     names = [m.strip() for m in models if m.strip()]
     if not names:
         raise SpecError("--models: name at least one model, e.g. --models gpt-4o,gpt-4.1")
-    name = load_spec(path).name
-    raw = {"name": name, "spec": str(path.resolve()), "axes": {"model.name": names}}
+    name = load_spec(path, list(settings or ())).name
+    raw: dict[str, Any] = {"name": name, "spec": str(path.resolve()), "axes": {"model.name": names}}
     if baseline is not None:
         raw["baseline"] = baseline
+    if max_cost_usd is not None:
+        raw["max_cost_usd"] = max_cost_usd
     try:
         sweep = SweepSpec.model_validate(raw)
     except ValidationError as exc:
@@ -285,5 +332,6 @@ def models_sweep(
         raise SpecError(f"--models: {message}") from None
     sweep._source = f"{path} --models"
     sweep._base_dir = Path.cwd()
+    sweep._settings = tuple(settings or ())
     sweep.baseline_cell()
     return sweep

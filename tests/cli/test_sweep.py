@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_support import run_cli
+from cli_support import run_cli, write_eval
 from paths import GSM8K_SPEC
 
 from gradetrail.engine.runner import plan_run
@@ -230,7 +230,8 @@ def test_a_cell_the_gate_refuses_is_told_only_what_a_sweep_can_do(
     tmp_path: Path, variant: dict, gate_flag: str, kept: str
 ) -> None:
     """A cell on more samples, other samples or other dataset content cannot be gated
-    against the baseline: one line, exit 2, without the ``gradetrail gate`` flags that
+    against the baseline: one line, exit 2, before any call (before, every cell ran and
+    paid, then the table refused), without the ``gradetrail gate`` flags that
     ``gradetrail sweep`` does not take (``--unpaired``, ``--allow-different-data``); the
     one it takes (``--allow-partial``) is still named."""
     rows = (GSM8K_SPEC.parent / "data" / "gsm8k" / "test.jsonl").read_text().splitlines()[:10]
@@ -245,9 +246,10 @@ def test_a_cell_the_gate_refuses_is_told_only_what_a_sweep_can_do(
     out = _sweep(path)
     assert out.code == 2, out.err
     line = out.err_lines[-1]
-    assert line.startswith("error: cell other: ")
+    assert line.startswith(f"error: {path}: cell other: ") and line.endswith("no call made)")
     assert gate_flag not in line  # unfixed: the gate's flag was named
     assert kept in line
+    assert not list((tmp_path / "results").glob("gsm8k-*"))  # no cell ran
 
 
 def test_a_cell_whose_rows_were_damaged_is_run_again(sweep_file: Path) -> None:
@@ -300,3 +302,164 @@ def test_an_app_printing_leaves_the_sweeps_json_whole(tmp_path: Path) -> None:
     out = run_cli("sweep", str(sweep), "--results-root", str(tmp_path / "r"), "--json")
     assert [c["name"] for c in json.loads(out.out)["cells"]] == ["loud", "quiet"], out.err
     assert "debug 1" in out.err
+
+
+def _toy(tmp_path: Path, axes: dict, **sweep: object) -> Path:
+    """A python-provider eval over 12 rows (an app echoing the answer) and a sweep of it."""
+    rows = [{"id": f"r{i}", "q": f"{i}+0", "a": str(i)} for i in range(12)]
+    (tmp_path / "splits.json").write_text(
+        json.dumps({"train": [f"r{i}" for i in range(8)], "test": [f"r{i}" for i in range(8, 12)]})
+    )
+    write_eval(tmp_path, rows, name="toy")
+    path = tmp_path / "sweep.yaml"
+    raw = {"name": "toy", "spec": "spec.yaml", "axes": axes, **sweep}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_two_cells_that_are_one_run_are_refused_before_any_call(tmp_path: Path) -> None:
+    """Cells whose settings decide no number differently (the spec's own prompt again, an
+    execution-only knob) share one identity hash and run directory: exit 2 naming both,
+    nothing run. Before, the sweep gated the run against itself (+0.0000, counted in the
+    Holm family as a comparison of its own) and exited 1."""
+    path = _toy(
+        tmp_path,
+        {
+            "v": {
+                "plain": {},
+                "same": {"prompt": "What is {{ q }}? = {{ a }}"},
+                "other": {"prompt": "Compute {{ q }} = {{ a }}"},
+            }
+        },
+    )
+    for args in ((), ("--dry-run",)):
+        out = _sweep(path, *args)
+        assert out.code == 2, out.err
+        assert out.err_lines[-1].startswith(f"error: {path}: cells plain and same are the same run")
+    assert not (tmp_path / "results").exists()
+    path = _toy(tmp_path, {"run.concurrency": [1, 4]})
+    out = _sweep(path)
+    assert out.code == 2 and "cells 1 and 4 are the same run" in out.err
+
+
+def test_cells_on_other_splits_are_refused_before_any_call(tmp_path: Path) -> None:
+    """A cell on another dataset.split than the baseline's could never be paired with it:
+    exit 2 before any call, whatever --allow-partial says (before, both cells ran and the
+    table refused them)."""
+    split = {"file": "splits.json", "name": "train"}
+    path = _toy(tmp_path, {"dataset.split.name": ["train", "test"]})
+    spec = yaml.safe_load((tmp_path / "spec.yaml").read_text())
+    spec["dataset"]["split"] = split
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = _sweep(path, "--allow-partial")
+    assert out.code == 2, out.err
+    assert out.err_lines[-1] == (
+        f"error: {path}: cell test: runs on split 'test' but the baseline train on split "
+        "'train': every cell must run on the same dataset.split (no call made)"
+    )
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_cell_whose_run_stops_is_named_and_the_others_still_run(tmp_path: Path) -> None:
+    """A cell whose every call fails stops at run.fail_fast; the cells after it still run,
+    and the error line names the cell (before, the line said only "stopped after the
+    first 5 samples...", leaving a sweep of many models to guess which one, and no later
+    cell ran: each sweep stopped at the same cell again)."""
+    variants = {
+        "fine": {},
+        "broken": {"prompt": "boom {{ q }} = {{ a }}"},
+        "later": {"prompt": "Compute {{ q }} = {{ a }}"},
+    }
+    path = _toy(tmp_path, {"v": variants})
+    out = _sweep(path)
+    assert out.code == 1, out.err
+    assert out.err_lines[-1].startswith("error: cell broken: stopped after the first ")
+    record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
+    assert [c["outcome"] for c in record["cells"]] == ["ran", "failed", "ran"]
+    again = _sweep(path)
+    record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
+    assert [c["outcome"] for c in record["cells"]] == ["existing", "failed", "existing"]
+    assert again.err_lines[-1].startswith("error: cell broken: ")
+
+
+def test_run_with_models_keeps_the_runs_flags_or_refuses_them(tmp_path: Path) -> None:
+    """`gradetrail run --models` gives every cell --label and --max-cost (the whole
+    sweep's ceiling: a model without max_tokens cannot be bounded, exit 2) and refuses a
+    flag a sweep cannot honour (--min-score, --batch), exit 2. Before, all of them were
+    dropped without a word: the sweep ran unbounded and exited 0."""
+    spec = write_eval(tmp_path, [{"id": "a", "q": "1+1", "a": "2"}], name="toy")
+    root = str(tmp_path / "r")
+    out = run_cli("run", str(spec), "--models", "m1,m2", "--max-cost", "1", "--results-root", root)
+    assert out.code == 2, out.err
+    assert out.err_lines[-1].startswith("error: cell m1: ")
+    assert "a budgeted run needs a bound on each response's length" in out.err_lines[-1]
+    for flag in (["--min-score", "0.5"], ["--batch"]):
+        out = run_cli("run", str(spec), "--models", "m1,m2", *flag, "--results-root", root)
+        assert out.code == 2 and f"{flag[0]} is for a run of one model" in out.err, out.err
+    out = run_cli(
+        "run", str(spec), "--models", "m1,m2", "--label", "nightly", "--results-root", root
+    )
+    assert out.code in (0, 1), out.err
+    manifests = [json.loads(p.read_text()) for p in sorted(Path(root).glob("toy-*/manifest.json"))]
+    labels = sorted(tuple(m["spec"]["run"]["labels"]) for m in manifests)
+    assert labels == [("nightly", "toy:m1"), ("nightly", "toy:m2")]
+
+
+@pytest.mark.parametrize(
+    ("errors", "baseline", "line"),
+    [
+        (
+            "exclude",
+            "fine",
+            "error: cell broken: no sample is left to compare: errors exclude dropped every "
+            "sample with an error row (0 of the baseline's, 12 of the candidate's), and that "
+            "is all of them: re-run to complete them, or count them as failures (errors "
+            "as-fail)",
+        ),
+        (
+            "as-fail",
+            "broken",
+            "error: cell fine: no sample is left to compare: errors as-fail leaves out the "
+            "samples the run it does not charge has no scored epoch on (12 of the baseline's, "
+            "0 of the candidate's samples have error rows), and that is all of them: re-run "
+            "to complete them",
+        ),
+    ],
+)
+def test_a_cell_whose_every_row_failed_says_why_nothing_compares(
+    tmp_path: Path, errors: str, baseline: str, line: str
+) -> None:
+    """A cell whose every call failed, dropped by gate.errors exclude (or, as the
+    baseline, left out by as-fail): exit 2 saying the policy left no sample, not "share no
+    sample ids (0 vs 0 samples): gate two runs of the same samples", a fix that was none."""
+    path = _toy(
+        tmp_path,
+        {"v": {"fine": {}, "broken": {"prompt": "boom {{ q }} = {{ a }}", "run.fail_fast": 0}}},
+        gate={"errors": errors},
+        baseline=baseline,
+    )
+    out = _sweep(path)
+    assert out.code == 2, out.err
+    assert out.err_lines[-1] == line
+
+
+def test_a_candidate_that_is_the_baseline_is_refused_before_any_run(sweep_file: Path) -> None:
+    """--candidate naming the baseline cell (the file's, or --baseline's) exits 2 before
+    any cell runs; before, the cells ran and the sweep exited 1, "did not pass", for a
+    cell that is never gated."""
+    for args in (("--candidate", "prod"), ("--baseline", "big", "--candidate", "big")):
+        out = _sweep(sweep_file, *args)
+        assert out.code == 2, out.err
+        assert out.err_lines[-1].startswith(f"error: --candidate {args[-1]} is the baseline cell")
+    assert not (sweep_file.parent / "results").exists()
+
+
+def test_the_ci_check_refuses_a_candidate_that_is_the_baseline(sweep_file: Path) -> None:
+    """gradetrail.ci.sweep.check_sweep (the pytest plugin's) refuses candidate=baseline
+    before any cell runs, as the CLI does (before: every cell ran, then "did not pass")."""
+    from gradetrail.ci.sweep import check_sweep
+    from gradetrail.errors import SpecError
+
+    with pytest.raises(SpecError, match="candidate prod is the baseline cell"):
+        check_sweep(sweep_file, candidate="prod", results_root=sweep_file.parent / "results")
+    assert not (sweep_file.parent / "results").exists()

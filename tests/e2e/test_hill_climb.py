@@ -29,7 +29,7 @@ def test_the_loop_tunes_on_train_gates_on_test_and_stops_on_an_edit(tmp_path: Pa
     shutil.copytree(EXAMPLES / "hill_climb", tmp_path / "hill_climb")
     shutil.copytree(EXAMPLES / "data" / "gsm8k", tmp_path / "data" / "gsm8k")
     (tmp_path / ".git").mkdir()
-    for stale in ("spec.approval.json", "progress.json"):
+    for stale in ("spec.approval.json", "progress.json", "splits.looks.jsonl"):
         (tmp_path / "hill_climb" / stale).unlink(missing_ok=True)
     approve = _python("-m", "gradetrail", "approve", "hill_climb/spec.yaml", cwd=tmp_path)
     assert approve.returncode == 0, approve.stderr

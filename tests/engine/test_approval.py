@@ -30,7 +30,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(EXAMPLES / "data" / "gsm8k", tmp_path / "data" / "gsm8k")
     (tmp_path / ".git").mkdir()  # the repository root: the lockfile search stops here
     (tmp_path / "uv.lock").write_text("version = 1\n")
-    for stale in ("spec.approval.json", "progress.json"):
+    for stale in ("spec.approval.json", "progress.json", "splits.looks.jsonl"):
         (tmp_path / "hill_climb" / stale).unlink(missing_ok=True)
     return tmp_path / "hill_climb"
 
@@ -220,3 +220,104 @@ def test_a_local_module_the_app_imports_is_part_of_the_harness(project: Path) ->
     refused = _run(project)
     assert refused.code == 2, refused.err
     assert "changed knobs/base.py" in refused.err_lines[0]
+
+
+def test_an_edited_app_is_not_imported_by_a_sweep_or_an_estimate(project: Path) -> None:
+    """Once approved, an edit to app.py whose import has an effect (here: writing a file)
+    is refused, exit 2, by ``gradetrail sweep`` (run and --dry-run) and ``gradetrail run
+    --estimate`` before the module is imported. Before, they planned every run first,
+    importing the unreviewed app (its top-level code ran), and --dry-run and --estimate
+    never checked the approval at all."""
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    marker = project.parent / "imported"
+    with (project / "app.py").open("a") as f:
+        f.write(f"\nopen({str(marker)!r}, 'w').close()\n")
+    sweep = project / "sweep.yaml"
+    sweep.write_text(
+        "name: climb\nspec: spec.yaml\naxes:\n  model.name: [6b_finetuning, 175b_finetuning]\n"
+    )
+    root = str(project.parent / "results")
+    for args in (
+        ("sweep", str(sweep), "--results-root", root, "--no-cache"),
+        ("sweep", str(sweep), "--results-root", root, "--dry-run"),
+        ("run", str(project / "spec.yaml"), "--estimate", "--no-cache"),
+    ):
+        out = run_cli(*args)
+        assert out.code == 2, (args, out.err)
+        assert "the harness changed since its approval" in out.err_lines[-1]
+        assert "changed app.py" in out.err_lines[-1]
+        assert not marker.exists(), args
+
+
+def test_an_override_cannot_change_the_grading_or_lift_the_approval(project: Path) -> None:
+    """With the harness approved, a --set (or a sweep's axis) that changes how answers are
+    graded (target, scorer, run.truncated...) is refused, exit 2, naming the setting and
+    its approved value, as is one turning run.require_approval off; an approval given
+    with that --set admits it, and an approval file from before grading was recorded is
+    held to the spec file's own. Before, every one of them ran: `--set target={{ 0 }}` scored
+    the test split against "0", unreviewed."""
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    for override, named in (
+        ("target='{{ 0 }}'", 'target set to "{{ 0 }}" (approved: "{{ answer.split('),
+        ("scorer.marker='Final:'", 'scorer.marker set to "Final:" (approved: "A:")'),
+        ("run.truncated=score", 'run.truncated set to "score" (approved: "exclude")'),
+        ("scorer={type: exact}", 'scorer.type set to "exact" (approved: "numeric")'),
+    ):
+        out = _run(project, "--set", override)
+        assert out.code == 2, (override, out.err)
+        assert named in out.err_lines[-1] and "the harness changed since" in out.err_lines[-1]
+    lifted = _run(project, "--set", "run.require_approval=false")
+    assert lifted.code == 2 and "--set cannot turn it off" in lifted.err_lines[-1]
+    assert not (project.parent / "results").exists()
+    # approved with the override: admitted; an approval of before keeps the file's own
+    assert run_cli("approve", str(project / "spec.yaml"), "--set", "run.truncated=score").code == 0
+    assert _run(project, "--set", "run.truncated=score").code == 0
+    record = json.loads((project / "spec.approval.json").read_text())
+    del record["grading"]
+    (project / "spec.approval.json").write_text(json.dumps(record))
+    old = _run(project, "--set", "run.truncated=score")
+    assert old.code == 2 and 'run.truncated set to "score" (approved: "exclude")' in old.err
+
+
+def test_an_override_cannot_move_held_out_ids_into_the_tuning_split(project: Path) -> None:
+    """A hash split approved at seed 0: `--set dataset.split.seed=1` (which would put a
+    fifth of the held-out ids into train) or another id field is refused, exit 2, naming
+    it; the split's name stays free (the loop reports on test). Before, any seed ran, so
+    a loop trying seeds saw every held-out sample on its tuning split."""
+    split = "dataset.split={name: test, seed: 0, fractions: {train: 0.8, test: 0.2}}"
+    assert run_cli("approve", str(project / "spec.yaml"), "--set", split).code == 0
+    for override, named in (
+        ("dataset.split.seed=1", "dataset.split.seed set to 1 (approved: 0)"),
+        ("dataset.id_field=question", 'dataset.id_field set to "question" (approved: "id")'),
+    ):
+        out = _run(project, "--set", split, "--set", override)
+        assert out.code == 2 and named in out.err_lines[-1], (override, out.err)
+    assert not (project.parent / "results").exists()
+
+
+def test_a_module_outside_the_project_is_not_run_unapproved(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An override pointing model.function at a module no file of the project holds (one
+    elsewhere on sys.path, an installed one), with app.py kept in the harness through
+    model.tools_module, is refused, exit 2, naming the module, before it is imported.
+    Before, every approved file was unchanged, so the outside module ran unreviewed."""
+    elsewhere = project.parent / "elsewhere"
+    elsewhere.mkdir()
+    marker = project.parent / "ran"
+    (elsewhere / "approval_outside_app.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n\ndef answer(request):\n    return 'A: 1'\n"
+    )
+    monkeypatch.syspath_prepend(str(elsewhere))
+    monkeypatch.delitem(sys.modules, "approval_outside_app", raising=False)
+    assert run_cli("approve", str(project / "spec.yaml")).code == 0
+    out = _run(
+        project,
+        "--set",
+        "model.function=approval_outside_app:answer",
+        "--set",
+        "model.tools_module=app",
+    )
+    assert out.code == 2, out.err
+    assert 'modules_outside_project set to ["approval_outside_app"] (approved: [])' in out.err
+    assert not marker.exists()

@@ -678,3 +678,49 @@ def test_a_request_asking_for_prompt_caching_is_bounded_at_the_cache_write_rate(
     assert worst_case_usd(provider, cached, batch=True) == pytest.approx(
         (cached_in * 6 + 1500) / 2e6
     )
+
+
+def test_a_sweeps_ceiling_holds_across_its_cells_and_its_re_runs(srv, tmp_path: Path) -> None:
+    """A sweep's max_cost_usd (or --max-cost) of one and a half cells' cost: the sweep
+    stops inside its second cell (exit 3, the third never starts) having spent at most the
+    ceiling over all its cells; the same command again spends nothing; a larger ceiling
+    finishes it, no request paid twice. Before, a sweep had no ceiling of its own: each
+    cell's run.max_cost_usd held, so N cells could spend N times it."""
+    from cli_support import run_cli
+
+    from gradetrail.ci.sweep import check_sweep
+    from gradetrail.executors.budget import BudgetExhausted
+
+    measured = run(spec_for(tmp_path, srv, "openai"), tmp_path / "measure", False)
+    one_cell = measured.manifest.cost_usd
+    srv.reset()
+    spec_for(tmp_path, srv, "openai", start_over_budget=True)
+    models = ["175b_verification", "175b_finetuning", "6b_verification"]
+    sweep = tmp_path / "spec" / "sweep.yaml"
+    raw = {"name": "budget", "spec": "spec.yaml", "axes": {"model.name": models}}
+    sweep.write_text(yaml.safe_dump({**raw, "max_cost_usd": one_cell * 1.5}))
+    root = tmp_path / "results"
+    args = ("sweep", str(sweep), "--results-root", str(root), "--cache", str(tmp_path / "c.db"))
+
+    def spent() -> list[float]:
+        return [SpendingLog(d).total() for d in sorted(root.glob("gsm8k-http-*"))]
+
+    first = run_cli(*args)
+    assert first.code == 3, first.err
+    assert first.err_lines[-1].startswith("error: cell 175b_finetuning: ")
+    assert len(spent()) == 2 and 0 < sum(spent()) <= one_cell * 1.5 + 1e-12
+    calls = srv.stats()["total"]
+    assert ROWS < calls < 2 * ROWS
+    again = run_cli(*args)
+    assert again.code == 3, again.err
+    assert again.err_lines[-1].startswith("error: cell 175b_finetuning: ")
+    # the CI check (and the pytest plugin) says the ceiling, exit code 3, not "run it
+    # again to finish it", which would stop at the same ceiling
+    with pytest.raises(BudgetExhausted, match=r"^sweep budget: cell 175b_finetuning: ") as err:
+        check_sweep(sweep, results_root=root, cache_path=tmp_path / "c.db")
+    assert err.value.exit_code == 3
+    assert srv.stats()["total"] == calls and sum(spent()) <= one_cell * 1.5 + 1e-12
+    done = run_cli(*args, "--max-cost", str(one_cell * 4))
+    assert done.code in (0, 1), done.err
+    assert srv.stats()["total"] == 3 * ROWS and srv.stats()["repeated"] == 0
+    assert len(spent()) == 3 and sum(spent()) <= one_cell * 4

@@ -1,0 +1,126 @@
+"""Looks at a held-out split (``dataset.split.held_out``, ``max_looks``): every run there
+of a new identity is recorded before any call, one past the limit is refused (exit 2),
+a sweep that would pass it is refused before its first cell, and the settings change no
+identity hash."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from cli_support import run_cli, write_eval
+
+ROWS = [{"id": f"r{i}", "q": f"{i}+0", "a": str(i)} for i in range(12)]
+
+
+def _project(tmp_path: Path, **split: object) -> Path:
+    """A python-provider eval of 12 rows, split by a file into train (8) and test (4)."""
+    ids = [r["id"] for r in ROWS]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "splits.json").write_text(json.dumps({"train": ids[:8], "test": ids[8:]}))
+    return write_eval(
+        tmp_path,
+        ROWS,
+        name="looks",
+        dataset={"path": "data.jsonl", "split": {"file": "splits.json", "name": "train", **split}},
+    )
+
+
+def _run(spec: Path, *sets: str):  # noqa: ANN202
+    args = [a for s in sets for a in ("--set", s)]
+    return run_cli("run", str(spec), "--results-root", str(spec.parent / "r"), "--no-cache", *args)
+
+
+def test_a_look_past_max_looks_is_refused_before_any_call(tmp_path: Path) -> None:
+    """Two prompts on test are two looks (recorded in splits.looks.jsonl); a third prompt
+    is refused, exit 2, naming the looks taken, and writes no run; running a recorded one
+    again (a re-run) and any run on train are free. Before, a loop could evaluate the
+    held-out split as often as it liked and keep the best."""
+    spec = _project(tmp_path, held_out="test", max_looks=2)
+    prompts = [f"prompt=Variant {k}: {{{{ q }}}} = {{{{ a }}}}" for k in range(3)]
+    for prompt in prompts:
+        assert _run(spec, prompt).code == 0  # train: not the held-out split
+    test = "dataset.split.name=test"
+    assert _run(spec, test, prompts[0]).code == 0
+    assert _run(spec, test, prompts[1]).code == 0
+    runs = len(list((tmp_path / "r").iterdir()))
+    third = _run(spec, test, prompts[2])
+    assert third.code == 2, third.err
+    assert third.err_lines[-1].startswith(
+        f"error: {spec}: dataset.split: split 'test' is held out and 2 of its 2 looks are "
+        "taken (runs "
+    )
+    assert len(list((tmp_path / "r").iterdir())) == runs  # nothing run
+    assert _run(spec, test, prompts[0]).code == 0  # the same look again
+    lines = (tmp_path / "splits.looks.jsonl").read_text().splitlines()
+    ledger = [json.loads(line) for line in lines]
+    assert [r["model"] for r in ledger] == ["python:app", "python:app"]
+    manifests = sorted((tmp_path / "r").glob("*/manifest.json"))
+    on_test = {
+        m["identity_hash"]
+        for m in map(json.loads, (p.read_text() for p in manifests))
+        if m["dataset"]["split"]["name"] == "test"
+    }
+    assert on_test == {r["identity_hash"] for r in ledger}
+
+
+def test_a_sweep_past_max_looks_is_refused_before_its_first_cell(tmp_path: Path) -> None:
+    """Three cells on the held-out split under max_looks 2: exit 2 before any cell runs
+    (before, two cells ran and paid and the third was refused)."""
+    spec = _project(tmp_path, name="test", held_out="test", max_looks=2)
+    sweep = tmp_path / "sweep.yaml"
+    variants = {f"v{k}": {"prompt": f"V{k} {{{{ q }}}} = {{{{ a }}}}"} for k in range(3)}
+    sweep.write_text(yaml.safe_dump({"name": "s", "spec": spec.name, "axes": {"p": variants}}))
+    out = run_cli("sweep", str(sweep), "--results-root", str(tmp_path / "r"), "--no-cache")
+    assert out.code == 2, out.err
+    assert out.err_lines[-1].endswith("(3 of this sweep's cells would be new looks)")
+    assert not list((tmp_path / "r").glob("looks-*"))
+    assert not (tmp_path / "splits.looks.jsonl").exists()
+
+
+def test_held_out_settings_change_no_identity_and_need_each_other(tmp_path: Path) -> None:
+    """Declaring the held-out split keeps every run's identity hash (a run dir made before
+    is the same run); max_looks without held_out is a one-line error, exit 2."""
+    plain = _project(tmp_path / "a")
+    held = _project(tmp_path / "b", held_out="test", max_looks=1)
+    for spec in (plain, held):
+        assert _run(spec, "dataset.split.name=test").code == 0
+    names = [p.name for s in (plain, held) for p in (s.parent / "r").iterdir()]
+    assert len(names) == 2 and names[0] == names[1]
+    bad = _project(tmp_path / "c", max_looks=2)
+    out = _run(bad)
+    assert out.code == 2 and "dataset.split.max_looks needs dataset.split.held_out" in out.err
+
+
+BOILERPLATE = "Answer the following question with one single number and nothing else"
+
+
+def _story(i: int) -> str:
+    return f"Sample {i} tells of a traveller who walked {i} miles across the windy hills"
+
+
+def test_a_tuning_prompt_quoting_a_held_out_row_is_refused(tmp_path: Path) -> None:
+    """A train run whose prompt pastes eight words of a held-out row (whitespace aside) is
+    refused, exit 2, naming the sample and the words; a train row's text, boilerplate every
+    row shares, and the same prompt on the held-out split itself run. Before, a loop could
+    tune on train with held-out examples in its prompt."""
+    rows = [{**r, "story": _story(k), "note": BOILERPLATE} for k, r in enumerate(ROWS)]
+    ids = [r["id"] for r in rows]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "splits.json").write_text(json.dumps({"train": ids[:8], "test": ids[8:]}))
+    split = {"file": "splits.json", "name": "train", "held_out": "test"}
+    spec = write_eval(tmp_path, rows, name="quotes", dataset={"path": "data.jsonl", "split": split})
+
+    def prompt(example: str) -> str:
+        return f"prompt=Example:  {example}\n A: 1. {BOILERPLATE}. {{{{ q }}}} = {{{{ a }}}}"
+
+    quoted = _run(spec, prompt(_story(9)))
+    assert quoted.code == 2, quoted.err
+    assert quoted.err_lines[-1] == (
+        f"error: {spec}: the prompt quotes held-out sample 'r9' (story: 'Sample 9 tells of a "
+        "traveller who walked') of split 'test': a prompt tuned on 'train' must hold no "
+        "held-out data; take its examples from 'train'"
+    )
+    assert _run(spec, prompt(_story(3))).code == 0  # a train row: fine
+    assert _run(spec, prompt(_story(9)), "dataset.split.name=test").code == 0
