@@ -22,7 +22,10 @@ custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 (``"create:anthropic"``: that API's only). ``mangle`` damages the results files written
 from then on (OpenAI output/error files, Anthropic results): ``reverse`` the lines,
 ``duplicate`` each, add an ``unknown`` custom_id's line, drop the last (``missing``),
-``truncate`` the last in half, or ``garbage`` (an HTML page, not JSONL). ``fail`` makes the
+``truncate`` the last in half, ``garbage`` (an HTML page, not JSONL), or ``odd_code``
+(the first line an error no documentation lists: OpenAI error code ``odd_line_code``,
+Anthropic error type ``odd_error``; with ``result_type`` too, an Anthropic result of type
+``odd``). ``fail`` makes the
 next OpenAI batch created end ``failed`` at validation, no files, its ``errors`` naming
 line 1 with MESSAGE. ``poll_429: N`` answers the next N retrieves 429 with
 ``retry-after: 7``; ``results_500: N`` the next N results downloads 500. ``hang`` makes
@@ -43,6 +46,22 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 __all__ = ["BatchAPIs"]
+
+
+def _odd(line: bytes, result_type: bool) -> bytes:
+    """``line`` turned into a per-line error no documentation lists: an OpenAI error-file
+    line with code ``odd_line_code`` and no response; an Anthropic ``errored`` result of
+    error type ``odd_error``, or with ``result_type``, a result of type ``odd``."""
+    item = json.loads(line)
+    if "result" in item:
+        error = {"type": "error", "error": {"type": "odd_error", "message": "Odd failure."}}
+        odd = {"type": "odd"} if result_type else {"type": "errored", "error": error}
+        item["result"] = odd
+    else:
+        item["response"] = None
+        item["error"] = {"code": "odd_line_code", "message": "An odd failure."}
+    return json.dumps(item).encode() + b"\n"
+
 
 OPENAI = "openai"
 ANTHROPIC = "anthropic"
@@ -218,6 +237,8 @@ class BatchAPIs:
                 b'"response": null, "error": {"code": "batch_expired"}}\n',
                 *lines,
             ]
+        if "odd_code" in self.mangle and lines:
+            lines[0] = _odd(lines[0], "result_type" in self.mangle)
         if "missing" in self.mangle:
             lines = lines[:-1]
         if "truncate" in self.mangle and lines:
