@@ -18,7 +18,7 @@ requests received in batches, "custom_ids": {custom_id: times submitted}, "repea
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
 "create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "poll_429": N,
-"results_500": N, "reset": true}``
+"results_500": N, "expire_files": true, "reset": true}``
 (``"create:anthropic"``: that API's only). ``mangle`` damages the results files written
 from then on (OpenAI output/error files, Anthropic results): ``reverse`` the lines,
 ``duplicate`` each, add an ``unknown`` custom_id's line, drop the last (``missing``),
@@ -28,7 +28,8 @@ Anthropic error type ``odd_error``; with ``result_type`` too, an Anthropic resul
 ``odd``). ``fail`` makes the
 next OpenAI batch created end ``failed`` at validation, no files, its ``errors`` naming
 line 1 with MESSAGE. ``poll_429: N`` answers the next N retrieves 429 with
-``retry-after: 7``; ``results_500: N`` the next N results downloads 500. ``hang`` makes
+``retry-after: 7``; ``results_500: N`` the next N results downloads 500. ``expire_files:
+true`` answers every file download 404 (results the API expired) until set false. ``hang`` makes
 that step never answer (after it took effect: the file is stored, the batch created),
 until the client goes away: the moment a ``kill -9`` test kills the client in.
 """
@@ -109,6 +110,7 @@ class BatchAPIs:
         self.fail: str | None = None
         self.poll_429 = 0
         self.results_500 = 0
+        self.expire_files = False
         self.retrieves = 0
         self.uploads = 0
         self._ids = itertools.count(1)
@@ -309,7 +311,7 @@ class BatchAPIs:
         from starlette.responses import Response
 
         content = self.files.get(request.path_params["file_id"])
-        if content is None:
+        if content is None or self.expire_files:
             return self._not_found(OPENAI, "file")
         if self.results_500 > 0:
             self.results_500 -= 1
@@ -563,6 +565,7 @@ class BatchAPIs:
                 "fail",
                 "poll_429",
                 "results_500",
+                "expire_files",
             }
             if unknown:
                 return self._json({"error": f"unknown keys {sorted(unknown)}"}, 400)
@@ -582,6 +585,8 @@ class BatchAPIs:
                 self.poll_429 = int(update["poll_429"])
             if "results_500" in update:
                 self.results_500 = int(update["results_500"])
+            if "expire_files" in update:  # every file gone, as the API expires them
+                self.expire_files = bool(update["expire_files"])
         return self._json(
             {
                 "created": len(self.batches),

@@ -479,10 +479,14 @@ class _Pass:
                 return again, None
             except ProviderError as exc:
                 if not exc.transient:
+                    run_dir = self.ledger.path.parent
                     raise RunError(
                         f"reading the results of batch {sub.batch_id} ({sub.protocol}) was "
                         f"refused: {exc}; it stays recorded in batches.jsonl: with the key "
-                        "that sent it, re-run the same command to collect it"
+                        "that sent it, re-run the same command to collect it; if its "
+                        "results are gone (expired at the API), `gradetrail batches "
+                        f"{run_dir} --abandon {sub.batch_id}` gives it up and the next run "
+                        "sends its requests again"
                     ) from None
                 self._event("batch_results_failed", batch_id=sub.batch_id, message=str(exc))
                 hold = max(hold or 0.0, exc.retry_after or 0.0)

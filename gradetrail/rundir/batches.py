@@ -15,6 +15,10 @@ One JSON object a line, appended and fsynced before the step it records goes on:
   are in the cache (successes) or sent on to the retry policy (failures).
 - ``{"event": "lost", "submission": S}``: the API has no batch for an unacknowledged
   submission: it was never created (its requests may be sent again).
+- ``{"event": "abandoned", "submission": S, "at": POSIX seconds}``: the user gave up on
+  it (``gradetrail batches RUN_DIR --abandon ID``: its results are gone, expired at the
+  API): it is no longer collected, and its requests are sent again by the next run. What
+  it billed is unknown to the run, and said so wherever its cost is summed.
 
 A torn last line (a kill mid-write) is ignored: the step it recorded had not gone on.
 """
@@ -36,7 +40,7 @@ __all__ = ["BATCHES_FILE", "BatchLedger", "Submission"]
 
 BATCHES_FILE = "batches.jsonl"
 
-SubmissionState = Literal["intent", "submitted", "ended", "collected", "lost"]
+SubmissionState = Literal["intent", "submitted", "ended", "collected", "lost", "abandoned"]
 
 
 @dataclass
@@ -143,6 +147,8 @@ class BatchLedger:
             sub.cost_usd = float(cost) if isinstance(cost, int | float) else None
         elif event == "lost":
             sub.state = "lost"
+        elif event == "abandoned":
+            sub.state = "abandoned"
 
     def _append(self, line: dict[str, Any]) -> None:
         """Append one line and fsync it (and the directory, the first time)."""
@@ -208,6 +214,29 @@ class BatchLedger:
     def lost(self, submission: str) -> None:
         """The API holds no batch for an unacknowledged submission."""
         self._append({"event": "lost", "submission": submission})
+
+    def abandon(self, batch: str, at: float) -> Submission:
+        """Give up on the open submission whose batch id (or submission id) is ``batch``:
+        it is no longer collected, and its requests are sent again by the next run.
+
+        Raises:
+            UsageError: no submission has that id, or it is not open (collected, lost or
+                abandoned already: nothing to give up on).
+        """
+        found = [s for s in self.submissions.values() if batch in (s.batch_id, s.submission)]
+        if not found:
+            known = ", ".join(s.batch_id or s.submission for s in self.open_submissions())
+            raise UsageError(
+                f"{self.path.parent}: no batch {batch!r} in {BATCHES_FILE}; its open "
+                f"batches: {known or 'none'} (see gradetrail batches)"
+            )
+        sub = found[0]
+        if not sub.open:
+            raise UsageError(
+                f"batch {batch} is {sub.state}: only a batch still to be collected can be abandoned"
+            )
+        self._append({"event": "abandoned", "submission": sub.submission, "at": at})
+        return sub
 
     # -- reading -------------------------------------------------------------------------
 

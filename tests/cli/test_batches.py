@@ -160,3 +160,42 @@ def test_batch_cost_so_far_counts_every_process_that_collected(srv, cli, tmp_pat
     assert sum(row["cost_usd"] for row in listed) == pytest.approx(paid)
     text = cli("batches", str(second.run_dir)).stdout
     assert text.splitlines()[-1].endswith(f"batch cost so far: ${paid:.4f}")
+
+
+def test_a_batch_whose_results_are_gone_is_abandoned_and_sent_again(
+    srv, cli, tmp_path: Path
+) -> None:
+    """A batch that ended but whose results file the API expired: the run says how to give
+    it up; ``gradetrail batches RUN_DIR --abandon ID`` does (before: no command, the run
+    stuck on that batch forever), the next run sends its 3 requests again in a new batch,
+    and the cost line says what the abandoned one billed is unknown (never $0)."""
+    spec = gsm8k_spec(tmp_path / "s", srv, "openai", limit=3, price=PRICE)
+    srv.batches(polls=0)
+    first = cli("run", spec.source, "--batch", "--detach", "--print-run-dir")
+    run_dir = first.stdout.strip().splitlines()[-1]
+    (batch_id,) = [
+        json.loads(line)["batch_id"]
+        for line in cli("batches", run_dir, "--json").stdout.splitlines()
+    ]
+    srv.batches(expire_files=True)
+    stuck = cli("run", spec.source, "--batch")
+    assert stuck.exit_code == 1
+    assert f"gradetrail batches {run_dir} --abandon {batch_id}" in stuck.stderr
+
+    srv.batches(expire_files=False)  # new batches' results can be read again
+    wrong = cli("batches", run_dir, "--abandon", "batch_nope")
+    assert wrong.exit_code == 2 and f"open batches: {batch_id}" in wrong.stderr
+    gave_up = cli("batches", run_dir, "--abandon", batch_id)
+    assert gave_up.exit_code == 0, gave_up.stderr
+    assert "its 3 requests are sent again by the next run" in gave_up.stdout
+    again = cli("batches", run_dir, "--abandon", batch_id)
+    assert again.exit_code == 2 and "is abandoned" in again.stderr
+
+    done = cli("run", spec.source, "--batch")
+    assert done.exit_code == 0, done.stderr
+    counts = srv.batches()
+    assert counts["created"] == 2 and counts["requests"] == 6
+    listed = [json.loads(line) for line in cli("batches", run_dir, "--json").stdout.splitlines()]
+    assert [row["state"] for row in listed] == ["abandoned", "collected"]
+    text = cli("batches", run_dir).stdout
+    assert f"plus what abandoned {batch_id} billed (unknown)" in text
