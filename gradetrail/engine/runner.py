@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from gradetrail._util.bounded import BoundedCalls
+from gradetrail._util.usercode import exits_refused
 from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path, retry_advice
@@ -588,7 +589,8 @@ class _Run:
         status: RunStatus = "failed"
         unwritten: Exception | None = None
         try:
-            asyncio.run(self._main(writer, on_row, stop))
+            with exits_refused():  # the user's os._exit(0) must not end the run as a success
+                asyncio.run(self._main(writer, on_row, stop))
             waiting = self.batch_report is not None and self.batch_report.waiting
             status = "interrupted" if stop.stopping or waiting else "complete"
         except (KeyboardInterrupt, asyncio.CancelledError):
