@@ -803,8 +803,9 @@ def test_http_second_run_and_judge_file_edit(srv, tmp_path: Path) -> None:
 def test_http_judge_with_a_rejected_key_stops_the_run(
     srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A judge whose key the server rejects fails every sample the same way: fail-fast
-    stops the run after five samples with one line naming the judge's error."""
+    """A judge whose key the server rejects fails every sample the same way: the run stops
+    at its first such row (before: after five, fail-fast's), resumable, with one line
+    naming the judge's error and the fix."""
     srv.configure(script={"Case ": "GRADE: C"}, models=["judge-model"], api_key="right-key")
     monkeypatch.setenv("JUDGE_KEY", "wrong-key")
     spec = write_eval(
@@ -814,9 +815,12 @@ def test_http_judge_with_a_rejected_key_stops_the_run(
         scorer={"model": {**_http_judge(srv), "api_key_env": "JUDGE_KEY"}},
         run={"concurrency": 2},
     )
-    with pytest.raises(gradetrail.RunError, match=r"first 5 samples all failed .*AuthError"):
-        run(spec, tmp_path / "results")
-    assert srv.stats()["total"] < 40
+    result, _ = run(spec, tmp_path / "results")
+    assert result.manifest.status == "interrupted"
+    assert (result.manifest.stop_reason or "").startswith(
+        "stopped: the judge's provider refused the API key (AuthError: 401"
+    )
+    assert srv.stats()["total"] <= 2 + 2  # the first refusal and those in flight beside it
 
 
 def test_a_rubric_repeated_after_the_verdict_is_not_the_verdict(tmp_path: Path) -> None:
