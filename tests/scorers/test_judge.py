@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import fake_judges
 import pytest
@@ -1105,3 +1106,47 @@ def test_a_judge_writing_chinese_or_japanese_is_read(tmp_path: Path) -> None:
     )
     _, rows = run(graded, tmp_path / "ja" / "results")
     assert [r["score"] for r in rows] == [0.0, None]
+
+
+def _decode_error_work(reply: str, parse: Any) -> int:
+    """The characters json's errors counted lines over while ``parse`` read ``reply``
+    (each JSONDecodeError counts the newlines before its position: the sum of their
+    positions), seen through a profile hook, nothing of gradetrail's replaced."""
+    import json.decoder
+    import sys
+
+    work = [0]
+    code = json.decoder.JSONDecodeError.__init__.__code__
+
+    def hook(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code is code:
+            work[0] += int(frame.f_locals["pos"])
+
+    sys.setprofile(hook)
+    try:
+        parse(reply, "", "")
+    finally:
+        sys.setprofile(None)
+    return work[0]
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        '{"a": 1 x ',  # objects that never parse, one after another
+        '{"a": {"b": ',  # nested objects never closed
+        "```\n{}\n```\n",  # fenced blocks
+    ],
+)
+def test_a_json_verdict_is_read_in_time_linear_in_the_reply(junk: str) -> None:
+    """4,000 repeats of junk before the verdict object: the verdict is read, and the
+    decoder's error work stays under 20 characters a character of the reply (before:
+    every brace was decoded afresh from the start of the reply, each error counting the
+    lines of all the text before it: 160 million characters for 40,000)."""
+    from gradetrail.scorers.verdicts import make_parser
+    from gradetrail.spec import JsonParse
+
+    parse = make_parser(JsonParse(kind="json", field="verdict", max=10))
+    reply = junk * 4_000 + '\nFinal: {"verdict": 8}'
+    assert parse(reply, "", "").value == pytest.approx(0.8)
+    assert _decode_error_work(reply, parse) < 20 * len(reply)
