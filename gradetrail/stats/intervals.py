@@ -662,8 +662,9 @@ def _comparison_variance(omega2: float, within_variance: float, epochs: int, def
     variance = deff * omega2 + 2 * within_variance / epochs
     if variance == 0:  # eq. 9 gave n = 1 and eq. 10 an MDE of 0: a plan of no sample
         raise ValueError(
-            "a variance of 0 (every paired difference equal) has no plan: the gate refuses "
-            "a zero-width interval; give the variance you expect (p (1 - p) for a pass rate p)"
+            "a variance of 0 (every paired difference equal) has no plan: the gate then "
+            "takes the zero-failure bound, n >= ln(alpha) / ln(1 - margin) (183 at margin "
+            "0.02); give the variance you expect (p (1 - p) for a pass rate p)"
         )
     return variance
 
