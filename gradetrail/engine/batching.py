@@ -584,6 +584,7 @@ class _Collected:
         paid: USD of the cached responses.
         billed: custom_id -> USD of an answer billed, then refused here (its error kept).
         priced: every cached response has a price.
+        ok: custom_ids whose response is cached (a later line for one is skipped).
     """
 
     failures: dict[str, ProviderError | None]
