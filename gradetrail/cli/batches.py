@@ -124,6 +124,7 @@ def _abandon(run_dir: Path | None, batch_id: str) -> None:
     from gradetrail._util.terminal import clean
     from gradetrail.errors import UsageError
     from gradetrail.rundir.batches import BatchLedger
+    from gradetrail.rundir.spending import SpendingLog
 
     if run_dir is None or not _a_run(run_dir):
         raise UsageError(
@@ -133,6 +134,10 @@ def _abandon(run_dir: Path | None, batch_id: str) -> None:
     ledger = BatchLedger.read(run_dir)
     before = {s.submission: s.state for s in ledger.submissions.values()}
     sub = ledger.abandon(batch_id, time.time())
+    counted = ""
+    if sub.worst_usd is not None:  # never lost to the ceiling: counted at its worst case
+        SpendingLog(run_dir).add(sub.worst_usd, f"batch:{sub.submission}")
+        counted = f"; counted at its worst case, ${sub.worst_usd:.4f}, against run.max_cost_usd"
     if before[sub.submission] != "ended":  # never seen to end: it may run on, and bill, at the API
         print(
             f"warning: batch {batch_id} was never seen to end: if it still runs at the "
@@ -143,7 +148,7 @@ def _abandon(run_dir: Path | None, batch_id: str) -> None:
     print(
         f"abandoned batch {clean(batch_id)} of {clean(str(run_dir))}: its "
         f"{len(sub.custom_ids)} requests are sent again by the next run of the same command; "
-        "what it billed is not known to the run (see the provider's usage page)"
+        f"what it billed is not known to the run (see the provider's usage page){counted}"
     )
 
 

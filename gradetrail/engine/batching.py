@@ -358,7 +358,14 @@ class _Pass:
                 self.reserved[name] = self.budget.reserve(worst, "a batch")
             custom_ids = [key for key, _ in chunk]
             entries = [entry for _, entry in chunk]
-            self.ledger.intent(name, self.api.protocol, self.kind, custom_ids, self.options.clock())
+            self.ledger.intent(
+                name,
+                self.api.protocol,
+                self.kind,
+                custom_ids,
+                self.options.clock(),
+                worst if self.budget is not None else None,
+            )
             try:
                 batch_id = await self._control(partial(self.api.submit, entries, name))
             except ProviderError as exc:
