@@ -17,7 +17,7 @@ message that says what to fix, and an ``exit_code`` the CLI returns::
         ├── RateLimited                      429 / rate limit (transient unless a quota ran out:
         │                                    ``quota`` says which; the run then stops, exit 3)
         ├── ServerError                      5xx / overloaded
-        ├── AuthError                        401 / 403 / missing API key
+        ├── AuthError                        401 / 403 / missing API key (stops the run, exit 3)
         ├── BadRequest                       400 / 404 / 422 / content filter
         └── InvalidResponse                  an error body under 200, or an unparseable body
     JudgeError                      exit 1   a judge call failed or its reply could not be parsed
@@ -27,7 +27,10 @@ code above a provider imports an SDK. A :class:`ProviderError` says whether retr
 help (``transient``) and how long the server asked to wait (``retry_after``, seconds, at
 most :data:`MAX_RETRY_AFTER_S`), and, when a quota or spend cap ran out that will not come
 back within the run (a credit balance, a spend cap, a per-day or per-month quota: not a
-per-minute rate limit), which one (``quota``, a key of :data:`QUOTAS`).
+per-minute rate limit), which one (``quota``, a key of :data:`QUOTAS`); when every later
+request of the run would fail the same way (a refused key, no access to the model, an
+unknown model, a server without the memory to load it), why (``stops_run``, a key of
+:data:`RUN_STOPS`).
 """
 
 from __future__ import annotations
@@ -137,6 +140,27 @@ QUOTAS: dict[str, tuple[str, str]] = {
 }
 
 
+#: the errors that fail every later request of the run the same way, so a run stops at
+#: their first row (a re-run resumes it once fixed): the name a provider's classification
+#: gives (``ProviderError.stops_run``) -> (what is wrong, what to do), in words. A refusal
+#: of one prompt (a moderation 403, a context window) is never one of them.
+RUN_STOPS: dict[str, tuple[str, str]] = {
+    "key": ("refused the API key", "set a valid key"),
+    "access": (
+        "refused this key access to the model or endpoint",
+        "give the key access at the provider, or pick a model it may call",
+    ),
+    "model": (
+        "does not serve this model (or nothing answers at this URL)",
+        "check model.name against the provider's model list, and model.base_url",
+    ),
+    "memory": (
+        "has too little memory to load the model",
+        "free memory on the server, or pick a smaller model (or quantization)",
+    ),
+}
+
+
 class ProviderError(GradetrailError):
     """One model call failed.
 
@@ -151,6 +175,10 @@ class ProviderError(GradetrailError):
             ``daily``, ``monthly``, ``quota``) when the failure is one that will not come
             back within the run, else None. Such an error is permanent, and a run stops
             at it (:class:`~gradetrail.engine.failfast.QuotaExhausted`).
+        stops_run: why every later request of the run would fail the same way (a key of
+            :data:`RUN_STOPS`: ``key``, ``access``, ``model``, ``memory``), else None. The
+            error is permanent, and the run stops at its first row
+            (:class:`~gradetrail.engine.failfast.ProviderStopped`).
         billed: the response the provider answered, and billed, before the call was
             refused on this side (a :class:`~gradetrail.providers.base.Response`: a served
             model other than the requested one under ``require_served_model``), or None
@@ -164,6 +192,7 @@ class ProviderError(GradetrailError):
     transient: bool = False
     billed: Any = None
     maybe_billed: bool = False
+    stops_run: str | None = None
 
     def __init__(
         self,
@@ -176,6 +205,7 @@ class ProviderError(GradetrailError):
         code: str | None = None,
         billed: Any = None,
         quota: str | None = None,
+        stops_run: str | None = None,
     ) -> None:
         super().__init__(_bounded_message(message))
         if billed is not None:
@@ -187,6 +217,7 @@ class ProviderError(GradetrailError):
         self.error_type = error_type
         self.code = code
         self.quota = quota
+        self.stops_run = stops_run
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle as class, ``args`` and fields, rebuilt without calling ``__init__``: a
@@ -219,13 +250,15 @@ class ProviderError(GradetrailError):
                 code=self.code,
                 billed=billed,
                 quota=self.quota,
+                stops_run=self.stops_run,
             )
 
     def detail(self) -> dict[str, Any]:
         """The error as a JSON-ready dict for a result row: ``kind``, ``message``,
         ``status``, ``error_type``, ``code``, ``transient`` (whether a retry could have
         helped) and ``retry_after`` (seconds the server asked to wait, or None); ``quota``
-        (which quota ran out) only when one did, so other rows keep their bytes."""
+        (which quota ran out) only when one did, and ``stops_run`` (why the whole run
+        cannot go on) only when set, so other rows keep their bytes."""
         detail = {
             "kind": type(self).__name__,
             "message": str(self),
@@ -237,6 +270,8 @@ class ProviderError(GradetrailError):
         }
         if self.quota is not None:
             detail["quota"] = self.quota
+        if self.stops_run is not None:
+            detail["stops_run"] = self.stops_run
         return detail
 
 

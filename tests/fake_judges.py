@@ -89,6 +89,11 @@ _STYLES = {
         "second": "My final verdict is: [[B>A]]",
         "tie": "My final verdict is tie: [[A=B]]",
     },
+    "arena-hard-biased": {  # always picks A: strongly when A holds GOOD, else weakly
+        "first": "My final verdict is: [[A>>B]]",
+        "second": "My final verdict is: [[A>B]]",
+        "tie": "My final verdict is: [[A>B]]",
+    },
     "prometheus": {
         "first": "Feedback: Response A follows the rubric closely. [RESULT] A",
         "second": "Feedback: Response B is more complete. [RESULT] B",

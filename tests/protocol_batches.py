@@ -18,14 +18,18 @@ requests received in batches, "custom_ids": {custom_id: times submitted}, "repea
 custom_ids submitted more than once, "files": files uploaded, "retrieves": n}``;
 ``POST /_control/batches`` with ``{"polls": N, "expire_after": K|null, "hang": "upload" |
 "create" | "results" | null, "mangle": [...], "fail": MESSAGE | null, "poll_429": N,
-"results_500": N, "reset": true}``
+"results_500": N, "expire_files": true, "reset": true}``
 (``"create:anthropic"``: that API's only). ``mangle`` damages the results files written
 from then on (OpenAI output/error files, Anthropic results): ``reverse`` the lines,
 ``duplicate`` each, add an ``unknown`` custom_id's line, drop the last (``missing``),
-``truncate`` the last in half, or ``garbage`` (an HTML page, not JSONL). ``fail`` makes the
+``truncate`` the last in half, ``garbage`` (an HTML page, not JSONL), or ``odd_code``
+(the first line an error no documentation lists: OpenAI error code ``odd_line_code``,
+Anthropic error type ``odd_error``; with ``result_type`` too, an Anthropic result of type
+``odd``). ``fail`` makes the
 next OpenAI batch created end ``failed`` at validation, no files, its ``errors`` naming
 line 1 with MESSAGE. ``poll_429: N`` answers the next N retrieves 429 with
-``retry-after: 7``; ``results_500: N`` the next N results downloads 500. ``hang`` makes
+``retry-after: 7``; ``results_500: N`` the next N results downloads 500. ``expire_files:
+true`` answers every file download 404 (results the API expired) until set false. ``hang`` makes
 that step never answer (after it took effect: the file is stored, the batch created),
 until the client goes away: the moment a ``kill -9`` test kills the client in.
 """
@@ -43,6 +47,22 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 __all__ = ["BatchAPIs"]
+
+
+def _odd(line: bytes, result_type: bool) -> bytes:
+    """``line`` turned into a per-line error no documentation lists: an OpenAI error-file
+    line with code ``odd_line_code`` and no response; an Anthropic ``errored`` result of
+    error type ``odd_error``, or with ``result_type``, a result of type ``odd``."""
+    item = json.loads(line)
+    if "result" in item:
+        error = {"type": "error", "error": {"type": "odd_error", "message": "Odd failure."}}
+        odd = {"type": "odd"} if result_type else {"type": "errored", "error": error}
+        item["result"] = odd
+    else:
+        item["response"] = None
+        item["error"] = {"code": "odd_line_code", "message": "An odd failure."}
+    return json.dumps(item).encode() + b"\n"
+
 
 OPENAI = "openai"
 ANTHROPIC = "anthropic"
@@ -90,6 +110,7 @@ class BatchAPIs:
         self.fail: str | None = None
         self.poll_429 = 0
         self.results_500 = 0
+        self.expire_files = False
         self.retrieves = 0
         self.uploads = 0
         self._ids = itertools.count(1)
@@ -218,6 +239,8 @@ class BatchAPIs:
                 b'"response": null, "error": {"code": "batch_expired"}}\n',
                 *lines,
             ]
+        if "odd_code" in self.mangle and lines:
+            lines[0] = _odd(lines[0], "result_type" in self.mangle)
         if "missing" in self.mangle:
             lines = lines[:-1]
         if "truncate" in self.mangle and lines:
@@ -288,7 +311,7 @@ class BatchAPIs:
         from starlette.responses import Response
 
         content = self.files.get(request.path_params["file_id"])
-        if content is None:
+        if content is None or self.expire_files:
             return self._not_found(OPENAI, "file")
         if self.results_500 > 0:
             self.results_500 -= 1
@@ -542,6 +565,7 @@ class BatchAPIs:
                 "fail",
                 "poll_429",
                 "results_500",
+                "expire_files",
             }
             if unknown:
                 return self._json({"error": f"unknown keys {sorted(unknown)}"}, 400)
@@ -561,6 +585,8 @@ class BatchAPIs:
                 self.poll_429 = int(update["poll_429"])
             if "results_500" in update:
                 self.results_500 = int(update["results_500"])
+            if "expire_files" in update:  # every file gone, as the API expires them
+                self.expire_files = bool(update["expire_files"])
         return self._json(
             {
                 "created": len(self.batches),

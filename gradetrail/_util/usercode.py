@@ -8,14 +8,78 @@ import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gradetrail._util.files import not_a_file
 from gradetrail.errors import SpecError
 
-__all__ = ["exception_text", "import_user_module"]
+__all__ = ["ExitRefused", "exception_text", "exits_refused", "import_user_module"]
+
+
+class ExitRefused(BaseException):
+    """What ``os._exit(code)`` raises in a run's process while the run lasts
+    (:func:`exits_refused`): the user's code (a python provider's function, a tool, a
+    scorer) asked to end the process at once. A BaseException, as ``SystemExit`` is, so
+    the user-code boundary records it as that call's error (an ``Escaped`` one); anywhere
+    else it ends the run as a failure, never as a success.
+
+    Attributes:
+        code: the exit code asked for.
+    """
+
+    def __init__(self, code: int) -> None:
+        super().__init__(
+            f"os._exit({code}) was called: it would have ended gradetrail's process in the "
+            "middle of the run (no row or manifest written, and exit code "
+            f"{code} read as the run's); raise an exception to fail a sample instead"
+        )
+        self.code = code
+
+
+#: runs in progress that refuse os._exit (several in one process: a sweep's threads)
+_REFUSING = 0
+_REFUSING_LOCK = threading.Lock()
+_REAL_EXIT = os._exit
+
+
+def _refused_exit(code: int) -> None:
+    """``os._exit`` while a run lasts: in the run's own process, raise
+    :class:`ExitRefused`; in a child it forked (multiprocessing ends its children with
+    ``os._exit``), end that child as ``os._exit`` always does."""
+    if os.getpid() != _OWNER_PID:
+        _REAL_EXIT(code)
+    raise ExitRefused(code)
+
+
+_OWNER_PID = os.getpid()
+
+
+@contextlib.contextmanager
+def exits_refused() -> Iterator[None]:
+    """While the block runs, ``os._exit`` in this process raises :class:`ExitRefused`
+    instead of ending it without a word: an application under test that calls
+    ``os._exit(0)`` would otherwise end ``gradetrail run`` with exit code 0, read by a CI
+    as success, with the run's rows and manifest never written. A forked child still
+    exits. Nested and concurrent runs share one guard; ``os._exit`` is restored when the
+    last ends."""
+    global _REFUSING, _OWNER_PID
+    with _REFUSING_LOCK:
+        if _REFUSING == 0:
+            _OWNER_PID = os.getpid()
+            os._exit = _refused_exit
+        _REFUSING += 1
+    try:
+        yield
+    finally:
+        with _REFUSING_LOCK:
+            _REFUSING -= 1
+            if _REFUSING == 0 and os._exit is _refused_exit:
+                os._exit = _REAL_EXIT
 
 
 #: the SHA-256 of each module file as gradetrail last executed it (``current=True``)

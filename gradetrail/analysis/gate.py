@@ -13,7 +13,12 @@ Paired (the default: samples matched by sample id), the interval is
   with clusters too when every paired difference is equal (the clustering cannot be
   estimated), on the G clusters, one pair a cluster;
 - ``t``: otherwise (paired t, clustered CR1 with ``dataset.cluster_field``);
-- ``z``: the seed formula (paired z, Miller eq. 7-8), on request.
+- ``z``: the seed formula (paired z, Miller eq. 7-8), on request;
+- ``zero-failure``: in place of a t or z interval of zero width (every paired difference
+  equal, as identical runs give): the distribution-free zero-failure bound (Hanley &
+  Lippman-Hand 1983, JAMA 249:1743; :func:`gradetrail.stats.intervals.zero_failure_interval`),
+  on the n samples or G clusters; identical runs pass non-inferiority at margin m exactly
+  when (1 - m)^n <= alpha.
 
 Unpaired (``unpaired=True``, runs on different samples; Miller eq. 5-6):
 
@@ -21,11 +26,11 @@ Unpaired (``unpaired=True``, runs on different samples; Miller eq. 5-6):
 - ``welch``: otherwise (Welch t on SE = sqrt(SE_A^2 + SE_B^2));
 - ``z``: Miller eq. 5-6 as written, on request.
 
-A t, z or Welch interval whose standard error is 0 (every paired difference equal, or
-both runs constant) is [delta, delta], which is not certainty: the gate refuses it
-(exit 2) rather than pass; so it does with a standard error below 10 machine epsilons of
-the size of the means (equal differences up to rounding, SE ~1e-17), as R's ``t.test``
-refuses "essentially constant" data.
+A t, z or Welch interval whose standard error is 0 is [delta, delta], which is not
+certainty; so is one with a standard error below 10 machine epsilons of the size of the
+scores (equal values up to rounding, SE ~1e-17; R's ``t.test``'s "essentially constant"
+data). Paired, the gate then takes the zero-failure bound above; unpaired (both runs
+constant, non-binary) it refuses (exit 2) rather than pass.
 
 Binary scores tested against a null boundary of 0 (``superiority`` at margin 0, or
 ``non-inferiority`` at margin 0) are also held to the exact one-sided test, and the
@@ -574,6 +579,9 @@ def _paired(
         )
     else:
         interval, tails = _paired_interval(chosen, b, c, clusters, common["confidence"])
+        if interval.method == "zero-failure":
+            chosen = interval.method
+            notes.append(_zero_failure_note(interval, common))
     interval = _clipped(interval, b, c, notes)
     discordant = stats.discordant_counts(b, c) if binary else None
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
@@ -762,6 +770,27 @@ def _choose_paired(method: str, binary: bool, clustered: bool) -> str:
     return method
 
 
+def _zero_failure_note(interval: stats.Interval, common: dict[str, Any]) -> str:
+    """Why the interval is the zero-failure bound, and the n at which identical runs pass."""
+    trials = "clusters, one trial a cluster" if interval.n_clusters else "samples"
+    line = (
+        f"every paired difference is {interval.delta:+.4f}, so a t interval would have zero "
+        f"width: the zero-failure bound (Hanley & Lippman-Hand 1983) on the {trials}"
+    )
+    margin = common["margin"]
+    if margin > 0 and common["test"] != "superiority":
+        need = _zero_failure_n(common["alpha"], margin)
+        line += f"; identical runs pass at margin {margin:g} from n = {need} ((1 - m)^n <= alpha)"
+    return line
+
+
+def _zero_failure_n(alpha: float, margin: float) -> int:
+    """The smallest n with (1 - margin)^n <= alpha: identical runs of n samples (or
+    clusters) pass non-inferiority at ``margin`` (Hanley & Lippman-Hand 1983)."""
+    n = math.ceil(math.log(alpha) / math.log1p(-margin) - 1e-9)
+    return max(1, n)
+
+
 def _cluster_pairs(diffs: list[float], clusters: list[str | None]) -> tuple[int, int, int]:
     """(only baseline, only candidate, G) with each of the G clusters one pair, for paired
     binary scores whose differences are all ``diffs[0]`` (a None cluster is a sample's own)."""
@@ -833,8 +862,28 @@ def _paired_interval(
         interval = compute(baseline, candidate, clusters, confidence)
     except ValueError as exc:
         raise GateError(f"{exc}: gate runs with more clusters, or without clusters") from None
-    _require_spread(interval, n, "paired differences", interval.delta)
+    if not _has_spread(interval, max(abs(v) for v in (*baseline, *candidate))):
+        return _zero_failure(baseline, candidate, interval.n_clusters, confidence)
     return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
+
+
+def _zero_failure(
+    baseline: list[float],
+    candidate: list[float],
+    n_clusters: int | None,
+    confidence: float,
+) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
+    """The zero-failure bound (:func:`gradetrail.stats.intervals.zero_failure_interval`)
+    for paired differences that are all equal (up to rounding), where a t or z interval
+    has zero width: on the n samples, or on the G clusters (one trial a cluster) when the
+    samples are clustered."""
+    diffs = stats.paired_differences(baseline, candidate)
+    lo = max(-1.0, min(diffs))
+    hi = min(1.0, max(diffs))
+    trials = n_clusters or len(diffs)
+    interval = stats.zero_failure_interval(lo, hi, trials, confidence)
+    interval = replace(interval, n_clusters=n_clusters)
+    return interval, hypotheses.zero_failure_tails(lo, hi, trials)
 
 
 def _unpaired_interval(
@@ -885,12 +934,17 @@ def _clustered_unpaired(
     return stats.Interval(delta, delta - q * se, delta + q * se, se, method, df_out, g_b + g_c)
 
 
+def _has_spread(interval: stats.Interval, scale: float) -> bool:
+    """The interval's standard error is evidence, not rounding: above 10 machine epsilons
+    of ``scale`` (the size of the values differenced: the largest score paired, the
+    larger mean unpaired), as R's ``t.test`` calls less "essentially constant" data."""
+    return interval.se > 10 * sys.float_info.epsilon * abs(scale) and math.isfinite(interval.se)
+
+
 def _require_spread(interval: stats.Interval, n: int, what: str, scale: float) -> None:
-    """Refuse a zero-width (or undefined) interval: it would pass on no evidence. A
-    standard error below 10 machine epsilons of ``scale`` (the size of the means: the
-    mean difference paired, the larger mean unpaired) is rounding noise of equal values
-    and is refused like 0, as R's ``t.test`` refuses "essentially constant" data."""
-    if interval.se > 10 * sys.float_info.epsilon * abs(scale) and math.isfinite(interval.se):
+    """Refuse a zero-width (or undefined) interval (:func:`_has_spread`): it would pass on
+    no evidence."""
+    if _has_spread(interval, scale):
         return
     raise GateError(
         f"the {what} have no variance over {n} samples (each difference "
@@ -927,6 +981,8 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
             command = (
                 f"gradetrail power --omega2 {omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
             )
+    elif r.method == "zero-failure" and r.test != "superiority" and r.margin > 0:
+        n_needed = _zero_failure_n(alpha2 / 2, r.margin)  # if the differences stay 0
     elif r.method == "tango" and r.test != "superiority" and not _past_the_margin(r):
         # no discordant pair: Tango's bound is -z^2 / (n + z^2), within the margin from
         # n >= z^2 (1 - margin) / margin on
@@ -950,6 +1006,9 @@ def needed_line(r: GateResult, command: Callable[[str], str] = str) -> str | Non
         how = command(r.power_command)
     elif r.method == "tango" and r.n_clusters:
         unit, how = " clusters", "Tango, one pair a cluster"
+    elif r.method == "zero-failure":
+        unit = " clusters" if r.n_clusters else ""
+        how = "zero-failure bound, every difference 0: (1 - m)^n <= alpha"
     else:
         how = "Tango, no discordant pair"
     return f"{r.n_needed}{unit} ({how})"
@@ -1011,7 +1070,7 @@ def _reason(r: GateResult) -> str:
             parts.append(f"detectable at n = {n}{level}: {r.mde:.4f}")
         if r.n_needed is not None:
             per = " per run" if r.unpaired else ""
-            unit = " clusters" if r.method == "tango" and r.n_clusters else ""
+            unit = " clusters" if r.method in ("tango", "zero-failure") and r.n_clusters else ""
             parts.append(f"n needed{per}{level}: {r.n_needed}{unit}")
         elif _past_the_margin(r):
             parts.append("the whole interval is past the margin: more samples would not pass")

@@ -4,6 +4,7 @@ records it (``batches.jsonl``, ``manifest.json``)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -29,16 +30,35 @@ def batches(
         Path, typer.Option("--results-root", help="Where run directories are.")
     ] = Path("results"),
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+    abandon: Annotated[
+        str | None,
+        typer.Option(
+            "--abandon",
+            metavar="BATCH_ID",
+            help="Give up on an in-flight batch of RUN_DIR whose results are gone (expired "
+            "at the API): the next run sends its requests again.",
+        ),
+    ] = None,
 ) -> None:
     """List a run's batches: id, API, requests, state, and the run's batch cost so far.
 
     A batch is ``in flight`` until its results are collected (re-run the same ``gradetrail
-    run --batch`` command to collect it). Exit codes: 0 listed, 2 not a run directory.
+    run --batch`` command to collect it). ``--abandon BATCH_ID`` gives up on one whose
+    results are gone: the next run sends its requests again; what it billed stays unknown
+    and the cost line says so. Exit codes: 0 listed (or abandoned), 2 not a run directory,
+    no such in-flight batch.
     """
     from gradetrail._util.terminal import clean
     from gradetrail.cli import fail
     from gradetrail.errors import GradetrailError, UsageError
     from gradetrail.rundir.batches import BATCHES_FILE, BatchLedger
+
+    if abandon is not None:
+        try:
+            _abandon(run_dir, abandon)
+        except GradetrailError as exc:
+            raise fail(exc) from None
+        return
 
     dirs = (
         [run_dir]
@@ -84,7 +104,52 @@ def batches(
                 )
         if not json_out:
             spent = "n/a" if cost is None else f"${cost:.4f}"
+            subs = ledger.submissions.values()
+            gone = [s.batch_id or s.submission for s in subs if s.state == "abandoned"]
+            if gone:  # billed or not, the run cannot know: never counted as $0
+                spent += f" collected, plus what abandoned {', '.join(gone)} billed (unknown)"
             print(f"{clean(str(path))}  batch cost so far: {spent}")
+
+
+def _abandon(run_dir: Path | None, batch_id: str) -> None:
+    """``--abandon``: record the batch abandoned in ``run_dir``'s ledger, one line saying
+    what follows (and a warning when the batch was never seen to end: it may still run
+    and bill at the API).
+
+    Raises:
+        UsageError: no run directory given, or no such in-flight batch in it.
+    """
+    import time
+
+    from gradetrail._util.terminal import clean
+    from gradetrail.errors import UsageError
+    from gradetrail.rundir.batches import BatchLedger
+    from gradetrail.rundir.spending import SpendingLog
+
+    if run_dir is None or not _a_run(run_dir):
+        raise UsageError(
+            "--abandon needs the run directory that holds the batch: gradetrail batches "
+            "RUN_DIR --abandon BATCH_ID"
+        )
+    ledger = BatchLedger.read(run_dir)
+    before = {s.submission: s.state for s in ledger.submissions.values()}
+    sub = ledger.abandon(batch_id, time.time())
+    counted = ""
+    if sub.worst_usd is not None:  # never lost to the ceiling: counted at its worst case
+        SpendingLog(run_dir).add(sub.worst_usd, f"batch:{sub.submission}")
+        counted = f"; counted at its worst case, ${sub.worst_usd:.4f}, against run.max_cost_usd"
+    if before[sub.submission] != "ended":  # never seen to end: it may run on, and bill, at the API
+        print(
+            f"warning: batch {batch_id} was never seen to end: if it still runs at the "
+            f"provider, cancel it there, or its {len(sub.custom_ids)} requests may be "
+            "billed twice",
+            file=sys.stderr,
+        )
+    print(
+        f"abandoned batch {clean(batch_id)} of {clean(str(run_dir))}: its "
+        f"{len(sub.custom_ids)} requests are sent again by the next run of the same command; "
+        f"what it billed is not known to the run (see the provider's usage page){counted}"
+    )
 
 
 def _a_run(path: Path) -> bool:

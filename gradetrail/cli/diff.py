@@ -28,7 +28,12 @@ _KIND_NAMES = {
     "only_candidate": "only in candidate",
     "same": "same",
 }
-_METHOD_NAMES = {"tango": "Tango score interval", "t": "paired t", "z": "paired z"}
+_METHOD_NAMES = {
+    "tango": "Tango score interval",
+    "t": "paired t",
+    "z": "paired z",
+    "zero-failure": "zero-failure bound",
+}
 
 
 def register(app: typer.Typer) -> None:

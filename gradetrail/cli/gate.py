@@ -29,6 +29,7 @@ _METHOD_NAMES = {
     "z": "paired z (Miller eq. 7-8)",
     "welch": "unpaired Welch t (Miller eq. 5-6)",
     "newcombe": "unpaired Newcombe score interval (binary)",
+    "zero-failure": "zero-failure bound (every paired difference equal; Hanley 1983)",
 }
 _UNPAIRED_Z = "unpaired z (Miller eq. 5-6)"
 
@@ -344,6 +345,8 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if r.method in ("tango", "newcombe"):
         se_label = "Wald standard error"
         se_note = " (for reference: the score interval does not use it)"
+    elif r.method == "zero-failure":
+        se_note = " (every difference equal: the bound does not use it)"
     else:
         se_note = " (of the difference)"
     table.add_row(se_label, f"{_num(r.se).lstrip('+')}{se_note}")
@@ -364,6 +367,8 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if r.method in ("tango", "newcombe") and r.n_clusters is not None:
         one = "pair" if r.method == "tango" else "sample"
         clustered = f", one {one} a cluster ({r.n_clusters} clusters)"
+    if r.method == "zero-failure" and r.n_clusters is not None:
+        clustered = f", one trial a cluster ({r.n_clusters} clusters)"
     table.add_row("method", f"{method}{clustered}")
     if r.p_value is not None:
         table.add_row("p-value", f"{r.p_value:.3g} (one-sided, alpha {r.alpha:g})")

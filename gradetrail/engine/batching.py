@@ -25,6 +25,7 @@ Control calls (upload, create, poll, results) are retried by the same policy.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 import uuid
@@ -40,7 +41,7 @@ from gradetrail.rundir.batches import BatchLedger, Submission
 
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
-    from gradetrail.providers._batch import BatchAPI, BatchResult
+    from gradetrail.providers._batch import BatchAPI
     from gradetrail.providers.base import Request
     from gradetrail.rundir.runlog import RunLog
 
@@ -357,7 +358,14 @@ class _Pass:
                 self.reserved[name] = self.budget.reserve(worst, "a batch")
             custom_ids = [key for key, _ in chunk]
             entries = [entry for _, entry in chunk]
-            self.ledger.intent(name, self.api.protocol, self.kind, custom_ids, self.options.clock())
+            self.ledger.intent(
+                name,
+                self.api.protocol,
+                self.kind,
+                custom_ids,
+                self.options.clock(),
+                worst if self.budget is not None else None,
+            )
             try:
                 batch_id = await self._control(partial(self.api.submit, entries, name))
             except ProviderError as exc:
@@ -478,23 +486,57 @@ class _Pass:
                 return again, None
             except ProviderError as exc:
                 if not exc.transient:
+                    run_dir = self.ledger.path.parent
                     raise RunError(
                         f"reading the results of batch {sub.batch_id} ({sub.protocol}) was "
                         f"refused: {exc}; it stays recorded in batches.jsonl: with the key "
-                        "that sent it, re-run the same command to collect it"
+                        "that sent it, re-run the same command to collect it; if its "
+                        "results are gone (expired at the API), `gradetrail batches "
+                        f"{run_dir} --abandon {sub.batch_id}` gives it up and the next run "
+                        "sends its requests again"
                     ) from None
                 self._event("batch_results_failed", batch_id=sub.batch_id, message=str(exc))
                 hold = max(hold or 0.0, exc.retry_after or 0.0)
         return again, hold
 
+    async def _read(
+        self,
+        sub: Submission,
+        mine: dict[str, Request],
+        order: list[str],
+        seen: _Collected,
+    ) -> None:
+        """Read the batch's results once, each as its line arrives: a response is cached
+        the moment it is read (never all held), an error kept unless a success for its
+        custom_id comes (see :class:`_Collected`)."""
+        assert sub.batch_id is not None
+        async for result in self.api.results(sub.batch_id, mine, order):
+            key = result.custom_id
+            if key in seen.ok:
+                continue  # cached and paid already (a repeated line, or a re-read)
+            if result.response is not None:
+                self.cache.put(key, mine[key], result.response)
+                seen.ok.add(key)
+                seen.failures.pop(key, None)
+                seen.billed.pop(key, None)
+                self.report.paid.add(key)
+                seen.succeeded += 1
+                cost = result.response.cost_usd
+                seen.paid += cost or 0.0
+                seen.priced = seen.priced and cost is not None
+            elif seen.failures.get(key) is None:
+                seen.failures[key] = result.error
+                billed = billed_usd(result.error)  # answered, paid, then refused here
+                if billed is not None:
+                    seen.billed[key] = billed
+
     async def _collect(self, sub: Submission) -> bool:
         assert sub.batch_id is not None
         mine = {k: self.requests[k] for k in sub.custom_ids if k in self.requests}
         order = list(sub.custom_ids)
+        seen = _Collected(dict.fromkeys(mine))
         for _ in range(_READS):  # a torn download is read again; a damaged file stays so
-            results = _one_each(
-                await self._control(lambda: self.api.results(sub.batch_id, mine, order))
-            )
+            await self._control(lambda: self._read(sub, mine, order, seen))
             unreadable = self.api.unreadable
             if not unreadable:
                 break
@@ -509,22 +551,8 @@ class _Pass:
                 code="unreadable_result",
             )
         report, again = self.report, False
-        succeeded, failures, paid = 0, dict.fromkeys(mine), 0.0
-        priced = True  # every response of the batch has a price
-        for result in results:
-            if result.response is not None:
-                self.cache.put(result.custom_id, mine[result.custom_id], result.response)
-                failures.pop(result.custom_id, None)
-                report.paid.add(result.custom_id)
-                succeeded += 1
-                cost = result.response.cost_usd
-                paid += cost or 0.0
-                priced = priced and cost is not None
-            else:
-                failures[result.custom_id] = result.error
-                billed = billed_usd(result.error)  # answered, paid, then refused here
-                if billed is not None:
-                    paid += billed
+        succeeded, failures, priced = seen.succeeded, seen.failures, seen.priced
+        paid = seen.paid + math.fsum(seen.billed.values())
         report.cost_usd = None if not priced or report.cost_usd is None else report.cost_usd + paid
         report.collected += succeeded
         for key, error in failures.items():
@@ -551,12 +579,24 @@ class _Pass:
         return again
 
 
-def _one_each(results: list[BatchResult]) -> list[BatchResult]:
-    """One result a custom_id, in the order first seen: a success over an error, else the
-    first (a results file may repeat a line; a response is cached and paid once)."""
-    kept: dict[str, BatchResult] = {}
-    for result in results:
-        held = kept.get(result.custom_id)
-        if held is None or (held.response is None and result.response is not None):
-            kept[result.custom_id] = result
-    return list(kept.values())
+@dataclass
+class _Collected:
+    """What a batch's results have given so far, one result a custom_id: a success over
+    an error, else the first error (a results file may repeat a line, and a download cut
+    mid-way is read again: a response is cached and paid once).
+
+    Attributes:
+        failures: custom_id -> its error, None while it has no result; a success leaves.
+        succeeded: responses cached.
+        paid: USD of the cached responses.
+        billed: custom_id -> USD of an answer billed, then refused here (its error kept).
+        priced: every cached response has a price.
+        ok: custom_ids whose response is cached (a later line for one is skipped).
+    """
+
+    failures: dict[str, ProviderError | None]
+    succeeded: int = 0
+    paid: float = 0.0
+    billed: dict[str, float] = field(default_factory=dict)
+    priced: bool = True
+    ok: set[str] = field(default_factory=set)

@@ -22,44 +22,75 @@ fail the same way. That is :class:`QuotaExhausted`, a clean stop like the budget
 code 3, the manifest ``interrupted`` with the reason): the rows that landed are kept, the
 responses in flight land and are cached, and the same command run again once the quota
 is back requests only what has no response yet.
+
+So does an error that every later request would repeat (the error's ``stops_run``): a
+401 (a refused key), a 403 refusing the key access (not a moderation 403, which refuses
+one prompt), a 404 naming the model or naming nothing (no route at the URL), a server
+without the memory to load the model. That is :class:`ProviderStopped`, at the first
+such row, with one line saying what to fix (before: only fail-fast stopped them, after
+five rows); ``run.fail_fast: 0`` turns it off with fail-fast (a quota still stops).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gradetrail.errors import QUOTAS, RunError
+from gradetrail.errors import QUOTAS, RUN_STOPS, RunError
 from gradetrail.rundir.results import Row
 
-__all__ = ["FailFast", "QuotaExhausted", "check_quota"]
+__all__ = ["FailFast", "ProviderStopped", "QuotaExhausted", "check_quota", "check_stop"]
 
 
-class QuotaExhausted(RunError):
-    """A provider said a quota ran out that will not come back within the run: the run
-    stops starting calls (those in flight land), resumable once the quota is back."""
+class ProviderStopped(RunError):
+    """A provider's error says every later request of the run would fail the same way (a
+    refused key, no access to the model, an unknown model, a server that cannot load it:
+    the error's ``stops_run``): the run stops starting calls (those in flight land),
+    resumable once fixed. Exit code 3, like a quota's or the budget's stop."""
 
     exit_code = 3
 
 
-def check_quota(row: Row) -> None:
-    """Stop the run at a row whose provider (or judge) error says a quota ran out.
+class QuotaExhausted(ProviderStopped):
+    """A provider said a quota ran out that will not come back within the run: the run
+    stops starting calls (those in flight land), resumable once the quota is back."""
+
+
+_RESUME = (
+    "then run the same command again: responses already paid for are cached, only the "
+    "rest is requested"
+)
+
+
+def check_stop(row: Row, *, run_stops: bool = True) -> None:
+    """Stop the run at a row whose provider (or judge) error says a quota ran out, or,
+    with ``run_stops`` (False under ``run.fail_fast: 0``, which records every sample's
+    error), that every later request would fail the same way (``stops_run``).
 
     Raises:
         QuotaExhausted: one line naming the quota, the provider's own words and the fix.
+        ProviderStopped: one line saying what the provider refused, its own words and the
+            fix.
     """
     detail = _permanent_error(row)
-    quota = detail.get("quota") if detail is not None else None
-    if quota is None:
+    if detail is None:
         return
-    what, fix = QUOTAS.get(quota, QUOTAS["quota"])
+    quota, stop = detail.get("quota"), detail.get("stops_run") if run_stops else None
+    if quota is None and stop is None:
+        return
     kind, message = detail.get("kind") or "ProviderError", detail.get("message") or ""
     message = " ".join(str(message).split())  # one line, whatever the provider sent
     who = "the judge's provider" if row["state"] == "judge_error" else "the provider"
-    raise QuotaExhausted(
-        f"stopped: {who} says its {what} ran out ({kind}: {message}); {fix}, then run the "
-        "same command again: responses already paid for are cached, only the rest is "
-        "requested"
-    )
+    if quota is not None:
+        what, fix = QUOTAS.get(quota, QUOTAS["quota"])
+        raise QuotaExhausted(
+            f"stopped: {who} says its {what} ran out ({kind}: {message}); {fix}, {_RESUME}"
+        )
+    what, fix = RUN_STOPS.get(stop, ("refused every request", "fix what its message says"))
+    raise ProviderStopped(f"stopped: {who} {what} ({kind}: {message}); {fix}, {_RESUME}")
+
+
+#: the name earlier callers know :func:`check_stop` by
+check_quota = check_stop
 
 
 _SIGNATURE = ("kind", "status", "error_type", "code", "message")

@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from gradetrail._util.bounded import BoundedCalls
+from gradetrail._util.usercode import exits_refused
 from gradetrail.cache.inflight import InFlight
 from gradetrail.cache.pending import PendingResponses, cache_key, restore_pending
 from gradetrail.cache.store import ResponseCache, default_cache_path, retry_advice
 from gradetrail.datasets import Sample, Samples, load_samples
 from gradetrail.datasets.looks import check_no_held_out_quotes, take_look
 from gradetrail.engine.epoch_order import EpochOrder
-from gradetrail.engine.failfast import FailFast, QuotaExhausted, check_quota
+from gradetrail.engine.failfast import FailFast, ProviderStopped, QuotaExhausted, check_stop
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
 from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
@@ -605,14 +606,17 @@ class _Run:
         status: RunStatus = "failed"
         unwritten: Exception | None = None
         try:
-            asyncio.run(self._main(writer, on_row, stop))
+            with exits_refused():  # the user's os._exit(0) must not end the run as a success
+                asyncio.run(self._main(writer, on_row, stop))
             waiting = self.batch_report is not None and self.batch_report.waiting
             status = "interrupted" if stop.stopping or waiting else "complete"
         except (KeyboardInterrupt, asyncio.CancelledError):
             status = "interrupted"
-        except (BudgetExhausted, QuotaExhausted) as exc:  # a clean stop: resumable
+        except (BudgetExhausted, ProviderStopped) as exc:  # a clean stop: resumable
             status, self.stop_reason = "interrupted", str(exc)
             event = "budget_exhausted" if isinstance(exc, BudgetExhausted) else "quota_exhausted"
+            if isinstance(exc, ProviderStopped) and not isinstance(exc, QuotaExhausted):
+                event = "provider_stopped"
             self.log.event(event, message=str(exc))
         finally:
             # a signal now would cut the final rewrite in half (status left "running",
@@ -786,7 +790,9 @@ class _Run:
                     tally.add(row, item.sample.index)
                     if on_row is not None:
                         on_row(row, tally)
-                    check_quota(row)  # raises QuotaExhausted: nothing after it can succeed
+                    # raises ProviderStopped: nothing after it can succeed (a quota ran
+                    # out, or with fail-fast on, a refused key, an unknown model ...)
+                    check_stop(row, run_stops=fail_fast.first > 0)
                     fail_fast.observe(row)  # raises RunError: one permanent error, N times
                     if cache is not None and cache.write_error is not None:
                         halted = True  # the cache cannot store what arrives: pay for no more

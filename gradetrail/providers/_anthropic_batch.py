@@ -15,12 +15,12 @@ keyed by custom_id, so a swapped batch's results are skipped, never mis-cached).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from gradetrail.errors import ServerError
-from gradetrail.providers._batch import BatchAPI, BatchResult, BatchState, guarded, json_lines
+from gradetrail.errors import BadRequest, ServerError
+from gradetrail.providers._batch import BatchAPI, BatchResult, BatchState, guarded, json_line
 from gradetrail.providers.base import Request
 
 __all__ = ["AnthropicBatchAPI"]
@@ -109,13 +109,16 @@ class AnthropicBatchAPI(BatchAPI):
 
     async def results(
         self, batch_id: str, requests: Mapping[str, Request], order: Sequence[str] = ()
-    ) -> list[BatchResult]:
-        """Every result line of an ended batch, validated (read line by line from the
-        SDK's response: a line that is not JSON is skipped and counted, not the end of
-        the others)."""
+    ) -> AsyncIterator[BatchResult]:
+        """Every result line of an ended batch, validated as it is read off the SDK's
+        streamed download (a line that is not JSON is skipped and counted, not the end
+        of the others; the file is never held whole). An ``errored`` result is classified
+        by its error type (``api_error``, ``overloaded_error``: retried; an
+        ``invalid_request_error`` or a type not known: recorded, not sent again);
+        ``expired`` and ``canceled`` requests never ran and are retried; a result type
+        not known is recorded, not retried."""
         from gradetrail.errors import ProviderError
         from gradetrail.providers._batch import sdk_error
-        from gradetrail.providers._http import classify_status, error_fields, implied_status
 
         key = self.provider._key
         self.unreadable = 0
@@ -123,36 +126,54 @@ class AnthropicBatchAPI(BatchAPI):
             lambda: self.client.messages.batches.results(batch_id), key, "reading results"
         )
         try:
-            raw = [line async for line in decoder.http_response.aiter_lines()]
+            async for line in decoder.http_response.aiter_lines():
+                item = json_line(line)
+                if item is None:
+                    self.unreadable += 1
+                elif item:
+                    result = self._result(item, requests)
+                    if result is not None:
+                        yield result
+        except ProviderError:
+            raise
         except Exception as exc:
-            if isinstance(exc, ProviderError):
-                raise
             raise sdk_error(exc, key, "reading results") from None
         finally:
             await decoder.close()
-        items, self.unreadable = json_lines(raw)
-        out: list[BatchResult] = []
-        for item in items:
-            custom_id = item.get("custom_id")
-            request = requests.get(custom_id) if isinstance(custom_id, str) else None
-            result = item.get("result")
-            if request is None or not isinstance(result, dict):
-                continue
-            assert isinstance(custom_id, str)
-            kind = result.get("type")
-            if kind == "succeeded":
-                response, failed = self.parse(request, result.get("message"))
-                out.append(BatchResult(custom_id, response, failed))
-            elif kind == "errored":
-                body = result.get("error") or {}
-                etype, code, message = error_fields(body)
-                status = implied_status(etype, code, message) or 500
-                out.append(BatchResult(custom_id, None, classify_status(status, None, body)))
-            else:
-                word = str(kind or "unknown")
-                error = ServerError(f"batch: the request was {word}", error_type="batch", code=word)
-                out.append(BatchResult(custom_id, None, error))
-        return out
+
+    def _result(self, item: dict[str, Any], requests: Mapping[str, Request]) -> BatchResult | None:
+        """One result line as a :class:`BatchResult`, or None (not this run's request)."""
+        from gradetrail.providers._http import classify_status, error_fields, implied_status
+
+        custom_id = item.get("custom_id")
+        request = requests.get(custom_id) if isinstance(custom_id, str) else None
+        result = item.get("result")
+        if request is None or not isinstance(result, dict):
+            return None
+        assert isinstance(custom_id, str)
+        kind = result.get("type")
+        if kind == "succeeded":
+            response, failed = self.parse(request, result.get("message"))
+            return BatchResult(custom_id, response, failed)
+        if kind == "errored":
+            body = result.get("error") or {}
+            etype, code, message = error_fields(body)
+            # a type no status is known for refused the request: recorded (400), not resent
+            status = implied_status(etype, code, message) or 400
+            return BatchResult(custom_id, None, classify_status(status, None, body))
+        word = str(kind or "unknown")
+        if kind in ("expired", "canceled"):  # never ran: sent again
+            error = ServerError(f"batch: the request was {word}", error_type="batch", code=word)
+            return BatchResult(custom_id, None, error)
+        return BatchResult(
+            custom_id,
+            None,
+            BadRequest(
+                f"batch: a result of type {word!r} (not known: recorded, not sent again)",
+                error_type="batch",
+                code=word,
+            ),
+        )
 
 
 def _seconds(value: Any) -> float:

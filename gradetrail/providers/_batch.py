@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from gradetrail.providers._http import HttpProvider
     from gradetrail.providers.base import Request, Response
 
-__all__ = ["BatchAPI", "BatchResult", "BatchState", "BatchStatus", "sdk_error"]
+__all__ = ["BatchAPI", "BatchResult", "BatchState", "BatchStatus", "json_line", "sdk_error"]
 
 #: where a batch is: still working, ended (every request has a result), or ended early
 BatchStatus = Literal["in_progress", "ended", "expired", "cancelled", "failed"]
@@ -143,18 +143,20 @@ class BatchAPI(ABC):
         """Where the batch is now."""
 
     @abstractmethod
-    async def results(
+    def results(
         self, batch_id: str, requests: Mapping[str, Request], order: Sequence[str] = ()
-    ) -> list[BatchResult]:
-        """Every result of an ended batch, validated and priced (``requests``: custom_id
-        -> the request it stands for; ``order``: the batch's custom_ids as sent, line N
-        of its input being ``order[N - 1]``). A result for a custom_id the run never sent
-        is skipped, and so is a line that is not JSON (a truncated or damaged results
-        file: the lines that are read are kept); a request without a result is left out
-        (the driver sends it again). Results may come in any order and more than once.
+    ) -> AsyncIterator[BatchResult]:
+        """Every result of an ended batch, validated and priced, yielded as its line is
+        read off the download (a results file can be gigabytes: it is never held whole;
+        ``requests``: custom_id -> the request it stands for; ``order``: the batch's
+        custom_ids as sent, line N of its input being ``order[N - 1]``). A result for a
+        custom_id the run never sent is skipped, and so is a line that is not JSON (a
+        truncated or damaged results file: the lines that are read are kept, counted in
+        :attr:`unreadable` once the iteration ends); a request without a result is left
+        out (the driver sends it again). Results may come in any order and more than once.
 
         Raises:
-            ProviderError: the results could not be read (classified).
+            ProviderError: the results could not be read (classified), also mid-way.
         """
 
     @abstractmethod
@@ -177,24 +179,16 @@ class BatchAPI(ABC):
             await client.close()
 
 
-def json_lines(lines: Iterable[bytes | str]) -> tuple[list[dict[str, Any]], int]:
-    """The JSON objects of a JSONL results file, and how many non-blank lines were not one
-    (torn, truncated or not JSON at all: skipped, so one bad line loses only itself)."""
-    out: list[dict[str, Any]] = []
-    bad = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(item, dict):
-            out.append(item)
-        else:
-            bad += 1
-    return out, bad
+def json_line(line: bytes | str) -> dict[str, Any] | None:
+    """One line of a JSONL results file as its JSON object; None for a line that is not
+    one (torn, truncated or not JSON at all); a blank line is ``{}``."""
+    if not line.strip():
+        return {}
+    try:
+        item = json.loads(line)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) else None
 
 
 def sdk_error(exc: Exception, key: str | None, what: str) -> ProviderError:

@@ -234,6 +234,46 @@ def never_fits(code: str | None, etype: str | None, message: str | None) -> str 
     return None
 
 
+#: a 404's message that names nothing (a path no route serves: FastAPI's "Not Found",
+#: Go's "404 page not found", Azure's "Resource not found")
+_BARE_NOT_FOUND = lazy_compile(r"\s*(?:404:?\s*)?(?:page |resource )?not found\.?\s*", re.I)
+#: a server that cannot load the model for want of memory (Ollama's 500 "model requires
+#: more system memory (7.5 GiB) than is available (5.2 GiB)"): no request of the run fits
+_NO_MEMORY = lazy_compile(r"requires more (?:system )?memory\b.{0,40}than is available", re.I)
+
+
+def stops_run(
+    status: int,
+    code: str | None,
+    message: str | None,
+    model: str | None,
+    *,
+    auth: bool,
+) -> str | None:
+    """Why an error answer fails every later request of the run the same way (a key of
+    :data:`~gradetrail.errors.RUN_STOPS`), or None when it may be this request's alone.
+
+    - ``key``: a 401, or a key a Google 400 refuses (``auth`` and status 401 or 400);
+    - ``access``: a 403 refusing the credentials (``auth``: not a moderation 403, which
+      refuses one prompt and stays that sample's error);
+    - ``model``: a 404 naming the model (OpenAI's ``model_not_found``, Anthropic's
+      ``not_found_error`` "model: ...", Ollama's "model '...' not found") or naming nothing
+      (no route at this URL); a 404 about something else (the Responses API's "Item with
+      id ... not found") is one request's;
+    - ``memory``: a server that cannot load the model (:data:`_NO_MEMORY`, any status).
+    """
+    words = message or ""
+    if _NO_MEMORY.search(words):
+        return "memory"
+    if auth:
+        return "access" if status == 403 else "key"
+    if status != 404:
+        return None
+    if code == "model_not_found" or (model and model in words) or "model" in words.lower():
+        return "model"
+    return "model" if not words or _BARE_NOT_FOUND.fullmatch(words) else None
+
+
 def moderated(body: Any, message: str | None) -> bool:
     """Whether a 403 refuses this prompt's content rather than the credentials:
     OpenRouter's "your chosen model requires moderation and your input was flagged" (its
@@ -667,6 +707,7 @@ def classify_status(
     key: str | Sequence[str] | None = None,
     hint: str = "",
     not_found: str = "",
+    model: str | None = None,
 ) -> ProviderError:
     """The gradetrail error for an HTTP error answer; how long it asks to wait is its
     ``retry-after-ms`` or ``retry-after`` header, else a Google body's ``retryDelay``.
@@ -685,7 +726,10 @@ def classify_status(
     :class:`BadRequest`). A
     server's ``x-should-retry: true/false`` header overrides the status (both official
     SDKs honour it). The provider's error type and code are kept;
-    the message is redacted of keys.
+    the message is redacted of keys. A permanent error that every later request of the
+    run would repeat (a refused key, no access, an unknown model, a server without the
+    memory for the model: :func:`stops_run`) says so in ``stops_run``, and is permanent
+    whatever its status (Ollama's memory error is a 500).
 
     Args:
         status: the HTTP status code.
@@ -694,6 +738,7 @@ def classify_status(
         key: the API key (or the secrets) to redact from the message.
         hint: appended to auth errors (which variable holds the key).
         not_found: appended to a 404 (where the request went).
+        model: the model the request named (a 404 naming it stops the run).
     """
     etype, code, message = error_fields(body)
     text = redact(f"{status} {etype or 'error'}: {message or 'no message'}", key)
@@ -723,6 +768,8 @@ def classify_status(
         error = RateLimited(text, transient=fields["quota"] is None, **fields)
     elif status == 403 and moderated(body, message):  # this prompt refused: a bad request
         error = BadRequest(text, **fields)
+    elif _NO_MEMORY.search(message or ""):  # a 500 no retry can cure: the run stops
+        error = ServerError(text, transient=False, **fields)
     elif status in (401, 403) or status == 400 and key_refused(body):
         error = AuthError(f"{text.rstrip('. ')}{hint}", **fields)
     elif status == 408:
@@ -738,6 +785,9 @@ def classify_status(
         error.transient = should_retry == "true"
         if error.transient:
             error.quota = None  # the server says a retry may succeed: nothing ran out
+    if not error.transient and error.quota is None:
+        auth = isinstance(error, AuthError)
+        error.stops_run = stops_run(status, code, message, model, auth=auth)
     return error
 
 
@@ -887,6 +937,19 @@ class HttpProvider(Provider):
                 "was): name the key's variable in model.api_key_env"
             )
         return f"; check the key in {self.key_env}" if self.key_env else ""
+
+    def refine_error(
+        self,
+        error: ProviderError,
+        headers: Mapping[str, str],
+        answer: Any,
+        sent: dict[str, Any],
+    ) -> ProviderError:
+        """``error`` (:func:`classify_status` of the error ``answer``, decoded, with its
+        ``headers``) as this provider's API means it, given the body ``sent``: a protocol
+        whose error says more than its status (Anthropic's 429 for a request that can
+        never fit its limit) overrides this. By default ``error`` as it is."""
+        return error
 
     def endpoint_hint(self, body: Any, model: str) -> str:
         """What to check after a 404 that is not about the model (nothing serves the
@@ -1132,14 +1195,16 @@ class HttpProvider(Provider):
             raise _redirected(answer)
         if answer.status >= 400:
             error = error_body(answer.content)
-            raise classify_status(
+            classified = classify_status(
                 answer.status,
                 answer.headers,
                 error,
                 key=self._secrets,
                 hint=self.key_hint(),
                 not_found=self.endpoint_hint(error, request.model) if answer.status == 404 else "",
+                model=request.model,
             )
+            raise self.refine_error(classified, answer.headers, error, body)
         if fold is not None and feeder is not None:
             whole = feeder.unstreamed()  # the server ignored stream: true
             if whole is not None:

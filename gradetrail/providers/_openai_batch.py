@@ -8,7 +8,9 @@ Wire format (one line a request)::
 
 Output lines: ``{"custom_id", "response": {"status_code", "body"}, "error"}``; requests
 that failed are in the error file, with an HTTP status and error body, or with ``error:
-{"code": "batch_expired" | "batch_cancelled"}`` and no response. Limits: 50,000
+{"code": "batch_expired" | "batch_cancelled"}`` and no response (any code not known to
+pass is recorded as the request's error, not sent again). Both files are read line by
+line off the download, never whole. Limits: 50,000
 requests and 200 MB a file. The submission's tag goes in the batch's ``metadata``
 (``gradetrail_submission``), so a batch whose creation was never acknowledged is found
 by listing the batches.
@@ -17,7 +19,7 @@ by listing the batches.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from gradetrail.errors import BadRequest, ProviderError, ServerError
@@ -27,7 +29,8 @@ from gradetrail.providers._batch import (
     BatchState,
     BatchStatus,
     guarded,
-    json_lines,
+    json_line,
+    sdk_error,
 )
 from gradetrail.providers.base import Request
 
@@ -48,6 +51,21 @@ _STATUS: dict[str, BatchStatus] = {
 #: ``errors.data[].code`` of a batch ``failed`` for a reason that passes (sending it again
 #: later may succeed); any other failed batch was refused for its content
 _TRANSIENT_FAILURES = frozenset({"token_limit_exceeded", "rate_limit_exceeded", "server_error"})
+#: ``error.code`` of an error-file line (no response) that passes: the request never ran
+#: (the batch expired or was cancelled first) or met a server-side failure; any other code
+#: refused the request itself, and is recorded, not sent again by this run
+_TRANSIENT_LINE_CODES = frozenset(
+    {
+        "batch_expired",
+        "batch_cancelled",
+        "batch_failed",
+        "server_error",
+        "internal_error",
+        "rate_limit_exceeded",
+        "timeout",
+        "overloaded",
+    }
+)
 #: batches listed at most when looking for an unacknowledged one
 _LIST_LIMIT = 500
 
@@ -133,23 +151,35 @@ class OpenAIBatchAPI(BatchAPI):
         )
         return self._state(batch)
 
-    async def _lines(self, file_id: str | None) -> list[dict[str, Any]]:
+    async def _lines(self, file_id: str | None) -> AsyncIterator[dict[str, Any]]:
+        """The JSON objects of a results file, read line by line off the download
+        (``GET /v1/files/{id}/content`` streamed): never held whole."""
         if not file_id:
-            return []
-        content = await guarded(
-            lambda: self.client.files.content(file_id), self.provider._key, "reading results"
-        )
-        lines, bad = json_lines(content.content.splitlines())
-        self.unreadable += bad
-        return lines
+            return
+        key = self.provider._key
+        try:
+            async with self.client.files.with_streaming_response.content(file_id) as answer:
+                async for line in answer.iter_lines():
+                    item = json_line(line)
+                    if item is None:
+                        self.unreadable += 1
+                    elif item:
+                        yield item
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise sdk_error(exc, key, "reading results") from None
 
     async def results(
         self, batch_id: str, requests: Mapping[str, Request], order: Sequence[str] = ()
-    ) -> list[BatchResult]:
-        """The output and error files of an ended batch, each line validated; a batch
-        ``failed`` at validation (no files) answers each request with its ``errors``: the
-        lines they name refused for the reason given, the others left out (never run:
-        sent again)."""
+    ) -> AsyncIterator[BatchResult]:
+        """The output and error files of an ended batch, each line validated as it is
+        read; a batch ``failed`` at validation (no files) answers each request with its
+        ``errors``: the lines they name refused for the reason given, the others left out
+        (never run: sent again). An error-file line's code is retried only when it is
+        one of :data:`_TRANSIENT_LINE_CODES` (expired, cancelled, a server or rate-limit
+        error); any other code (a request the batch refused: ``invalid_request``, an
+        unknown code) is recorded, not sent again and again."""
         from gradetrail.providers._http import classify_status
 
         self.unreadable = 0
@@ -157,36 +187,43 @@ class OpenAIBatchAPI(BatchAPI):
             lambda: self.client.batches.retrieve(batch_id), self.provider._key, "polling"
         )
         if batch.status == "failed":
-            return _failed(batch, requests, order)
-        lines = await self._lines(batch.output_file_id)
-        lines += await self._lines(batch.error_file_id)
-        out: list[BatchResult] = []
-        for line in lines:
-            custom_id = line.get("custom_id")
-            request = requests.get(custom_id) if isinstance(custom_id, str) else None
-            if request is None:
-                continue
-            answer = line.get("response") if isinstance(line.get("response"), dict) else None
-            error = line.get("error") if isinstance(line.get("error"), dict) else None
-            if answer is not None and answer.get("status_code") == 200:
-                response, failed = self.parse(request, answer.get("body"))
-                out.append(BatchResult(custom_id, response, failed))
-            elif answer is not None:
-                status = int(answer.get("status_code") or 500)
-                out.append(
-                    BatchResult(custom_id, None, classify_status(status, None, answer.get("body")))
-                )
-            else:
-                code = str((error or {}).get("code") or "batch_error")
-                message = str((error or {}).get("message") or "no message")
-                out.append(
-                    BatchResult(
-                        custom_id,
-                        None,
-                        ServerError(f"batch: {code}: {message}", error_type="batch", code=code),
+            for result in _failed(batch, requests, order):
+                yield result
+            return
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            async for line in self._lines(file_id):
+                custom_id = line.get("custom_id")
+                request = requests.get(custom_id) if isinstance(custom_id, str) else None
+                if request is None:
+                    continue
+                assert isinstance(custom_id, str)
+                answer = line.get("response") if isinstance(line.get("response"), dict) else None
+                error = line.get("error") if isinstance(line.get("error"), dict) else None
+                if answer is not None and answer.get("status_code") == 200:
+                    response, failed = self.parse(request, answer.get("body"))
+                    yield BatchResult(custom_id, response, failed)
+                elif answer is not None:
+                    status = int(answer.get("status_code") or 500)
+                    yield BatchResult(
+                        custom_id, None, classify_status(status, None, answer.get("body"))
                     )
-                )
-        return out
+                else:
+                    yield BatchResult(custom_id, None, _line_error(error or {}))
+
+
+def _line_error(error: Mapping[str, Any]) -> ProviderError:
+    """An error-file line's ``error`` (no response): transient for a code of
+    :data:`_TRANSIENT_LINE_CODES`, else a permanent :class:`BadRequest`."""
+    code = str(error.get("code") or "batch_error")
+    message = str(error.get("message") or "no message")
+    text = f"batch: {code}: {message}"
+    if code in _TRANSIENT_LINE_CODES:
+        return ServerError(text, error_type="batch", code=code)
+    return BadRequest(
+        f"{text} (a code the batch API does not retry: recorded, not sent again)",
+        error_type="batch",
+        code=code,
+    )
 
 
 def _failed(batch: Any, requests: Mapping[str, Request], order: Sequence[str]) -> list[BatchResult]:

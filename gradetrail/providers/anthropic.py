@@ -31,11 +31,12 @@ came.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gradetrail.conversation.messages import Message
-from gradetrail.errors import InvalidResponse, SpecError
+from gradetrail.errors import BadRequest, InvalidResponse, ProviderError, RateLimited, SpecError
 from gradetrail.providers._anthropic_wire import (
     anthropic_tool_choice,
     anthropic_tools,
@@ -44,7 +45,7 @@ from gradetrail.providers._anthropic_wire import (
     to_anthropic,
     tool_calls_from_anthropic,
 )
-from gradetrail.providers._http import HttpProvider
+from gradetrail.providers._http import HttpProvider, error_fields
 from gradetrail.providers._stream import AnthropicFold
 from gradetrail.providers._structured import answer_from_forced_tool, force_answer_tool
 from gradetrail.providers._transport import sdk_env_headers
@@ -80,6 +81,41 @@ STREAM_ABOVE_MAX_TOKENS = 21_333
 REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
 
+#: the per-minute token limit a 429 names ("would exceed the rate limit for your
+#: organization (...) of 30,000 input tokens per minute")
+_PER_MINUTE = re.compile(r"\bof ([\d,]+) (input|output) tokens per minute", re.I)
+
+
+def never_fits(message: str | None, headers: Mapping[str, str], max_tokens: Any) -> str | None:
+    """Why an Anthropic 429 for tokens a minute can never succeed, or None (a limit to
+    wait out). Anthropic counts a request against its output-tokens-a-minute limit by its
+    ``max_tokens`` at the start ("OTPM rate limits are estimated based on max_tokens at
+    the beginning of each request", docs.anthropic.com/en/api/rate-limits), so a
+    ``max_tokens`` above that limit never fits; and a request refused while the
+    ``anthropic-ratelimit-{input,output}-tokens-remaining`` header equals its ``-limit``
+    (nothing else in the bucket) asks more on its own than the whole limit. The message
+    (the same words as a full bucket's) does not tell them apart."""
+    match = _PER_MINUTE.search(message or "")
+    if match is None:
+        return None
+    headers = {str(k).lower(): str(v) for k, v in headers.items()}
+    limit, kind = int(match.group(1).replace(",", "")), match.group(2).lower()
+    if kind == "output" and isinstance(max_tokens, int) and max_tokens > limit:
+        return (
+            f"max_tokens {max_tokens:,} is more than the whole limit of {limit:,} output "
+            "tokens a minute, which Anthropic counts max_tokens against: lower max_tokens"
+        )
+    cap = headers.get(f"anthropic-ratelimit-{kind}-tokens-limit")
+    left = headers.get(f"anthropic-ratelimit-{kind}-tokens-remaining")
+    if cap is not None and cap.strip().isdigit() and cap.strip() == (left or "").strip():
+        return (
+            f"this one request asks more than the whole limit of {limit:,} {kind} tokens a "
+            "minute (refused with none of it in use): shorten the prompt"
+            + (" or max_tokens" if kind == "output" else "")
+        )
+    return None
+
+
 class AnthropicProvider(HttpProvider):
     """The Messages API."""
 
@@ -90,6 +126,29 @@ class AnthropicProvider(HttpProvider):
     price_provider = "anthropic"
     default_base_url = ANTHROPIC_BASE_URL
     empty_prompt_refused = "the prompt renders empty, which the Anthropic API refuses"
+
+    def refine_error(
+        self,
+        error: ProviderError,
+        headers: Mapping[str, str],
+        answer: Any,
+        sent: dict[str, Any],
+    ) -> ProviderError:
+        """A 429 for tokens a minute that this request can never fit (:func:`never_fits`)
+        is recorded as the row's error at once (a :class:`BadRequest`), never retried nor
+        left to pause every other request on its Retry-After."""
+        if not (isinstance(error, RateLimited) and error.transient):
+            return error
+        _, _, message = error_fields(answer)
+        why = never_fits(message, headers, sent.get("max_tokens"))
+        if why is None:
+            return error
+        return BadRequest(
+            f"{str(error).rstrip('. ')}; {why}",
+            status=error.status,
+            error_type=error.error_type,
+            code=error.code,
+        )
 
     def check_messages(self, messages: Sequence[Message]) -> None:
         """The Messages API refuses a message with no text (see

@@ -5,7 +5,8 @@ again.
 One JSON object a line, appended and fsynced before the step it records goes on:
 
 - ``{"event": "intent", "submission": S, "protocol", "kind", "custom_ids": [...],
-  "sent_at": POSIX seconds}``: written *before* the batch is sent. A submission with an
+  "sent_at": POSIX seconds, "worst_usd": USD}``: written *before* the batch is sent
+  (``worst_usd``, what it could cost at most, only under ``run.max_cost_usd``). A submission with an
   intent and nothing after it may or may not have reached the API: the driver asks the
   API (``find``) before sending it again.
 - ``{"event": "submitted", "submission": S, "batch_id": B}``: the API acknowledged it.
@@ -15,6 +16,11 @@ One JSON object a line, appended and fsynced before the step it records goes on:
   are in the cache (successes) or sent on to the retry policy (failures).
 - ``{"event": "lost", "submission": S}``: the API has no batch for an unacknowledged
   submission: it was never created (its requests may be sent again).
+- ``{"event": "abandoned", "submission": S, "at": POSIX seconds}``: the user gave up on
+  it (``gradetrail batches RUN_DIR --abandon ID``: its results are gone, expired at the
+  API): it is no longer collected, and its requests are sent again by the next run. What
+  it billed is unknown to the run, and said so wherever its cost is summed; when its
+  worst case is recorded, that is counted as paid against ``run.max_cost_usd``.
 
 A torn last line (a kill mid-write) is ignored: the step it recorded had not gone on.
 """
@@ -22,6 +28,7 @@ A torn last line (a kill mid-write) is ignored: the step it recorded had not gon
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +43,7 @@ __all__ = ["BATCHES_FILE", "BatchLedger", "Submission"]
 
 BATCHES_FILE = "batches.jsonl"
 
-SubmissionState = Literal["intent", "submitted", "ended", "collected", "lost"]
+SubmissionState = Literal["intent", "submitted", "ended", "collected", "lost", "abandoned"]
 
 
 @dataclass
@@ -71,11 +78,20 @@ class Submission:
     #: USD its results cost at the batch price, once collected (None: unknown, or a
     #: ledger written before costs were recorded)
     cost_usd: float | None = None
+    #: USD it could cost at most, when sent under run.max_cost_usd (else None)
+    worst_usd: float | None = None
 
     @property
     def open(self) -> bool:
         """True while its results are still to be collected."""
         return self.state in ("intent", "submitted", "ended")
+
+
+def _usd_or_none(value: object) -> float | None:
+    """``value`` as USD when it is a finite number >= 0, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 class BatchLedger:
@@ -126,6 +142,7 @@ class BatchLedger:
                 kind=line.get("kind", "provider"),
                 custom_ids=list(line["custom_ids"]),
                 sent_at=float(line["sent_at"]),
+                worst_usd=_usd_or_none(line.get("worst_usd")),
             )
             return
         sub = self.submissions.get(name)
@@ -143,6 +160,8 @@ class BatchLedger:
             sub.cost_usd = float(cost) if isinstance(cost, int | float) else None
         elif event == "lost":
             sub.state = "lost"
+        elif event == "abandoned":
+            sub.state = "abandoned"
 
     def _append(self, line: dict[str, Any]) -> None:
         """Append one line and fsync it (and the directory, the first time)."""
@@ -165,19 +184,27 @@ class BatchLedger:
     # -- the steps -----------------------------------------------------------------------
 
     def intent(
-        self, submission: str, protocol: str, kind: str, custom_ids: list[str], sent_at: float
+        self,
+        submission: str,
+        protocol: str,
+        kind: str,
+        custom_ids: list[str],
+        sent_at: float,
+        worst_usd: float | None = None,
     ) -> Submission:
-        """Record a batch about to be sent (before it is)."""
-        self._append(
-            {
-                "event": "intent",
-                "submission": submission,
-                "protocol": protocol,
-                "kind": kind,
-                "custom_ids": custom_ids,
-                "sent_at": sent_at,
-            }
-        )
+        """Record a batch about to be sent (before it is); ``worst_usd``: what it could
+        cost at most, under a budget."""
+        line: dict[str, Any] = {
+            "event": "intent",
+            "submission": submission,
+            "protocol": protocol,
+            "kind": kind,
+            "custom_ids": custom_ids,
+            "sent_at": sent_at,
+        }
+        if worst_usd is not None:
+            line["worst_usd"] = round(worst_usd, 12)
+        self._append(line)
         return self.submissions[submission]
 
     def submitted(self, submission: str, batch_id: str) -> None:
@@ -208,6 +235,29 @@ class BatchLedger:
     def lost(self, submission: str) -> None:
         """The API holds no batch for an unacknowledged submission."""
         self._append({"event": "lost", "submission": submission})
+
+    def abandon(self, batch: str, at: float) -> Submission:
+        """Give up on the open submission whose batch id (or submission id) is ``batch``:
+        it is no longer collected, and its requests are sent again by the next run.
+
+        Raises:
+            UsageError: no submission has that id, or it is not open (collected, lost or
+                abandoned already: nothing to give up on).
+        """
+        found = [s for s in self.submissions.values() if batch in (s.batch_id, s.submission)]
+        if not found:
+            known = ", ".join(s.batch_id or s.submission for s in self.open_submissions())
+            raise UsageError(
+                f"{self.path.parent}: no batch {batch!r} in {BATCHES_FILE}; its open "
+                f"batches: {known or 'none'} (see gradetrail batches)"
+            )
+        sub = found[0]
+        if not sub.open:
+            raise UsageError(
+                f"batch {batch} is {sub.state}: only a batch still to be collected can be abandoned"
+            )
+        self._append({"event": "abandoned", "submission": sub.submission, "at": at})
+        return sub
 
     # -- reading -------------------------------------------------------------------------
 

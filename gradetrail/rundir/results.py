@@ -166,7 +166,9 @@ class SampleResult(BaseModel):
     error: dict[str, Any] | None = Field(
         None,
         description="kind, message, status, error_type, code, transient, retry_after; quota "
-        "(credit, spend_cap, daily, monthly or quota) when a quota ran out, which stops the run.",
+        "(credit, spend_cap, daily, monthly or quota) when a quota ran out, and stops_run (key, "
+        "access, model or memory) when every later request would fail alike: either stops "
+        "the run.",
     )
     scorer: dict[str, Any] = Field(
         default_factory=dict, description="What the scorer saw and extracted."

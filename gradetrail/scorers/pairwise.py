@@ -11,7 +11,14 @@ the baseline's as the candidate's), and is asked in both orders: the candidate a
 favours one position cancels out. Each verdict gives the candidate win 1,
 tie 0.5, loss 0; each order's verdicts are reduced (``samples``, ``reduce``), and the
 score is the mean of the two orders, so the run's mean score is the candidate's win rate
-against the baseline, with its confidence interval.
+against the baseline, with its confidence interval. Under ``parse.format: arena-hard`` a
+sample's verdicts are Arena-Hard-Auto's battles: a strong verdict (``[[A>>B]]``) counts as
+3 battles won or lost, a weak one or a tie as one (its ``show_result.py``,
+``get_battles_from_row``, default ``--weight 3``), and with ``reduce: mean`` the sample's
+score is the share of its battles of both orders the candidate won (a tie half). Arena-Hard's
+leaderboard pools the battles of every question; the run's mean weighs each sample once
+(the unit its confidence interval and the gate need), and each row's ``battles`` says
+how many its score stands for.
 
 ``judge.outcome`` records win, tie or loss when both orders agree (their values on the
 same side of 0.5: above, equal, below), and ``split`` when they do not (evidence of
@@ -47,6 +54,10 @@ if TYPE_CHECKING:
     from gradetrail.executors.calls import Calls
 
 __all__ = ["PairwiseScorer", "baseline_hash", "load_baseline"]
+
+#: battles a strong Arena-Hard verdict (``[[A>>B]]``, ``[[B>>A]]``) counts as: Arena-Hard-Auto's
+#: default ``--weight`` (lmarena/arena-hard-auto ``show_result.py``)
+ARENA_HARD_STRONG_WEIGHT = 3
 
 #: template variables every pairwise judge file may use besides the row's fields
 PAIRWISE_NAMES = frozenset(
@@ -260,22 +271,43 @@ class PairwiseScorer(Scorer):
         error = failure(replies, self.caller.name)
         if error is not None:
             return Score(None, detail, error, judge_record(replies))
-        values = [
-            reduce_verdicts(_candidate_values(replies, swapped), self.spec.reduce)
+        strong = self.strong_weight
+        games = [
+            _candidate_values(replies, swapped, strong)
             for replies, swapped in ((orders[0], False), (orders[1], True))
         ]
+        values = [reduce_verdicts(game, self.spec.reduce) for game in games]
         for order, value in zip(detail["orders"], values, strict=True):
             order["value"] = value
         outcome = _outcome(*values)
         detail["outcome"] = outcome
-        return Score((values[0] + values[1]) / 2, detail, None, judge_record(replies, outcome))
+        score = (values[0] + values[1]) / 2
+        if strong > 1 and self.spec.reduce == "mean":  # every battle of both games counts
+            score = reduce_verdicts(games[0] + games[1], "mean")
+            detail["battles"] = len(games[0]) + len(games[1])
+        return Score(score, detail, None, judge_record(replies, outcome))
+
+    @property
+    def strong_weight(self) -> int:
+        """How many battles a strong verdict (``[[A>>B]]``) counts as: Arena-Hard-Auto's
+        ``--weight``, 3 (its ``show_result.py``, ``get_battles_from_row``: a strong
+        preference is ``multiplier`` battles won, a weak one or a tie one battle), under
+        ``parse.format: arena-hard``; 1 (one verdict, one vote) under any other format."""
+        return ARENA_HARD_STRONG_WEIGHT if self.spec.parse.format == "arena-hard" else 1
 
 
-def _candidate_values(replies: list[JudgeReply], swapped: bool) -> list[float]:
-    """The candidate's score from each verdict: the first position's value, or its
-    complement when the candidate was shown second."""
-    values = [r.verdict.value for r in replies if r.verdict is not None]
-    return [1.0 - v for v in values] if swapped else values
+def _candidate_values(replies: list[JudgeReply], swapped: bool, strong: int = 1) -> list[float]:
+    """The candidate's score from each verdict, as battles: the first position's value,
+    or its complement when the candidate was shown second; a strong verdict (``>>`` in
+    its label) repeated ``strong`` times."""
+    values: list[float] = []
+    for reply in replies:
+        if reply.verdict is None:
+            continue
+        value = 1.0 - reply.verdict.value if swapped else reply.verdict.value
+        repeats = strong if ">>" in reply.verdict.grade else 1
+        values += [value] * repeats
+    return values
 
 
 def _order_detail(

@@ -343,7 +343,8 @@ _DEFAULT_VERDICTS: dict[str, Literal["first", "second", "tie"]] = {
 
 
 #: the labels of published pairwise judge formats: MT-Bench's (FastChat llm_judge,
-#: "[[C]]" for a tie), Arena-Hard's ("[[A>>B]]" ... "[[B>>A]]", strength not kept),
+#: "[[C]]" for a tie), Arena-Hard's ("[[A>>B]]" ... "[[B>>A]]"; the pairwise scorer counts
+#: a strong one as 3 battles, as Arena-Hard-Auto does),
 #: Prometheus's relative grading ("[RESULT] A", no tie) and AlpacaEval 2's ("m" names
 #: the first output, "M" the second: the reply is the identifier alone, case matters)
 _FORMAT_VERDICTS: dict[str, dict[str, Literal["first", "second", "tie"]]] = {

@@ -44,6 +44,7 @@ __all__ = [
     "normal_tails",
     "t_tails",
     "tango_tails",
+    "zero_failure_tails",
 ]
 
 TestKind = Literal["non-inferiority", "superiority", "equivalence"]
@@ -169,6 +170,28 @@ def tango_tails(only_baseline: int, only_candidate: int, n: int) -> tuple[TailP,
         return stats._tango_score(d0, only_baseline, only_candidate, n)
 
     return (lambda d0: 1 - _phi(normal, z(d0)), lambda d0: _phi(normal, z(d0)))
+
+
+def zero_failure_tails(d_lo: float, d_hi: float, n: int) -> tuple[TailP, TailP]:
+    """(p_above, p_below) of the zero-failure bound
+    (:func:`gradetrail.stats.intervals.zero_failure_interval`): every one of n differences
+    in [d_lo, d_hi], each difference in [-1, 1]. The mean is <= d0 < d_lo only if a share
+    of at least (d_lo - d0) / (1 + d_lo) of the samples lies outside, which 0 of n shows
+    with p = ((1 + d0) / (1 + d_lo))^n (Hanley & Lippman-Hand 1983); identical runs at
+    margin m: p_above(-m) = (1 - m)^n. Symmetrically p_below(d0) = ((1 - d0) / (1 - d_hi))^n
+    for d0 > d_hi; 1 on the other side."""
+
+    def above(d0: float) -> float:
+        if d0 >= d_lo:
+            return 1.0
+        return 0.0 if d0 <= -1 else ((1 + d0) / (1 + d_lo)) ** n
+
+    def below(d0: float) -> float:
+        if d0 <= d_hi:
+            return 1.0
+        return 0.0 if d0 >= 1 else ((1 - d0) / (1 - d_hi)) ** n
+
+    return above, below
 
 
 def newcombe_tails(

@@ -11,6 +11,10 @@ Sources, cited by equation in each docstring:
   Evaluations", arXiv 2411.00640 (2024). Eq. 1-2: the mean and its standard error over
   samples; eq. 4: the clustered standard error; eq. 7-8: the paired difference and its
   standard error; eq. 9-10: power (sample size and minimum detectable effect).
+- Hanley & Lippman-Hand, "If nothing goes wrong, is everything all right? Interpreting
+  zero numerators", JAMA 249(13):1743-1745 (1983): with 0 events in n independent trials
+  the exact one-sided upper bound of the event rate at level alpha is 1 - alpha^(1/n)
+  (about 3/n at alpha 0.05, "the rule of three"; Clopper-Pearson's bound for 0/n).
 - Tango, "Equivalence test and confidence interval for the difference in proportions for
   the paired-sample design", Statistics in Medicine 17:891-908 (1998): the score interval
   for the difference of paired binary proportions.
@@ -56,6 +60,7 @@ __all__ = [
     "tango_interval",
     "welch_interval",
     "wilson_interval",
+    "zero_failure_interval",
 ]
 
 _NORMAL = NormalDist()
@@ -657,8 +662,9 @@ def _comparison_variance(omega2: float, within_variance: float, epochs: int, def
     variance = deff * omega2 + 2 * within_variance / epochs
     if variance == 0:  # eq. 9 gave n = 1 and eq. 10 an MDE of 0: a plan of no sample
         raise ValueError(
-            "a variance of 0 (every paired difference equal) has no plan: the gate refuses "
-            "a zero-width interval; give the variance you expect (p (1 - p) for a pass rate p)"
+            "a variance of 0 (every paired difference equal) has no plan: the gate then "
+            "takes the zero-failure bound, n >= ln(alpha) / ln(1 - margin) (183 at margin "
+            "0.02); give the variance you expect (p (1 - p) for a pass rate p)"
         )
     return variance
 
@@ -829,3 +835,39 @@ def _check_open_unit(value: float, name: str) -> None:
 def _require_samples(n: int, minimum: int) -> None:
     if n < minimum:
         raise ValueError(f"need at least {minimum} paired samples, got {n}")
+
+
+def zero_failure_interval(d_lo: float, d_hi: float, n: int, confidence: float = 0.95) -> Interval:
+    """The interval of the mean paired difference when every one of ``n`` differences
+    lies in [d_lo, d_hi], a span of rounding only (identical runs: d_lo = d_hi = 0), where
+    a t or z interval has zero width and proves nothing.
+
+    A difference of two [0, 1] scores lies in [-1, 1]. No difference outside [d_lo, d_hi]
+    in n independent samples bounds the share q of the population's samples outside it,
+    one-sided at alpha = (1 - confidence) / 2, by q <= 1 - alpha^(1/n) (the zero-failure
+    bound, Hanley & Lippman-Hand 1983, JAMA 249:1743; "the rule of three" q <= 3/n at
+    alpha 0.05). The mean difference is then at least d_lo - q (1 + d_lo) (those samples
+    at -1) and at most d_hi + q (1 - d_hi). For identical runs the interval is [-q, +q],
+    and non-inferiority at margin m is shown exactly when (1 - m)^n <= alpha: n >= 183 at
+    m = 0.02, confidence 0.95. The bound is distribution-free and never below nominal
+    coverage; :func:`gradetrail.stats.hypotheses.zero_failure_tails` is its test.
+
+    Args:
+        d_lo, d_hi: the smallest and largest observed difference, in [-1, 1].
+        n: the number of independent differences (clusters, when samples are clustered).
+        confidence: two-sided, strictly between 0 and 1.
+
+    Returns:
+        An :class:`Interval` with method "zero-failure", se 0 and n_clusters None.
+
+    Raises:
+        ValueError: n < 1, d_lo > d_hi, or a bound outside [-1, 1].
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not -1.0 <= d_lo <= d_hi <= 1.0:
+        raise ValueError(f"need -1 <= d_lo <= d_hi <= 1, got {d_lo}, {d_hi}")
+    alpha = (1 - confidence) / 2
+    q = -math.expm1(math.log(alpha) / n)  # 1 - alpha^(1/n), exact for large n too
+    lo, hi = d_lo - q * (1 + d_lo), d_hi + q * (1 - d_hi)
+    return Interval((d_lo + d_hi) / 2, lo, hi, 0.0, "zero-failure")

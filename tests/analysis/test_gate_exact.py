@@ -1,5 +1,6 @@
 """Issue 23: the gate on degenerate and thin evidence. A near-zero standard error (equal
-differences up to rounding) is refused as R's t.test refuses "essentially constant" data;
+differences up to rounding, R's t.test's "essentially constant" data) gets the zero-failure
+bound, not a t interval;
 with few discordant pairs (paired) or few samples (unpaired) the verdict is never more
 liberal than the exact one-sided test (McNemar's exact conditional test, Fisher's exact
 test); kappa at perfect agreement has an interval that is not a point.
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from gate_support import passes, write_run
 
-from gradetrail.analysis.gate import GateError, regression_gate
+from gradetrail.analysis.gate import regression_gate
 from gradetrail.stats import intervals as stats
 from gradetrail.stats.agreement import measure_agreement
 
@@ -101,16 +102,32 @@ def test_non_inferiority_at_a_positive_margin_has_no_exact_override(tmp_path: Pa
     "baseline",
     [[0.1 * i for i in range(1, 9)], [0.15, 0.35, 0.55, 0.75]],
 )
-def test_a_near_zero_standard_error_is_refused(tmp_path: Path, baseline: list[float]) -> None:
-    """Differences equal up to floating-point rounding (SE ~1e-17) are refused like a
-    zero SE, never passed with p = 1e-49 (R: "data are essentially constant")."""
+def test_a_near_zero_standard_error_is_not_evidence(tmp_path: Path, baseline: list[float]) -> None:
+    """Differences equal up to floating-point rounding (SE ~1e-17) are never passed with
+    p = 1e-49 (R: "data are essentially constant"): they get the zero-failure bound on
+    their n samples around +0.1, which on 4 or 8 samples passes neither test."""
     candidate = [x + 0.1 for x in baseline]
-    assert 0 < stats.standard_error(stats.paired_differences(baseline, candidate)) < 1e-16
+    diffs = stats.paired_differences(baseline, candidate)
+    assert 0 < stats.standard_error(diffs) < 1e-16
     base = write_run(tmp_path / "b", baseline)
     cand = write_run(tmp_path / "c", candidate)
+    q = 1 - 0.025 ** (1 / len(baseline))
     for test in ("non-inferiority", "superiority"):
-        with pytest.raises(GateError, match="no variance"):
-            regression_gate(base, cand, test=test)
+        r = regression_gate(base, cand, test=test)
+        assert r.method == "zero-failure" and not r.passed
+        assert r.lo == pytest.approx(min(diffs) - q * (1 + min(diffs)))
+
+
+def test_differences_of_rounding_around_zero_are_not_a_t_interval(tmp_path: Path) -> None:
+    """0.1 + 0.2 against 0.3 on some samples: differences of 5.6e-17, whose t interval
+    (SE ~1e-17 against a mean difference of the same size) passed margin 0.02 on 10
+    samples with a half-width of 4e-17 (before); now the zero-failure bound on 10
+    samples, +-0.3084, which does not."""
+    baseline = [0.3] * 10
+    candidate = [0.1 + 0.2 if i % 2 else 0.3 for i in range(10)]
+    r = regression_gate(write_run(tmp_path / "b", baseline), write_run(tmp_path / "c", candidate))
+    assert r.method == "zero-failure" and not r.passed
+    assert r.lo == pytest.approx(-(1 - 0.025**0.1))
 
 
 def test_a_small_real_spread_is_still_gated(tmp_path: Path) -> None:

@@ -160,3 +160,74 @@ def test_batch_cost_so_far_counts_every_process_that_collected(srv, cli, tmp_pat
     assert sum(row["cost_usd"] for row in listed) == pytest.approx(paid)
     text = cli("batches", str(second.run_dir)).stdout
     assert text.splitlines()[-1].endswith(f"batch cost so far: ${paid:.4f}")
+
+
+def test_a_batch_whose_results_are_gone_is_abandoned_and_sent_again(
+    srv, cli, tmp_path: Path
+) -> None:
+    """A batch that ended but whose results file the API expired: the run says how to give
+    it up; ``gradetrail batches RUN_DIR --abandon ID`` does (before: no command, the run
+    stuck on that batch forever), the next run sends its 3 requests again in a new batch,
+    and the cost line says what the abandoned one billed is unknown (never $0)."""
+    spec = gsm8k_spec(tmp_path / "s", srv, "openai", limit=3, price=PRICE)
+    srv.batches(polls=0)
+    first = cli("run", spec.source, "--batch", "--detach", "--print-run-dir")
+    run_dir = first.stdout.strip().splitlines()[-1]
+    (batch_id,) = [
+        json.loads(line)["batch_id"]
+        for line in cli("batches", run_dir, "--json").stdout.splitlines()
+    ]
+    srv.batches(expire_files=True)
+    stuck = cli("run", spec.source, "--batch")
+    assert stuck.exit_code == 1
+    assert f"gradetrail batches {run_dir} --abandon {batch_id}" in stuck.stderr
+
+    srv.batches(expire_files=False)  # new batches' results can be read again
+    wrong = cli("batches", run_dir, "--abandon", "batch_nope")
+    assert wrong.exit_code == 2 and f"open batches: {batch_id}" in wrong.stderr
+    gave_up = cli("batches", run_dir, "--abandon", batch_id)
+    assert gave_up.exit_code == 0, gave_up.stderr
+    assert "its 3 requests are sent again by the next run" in gave_up.stdout
+    again = cli("batches", run_dir, "--abandon", batch_id)
+    assert again.exit_code == 2 and "is abandoned" in again.stderr
+
+    done = cli("run", spec.source, "--batch")
+    assert done.exit_code == 0, done.stderr
+    counts = srv.batches()
+    assert counts["created"] == 2 and counts["requests"] == 6
+    listed = [json.loads(line) for line in cli("batches", run_dir, "--json").stdout.splitlines()]
+    assert [row["state"] for row in listed] == ["abandoned", "collected"]
+    text = cli("batches", run_dir).stdout
+    assert f"plus what abandoned {batch_id} billed (unknown)" in text
+
+
+def test_an_abandoned_batch_counts_at_its_worst_case_against_the_ceiling(
+    srv, cli, tmp_path: Path
+) -> None:
+    """Sent under run.max_cost_usd, an abandoned batch may have been billed: its worst
+    case (recorded when it was sent) is counted as paid in spending.jsonl, once however
+    often the command is given, so the next run's ceiling never loses it (before: the
+    next run counted it as $0)."""
+    from gradetrail.rundir.batches import BatchLedger
+    from gradetrail.rundir.spending import SpendingLog
+
+    spec = gsm8k_spec(
+        tmp_path / "s", srv, "openai", limit=3, price=PRICE, params={"max_tokens": 100}
+    )
+    srv.batches(polls=0)
+    first = cli("run", spec.source, "--batch", "--detach", "--max-cost", "1", "--print-run-dir")
+    assert first.exit_code == 0, first.stderr
+    run_dir = first.stdout.strip().splitlines()[-1]
+    (sub,) = BatchLedger.read(run_dir).submissions.values()
+    assert sub.worst_usd is not None and sub.worst_usd > 0
+    gave_up = cli("batches", run_dir, "--abandon", str(sub.batch_id))
+    assert gave_up.exit_code == 0, gave_up.stderr
+    assert f"counted at its worst case, ${sub.worst_usd:.4f}" in gave_up.stdout
+    assert "never seen to end" in gave_up.stderr  # detached: it may still run and bill
+    assert SpendingLog(Path(run_dir)).read().paid_usd == pytest.approx(sub.worst_usd)
+    done = cli("run", spec.source, "--batch", "--max-cost", "1")
+    assert done.exit_code == 0, done.stderr
+    collected = [s for s in BatchLedger.read(run_dir).submissions.values() if s.cost_usd]
+    (new,) = collected
+    total = SpendingLog(Path(run_dir)).read().paid_usd
+    assert total == pytest.approx(sub.worst_usd + (new.cost_usd or 0.0))

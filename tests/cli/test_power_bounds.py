@@ -63,18 +63,20 @@ def test_sample_sizes_match_statsmodels(given: tuple[float, ...], n: int) -> Non
             "--variance 0.5 cannot happen: scores are in [0, 1], so it is at most 0.25 (a "
             "variance, not a standard deviation)",
         ),
-        # before: n = 1 (and with --n, an effect of 0): the gate refuses a zero-width interval
+        # before: n = 1 (and with --n, an effect of 0): the gate takes the zero-failure bound
         (
             ["--delta", "0.03", "--variance", "0.25", "--correlation", "1"],
             "no answer for these numbers (a variance of 0 (every paired difference equal) has "
-            "no plan: the gate refuses a zero-width interval; give the variance you expect "
-            "(p (1 - p) for a pass rate p))",
+            "no plan: the gate then takes the zero-failure bound, n >= ln(alpha) / ln(1 - "
+            "margin) (183 at margin 0.02); give the variance you expect (p (1 - p) for a pass "
+            "rate p))",
         ),
         (
             ["--n", "50", "--omega2", "0"],
             "no answer for these numbers (a variance of 0 (every paired difference equal) has "
-            "no plan: the gate refuses a zero-width interval; give the variance you expect "
-            "(p (1 - p) for a pass rate p))",
+            "no plan: the gate then takes the zero-failure bound, n >= ln(alpha) / ln(1 - "
+            "margin) (183 at margin 0.02); give the variance you expect (p (1 - p) for a pass "
+            "rate p))",
         ),
         (
             ["--delta", "0.01", "--omega2", "1e308", "--cluster-size", "1e308", "--icc", "1"],

@@ -540,3 +540,29 @@ def test_a_batch_collected_again_after_a_kill_is_spent_once(
     assert again.manifest.counts == {"scored": 4}
     assert srv.batches()["created"] == 1  # collected again, not sent again
     assert SpendingLog(again.run_dir).total() == pytest.approx(paid)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "mangle", "code"),
+    [
+        ("openai", ["odd_code"], "odd_line_code"),
+        ("anthropic", ["odd_code"], "odd_error"),
+        ("anthropic", ["odd_code", "result_type"], "odd"),
+    ],
+)
+def test_a_per_line_error_no_documentation_lists_is_recorded_not_resent(
+    srv, tmp_path: Path, protocol: str, mangle: list[str], code: str
+) -> None:
+    """A results line with an error code (OpenAI), error type or result type (Anthropic)
+    that no documentation lists is that request's permanent error: recorded at once, the
+    request not sent again (before: retried in a new batch run.max_retries times, each
+    one paid for if the API billed it)."""
+    srv.batches(polls=0, mangle=mangle)
+    spec = batch_spec(tmp_path, srv, protocol, limit=4)
+    result = run(spec, tmp_path, FakeClock())
+    assert srv.batches()["created"] == 1 and srv.batches()["requests"] == 4
+    assert result.manifest.counts == {"scored": 3, "provider_error": 1}
+    (failed,) = [r for r in rows(result) if r["state"] == "provider_error"]
+    error = failed["error"]
+    assert (error["kind"], error["transient"]) == ("BadRequest", False)
+    assert code in error["message"] or error["error_type"] == code

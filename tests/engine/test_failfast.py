@@ -82,9 +82,10 @@ def test_a_judge_provider_error_counts_like_the_models() -> None:
         watch.observe(row)
 
 
-def test_wrong_key_stops_the_run_after_five_samples(srv, tmp_path: Path, monkeypatch) -> None:
-    """A rejected key: `gradetrail run` exits 1 with one line instead of 1,319 error rows;
-    the manifest says failed and only the samples already in flight reached the server."""
+def test_wrong_key_stops_the_run_at_its_first_row(srv, tmp_path: Path, monkeypatch) -> None:
+    """A rejected key: `gradetrail run` exits 3 (a resumable stop, like a quota's) with one
+    line instead of 1,319 error rows (before: exit 1 after five rows, fail-fast's); the
+    manifest says interrupted and only the samples already in flight reached the server."""
     from typer.testing import CliRunner
 
     from gradetrail.cli import app
@@ -96,19 +97,20 @@ def test_wrong_key_stops_the_run_after_five_samples(srv, tmp_path: Path, monkeyp
     out = CliRunner().invoke(
         app, ["run", spec.source, "--no-cache", "--results-root", str(results)]
     )
-    assert out.exit_code == 1
+    assert out.exit_code == 3
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert errors == [
-        "error: stopped after the first 5 samples all failed with the same error "
-        "(run.fail_fast): AuthError: 401 authentication_error: invalid x-api-key; check "
-        "the key in ANTHROPIC_API_KEY"
+        "error: stopped: the provider refused the API key (AuthError: 401 "
+        "authentication_error: invalid x-api-key; check the key in ANTHROPIC_API_KEY); set "
+        "a valid key, then run the same command again: responses already paid for are "
+        "cached, only the rest is requested"
     ]
     requests = srv.stats()["total"]
-    assert 5 <= requests <= 5 + 4
+    assert 1 <= requests <= 1 + 4
     (run_dir,) = results.iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["status"] == "failed"
-    assert 5 <= manifest["counts"]["provider_error"] < 1319
+    assert manifest["status"] == "interrupted"
+    assert 1 <= manifest["counts"]["provider_error"] <= 4
 
 
 def test_a_server_that_cannot_be_reached_stops_the_run_after_five_samples(
@@ -175,11 +177,11 @@ def test_a_base_url_that_misses_the_api_names_where_the_request_went(
     base = srv.base_url + suffix
     spec = gsm8k_spec(tmp_path, srv, protocol, limit=8, base_url=base)
     out = run_cli("run", spec.source, "--no-cache", "--results-root", str(tmp_path / "r"))
-    assert out.code == 1
+    assert out.code == 3  # stopped at the first 404: no route, no request of the run fits
     (error,) = [line for line in out.err_lines if line.startswith("error:")]
     url = srv.base_url + path
-    assert error.endswith(
-        f"404 error: Not Found; nothing answered at {url}: check model.base_url{advice}"
+    assert f"404 error: Not Found; nothing answered at {url}: check model.base_url{advice})" in (
+        error
     )
 
 
@@ -189,13 +191,14 @@ def test_a_404_naming_the_model_gets_no_endpoint_hint(srv, tmp_path: Path) -> No
 
     spec = gsm8k_spec(tmp_path, srv, "openai_compatible", limit=8, model="no-such-model")
     out = run_cli("run", spec.source, "--no-cache", "--results-root", str(tmp_path / "r"))
-    assert out.code == 1
+    assert out.code == 3
     (error,) = [line for line in out.err_lines if line.startswith("error:")]
-    assert "no-such-model" in error and "base_url" not in error
+    assert "no-such-model" in error and "nothing answered" not in error
 
 
 def test_disabled_fail_fast_records_every_row(srv, tmp_path: Path, monkeypatch) -> None:
-    """run.fail_fast: 0 runs every sample and records each error."""
+    """run.fail_fast: 0 runs every sample and records each error (a refused key too: it
+    turns off the stop at the first such row with fail-fast)."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-wrong")
     srv.configure(api_key="the-right-key")
     spec = gsm8k_spec(tmp_path, srv, "anthropic", limit=12, run={"fail_fast": 0})

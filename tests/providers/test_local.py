@@ -89,6 +89,23 @@ class Opaque(Exception):
 def opaque(request):
     raise Opaque()
 
+def hard_exit(request):
+    if "5+" in request.prompt:
+        os._exit(0)
+    return request.prompt.split("=")[-1].strip()
+
+async def ahard_exit(request):
+    if "5+" in request.prompt:
+        os._exit(0)
+    return request.prompt.split("=")[-1].strip()
+
+def forking(request):
+    import multiprocessing
+    child = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
+    child.start()
+    child.join()
+    return request.prompt.split("=")[-1].strip() if child.exitcode == 0 else "child failed"
+
 def bad_response(request):
     return Response(text=42) if "5+" in request.prompt else Response(text="7", input_tokens=-5)
 """
@@ -754,3 +771,31 @@ def test_two_specs_beside_their_own_app_module_each_run_their_own(tmp_path: Path
     finally:
         sys.modules.pop("twin_app", None)
     assert answers == ["a", "b", "a"]
+
+
+@pytest.mark.parametrize("function", ["hard_exit", "ahard_exit"])
+def test_an_app_calling_os_exit_never_ends_the_run_as_a_success(
+    app_dir: Path, function: str
+) -> None:
+    """A sync or async function that calls ``os._exit(0)`` on one sample: before, the
+    whole process ended there with exit code 0 (a CI read success) and no row or manifest
+    written. Now the call is refused in the run's process: that sample is its row's
+    ``function_error`` naming ``os._exit(0)``, the other two are scored, the manifest is
+    complete, and the summary counts the error."""
+    _spec(app_dir, function)
+    out = _cli(app_dir, "run", "s.yaml", "--json", timeout=60)
+    manifest = json.loads(out.stdout)
+    assert manifest["status"] == "complete", out.stderr
+    assert manifest["counts"] == {"scored": 2, "provider_error": 1}
+    (error,) = manifest["top_errors"]
+    assert error["kind"] == "BadRequest" and "os._exit(0)" in error["message"]
+
+
+def test_a_forked_child_of_the_app_still_exits_with_os_exit(app_dir: Path) -> None:
+    """``os._exit`` in a child process the app forks (multiprocessing's own way to end a
+    child) ends that child as it always did: the app sees exit code 0."""
+    _spec(app_dir, "forking")
+    out = _cli(app_dir, "run", "s.yaml", "--json", timeout=60)
+    manifest = json.loads(out.stdout)
+    assert manifest["counts"] == {"scored": 3}, out.stderr
+    assert manifest["score"]["mean"] == pytest.approx(2 / 3)  # the third sum is wrong (8)

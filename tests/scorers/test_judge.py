@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import fake_judges
 import pytest
@@ -803,8 +804,9 @@ def test_http_second_run_and_judge_file_edit(srv, tmp_path: Path) -> None:
 def test_http_judge_with_a_rejected_key_stops_the_run(
     srv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A judge whose key the server rejects fails every sample the same way: fail-fast
-    stops the run after five samples with one line naming the judge's error."""
+    """A judge whose key the server rejects fails every sample the same way: the run stops
+    at its first such row (before: after five, fail-fast's), resumable, with one line
+    naming the judge's error and the fix."""
     srv.configure(script={"Case ": "GRADE: C"}, models=["judge-model"], api_key="right-key")
     monkeypatch.setenv("JUDGE_KEY", "wrong-key")
     spec = write_eval(
@@ -814,9 +816,12 @@ def test_http_judge_with_a_rejected_key_stops_the_run(
         scorer={"model": {**_http_judge(srv), "api_key_env": "JUDGE_KEY"}},
         run={"concurrency": 2},
     )
-    with pytest.raises(gradetrail.RunError, match=r"first 5 samples all failed .*AuthError"):
-        run(spec, tmp_path / "results")
-    assert srv.stats()["total"] < 40
+    result, _ = run(spec, tmp_path / "results")
+    assert result.manifest.status == "interrupted"
+    assert (result.manifest.stop_reason or "").startswith(
+        "stopped: the judge's provider refused the API key (AuthError: 401"
+    )
+    assert srv.stats()["total"] <= 2 + 2  # the first refusal and those in flight beside it
 
 
 def test_a_rubric_repeated_after_the_verdict_is_not_the_verdict(tmp_path: Path) -> None:
@@ -1101,3 +1106,47 @@ def test_a_judge_writing_chinese_or_japanese_is_read(tmp_path: Path) -> None:
     )
     _, rows = run(graded, tmp_path / "ja" / "results")
     assert [r["score"] for r in rows] == [0.0, None]
+
+
+def _decode_error_work(reply: str, parse: Any) -> int:
+    """The characters json's errors counted lines over while ``parse`` read ``reply``
+    (each JSONDecodeError counts the newlines before its position: the sum of their
+    positions), seen through a profile hook, nothing of gradetrail's replaced."""
+    import json.decoder
+    import sys
+
+    work = [0]
+    code = json.decoder.JSONDecodeError.__init__.__code__
+
+    def hook(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code is code:
+            work[0] += int(frame.f_locals["pos"])
+
+    sys.setprofile(hook)
+    try:
+        parse(reply, "", "")
+    finally:
+        sys.setprofile(None)
+    return work[0]
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        '{"a": 1 x ',  # objects that never parse, one after another
+        '{"a": {"b": ',  # nested objects never closed
+        "```\n{}\n```\n",  # fenced blocks
+    ],
+)
+def test_a_json_verdict_is_read_in_time_linear_in_the_reply(junk: str) -> None:
+    """4,000 repeats of junk before the verdict object: the verdict is read, and the
+    decoder's error work stays under 20 characters a character of the reply (before:
+    every brace was decoded afresh from the start of the reply, each error counting the
+    lines of all the text before it: 160 million characters for 40,000)."""
+    from gradetrail.scorers.verdicts import make_parser
+    from gradetrail.spec import JsonParse
+
+    parse = make_parser(JsonParse(kind="json", field="verdict", max=10))
+    reply = junk * 4_000 + '\nFinal: {"verdict": 8}'
+    assert parse(reply, "", "").value == pytest.approx(0.8)
+    assert _decode_error_work(reply, parse) < 20 * len(reply)

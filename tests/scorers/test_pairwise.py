@@ -352,3 +352,23 @@ def test_published_pairwise_formats_read_without_a_pattern(
     _, out = run(spec, tmp_path / "results")
     assert [r["judge"]["outcome"] for r in out] == outcomes
     assert [r["score"] for r in out] == [{"win": 1.0, "loss": 0.0}.get(o, 0.5) for o in outcomes]
+
+
+def test_arena_hard_counts_a_strong_verdict_as_three_battles(tmp_path: Path) -> None:
+    """Arena-Hard-Auto counts [[A>>B]] as 3 battles and [[A>B]] as 1 (show_result.py,
+    --weight 3). A judge biased to position A, strongly when A is the better response:
+    s1's candidate wins 3 battles (shown first) and loses 1 (shown second), 3/4 = 0.75;
+    s2's wins 1 and loses 3, 0.25 (before: each order one vote, 0.5 and 0.5)."""
+    rows = [{**r, "style": "arena-hard-biased", "biased": False} for r in ROWS]
+    baseline = _baseline(tmp_path, rows)
+    spec = _pairwise(tmp_path, rows, baseline, parse={"format": "arena-hard"})
+    raw = yaml.safe_load(spec.read_text())
+    (spec.parent / raw["scorer"]["file"]).write_text(
+        "Which is better?\n<<A>>{{ response_a }}<<B>>{{ response_b }}<<END_PAIR>>\n"
+        "<<STYLE:{{ style }}>>\n"
+    )
+    result, out = run(spec, tmp_path / "results")
+    assert [r["score"] for r in out] == [0.75, 0.25, 0.5, 0.75]
+    assert [r["scorer"]["battles"] for r in out] == [4, 4, 2, 4]
+    assert [r["judge"]["outcome"] for r in out] == ["split"] * 4  # position A each time
+    assert result.manifest.score.mean == pytest.approx(0.5625)

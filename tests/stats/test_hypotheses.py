@@ -151,17 +151,81 @@ def test_unpaired_binary_uses_newcombe_and_stays_open_at_100_percent(tmp_path: P
 # --- zero variance is not certainty -------------------------------------------------------
 
 
-def test_zero_variance_paired_t_is_refused(tmp_path: Path) -> None:
+def test_zero_variance_paired_gets_the_zero_failure_bound_not_a_point(tmp_path: Path) -> None:
     """Two identical multi-epoch runs on 2 samples (means 0.5 and 1.0): the paired t
-    interval would be [0, 0] and pass; the gate refuses (exit 2) and says why."""
+    interval would be [0, 0] and pass (before: refused, exit 2). Now the zero-failure
+    bound on 2 samples, +-(1 - 0.025^(1/2)) = +-0.8419, a verdict: FAIL (exit 1), for z too."""
     scores = [[1.0, 0.0], [1.0, 1.0]]
     b, c = write_run(tmp_path / "b", scores), write_run(tmp_path / "c", scores)
-    with pytest.raises(GateError, match="no variance.*not certainty"):
-        regression_gate(b, c)
+    for method in ("auto", "t", "z"):
+        r = regression_gate(b, c, method=method)
+        assert r.method == "zero-failure"
+        assert (r.lo, r.hi) == pytest.approx((-(1 - 0.025**0.5), 1 - 0.025**0.5))
+        assert not r.passed and r.outcome == "inconclusive"
+        assert r.p_value == pytest.approx(0.98**2)
     out = CliRunner().invoke(app, ["gate", str(b), str(c)])
-    assert out.exit_code == 2 and "not certainty" in out.output
-    with pytest.raises(GateError, match="no variance"):
-        regression_gate(b, c, method="z")
+    assert out.exit_code == 1 and "zero-failure bound" in out.output
+
+
+def test_identical_runs_pass_exactly_when_one_minus_margin_to_the_n_is_below_alpha(
+    tmp_path: Path,
+) -> None:
+    """Identical non-binary runs pass non-inferiority at margin m iff (1 - m)^n <= alpha:
+    0.98^182 = 0.02530 > 0.025 fails, 0.98^183 = 0.02480 passes (exit 0; before: exit 2
+    at any n); the failing one says n needed 183."""
+    for n, passed in ((182, False), (183, True)):
+        scores = [[0.5, 0.25]] * n
+        b = write_run(tmp_path / f"b{n}", scores)
+        c = write_run(tmp_path / f"c{n}", scores)
+        r = regression_gate(b, c)
+        assert r.method == "zero-failure" and r.passed is passed
+        assert r.p_value == pytest.approx(0.98**n)
+        assert r.lo == pytest.approx(-(1 - 0.025 ** (1 / n)))
+        assert r.n_needed == 183
+        out = CliRunner().invoke(app, ["gate", str(b), str(c)])
+        assert out.exit_code == (0 if passed else 1), out.output
+    sup = regression_gate(b, c, test="superiority")
+    assert not sup.passed and sup.method == "zero-failure"
+    eq = regression_gate(b, c, test="equivalence", margin=0.02)
+    assert eq.passed and eq.p_value == pytest.approx(0.98**183)
+
+
+def test_identical_clustered_runs_count_their_clusters_as_trials(tmp_path: Path) -> None:
+    """200 identical non-binary samples in 100 clusters of 2: the bound is on G = 100
+    (+-0.0362), not on the 200 samples (+-0.0183), and fails at margin 0.02."""
+    scores = [[0.5, 0.25]] * 200
+    clusters = [f"k{i // 2}" for i in range(200)]
+    b = write_run(tmp_path / "b", scores, clusters=clusters)
+    c = write_run(tmp_path / "c", scores, clusters=clusters)
+    r = regression_gate(b, c)
+    assert r.method == "zero-failure" and r.n_clusters == 100
+    assert r.lo == pytest.approx(-(1 - 0.025 ** (1 / 100)))
+    assert not r.passed and r.n_needed == 183
+
+
+def test_equal_nonzero_differences_get_the_bound_around_them(tmp_path: Path) -> None:
+    """Every difference +0.25 on 50 samples: q = 1 - 0.025^(1/50) = 0.07113; the mean is at
+    least 0.25 - q (1 + 0.25) = 0.1611 and at most 0.25 + q (1 - 0.25) = 0.3033, so the
+    candidate passes superiority (before: refused, exit 2)."""
+    b = write_run(tmp_path / "b", [[0.5, 0.0]] * 50)
+    c = write_run(tmp_path / "c", [[0.5, 0.5]] * 50)
+    r = regression_gate(b, c, test="superiority")
+    q = 1 - 0.025 ** (1 / 50)
+    assert r.method == "zero-failure"
+    assert (r.lo, r.hi) == pytest.approx((0.25 - 1.25 * q, 0.25 + 0.75 * q))
+    assert r.passed and r.p_value == pytest.approx((1 / 1.25) ** 50)
+
+
+def test_zero_failure_bound_matches_the_rule_of_three() -> None:
+    """0 of n at one-sided alpha 0.05 (confidence 0.90): q = 1 - 0.05^(1/n) ~ 3/n
+    (Hanley & Lippman-Hand 1983): 0.029513 at n = 100; the tails give alpha at the bound."""
+    r = stats.zero_failure_interval(0.0, 0.0, 100, confidence=0.90)
+    assert r.hi == pytest.approx(0.029513, abs=1e-6) and r.lo == -r.hi
+    above, below = hypotheses.zero_failure_tails(0.0, 0.0, 100)
+    assert above(r.lo) == pytest.approx(0.05) and below(r.hi) == pytest.approx(0.05)
+    assert above(0.0) == 1.0 and below(0.0) == 1.0
+    with pytest.raises(ValueError):
+        stats.zero_failure_interval(0.1, 0.0, 10)
 
 
 def test_binary_reduced_scores_use_tango_even_with_epochs(tmp_path: Path) -> None:
