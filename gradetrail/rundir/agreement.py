@@ -7,9 +7,11 @@ were edited or damaged since the run); a sweep runs such a cell again (the run r
 its rows from the cache); ``gradetrail runs`` and the viewer mark it and show no mean.
 The two files are held against each other, not signed: both rewritten to agree are not
 detected. A file with the SHA-256 its manifest records (``results_sha256``, written by
-runs since it was added) is the one the run wrote and is not read further; otherwise the
-check reads ``results.jsonl`` once, streaming (one row at a time, only the per-sample
-scores kept).
+runs since it was added) is the one the run wrote and is not read further; a file with
+another SHA-256 was changed since, even when its counts and mean still agree (two
+samples' scores swapped forge every paired comparison: a diff's regressions, the gate's
+pairs), and disagrees. A manifest without ``results_sha256`` (a run from before it) has
+its rows read once, streaming (one row at a time, only the per-sample scores kept).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import UsageError
-from gradetrail.rundir.results import RESULTS_FILE, iter_results
+from gradetrail.rundir.results import RESULTS_FILE, iter_results, open_run_file
 from gradetrail.rundir.truncation import counted_score, policy_of
 from gradetrail.stats.reducers import reduce_scores
 
@@ -31,6 +33,7 @@ __all__ = [
     "MARK",
     "manifest_reducer",
     "refusal",
+    "results_changed",
     "rows_disagree",
     "run_disagrees",
     "warning",
@@ -55,8 +58,19 @@ def _shown(counter: Counter[str]) -> str:
     return f"{counter.total()} rows ({parts or 'none'})"
 
 
+#: what disagrees when the file is not the one the run wrote (see :func:`results_changed`)
+CHANGED = (
+    "its results.jsonl is not the file the run wrote (its SHA-256 is not the manifest's "
+    "results_sha256: rows edited, swapped, reordered or added since)"
+)
+
+
 def rows_disagree(
-    manifest: Mapping[str, Any], rows: Iterable[Mapping[str, Any]], *, partial: bool = False
+    manifest: Mapping[str, Any],
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    partial: bool = False,
+    changed: bool = False,
 ) -> str | None:
     """How the rows of a complete run (as :func:`~gradetrail.rundir.results.read_results`
     reads them: a malformed line is skipped, so it shows as a missing row) disagree with
@@ -74,6 +88,11 @@ def rows_disagree(
     then not held against the manifest's; a score outside [0, 1], more rows in a state
     than counted, or all the rows there with another mean still are (re-scored rows are
     not a partial run).
+
+    ``changed`` (:func:`results_changed`: the file's SHA-256 is not the one the manifest
+    records) makes rows that agree on every count and the mean disagree still
+    (:data:`CHANGED`): the per-sample scores a diff and the gate pair were changed; with
+    ``partial``, a file with rows missing is let through as above.
     """
     found: Counter[str] = Counter()
     policy = policy_of(manifest)
@@ -115,7 +134,7 @@ def rows_disagree(
         )
     recorded = manifest.get("score")
     if not isinstance(recorded, dict) or "mean" not in recorded:
-        return None  # a manifest written by hand: nothing to hold the scores against
+        return CHANGED if changed else None  # by hand: no scores to hold the rows against
     if bad_score is not None:
         return bad_score
     if found != expected:
@@ -129,7 +148,7 @@ def rows_disagree(
     else:
         same = mean is None and want_mean is None
     if want_n == len(values) and same:
-        return None
+        return CHANGED if changed else None
     got = "no mean" if mean is None else f"mean {mean:.6f}"
     want = f"mean {want_mean:.6f}" if isinstance(want_mean, int | float) else "no mean"
     return (
@@ -153,25 +172,32 @@ def run_disagrees(
     """
     if manifest.get("status") != "complete":
         return None
-    if _as_written(Path(run_dir) / RESULTS_FILE, manifest.get("results_sha256")):
-        return None
+    changed = results_changed(run_dir, manifest)
+    if changed is False:
+        return None  # the file the run wrote, whose rows agreed with the manifest
     try:
-        return rows_disagree(manifest, iter_results(run_dir), partial=partial)
+        return rows_disagree(
+            manifest, iter_results(run_dir), partial=partial, changed=bool(changed)
+        )
     except UsageError:
         return "it has no readable results.jsonl"
 
 
-def _as_written(path: Path, recorded: object) -> bool:
-    """True when ``path`` has the SHA-256 ``recorded`` (the manifest's ``results_sha256``):
-    the file is the one the run wrote, whose rows agreed with the manifest it wrote
-    after it (hashing 100 MB takes about 0.1 s; reading its rows, 2 to 3 s)."""
+def results_changed(run_dir: str | Path, manifest: Mapping[str, Any]) -> bool | None:
+    """Whether the run's ``results.jsonl`` has another SHA-256 than the one its manifest
+    records (``results_sha256``): True when it has (the file was changed since the run
+    wrote it), False when it is the file the run wrote (its rows agreed with the manifest
+    written after it), None when there is nothing to compare (a manifest without
+    ``results_sha256``, no readable file). Hashing 100 MB takes about 0.1 s; reading its
+    rows, 2 to 3 s."""
+    recorded = manifest.get("results_sha256")
     if not isinstance(recorded, str):
-        return False
+        return None
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest() == recorded
-    except OSError:
-        return False
+        with open_run_file(Path(run_dir) / RESULTS_FILE) as f:
+            return hashlib.file_digest(f, "sha256").hexdigest() != recorded
+    except (OSError, UsageError):
+        return None
 
 
 #: how a listing marks a complete run whose rows disagree with its manifest

@@ -5,12 +5,14 @@ in a real browser (Debian's chromium via Playwright)."""
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+from cli_support import run_cli
 from paths import GSM8K_SPEC
 from playwright.sync_api import Page, expect
 from starlette.testclient import TestClient
@@ -40,10 +42,22 @@ def _edited(run_dir: Path, pad: int = 0) -> None:
     path.write_text("".join(json.dumps({**r, "score": 1.0, **extra}) + "\n" for r in rows))
 
 
+def _swapped(run_dir: Path) -> None:
+    """The first right and the first wrong row trade sample ids: every count and the
+    mean still agree with the manifest, but the per-sample scores are forged."""
+    path = run_dir / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    right = next(r for r in rows if r["score"] == 1.0)
+    wrong = next(r for r in rows if r["score"] == 0.0)
+    right["sample_id"], wrong["sample_id"] = wrong["sample_id"], right["sample_id"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results root: the first 40 GSM8K problems by 175b_verification (intact) and by
-    6b_finetuning, edited (``edited``); and a copy edited with rows padded past
+    6b_finetuning, edited (``edited``); a copy with a right and a wrong row's sample ids
+    swapped (``swapped``); and a copy edited with rows padded past
     :data:`CHECK_BYTES` (``padded``), which the viewer checks in the background."""
     tmp = tmp_path_factory.mktemp("agreement")
     out = tmp / "results"
@@ -57,6 +71,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert json.loads((run / "manifest.json").read_text())["score"]["mean"] == 0.15
             shutil.copytree(run, out / "padded")
             _edited(out / "padded", pad=CHECK_BYTES // N + 1)
+            shutil.copytree(run, out / "swapped")
+            _swapped(out / "swapped")
             _edited(run)
             run.rename(out / "edited")
         else:
@@ -143,4 +159,34 @@ def test_in_a_browser_the_warning_is_the_first_thing_on_the_run_page(page: Page)
     summary = page.locator("section.summary").bounding_box()
     assert box is not None and summary is not None and box["y"] < summary["y"]
     expect(page.locator("table.summary-lines")).to_contain_text("not shown")
+    expect(page.locator("table.summary-lines")).not_to_contain_text(RECORDED[1])
+
+
+CHANGED = "its results.jsonl is not the file the run wrote (its SHA-256 is not the manifest's"
+
+
+def test_a_run_with_two_samples_scores_swapped_is_refused_everywhere(root: Path) -> None:
+    """A right and a wrong row trading sample ids keep every count and the mean (the rows
+    check passed): the diff listed one regression and one improvement that never
+    happened, and the gate paired the forged scores. The file's SHA-256 is not the one
+    its manifest records: the runs page marks it, the diff and the gate refuse it (exit
+    2), naming the file."""
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    row = _row(client.get("/").text, "swapped")
+    assert "not shown: rows disagree" in row and RECORDED[0] not in row
+    page = client.get("/diff?a=intact&b=swapped")
+    assert page.status_code == 409 and CHANGED in html.unescape(page.text)
+    for command in ("diff", "gate"):
+        done = run_cli(command, str(root / "intact"), str(root / "swapped"))
+        assert done.code == 2, done.out
+        assert f"candidate run {root / 'swapped'} is complete but {CHANGED}" in done.err
+
+
+def test_in_a_browser_the_swapped_run_page_withholds_its_score(page: Page) -> None:
+    """The swapped run's page leads with the alert naming results.jsonl, and shows no
+    score."""
+    page.goto("/runs/swapped")
+    alert = page.get_by_role("alert")
+    expect(alert).to_be_visible()
+    expect(alert).to_contain_text(CHANGED)
     expect(page.locator("table.summary-lines")).not_to_contain_text(RECORDED[1])

@@ -457,6 +457,9 @@ def test_characters_that_hide_or_reorder_text_are_shown(root: Path) -> None:
     rows[0]["served_model"] = "base\u202e"  # the row's other fields too
     rows[0]["scorer"]["extracted"] = "\u200b5"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["results_sha256"]  # its diff is shown: its rows, not its hash, are checked
+    (run / "manifest.json").write_text(json.dumps(manifest))
     client = client_for(root)
     pages = [
         client.get(f"/runs/{run.name}"),
