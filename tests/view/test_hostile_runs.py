@@ -347,3 +347,22 @@ def test_a_row_whose_nested_lists_hold_no_objects_shows_its_sample(
         assert "<summary>the whole row (JSON)</summary>" in page.text
         pair = client.get("/diff/sample", params={"a": "good", "b": "edited", "id": "q0"})
         assert pair.status_code == 200
+
+
+def test_a_results_line_of_300_mb_is_one_malformed_line(root: Path) -> None:
+    """A results.jsonl line over the readers' bound (300 MB, a hole on disk) was read whole
+    by the run page's index, the diff and the export; now the page says one line is not a
+    valid row and every reader goes on with the rows around it."""
+    from gradetrail.rundir.results import MAX_LINE_BYTES
+
+    giant = unhashed(copy(root, "giant"))
+    with (giant / "results.jsonl").open("ab") as f:
+        f.seek(MAX_LINE_BYTES + (44 << 20), os.SEEK_END)
+        f.write(b"\n")
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=60) as client:
+        page = client.get("/runs/giant")
+        assert page.status_code == 200
+        assert "1 lines of results.jsonl are not valid rows" in page.text
+        assert client.get("/runs/giant/sample", params={"id": "q2"}).status_code == 200
+    diff = run_cli("diff", str(root / "good"), str(giant), "--json")
+    assert diff.code == 0 and json.loads(diff.out)["counts"]["same"] == 3, diff.err
