@@ -53,17 +53,22 @@ class RunPages(Pages):
         self._lock = threading.Lock()
 
     def runs_page(self, request: Request) -> Response:
-        """Every run directory under the root, filtered and sorted by the URL; the
-        sweeps, each with its cells."""
+        """Every run directory under the root, filtered and sorted by the URL, one page
+        of :data:`~gradetrail.view.pages.RUNS_PER_PAGE` (``page``, ``per``) at a time
+        (the live progress and figures of the runs on it only); the sweeps, each with
+        its cells."""
         from gradetrail.view import sweeps
 
         runs = [r for r in self.store.runs() if not sweeps.is_sweep_dir(r.path)]
         sweep_records, in_sweeps = sweeps.sweeps_by_run(self)
-        shown = pages.filter_runs(runs, request.query_params)
+        matched = pages.filter_runs(runs, request.query_params)
+        page = pages.paginate(len(matched), *pages.runs_page_of(request.query_params))
+        shown = matched[page.start : page.stop]
         statuses = sorted({r.status for r in runs})
         return self.render(
             "runs.html",
             runs=shown,
+            page=page,
             done=self._rows_written(shown),
             partial={r.name: p for r in shown if r.live and (p := self._live_figures(r))},
             total=len(runs),

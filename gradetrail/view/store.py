@@ -31,7 +31,7 @@ from gradetrail.spec import EvalSpec
 from gradetrail.view.files import refusal, refusals
 from gradetrail.view.index import RowIndex
 
-__all__ = ["CHECK_BYTES", "Forbidden", "NotFound", "RunInfo", "RunStore", "stamp_of"]
+__all__ = ["CHECK_BYTES", "Forbidden", "NotFound", "RunInfo", "RunStore", "dir_stamp", "stamp_of"]
 
 #: a results file up to this size is checked against its manifest before its page is
 #: sent; a larger one in a background thread (about 1.5 s for 100,000 rows of 1 KB), its
@@ -153,6 +153,17 @@ def stamp_of(path: Path) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def dir_stamp(path: Path) -> tuple[Any, ...]:
+    """:func:`stamp_of` with the run directory's own inode and modification time, which
+    change when a name in it is created, removed or renamed (a file planted, linked or
+    replaced): what an ended run's :class:`RunInfo` is kept by."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (None, *stamp_of(path))
+    return ((st.st_ino, st.st_mtime_ns), *stamp_of(path))
+
+
 def _cut_short(manifest: Manifest, written: int | None) -> list[str]:
     """A line when an ended run's ``results.jsonl`` holds fewer complete rows than its
     manifest counts (a copy cut short, a disk filled, a torn last line)."""
@@ -193,6 +204,7 @@ class RunStore:
         self._warming: set[Path] = set()
         self._counting: set[Path] = set()
         self._agreement: dict[Path, tuple[tuple[Any, ...], str | None]] = {}
+        self._infos: dict[Path, tuple[tuple[Any, ...], RunInfo]] = {}
         self._checking: set[Path] = set()
         self._lock = threading.Lock()
 
@@ -259,12 +271,27 @@ class RunStore:
         return found
 
     def info(self, name: str) -> RunInfo:
-        """One run directory's manifest, status and warnings.
+        """One run directory's manifest, status and warnings. An ended run's are kept
+        while its directory (the names in it), results file and manifest are unchanged
+        (:func:`dir_stamp`), so a runs page of thousands of runs reads no manifest again.
 
         Raises:
             Forbidden, NotFound: see :meth:`resolve`.
         """
         path = self.resolve(name)
+        stamp = dir_stamp(path)
+        with self._lock:
+            kept = self._infos.get(path)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        info = self._read_info(name, path)
+        ended = info.manifest is not None and info.manifest.status != "running"
+        if ended and info.checked:
+            with self._lock:
+                self._infos[path] = (stamp, info)
+        return info
+
+    def _read_info(self, name: str, path: Path) -> RunInfo:
         refused = refusals(self.root, path)
         others = [why for file, why in refused.items() if file != MANIFEST_FILE]
 
