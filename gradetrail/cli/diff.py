@@ -126,7 +126,9 @@ def _snippet(sample: SampleDiff, side: str, answer: bool = False) -> str:
 
 def header_lines(result: RunDiff) -> list[tuple[str, str]]:
     """``(label, text)`` pairs: the two runs, where their identities differ, the paired
-    counts and the gate's verdict with its interval (or why it cannot compare)."""
+    counts and the gate's verdict with its interval (or why it cannot compare), and the
+    gate's warnings (a copy of the baseline, epochs that differ, a directory named for
+    another run), one ``warning`` line each."""
     r = result
     lines = [
         ("baseline", f"{r.baseline} ({r.baseline_model})"),
@@ -148,6 +150,7 @@ def header_lines(result: RunDiff) -> list[tuple[str, str]]:
         lines.append(("metric", f"{name}: {_score(a)} -> {_score(b)}{change}"))
     lines.append(("samples", f"{r.paired} paired: {counts or 'none'}"))
     lines.append(("gate", _gate_line(r)))
+    lines += [("warning", w) for w in (r.gate.warnings if r.gate is not None else ())]
     return lines
 
 

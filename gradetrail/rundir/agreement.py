@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -31,7 +32,9 @@ from gradetrail.stats.reducers import reduce_scores
 __all__ = [
     "FIX",
     "MARK",
+    "copied_from",
     "manifest_reducer",
+    "misnamed",
     "refusal",
     "results_changed",
     "rows_disagree",
@@ -216,3 +219,38 @@ def refusal(label: str, run_dir: str | Path, why: str) -> str:
     ``baseline``, ``candidate``...), what disagrees (``why``, from :func:`rows_disagree`)
     and what to do."""
     return f"{label} run {run_dir} is complete but {why}: {FIX}"
+
+
+_NAMED_HASH = re.compile(r"-([0-9a-f]{12})$")
+
+
+def misnamed(run_dir: str | Path, manifest: Mapping[str, Any]) -> str | None:
+    """One line when the run directory's name ends in an identity hash (``<name>-<12
+    hex>``, as ``gradetrail run`` names it) that is not the one its manifest records: a
+    run copied or renamed under another run's name, which a CI step or a reader going by
+    the name would take for that run. None when the name carries no hash, or the right
+    one."""
+    found = _NAMED_HASH.search(Path(run_dir).name)
+    recorded = manifest.get("identity_hash")
+    if found is None or not isinstance(recorded, str) or recorded[:12] == found.group(1):
+        return None
+    return (
+        f"its directory's name says identity {found.group(1)} but its manifest records "
+        f"{recorded[:12]}: a run copied or renamed from another directory (the manifest's "
+        "identity is the run's)"
+    )
+
+
+def copied_from(
+    base: tuple[str | Path, Mapping[str, Any]], cand: tuple[str | Path, Mapping[str, Any]]
+) -> bool:
+    """Whether two different run directories hold the same run: the same identity hash,
+    start time and ``results_sha256`` in both manifests (a copy: gating it against the
+    original passes whatever the candidate is)."""
+    (base_dir, a), (cand_dir, b) = base, cand
+    keys = ("identity_hash", "started_at", "results_sha256")
+    return (
+        Path(base_dir).resolve() != Path(cand_dir).resolve()
+        and all(isinstance(a.get(k), str) for k in keys)
+        and all(a.get(k) == b.get(k) for k in keys)
+    )

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.rundir.agreement import run_disagrees
+from gradetrail.rundir.agreement import misnamed, run_disagrees
 from gradetrail.rundir.layout import KILLED, KILLED_FIX, run_status
 from gradetrail.rundir.manifest import Manifest, run_warnings
 from gradetrail.rundir.results import MANIFEST_FILE, RESULTS_FILE, count_result_lines, read_manifest
@@ -129,8 +129,13 @@ class RunInfo:
 
 def _warnings(raw: dict[str, Any], status: str, path: Path, refused: dict[str, str]) -> list[str]:
     """The manifest's warnings (:func:`gradetrail.rundir.manifest.run_warnings`), with what only
-    the viewer can see: a run whose process is gone, a missing results file."""
+    the viewer can see: a directory named for another run's identity
+    (:func:`~gradetrail.rundir.agreement.misnamed`), a run whose process is gone, a
+    missing results file."""
     out = [w for w in run_warnings(raw) if not w.startswith("run is ")]
+    wrong_name = misnamed(path, raw)
+    if wrong_name is not None:
+        out.insert(0, wrong_name)
     if status == KILLED:
         out.insert(0, f"the run's process is gone without ending it: {KILLED_FIX}")
     elif status not in ("complete", "running"):

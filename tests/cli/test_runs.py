@@ -186,3 +186,39 @@ def test_runs_takes_the_results_root_as_view_does(made: dict[str, Path], tmp_pat
     assert both.err.splitlines() == [
         f"error: give the results root once: {root} or --results-root {tmp_path / 'other'}"
     ]
+
+
+def test_a_baseline_copied_under_the_candidates_name_is_named(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """The baseline's run directory copied in place of the candidate's (named for the
+    candidate's identity hash, as a CI step finds it): `gate` and `diff` compared the run
+    with itself and said nothing (identity "same", exit 0 or 1 on a run's own scores), and
+    `runs` listed the copy under the candidate's name. Each now says the directory is a
+    copy of the baseline and that its name carries another identity than its manifest."""
+    base, cand = copied(made, tmp_path / "results")
+    wrong = cand.name.rsplit("-", 1)[1]
+    right = base.name.rsplit("-", 1)[1]
+    shutil.rmtree(cand)
+    shutil.copytree(base, cand)
+    named = (
+        f"its directory's name says identity {wrong} but its manifest records {right}: a run "
+        "copied or renamed from another directory (the manifest's identity is the run's)"
+    )
+    copy = (
+        f"candidate {cand} is a copy of the baseline run (the same identity, start time and "
+        "results.jsonl): a run passes against itself, so this says nothing about a "
+        "candidate; gate the candidate's run"
+    )
+    listed = run_cli("runs", str(tmp_path / "results"))
+    assert listed.code == 0 and listed.err.splitlines() == [f"warning: {cand}: {named}"]
+    gate = run_cli("gate", str(base), str(cand), "--json")
+    assert gate.code == 1
+    warnings = json.loads(gate.out)["warnings"]
+    assert warnings == [copy, f"candidate run {cand}: {named}"]
+    diff = run_cli("diff", str(base), str(cand))
+    assert diff.code == 0
+    assert (
+        f"warning      {copy}" in diff.out
+        and f"warning      candidate run {cand}: {named}" in diff.out
+    )

@@ -57,7 +57,8 @@ def _swapped(run_dir: Path) -> None:
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results root: the first 40 GSM8K problems by 175b_verification (intact) and by
     6b_finetuning, edited (``edited``); a copy with a right and a wrong row's sample ids
-    swapped (``swapped``); and a copy edited with rows padded past
+    swapped (``swapped``); the intact run copied under the 6b run's directory name
+    (``gsm8k-<its hash>``); and a copy edited with rows padded past
     :data:`CHECK_BYTES` (``padded``), which the viewer checks in the background."""
     tmp = tmp_path_factory.mktemp("agreement")
     out = tmp / "results"
@@ -75,6 +76,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _swapped(out / "swapped")
             _edited(run)
             run.rename(out / "edited")
+            shutil.copytree(out / "intact", run)  # the baseline under the candidate's name
         else:
             run.rename(out / "intact")
     assert (out / "padded" / "results.jsonl").stat().st_size > CHECK_BYTES
@@ -190,3 +192,19 @@ def test_in_a_browser_the_swapped_run_page_withholds_its_score(page: Page) -> No
     expect(alert).to_be_visible()
     expect(alert).to_contain_text(CHANGED)
     expect(page.locator("table.summary-lines")).not_to_contain_text(RECORDED[1])
+
+
+
+def test_in_a_browser_a_baseline_copied_under_the_candidates_name_is_named(
+    page: Page, root: Path
+) -> None:
+    """The intact run copied in place of the candidate's directory (its name carrying the
+    6b run's identity hash) was listed and diffed as the candidate, the diff saying only
+    "identity same"; the runs page now warns that the name and the manifest disagree,
+    and the diff page says the candidate is a copy of the baseline."""
+    (copy,) = [p.name for p in root.iterdir() if p.name.startswith("gsm8k-")]
+    page.goto("/")
+    warning = page.locator(f'tr[data-run="{copy}"] + tr.warnings-row')
+    expect(warning).to_contain_text(f"its directory's name says identity {copy[-12:]}")
+    page.goto(f"/diff?a=intact&b={copy}")
+    expect(page.locator("main")).to_contain_text("is a copy of the baseline run")
