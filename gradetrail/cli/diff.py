@@ -63,6 +63,13 @@ def diff(
         str | None,
         typer.Option(help="Runs with several scorers: compare this metric, not the primary."),
     ] = None,
+    allow_different_data: Annotated[
+        bool,
+        typer.Option(
+            "--allow-different-data",
+            help="Pair the samples of runs on different dataset content by id anyway.",
+        ),
+    ] = False,
 ) -> None:
     """Compare two runs sample by sample: improved, regressed, changed; the gate's verdict;
     where their identities differ. Lists disagreements unless --all."""
@@ -87,6 +94,7 @@ def diff(
             allow_partial=allow_partial,
             responses=json_out,
             metric=metric,
+            allow_different_data=allow_different_data,
         )
     except GradetrailError as exc:
         raise fail(exc) from None
