@@ -194,7 +194,6 @@ def test_in_a_browser_the_swapped_run_page_withholds_its_score(page: Page) -> No
     expect(page.locator("table.summary-lines")).not_to_contain_text(RECORDED[1])
 
 
-
 def test_in_a_browser_a_baseline_copied_under_the_candidates_name_is_named(
     page: Page, root: Path
 ) -> None:
@@ -208,3 +207,23 @@ def test_in_a_browser_a_baseline_copied_under_the_candidates_name_is_named(
     expect(warning).to_contain_text(f"its directory's name says identity {copy[-12:]}")
     page.goto(f"/diff?a=intact&b={copy}")
     expect(page.locator("main")).to_contain_text("is a copy of the baseline run")
+
+
+def test_in_a_browser_the_chart_counts_the_rows_not_a_planted_samples_file(
+    page: Page, root: Path
+) -> None:
+    """The intact run's samples.jsonl rewritten to score all 40 samples 1: the run page's
+    chart drew 40 right; it now counts the rows (the mean's own), loaded as an image."""
+    rows = [json.loads(x) for x in (root / "intact" / "results.jsonl").read_text().splitlines()]
+    right = sum(r["score"] == 1.0 for r in rows)
+    assert 0 < right < N
+    samples = root / "intact" / "samples.jsonl"
+    planted = [json.loads(x) | {"score": 1.0} for x in samples.read_text().splitlines()]
+    samples.write_text("".join(json.dumps(s) + "\n" for s in planted))
+    page.goto("/runs/intact")
+    chart = page.locator("img.chart")
+    expect(chart).to_be_visible()
+    page.wait_for_function("document.querySelector('img.chart').naturalWidth > 0")
+    page.goto("/runs/intact/scores.svg")
+    counts = page.locator('text[fill="#1d2430"]').all_text_contents()
+    assert counts == [str(N - right), str(right)]
