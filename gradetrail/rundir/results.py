@@ -523,6 +523,20 @@ def _list_of_dicts(annotation: Any) -> bool:
     return typing.get_origin(annotation) is list and typing.get_origin(items[0]) is dict
 
 
+def _literal_values(annotation: Any) -> tuple[Any, ...] | None:
+    """The values a ``Literal`` of strings (or that or None) allows; None for any other
+    annotation."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+        literal = [a for a in args if a is not type(None)]
+        if len(literal) != 1 or typing.get_origin(literal[0]) is not typing.Literal:
+            return None
+        return (*(_literal_values(literal[0]) or ()), None)
+    if typing.get_origin(annotation) is typing.Literal and all(type(a) is str for a in args):
+        return args
+    return None
+
+
 class _Absent:
     """A field the row does not hold (any field but the required ones may be absent)."""
 
@@ -539,6 +553,10 @@ def _make_well_typed() -> Callable[[Mapping[str, Any]], bool]:
         if kinds is not None:
             names[f"_K{i}"] = frozenset((*kinds, _Absent))
             checks.append(f"type(get({name!r}, _ABSENT)) in _K{i}")
+        values = _literal_values(f.annotation)
+        if values is not None:  # state: one of its words, never any string
+            names[f"_V{i}"] = frozenset((*values, names["_ABSENT"]))
+            checks.append(f"get({name!r}, _ABSENT) in _V{i}")
         if _list_of_dicts(f.annotation):  # tool_calls: each item an object too
             checks.append(f"all(type(x) is dict for x in get({name!r}) or ())")
     source = "def well_typed(row):\n    get = row.get\n    return (\n        "
@@ -548,9 +566,10 @@ def _make_well_typed() -> Callable[[Mapping[str, Any]], bool]:
 
 #: Whether a decoded row holds :class:`SampleResult`'s required fields and every one of
 #: its fields it holds has a JSON type that field takes (an int is a float; a bool is
-#: neither; tool calls each an object): ``"score": "1"``, ``"epoch": "one"``,
-#: ``"sample_id": 123`` or ``"error": [1]`` make a row malformed, which every reader
-#: skips (:func:`parse_row`)
+#: neither; tool calls each an object; a state is one of its three words):
+#: ``"score": "1"``, ``"epoch": "one"``, ``"sample_id": 123``, ``"error": [1]`` or
+#: ``"state": "passed"`` make a row malformed, which every reader skips
+#: (:func:`parse_row`)
 well_typed: Callable[[Mapping[str, Any]], bool] = _make_well_typed()
 
 

@@ -366,3 +366,25 @@ def test_a_results_line_of_300_mb_is_one_malformed_line(root: Path) -> None:
         assert client.get("/runs/giant/sample", params={"id": "q2"}).status_code == 200
     diff = run_cli("diff", str(root / "good"), str(giant), "--json")
     assert diff.code == 0 and json.loads(diff.out)["counts"]["same"] == 3, diff.err
+
+
+def test_a_row_whose_state_is_not_a_state_is_malformed(root: Path) -> None:
+    """A row whose state is any other string ("scored" with a bidi override and a quote
+    after it) was read as a row of a fourth state: counted apart by every reader, and its
+    text put in the runs page's title attribute as markup (the hidden-character token's
+    quotes ended the attribute). It is now a malformed row (one of 3 rows missing), and
+    the attribute holds plain text."""
+    odd = unhashed(copy(root, "odd"))
+    results = odd / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    lines[0] = json.dumps(json.loads(lines[0]) | {"state": f'scored{RLO}" x="1'}) + "\n"
+    results.write_text("".join(lines))
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        runs = client.get("/").text
+    title = runs.split('class="badge rows-disagree" title="')[1].split('"')[0]
+    assert title == (
+        "its results.jsonl holds 2 rows (2 scored) where its manifest counts 3 rows (3 scored)"
+    )
+    listed = run_cli("diff", str(root / "good"), str(odd), "--allow-partial", "--json")
+    assert listed.code == 0, listed.err
+    assert json.loads(listed.out)["counts"]["only_baseline"] == 1
