@@ -81,7 +81,9 @@ def rows_disagree(
     nothing to hold them against).
 
     They disagree when the rows per state are not the manifest's ``counts`` (``n_samples``
-    x ``epochs`` rows when it has none), when a scored row's score is not a number in
+    x ``epochs`` rows when it has none), when one (sample id, epoch) has two rows or an
+    epoch is past the run's ``epochs`` (a row copied over another's place keeps every
+    count), when a scored row's score is not a number in
     [0, 1], or when the rows reduced by the run's ``run.reducer`` and ``run.truncated``
     do not give the manifest's ``score.mean`` and ``score.n``. ``rows`` is read once, in
     one pass (a generator does), so memory holds the per-sample scores, not the rows.
@@ -101,11 +103,20 @@ def rows_disagree(
     policy = policy_of(manifest)
     epochs_of: dict[str, list[float]] = {}
     bad_score: str | None = None
+    seen: set[tuple[str, Any]] = set()
+    epochs = manifest.get("epochs")
+    misplaced: str | None = None
     for row in rows:
         found[str(row.get("state"))] += 1
         if bad_score is not None:
             continue
         sid = str(row.get("sample_id"))
+        where = (sid, row.get("epoch"))
+        if misplaced is None and where in seen:
+            misplaced = f"sample {sid!r} epoch {where[1]} has two rows (one copied over another's)"
+        elif misplaced is None and type(epochs) is int and not 1 <= (where[1] or 1) <= epochs:
+            misplaced = f"sample {sid!r} has a row for epoch {where[1]}, past the run's {epochs}"
+        seen.add(where)
         per = epochs_of.setdefault(sid, [])
         score = row.get("score")
         if row.get("state") == "scored" and not (
@@ -124,7 +135,6 @@ def rows_disagree(
     if isinstance(counts, dict) and counts:
         expected = Counter({str(k): v for k, v in counts.items() if isinstance(v, int)})
     elif isinstance(manifest.get("n_samples"), int):
-        epochs = manifest.get("epochs")
         expected = Counter({"rows": manifest["n_samples"] * (epochs if type(epochs) is int else 1)})
         found = Counter({"rows": found.total()})
     else:
@@ -135,6 +145,8 @@ def rows_disagree(
         return (
             f"its results.jsonl holds {_shown(found)} where its manifest counts {_shown(expected)}"
         )
+    if misplaced is not None:
+        return misplaced
     recorded = manifest.get("score")
     if not isinstance(recorded, dict) or "mean" not in recorded:
         return CHANGED if changed else None  # by hand: no scores to hold the rows against
