@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import UsageError
+from gradetrail.rundir.manifest import figures_seal
 from gradetrail.rundir.results import RESULTS_FILE, iter_results, open_run_file
 from gradetrail.rundir.truncation import counted_score, policy_of
 from gradetrail.stats.reducers import reduce_scores
@@ -33,6 +34,7 @@ __all__ = [
     "FIX",
     "MARK",
     "copied_from",
+    "figures_edited",
     "manifest_reducer",
     "misnamed",
     "refusal",
@@ -188,14 +190,35 @@ def run_disagrees(
     if manifest.get("status") != "complete":
         return None
     changed = results_changed(run_dir, manifest)
-    if changed is False:
-        return None  # the file the run wrote, whose rows agreed with the manifest
+    edited = figures_edited(manifest)
+    if edited and not partial:
+        return EDITED
+    if changed is False and edited is False:
+        return None  # the file and the figures the run wrote: its rows agreed with them
     try:
         return rows_disagree(
             manifest, iter_results(run_dir), partial=partial, changed=bool(changed)
         )
     except UsageError:
         return "it has no readable results.jsonl"
+
+
+#: what disagrees when the manifest's figures are not the ones the run wrote
+EDITED = (
+    "its manifest's figures are not the ones the run wrote (their SHA-256 is not its "
+    "figures_sha256: a mean, count or interval edited since)"
+)
+
+
+def figures_edited(manifest: Mapping[str, Any]) -> bool | None:
+    """Whether the manifest's figures (:func:`~gradetrail.rundir.manifest.figures_seal`)
+    were edited since the run wrote them: True when their seal is not the recorded
+    ``figures_sha256``, False when it is, None when none is recorded (a run from before
+    it: its rows are then read and held against the manifest)."""
+    recorded = manifest.get("figures_sha256")
+    if not isinstance(recorded, str):
+        return None
+    return figures_seal(dict(manifest)) != recorded
 
 
 def results_changed(run_dir: str | Path, manifest: Mapping[str, Any]) -> bool | None:

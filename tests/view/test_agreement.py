@@ -53,6 +53,14 @@ def _swapped(run_dir: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+def _boasted(run_dir: Path) -> None:
+    """The manifest's mean and interval edited to 0.95 [0.90, 0.99], its rows untouched."""
+    path = run_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["score"] |= {"mean": 0.95, "ci_low": 0.9, "ci_high": 0.99}
+    path.write_text(json.dumps(manifest))
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results root: the first 40 GSM8K problems by 175b_verification (intact) and by
@@ -74,6 +82,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             _edited(out / "padded", pad=CHECK_BYTES // N + 1)
             shutil.copytree(run, out / "swapped")
             _swapped(out / "swapped")
+            shutil.copytree(run, out / "boasted")
+            _boasted(out / "boasted")
             _edited(run)
             run.rename(out / "edited")
             shutil.copytree(out / "intact", run)  # the baseline under the candidate's name
@@ -227,3 +237,17 @@ def test_in_a_browser_the_chart_counts_the_rows_not_a_planted_samples_file(
     page.goto("/runs/intact/scores.svg")
     counts = page.locator('text[fill="#1d2430"]').all_text_contents()
     assert counts == [str(N - right), str(right)]
+
+
+def test_in_a_browser_a_mean_edited_in_the_manifest_is_never_the_score(page: Page) -> None:
+    """The 6b run's manifest edited to a mean of 0.95 (its results.jsonl, and so its
+    SHA-256, untouched): the runs page showed 0.9500 as its score. Its figures' SHA-256
+    no longer matches: the mean reads "not shown" and the run page leads with why."""
+    page.goto("/")
+    row = page.locator('tr[data-run="boasted"]')
+    expect(row.locator(".score-withheld")).to_have_text("not shown: rows disagree")
+    expect(row).not_to_contain_text("0.9500")
+    page.goto("/runs/boasted")
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("its manifest's figures are not the ones the run wrote")
+    expect(page.locator("table.summary-lines")).not_to_contain_text("0.9500")

@@ -46,12 +46,13 @@ def copy(root: Path, name: str) -> Path:
 
 
 def unhashed(run_dir: Path) -> Path:
-    """Drop ``results_sha256`` from the run's manifest, as a run from before it was
-    recorded: its rows, not its file's hash, are then held against the manifest (a file
-    with another hash than the recorded one is refused outright)."""
+    """Drop ``results_sha256`` and ``figures_sha256`` from the run's manifest, as a run
+    from before they were recorded: its rows, not its file's hash, are then held against
+    the manifest (a file with another hash than the recorded one is refused outright)."""
     path = run_dir / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest.pop("results_sha256", None)
+    manifest.pop("figures_sha256", None)
     path.write_text(json.dumps(manifest))
     return run_dir
 
