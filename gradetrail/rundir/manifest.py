@@ -607,6 +607,15 @@ def figures_seal(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(sealed).encode("utf-8")).hexdigest()
 
 
+def sealed(manifest: Manifest) -> Manifest:
+    """``manifest`` with ``figures_sha256`` (:func:`figures_seal`) when its results
+    file's SHA-256 is recorded (a run's final manifest), else as it is."""
+    if manifest.results_sha256 is None:
+        return manifest
+    seal = figures_seal(json.loads(model_json(manifest)))
+    return manifest.model_copy(update={"figures_sha256": seal})
+
+
 def write_manifest(run_dir: RunDir | Path, manifest: Manifest) -> None:
     """Write ``manifest.json`` atomically (temporary file, then rename), never through a
     symlink (see :class:`~gradetrail.rundir.layout.RunDir`), with ``figures_sha256``
@@ -615,10 +624,7 @@ def write_manifest(run_dir: RunDir | Path, manifest: Manifest) -> None:
     Raises:
         RunError: the run directory or the manifest is a symlink, or cannot be written.
     """
-    if manifest.results_sha256 is not None:
-        seal = figures_seal(json.loads(model_json(manifest)))
-        manifest = manifest.model_copy(update={"figures_sha256": seal})
-    text = model_json(manifest, indent=2) + "\n"
+    text = model_json(sealed(manifest), indent=2) + "\n"
     if isinstance(run_dir, RunDir):
         run_dir.write_atomic("manifest.json", text)
         return
