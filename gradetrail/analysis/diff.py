@@ -50,6 +50,7 @@ __all__ = [
     "RunDiff",
     "SampleDiff",
     "diff_runs",
+    "different_data",
 ]
 
 #: the kinds shown by default: every disagreement
@@ -245,6 +246,7 @@ def diff_runs(
     allow_partial: bool = False,
     responses: bool = False,
     metric: str | None = None,
+    allow_different_data: bool = False,
 ) -> RunDiff:
     """Join two runs on sample id and epoch, classify each sample, and gate them.
 
@@ -259,6 +261,8 @@ def diff_runs(
             characters; whether it changed is decided on the whole text either way).
         metric: runs with several scorers: compare (and gate) this metric instead of the
             primary score; a row where it is null is an ``error`` sample.
+        allow_different_data: pair the samples of runs on different dataset content by
+            id anyway (the gate still refuses them).
 
     Returns:
         The :class:`RunDiff`; a gate that cannot compare the runs leaves ``gate`` None
@@ -269,10 +273,15 @@ def diff_runs(
             or its manifest is not valid JSON; or, as the gate, a complete run's
             ``results.jsonl`` disagrees with its manifest
             (:func:`~gradetrail.rundir.agreement.run_disagrees`; with ``allow_partial``
-            rows may be missing, not re-scored); or ``metric`` is not a metric of a run.
+            rows may be missing, not re-scored); or ``metric`` is not a metric of a run;
+            or the runs' dataset hashes differ (:func:`different_data`) and
+            ``allow_different_data`` is false.
     """
     base_manifest = read_manifest(baseline)
     cand_manifest = read_manifest(candidate)
+    differ = different_data(base_manifest, cand_manifest)
+    if differ is not None and not allow_different_data:
+        raise UsageError(f"{differ}; or pass --allow-different-data to pair them by id anyway")
     for label, run_dir, manifest in (  # as the gate: a complete run's rows are its manifest's
         ("baseline", baseline, base_manifest),
         ("candidate", candidate, cand_manifest),
@@ -459,6 +468,20 @@ def _gate(
         )
     except (GateError, ValueError) as exc:  # ValueError: a margin the gate refuses (>= 1, inf)
         return None, str(exc)
+
+
+def different_data(baseline: dict[str, Any], candidate: dict[str, Any]) -> str | None:
+    """Why two runs' samples cannot be paired by id (their manifests' ``dataset_hash``
+    differ: a sample id may name another question in each, and a diff would list a
+    different question answered as a regression), one clause; None when they agree."""
+    a, b = baseline.get("dataset_hash"), candidate.get("dataset_hash")
+    if a == b:
+        return None
+    return (
+        f"baseline and candidate ran on different datasets (dataset hash {str(a)[:12]} vs "
+        f"{str(b)[:12]}): a sample id may name a different question in each, so neither "
+        "is a regression or an improvement of the other; re-run one on the other's dataset"
+    )
 
 
 def _model(manifest: dict[str, Any]) -> str:

@@ -63,6 +63,7 @@ from typing import Any, Literal
 
 from gradetrail.analysis import gate_runs
 from gradetrail.analysis.gate_runs import GateError, GateRun
+from gradetrail.rundir.agreement import copied_from, misnamed
 from gradetrail.rundir.manifest import identity_differences
 from gradetrail.stats import hypotheses
 from gradetrail.stats import intervals as stats
@@ -1102,6 +1103,16 @@ def _warnings(base: GateRun, cand: GateRun, unscored: list[str], reducer: str) -
             "baseline and candidate are the same run directory: a run passes against "
             "itself, so this says nothing about a candidate; gate the candidate's run"
         )
+    elif copied_from((base.path, base.manifest), (cand.path, cand.manifest)):
+        out.append(
+            f"candidate {cand.path} is a copy of the baseline run (the same identity, start "
+            "time and results.jsonl): a run passes against itself, so this says nothing "
+            "about a candidate; gate the candidate's run"
+        )
+    for run in (base, cand):
+        wrong_name = misnamed(run.path, run.manifest)
+        if wrong_name is not None:
+            out.append(f"{run.label} run {run.path}: {wrong_name}")
     for run in (base, cand):
         if run.status != "complete":
             out.append(f"{run.label} run is {run.status}: samples it did not reach are missing")

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.errors import GradetrailError
-from gradetrail.rundir.agreement import FIX, manifest_reducer, refusal, rows_disagree
+from gradetrail.rundir.agreement import (
+    FIX,
+    manifest_reducer,
+    refusal,
+    results_changed,
+    rows_disagree,
+)
 from gradetrail.rundir.layout import KILLED, KILLED_FIX
 from gradetrail.rundir.manifest import scoring_differences
 from gradetrail.rundir.truncation import counted_score, policy_of
@@ -257,12 +263,14 @@ def check_complete(run: GateRun) -> None:
 def check_rows(run: GateRun, *, partial: bool = False) -> None:
     """Refuse a run whose manifest says ``complete`` but whose ``results.jsonl`` disagrees
     with it (:func:`~gradetrail.rundir.agreement.rows_disagree`: rows per state, a score
-    outside [0, 1], the mean and n): lines deleted, added, re-scored or damaged since
-    the run wrote them; with ``partial`` (``--allow-partial``), rows missing are let
+    outside [0, 1], the mean and n, and a file whose SHA-256 is not the manifest's
+    ``results_sha256``): lines deleted, added, re-scored, swapped or damaged since the
+    run wrote them; with ``partial`` (``--allow-partial``), rows missing are let
     through, rows re-scored are not."""
     if run.status != "complete":
         return  # check_complete refuses it, naming why
-    why = rows_disagree(run.manifest, run.rows, partial=partial)
+    changed = results_changed(run.path, run.manifest) is True
+    why = rows_disagree(run.manifest, run.rows, partial=partial, changed=changed)
     if why is not None:
         raise GateError(refusal(run.label, run.path, why))
 

@@ -68,6 +68,13 @@ def diff(
         str | None,
         typer.Option(help="Runs with several scorers: compare this metric, not the primary."),
     ] = None,
+    allow_different_data: Annotated[
+        bool,
+        typer.Option(
+            "--allow-different-data",
+            help="Pair the samples of runs on different dataset content by id anyway.",
+        ),
+    ] = False,
 ) -> None:
     """Compare two runs sample by sample: improved, regressed, changed; the gate's verdict;
     where their identities differ. Lists disagreements unless --all."""
@@ -92,6 +99,7 @@ def diff(
             allow_partial=allow_partial,
             responses=json_out,
             metric=metric,
+            allow_different_data=allow_different_data,
         )
     except GradetrailError as exc:
         raise fail(exc) from None
@@ -131,7 +139,9 @@ def _snippet(sample: SampleDiff, side: str, answer: bool = False) -> str:
 
 def header_lines(result: RunDiff) -> list[tuple[str, str]]:
     """``(label, text)`` pairs: the two runs, where their identities differ, the paired
-    counts and the gate's verdict with its interval (or why it cannot compare)."""
+    counts and the gate's verdict with its interval (or why it cannot compare), and the
+    gate's warnings (a copy of the baseline, epochs that differ, a directory named for
+    another run), one ``warning`` line each."""
     r = result
     lines = [
         ("baseline", f"{r.baseline} ({r.baseline_model})"),
@@ -153,6 +163,7 @@ def header_lines(result: RunDiff) -> list[tuple[str, str]]:
         lines.append(("metric", f"{name}: {_score(a)} -> {_score(b)}{change}"))
     lines.append(("samples", f"{r.paired} paired: {counts or 'none'}"))
     lines.append(("gate", _gate_line(r)))
+    lines += [("warning", w) for w in (r.gate.warnings if r.gate is not None else ())]
     return lines
 
 

@@ -108,9 +108,10 @@ def runs(
     """List run directories, newest first: identity hash, model, base URL, dataset (path
     and content hash), status, samples, error rows, mean score, start time, labels. A
     complete run whose results.jsonl disagrees with its manifest reads ROWS DISAGREE, with
-    no mean, and a warning line on stderr says what disagrees."""
+    no mean, and a warning line on stderr says what disagrees; so does a run directory
+    whose name carries another identity hash than its manifest's (a copied run)."""
     from gradetrail._util.terminal import one_line
-    from gradetrail.rundir.agreement import run_disagrees, warning
+    from gradetrail.rundir.agreement import misnamed, run_disagrees, warning
     from gradetrail.rundir.results import list_runs
 
     if root is not None:
@@ -137,9 +138,12 @@ def runs(
         print(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
-    for (path, _), why in zip(found, disagree, strict=True):
+    for (path, manifest), why in zip(found, disagree, strict=True):
         if why:
             print(
                 one_line(f"warning: {warning(path_cell(path), why)}"),
                 file=sys.stderr,
             )
+        wrong_name = misnamed(path, manifest)
+        if wrong_name:
+            print(one_line(f"warning: {path_cell(path)}: {wrong_name}"), file=sys.stderr)

@@ -58,6 +58,7 @@ from gradetrail.rundir.manifest import (
     identity_hash,
     now_iso,
     runtime_versions,
+    sealed,
     spec_hash,
     write_manifest,
 )
@@ -643,6 +644,7 @@ class _Run:
                     manifest = manifest.model_copy(update={"stop_signal": stop.signal_name})
                 if self.stop_reason is not None:
                     manifest = manifest.model_copy(update={"stop_reason": self.stop_reason})
+                manifest = sealed(manifest)  # the manifest returned is the one written
                 self._write_manifest(manifest)
                 if self.progress is not None:
                     self.progress.write(self.tally, status)

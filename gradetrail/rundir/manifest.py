@@ -522,6 +522,13 @@ class Manifest(BaseModel):
         "be written). While the file still has it, its rows are known to agree with this "
         "manifest without reading them.",
     )
+    figures_sha256: str | None = Field(
+        None,
+        description="SHA-256 of the figures the rows decide as written (figures_seal: "
+        "counts, score, metrics, n_samples, epochs, status, results_sha256): a manifest "
+        "whose figures were edited since no longer has it, and its rows are read and held "
+        "against it.",
+    )
     score: ScoreStats | None = None
     metrics: dict[str, ScoreStats] | None = Field(
         None,
@@ -589,14 +596,37 @@ def runtime_versions() -> tuple[str, str]:
     return __version__, platform.python_version()
 
 
+#: the manifest fields :func:`figures_seal` covers: what the rows decide and the gate,
+#: ``runs`` and the viewer show
+SEALED_FIELDS = ("counts", "score", "metrics", "n_samples", "epochs", "status", "results_sha256")
+
+
+def figures_seal(manifest: dict[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of the manifest's :data:`SEALED_FIELDS` (its
+    JSON form): ``figures_sha256`` as written. Not a signature (anyone can recompute
+    it): it tells a figure edited by hand from the one the run wrote."""
+    sealed = {k: manifest.get(k) for k in SEALED_FIELDS}
+    return hashlib.sha256(canonical_json(sealed).encode("utf-8")).hexdigest()
+
+
+def sealed(manifest: Manifest) -> Manifest:
+    """``manifest`` with ``figures_sha256`` (:func:`figures_seal`) when its results
+    file's SHA-256 is recorded (a run's final manifest), else as it is."""
+    if manifest.results_sha256 is None:
+        return manifest
+    seal = figures_seal(json.loads(model_json(manifest)))
+    return manifest.model_copy(update={"figures_sha256": seal})
+
+
 def write_manifest(run_dir: RunDir | Path, manifest: Manifest) -> None:
     """Write ``manifest.json`` atomically (temporary file, then rename), never through a
-    symlink (see :class:`~gradetrail.rundir.layout.RunDir`).
+    symlink (see :class:`~gradetrail.rundir.layout.RunDir`), with ``figures_sha256``
+    (:func:`figures_seal`) when its results file's SHA-256 is recorded.
 
     Raises:
         RunError: the run directory or the manifest is a symlink, or cannot be written.
     """
-    text = model_json(manifest, indent=2) + "\n"
+    text = model_json(sealed(manifest), indent=2) + "\n"
     if isinstance(run_dir, RunDir):
         run_dir.write_atomic("manifest.json", text)
         return

@@ -46,6 +46,8 @@ from gradetrail.errors import RunError, UsageError
 from gradetrail.rundir.layout import RunDir, run_status
 
 __all__ = [
+    "MAX_LINE_BYTES",
+    "MAX_MANIFEST_BYTES",
     "RESULTS_FILE",
     "SAMPLES_FILE",
     "SPARSE_FIELDS",
@@ -92,6 +94,15 @@ OUTPUT_FILES = (
     "progress.json",
     "progress.json.tmp",
 )
+
+#: the longest line of ``results.jsonl`` or ``samples.jsonl`` a reader takes into memory:
+#: four times the largest answer a provider may send (``MAX_ANSWER_BYTES``, 64 MB); a
+#: longer line (a planted or damaged file) is skipped as malformed, read past in 1 MB
+#: pieces, never held whole
+MAX_LINE_BYTES = 256 << 20
+#: the largest ``manifest.json`` read: six times the largest spec (10 MB) it holds
+MAX_MANIFEST_BYTES = 64 << 20
+_PIECE_BYTES = 1 << 20
 
 SampleState = Literal["scored", "provider_error", "judge_error"]
 
@@ -514,6 +525,20 @@ def _list_of_dicts(annotation: Any) -> bool:
     return typing.get_origin(annotation) is list and typing.get_origin(items[0]) is dict
 
 
+def _literal_values(annotation: Any) -> tuple[Any, ...] | None:
+    """The values a ``Literal`` of strings (or that or None) allows; None for any other
+    annotation."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+        literal = [a for a in args if a is not type(None)]
+        if len(literal) != 1 or typing.get_origin(literal[0]) is not typing.Literal:
+            return None
+        return (*(_literal_values(literal[0]) or ()), None)
+    if typing.get_origin(annotation) is typing.Literal and all(type(a) is str for a in args):
+        return args
+    return None
+
+
 class _Absent:
     """A field the row does not hold (any field but the required ones may be absent)."""
 
@@ -530,6 +555,10 @@ def _make_well_typed() -> Callable[[Mapping[str, Any]], bool]:
         if kinds is not None:
             names[f"_K{i}"] = frozenset((*kinds, _Absent))
             checks.append(f"type(get({name!r}, _ABSENT)) in _K{i}")
+        values = _literal_values(f.annotation)
+        if values is not None:  # state: one of its words, never any string
+            names[f"_V{i}"] = frozenset((*values, names["_ABSENT"]))
+            checks.append(f"get({name!r}, _ABSENT) in _V{i}")
         if _list_of_dicts(f.annotation):  # tool_calls: each item an object too
             checks.append(f"all(type(x) is dict for x in get({name!r}) or ())")
     source = "def well_typed(row):\n    get = row.get\n    return (\n        "
@@ -539,9 +568,10 @@ def _make_well_typed() -> Callable[[Mapping[str, Any]], bool]:
 
 #: Whether a decoded row holds :class:`SampleResult`'s required fields and every one of
 #: its fields it holds has a JSON type that field takes (an int is a float; a bool is
-#: neither; tool calls each an object): ``"score": "1"``, ``"epoch": "one"``,
-#: ``"sample_id": 123`` or ``"error": [1]`` make a row malformed, which every reader
-#: skips (:func:`parse_row`)
+#: neither; tool calls each an object; a state is one of its three words):
+#: ``"score": "1"``, ``"epoch": "one"``, ``"sample_id": 123``, ``"error": [1]`` or
+#: ``"state": "passed"`` make a row malformed, which every reader skips
+#: (:func:`parse_row`)
 well_typed: Callable[[Mapping[str, Any]], bool] = _make_well_typed()
 
 
@@ -627,7 +657,8 @@ def iter_result_spans(
 ) -> Iterator[tuple[int, int, dict[str, Any] | None]]:
     """Yield ``(offset, length, row)`` for each line of ``results.jsonl`` from byte
     ``start``: where the line is in the file (bytes, its newline included) and the row as
-    a dict, or None for a malformed line. A torn last line (a line still being written, or
+    a dict, or None for a malformed line (one over :data:`MAX_LINE_BYTES` is never held
+    in memory whole). A torn last line (a line still being written, or
     left by a killed process) ends the iteration without being yielded, so a caller can
     resume from the last span's end once it is complete.
 
@@ -637,11 +668,33 @@ def iter_result_spans(
     with _open_results(run_dir) as f:
         f.seek(start)
         offset = start
-        for line in f:
-            if not line.endswith(b"\n"):
-                break  # torn write
-            yield offset, len(line), parse_row(line)
-            offset += len(line)
+        for length, line in _bounded_lines(f):
+            yield offset, length, parse_row(line) if line is not None else None
+            offset += length
+
+
+def _bounded_lines(f: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """``(length, line)`` for each complete line of ``f`` from where it is: the line with
+    its newline, or None for a line over :data:`MAX_LINE_BYTES`, which is measured in
+    1 MB pieces and never held (a line over 1 MB is measured first, then read whole if
+    it is within the bound). A torn last line (no newline yet) ends the iteration."""
+    while line := f.readline(_PIECE_BYTES):
+        if line.endswith(b"\n"):
+            yield len(line), line
+            continue
+        start, length = f.tell() - len(line), len(line)
+        del line
+        while piece := f.readline(_PIECE_BYTES):
+            length += len(piece)
+            if piece.endswith(b"\n"):
+                break
+        else:
+            return  # torn write
+        if length > MAX_LINE_BYTES:
+            yield length, None
+            continue
+        f.seek(start)
+        yield length, f.read(length)
 
 
 def count_result_lines(run_dir: str | Path) -> int:
@@ -696,7 +749,8 @@ def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     """A run's ``samples.jsonl`` as dicts (see :class:`SampleScore`), in input order; a
-    malformed line (not a JSON object) is skipped.
+    malformed line (not a JSON object, or over :data:`MAX_LINE_BYTES`) is skipped, and so
+    is a last line without its newline.
 
     Raises:
         UsageError: the directory has no samples file (a run from before reducers, or one
@@ -704,12 +758,12 @@ def read_samples(run_dir: str | Path) -> list[dict[str, Any]]:
     """
     path = Path(run_dir) / SAMPLES_FILE
     try:
-        with open_run_file(path) as f:
-            data = f.read()
+        f = open_run_file(path)
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{run_dir}: no {SAMPLES_FILE}; re-run the spec to write it") from None
-    rows = (_parse_object(line + b"\n") for line in data.split(b"\n") if line.strip())
-    return [row for row in rows if row is not None]
+    with f:
+        rows = (_parse_object(line) for _, line in _bounded_lines(f) if line and line.strip())
+        return [row for row in rows if row is not None]
 
 
 def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str, Any]:
@@ -719,12 +773,17 @@ def read_manifest(run_dir: str | Path, *, as_written: bool = False) -> dict[str,
     (:func:`gradetrail.rundir.layout.run_status`, the one liveness check), unless ``as_written``.
 
     Raises:
-        UsageError: missing or unreadable manifest.
+        UsageError: missing or unreadable manifest, or one over :data:`MAX_MANIFEST_BYTES`.
     """
     path = Path(run_dir) / MANIFEST_FILE
     try:
         with open_run_file(path) as f:
-            manifest = json.loads(f.read().decode("utf-8"))
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise UsageError(
+                f"{path}: larger than {MAX_MANIFEST_BYTES >> 20} MB; not a gradetrail manifest"
+            )
+        manifest = json.loads(data.decode("utf-8"))
     except (FileNotFoundError, NotADirectoryError):
         raise UsageError(not_a_run_dir(run_dir, MANIFEST_FILE)) from None
     except ValueError as exc:

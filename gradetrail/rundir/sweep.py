@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from gradetrail.errors import RunError, UsageError
+from gradetrail.rundir.results import MAX_MANIFEST_BYTES, open_run_file
 
 __all__ = [
     "SWEEP_FILE",
@@ -97,12 +98,19 @@ def read_sweep_record(directory: str | Path) -> SweepRecord:
     """Read ``directory/sweep.json``.
 
     Raises:
-        UsageError: no record there, or not one gradetrail wrote.
+        UsageError: no record there, not one gradetrail wrote, not a regular file, or
+            over :data:`~gradetrail.rundir.results.MAX_MANIFEST_BYTES`.
     """
     path = Path(directory) / SWEEP_FILE
     try:
-        return SweepRecord.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
+        with open_run_file(path) as f:  # a FIFO in its place never blocks the reader
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise UsageError(
+                f"{path}: larger than {MAX_MANIFEST_BYTES >> 20} MB; not a gradetrail sweep record"
+            )
+        return SweepRecord.model_validate_json(data)
+    except (FileNotFoundError, NotADirectoryError):
         raise UsageError(f"{directory}: not a sweep directory (no {SWEEP_FILE})") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror})") from None

@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gradetrail.analysis.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs
+from gradetrail.analysis.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs, different_data
 from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.rundir.results import RESULTS_FILE
 from gradetrail.view import pages
@@ -103,7 +103,13 @@ class DiffPages(Pages):
         background: bool,
     ) -> RunDiff | None:
         try:
-            result = diff_runs(base.path, cand.path, margin=margin, errors=errors)  # type: ignore[arg-type]
+            result = diff_runs(  # the page refused different data unless asked for
+                base.path,
+                cand.path,
+                margin=margin,
+                errors=errors,  # type: ignore[arg-type]
+                allow_different_data=True,
+            )
         except GradetrailError as exc:
             with self._lock:
                 self._diff_jobs.discard(key)
@@ -122,6 +128,12 @@ class DiffPages(Pages):
         """Two runs joined on sample id: counts, the gate, identity, the disagreements."""
         base, cand = self._pair(request)
         params = request.query_params
+        assert base.manifest is not None and cand.manifest is not None
+        differ = different_data(base.manifest.model_dump(), cand.manifest.model_dump())
+        if differ is not None and params.get("different_data") != "1":
+            raise UsageError(
+                f"{differ}; or add &different_data=1 to the address to pair them by id anyway"
+            )
         margin = float_param(params.get("margin"), 0.02)
         errors = (
             params.get("errors") if params.get("errors") in ("as-fail", "exclude") else "refuse"
@@ -136,7 +148,7 @@ class DiffPages(Pages):
         number = int(float_param(params.get("page"), 1))
         page = pages.paginate(len(listed), max(1, number), pages.PER_PAGE)
         state = {"a": base.name, "b": cand.name}
-        for key in ("margin", "errors", "show"):
+        for key in ("margin", "errors", "show", "different_data"):
             if params.get(key):
                 state[key] = params[key]
         if kinds:

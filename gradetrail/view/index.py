@@ -177,6 +177,11 @@ class RowIndex:
         return self
 
     @property
+    def stamp(self) -> tuple[int, int, int, int] | None:
+        """(device, inode, size, mtime) of the file as last indexed; None before."""
+        return self._stamp
+
+    @property
     def built(self) -> bool:
         """Whether the file has been indexed at least once (not only being indexed)."""
         return self._stamp is not None

@@ -21,10 +21,13 @@ __all__ = [
     "paginate",
     "parse_query",
     "query_string",
+    "runs_page_of",
 ]
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500
+#: runs a page of the runs table lists (``per`` sets it, 10 to :data:`MAX_PER_PAGE`)
+RUNS_PER_PAGE = 100
 RUN_SORTS = ("date", "name", "model", "status", "samples", "mean", "cost", "tokens", "wall")
 
 
@@ -87,6 +90,12 @@ def parse_query(get: Any) -> tuple[Query, int, int]:
         _int(get.get("page"), 1, 1, 10**9),
         _int(get.get("per"), PER_PAGE, 10, MAX_PER_PAGE),
     )
+
+
+def runs_page_of(get: Any) -> tuple[int, int]:
+    """The runs table's page (1-based) and runs a page from the URL's ``page`` and
+    ``per`` (:data:`RUNS_PER_PAGE` by default)."""
+    return _int(get.get("page"), 1, 1, 10**9), _int(get.get("per"), RUNS_PER_PAGE, 10, MAX_PER_PAGE)
 
 
 @dataclass(frozen=True)

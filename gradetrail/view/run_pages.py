@@ -4,23 +4,21 @@ of samples), its live progress, and one sample's page with previous and next."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gradetrail.errors import GradetrailError, UsageError
+from gradetrail.errors import UsageError
+from gradetrail.rundir.agreement import manifest_reducer
 from gradetrail.rundir.manifest import Manifest
-from gradetrail.rundir.results import (
-    RESULTS_FILE,
-    SAMPLES_FILE,
-    count_result_lines,
-    iter_result_spans,
-    read_samples,
-)
+from gradetrail.rundir.results import RESULTS_FILE, count_result_lines, iter_result_spans
+from gradetrail.rundir.truncation import counted_score, policy_of
+from gradetrail.stats.reducers import reduce_scores
 from gradetrail.view import pages
-from gradetrail.view.index import Query
+from gradetrail.view.index import Entry, Query
 from gradetrail.view.render import (
     Pages,
     Renderer,
@@ -53,17 +51,22 @@ class RunPages(Pages):
         self._lock = threading.Lock()
 
     def runs_page(self, request: Request) -> Response:
-        """Every run directory under the root, filtered and sorted by the URL; the
-        sweeps, each with its cells."""
+        """Every run directory under the root, filtered and sorted by the URL, one page
+        of :data:`~gradetrail.view.pages.RUNS_PER_PAGE` (``page``, ``per``) at a time
+        (the live progress and figures of the runs on it only); the sweeps, each with
+        its cells."""
         from gradetrail.view import sweeps
 
         runs = [r for r in self.store.runs() if not sweeps.is_sweep_dir(r.path)]
         sweep_records, in_sweeps = sweeps.sweeps_by_run(self)
-        shown = pages.filter_runs(runs, request.query_params)
+        matched = pages.filter_runs(runs, request.query_params)
+        page = pages.paginate(len(matched), *pages.runs_page_of(request.query_params))
+        shown = matched[page.start : page.stop]
         statuses = sorted({r.status for r in runs})
         return self.render(
             "runs.html",
             runs=shown,
+            page=page,
             done=self._rows_written(shown),
             partial={r.name: p for r in shown if r.live and (p := self._live_figures(r))},
             total=len(runs),
@@ -92,7 +95,8 @@ class RunPages(Pages):
             partial=partial is not None,
             counting=partial is None and self.store.counting(info.path),
             lines=summary_of(m, info.path, _withheld(info))["lines"],
-            chart=SAMPLES_FILE not in info.refused and (info.path / SAMPLES_FILE).exists(),
+            withheld=_withheld(info),
+            chart=_chart_shown(info),
             query=query,
             params=params_of(request),
             **table,
@@ -103,7 +107,7 @@ class RunPages(Pages):
 
     def scores_chart(self, request: Request) -> Response:
         """The run's per-sample score distribution as an SVG image (its own request, so
-        reading samples.jsonl of a large run never delays the run page)."""
+        indexing a large run's rows never delays the run page)."""
         info = self.store.info(request.path_params["run"])
         bars = self._histogram(info) or []
         svg = self.renderer.env.get_template("scores.svg").render(bars=bars, int=pages.fmt_int)
@@ -201,24 +205,23 @@ class RunPages(Pages):
         return {"rows": rows, "page": page, "index": None, "streamed": True, "problem": None}
 
     def _histogram(self, info: RunInfo) -> list[pages.Bar] | None:
-        """Bars over each sample's reduced score (``samples.jsonl``, written when a run
-        ends), kept until the file changes; None while there is no such file."""
-        if SAMPLES_FILE in info.refused:
+        """Bars over each sample's score: its rows in ``results.jsonl`` (through the
+        run's index) reduced by the run's ``run.reducer`` and ``run.truncated``, as the
+        summary's mean is; kept until the file changes. Never ``samples.jsonl``, which no
+        check holds against the manifest (edited to all 1s, it drew every sample right
+        beside a mean of 0.75). None for a run whose score is not shown
+        (:func:`_chart_shown`)."""
+        if not _chart_shown(info) or info.manifest is None:
             return None
-        path = info.path / SAMPLES_FILE
         try:
-            st = path.stat()
-        except OSError:
+            index = self.store.index(info.path)
+        except (UsageError, OSError):
             return None
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        key = (info.path, index.stamp)
         with self._lock:
             cached = self._samples.get(info.path)
-        if cached is None or cached[0] != stamp:
-            try:
-                scores = [s.get("score") for s in read_samples(info.path)]
-            except (GradetrailError, ValueError):
-                return None
-            cached = (stamp, scores)
+        if cached is None or cached[0] != key:
+            cached = (key, _sample_scores(index.entries, info.manifest.model_dump(mode="json")))
             with self._lock:
                 self._samples[info.path] = cached
         return pages.histogram(cached[1])
@@ -306,6 +309,34 @@ class RunPages(Pages):
             index = self.store.index(info.path)
             rows = index.rows(index.sample_positions(sample_id))
         return sorted((r for r in rows if r is not None), key=lambda r: r.get("epoch") or 0)
+
+
+def _chart_shown(info: RunInfo) -> bool:
+    """Whether the run page draws its score distribution: an ended run whose results file
+    is read and whose score is shown (its rows agree with its manifest)."""
+    m = info.manifest
+    return (
+        m is not None
+        and m.status != "running"
+        and RESULTS_FILE not in info.refused
+        and info.score_shown
+        and (info.path / RESULTS_FILE).exists()
+    )
+
+
+def _sample_scores(entries: Iterable[Entry], manifest: dict[str, Any]) -> list[float | None]:
+    """Each sample's score, in first-row order: its rows' counted scores
+    (:func:`~gradetrail.rundir.truncation.counted_score`) reduced by the manifest's
+    reducer; None for a sample with nothing to reduce."""
+    name, k = manifest_reducer(manifest)
+    policy = policy_of(manifest)
+    per: dict[str, list[float]] = {}
+    for e in entries:
+        kept = counted_score({"state": e.state, "truncated": e.truncated, "score": e.score}, policy)
+        values = per.setdefault(e.sample_id, [])
+        if kept is not None:
+            values.append(float(kept))
+    return [reduce_scores(v, name, k) if v else None for v in per.values()]  # type: ignore[arg-type]
 
 
 def _withheld(info: RunInfo) -> str | None:

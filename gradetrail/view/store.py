@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from gradetrail.errors import GradetrailError, UsageError
-from gradetrail.rundir.agreement import run_disagrees
+from gradetrail.rundir.agreement import misnamed, run_disagrees
 from gradetrail.rundir.layout import KILLED, KILLED_FIX, run_status
 from gradetrail.rundir.manifest import Manifest, run_warnings
 from gradetrail.rundir.results import MANIFEST_FILE, RESULTS_FILE, count_result_lines, read_manifest
@@ -31,7 +31,7 @@ from gradetrail.spec import EvalSpec
 from gradetrail.view.files import refusal, refusals
 from gradetrail.view.index import RowIndex
 
-__all__ = ["CHECK_BYTES", "Forbidden", "NotFound", "RunInfo", "RunStore", "stamp_of"]
+__all__ = ["CHECK_BYTES", "Forbidden", "NotFound", "RunInfo", "RunStore", "dir_stamp", "stamp_of"]
 
 #: a results file up to this size is checked against its manifest before its page is
 #: sent; a larger one in a background thread (about 1.5 s for 100,000 rows of 1 KB), its
@@ -129,8 +129,13 @@ class RunInfo:
 
 def _warnings(raw: dict[str, Any], status: str, path: Path, refused: dict[str, str]) -> list[str]:
     """The manifest's warnings (:func:`gradetrail.rundir.manifest.run_warnings`), with what only
-    the viewer can see: a run whose process is gone, a missing results file."""
+    the viewer can see: a directory named for another run's identity
+    (:func:`~gradetrail.rundir.agreement.misnamed`), a run whose process is gone, a
+    missing results file."""
     out = [w for w in run_warnings(raw) if not w.startswith("run is ")]
+    wrong_name = misnamed(path, raw)
+    if wrong_name is not None:
+        out.insert(0, wrong_name)
     if status == KILLED:
         out.insert(0, f"the run's process is gone without ending it: {KILLED_FIX}")
     elif status not in ("complete", "running"):
@@ -151,6 +156,17 @@ def stamp_of(path: Path) -> tuple[Any, ...]:
         except OSError:
             out.append(None)
     return tuple(out)
+
+
+def dir_stamp(path: Path) -> tuple[Any, ...]:
+    """:func:`stamp_of` with the run directory's own inode and modification time, which
+    change when a name in it is created, removed or renamed (a file planted, linked or
+    replaced): what an ended run's :class:`RunInfo` is kept by."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (None, *stamp_of(path))
+    return ((st.st_ino, st.st_mtime_ns), *stamp_of(path))
 
 
 def _cut_short(manifest: Manifest, written: int | None) -> list[str]:
@@ -193,6 +209,7 @@ class RunStore:
         self._warming: set[Path] = set()
         self._counting: set[Path] = set()
         self._agreement: dict[Path, tuple[tuple[Any, ...], str | None]] = {}
+        self._infos: dict[Path, tuple[tuple[Any, ...], RunInfo]] = {}
         self._checking: set[Path] = set()
         self._lock = threading.Lock()
 
@@ -259,12 +276,27 @@ class RunStore:
         return found
 
     def info(self, name: str) -> RunInfo:
-        """One run directory's manifest, status and warnings.
+        """One run directory's manifest, status and warnings. An ended run's are kept
+        while its directory (the names in it), results file and manifest are unchanged
+        (:func:`dir_stamp`), so a runs page of thousands of runs reads no manifest again.
 
         Raises:
             Forbidden, NotFound: see :meth:`resolve`.
         """
         path = self.resolve(name)
+        stamp = dir_stamp(path)
+        with self._lock:
+            kept = self._infos.get(path)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        info = self._read_info(name, path)
+        ended = info.manifest is not None and info.manifest.status != "running"
+        if ended and info.checked:
+            with self._lock:
+                self._infos[path] = (stamp, info)
+        return info
+
+    def _read_info(self, name: str, path: Path) -> RunInfo:
         refused = refusals(self.root, path)
         others = [why for file, why in refused.items() if file != MANIFEST_FILE]
 

@@ -12,6 +12,7 @@ from gradetrail.analysis.gate_runs import GateError
 from gradetrail.analysis.sweep import CellRow, SweepTable, sweep_table
 from gradetrail.errors import UsageError
 from gradetrail.rundir.sweep import SWEEP_FILE, SweepRecord, read_sweep_record
+from gradetrail.view.files import refusal
 from gradetrail.view.store import NotFound
 
 if TYPE_CHECKING:
@@ -36,8 +37,8 @@ def sweeps_by_run(viewer: Viewer) -> tuple[list[SweepRecord], dict[str, list[str
     records, runs = [], {}
     for name in viewer.store.names():
         path = viewer.store.root / name
-        if not is_sweep_dir(path):
-            continue
+        if not is_sweep_dir(path) or refusal(viewer.store.root, path / SWEEP_FILE) is not None:
+            continue  # a record linked out of the root is never read (its page says why)
         try:
             record = read_sweep_record(path)
         except UsageError:
@@ -72,6 +73,9 @@ def _table(viewer: Viewer, request: Request) -> tuple[str, SweepTable]:
     path = viewer.store.resolve(name)
     if not is_sweep_dir(path):
         raise UsageError(f"{name} is not a sweep directory (no {SWEEP_FILE})")
+    why = refusal(viewer.store.root, path / SWEEP_FILE)
+    if why is not None:
+        raise UsageError(f"{name}: {why}")
     for cell in read_sweep_record(path).cells:  # every cell's run stays under the root
         with contextlib.suppress(NotFound):  # not run yet, or deleted: the table says so
             viewer.store.resolve(cell.run_dir)

@@ -4,6 +4,7 @@ gated."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,64 @@ def test_cli_table_keeps_every_sample_id_at_any_width(
     # the extracted answers beside the scores from 80 columns, the responses where room is left
     assert ("│ -1 " in table) == (width >= 80)
     assert ("A: -1" in table) == (width >= 120)
+
+
+@pytest.fixture
+def other_data(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """Two runs whose samples q0..q3 are different questions (``i+i`` in the baseline's
+    dataset, ``i+(i+1)`` in the candidate's): q2 wrong in the baseline, q1 in the
+    candidate."""
+    spec = write_app_eval(tmp_path / "eval", samples=4)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    base = app_run(spec, root, cache, "base", {"q2/1": "wrong"}, monkeypatch)
+    rows = [{"id": f"q{i}", "q": f"{i}+{i + 1}", "a": 2 * i + 1} for i in range(4)]
+    (tmp_path / "eval" / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cand = app_run(spec, root, cache, "cand", {"q1/1": "wrong"}, monkeypatch)
+    return base, cand
+
+
+def test_runs_on_different_datasets_are_not_paired(cli, other_data: tuple[Path, Path]) -> None:
+    """Two runs whose sample ids name different questions were joined by id: `diff`
+    listed q1 as regressed and q2 as improved (exit 0), a different question answered
+    counted as a regression. Now it is refused, exit 2, one line naming the two dataset
+    hashes; --allow-different-data pairs them by id (the gate still refuses them)."""
+    from gradetrail.errors import UsageError
+
+    base, cand = other_data
+    hashes = [
+        json.loads((r / "manifest.json").read_text())["dataset_hash"][:12] for r in other_data
+    ]
+    said = (
+        f"baseline and candidate ran on different datasets (dataset hash {hashes[0]} vs "
+        f"{hashes[1]}): a sample id may name a different question in each"
+    )
+    with pytest.raises(UsageError, match=re.escape(said)):
+        diff_runs(base, cand)
+    out = cli("diff", str(base), str(cand))
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr.startswith(f"error: {said}") and len(out.stderr.splitlines()) == 1
+    assert "pass --allow-different-data to pair them by id anyway" in out.stderr
+    anyway = diff_runs(base, cand, allow_different_data=True)
+    assert {s.sample_id: s.kind for s in anyway.shown()} == {
+        "q1": "regressed",
+        "q2": "improved",
+        "q0": "changed",
+        "q3": "changed",
+    }
+    assert anyway.gate is None and "different datasets" in str(anyway.gate_error)
+
+
+def test_in_a_browser_the_diff_of_different_datasets_says_so(other_data) -> None:
+    """The viewer's diff page of the two runs says why they are not paired (409) and how
+    to pair them anyway; with different_data=1 it lists them."""
+    from playwright.sync_api import expect
+    from view_support import chromium, viewer_page
+
+    base, cand = other_data
+    with chromium() as browser, viewer_page(browser, base.parent) as page:
+        response = page.goto(f"/diff?a={base.name}&b={cand.name}")
+        assert response is not None and response.status == 409
+        expect(page.locator("main")).to_contain_text("ran on different datasets")
+        expect(page.locator("main")).to_contain_text("add &different_data=1 to the address")
+        page.goto(f"/diff?a={base.name}&b={cand.name}&different_data=1")
+        expect(page.locator("main")).to_contain_text("1 regressed")

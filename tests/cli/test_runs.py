@@ -142,9 +142,9 @@ def test_a_run_records_the_sha256_of_its_results_and_runs_trusts_only_that_file(
         assert recorded == hashlib.sha256((run_dir / "results.jsonl").read_bytes()).hexdigest()
 
     base, cand = copied(made, tmp_path / "results")
-    for run_dir in (base, cand):  # as a run before the field wrote it
+    for run_dir in (base, cand):  # as a run before the fields wrote it
         manifest = json.loads((run_dir / "manifest.json").read_text())
-        del manifest["results_sha256"]
+        del manifest["results_sha256"], manifest["figures_sha256"]
         (run_dir / "manifest.json").write_text(json.dumps(manifest))
     intact = run_cli("runs", "--results-root", str(tmp_path / "results"))
     assert intact.code == 0 and intact.err == "" and "ROWS DISAGREE" not in intact.out
@@ -186,3 +186,66 @@ def test_runs_takes_the_results_root_as_view_does(made: dict[str, Path], tmp_pat
     assert both.err.splitlines() == [
         f"error: give the results root once: {root} or --results-root {tmp_path / 'other'}"
     ]
+
+
+def test_a_baseline_copied_under_the_candidates_name_is_named(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """The baseline's run directory copied in place of the candidate's (named for the
+    candidate's identity hash, as a CI step finds it): `gate` and `diff` compared the run
+    with itself and said nothing (identity "same", exit 0 or 1 on a run's own scores), and
+    `runs` listed the copy under the candidate's name. Each now says the directory is a
+    copy of the baseline and that its name carries another identity than its manifest."""
+    base, cand = copied(made, tmp_path / "results")
+    wrong = cand.name.rsplit("-", 1)[1]
+    right = base.name.rsplit("-", 1)[1]
+    shutil.rmtree(cand)
+    shutil.copytree(base, cand)
+    named = (
+        f"its directory's name says identity {wrong} but its manifest records {right}: a run "
+        "copied or renamed from another directory (the manifest's identity is the run's)"
+    )
+    copy = (
+        f"candidate {cand} is a copy of the baseline run (the same identity, start time and "
+        "results.jsonl): a run passes against itself, so this says nothing about a "
+        "candidate; gate the candidate's run"
+    )
+    listed = run_cli("runs", str(tmp_path / "results"))
+    assert listed.code == 0 and listed.err.splitlines() == [f"warning: {cand}: {named}"]
+    gate = run_cli("gate", str(base), str(cand), "--json")
+    assert gate.code == 1
+    warnings = json.loads(gate.out)["warnings"]
+    assert warnings == [copy, f"candidate run {cand}: {named}"]
+    diff = run_cli("diff", str(base), str(cand))
+    assert diff.code == 0
+    assert (
+        f"warning      {copy}" in diff.out
+        and f"warning      candidate run {cand}: {named}" in diff.out
+    )
+
+
+def test_a_mean_edited_in_the_manifest_alone_is_named(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """The candidate's manifest.json edited to a mean of 0.95 (its results.jsonl
+    untouched, so its SHA-256 still matched and no row was read): `runs` listed 0.9500 as
+    the run's mean. The figures' own SHA-256 (figures_sha256) no longer matches: `runs`
+    reads ROWS DISAGREE and says the manifest's figures were edited; `diff` refuses it."""
+    base, cand = copied(made, tmp_path / "results")
+    path = cand / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert isinstance(manifest["figures_sha256"], str)
+    manifest["score"] |= {"mean": 0.95, "ci_low": 0.9, "ci_high": 0.99}
+    path.write_text(json.dumps(manifest))
+    edited = (
+        "its manifest's figures are not the ones the run wrote (their SHA-256 is not its "
+        "figures_sha256: a mean, count or interval edited since)"
+    )
+    listed = run_cli("runs", str(tmp_path / "results"))
+    assert "0.9500" not in listed.out and "ROWS DISAGREE" in listed.out
+    assert listed.err.splitlines() == [
+        f"warning: {cand}: ROWS DISAGREE: complete but {edited}: the file was edited or "
+        "damaged since the run wrote it; run the same spec again to rewrite it from the cache"
+    ]
+    diff = run_cli("diff", str(base), str(cand))
+    assert diff.code == 2 and f"candidate run {cand} is complete but {edited}" in diff.err

@@ -125,3 +125,63 @@ def test_read_samples_names_the_fix_when_missing(tmp_path: Path) -> None:
     """A run directory without samples.jsonl is a UsageError saying to re-run."""
     with pytest.raises(UsageError, match="no samples.jsonl; re-run the spec to write it"):
         read_samples(tmp_path)
+
+
+def _with_giant_line(path: Path, before: bytes, after: bytes, size: int) -> None:
+    """``before``, one line of ``size`` zero bytes (a hole: no disk used) and ``after``."""
+    with path.open("wb") as f:
+        f.write(before)
+        f.seek(len(before) + size)
+        f.write(b"\n" + after)
+
+
+def test_a_line_over_the_bound_is_skipped_without_being_held(tmp_path: Path) -> None:
+    """A results.jsonl line of 300 MB (a planted or damaged file) was read whole into
+    memory by every reader (peak 300 MB and more for the viewer's index, the diff, the
+    gate, the export; a 10 GB line took the machine down); it is now skipped as one
+    malformed line, read past in 1 MB pieces (peak under 8 MB), the rows around it and
+    the offsets after it intact."""
+    import tracemalloc
+
+    from gradetrail.rundir.results import MAX_LINE_BYTES, iter_result_spans
+
+    first, last = row_json(_row("a")), row_json(_row("b"))
+    size = MAX_LINE_BYTES + (44 << 20)
+    _with_giant_line(tmp_path / "results.jsonl", first, last, size)
+    tracemalloc.start()
+    try:
+        spans = [(o, n, r and r["sample_id"]) for o, n, r in iter_result_spans(tmp_path)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    giant = len(first)
+    assert spans == [(0, giant, "a"), (giant, size + 1, None), (giant + size + 1, len(last), "b")]
+    assert peak < 8 << 20
+    assert [r["sample_id"] for r in read_results(tmp_path)] == ["a", "b"]
+
+
+def test_a_giant_samples_line_and_manifest_are_bounded(tmp_path: Path) -> None:
+    """samples.jsonl and manifest.json were read whole too: a samples line over the bound
+    is skipped (the lines around it read), a manifest over 64 MB is one line saying so."""
+    from gradetrail.rundir.results import MAX_LINE_BYTES, MAX_MANIFEST_BYTES, read_manifest
+
+    _with_giant_line(
+        tmp_path / "samples.jsonl", b'{"score": 1}\n', b'{"score": 0}\n', MAX_LINE_BYTES + 1
+    )
+    assert read_samples(tmp_path) == [{"score": 1}, {"score": 0}]
+    with (tmp_path / "manifest.json").open("wb") as f:
+        f.truncate(MAX_MANIFEST_BYTES + 1)
+    with pytest.raises(UsageError, match=r"manifest.json: larger than 64 MB; not a gradetrail"):
+        read_manifest(tmp_path)
+
+
+def test_a_long_line_within_the_bound_is_read_whole(tmp_path: Path) -> None:
+    """A row of 3 MB (over the 1 MB piece the reader measures in) is read back whole."""
+    from gradetrail.rundir.results import iter_result_spans
+
+    long = make_row(sample_id="long", epoch=1, state="scored", score=1.0, response="x" * (3 << 20))
+    lines = [row_json(_row("a")), row_json(long), row_json(_row("b"))]
+    (tmp_path / "results.jsonl").write_bytes(b"".join(lines))
+    spans = list(iter_result_spans(tmp_path))
+    assert [n for _, n, _ in spans] == [len(line) for line in lines]
+    assert spans[1][2] is not None and spans[1][2]["response"] == "x" * (3 << 20)

@@ -5,12 +5,14 @@ in a real browser (Debian's chromium via Playwright)."""
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+from cli_support import run_cli
 from paths import GSM8K_SPEC
 from playwright.sync_api import Page, expect
 from starlette.testclient import TestClient
@@ -40,10 +42,31 @@ def _edited(run_dir: Path, pad: int = 0) -> None:
     path.write_text("".join(json.dumps({**r, "score": 1.0, **extra}) + "\n" for r in rows))
 
 
+def _swapped(run_dir: Path) -> None:
+    """The first right and the first wrong row trade sample ids: every count and the
+    mean still agree with the manifest, but the per-sample scores are forged."""
+    path = run_dir / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    right = next(r for r in rows if r["score"] == 1.0)
+    wrong = next(r for r in rows if r["score"] == 0.0)
+    right["sample_id"], wrong["sample_id"] = wrong["sample_id"], right["sample_id"]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _boasted(run_dir: Path) -> None:
+    """The manifest's mean and interval edited to 0.95 [0.90, 0.99], its rows untouched."""
+    path = run_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["score"] |= {"mean": 0.95, "ci_low": 0.9, "ci_high": 0.99}
+    path.write_text(json.dumps(manifest))
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A results root: the first 40 GSM8K problems by 175b_verification (intact) and by
-    6b_finetuning, edited (``edited``); and a copy edited with rows padded past
+    6b_finetuning, edited (``edited``); a copy with a right and a wrong row's sample ids
+    swapped (``swapped``); the intact run copied under the 6b run's directory name
+    (``gsm8k-<its hash>``); and a copy edited with rows padded past
     :data:`CHECK_BYTES` (``padded``), which the viewer checks in the background."""
     tmp = tmp_path_factory.mktemp("agreement")
     out = tmp / "results"
@@ -57,8 +80,13 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             assert json.loads((run / "manifest.json").read_text())["score"]["mean"] == 0.15
             shutil.copytree(run, out / "padded")
             _edited(out / "padded", pad=CHECK_BYTES // N + 1)
+            shutil.copytree(run, out / "swapped")
+            _swapped(out / "swapped")
+            shutil.copytree(run, out / "boasted")
+            _boasted(out / "boasted")
             _edited(run)
             run.rename(out / "edited")
+            shutil.copytree(out / "intact", run)  # the baseline under the candidate's name
         else:
             run.rename(out / "intact")
     assert (out / "padded" / "results.jsonl").stat().st_size > CHECK_BYTES
@@ -144,3 +172,82 @@ def test_in_a_browser_the_warning_is_the_first_thing_on_the_run_page(page: Page)
     assert box is not None and summary is not None and box["y"] < summary["y"]
     expect(page.locator("table.summary-lines")).to_contain_text("not shown")
     expect(page.locator("table.summary-lines")).not_to_contain_text(RECORDED[1])
+
+
+CHANGED = "its results.jsonl is not the file the run wrote (its SHA-256 is not the manifest's"
+
+
+def test_a_run_with_two_samples_scores_swapped_is_refused_everywhere(root: Path) -> None:
+    """A right and a wrong row trading sample ids keep every count and the mean (the rows
+    check passed): the diff listed one regression and one improvement that never
+    happened, and the gate paired the forged scores. The file's SHA-256 is not the one
+    its manifest records: the runs page marks it, the diff and the gate refuse it (exit
+    2), naming the file."""
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    row = _row(client.get("/").text, "swapped")
+    assert "not shown: rows disagree" in row and RECORDED[0] not in row
+    page = client.get("/diff?a=intact&b=swapped")
+    assert page.status_code == 409 and CHANGED in html.unescape(page.text)
+    for command in ("diff", "gate"):
+        done = run_cli(command, str(root / "intact"), str(root / "swapped"))
+        assert done.code == 2, done.out
+        assert f"candidate run {root / 'swapped'} is complete but {CHANGED}" in done.err
+
+
+def test_in_a_browser_the_swapped_run_page_withholds_its_score(page: Page) -> None:
+    """The swapped run's page leads with the alert naming results.jsonl, and shows no
+    score."""
+    page.goto("/runs/swapped")
+    alert = page.get_by_role("alert")
+    expect(alert).to_be_visible()
+    expect(alert).to_contain_text(CHANGED)
+    expect(page.locator("table.summary-lines")).not_to_contain_text(RECORDED[1])
+
+
+def test_in_a_browser_a_baseline_copied_under_the_candidates_name_is_named(
+    page: Page, root: Path
+) -> None:
+    """The intact run copied in place of the candidate's directory (its name carrying the
+    6b run's identity hash) was listed and diffed as the candidate, the diff saying only
+    "identity same"; the runs page now warns that the name and the manifest disagree,
+    and the diff page says the candidate is a copy of the baseline."""
+    (copy,) = [p.name for p in root.iterdir() if p.name.startswith("gsm8k-")]
+    page.goto("/")
+    warning = page.locator(f'tr[data-run="{copy}"] + tr.warnings-row')
+    expect(warning).to_contain_text(f"its directory's name says identity {copy[-12:]}")
+    page.goto(f"/diff?a=intact&b={copy}")
+    expect(page.locator("main")).to_contain_text("is a copy of the baseline run")
+
+
+def test_in_a_browser_the_chart_counts_the_rows_not_a_planted_samples_file(
+    page: Page, root: Path
+) -> None:
+    """The intact run's samples.jsonl rewritten to score all 40 samples 1: the run page's
+    chart drew 40 right; it now counts the rows (the mean's own), loaded as an image."""
+    rows = [json.loads(x) for x in (root / "intact" / "results.jsonl").read_text().splitlines()]
+    right = sum(r["score"] == 1.0 for r in rows)
+    assert 0 < right < N
+    samples = root / "intact" / "samples.jsonl"
+    planted = [json.loads(x) | {"score": 1.0} for x in samples.read_text().splitlines()]
+    samples.write_text("".join(json.dumps(s) + "\n" for s in planted))
+    page.goto("/runs/intact")
+    chart = page.locator("img.chart")
+    expect(chart).to_be_visible()
+    page.wait_for_function("document.querySelector('img.chart').naturalWidth > 0")
+    page.goto("/runs/intact/scores.svg")
+    counts = page.locator('text[fill="#1d2430"]').all_text_contents()
+    assert counts == [str(N - right), str(right)]
+
+
+def test_in_a_browser_a_mean_edited_in_the_manifest_is_never_the_score(page: Page) -> None:
+    """The 6b run's manifest edited to a mean of 0.95 (its results.jsonl, and so its
+    SHA-256, untouched): the runs page showed 0.9500 as its score. Its figures' SHA-256
+    no longer matches: the mean reads "not shown" and the run page leads with why."""
+    page.goto("/")
+    row = page.locator('tr[data-run="boasted"]')
+    expect(row.locator(".score-withheld")).to_have_text("not shown: rows disagree")
+    expect(row).not_to_contain_text("0.9500")
+    page.goto("/runs/boasted")
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("its manifest's figures are not the ones the run wrote")
+    expect(page.locator("table.summary-lines")).not_to_contain_text("0.9500")

@@ -457,6 +457,9 @@ def test_characters_that_hide_or_reorder_text_are_shown(root: Path) -> None:
     rows[0]["served_model"] = "base\u202e"  # the row's other fields too
     rows[0]["scorer"]["extracted"] = "\u200b5"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["results_sha256"], manifest["figures_sha256"]  # as an older run: rows checked
+    (run / "manifest.json").write_text(json.dumps(manifest))
     client = client_for(root)
     pages = [
         client.get(f"/runs/{run.name}"),
@@ -790,3 +793,28 @@ def test_a_huge_response_makes_a_page_of_bounded_size(root: Path) -> None:
     assert page.status_code == 200
     assert len(page.text) < 3 * MAX_SHOWN_CHARS + 200_000
     assert f"{5_000_000 - MAX_SHOWN_CHARS:,} more characters not shown" in page.text
+
+
+def test_the_score_chart_is_drawn_from_the_checked_rows(root: Path) -> None:
+    """samples.jsonl edited to score every sample 1 (nothing checks it against the
+    manifest) drew 3 samples at 1 beside the run's mean of 0.6667; the chart is now drawn
+    from results.jsonl, the rows the agreement check holds to the manifest (2 at 1, 1 at
+    0), and a run whose rows disagree gets no chart."""
+    run = only_run(root)
+    samples = run / "samples.jsonl"
+    lines = [json.loads(line) for line in samples.read_text().splitlines()]
+    samples.write_text(
+        "".join(json.dumps(s | {"score": 1.0, "scores": [1.0]}) + "\n" for s in lines)
+    )
+    client = client_for(root)
+    chart = client.get(f"/runs/{run.name}/scores.svg").text
+    bars = re.findall(r'monospace">([^<]+)</text>.*?fill="#1d2430">(\d+)<', chart, re.S)
+    assert bars == [("0", "1"), ("1", "2")]
+    results = run / "results.jsonl"
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    results.write_text("".join(json.dumps(r | {"score": 1.0}) + "\n" for r in rows))
+    page = client.get(f"/runs/{run.name}").text
+    assert 'src="/runs/' not in page.split('<section class="chart">')[1].split("</section>")[0]
+    assert "Not shown: results.jsonl disagrees with the manifest" in page
+    withheld = client.get(f"/runs/{run.name}/scores.svg").text
+    assert "no per-sample scores" in withheld and 'fill="#1d2430"' not in withheld

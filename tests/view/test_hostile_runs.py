@@ -45,13 +45,25 @@ def copy(root: Path, name: str) -> Path:
     return Path(shutil.copytree(root / "good", root / name))
 
 
+def unhashed(run_dir: Path) -> Path:
+    """Drop ``results_sha256`` and ``figures_sha256`` from the run's manifest, as a run
+    from before they were recorded: its rows, not its file's hash, are then held against
+    the manifest (a file with another hash than the recorded one is refused outright)."""
+    path = run_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest.pop("results_sha256", None)
+    manifest.pop("figures_sha256", None)
+    path.write_text(json.dumps(manifest))
+    return run_dir
+
+
 def test_json_nested_past_the_recursion_limit_is_malformed(root: Path) -> None:
     """A manifest, a results line and a samples line nested 100,000 deep (each a
     RecursionError before: the runs page, the run page, the chart, the diff, the export,
     the gate and `runs` failed with a traceback or a 500): the manifest is named as
     unreadable, the line is one malformed line, the samples line is skipped."""
     (copy(root, "deepmanifest") / "manifest.json").write_text(deep_array())
-    deeprow = copy(root, "deeprow")
+    deeprow = unhashed(copy(root, "deeprow"))
     with (deeprow / "results.jsonl").open("a") as f:
         f.write('{"sample_id": ' + deep_array() + "}\n")
     deepsamples = copy(root, "deepsamples")
@@ -171,6 +183,7 @@ def test_hidden_characters_outside_responses_are_shown_as_tokens(root: Path) -> 
     row = json.loads(lines[0]) | {"stop_reason": f"stop{RLO}x", "raw_stop_reason": f"raw{RLO}x"}
     lines[0] = json.dumps(row) + "\n"
     results.write_text("".join(lines))
+    unhashed(root / "plain")  # its diff is shown: its rows, not its hash, are checked
     token = '<span class="hidden-char" title="U+202E">U+202E</span>'
     with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
         pages = {
@@ -328,9 +341,51 @@ def test_a_row_whose_nested_lists_hold_no_objects_shows_its_sample(
     row = json.loads(lines[0])
     lines[0] = json.dumps(row | {k: (row.get(k) or {}) | v for k, v in change.items()}) + "\n"
     results.write_text("".join(lines))
+    unhashed(edited)  # its diff is shown: its rows, not its hash, are checked
     with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
         page = client.get("/runs/edited/sample", params={"id": "q0"})
         assert page.status_code == 200
         assert "<summary>the whole row (JSON)</summary>" in page.text
         pair = client.get("/diff/sample", params={"a": "good", "b": "edited", "id": "q0"})
         assert pair.status_code == 200
+
+
+def test_a_results_line_of_300_mb_is_one_malformed_line(root: Path) -> None:
+    """A results.jsonl line over the readers' bound (300 MB, a hole on disk) was read whole
+    by the run page's index, the diff and the export; now the page says one line is not a
+    valid row and every reader goes on with the rows around it."""
+    from gradetrail.rundir.results import MAX_LINE_BYTES
+
+    giant = unhashed(copy(root, "giant"))
+    with (giant / "results.jsonl").open("ab") as f:
+        f.seek(MAX_LINE_BYTES + (44 << 20), os.SEEK_END)
+        f.write(b"\n")
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=60) as client:
+        page = client.get("/runs/giant")
+        assert page.status_code == 200
+        assert "1 lines of results.jsonl are not valid rows" in page.text
+        assert client.get("/runs/giant/sample", params={"id": "q2"}).status_code == 200
+    diff = run_cli("diff", str(root / "good"), str(giant), "--json")
+    assert diff.code == 0 and json.loads(diff.out)["counts"]["same"] == 3, diff.err
+
+
+def test_a_row_whose_state_is_not_a_state_is_malformed(root: Path) -> None:
+    """A row whose state is any other string ("scored" with a bidi override and a quote
+    after it) was read as a row of a fourth state: counted apart by every reader, and its
+    text put in the runs page's title attribute as markup (the hidden-character token's
+    quotes ended the attribute). It is now a malformed row (one of 3 rows missing), and
+    the attribute holds plain text."""
+    odd = unhashed(copy(root, "odd"))
+    results = odd / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    lines[0] = json.dumps(json.loads(lines[0]) | {"state": f'scored{RLO}" x="1'}) + "\n"
+    results.write_text("".join(lines))
+    with BackgroundServer(root) as url, httpx.Client(base_url=url, timeout=30) as client:
+        runs = client.get("/").text
+    title = runs.split('class="badge rows-disagree" title="')[1].split('"')[0]
+    assert title == (
+        "its results.jsonl holds 2 rows (2 scored) where its manifest counts 3 rows (3 scored)"
+    )
+    listed = run_cli("diff", str(root / "good"), str(odd), "--allow-partial", "--json")
+    assert listed.code == 0, listed.err
+    assert json.loads(listed.out)["counts"]["only_baseline"] == 1

@@ -94,3 +94,29 @@ def test_runs_page_to_matrix_to_diff_to_sample(page: Page) -> None:
     answers = page.locator("#answers article")
     expect(answers).to_have_count(3)
     expect(answers.first).to_contain_text("175b_verification/200")
+
+
+def test_a_sweep_record_linked_outside_the_root_is_never_read(root: Path, tmp_path: Path) -> None:
+    """A sweep directory whose sweep.json links to a record outside the results root was
+    read: its name (and cells) showed on the runs page, something outside the root. It is
+    now left off the runs page, and its page says why (409); a FIFO in its place neither
+    blocks a page nor is listed."""
+    import os
+    import shutil
+
+    mine = tmp_path / "results"
+    shutil.copytree(root, mine, symlinks=True)
+    outside = tmp_path / "outside.json"
+    record = (root / "sweep-view" / "sweep.json").read_text()
+    outside.write_text(record.replace('"name": "view"', '"name": "SECRET"'))
+    (mine / "sweep-out").mkdir()
+    (mine / "sweep-out" / "sweep.json").symlink_to(outside)
+    (mine / "sweep-fifo").mkdir()
+    os.mkfifo(mine / "sweep-fifo" / "sweep.json")
+    client = TestClient(create_app(mine), base_url="http://127.0.0.1")
+    runs = client.get("/")
+    assert runs.status_code == 200 and "SECRET" not in runs.text
+    assert 'href="/sweeps/sweep-view"' in runs.text and "sweep-out" not in runs.text
+    page = client.get("/sweeps/sweep-out")
+    assert page.status_code == 409 and "SECRET" not in page.text
+    assert "sweep-out: sweep.json links outside the results root; not read" in page.text
