@@ -245,7 +245,8 @@ def run_loaded(
             what = f"cell {candidate}" if candidate else "any candidate"
             verdict = "passed" if passed else "did not pass"
             kind = "notice" if passed else "error"
-            print(f"::{kind} title=gradetrail sweep {table.name}::{what} {verdict}")
+            annotation = f"::{kind} title=gradetrail sweep {table.name}::{what} {verdict}"
+            print(annotation, file=sys.stderr if json_out else sys.stdout)  # --json: JSON only
     except OSError as exc:
         raise fail(UsageError(f"cannot write the sweep report: {exc}")) from None
     raise typer.Exit(0 if passed else 1)

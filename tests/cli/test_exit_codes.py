@@ -287,3 +287,18 @@ def test_the_table_in_the_docs_is_the_codes_the_cli_uses() -> None:
             break
         codes += [int(c) for c in line.split("|")[1].replace("/", " ").split()]
     assert sorted(codes) == sorted(EXIT_CODES)
+
+
+def test_json_with_github_keeps_stdout_to_the_json(world, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """`gate --json --github` and `sweep --json --github`: stdout is the JSON alone, the
+    `::error` annotation goes to stderr (the Actions runner reads both); before, it
+    followed the JSON on stdout and `json.loads` of the output failed."""
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    right, wrong = str(world["right"]), str(world["wrong"])
+    gated = run_cli("gate", right, wrong, "--margin", "0.5", "--json", "--github")
+    assert gated.code == 1 and json.loads(gated.out)["passed"] is False
+    assert any(line.startswith("::error title=gradetrail gate") for line in gated.err_lines)
+    root = str(world["root"])
+    swept = run_cli("sweep", str(world["sweep"]), "--results-root", root, "--json", "--github")
+    assert swept.code == 1 and json.loads(swept.out)["passed"] is False
+    assert swept.err_lines[-1] == "::error title=gradetrail sweep toy::any candidate did not pass"
