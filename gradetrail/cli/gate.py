@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gradetrail.cli.options import check_report_paths
 from gradetrail.errors import GradetrailError, UsageError
 
 if TYPE_CHECKING:  # imported where used: `gradetrail --help` lists the command, no more
@@ -179,6 +180,10 @@ def gate(
         )
     pairs = list(zip(runs[::2], runs[1::2], strict=True))
     reports = _Reports(junit, markdown, github, to_stderr=json_out)
+    try:
+        check_report_paths({"--junit": junit, "--markdown": markdown})
+    except GradetrailError as exc:
+        raise fail(exc) from None
     try:
         family = gate_family(
             pairs,

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gradetrail.cli.options import CacheOption, ExecutorOption, NoCacheOption
+from gradetrail.cli.options import (
+    CacheOption,
+    ExecutorOption,
+    NoCacheOption,
+    check_report_paths,
+)
 from gradetrail.errors import GradetrailError, UsageError
 
 if TYPE_CHECKING:
@@ -154,6 +159,7 @@ def run_loaded(
     if correction not in (None, "holm", "bonferroni", "none"):
         raise typer.BadParameter("use holm, bonferroni or none", param_hint="--correction")
     try:
+        check_report_paths({"--junit": junit, "--markdown": markdown})
         if baseline is not None:
             loaded.find(baseline, "--baseline")
         if candidate is not None:
@@ -232,8 +238,10 @@ def run_loaded(
             print(line)
     report = sweep_markdown(table) if (markdown is not None or github) else ""
     try:
-        if markdown is not None:
-            markdown.write_text(report, encoding="utf-8", errors="backslashreplace")
+        if markdown is not None:  # never through a link planted at the name, as the gate's
+            from gradetrail._util.outfiles import write_file
+
+            write_file(markdown, report.encode("utf-8", "backslashreplace"))
         if junit is not None:
             from gradetrail.ci.junit import gate_junit, write_junit
 

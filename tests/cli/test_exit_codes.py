@@ -136,6 +136,10 @@ def _bad_inputs(w: dict[str, Path]) -> list[list[str]]:
         ["run", str(w["right_spec"]), "--set", "nonsense"],
         ["export", right, "--format", "xls"],
         ["export", right, "--out", str(tmp / "missing" / "dir" / "x.csv")],
+        ["gate", right, right, "--junit", str(tmp / "missing" / "gate.xml")],
+        ["gate", right, right, "--json", "--markdown", adir],
+        ["sweep", str(w["sweep"]), "--results-root", missing, "--markdown", adir],
+        ["sweep", str(w["sweep"]), "--results-root", missing, "--junit", f"{missing}/j.xml"],
     ]
     return out
 
@@ -144,14 +148,17 @@ def test_bad_input_files_are_one_line_and_exit_2_for_every_command(world) -> Non
     """A missing path, a directory, malformed YAML, a list for a mapping, the wrong kind of
     file (a dataset for a spec, a spec for a sweep), a file for a results root: one line
     naming it, exit 2, nothing written to stdout, for each command that reads a file.
-    Before, `runs` said "no runs under missing" and exited 0, and a sweep whose results
-    root was a file exited 1, the code of "no candidate passed"."""
+    Before, `runs` said "no runs under missing" and exited 0, a sweep whose results root
+    was a file exited 1, the code of "no candidate passed", and a --junit or --markdown
+    path that cannot be written was found after the gate printed its verdict (and after
+    a sweep ran every cell)."""
     for argv in _bad_inputs(world):
         out = run_cli(*argv)
         try:
             _refused(out)
         except AssertionError as exc:
             raise AssertionError(f"{argv}: {exc}") from None
+    assert not (world["tmp"] / "missing").exists()  # no sweep ran into it
 
 
 def test_verdicts_exit_0_or_1_and_a_sweep_without_one_exits_2(world) -> None:  # noqa: ANN001
