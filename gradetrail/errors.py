@@ -10,7 +10,8 @@ message that says what to fix, and an ``exit_code`` the CLI returns::
     ├── CacheError                  exit 1   the response cache cannot be read or written
     │   └── CacheRefused            exit 2   the --cache path cannot be used (a symlink, not
     │                                        a file, cannot be opened, not a gradetrail cache)
-    ├── RunError                    exit 1   a run cannot proceed (fail-fast, unsafe output path)
+    ├── RunError                    exit 1   a run cannot proceed (fail-fast, unsafe output path;
+    │                                        in a sweep's cell: 2, no verdict)
     └── ProviderError               exit 1   one model call failed (recorded per sample)
         ├── ProviderTimeout                  no answer within the per-attempt or per-sample ceiling
         ├── ProviderConnectionError          the endpoint could not be reached
@@ -21,6 +22,11 @@ message that says what to fix, and an ``exit_code`` the CLI returns::
         ├── BadRequest                       400 / 404 / 422 / content filter
         └── InvalidResponse                  an error body under 200, or an unparseable body
     JudgeError                      exit 1   a judge call failed or its reply could not be parsed
+
+The CLI's exit codes are one table for every command (``gradetrail.cli.EXIT_CODES``,
+docs/troubleshooting.md#exit-codes). Where a command reaches a verdict (``gate``,
+``sweep``), 1 is that verdict only: an error that stops it before one exits 2 whatever its
+own code (a sweep's cell that fail-fast stopped: RunError, 2).
 
 Provider modules translate SDK exceptions into these classes at the boundary, so no
 code above a provider imports an SDK. A :class:`ProviderError` says whether retrying may

@@ -86,15 +86,15 @@ class CliResult:
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Callable[..., CliResult]:
-    """Run ``gradetrail ARGS`` in-process; results go under tmp_path/results unless the
-    arguments say otherwise."""
+    """Run ``gradetrail ARGS`` in-process (``input``: what standard input holds); results
+    go under tmp_path/results unless the arguments say otherwise."""
     runner = CliRunner()
 
-    def invoke(*args: str, results: bool = True) -> CliResult:
+    def invoke(*args: str, results: bool = True, input: str | None = None) -> CliResult:  # noqa: A002
         argv = list(args)
         if results and argv and argv[0] == "run" and "--results-root" not in argv:
             argv += ["--results-root", str(tmp_path / "results")]
-        out = runner.invoke(app, argv, catch_exceptions=False)
+        out = runner.invoke(app, argv, input=input, catch_exceptions=False)
         return CliResult(out.exit_code, out.stdout, out.stderr)
 
     return invoke

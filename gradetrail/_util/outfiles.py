@@ -25,7 +25,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["append_file", "write_file", "write_in_place", "written_in_place"]
+__all__ = ["append_file", "check_writable", "write_file", "write_in_place", "written_in_place"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -61,6 +61,26 @@ def written_in_place(path: Path) -> bool:
     if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
         raise OSError(errno.EPERM, f"{path} is not a regular file (a block device or socket)")
     return False
+
+
+def check_writable(path: Path) -> None:
+    """Refuse, before any work, a name :func:`write_file` would refuse or fail at: a
+    symlink, a directory (or a block device, a socket), or a name whose directory is
+    missing or cannot be written (a device or a FIFO is written in place: its directory
+    need not be writable). Writes nothing.
+
+    Raises:
+        OSError: with a message naming the path and what is wrong.
+    """
+    path = Path(path)
+    _refuse_link(path)
+    if written_in_place(path):
+        return
+    parent = path.parent
+    if not parent.is_dir():
+        raise OSError(errno.ENOENT, f"{parent} is not a directory; name a file in one")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OSError(errno.EACCES, f"{parent} cannot be written; name a file elsewhere")
 
 
 def write_in_place(path: Path, chunks: Iterable[bytes]) -> None:

@@ -1,8 +1,12 @@
 """The command line: thin wiring of the public API; no business logic here.
 
-Exit codes: 0 success (at least one sample scored; gate passed), 1 failure (no sample
-scored; gate failed; a provider or cache error that stops a run), 2 bad spec or usage
-(and gate: cannot compare), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM.
+Exit codes, one table for every command (docs/troubleshooting.md#exit-codes, kept in
+:data:`EXIT_CODES`): 0 success, 1 the verdict failed (no sample scored or --min-score
+missed; the gate or the sweep did not pass; damage left in the cache), 2 bad usage or
+input, or no verdict reached (the gate or a sweep cannot compare; an internal error), 3
+stopped resumably (a spending ceiling, a quota, an error every request would repeat),
+130 / 143 interrupted by SIGINT / SIGTERM, 141 standard output closed by its reader (a
+broken pipe).
 """
 
 from __future__ import annotations
@@ -19,6 +23,17 @@ from gradetrail._util import gcpause
 
 if TYPE_CHECKING:
     from gradetrail.errors import GradetrailError
+
+#: the exit codes every command keeps to (docs/troubleshooting.md#exit-codes): code -> meaning
+EXIT_CODES: dict[int, str] = {
+    0: "success",
+    1: "the verdict failed",
+    2: "bad usage or input, or no verdict reached",
+    3: "stopped resumably",
+    130: "interrupted by SIGINT (Ctrl-C)",
+    141: "standard output closed by its reader (a broken pipe)",
+    143: "stopped by SIGTERM",
+}
 
 #: command -> the module under gradetrail.cli whose ``register(app)`` adds it, in the
 #: order ``--help`` lists them. A command's module is imported only when that command
@@ -71,6 +86,66 @@ class _LazyCommands(TyperGroup):
             for module in dict.fromkeys(COMMANDS.values()):
                 self.load(module)
         return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:
+        """As click's, but a broken pipe on standard output (``gradetrail runs | head -1``)
+        exits 141 (128 + SIGPIPE, as a command killed by it) with nothing on stderr, where
+        click exits 1, the code of a failed verdict; Ctrl-C outside a run exits 130 with one
+        line; a gradetrail error no command caught is its one line and exit code; any
+        other exception (a bug) its traceback, then one line, exit 2 (no verdict), never 1."""
+        from gradetrail.errors import GradetrailError
+
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _silence_stdout()
+            raise typer.Exit(141) from None
+        except SystemExit as exc:  # rich exits 1 on a broken pipe: from within its except
+            if isinstance(exc.__context__, BrokenPipeError):
+                _silence_stdout()
+                raise typer.Exit(141) from None
+            raise
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            raise typer.Exit(130) from None
+        except GradetrailError as exc:
+            raise fail(exc) from None
+        except Exception as exc:
+            if _click_error(exc):
+                raise
+            import traceback
+
+            from gradetrail._util.terminal import one_line
+
+            traceback.print_exc()
+            print(
+                f"error: internal error: {type(exc).__name__}: {one_line(str(exc))} (a gradetrail "
+                "bug: please report it with the traceback above)",
+                file=sys.stderr,
+            )
+            raise typer.Exit(2) from None
+
+
+def _click_error(exc: BaseException) -> bool:
+    """``exc`` is click's own (a usage error, an abort, an exit): click handles it."""
+    try:
+        from typer._click import exceptions as click_errors
+    except ImportError:  # pragma: no cover - older typer
+        from click import exceptions as click_errors
+    return isinstance(exc, click_errors.ClickException | typer.Abort | typer.Exit)
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null: the reader of the pipe has gone, and what
+    is still buffered must not raise again when the interpreter flushes it at exit."""
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (AttributeError, OSError, ValueError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until the process ends
 
 
 app = typer.Typer(
@@ -130,16 +205,52 @@ def main() -> None:
     reading help, not for CI logs). Standard output and error write a character their
     encoding cannot (a lone surrogate from a response or a sample id) as its escape
     (``\\ud800``), never crash on it."""
+    _reopen_closed_stdio()
     _escape_unencodable()
     gcpause.pause_for(sys.argv)  # `gradetrail run`: until the run starts (see gcpause)
     try:
         _main()
     finally:
+        _flush_stdout()
         gcpause.resume()
         # the process ends here, and every object it made with it: spare the interpreter
         # its final full garbage collections (about 0.1 s of CPU after a run of 1,319
         # samples). Files, the cache and the run log are closed by then; atexit still runs.
         gc.freeze()
+
+
+def _reopen_closed_stdio() -> None:
+    """Open /dev/null on standard input, output or error when the process started with it
+    closed (``gradetrail run spec.yaml >&-``): else the first file the command opens (a
+    result file, the cache) would take that descriptor, and what is written to standard
+    output (by a subprocess of the user's code) would land in it; and ``sys.stdout`` is
+    None, on which a run's output guard crashed (exit 120, a traceback). What the command
+    prints is then discarded and its exit code is its own."""
+    import os
+
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, open(fd, "r" if fd == 0 else "w", closefd=False))  # noqa: SIM115
+
+
+def _flush_stdout() -> None:
+    """Flush what the command printed; a reader that has gone (a broken pipe) exits 141,
+    as one that goes while the command prints, never "Exception ignored" and code 120."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(141)
+    except (AttributeError, OSError, ValueError):
+        pass
 
 
 def _escape_unencodable() -> None:

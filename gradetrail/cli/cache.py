@@ -136,7 +136,9 @@ def register(app: typer.Typer) -> None:
         model: Annotated[str | None, typer.Option(help="Only this model's entries.")] = None,
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
     ) -> None:
-        """Delete cached responses (all, or one model's)."""
+        """Delete cached responses (all, or one model's). Exit 1 when the answer to the
+        question is no; 2 without --yes when no one can answer (standard input not a
+        terminal: CI)."""
         from gradetrail._util.terminal import one_line
         from gradetrail.cache.maintenance import clear_cache
         from gradetrail.cache.store import ResponseCache, default_cache_path
@@ -154,9 +156,14 @@ def register(app: typer.Typer) -> None:
             confirmed = yes or typer.confirm(f"Delete {what} from {path}?")
         except GradetrailError as exc:
             raise fail(exc) from None
-        except typer.Abort:  # no terminal to answer on (CI): not a yes
-            confirmed = False
-        if not confirmed:
+        except typer.Abort:  # no one to answer (CI, stdin closed): bad usage, as a flag missing
+            print(
+                "error: nothing deleted: no one to confirm on standard input; pass --yes to "
+                "clear without asking",
+                file=sys.stderr,
+            )
+            raise typer.Exit(2) from None
+        if not confirmed:  # answered no
             print("error: nothing deleted; pass --yes to clear without asking", file=sys.stderr)
             raise typer.Exit(1)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from gradetrail.cli.options import check_report_paths
 from gradetrail.errors import GradetrailError, UsageError
 
 if TYPE_CHECKING:  # imported where used: `gradetrail --help` lists the command, no more
@@ -177,7 +179,11 @@ def gate(
             f"CANDIDATE [BASELINE CANDIDATE ...] (got {len(runs)})"
         )
     pairs = list(zip(runs[::2], runs[1::2], strict=True))
-    reports = _Reports(junit, markdown, github)
+    reports = _Reports(junit, markdown, github, to_stderr=json_out)
+    try:
+        check_report_paths({"--junit": junit, "--markdown": markdown})
+    except GradetrailError as exc:
+        raise fail(exc) from None
     try:
         family = gate_family(
             pairs,
@@ -222,10 +228,15 @@ def _no_verdict(exc: Exception) -> typer.Exit:
 
 
 class _Reports:
-    """The CI outputs the gate was asked for: --junit, --markdown, --github."""
+    """The CI outputs the gate was asked for: --junit, --markdown, --github; with
+    ``to_stderr`` (``--json``: stdout holds the JSON alone) the annotations go to stderr,
+    where the Actions runner reads workflow commands too."""
 
-    def __init__(self, junit: Path | None, markdown: Path | None, github: bool) -> None:
+    def __init__(
+        self, junit: Path | None, markdown: Path | None, github: bool, *, to_stderr: bool = False
+    ) -> None:
         self.junit, self.markdown, self.github = junit, markdown, github
+        self.to_stderr = to_stderr
 
     def verdict(self, family: GateFamily) -> None:
         from gradetrail.ci import github, junit, markdown
@@ -264,7 +275,7 @@ class _Reports:
         except OSError as exc:
             raise fail(UsageError(f"cannot write the gate report: {exc}")) from None
         for line in annotations:
-            print(line)
+            print(line, file=sys.stderr if self.to_stderr else sys.stdout)
 
 
 def _num(x: float | None, digits: int = 4) -> str:

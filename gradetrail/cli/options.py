@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["CacheOption", "ExecutorOption", "NoCacheOption"]
+__all__ = ["CacheOption", "ExecutorOption", "NoCacheOption", "check_report_paths"]
 
 #: ``--cache FILE``: the response cache to use
 CacheOption = Annotated[
@@ -22,3 +22,23 @@ NoCacheOption = Annotated[
 ExecutorOption = Annotated[
     str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
 ]
+
+
+def check_report_paths(paths: dict[str, Path | None]) -> None:
+    """Refuse, before any work (a gate, a sweep's paid cells), a report path (``--junit``,
+    ``--markdown``: flag -> path, None when not given) no file can be written at. Before,
+    the gate printed its verdict and the sweep ran every cell, then exited 2 on the write.
+
+    Raises:
+        UsageError: one line naming the flag, the path and what is wrong (exit 2).
+    """
+    from gradetrail._util.outfiles import check_writable
+    from gradetrail.errors import UsageError
+
+    for flag, path in paths.items():
+        if path is None:
+            continue
+        try:
+            check_writable(path)
+        except OSError as exc:
+            raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None

@@ -141,8 +141,9 @@ def run(
     Ctrl-C stops starting new samples and waits for those in flight; a second Ctrl-C
     stops at once. Re-running the same command finishes the run from the cache.
     Exit codes: 0 scored (and --min-score met; also --detach), 1 nothing scored or
-    --min-score missed, 2 bad spec or usage, 3 stopped at --max-cost (re-run with a larger
-    one to finish), 130 Ctrl-C, 143 SIGTERM.
+    --min-score missed, 2 bad spec or usage, 3 stopped at --max-cost, a quota or an error
+    every request would repeat (re-run to finish), 130 Ctrl-C, 143 SIGTERM, 141 a broken
+    pipe. --json prints the run directory and manifest whenever the run began.
     """
     import math
 
@@ -276,6 +277,8 @@ def run(
             if progress is not None:
                 progress.__exit__(None, None, None)
     except GradetrailError as exc:
+        if json_out and started_in is not None:  # what landed, as a stop prints it
+            _print_manifest(started_in)
         exit_ = fail(exc)
         if started_in is not None:  # the run had begun: say where what landed is
             from gradetrail._util.terminal import one_line
@@ -320,6 +323,19 @@ def run(
     if threshold is not None and not threshold.passed:
         raise typer.Exit(1)
     raise typer.Exit(0 if result.tally.counts["scored"] else 1)
+
+
+def _print_manifest(run_dir: Path) -> None:
+    """``--json`` for a run an error ended once it had begun (fail-fast, a disk that
+    filled): its run directory and manifest as written (``status`` ``failed``), as a run
+    that stopped prints them; nothing when no manifest was written."""
+    from gradetrail.rundir.results import read_manifest
+
+    try:
+        manifest = read_manifest(run_dir)
+    except GradetrailError:
+        return
+    print(json.dumps({"run_dir": str(run_dir), **manifest}, indent=2))
 
 
 def _models_settings(

@@ -109,7 +109,9 @@ def runs(
     and content hash), status, samples, error rows, mean score, start time, labels. A
     complete run whose results.jsonl disagrees with its manifest reads ROWS DISAGREE, with
     no mean, and a warning line on stderr says what disagrees; so does a run directory
-    whose name carries another identity hash than its manifest's (a copied run)."""
+    whose name carries another identity hash than its manifest's (a copied run). Exit
+    codes: 0 listed (or none there), 2 the results root does not exist or is not a
+    directory."""
     from gradetrail._util.terminal import one_line
     from gradetrail.rundir.agreement import misnamed, run_disagrees, warning
     from gradetrail.rundir.results import list_runs
@@ -124,7 +126,25 @@ def runs(
             )
         results_root = root
 
-    found = list_runs(results_root)
+    if not results_root.is_dir():  # as `gradetrail view` says it: a path that cannot be used
+        from gradetrail._util.terminal import one_line
+        from gradetrail.cli import fail
+        from gradetrail.errors import UsageError
+
+        what = "is not a directory" if results_root.exists() else "no such results directory"
+        raise fail(
+            UsageError(
+                f"{one_line(str(results_root))}: {what}; pass the directory holding your run "
+                "directories (default: results)"
+            )
+        )
+    try:
+        found = list_runs(results_root)
+    except OSError as exc:  # a root that cannot be listed (no permission)
+        from gradetrail.cli import fail
+        from gradetrail.errors import UsageError
+
+        raise fail(UsageError(f"{results_root}: cannot list ({exc.strerror or exc})")) from None
     if not found:
         print(f"no runs under {results_root}")
         return

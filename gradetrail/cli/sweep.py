@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gradetrail.cli.options import CacheOption, ExecutorOption, NoCacheOption
+from gradetrail.cli.options import (
+    CacheOption,
+    ExecutorOption,
+    NoCacheOption,
+    check_report_paths,
+)
 from gradetrail.errors import GradetrailError, UsageError
 
 if TYPE_CHECKING:
@@ -83,9 +88,9 @@ def sweep(
     ] = False,
 ) -> None:
     """Run a sweep's cells (complete ones are not run again) and gate them against the
-    baseline: exit 0 a candidate passed (or --candidate did), 1 none, 2 bad input or the
-    cells cannot be compared, 3 stopped at run.max_cost_usd or the sweep's --max-cost, 130
-    interrupted."""
+    baseline: exit 0 a candidate passed (or --candidate did), 1 none, 2 bad input, a cell
+    that failed or cells that cannot be compared, 3 stopped at run.max_cost_usd, the
+    sweep's --max-cost or a provider's stop, 130 / 143 interrupted."""
     from gradetrail.cli import fail
     from gradetrail.spec.sweep import load_sweep
 
@@ -154,6 +159,7 @@ def run_loaded(
     if correction not in (None, "holm", "bonferroni", "none"):
         raise typer.BadParameter("use holm, bonferroni or none", param_hint="--correction")
     try:
+        check_report_paths({"--junit": junit, "--markdown": markdown})
         if baseline is not None:
             loaded.find(baseline, "--baseline")
         if candidate is not None:
@@ -193,15 +199,21 @@ def run_loaded(
                     on_row=progress.row,
                     on_interrupt=progress.interrupt,
                 )
+        except GradetrailError as exc:
+            raise _stopped(exc, loaded, results_root, json_out) from None
         finally:
             progress.close()
         # the budget or a provider quota that ran out, as `run` says it
         if done.interrupted and done.stop_reason is not None:
+            if json_out:
+                _print_stop(done.record, done.directory, "interrupted", None, done.stop_reason)
             cells = done.record.cells
             stopped = next((c.name for c in cells if c.outcome == "interrupted"), "?")
             print(f"error: cell {stopped}: {clean(done.stop_reason)}", file=sys.stderr)
             raise typer.Exit(3)
         if done.interrupted:
+            if json_out:
+                _print_stop(done.record, done.directory, "interrupted", done.stop_signal, None)
             print(
                 "error: the sweep was interrupted; run the same command again to finish it "
                 "(nothing answered is paid twice)",
@@ -220,14 +232,16 @@ def run_loaded(
     except ValueError as exc:
         raise fail(UsageError(str(exc))) from None
     if json_out:
-        print(json.dumps({"passed": passed, **table.to_dict()}, indent=2))
+        print(json.dumps({"passed": passed, "status": "complete", **table.to_dict()}, indent=2))
     else:
         for line in sweep_lines(table):
             print(line)
     report = sweep_markdown(table) if (markdown is not None or github) else ""
     try:
-        if markdown is not None:
-            markdown.write_text(report, encoding="utf-8", errors="backslashreplace")
+        if markdown is not None:  # never through a link planted at the name, as the gate's
+            from gradetrail._util.outfiles import write_file
+
+            write_file(markdown, report.encode("utf-8", "backslashreplace"))
         if junit is not None:
             from gradetrail.ci.junit import gate_junit, write_junit
 
@@ -239,10 +253,68 @@ def run_loaded(
             what = f"cell {candidate}" if candidate else "any candidate"
             verdict = "passed" if passed else "did not pass"
             kind = "notice" if passed else "error"
-            print(f"::{kind} title=gradetrail sweep {table.name}::{what} {verdict}")
+            annotation = f"::{kind} title=gradetrail sweep {table.name}::{what} {verdict}"
+            print(annotation, file=sys.stderr if json_out else sys.stdout)  # --json: JSON only
     except OSError as exc:
         raise fail(UsageError(f"cannot write the sweep report: {exc}")) from None
     raise typer.Exit(0 if passed else 1)
+
+
+def _stopped(
+    exc: GradetrailError, loaded: SweepSpec, results_root: Path, json_out: bool
+) -> typer.Exit:
+    """The exit for a sweep a cell's error ended (fail-fast, a run directory that cannot
+    be written, the cache): its line, with ``--json`` the cells as its record has them,
+    and the error's exit code, but 2 where that is 1: with a cell missing, the sweep
+    reached no verdict, and 1 says no candidate passed (before, a CI step read a broken
+    cell as a failed migration)."""
+    from gradetrail.cli import fail
+    from gradetrail.rundir.sweep import read_sweep_record, sweep_dir
+
+    if json_out:
+        directory = sweep_dir(results_root, loaded.name)
+        try:
+            record = read_sweep_record(directory)
+        except GradetrailError:  # stopped before its record was written: nothing was done
+            record = None
+        if record is not None:
+            from gradetrail._util.terminal import one_line
+
+            _print_stop(record, directory, "failed", None, one_line(str(exc)))
+    fail(exc)
+    return typer.Exit(2 if exc.exit_code == 1 else exc.exit_code)
+
+
+def _print_stop(
+    record: Any, directory: Path, status: str, signal: str | None, reason: str | None
+) -> None:
+    """``--json`` for a sweep that stopped before its table: no verdict (``passed`` null),
+    ``status`` (``interrupted``: a signal or a ceiling, resumable; ``failed``: a cell's
+    error), ``stop_signal`` and ``stop_reason`` as a run's manifest names them, and each
+    cell's name, model, run directory and outcome (``existing``, ``ran``, ``interrupted``,
+    ``failed``, ``pending``: not started)."""
+    out = {
+        "passed": None,
+        "status": status,
+        "stop_signal": signal,
+        "stop_reason": reason,
+        "name": record.name,
+        "directory": str(directory),
+        "axes": list(record.axes),
+        "baseline": record.baseline,
+        "cells": [
+            {
+                "name": c.name,
+                "labels": list(c.labels),
+                "model": c.model,
+                "run_dir": c.run_dir,
+                "identity_hash": c.identity_hash,
+                "outcome": c.outcome,
+            }
+            for c in record.cells
+        ],
+    }
+    print(json.dumps(out, indent=2))
 
 
 def check_max_cost(value: float) -> float:

@@ -24,6 +24,7 @@ from gradetrail.datasets.looks import take_look, would_look
 from gradetrail.engine.runner import RunPlan, RunResult, plan_run, run_eval
 from gradetrail.errors import GradetrailError, RunError, SpecError, UsageError
 from gradetrail.rundir.agreement import run_disagrees
+from gradetrail.rundir.layout import check_results_root
 from gradetrail.rundir.results import read_manifest
 from gradetrail.rundir.sweep import (
     CellRecord,
@@ -311,6 +312,7 @@ def run_sweep(
         run_options: passed to :func:`run_eval` (on_row, on_start, on_interrupt, echo_log).
 
     Raises:
+        UsageError: the results root cannot hold run directories (a file, read-only).
         SpecError, DatasetError: a cell's spec, the slices, or a cell that cannot be paired
             with the baseline (:func:`check_pairable`), before any call.
         CacheError, RunError: as :func:`run_eval` (the message starts ``cell NAME:``, the
@@ -319,6 +321,7 @@ def run_sweep(
             and the first such error is raised after them.
     """
     root = Path(results_root)
+    check_results_root(root)  # a file or a read-only directory: bad input, before any cell
     cells = plan_sweep(sweep)
     record = _record(sweep, cells, root)
     check_pairable(sweep, cells, allow_partial=allow_partial)
@@ -472,6 +475,7 @@ def dry_run(
     from gradetrail.cache.store import ResponseCache, default_cache_path
 
     root = Path(results_root)
+    check_results_root(root)  # a file or a read-only directory: bad input, before any cell
     cells = plan_sweep(sweep)
     _record(sweep, cells, root)  # the slices are checked too
     check_pairable(sweep, cells, allow_partial=allow_partial)

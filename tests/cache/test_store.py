@@ -272,10 +272,16 @@ def test_stats_and_clear_never_create_a_cache(cli, tmp_path: Path) -> None:
 
 
 def test_clear_without_yes_and_no_terminal_deletes_nothing(cli, cache_path: Path) -> None:
-    """Without --yes and no one to answer, clear exits 1 and keeps every entry."""
+    """Without --yes and no one to answer, clear keeps every entry and exits 2: a flag is
+    missing (docs/troubleshooting.md#exit-codes: bad usage is 2; it was 1, the code of a
+    failed verdict); answered no, it exits 1."""
     from paths import GSM8K_SPEC
 
     assert cli("run", str(GSM8K_SPEC), "--set", "dataset.limit=3").exit_code == 0
     out = cli("cache", "clear")
+    assert out.exit_code == 2 and "nothing deleted: no one to confirm" in out.stderr
+    assert "pass --yes" in out.stderr
+    assert "3 entries" in cli("cache", "stats").stdout
+    out = cli("cache", "clear", input="n\n")
     assert out.exit_code == 1 and "nothing deleted; pass --yes" in out.stderr
     assert "3 entries" in cli("cache", "stats").stdout

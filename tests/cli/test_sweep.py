@@ -209,12 +209,17 @@ def test_run_with_models_is_a_sweep(tmp_path: Path) -> None:
 
 
 def test_unwritable_results_root_exits_with_one_line(sweep_file: Path, tmp_path: Path) -> None:
-    """A results root that is a file: one error line naming the sweep record, no traceback."""
+    """A results root that is a file: one error line naming it, no traceback, exit 2 (bad
+    input), as `gradetrail run` refuses it (before: exit 1, the code of "no candidate
+    passed", once the sweep record could not be written)."""
     blocker = tmp_path / "blocker"
     blocker.write_text("")
     out = run_cli("sweep", str(sweep_file), "--results-root", str(blocker))
-    assert out.code == 1 and len(out.err_lines) == 1  # as gradetrail run's RunError
-    assert out.err_lines[0].startswith("error: cannot write the sweep record")
+    assert out.code == 2 and len(out.err_lines) == 1, out.err
+    assert out.err_lines[0] == (
+        f"error: results root {blocker}: {blocker} is not a directory; pass another --results-root"
+    )
+    assert not any((tmp_path / "results").glob("*"))
 
 
 @pytest.mark.parametrize(
@@ -364,7 +369,8 @@ def test_a_cell_whose_run_stops_is_named_and_the_others_still_run(tmp_path: Path
     """A cell whose every call fails stops at run.fail_fast; the cells after it still run,
     and the error line names the cell (before, the line said only "stopped after the
     first 5 samples...", leaving a sweep of many models to guess which one, and no later
-    cell ran: each sweep stopped at the same cell again)."""
+    cell ran: each sweep stopped at the same cell again). The sweep reached no verdict:
+    exit 2, never 1, which says no candidate passed (docs/troubleshooting.md#exit-codes)."""
     variants = {
         "fine": {},
         "broken": {"prompt": "boom {{ q }} = {{ a }}"},
@@ -372,14 +378,23 @@ def test_a_cell_whose_run_stops_is_named_and_the_others_still_run(tmp_path: Path
     }
     path = _toy(tmp_path, {"v": variants})
     out = _sweep(path)
-    assert out.code == 1, out.err
+    assert out.code == 2, out.err
     assert out.err_lines[-1].startswith("error: cell broken: stopped after the first ")
     record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
     assert [c["outcome"] for c in record["cells"]] == ["ran", "failed", "ran"]
-    again = _sweep(path)
+    again = _sweep(path, "--json")  # --json: what was done, with no verdict (was: nothing)
     record = json.loads((tmp_path / "results" / "sweep-toy" / "sweep.json").read_text())
     assert [c["outcome"] for c in record["cells"]] == ["existing", "failed", "existing"]
-    assert again.err_lines[-1].startswith("error: cell broken: ")
+    assert again.code == 2 and again.err_lines[-1].startswith("error: cell broken: ")
+    shown = json.loads(again.out)
+    assert (shown["passed"], shown["status"], shown["stop_signal"]) == (None, "failed", None)
+    assert shown["stop_reason"] == again.err_lines[-1].removeprefix("error: ")
+    assert [(c["name"], c["outcome"]) for c in shown["cells"]] == [
+        ("fine", "existing"),
+        ("broken", "failed"),
+        ("later", "existing"),
+    ]
+    assert [c["run_dir"] for c in shown["cells"]] == [c["run_dir"] for c in record["cells"]]
 
 
 def test_run_with_models_keeps_the_runs_flags_or_refuses_them(tmp_path: Path) -> None:

@@ -129,20 +129,25 @@ def test_kill_9_mid_sweep_then_rerun_pays_nothing_twice(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_the_sweep_after_its_requests_land(tmp_path: Path) -> None:
     """Ctrl-C in the second cell: its 4 requests in flight land, no later cell starts, the
-    record says interrupted, exit 130; the same command finishes the sweep paying only
-    for the rest."""
+    record says interrupted, exit 130, and --json prints the cells' outcomes; the same
+    command finishes the sweep paying only for the rest."""
     cache, results = tmp_path / "cache.sqlite", tmp_path / "results"
     with running_server(latency=0.02, faults=[{"kind": "hold", "after": 40}]) as srv:
         sweep = _write_sweep(tmp_path / "eval", srv.openai_base_url)
-        proc = _sweep(sweep, cache, results)
+        proc = _sweep(sweep, cache, results, "--json")
         srv.wait_held(4)
         send(proc, signal.SIGINT)
         # the drain waits for the held requests: release them once the run has seen it
         wait_until(lambda: _drain_logged(results), what="drain", proc=proc)
         srv.release()
-        _, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err
         assert "the sweep was interrupted; run the same command again" in err
+        shown = json.loads(out)  # --json: what was done (before: nothing on stdout)
+        assert (shown["passed"], shown["status"]) == (None, "interrupted")
+        assert (shown["stop_signal"], shown["stop_reason"]) == ("SIGINT", None)
+        outcomes = [c["outcome"] for c in shown["cells"]]
+        assert outcomes == ["ran", "interrupted", "pending", "pending"]
         first = srv.settled_stats(44)
         assert first["total"] == 44
         record = read_sweep_record(results / "sweep-http")

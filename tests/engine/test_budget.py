@@ -711,9 +711,14 @@ def test_a_sweeps_ceiling_holds_across_its_cells_and_its_re_runs(srv, tmp_path: 
     assert len(spent()) == 2 and 0 < sum(spent()) <= one_cell * 1.5 + 1e-12
     calls = srv.stats()["total"]
     assert ROWS < calls < 2 * ROWS
-    again = run_cli(*args)
+    again = run_cli(*args, "--json")  # what was done, as `run --json` prints a stop
     assert again.code == 3, again.err
     assert again.err_lines[-1].startswith("error: cell 175b_finetuning: ")
+    shown = json.loads(again.out)  # before: nothing on stdout
+    assert (shown["passed"], shown["status"], shown["stop_signal"]) == (None, "interrupted", None)
+    assert again.err_lines[-1] == f"error: cell 175b_finetuning: {shown['stop_reason']}"
+    assert [c["outcome"] for c in shown["cells"]] == ["existing", "interrupted", "pending"]
+    assert [c["name"] for c in shown["cells"]] == models
     # the CI check (and the pytest plugin) says the ceiling, exit code 3, not "run it
     # again to finish it", which would stop at the same ceiling
     with pytest.raises(BudgetExhausted, match=r"^sweep budget: cell 175b_finetuning: ") as err:
