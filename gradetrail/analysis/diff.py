@@ -20,9 +20,10 @@ reduced score, the epochs beyond the shorter run's count being no error. Runs th
 refuses because their per-sample scores are different quantities are refused here too,
 one line (:class:`~gradetrail.errors.UsageError`, exit 2): different reducers, ``max`` or
 ``majority`` over different numbers of epochs, pass@k with more k than a run has epochs
-(:func:`gradetrail.analysis.gate_runs.resolve_reducer`), and answers scored differently
-(another target template, scorer setting, judge file: :func:`different_scoring`) unless
-``allow_different_scorers``; a different dataset unless ``allow_different_data``.
+(:func:`gradetrail.analysis.gate_runs.resolve_reducer`), another ``run.truncated``, and
+answers scored differently (another target template, scorer setting, judge file:
+:func:`different_scoring`) unless ``allow_different_scorers``; a different dataset unless
+``allow_different_data``. A truncated row counts as its run's ``run.truncated`` says.
 
 The verdict and its interval come from :func:`gradetrail.analysis.gate.regression_gate` itself
 (never recomputed here); when the gate cannot compare the runs, its one-line reason is
@@ -42,11 +43,18 @@ from typing import Any
 
 from gradetrail.analysis.diff_kinds import KINDS, DiffKind
 from gradetrail.analysis.gate import ErrorPolicy, GateResult, regression_gate
-from gradetrail.analysis.gate_runs import GateError, GateRun, resolve_reducer, scored_differently
+from gradetrail.analysis.gate_runs import (
+    GateError,
+    GateRun,
+    resolve_reducer,
+    scored_differently,
+    truncated_policy,
+)
 from gradetrail.errors import UsageError
 from gradetrail.rundir.agreement import refusal, run_disagrees
 from gradetrail.rundir.manifest import identity_differences
 from gradetrail.rundir.results import iter_results, read_manifest
+from gradetrail.rundir.truncation import counted_score
 from gradetrail.stats.reducers import reduce_scores
 
 __all__ = [
@@ -310,8 +318,9 @@ def diff_runs(
         GateRun("baseline", Path(baseline), base_manifest, []),
         GateRun("candidate", Path(candidate), cand_manifest, []),
     )
-    try:  # the gate's rule: the per-sample scores of both runs must be one quantity
+    try:  # the gate's rules: the per-sample scores of both runs must be one quantity
         chosen = resolve_reducer(*runs, reducer, pass_k)
+        policy = truncated_policy(*runs)
     except GateError as exc:
         raise UsageError(str(exc)) from None
     for label, run_dir, manifest in (  # as the gate: a complete run's rows are its manifest's
@@ -323,8 +332,8 @@ def diff_runs(
             raise UsageError(refusal(label, run_dir, why))
     base_names: dict[str, None] = {}
     cand_names: dict[str, None] = {}
-    base_rows = _collect(baseline, responses, metric, base_names)
-    cand_rows = _collect(candidate, responses, metric, cand_names)
+    base_rows = _collect(baseline, responses, metric, base_names, policy)
+    cand_rows = _collect(candidate, responses, metric, cand_names, policy)
     if metric is not None:  # a metric neither run has: refused as the gate refuses it
         from gradetrail.scorers.multi import check_metric
 
@@ -378,11 +387,17 @@ _Collected = dict[str, dict[int, tuple[RowBrief, str | None]]]
 
 
 def _collect(
-    run_dir: Path | str, whole: bool, metric: str | None = None, names: dict | None = None
+    run_dir: Path | str,
+    whole: bool,
+    metric: str | None = None,
+    names: dict | None = None,
+    policy: str = "score",
 ) -> _Collected:
     """sample id -> epoch -> (brief row, digest of the whole response), in row order;
     with ``metric``, each row's score is that metric's value (null: an error row), and
-    ``names`` gets every metric name the rows hold."""
+    ``names`` gets every metric name the rows hold. A truncated row's score is the one
+    it counts with under ``run.truncated`` (``policy``; :func:`counted_score`, as the
+    summary and the gate count it: 0 under zero, none under exclude)."""
     if metric is not None:
         from gradetrail.scorers.multi import row_metrics
     out: _Collected = {}
@@ -404,6 +419,8 @@ def _collect(
             else None
         )
         score = row.get("score")
+        if row.get("truncated") and row.get("state") == "scored" and policy != "score":
+            score = counted_score({**row, "truncated": True}, policy)
         scorer = row.get("scorer")
         extracted = scorer.get("extracted") if isinstance(scorer, dict) else None
         if extracted is not None and not isinstance(extracted, str):

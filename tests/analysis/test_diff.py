@@ -352,3 +352,36 @@ def test_in_a_browser_the_diff_of_runs_scored_differently_says_so(other_scorer) 
         expect(page.locator("main")).to_contain_text("add &different_scorers=1 to the address")
         page.goto(f"/diff?a={base.name}&b={cand.name}&different_scorers=1")
         expect(page.locator("main")).to_contain_text("3 regressed")
+
+
+TRUNCATING_APP = """\
+from gradetrail.providers.base import Response
+
+
+def answer(request):
+    value = request.prompt.rsplit("=", 1)[1].strip()
+    cut = request.model == "cand" and request.sample_id == "q1"
+    return Response(text=f"A: {value}", stop_reason="max_tokens" if cut else "end_turn")
+"""
+
+
+def test_a_truncated_answer_counts_as_run_truncated_says(tmp_path: Path) -> None:
+    """Under run.truncated: zero the candidate's right answer cut at max_tokens counts 0,
+    in the summary and the gate (a difference of -1/3); diff listed q1 as `same` (1.0 ->
+    1.0, its scorer's score). Now q1 is regressed, 1.0 -> 0.0, as the gate pairs it."""
+    import gradetrail
+
+    spec = write_app_eval(tmp_path / "eval", samples=3)
+    (tmp_path / "eval" / "trunc_app.py").write_text(TRUNCATING_APP)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    runs = []
+    for model in ("base", "cand"):
+        over = [f"model.name={model}", "model.function=trunc_app:answer", "run.truncated=zero"]
+        loaded = gradetrail.load_spec(spec, overrides=over)
+        runs.append(gradetrail.run_eval(loaded, results_root=root, cache_path=cache).run_dir)
+    d = diff_runs(*runs)
+    q1 = d.sample("q1")
+    assert q1 is not None and q1.kind == "regressed"
+    assert (q1.baseline_score, q1.candidate_score) == (1.0, 0.0)
+    assert d.gate is not None and d.gate.delta == pytest.approx(-1 / 3)
+    assert d.counts["regressed"] == 1 and d.counts["same"] == 2
