@@ -303,6 +303,16 @@ def test_max_over_different_epochs_is_refused_as_the_gate_refuses_it(
     assert out.exit_code == 0, out.stderr
     got = json.loads(out.stdout)
     assert got["counts"]["improved"] == 1 and got["gate"]["reducer"] == "mean"
+    from starlette.testclient import TestClient
+
+    from gradetrail.view import create_app
+
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    page = client.get(f"/diff?a={base.name}&b={cand.name}")
+    assert page.status_code == 409 and "reducer max over 1 baseline vs 3" in page.text
+    page = client.get(f"/diff?a={base.name}&b={cand.name}&reducer=mean")
+    shown = " ".join(re.sub(r"<[^>]+>", " ", page.text).split())
+    assert page.status_code == 200 and "improved 1 " in shown and "regressed 0" in shown
 
 
 @pytest.fixture
