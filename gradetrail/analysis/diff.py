@@ -10,9 +10,20 @@ run's summary reports and the regression gate pairs), and gets one kind:
   is higher / lower;
 - ``changed``: the same score, but some epoch's response differs;
 - ``same``: the same score and the same responses;
-- ``error``: a row in an error state on either side, an epoch only one run has, or no
-  score from the reducer (pass@k over fewer than k epochs);
+- ``error``: a row in an error state on either side, an epoch missing from a run that
+  should have it (one within its ``run.epochs``: an incomplete run), or no score from the
+  reducer (pass@k over fewer than k epochs);
 - ``only_baseline`` / ``only_candidate``: the sample is in one run only.
+
+Runs of different ``run.epochs`` are compared as the gate compares them: each sample's
+reduced score, the epochs beyond the shorter run's count being no error. Runs the gate
+refuses because their per-sample scores are different quantities are refused here too,
+one line (:class:`~gradetrail.errors.UsageError`, exit 2): different reducers, ``max`` or
+``majority`` over different numbers of epochs, pass@k with more k than a run has epochs
+(:func:`gradetrail.analysis.gate_runs.resolve_reducer`), another ``run.truncated``, and
+answers scored differently (another target template, scorer setting, judge file:
+:func:`different_scoring`) unless ``allow_different_scorers``; a different dataset unless
+``allow_different_data``. A truncated row counts as its run's ``run.truncated`` says.
 
 The verdict and its interval come from :func:`gradetrail.analysis.gate.regression_gate` itself
 (never recomputed here); when the gate cannot compare the runs, its one-line reason is
@@ -31,12 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from gradetrail.analysis.diff_kinds import KINDS, DiffKind
-from gradetrail.analysis.gate import ErrorPolicy, GateError, GateResult, regression_gate
-from gradetrail.analysis.gate_runs import GateRun
+from gradetrail.analysis.gate import ErrorPolicy, GateResult, regression_gate
+from gradetrail.analysis.gate_runs import (
+    GateError,
+    GateRun,
+    resolve_reducer,
+    scored_differently,
+    truncated_policy,
+)
 from gradetrail.errors import UsageError
 from gradetrail.rundir.agreement import refusal, run_disagrees
 from gradetrail.rundir.manifest import identity_differences
 from gradetrail.rundir.results import iter_results, read_manifest
+from gradetrail.rundir.truncation import counted_score
 from gradetrail.stats.reducers import reduce_scores
 
 __all__ = [
@@ -51,6 +69,7 @@ __all__ = [
     "SampleDiff",
     "diff_runs",
     "different_data",
+    "different_scoring",
 ]
 
 #: the kinds shown by default: every disagreement
@@ -247,6 +266,9 @@ def diff_runs(
     responses: bool = False,
     metric: str | None = None,
     allow_different_data: bool = False,
+    allow_different_scorers: bool = False,
+    reducer: str | None = None,
+    pass_k: int | None = None,
 ) -> RunDiff:
     """Join two runs on sample id and epoch, classify each sample, and gate them.
 
@@ -263,6 +285,10 @@ def diff_runs(
             primary score; a row where it is null is an ``error`` sample.
         allow_different_data: pair the samples of runs on different dataset content by
             id anyway (the gate still refuses them).
+        allow_different_scorers: classify runs whose answers were scored differently
+            anyway (and gate them: the gate's ``allow_different_scorers``).
+        reducer, pass_k: reduce both runs' epochs with this reducer (pass@``pass_k``)
+            instead of their own ``run.reducer``, as the gate's ``--reducer``.
 
     Returns:
         The :class:`RunDiff`; a gate that cannot compare the runs leaves ``gate`` None
@@ -275,13 +301,28 @@ def diff_runs(
             (:func:`~gradetrail.rundir.agreement.run_disagrees`; with ``allow_partial``
             rows may be missing, not re-scored); or ``metric`` is not a metric of a run;
             or the runs' dataset hashes differ (:func:`different_data`) and
-            ``allow_different_data`` is false.
+            ``allow_different_data`` is false; or they were scored differently
+            (:func:`different_scoring`) and ``allow_different_scorers`` is false; or their
+            per-sample scores are different quantities (different reducers, max or
+            majority over different epochs, pass@k with k above a run's epochs).
     """
     base_manifest = read_manifest(baseline)
     cand_manifest = read_manifest(candidate)
     differ = different_data(base_manifest, cand_manifest)
     if differ is not None and not allow_different_data:
         raise UsageError(f"{differ}; or pass --allow-different-data to pair them by id anyway")
+    scored = different_scoring(base_manifest, cand_manifest)
+    if scored is not None and not allow_different_scorers:
+        raise UsageError(f"{scored}; or pass --allow-different-scorers to compare them anyway")
+    runs = (
+        GateRun("baseline", Path(baseline), base_manifest, []),
+        GateRun("candidate", Path(candidate), cand_manifest, []),
+    )
+    try:  # the gate's rules: the per-sample scores of both runs must be one quantity
+        chosen = resolve_reducer(*runs, reducer, pass_k)
+        policy = truncated_policy(*runs)
+    except GateError as exc:
+        raise UsageError(str(exc)) from None
     for label, run_dir, manifest in (  # as the gate: a complete run's rows are its manifest's
         ("baseline", baseline, base_manifest),
         ("candidate", candidate, cand_manifest),
@@ -291,8 +332,8 @@ def diff_runs(
             raise UsageError(refusal(label, run_dir, why))
     base_names: dict[str, None] = {}
     cand_names: dict[str, None] = {}
-    base_rows = _collect(baseline, responses, metric, base_names)
-    cand_rows = _collect(candidate, responses, metric, cand_names)
+    base_rows = _collect(baseline, responses, metric, base_names, policy)
+    cand_rows = _collect(candidate, responses, metric, cand_names, policy)
     if metric is not None:  # a metric neither run has: refused as the gate refuses it
         from gradetrail.scorers.multi import check_metric
 
@@ -301,15 +342,22 @@ def diff_runs(
             check_metric(cand_names, metric, "candidate")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    reducers = (
-        GateRun("baseline", Path(baseline), base_manifest, []).reducer,
-        GateRun("candidate", Path(candidate), cand_manifest, []).reducer,
-    )
-    samples = _join(base_rows, cand_rows, reducers)
+    epochs = (_epochs(base_manifest, base_rows), _epochs(cand_manifest, cand_rows))
+    samples = _join(base_rows, cand_rows, chosen, epochs)
     counts = dict.fromkeys(KINDS, 0)
     for sample in samples:
         counts[sample.kind] += 1
-    gate, gate_error = _gate(baseline, candidate, margin, errors, allow_partial, metric)
+    gate, gate_error = _gate(
+        baseline,
+        candidate,
+        margin,
+        errors,
+        allow_partial,
+        metric,
+        allow_different_scorers=allow_different_scorers,
+        reducer=reducer,
+        pass_k=pass_k,
+    )
     names = dict.fromkeys(
         [*(base_manifest.get("metrics") or {}), *(cand_manifest.get("metrics") or {})]
     )
@@ -339,11 +387,17 @@ _Collected = dict[str, dict[int, tuple[RowBrief, str | None]]]
 
 
 def _collect(
-    run_dir: Path | str, whole: bool, metric: str | None = None, names: dict | None = None
+    run_dir: Path | str,
+    whole: bool,
+    metric: str | None = None,
+    names: dict | None = None,
+    policy: str = "score",
 ) -> _Collected:
     """sample id -> epoch -> (brief row, digest of the whole response), in row order;
     with ``metric``, each row's score is that metric's value (null: an error row), and
-    ``names`` gets every metric name the rows hold."""
+    ``names`` gets every metric name the rows hold. A truncated row's score is the one
+    it counts with under ``run.truncated`` (``policy``; :func:`counted_score`, as the
+    summary and the gate count it: 0 under zero, none under exclude)."""
     if metric is not None:
         from gradetrail.scorers.multi import row_metrics
     out: _Collected = {}
@@ -365,6 +419,8 @@ def _collect(
             else None
         )
         score = row.get("score")
+        if row.get("truncated") and row.get("state") == "scored" and policy != "score":
+            score = counted_score({**row, "truncated": True}, policy)
         scorer = row.get("scorer")
         extracted = scorer.get("extracted") if isinstance(scorer, dict) else None
         if extracted is not None and not isinstance(extracted, str):
@@ -385,11 +441,19 @@ def _collect(
 _Reducer = tuple[str, int]
 
 
+def _epochs(manifest: dict[str, Any], rows: _Collected) -> int:
+    """The run's ``run.epochs`` as its manifest records it (else the largest epoch seen)."""
+    recorded = manifest.get("epochs")
+    if type(recorded) is int and recorded > 0:
+        return recorded
+    return max((e for per in rows.values() for e in per), default=1)
+
+
 def _join(
-    base: _Collected, cand: _Collected, reducers: tuple[_Reducer, _Reducer]
+    base: _Collected, cand: _Collected, reducer: _Reducer, epochs: tuple[int, int]
 ) -> list[SampleDiff]:
     ids = list(base) + [sid for sid in cand if sid not in base]
-    return [_classify(sid, base.get(sid), cand.get(sid), reducers) for sid in ids]
+    return [_classify(sid, base.get(sid), cand.get(sid), reducer, epochs) for sid in ids]
 
 
 def _score(
@@ -408,8 +472,12 @@ def _classify(
     sample_id: str,
     base: dict[int, tuple[RowBrief, str | None]] | None,
     cand: dict[int, tuple[RowBrief, str | None]] | None,
-    reducers: tuple[_Reducer, _Reducer],
+    reducer: _Reducer,
+    epochs: tuple[int, int],
 ) -> SampleDiff:
+    """One sample's kind. An epoch one run lacks is an error only within that run's own
+    ``run.epochs`` (a row it should have written); beyond them (runs of 1 and 3 epochs)
+    the samples are compared on their reduced scores, as the gate compares them."""
     pairs = []
     for epoch in sorted(set(base or {}) | set(cand or {})):
         b = (base or {}).get(epoch)
@@ -422,15 +490,15 @@ def _classify(
     elif base is None:
         kind = "only_candidate"
     elif any(
-        p.baseline is None
-        or p.candidate is None
-        or p.baseline.state != "scored"
-        or p.candidate.state != "scored"
+        (p.baseline is None and p.epoch <= epochs[0])
+        or (p.candidate is None and p.epoch <= epochs[1])
+        or (p.baseline is not None and p.baseline.state != "scored")
+        or (p.candidate is not None and p.candidate.state != "scored")
         for p in pairs
     ):
         kind = "error"
     else:
-        b_mean, c_mean = _score(base, reducers[0]), _score(cand, reducers[1])
+        b_mean, c_mean = _score(base, reducer), _score(cand, reducer)
         if b_mean is None or c_mean is None:  # pass@k with fewer than k epochs
             kind = "error"
         elif c_mean > b_mean:
@@ -441,9 +509,7 @@ def _classify(
             kind = "changed"
         else:
             kind = "same"
-    return SampleDiff(
-        sample_id, kind, _score(base, reducers[0]), _score(cand, reducers[1]), tuple(pairs)
-    )
+    return SampleDiff(sample_id, kind, _score(base, reducer), _score(cand, reducer), tuple(pairs))
 
 
 def _gate(
@@ -453,6 +519,7 @@ def _gate(
     errors: ErrorPolicy,
     allow_partial: bool,
     metric: str | None = None,
+    **options: Any,
 ) -> tuple[GateResult | None, str | None]:
     try:
         return (
@@ -463,6 +530,7 @@ def _gate(
                 errors=errors,
                 allow_partial=allow_partial,
                 metric=metric,
+                **options,
             ),
             None,
         )
@@ -481,6 +549,19 @@ def different_data(baseline: dict[str, Any], candidate: dict[str, Any]) -> str |
         f"baseline and candidate ran on different datasets (dataset hash {str(a)[:12]} vs "
         f"{str(b)[:12]}): a sample id may name a different question in each, so neither "
         "is a regression or an improvement of the other; re-run one on the other's dataset"
+    )
+
+
+def different_scoring(baseline: dict[str, Any], candidate: dict[str, Any]) -> str | None:
+    """Why two runs' samples cannot be called regressed or improved: their answers were
+    scored differently (:func:`gradetrail.analysis.gate_runs.scored_differently`, the rule
+    the gate refuses on), one clause; None when they score alike."""
+    differ = scored_differently(baseline, candidate)
+    if differ is None:
+        return None
+    return (
+        f"{differ}: the same answer may score otherwise on each, so neither is a regression "
+        "or an improvement of the other; re-score one with the other's scorer (no model call)"
     )
 
 

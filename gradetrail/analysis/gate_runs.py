@@ -36,6 +36,7 @@ __all__ = [
     "load_run",
     "resolve_reducer",
     "sample_scores",
+    "scored_differently",
 ]
 
 
@@ -186,14 +187,24 @@ def check_same_scoring(base: GateRun, cand: GateRun, allow_different_scorers: bo
     whose scorer was loosened would pass on the scorer, not the answers."""
     if allow_different_scorers:
         return
-    differ = scoring_differences(base.manifest, cand.manifest)
-    if differ:
-        shown = "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
+    differ = scored_differently(base.manifest, cand.manifest)
+    if differ is not None:
         raise GateError(
-            f"baseline and candidate were scored differently ({shown}): re-score one with the "
-            "other's scorer (no model call), or pass --allow-different-scorers to compare them "
-            "anyway"
+            f"{differ}: re-score one with the other's scorer (no model call), or pass "
+            "--allow-different-scorers to compare them anyway"
         )
+
+
+def scored_differently(baseline: dict[str, Any], candidate: dict[str, Any]) -> str | None:
+    """Why two runs' scores are not one measure of their answers, as one clause naming at
+    most three of the differences (:func:`~gradetrail.rundir.manifest.scoring_differences`:
+    a target template, scorer setting, judge file, python scorer, ``run.refusals``); None
+    when the manifests score alike. The one rule the gate and ``diff`` refuse on."""
+    differ = scoring_differences(baseline, candidate)
+    if not differ:
+        return None
+    shown = "; ".join(differ[:3]) + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")
+    return f"baseline and candidate were scored differently ({shown})"
 
 
 def split_of(run: GateRun) -> dict[str, Any] | None:

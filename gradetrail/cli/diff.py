@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gradetrail.analysis.diff_kinds import KINDS
+from gradetrail.cli.gate import ReducerChoice
 from gradetrail.errors import GradetrailError
 
 if TYPE_CHECKING:  # imported where used: `gradetrail --help` lists the command, no more
@@ -75,6 +76,18 @@ def diff(
             help="Pair the samples of runs on different dataset content by id anyway.",
         ),
     ] = False,
+    allow_different_scorers: Annotated[
+        bool,
+        typer.Option(
+            "--allow-different-scorers",
+            help="Compare runs scored differently (target, scorer settings, judge file).",
+        ),
+    ] = False,
+    reducer: Annotated[
+        ReducerChoice | None,
+        typer.Option(help="Reduce both runs' epochs with this reducer, not their run.reducer."),
+    ] = None,
+    pass_k: Annotated[int | None, typer.Option(min=1, help="The k of --reducer pass_at_k.")] = None,
 ) -> None:
     """Compare two runs sample by sample: improved, regressed, changed; the gate's verdict;
     where their identities differ. Lists disagreements unless --all."""
@@ -100,6 +113,9 @@ def diff(
             responses=json_out,
             metric=metric,
             allow_different_data=allow_different_data,
+            allow_different_scorers=allow_different_scorers,
+            reducer=reducer.value if reducer else None,
+            pass_k=pass_k,
         )
     except GradetrailError as exc:
         raise fail(exc) from None

@@ -169,8 +169,13 @@ def run(
         raise typer.BadParameter("needs --batch", param_hint="--detach/--batch-fallback")
     if batch_fallback not in ("batch", "online"):
         raise typer.BadParameter("use batch or online", param_hint="--batch-fallback")
-    if batch and executor != "local":
-        raise typer.BadParameter("--batch sends no calls from workers", param_hint="--executor")
+    if batch:
+        from gradetrail.engine.batching import check_batch_executor
+
+        try:
+            check_batch_executor(executor == "ray")
+        except GradetrailError as exc:
+            raise fail(exc) from None
     if models is not None:
         _run_models(
             spec,

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
-from gradetrail.errors import ProviderError, RunError, ServerError
+from gradetrail.errors import ProviderError, RunError, ServerError, UsageError
 from gradetrail.executors.budget import Budget, BudgetExhausted, billed_usd, worst_case_usd
 from gradetrail.executors.retry import Drained, RetryPolicy, call_with_retry
 from gradetrail.rundir.batches import BatchLedger, Submission
@@ -45,10 +45,26 @@ if TYPE_CHECKING:
     from gradetrail.providers.base import Request
     from gradetrail.rundir.runlog import RunLog
 
-__all__ = ["BatchOptions", "BatchReport", "run_batches"]
+__all__ = ["BatchOptions", "BatchReport", "check_batch_executor", "run_batches"]
 
 #: times an ended batch's results are read when some lines are not JSON (a torn transfer)
 _READS = 3
+
+
+def check_batch_executor(on_ray: bool) -> None:
+    """Refuse a batched run on Ray, for ``gradetrail run --batch --executor ray`` and
+    ``run_eval(batch=..., executor=RayOptions())`` alike: a batch run sends its requests
+    from this process through the provider's batch API, so no call would run on the
+    workers (and starting a cluster for none costs seconds).
+
+    Raises:
+        UsageError: ``on_ray``.
+    """
+    if on_ray:
+        raise UsageError(
+            "--batch sends the requests from this process through the provider's batch "
+            "API, so no call would run on Ray workers: drop --executor ray (or --batch)"
+        )
 
 
 @dataclass(frozen=True)

@@ -302,7 +302,7 @@ def run_eval(
         plan = plan_run(spec, scorer=scorer)
         check_results_root(results_root)  # before the cache is made or any call paid
         if batch is not None:
-            _check_batchable(plan, use_cache)
+            _check_batchable(plan, use_cache, executor)
         executor = _executor(plan, executor)
         cache = (
             ResponseCache(Path(cache_path) if cache_path else default_cache_path())
@@ -516,12 +516,21 @@ def _judge_models(spec: EvalSpec) -> list[ModelSpec]:
     return found
 
 
-def _check_batchable(plan: RunPlan, use_cache: bool) -> None:
-    """Refuse ``--batch`` where it cannot hold: no batch API, no cache, agent loops.
+def _check_batchable(
+    plan: RunPlan, use_cache: bool, executor: Executor | RayOptions | None
+) -> None:
+    """Refuse ``--batch`` where it cannot hold: on Ray, no batch API, no cache, agent loops.
 
     Raises:
+        UsageError: ``executor`` is Ray's (``batching.check_batch_executor``).
         SpecError: naming what to change.
     """
+    from gradetrail.engine.batching import check_batch_executor
+
+    if executor is not None and not isinstance(executor, LocalExecutor):
+        from gradetrail.executors.ray import RayExecutor, RayOptions
+
+        check_batch_executor(isinstance(executor, RayOptions | RayExecutor))
     where = plan.spec.source
     if not plan.provider.batches:
         raise SpecError(

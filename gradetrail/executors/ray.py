@@ -26,9 +26,10 @@ Who does what:
 
 Ray is imported, and a cluster joined or started, only when some request misses the
 cache (:meth:`RayExecutor.start`, called by the runner; or lazily on the first judge
-miss): a fully cached run never touches Ray. From that first miss, joining the cluster
-and starting the workers run in a background thread while the driver writes the run
-directory and binds the judges; each worker gets every provider through a method
+miss): a fully cached run never touches Ray. At that first miss the runner waits for the
+cluster to be joined and the workers to hold the provider before it makes the run
+directory, so a set-up that cannot run leaves nothing behind; each worker gets every
+provider through a method
 argument (API keys are never put in ``runtime_env``). The ``python`` provider's module is
 shipped to the workers with the actors' ``runtime_env.py_modules``
 (:meth:`~gradetrail.providers.base.Provider.shipped_modules`); a judge whose code the
@@ -144,16 +145,19 @@ class RayExecutor(RetryingExecutor):
 
     def start(self) -> None:
         """Check that Ray is installed and the cluster answers, then join it (or start a
-        local Ray) and start the workers in the background while the driver prepares the
-        run. The runner calls this before the run directory exists, only when some
-        request misses the cache; a judge registered later (in ``bind``, before the
-        first call) is added to the workers at the first call.
+        local Ray) and wait for the workers to hold the run's provider. The runner calls
+        this before the run directory exists, only when some request misses the cache,
+        so a set-up that cannot run (another Ray version, code the workers cannot import)
+        is refused in one line with nothing left behind; a judge registered later (in
+        ``bind``, before the first call) is added to the workers at the first call.
 
         Raises:
-            UsageError: Ray is not installed, or the cluster cannot be reached.
+            UsageError: Ray is not installed, the cluster cannot be reached or joined, or
+                the workers cannot import the provider's code.
+            RunError: the workers did not start (in time, or for a reason of Ray's).
         """
         self.pool.cluster.check()
-        self.pool.prestart()
+        self.pool.wait_started()
 
     def complete(
         self, request: Request, on_attempt: AttemptListener | None = None
@@ -195,7 +199,8 @@ class RayExecutor(RetryingExecutor):
         (``ceil(concurrency / workers)``), and Ray's start-up seconds: ``connect_s``
         (``ray.init``), ``start_s`` (from the first cache miss to every worker holding
         every provider, connecting included) and ``waited_s`` (how long the first call
-        waited for that: the part the driver's own preparation did not hide);
+        waited for that: near 0, since the runner waits for the start before the run
+        directory exists, unless a judge's code restarted the workers);
         ``started: false`` when every response came from the cache."""
         workers = self.pool.stats()
         out: dict[str, Any] = {

@@ -79,6 +79,8 @@ class RayPool:
         self._release = threading.Event()
         self._ids = itertools.count(1)
         self._began: float | None = None
+        #: when wait_started() saw every worker up (None: not yet, or restarted since)
+        self._up: float | None = None
         self.start_s: float | None = None
         self.waited_s: float | None = None
 
@@ -222,29 +224,66 @@ class RayPool:
                     ]
                 infos = await asyncio.gather(*(asyncio.gather(*refs) for refs in boot.registered))
         except TimeoutError:
-            for handle in handles:
-                self.cluster.ray.kill(handle)
-            raise RunError(
-                f"{len(handles) or 'the'} Ray workers did not start within "
-                f"{START_TIMEOUT_S:.0f} s; check `ray status` and the worker logs of the "
-                "cluster"
-            ) from None
+            raise self._not_started(handles, None) from None
         except self._ray_errors() as exc:
-            for handle in handles:
-                self.cluster.ray.kill(handle)
-            if isinstance(getattr(exc, "cause", None), ImportError):  # the user's setup
-                raise UsageError(
-                    f"the Ray workers cannot import a python provider's code "
-                    f"({failure_reason(exc)}): install it on every node of the cluster, or "
-                    "keep it in model.function's package or beside its module (docs/ray.md)"
-                ) from None
-            raise RunError(f"the Ray workers could not start: {failure_reason(exc)}") from None
+            raise self._not_started(handles, exc) from None
         now = time.perf_counter()
-        self.start_s, self.waited_s = now - self._began, now - waited
+        self.start_s, self.waited_s = (self._up or now) - self._began, now - waited
         return [
             self._link(i, h, info[0])
             for i, (h, info) in enumerate(zip(handles, infos, strict=True))
         ]
+
+    def wait_started(self) -> None:
+        """Block until the background start (:meth:`prestart`) has joined the cluster and
+        every worker holds the providers known now: the runner calls this before the run
+        directory exists, so a cluster of another Ray version, an address that refuses
+        the job or code the workers cannot import refuses the run in one line and leaves
+        nothing behind (the first call then finds the workers started).
+
+        Raises:
+            UsageError: Ray is missing, the cluster cannot be joined (another Ray or
+                Python version), or the workers cannot import a provider's code.
+            RunError: the workers did not start within :data:`START_TIMEOUT_S`, or
+                failed for a reason of Ray's own.
+        """
+        self.prestart()
+        assert self._boot is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        try:
+            boot = self._boot.result(timeout=START_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
+            raise self._not_started([], None) from None
+        ray = self.cluster.ray
+        refs = [ref for registered in boot.registered for ref in registered]
+        try:
+            ray.get(refs, timeout=max(0.0, deadline - time.monotonic()))
+        except ray.exceptions.GetTimeoutError:
+            raise self._not_started(boot.handles, None) from None
+        except ray.exceptions.RayError as exc:
+            raise self._not_started(boot.handles, exc) from None
+        self._up = time.perf_counter()
+
+    def _not_started(self, handles: list[Any], exc: BaseException | None) -> Exception:
+        """The error of a start that failed (``exc``: Ray's; None: it timed out), once
+        the ``handles`` started are killed: a provider's code the workers cannot import
+        is the user's set-up (UsageError), anything else Ray's (RunError)."""
+        for handle in handles:
+            with contextlib.suppress(Exception):
+                self.cluster.ray.kill(handle)
+        if exc is None:
+            return RunError(
+                f"{len(handles) or 'the'} Ray workers did not start within "
+                f"{START_TIMEOUT_S:.0f} s; check `ray status` and the worker logs of the "
+                "cluster"
+            )
+        if isinstance(getattr(exc, "cause", None), ImportError):  # the user's setup
+            return UsageError(
+                f"the Ray workers cannot import a python provider's code "
+                f"({failure_reason(exc)}): install it on every node of the cluster, or "
+                "keep it in model.function's package or beside its module (docs/ray.md)"
+            )
+        return RunError(f"the Ray workers could not start: {failure_reason(exc)}")
 
     def _link(self, index: int, handle: Any, info: dict[str, Any]) -> WorkerLink:
         stats = WorkerStats(index, info["node_id"], info["host"], info["pid"])
@@ -259,7 +298,7 @@ class RayPool:
             self.cluster.ray.kill(handle)
         await self.cluster.disconnect()
         self._release.set()  # the old start thread may end: its Ray is gone
-        self._release, self._boot = threading.Event(), None
+        self._release, self._boot, self._up = threading.Event(), None, None
         began = self._began
         self.prestart()
         self._began = began

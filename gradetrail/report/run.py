@@ -292,8 +292,8 @@ def cache_warnings(report: CacheReport | None) -> list[str]:
 def _ray_line(ex: dict) -> str:
     """Where a Ray run's calls went: workers, nodes, the in-flight share per worker, the
     attempts each served, and Ray's start-up time (workers up: from the first cache miss,
-    connecting included; the first call waited only for what the driver's own
-    preparation did not hide)."""
+    connecting included; the first call waits only when a judge's code restarted them:
+    the run waits for the start before its directory exists)."""
     if not ex.get("started"):
         return "ray, not started (every response came from the cache)"
     per = ex.get("per_worker", [])

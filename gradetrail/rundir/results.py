@@ -58,6 +58,7 @@ __all__ = [
     "SampleState",
     "ResultsWriter",
     "count_result_lines",
+    "count_result_lines_from",
     "iter_result_spans",
     "is_exact",
     "iter_results",
@@ -697,18 +698,36 @@ def _bounded_lines(f: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
         yield length, f.read(length)
 
 
-def count_result_lines(run_dir: str | Path) -> int:
+def count_result_lines(run_dir: str | Path, start: int = 0) -> int:
     """Complete lines in ``results.jsonl`` (rows, malformed ones included), counted
-    without parsing: about 0.1 s for 100,000 rows.
+    without parsing: about 0.1 s for 100,000 rows; from byte ``start`` on, the ends of
+    lines after it (see :func:`count_result_lines_from`).
 
     Raises:
         UsageError: the directory has no results file.
     """
-    count = 0
+    return count_result_lines_from(run_dir, start)[0]
+
+
+def count_result_lines_from(run_dir: str | Path, start: int = 0) -> tuple[int, int]:
+    """``(lines, end)``: the line ends in ``results.jsonl`` from byte ``start`` to the end
+    of the file as read, and the offset just past its last line end (``start`` when there
+    is none): counting again from ``end`` later counts only the rows appended since, as
+    a live run's poll does.
+
+    Raises:
+        UsageError: the directory has no results file.
+    """
+    count, end, at = 0, start, start
     with _open_results(run_dir) as f:
+        f.seek(start)
         while chunk := f.read(1 << 20):
-            count += chunk.count(b"\n")
-    return count
+            found = chunk.count(b"\n")
+            if found:
+                count += found
+                end = at + chunk.rindex(b"\n") + 1
+            at += len(chunk)
+    return count, end
 
 
 def read_row_at(run_dir: str | Path, offset: int, length: int) -> dict[str, Any] | None:

@@ -11,9 +11,17 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gradetrail.analysis.diff import DISAGREEMENTS, KINDS, RunDiff, diff_runs, different_data
+from gradetrail.analysis.diff import (
+    DISAGREEMENTS,
+    KINDS,
+    RunDiff,
+    diff_runs,
+    different_data,
+    different_scoring,
+)
 from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.rundir.results import RESULTS_FILE
+from gradetrail.stats.reducers import REDUCERS
 from gradetrail.view import pages
 from gradetrail.view.render import Pages, Renderer, float_param, sample_id_of, size_of
 from gradetrail.view.run_pages import RunPages
@@ -65,7 +73,13 @@ class DiffPages(Pages):
         return base, cand
 
     def _diff(
-        self, base: RunInfo, cand: RunInfo, margin: float, errors: str, wait: bool = True
+        self,
+        base: RunInfo,
+        cand: RunInfo,
+        margin: float,
+        errors: str,
+        wait: bool = True,
+        reducer: tuple[str, int] | None = None,
     ) -> RunDiff | None:
         """The diff of two runs, kept until either run's files change. A diff of large
         runs not yet computed is started in a background thread when ``wait`` is false,
@@ -74,7 +88,15 @@ class DiffPages(Pages):
         Raises:
             UsageError: a run cannot be read (also when the background job found so).
         """
-        key = (base.path, cand.path, margin, errors, stamp_of(base.path), stamp_of(cand.path))
+        key = (
+            base.path,
+            cand.path,
+            margin,
+            errors,
+            reducer,
+            stamp_of(base.path),
+            stamp_of(cand.path),
+        )
         with self._lock:
             found = self._diffs.get(key)
             if found is not None:
@@ -88,10 +110,10 @@ class DiffPages(Pages):
             big = size_of(base.path / RESULTS_FILE) + size_of(cand.path / RESULTS_FILE) > DIFF_BYTES
             if big and not wait:
                 self._diff_jobs.add(key)
-                job = (key, base, cand, margin, errors, True)
+                job = (key, base, cand, margin, errors, True, reducer)
                 threading.Thread(target=self._compute_diff, args=job, daemon=True).start()
                 return None
-        return self._compute_diff(key, base, cand, margin, errors, False)
+        return self._compute_diff(key, base, cand, margin, errors, False, reducer)
 
     def _compute_diff(
         self,
@@ -101,14 +123,18 @@ class DiffPages(Pages):
         margin: float,
         errors: str,
         background: bool,
+        reducer: tuple[str, int] | None = None,
     ) -> RunDiff | None:
         try:
-            result = diff_runs(  # the page refused different data unless asked for
+            result = diff_runs(  # the page refused different data or scoring unless asked
                 base.path,
                 cand.path,
                 margin=margin,
                 errors=errors,  # type: ignore[arg-type]
                 allow_different_data=True,
+                allow_different_scorers=True,
+                reducer=reducer[0] if reducer else None,
+                pass_k=reducer[1] if reducer else None,
             )
         except GradetrailError as exc:
             with self._lock:
@@ -129,16 +155,12 @@ class DiffPages(Pages):
         base, cand = self._pair(request)
         params = request.query_params
         assert base.manifest is not None and cand.manifest is not None
-        differ = different_data(base.manifest.model_dump(), cand.manifest.model_dump())
-        if differ is not None and params.get("different_data") != "1":
-            raise UsageError(
-                f"{differ}; or add &different_data=1 to the address to pair them by id anyway"
-            )
+        self._refuse_unlike(base, cand, params)
         margin = float_param(params.get("margin"), 0.02)
         errors = (
             params.get("errors") if params.get("errors") in ("as-fail", "exclude") else "refuse"
         )
-        result = self._diff(base, cand, margin, errors, wait=False)
+        result = self._diff(base, cand, margin, errors, wait=False, reducer=_reducer(params))
         if result is None:
             return self.render("computing.html", 202, base=base, cand=cand)
         kinds = [k for k in params.getlist("kind") if k in KINDS]
@@ -148,7 +170,15 @@ class DiffPages(Pages):
         number = int(float_param(params.get("page"), 1))
         page = pages.paginate(len(listed), max(1, number), pages.PER_PAGE)
         state = {"a": base.name, "b": cand.name}
-        for key in ("margin", "errors", "show", "different_data"):
+        for key in (
+            "margin",
+            "errors",
+            "show",
+            "different_data",
+            "different_scorers",
+            "reducer",
+            "pass_k",
+        ):
             if params.get(key):
                 state[key] = params[key]
         if kinds:
@@ -166,6 +196,24 @@ class DiffPages(Pages):
             margin=margin,
             errors=errors,
         )
+
+    @staticmethod
+    def _refuse_unlike(base: RunInfo, cand: RunInfo, params: Any) -> None:
+        """Refuse, as ``gradetrail diff`` does, runs on different datasets or scored
+        differently, unless the address asks for them (``different_data=1``,
+        ``different_scorers=1``: the CLI's ``--allow-different-*``)."""
+        assert base.manifest is not None and cand.manifest is not None
+        a, b = base.manifest.model_dump(), cand.manifest.model_dump()
+        differ = different_data(a, b)
+        if differ is not None and params.get("different_data") != "1":
+            raise UsageError(
+                f"{differ}; or add &different_data=1 to the address to pair them by id anyway"
+            )
+        scored = different_scoring(a, b)
+        if scored is not None and params.get("different_scorers") != "1":
+            raise UsageError(
+                f"{scored}; or add &different_scorers=1 to the address to compare them anyway"
+            )
 
     def diff_sample_page(self, request: Request) -> Response:
         """One sample of a diff: both runs' epochs side by side."""
@@ -206,7 +254,10 @@ class DiffPages(Pages):
     ) -> tuple[Any, str | None, str | None]:
         """The sample's diff entry, and the previous and next sample of ``kind`` (or of
         the disagreements), so regressions can be read one after another."""
-        result = self._diff(base, cand, 0.02, "refuse", wait=False)
+        try:
+            result = self._diff(base, cand, 0.02, "refuse", wait=False)
+        except GradetrailError:  # runs the diff refuses: the sample's rows, no neighbours
+            return None, None, None
         if result is None:  # still being computed: no neighbours yet
             return None, None, None
         listed = [s.sample_id for s in result.shown(kinds=frozenset({kind}) if kind else None)]
@@ -214,3 +265,12 @@ class DiffPages(Pages):
         prev_id = listed[at - 1] if at > 0 else None
         next_id = listed[at + 1] if 0 <= at < len(listed) - 1 else None
         return result.sample(sample_id), prev_id, next_id
+
+
+def _reducer(params: Any) -> tuple[str, int] | None:
+    """``reducer`` (and ``pass_k``) from the address, as ``gradetrail diff --reducer``;
+    None (each run's own ``run.reducer``) when absent or not a reducer."""
+    name = params.get("reducer")
+    if name not in REDUCERS:
+        return None
+    return name, max(1, int(float_param(params.get("pass_k"), 1)))

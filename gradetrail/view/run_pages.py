@@ -228,18 +228,20 @@ class RunPages(Pages):
 
     def progress(self, request: Request) -> Response:
         """A running run's progress as JSON (polled by the page's script): status, live,
-        rows written, rows expected; with ``?figures=1``, also ``partial``: the run page's
-        summary lines (label, text) and rows per state computed from the rows so far
-        (:meth:`RunStore.live_figures`), null when there are none."""
+        rows written (complete lines of ``results.jsonl``, counted incrementally:
+        :meth:`RunStore.rows_written`), rows expected; with ``?figures=1``, also
+        ``partial``: the run page's summary lines (label, text) and rows per state
+        computed from the rows so far (:meth:`RunStore.live_figures`), null when there
+        are none."""
         info = self.store.info(request.path_params["run"])
         data: dict[str, Any] = {"status": info.status, "live": info.live}
         if request.query_params.get("figures") == "1":
             partial = self._live_figures(info)
             data["partial"] = None if partial is None else summary_of(partial, info.path)
-        try:
-            done = len(self.store.index(info.path).entries)
-        except UsageError:
-            done = 0
+        # rows counted without parsing, only those appended since the last poll: the
+        # row index (every row parsed) was built here, the first poll of a large run
+        # waiting for all of it
+        done = self.store.rows_written(info.path) or 0
         return JSONResponse(data | {"rows": done, "expected": info.rows_expected})
 
     def sample_page(self, request: Request) -> Response:

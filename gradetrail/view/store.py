@@ -13,6 +13,7 @@ nothing under the root is ever written.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,13 @@ from gradetrail.errors import GradetrailError, UsageError
 from gradetrail.rundir.agreement import misnamed, run_disagrees
 from gradetrail.rundir.layout import KILLED, KILLED_FIX, run_status
 from gradetrail.rundir.manifest import Manifest, run_warnings
-from gradetrail.rundir.results import MANIFEST_FILE, RESULTS_FILE, count_result_lines, read_manifest
+from gradetrail.rundir.results import (
+    MANIFEST_FILE,
+    OUTPUT_FILES,
+    RESULTS_FILE,
+    count_result_lines_from,
+    read_manifest,
+)
 from gradetrail.rundir.summary import Tally
 from gradetrail.spec import EvalSpec
 from gradetrail.view.files import refusal, refusals
@@ -159,14 +166,37 @@ def stamp_of(path: Path) -> tuple[Any, ...]:
 
 
 def dir_stamp(path: Path) -> tuple[Any, ...]:
-    """:func:`stamp_of` with the run directory's own inode and modification time, which
-    change when a name in it is created, removed or renamed (a file planted, linked or
-    replaced): what an ended run's :class:`RunInfo` is kept by."""
+    """What an ended run's :class:`RunInfo` is kept by: the run directory's own stat
+    (its mtime changes when a name in it is created, removed or renamed; its ctime when
+    its permissions do) and :func:`_file_stamp` of every file the viewer reads or refuses
+    (:data:`~gradetrail.rundir.results.OUTPUT_FILES`). Whether a file is refused
+    (:func:`gradetrail.view.files.refusal`) depends on its type, its permissions and, for
+    a link, its target's: each changes one of these, so a file made unreadable (chmod, a
+    link's target replaced by a FIFO) or readable again is noticed at the next load, not
+    only when the directory listing, results file or manifest next change."""
     try:
         st = path.stat()
+        own: tuple[Any, ...] | None = (st.st_ino, st.st_mode, st.st_mtime_ns, st.st_ctime_ns)
     except OSError:
-        return (None, *stamp_of(path))
-    return ((st.st_ino, st.st_mtime_ns), *stamp_of(path))
+        own = None
+    return (own, *(_file_stamp(path / name) for name in OUTPUT_FILES))
+
+
+def _file_stamp(path: Path) -> tuple[Any, ...] | None:
+    """The ``lstat`` of ``path`` (type and mode, inode, size, mtime, ctime), and for a
+    link its target's ``stat`` too; None when it does not exist."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    own = (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if not stat.S_ISLNK(st.st_mode):
+        return own
+    try:
+        to = path.stat()
+    except OSError as exc:
+        return (own, exc.errno)
+    return (own, (to.st_mode, to.st_ino, to.st_size, to.st_mtime_ns, to.st_ctime_ns))
 
 
 def _cut_short(manifest: Manifest, written: int | None) -> list[str]:
@@ -205,7 +235,8 @@ class RunStore:
             )
         self.root = path.resolve()
         self._indexes: dict[Path, RowIndex] = {}
-        self._lines: dict[Path, tuple[tuple[int, ...], int]] = {}
+        #: results file -> (its stamp when counted, complete lines, offset past the last)
+        self._lines: dict[Path, tuple[tuple[int, ...], int, int]] = {}
         self._warming: set[Path] = set()
         self._counting: set[Path] = set()
         self._agreement: dict[Path, tuple[tuple[Any, ...], str | None]] = {}
@@ -277,8 +308,9 @@ class RunStore:
 
     def info(self, name: str) -> RunInfo:
         """One run directory's manifest, status and warnings. An ended run's are kept
-        while its directory (the names in it), results file and manifest are unchanged
-        (:func:`dir_stamp`), so a runs page of thousands of runs reads no manifest again.
+        while its directory (the names in it) and every file it writes are unchanged
+        (:func:`dir_stamp`: contents, permissions, links' targets), so a runs page of
+        thousands of runs reads no manifest again.
 
         Raises:
             Forbidden, NotFound: see :meth:`resolve`.
@@ -372,8 +404,11 @@ class RunStore:
         return why
 
     def rows_written(self, path: Path) -> int | None:
-        """Complete lines in the run's ``results.jsonl`` (kept until the file changes), or
-        None when there is none or it is not read (see :mod:`gradetrail.view.files`)."""
+        """Complete lines in the run's ``results.jsonl``, or None when there is none or it
+        is not read (see :mod:`gradetrail.view.files`). Counted without parsing, and kept:
+        a file that only grew since (a live run appending rows: the same device and inode,
+        no shorter) has only its new bytes counted, so a progress poll of a 100,000-row
+        run reads what was appended since the last one; any other change counts it again."""
         results = path / RESULTS_FILE
         if refusal(self.root, results) is not None:
             return None
@@ -386,13 +421,16 @@ class RunStore:
             known = self._lines.get(path)
         if known is not None and known[0] == stamp:
             return known[1]
+        count, start = 0, 0
+        if known is not None and known[0][:2] == stamp[:2] and st.st_size >= known[0][2]:
+            count, start = known[1], known[2]  # appended to: count from the last line end
         try:
-            count = count_result_lines(path)
+            more, end = count_result_lines_from(path, start)
         except (UsageError, OSError):
             return None
         with self._lock:
-            self._lines[path] = (stamp, count)
-        return count
+            self._lines[path] = (stamp, count + more, end)
+        return count + more
 
     def live_figures(self, info: RunInfo, wait: bool = True) -> Manifest | None:
         """For a run whose manifest is still the one written at its start (status

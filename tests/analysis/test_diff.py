@@ -243,3 +243,155 @@ def test_in_a_browser_the_diff_of_different_datasets_says_so(other_data) -> None
         expect(page.locator("main")).to_contain_text("add &different_data=1 to the address")
         page.goto(f"/diff?a={base.name}&b={cand.name}&different_data=1")
         expect(page.locator("main")).to_contain_text("1 regressed")
+
+
+def test_runs_of_different_epochs_are_compared_on_reduced_scores(cli, tmp_path, monkeypatch):
+    """A 1-epoch baseline against a 3-epoch candidate: every sample was `error` (epochs 2
+    and 3 were only in the candidate) while the gate compared the means. Now each sample's
+    mean is compared as the gate compares it: q1 (0 -> 1) improved, q2 (1 -> 2/3)
+    regressed, and the gate's difference is the mean of those, (1 - 1/3) / 4."""
+    spec = write_app_eval(tmp_path / "eval", samples=4)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    base = app_run(spec, root, cache, "base", {"q1/1": "wrong"}, monkeypatch)
+    cand = app_run(spec, root, cache, "cand", {"q2/2": "wrong"}, monkeypatch, ["run.epochs=3"])
+    d = diff_runs(base, cand)
+    got = {s.sample_id: (s.kind, s.baseline_score, s.candidate_score) for s in d.samples}
+    assert got == {
+        "q0": ("same", 1.0, 1.0),
+        "q1": ("improved", 0.0, 1.0),
+        "q2": ("regressed", 1.0, pytest.approx(2 / 3)),
+        "q3": ("same", 1.0, 1.0),
+    }
+    assert d.gate is not None and d.gate.delta == pytest.approx((1 - 1 / 3) / 4)
+    assert d.gate.epochs == (1, 3)
+    out = cli("diff", str(base), str(cand), "--json")
+    assert out.exit_code == 0 and json.loads(out.stdout)["counts"]["error"] == 0
+
+
+def test_an_epoch_a_run_should_have_is_still_an_error(tmp_path, monkeypatch) -> None:
+    """Runs of 2 epochs where the candidate lacks q1's second row (an incomplete run): q1
+    is an error, not a sample compared on its one epoch."""
+    spec = write_app_eval(tmp_path / "eval", samples=3, epochs=2)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    base = app_run(spec, root, cache, "base", {}, monkeypatch)
+    cand = app_run(spec, root, cache, "cand", {"q1/1": "wrong"}, monkeypatch)
+    results = cand / "results.jsonl"
+    kept = [
+        line
+        for line in results.read_text().splitlines(keepends=True)
+        if not (json.loads(line)["sample_id"] == "q1" and json.loads(line)["epoch"] == 2)
+    ]
+    results.write_text("".join(kept))
+    d = diff_runs(base, cand, allow_partial=True)
+    assert {s.sample_id: s.kind for s in d.samples} == {"q0": "same", "q1": "error", "q2": "same"}
+
+
+def test_max_over_different_epochs_is_refused_as_the_gate_refuses_it(
+    cli, tmp_path, monkeypatch
+) -> None:
+    """run.reducer max over 1 and 3 epochs measures different quantities: the gate
+    refuses, and so does diff (one line, exit 2); --reducer mean compares the means."""
+    spec = write_app_eval(tmp_path / "eval", samples=3)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    over = ["run.reducer=max"]
+    base = app_run(spec, root, cache, "base", {"q1/1": "wrong"}, monkeypatch, over)
+    cand = app_run(spec, root, cache, "cand", {}, monkeypatch, [*over, "run.epochs=3"])
+    out = cli("diff", str(base), str(cand))
+    assert out.exit_code == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert "reducer max over 1 baseline vs 3 candidate epochs" in out.stderr
+    out = cli("diff", str(base), str(cand), "--reducer", "mean", "--json")
+    assert out.exit_code == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["counts"]["improved"] == 1 and got["gate"]["reducer"] == "mean"
+    from starlette.testclient import TestClient
+
+    from gradetrail.view import create_app
+
+    client = TestClient(create_app(root), base_url="http://127.0.0.1")
+    page = client.get(f"/diff?a={base.name}&b={cand.name}")
+    assert page.status_code == 409 and "reducer max over 1 baseline vs 3" in page.text
+    page = client.get(f"/diff?a={base.name}&b={cand.name}&reducer=mean")
+    shown = " ".join(re.sub(r"<[^>]+>", " ", page.text).split())
+    assert page.status_code == 200 and "improved 1 " in shown and "regressed 0" in shown
+
+
+@pytest.fixture
+def other_scorer(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """Two runs of the same answers, the candidate's target template changed to ``a + 1``
+    (every right answer now scores 0)."""
+    spec = write_app_eval(tmp_path / "eval", samples=3)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    base = app_run(spec, root, cache, "base", {}, monkeypatch)
+    cand = app_run(spec, root, cache, "cand", {}, monkeypatch, ["target={{ a + 1 }}"])
+    return base, cand
+
+
+def test_runs_scored_differently_are_refused_as_the_gate_refuses_them(cli, other_scorer):
+    """The same answers scored against another target were listed as 3 regressions (exit
+    0) while the gate refused the pair. Now diff refuses them: one line naming the
+    target's change, exit 2; --allow-different-scorers classifies them anyway."""
+    from gradetrail.errors import UsageError
+
+    base, cand = other_scorer
+    said = (
+        'baseline and candidate were scored differently (spec target: "{{ a }}" -> "{{ a + 1 }}")'
+    )
+    with pytest.raises(UsageError, match=re.escape(said)):
+        diff_runs(base, cand)
+    out = cli("diff", str(base), str(cand))
+    assert out.exit_code == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert out.stderr.startswith(f"error: {said}")
+    assert "pass --allow-different-scorers to compare them anyway" in out.stderr
+    out = cli("diff", str(base), str(cand), "--allow-different-scorers", "--json")
+    assert out.exit_code == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["counts"]["regressed"] == 3 and got["gate"]["passed"] is False
+
+
+def test_in_a_browser_the_diff_of_runs_scored_differently_says_so(other_scorer) -> None:
+    """The viewer's diff page refuses the pair as the CLI does (409, the target named) and
+    says how to compare them anyway; with different_scorers=1 it lists them."""
+    from playwright.sync_api import expect
+    from view_support import chromium, viewer_page
+
+    base, cand = other_scorer
+    with chromium() as browser, viewer_page(browser, base.parent) as page:
+        response = page.goto(f"/diff?a={base.name}&b={cand.name}")
+        assert response is not None and response.status == 409
+        expect(page.locator("main")).to_contain_text("were scored differently")
+        expect(page.locator("main")).to_contain_text("add &different_scorers=1 to the address")
+        page.goto(f"/diff?a={base.name}&b={cand.name}&different_scorers=1")
+        expect(page.locator("main")).to_contain_text("3 regressed")
+
+
+TRUNCATING_APP = """\
+from gradetrail.providers.base import Response
+
+
+def answer(request):
+    value = request.prompt.rsplit("=", 1)[1].strip()
+    cut = request.model == "cand" and request.sample_id == "q1"
+    return Response(text=f"A: {value}", stop_reason="max_tokens" if cut else "end_turn")
+"""
+
+
+def test_a_truncated_answer_counts_as_run_truncated_says(tmp_path: Path) -> None:
+    """Under run.truncated: zero the candidate's right answer cut at max_tokens counts 0,
+    in the summary and the gate (a difference of -1/3); diff listed q1 as `same` (1.0 ->
+    1.0, its scorer's score). Now q1 is regressed, 1.0 -> 0.0, as the gate pairs it."""
+    import gradetrail
+
+    spec = write_app_eval(tmp_path / "eval", samples=3)
+    (tmp_path / "eval" / "trunc_app.py").write_text(TRUNCATING_APP)
+    root, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    runs = []
+    for model in ("base", "cand"):
+        over = [f"model.name={model}", "model.function=trunc_app:answer", "run.truncated=zero"]
+        loaded = gradetrail.load_spec(spec, overrides=over)
+        runs.append(gradetrail.run_eval(loaded, results_root=root, cache_path=cache).run_dir)
+    d = diff_runs(*runs)
+    q1 = d.sample("q1")
+    assert q1 is not None and q1.kind == "regressed"
+    assert (q1.baseline_score, q1.candidate_score) == (1.0, 0.0)
+    assert d.gate is not None and d.gate.delta == pytest.approx(-1 / 3)
+    assert d.counts["regressed"] == 1 and d.counts["same"] == 2

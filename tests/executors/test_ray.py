@@ -332,8 +332,10 @@ def test_code_the_workers_cannot_import_is_one_line_exit_2(
 ) -> None:
     """A python provider whose module imports code from a directory it adds to sys.path
     itself (not shipped, not installed on the nodes): one line naming the module the
-    workers cannot import and the fix, exit 2. Before: 'the Ray workers could not start:
-    ModuleNotFoundError: ...', exit 1, as for a failure of Ray's own."""
+    workers cannot import and the fix, exit 2, and no run directory. Before: 'the Ray
+    workers could not start: ModuleNotFoundError: ...', exit 1, as for a failure of Ray's
+    own; then the line, but after a `failed` run directory was made (the workers started
+    in the background once it existed)."""
     root = driver_dir / "far"
     (root / "lib").mkdir(parents=True)
     (root / "lib" / "farlib.py").write_text("ANSWER = 'A: 1'\n")
@@ -360,6 +362,8 @@ def test_code_the_workers_cannot_import_is_one_line_exit_2(
         "cluster, or keep it in model.function's package or beside its module (docs/ray.md)"
     )
     assert "Unhandled error" not in out.stderr  # each worker registered once, and read
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (root / "results").exists()  # refused before the run directory was made
 
 
 LOCKED = """\
@@ -543,7 +547,9 @@ def test_waiting_for_the_workers_to_start_is_not_part_of_an_attempt(
     """Workers that take 2 s to start (a cold node setting up its runtime env, held here
     by a sleep in the start-up thread) with run.timeout_s 1 and no retries: all 8 rows
     scored, 8 requests paid, as locally. Before: the wait counted against each first
-    attempt's timeout, and every row was a ProviderTimeout that never reached the server."""
+    attempt's timeout, and every row was a ProviderTimeout that never reached the server.
+    The run waits for the start before its directory exists, so the first call finds the
+    workers up (start_s holds the 2 s, waited_s none of them)."""
     start = RayPool._start_in_background
 
     def slow_start(self: RayPool) -> Any:
@@ -557,7 +563,8 @@ def test_waiting_for_the_workers_to_start_is_not_part_of_an_attempt(
     result = _run(spec, root, RayOptions(address=cluster.address, workers=2))
     assert result.manifest.counts == {"scored": 8}
     assert srv.stats()["total"] == 8
-    assert result.manifest.executor["waited_s"] >= 1.0
+    assert result.manifest.executor["start_s"] >= 2.0
+    assert result.manifest.executor["waited_s"] < 1.0
 
 
 def test_a_worker_killed_mid_run_costs_only_its_in_flight_requests(
@@ -772,6 +779,34 @@ def test_ray_options_need_the_ray_executor_and_whole_workers(cli, gsm8k_copy: Pa
     assert line.startswith("error: Invalid value for '--workers':") and "integer" in line
 
 
+BATCH_ON_RAY = (
+    "--batch sends the requests from this process through the provider's batch API, so no "
+    "call would run on Ray workers: drop --executor ray (or --batch)"
+)
+
+
+def test_a_batched_run_on_ray_is_refused_alike_in_the_cli_and_the_api(
+    cli, gsm8k_copy: Path
+) -> None:
+    """`run --batch --executor ray` and `run_eval(batch=BatchOptions(), executor=
+    RayOptions())` give the same one line, exit 2, before any run directory; before, only
+    the CLI refused: the API joined a Ray cluster for a run whose calls all went through
+    the batch API."""
+    from gradetrail.engine.batching import BatchOptions
+    from gradetrail.errors import UsageError
+
+    results = gsm8k_copy.parent / "results"
+    out = cli(
+        "run", str(gsm8k_copy), "--executor", "ray", "--batch", "--results-root", str(results)
+    )
+    assert out.exit_code == 2 and out.stderr == f"error: {BATCH_ON_RAY}\n"
+    spec = gradetrail.load_spec(gsm8k_copy)
+    with pytest.raises(UsageError) as refused:
+        gradetrail.run_eval(spec, results_root=results, executor=RayOptions(), batch=BatchOptions())
+    assert str(refused.value) == BATCH_ON_RAY
+    assert not results.exists()
+
+
 def test_unreachable_address_is_one_line_exit_2(cli, gsm8k_copy: Path, server) -> None:
     """Nothing listening, or a server that is not Ray's GCS: one line, exit 2, before the
     run directory exists (no ray.init retrying for minutes)."""
@@ -795,13 +830,16 @@ def test_a_cluster_of_another_ray_version_is_one_line_naming_both_exit_2(
     """A driver whose Ray version differs from the cluster's (this process's Ray made to
     say 2.0.0): one line quoting both versions and the fix, exit 2. Before: 'Version
     mismatch: The cluster was started with:' and nothing after it (the versions are on
-    Ray's next lines)."""
+    Ray's next lines); then a `failed` run directory with no row was left behind (Ray
+    was joined in the background once it existed): now there is none."""
     code = (
         "import sys, ray; ray.__version__ = '2.0.0'; from gradetrail.cli import main; "
         "sys.argv[0] = 'gradetrail'; main()"
     )
+    results = gsm8k_copy.parent / "results"
     cmd = [sys.executable, "-c", code, "run", str(gsm8k_copy), "--executor", "ray"]
     cmd += ["--address", cluster.address, "--cache", str(gsm8k_copy.parent / "c.db")]
+    cmd += ["--results-root", str(results)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=ray_env(), timeout=120)
     assert out.returncode == 2, out.stderr
     line = out.stderr.strip().splitlines()[0]
@@ -813,6 +851,8 @@ def test_a_cluster_of_another_ray_version_is_one_line_naming_both_exit_2(
         "with the cluster's Ray and Python versions (the same patch release), or start the "
         "cluster with this machine's"
     )
+    assert len(out.stderr.strip().splitlines()) == 1 and out.stdout == ""
+    assert not results.exists()
 
 
 def test_ray_address_from_the_environment_is_checked_as_address_is(

@@ -818,3 +818,73 @@ def test_the_score_chart_is_drawn_from_the_checked_rows(root: Path) -> None:
     assert "Not shown: results.jsonl disagrees with the manifest" in page
     withheld = client.get(f"/runs/{run.name}/scores.svg").text
     assert "no per-sample scores" in withheld and 'fill="#1d2430"' not in withheld
+
+
+def test_progress_polls_count_rows_without_building_the_row_index(root: Path) -> None:
+    """A live run's progress poll counted its rows by building the run's row index, every
+    row parsed inside the request (the first poll of a 100,000-row run waited for all of
+    it). Now the rows are counted as lines, only those appended since the last poll: no
+    index is built, and appended rows, a torn last line, an in-place truncation and a
+    replaced file are each counted right."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+    from view_support import as_started
+
+    from gradetrail.view.render import Renderer
+    from gradetrail.view.run_pages import RunPages
+    from gradetrail.view.store import RunStore
+
+    run = only_run(root)
+    as_started(run, os.getpid())
+    store = RunStore(root)
+    runs = RunPages(store, Renderer(store.root))
+    app = Starlette(routes=[Route("/runs/{run:str}/progress", runs.progress)])
+    client = TestClient(app)
+
+    def rows() -> int:
+        return client.get(f"/runs/{run.name}/progress").json()["rows"]
+
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    assert rows() == 3
+    assert store.fresh_index(run) is None  # nothing parsed
+    with results.open("a") as f:
+        f.write(lines[0] + lines[1] + lines[2][:20])  # two rows and a torn third
+    assert rows() == 5
+    with results.open("a") as f:
+        f.write(lines[2][20:])
+    assert rows() == 6
+    with results.open("r+") as f:  # cut in place: the same inode, shorter
+        f.truncate(len("".join(lines[:2])))
+    assert rows() == 2
+    replaced = run / "results.new"
+    replaced.write_text("".join(lines * 3))
+    replaced.replace(results)  # a new file (the run's final rewrite)
+    assert rows() == 9
+    assert store.fresh_index(run) is None
+
+
+def test_a_kept_run_notices_a_file_becoming_unreadable_through_its_link(root: Path) -> None:
+    """An ended run is kept between page loads while its directory, results file and
+    manifest are unchanged; its samples.jsonl, a link to a file elsewhere in the results
+    root, then had its target replaced by a FIFO: the runs page kept saying nothing (no
+    name in the run directory changed), and went on so until one did. Now every file the
+    viewer refuses or reads is part of what the kept run is checked by (each one's type,
+    inode, size, times, and its link's target's), so the next load names the FIFO, and
+    names nothing again once the target is a file."""
+    run = only_run(root)
+    shared = root / ".shared"
+    shared.mkdir()
+    target = shared / "samples.jsonl"
+    (run / "samples.jsonl").replace(target)
+    (run / "samples.jsonl").symlink_to(target)
+    client = client_for(root)
+    said = "samples.jsonl is not a regular file (a FIFO, socket or device); not read"
+    assert said not in plain(client.get("/").text)
+    target.unlink()
+    os.mkfifo(target)
+    assert said in plain(client.get("/").text)
+    assert said in plain(client.get(f"/runs/{run.name}").text)
+    target.unlink()
+    target.write_text("")
+    assert said not in plain(client.get("/").text)
