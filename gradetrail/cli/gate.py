@@ -31,7 +31,11 @@ _METHOD_NAMES = {
     "newcombe": "unpaired Newcombe score interval (binary)",
     "zero-failure": "zero-failure bound (every paired difference equal; Hanley 1983)",
 }
-_UNPAIRED_Z = "unpaired z (Miller eq. 5-6)"
+_UNPAIRED_NAMES = {
+    "z": "unpaired z (Miller eq. 5-6)",
+    "zero-failure": "unpaired: a constant run's mean by the zero-failure bound (Hanley 1983), "
+    "Bonferroni",
+}
 
 
 class MethodChoice(StrEnum):
@@ -345,6 +349,8 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if r.method in ("tango", "newcombe"):
         se_label = "Wald standard error"
         se_note = " (for reference: the score interval does not use it)"
+    elif r.method == "zero-failure" and r.unpaired:
+        se_note = " (the run with spread; a constant run has none)"
     elif r.method == "zero-failure":
         se_note = " (every difference equal: the bound does not use it)"
     else:
@@ -362,7 +368,9 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if not r.unpaired:
         table.add_row("correlation", _num(r.correlation, 3))
     table.add_row("margin", f"{r.margin:g} ({_verdict_rule(r)})")
-    method = _UNPAIRED_Z if (r.method == "z" and r.unpaired) else _METHOD_NAMES[r.method]
+    method = _METHOD_NAMES[r.method]
+    if r.unpaired and r.method in ("z", "zero-failure"):
+        method = _UNPAIRED_NAMES[r.method]
     clustered = ", clustered (CR1)" if r.n_clusters is not None else ""
     if r.method in ("tango", "newcombe") and r.n_clusters is not None:
         one = "pair" if r.method == "tango" else "sample"

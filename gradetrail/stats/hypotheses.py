@@ -194,6 +194,38 @@ def zero_failure_tails(d_lo: float, d_hi: float, n: int) -> tuple[TailP, TailP]:
     return above, below
 
 
+def unpaired_bound_tails(baseline: stats.RunMean, candidate: stats.RunMean) -> tuple[TailP, TailP]:
+    """(p_above, p_below) of :func:`gradetrail.stats.intervals.unpaired_bound_interval`,
+    by inverting it: p_above(d0) is the smallest one-sided level a at which its lower
+    bound (each run's mean bounded at a / 2) reaches d0, found with scipy.optimize.brentq
+    (the bound rises with a); 1 when no a <= 1 reaches it."""
+    from scipy.optimize import brentq
+
+    tiny = 1e-15
+
+    def lower(a: float) -> float:
+        return stats.mean_bounds(candidate, a / 2)[0] - stats.mean_bounds(baseline, a / 2)[1]
+
+    def upper(a: float) -> float:
+        return stats.mean_bounds(candidate, a / 2)[1] - stats.mean_bounds(baseline, a / 2)[0]
+
+    def above(d0: float) -> float:
+        if lower(1 - tiny) < d0:
+            return 1.0
+        if lower(tiny) >= d0:
+            return tiny
+        return float(brentq(lambda a: lower(a) - d0, tiny, 1 - tiny, xtol=1e-14))
+
+    def below(d0: float) -> float:
+        if upper(1 - tiny) > d0:
+            return 1.0
+        if upper(tiny) <= d0:
+            return tiny
+        return float(brentq(lambda a: upper(a) - d0, tiny, 1 - tiny, xtol=1e-14))
+
+    return above, below
+
+
 def newcombe_tails(
     baseline_passed: int, baseline_n: int, candidate_passed: int, candidate_n: int
 ) -> tuple[TailP, TailP]:
