@@ -173,6 +173,10 @@ class GateResult:
         design_effect: a clustered t or z interval's variance over the one that ignores
             the clusters (CR1 SE^2 over omega2 / n; Kish's deff, measured), which the
             detectable effect and the n needed are planned with; None unclustered.
+        quantity: what each run's per-sample score is, in words: "mean score", or for
+            runs of a ``pairwise`` scorer the win rate against its baseline, each sample
+            weighed once, which is the summary's win rate (under Arena-Hard's battles,
+            not its leaderboard's pooled battle rate: the summary's ``battles`` line).
         outcome: "pass"; "fail" when the whole interval lies on the failing side of the
             margin (a regression past it, or for superiority no gain past it: more
             samples would not pass); else "inconclusive" (more samples could pass:
@@ -231,6 +235,7 @@ class GateResult:
     metric: str | None = None
     outcome: Literal["pass", "fail", "inconclusive"] = "inconclusive"
     design_effect: float | None = None
+    quantity: str = "mean score"
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -391,6 +396,7 @@ def regression_gate(
         "alpha": (1 - confidence) / 2,
         "identity_differences": tuple(identity_differences(base.manifest, cand.manifest)),
         "metric": metric,
+        "quantity": _quantity(base, cand, metric),
     }
     notes = _warnings(base, cand, b_unscored + c_unscored, gate_runs.reducer_label(red, k))
     if errors == "exclude":
@@ -400,6 +406,23 @@ def regression_gate(
     else:
         result = _paired(base, cand, b_scores, c_scores, method, allow_partial, common, notes)
     return _explain(result)
+
+
+def _quantity(base: GateRun, cand: GateRun, metric: str | None) -> str:
+    """What the per-sample scores compared are (:attr:`GateResult.quantity`)."""
+    if metric is not None:
+        return f"metric {metric}, per sample"
+    scorers = [(run.manifest.get("spec") or {}).get("scorer") or {} for run in (base, cand)]
+    if not all(isinstance(s, dict) and s.get("type") == "pairwise" for s in scorers):
+        return "mean score"
+    line = "win rate against the pairwise baseline, each sample weighed once (the summary's)"
+    battles = any(isinstance((r.get("scorer") or {}).get("battles"), int) for r in base.rows)
+    if battles or any(isinstance((r.get("scorer") or {}).get("battles"), int) for r in cand.rows):
+        line += (
+            "; a sample's score is its share of its Arena-Hard battles, so not the "
+            "leaderboard's pooled battle rate (the summary's battles line)"
+        )
+    return line
 
 
 def _sample_scores(

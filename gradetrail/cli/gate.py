@@ -339,6 +339,7 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     table.add_row("epochs", f"{r.epochs[0]} baseline, {r.epochs[1]} candidate{reduced}")
     if r.metric is not None:
         table.add_row("metric", f"{r.metric} (--metric; not the primary score)")
+    table.add_row("compared", r.quantity)
     table.add_row("baseline mean", f"{r.baseline_mean:.4f}")
     table.add_row("candidate mean", f"{r.candidate_mean:.4f}")
     if r.only_baseline is not None:
