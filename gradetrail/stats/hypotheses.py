@@ -44,6 +44,7 @@ __all__ = [
     "normal_tails",
     "t_tails",
     "tango_tails",
+    "unpaired_bound_tails",
     "zero_failure_tails",
 ]
 

@@ -33,6 +33,7 @@ from statistics import NormalDist
 __all__ = [
     "Interval",
     "PowerPlan",
+    "RunMean",
     "ScoreSummary",
     "clip_interval",
     "clustered_standard_error",
@@ -42,6 +43,7 @@ __all__ = [
     "discordant_counts",
     "is_binary",
     "mcnemar_exact",
+    "mean_bounds",
     "mcnemar_exact_greater",
     "fisher_exact_greater",
     "newcombe_interval",
@@ -58,6 +60,7 @@ __all__ = [
     "summarize",
     "t_quantile",
     "tango_interval",
+    "unpaired_bound_interval",
     "welch_interval",
     "wilson_interval",
     "zero_failure_interval",
