@@ -435,19 +435,24 @@ def _sample_scores(
     reducer: tuple[str, int],
 ) -> tuple[tuple[dict[str, float], list[str]], tuple[dict[str, float], list[str]]]:
     """Each run's per-sample scores (:func:`gate_runs.sample_scores`) under the error
-    policy: "exclude" drops every errored sample from both; "as-fail" scores the charged
+    policy: "exclude" drops every errored sample from both (unpaired, from its own run
+    only: the other run's sample of the same id is another sample); "as-fail" scores the charged
     run's error rows 0 and leaves the other's out of its epochs, and (paired) a sample
     the other run then has no score for is dropped from both."""
     red, k = reducer
-    errored = gate_runs.errored_ids(base) | gate_runs.errored_ids(cand)
-    dropped = set(errored) if errors == "exclude" else set()
+    b_errored, c_errored = gate_runs.errored_ids(base), gate_runs.errored_ids(cand)
+    b_dropped: set[str] = set()
+    c_dropped: set[str] = set()
+    if errors == "exclude":  # paired: from both runs; unpaired, another run's id is
+        b_dropped = set(b_errored) | (set(c_errored) if paired else set())  # another sample
+        c_dropped = set(c_errored) | (set(b_errored) if paired else set())
     charged = fail_errors_of == "candidate"
     as_fail = errors == "as-fail"
     b_scores, b_unscored = gate_runs.sample_scores(
-        base, dropped, red, k, errors_fail=as_fail and not charged
+        base, b_dropped, red, k, errors_fail=as_fail and not charged
     )
     c_scores, c_unscored = gate_runs.sample_scores(
-        cand, dropped, red, k, errors_fail=as_fail and charged
+        cand, c_dropped, red, k, errors_fail=as_fail and charged
     )
     if as_fail and paired:
         spared, other = (base, b_scores) if charged else (cand, c_scores)
@@ -655,9 +660,17 @@ def _unpaired(
 ) -> GateResult:
     b, c = list(b_scores.values()), list(c_scores.values())
     if min(len(b), len(c)) < 2:
+        why = ""
+        for run, scores in ((base, b), (cand, c)):
+            errored = len(gate_runs.errored_ids(run))
+            if len(scores) < 2 and errored:
+                why += (
+                    f"; the {run.label}'s {errored} samples with error rows have no scored "
+                    f"epoch under errors {common['errors']}: re-run to complete them"
+                )
         raise GateError(
-            f"an unpaired comparison needs at least 2 samples in each run ({len(b)} "
-            f"baseline, {len(c)} candidate)"
+            f"an unpaired comparison needs at least 2 scored samples in each run "
+            f"({len(b)} baseline, {len(c)} candidate){why}"
         )
     binary = gate_runs.is_binary(b, c)
     chosen = method if method != "auto" else ("newcombe" if binary else "welch")
