@@ -33,8 +33,7 @@ _METHOD_NAMES = {
 }
 _UNPAIRED_NAMES = {
     "z": "unpaired z (Miller eq. 5-6)",
-    "zero-failure": "unpaired: a constant run's mean by the zero-failure bound (Hanley 1983), "
-    "Bonferroni",
+    "zero-failure": "unpaired, a constant run by the zero-failure bound (Hanley 1983)",
 }
 
 
