@@ -139,6 +139,9 @@ def take_look(spec: EvalSpec, identity_hash: str, model: str) -> int | None:
     if path is None:
         return None
     held_out = spec.dataset.split.held_out  # type: ignore[union-attr]
+    recorded = read_looks(path)  # a re-run needs no lock (nor a writable ledger)
+    if identity_hash in recorded:
+        return recorded.index(identity_hash) + 1
     try:
         with _locked(path) as fd:
             text = _read_all(fd)

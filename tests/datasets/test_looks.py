@@ -148,14 +148,7 @@ def test_two_loops_cannot_both_take_the_last_look(tmp_path: Path) -> None:
     other = {"identity_hash": "f" * 64, "at": "2026-01-01T00:00:00+00:00", "model": "x:y"}
     with ledger.open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # the other loop, between its read and its append
-        args = ["run", str(spec), "--results-root", str(tmp_path / "r"), "--no-cache"]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gradetrail", *args],
-            cwd=Path(__file__).resolve().parents[2],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        proc = _cli(tmp_path, spec)
         while proc.poll() is None and not _waiting_on_lock(proc.pid):
             time.sleep(0.01)  # polling for the waiter, no time asserted
         assert proc.returncode is None, proc.communicate()  # it ran without waiting
@@ -169,3 +162,34 @@ def test_two_loops_cannot_both_take_the_last_look(tmp_path: Path) -> None:
     )
     assert [json.loads(line) for line in ledger.read_text().splitlines()] == [other]
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+
+
+def _cli(tmp_path: Path, spec: Path) -> subprocess.Popen[str]:
+    """``gradetrail run spec`` in a process of its own."""
+    args = ["run", str(spec), "--results-root", str(tmp_path / "r"), "--no-cache"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "gradetrail", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+def test_a_recorded_look_runs_again_without_the_ledgers_lock(tmp_path: Path) -> None:
+    """Re-running a recorded look only reads the ledger: while another loop holds its
+    lock the re-run goes ahead (exit 0) instead of waiting on a look it does not take."""
+    spec = _project(tmp_path, name="test", held_out="test", max_looks=1)
+    assert _run(spec).code == 0
+    ledger = tmp_path / "splits.looks.jsonl"
+    with ledger.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = _cli(tmp_path, spec)
+        while proc.poll() is None and not _waiting_on_lock(proc.pid):
+            time.sleep(0.01)  # polling, no time asserted
+        waited = proc.poll() is None
+        fcntl.flock(held, fcntl.LOCK_UN)
+        out, err = proc.communicate()
+    assert not waited and proc.returncode == 0, err
+    assert len(ledger.read_text().splitlines()) == 1
