@@ -599,7 +599,9 @@ def _paired(
         )
     b = [b_scores[sid] for sid in shared]
     c = [c_scores[sid] for sid in shared]
-    clusters = gate_runs.clusters_of((base, cand), shared)
+    clusters, differ = gate_runs.cluster_grouping((base, cand), shared)
+    if differ is not None:
+        notes.append(differ)
     binary = gate_runs.is_binary(b, c)
     chosen = _choose_paired(method, binary, clusters is not None)
     diffs = stats.paired_differences(b, c)
