@@ -114,7 +114,7 @@ class JudgeTally:
         elif record.outcome is not None:
             self.outcomes[record.outcome] += 1
         battles = (row.get("scorer") or {}).get("battles")
-        if score is not None and isinstance(battles, int) and battles > 0:
+        if score is not None and type(battles) is int and battles > 0:  # not a bool
             self.battles += battles
             self._won.add(score * battles)
 
