@@ -24,13 +24,20 @@ Unpaired (``unpaired=True``, runs on different samples; Miller eq. 5-6):
 
 - ``newcombe``: binary scores (Newcombe 1998 hybrid score interval);
 - ``welch``: otherwise (Welch t on SE = sqrt(SE_A^2 + SE_B^2));
-- ``z``: Miller eq. 5-6 as written, on request.
+- ``z``: Miller eq. 5-6 as written, on request;
+- ``zero-failure``: in place of either when a run is constant (below).
 
 A t, z or Welch interval whose standard error is 0 is [delta, delta], which is not
 certainty; so is one with a standard error below 10 machine epsilons of the size of the
 scores (equal values up to rounding, SE ~1e-17; R's ``t.test``'s "essentially constant"
-data). Paired, the gate then takes the zero-failure bound above; unpaired (both runs
-constant, non-binary) it refuses (exit 2) rather than pass.
+data). Paired, the gate then takes the zero-failure bound above. Unpaired, a run whose
+scores are all equal (up to rounding; non-binary, or with ``--method welch`` or ``z``) has
+a standard error of 0, and a Welch or z interval would take its mean as exact (3 samples
+all 0.5 as certain as 3000); its interval is then ``zero-failure``
+(:func:`gradetrail.stats.intervals.unpaired_bound_interval`): each run's mean bounded
+one-sided at alpha/2, a constant run's by the zero-failure bound, the other's by t, and the
+two combined by Bonferroni's inequality. Two equal constant runs of n samples each pass
+non-inferiority at margin m exactly when (1 - m)^n <= alpha/2.
 
 Binary scores tested against a null boundary of 0 (``superiority`` at margin 0, or
 ``non-inferiority`` at margin 0) are also held to the exact one-sided test, and the
@@ -166,6 +173,10 @@ class GateResult:
         design_effect: a clustered t or z interval's variance over the one that ignores
             the clusters (CR1 SE^2 over omega2 / n; Kish's deff, measured), which the
             detectable effect and the n needed are planned with; None unclustered.
+        quantity: what each run's per-sample score is, in words: "mean score", or for
+            runs of a ``pairwise`` scorer the win rate against its baseline, each sample
+            weighed once, which is the summary's win rate (under Arena-Hard's battles,
+            not its leaderboard's pooled battle rate: the summary's ``battles`` line).
         outcome: "pass"; "fail" when the whole interval lies on the failing side of the
             margin (a regression past it, or for superiority no gain past it: more
             samples would not pass); else "inconclusive" (more samples could pass:
@@ -224,6 +235,7 @@ class GateResult:
     metric: str | None = None
     outcome: Literal["pass", "fail", "inconclusive"] = "inconclusive"
     design_effect: float | None = None
+    quantity: str = "mean score"
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready data: tuples become lists, NaN becomes None."""
@@ -330,8 +342,7 @@ def regression_gate(
     Raises:
         GateError: the runs cannot be compared (missing files, different datasets,
             scorers or reducers, an incomplete run or unpaired samples without ``allow_partial``,
-            errors under "refuse", no shared samples, too few samples or clusters, an
-            interval of zero width).
+            errors under "refuse", no shared samples, too few samples or clusters).
         ValueError: an argument out of its range (a margin of 1 or more, which every
             candidate passes, too).
     """
@@ -385,6 +396,7 @@ def regression_gate(
         "alpha": (1 - confidence) / 2,
         "identity_differences": tuple(identity_differences(base.manifest, cand.manifest)),
         "metric": metric,
+        "quantity": _quantity(base, cand, metric),
     }
     notes = _warnings(base, cand, b_unscored + c_unscored, gate_runs.reducer_label(red, k))
     if errors == "exclude":
@@ -394,6 +406,23 @@ def regression_gate(
     else:
         result = _paired(base, cand, b_scores, c_scores, method, allow_partial, common, notes)
     return _explain(result)
+
+
+def _quantity(base: GateRun, cand: GateRun, metric: str | None) -> str:
+    """What the per-sample scores compared are (:attr:`GateResult.quantity`)."""
+    if metric is not None:
+        return f"metric {metric}, per sample"
+    scorers = [(run.manifest.get("spec") or {}).get("scorer") or {} for run in (base, cand)]
+    if not all(isinstance(s, dict) and s.get("type") == "pairwise" for s in scorers):
+        return "mean score"
+    line = "win rate against the pairwise baseline, each sample weighed once (the summary's)"
+    battles = any(isinstance((r.get("scorer") or {}).get("battles"), int) for r in base.rows)
+    if battles or any(isinstance((r.get("scorer") or {}).get("battles"), int) for r in cand.rows):
+        line += (
+            "; a sample's score is its share of its Arena-Hard battles, so not the "
+            "leaderboard's pooled battle rate (the summary's battles line)"
+        )
+    return line
 
 
 def _sample_scores(
@@ -406,19 +435,24 @@ def _sample_scores(
     reducer: tuple[str, int],
 ) -> tuple[tuple[dict[str, float], list[str]], tuple[dict[str, float], list[str]]]:
     """Each run's per-sample scores (:func:`gate_runs.sample_scores`) under the error
-    policy: "exclude" drops every errored sample from both; "as-fail" scores the charged
+    policy: "exclude" drops every errored sample from both (unpaired, from its own run
+    only: the other run's sample of the same id is another sample); "as-fail" scores the charged
     run's error rows 0 and leaves the other's out of its epochs, and (paired) a sample
     the other run then has no score for is dropped from both."""
     red, k = reducer
-    errored = gate_runs.errored_ids(base) | gate_runs.errored_ids(cand)
-    dropped = set(errored) if errors == "exclude" else set()
+    b_errored, c_errored = gate_runs.errored_ids(base), gate_runs.errored_ids(cand)
+    b_dropped: set[str] = set()
+    c_dropped: set[str] = set()
+    if errors == "exclude":  # paired: from both runs; unpaired, another run's id is
+        b_dropped = set(b_errored) | (set(c_errored) if paired else set())  # another sample
+        c_dropped = set(c_errored) | (set(b_errored) if paired else set())
     charged = fail_errors_of == "candidate"
     as_fail = errors == "as-fail"
     b_scores, b_unscored = gate_runs.sample_scores(
-        base, dropped, red, k, errors_fail=as_fail and not charged
+        base, b_dropped, red, k, errors_fail=as_fail and not charged
     )
     c_scores, c_unscored = gate_runs.sample_scores(
-        cand, dropped, red, k, errors_fail=as_fail and charged
+        cand, c_dropped, red, k, errors_fail=as_fail and charged
     )
     if as_fail and paired:
         spared, other = (base, b_scores) if charged else (cand, c_scores)
@@ -565,7 +599,9 @@ def _paired(
         )
     b = [b_scores[sid] for sid in shared]
     c = [c_scores[sid] for sid in shared]
-    clusters = gate_runs.clusters_of((base, cand), shared)
+    clusters, differ = gate_runs.cluster_grouping((base, cand), shared)
+    if differ is not None:
+        notes.append(differ)
     binary = gate_runs.is_binary(b, c)
     chosen = _choose_paired(method, binary, clusters is not None)
     diffs = stats.paired_differences(b, c)
@@ -626,9 +662,17 @@ def _unpaired(
 ) -> GateResult:
     b, c = list(b_scores.values()), list(c_scores.values())
     if min(len(b), len(c)) < 2:
+        why = ""
+        for run, scores in ((base, b), (cand, c)):
+            errored = len(gate_runs.errored_ids(run))
+            if len(scores) < 2 and errored:
+                why += (
+                    f"; the {run.label}'s {errored} samples with error rows have no scored "
+                    f"epoch under errors {common['errors']}: re-run to complete them"
+                )
         raise GateError(
-            f"an unpaired comparison needs at least 2 samples in each run ({len(b)} "
-            f"baseline, {len(c)} candidate)"
+            f"an unpaired comparison needs at least 2 scored samples in each run "
+            f"({len(b)} baseline, {len(c)} candidate){why}"
         )
     binary = gate_runs.is_binary(b, c)
     chosen = method if method != "auto" else ("newcombe" if binary else "welch")
@@ -651,7 +695,9 @@ def _unpaired(
     if chosen == "newcombe":
         interval, tails = _newcombe(counts, b, c, common["confidence"])
     else:
-        interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common)
+        interval, tails = _unpaired_interval(chosen, b, c, b_clusters, c_clusters, common, notes)
+        if interval.method == "zero-failure":
+            chosen = interval.method
     interval = _clipped(interval, b, c, notes)
     verdict = hypotheses.decide(common["test"], *interval.raw, common["margin"], *tails)
     exact = None
@@ -894,8 +940,14 @@ def _unpaired_interval(
     b_clusters: list[str | None] | None,
     c_clusters: list[str | None] | None,
     common: dict[str, Any],
+    notes: list[str],
 ) -> tuple[stats.Interval, tuple[hypotheses.TailP, hypotheses.TailP]]:
     confidence = common["confidence"]
+    runs = (_run_mean(b, b_clusters, method), _run_mean(c, c_clusters, method))
+    if any(run.se == 0 for run in runs):  # a Welch or z interval would take it as exact
+        interval = stats.unpaired_bound_interval(*runs, confidence)
+        notes.append(_constant_runs_note(runs, common))
+        return interval, hypotheses.unpaired_bound_tails(*runs)
     if b_clusters or c_clusters:
         interval = _clustered_unpaired(b, c, b_clusters, c_clusters, method, confidence)
     elif method == "welch":
@@ -905,9 +957,43 @@ def _unpaired_interval(
         se = math.hypot(stats.standard_error(b), stats.standard_error(c))
         z = stats.normal_quantile(confidence)
         interval = stats.Interval(delta, delta - z * se, delta + z * se, se, "z")
-    means = (math.fsum(b) / len(b), math.fsum(c) / len(c))
-    _require_spread(interval, len(b) + len(c), "scores of both runs", max(map(abs, means)))
     return interval, hypotheses.t_tails(interval.delta, interval.se, interval.df)
+
+
+def _run_mean(scores: list[float], clusters: list[str | None] | None, method: str) -> stats.RunMean:
+    """One run's mean as :func:`gradetrail.stats.intervals.unpaired_bound_interval` takes
+    it: its SE (CR1 on its clusters), 0 when it has no spread (:func:`_has_spread`), its
+    t degrees of freedom (None for --method z) and its trials (samples or clusters)."""
+    mean = min(1.0, max(0.0, math.fsum(scores) / len(scores)))
+    if clusters:
+        se, trials = stats.clustered_standard_error(scores, clusters)
+        if trials < 2 or math.isnan(se):
+            raise GateError("each run needs at least 2 clusters for a clustered comparison")
+    else:
+        se, trials = stats.standard_error(scores), len(scores)
+    if not _has_spread(stats.Interval(mean, mean, mean, se, method), abs(mean)):
+        se = 0.0
+    return stats.RunMean(mean, se, None if method == "z" else trials - 1, trials)
+
+
+def _constant_runs_note(runs: tuple[stats.RunMean, stats.RunMean], common: dict[str, Any]) -> str:
+    """Which run is constant, so the interval bounds its mean by the zero-failure bound."""
+    constant = [
+        f"every {label} score is {run.mean:.4f}"
+        for label, run in zip(("baseline", "candidate"), runs, strict=True)
+        if run.se == 0
+    ]
+    line = (
+        f"{' and '.join(constant)}, so a Welch or z interval "
+        "would take its mean as exact: each run's mean is bounded at alpha/2 (the "
+        "zero-failure bound, Hanley & Lippman-Hand 1983, for a constant run; t for the "
+        "other) and the bounds combined (Bonferroni)"
+    )
+    margin = common["margin"]
+    if all(run.se == 0 for run in runs) and margin > 0 and common["test"] != "superiority":
+        need = _zero_failure_n(common["alpha"] / 2, margin)
+        line += f"; two equal constant runs pass at margin {margin:g} from {need} samples each"
+    return line
 
 
 def _clustered_unpaired(
@@ -942,20 +1028,6 @@ def _has_spread(interval: stats.Interval, scale: float) -> bool:
     return interval.se > 10 * sys.float_info.epsilon * abs(scale) and math.isfinite(interval.se)
 
 
-def _require_spread(interval: stats.Interval, n: int, what: str, scale: float) -> None:
-    """Refuse a zero-width (or undefined) interval (:func:`_has_spread`): it would pass on
-    no evidence."""
-    if _has_spread(interval, scale):
-        return
-    raise GateError(
-        f"the {what} have no variance over {n} samples (each difference "
-        f"{interval.delta:+.4f}), so a {interval.method} interval is "
-        f"[{interval.lo:+.4f}, {interval.hi:+.4f}], which is not certainty: gate binary "
-        "scores (a max or majority reducer, so Tango's or Newcombe's interval applies), "
-        "or more samples"
-    )
-
-
 def _variance(values: Sequence[float]) -> float:
     """Sample variance (n - 1); 0 for fewer than 2 values."""
     n = len(values)
@@ -973,7 +1045,8 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
     n_per_run = min(r.n_baseline, r.n_candidate)
     mde = n_needed = command = None
     alpha2 = 1 - r.confidence if alpha2 is None else alpha2
-    if r.omega2 and n_per_run >= 1 and alpha2 < _POWER:  # power 0.8 at alpha > 0.8: none
+    zero_failure = r.method == "zero-failure"  # a bound, not a variance, decides: no power
+    if r.omega2 and not zero_failure and n_per_run >= 1 and alpha2 < _POWER:
         omega2 = r.omega2 * (r.design_effect or 1.0)  # clusters: as their interval inflates
         mde = stats.minimum_detectable_effect(n_per_run, omega2, alpha=alpha2, power=_POWER)
         target = _distance_to_bound(r)
@@ -982,8 +1055,9 @@ def _explain(r: GateResult, alpha2: float | None = None) -> GateResult:
             command = (
                 f"gradetrail power --omega2 {omega2:.6g} --delta {target:.6g} --alpha {alpha2:g}"
             )
-    elif r.method == "zero-failure" and r.test != "superiority" and r.margin > 0:
-        n_needed = _zero_failure_n(alpha2 / 2, r.margin)  # if the differences stay 0
+    elif zero_failure and r.test != "superiority" and r.margin > 0 and not r.omega2:
+        # if the differences stay 0; unpaired, each run's bound is at alpha / 2
+        n_needed = _zero_failure_n(alpha2 / (4 if r.unpaired else 2), r.margin)
     elif r.method == "tango" and r.test != "superiority" and not _past_the_margin(r):
         # no discordant pair: Tango's bound is -z^2 / (n + z^2), within the margin from
         # n >= z^2 (1 - margin) / margin on
@@ -1007,6 +1081,8 @@ def needed_line(r: GateResult, command: Callable[[str], str] = str) -> str | Non
         how = command(r.power_command)
     elif r.method == "tango" and r.n_clusters:
         unit, how = " clusters", "Tango, one pair a cluster"
+    elif r.method == "zero-failure" and r.unpaired:
+        how = "zero-failure bounds, two equal constant runs: (1 - m)^n <= alpha/2"
     elif r.method == "zero-failure":
         unit = " clusters" if r.n_clusters else ""
         how = "zero-failure bound, every difference 0: (1 - m)^n <= alpha"

@@ -389,14 +389,80 @@ def _check_score(run: GateRun, sid: str, epoch: object, score: object) -> None:
 
 
 def clusters_of(runs: tuple[GateRun, ...], ids: list[str]) -> list[str | None] | None:
-    """Each sample's cluster (the first run's value wins); None when no sample has one."""
-    found: dict[str, str] = {}
-    for run in reversed(runs):
-        for row in run.rows:
-            if row.get("cluster") is not None:
-                found[str(row["sample_id"])] = str(row["cluster"])
-    clusters = [found.get(sid) for sid in ids]
-    return clusters if any(c is not None for c in clusters) else None
+    """Each sample's cluster; None when no sample has one (a sample without one is a
+    cluster of its own). Runs that group ``ids`` differently (another ``cluster_field``)
+    are clustered on the coarsest grouping both imply, see :func:`cluster_grouping`."""
+    return cluster_grouping(runs, ids)[0]
+
+
+def cluster_grouping(
+    runs: tuple[GateRun, ...], ids: list[str]
+) -> tuple[list[str | None] | None, str | None]:
+    """(each sample's cluster, a note when the runs disagree, else None).
+
+    Runs that cluster ``ids`` the same way (the same groups, whatever their labels) keep
+    the first labelled run's labels. Runs that group them differently are clustered on
+    the coarsest grouping both imply: two samples share a cluster when they share one in
+    any run (the connected components), so every correlation either run declares stays
+    within a cluster; a cluster-robust SE on coarser clusters stays valid where the finer
+    one may not (Cameron & Miller 2015, "A Practitioner's Guide to Cluster-Robust
+    Inference", J. Human Resources 50:317-372, section IV: when unsure, cluster at the
+    more aggregate level). Before, the baseline's labels won silently, so swapping the
+    two runs changed the interval. A run with no cluster on any sample is not a grouping.
+    """
+    labelled = []
+    for run in runs:
+        found = {
+            str(row["sample_id"]): str(row["cluster"])
+            for row in run.rows
+            if row.get("cluster") is not None
+        }
+        if any(sid in found for sid in ids):
+            labelled.append((run, found))
+    if not labelled:
+        return None, None
+    parent = {sid: sid for sid in ids}
+
+    def root(sid: str) -> str:
+        while parent[sid] != sid:
+            parent[sid] = parent[parent[sid]]
+            sid = parent[sid]
+        return sid
+
+    for _, found in labelled:
+        first: dict[str, str] = {}
+        for sid in ids:
+            if sid in found:
+                other = first.setdefault(found[sid], sid)
+                parent[root(sid)] = root(other)
+    groups = [root(sid) for sid in ids]
+    per_run = [[found.get(sid) for sid in ids] for _, found in labelled]
+    if all(_same_partition(groups, labels) for labels in per_run):
+        return per_run[0], None
+    sizes = Counter(groups)
+    merged = [
+        f"cluster of {g}" if sizes[g] > 1 or any(r[i] is not None for r in per_run) else None
+        for i, g in enumerate(groups)
+    ]
+    n_clusters = len(sizes)
+    each = " vs ".join(str(len(set(_partition_keys(labels)))) for labels in per_run)
+    note = (
+        f"the runs cluster these samples differently ({each} "
+        f"clusters: another dataset.cluster_field?): clustered on the coarsest grouping "
+        f"both imply, {n_clusters} clusters (samples sharing a cluster in either run)"
+    )
+    return merged, note
+
+
+def _partition_keys(labels: list[str | None]) -> list[tuple[int, str]]:
+    """A key per sample: its label, or its own index when it has none."""
+    return [(0, lab) if lab is not None else (1, str(i)) for i, lab in enumerate(labels)]
+
+
+def _same_partition(groups: list[str], labels: list[str | None]) -> bool:
+    """``labels`` group the samples exactly as ``groups`` do."""
+    keys = _partition_keys(labels)
+    return len(set(zip(groups, keys, strict=True))) == len(set(groups)) == len(set(keys))
 
 
 def is_binary(*score_lists: list[float]) -> bool:

@@ -56,6 +56,7 @@ def _section(r: GateResult, warnings: Mapping[str, Sequence[str]]) -> str:
         f"| {level} interval{' (unadjusted)' if r.p_adjusted is not None else ''} | "
         f"[{r.lo:+.4f}, {r.hi:+.4f}] (half-width {r.half_width:.4f}) |",
         f"| baseline mean · candidate mean | {r.baseline_mean:.4f} · {r.candidate_mean:.4f} |",
+        f"| compared | {r.quantity} |",
         f"| samples compared | {r.n} ({'unpaired' if r.unpaired else 'paired'}, {r.method}) |",
     ]
     if not r.unpaired:

@@ -33,7 +33,10 @@ _METHOD_NAMES = {
     "newcombe": "unpaired Newcombe score interval (binary)",
     "zero-failure": "zero-failure bound (every paired difference equal; Hanley 1983)",
 }
-_UNPAIRED_Z = "unpaired z (Miller eq. 5-6)"
+_UNPAIRED_NAMES = {
+    "z": "unpaired z (Miller eq. 5-6)",
+    "zero-failure": "unpaired, a constant run by the zero-failure bound (Hanley 1983)",
+}
 
 
 class MethodChoice(StrEnum):
@@ -346,6 +349,7 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     table.add_row("epochs", f"{r.epochs[0]} baseline, {r.epochs[1]} candidate{reduced}")
     if r.metric is not None:
         table.add_row("metric", f"{r.metric} (--metric; not the primary score)")
+    table.add_row("compared", r.quantity)
     table.add_row("baseline mean", f"{r.baseline_mean:.4f}")
     table.add_row("candidate mean", f"{r.candidate_mean:.4f}")
     if r.only_baseline is not None:
@@ -356,6 +360,8 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if r.method in ("tango", "newcombe"):
         se_label = "Wald standard error"
         se_note = " (for reference: the score interval does not use it)"
+    elif r.method == "zero-failure" and r.unpaired:
+        se_note = " (the run with spread; a constant run has none)"
     elif r.method == "zero-failure":
         se_note = " (every difference equal: the bound does not use it)"
     else:
@@ -373,7 +379,9 @@ def print_gate(result: GateResult, console: Console | None = None) -> None:
     if not r.unpaired:
         table.add_row("correlation", _num(r.correlation, 3))
     table.add_row("margin", f"{r.margin:g} ({_verdict_rule(r)})")
-    method = _UNPAIRED_Z if (r.method == "z" and r.unpaired) else _METHOD_NAMES[r.method]
+    method = _METHOD_NAMES[r.method]
+    if r.unpaired and r.method in ("z", "zero-failure"):
+        method = _UNPAIRED_NAMES[r.method]
     clustered = ", clustered (CR1)" if r.n_clusters is not None else ""
     if r.method in ("tango", "newcombe") and r.n_clusters is not None:
         one = "pair" if r.method == "tango" else "sample"

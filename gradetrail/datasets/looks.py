@@ -8,7 +8,10 @@ there before is a *look*, recorded (before any call) as one JSON line in a ledge
 ``<split file stem>.looks.jsonl`` beside the split file (a hash split's:
 ``<spec stem>.looks.jsonl`` beside the spec): ``{"identity_hash", "at", "model"}``. A run
 of an identity already recorded (a re-run, a resumed run) is the same look. With
-``dataset.split.max_looks``, a look past the limit is refused before any call.
+``dataset.split.max_looks``, a look past the limit is refused before any call. Reading the
+ledger, checking the limit and appending the look happen under an exclusive ``flock`` on
+the ledger, so two loops running on the held-out split at once cannot both take its last
+look: the second waits for the first's append, then reads it and is refused.
 
 Like the approval (:mod:`gradetrail.engine.approval`), this is a change detector, not a
 security boundary: whatever can write the ledger can empty it.
@@ -16,13 +19,16 @@ security boundary: whatever can write the ledger can empty it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gradetrail._util.outfiles import append_file
 from gradetrail.errors import SpecError
 from gradetrail.spec import EvalSpec
 
@@ -70,6 +76,12 @@ def read_looks(path: Path) -> list[str]:
         return []
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the held-out looks ({exc.strerror})") from None
+    return _parse(text)
+
+
+def _parse(text: str) -> list[str]:
+    """The identity hashes of a ledger's text, each once, in order; lines that are not a
+    JSON object with an ``identity_hash`` are skipped."""
     seen: dict[str, None] = {}
     for line in text.splitlines():
         try:
@@ -110,35 +122,92 @@ def refusal(spec: EvalSpec, looks: list[str], new: int) -> str | None:
 def take_look(spec: EvalSpec, identity_hash: str, model: str) -> int | None:
     """Record a run of ``identity_hash`` on ``spec``'s held-out split (before any call).
 
+    The ledger is read, checked against ``dataset.split.max_looks`` and appended to while
+    this process holds an exclusive ``flock`` on it (blocking: another process taking a
+    look waits for this one's append, then reads it), so concurrent loops never take more
+    looks than the limit between them.
+
     Returns:
         Which look it is (1 the first; a re-run of a recorded identity keeps its number),
         or None when ``spec`` runs on no held-out split.
 
     Raises:
         SpecError: it would be a look past ``dataset.split.max_looks``, or the ledger
-            cannot be read or written.
+            cannot be read or written (a symlink, not a regular file, or unwritable).
     """
     path = ledger_path(spec)
     if path is None:
         return None
-    looks = read_looks(path)
-    if identity_hash in looks:
-        return looks.index(identity_hash) + 1
-    if (line := refusal(spec, looks, 1)) is not None:
-        raise SpecError(line)
-    record = {
-        "identity_hash": identity_hash,
-        "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "model": model,
-    }
+    held_out = spec.dataset.split.held_out  # type: ignore[union-attr]
+    recorded = read_looks(path)  # a re-run needs no lock (nor a writable ledger)
+    if identity_hash in recorded:
+        return recorded.index(identity_hash) + 1
     try:
-        append_file(path, (json.dumps(record) + "\n").encode("utf-8"))
+        with _locked(path) as fd:
+            text = _read_all(fd)
+            looks = _parse(text)
+            if identity_hash in looks:
+                return looks.index(identity_hash) + 1
+            if (line := refusal(spec, looks, 1)) is not None:
+                raise SpecError(line)
+            record = {
+                "identity_hash": identity_hash,
+                "at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "model": model,
+            }
+            torn = "\n" if text and not text.endswith("\n") else ""  # a killed writer's
+            view = memoryview((torn + json.dumps(record) + "\n").encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view) :]
     except OSError as exc:
         raise SpecError(
-            f"{path}: cannot record the look at held-out split {spec.dataset.split.held_out!r} "  # type: ignore[union-attr]
+            f"{path}: cannot record the look at held-out split {held_out!r} "
             f"({exc.strerror or exc}); make its directory writable"
         ) from None
     return len(looks) + 1
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[int]:
+    """The ledger at ``path`` opened for reading and appending (created if missing, never
+    through a symlink, refused when not a regular file with one link), held under an
+    exclusive ``flock`` until the block ends (waiting for another holder to release it).
+    Without ``fcntl`` (Windows) it is opened unlocked.
+
+    Raises:
+        OSError: the ledger cannot be opened, is a link or not a regular file.
+    """
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, f"{path} is a symlink, never written through") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise OSError(errno.EPERM, f"{path} is not a regular file with one link")
+        try:
+            import fcntl
+        except ImportError:  # Windows: no advisory locks
+            yield fd
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released when fd closes
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> str:
+    """Everything in the file open at ``fd``, from its start (``pread``: the append offset
+    is left alone)."""
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 16, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def _texts(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -50,6 +50,16 @@ def judge_lines(m: Manifest) -> list[tuple[str, str]]:
                 f"{o.get('split', 0)} split (the two orders disagreed)",
             )
         )
+    if j.battles and j.battles_won is not None:
+        lines.append(
+            (
+                "battles",
+                f"Arena-Hard pooled win rate {j.battles_won / j.battles:.4f}: "
+                f"{j.battles_won:g} of {j.battles} battles won (a tie half), every battle "
+                "weighed once as its leaderboard (show_result.py) pools them; the win rate "
+                "above weighs each sample once, and its interval and gradetrail gate use that",
+            )
+        )
     return lines
 
 

@@ -4,7 +4,11 @@
 Judge errors are counted by ``error.reason`` (``unparseable``, ``truncated``,
 ``refusal``, ``provider_error``, ``template_error``, ``missing_baseline``,
 ``baseline_error``), apart from the rows that were scored; pairwise outcomes are counted
-as win, tie, loss and split (the two orders disagreed).
+as win, tie, loss and split (the two orders disagreed). Under ``parse.format: arena-hard``
+each scored row's ``scorer.battles`` and its score (the share it won, a tie half) are
+pooled over the run: ``battles`` and ``battles_won``, whose ratio is Arena-Hard-Auto's
+leaderboard score (its ``show_result.py`` averages every battle of every question, so a
+question whose verdicts were strong counts 3 times as much).
 """
 
 from __future__ import annotations
@@ -47,6 +51,18 @@ class JudgeStats(BaseModel):
     outcomes: dict[str, int] = Field(
         description="Pairwise rows per outcome: win, tie, loss, split; empty for a judge."
     )
+    battles: int | None = Field(
+        None,
+        description="Arena-Hard battles over the scored rows that count in the mean (each "
+        "row's scorer.battles: a strong verdict 3, a weak one or a tie 1); None when no "
+        "row counts battles (another format, or reduce other than mean).",
+    )
+    battles_won: float | None = Field(
+        None,
+        description="Of `battles`, those the candidate won (a tie half): battles_won / "
+        "battles is the pooled win rate Arena-Hard-Auto's leaderboard reports, where the "
+        "run's mean score weighs each sample once.",
+    )
 
 
 class JudgeTally:
@@ -60,6 +76,8 @@ class JudgeTally:
         self._paid_cached: ExactSum | None = None
         self.errors: Counter[str] = Counter()
         self.outcomes: Counter[str] = Counter()
+        self.battles = 0
+        self._won = ExactSum()
 
     @property
     def cost_usd(self) -> float | None:
@@ -71,8 +89,10 @@ class JudgeTally:
         """USD the judge's cache hits once cost (None while none was priced)."""
         return None if self._paid_cached is None else self._paid_cached.value
 
-    def add(self, row: Row) -> None:
-        """Count one row's judge record (rows without one are ignored)."""
+    def add(self, row: Row, score: float | None = None) -> None:
+        """Count one row's judge record (rows without one are ignored); ``score``, the
+        row's score as the run's mean counts it (None: not counted), pools its Arena-Hard
+        battles."""
         record = row["judge"]
         if record is None:
             return
@@ -93,6 +113,10 @@ class JudgeTally:
             self.errors[str((row["error"] or {}).get("reason", "unknown"))] += 1
         elif record.outcome is not None:
             self.outcomes[record.outcome] += 1
+        battles = (row.get("scorer") or {}).get("battles")
+        if score is not None and type(battles) is int and battles > 0:  # not a bool
+            self.battles += battles
+            self._won.add(score * battles)
 
     def stats(self) -> JudgeStats | None:
         """The totals, or None when no row had a judge."""
@@ -106,6 +130,8 @@ class JudgeTally:
             unpriced_rows=self.totals["unpriced_rows"],
             errors=dict(sorted(self.errors.items())),
             outcomes={k: self.outcomes[k] for k in _OUTCOMES if k in self.outcomes},
+            battles=self.battles or None,
+            battles_won=self._won.value if self.battles else None,
         )
 
 

@@ -264,7 +264,7 @@ class Tally:
         if row["error"] is not None:
             self._count_error(row, (slot, row["epoch"]))
         if row["judge"] is not None:
-            self.judge.add(row)
+            self.judge.add(row, kept)
         self.agreement.add(state, row["label"], score, sample_id)
         if row["transcript"] is not None:
             self.conversations.add(row["transcript"])

@@ -44,6 +44,7 @@ __all__ = [
     "normal_tails",
     "t_tails",
     "tango_tails",
+    "unpaired_bound_tails",
     "zero_failure_tails",
 ]
 
@@ -190,6 +191,38 @@ def zero_failure_tails(d_lo: float, d_hi: float, n: int) -> tuple[TailP, TailP]:
         if d0 <= d_hi:
             return 1.0
         return 0.0 if d0 >= 1 else ((1 - d0) / (1 - d_hi)) ** n
+
+    return above, below
+
+
+def unpaired_bound_tails(baseline: stats.RunMean, candidate: stats.RunMean) -> tuple[TailP, TailP]:
+    """(p_above, p_below) of :func:`gradetrail.stats.intervals.unpaired_bound_interval`,
+    by inverting it: p_above(d0) is the smallest one-sided level a at which its lower
+    bound (each run's mean bounded at a / 2) reaches d0, found with scipy.optimize.brentq
+    (the bound rises with a); 1 when no a <= 1 reaches it."""
+    from scipy.optimize import brentq
+
+    tiny = 1e-15
+
+    def lower(a: float) -> float:
+        return stats.mean_bounds(candidate, a / 2)[0] - stats.mean_bounds(baseline, a / 2)[1]
+
+    def upper(a: float) -> float:
+        return stats.mean_bounds(candidate, a / 2)[1] - stats.mean_bounds(baseline, a / 2)[0]
+
+    def above(d0: float) -> float:
+        if lower(1 - tiny) < d0:
+            return 1.0
+        if lower(tiny) >= d0:
+            return tiny
+        return float(brentq(lambda a: lower(a) - d0, tiny, 1 - tiny, xtol=1e-14))
+
+    def below(d0: float) -> float:
+        if upper(1 - tiny) > d0:
+            return 1.0
+        if upper(tiny) <= d0:
+            return tiny
+        return float(brentq(lambda a: upper(a) - d0, tiny, 1 - tiny, xtol=1e-14))
 
     return above, below
 

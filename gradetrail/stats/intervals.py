@@ -33,6 +33,7 @@ from statistics import NormalDist
 __all__ = [
     "Interval",
     "PowerPlan",
+    "RunMean",
     "ScoreSummary",
     "clip_interval",
     "clustered_standard_error",
@@ -42,6 +43,7 @@ __all__ = [
     "discordant_counts",
     "is_binary",
     "mcnemar_exact",
+    "mean_bounds",
     "mcnemar_exact_greater",
     "fisher_exact_greater",
     "newcombe_interval",
@@ -58,6 +60,7 @@ __all__ = [
     "summarize",
     "t_quantile",
     "tango_interval",
+    "unpaired_bound_interval",
     "welch_interval",
     "wilson_interval",
     "zero_failure_interval",
@@ -871,3 +874,86 @@ def zero_failure_interval(d_lo: float, d_hi: float, n: int, confidence: float = 
     q = -math.expm1(math.log(alpha) / n)  # 1 - alpha^(1/n), exact for large n too
     lo, hi = d_lo - q * (1 + d_lo), d_hi + q * (1 - d_hi)
     return Interval((d_lo + d_hi) / 2, lo, hi, 0.0, "zero-failure")
+
+
+@dataclass(frozen=True)
+class RunMean:
+    """One run's mean score, as :func:`unpaired_bound_interval` bounds it.
+
+    Attributes:
+        mean: the run's mean score, in [0, 1].
+        se: its standard error (CR1 when clustered); 0 when every score is equal (up to
+            rounding), and the mean is then bounded by the zero-failure bound instead.
+        df: degrees of freedom of its t quantile (n - 1, or G - 1 clustered); None for
+            the normal quantile.
+        trials: its independent samples, or clusters when clustered.
+    """
+
+    mean: float
+    se: float
+    df: float | None
+    trials: int
+
+
+def mean_bounds(run: RunMean, alpha: float) -> tuple[float, float]:
+    """(lower, upper) one-sided bounds, each at level ``alpha``, on the population mean of
+    a run of [0, 1] scores.
+
+    A constant run (``se`` 0: all n scores equal v) has its mean bounded distribution-free
+    by the zero-failure bound (Hanley & Lippman-Hand 1983, JAMA 249:1743): no score other
+    than v in n independent samples bounds the share q of the population's scores that
+    are not v by q <= 1 - alpha^(1/n) (the exact Clopper-Pearson bound for 0 of n, scipy's
+    ``binomtest(0, n).proportion_ci(method="exact")``), so the mean is at least
+    v (1 - q) = v alpha^(1/n) (those scores at 0) and at most 1 - (1 - v) alpha^(1/n)
+    (at 1). Otherwise mean -+ t_(1 - alpha, df) se, cut to [0, 1] (Mandelkern 2002).
+
+    Raises:
+        ValueError: alpha outside (0, 1), trials < 1, or a mean outside [0, 1].
+    """
+    _check_open_unit(alpha, "alpha")
+    if run.trials < 1:
+        raise ValueError(f"trials must be >= 1, got {run.trials}")
+    if not 0.0 <= run.mean <= 1.0:
+        raise ValueError(f"a mean of [0, 1] scores lies in [0, 1], got {run.mean}")
+    if run.se == 0:
+        keep = math.exp(math.log(alpha) / run.trials)  # alpha^(1/n) = 1 - q
+        return run.mean * keep, 1.0 - (1.0 - run.mean) * keep
+    if run.df is None:
+        q = NormalDist().inv_cdf(1 - alpha)
+    else:
+        from scipy.stats import t as student_t
+
+        q = float(student_t.ppf(1 - alpha, run.df))
+    return max(0.0, run.mean - q * run.se), min(1.0, run.mean + q * run.se)
+
+
+def unpaired_bound_interval(
+    baseline: RunMean, candidate: RunMean, confidence: float = 0.95
+) -> Interval:
+    """The interval of mean(candidate) - mean(baseline), runs on different samples, when
+    either run is constant (:class:`RunMean` with se 0), where a Welch or z interval
+    treats that run's mean as known exactly (both constant: the interval has zero width;
+    one: a baseline of 3 samples all 0.5 counts as certain as one of 3000).
+
+    Each run's mean is bounded one-sided at alpha / 2 (:func:`mean_bounds`: the
+    zero-failure bound for a constant run, t for the other), alpha = (1 - confidence) / 2,
+    and the bounds are combined by Bonferroni's inequality: the lower bound is the
+    candidate's lower minus the baseline's upper, the upper bound vice versa; each fails
+    with probability at most alpha / 2, so each side covers with at least 1 - alpha
+    (distribution-free for the constant runs; as the t interval for the other). Two
+    constant runs of n samples each equal pass non-inferiority at margin m exactly when
+    (1 - m)^n <= alpha / 2, whatever the value: n >= 217 at m = 0.02, confidence 0.95.
+
+    Returns:
+        An :class:`Interval`, method "zero-failure", se sqrt(se_b^2 + se_c^2), df None.
+
+    Raises:
+        ValueError: confidence outside (0, 1), or as :func:`mean_bounds`.
+    """
+    _check_open_unit(confidence, "confidence")
+    alpha = (1 - confidence) / 2
+    lo_b, hi_b = mean_bounds(baseline, alpha / 2)
+    lo_c, hi_c = mean_bounds(candidate, alpha / 2)
+    delta = candidate.mean - baseline.mean
+    se = math.hypot(baseline.se, candidate.se)
+    return Interval(delta, lo_c - hi_b, hi_c - lo_b, se, "zero-failure")

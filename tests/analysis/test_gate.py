@@ -483,3 +483,24 @@ def test_constant_clustered_binary_runs_unpaired_get_newcombe_on_their_clusters(
     assert (r.method, r.n_clusters, r.delta) == ("newcombe", 65, 0.0)
     assert (r.lo, r.hi) == pytest.approx((-0.08762160119728657, 0.13319225093904852))
     assert r.outcome == "inconclusive" and "on the 25 and 40 clusters" in r.warnings[0]
+
+
+def test_runs_clustered_differently_get_the_coarsest_grouping_in_either_order(
+    tmp_path: Path,
+) -> None:
+    """The baseline clusters 60 samples into 30 (i % 30), the candidate into 3 (i % 3):
+    the gate clusters on the grouping both imply (3: samples sharing a cluster in either
+    run), whichever run is the baseline, and says so. Before, the baseline's labels won
+    silently: 30 clusters one way (half-width 0.117), 3 the other (0.075)."""
+    b_scores = [((7 * i) % 11) / 10 for i in range(60)]
+    c_scores = [((5 * i) % 13) / 12 for i in range(60)]
+    one = write_run(tmp_path / "a", b_scores, clusters=[f"k{i % 30}" for i in range(60)])
+    two = write_run(tmp_path / "b", c_scores, clusters=[f"g{i % 3}" for i in range(60)])
+    forward, backward = regression_gate(one, two), regression_gate(two, one)
+    assert forward.n_clusters == backward.n_clusters == 3
+    assert forward.half_width == pytest.approx(backward.half_width, rel=1e-12)
+    assert any("cluster these samples differently (30 vs 3 clusters" in w for w in forward.warnings)
+    same = write_run(tmp_path / "c", c_scores, clusters=[f"x{i % 30}" for i in range(60)])
+    relabelled = regression_gate(one, same)  # the same groups under other names: no note
+    assert relabelled.n_clusters == 30
+    assert not any("differently" in w for w in relabelled.warnings)

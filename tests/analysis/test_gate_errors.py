@@ -12,7 +12,7 @@ import pytest
 from gate_support import passes, write_run
 from run_support import ROOT, app_env, only_run_dir, run_to_end, write_eval
 
-from gradetrail.analysis.gate import regression_gate
+from gradetrail.analysis.gate import GateError, regression_gate
 
 N = 200
 BASELINE_ERRORS = [f"q{i}" for i in range(150, 190)]  # 40 samples the baseline's calls failed
@@ -133,3 +133,37 @@ def test_exclude_warns_when_it_drops_more_of_the_candidates_samples(
     ) in result["warnings"]
     _, result = _gate(base, cand, "--errors", "exclude")
     assert not any("--errors exclude" in w for w in result["warnings"])
+
+
+def test_unpaired_exclude_drops_an_errored_sample_from_its_own_run_only(tmp_path: Path) -> None:
+    """Unpaired runs on different datasets whose ids are both line numbers ("0".."19"):
+    the baseline's error on "3" drops its own sample "3", not the candidate's "3", another
+    question. Before, --errors exclude dropped it from both (19 candidate samples, the
+    candidate's mean 0.7368 instead of 0.75)."""
+    ids = [str(i) for i in range(20)]
+    base = write_run(tmp_path / "b", passes(10, 20), ids=ids, states={("3", 1): "provider_error"})
+    cand = write_run(tmp_path / "c", passes(15, 20), ids=ids, dataset_hash="other")
+    r = regression_gate(base, cand, unpaired=True, errors="exclude")
+    assert (r.n_baseline, r.n_candidate) == (19, 20)
+    assert r.candidate_mean == pytest.approx(0.75)
+    assert r.baseline_mean == pytest.approx(9 / 19)
+
+
+def test_unpaired_gate_on_a_baseline_of_only_errors_says_why_nothing_is_left(
+    tmp_path: Path,
+) -> None:
+    """A baseline whose every row is a provider error, gated unpaired under as-fail (which
+    charges the candidate only): one line, exit 2, saying its samples have no scored epoch
+    (before: '(0 baseline, 50 candidate)' and no reason)."""
+    ids = [f"s{i}" for i in range(50)]
+    states = {(sid, 1): "provider_error" for sid in ids}
+    base = write_run(tmp_path / "b", [None] * 50, ids=ids, states=states)
+    cand = write_run(tmp_path / "c", passes(40, 50), ids=[f"t{i}" for i in range(50)])
+    with pytest.raises(GateError) as info:
+        regression_gate(base, cand, unpaired=True, errors="as-fail")
+    assert str(info.value) == (
+        "an unpaired comparison needs at least 2 scored samples in each run (0 baseline, "
+        "50 candidate); the baseline's 50 samples with error rows have no scored epoch "
+        "under errors as-fail: re-run to complete them"
+    )
+    assert info.value.exit_code == 2

@@ -153,3 +153,57 @@ def test_kappa_at_perfect_agreement_has_an_interval_that_is_not_a_point() -> Non
     assert a.kappa_ci_low < 0.7
     more = measure_agreement([(1.0, 1.0)] * 200 + [(0.0, 0.0)] * 200, "label")
     assert a.kappa_ci_low < more.kappa_ci_low < 1.0  # narrows with n, never a point
+
+
+def _ids(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+@pytest.mark.parametrize("n", [216, 217])
+def test_unpaired_constant_runs_get_zero_failure_bounds_on_each(tmp_path: Path, n: int) -> None:
+    """Two unpaired runs of n scores all 0.5 (non-binary): each mean bounded at alpha/2 by
+    the zero-failure bound, so the lower bound is 0.0125^(1/n) - 1 and the runs pass
+    non-inferiority at margin 0.02 from n = 217 each ((1 - m)^n <= alpha/2), p = 2 (0.98)^n.
+    Before, the gate refused any such pair (exit 2, 'no variance')."""
+    base = write_run(tmp_path / "b", [0.5] * n, ids=_ids("a", n))
+    cand = write_run(tmp_path / "c", [0.5] * n, ids=_ids("b", n), dataset_hash="other")
+    r = regression_gate(base, cand, unpaired=True)
+    assert r.method == "zero-failure" and r.unpaired
+    assert r.lo == pytest.approx(0.0125 ** (1 / n) - 1, abs=1e-12)
+    assert r.hi == pytest.approx(1 - 0.0125 ** (1 / n), abs=1e-12)
+    assert r.p_value == pytest.approx(2 * 0.98**n, rel=1e-9)
+    assert r.passed is (n == 217)
+    assert r.n_needed == 217 and r.mde is None
+    assert any("every baseline score is 0.5000 and every candidate" in w for w in r.warnings)
+
+
+def test_one_constant_unpaired_run_is_not_taken_as_exact(tmp_path: Path) -> None:
+    """A baseline of 3 scores all 0.5 against 200 candidate scores (0.5, 0.6 alternating):
+    Welch took the baseline's mean as known (its SE 0) and passed with lower bound +0.043.
+    Now its mean is bounded by the zero-failure bound, the candidate's by t, each at
+    alpha/2 (scipy's exact binomial bound for 0 of 3 and t quantile): the gate fails."""
+    from scipy.stats import binomtest, sem
+    from scipy.stats import t as student_t
+
+    cand_scores = [0.5, 0.6] * 100
+    base = write_run(tmp_path / "b", [0.5] * 3, ids=_ids("a", 3))
+    cand = write_run(tmp_path / "c", cand_scores, ids=_ids("b", 200), dataset_hash="other")
+    r = regression_gate(base, cand, unpaired=True)
+    # a share q of the baseline's population not 0.5: q <= Clopper-Pearson's upper bound
+    q = binomtest(0, 3).proportion_ci(confidence_level=1 - 2 * 0.0125, method="exact").high
+    lower_c = 0.55 - student_t.ppf(1 - 0.0125, 199) * sem(cand_scores)
+    upper_c = 0.55 + student_t.ppf(1 - 0.0125, 199) * sem(cand_scores)
+    assert r.lo == pytest.approx(lower_c - (0.5 + q * 0.5), abs=1e-9)
+    assert r.hi == pytest.approx(upper_c - 0.5 * (1 - q), abs=1e-9)
+    assert r.method == "zero-failure" and not r.passed and r.n_needed is None
+    assert r.p_value >= r.alpha
+
+
+def test_unpaired_clustered_constant_run_counts_its_clusters(tmp_path: Path) -> None:
+    """A constant clustered run's zero-failure bound is on its G clusters, not its n
+    samples: 400 scores of 0.5 in 20 clusters bound like 20 samples."""
+    clusters = [f"k{i % 20}" for i in range(400)]
+    base = write_run(tmp_path / "b", [0.5] * 400, ids=_ids("a", 400), clusters=clusters)
+    cand = write_run(tmp_path / "c", [0.5] * 400, ids=_ids("b", 400), clusters=clusters)
+    r = regression_gate(base, cand, unpaired=True, allow_different_data=True)
+    assert r.lo == pytest.approx(0.0125 ** (1 / 20) - 1, abs=1e-12)

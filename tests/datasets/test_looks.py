@@ -5,9 +5,14 @@ identity hash."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pytest
 import yaml
 from cli_support import run_cli, write_eval
 
@@ -124,3 +129,67 @@ def test_a_tuning_prompt_quoting_a_held_out_row_is_refused(tmp_path: Path) -> No
     )
     assert _run(spec, prompt(_story(3))).code == 0  # a train row: fine
     assert _run(spec, prompt(_story(9)), "dataset.split.name=test").code == 0
+
+
+def _waiting_on_lock(pid: int) -> bool:
+    """``pid`` is blocked waiting for a lock (a ``->`` line of /proc/locks)."""
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any(line.split()[1:2] == ["->"] and line.split()[5] == str(pid) for line in lines)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+def test_two_loops_cannot_both_take_the_last_look(tmp_path: Path) -> None:
+    """While another loop holds the ledger (reading it and taking the last of max_looks 1),
+    a run on the held-out split waits for it, then reads its look and is refused, exit 2,
+    writing no second look. Before, the ledger was read and appended without a lock: both
+    loops saw 0 of 1 looks taken and both ran (two looks recorded under a limit of one)."""
+    spec = _project(tmp_path, name="test", held_out="test", max_looks=1)
+    ledger = tmp_path / "splits.looks.jsonl"
+    other = {"identity_hash": "f" * 64, "at": "2026-01-01T00:00:00+00:00", "model": "x:y"}
+    with ledger.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # the other loop, between its read and its append
+        proc = _cli(tmp_path, spec)
+        while proc.poll() is None and not _waiting_on_lock(proc.pid):
+            time.sleep(0.01)  # polling for the waiter, no time asserted
+        assert proc.returncode is None, proc.communicate()  # it ran without waiting
+        held.write(json.dumps(other) + "\n")
+        held.flush()
+    out, err = proc.communicate()
+    assert proc.returncode == 2, err
+    assert err.splitlines()[-1].startswith(
+        f"error: {spec}: dataset.split: split 'test' is held out and 1 of its 1 looks are "
+        "taken (runs ffffffffffff), so 1 more would pass dataset.split.max_looks"
+    )
+    assert [json.loads(line) for line in ledger.read_text().splitlines()] == [other]
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+
+
+def _cli(tmp_path: Path, spec: Path) -> subprocess.Popen[str]:
+    """``gradetrail run spec`` in a process of its own."""
+    args = ["run", str(spec), "--results-root", str(tmp_path / "r"), "--no-cache"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "gradetrail", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+def test_a_recorded_look_runs_again_without_the_ledgers_lock(tmp_path: Path) -> None:
+    """Re-running a recorded look only reads the ledger: while another loop holds its
+    lock the re-run goes ahead (exit 0) instead of waiting on a look it does not take."""
+    spec = _project(tmp_path, name="test", held_out="test", max_looks=1)
+    assert _run(spec).code == 0
+    ledger = tmp_path / "splits.looks.jsonl"
+    with ledger.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = _cli(tmp_path, spec)
+        while proc.poll() is None and not _waiting_on_lock(proc.pid):
+            time.sleep(0.01)  # polling, no time asserted
+        waited = proc.poll() is None
+        fcntl.flock(held, fcntl.LOCK_UN)
+        out, err = proc.communicate()
+    assert not waited and proc.returncode == 0, err
+    assert len(ledger.read_text().splitlines()) == 1

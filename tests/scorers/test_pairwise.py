@@ -372,3 +372,34 @@ def test_arena_hard_counts_a_strong_verdict_as_three_battles(tmp_path: Path) -> 
     assert [r["scorer"]["battles"] for r in out] == [4, 4, 2, 4]
     assert [r["judge"]["outcome"] for r in out] == ["split"] * 4  # position A each time
     assert result.manifest.score.mean == pytest.approx(0.5625)
+
+
+def test_arena_hard_reports_its_pooled_battle_rate_apart_from_the_gated_win_rate(
+    tmp_path: Path,
+) -> None:
+    """Arena-Hard-Auto's leaderboard averages every battle of every question
+    (show_result.py): 8 of 14 battles won, 0.5714; the run's win rate weighs each sample
+    once, 0.5625. The summary shows both, each saying which it is, and the gate compares
+    the per-sample win rate the summary's win rate line shows, and says so. Before, only
+    the per-sample mean was shown, under the same "win rate" a leaderboard user compares."""
+    rows = [{**r, "style": "arena-hard-biased", "biased": False} for r in ROWS]
+    baseline = _baseline(tmp_path, rows)
+    spec = _pairwise(tmp_path, rows, baseline, parse={"format": "arena-hard"})
+    raw = yaml.safe_load(spec.read_text())
+    (spec.parent / raw["scorer"]["file"]).write_text(
+        "Which is better?\n<<A>>{{ response_a }}<<B>>{{ response_b }}<<END_PAIR>>\n"
+        "<<STYLE:{{ style }}>>\n"
+    )
+    result, _ = run(spec, tmp_path / "results")
+    judge = result.manifest.judge
+    assert (judge.battles, judge.battles_won) == (14, 8.0)
+    lines = dict(summary_lines(result))
+    assert lines["battles"].startswith(
+        "Arena-Hard pooled win rate 0.5714: 8 of 14 battles won (a tie half), every battle "
+        "weighed once"
+    )
+    assert lines["win rate"].startswith("0.5625 ")
+    gated = gradetrail.regression_gate(result.run_dir, result.run_dir, allow_different_data=True)
+    assert gated.baseline_mean == pytest.approx(0.5625) == gated.candidate_mean
+    assert gated.quantity.startswith("win rate against the pairwise baseline, each sample")
+    assert "not the leaderboard's pooled battle rate" in gated.quantity

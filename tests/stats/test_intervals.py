@@ -384,3 +384,31 @@ def test_intervals_inside_the_range_are_not_clipped() -> None:
     for x, n in ((0, 1), (1, 1)):
         lo, hi = stats.wilson_interval(x, n)
         assert 0 <= lo <= hi <= 1
+
+
+@pytest.mark.parametrize("n", [1, 5, 40, 1000])
+def test_a_constant_runs_mean_bound_is_the_exact_binomial_bound(n: int) -> None:
+    """n scores all 1.0: the lower bound on the mean is Clopper-Pearson's for n of n
+    (scipy's binomtest, exact), alpha^(1/n); all 0.0: the upper bound, 1 - alpha^(1/n)."""
+    from scipy.stats import binomtest
+
+    from gradetrail.stats.intervals import RunMean, mean_bounds
+
+    exact = binomtest(n, n).proportion_ci(confidence_level=1 - 2 * 0.0125, method="exact")
+    assert mean_bounds(RunMean(1.0, 0.0, None, n), 0.0125)[0] == pytest.approx(exact.low, abs=1e-12)
+    assert mean_bounds(RunMean(0.0, 0.0, None, n), 0.0125)[1] == pytest.approx(
+        1 - exact.low, abs=1e-12
+    )
+
+
+def test_the_unpaired_bound_tails_invert_its_interval() -> None:
+    """p_above at the interval's lower bound, and p_below at its upper, are alpha."""
+    from gradetrail.stats.hypotheses import unpaired_bound_tails
+    from gradetrail.stats.intervals import RunMean, unpaired_bound_interval
+
+    runs = (RunMean(0.5, 0.0, None, 30), RunMean(0.6, 0.02, 99, 100))
+    interval = unpaired_bound_interval(*runs, confidence=0.95)
+    above, below = unpaired_bound_tails(*runs)
+    assert above(interval.lo) == pytest.approx(0.025, rel=1e-6)
+    assert below(interval.hi) == pytest.approx(0.025, rel=1e-6)
+    assert above(interval.delta) == 1.0 and above(-1.0) < 1e-12
