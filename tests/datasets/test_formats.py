@@ -83,6 +83,29 @@ def test_a_typed_cell_with_an_underscore_is_not_a_number(
     )
 
 
+@pytest.mark.parametrize(
+    ("kind", "cell"),
+    [("int", "\u0665"), ("int", "1\u0665"), ("float", "\uff12.5"), ("int", "\u096b")],
+)
+def test_a_typed_cell_with_digits_other_than_ascii_is_not_a_number(
+    tmp_path: Path, kind: str, cell: str
+) -> None:
+    """Python's int() reads any script's digits: the Arabic-Indic five was 5, '1' then
+    that five 15, a full-width 2.5 a float. A declared number column now takes ASCII
+    digits only (as JSON and Parquet write them), naming the cell and why."""
+    path = tmp_path / "d.csv"
+    path.write_text(f"q,a\nx,{cell}\n", encoding="utf-8")
+    article = "an" if kind == "int" else "a"
+    with pytest.raises(DatasetError) as err:
+        load_samples(path, types={"a": kind})
+    assert str(err.value) == (
+        f"{path}:2: CSV row 1, column 'a': {cell!r} is not {article} {kind} "
+        "(dataset.types.a): its digits are not the ASCII 0-9 a number is written with; fix "
+        "the value or the declared type"
+    )
+    assert load_samples(path, types={"a": "str"})[0].row["a"] == cell  # text stays text
+
+
 def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     """A quoted value may span lines; blank lines are skipped and not counted as rows; a
     UTF-8 byte-order mark is not part of the first column's name; errors name the line
