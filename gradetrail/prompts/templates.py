@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextvars
 import difflib
+import json
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping
@@ -52,7 +53,84 @@ from jinja2.utils import concat
 from gradetrail.errors import SpecError
 from gradetrail.prompts.choices import lettered
 
-__all__ = ["Template", "compile_template", "target_text"]
+__all__ = ["MissingValueShown", "Template", "compile_template", "field_text", "target_text"]
+
+
+class MissingValueShown(ValueError):
+    """A template showed a missing value (a null or a NaN) as text: ``"None"`` or
+    ``"nan"`` in a prompt, a data bug the user never sees.
+
+    Attributes:
+        kind: ``null`` or ``NaN``.
+        name: the row's field holding it, when known.
+    """
+
+    def __init__(self, kind: str, name: str | None = None) -> None:
+        super().__init__(kind, name)
+        self.kind, self.name = kind, name
+
+    def __str__(self) -> str:
+        text = "None" if self.kind == "null" else "nan"
+        what = f"{self.name} is {self.kind}" if self.name else f"a {self.kind} value"
+        return f"{what}, which the template would show as the text {text!r}"
+
+
+class _Null:
+    """A row's null field as templates see it: false in a test (``{% if x %}``), none to
+    ``is none`` and ``== none``, replaced by ``default``, ``null`` in ``tojson``; shown as
+    text (``{{ x }}``, ``{{ x | trim }}``, ``'a' ~ x``, ``x.y``) it raises
+    :class:`MissingValueShown` naming the field, where None would show ``"None"``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _shown(self, *args: Any) -> Any:
+        raise MissingValueShown("null", self.name)
+
+    __str__ = __repr__ = __format__ = _shown
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        raise MissingValueShown("null", self.name)
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, _Null)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(None)
+
+
+def _is_missing(value: Any) -> bool:
+    """None, a row's null field, or a NaN."""
+    return value is None or isinstance(value, _Null) or (type(value) is float and value != value)
+
+
+def _default(value: Any, default_value: Any = "", boolean: bool = False) -> Any:
+    """Jinja2's ``default`` filter, also replacing a null or a NaN (a row's missing value:
+    Jinja2's own replaces only an undefined name, and ``None | default('')`` showed
+    ``None``)."""
+    if isinstance(value, jinja2.Undefined) or _is_missing(value) or (boolean and not value):
+        return default_value
+    return value
+
+
+def _test_none(value: Any) -> bool:
+    """Jinja2's ``none`` test, true for a row's null field too."""
+    return value is None or isinstance(value, _Null)
+
+
+#: a default ``repr`` (``<PIL.PngImagePlugin.PngImageFile ... at 0x7f...>``): an object
+#: with no text of its own, whose address changes from run to run
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}>")
 
 
 def _shown_value(value: Any) -> Any:
@@ -63,15 +141,18 @@ def _shown_value(value: Any) -> Any:
     shown without its call (``{{ q.upper }}``) put ``<built-in method upper of str object
     at 0x7f...>``, whose address changes from run to run, so the request's key did too.
 
-    Bytes are shown as the text they encode (:func:`_bytes_text`).
+    Other values are shown as :func:`field_text` shows them: bytes as the text they
+    encode, a list or dict as JSON, a null or NaN refused.
 
     Raises:
         jinja2.UndefinedError: a global (or ``self``) shown in place of a field the row
             lacks.
-        TypeError: another function or method shown without its call.
+        MissingValueShown: a null or a NaN.
+        TypeError: another function or method shown without its call, binary bytes, or
+            an object without a text of its own (:func:`field_text`).
     """
-    if isinstance(value, bytes | bytearray):
-        return _bytes_text(value)
+    if type(value) is str:
+        return value
     if isinstance(value, TemplateReference):  # ``self``: the template, shown for a field
         raise jinja2.UndefinedError("'self' is undefined (the row has no field 'self')")
     if callable(value) and not isinstance(value, jinja2.Undefined):
@@ -86,7 +167,9 @@ def _shown_value(value: Any) -> Any:
             f"the template shows the function {what!r} instead of a value; call it "
             f"({what}()) or show a field"
         )
-    return value
+    if isinstance(value, jinja2.Undefined | str):
+        return value
+    return field_text(value)
 
 
 def _bytes_text(value: bytes | bytearray) -> str:
@@ -108,13 +191,61 @@ def _bytes_text(value: bytes | bytearray) -> str:
 
 
 def field_text(value: Any) -> str:
-    """A value as a prompt shows it: ``str(value)``, bytes as the text they encode
-    (:func:`_bytes_text`)."""
-    if type(value) is str:
+    """A value as a prompt shows it: text as it is; a number or bool as ``str()`` writes
+    it; bytes as the text they encode (:func:`_bytes_text`); a list or dict as JSON
+    (``["a", "b"]``, ``{"k": 1, "ok": true, "x": null}``, keys in the row's order,
+    non-ASCII as is: what an LLM prompt expects, where Python's repr showed ``['a',
+    'b']`` and ``True``/``None``); another object as ``str()``.
+
+    Raises:
+        MissingValueShown: a null or a NaN (the text ``None`` or ``nan`` in a prompt).
+        TypeError: binary bytes, or an object whose text is a default repr with a memory
+            address (a Hugging Face image or audio value: ``<PIL.PngImagePlugin...
+            at 0x7f...>``), which is no text to show and changes from run to run.
+    """
+    kind = type(value)
+    if kind is str:
         return value
+    if kind is int or kind is bool:
+        return str(value)
+    if kind is float:
+        if value != value:
+            raise MissingValueShown("NaN")
+        return str(value)
+    if value is None or isinstance(value, _Null):
+        raise MissingValueShown("null", getattr(value, "name", None))
     if isinstance(value, bytes | bytearray):
         return _bytes_text(value)
-    return str(value)
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False, default=_nested_json)
+    return _own_text(value)
+
+
+def _own_text(value: Any) -> str:
+    """``str(value)``, refusing a default repr with a memory address (see
+    :func:`field_text`)."""
+    text = str(value)
+    if _ADDRESS.search(text):
+        what = f"{type(value).__module__}.{type(value).__qualname__}"
+        raise TypeError(
+            f"the template shows a {what} value, which has no text of its own (only a "
+            "memory address, which changes every run); show a text field instead (a "
+            "caption, a transcript)"
+        )
+    return text
+
+
+def _nested_json(value: Any) -> Any:
+    """``json.dumps``' answer to a value inside a list or dict that JSON has no form for:
+    a row's null field is null, bytes their text, a missing field refused as missing,
+    another object its own text (:func:`_own_text`)."""
+    if isinstance(value, _Null):
+        return None
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    if isinstance(value, bytes | bytearray):
+        return _bytes_text(value)
+    return _own_text(value)
 
 
 #: the magnitude from which ``str(float)`` writes an exponent (``1e+16``)
@@ -135,10 +266,9 @@ def target_text(value: Any) -> str:
 def _target_value(value: Any) -> Any:
     """``finalize`` of target templates: :func:`_shown_value`, and a whole-number float
     as :func:`target_text` writes it."""
-    value = _shown_value(value)
     if type(value) is float:
         return target_text(value)
-    return value
+    return _shown_value(value)
 
 
 def _finalize_regex(value: Any) -> str:
@@ -307,6 +437,8 @@ class _StrictUndefined(jinja2.StrictUndefined):
 def _json_default(value: Any) -> Any:
     """``tojson``'s answer to a value JSON has no form for: a missing field is refused as
     missing (not as "Object of type StrictUndefined is not JSON serializable")."""
+    if isinstance(value, _Null):
+        return None
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
@@ -339,6 +471,8 @@ for _env in (_ENV, _TARGET_ENV, _REGEX_ENV):
     _env.globals["range"] = _range
     _env.globals["lipsum"] = _draws_anew("lipsum")
     _env.filters["random"] = _draws_anew("the random filter")
+    _env.filters["default"] = _env.filters["d"] = _default
+    _env.tests["none"] = _test_none
     for _name in _SIZED_FILTERS:
         _env.filters[_name] = _sized_filter(_name, _env.filters[_name])
 
@@ -360,6 +494,7 @@ class Template:
         "_context",
         "_plain",
         "_show",
+        "_read",
         "where",
     )
 
@@ -387,6 +522,7 @@ class Template:
         self.source = source
         self.where = where
         self.names = frozenset(meta.find_undeclared_variables(ast))
+        self._read = tuple(self.names)
         self._plain = None if regex else _plain_parts(ast)
 
     def render(self, context: Mapping[str, Any]) -> str:
@@ -415,11 +551,18 @@ class Template:
                 return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
+            except MissingValueShown as exc:
+                exc.name = exc.name or name
+                raise
+        names = {**self._globals, **context}
+        for name in self._read:  # a null field read: a value that refuses to be shown
+            if names.get(name, 0) is None:
+                names[name] = _Null(name)
         budget = _RANGE_LEFT.set([MAX_RANGE_ITEMS])
         try:
             chunks = []
             size = 0
-            for chunk in self._root(self._context({**self._globals, **context})):
+            for chunk in self._root(self._context(names)):
                 size += len(chunk)
                 if size > MAX_RENDERED_CHARS:
                     raise _over("a rendered text", size, MAX_RENDERED_CHARS)
