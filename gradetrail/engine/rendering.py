@@ -240,9 +240,9 @@ def _missing_shown(template: Template, sample: Sample, exc: MissingValueShown) -
     """The refusal of a template showing a null or NaN (naming the fields holding one)."""
     row = sample.row
     found = sorted(n for n in template.names if n in row and _has_missing(row[n], exc.kind))
-    names = ", ".join(found) or exc.name or "a field"
+    names = ", ".join(found) or f"a {exc.kind} value"
     text = "None" if exc.kind == "null" else "nan"
-    name = found[0] if len(found) == 1 else exc.name or "field"
+    name = found[0] if len(found) == 1 else "field"
     return MissingValueRow(
         template.where,
         f"sample {sample.id!r} (line {sample.line})",
@@ -361,7 +361,7 @@ def _render_target(template: Template, sample: Sample, required: bool) -> str:
     try:
         target = template.render(sample.row)
     except MissingValueShown as exc:
-        kind = exc.kind
+        kind, target = exc.kind, None
     except Exception:  # noqa: BLE001 - the error of any other failure, naming the sample
         return _render(template, sample)
     else:
@@ -375,9 +375,9 @@ def _render_target(template: Template, sample: Sample, required: bool) -> str:
             return target
     fields = template.names
     found = sorted(n for n in fields if n in sample.row and _has_missing(sample.row[n], kind))
-    if found:
-        problem = f"the target is {kind} ({', '.join(found)} holds {kind})"
-        raise MissingValueRow(template.where, head, problem, fix)
+    if found or target is None:
+        holds = f" ({', '.join(found)} holds {kind})" if found else ""
+        raise MissingValueRow(template.where, head, f"the target is {kind}{holds}", fix)
     return target
 
 

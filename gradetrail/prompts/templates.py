@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextvars
 import difflib
+import functools
 import json
 import re
 import string
@@ -45,9 +46,11 @@ from typing import Any
 
 import jinja2
 from jinja2 import meta, nodes
+from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import TemplateReference
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import _PassArg as PassArg
 from jinja2.utils import concat
 
 from gradetrail.errors import SpecError
@@ -58,60 +61,31 @@ __all__ = ["MissingValueShown", "Template", "compile_template", "field_text", "t
 
 class MissingValueShown(ValueError):
     """A template showed a missing value (a null or a NaN) as text: ``"None"`` or
-    ``"nan"`` in a prompt, a data bug the user never sees.
+    ``"nan"`` in a prompt, a data bug the user never sees. Refused where a value becomes
+    text: shown (``{{ ctx }}``), through a text filter (``trim``, ``upper``, ``join``...),
+    ``~``, ``%`` or ``str.format``.
 
     Attributes:
-        kind: ``null`` or ``NaN``.
-        name: the row's field holding it, when known.
+        kind: ``null`` or ``NaN`` (the caller names the field: it knows the row).
     """
 
-    def __init__(self, kind: str, name: str | None = None) -> None:
-        super().__init__(kind, name)
-        self.kind, self.name = kind, name
-
-    def __str__(self) -> str:
-        text = "None" if self.kind == "null" else "nan"
-        what = f"{self.name} is {self.kind}" if self.name else f"a {self.kind} value"
-        return f"{what}, which the template would show as the text {text!r}"
-
-
-class _Null:
-    """A row's null field as templates see it: false in a test (``{% if x %}``), none to
-    ``is none`` and ``== none``, replaced by ``default``, ``null`` in ``tojson``; shown as
-    text (``{{ x }}``, ``{{ x | trim }}``, ``'a' ~ x``, ``x.y``) it raises
-    :class:`MissingValueShown` naming the field, where None would show ``"None"``."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def _shown(self, *args: Any) -> Any:
-        raise MissingValueShown("null", self.name)
-
-    __str__ = __repr__ = __format__ = _shown
-
-    def __getattr__(self, attribute: str) -> Any:
-        if attribute.startswith("_"):
-            raise AttributeError(attribute)
-        raise MissingValueShown("null", self.name)
-
-    def __bool__(self) -> bool:
-        return False
-
-    def __eq__(self, other: object) -> bool:
-        return other is None or isinstance(other, _Null)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    def __hash__(self) -> int:
-        return hash(None)
+    def __init__(self, kind: str) -> None:
+        text = "None" if kind == "null" else "nan"
+        super().__init__(f"a {kind} value, which the template would show as the text {text!r}")
+        self.kind = kind
 
 
 def _is_missing(value: Any) -> bool:
-    """None, a row's null field, or a NaN."""
-    return value is None or isinstance(value, _Null) or (type(value) is float and value != value)
+    """None (a null) or a NaN."""
+    return value is None or (type(value) is float and value != value)
+
+
+def _refuse_missing(value: Any) -> None:
+    """Raise :class:`MissingValueShown` for a null or a NaN about to become text."""
+    if value is None:
+        raise MissingValueShown("null")
+    if type(value) is float and value != value:
+        raise MissingValueShown("NaN")
 
 
 def _default(value: Any, default_value: Any = "", boolean: bool = False) -> Any:
@@ -121,11 +95,6 @@ def _default(value: Any, default_value: Any = "", boolean: bool = False) -> Any:
     if isinstance(value, jinja2.Undefined) or _is_missing(value) or (boolean and not value):
         return default_value
     return value
-
-
-def _test_none(value: Any) -> bool:
-    """Jinja2's ``none`` test, true for a row's null field too."""
-    return value is None or isinstance(value, _Null)
 
 
 #: a default ``repr`` (``<PIL.PngImagePlugin.PngImageFile ... at 0x7f...>``): an object
@@ -212,8 +181,8 @@ def field_text(value: Any) -> str:
         if value != value:
             raise MissingValueShown("NaN")
         return str(value)
-    if value is None or isinstance(value, _Null):
-        raise MissingValueShown("null", getattr(value, "name", None))
+    if value is None:
+        raise MissingValueShown("null")
     if isinstance(value, bytes | bytearray):
         return _bytes_text(value)
     if isinstance(value, list | tuple | dict):
@@ -237,10 +206,8 @@ def _own_text(value: Any) -> str:
 
 def _nested_json(value: Any) -> Any:
     """``json.dumps``' answer to a value inside a list or dict that JSON has no form for:
-    a row's null field is null, bytes their text, a missing field refused as missing,
-    another object its own text (:func:`_own_text`)."""
-    if isinstance(value, _Null):
-        return None
+    bytes their text, a missing field refused as missing, another object its own text
+    (:func:`_own_text`)."""
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
     if isinstance(value, bytes | bytearray):
@@ -347,6 +314,7 @@ def _range(*args: Any) -> range:
 def _sized_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """``original`` (a filter), refusing a width or count above :data:`MAX_PRODUCT`."""
 
+    @functools.wraps(original)  # keeps Jinja2's pass_environment (truncate, wordwrap)
     def checked(*args: Any, **kwargs: Any) -> Any:
         _check_numbers([*args[1:], *kwargs.values()], f"the {name} filter's argument")
         if name == "format" and args and isinstance(args[0], str):
@@ -356,11 +324,61 @@ def _sized_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]
     return checked
 
 
+#: Jinja2's filters that make text of the value they filter (``{{ ctx | trim }}``)
+_TEXT_FILTERS = (
+    "capitalize", "center", "escape", "e", "forceescape", "format", "indent", "join",
+    "lower", "replace", "safe", "string", "striptags", "title", "trim", "truncate",
+    "upper", "urlencode", "urlize", "wordcount", "wordwrap",
+)  # fmt: skip
+
+
+def _text_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original``, a filter that makes text of its value, refusing a null or NaN value
+    (``{{ ctx | trim }}`` showed ``None``): also among a ``join``'s items and a
+    ``format``'s arguments."""
+    at = 0 if PassArg.from_obj(original) is None else 1  # after Jinja2's env or context
+
+    @functools.wraps(original)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > at:
+            value = args[at]
+            _refuse_missing(value)
+            if name == "join" and isinstance(value, list | tuple):
+                for item in value:
+                    _refuse_missing(item)
+            elif name in ("format", "replace"):  # the arguments shown in the text
+                for item in [*args[at + 1 :], *kwargs.values()]:
+                    _refuse_missing(item)
+        return original(*args, **kwargs)
+
+    return checked
+
+
+class _Generator(CodeGenerator):
+    """Jinja2's code generator, joining ``~`` through :meth:`_Sandbox.joined`."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Any) -> None:
+        """``a ~ b``: Jinja2 writes each part's ``str()`` (a null as ``None``)."""
+        self.write("environment.joined((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
 class _Sandbox(ImmutableSandboxedEnvironment):
     """Jinja2's immutable sandbox, also refusing ``*`` and ``**`` that would build a
-    value too large to hold (``{{ 'a' * 10**12 }}``): Jinja2 already caps ``range``."""
+    value too large to hold (``{{ 'a' * 10**12 }}``): Jinja2 already caps ``range``;
+    ``~`` shows each part as a prompt does (:func:`field_text`)."""
 
     intercepted_binops = frozenset({"*", "**", "%"})
+    code_generator_class = _Generator
+
+    @staticmethod
+    def joined(parts: Iterable[Any]) -> str:
+        """``a ~ b ~ ...``: each part's text as :func:`field_text` writes it (a null or
+        NaN refused, a list as JSON)."""
+        return "".join([field_text(part) for part in parts])
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         """A call in a template; a string method's sizes are checked first."""
@@ -376,9 +394,26 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             _check_numbers([*args, *kwargs.values()], f"the argument of str.{name}")
         return super().call(__context, __obj, *args, **kwargs)
 
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        """``'...'.format`` as Jinja2's sandbox wraps it when read (so :meth:`call` never
+        sees it), refusing a null or NaN argument (shown as ``None``)."""
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+
+        @functools.wraps(wrapped)
+        def checked(*args: Any, **kwargs: Any) -> str:
+            for arg in [*args, *kwargs.values()]:
+                _refuse_missing(arg)
+            return wrapped(*args, **kwargs)
+
+        return checked
+
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "%" and isinstance(left, str):
             _check_printf(left, right)
+            for arg in right if isinstance(right, tuple) else (right,):
+                _refuse_missing(arg)
         if operator == "**" and isinstance(right, int) and abs(right) > MAX_EXPONENT:
             raise SecurityError(f"exponent {right} is over the template limit of {MAX_EXPONENT}")
         if operator == "*":
@@ -437,8 +472,6 @@ class _StrictUndefined(jinja2.StrictUndefined):
 def _json_default(value: Any) -> Any:
     """``tojson``'s answer to a value JSON has no form for: a missing field is refused as
     missing (not as "Object of type StrictUndefined is not JSON serializable")."""
-    if isinstance(value, _Null):
-        return None
     if isinstance(value, jinja2.Undefined):
         value._fail_with_undefined_error()
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
@@ -472,7 +505,8 @@ for _env in (_ENV, _TARGET_ENV, _REGEX_ENV):
     _env.globals["lipsum"] = _draws_anew("lipsum")
     _env.filters["random"] = _draws_anew("the random filter")
     _env.filters["default"] = _env.filters["d"] = _default
-    _env.tests["none"] = _test_none
+    for _name in _TEXT_FILTERS:
+        _env.filters[_name] = _text_filter(_name, _env.filters[_name])
     for _name in _SIZED_FILTERS:
         _env.filters[_name] = _sized_filter(_name, _env.filters[_name])
 
@@ -494,7 +528,6 @@ class Template:
         "_context",
         "_plain",
         "_show",
-        "_read",
         "where",
     )
 
@@ -522,7 +555,6 @@ class Template:
         self.source = source
         self.where = where
         self.names = frozenset(meta.find_undeclared_variables(ast))
-        self._read = tuple(self.names)
         self._plain = None if regex else _plain_parts(ast)
 
     def render(self, context: Mapping[str, Any]) -> str:
@@ -551,13 +583,7 @@ class Template:
                 return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
-            except MissingValueShown as exc:
-                exc.name = exc.name or name
-                raise
         names = {**self._globals, **context}
-        for name in self._read:  # a null field read: a value that refuses to be shown
-            if names.get(name, 0) is None:
-                names[name] = _Null(name)
         budget = _RANGE_LEFT.set([MAX_RANGE_ITEMS])
         try:
             chunks = []

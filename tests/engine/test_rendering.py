@@ -62,9 +62,15 @@ def test_filters_and_joins_of_a_null_are_refused_too(tmp_path: Path) -> None:
         "{{ 'C: ' ~ ctx }}",
         "{{ ctx | upper }}",
         "{{ '%s' % ctx }}",
+        "{{ '{}'.format(ctx) }}",
+        "{{ [q, ctx] | join(', ') }}",
+        "{{ q | replace('x', ctx) }}",
     ):
         out = _run(tmp_path, [{"id": "a", "q": "x", "ctx": None, "a": 1}], prompt=prompt)
-        assert out.code == 2 and "ctx is null" in out.err, (prompt, out.err)
+        assert out.code == 2 and "ctx is null, which the template would show" in out.err, (
+            prompt,
+            out.err,
+        )
     out = _run(tmp_path, [{"id": "a", "q": "x", "ctx": float("nan"), "a": 1}], prompt="{{ ctx }}")
     assert (
         out.code == 2 and "ctx is NaN, which the template would show as the text 'nan'" in out.err

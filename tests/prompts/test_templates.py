@@ -175,7 +175,16 @@ def test_a_nan_target_is_a_missing_value() -> None:
     from gradetrail.prompts.templates import MissingValueShown
 
     for target in (True, False):
-        with pytest.raises(MissingValueShown, match="a is NaN"):
+        with pytest.raises(MissingValueShown, match="a NaN value"):
             compile_template("{{ a }}", "t", target=target).render({"a": float("nan")})
-        with pytest.raises(MissingValueShown, match="a is null"):
+        with pytest.raises(MissingValueShown, match="a null value"):
             compile_template("{{ a | trim }}", "t", target=target).render({"a": None})
+
+
+def test_truncate_and_wordwrap_filters_work() -> None:
+    """The width-checking wrapper dropped Jinja2's pass_environment, so ``truncate`` and
+    ``wordwrap`` failed on every row ('str' object has no attribute 'policies')."""
+    text = compile_template("{{ q | truncate(9) }}|{{ q | wordwrap(5) }}", "p").render(
+        {"q": "hello world and more"}
+    )
+    assert text == "hello...|hello\nworld\nand\nmore"
