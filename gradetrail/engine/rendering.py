@@ -25,7 +25,12 @@ from gradetrail.datasets import Sample
 from gradetrail.datasets.labels import LabelReader
 from gradetrail.engine.agent import Agent
 from gradetrail.errors import DatasetError, SpecError
-from gradetrail.prompts.templates import MissingValueShown, Template, compile_template
+from gradetrail.prompts.templates import (
+    MissingValueShown,
+    Template,
+    compile_template,
+    holds_missing,
+)
 from gradetrail.providers.base import PromptKeys, Provider, Request, Response
 from gradetrail.spec import EvalSpec
 
@@ -238,16 +243,11 @@ def _render(template: Template, sample: Sample) -> str:
 
 def _missing_shown(template: Template, sample: Sample, exc: MissingValueShown) -> MissingValueRow:
     """The refusal of a template showing a null or NaN (naming the fields holding one)."""
-    row = sample.row
-    found = sorted(n for n in template.names if n in row and _has_missing(row[n], exc.kind))
-    names = ", ".join(found) or f"a {exc.kind} value"
-    text = "None" if exc.kind == "null" else "nan"
-    name = found[0] if len(found) == 1 else "field"
+    name = exc.fields[0] if len(exc.fields) == 1 else "field"
     return MissingValueRow(
         template.where,
         f"sample {sample.id!r} (line {sample.line})",
-        f"{names} {'is' if len(found) < 2 else 'are'} {exc.kind}, which the template would "
-        f"show as the text {text!r}",
+        str(exc),
         f"show it through a default ({{{{ {name} | default('') }}}}) or under a test "
         f"({{% if {name} %}}...{{% endif %}}), or fill in the rows",
     )
@@ -325,22 +325,6 @@ def _row_tools(
     return tools, choice
 
 
-def _has_missing(value: Any, kind: str, depth: int = 0) -> bool:
-    """Whether ``value`` is, or holds, a missing value of ``kind``: ``null`` (None) or
-    ``NaN`` (a float that is not equal to itself)."""
-    if value is None:
-        return kind == "null"
-    if isinstance(value, float) and value != value:
-        return kind == "NaN"
-    if depth > 20:
-        return False
-    if isinstance(value, dict):
-        return any(_has_missing(v, kind, depth + 1) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_missing(v, kind, depth + 1) for v in value)
-    return False
-
-
 #: the text a missing value renders to, and what it is called
 _MISSING_TEXT = {"None": "null", "nan": "NaN"}
 
@@ -374,7 +358,7 @@ def _render_target(template: Template, sample: Sample, required: bool) -> str:
                 raise MissingValueRow(template.where, head, problem, fix)
             return target
     fields = template.names
-    found = sorted(n for n in fields if n in sample.row and _has_missing(sample.row[n], kind))
+    found = sorted(n for n in fields if n in sample.row and holds_missing(sample.row[n], kind))
     if found or target is None:
         holds = f" ({', '.join(found)} holds {kind})" if found else ""
         raise MissingValueRow(template.where, head, f"the target is {kind}{holds}", fix)

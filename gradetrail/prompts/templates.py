@@ -56,7 +56,14 @@ from jinja2.utils import concat
 from gradetrail.errors import SpecError
 from gradetrail.prompts.choices import lettered
 
-__all__ = ["MissingValueShown", "Template", "compile_template", "field_text", "target_text"]
+__all__ = [
+    "MissingValueShown",
+    "Template",
+    "compile_template",
+    "field_text",
+    "holds_missing",
+    "target_text",
+]
 
 
 class MissingValueShown(ValueError):
@@ -66,13 +73,36 @@ class MissingValueShown(ValueError):
     ``~``, ``%`` or ``str.format``.
 
     Attributes:
-        kind: ``null`` or ``NaN`` (the caller names the field: it knows the row).
+        kind: ``null`` or ``NaN``.
+        fields: the fields the template reads that hold one (as :meth:`Template.render`
+            raises it; empty where it is first raised).
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, fields: tuple[str, ...] = ()) -> None:
         text = "None" if kind == "null" else "nan"
-        super().__init__(f"a {kind} value, which the template would show as the text {text!r}")
-        self.kind = kind
+        what = (
+            f"a {kind} value"
+            if not fields
+            else f"{', '.join(fields)} {'is' if len(fields) == 1 else 'are'} {kind}"
+        )
+        super().__init__(f"{what}, which the template would show as the text {text!r}")
+        self.kind, self.fields = kind, fields
+
+
+def holds_missing(value: Any, kind: str, depth: int = 0) -> bool:
+    """Whether ``value`` is, or holds, a missing value of ``kind``: ``null`` (None) or
+    ``NaN`` (a float that is not equal to itself)."""
+    if value is None:
+        return kind == "null"
+    if isinstance(value, float) and value != value:
+        return kind == "NaN"
+    if depth > 20:
+        return False
+    if isinstance(value, dict):
+        return any(holds_missing(v, kind, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_missing(v, kind, depth + 1) for v in value)
+    return False
 
 
 def _is_missing(value: Any) -> bool:
@@ -568,6 +598,7 @@ class Template:
 
         Raises:
             jinja2.UndefinedError: a name the context lacks (callers add the sample id).
+            MissingValueShown: a null or NaN becomes text, naming the fields holding one.
         """
         plain = self._plain
         if plain is not None:
@@ -583,6 +614,8 @@ class Template:
                 return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
+            except MissingValueShown as exc:
+                raise self._naming(exc, context) from None
         names = {**self._globals, **context}
         budget = _RANGE_LEFT.set([MAX_RANGE_ITEMS])
         try:
@@ -594,8 +627,18 @@ class Template:
                     raise _over("a rendered text", size, MAX_RENDERED_CHARS)
                 chunks.append(chunk)
             return concat(chunks)
+        except MissingValueShown as exc:
+            raise self._naming(exc, context) from None
         finally:
             _RANGE_LEFT.reset(budget)
+
+    def _naming(self, exc: MissingValueShown, context: Mapping[str, Any]) -> MissingValueShown:
+        """``exc`` naming the fields of ``context`` the template reads that hold its kind
+        of missing value."""
+        found = tuple(
+            sorted(n for n in self.names if n in context and holds_missing(context[n], exc.kind))
+        )
+        return MissingValueShown(exc.kind, found)
 
     def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
         """Check that ``row`` (plus ``extra`` names provided at render time) has every

@@ -141,3 +141,17 @@ def test_lists_and_dicts_show_as_json(tmp_path: Path) -> None:
     )
     assert out.code == 0, out.err
     assert _rows(out)[0]["prompt"] == '["a", "é", null, true] {"z": 1, "ok": false} 2.5 x'
+
+
+def test_a_judge_file_showing_a_null_is_refused_naming_it(tmp_path: Path) -> None:
+    """A judge file reading ``{{ system }}`` in a spec without a system prompt showed the
+    judge "System: None" for every row; now the run stops before any call, naming it."""
+    (tmp_path / "judge.j2").write_text("System: {{ system }}\n{{ response }}\nScore: 1-10")
+    judge = {"provider": "python", "name": "j", "function": "echo_app:answer"}
+    out = _run(
+        tmp_path,
+        [{"id": "a", "q": "x", "a": 1}],
+        scorer={"type": "judge", "file": "judge.j2", "model": judge},
+    )
+    assert out.code == 2 and len(out.err_lines) == 1, out.err
+    assert "sample 'a': MissingValueShown: system is null, which the template would show" in out.err

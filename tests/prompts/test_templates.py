@@ -175,9 +175,9 @@ def test_a_nan_target_is_a_missing_value() -> None:
     from gradetrail.prompts.templates import MissingValueShown
 
     for target in (True, False):
-        with pytest.raises(MissingValueShown, match="a NaN value"):
+        with pytest.raises(MissingValueShown, match="a is NaN"):
             compile_template("{{ a }}", "t", target=target).render({"a": float("nan")})
-        with pytest.raises(MissingValueShown, match="a null value"):
+        with pytest.raises(MissingValueShown, match="a is null"):
             compile_template("{{ a | trim }}", "t", target=target).render({"a": None})
 
 
