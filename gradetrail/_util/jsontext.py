@@ -17,13 +17,22 @@ Python's recursion limit.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import pydantic_core
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-__all__ = ["compact_json", "encodable", "model_json", "nests_deeper", "parsed", "value_json"]
+__all__ = [
+    "compact_json",
+    "Repeated",
+    "duplicate_key",
+    "encodable",
+    "model_json",
+    "nests_deeper",
+    "parsed",
+    "value_json",
+]
 
 
 def model_json(model: BaseModel, *, indent: int | None = None) -> str:
@@ -78,6 +87,102 @@ def parsed(data: bytes | str) -> Any:
         return pydantic_core.from_json(data, cache_strings="keys")
     except (ValueError, TypeError):  # TypeError: a str holding a lone surrogate
         return json.loads(data)
+
+
+class _Repeated(dict):  # type: ignore[type-arg]
+    """An object read with a key written twice (:func:`duplicate_key`'s exact pass)."""
+
+    repeated: str
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` keeping each object as JSON readers do (the last value of a
+    repeated key), marking an object with a repeated key."""
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    marked = _Repeated(value)
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            marked.repeated = key
+            break
+        seen.add(key)
+    return marked
+
+
+def _keys_and_colons(value: Any) -> int:
+    """The keys of every object in ``value`` plus the colons of every key and string in
+    it; walked without recursion."""
+    count = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            count += len(item)
+            for key, child in item.items():
+                count += key.count(":")
+                kind = type(child)
+                if kind is str:
+                    count += child.count(":")
+                elif kind is dict or kind is list:
+                    stack.append(child)
+            continue
+        for child in item:
+            kind = type(child)
+            if kind is str:
+                count += child.count(":")
+            elif kind is dict or kind is list:
+                stack.append(child)
+    return count
+
+
+class Repeated(NamedTuple):
+    """A key written twice in one JSON object.
+
+    Attributes:
+        key: the key.
+        value: the value JSON readers keep (the last one written).
+        item: the 1-based position, in a top-level array, of the item holding it (None
+            when the text is not an array).
+    """
+
+    key: str
+    value: Any
+    item: int | None
+
+
+def duplicate_key(raw: bytes, value: Any) -> Repeated | None:
+    """The first key written twice in one object of the JSON text ``raw`` (``value``: what
+    :func:`parsed` or ``json.loads`` read from it, which keeps a repeated key's last
+    value, silently); None when every object's keys are distinct.
+
+    Cheap where nothing repeats: every key is followed by one colon, so when the colons
+    of ``raw`` are as many as ``value``'s keys (plus the colons its strings hold), no key
+    was dropped; only text where they differ (a colon escaped as ``\\u003a``, or a key
+    repeated) is read again with an ``object_pairs_hook``. Measured (best of 15): 0.15
+    us a row of 100,000 flat synthetic rows (parsing them: 0.35 us), 0.47 us a GSM8K row
+    (141 of 1,319 hold colons in their text and are walked; parsing: 0.55 us), where an
+    ``object_pairs_hook`` on every row cost 15 us.
+    """
+    colons = raw.count(b":")
+    if type(value) is dict and colons == len(value):  # a flat row, no colon in its text
+        return None
+    if colons == _keys_and_colons(value) and b"\\u003" not in raw:
+        return None
+    again = json.loads(raw, object_pairs_hook=_pairs)
+    tops = list(enumerate(again, start=1)) if isinstance(again, list) else [(None, again)]
+    for item, top in tops:
+        stack = [top]
+        while stack:
+            node = stack.pop(0)
+            if isinstance(node, _Repeated):
+                return Repeated(node.repeated, node[node.repeated], item)
+            if isinstance(node, dict):
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+    return None
 
 
 def encodable(text: str) -> str:

@@ -32,15 +32,30 @@ _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f"}
 
 
+class _NotAscii(ValueError):
+    """A number written with digits other than ASCII 0-9."""
+
+
+def _check_ascii(text: str) -> None:
+    """Refuse a number with digits other than ASCII 0-9: Python's ``int`` and ``float``
+    read any script's decimal digits, so ``"٥"`` (Arabic-Indic five) was 5 and ``"1٥"``
+    15, where JSON, Parquet and a spreadsheet's CSV write only ASCII digits: such a cell
+    is text (declare the column ``str``) or a data-entry slip to fix."""
+    if not text.isascii():
+        raise _NotAscii(text)
+
+
 def _to_int(text: str) -> int:
     if "_" in text:  # Python reads "1_000"; a spreadsheet's number never has one
         raise ValueError("underscore")
+    _check_ascii(text)
     return int(text)
 
 
 def _to_float(text: str) -> float:
     if "_" in text:  # as for int: Python reads "1_000.5"; a spreadsheet's number never
         raise ValueError("underscore")
+    _check_ascii(text)
     value = float(text)
     if not math.isfinite(value):
         raise ValueError("not finite")
@@ -215,12 +230,17 @@ class CsvSource(FileSource):
             return None
         try:
             return convert(text)
-        except ValueError:
+        except ValueError as exc:
             kind = self.types[column]
+            why = (
+                ": its digits are not the ASCII 0-9 a number is written with"
+                if isinstance(exc, _NotAscii)
+                else ""
+            )
             raise DatasetError(
                 f"{self.path}:{line}: {name} row {position}, column {column!r}: {text[:50]!r} is "
-                f"not {'an' if kind == 'int' else 'a'} {kind} (dataset.types.{column}); fix the "
-                "value or the declared type"
+                f"not {'an' if kind == 'int' else 'a'} {kind} (dataset.types.{column}){why}; fix "
+                "the value or the declared type"
             ) from None
 
 

@@ -8,7 +8,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from gradetrail._util.jsontext import duplicate_key
 from gradetrail.datasets.base import FileSource, Row, not_utf8_at, open_binary
+from gradetrail.datasets.jsonl import repeated_key
 from gradetrail.errors import DatasetError
 
 __all__ = ["JsonArraySource"]
@@ -29,7 +31,8 @@ class JsonArraySource(FileSource):
         """
         with open_binary(self.path) as f:
             try:
-                data = json.load(f)
+                raw = f.read()
+                data = json.loads(raw)
             except UnicodeDecodeError:
                 raise DatasetError(
                     f"{not_utf8_at(self.path)}: JSON file is not UTF-8 text; save it as UTF-8"
@@ -44,6 +47,10 @@ class JsonArraySource(FileSource):
                 f"{self.path}: a JSON dataset must be an array of objects, not a "
                 f"{type(data).__name__}; use [{{...}}, ...] or JSON Lines (.jsonl)"
             )
+        repeated = duplicate_key(raw, data)
+        if repeated is not None:
+            at = f" item {repeated.item}" if repeated.item is not None else ""
+            raise DatasetError(f"{self.path}: JSON{at}: {repeated_key(repeated)}")
         for position, item in enumerate(data, start=1):
             if not isinstance(item, dict):
                 raise DatasetError(

@@ -7,11 +7,11 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gradetrail._util.jsontext import parsed
+from gradetrail._util.jsontext import Repeated, duplicate_key, parsed
 from gradetrail.datasets.base import FileSource, Row, bad_byte, open_binary
 from gradetrail.errors import DatasetError
 
-__all__ = ["JsonlSource"]
+__all__ = ["JsonlSource", "repeated_key"]
 
 
 @dataclass(eq=False, repr=False)
@@ -63,6 +63,9 @@ class JsonlSource(FileSource):
                     raise DatasetError(
                         f"{self.path}:{lineno}: each line must be a JSON object{hint}"
                     )
+                repeated = duplicate_key(raw, row)
+                if repeated is not None:
+                    raise DatasetError(f"{self.path}:{lineno}: {repeated_key(repeated)}")
                 yield Row(lineno, lineno, row)
 
     def _why_not_json(self, raw: bytes, lineno: int, exc: ValueError) -> ValueError:
@@ -93,3 +96,14 @@ class JsonlSource(FileSource):
         except ValueError as own:
             return own
         return exc
+
+
+def repeated_key(repeated: Repeated) -> str:
+    """The error for a JSON object naming a key twice: JSON readers keep the last value
+    silently, so the other was never seen."""
+    text = json.dumps(repeated.value, ensure_ascii=False)
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return (
+        f"an object names the key {repeated.key!r} twice (JSON readers keep the last "
+        f"value, {shown}, and drop the other silently); keep one"
+    )

@@ -25,14 +25,27 @@ from gradetrail.datasets import Sample
 from gradetrail.datasets.labels import LabelReader
 from gradetrail.engine.agent import Agent
 from gradetrail.errors import DatasetError, SpecError
-from gradetrail.prompts.templates import Template, compile_template
+from gradetrail.prompts.templates import (
+    MissingValueShown,
+    Template,
+    compile_template,
+    holds_missing,
+)
 from gradetrail.providers.base import PromptKeys, Provider, Request, Response
 from gradetrail.spec import EvalSpec
 
 if TYPE_CHECKING:
     from gradetrail.cache.store import ResponseCache
 
-__all__ = ["Prepared", "PreparedRequests", "Renderer", "prepare", "with_hits"]
+__all__ = [
+    "MissingValueRow",
+    "Prepared",
+    "PreparedRequests",
+    "Renderer",
+    "counted",
+    "prepare",
+    "with_hits",
+]
 
 
 # read-only, but not frozen: one is built a row, and a frozen __init__ costs 5x
@@ -72,9 +85,19 @@ class Renderer:
             id in every request's identity (``keyed_by_sample``: its response depends on
             the sample, as replay's does), the row itself (``wants_row``), and its API's
             own checks of a conversation (``check_messages``, ``empty_prompt_refused``).
+        target_required: the run's scorer compares each response with the target
+            (:attr:`~gradetrail.scorers.base.Scorer.reads_target`): an empty target is
+            then refused, naming the row.
     """
 
-    def __init__(self, spec: EvalSpec, identity: dict[str, Any], provider: Provider) -> None:
+    def __init__(
+        self,
+        spec: EvalSpec,
+        identity: dict[str, Any],
+        provider: Provider,
+        target_required: bool = False,
+    ) -> None:
+        self.target_required = target_required
         keyed_by_sample = provider.keyed_by_sample
         self.with_row = with_row = provider.wants_row()
         self.check_messages = provider.check_messages
@@ -179,9 +202,28 @@ class Renderer:
             self.label.check(row)
 
 
+class MissingValueRow(DatasetError):
+    """A row that cannot be rendered or scored for a missing value: a null or NaN a
+    template would show as the text ``None`` or ``nan``, or an empty target. Raised for
+    the first such row; :func:`counted` adds how many rows of the run are alike.
+
+    Attributes:
+        where: the template that shows it (``spec.yaml: prompt``).
+        head: the sample and its line.
+        problem: what is missing.
+        fix: what to do.
+    """
+
+    def __init__(self, where: str, head: str, problem: str, fix: str, count: str = "") -> None:
+        super().__init__(f"{where}: {head}: {problem}{count}; {fix}")
+        self.where, self.head, self.problem, self.fix = where, head, problem, fix
+
+
 def _render(template: Template, sample: Sample) -> str:
     try:
         return template.render(sample.row)
+    except MissingValueShown as exc:
+        raise _missing_shown(template, sample, exc) from None
     except jinja2.UndefinedError as exc:
         raise DatasetError(
             f"{template.where}: sample {sample.id!r} (line {sample.line}): {exc.message}; "
@@ -197,6 +239,18 @@ def _render(template: Template, sample: Sample) -> str:
             f"{template.where}: sample {sample.id!r} (line {sample.line}): "
             f"{type(exc).__name__}: {exc}"
         ) from None
+
+
+def _missing_shown(template: Template, sample: Sample, exc: MissingValueShown) -> MissingValueRow:
+    """The refusal of a template showing a null or NaN (naming the fields holding one)."""
+    name = exc.fields[0] if len(exc.fields) == 1 else "field"
+    return MissingValueRow(
+        template.where,
+        f"sample {sample.id!r} (line {sample.line})",
+        str(exc),
+        f"show it through a default ({{{{ {name} | default('') }}}}) or under a test "
+        f"({{% if {name} %}}...{{% endif %}}), or fill in the rows",
+    )
 
 
 def _bad_row(renderer: Renderer, sample: Sample, what: str, problem: object) -> DatasetError:
@@ -271,46 +325,73 @@ def _row_tools(
     return tools, choice
 
 
-def _has_missing(value: Any, kind: str, depth: int = 0) -> bool:
-    """Whether ``value`` is, or holds, a missing value of ``kind``: ``null`` (None) or
-    ``NaN`` (a float that is not equal to itself)."""
-    if value is None:
-        return kind == "null"
-    if isinstance(value, float) and value != value:
-        return kind == "NaN"
-    if depth > 20:
-        return False
-    if isinstance(value, dict):
-        return any(_has_missing(v, kind, depth + 1) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_missing(v, kind, depth + 1) for v in value)
-    return False
-
-
 #: the text a missing value renders to, and what it is called
 _MISSING_TEXT = {"None": "null", "nan": "NaN"}
 
 
-def _render_target(template: Template, sample: Sample) -> str:
+def _render_target(template: Template, sample: Sample, required: bool) -> str:
     """The rendered target; a target that rendered a missing field is refused: a null
     (``"None"``) or a NaN (``"nan"``: JSON Lines written by Python's ``json`` spell a
     missing float ``NaN``). A row whose ``answer`` is missing would otherwise be scored
-    against the text "None" or "nan": a zero in the mean, exit 0.
+    against the text "None" or "nan": a zero in the mean, exit 0. With ``required`` (the
+    scorer compares the target), an empty or blank target (an empty CSV cell, ``""``) is
+    refused too: exact scored it 0, numeric and math a judge_error, regex matched anything.
 
     Raises:
-        DatasetError: naming the sample, its line and the missing field.
+        MissingValueRow: naming the sample, its line and the missing field.
     """
-    target = _render(template, sample)
-    kind = _MISSING_TEXT.get(target.strip())
-    if kind is not None:
-        fields = template.names
-        found = sorted(n for n in fields if n in sample.row and _has_missing(sample.row[n], kind))
-        if found:
-            raise DatasetError(
-                f"{template.where}: sample {sample.id!r} (line {sample.line}): the target is "
-                f"{kind} ({', '.join(found)} holds {kind}); fill in the target or drop the row"
-            )
+    head = f"sample {sample.id!r} (line {sample.line})"
+    fix = "fill in the target or drop the row"
+    try:
+        target = template.render(sample.row)
+    except MissingValueShown as exc:
+        kind, target = exc.kind, None
+    except Exception:  # noqa: BLE001 - the error of any other failure, naming the sample
+        return _render(template, sample)
+    else:
+        kind = _MISSING_TEXT.get(target.strip())
+        if kind is None:
+            if required and not target.strip():
+                found = sorted(n for n in template.names if _blank(sample.row.get(n)))
+                holds = f" ({', '.join(found)} holds {sample.row[found[0]]!r})" if found else ""
+                problem = f"the target is empty{holds}, and the scorer compares against it"
+                raise MissingValueRow(template.where, head, problem, fix)
+            return target
+    fields = template.names
+    found = sorted(n for n in fields if n in sample.row and holds_missing(sample.row[n], kind))
+    if found or target is None:
+        holds = f" ({', '.join(found)} holds {kind})" if found else ""
+        raise MissingValueRow(template.where, head, f"the target is {kind}{holds}", fix)
     return target
+
+
+def _target(renderer: Renderer, sample: Sample) -> str | None:
+    """The row's rendered target (:func:`_render_target`), or None without one."""
+    if renderer.target is None:
+        return None
+    return _render_target(renderer.target, sample, renderer.target_required)
+
+
+def _blank(value: Any) -> bool:
+    """Text that is empty or blank."""
+    return isinstance(value, str) and not value.strip()
+
+
+def counted(exc: MissingValueRow, samples: Sequence[Sample], renderer: Renderer) -> DatasetError:
+    """``exc`` (the first row found missing a value) with how many of ``samples`` the
+    same template refuses so (each rendered again: an error's path only)."""
+    count = 0
+    for sample in samples:
+        try:
+            prepare(sample, 1, renderer)
+        except MissingValueRow as other:
+            count += other.where == exc.where
+        except DatasetError:
+            pass
+    if count < 2:
+        return exc
+    alike = f" ({count:,} of {len(samples):,} rows are so; this is the first)"
+    return MissingValueRow(exc.where, exc.head, exc.problem, exc.fix, alike)
 
 
 def _row_identity(renderer: Renderer, sample: Sample) -> dict[str, Any]:
@@ -337,7 +418,7 @@ def _one_message(
     prompt = _render(renderer.messages[0][1], sample)
     if renderer.empty_prompt_refused is not None and not prompt.strip():
         raise _bad_row(renderer, sample, "prompt", renderer.empty_prompt_refused)
-    target = _render_target(renderer.target, sample) if renderer.target else None
+    target = _target(renderer, sample)
     label = renderer.label.read(sample.row, sample.id) if renderer.label else None
     return system, prompt, target, label
 
@@ -420,7 +501,7 @@ def prepare(sample: Sample, epoch: int, renderer: Renderer, key: str | None = No
         tool_choice=tool_choice,
         row=sample.row if renderer.with_row else None,
     )
-    target = _render_target(renderer.target, sample) if renderer.target else None
+    target = _target(renderer, sample)
     label = renderer.label.read(sample.row, sample.id) if renderer.label else None
     return Prepared(
         sample,
@@ -486,10 +567,29 @@ class PreparedRequests(Sequence[Prepared]):
         n = len(samples)
         # one buffer of the final size, filled in place (no growth slack, no final copy)
         digests = bytearray(32 * n * epochs)
-        keys = renderer.keys
         held: list[Rendered | None] = []  # what rows 0, 1, ... rendered to, within budget
-        budget = HELD_BYTES
+        try:
+            self._key_all(samples, epochs, renderer, check, digests, held)
+        except MissingValueRow as exc:  # how many rows are alike, with the first
+            raise counted(exc, samples, renderer) from None
+        self._digests = digests
+        self._held = held
+        self._n, self._len = n, n * epochs  # read for every item
+
+    @staticmethod
+    def _key_all(
+        samples: Sequence[Sample],
+        epochs: int,
+        renderer: Renderer,
+        check: Callable[[Prepared], None] | None,
+        digests: bytearray,
+        held: list[Rendered | None],
+    ) -> None:
+        """Render and key every (sample, epoch) into ``digests``, holding what the first
+        rows rendered to in ``held`` (see the class docstring)."""
+        n, keys = len(samples), renderer.keys
         with_row = renderer.with_row  # the row's hash is kept; a sample id is not
+        budget = HELD_BYTES
         for at, sample in enumerate(samples):  # sample-major: a row is rendered once
             if keys is not None and check is None:
                 system, prompt, target, label = _one_message(sample, renderer)
@@ -508,9 +608,6 @@ class PreparedRequests(Sequence[Prepared]):
                     check(item)
                 i = 32 * ((epoch - 1) * n + at)
                 digests[i : i + 32] = bytes.fromhex(item.key)
-        self._digests = digests
-        self._held = held
-        self._n, self._len = n, n * epochs  # read for every item
 
     def __len__(self) -> int:
         return self._len

@@ -33,7 +33,15 @@ from gradetrail.engine.epoch_order import EpochOrder
 from gradetrail.engine.failfast import FailFast, ProviderStopped, QuotaExhausted, check_stop
 from gradetrail.engine.interrupts import Interrupts, StopKind, deferred_signals
 from gradetrail.engine.pipeline import SampleContext, process
-from gradetrail.engine.rendering import Prepared, PreparedRequests, Renderer, prepare, with_hits
+from gradetrail.engine.rendering import (
+    MissingValueRow,
+    Prepared,
+    PreparedRequests,
+    Renderer,
+    counted,
+    prepare,
+    with_hits,
+)
 from gradetrail.errors import CacheError, DatasetError, RunError, SpecError
 from gradetrail.executors.base import Executor
 from gradetrail.executors.budget import (
@@ -177,9 +185,6 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
         provider.check_ready()
         provider.check_samples(samples)
     identity = provider.identity()
-    with _naming_the_spec(spec):  # a tools module that cannot be imported, say
-        renderer = Renderer(spec, identity, provider)
-    renderer.check(samples[0].row)
     custom_scorer = scorer
     if custom_scorer is None:
         scorer = make_scorer(spec)
@@ -187,7 +192,13 @@ def plan_run(spec: EvalSpec, *, scorer: Scorer | ScoreFunction | None = None) ->
     else:  # the user's own: its code identifies it (the spec's scorer section does not)
         scorer = as_scorer(custom_scorer)
         custom = {"custom_scorer": code_identity(custom_scorer)}
-    first = prepare(samples[0], 1, renderer)
+    with _naming_the_spec(spec):  # a tools module that cannot be imported, say
+        renderer = Renderer(spec, identity, provider, target_required=scorer.reads_target)
+    renderer.check(samples[0].row)
+    try:
+        first = prepare(samples[0], 1, renderer)
+    except MissingValueRow as exc:  # how many rows are alike, with the first
+        raise counted(exc, samples, renderer) from None
     with _naming_the_spec(spec):
         scorer.check_dataset(samples.content_hash)
         scorer.check(

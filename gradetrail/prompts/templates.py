@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import contextvars
 import difflib
+import functools
+import json
 import re
 import string
 from collections.abc import Callable, Iterable, Mapping
@@ -44,15 +46,90 @@ from typing import Any
 
 import jinja2
 from jinja2 import meta, nodes
+from jinja2.compiler import CodeGenerator
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import TemplateReference
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import _PassArg as PassArg
 from jinja2.utils import concat
 
 from gradetrail.errors import SpecError
 from gradetrail.prompts.choices import lettered
 
-__all__ = ["Template", "compile_template", "target_text"]
+__all__ = [
+    "MissingValueShown",
+    "Template",
+    "compile_template",
+    "field_text",
+    "holds_missing",
+    "target_text",
+]
+
+
+class MissingValueShown(ValueError):
+    """A template showed a missing value (a null or a NaN) as text: ``"None"`` or
+    ``"nan"`` in a prompt, a data bug the user never sees. Refused where a value becomes
+    text: shown (``{{ ctx }}``), through a text filter (``trim``, ``upper``, ``join``...),
+    ``~``, ``%`` or ``str.format``.
+
+    Attributes:
+        kind: ``null`` or ``NaN``.
+        fields: the fields the template reads that hold one (as :meth:`Template.render`
+            raises it; empty where it is first raised).
+    """
+
+    def __init__(self, kind: str, fields: tuple[str, ...] = ()) -> None:
+        text = "None" if kind == "null" else "nan"
+        what = (
+            f"a {kind} value"
+            if not fields
+            else f"{', '.join(fields)} {'is' if len(fields) == 1 else 'are'} {kind}"
+        )
+        super().__init__(f"{what}, which the template would show as the text {text!r}")
+        self.kind, self.fields = kind, fields
+
+
+def holds_missing(value: Any, kind: str, depth: int = 0) -> bool:
+    """Whether ``value`` is, or holds, a missing value of ``kind``: ``null`` (None) or
+    ``NaN`` (a float that is not equal to itself)."""
+    if value is None:
+        return kind == "null"
+    if isinstance(value, float) and value != value:
+        return kind == "NaN"
+    if depth > 20:
+        return False
+    if isinstance(value, dict):
+        return any(holds_missing(v, kind, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_missing(v, kind, depth + 1) for v in value)
+    return False
+
+
+def _is_missing(value: Any) -> bool:
+    """None (a null) or a NaN."""
+    return value is None or (type(value) is float and value != value)
+
+
+def _refuse_missing(value: Any) -> None:
+    """Raise :class:`MissingValueShown` for a null or a NaN about to become text."""
+    if value is None:
+        raise MissingValueShown("null")
+    if type(value) is float and value != value:
+        raise MissingValueShown("NaN")
+
+
+def _default(value: Any, default_value: Any = "", boolean: bool = False) -> Any:
+    """Jinja2's ``default`` filter, also replacing a null or a NaN (a row's missing value:
+    Jinja2's own replaces only an undefined name, and ``None | default('')`` showed
+    ``None``)."""
+    if isinstance(value, jinja2.Undefined) or _is_missing(value) or (boolean and not value):
+        return default_value
+    return value
+
+
+#: a default ``repr`` (``<PIL.PngImagePlugin.PngImageFile ... at 0x7f...>``): an object
+#: with no text of its own, whose address changes from run to run
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,}>")
 
 
 def _shown_value(value: Any) -> Any:
@@ -63,15 +140,18 @@ def _shown_value(value: Any) -> Any:
     shown without its call (``{{ q.upper }}``) put ``<built-in method upper of str object
     at 0x7f...>``, whose address changes from run to run, so the request's key did too.
 
-    Bytes are shown as the text they encode (:func:`_bytes_text`).
+    Other values are shown as :func:`field_text` shows them: bytes as the text they
+    encode, a list or dict as JSON, a null or NaN refused.
 
     Raises:
         jinja2.UndefinedError: a global (or ``self``) shown in place of a field the row
             lacks.
-        TypeError: another function or method shown without its call.
+        MissingValueShown: a null or a NaN.
+        TypeError: another function or method shown without its call, binary bytes, or
+            an object without a text of its own (:func:`field_text`).
     """
-    if isinstance(value, bytes | bytearray):
-        return _bytes_text(value)
+    if type(value) is str:
+        return value
     if isinstance(value, TemplateReference):  # ``self``: the template, shown for a field
         raise jinja2.UndefinedError("'self' is undefined (the row has no field 'self')")
     if callable(value) and not isinstance(value, jinja2.Undefined):
@@ -86,7 +166,9 @@ def _shown_value(value: Any) -> Any:
             f"the template shows the function {what!r} instead of a value; call it "
             f"({what}()) or show a field"
         )
-    return value
+    if isinstance(value, jinja2.Undefined | str):
+        return value
+    return field_text(value)
 
 
 def _bytes_text(value: bytes | bytearray) -> str:
@@ -108,13 +190,59 @@ def _bytes_text(value: bytes | bytearray) -> str:
 
 
 def field_text(value: Any) -> str:
-    """A value as a prompt shows it: ``str(value)``, bytes as the text they encode
-    (:func:`_bytes_text`)."""
-    if type(value) is str:
+    """A value as a prompt shows it: text as it is; a number or bool as ``str()`` writes
+    it; bytes as the text they encode (:func:`_bytes_text`); a list or dict as JSON
+    (``["a", "b"]``, ``{"k": 1, "ok": true, "x": null}``, keys in the row's order,
+    non-ASCII as is: what an LLM prompt expects, where Python's repr showed ``['a',
+    'b']`` and ``True``/``None``); another object as ``str()``.
+
+    Raises:
+        MissingValueShown: a null or a NaN (the text ``None`` or ``nan`` in a prompt).
+        TypeError: binary bytes, or an object whose text is a default repr with a memory
+            address (a Hugging Face image or audio value: ``<PIL.PngImagePlugin...
+            at 0x7f...>``), which is no text to show and changes from run to run.
+    """
+    kind = type(value)
+    if kind is str:
         return value
+    if kind is int or kind is bool:
+        return str(value)
+    if kind is float:
+        if value != value:
+            raise MissingValueShown("NaN")
+        return str(value)
+    if value is None:
+        raise MissingValueShown("null")
     if isinstance(value, bytes | bytearray):
         return _bytes_text(value)
-    return str(value)
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False, default=_nested_json)
+    return _own_text(value)
+
+
+def _own_text(value: Any) -> str:
+    """``str(value)``, refusing a default repr with a memory address (see
+    :func:`field_text`)."""
+    text = str(value)
+    if _ADDRESS.search(text):
+        what = f"{type(value).__module__}.{type(value).__qualname__}"
+        raise TypeError(
+            f"the template shows a {what} value, which has no text of its own (only a "
+            "memory address, which changes every run); show a text field instead (a "
+            "caption, a transcript)"
+        )
+    return text
+
+
+def _nested_json(value: Any) -> Any:
+    """``json.dumps``' answer to a value inside a list or dict that JSON has no form for:
+    bytes their text, a missing field refused as missing, another object its own text
+    (:func:`_own_text`)."""
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()
+    if isinstance(value, bytes | bytearray):
+        return _bytes_text(value)
+    return _own_text(value)
 
 
 #: the magnitude from which ``str(float)`` writes an exponent (``1e+16``)
@@ -135,10 +263,9 @@ def target_text(value: Any) -> str:
 def _target_value(value: Any) -> Any:
     """``finalize`` of target templates: :func:`_shown_value`, and a whole-number float
     as :func:`target_text` writes it."""
-    value = _shown_value(value)
     if type(value) is float:
         return target_text(value)
-    return value
+    return _shown_value(value)
 
 
 def _finalize_regex(value: Any) -> str:
@@ -217,6 +344,7 @@ def _range(*args: Any) -> range:
 def _sized_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     """``original`` (a filter), refusing a width or count above :data:`MAX_PRODUCT`."""
 
+    @functools.wraps(original)  # keeps Jinja2's pass_environment (truncate, wordwrap)
     def checked(*args: Any, **kwargs: Any) -> Any:
         _check_numbers([*args[1:], *kwargs.values()], f"the {name} filter's argument")
         if name == "format" and args and isinstance(args[0], str):
@@ -226,11 +354,61 @@ def _sized_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]
     return checked
 
 
+#: Jinja2's filters that make text of the value they filter (``{{ ctx | trim }}``)
+_TEXT_FILTERS = (
+    "capitalize", "center", "escape", "e", "forceescape", "format", "indent", "join",
+    "lower", "replace", "safe", "string", "striptags", "title", "trim", "truncate",
+    "upper", "urlencode", "urlize", "wordcount", "wordwrap",
+)  # fmt: skip
+
+
+def _text_filter(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``original``, a filter that makes text of its value, refusing a null or NaN value
+    (``{{ ctx | trim }}`` showed ``None``): also among a ``join``'s items and a
+    ``format``'s arguments."""
+    at = 0 if PassArg.from_obj(original) is None else 1  # after Jinja2's env or context
+
+    @functools.wraps(original)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > at:
+            value = args[at]
+            _refuse_missing(value)
+            if name == "join" and isinstance(value, list | tuple):
+                for item in value:
+                    _refuse_missing(item)
+            elif name in ("format", "replace"):  # the arguments shown in the text
+                for item in [*args[at + 1 :], *kwargs.values()]:
+                    _refuse_missing(item)
+        return original(*args, **kwargs)
+
+    return checked
+
+
+class _Generator(CodeGenerator):
+    """Jinja2's code generator, joining ``~`` through :meth:`_Sandbox.joined`."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Any) -> None:
+        """``a ~ b``: Jinja2 writes each part's ``str()`` (a null as ``None``)."""
+        self.write("environment.joined((")
+        for arg in node.nodes:
+            self.visit(arg, frame)
+            self.write(", ")
+        self.write("))")
+
+
 class _Sandbox(ImmutableSandboxedEnvironment):
     """Jinja2's immutable sandbox, also refusing ``*`` and ``**`` that would build a
-    value too large to hold (``{{ 'a' * 10**12 }}``): Jinja2 already caps ``range``."""
+    value too large to hold (``{{ 'a' * 10**12 }}``): Jinja2 already caps ``range``;
+    ``~`` shows each part as a prompt does (:func:`field_text`)."""
 
     intercepted_binops = frozenset({"*", "**", "%"})
+    code_generator_class = _Generator
+
+    @staticmethod
+    def joined(parts: Iterable[Any]) -> str:
+        """``a ~ b ~ ...``: each part's text as :func:`field_text` writes it (a null or
+        NaN refused, a list as JSON)."""
+        return "".join([field_text(part) for part in parts])
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805
         """A call in a template; a string method's sizes are checked first."""
@@ -246,9 +424,26 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             _check_numbers([*args, *kwargs.values()], f"the argument of str.{name}")
         return super().call(__context, __obj, *args, **kwargs)
 
+    def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
+        """``'...'.format`` as Jinja2's sandbox wraps it when read (so :meth:`call` never
+        sees it), refusing a null or NaN argument (shown as ``None``)."""
+        wrapped = super().wrap_str_format(value)
+        if wrapped is None:
+            return None
+
+        @functools.wraps(wrapped)
+        def checked(*args: Any, **kwargs: Any) -> str:
+            for arg in [*args, *kwargs.values()]:
+                _refuse_missing(arg)
+            return wrapped(*args, **kwargs)
+
+        return checked
+
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "%" and isinstance(left, str):
             _check_printf(left, right)
+            for arg in right if isinstance(right, tuple) else (right,):
+                _refuse_missing(arg)
         if operator == "**" and isinstance(right, int) and abs(right) > MAX_EXPONENT:
             raise SecurityError(f"exponent {right} is over the template limit of {MAX_EXPONENT}")
         if operator == "*":
@@ -339,6 +534,9 @@ for _env in (_ENV, _TARGET_ENV, _REGEX_ENV):
     _env.globals["range"] = _range
     _env.globals["lipsum"] = _draws_anew("lipsum")
     _env.filters["random"] = _draws_anew("the random filter")
+    _env.filters["default"] = _env.filters["d"] = _default
+    for _name in _TEXT_FILTERS:
+        _env.filters[_name] = _text_filter(_name, _env.filters[_name])
     for _name in _SIZED_FILTERS:
         _env.filters[_name] = _sized_filter(_name, _env.filters[_name])
 
@@ -400,6 +598,7 @@ class Template:
 
         Raises:
             jinja2.UndefinedError: a name the context lacks (callers add the sample id).
+            MissingValueShown: a null or NaN becomes text, naming the fields holding one.
         """
         plain = self._plain
         if plain is not None:
@@ -415,18 +614,31 @@ class Template:
                 return "".join(parts)
             except KeyError:  # a name the row lacks: Jinja2 raises, or finds a global
                 pass
+            except MissingValueShown as exc:
+                raise self._naming(exc, context) from None
+        names = {**self._globals, **context}
         budget = _RANGE_LEFT.set([MAX_RANGE_ITEMS])
         try:
             chunks = []
             size = 0
-            for chunk in self._root(self._context({**self._globals, **context})):
+            for chunk in self._root(self._context(names)):
                 size += len(chunk)
                 if size > MAX_RENDERED_CHARS:
                     raise _over("a rendered text", size, MAX_RENDERED_CHARS)
                 chunks.append(chunk)
             return concat(chunks)
+        except MissingValueShown as exc:
+            raise self._naming(exc, context) from None
         finally:
             _RANGE_LEFT.reset(budget)
+
+    def _naming(self, exc: MissingValueShown, context: Mapping[str, Any]) -> MissingValueShown:
+        """``exc`` naming the fields of ``context`` the template reads that hold its kind
+        of missing value."""
+        found = tuple(
+            sorted(n for n in self.names if n in context and holds_missing(context[n], exc.kind))
+        )
+        return MissingValueShown(exc.kind, found)
 
     def check(self, row: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
         """Check that ``row`` (plus ``extra`` names provided at render time) has every

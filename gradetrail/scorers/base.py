@@ -147,11 +147,17 @@ class Scorer:
         calls_models: the scorer calls a model through the run's calls (a judge): a
             sample's epochs that answered alike are then scored in epoch order, so the
             same row pays for the judge's request in every run.
+        reads_target: the score compares the response with the row's target (exact,
+            numeric, choice, math, json; a regex pattern or judge file reading ``{{
+            target }}`` unguarded): a row whose target is empty is then refused before
+            any call, as no such row can be scored. False for scorers that need no
+            target (a rubric judge, a user's Python scorer, tool calls).
     """
 
     asynchronous: ClassVar[bool] = False
     checks_rows: ClassVar[bool] = False
     calls_models: bool = False
+    reads_target: bool = False
     #: the pipeline builds each response's metadata (:attr:`ScoreInput.meta`) for it
     wants_meta: bool = False
 

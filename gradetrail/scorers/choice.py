@@ -586,6 +586,8 @@ class ChoiceScorer(Scorer):
     letter only (no choice texts to match).
     """
 
+    reads_target = True
+
     def __init__(self, spec: ChoiceScorerSpec) -> None:
         self.spec = spec
         self.path = spec.choices_field.split(".")

@@ -25,6 +25,8 @@ class ExactScorer(Scorer):
     whitespace collapse (``collapse_whitespace``), case fold (``case_fold``).
     """
 
+    reads_target = True
+
     def __init__(self, spec: ExactScorerSpec) -> None:
         self.spec = spec
 

@@ -184,6 +184,8 @@ class JsonScorer(Scorer):
         SpecError: neither the scorer nor the model names a schema.
     """
 
+    reads_target = True
+
     def __init__(self, spec: JsonScorerSpec, response_format: ResponseFormat | None) -> None:
         import jsonschema
 

@@ -538,6 +538,7 @@ class JudgeScorer(Scorer):
         assert isinstance(spec.scorer, JudgeScorerSpec)
         self.spec = spec.scorer
         self.file = JudgeFile(spec, self.spec.file)
+        self.reads_target = template_needs_target(self.file.template)
         self.caller = JudgeCaller(
             self.spec.model, spec.base_dir, spec.source, tuple(self.spec.reasoning_tags)
         )

@@ -72,6 +72,8 @@ def _import() -> Any:
 class MathScorer(Scorer):
     """1.0 when math-verify finds the response's answer equivalent to the target."""
 
+    reads_target = True
+
     def __init__(self, spec: MathScorerSpec) -> None:
         self.spec = spec
         self.mv = _import()

@@ -42,6 +42,7 @@ class MultiScorer(Scorer):
         self.primary = primary
         self.wants_meta = any(s.wants_meta for _, s in scorers)
         self.calls_models = any(s.calls_models for _, s in scorers)
+        self.reads_target = any(s.reads_target for _, s in scorers)
 
     def combine(self, scores: list[tuple[str, Score]]) -> Score:
         """The row's Score: the primary's value, detail, error and judge record, with every

@@ -45,6 +45,8 @@ def extract_number(
 class NumericScorer(Scorer):
     """1.0 when the extracted number equals the target's number within tolerance."""
 
+    reads_target = True
+
     def __init__(self, spec: NumericScorerSpec) -> None:
         self.spec = spec
 

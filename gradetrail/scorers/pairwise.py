@@ -47,6 +47,7 @@ from gradetrail.scorers.judge import (
     template_failure,
 )
 from gradetrail.scorers.reasoning import split_reasoning
+from gradetrail.scorers.targets import template_needs_target
 from gradetrail.scorers.verdicts import pairwise_parser, reduce_verdicts
 from gradetrail.spec import EvalSpec, PairwiseScorerSpec
 
@@ -127,6 +128,7 @@ class PairwiseScorer(Scorer):
         assert isinstance(spec.scorer, PairwiseScorerSpec)
         self.spec = spec.scorer
         self.file = JudgeFile(spec, self.spec.file)
+        self.reads_target = template_needs_target(self.file.template)
         self.caller = JudgeCaller(
             self.spec.model, spec.base_dir, spec.source, tuple(self.spec.reasoning_tags)
         )

@@ -40,6 +40,7 @@ class RegexScorer(Scorer):
         self.spec = spec
         self.where = f"{where}: scorer.pattern"
         self.template = compile_template(spec.pattern, self.where, regex=True)
+        self.reads_target = template_needs_target(self.template)
         import regex  # imported by runs that use this scorer only
 
         self._regex = regex

@@ -83,6 +83,29 @@ def test_a_typed_cell_with_an_underscore_is_not_a_number(
     )
 
 
+@pytest.mark.parametrize(
+    ("kind", "cell"),
+    [("int", "\u0665"), ("int", "1\u0665"), ("float", "\uff12.5"), ("int", "\u096b")],
+)
+def test_a_typed_cell_with_digits_other_than_ascii_is_not_a_number(
+    tmp_path: Path, kind: str, cell: str
+) -> None:
+    """Python's int() reads any script's digits: the Arabic-Indic five was 5, '1' then
+    that five 15, a full-width 2.5 a float. A declared number column now takes ASCII
+    digits only (as JSON and Parquet write them), naming the cell and why."""
+    path = tmp_path / "d.csv"
+    path.write_text(f"q,a\nx,{cell}\n", encoding="utf-8")
+    article = "an" if kind == "int" else "a"
+    with pytest.raises(DatasetError) as err:
+        load_samples(path, types={"a": kind})
+    assert str(err.value) == (
+        f"{path}:2: CSV row 1, column 'a': {cell!r} is not {article} {kind} "
+        "(dataset.types.a): its digits are not the ASCII 0-9 a number is written with; fix "
+        "the value or the declared type"
+    )
+    assert load_samples(path, types={"a": "str"})[0].row["a"] == cell  # text stays text
+
+
 def test_csv_quoted_newlines_blank_lines_and_bom(tmp_path: Path) -> None:
     """A quoted value may span lines; blank lines are skipped and not counted as rows; a
     UTF-8 byte-order mark is not part of the first column's name; errors name the line
@@ -491,3 +514,32 @@ def test_a_jsonl_file_of_a_byte_order_mark_and_blank_lines_has_no_rows(tmp_path:
         load_samples(path)
     path.write_bytes(b'\xef\xbb\xbf\r\n{"q": "a"}\r\n')
     assert [(s.id, s.row) for s in load_samples(path)] == [("2", {"q": "a"})]
+
+
+def test_a_key_written_twice_in_a_row_is_refused(tmp_path: Path) -> None:
+    """JSON readers keep a repeated key's last value and drop the other silently (a row
+    ``{"answer": "4", ..., "answer": "5"}`` was scored against 5). A JSONL line or a JSON
+    item naming a key twice, at any depth, is now refused naming the line (or item), the
+    key and the value kept; colons inside text (``3:00``, an escaped ``\\u003a``) are not
+    taken for keys."""
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        '{"q": "at 3:00", "a": "x\\u003ay", "m": {"k": "a:b"}}\n'
+        '{"q": "2+2", "answer": "4", "answer": "5"}\n'
+    )
+    with pytest.raises(DatasetError) as err:
+        load_samples(path)
+    assert str(err.value) == (
+        f"{path}:2: an object names the key 'answer' twice (JSON readers keep the last "
+        'value, "5", and drop the other silently); keep one'
+    )
+    path.write_text('{"q": "x", "m": {"k": 1, "k": 2}}\n')
+    with pytest.raises(DatasetError, match=r"d.jsonl:1: an object names the key 'k' twice"):
+        load_samples(path)
+    path.write_text('{"q": "a:b", "a": "x\\u003ay"}\n')
+    assert load_samples(path)[0].row == {"q": "a:b", "a": "x:y"}
+    array = tmp_path / "d.json"
+    array.write_text('[{"q": "1"}, {"q": "2", "x": [{"a": 1, "a": 2}]}]')
+    with pytest.raises(DatasetError) as err:
+        load_samples(array)
+    assert str(err.value).startswith(f"{array}: JSON item 2: an object names the key 'a' twice")

@@ -28,7 +28,6 @@ def answer(request):
         (18.5, "18.5"),
         (1e15, "1000000000000000"),
         (1e16, "1e+16"),  # where str() writes an exponent: kept as it is
-        (float("nan"), "nan"),
         (18, "18"),
         ("18.0", "18.0"),  # text is the dataset's own spelling
         (True, "True"),
@@ -146,3 +145,46 @@ def test_a_float_answer_index_scores_with_the_choice_scorer(tmp_path: Path) -> N
     manifest = json.loads(out.out)
     assert manifest["counts"] == {"scored": 2}
     assert manifest["score"]["mean"] == 0.5  # B is choice 1: right for x, wrong for y
+
+
+class PngImageFile:
+    """Stands for a decoded image (a Hugging Face Image column gives PIL images), whose
+    text is Python's default repr: ``<...PngImageFile object at 0x7f...>``."""
+
+
+def test_a_value_without_text_of_its_own_is_refused() -> None:
+    """An image or audio object showed its default repr, a memory address that changed
+    every run (a new request key each time); shown alone or inside a list, it is now
+    refused, naming its type. Values with a text of their own (a date) keep it."""
+    import datetime
+
+    for source in ("{{ img }}", "Look: {{ img }}", "{{ [img] }}", "{{ {'a': img} }}"):
+        with pytest.raises(
+            TypeError,
+            match="shows a tests.prompts.test_templates.PngImageFile value, which has no text",
+        ):
+            compile_template(source, "p").render({"img": PngImageFile()})
+    day = datetime.date(2024, 5, 1)
+    assert (
+        compile_template("{{ d }} {{ [d] }}", "p").render({"d": day}) == '2024-05-01 ["2024-05-01"]'
+    )
+
+
+def test_a_nan_target_is_a_missing_value() -> None:
+    """A NaN is never the text 'nan' in a target (nor a prompt)."""
+    from gradetrail.prompts.templates import MissingValueShown
+
+    for target in (True, False):
+        with pytest.raises(MissingValueShown, match="a is NaN"):
+            compile_template("{{ a }}", "t", target=target).render({"a": float("nan")})
+        with pytest.raises(MissingValueShown, match="a is null"):
+            compile_template("{{ a | trim }}", "t", target=target).render({"a": None})
+
+
+def test_truncate_and_wordwrap_filters_work() -> None:
+    """The width-checking wrapper dropped Jinja2's pass_environment, so ``truncate`` and
+    ``wordwrap`` failed on every row ('str' object has no attribute 'policies')."""
+    text = compile_template("{{ q | truncate(9) }}|{{ q | wordwrap(5) }}", "p").render(
+        {"q": "hello world and more"}
+    )
+    assert text == "hello...|hello\nworld\nand\nmore"
