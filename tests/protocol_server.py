@@ -90,7 +90,9 @@ Endpoints
   fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
   ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
   ``POST /_control/release`` (held requests go on, see the ``hold`` fault),
-  ``GET /_control/health``. Control requests are not counted in the stats.
+  ``GET /_control/health``, ``GET /_control/sent`` (the last 256 inference requests as
+  they arrived: path, query, headers, JSON body). Control requests are not counted in
+  the stats.
 
 Answers
 -------
@@ -769,6 +771,10 @@ class Settings:
 # --------------------------------------------------------------------------------------
 
 
+#: how many inference requests ``GET /_control/sent`` keeps (the last ones)
+SENT_KEPT = 256
+
+
 class Stats:
     """Counters the control endpoint reports; cleared by ``/_control/reset``."""
 
@@ -797,6 +803,8 @@ class Stats:
         self.reasoning_returned = 0
         self.streamed = 0
         self.max_in_flight = self.in_flight
+        #: the last inference requests as sent (``GET /_control/sent``)
+        self.sent: deque[dict[str, Any]] = deque(maxlen=SENT_KEPT)
 
     def arrive(self, path: str) -> None:
         """Count a request arriving at ``path``."""
@@ -2148,6 +2156,14 @@ class ProtocolServer:
             stats.bump(stats.fingerprints, _fingerprint(request.scope["path"], raw))
             err = self._error(protocol, 400, "invalid_request_error", "Body is not valid JSON")
             return err, 400
+        stats.sent.append(
+            {
+                "path": request.scope["path"],
+                "query": dict(request.query_params),
+                "headers": {k.lower(): v for k, v in request.headers.items()},
+                "body": body,
+            }
+        )
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         raw_canonical = canonical.encode("utf-8", "surrogatepass")  # a lone surrogate too
         fingerprint = _fingerprint(request.scope["path"], raw_canonical)
@@ -2463,6 +2479,13 @@ class ProtocolServer:
 
         return JSONResponse(self.stats.snapshot())
 
+    async def control_sent(self, request: Request) -> Response:
+        """``GET /_control/sent``: the last inference requests (path, query, headers
+        lower-cased, JSON body), oldest first."""
+        from starlette.responses import Response
+
+        return Response(_dumps(list(self.stats.sent)), media_type="application/json")
+
     async def control_reset(self, request: Request) -> Response:
         """``POST /_control/reset``."""
         from starlette.responses import JSONResponse
@@ -2508,6 +2531,7 @@ class ProtocolServer:
             Route("/v1/models", self.list_models, methods=["GET"]),
             Route("/_control/config", self.control_config, methods=["GET", "POST"]),
             Route("/_control/stats", self.control_stats, methods=["GET"]),
+            Route("/_control/sent", self.control_sent, methods=["GET"]),
             Route("/_control/reset", self.control_reset, methods=["POST"]),
             Route("/_control/release", self.control_release, methods=["POST"]),
             Route("/_control/health", self.control_health, methods=["GET"]),
@@ -2749,6 +2773,11 @@ class ServerHandle:
     def stats(self) -> dict[str, Any]:
         """The stats (see the module docstring)."""
         return self._call("GET", "/_control/stats")
+
+    def sent(self) -> list[dict[str, Any]]:
+        """The last inference requests as they arrived (``path``, ``query``, ``headers``
+        lower-cased, JSON ``body``), oldest first; cleared with the stats."""
+        return self._call("GET", "/_control/sent")
 
     def settled_stats(self, requests: int = 0, timeout: float = 60.0) -> dict[str, Any]:
         """The stats once at least ``requests`` requests have arrived and none is in flight.
