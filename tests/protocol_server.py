@@ -1646,7 +1646,7 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
         if fmt.get("type") == "json_schema":
             if not isinstance(fmt.get("name"), str) or not isinstance(fmt.get("schema"), dict):
                 return "text.format json_schema needs 'name' and an object 'schema'"
-            refused = _strict_refused(fmt, "text.format", fmt["schema"])
+            refused = _strict_refused(fmt, "response_format", fmt["schema"])
             if refused:
                 return refused
         elif fmt.get("type") not in ("text", "json_object"):
@@ -2172,7 +2172,10 @@ class ProtocolServer:
         parsed = _PARSERS[protocol](body)
         if isinstance(parsed, str):
             status = 404 if parsed.startswith("Item with id") else 400  # as the API answers
-            return self._error(protocol, status, "invalid_request_error", parsed), status
+            # the Responses API codes a refused answer schema (Chat Completions does not)
+            schema = protocol == RESPONSES and parsed.startswith("Invalid schema for response_")
+            code = "invalid_json_schema" if schema else None
+            return self._error(protocol, status, "invalid_request_error", parsed, code), status
         if protocol == RESPONSES:
             stats.reasoning_returned += _sealed_items(body)
         if protocol == ANTHROPIC:
