@@ -63,7 +63,9 @@ Endpoints
   is the API's 404 "Item with id ... not found". A model named as OpenAI's reasoning
   families (``gpt-5*`` but ``gpt-5-chat``, ``o1``, ``o3``, ``o4-mini``...) reasons unasked,
   as they do; asking another model for ``reasoning.encrypted_content`` without
-  ``reasoning`` is the API's 400 "Encrypted content is not supported with this model". An
+  ``reasoning`` is the API's 400 "Encrypted content is not supported with this model", and
+  ``reasoning.effort`` (or ``summary``) for one of its models that do not reason (gpt-4o,
+  gpt-4.1, gpt-5-chat...) the API's 400 "Unsupported parameter". An
   assistant message's ``phase``
   (``commentary``, ``final_answer``) is part of what the scripted model reads, as
   ``[commentary] TEXT`` in the prompt its rules match.
@@ -1633,6 +1635,13 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
     for name in ("stop", "seed", "messages", "max_tokens"):
         if name in body:
             return f"Unknown parameter: '{name}'."
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and _NOT_REASONING.fullmatch(str(body.get("model"))):
+        for name in ("effort", "summary"):
+            if reasoning.get(name) is not None:
+                return (
+                    f"Unsupported parameter: 'reasoning.{name}' is not supported with this model."
+                )
     raw_input = body.get("input")
     if isinstance(raw_input, str):
         raw_input = [{"role": "user", "content": raw_input}]
@@ -1741,6 +1750,9 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
         results,
     )
 
+
+#: OpenAI's models that do not reason (refusing ``reasoning.effort`` and ``summary``)
+_NOT_REASONING = re.compile(r"(?:gpt-4|gpt-3\.5|chatgpt-4o|gpt-5(?:\.\d+)?-chat)(?:[.o-].*)?")
 
 #: OpenAI's reasoning families, which reason whether or not the request sets ``reasoning``
 _REASONING_MODELS = re.compile(r"(?:gpt-5(?!(?:\.\d+)?-chat)|o[134])(?:[.-].*)?")
