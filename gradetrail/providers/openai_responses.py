@@ -53,7 +53,12 @@ a tool-calling answer with phases, several messages or interleaved items is kept
 API asks.
 Hosted tools billed per call (``web_search_call`` and ``file_search_call`` output items)
 are counted in :attr:`Response.server_tool_uses` by item type, priced at
-``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown).
+``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown). A
+completed answer holding hosted tools' items and no message (the tools ran, the model
+said nothing after them) is the model's answer, empty: cached with its usage and tool
+uses, scored as any answer (an empty one), never sent and paid for again; an answer with
+nothing at all (no message, refusal, function call or hosted tool item) is a
+``null_content`` error, never cached.
 """
 
 from __future__ import annotations
@@ -270,12 +275,15 @@ class OpenAIResponsesProvider(HttpProvider):
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = write = output = reasoning_tokens = 0
-        answered = out.has_message or out.tool_calls or out.refusal is not None
+        # an answer whose hosted tools (web search, file search...) ran and which ended
+        # without a message is complete and billed: the model's answer, empty (cached,
+        # scored as any answer, its tool uses priced), never re-sent and paid again
+        answered = out.has_message or out.tool_calls or out.refusal is not None or out.hosted
         if not answered and status != "incomplete":
             # nothing to score: never cached and scored 0 as if the model answered ""
             raise InvalidResponse(
-                "200 answer has no content (no message, refusal or function call in its "
-                f"output; status {status!r})",
+                "200 answer has no content (no message, refusal, function call or hosted "
+                f"tool call in its output; status {status!r})",
                 status=200,
                 error_type="null_content",
             )
