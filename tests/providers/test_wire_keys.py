@@ -154,6 +154,8 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "chat_format": ("openai_compatible", [FORMAT]),
     "anthropic": ("anthropic", []),
     "anthropic_tools": ("anthropic", [TOOLS, 'model.params.stop=["Q:"]']),
+    "anthropic_thinking": ("anthropic", ['model.reasoning={"budget_tokens": 1024}']),
+    "chat_reasoning": ("openai_compatible", ['model.reasoning={"effort": "low"}']),
     "anthropic_version": ("anthropic", ['model.api_version="2023-01-01"']),
     "responses": ("openai_responses", ["model.params.max_tokens=300"]),
     "responses_format": ("openai_responses", [FORMAT]),
@@ -179,6 +181,10 @@ PINNED: dict[str, tuple[str, str]] = {
         "beacc982fef5d4060d50a2d1603321df8d55616822f6022f7d252da8d4deddcb",
         "de26b5f8a60bf5783a64b0148948128ab31c69d2bc3d5d435a1b251ad1a8f161",
     ),
+    "anthropic_thinking": (
+        "2834abc490ee6c26590e61ed76560567a5d7cb30d9551323c2793a367ca859c0",
+        "fc03fb2e7a2ffb35e292c9b469592dce5e073f7bfacbc0540de361b008b48180",
+    ),
     "anthropic_tools": (
         "ab4e5e102a142ec89dcd1b83acfdbcbb9c45983f71c06800eaffdbdb8df80580",
         "ca21e8ae3e16ca13ee4a9f98f6efc8d221fc2c8457b3650c837648c908bc9447",
@@ -198,6 +204,10 @@ PINNED: dict[str, tuple[str, str]] = {
     "chat_openai": (
         "019917cc82895bd200a3f65cbb9342e7e50e8941a3e09d0cc6edc9765fa7e9d5",
         "7270bf6f12b5b94dea42a036b2bc4fa6f4311ecce520f9ecf8f529d66a460217",
+    ),
+    "chat_reasoning": (
+        "463d905df2821a94258d4dd227cfad6041197a8d56edcb3c0efa3ebaa1e9fd9e",
+        "779ddf681a801a9e9fbdc5b63ead8dc3e181d3926e9b73ae8fca2c94269080fb",
     ),
     "chat_tools": (
         "5fe91d65a06afed4372deddfed89e4966aa530782152a1b21378400469891138",
@@ -255,14 +265,15 @@ def test_fixed_requests_keep_their_keys_and_wire(srv, tmp_path: Path, case: str)
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_sdk_sends_what_the_lean_client_sends(srv, tmp_path: Path, case: str) -> None:
-    """The official SDK's client sends the same wire as the lean one, for the same key
-    (the client is no part of the key: it must not change what is sent)."""
+    """The official SDK's client and the plain-HTTP one (``auto`` at an http:// URL) send
+    the same wire as the lean one, for the same key (the client is no part of the key:
+    it must not change what is sent)."""
     protocol, overrides = CASES[case]
-    lean = keyed_wire(
-        _spec(tmp_path, srv, protocol, [*overrides, "model.http_client=aiohttp"]), srv
-    )
-    sdk = keyed_wire(_spec(tmp_path, srv, protocol, [*overrides, "model.http_client=sdk"]), srv)
-    assert sdk == lean
+    sent = [
+        keyed_wire(_spec(tmp_path, srv, protocol, [*overrides, f"model.http_client={c}"]), srv)
+        for c in ("aiohttp", "sdk", "auto")
+    ]
+    assert sent[1] == sent[0] and sent[2] == sent[0]
 
 
 #: model fields that change nothing sent (or only how an answer is carried back, or
