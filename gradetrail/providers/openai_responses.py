@@ -204,7 +204,7 @@ class OpenAIResponsesProvider(HttpProvider):
         extra = params.get("extra")
         if extra:
             body.update(extra)
-        include = sent_include(body, request.model)
+        include = _sent_include(body, request.model)
         if include is not None:
             body["include"] = include
         body["input"] = to_responses_input(request.messages, stored=body["store"] is not False)
@@ -229,7 +229,7 @@ class OpenAIResponsesProvider(HttpProvider):
         if self.model.reasoning is not None:
             fields.update(responses_reasoning_fields(self.model.reasoning))
         fields.update(self.model.params.extra or {})
-        include = sent_include(fields, self.model.name)
+        include = _sent_include(fields, self.model.name)
         first = fields.get("include")
         if fields.get("reasoning") and "include" not in fields:
             first = [ENCRYPTED]
@@ -309,7 +309,7 @@ class OpenAIResponsesProvider(HttpProvider):
         return response, min(write, max(prompt - cached, 0))
 
 
-def sent_include(fields: dict[str, Any], model: str) -> list[Any] | None:
+def _sent_include(fields: dict[str, Any], model: str) -> list[Any] | None:
     """The ``include`` a Responses body with these top-level ``fields`` (the spec's
     reasoning and ``extra`` applied) is sent with: the spec's own entries, then
     ``reasoning.encrypted_content`` when the request reasons (``reasoning`` set, or a
