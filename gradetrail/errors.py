@@ -35,8 +35,8 @@ most :data:`MAX_RETRY_AFTER_S`), and, when a quota or spend cap ran out that wil
 back within the run (a credit balance, a spend cap, a per-day or per-month quota: not a
 per-minute rate limit), which one (``quota``, a key of :data:`QUOTAS`); when every later
 request of the run would fail the same way (a refused key, no access to the model, an
-unknown model, a server without the memory to load it), why (``stops_run``, a key of
-:data:`RUN_STOPS`).
+unknown model, a server without the memory to load it, a refused response_format
+schema), why (``stops_run``, a key of :data:`RUN_STOPS`).
 """
 
 from __future__ import annotations
@@ -164,6 +164,10 @@ RUN_STOPS: dict[str, tuple[str, str]] = {
         "has too little memory to load the model",
         "free memory on the server, or pick a smaller model (or quantization)",
     ),
+    "schema": (
+        "refused the JSON schema of model.response_format",
+        "fix model.response_format.schema as its message says",
+    ),
 }
 
 
@@ -182,7 +186,8 @@ class ProviderError(GradetrailError):
             back within the run, else None. Such an error is permanent, and a run stops
             at it (:class:`~gradetrail.engine.failfast.QuotaExhausted`).
         stops_run: why every later request of the run would fail the same way (a key of
-            :data:`RUN_STOPS`: ``key``, ``access``, ``model``, ``memory``), else None. The
+            :data:`RUN_STOPS`: ``key``, ``access``, ``model``, ``memory``, ``schema``), else
+            None. The
             error is permanent, and the run stops at its first row
             (:class:`~gradetrail.engine.failfast.ProviderStopped`).
         billed: the response the provider answered, and billed, before the call was

@@ -63,7 +63,9 @@ Endpoints
   is the API's 404 "Item with id ... not found". A model named as OpenAI's reasoning
   families (``gpt-5*`` but ``gpt-5-chat``, ``o1``, ``o3``, ``o4-mini``...) reasons unasked,
   as they do; asking another model for ``reasoning.encrypted_content`` without
-  ``reasoning`` is the API's 400 "Encrypted content is not supported with this model". An
+  ``reasoning`` is the API's 400 "Encrypted content is not supported with this model", and
+  ``reasoning.effort`` (or ``summary``) for one of its models that do not reason (gpt-4o,
+  gpt-4.1, gpt-5-chat...) the API's 400 "Unsupported parameter". An
   assistant message's ``phase``
   (``commentary``, ``final_answer``) is part of what the scripted model reads, as
   ``[commentary] TEXT`` in the prompt its rules match.
@@ -90,7 +92,9 @@ Endpoints
   fault list, ``add_faults`` appends), ``GET /_control/config``, ``GET /_control/stats``,
   ``POST /_control/reset`` (body optional: ``{"config": false}`` clears only the stats),
   ``POST /_control/release`` (held requests go on, see the ``hold`` fault),
-  ``GET /_control/health``. Control requests are not counted in the stats.
+  ``GET /_control/health``, ``GET /_control/sent`` (the last 256 inference requests as
+  they arrived: path, query, headers, JSON body). Control requests are not counted in
+  the stats.
 
 Answers
 -------
@@ -769,6 +773,10 @@ class Settings:
 # --------------------------------------------------------------------------------------
 
 
+#: how many inference requests ``GET /_control/sent`` keeps (the last ones)
+SENT_KEPT = 256
+
+
 class Stats:
     """Counters the control endpoint reports; cleared by ``/_control/reset``."""
 
@@ -797,6 +805,8 @@ class Stats:
         self.reasoning_returned = 0
         self.streamed = 0
         self.max_in_flight = self.in_flight
+        #: the last inference requests as sent (``GET /_control/sent``)
+        self.sent: deque[dict[str, Any]] = deque(maxlen=SENT_KEPT)
 
     def arrive(self, path: str) -> None:
         """Count a request arriving at ``path``."""
@@ -1625,6 +1635,13 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
     for name in ("stop", "seed", "messages", "max_tokens"):
         if name in body:
             return f"Unknown parameter: '{name}'."
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and _NOT_REASONING.fullmatch(str(body.get("model"))):
+        for name in ("effort", "summary"):
+            if reasoning.get(name) is not None:
+                return (
+                    f"Unsupported parameter: 'reasoning.{name}' is not supported with this model."
+                )
     raw_input = body.get("input")
     if isinstance(raw_input, str):
         raw_input = [{"role": "user", "content": raw_input}]
@@ -1638,7 +1655,7 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
         if fmt.get("type") == "json_schema":
             if not isinstance(fmt.get("name"), str) or not isinstance(fmt.get("schema"), dict):
                 return "text.format json_schema needs 'name' and an object 'schema'"
-            refused = _strict_refused(fmt, "text.format", fmt["schema"])
+            refused = _strict_refused(fmt, "response_format", fmt["schema"])
             if refused:
                 return refused
         elif fmt.get("type") not in ("text", "json_object"):
@@ -1733,6 +1750,9 @@ def _parse_responses(body: dict[str, Any]) -> ParsedRequest | str:
         results,
     )
 
+
+#: OpenAI's models that do not reason (refusing ``reasoning.effort`` and ``summary``)
+_NOT_REASONING = re.compile(r"(?:gpt-4|gpt-3\.5|chatgpt-4o|gpt-5(?:\.\d+)?-chat)(?:[.o-].*)?")
 
 #: OpenAI's reasoning families, which reason whether or not the request sets ``reasoning``
 _REASONING_MODELS = re.compile(r"(?:gpt-5(?!(?:\.\d+)?-chat)|o[134])(?:[.-].*)?")
@@ -2148,6 +2168,14 @@ class ProtocolServer:
             stats.bump(stats.fingerprints, _fingerprint(request.scope["path"], raw))
             err = self._error(protocol, 400, "invalid_request_error", "Body is not valid JSON")
             return err, 400
+        stats.sent.append(
+            {
+                "path": request.scope["path"],
+                "query": dict(request.query_params),
+                "headers": {k.lower(): v for k, v in request.headers.items()},
+                "body": body,
+            }
+        )
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         raw_canonical = canonical.encode("utf-8", "surrogatepass")  # a lone surrogate too
         fingerprint = _fingerprint(request.scope["path"], raw_canonical)
@@ -2156,7 +2184,10 @@ class ProtocolServer:
         parsed = _PARSERS[protocol](body)
         if isinstance(parsed, str):
             status = 404 if parsed.startswith("Item with id") else 400  # as the API answers
-            return self._error(protocol, status, "invalid_request_error", parsed), status
+            # the Responses API codes a refused answer schema (Chat Completions does not)
+            schema = protocol == RESPONSES and parsed.startswith("Invalid schema for response_")
+            code = "invalid_json_schema" if schema else None
+            return self._error(protocol, status, "invalid_request_error", parsed, code), status
         if protocol == RESPONSES:
             stats.reasoning_returned += _sealed_items(body)
         if protocol == ANTHROPIC:
@@ -2463,6 +2494,13 @@ class ProtocolServer:
 
         return JSONResponse(self.stats.snapshot())
 
+    async def control_sent(self, request: Request) -> Response:
+        """``GET /_control/sent``: the last inference requests (path, query, headers
+        lower-cased, JSON body), oldest first."""
+        from starlette.responses import Response
+
+        return Response(_dumps(list(self.stats.sent)), media_type="application/json")
+
     async def control_reset(self, request: Request) -> Response:
         """``POST /_control/reset``."""
         from starlette.responses import JSONResponse
@@ -2508,6 +2546,7 @@ class ProtocolServer:
             Route("/v1/models", self.list_models, methods=["GET"]),
             Route("/_control/config", self.control_config, methods=["GET", "POST"]),
             Route("/_control/stats", self.control_stats, methods=["GET"]),
+            Route("/_control/sent", self.control_sent, methods=["GET"]),
             Route("/_control/reset", self.control_reset, methods=["POST"]),
             Route("/_control/release", self.control_release, methods=["POST"]),
             Route("/_control/health", self.control_health, methods=["GET"]),
@@ -2749,6 +2788,11 @@ class ServerHandle:
     def stats(self) -> dict[str, Any]:
         """The stats (see the module docstring)."""
         return self._call("GET", "/_control/stats")
+
+    def sent(self) -> list[dict[str, Any]]:
+        """The last inference requests as they arrived (``path``, ``query``, ``headers``
+        lower-cased, JSON ``body``), oldest first; cleared with the stats."""
+        return self._call("GET", "/_control/sent")
 
     def settled_stats(self, requests: int = 0, timeout: float = 60.0) -> dict[str, Any]:
         """The stats once at least ``requests`` requests have arrived and none is in flight.

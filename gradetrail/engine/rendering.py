@@ -132,7 +132,10 @@ class Renderer:
             if spec.dataset.label_field
             else None
         )
-        self.agent, self.tools = self._tools(spec)
+        #: the tools as the provider's requests carry them (see Provider.offered_tools)
+        self.offered_tools = provider.offered_tools
+        self.agent, tools = self._tools(spec)
+        self.tools = self.offered_tools(tools) if tools else tools
         try:  # the module's own tools are known only now
             per_row = spec.dataset.tools_field is not None and not self.tools
             known = None if per_row else self.tools  # a row's own tools are checked per row
@@ -306,7 +309,7 @@ def _row_tools(
     what = f"dataset.tools_field {field!r}"
     if field is not None and sample.row.get(field) is not None:
         try:
-            tools = normalize_tools(sample.row[field])
+            tools = renderer.offered_tools(normalize_tools(sample.row[field]))
             if isinstance(choice, dict):
                 choice = normalize_tool_choice(choice, tools)
         except ToolError as exc:

@@ -237,6 +237,9 @@ def never_fits(code: str | None, etype: str | None, message: str | None) -> str 
 #: a 404's message that names nothing (a path no route serves: FastAPI's "Not Found",
 #: Go's "404 page not found", Azure's "Resource not found")
 _BARE_NOT_FOUND = lazy_compile(r"\s*(?:404:?\s*)?(?:page |resource )?not found\.?\s*", re.I)
+#: a 400's message refusing the answer's JSON schema (OpenAI's Chat Completions and
+#: Responses API: "Invalid schema for response_format 'NAME': In context=(), ...")
+_SCHEMA_REFUSED = lazy_compile(r"\binvalid schema for (?:response_format|text\.format)\b", re.I)
 #: a server that cannot load the model for want of memory (Ollama's 500 "model requires
 #: more system memory (7.5 GiB) than is available (5.2 GiB)"): no request of the run fits
 _NO_MEMORY = lazy_compile(r"requires more (?:system )?memory\b.{0,40}than is available", re.I)
@@ -260,11 +263,18 @@ def stops_run(
       ``not_found_error`` "model: ...", Ollama's "model '...' not found") or naming nothing
       (no route at this URL); a 404 about something else (the Responses API's "Item with
       id ... not found") is one request's;
-    - ``memory``: a server that cannot load the model (:data:`_NO_MEMORY`, any status).
+    - ``memory``: a server that cannot load the model (:data:`_NO_MEMORY`, any status);
+    - ``schema``: a 400 refusing the answer's JSON schema (``model.response_format``, the
+      same in every request): OpenAI's ``invalid_json_schema`` code, or its "Invalid
+      schema for response_format" message (Chat Completions sends no code). A refused
+      tool's schema ("Invalid schema for function ...") may be one row's own tools: not
+      this.
     """
     words = message or ""
     if _NO_MEMORY.search(words):
         return "memory"
+    if status == 400 and (code == "invalid_json_schema" or _SCHEMA_REFUSED.search(words)):
+        return "schema"
     if auth:
         return "access" if status == 403 else "key"
     if status != 404:

@@ -30,8 +30,9 @@ model's working; a ``refusal`` part is the model declining), ``function_call`` i
 (``call_id`` is the tool call's id), and ``reasoning`` items (kept verbatim, their
 ``summary`` texts joined as the reasoning text; an item with no summary gives its
 ``reasoning_text`` content instead, as gpt-oss on vLLM returns it). Hosted tools billed per call
-(:data:`BILLED_CALLS`: ``web_search_call``, ``file_search_call``) are counted by item type;
-other item types are skipped.
+(:data:`BILLED_CALLS`: ``web_search_call``, ``file_search_call``) are counted by item type,
+and every hosted tool's item (:data:`HOSTED_CALLS`) is noted; other item types are
+skipped.
 """
 
 from __future__ import annotations
@@ -165,6 +166,11 @@ def to_responses_input(messages: Iterable[Message], stored: bool = False) -> lis
 #: output items of hosted tools the API bills per call (besides the tokens), counted as
 #: server-side tool uses under their item type
 BILLED_CALLS = frozenset(["web_search_call", "file_search_call"])
+#: output items of the tools the API runs itself (hosted tools: nothing for the client to
+#: do), whether billed per call or not
+HOSTED_CALLS = BILLED_CALLS | frozenset(
+    ["code_interpreter_call", "image_generation_call", "mcp_call", "mcp_list_tools"]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +189,8 @@ class ResponsesOutput:
             still an answer).
         server_calls: hosted tool calls billed per call, by item type
             (``{"web_search_call": 2}``; see :data:`BILLED_CALLS`).
+        hosted: how many items of the tools the API ran itself the output holds
+            (:data:`HOSTED_CALLS`).
     """
 
     text: str
@@ -192,6 +200,7 @@ class ResponsesOutput:
     reasoning: str | None
     has_message: bool
     server_calls: dict[str, int] = field(default_factory=dict)
+    hosted: int = 0
 
 
 def _part_texts(parts: Any) -> list[str]:
@@ -256,6 +265,7 @@ def read_output(output: Any) -> ResponsesOutput:
     reasoning_items: list[dict[str, Any]] = []
     notes: list[tuple[bool, str]] = []  # (commentary?, text): the reasoning text's parts
     has_message = False
+    hosted = 0
     server_calls: dict[str, int] = {}
     for item in output if isinstance(output, list) else ():
         if not isinstance(item, dict):
@@ -274,8 +284,10 @@ def read_output(output: Any) -> ResponsesOutput:
             calls.append(
                 make_tool_call(item.get("call_id"), item.get("name"), item.get("arguments"))
             )
-        elif kind in BILLED_CALLS:
-            server_calls[kind] = server_calls.get(kind, 0) + 1
+        elif kind in HOSTED_CALLS:
+            hosted += 1
+            if kind in BILLED_CALLS:
+                server_calls[kind] = server_calls.get(kind, 0) + 1
         elif kind == "reasoning":
             reasoning_items.append(item)
             # its summary; else its raw reasoning_text content (gpt-oss on vLLM: no summary)
@@ -293,4 +305,5 @@ def read_output(output: Any) -> ResponsesOutput:
         reasoning="\n\n".join(summaries) if summaries else None,
         has_message=has_message,
         server_calls=server_calls,
+        hosted=hosted,
     )

@@ -81,6 +81,11 @@ STREAM_ABOVE_MAX_TOKENS = 21_333
 REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
 
+#: a 400 refusing a tool's input schema (the Messages API: "tools.0.custom.input_schema:
+#: JSON schema is invalid. It must match JSON Schema draft 2020-12 ...")
+_SCHEMA_WORDS = re.compile(r"\binput_schema\b.{0,80}\binvalid\b", re.I | re.S)
+
+
 #: the per-minute token limit a 429 names ("would exceed the rate limit for your
 #: organization (...) of 30,000 input tokens per minute")
 _PER_MINUTE = re.compile(r"\bof ([\d,]+) (input|output) tokens per minute", re.I)
@@ -136,7 +141,17 @@ class AnthropicProvider(HttpProvider):
     ) -> ProviderError:
         """A 429 for tokens a minute that this request can never fit (:func:`never_fits`)
         is recorded as the row's error at once (a :class:`BadRequest`), never retried nor
-        left to pause every other request on its Retry-After."""
+        left to pause every other request on its Retry-After. With
+        ``model.response_format`` (its schema the forced answer tool's ``input_schema``,
+        the request's only tool), a 400 refusing a tool's ``input_schema`` ("tools.0.custom
+        .input_schema: JSON schema is invalid ...") refuses that schema, which every
+        request repeats: it stops the run (``stops_run: schema``)."""
+        if isinstance(error, BadRequest) and error.status == 400 and not error.transient:
+            _, _, message = error_fields(answer)
+            fmt = self.model.response_format
+            if fmt is not None and error.stops_run is None and _SCHEMA_WORDS.search(message or ""):
+                error.stops_run = "schema"
+            return error
         if not (isinstance(error, RateLimited) and error.transient):
             return error
         _, _, message = error_fields(answer)

@@ -525,6 +525,14 @@ class Provider(ABC):
         every request's cache key. Default: nothing."""
         return {}
 
+    def offered_tools(self, tools: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        """The tool definitions (normalized, see :mod:`gradetrail.conversation.tools`) as
+        this provider's requests carry them, and so as their cache keys hold them. A
+        provider whose API reads a field a definition leaves out otherwise than gradetrail
+        means it writes the field out here (the Responses API's ``strict``), so the key
+        says what is sent. Default: the definitions as given (their keys unchanged)."""
+        return tools
+
     def check_ready(self) -> None:
         """Raise a GradetrailError when the provider cannot serve any request (missing key,
         missing file, unimportable function). Called once before the first call."""

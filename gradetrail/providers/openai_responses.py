@@ -53,7 +53,12 @@ a tool-calling answer with phases, several messages or interleaved items is kept
 API asks.
 Hosted tools billed per call (``web_search_call`` and ``file_search_call`` output items)
 are counted in :attr:`Response.server_tool_uses` by item type, priced at
-``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown).
+``model.price.server_tool_usd`` (no fee is bundled: without one the cost is unknown). A
+completed answer holding hosted tools' items and no message (the tools ran, the model
+said nothing after them) is the model's answer, empty: cached with its usage and tool
+uses, scored as any answer (an empty one), never sent and paid for again; an answer with
+nothing at all (no message, refusal, function call or hosted tool item) is a
+``null_content`` error, never cached.
 """
 
 from __future__ import annotations
@@ -199,12 +204,38 @@ class OpenAIResponsesProvider(HttpProvider):
         extra = params.get("extra")
         if extra:
             body.update(extra)
-        include = body.get("include") or []
-        reasons = body.get("reasoning") or _reasons_unasked(request.model)
-        if reasons and isinstance(include, list) and ENCRYPTED not in include:
-            body["include"] = [*include, ENCRYPTED]  # a spec's own include keeps its entries
+        include = _sent_include(body, request.model)
+        if include is not None:
+            body["include"] = include
         body["input"] = to_responses_input(request.messages, stored=body["store"] is not False)
         return body
+
+    def offered_tools(self, tools: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        """Each definition with ``strict`` written out (``false`` unless it sets it): the
+        Responses API takes a function without the field as strict, so what is sent,
+        ``strict: false``, is what the request and its key hold. Requests offering only
+        definitions that set ``strict`` keep their keys."""
+        return tuple(tool if "strict" in tool else {**tool, "strict": False} for tool in tools)
+
+    def identity(self) -> dict[str, Any]:
+        """The base class's, and ``include``: what ``include`` gradetrail sends, when it
+        adds ``reasoning.encrypted_content`` where the first rule did not (a model of a
+        reasoning family without reasoning settings, or beside the spec's own
+        ``include``). The first rule (reasoning set and no ``include`` of the spec's own)
+        sent the same bytes as today, so those requests, and every request that sends no
+        ``include``, keep their keys; the others' keys change with what they send."""
+        out = super().identity()
+        fields: dict[str, Any] = {}
+        if self.model.reasoning is not None:
+            fields.update(responses_reasoning_fields(self.model.reasoning))
+        fields.update(self.model.params.extra or {})
+        include = _sent_include(fields, self.model.name)
+        first = fields.get("include")
+        if fields.get("reasoning") and "include" not in fields:
+            first = [ENCRYPTED]
+        if include is not None and include != first:
+            out["include"] = include
+        return out
 
     def normalize(self, data: dict[str, Any], latency_s: float) -> tuple[Response, int]:
         """Text, tool calls, reasoning items, stop state, served model and usage of a
@@ -244,12 +275,15 @@ class OpenAIResponsesProvider(HttpProvider):
         else:
             self.usage_missing(str(data.get("model") or self.model.name))
             prompt = cached = write = output = reasoning_tokens = 0
-        answered = out.has_message or out.tool_calls or out.refusal is not None
+        # an answer whose hosted tools (web search, file search...) ran and which ended
+        # without a message is complete and billed: the model's answer, empty (cached,
+        # scored as any answer, its tool uses priced), never re-sent and paid again
+        answered = out.has_message or out.tool_calls or out.refusal is not None or out.hosted
         if not answered and status != "incomplete":
             # nothing to score: never cached and scored 0 as if the model answered ""
             raise InvalidResponse(
-                "200 answer has no content (no message, refusal or function call in its "
-                f"output; status {status!r})",
+                "200 answer has no content (no message, refusal, function call or hosted "
+                f"tool call in its output; status {status!r})",
                 status=200,
                 error_type="null_content",
             )
@@ -273,6 +307,21 @@ class OpenAIResponsesProvider(HttpProvider):
             content_blocks=_kept_whole(data["output"]) if out.tool_calls else (),
         )
         return response, min(write, max(prompt - cached, 0))
+
+
+def _sent_include(fields: dict[str, Any], model: str) -> list[Any] | None:
+    """The ``include`` a Responses body with these top-level ``fields`` (the spec's
+    reasoning and ``extra`` applied) is sent with: the spec's own entries, then
+    ``reasoning.encrypted_content`` when the request reasons (``reasoning`` set, or a
+    model of a reasoning family: :func:`_reasons_unasked`); None when no ``include`` is
+    sent. An ``include`` that is not a list is sent as the spec wrote it."""
+    include = fields.get("include")
+    if include is not None and not isinstance(include, list):
+        return None
+    reasons = fields.get("reasoning") or _reasons_unasked(model)
+    if reasons and ENCRYPTED not in (include or []):
+        return [*(include or []), ENCRYPTED]  # a spec's own include keeps its entries
+    return include
 
 
 def _reasons_unasked(model: str) -> bool:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_serializer, model_validator
 
-from gradetrail.conversation.tools import normalize_tool_choice
+from gradetrail.conversation.tools import normalize_tool_choice, normalize_tools
 from gradetrail.spec.base import _Strict
 from gradetrail.spec.ci import CiSpec
 from gradetrail.spec.conversation import MessageTemplate, check_prompt, check_tools
 from gradetrail.spec.dataset import DatasetSpec
-from gradetrail.spec.model import ModelSpec
+from gradetrail.spec.model import ModelSpec, strict_schema_problem
 from gradetrail.spec.run import RunSettings
 from gradetrail.spec.scorer import ScorerSpec
 from gradetrail.spec.scorers import NamedScorer, check_scorers
@@ -163,7 +164,35 @@ class EvalSpec(_Strict):
                 "model.tools_module); remove the tools or the response_format"
             )
         self._forced_tool_with_thinking()
+        self._strict_tools_at_openai()
         return self
+
+    def _strict_tools_at_openai(self) -> None:
+        """A tool of ``tools:`` with ``strict: true``, sent to OpenAI itself (``openai``, or
+        ``openai_responses`` without a base URL elsewhere), must have a strict schema
+        (:func:`~gradetrail.spec.model.strict_schema_problem`): OpenAI refuses every
+        request offering it ("Invalid schema for function ..."), as it does a strict
+        ``response_format`` (checked the same way). A row's own tools
+        (``dataset.tools_field``) are that row's.
+
+        Raises:
+            ValueError: naming the tool, the schema path and the two fixes.
+        """
+        model = self.model
+        at_openai = model.provider == "openai" or (
+            model.provider == "openai_responses"
+            and (model.base_url is None or urlsplit(model.base_url).hostname == "api.openai.com")
+        )
+        if not at_openai or not self.tools:
+            return
+        for tool in normalize_tools(self.tools):
+            problem = strict_schema_problem(tool["parameters"]) if tool.get("strict") else None
+            if problem:
+                raise ValueError(
+                    f"tools: {tool['name']!r} is strict: true, but its parameters schema "
+                    f"{problem}, which OpenAI's strict mode requires (every request would be "
+                    "refused); fix the schema or remove strict"
+                )
 
     def _forced_tool_with_thinking(self) -> None:
         """The Messages API refuses a forced tool (``tool_choice`` required or named, or

@@ -22,7 +22,10 @@ Checks (:func:`problems`), each one line naming the field and the fix (exit 2):
 - OpenAI reasoning families: ``temperature`` or ``top_p`` other than 1, and ``stop`` where
   the family refuses it; a reasoning summary (Chat Completions returns none; the Responses
   API, ``openai_responses``, is sent ``reasoning: {effort, summary: auto}`` and checked
-  against the same families).
+  against the same families). The API's own fields in ``model.params.extra``
+  (``reasoning_effort`` on Chat Completions, a ``reasoning`` object on the Responses API)
+  are checked as ``model.reasoning`` is: none on a model that does not reason, an effort
+  its family takes.
 """
 
 from __future__ import annotations
@@ -339,10 +342,15 @@ def problems(
                 )
     elif provider == "openai":
         out += _openai(family, where, params, reasoning, temperature, top_p)
+        if "reasoning_effort" in extra:  # the API's own field, checked as model.reasoning
+            effort = extra["reasoning_effort"]
+            out += _openai_effort(family, where, "model.params.extra.reasoning_effort", effort)
     elif provider == "openai_responses":  # OpenAI's families, and a summary it returns
         family = family_of("openai", model)
         where = f"{model} ({family.as_of} table)" if family else model
         out += _openai(family, where, params, reasoning, temperature, top_p, summaries=True)
+        if "reasoning" in extra:  # the API's own object, checked as model.reasoning
+            out += _responses_extra(family, where, extra["reasoning"])
     elif provider == "openai_compatible" and reasoning is not None:
         if reasoning.budget_tokens is not None:
             out.append(
@@ -427,14 +435,11 @@ def _openai(
                 "model.reasoning.summary: Chat Completions returns no reasoning summary (the "
                 "reasoning tokens are counted); remove it"
             )
-        if family is not None and reasoning.effort is not None:
-            if family.thinking is None:
-                out.append(f"model.reasoning: {where} is not a reasoning model; remove it")
-            elif reasoning.effort not in family.efforts:
-                takes = ", ".join(family.efforts) or "no reasoning effort"
-                out.append(
-                    f"model.reasoning.effort: {where} takes {takes}, not {reasoning.effort!r}"
-                )
+        asked = reasoning.effort is not None or (summaries and reasoning.summary)
+        if family is not None and family.thinking is None and asked:
+            out.append(f"model.reasoning: {where} is not a reasoning model; remove it")
+        elif family is not None and reasoning.effort is not None:
+            out += _openai_effort(family, where, "model.reasoning.effort", reasoning.effort)
     if family is not None and not family.sampling:
         for name, value in (("temperature", temperature), ("top_p", top_p)):
             if value is not None and value != 1:
@@ -444,6 +449,33 @@ def _openai(
     if family is not None and not family.stop and params.stop:
         out.append(f"model.params.stop: {where} takes no stop sequences; remove it")
     return out
+
+
+def _openai_effort(family: Family | None, where: str, field: str, effort: Any) -> list[str]:
+    """What OpenAI refuses in every request of a reasoning ``effort`` given at ``field``
+    (model.params.extra's own): any effort on a model the table knows does not reason, an
+    effort level its family does not take."""
+    if family is None or effort is None:
+        return []
+    if family.thinking is None:
+        return [f"{field}: {where} is not a reasoning model; remove it"]
+    if effort not in family.efforts:
+        takes = ", ".join(family.efforts) or "no reasoning effort"
+        return [f"{field}: {where} takes {takes}, not {effort!r}"]
+    return []
+
+
+def _responses_extra(family: Family | None, where: str, reasoning: Any) -> list[str]:
+    """What the Responses API refuses in every request of a ``reasoning`` object given in
+    ``model.params.extra``: not an object; an ``effort`` or ``summary`` on a model the
+    table knows does not reason; an effort level its family does not take."""
+    field = "model.params.extra.reasoning"
+    if not isinstance(reasoning, dict):
+        return [f"{field}: must be an object such as {{effort: low}}, not {reasoning!r}"]
+    asked = [k for k in ("effort", "summary") if reasoning.get(k) is not None]
+    if family is not None and family.thinking is None and asked:
+        return [f"{field}: {where} is not a reasoning model; remove it"]
+    return _openai_effort(family, where, f"{field}.effort", reasoning.get("effort"))
 
 
 def anthropic_reasoning_fields(model: str, reasoning: ReasoningSpec) -> dict[str, Any]:

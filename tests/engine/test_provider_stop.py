@@ -223,3 +223,89 @@ def test_a_404_about_something_else_is_one_requests_error() -> None:
     assert classify_status(404, {}, ollama, model="llama9").stops_run == "model"
     told_to_retry = classify_status(401, {"x-should-retry": "true"}, {"error": "expired"})
     assert told_to_retry.stops_run is None
+
+
+#: an answer schema OpenAI's strict mode refuses (no additionalProperties: false)
+LOOSE_SCHEMA = {"type": "object", "properties": {"answer": {"type": "number"}}}
+ANTHROPIC_SCHEMA_400 = {
+    "type": "error",
+    "error": {
+        "type": "invalid_request_error",
+        "message": "tools.0.custom.input_schema: JSON schema is invalid. It must match JSON "
+        "Schema draft 2020-12 (https://json-schema.org/draft/2020-12). Learn more about tool "
+        "use at https://docs.claude.com/en/docs/tool-use.",
+    },
+}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("protocol", ["openai_compatible", "openai_responses", "anthropic"])
+def test_a_refused_answer_schema_stops_the_run_at_its_first_row(
+    srv, tmp_path: Path, client: str, protocol: str
+) -> None:
+    """A response_format schema the API refuses at call time (OpenAI's 400 'Invalid schema
+    for response_format', code invalid_json_schema on the Responses API; Anthropic's 400
+    for its forced answer tool's input_schema) is in every request: the run stops at the
+    first row, one request sent (before: 5 rows and up to 20 requests, fail-fast's), exit
+    3, one line naming the schema problem; fixed, the same command completes the run."""
+    if protocol == "anthropic":
+        srv.configure(faults=[{"kind": "answer", "body": ANTHROPIC_SCHEMA_400, "status": 400}])
+    fmt = {"name": "answer", "schema": LOOSE_SCHEMA}
+    fields: dict[str, Any] = {"response_format": fmt}
+    if protocol == "openai_responses":
+        fields["api_key_required"] = False
+    spec = gsm8k_spec(
+        tmp_path, srv, protocol, limit=4, http_client=client, run={"concurrency": 4}, **fields
+    )
+    args = ("--cache", str(tmp_path / "cache.sqlite"), "--results-root", str(tmp_path / "r"))
+    out = run_cli("run", spec.source, *args)
+    assert out.code == 3, out.err
+    (error,) = [e for e in out.err_lines if e.startswith("error:")]
+    assert error.startswith(
+        "error: stopped: the provider refused the JSON schema of model.response_format "
+        "(BadRequest: 400 invalid_request_error: "
+    ), error
+    assert (
+        "input_schema: JSON schema is invalid"
+        if protocol == "anthropic"
+        else (
+            "Invalid schema for response_format 'answer': In context=(), 'additionalProperties' "
+            "is required to be supplied and to be false."
+        )
+    ) in error
+    assert "fix model.response_format.schema as its message says" in error
+    assert srv.stats()["total"] <= 4  # those in flight land; nothing more is started
+    (run_dir,) = (tmp_path / "r").iterdir()
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert rows and all(r["error"]["stops_run"] == "schema" for r in rows)
+
+    srv.configure(faults=[])  # fixed: a schema the API takes
+    strict = {**LOOSE_SCHEMA, "required": ["answer"], "additionalProperties": False}
+    spec = gsm8k_spec(
+        tmp_path,
+        srv,
+        protocol,
+        limit=4,
+        http_client=client,
+        **{**fields, "response_format": {"name": "answer", "schema": strict}},
+    )
+    again = run_cli("run", spec.source, *args)
+    assert again.code == 0, again.err
+
+
+def test_a_refused_tool_schema_is_not_the_answer_schema() -> None:
+    """'Invalid schema for function ...' may be one row's own tools: it stays that row's
+    error; the answer schema's refusal, with or without OpenAI's code, stops the run."""
+    tool = {
+        "error": {
+            "message": "Invalid schema for function 'get_weather': In context=(), "
+            "'additionalProperties' is required to be supplied and to be false.",
+            "type": "invalid_request_error",
+            "code": "invalid_function_parameters",
+        }
+    }
+    assert classify_status(400, {}, tool).stops_run is None
+    chat = {"error": {"message": "Invalid schema for response_format 'x': ...", "code": None}}
+    assert classify_status(400, {}, chat).stops_run == "schema"
+    coded = {"error": {"message": "bad", "code": "invalid_json_schema"}}
+    assert classify_status(400, {}, coded).stops_run == "schema"

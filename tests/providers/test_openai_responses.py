@@ -786,6 +786,88 @@ def test_model_reasoning_is_checked_against_openais_families(tmp_path: Path) -> 
         )
 
 
+@pytest.mark.parametrize(
+    ("provider", "model", "extra", "line"),
+    [
+        (
+            "openai_responses",
+            "gpt-4o",
+            {"reasoning": {"effort": "low"}},
+            r"model.params.extra.reasoning: gpt-4o \(.*\) is not a reasoning model; remove it",
+        ),
+        (
+            "openai_responses",
+            "gpt-4.1-mini",
+            {"reasoning": {"summary": "auto"}},
+            r"model.params.extra.reasoning: gpt-4.1-mini \(.*\) is not a reasoning model",
+        ),
+        (
+            "openai_responses",
+            "gpt-5-mini",
+            {"reasoning": {"effort": "xhigh"}},
+            r"model.params.extra.reasoning.effort: gpt-5-mini \(.*\) takes minimal, low, "
+            r"medium, high, not 'xhigh'",
+        ),
+        (
+            "openai_responses",
+            "gpt-5-mini",
+            {"reasoning": "low"},
+            r"model.params.extra.reasoning: must be an object such as \{effort: low\}",
+        ),
+        (
+            "openai",
+            "gpt-4o-mini",
+            {"reasoning_effort": "low"},
+            r"model.params.extra.reasoning_effort: gpt-4o-mini \(.*\) is not a reasoning model",
+        ),
+        (
+            "openai_responses",
+            "gpt-4o",
+            None,  # model.reasoning with a summary only: the same 400
+            r"model.reasoning: gpt-4o \(.*\) is not a reasoning model; remove it",
+        ),
+    ],
+)
+def test_the_apis_own_reasoning_in_extra_is_checked_as_model_reasoning(
+    provider: str, model: str, extra: dict | None, line: str
+) -> None:
+    """``reasoning`` (Responses) or ``reasoning_effort`` (Chat) in model.params.extra is
+    checked at load against OpenAI's families as model.reasoning is: one line, exit 2,
+    before any call (before: it went unchecked, and every row of gpt-4o was the API's 400
+    "Unsupported parameter: 'reasoning.effort'")."""
+    overrides = [f"model.provider={provider}", f"model.name={model}"]
+    if extra is None:
+        overrides.append('model.reasoning={"summary": true}')
+    else:
+        overrides.append(f"model.params.extra={json.dumps(extra)}")
+    with pytest.raises(SpecError, match=line) as caught:
+        gradetrail.load_spec(GSM8K_SPEC, overrides)
+    assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_reasoning_in_extra_on_a_model_that_does_not_reason_sends_nothing(
+    srv, tmp_path: Path, cli, client: str
+) -> None:
+    """Through the CLI: gpt-4o with extra reasoning {effort: low} at a server that answers
+    it as the API does (400 'Unsupported parameter') is refused at load, exit 2, no request
+    sent (before: 6 of 6 rows were that 400); the same effort on gpt-5-mini runs."""
+    srv.configure(models=["*"])
+    extra = {"params": {"extra": {"reasoning": {"effort": "low"}}}, "limit": 6}
+    spec = _spec(tmp_path, srv, client, model="gpt-5-mini", **extra)
+    run = ("run", str(spec.source), "--results-root", str(tmp_path / "r"))
+    out = cli(*run, "--set", "model.name=gpt-4o")
+    assert out.exit_code == 2
+    assert out.stderr.strip().endswith(
+        "model.params.extra.reasoning: gpt-4o (2026-12-03 table) is not a reasoning model; "
+        "remove it"
+    )
+    assert srv.stats()["total"] == 0
+    out = cli(*run)
+    assert out.exit_code == 0, out.stderr
+    assert srv.stats()["statuses"] == {"200": 6}
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_reasoning_model_reasoning_unasked_gets_its_reasoning_back(
     srv, tmp_path: Path, client: str

@@ -313,6 +313,45 @@ def test_responses_web_search_calls_are_counted_and_priced_per_call(
         assert row["cost_usd"] == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6 + 2 * fee)
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_answer_of_hosted_tool_calls_only_is_cached_and_scored_not_paid_again(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """A completed Responses answer whose output is a web search and no message (the tool
+    ran, the model said nothing after it) is complete and billed: an empty answer, scored
+    (0), its tokens and search priced, cached: the run again sends nothing. Before, it was
+    a null_content provider_error with no cost, never cached: each run paid for it again
+    (2 requests over 2 runs, cost unknown on the row)."""
+    searched = _web_searched("eggs")
+    searched["output"] = searched["output"][:1]  # the search, no message
+    _serve_once(srv, searched)
+    price = {**PRICE, "server_tool_usd": {"web_search_call": 0.01}}
+    spec = gsm8k_spec(
+        tmp_path, srv, "openai_responses", http_client=client, price=price, api_key_required=False
+    )
+    for run in range(2):
+        row = run_http(spec, tmp_path).row
+        assert row["state"] == "scored" and row["score"] == 0.0 and row["response"] == ""
+        assert row["stop_reason"] == "end_turn" and row["cached"] is bool(run)
+        assert row["server_tool_uses"] == {"web_search_call": 1}
+        assert row["cost_usd"] == pytest.approx((100 * 1.0 + 10 * 2.0) / 1e6 + 0.01)
+        assert srv.stats()["total"] == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_an_answer_with_nothing_in_its_output_stays_an_error(
+    srv, tmp_path: Path, client: str
+) -> None:
+    """An output with no message, refusal, function call or hosted tool item has nothing
+    to score: a null_content provider_error, never cached."""
+    empty = {**_web_searched("eggs"), "output": [{"type": "reasoning", "id": "rs_1"}]}
+    _serve_once(srv, empty)
+    spec = gsm8k_spec(tmp_path, srv, "openai_responses", http_client=client, api_key_required=False)
+    out = run_http(spec, tmp_path)
+    assert out.row["state"] == "provider_error" and out.cached == 0
+    assert out.row["error"]["error_type"] == "null_content"
+
+
 # --------------------------------------------------------------------------------------
 # shapes read right already, kept so they stay so
 

@@ -411,6 +411,41 @@ def test_a_tools_strict_flag_is_sent(srv, tmp_path: Path, protocol: str, client:
             assert row["score"] == 1.0
 
 
+@pytest.mark.parametrize(
+    ("provider", "where", "refused"),
+    [
+        ("openai", None, True),
+        ("openai_responses", None, True),
+        ("openai_responses", "https://api.openai.com/v1", True),
+        ("openai_responses", "http://127.0.0.1:9/v1", False),  # another server's own rules
+        ("openai_compatible", "http://127.0.0.1:9/v1", False),
+    ],
+)
+def test_a_strict_tool_without_a_strict_schema_is_refused_at_load_for_openai(
+    provider: str, where: str | None, refused: bool
+) -> None:
+    """A ``strict: true`` tool whose schema OpenAI's strict mode refuses (no
+    additionalProperties: false) is one line at load, exit 2, for OpenAI itself: every
+    request would be its 400 'Invalid schema for function' (before: each row that 400,
+    until fail-fast). A strict schema loads; another server is not held to OpenAI's rules."""
+    from gradetrail.errors import SpecError
+
+    base = [f"model.provider={provider}", "model.name=gpt-4o", "model.api_key_env=KEY"]
+    if where is not None:
+        base.append(f"model.base_url={where}")
+    if provider != "openai":
+        base.append("model.api_key_required=true")
+    loose = f"tools={json.dumps([_weather_tool(strict_schema=False)])}"
+    if refused:
+        with pytest.raises(SpecError, match="tools: 'get_weather' is strict: true, but its ") as e:
+            gradetrail.load_spec(SPEC, [*base, loose])
+        assert "at (root): an object needs additionalProperties: false" in str(e.value)
+        assert e.value.exit_code == 2
+    else:
+        gradetrail.load_spec(SPEC, [*base, loose])
+    gradetrail.load_spec(SPEC, [*base, f"tools={json.dumps([_weather_tool(True)])}"])
+
+
 def test_the_protocol_server_refuses_tool_turns_the_real_apis_refuse(srv) -> None:
     """A tool result answering no call, a call left unanswered, a tool_choice naming no
     tool and Anthropic roles that do not alternate are 400s through the real SDKs, so a
