@@ -248,6 +248,24 @@ def test_no_page_has_a_broken_paragraph() -> None:
     assert broken == [], "\n".join(broken)
 
 
+def test_every_paragraph_closes_the_parentheses_it_opens() -> None:
+    """A paragraph of prose opens as many parentheses as it closes (code spans and
+    intervals such as (0, 1] aside): a merge that glued the tail of one sentence to the
+    start of another leaves a ')' it never opened (providers.md's stop reasons began
+    "`stop_sequence`, ... the provider's own value in `raw_stop_reason`), served model")."""
+    unbalanced = []
+    for page in _pages():
+        if page.parent.name == "reference":
+            continue  # generated from docstrings
+        text = re.sub(r"^( *)```.*?^\1```", "", page.read_text(), flags=re.S | re.M)
+        for block in re.split(r"\n\s*\n", text):
+            prose = re.sub(r"`[^`]*`", "", block)
+            prose = re.sub(r"[(\[]\s*[-+]?[\d.]+,\s*[-+]?[\d.]+\s*[)\]]", "", prose)
+            if prose.count("(") != prose.count(")"):
+                unbalanced.append(f"{page.name}: {block.strip()[:80]!r}")
+    assert unbalanced == []
+
+
 def test_a_block_that_shows_an_example_file_is_that_file() -> None:
     """A YAML block a page introduces as a bundled file (``(`examples/X.yaml`):``) is
     that file as it is (its opening comment aside), so what a reader copies runs."""
