@@ -326,3 +326,78 @@ def test_every_repository_path_the_docs_name_exists() -> None:
     named = set(re.findall(r"`(\w+)/`", layout))
     packages = {p.parent.name for p in (ROOT / "gradetrail").glob("*/__init__.py")}
     assert named == packages - {"_util", "data"}
+
+
+def _quickstart_lines(page: str) -> list[str]:
+    """The `gradetrail` commands of a page's shell blocks that need no key and no server:
+    the quickstart's runs of the bundled example, its gate, diff and runs listing."""
+    lines = []
+    for block in _code_blocks((ROOT / page).read_text(), ("sh",)):
+        for line in block.splitlines():
+            words = line.split("#", 1)[0].split()
+            shown = words[:1] == ["gradetrail"] and words[1] in ("run", "gate", "diff", "runs")
+            if shown and "provider:" not in line:
+                lines.append(line)
+    return lines
+
+
+def test_the_quickstart_prints_what_the_pages_show(cli, tmp_path, monkeypatch) -> None:
+    """Run from a checkout as README.md and docs/index.md say, the quickstart's commands
+    give what the pages show: index.md's summary line for line (its wall time aside), the
+    run directories the gate and diff lines name, the gate's exit 1 and its 76/360
+    discordant samples, README's mean and interval, and each recorded model's mean."""
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples" / "data").mkdir(parents=True)
+    (tmp_path / "examples" / "gsm8k.yaml").write_bytes(
+        (ROOT / "examples" / "gsm8k.yaml").read_bytes()
+    )
+    (tmp_path / "examples" / "data" / "gsm8k").symlink_to(ROOT / "examples" / "data" / "gsm8k")
+    index, readme = (DOCS / "index.md").read_text(), (ROOT / "README.md").read_text()
+
+    first = cli("run", "examples/gsm8k.yaml", results=False)
+    (shown,) = [b for b in _code_blocks(index, ("",)) if b.startswith("gsm8k  replay:")]
+    printed = [line for line in first.stdout.splitlines() if "wall time" not in line]
+    assert printed == [line for line in shown.splitlines() if "wall time" not in line]
+    mean = re.search(r"`175b_verification` gets (0\.\d+), 95% CI\s+(\[[\d., ]+\])", readme)
+    assert mean and f"mean score  {mean[1]} ± " in first.stdout and mean[2] in first.stdout
+
+    for page in ("README.md", "docs/index.md"):
+        for line in _quickstart_lines(page):
+            out = cli(*shlex.split(line.split("#", 1)[0])[1:], results=False)
+            expected = 1 if "gradetrail gate" in line else 0
+            assert out.exit_code == expected, f"{page}: {line}\n{out.stdout}{out.stderr}"
+            if "gradetrail gate" in line:
+                gained, lost = re.search(
+                    r"solves (\d+) problems the baseline misses, and "
+                    r"misses (\d+) it solves",
+                    index,
+                ).groups()
+                assert re.search(rf"only baseline passed +│ {lost} ", out.stdout)
+                assert re.search(rf"only candidate passed +│ {gained} ", out.stdout)
+
+    means = index[index.index("reproduce their authors' correctness labels") :]
+    means = means[: means.index("\n\n")]
+    pairs = re.findall(r"(\d+b_\w+) (0\.\d{4})", means)
+    assert len(pairs) == 4
+    for model, figure in pairs:
+        out = cli("run", "examples/gsm8k.yaml", "--set", f"model.name={model}", results=False)
+        assert f"mean score  {figure} ± " in out.stdout, (model, out.stdout)
+
+
+def test_a_commented_figure_is_what_the_command_prints(cli) -> None:
+    """A `gradetrail power` line whose comment gives a figure (gate.md's `# samples
+    needed: 969`) prints that figure."""
+    import shlex
+
+    checked = 0
+    for page in _pages():
+        for block in _code_blocks(page.read_text(), ("sh",)):
+            for line in block.splitlines():
+                found = re.match(r"gradetrail (power .*?)#\s*samples needed: (\d+)", line)
+                if found:
+                    out = cli(*shlex.split(found[1]))
+                    assert out.exit_code == 0 and f"n = {found[2]} samples" in out.stdout, line
+                    checked += 1
+    assert checked >= 1
