@@ -401,3 +401,12 @@ def test_a_commented_figure_is_what_the_command_prints(cli) -> None:
                     assert out.exit_code == 0 and f"n = {found[2]} samples" in out.stdout, line
                     checked += 1
     assert checked >= 1
+
+
+def test_the_bad_input_count_spec_md_gives_is_the_corpus() -> None:
+    """spec.md's "`tests/data/bad_input.yaml` holds N such inputs" counts its cases (it
+    said 226 while the corpus held 228)."""
+    text = " ".join((DOCS / "spec.md").read_text().split())
+    shown = re.search(r"`tests/data/bad_input\.yaml` holds (\d+) such inputs", text)
+    cases = yaml.safe_load((ROOT / "tests" / "data" / "bad_input.yaml").read_text())
+    assert shown and int(shown[1]) == len(cases)
