@@ -106,11 +106,12 @@ def _format_error(
 
 def _literal_hint(got: str, expected: str, field_path: list[str]) -> str:
     """What to write instead of ``got``, one of the quoted values of pydantic's
-    ``expected``: the one it misspells or miscapitalizes (``openAI``), or, for a model's
-    ``provider`` naming a server (``vllm``, ``ollama``), the provider that speaks to it."""
+    ``expected``: the one it misspells or miscapitalizes (``openAI``, ``opnai``; never
+    another word: ``median`` is not ``mean``), or, for a model's ``provider`` naming a
+    server (``vllm``, ``ollama``), the provider that speaks to it."""
     values = re.findall(r"'([^']*)'", expected)
     folded = {v.lower(): v for v in values}
-    close = difflib.get_close_matches(got.lower(), list(folded), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(got.lower(), list(folded), n=1, cutoff=0.85)
     if close:
         return f"; did you mean '{folded[close[0]]}'?"
     if field_path[-1:] == ["provider"] and "openai_compatible" in values:
