@@ -248,6 +248,24 @@ def test_no_page_has_a_broken_paragraph() -> None:
     assert broken == [], "\n".join(broken)
 
 
+def test_every_paragraph_closes_the_parentheses_it_opens() -> None:
+    """A paragraph of prose opens as many parentheses as it closes (code spans and
+    intervals such as (0, 1] aside): a merge that glued the tail of one sentence to the
+    start of another leaves a ')' it never opened (providers.md's stop reasons began
+    "`stop_sequence`, ... the provider's own value in `raw_stop_reason`), served model")."""
+    unbalanced = []
+    for page in _pages():
+        if page.parent.name == "reference":
+            continue  # generated from docstrings
+        text = re.sub(r"^( *)```.*?^\1```", "", page.read_text(), flags=re.S | re.M)
+        for block in re.split(r"\n\s*\n", text):
+            prose = re.sub(r"`[^`]*`", "", block)
+            prose = re.sub(r"[(\[]\s*[-+]?[\d.]+,\s*[-+]?[\d.]+\s*[)\]]", "", prose)
+            if prose.count("(") != prose.count(")"):
+                unbalanced.append(f"{page.name}: {block.strip()[:80]!r}")
+    assert unbalanced == []
+
+
 def test_a_block_that_shows_an_example_file_is_that_file() -> None:
     """A YAML block a page introduces as a bundled file (``(`examples/X.yaml`):``) is
     that file as it is (its opening comment aside), so what a reader copies runs."""
@@ -308,3 +326,107 @@ def test_every_repository_path_the_docs_name_exists() -> None:
     named = set(re.findall(r"`(\w+)/`", layout))
     packages = {p.parent.name for p in (ROOT / "gradetrail").glob("*/__init__.py")}
     assert named == packages - {"_util", "data"}
+
+
+def _quickstart_lines(page: str) -> list[str]:
+    """The `gradetrail` commands of a page's shell blocks that need no key and no server:
+    the quickstart's runs of the bundled example, its gate, diff and runs listing."""
+    lines = []
+    for block in _code_blocks((ROOT / page).read_text(), ("sh",)):
+        for line in block.splitlines():
+            words = line.split("#", 1)[0].split()
+            shown = words[:1] == ["gradetrail"] and words[1] in ("run", "gate", "diff", "runs")
+            if shown and "provider:" not in line:
+                lines.append(line)
+    return lines
+
+
+def test_the_quickstart_prints_what_the_pages_show(cli, tmp_path, monkeypatch) -> None:
+    """Run from a checkout as README.md and docs/index.md say, the quickstart's commands
+    give what the pages show: index.md's summary line for line (its wall time aside), the
+    run directories the gate and diff lines name, the gate's exit 1 and its 76/360
+    discordant samples, README's mean and interval, and each recorded model's mean."""
+    import shlex
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples" / "data").mkdir(parents=True)
+    (tmp_path / "examples" / "gsm8k.yaml").write_bytes(
+        (ROOT / "examples" / "gsm8k.yaml").read_bytes()
+    )
+    (tmp_path / "examples" / "data" / "gsm8k").symlink_to(ROOT / "examples" / "data" / "gsm8k")
+    index, readme = (DOCS / "index.md").read_text(), (ROOT / "README.md").read_text()
+
+    first = cli("run", "examples/gsm8k.yaml", results=False)
+    (shown,) = [b for b in _code_blocks(index, ("",)) if b.startswith("gsm8k  replay:")]
+    printed = [line for line in first.stdout.splitlines() if "wall time" not in line]
+    assert printed == [line for line in shown.splitlines() if "wall time" not in line]
+    mean = re.search(r"`175b_verification` gets (0\.\d+), 95% CI\s+(\[[\d., ]+\])", readme)
+    assert mean and f"mean score  {mean[1]} ± " in first.stdout and mean[2] in first.stdout
+
+    for page in ("README.md", "docs/index.md"):
+        for line in _quickstart_lines(page):
+            out = cli(*shlex.split(line.split("#", 1)[0])[1:], results=False)
+            expected = 1 if "gradetrail gate" in line else 0
+            assert out.exit_code == expected, f"{page}: {line}\n{out.stdout}{out.stderr}"
+            if "gradetrail gate" in line:
+                gained, lost = re.search(
+                    r"solves (\d+) problems the baseline misses, and "
+                    r"misses (\d+) it solves",
+                    index,
+                ).groups()
+                assert re.search(rf"only baseline passed +│ {lost} ", out.stdout)
+                assert re.search(rf"only candidate passed +│ {gained} ", out.stdout)
+
+    means = index[index.index("reproduce their authors' correctness labels") :]
+    means = means[: means.index("\n\n")]
+    pairs = re.findall(r"(\d+b_\w+) (0\.\d{4})", means)
+    assert len(pairs) == 4
+    for model, figure in pairs:
+        out = cli("run", "examples/gsm8k.yaml", "--set", f"model.name={model}", results=False)
+        assert f"mean score  {figure} ± " in out.stdout, (model, out.stdout)
+
+
+def test_a_commented_figure_is_what_the_command_prints(cli) -> None:
+    """A `gradetrail power` line whose comment gives a figure (gate.md's `# samples
+    needed: 969`) prints that figure."""
+    import shlex
+
+    checked = 0
+    for page in _pages():
+        for block in _code_blocks(page.read_text(), ("sh",)):
+            for line in block.splitlines():
+                found = re.match(r"gradetrail (power .*?)#\s*samples needed: (\d+)", line)
+                if found:
+                    out = cli(*shlex.split(found[1]))
+                    assert out.exit_code == 0 and f"n = {found[2]} samples" in out.stdout, line
+                    checked += 1
+    assert checked >= 1
+
+
+def test_the_bad_input_count_spec_md_gives_is_the_corpus() -> None:
+    """spec.md's "`tests/data/bad_input.yaml` holds N such inputs" counts its cases (it
+    said 226 while the corpus held 228)."""
+    text = " ".join((DOCS / "spec.md").read_text().split())
+    shown = re.search(r"`tests/data/bad_input\.yaml` holds (\d+) such inputs", text)
+    cases = yaml.safe_load((ROOT / "tests" / "data" / "bad_input.yaml").read_text())
+    assert shown and int(shown[1]) == len(cases)
+
+
+def test_a_whole_spec_a_page_shows_runs_beside_the_examples(cli, tmp_path) -> None:
+    """A YAML block that is a whole spec (name, dataset, model) runs as written from the
+    examples directory (its paths relative to it), exit 0: spec.md's opening spec scores
+    0.5625, as it says."""
+    (tmp_path / "data").symlink_to(ROOT / "examples" / "data")
+    ran = 0
+    for page in _pages():
+        for block in _code_blocks(page.read_text(), ("yaml", "yml")):
+            raw = yaml.safe_load(block)
+            if not (isinstance(raw, dict) and {"name", "dataset", "model"} <= set(raw)):
+                continue
+            (tmp_path / "shown.yaml").write_text(block)
+            out = cli("run", str(tmp_path / "shown.yaml"))
+            assert out.exit_code == 0, f"{page.name}: {out.stderr}"
+            if page.name == "spec.md":
+                assert "mean score  0.5625 ± " in out.stdout
+            ran += 1
+    assert ran >= 1

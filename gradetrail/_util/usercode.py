@@ -122,11 +122,31 @@ def import_user_module(
     except SpecError:
         raise
     except (ImportError, ValueError) as exc:
-        raise SpecError(f"{where}: cannot import {module_name!r} ({exc})") from None
+        fix = _import_fix(module_name, exc, base_dir)
+        raise SpecError(f"{where}: cannot import {module_name!r} ({exc}){fix}") from None
     except (Exception, SystemExit, GeneratorExit) as exc:  # the module failed while importing
         raise SpecError(
             f"{where}: importing {module_name!r} raised {exception_text(exc)}; fix the module"
         ) from None
+
+
+def _import_fix(module_name: str, exc: BaseException, base_dir: Path) -> str:
+    """What to do about a module that could not be found: the user's own (its file is
+    looked for beside the spec and in the working directory), or a package it imports
+    (to install), or nothing more to say."""
+    missing = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if not missing:
+        return ""
+    if module_name == missing or module_name.startswith(f"{missing}."):
+        path = module_name.replace(".", "/")
+        cwd = Path.cwd()
+        if base_dir.resolve() == cwd.resolve():
+            return f"; put {path}.py beside the spec ({base_dir}), or install it"
+        return (
+            f"; put {path}.py beside the spec ({base_dir}) or in the working directory "
+            f"({cwd}), or install it"
+        )
+    return f"; {module_name!r} imports {missing!r}: install it in this environment"
 
 
 def _top_file(module_name: str) -> str | None:

@@ -86,6 +86,8 @@ def check_stop(row: Row, *, run_stops: bool = True) -> None:
             f"stopped: {who} says its {what} ran out ({kind}: {message}); {fix}, {_RESUME}"
         )
     what, fix = RUN_STOPS.get(stop, ("refused every request", "fix what its message says"))
+    if row["state"] == "judge_error":  # the judge's settings, not the graded model's
+        fix = fix.replace("model.", "scorer.model.")
     raise ProviderStopped(f"stopped: {who} {what} ({kind}: {message}); {fix}, {_RESUME}")
 
 
@@ -133,7 +135,8 @@ class FailFast:
             kind, message = detail.get("kind") or "ProviderError", detail.get("message") or ""
             message = " ".join(str(message).split())  # one line, whatever the provider sent
             if kind == "ProviderConnectionError":
-                message += "; check model.base_url and that the server is up"
+                field = "scorer.model" if row["state"] == "judge_error" else "model"
+                message += f"; check {field}.base_url and that the server is up"
             raise RunError(
                 f"stopped after the first {self.first} samples all failed with the same error "
                 f"(run.fail_fast): {kind}: {message}"

@@ -96,6 +96,8 @@ def worst_case_usd(provider: Provider, request: Request, *, batch: bool = False)
             that is not a whole number of at least 1, a server tool in ``extra.tools``, or
             no price for the model.
     """
+    if not provider.billed:  # replay: nothing is called, nothing is paid
+        return 0.0
     output = _output_bound(provider, request)
     tools = (request.params.get("extra") or {}).get("tools")
     for tool in tools if isinstance(tools, list) else ():

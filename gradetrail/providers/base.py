@@ -495,6 +495,9 @@ class Provider(ABC):
     #: True when the response depends on the sample itself, not only on the rendered
     #: request (replay): the sample id then enters the cache key
     keyed_by_sample: ClassVar[bool] = False
+    #: False when no call of the provider is ever billed (replay reads a file): its worst
+    #: case under ``run.max_cost_usd`` is 0, with no price or ``max_tokens`` needed
+    billed: ClassVar[bool] = True
     #: why the API refuses a prompt that renders empty (a row is then refused before any
     #: call, with these words), or None when an empty prompt may be sent
     empty_prompt_refused: ClassVar[str | None] = None

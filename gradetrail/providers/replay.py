@@ -30,6 +30,7 @@ class ReplayProvider(Provider):
 
     name = "replay"
     keyed_by_sample = True
+    billed = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

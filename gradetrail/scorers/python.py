@@ -4,7 +4,8 @@
 (the spec's directory and the working directory first on ``sys.path``) and calls
 ``score(sample)`` once a response, where ``sample`` is a :class:`ScoredSample`: the row,
 the rendered prompt and system prompt, the target, the response text, its tool calls and
-what the provider reported with it (``metadata``). The function may be sync or async and
+what the provider reported with it (``metadata``), and what a ``python`` app handed back
+beside its text (``app``). The function may be sync or async and
 returns:
 
 - a number in [0, 1] (a ``bool`` is 0 or 1), or
@@ -70,6 +71,9 @@ class ScoredSample:
         metadata: what the provider reported with the response: ``stop_reason``,
             ``truncated``, ``served_model``, ``input_tokens``, ``output_tokens``,
             ``cost_usd`` (USD or None), ``latency_s`` (seconds or None), ``cached``.
+        app: what a ``python`` provider's app handed back beside its text
+            (``gradetrail.Response``'s ``metadata``, ``metrics``, ``transcript``,
+            ``artifacts``), or None: ``ScoreInput.app``, a copy of its own.
     """
 
     id: str
@@ -81,6 +85,7 @@ class ScoredSample:
     response: str
     tool_calls: tuple[dict[str, Any], ...]
     metadata: dict[str, Any]
+    app: dict[str, Any] | None = None
 
 
 def _sample(item: ScoreInput) -> ScoredSample:
@@ -94,6 +99,7 @@ def _sample(item: ScoreInput) -> ScoredSample:
         item.response,
         item.tool_calls,
         dict(item.response_meta or {}),
+        copy.deepcopy(item.app),  # its own, as the row is
     )
 
 

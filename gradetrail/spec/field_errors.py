@@ -4,6 +4,7 @@ the fix (with a "did you mean" for unknown keys)."""
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,7 +99,27 @@ def _format_error(
     shown = f" (got {got!r})" if isinstance(got, str | int | float | bool) else ""
     if field_path and field_path[-1] in _NEVER_SHOWN:
         shown = ""  # it may hold a credential: the error never repeats it
+    if kind == "literal_error" and isinstance(got, str):
+        shown += _literal_hint(got, err.get("ctx", {}).get("expected", ""), field_path)
     return f"{source}: {where}: {msg}{shown}"
+
+
+def _literal_hint(got: str, expected: str, field_path: list[str]) -> str:
+    """What to write instead of ``got``, one of the quoted values of pydantic's
+    ``expected``: the one it misspells or miscapitalizes (``openAI``, ``opnai``; never
+    another word: ``median`` is not ``mean``), or, for a model's ``provider`` naming a
+    server (``vllm``, ``ollama``), the provider that speaks to it."""
+    values = re.findall(r"'([^']*)'", expected)
+    folded = {v.lower(): v for v in values}
+    close = difflib.get_close_matches(got.lower(), list(folded), n=1, cutoff=0.85)
+    if close:
+        return f"; did you mean '{folded[close[0]]}'?"
+    if field_path[-1:] == ["provider"] and "openai_compatible" in values:
+        return (
+            "; a server speaking OpenAI's Chat Completions (vLLM, Ollama, llama.cpp, TGI, "
+            "a gateway) is provider: openai_compatible with its base_url"
+        )
+    return ""
 
 
 def _set_by(key: str, where: str, kind: str) -> bool:

@@ -428,6 +428,12 @@ class ModelSpec(_Strict):
                 f"api_key_required: false applies only to openai_compatible (or openai_responses "
                 f"at another base_url); the {self.provider} provider always needs a key"
             )
+        if self.provider == "openai_compatible" and not self.base_url:
+            # before the key: a key check naming the URL would read "at None"
+            raise ValueError(
+                "provider 'openai_compatible' needs model.base_url, the server's URL "
+                "(usually ending in /v1: http://localhost:8000/v1)"
+            )
         if elsewhere and self.api_key_required and not self.api_key_env and not key_header:
             raise ValueError(
                 f"provider {self.provider!r} at {self.base_url} needs model.api_key_env naming "
@@ -454,8 +460,6 @@ class ModelSpec(_Strict):
             raise ValueError(f"model.function {self.function!r} must be 'module:function'")
         if self.tools_module is not None and self.provider == "replay":
             raise ValueError("tools_module needs a provider that answers tool results, not replay")
-        if self.provider == "openai_compatible" and not self.base_url:
-            raise ValueError("provider 'openai_compatible' needs model.base_url")
         self._strict_at_openai(elsewhere)
         if self.pause_turn_continuations and self.provider != "anthropic":
             raise ValueError(

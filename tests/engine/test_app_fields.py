@@ -175,3 +175,33 @@ def test_artifacts_refuse_a_planted_symlink(tmp_path: Path) -> None:
         with pytest.raises(RunError, match="is a symlink or not a directory"):
             Artifacts(run_dir).save("q1", 1, {"a.txt": "x"})
     assert list(elsewhere.iterdir()) == []
+
+
+GRADING = """
+from gradetrail import Score
+
+
+def score(sample):
+    words = sample.app["metrics"]["words"]
+    return Score(float(words == len(sample.response.split())), {"words": words})
+"""
+
+
+def test_a_python_scorer_named_in_the_spec_sees_the_app_fields(tmp_path: Path) -> None:
+    """`scorer: {type: python}` reads what the app handed back as `sample.app`, as a scorer
+    passed to run_eval does (before: ScoredSample had no `app`, every row a scorer error
+    "AttributeError: 'ScoredSample' object has no attribute 'app'")."""
+    spec = _spec(tmp_path)
+    (tmp_path / "app_grading.py").write_text(GRADING)
+    raw = yaml.safe_load((tmp_path / "spec.yaml").read_text())
+    raw["dataset"]["limit"] = 3
+    raw["scorer"] = {"type": "python", "function": "app_grading:score"}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
+    spec = gradetrail.load_spec(tmp_path / "spec.yaml")
+    result = gradetrail.run_eval(
+        spec, results_root=tmp_path / "r", cache_path=tmp_path / "cache.sqlite"
+    )
+    rows = gradetrail.read_results(result.run_dir)
+    words = [len(text.split()) for text in _recorded()[:3]]
+    assert [r["score"] for r in rows] == [1.0, 1.0, 1.0]
+    assert [r["scorer"]["words"] for r in rows] == words

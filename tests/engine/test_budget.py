@@ -729,3 +729,18 @@ def test_a_sweeps_ceiling_holds_across_its_cells_and_its_re_runs(srv, tmp_path: 
     assert done.code in (0, 1), done.err
     assert srv.stats()["total"] == 3 * ROWS and srv.stats()["repeated"] == 0
     assert len(spent()) == 3 and sum(spent()) <= one_cell * 4
+
+
+def test_a_replay_run_is_free_under_a_ceiling(gsm8k_copy: Path, tmp_path: Path) -> None:
+    """A replay calls nothing, so a ceiling holds it at 0 with no price or max_tokens: the
+    bundled example runs under --max-cost (before: refused, exit 2, "model.params.max_tokens:
+    a budgeted run needs a bound", then with max_tokens "no price is known for replay")."""
+    from gradetrail.providers.base import Request
+
+    spec = gradetrail.load_spec(gsm8k_copy, overrides=["dataset.limit=20", "run.max_cost_usd=0.01"])
+    result = gradetrail.run_eval(spec, results_root=tmp_path / "results")
+    assert result.manifest.status == "complete"
+    assert result.manifest.counts == {"scored": 20}
+    message = {"role": "user", "content": "Q: " + "x" * 10_000}
+    request = Request("replay", spec.model.name, None, None, (message,), {})
+    assert worst_case_usd(make_provider(spec.model, spec.base_dir), request) == 0.0

@@ -824,6 +824,45 @@ def test_http_judge_with_a_rejected_key_stops_the_run(
     assert srv.stats()["total"] <= 2 + 2  # the first refusal and those in flight beside it
 
 
+def test_http_judge_of_a_model_the_server_lacks_names_the_judges_fields(
+    srv, tmp_path: Path
+) -> None:
+    """A judge model the server does not serve stops the run with the fix in the judge's
+    own fields (before: 'check model.name ... and model.base_url', the graded model's)."""
+    srv.configure(script={"Case ": "GRADE: C"}, models=["judge-model"])
+    spec = write_eval(
+        tmp_path,
+        _case_rows("CASE-1", "CASE-2"),
+        judge_text=CASE_JUDGE,
+        scorer={"model": _http_judge(srv, name="judge-modle")},
+        run={"concurrency": 1},
+    )
+    result, _ = run(spec, tmp_path / "results")
+    reason = result.manifest.stop_reason or ""
+    assert reason.startswith("stopped: the judge's provider does not serve this model"), reason
+    fix = "check scorer.model.name against the provider's model list, and scorer.model.base_url"
+    assert fix in reason
+
+
+def test_an_unreachable_judge_names_the_judges_base_url(tmp_path: Path) -> None:
+    """Five samples whose judge nothing answers stop the run naming
+    scorer.model.base_url (before: model.base_url, the graded model's, which answered)."""
+    spec = write_eval(
+        tmp_path,
+        _case_rows(*(f"CASE-{i}" for i in range(6))),
+        judge_text=CASE_JUDGE,
+        scorer={"model": {**_http_judge(_Unreachable()), "name": "judge-model"}},
+        run={"concurrency": 1, "max_retries": 0},
+    )
+    with pytest.raises(gradetrail.RunError) as caught:
+        run(spec, tmp_path / "results")
+    assert str(caught.value).endswith("; check scorer.model.base_url and that the server is up")
+
+
+class _Unreachable:
+    openai_base_url = "http://127.0.0.1:9/v1"  # the discard port: nothing listens
+
+
 def test_a_rubric_repeated_after_the_verdict_is_not_the_verdict(tmp_path: Path) -> None:
     """A judge that repeats its rubric after its verdict, unquoted, keeps its verdict: a
     grade followed by a definition (``GRADE: C if ...``, ``SCORE: 10 means ...``), a
