@@ -103,8 +103,12 @@ def import_user_module(
         SpecError: naming ``where``: the module cannot be found or imported, raises while
             importing, or its file is not a regular file (a FIFO would block the import).
     """
-    for extra in (str(base_dir), "."):  # first, even when on the path further on
-        if sys.path[:2] != [".", str(base_dir)]:
+    # Absolute paths, never ".": Python binds a relative sys.path entry to the directory it
+    # was first searched from (sys.path_importer_cache keeps that FileFinder), so after an
+    # os.chdir "." still found the first directory's app.py and ran its code.
+    first = [os.path.abspath("."), os.path.abspath(base_dir)]
+    if sys.path[:2] != first:
+        for extra in reversed(first):  # first, even when on the path further on
             with contextlib.suppress(ValueError):
                 sys.path.remove(extra)
             sys.path.insert(0, extra)

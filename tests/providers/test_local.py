@@ -799,3 +799,33 @@ def test_a_forked_child_of_the_app_still_exits_with_os_exit(app_dir: Path) -> No
     manifest = json.loads(out.stdout)
     assert manifest["counts"] == {"scored": 3}, out.stderr
     assert manifest["score"]["mean"] == pytest.approx(2 / 3)  # the third sum is wrong (8)
+
+
+def test_a_module_in_the_working_directory_follows_os_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two projects in one process, each run from its own directory (``os.chdir``, as a
+    notebook or a test suite does), the spec given relative to it: each runs its own
+    ``app.py``. Before, the working directory went on ``sys.path`` as ``"."``, which
+    Python binds to the directory it was first searched from (``sys.path_importer_cache``),
+    so the second project ran the first's function (rows 'a', 'a')."""
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "data.jsonl").write_text('{"id": "1", "q": "x"}\n')
+        (d / "cwd_app.py").write_text(f"def answer(request):\n    return {name!r}\n")
+        (d / "s.yaml").write_text(
+            "name: t\ndataset: {path: data.jsonl}\nprompt: '{{ q }}'\ntarget: 'b'\n"
+            "model: {provider: python, name: app, function: 'cwd_app:answer'}\n"
+            "scorer: {type: exact}\n"
+        )
+    answers = []
+    try:
+        for name in ("a", "b"):
+            monkeypatch.chdir(tmp_path / name)
+            spec = gradetrail.load_spec("s.yaml")
+            result = gradetrail.run_eval(spec, results_root=tmp_path / "r", use_cache=False)
+            answers += [row["response"] for row in _rows(result)]
+    finally:
+        sys.modules.pop("cwd_app", None)
+    assert answers == ["a", "b"]
