@@ -55,6 +55,7 @@ _EXPORTS = {
     "run_eval": "gradetrail.engine.runner",
     "Score": "gradetrail.scorers.base",
     "ScoreInput": "gradetrail.scorers.base",
+    "ScoredSample": "gradetrail.scorers.python",
     "Scorer": "gradetrail.scorers.base",
     "EvalSpec": "gradetrail.spec",
     "load_spec": "gradetrail.spec",
@@ -90,6 +91,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time, __get
         read_samples,
     )
     from gradetrail.scorers.base import Score, ScoreInput, Scorer
+    from gradetrail.scorers.python import ScoredSample
     from gradetrail.spec import EvalSpec, load_spec, spec_json_schema
     from gradetrail.spec.sweep import load_sweep
     from gradetrail.stats.agreement import cohen_kappa, measure_agreement
@@ -122,6 +124,7 @@ __all__ = [
     "SampleScore",
     "Score",
     "ScoreInput",
+    "ScoredSample",
     "Scorer",
     "SpecError",
     "SweepTable",

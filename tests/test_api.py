@@ -53,3 +53,29 @@ def test_the_ray_workers_module_imports_only_what_a_call_needs() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_spec_python_scorer_receives_the_exported_scored_sample(tmp_path) -> None:  # noqa: ANN001
+    """``scorer: {type: python}`` calls the function with ``gradetrail.ScoredSample`` (the
+    public name, so a user can annotate with it); ``run_eval(scorer=fn)`` calls ``fn``
+    with ``gradetrail.ScoreInput``."""
+    from gradetrail.datasets import Sample
+    from gradetrail.scorers.function import as_scorer
+    from gradetrail.scorers.python import make_python_scorer
+    from gradetrail.spec import PythonScorerSpec
+
+    (tmp_path / "api_grading.py").write_text(
+        "import gradetrail\n"
+        "def score(sample: gradetrail.ScoredSample) -> gradetrail.Score:\n"
+        "    return gradetrail.Score(1.0, {'type': type(sample).__name__,\n"
+        "        'exported': isinstance(sample, gradetrail.ScoredSample)})\n"
+    )
+    spec = PythonScorerSpec(type="python", function="api_grading:score")
+    item = gradetrail.ScoreInput(Sample(0, "s1", {"q": "x"}, 1), 1, "p", None, "4", "A: 4")
+    detail = make_python_scorer(spec, tmp_path, None).score(item).detail
+    assert detail["type"] == "ScoredSample" and detail["exported"] is True
+    assert gradetrail.ScoredSample.__module__ == "gradetrail.scorers.python"
+
+    seen: list[type] = []
+    as_scorer(lambda got: seen.append(type(got)) or 1.0).score(item)
+    assert seen == [gradetrail.ScoreInput]

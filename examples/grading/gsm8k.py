@@ -16,7 +16,7 @@ import ast
 import operator
 import re
 
-from gradetrail import Score
+from gradetrail import Score, ScoredSample
 
 _ANSWER = re.compile(r"(?:####|A:) (\-?[0-9\.\,]+)")
 _CALC = re.compile(r"<<([^<>=]+)=([^<>=]+)>>")
@@ -37,7 +37,7 @@ def _answer(text: str) -> str | None:
     return found[-1].strip().replace(",", "") if found else None
 
 
-def correct(sample) -> Score:  # noqa: ANN001 - a gradetrail.scorers.python.ScoredSample
+def correct(sample: ScoredSample) -> Score:
     """1 when the solution's tagged answer equals the target, as the GSM8K authors
     compare them; the detail records both answers."""
     got = _answer(sample.response)
@@ -62,7 +62,7 @@ def _value(node: ast.AST) -> float:
     raise ValueError(f"not arithmetic: {ast.dump(node)[:60]}")
 
 
-def arithmetic(sample) -> Score:  # noqa: ANN001
+def arithmetic(sample: ScoredSample) -> Score:
     """The share of ``<<expression=result>>`` annotations that are right (to 1e-6,
     relative); 1.0 for a solution with none (nothing wrong shown); the detail counts
     them and lists the first wrong one."""

@@ -17,7 +17,12 @@ def _number(text: str) -> float | None:
 
 
 def score(item: ScoreInput) -> float:
-    """The response's final answer against the target."""
+    """The response's final answer against the target.
+
+    loop.py passes this function to ``gradetrail.run_eval(spec, scorer=score)``, which
+    calls it with a :class:`gradetrail.ScoreInput`; named in a spec instead
+    (``scorer: {type: python, function: "grading:score"}``) it would receive a
+    :class:`gradetrail.ScoredSample`, which has the same ``response`` and ``target``."""
     answer = item.response.rsplit("A:", 1)[-1] if "A:" in item.response else ""
     got, want = _number(answer), _number(item.target or "")
     return float(got is not None and want is not None and got == want)

@@ -428,7 +428,7 @@ class PairwiseScorerSpec(_JudgeBase):
 
 class PythonScorerSpec(_Strict):
     """A scorer the user writes: a Python function, sync or async, that receives the
-    sample (:class:`gradetrail.scorers.python.ScoredSample`: row, rendered prompt, target,
+    sample (:class:`gradetrail.ScoredSample`: row, rendered prompt, target,
     response and its metadata) and returns a number in [0, 1], a bool, or a
     :class:`gradetrail.Score` with a detail dict. Its module file's SHA-256 enters the
     run's identity; it runs under ``run.score_timeout_s``; an exception is a scorer error
