@@ -10,6 +10,7 @@ import typer
 
 from gradetrail.analysis.diff_kinds import KINDS
 from gradetrail.cli.gate import ReducerChoice
+from gradetrail.cli.options import AllowDifferentScorersOption
 from gradetrail.errors import GradetrailError
 
 if TYPE_CHECKING:  # imported where used: `gradetrail --help` lists the command, no more
@@ -76,13 +77,7 @@ def diff(
             help="Pair the samples of runs on different dataset content by id anyway.",
         ),
     ] = False,
-    allow_different_scorers: Annotated[
-        bool,
-        typer.Option(
-            "--allow-different-scorers",
-            help="Compare runs scored differently (target, scorer settings, judge file).",
-        ),
-    ] = False,
+    allow_different_scorers: AllowDifferentScorersOption = False,
     reducer: Annotated[
         ReducerChoice | None,
         typer.Option(help="Reduce both runs' epochs with this reducer, not their run.reducer."),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from gradetrail.cli.options import check_report_paths
+from gradetrail.cli.options import AllowDifferentScorersOption, check_report_paths
 from gradetrail.errors import GradetrailError, UsageError
 
 if TYPE_CHECKING:  # imported where used: `gradetrail --help` lists the command, no more
@@ -150,13 +150,7 @@ def gate(
         bool,
         typer.Option("--allow-different-splits", help="Compare runs on different dataset.split s."),
     ] = False,
-    allow_different_scorers: Annotated[
-        bool,
-        typer.Option(
-            "--allow-different-scorers",
-            help="Compare runs scored differently (target, scorer settings, judge file).",
-        ),
-    ] = False,
+    allow_different_scorers: AllowDifferentScorersOption = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     junit: Annotated[
         Path | None, typer.Option(help="Also write the verdict as JUnit XML to this file.")

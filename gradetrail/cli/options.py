@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["CacheOption", "ExecutorOption", "NoCacheOption", "check_report_paths"]
+__all__ = [
+    "AllowDifferentScorersOption",
+    "CacheOption",
+    "ExecutorOption",
+    "NoCacheOption",
+    "check_report_paths",
+]
 
 #: ``--cache FILE``: the response cache to use
 CacheOption = Annotated[
@@ -21,6 +27,14 @@ NoCacheOption = Annotated[
 #: ``--executor local|ray``: where provider calls run
 ExecutorOption = Annotated[
     str, typer.Option(help="Where provider calls run: local, or ray (Ray workers).")
+]
+#: ``--allow-different-scorers``: compare runs scored differently (``gate``, ``diff``)
+AllowDifferentScorersOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-different-scorers",
+        help="Compare runs scored differently (target, scorer settings, judge file).",
+    ),
 ]
 
 
