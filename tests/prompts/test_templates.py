@@ -52,21 +52,7 @@ def test_whole_number_answers_from_a_float_column_score_as_numbers(tmp_path: Pat
     "18" zero (mean 0.33 for three right answers). Now each target is its integer, and
     the mean is 1.0."""
     table = pa.table({"id": ["a", "b", "c"], "q": ["18", "3", "0.5"], "a": [18.0, 3.0, 0.5]})
-    pq.write_table(table, tmp_path / "data.parquet")
-    (tmp_path / "float_app.py").write_text(APP)
-    spec = {
-        "name": "floats",
-        "dataset": {"path": "data.parquet"},
-        "prompt": "echo = {{ q }}",
-        "target": "{{ a }}",
-        "model": {"provider": "python", "name": "app", "function": "float_app:answer"},
-        "scorer": {"type": "exact"},
-    }
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    out = run_cli(
-        "run", str(tmp_path / "spec.yaml"), "--no-cache", "--json",
-        "--results-root", str(tmp_path / "results"),
-    )  # fmt: skip
+    out = _run(tmp_path, table, "echo = {{ q }}")
     assert out.code == 0, out.err
     manifest = json.loads(out.out)
     rows = (Path(manifest["run_dir"]) / "results.jsonl").read_text().splitlines()
@@ -74,16 +60,26 @@ def test_whole_number_answers_from_a_float_column_score_as_numbers(tmp_path: Pat
     assert manifest["score"]["mean"] == 1.0
 
 
-def _run(tmp_path: Path, table: pa.Table, prompt: str):
+def _run(
+    tmp_path: Path,
+    table: pa.Table,
+    prompt: str,
+    *,
+    module: str = "float_app",
+    app: str = APP,
+    scorer: str = "exact",
+):
+    """``gradetrail run --json`` of a spec over ``table`` (written as Parquet), answered
+    by ``app`` (saved as ``module``.py) and scored by ``scorer``."""
     pq.write_table(table, tmp_path / "data.parquet")
-    (tmp_path / "float_app.py").write_text(APP)
+    (tmp_path / f"{module}.py").write_text(app)
     spec = {
-        "name": "bytes",
+        "name": "parquet",
         "dataset": {"path": "data.parquet"},
         "prompt": prompt,
         "target": "{{ a }}",
-        "model": {"provider": "python", "name": "app", "function": "float_app:answer"},
-        "scorer": {"type": "exact"},
+        "model": {"provider": "python", "name": "app", "function": f"{module}:answer"},
+        "scorer": {"type": scorer},
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     return run_cli(
@@ -126,21 +122,9 @@ def test_a_float_answer_index_scores_with_the_choice_scorer(tmp_path: Path) -> N
     the target "1.0", which the choice scorer cannot read as an index: the row was a
     judge_error, left out of the mean. It is now the index 1, scored."""
     table = pa.table({"q": ["x", "y"], "a": [1.0, 2.0], "choices": [["a", "b", "c"]] * 2})
-    pq.write_table(table, tmp_path / "data.parquet")
-    (tmp_path / "letter_app.py").write_text("def answer(request):\n    return 'B'\n")
-    spec = {
-        "name": "choices",
-        "dataset": {"path": "data.parquet"},
-        "prompt": "{{ q }}\n{{ choices | lettered }}",
-        "target": "{{ a }}",
-        "model": {"provider": "python", "name": "app", "function": "letter_app:answer"},
-        "scorer": {"type": "choice"},
-    }
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    out = run_cli(
-        "run", str(tmp_path / "spec.yaml"), "--no-cache", "--json",
-        "--results-root", str(tmp_path / "results"),
-    )  # fmt: skip
+    letter_app = "def answer(request):\n    return 'B'\n"
+    prompt = "{{ q }}\n{{ choices | lettered }}"
+    out = _run(tmp_path, table, prompt, module="letter_app", app=letter_app, scorer="choice")
     assert out.code == 0, out.err
     manifest = json.loads(out.out)
     assert manifest["counts"] == {"scored": 2}
