@@ -38,7 +38,7 @@ from typing import Any
 from gradetrail.errors import QUOTAS, RUN_STOPS, RunError
 from gradetrail.rundir.results import Row
 
-__all__ = ["FailFast", "ProviderStopped", "QuotaExhausted", "check_quota", "check_stop"]
+__all__ = ["FailFast", "ProviderStopped", "QuotaExhausted", "check_stop"]
 
 
 class ProviderStopped(RunError):
@@ -89,10 +89,6 @@ def check_stop(row: Row, *, run_stops: bool = True) -> None:
     if row["state"] == "judge_error":  # the judge's settings, not the graded model's
         fix = fix.replace("model.", "scorer.model.")
     raise ProviderStopped(f"stopped: {who} {what} ({kind}: {message}); {fix}, {_RESUME}")
-
-
-#: the name earlier callers know :func:`check_stop` by
-check_quota = check_stop
 
 
 _SIGNATURE = ("kind", "status", "error_type", "code", "message")

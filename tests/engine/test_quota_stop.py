@@ -13,7 +13,7 @@ from cli_support import run_cli
 from http_support import gsm8k_spec
 from protocol_server import fresh_protocol_server_fixture, protocol_server_fixture
 
-from gradetrail.engine.failfast import QuotaExhausted, check_quota
+from gradetrail.engine.failfast import QuotaExhausted, check_stop
 from gradetrail.errors import BadRequest, RateLimited
 from gradetrail.rundir.results import make_row
 
@@ -120,7 +120,7 @@ def test_check_quota_names_the_quota_and_the_fix(state: str) -> None:
         error=detail if state == "provider_error" else {"provider_error": detail},
     )
     with pytest.raises(QuotaExhausted) as info:
-        check_quota(row)
+        check_stop(row)
     who = "the provider" if state == "provider_error" else "the judge's provider"
     assert str(info.value).startswith(
         f"stopped: {who} says its quota ran out (RateLimited: 429 insufficient_quota: out); "
@@ -135,7 +135,7 @@ def test_other_errors_do_not_stop_the_run() -> None:
         BadRequest("400 invalid_request_error: too long", status=400),
         RateLimited("429 rate_limit_exceeded", status=429),
     ):
-        check_quota(make_row(sample_id="1", state="provider_error", error=error.detail()))
+        check_stop(make_row(sample_id="1", state="provider_error", error=error.detail()))
 
 
 @pytest.mark.parametrize(
